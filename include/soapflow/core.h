@@ -1,0 +1,160 @@
+/*
+ * soapflow/core.h - the foundation every other module stands on.
+ *
+ * Quick tour:
+ *
+ *     sf_error err = {0};
+ *     sf_arena *a = sf_arena_new(0);             // 0: default block size
+ *     int64_t *v = sf_arena_alloc(a, 16 * sizeof *v);
+ *     if (!v) return sf_error_set(&err, SF_ERR_NOMEM, "out of memory");
+ *     sf_rng rng; sf_rng_seed(&rng, 42);         // no global RNG: pass it by pointer
+ *     double u = sf_rng_uniform(&rng);
+ *     sf_arena_free(a);                           // everything at once
+ *
+ * Errors are values: functions return an `sf_status` (0 ok, negative failure)
+ * and, where a human needs to know more, fill an `sf_error` with a one-line
+ * message that names the file, line and column or the operator concerned.
+ * Library code never prints on its own and never exits; the CLI decides.
+ */
+#ifndef SOAPFLOW_CORE_H
+#define SOAPFLOW_CORE_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define SF_PRINTF(fmt, args) __attribute__((format(printf, fmt, args)))
+#else
+#define SF_PRINTF(fmt, args)
+#endif
+
+/* ---- status codes ------------------------------------------------------ */
+
+typedef enum sf_status {
+    SF_OK = 0,
+    SF_ERR_NOMEM = -1,    /* an allocation failed */
+    SF_ERR_INVALID = -2,  /* an argument or a value is not acceptable */
+    SF_ERR_IO = -3,       /* a file could not be opened, read or written */
+    SF_ERR_PARSE = -4,    /* malformed JSON, ONNX or other input text */
+    SF_ERR_SHAPE = -5,    /* tensor shapes do not fit an operator */
+    SF_ERR_NOTFOUND = -6, /* unknown operator, preset, model or name */
+    SF_ERR_RANGE = -7,    /* a number out of range, or an overflow */
+    SF_ERR_UNSUPPORTED = -8,
+    SF_ERR_INTERNAL = -9, /* an invariant broke: a bug in soapflow */
+    SF_STATUS_MIN = -9
+} sf_status;
+
+/* A short English phrase for a status ("out of memory"). Never NULL. */
+const char *sf_status_str(sf_status s);
+
+#define SF_ERRMSG_MAX 512
+
+/* An error held by the caller: a status and a one-line human message. */
+typedef struct sf_error {
+    sf_status code;
+    char msg[SF_ERRMSG_MAX];
+} sf_error;
+
+/* Record an error (when err is non-NULL) and return `code`, so that
+ * `return sf_error_set(err, SF_ERR_SHAPE, "...")` reads naturally.
+ * The first error wins: a later call does not overwrite a set message. */
+sf_status sf_error_set(sf_error *err, sf_status code, const char *fmt, ...) SF_PRINTF(3, 4);
+sf_status sf_error_vset(sf_error *err, sf_status code, const char *fmt, va_list ap);
+/* Prefix an existing message ("model.json: " + msg). */
+void sf_error_prefix(sf_error *err, const char *fmt, ...) SF_PRINTF(2, 3);
+void sf_error_clear(sf_error *err);
+
+/* ---- checked arithmetic ------------------------------------------------ */
+
+/* Multiply/add with overflow detection: return 0 and store the result, or
+ * return -1 when the result would not fit. */
+int sf_mul_overflow_i64(int64_t a, int64_t b, int64_t *out);
+int sf_mul_overflow_size(size_t a, size_t b, size_t *out);
+
+/* ---- arena ------------------------------------------------------------- */
+
+/* A bump allocator for graph-shaped data that dies all at once.
+ * Blocks are chained; an allocation larger than a block gets its own block.
+ * Every allocation is aligned to 16 bytes and zero-filled. */
+typedef struct sf_arena sf_arena;
+
+sf_arena *sf_arena_new(size_t block_bytes);
+void *sf_arena_alloc(sf_arena *a, size_t bytes);
+/* count * size, overflow checked; NULL on overflow or out of memory. */
+void *sf_arena_calloc(sf_arena *a, size_t count, size_t size);
+char *sf_arena_strdup(sf_arena *a, const char *s);
+size_t sf_arena_used(const sf_arena *a); /* bytes handed out */
+void sf_arena_free(sf_arena *a);
+
+/* ---- random numbers ---------------------------------------------------- */
+
+/* xoshiro256** seeded by splitmix64: small, fast, and the same sequence on
+ * every platform for the same seed. */
+typedef struct sf_rng {
+    uint64_t s[4];
+} sf_rng;
+
+void sf_rng_seed(sf_rng *r, uint64_t seed);
+uint64_t sf_rng_next(sf_rng *r);
+/* Uniform in [0, 1) with 53 random bits. */
+double sf_rng_uniform(sf_rng *r);
+/* Uniform integer in [0, n), without modulo bias; n > 0. */
+uint64_t sf_rng_below(sf_rng *r, uint64_t n);
+
+/* ---- logging ----------------------------------------------------------- */
+
+typedef enum sf_log_level {
+    SF_LOG_ERROR = 0,
+    SF_LOG_WARN = 1,
+    SF_LOG_INFO = 2,
+    SF_LOG_DEBUG = 3
+} sf_log_level;
+
+/* Logging goes to a sink that the application installs; the default sink
+ * is silent so that the library never prints on its own. The CLI installs
+ * sf_log_stderr_sink. */
+typedef void (*sf_log_sink)(sf_log_level level, const char *msg, void *user);
+
+void sf_log_set_sink(sf_log_sink sink, void *user);
+void sf_log_set_level(sf_log_level level);
+sf_log_level sf_log_get_level(void);
+void sf_log(sf_log_level level, const char *fmt, ...) SF_PRINTF(2, 3);
+/* Writes "soapflow: warning: msg" to stderr. */
+void sf_log_stderr_sink(sf_log_level level, const char *msg, void *user);
+
+#define SF_LOG_WARN_F(...) sf_log(SF_LOG_WARN, __VA_ARGS__)
+#define SF_LOG_INFO_F(...) sf_log(SF_LOG_INFO, __VA_ARGS__)
+#define SF_LOG_DEBUG_F(...) sf_log(SF_LOG_DEBUG, __VA_ARGS__)
+
+/* ---- progress bar ------------------------------------------------------ */
+
+/* A progress bar for long work. It draws on `out` (normally stderr) only
+ * when that stream is a terminal, at most ~10 times a second, and erases
+ * itself when finished. When not a terminal it draws nothing at all. */
+typedef struct sf_progress {
+    FILE *out;
+    int enabled;          /* 1 when out is a terminal */
+    double total;         /* units of work, e.g. iterations or seconds */
+    double start_s;       /* monotonic clock at start */
+    double last_draw_s;
+    char label[64];
+} sf_progress;
+
+void sf_progress_start(sf_progress *p, FILE *out, const char *label, double total);
+/* done: units finished so far; extra: a short status text or NULL. */
+void sf_progress_update(sf_progress *p, double done, const char *extra);
+void sf_progress_finish(sf_progress *p);
+
+/* Monotonic seconds, for timing. */
+double sf_now_s(void);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,339 @@
+/*
+ * soapflow/graph.h - operator graphs, shapes, tiles and what every operator knows.
+ *
+ * Quick tour:
+ *
+ *     sf_error err = {0};
+ *     sf_graph *g = sf_graph_new("tiny");
+ *     sf_shape s = sf_shape_make(4, (int64_t[]){64, 3, 32, 32});
+ *     int x = sf_graph_add_input(g, "x", &s, &err);
+ *     sf_op_params p;
+ *     sf_op_params_default(SF_OP_CONV2D, &p);
+ *     p.conv2d.out_channels = 16; p.conv2d.kernel[0] = p.conv2d.kernel[1] = 3;
+ *     p.conv2d.padding[0] = p.conv2d.padding[1] = 1;
+ *     int c = sf_graph_add_op(g, SF_OP_CONV2D, "conv1", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+ *     const sf_op *op = sf_graph_op(g, c);      // shapes, params, parallel space
+ *     sf_graph_free(g);
+ *
+ * A graph is built in topological order: an operator's inputs must exist when it
+ * is added, and shapes are inferred right then, so a wrong model fails at the
+ * operator that is wrong, with its name in the message.
+ *
+ * Parallelization works on an operator's *parallel space*: the dimensions of its
+ * (first) output tensor, each tagged sample, attribute or parameter (or none when
+ * it cannot be split, such as the time axis inside one LSTM chunk). A *tile* is a
+ * rectangle of that space. For any tile, an operator tells which region of every
+ * input the tile needs (halos for convolutions, whole rows for a linear layer split
+ * on output channels), what the tile costs in FLOPs and bytes, and how much memory
+ * it holds. That is all the simulator and the search need to know about operators.
+ *
+ * The element type is fp32 everywhere (token ids and labels too: 4 bytes each).
+ */
+#ifndef SOAPFLOW_GRAPH_H
+#define SOAPFLOW_GRAPH_H
+
+#include "soapflow/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SF_MAX_DIMS 6     /* largest tensor rank */
+#define SF_MAX_SPLIT 64   /* most outputs of one split operator */
+#define SF_ELEM_BYTES 4   /* fp32 */
+
+/* ---- shapes and tiles -------------------------------------------------- */
+
+typedef struct sf_shape {
+    int ndim;
+    int64_t d[SF_MAX_DIMS];
+} sf_shape;
+
+/* A rectangle [lo, hi) in each dimension. Empty when any hi <= lo. */
+typedef struct sf_tile {
+    int ndim;
+    int64_t lo[SF_MAX_DIMS];
+    int64_t hi[SF_MAX_DIMS];
+} sf_tile;
+
+sf_shape sf_shape_make(int ndim, const int64_t *d);
+int64_t sf_shape_numel(const sf_shape *s);
+int sf_shape_equal(const sf_shape *a, const sf_shape *b);
+/* "64x3x224x224" into buf; returns buf. */
+char *sf_shape_str(const sf_shape *s, char *buf, size_t n);
+
+sf_tile sf_tile_full(const sf_shape *s);
+int64_t sf_tile_numel(const sf_tile *t); /* 0 when empty */
+int sf_tile_empty(const sf_tile *t);
+/* Intersection; returns 1 when non-empty. */
+int sf_tile_intersect(const sf_tile *a, const sf_tile *b, sf_tile *out);
+int sf_tile_equal(const sf_tile *a, const sf_tile *b);
+sf_shape sf_tile_extent(const sf_tile *t); /* hi - lo per dimension */
+char *sf_tile_str(const sf_tile *t, char *buf, size_t n);
+
+/* Part `part` of `degree` equal-as-possible parts of [0, n): parts differ by at
+ * most one element (floor(part*n/degree) .. floor((part+1)*n/degree)). */
+void sf_split_range(int64_t n, int degree, int part, int64_t *lo, int64_t *hi);
+
+/* ---- dimension kinds (the S, A and P of SOAP) -------------------------- */
+
+typedef enum sf_dim_kind {
+    SF_DIM_NONE = 0,      /* cannot be split (degree must be 1) */
+    SF_DIM_SAMPLE = 1,    /* the batch */
+    SF_DIM_ATTRIBUTE = 2, /* splitting keeps weights whole: height, width, sequence */
+    SF_DIM_PARAMETER = 3, /* splitting splits the weights: channels, vocabulary, heads */
+    SF_DIM_KIND_COUNT
+} sf_dim_kind;
+
+const char *sf_dim_kind_name(sf_dim_kind k); /* "sample", "attribute", ... */
+
+/* ---- operator types ---------------------------------------------------- */
+
+typedef enum sf_op_type {
+    SF_OP_INPUT = 0,
+    SF_OP_CONV2D,
+    SF_OP_POOL2D,
+    SF_OP_LINEAR,
+    SF_OP_MATMUL,
+    SF_OP_EMBEDDING,
+    SF_OP_LSTM,
+    SF_OP_ATTENTION,
+    SF_OP_RELU,
+    SF_OP_SIGMOID,
+    SF_OP_TANH,
+    SF_OP_GELU,
+    SF_OP_ADD,
+    SF_OP_MUL,
+    SF_OP_CONCAT,
+    SF_OP_SPLIT,
+    SF_OP_RESHAPE,
+    SF_OP_FLATTEN,
+    SF_OP_SOFTMAX_CE,
+    SF_OP_BATCHNORM,
+    SF_OP_LAYERNORM,
+    SF_OP_DROPOUT,
+    SF_OP_COUNT
+} sf_op_type;
+
+typedef enum sf_pool_mode {
+    SF_POOL_MAX = 0,
+    SF_POOL_AVG = 1,
+    SF_POOL_ADAPTIVE_AVG = 2 /* output_size fixed; (1,1) is global average */
+} sf_pool_mode;
+
+/* Parameters of each operator type: plain values, one struct per type. */
+typedef struct sf_input_params {
+    sf_shape shape;       /* full shape including the batch in dimension 0 */
+    int is_index;         /* 1: token ids / class ids (still 4-byte elements) */
+} sf_input_params;
+
+typedef struct sf_conv2d_params {
+    int64_t out_channels;
+    int64_t kernel[2], stride[2], padding[2], dilation[2]; /* (h, w) */
+    int64_t groups;
+    int bias;
+} sf_conv2d_params;
+
+typedef struct sf_pool2d_params {
+    int mode; /* sf_pool_mode */
+    int64_t kernel[2], stride[2], padding[2];
+    int64_t output_size[2]; /* adaptive only */
+    int ceil_mode;
+    int count_include_pad; /* average only */
+} sf_pool2d_params;
+
+typedef struct sf_linear_params {
+    int64_t out_features; /* applies to the last dimension */
+    int bias;
+} sf_linear_params;
+
+typedef struct sf_matmul_params {
+    int transpose_a, transpose_b; /* batched: (..., M, K) x (..., K, N) */
+} sf_matmul_params;
+
+typedef struct sf_embedding_params {
+    int64_t num_embeddings;
+    int64_t embedding_dim;
+} sf_embedding_params;
+
+typedef struct sf_lstm_params {
+    int64_t hidden;
+    /* inputs: x (N, T, I) [, h0 (N, H), c0 (N, H)]
+     * outputs: y (N, T, H), hT (N, H), cT (N, H) */
+} sf_lstm_params;
+
+typedef struct sf_attention_params {
+    int64_t embed_dim; /* model width D; inputs and output are (N, T, D) */
+    int64_t heads;
+    int causal;
+    int bias;
+    /* inputs: query (N, Tq, D) [, memory (N, Tk, D)]: self-attention with one input */
+} sf_attention_params;
+
+typedef struct sf_concat_params {
+    int axis;
+} sf_concat_params;
+
+typedef struct sf_split_params {
+    int axis;
+    int parts;                   /* number of outputs */
+    int64_t sizes[SF_MAX_SPLIT]; /* all zero: split as evenly as sf_split_range */
+} sf_split_params;
+
+typedef struct sf_reshape_params {
+    int ndim;
+    int64_t shape[SF_MAX_DIMS]; /* 0: copy that input dimension; -1: infer (one at most) */
+} sf_reshape_params;
+
+typedef struct sf_flatten_params {
+    int start_dim; /* dimensions start_dim.. are merged into one; torch.flatten(x, 1) is 1 */
+} sf_flatten_params;
+
+typedef struct sf_norm_params {
+    double eps;
+    int affine; /* learnable scale and shift */
+} sf_norm_params;
+
+typedef struct sf_dropout_params {
+    double p;
+} sf_dropout_params;
+
+typedef union sf_op_params {
+    sf_input_params input;
+    sf_conv2d_params conv2d;
+    sf_pool2d_params pool2d;
+    sf_linear_params linear;
+    sf_matmul_params matmul;
+    sf_embedding_params embedding;
+    sf_lstm_params lstm;
+    sf_attention_params attention;
+    sf_concat_params concat;
+    sf_split_params split;
+    sf_reshape_params reshape;
+    sf_flatten_params flatten;
+    sf_norm_params norm; /* batchnorm, layernorm */
+    sf_dropout_params dropout;
+} sf_op_params;
+
+const char *sf_op_type_name(sf_op_type t); /* "conv2d"; "?" when out of range */
+/* Look up by name; SF_ERR_NOTFOUND when unknown. */
+sf_status sf_op_type_from_name(const char *name, sf_op_type *out);
+/* Fill the defaults of a type (stride 1, bias on, eps 1e-5, ...). */
+void sf_op_params_default(sf_op_type t, sf_op_params *p);
+
+/* ---- attributes, for file formats ------------------------------------- */
+
+/* Each operator describes its attributes with a table, so that readers and
+ * writers of model files work for every operator without knowing any. */
+typedef enum sf_attr_type {
+    SF_ATTR_INT = 0,   /* int64_t */
+    SF_ATTR_INTS,      /* int64_t[count]; count 0 means variable (see count_offset) */
+    SF_ATTR_BOOL,      /* int */
+    SF_ATTR_FLOAT,     /* double */
+    SF_ATTR_ENUM,      /* int, written as one of enum_names */
+    SF_ATTR_SMALLINT   /* int (axis, counts) */
+} sf_attr_type;
+
+typedef struct sf_attr_desc {
+    const char *name;
+    sf_attr_type type;
+    size_t offset;                /* into sf_op_params */
+    int count;                    /* SF_ATTR_INTS: fixed number of elements (0: variable) */
+    size_t count_offset;          /* SF_ATTR_INTS with count 0: offset of an int holding it */
+    int max_count;                /* SF_ATTR_INTS with count 0: capacity */
+    const char *const *enum_names;
+    int n_enum;
+} sf_attr_desc;
+
+const sf_attr_desc *sf_op_attrs(sf_op_type t, int *n);
+
+/* ---- the graph --------------------------------------------------------- */
+
+/* Output `out` of operator `op`. */
+typedef struct sf_tensor_ref {
+    int op;
+    int out;
+} sf_tensor_ref;
+
+/* One operator of a graph: read-only to users, owned by the graph. */
+typedef struct sf_op {
+    int id;
+    const char *name;
+    sf_op_type type;
+    sf_op_params params;
+    int n_inputs;
+    const sf_tensor_ref *inputs;
+    const sf_shape *in_shapes;   /* [n_inputs] */
+    int n_outputs;
+    const sf_shape *out_shapes;  /* [n_outputs] */
+    int weight_owner;            /* -1, or the operator whose weights this one shares */
+    int64_t n_params;            /* trainable parameters it needs (even when shared) */
+    sf_shape space;              /* parallel space: normally out_shapes[0] */
+    sf_dim_kind kinds[SF_MAX_DIMS];
+} sf_op;
+
+typedef struct sf_graph sf_graph;
+
+sf_graph *sf_graph_new(const char *name);
+void sf_graph_free(sf_graph *g);
+const char *sf_graph_name(const sf_graph *g);
+int sf_graph_num_ops(const sf_graph *g);
+const sf_op *sf_graph_op(const sf_graph *g, int id);
+/* Operator by name, or -1. */
+int sf_graph_find(const sf_graph *g, const char *name);
+
+/* Add an operator. Returns its id (>= 0) or a negative sf_status with err set.
+ * Names must be unique; inputs must already exist. */
+int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_params *p,
+                    const sf_tensor_ref *inputs, int n_inputs, sf_error *err);
+int sf_graph_add_input(sf_graph *g, const char *name, const sf_shape *shape, int is_index,
+                       sf_error *err);
+/* Make `op` use the weights of `owner` (an earlier operator of the same type
+ * with the same weight shapes): unrolled RNN steps share their layer's weights. */
+sf_status sf_graph_share_weights(sf_graph *g, int op, int owner, sf_error *err);
+
+/* Consumers of output `out` of `op`: fills up to `cap` (op, input index) pairs
+ * into `users` and returns how many there are in all. */
+int sf_graph_consumers(const sf_graph *g, int op, int out, sf_tensor_ref *users, int cap);
+
+/* Totals over the graph at its batch. */
+typedef struct sf_graph_stats {
+    int ops;
+    int64_t params;          /* trainable, shared weights counted once */
+    double flops_fwd;        /* one forward pass */
+    double flops_bwd;
+    double activation_bytes; /* all operator outputs */
+    double weight_bytes;
+    int64_t batch;           /* dimension 0 of the first input */
+} sf_graph_stats;
+
+void sf_graph_stats_compute(const sf_graph *g, sf_graph_stats *st);
+
+/* ---- what each operator knows about a tile of its parallel space ------- */
+
+typedef struct sf_op_cost {
+    double flops_fwd, flops_bwd; /* floating-point operations */
+    double bytes_fwd, bytes_bwd; /* device memory traffic: read + written */
+} sf_op_cost;
+
+typedef struct sf_op_mem {
+    double weight_bytes; /* weights the tile needs */
+    double saved_bytes;  /* activations kept for the backward pass */
+    double output_bytes; /* outputs the tile produces */
+} sf_op_mem;
+
+/* Region of input `input` that tile `t` needs (clamped to the input's shape). */
+void sf_op_input_region(const sf_op *op, const sf_tile *t, int input, sf_tile *region);
+/* Part of output `output` that tile `t` produces (may be empty). */
+void sf_op_output_tile(const sf_op *op, const sf_tile *t, int output, sf_tile *out);
+void sf_op_tile_cost(const sf_op *op, const sf_tile *t, sf_op_cost *c);
+void sf_op_tile_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m);
+/* Weight elements a tile uses: the parameter count scaled by its share of the
+ * parameter dimensions (tiles that differ only in sample or attribute dimensions
+ * hold replicas of the same shard). */
+int64_t sf_op_tile_weights(const sf_op *op, const sf_tile *t);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,143 @@
+/*
+ * soapflow/machine.h - devices, links and routes of a cluster.
+ *
+ * Quick tour:
+ *
+ *     sf_error err = {0};
+ *     sf_machine *m = sf_machine_preset("p100-4x4", &err);   // or sf_machine_load_json
+ *     const sf_device *d = sf_machine_device(m, 5);           // node 1, local index 1
+ *     sf_route r;
+ *     sf_machine_route(m, 0, 5, &r);                           // links a transfer crosses
+ *     for (int i = 0; i < r.n_links; i++) sf_machine_link(m, r.links[i])->bandwidth_Bps;
+ *     sf_machine_free(m);
+ *
+ * A machine is devices grouped into nodes, and directed links, each a resource
+ * with a bandwidth and a latency. Inside a node the devices are joined by one
+ * topology (direct pairwise links as NVLink meshes, a non-blocking switch as
+ * NVSwitch, or PCIe switches shared by groups of devices under a host root);
+ * nodes are joined by NICs (one or more per node) into a non-blocking fabric.
+ * Every ordered pair of devices has a fixed route (a list of links), computed
+ * when the machine is built; a transfer of B bytes over a route takes, on each
+ * link, latency + B / bandwidth (the simulator decides how they overlap).
+ */
+#ifndef SOAPFLOW_MACHINE_H
+#define SOAPFLOW_MACHINE_H
+
+#include "soapflow/core.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SF_MAX_ROUTE 8     /* most links on one route */
+#define SF_NAME_MAX 64
+
+typedef enum sf_dtype {
+    SF_DTYPE_FP32 = 0,
+    SF_DTYPE_FP16,
+    SF_DTYPE_BF16,
+    SF_DTYPE_COUNT
+} sf_dtype;
+
+const char *sf_dtype_name(sf_dtype t); /* "fp32", "fp16", "bf16" */
+
+/* A kind of device, with the figures of its data sheet. */
+typedef struct sf_device_kind {
+    char name[SF_NAME_MAX];                /* "P100-SXM2" */
+    double peak_flops[SF_DTYPE_COUNT];     /* FLOP/s; 0 when the dtype is unsupported */
+    double mem_bw_Bps;                     /* device memory bandwidth, bytes/s */
+    double mem_bytes;                      /* device memory size, bytes */
+} sf_device_kind;
+
+typedef struct sf_device {
+    int id;          /* global index 0..n-1 */
+    int node;        /* node index */
+    int local;       /* index within its node */
+    int kind;        /* index into the machine's kinds */
+} sf_device;
+
+typedef enum sf_link_type {
+    SF_LINK_NVLINK = 0, /* direct device-device link */
+    SF_LINK_SWITCH_UP,  /* device -> intra-node switch (NVSwitch, PCIe switch) */
+    SF_LINK_SWITCH_DOWN,/* intra-node switch -> device */
+    SF_LINK_PCIE_UP,    /* PCIe switch -> host root */
+    SF_LINK_PCIE_DOWN,  /* host root -> PCIe switch */
+    SF_LINK_SHM,        /* shared memory between ranks on one host */
+    SF_LINK_NIC_OUT,    /* node -> network */
+    SF_LINK_NIC_IN,     /* network -> node */
+    SF_LINK_TYPE_COUNT
+} sf_link_type;
+
+const char *sf_link_type_name(sf_link_type t);
+
+/* A directed link: a resource that carries one transfer at a time. */
+typedef struct sf_link {
+    int id;
+    sf_link_type type;
+    int inter_node;      /* 1 for NIC links */
+    int node;            /* node it belongs to */
+    int src_dev, dst_dev;/* devices at its ends, -1 for a switch or the network */
+    double bandwidth_Bps;/* bytes per second */
+    double latency_s;    /* seconds per message */
+    char name[48];       /* "n0.d1->n0.d2", "n2.nic0.out" */
+} sf_link;
+
+typedef struct sf_route {
+    int n_links;
+    int links[SF_MAX_ROUTE];
+} sf_route;
+
+typedef enum sf_intra_topology {
+    SF_INTRA_PAIRWISE = 0, /* a direct link for every ordered pair of devices */
+    SF_INTRA_SWITCH,       /* each device has an up and a down link to a switch */
+    SF_INTRA_PCIE_TREE,    /* groups of devices share a PCIe switch; switches meet at the host */
+    SF_INTRA_SHM,          /* ranks on one host: one shared-memory link per ordered pair */
+    SF_INTRA_COUNT
+} sf_intra_topology;
+
+/* The description a machine is built from: what the JSON format holds. */
+typedef struct sf_machine_desc {
+    char name[SF_NAME_MAX];
+    int nodes;
+    int devices_per_node;
+    sf_device_kind kind;             /* every device is of this kind */
+    sf_intra_topology intra;
+    double intra_bw_Bps, intra_latency_s;  /* per link */
+    int pcie_group;                  /* PCIE_TREE: devices per switch */
+    double pcie_up_bw_Bps;           /* PCIE_TREE: switch <-> host link bandwidth */
+    int nics_per_node;               /* device d uses NIC (local % nics) */
+    double inter_bw_Bps, inter_latency_s; /* per NIC, each way */
+} sf_machine_desc;
+
+typedef struct sf_machine sf_machine;
+
+sf_machine *sf_machine_build(const sf_machine_desc *desc, sf_error *err);
+void sf_machine_free(sf_machine *m);
+
+/* Built-in presets: "p100-4x4", "k80-16x4", "dgx-a100", "dgx-h100", "cpu". */
+int sf_machine_preset_count(void);
+const char *sf_machine_preset_name(int i);
+const char *sf_machine_preset_summary(int i); /* one line for `soapflow machines` */
+sf_status sf_machine_preset_desc(const char *name, sf_machine_desc *out, sf_error *err);
+sf_machine *sf_machine_preset(const char *name, sf_error *err);
+/* A machine made of the first n devices of m (n <= its device count),
+ * keeping their topology: "4- and 8-device parts" of a cluster. */
+sf_machine *sf_machine_subset(const sf_machine *m, int n, sf_error *err);
+
+const char *sf_machine_name(const sf_machine *m);
+const sf_machine_desc *sf_machine_get_desc(const sf_machine *m);
+int sf_machine_num_devices(const sf_machine *m);
+int sf_machine_num_nodes(const sf_machine *m);
+int sf_machine_num_links(const sf_machine *m);
+const sf_device *sf_machine_device(const sf_machine *m, int id);
+const sf_device_kind *sf_machine_device_kind(const sf_machine *m, int device);
+const sf_link *sf_machine_link(const sf_machine *m, int id);
+/* Route from device a to device b; an empty route when a == b. */
+void sf_machine_route(const sf_machine *m, int a, int b, sf_route *out);
+/* Time for `bytes` to cross the route alone, store-and-forward: sum over links. */
+double sf_machine_transfer_time_s(const sf_machine *m, int a, int b, double bytes);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

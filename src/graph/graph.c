@@ -1,0 +1,196 @@
+/*
+ * graph.c - the operator graph: building it, checking it, summing it up.
+ *
+ * Operators are added in topological order and their output shapes are inferred
+ * on the spot, so a wrong model fails at the first wrong operator, by name.
+ * All graph data lives in one arena freed in one call; the op table is an array
+ * of pointers (grown by doubling), so sf_op pointers stay valid for the life of
+ * the graph.
+ */
+#include "soapflow/graph.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "../ops/op_impl.h"
+
+struct sf_graph {
+    sf_arena *arena;
+    char *name;
+    sf_op **ops;
+    int n_ops, cap_ops;
+};
+
+sf_graph *sf_graph_new(const char *name) {
+    sf_graph *g = calloc(1, sizeof *g);
+    if (!g) return NULL;
+    g->arena = sf_arena_new(0);
+    if (!g->arena) {
+        free(g);
+        return NULL;
+    }
+    g->name = sf_arena_strdup(g->arena, name ? name : "graph");
+    if (!g->name) {
+        sf_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+void sf_graph_free(sf_graph *g) {
+    if (!g) return;
+    free(g->ops);
+    sf_arena_free(g->arena);
+    free(g);
+}
+
+const char *sf_graph_name(const sf_graph *g) { return g->name; }
+int sf_graph_num_ops(const sf_graph *g) { return g->n_ops; }
+
+const sf_op *sf_graph_op(const sf_graph *g, int id) {
+    if (id < 0 || id >= g->n_ops) return NULL;
+    return g->ops[id];
+}
+
+int sf_graph_find(const sf_graph *g, const char *name) {
+    for (int i = 0; i < g->n_ops; i++)
+        if (strcmp(g->ops[i]->name, name) == 0) return i;
+    return -1;
+}
+
+static void default_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {
+    *space = op->out_shapes[0];
+    for (int i = 0; i < space->ndim; i++) kinds[i] = i == 0 ? SF_DIM_SAMPLE : SF_DIM_NONE;
+}
+
+int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_params *p,
+                    const sf_tensor_ref *inputs, int n_inputs, sf_error *err) {
+    const sf_op_class *c = sf_op_class_get(type);
+    if (!c) return sf_error_set(err, SF_ERR_NOTFOUND, "unknown operator type %d", (int)type);
+    if (!name || !*name)
+        return sf_error_set(err, SF_ERR_INVALID, "%s operator without a name", c->name);
+    if (sf_graph_find(g, name) >= 0)
+        return sf_error_set(err, SF_ERR_INVALID, "operator '%s': name already used", name);
+    if (n_inputs < c->min_inputs || (c->max_inputs >= 0 && n_inputs > c->max_inputs)) {
+        if (c->max_inputs < 0)
+            return sf_error_set(err, SF_ERR_INVALID,
+                                "operator '%s' (%s): needs at least %d inputs, got %d", name,
+                                c->name, c->min_inputs, n_inputs);
+        return sf_error_set(err, SF_ERR_INVALID, "operator '%s' (%s): needs %d..%d inputs, got %d",
+                            name, c->name, c->min_inputs, c->max_inputs, n_inputs);
+    }
+    if (g->n_ops == g->cap_ops) {
+        int cap = g->cap_ops ? g->cap_ops * 2 : 64;
+        sf_op **ops = realloc(g->ops, (size_t)cap * sizeof *ops);
+        if (!ops) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        g->ops = ops;
+        g->cap_ops = cap;
+    }
+    sf_op *op = sf_arena_alloc(g->arena, sizeof *op);
+    sf_tensor_ref *ins = sf_arena_calloc(g->arena, (size_t)(n_inputs ? n_inputs : 1), sizeof *ins);
+    sf_shape *in_shapes =
+        sf_arena_calloc(g->arena, (size_t)(n_inputs ? n_inputs : 1), sizeof *in_shapes);
+    char *nm = sf_arena_strdup(g->arena, name);
+    if (!op || !ins || !in_shapes || !nm) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n_inputs; i++) {
+        const sf_op *src = sf_graph_op(g, inputs[i].op);
+        if (!src)
+            return sf_error_set(err, SF_ERR_INVALID, "operator '%s': input %d refers to no operator",
+                                name, i);
+        if (inputs[i].out < 0 || inputs[i].out >= src->n_outputs)
+            return sf_error_set(err, SF_ERR_INVALID,
+                                "operator '%s': input %d uses output %d of '%s', which has %d", name,
+                                i, inputs[i].out, src->name, src->n_outputs);
+        ins[i] = inputs[i];
+        in_shapes[i] = src->out_shapes[inputs[i].out];
+    }
+    sf_shape outs[SF_MAX_SPLIT];
+    int n_out = 0;
+    sf_error local = {0};
+    sf_status st = c->infer(p, in_shapes, n_inputs, outs, &n_out, &local);
+    if (st != SF_OK) {
+        return sf_error_set(err, st, "operator '%s' (%s): %s", name, c->name,
+                            local.msg[0] ? local.msg : sf_status_str(st));
+    }
+    sf_shape *out_shapes = sf_arena_calloc(g->arena, (size_t)n_out, sizeof *out_shapes);
+    if (!out_shapes) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    memcpy(out_shapes, outs, (size_t)n_out * sizeof *outs);
+
+    op->id = g->n_ops;
+    op->name = nm;
+    op->type = type;
+    op->params = *p;
+    op->n_inputs = n_inputs;
+    op->inputs = ins;
+    op->in_shapes = in_shapes;
+    op->n_outputs = n_out;
+    op->out_shapes = out_shapes;
+    op->weight_owner = -1;
+    op->n_params = c->param_count ? c->param_count(p, in_shapes, n_inputs) : 0;
+    (c->space ? c->space : default_space)(op, &op->space, op->kinds);
+    g->ops[g->n_ops++] = op;
+    return op->id;
+}
+
+int sf_graph_add_input(sf_graph *g, const char *name, const sf_shape *shape, int is_index,
+                       sf_error *err) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_INPUT, &p);
+    p.input.shape = *shape;
+    p.input.is_index = is_index;
+    return sf_graph_add_op(g, SF_OP_INPUT, name, &p, NULL, 0, err);
+}
+
+sf_status sf_graph_share_weights(sf_graph *g, int op_id, int owner_id, sf_error *err) {
+    if (op_id < 0 || op_id >= g->n_ops || owner_id < 0 || owner_id >= g->n_ops)
+        return sf_error_set(err, SF_ERR_INVALID, "share_weights: operator out of range");
+    sf_op *op = g->ops[op_id];
+    const sf_op *owner = g->ops[owner_id];
+    while (owner->weight_owner >= 0) owner = g->ops[owner->weight_owner];
+    if (owner->id >= op->id)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "operator '%s': shares weights with '%s', which must come earlier",
+                            op->name, owner->name);
+    if (owner->type != op->type || owner->n_params != op->n_params || op->n_params == 0)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "operator '%s': cannot share weights with '%s' (type or weight "
+                            "shapes differ)",
+                            op->name, owner->name);
+    op->weight_owner = owner->id;
+    return SF_OK;
+}
+
+int sf_graph_consumers(const sf_graph *g, int op, int out, sf_tensor_ref *users, int cap) {
+    int n = 0;
+    for (int i = op + 1; i < g->n_ops; i++) {
+        const sf_op *u = g->ops[i];
+        for (int k = 0; k < u->n_inputs; k++) {
+            if (u->inputs[k].op == op && u->inputs[k].out == out) {
+                if (n < cap) users[n] = (sf_tensor_ref){i, k};
+                n++;
+            }
+        }
+    }
+    return n;
+}
+
+void sf_graph_stats_compute(const sf_graph *g, sf_graph_stats *st) {
+    memset(st, 0, sizeof *st);
+    st->ops = g->n_ops;
+    for (int i = 0; i < g->n_ops; i++) {
+        const sf_op *op = g->ops[i];
+        if (op->type == SF_OP_INPUT && st->batch == 0 && op->out_shapes[0].ndim > 0)
+            st->batch = op->out_shapes[0].d[0];
+        if (op->weight_owner < 0) {
+            st->params += op->n_params;
+            st->weight_bytes += (double)op->n_params * SF_ELEM_BYTES;
+        }
+        sf_tile full = sf_tile_full(&op->space);
+        sf_op_cost c;
+        sf_op_tile_cost(op, &full, &c);
+        st->flops_fwd += c.flops_fwd;
+        st->flops_bwd += c.flops_bwd;
+        for (int k = 0; k < op->n_outputs; k++)
+            st->activation_bytes += (double)sf_shape_numel(&op->out_shapes[k]) * SF_ELEM_BYTES;
+    }
+}

@@ -1,0 +1,88 @@
+/*
+ * op_impl.h - the table of callbacks behind every operator (internal).
+ *
+ * One operator lives in one file (op_conv2d.c, ...) that defines one const
+ * sf_op_class (or a few, when types share all code, as relu/sigmoid/tanh/gelu do)
+ * holding everything about it: shape inference, parameter count, its parallel
+ * space with dimension kinds, the input region of an output tile, FLOPs and
+ * bytes, memory, and (filled by the kernels work) reference and fast kernels.
+ * The registry (registry.c) is the only other place an operator appears.
+ *
+ * Callbacks that may be NULL fall back to defaults in registry.c:
+ *   space    -> output 0's shape, every dimension SF_DIM_NONE except 0 (sample)
+ *   out_tile -> the tile itself for output 0 (ops with several outputs must set it)
+ *   memory   -> weights from sf_op_tile_weights, saved = inputs' regions, output = tile
+ */
+#ifndef SOAPFLOW_OP_IMPL_H
+#define SOAPFLOW_OP_IMPL_H
+
+#include "soapflow/graph.h"
+
+struct sf_kernel_args; /* defined by the kernels module */
+typedef sf_status (*sf_kernel_fn)(const struct sf_kernel_args *args);
+
+typedef struct sf_op_class {
+    sf_op_type type;
+    const char *name;
+    int min_inputs, max_inputs; /* max_inputs -1: any number */
+    const sf_attr_desc *attrs;
+    int n_attrs;
+
+    void (*defaults)(sf_op_params *p);
+    /* Infer output shapes into out (capacity SF_MAX_SPLIT); set *n_out. Check
+     * every assumption about input ranks and sizes and say what is wrong. */
+    sf_status (*infer)(const sf_op_params *p, const sf_shape *in, int n_in, sf_shape *out,
+                       int *n_out, sf_error *err);
+    int64_t (*param_count)(const sf_op_params *p, const sf_shape *in, int n_in);
+    void (*space)(const sf_op *op, sf_shape *space, sf_dim_kind *kinds);
+    void (*region)(const sf_op *op, const sf_tile *t, int input, sf_tile *r);
+    void (*out_tile)(const sf_op *op, const sf_tile *t, int output, sf_tile *o);
+    void (*cost)(const sf_op *op, const sf_tile *t, sf_op_cost *c);
+    void (*memory)(const sf_op *op, const sf_tile *t, sf_op_mem *m);
+
+    /* Kernel slots, filled by the kernels issue. */
+    sf_kernel_fn fwd_ref, fwd_fast, bwd_ref, bwd_fast;
+} sf_op_class;
+
+const sf_op_class *sf_op_class_get(sf_op_type t);
+
+/* Helpers shared by operator files. */
+/* Copy the tile's ranges on dimensions [0, n) into r; r->ndim = ndim of the
+ * target shape; other dimensions become full ranges of `shape`. */
+void sf_region_full(const sf_shape *shape, sf_tile *r);
+/* Halo mapping for a sliding window along one dimension: output rows [lo, hi)
+ * need input rows [lo*stride - pad, (hi-1)*stride - pad + (k-1)*dil + 1), clamped
+ * to [0, n). Returns an empty range [x, x) when nothing is needed. */
+void sf_window_range(int64_t lo, int64_t hi, int64_t stride, int64_t pad, int64_t k, int64_t dil,
+                     int64_t n, int64_t *in_lo, int64_t *in_hi);
+/* Fraction of dimension i covered by the tile. */
+double sf_tile_frac(const sf_tile *t, const sf_shape *s, int i);
+
+/* Every class, defined in its operator file. While operators are being
+ * written, a class not yet defined resolves to NULL (weak) and the registry
+ * skips it; once all exist, SF_OP_CLASS_DECL becomes a plain extern. */
+#define SF_OP_CLASS_DECL(n) extern const sf_op_class n __attribute__((weak))
+SF_OP_CLASS_DECL(sf_op_input_class);
+SF_OP_CLASS_DECL(sf_op_conv2d_class);
+SF_OP_CLASS_DECL(sf_op_pool2d_class);
+SF_OP_CLASS_DECL(sf_op_linear_class);
+SF_OP_CLASS_DECL(sf_op_matmul_class);
+SF_OP_CLASS_DECL(sf_op_embedding_class);
+SF_OP_CLASS_DECL(sf_op_lstm_class);
+SF_OP_CLASS_DECL(sf_op_attention_class);
+SF_OP_CLASS_DECL(sf_op_relu_class);
+SF_OP_CLASS_DECL(sf_op_sigmoid_class);
+SF_OP_CLASS_DECL(sf_op_tanh_class);
+SF_OP_CLASS_DECL(sf_op_gelu_class);
+SF_OP_CLASS_DECL(sf_op_add_class);
+SF_OP_CLASS_DECL(sf_op_mul_class);
+SF_OP_CLASS_DECL(sf_op_concat_class);
+SF_OP_CLASS_DECL(sf_op_split_class);
+SF_OP_CLASS_DECL(sf_op_reshape_class);
+SF_OP_CLASS_DECL(sf_op_flatten_class);
+SF_OP_CLASS_DECL(sf_op_softmax_ce_class);
+SF_OP_CLASS_DECL(sf_op_batchnorm_class);
+SF_OP_CLASS_DECL(sf_op_layernorm_class);
+SF_OP_CLASS_DECL(sf_op_dropout_class);
+
+#endif

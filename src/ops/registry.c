@@ -1,0 +1,152 @@
+/*
+ * registry.c - the one table that maps operator types to their classes, and
+ * the defaults used where an operator leaves a callback NULL.
+ *
+ * Adding an operator: write src/ops/op_<name>.c with its sf_op_class, add the
+ * enum value in graph.h, its extern in op_impl.h and one line here. The
+ * _Static_assert below keeps the table and the enum in step.
+ */
+#include "op_impl.h"
+
+#include <string.h>
+
+static const sf_op_class *const op_classes[] = {
+    [SF_OP_INPUT] = &sf_op_input_class,
+    [SF_OP_CONV2D] = &sf_op_conv2d_class,
+    [SF_OP_POOL2D] = &sf_op_pool2d_class,
+    [SF_OP_LINEAR] = &sf_op_linear_class,
+    [SF_OP_MATMUL] = &sf_op_matmul_class,
+    [SF_OP_EMBEDDING] = &sf_op_embedding_class,
+    [SF_OP_LSTM] = &sf_op_lstm_class,
+    [SF_OP_ATTENTION] = &sf_op_attention_class,
+    [SF_OP_RELU] = &sf_op_relu_class,
+    [SF_OP_SIGMOID] = &sf_op_sigmoid_class,
+    [SF_OP_TANH] = &sf_op_tanh_class,
+    [SF_OP_GELU] = &sf_op_gelu_class,
+    [SF_OP_ADD] = &sf_op_add_class,
+    [SF_OP_MUL] = &sf_op_mul_class,
+    [SF_OP_CONCAT] = &sf_op_concat_class,
+    [SF_OP_SPLIT] = &sf_op_split_class,
+    [SF_OP_RESHAPE] = &sf_op_reshape_class,
+    [SF_OP_FLATTEN] = &sf_op_flatten_class,
+    [SF_OP_SOFTMAX_CE] = &sf_op_softmax_ce_class,
+    [SF_OP_BATCHNORM] = &sf_op_batchnorm_class,
+    [SF_OP_LAYERNORM] = &sf_op_layernorm_class,
+    [SF_OP_DROPOUT] = &sf_op_dropout_class,
+};
+_Static_assert(sizeof op_classes / sizeof op_classes[0] == SF_OP_COUNT,
+               "every operator type has a class");
+
+const sf_op_class *sf_op_class_get(sf_op_type t) {
+    if ((unsigned)t >= SF_OP_COUNT) return NULL;
+    return op_classes[t];
+}
+
+const char *sf_op_type_name(sf_op_type t) {
+    const sf_op_class *c = sf_op_class_get(t);
+    return c ? c->name : "?";
+}
+
+sf_status sf_op_type_from_name(const char *name, sf_op_type *out) {
+    for (int i = 0; i < SF_OP_COUNT; i++) {
+        if (op_classes[i] && strcmp(op_classes[i]->name, name) == 0) {
+            *out = (sf_op_type)i;
+            return SF_OK;
+        }
+    }
+    return SF_ERR_NOTFOUND;
+}
+
+void sf_op_params_default(sf_op_type t, sf_op_params *p) {
+    memset(p, 0, sizeof *p);
+    const sf_op_class *c = sf_op_class_get(t);
+    if (c && c->defaults) c->defaults(p);
+}
+
+const sf_attr_desc *sf_op_attrs(sf_op_type t, int *n) {
+    const sf_op_class *c = sf_op_class_get(t);
+    *n = c ? c->n_attrs : 0;
+    return c ? c->attrs : NULL;
+}
+
+/* ---- helpers for operator files ---------------------------------------- */
+
+void sf_region_full(const sf_shape *shape, sf_tile *r) { *r = sf_tile_full(shape); }
+
+void sf_window_range(int64_t lo, int64_t hi, int64_t stride, int64_t pad, int64_t k, int64_t dil,
+                     int64_t n, int64_t *in_lo, int64_t *in_hi) {
+    if (hi <= lo) {
+        *in_lo = *in_hi = 0;
+        return;
+    }
+    int64_t a = lo * stride - pad;
+    int64_t b = (hi - 1) * stride - pad + (k - 1) * dil + 1;
+    if (a < 0) a = 0;
+    if (b > n) b = n;
+    if (b < a) b = a;
+    *in_lo = a;
+    *in_hi = b;
+}
+
+double sf_tile_frac(const sf_tile *t, const sf_shape *s, int i) {
+    if (i >= t->ndim || i >= s->ndim || s->d[i] == 0) return 1.0;
+    return (double)(t->hi[i] - t->lo[i]) / (double)s->d[i];
+}
+
+/* ---- dispatch with defaults -------------------------------------------- */
+
+void sf_op_input_region(const sf_op *op, const sf_tile *t, int input, sf_tile *region) {
+    const sf_op_class *c = sf_op_class_get(op->type);
+    if (input < 0 || input >= op->n_inputs) {
+        memset(region, 0, sizeof *region);
+        return;
+    }
+    c->region(op, t, input, region);
+}
+
+void sf_op_output_tile(const sf_op *op, const sf_tile *t, int output, sf_tile *out) {
+    const sf_op_class *c = sf_op_class_get(op->type);
+    if (c->out_tile) {
+        c->out_tile(op, t, output, out);
+        return;
+    }
+    if (output == 0) {
+        *out = *t;
+    } else {
+        memset(out, 0, sizeof *out);
+        out->ndim = op->out_shapes[output].ndim;
+    }
+}
+
+void sf_op_tile_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
+    memset(cost, 0, sizeof *cost);
+    sf_op_class_get(op->type)->cost(op, t, cost);
+}
+
+int64_t sf_op_tile_weights(const sf_op *op, const sf_tile *t) {
+    if (op->n_params == 0) return 0;
+    double frac = 1.0;
+    for (int i = 0; i < op->space.ndim; i++)
+        if (op->kinds[i] == SF_DIM_PARAMETER) frac *= sf_tile_frac(t, &op->space, i);
+    return (int64_t)((double)op->n_params * frac + 0.5);
+}
+
+void sf_op_tile_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
+    memset(m, 0, sizeof *m);
+    const sf_op_class *c = sf_op_class_get(op->type);
+    if (c->memory) {
+        c->memory(op, t, m);
+        return;
+    }
+    m->weight_bytes = (double)sf_op_tile_weights(op, t) * SF_ELEM_BYTES;
+    for (int i = 0; i < op->n_inputs; i++) {
+        sf_tile r;
+        c->region(op, t, i, &r);
+        m->saved_bytes += (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
+    }
+    for (int k = 0; k < op->n_outputs; k++) {
+        sf_tile o;
+        sf_op_output_tile(op, t, k, &o);
+        m->output_bytes += (double)sf_tile_numel(&o) * SF_ELEM_BYTES;
+    }
+}

@@ -1,0 +1,84 @@
+/* Core: status strings, error messages, arena, RNG determinism and range. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "soapflow/core.h"
+
+static void test_status_strings(void **state) {
+    (void)state;
+    assert_string_equal(sf_status_str(SF_OK), "ok");
+    assert_string_equal(sf_status_str(SF_ERR_NOMEM), "out of memory");
+    assert_string_equal(sf_status_str((sf_status)-100), "unknown status");
+    for (int s = 0; s >= SF_STATUS_MIN; s--) assert_non_null(sf_status_str((sf_status)s));
+}
+
+static void test_error_first_wins(void **state) {
+    (void)state;
+    sf_error e = {0};
+    assert_int_equal(sf_error_set(&e, SF_ERR_PARSE, "line %d", 3), SF_ERR_PARSE);
+    sf_error_set(&e, SF_ERR_IO, "second");
+    assert_int_equal(e.code, SF_ERR_PARSE);
+    sf_error_prefix(&e, "%s: ", "m.json");
+    assert_string_equal(e.msg, "m.json: line 3");
+    sf_error_clear(&e);
+    assert_int_equal(e.code, SF_OK);
+    assert_int_equal(sf_error_set(NULL, SF_ERR_IO, "x"), SF_ERR_IO);
+}
+
+static void test_arena(void **state) {
+    (void)state;
+    sf_arena *a = sf_arena_new(64);
+    assert_non_null(a);
+    unsigned char *p = sf_arena_alloc(a, 10);
+    assert_non_null(p);
+    assert_int_equal((uintptr_t)p % 16, 0);
+    for (int i = 0; i < 10; i++) assert_int_equal(p[i], 0);
+    void *big = sf_arena_alloc(a, 100000); /* bigger than a block */
+    assert_non_null(big);
+    assert_null(sf_arena_calloc(a, SIZE_MAX / 2, 4)); /* overflow */
+    char *s = sf_arena_strdup(a, "hello");
+    assert_string_equal(s, "hello");
+    assert_true(sf_arena_used(a) >= 100000);
+    sf_arena_free(a);
+    sf_arena_free(NULL);
+}
+
+static void test_rng(void **state) {
+    (void)state;
+    sf_rng a, b;
+    sf_rng_seed(&a, 7);
+    sf_rng_seed(&b, 7);
+    for (int i = 0; i < 100; i++) assert_true(sf_rng_next(&a) == sf_rng_next(&b));
+    sf_rng_seed(&b, 8);
+    assert_true(sf_rng_next(&a) != sf_rng_next(&b));
+    int counts[5] = {0};
+    for (int i = 0; i < 50000; i++) {
+        uint64_t x = sf_rng_below(&a, 5);
+        assert_true(x < 5);
+        counts[x]++;
+        double u = sf_rng_uniform(&a);
+        assert_true(u >= 0 && u < 1);
+    }
+    for (int i = 0; i < 5; i++) assert_in_range(counts[i], 9000, 11000);
+}
+
+static void test_overflow(void **state) {
+    (void)state;
+    int64_t r;
+    assert_int_equal(sf_mul_overflow_i64(INT64_MAX, 2, &r), -1);
+    assert_int_equal(sf_mul_overflow_i64(1 << 20, 1 << 20, &r), 0);
+    assert_true(r == (int64_t)1 << 40);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_status_strings), cmocka_unit_test(test_error_first_wins),
+        cmocka_unit_test(test_arena),          cmocka_unit_test(test_rng),
+        cmocka_unit_test(test_overflow),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,63 @@
+/*
+ * soapflow/io.h - reading and writing files: model JSON, machine JSON, DOT.
+ *
+ *     sf_error err = {0};
+ *     sf_graph *g = sf_model_load_json("net.json", &err);
+ *     if (!g) fprintf(stderr, "%s\n", err.msg);   // "net.json:12:5: operator 'fc1': ..."
+ *     sf_model_save_json(g, "copy.json", &err);    // written to a temporary, then renamed
+ *
+ * Formats are documented in docs/formats.md. Every writer writes to a temporary
+ * file beside the target and renames it, so a failure never leaves a half file.
+ * Every reader's message names the file, the line and column where it can, and
+ * the operator or field concerned.
+ */
+#ifndef SOAPFLOW_IO_H
+#define SOAPFLOW_IO_H
+
+#include "soapflow/core.h"
+#include "soapflow/graph.h"
+#include "soapflow/machine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- files ------------------------------------------------------------- */
+
+/* Write data to path atomically: path.tmp.XXXXXX, fsync-free rename over path. */
+sf_status sf_write_file_atomic(const char *path, const char *data, size_t len, sf_error *err);
+/* Read a whole file into a malloc'd NUL-terminated buffer. */
+char *sf_read_file(const char *path, size_t *len, sf_error *err);
+
+/* ---- model files (JSON) ------------------------------------------------ */
+
+sf_graph *sf_model_load_json(const char *path, sf_error *err);
+/* `origin` names the text in messages (a file name). */
+sf_graph *sf_model_parse_json(const char *text, const char *origin, sf_error *err);
+/* malloc'd JSON text (caller frees), indented, stable field order. */
+char *sf_model_to_json(const sf_graph *g, sf_error *err);
+sf_status sf_model_save_json(const sf_graph *g, const char *path, sf_error *err);
+
+/* ---- machine files (JSON) ---------------------------------------------- */
+
+sf_status sf_machine_desc_parse_json(const char *text, const char *origin, sf_machine_desc *out,
+                                     sf_error *err);
+sf_status sf_machine_desc_load_json(const char *path, sf_machine_desc *out, sf_error *err);
+char *sf_machine_desc_to_json(const sf_machine_desc *d, sf_error *err);
+sf_status sf_machine_desc_save_json(const sf_machine_desc *d, const char *path, sf_error *err);
+/* A preset name or a JSON file path. */
+sf_machine *sf_machine_open(const char *name_or_path, sf_error *err);
+
+/* ---- pictures ---------------------------------------------------------- */
+
+/* The graph in Graphviz DOT. labels/colors: optional per-operator extra label
+ * line and fill colour ("#aabbcc"), e.g. a parallel config; either may be NULL. */
+char *sf_graph_to_dot(const sf_graph *g, const char *const *labels, const char *const *colors,
+                      sf_error *err);
+sf_status sf_graph_write_dot(const sf_graph *g, const char *path, const char *const *labels,
+                             const char *const *colors, sf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,45 @@
+/*
+ * soapflow/models.h - the built-in model zoo.
+ *
+ *     sf_model_options o;
+ *     sf_model_options_default(&o);
+ *     o.batch = 256;
+ *     sf_graph *g = sf_model_build("resnet50", &o, &err);
+ *
+ * CNNs follow torchvision's definitions layer for layer (same trainable
+ * parameter count); RNNs are unrolled with time steps exposed as operators
+ * (chunks of `chunk` steps) so that layers and steps can be placed apart.
+ */
+#ifndef SOAPFLOW_MODELS_H
+#define SOAPFLOW_MODELS_H
+
+#include "soapflow/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SF_MLP_MAX_LAYERS 16
+
+typedef struct sf_model_options {
+    int64_t batch;       /* global batch; must be >= 1 */
+    int64_t seq_len;     /* RNN unrolled steps / transformer sequence (0: model default) */
+    int64_t chunk;       /* RNN steps per operator (0: default 4) */
+    int64_t hidden;      /* RNN hidden/embedding size (0: model default) */
+    int64_t vocab;       /* vocabulary (0: model default) */
+    int n_mlp;           /* mlp: number of sizes in mlp_sizes (input, hidden..., classes) */
+    int64_t mlp_sizes[SF_MLP_MAX_LAYERS + 1];
+} sf_model_options;
+
+void sf_model_options_default(sf_model_options *o); /* batch 64, everything else model default */
+
+int sf_model_count(void);
+const char *sf_model_name(int i);
+const char *sf_model_summary(int i); /* one line: what it is and its defaults */
+/* Build a zoo model; SF_ERR_NOTFOUND (with the list of names) when unknown. */
+sf_graph *sf_model_build(const char *name, const sf_model_options *o, sf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

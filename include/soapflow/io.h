@@ -17,6 +17,7 @@
 #include "soapflow/core.h"
 #include "soapflow/graph.h"
 #include "soapflow/machine.h"
+#include "soapflow/strategy.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -47,6 +48,16 @@ char *sf_machine_desc_to_json(const sf_machine_desc *d, sf_error *err);
 sf_status sf_machine_desc_save_json(const sf_machine_desc *d, const char *path, sf_error *err);
 /* A preset name or a JSON file path. */
 sf_machine *sf_machine_open(const char *name_or_path, sf_error *err);
+
+/* ---- strategy files (JSON) --------------------------------------------- */
+
+sf_status sf_strategy_load_json(sf_strategy *s, const char *path, const sf_graph *g,
+                                const sf_machine *m, sf_error *err);
+sf_status sf_strategy_parse_json(sf_strategy *s, const char *text, const char *origin,
+                                 const sf_graph *g, const sf_machine *m, sf_error *err);
+char *sf_strategy_to_json(const sf_strategy *s, const sf_graph *g, sf_error *err);
+sf_status sf_strategy_save_json(const sf_strategy *s, const sf_graph *g, const char *path,
+                                sf_error *err);
 
 /* ---- pictures ---------------------------------------------------------- */
 

@@ -1,0 +1,91 @@
+/*
+ * soapflow/sim.h - FlexFlow's execution simulator: task graphs, full and delta
+ * simulation of one synchronous training iteration.
+ *
+ *     sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
+ *     sf_sim_result r;
+ *     sf_sim_run(sim, strategy, &r);              // full: build and schedule everything
+ *     sf_config c = *sf_strategy_get(strategy, op);
+ *     c.device[0] = 3;
+ *     sf_sim_update(sim, op, &c, &r);             // delta: replace one operator's config
+ *     // r equals what sf_sim_run would give for the changed strategy, exactly
+ *     sf_sim_free(sim);
+ *
+ * Task graph: a forward and a backward task per operator part on its device; a
+ * transfer wherever a producer part's output tile intersects a consumer part's
+ * input region on another device, sized by the intersection and crossing the
+ * links of the route (store-and-forward: one task per link, chained); gradients
+ * of activations flow back along the same routes; each weight shard held by
+ * several devices is all-reduced (ring over the devices in id order) after its
+ * backward tasks, then updated on each replica.
+ *
+ * Scheduling: event-driven list scheduling. A task is ready when its predecessors
+ * are done; every device and every link runs its tasks one at a time, first-in
+ * first-out in ready order, ties broken by a canonical task key, so the schedule
+ * is a function of the strategy alone. The iteration time is the makespan.
+ */
+#ifndef SOAPFLOW_SIM_H
+#define SOAPFLOW_SIM_H
+
+#include "soapflow/cost.h"
+#include "soapflow/graph.h"
+#include "soapflow/machine.h"
+#include "soapflow/strategy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct sf_sim_options {
+    double optimizer_state_factor; /* optimizer state per weight byte (SGD momentum: 1) */
+    int keep_schedule;             /* keep per-task times for traces (sf_sim_write_*) */
+} sf_sim_options;
+
+void sf_sim_options_default(sf_sim_options *o);
+
+#define SF_SIM_MAX_DEVICES 1024
+
+typedef struct sf_sim_result {
+    double iter_s;          /* makespan of one iteration */
+    double compute_s;       /* sum of compute task times (forward, backward, update) */
+    double transfer_s;      /* sum over link tasks carrying activations/gradients */
+    double sync_s;          /* sum over link tasks of gradient all-reduces */
+    double transfer_bytes;  /* activation + activation-gradient bytes moved between devices */
+    double sync_bytes;      /* bytes sent by all-reduces */
+    double intra_bytes;     /* bytes over intra-node links (per link crossed) */
+    double inter_bytes;     /* bytes over inter-node links */
+    double peak_mem_bytes;  /* largest per-device memory */
+    int fits;               /* 1 when every device's memory fits its capacity */
+    int64_t tasks;          /* tasks in the task graph */
+    int n_devices;
+    double *device_busy_s;  /* [n_devices], owned by the simulator, valid until next call */
+    double *device_mem_bytes; /* [n_devices] */
+} sf_sim_result;
+
+typedef struct sf_sim sf_sim;
+
+sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                   const sf_sim_options *o, sf_error *err);
+void sf_sim_free(sf_sim *sim);
+
+/* Full simulation of a (valid) strategy: builds the task graph from scratch. */
+sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_error *err);
+/* Delta simulation: change operator `op` of the last simulated strategy to `c`,
+ * rebuild only its tasks and the transfers and syncs that touch them, and
+ * re-propagate times. The result equals sf_sim_run on the changed strategy. */
+sf_status sf_sim_update(sf_sim *sim, int op, const sf_config *c, sf_sim_result *r,
+                        sf_error *err);
+/* The strategy the simulator holds now (after run/update). */
+const sf_strategy *sf_sim_strategy(const sf_sim *sim);
+
+/* ---- pictures of the last schedule ---------------------------------------- */
+
+/* Chrome trace JSON (Perfetto): a track per device and per link. */
+sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err);
+/* SVG Gantt chart. */
+sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,82 @@
+/*
+ * soapflow/strategy.h - parallel configs and strategies.
+ *
+ *     sf_strategy *s = sf_strategy_new(g);
+ *     sf_strategy_data(s, g, m);                       // a baseline
+ *     sf_config *c = sf_strategy_config(s, op_id);     // one operator's config
+ *     if (sf_strategy_validate(s, g, m, &err) != SF_OK) puts(err.msg);
+ *
+ * A parallel config gives a degree for each dimension of an operator's parallel
+ * space (their product is the number of parts) and a device for each part. Parts
+ * are numbered row-major over the grid of degrees (the last dimension varies
+ * fastest); part p covers, in dimension i, sf_split_range(size_i, degree_i, idx_i),
+ * so degrees need not divide a dimension: parts then differ by at most one.
+ */
+#ifndef SOAPFLOW_STRATEGY_H
+#define SOAPFLOW_STRATEGY_H
+
+#include "soapflow/graph.h"
+#include "soapflow/machine.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define SF_MAX_PARTS 64 /* most parts of one operator */
+
+typedef struct sf_config {
+    int ndim;                     /* = the operator's space rank */
+    int n_parts;                  /* product of degrees */
+    int degree[SF_MAX_DIMS];
+    int16_t device[SF_MAX_PARTS]; /* device of each part */
+} sf_config;
+
+/* Tile of part `part` (0 <= part < n_parts) of op's space. */
+void sf_config_part_tile(const sf_op *op, const sf_config *c, int part, sf_tile *t);
+/* Set degrees (recomputes n_parts); SF_ERR_RANGE when the product exceeds SF_MAX_PARTS. */
+sf_status sf_config_set_degrees(sf_config *c, int ndim, const int *degree);
+int sf_config_equal(const sf_config *a, const sf_config *b);
+/* Check one config against its operator and machine, with a message naming the
+ * operator: degree above a dimension's size or on a dimension that cannot be split,
+ * wrong dimension count, device out of range, too many parts. */
+sf_status sf_config_validate(const sf_op *op, const sf_machine *m, const sf_config *c,
+                             sf_error *err);
+/* "n2 c4 @0-7" style short text for tables and pictures. */
+char *sf_config_str(const sf_op *op, const sf_config *c, char *buf, size_t n);
+
+typedef struct sf_strategy sf_strategy;
+
+sf_strategy *sf_strategy_new(const sf_graph *g);
+sf_strategy *sf_strategy_clone(const sf_strategy *s);
+void sf_strategy_copy(sf_strategy *dst, const sf_strategy *src); /* same graph */
+void sf_strategy_free(sf_strategy *s);
+int sf_strategy_num_ops(const sf_strategy *s);
+sf_config *sf_strategy_config(sf_strategy *s, int op);
+const sf_config *sf_strategy_get(const sf_strategy *s, int op);
+sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
+                               sf_error *err);
+
+/* ---- baselines ----------------------------------------------------------- */
+
+/* Data parallelism: every operator split on its sample dimension over all
+ * devices (fewer when the batch is smaller), part i on device i. */
+sf_status sf_strategy_data(sf_strategy *s, const sf_graph *g, const sf_machine *m);
+/* OptCNN's model parallelism: every operator with weights split on its parameter
+ * dimension over all devices (as far as the dimension allows); others data parallel. */
+sf_status sf_strategy_model(sf_strategy *s, const sf_graph *g, const sf_machine *m);
+/* Krizhevsky's "one weird trick": convolutions and pools data parallel, linear
+ * layers model parallel. */
+sf_status sf_strategy_owt(sf_strategy *s, const sf_graph *g, const sf_machine *m);
+/* GNMT-style expert strategy for RNNs: each layer depth on its own device within a
+ * node, data parallel across nodes; non-recurrent operators follow their inputs. */
+sf_status sf_strategy_expert(sf_strategy *s, const sf_graph *g, const sf_machine *m);
+/* Everything on one device, unsplit. */
+sf_status sf_strategy_single(sf_strategy *s, const sf_graph *g, int device);
+/* By name: "data", "model", "owt", "expert", "single". */
+sf_status sf_strategy_baseline(sf_strategy *s, const char *name, const sf_graph *g,
+                               const sf_machine *m, sf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

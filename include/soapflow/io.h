@@ -58,6 +58,12 @@ sf_status sf_strategy_parse_json(sf_strategy *s, const char *text, const char *o
 char *sf_strategy_to_json(const sf_strategy *s, const sf_graph *g, sf_error *err);
 sf_status sf_strategy_save_json(const sf_strategy *s, const sf_graph *g, const char *path,
                                 sf_error *err);
+/* The same, recording the machine's name in the file's "machine" field (m may be
+ * NULL: the field is left out, as the two functions above do). */
+char *sf_strategy_to_json_for(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
+                              sf_error *err);
+sf_status sf_strategy_save_json_for(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
+                                    const char *path, sf_error *err);
 
 /* ---- pictures ---------------------------------------------------------- */
 

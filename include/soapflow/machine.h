@@ -109,8 +109,16 @@ typedef struct sf_machine_desc {
     double inter_bw_Bps, inter_latency_s; /* per NIC, each way */
 } sf_machine_desc;
 
+const char *sf_intra_topology_name(sf_intra_topology t); /* "pairwise", "switch", ... */
+
 typedef struct sf_machine sf_machine;
 
+/* Check a description without building it (sf_machine_build does the same):
+ * counts >= 1, bandwidths > 0, latencies >= 0, pcie_group divides
+ * devices_per_node, at most SF_MAX_DEVICES devices. SF_ERR_INVALID or
+ * SF_ERR_RANGE with a message naming the field. */
+#define SF_MAX_DEVICES 4096
+sf_status sf_machine_desc_validate(const sf_machine_desc *desc, sf_error *err);
 sf_machine *sf_machine_build(const sf_machine_desc *desc, sf_error *err);
 void sf_machine_free(sf_machine *m);
 

@@ -56,6 +56,12 @@ const sf_config *sf_strategy_get(const sf_strategy *s, int op);
 sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
                                sf_error *err);
 
+/* A random valid config from the whole SOAP space of `op` on `m`: degrees over
+ * any of its splittable dimensions (product at most the device count and
+ * SF_MAX_PARTS), placed on a contiguous run of devices or on distinct devices
+ * drawn at random. The proposal of the MCMC search. */
+void sf_config_random(const sf_op *op, const sf_machine *m, sf_rng *rng, sf_config *c);
+
 /* ---- baselines ----------------------------------------------------------- */
 
 /* Data parallelism: every operator split on its sample dimension over all

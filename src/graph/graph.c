@@ -67,6 +67,11 @@ int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_
                     const sf_tensor_ref *inputs, int n_inputs, sf_error *err) {
     const sf_op_class *c = sf_op_class_get(type);
     if (!c) return sf_error_set(err, SF_ERR_NOTFOUND, "unknown operator type %d", (int)type);
+    sf_op_params defaults;
+    if (!p) {
+        sf_op_params_default(type, &defaults);
+        p = &defaults;
+    }
     if (!name || !*name)
         return sf_error_set(err, SF_ERR_INVALID, "%s operator without a name", c->name);
     if (sf_graph_find(g, name) >= 0)

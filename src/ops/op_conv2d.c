@@ -8,9 +8,22 @@
  * FLOPs count a multiply-add as two. Forward: 2 * MACs, plus one add per output
  * element for the bias. Backward: the input gradient and the weight gradient each
  * cost as much as the forward pass (2 * 2 * MACs), plus the bias gradient's sum.
+ *
+ * Kernels (see soapflow/kernels.h for buffers and weight layout): the reference
+ * kernels are direct convolution loops, the definition. The fast kernels unfold
+ * the input region with im2col and multiply with SGEMM, one group at a time, over
+ * a chunk of several images at once: with small feature maps (LeNet, AlexNet's
+ * 13x13) one image gives GEMMs too narrow to run at BLAS speed, so the columns
+ * of up to CONV_COL_ELEMS elements' worth of images are multiplied together and
+ * the (C_out, images*H*W) result is permuted back to NCHW (a copy of one output,
+ * K times cheaper than the GEMM). Backward multiplies the permuted output
+ * gradient by the columns for the weight gradient, then reuses the column
+ * buffer for W^T * dY and folds it back with col2im.
  */
 #include <stddef.h>
+#include <string.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 static const sf_attr_desc conv2d_attrs[] = {
@@ -120,6 +133,323 @@ static void conv2d_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     cost->bytes_bwd = 2 * in_b + 2 * w_b + out_b;
 }
 
+/* ---- kernels ----------------------------------------------------------- */
+
+/* Most column-buffer elements (fp32) one fast-kernel block unfolds. */
+#ifndef CONV_COL_ELEMS
+#define CONV_COL_ELEMS ((int64_t)1 << 20)
+#endif
+
+/* The extents of one tile and its input region, read once. */
+typedef struct conv_geom {
+    int64_t n0, nt, co0, cot, oh0, oht, ow0, owt; /* output tile */
+    int64_t cr0, crn, ih0, ihn, iw0, iwn;         /* input region: channels, rows, cols */
+    int64_t cin_g, cout_g, kh, kw;
+    int64_t k;     /* rows of the columns: cin_g * kh * kw */
+    int64_t p;     /* output positions per image: oht * owt */
+    int64_t chunk; /* images per fast-kernel block (1 when bands of rows are used) */
+    int64_t band;  /* output rows per block: oht unless one image is too large */
+    int64_t mmax;  /* most output channels of one group inside the tile */
+} conv_geom;
+
+static void conv_geom_init(const sf_op *op, const sf_tile *t, const sf_tile *r, conv_geom *g) {
+    const sf_conv2d_params *c = &op->params.conv2d;
+    g->n0 = t->lo[0];
+    g->nt = t->hi[0] - t->lo[0];
+    g->co0 = t->lo[1];
+    g->cot = t->hi[1] - t->lo[1];
+    g->oh0 = t->lo[2];
+    g->oht = t->hi[2] - t->lo[2];
+    g->ow0 = t->lo[3];
+    g->owt = t->hi[3] - t->lo[3];
+    g->cr0 = r->lo[1];
+    g->crn = r->hi[1] - r->lo[1];
+    g->ih0 = r->lo[2];
+    g->ihn = r->hi[2] - r->lo[2];
+    g->iw0 = r->lo[3];
+    g->iwn = r->hi[3] - r->lo[3];
+    g->cin_g = op->in_shapes[0].d[1] / c->groups;
+    g->cout_g = c->out_channels / c->groups;
+    g->kh = c->kernel[0];
+    g->kw = c->kernel[1];
+    g->k = g->cin_g * g->kh * g->kw;
+    g->p = g->oht * g->owt;
+    int64_t per_image = g->k * g->p > 0 ? g->k * g->p : 1;
+    int64_t per_row = g->k * g->owt > 0 ? g->k * g->owt : 1;
+    g->chunk = CONV_COL_ELEMS / per_image;
+    if (g->chunk > g->nt) g->chunk = g->nt;
+    if (g->chunk < 1) g->chunk = 1;
+    g->band = g->oht;
+    if (per_image > CONV_COL_ELEMS) {
+        g->band = CONV_COL_ELEMS / per_row;
+        if (g->band < 1) g->band = 1;
+    }
+    g->mmax = g->cot < g->cout_g ? g->cot : g->cout_g;
+}
+
+/* Window of one group's input channels, from the region to the tile. */
+static sf_window2d conv_window(const sf_op *op, const conv_geom *g) {
+    const sf_conv2d_params *c = &op->params.conv2d;
+    sf_window2d w = {
+        .channels = g->cin_g, .kh = g->kh, .kw = g->kw,
+        .sh = c->stride[0], .sw = c->stride[1],
+        .ph = c->padding[0], .pw = c->padding[1],
+        .dh = c->dilation[0], .dw = c->dilation[1],
+        .oh0 = g->oh0, .ow0 = g->ow0, .ohn = g->oht, .own = g->owt,
+        .ih0 = g->ih0, .iw0 = g->iw0, .ihn = g->ihn, .iwn = g->iwn,
+    };
+    return w;
+}
+
+size_t sf_conv2d_workspace_bytes(const sf_op *op, const sf_tile *t, int backward) {
+    (void)backward; /* backward reuses the column buffer for W^T * dY */
+    sf_tile r;
+    conv2d_region(op, t, 0, &r);
+    conv_geom g;
+    conv_geom_init(op, t, &r, &g);
+    /* columns (k, cols) + a permuted output or gradient (mmax, cols) */
+    return (size_t)((g.k + g.mmax) * g.chunk * g.band * g.owt) * sizeof(float);
+}
+
+/* Output channels [c_lo, c_hi) of group `grp` that lie inside the tile. */
+static void conv_group_channels(const conv_geom *g, int64_t grp, int64_t *c_lo, int64_t *c_hi) {
+    int64_t a = grp * g->cout_g, b = a + g->cout_g;
+    *c_lo = a > g->co0 ? a : g->co0;
+    *c_hi = b < g->co0 + g->cot ? b : g->co0 + g->cot;
+}
+
+/* y (nt, cot, oht, owt) from x region (nt, crn, ihn, iwn), W (C_out, cin_g, kh, kw),
+ * by direct summation over the window; taps in the padding contribute nothing. */
+static sf_status conv2d_fwd_ref(const sf_kernel_args *a) {
+    const sf_op *op = a->op;
+    const sf_conv2d_params *c = &op->params.conv2d;
+    conv_geom g;
+    conv_geom_init(op, &a->tile, &a->in_region[0], &g);
+    const float *x = a->in[0], *w = a->weights;
+    const float *bias = c->bias ? w + c->out_channels * g.k : NULL;
+    float *y = a->out[0];
+    for (int64_t n = 0; n < g.nt; n++) {
+        for (int64_t co = 0; co < g.cot; co++) {
+            int64_t cg = g.co0 + co, grp = cg / g.cout_g;
+            for (int64_t oh = 0; oh < g.oht; oh++) {
+                for (int64_t ow = 0; ow < g.owt; ow++) {
+                    float acc = bias ? bias[cg] : 0.0f;
+                    for (int64_t ci = 0; ci < g.cin_g; ci++) {
+                        const float *xc =
+                            x + (n * g.crn + grp * g.cin_g + ci - g.cr0) * g.ihn * g.iwn;
+                        const float *wc = w + (cg * g.cin_g + ci) * g.kh * g.kw;
+                        for (int64_t i = 0; i < g.kh; i++) {
+                            int64_t ih = (g.oh0 + oh) * c->stride[0] - c->padding[0] +
+                                         i * c->dilation[0] - g.ih0;
+                            if (ih < 0 || ih >= g.ihn) continue;
+                            for (int64_t j = 0; j < g.kw; j++) {
+                                int64_t iw = (g.ow0 + ow) * c->stride[1] - c->padding[1] +
+                                             j * c->dilation[1] - g.iw0;
+                                if (iw < 0 || iw >= g.iwn) continue;
+                                acc += wc[i * g.kw + j] * xc[ih * g.iwn + iw];
+                            }
+                        }
+                    }
+                    y[((n * g.cot + co) * g.oht + oh) * g.owt + ow] = acc;
+                }
+            }
+        }
+    }
+    return SF_OK;
+}
+
+/* The adjoint of conv2d_fwd_ref, tap by tap: dx += W * dy, dW += x * dy,
+ * db += dy, all accumulated. */
+static sf_status conv2d_bwd_ref(const sf_kernel_args *a) {
+    const sf_op *op = a->op;
+    const sf_conv2d_params *c = &op->params.conv2d;
+    conv_geom g;
+    conv_geom_init(op, &a->tile, &a->in_region[0], &g);
+    const float *x = a->in[0], *w = a->weights, *dy = a->grad_out[0];
+    float *dx = a->grad_in ? a->grad_in[0] : NULL;
+    float *dw = a->grad_weights;
+    float *db = dw && c->bias ? dw + c->out_channels * g.k : NULL;
+    for (int64_t n = 0; n < g.nt; n++) {
+        for (int64_t co = 0; co < g.cot; co++) {
+            int64_t cg = g.co0 + co, grp = cg / g.cout_g;
+            for (int64_t oh = 0; oh < g.oht; oh++) {
+                for (int64_t ow = 0; ow < g.owt; ow++) {
+                    float d = dy[((n * g.cot + co) * g.oht + oh) * g.owt + ow];
+                    if (db) db[cg] += d;
+                    for (int64_t ci = 0; ci < g.cin_g; ci++) {
+                        int64_t xoff = (n * g.crn + grp * g.cin_g + ci - g.cr0) * g.ihn * g.iwn;
+                        int64_t woff = (cg * g.cin_g + ci) * g.kh * g.kw;
+                        for (int64_t i = 0; i < g.kh; i++) {
+                            int64_t ih = (g.oh0 + oh) * c->stride[0] - c->padding[0] +
+                                         i * c->dilation[0] - g.ih0;
+                            if (ih < 0 || ih >= g.ihn) continue;
+                            for (int64_t j = 0; j < g.kw; j++) {
+                                int64_t iw = (g.ow0 + ow) * c->stride[1] - c->padding[1] +
+                                             j * c->dilation[1] - g.iw0;
+                                if (iw < 0 || iw >= g.iwn) continue;
+                                int64_t xi = xoff + ih * g.iwn + iw, wi = woff + i * g.kw + j;
+                                if (dx) dx[xi] += w[wi] * d;
+                                if (dw) dw[wi] += x[xi] * d;
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+    return SF_OK;
+}
+
+/* One block of the fast kernels: images [n, n + nn) whole (nn > 1), or output
+ * rows [r0, r0 + rn) of image n (nn == 1). Its columns are nn * rn * owt. */
+typedef struct conv_block {
+    int64_t n, nn, r0, rn, cols;
+} conv_block;
+
+/* Visit blocks in order; returns 0 after the last. */
+static int conv_block_next(const conv_geom *g, conv_block *b, int first) {
+    if (first) {
+        b->n = 0;
+        b->r0 = 0;
+    } else if (b->nn == 1 && b->r0 + b->rn < g->oht) {
+        b->r0 += b->rn;
+    } else {
+        b->n += b->nn;
+        b->r0 = 0;
+    }
+    if (b->n >= g->nt) return 0;
+    b->nn = g->nt - b->n < g->chunk ? g->nt - b->n : g->chunk;
+    b->rn = g->oht - b->r0 < g->band ? g->oht - b->r0 : g->band;
+    b->cols = b->nn * b->rn * g->owt;
+    return 1;
+}
+
+/* Unfold the block's input, channels of group grp, into col (k, cols). */
+static void conv_unfold(const conv_geom *g, sf_window2d win, const conv_block *b,
+                        const float *x, int64_t grp, float *col) {
+    win.oh0 = g->oh0 + b->r0;
+    win.ohn = b->rn;
+    for (int64_t j = 0; j < b->nn; j++) {
+        const float *xi = x + ((b->n + j) * g->crn + grp * g->cin_g - g->cr0) * g->ihn * g->iwn;
+        sf_im2col(&win, xi, col, b->cols, j * b->rn * g->owt);
+    }
+}
+
+static void conv_fold(const conv_geom *g, sf_window2d win, const conv_block *b,
+                      const float *col, int64_t grp, float *dx) {
+    win.oh0 = g->oh0 + b->r0;
+    win.ohn = b->rn;
+    for (int64_t j = 0; j < b->nn; j++) {
+        float *xi = dx + ((b->n + j) * g->crn + grp * g->cin_g - g->cr0) * g->ihn * g->iwn;
+        sf_col2im(&win, col, b->cols, j * b->rn * g->owt, xi);
+    }
+}
+
+static sf_status conv2d_fwd_fast(const sf_kernel_args *a) {
+    const sf_op *op = a->op;
+    const sf_conv2d_params *c = &op->params.conv2d;
+    conv_geom g;
+    conv_geom_init(op, &a->tile, &a->in_region[0], &g);
+    sf_window2d win = conv_window(op, &g);
+    const float *x = a->in[0], *w = a->weights;
+    const float *bias = c->bias ? w + c->out_channels * g.k : NULL;
+    float *y = a->out[0];
+    float *col = a->workspace;                         /* (k, cols) */
+    float *tmp = col + g.k * g.chunk * g.band * g.owt; /* (mmax, cols) */
+    int64_t grp_lo = g.co0 / g.cout_g, grp_hi = (g.co0 + g.cot - 1) / g.cout_g;
+    for (int64_t grp = grp_lo; grp <= grp_hi; grp++) {
+        int64_t c_lo, c_hi;
+        conv_group_channels(&g, grp, &c_lo, &c_hi);
+        int64_t m = c_hi - c_lo;
+        const float *wg = w + c_lo * g.k; /* (m, k) */
+        conv_block b = {0, 0, 0, 0, 0};
+        for (int more = conv_block_next(&g, &b, 1); more; more = conv_block_next(&g, &b, 0)) {
+            conv_unfold(&g, win, &b, x, grp, col);
+            if (b.nn == 1) {
+                /* rows of one image: channels c_lo.. of y are rows of stride p */
+                float *yo = y + (b.n * g.cot + c_lo - g.co0) * g.p + b.r0 * g.owt;
+                sf_sgemm(0, 0, m, b.cols, g.k, 1.0f, wg, g.k, col, b.cols, 0.0f, yo, g.p);
+                if (bias)
+                    for (int64_t co = 0; co < m; co++)
+                        for (int64_t q = 0; q < b.cols; q++) yo[co * g.p + q] += bias[c_lo + co];
+                continue;
+            }
+            sf_sgemm(0, 0, m, b.cols, g.k, 1.0f, wg, g.k, col, b.cols, 0.0f, tmp, b.cols);
+            for (int64_t j = 0; j < b.nn; j++) {
+                for (int64_t co = 0; co < m; co++) {
+                    const float *src = tmp + co * b.cols + j * g.p;
+                    float *dst = y + ((b.n + j) * g.cot + c_lo + co - g.co0) * g.p;
+                    float bv = bias ? bias[c_lo + co] : 0.0f;
+                    for (int64_t q = 0; q < g.p; q++) dst[q] = src[q] + bv;
+                }
+            }
+        }
+    }
+    return SF_OK;
+}
+
+static sf_status conv2d_bwd_fast(const sf_kernel_args *a) {
+    const sf_op *op = a->op;
+    const sf_conv2d_params *c = &op->params.conv2d;
+    conv_geom g;
+    conv_geom_init(op, &a->tile, &a->in_region[0], &g);
+    sf_window2d win = conv_window(op, &g);
+    const float *x = a->in[0], *w = a->weights, *dy = a->grad_out[0];
+    float *dx = a->grad_in ? a->grad_in[0] : NULL;
+    float *dw = a->grad_weights;
+    float *col = a->workspace;                         /* (k, cols): x, then dx columns */
+    float *dyp = col + g.k * g.chunk * g.band * g.owt; /* (mmax, cols): dy of one group */
+    if (dw && c->bias) {
+        float *db = dw + c->out_channels * g.k;
+        for (int64_t n = 0; n < g.nt; n++) {
+            for (int64_t co = 0; co < g.cot; co++) {
+                const float *d = dy + (n * g.cot + co) * g.p;
+                float s = 0.0f;
+                for (int64_t q = 0; q < g.p; q++) s += d[q];
+                db[g.co0 + co] += s;
+            }
+        }
+    }
+    if (!dx && !dw) return SF_OK;
+    int64_t grp_lo = g.co0 / g.cout_g, grp_hi = (g.co0 + g.cot - 1) / g.cout_g;
+    for (int64_t grp = grp_lo; grp <= grp_hi; grp++) {
+        int64_t c_lo, c_hi;
+        conv_group_channels(&g, grp, &c_lo, &c_hi);
+        int64_t m = c_hi - c_lo;
+        const float *wg = w + c_lo * g.k;
+        conv_block b = {0, 0, 0, 0, 0};
+        for (int more = conv_block_next(&g, &b, 1); more; more = conv_block_next(&g, &b, 0)) {
+            /* dy of this group and block as (m, cols); rows of one image already are */
+            const float *dg;
+            int64_t ldd;
+            if (b.nn == 1) {
+                dg = dy + (b.n * g.cot + c_lo - g.co0) * g.p + b.r0 * g.owt;
+                ldd = g.p;
+            } else {
+                for (int64_t j = 0; j < b.nn; j++)
+                    for (int64_t co = 0; co < m; co++)
+                        memcpy(dyp + co * b.cols + j * g.p,
+                               dy + ((b.n + j) * g.cot + c_lo + co - g.co0) * g.p,
+                               (size_t)g.p * sizeof *dyp);
+                dg = dyp;
+                ldd = b.cols;
+            }
+            if (dw) {
+                conv_unfold(&g, win, &b, x, grp, col);
+                /* dW_g (m, k) += dy_g (m, cols) * col^T (cols, k) */
+                sf_sgemm(0, 1, m, g.k, b.cols, 1.0f, dg, ldd, col, b.cols, 1.0f,
+                         dw + c_lo * g.k, g.k);
+            }
+            if (dx) {
+                /* dcol (k, cols) = W_g^T (k, m) * dy_g (m, cols), folded into dx */
+                sf_sgemm(1, 0, g.k, b.cols, m, 1.0f, wg, g.k, dg, ldd, 0.0f, col, b.cols);
+                conv_fold(&g, win, &b, col, grp, dx);
+            }
+        }
+    }
+    return SF_OK;
+}
+
 const sf_op_class sf_op_conv2d_class = {
     .type = SF_OP_CONV2D,
     .name = "conv2d",
@@ -133,4 +463,8 @@ const sf_op_class sf_op_conv2d_class = {
     .space = conv2d_space,
     .region = conv2d_region,
     .cost = conv2d_cost,
+    .fwd_ref = conv2d_fwd_ref,
+    .fwd_fast = conv2d_fwd_fast,
+    .bwd_ref = conv2d_bwd_ref,
+    .bwd_fast = conv2d_bwd_fast,
 };

@@ -47,8 +47,7 @@ typedef struct sf_op_class {
 const sf_op_class *sf_op_class_get(sf_op_type t);
 
 /* Helpers shared by operator files. */
-/* Copy the tile's ranges on dimensions [0, n) into r; r->ndim = ndim of the
- * target shape; other dimensions become full ranges of `shape`. */
+/* The whole of `shape` as a region. */
 void sf_region_full(const sf_shape *shape, sf_tile *r);
 /* Halo mapping for a sliding window along one dimension: output rows [lo, hi)
  * need input rows [lo*stride - pad, (hi-1)*stride - pad + (k-1)*dil + 1), clamped
@@ -58,10 +57,8 @@ void sf_window_range(int64_t lo, int64_t hi, int64_t stride, int64_t pad, int64_
 /* Fraction of dimension i covered by the tile. */
 double sf_tile_frac(const sf_tile *t, const sf_shape *s, int i);
 
-/* Every class, defined in its operator file. While operators are being
- * written, a class not yet defined resolves to NULL (weak) and the registry
- * skips it; once all exist, SF_OP_CLASS_DECL becomes a plain extern. */
-#define SF_OP_CLASS_DECL(n) extern const sf_op_class n __attribute__((weak))
+/* Every class, defined in its operator file. */
+#define SF_OP_CLASS_DECL(n) extern const sf_op_class n
 SF_OP_CLASS_DECL(sf_op_input_class);
 SF_OP_CLASS_DECL(sf_op_conv2d_class);
 SF_OP_CLASS_DECL(sf_op_pool2d_class);

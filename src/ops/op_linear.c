@@ -8,9 +8,17 @@
  * the whole input row (every input feature).
  *
  * FLOPs: forward 2 * MACs (+ bias adds); backward 4 * MACs (+ bias sums).
+ *
+ * Kernels (buffers and weight layout in soapflow/kernels.h): a tile is rows
+ * [leading dimensions of the tile, flattened] x output features [o0, o1). Its
+ * input region is those rows with every input feature, contiguous, so the
+ * region is an (R, in) matrix and the tile an (R, o1 - o0) one: the reference
+ * kernel is a triple loop, the fast one three SGEMMs (y = x W^T, dx += dy W,
+ * dW += dy^T x) on the rows [o0, o1) of W. No workspace.
  */
 #include <stddef.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 static const sf_attr_desc linear_attrs[] = {
@@ -72,6 +80,101 @@ static void linear_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     cost->bytes_bwd = 2 * in_b + 2 * w_b + out_b;
 }
 
+/* ---- kernels ----------------------------------------------------------- */
+
+/* The matrix view of a tile: R rows, features [o0, o0 + ot) of out, kin inputs. */
+typedef struct linear_geom {
+    int64_t rows, o0, ot, kin, nout;
+} linear_geom;
+
+static void linear_geom_init(const sf_op *op, const sf_tile *t, linear_geom *g) {
+    int last = t->ndim - 1;
+    g->rows = 1;
+    for (int i = 0; i < last; i++) g->rows *= t->hi[i] - t->lo[i];
+    g->o0 = t->lo[last];
+    g->ot = t->hi[last] - t->lo[last];
+    g->kin = op->in_shapes[0].d[op->in_shapes[0].ndim - 1];
+    g->nout = op->params.linear.out_features;
+}
+
+/* y (R, ot) = x (R, kin) W[o0:o0+ot]^T + b[o0:o0+ot] */
+static sf_status linear_fwd_ref(const sf_kernel_args *a) {
+    linear_geom g;
+    linear_geom_init(a->op, &a->tile, &g);
+    const float *x = a->in[0], *w = a->weights;
+    const float *bias = a->op->params.linear.bias ? w + g.nout * g.kin : NULL;
+    float *y = a->out[0];
+    for (int64_t r = 0; r < g.rows; r++) {
+        for (int64_t o = 0; o < g.ot; o++) {
+            const float *wr = w + (g.o0 + o) * g.kin;
+            float acc = bias ? bias[g.o0 + o] : 0.0f;
+            for (int64_t k = 0; k < g.kin; k++) acc += x[r * g.kin + k] * wr[k];
+            y[r * g.ot + o] = acc;
+        }
+    }
+    return SF_OK;
+}
+
+/* dx (R, kin) += dy W[o0:], dW[o0:] += dy^T x, db[o0:] += sum over rows of dy */
+static sf_status linear_bwd_ref(const sf_kernel_args *a) {
+    linear_geom g;
+    linear_geom_init(a->op, &a->tile, &g);
+    const float *x = a->in[0], *w = a->weights, *dy = a->grad_out[0];
+    float *dx = a->grad_in ? a->grad_in[0] : NULL;
+    float *dw = a->grad_weights;
+    float *db = dw && a->op->params.linear.bias ? dw + g.nout * g.kin : NULL;
+    for (int64_t r = 0; r < g.rows; r++) {
+        for (int64_t o = 0; o < g.ot; o++) {
+            float d = dy[r * g.ot + o];
+            int64_t wr = (g.o0 + o) * g.kin;
+            if (db) db[g.o0 + o] += d;
+            for (int64_t k = 0; k < g.kin; k++) {
+                if (dx) dx[r * g.kin + k] += w[wr + k] * d;
+                if (dw) dw[wr + k] += x[r * g.kin + k] * d;
+            }
+        }
+    }
+    return SF_OK;
+}
+
+static sf_status linear_fwd_fast(const sf_kernel_args *a) {
+    linear_geom g;
+    linear_geom_init(a->op, &a->tile, &g);
+    const float *w = a->weights;
+    float *y = a->out[0];
+    float beta = 0.0f;
+    if (a->op->params.linear.bias) {
+        const float *bias = w + g.nout * g.kin + g.o0;
+        for (int64_t r = 0; r < g.rows; r++)
+            for (int64_t o = 0; o < g.ot; o++) y[r * g.ot + o] = bias[o];
+        beta = 1.0f;
+    }
+    sf_sgemm(0, 1, g.rows, g.ot, g.kin, 1.0f, a->in[0], g.kin, w + g.o0 * g.kin, g.kin, beta, y,
+             g.ot);
+    return SF_OK;
+}
+
+static sf_status linear_bwd_fast(const sf_kernel_args *a) {
+    linear_geom g;
+    linear_geom_init(a->op, &a->tile, &g);
+    const float *dy = a->grad_out[0];
+    float *dx = a->grad_in ? a->grad_in[0] : NULL;
+    float *dw = a->grad_weights;
+    if (dx)
+        sf_sgemm(0, 0, g.rows, g.kin, g.ot, 1.0f, dy, g.ot, a->weights + g.o0 * g.kin, g.kin,
+                 1.0f, dx, g.kin);
+    if (dw) {
+        sf_sgemm(1, 0, g.ot, g.kin, g.rows, 1.0f, dy, g.ot, a->in[0], g.kin, 1.0f,
+                 dw + g.o0 * g.kin, g.kin);
+        if (a->op->params.linear.bias) {
+            float *db = dw + g.nout * g.kin + g.o0;
+            for (int64_t r = 0; r < g.rows; r++)
+                for (int64_t o = 0; o < g.ot; o++) db[o] += dy[r * g.ot + o];
+        }
+    }
+    return SF_OK;
+}
+
 const sf_op_class sf_op_linear_class = {
     .type = SF_OP_LINEAR,
     .name = "linear",
@@ -85,4 +188,8 @@ const sf_op_class sf_op_linear_class = {
     .space = linear_space,
     .region = linear_region,
     .cost = linear_cost,
+    .fwd_ref = linear_fwd_ref,
+    .fwd_fast = linear_fwd_fast,
+    .bwd_ref = linear_bwd_ref,
+    .bwd_fast = linear_bwd_fast,
 };

@@ -49,7 +49,7 @@ const char *sf_op_type_name(sf_op_type t) {
 
 sf_status sf_op_type_from_name(const char *name, sf_op_type *out) {
     for (int i = 0; i < SF_OP_COUNT; i++) {
-        if (op_classes[i] && strcmp(op_classes[i]->name, name) == 0) {
+        if (strcmp(op_classes[i]->name, name) == 0) {
             *out = (sf_op_type)i;
             return SF_OK;
         }
@@ -99,6 +99,7 @@ void sf_op_input_region(const sf_op *op, const sf_tile *t, int input, sf_tile *r
     const sf_op_class *c = sf_op_class_get(op->type);
     if (input < 0 || input >= op->n_inputs) {
         memset(region, 0, sizeof *region);
+        region->ndim = 1; /* an empty 1-D tile: numel 0 */
         return;
     }
     c->region(op, t, input, region);
@@ -114,7 +115,7 @@ void sf_op_output_tile(const sf_op *op, const sf_tile *t, int output, sf_tile *o
         *out = *t;
     } else {
         memset(out, 0, sizeof *out);
-        out->ndim = op->out_shapes[output].ndim;
+        out->ndim = output > 0 && output < op->n_outputs ? op->out_shapes[output].ndim : 1;
     }
 }
 

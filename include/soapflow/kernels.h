@@ -1,0 +1,106 @@
+/*
+ * soapflow/kernels.h - real CPU kernels that execute one tile of an operator.
+ *
+ * Quick tour (forward of one tile of a conv2d, fast kernel):
+ *
+ *     sf_tile t = ...;                          // a tile of op->space
+ *     sf_tile r;  sf_op_input_region(op, &t, 0, &r);
+ *     sf_tile o;  sf_op_output_tile(op, &t, 0, &o);
+ *     const float *in[1] = {x_region};          // sf_tile_numel(&r) floats, row-major
+ *     float *out[1] = {y_tile};                 // sf_tile_numel(&o) floats, row-major
+ *     size_t ws = sf_kernel_workspace_bytes(op, &t, 0);
+ *     sf_kernel_args a = {.op = op, .tile = t, .n_inputs = 1, .in = in, .in_region = &r,
+ *                         .n_outputs = 1, .out = out, .weights = w,
+ *                         .workspace = buf, .workspace_bytes = ws};
+ *     sf_status s = sf_kernel_forward(&a, 1);   // 1: fast, 0: reference
+ *
+ * Every buffer holds exactly one rectangle of a tensor, row-major, with the
+ * rectangle's own extents as its shape: input i holds in_region[i] (the region
+ * sf_op_input_region gives for the tile, halo included), output k holds
+ * sf_op_output_tile(op, tile, k). Positions are global: a kernel maps output
+ * element (n, c, h, w) of the tile to the input elements it needs by their
+ * global coordinates minus the region's lo. Elements outside the input tensor
+ * (padding) are zero and are never read.
+ *
+ * Weights are the operator's whole parameter tensor, always in full layout; a
+ * tile split on a parameter dimension reads (and, backward, accumulates into)
+ * only the rows it owns. Layouts (fp32, row-major, bias right after weights):
+ *   conv2d  W (C_out, C_in/groups, kh, kw), then bias (C_out) when bias is on
+ *   linear  W (out_features, in_features),   then bias (out_features) when on
+ *
+ * Semantics: forward OVERWRITES the output tiles. Backward ACCUMULATES into
+ * grad_in (input-region layout) and grad_weights (full layout): the caller
+ * zeroes them once per iteration, so that tiles sharing a weight shard or an
+ * input halo can add their parts. Any grad_in[i], or grad_weights, may be NULL
+ * when that gradient is not wanted.
+ *
+ * Kernels never allocate: scratch memory comes from the caller's workspace,
+ * sized by sf_kernel_workspace_bytes. Each operator has a reference kernel
+ * (plain loops, the definition of the operation) and a fast one (im2col and
+ * BLAS); tests hold every fast kernel to its reference.
+ */
+#ifndef SOAPFLOW_KERNELS_H
+#define SOAPFLOW_KERNELS_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+#include "soapflow/core.h"
+#include "soapflow/graph.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Everything one kernel call needs, for one tile of op->space. */
+typedef struct sf_kernel_args {
+    const sf_op *op;
+    sf_tile tile;                 /* rectangle of op->space to compute */
+
+    int n_inputs;                 /* op->n_inputs */
+    const float *const *in;       /* [n_inputs] each numel(in_region[i]) floats */
+    const sf_tile *in_region;     /* [n_inputs] == sf_op_input_region(op, &tile, i) */
+
+    int n_outputs;                /* op->n_outputs */
+    float *const *out;            /* [n_outputs] forward: written; backward: the
+                                   * forward result, read by ops that need it */
+
+    const float *weights;         /* full parameter tensor (layouts above), or NULL
+                                   * for operators without parameters */
+
+    /* backward only */
+    const float *const *grad_out; /* [n_outputs] same layout as out */
+    float *const *grad_in;        /* [n_inputs] same layout as in; NULL array or
+                                   * NULL entries: not wanted. Accumulated. */
+    float *grad_weights;          /* full layout, accumulated; NULL: not wanted */
+
+    void *workspace;              /* scratch owned by the caller */
+    size_t workspace_bytes;       /* >= sf_kernel_workspace_bytes(op, &tile, backward) */
+} sf_kernel_args;
+
+/* Scratch bytes the kernels of `op` need for tile `t` (forward when backward is
+ * 0), for the reference and the fast kernel alike. 0 when none. */
+size_t sf_kernel_workspace_bytes(const sf_op *op, const sf_tile *t, int backward);
+
+/* Run the forward (backward) kernel of args->op on args->tile: the fast kernel
+ * when fast is non-zero, else the reference one. Checks the arguments (regions
+ * match the tile, workspace large enough, buffers present): SF_ERR_INVALID when
+ * they do not; SF_ERR_UNSUPPORTED when the operator has no such kernel. */
+sf_status sf_kernel_forward(const sf_kernel_args *args, int fast);
+sf_status sf_kernel_backward(const sf_kernel_args *args, int fast);
+
+/* 1 when the operator type has the kernel (fast or reference, forward and
+ * backward alike), else 0. */
+int sf_kernel_available(sf_op_type t, int fast);
+
+/* Benchmark: single-thread SGEMM at 1024^3 and forward+backward GFLOP/s of the
+ * fast conv2d and linear kernels at representative layer shapes, best of
+ * `reps` (>= 1). Writes a table, or JSON when json is non-zero:
+ *   {"sgemm_gflops": X, "kernels": [{"name": "...", "gflops": X, "ratio": X}]}
+ * Sets OpenBLAS to one thread for the rest of the process. */
+sf_status sf_bench_kernels(FILE *out, int json, int reps, sf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,107 @@
+/*
+ * soapflow/search.h - finding fast strategies.
+ *
+ *     sf_mcmc_options mo;
+ *     sf_mcmc_options_default(&mo);
+ *     mo.budget_s = 30;
+ *     sf_strategy *best = sf_strategy_new(g);
+ *     sf_mcmc_result mr;
+ *     sf_mcmc_search(g, m, cm, starts, n_starts, &mo, best, &mr, &err);
+ *
+ *     sf_optcnn_result or;
+ *     sf_optcnn_search(g, m, cm, NULL, best, &or, &err);
+ *
+ * Three searches share the simulator's view of a strategy:
+ *  - MCMC (FlexFlow section 6): Metropolis-Hastings over the whole SOAP space,
+ *    with delta simulation in the loop;
+ *  - OptCNN (ICML'18 section 5): an exact dynamic program over layer-wise configs
+ *    under an additive cost model, by node and edge elimination;
+ *  - exhaustive enumeration of tiny graphs, the test oracle for both.
+ */
+#ifndef SOAPFLOW_SEARCH_H
+#define SOAPFLOW_SEARCH_H
+
+#include "soapflow/cost.h"
+#include "soapflow/graph.h"
+#include "soapflow/machine.h"
+#include "soapflow/sim.h"
+#include "soapflow/strategy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- OptCNN: additive cost model and dynamic programming ------------------- */
+
+/* Candidate configs of one operator under OptCNN's space: degree tuples over its
+ * splittable dimensions whose product p divides into the devices, placed on p
+ * contiguous devices starting at a multiple of p. */
+typedef struct sf_optcnn_options {
+    int max_configs;     /* per operator cap (0: no cap) */
+    int check_memory;    /* drop configs whose parts do not fit on a device */
+    int max_left;        /* enumerate exhaustively what is left when at most this many nodes */
+} sf_optcnn_options;
+
+void sf_optcnn_options_default(sf_optcnn_options *o);
+
+typedef struct sf_optcnn_result {
+    double cost_s;         /* optimum of the additive cost model */
+    int nodes_initial;     /* operators in the graph */
+    int nodes_left;        /* nodes left after elimination */
+    int edges_left;
+    int exact;             /* 1 when the answer is the exact optimum */
+    const char *method;    /* how the rest was solved ("exhaustive", "greedy ..."): static text */
+    double seconds;        /* search time */
+} sf_optcnn_result;
+
+sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                           const sf_optcnn_options *o, sf_strategy *out, sf_optcnn_result *r,
+                           sf_error *err);
+/* OptCNN's additive cost of a strategy: sum over operators of compute (slowest
+ * part, forward + backward + update) and gradient sync, plus sum over edges of
+ * transfer time. */
+double sf_optcnn_cost(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                      const sf_strategy *s);
+
+/* Brute force over every combination of OptCNN candidate configs: the oracle.
+ * Refuses (SF_ERR_RANGE) when the space exceeds max_states. */
+sf_status sf_exhaustive_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                               int use_simulator, int64_t max_states, sf_strategy *out,
+                               double *best_cost, sf_error *err);
+
+/* ---- MCMC --------------------------------------------------------------------- */
+
+typedef struct sf_mcmc_options {
+    double budget_s;      /* wall-clock budget over all starts (0: none) */
+    int64_t iters;        /* iteration budget over all starts (0: none) */
+    uint64_t seed;
+    double beta;          /* acceptance: exp(-beta * delta / cost_of_start); default 50 */
+    int use_delta;        /* 1: delta simulation in the loop (default); 0: full */
+    int progress;         /* draw a progress bar on stderr when it is a terminal */
+} sf_mcmc_options;
+
+void sf_mcmc_options_default(sf_mcmc_options *o);
+
+typedef struct sf_mcmc_result {
+    double best_s;        /* simulated iteration time of the best strategy */
+    double start_best_s;  /* best over the starting strategies */
+    int best_start;       /* index of the start that led to it */
+    int64_t iterations;   /* proposals evaluated */
+    int64_t accepted;
+    double seconds;
+    double sims_per_s;
+} sf_mcmc_result;
+
+/* Search from each start in turn (each gets an equal share of the budget and
+ * stops early after half of its share without improvement); the answer is the
+ * best strategy seen, never worse than the best start. Strategies that do not
+ * fit in memory are rejected. */
+sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                         const sf_strategy *const *starts, int n_starts,
+                         const sf_mcmc_options *o, sf_strategy *best, sf_mcmc_result *r,
+                         sf_error *err);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

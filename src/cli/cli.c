@@ -1,0 +1,378 @@
+/*
+ * cli.c - the helpers every subcommand uses: error lines, the argv walker,
+ * the text table, JSON printing and number formats (see cli.h).
+ *
+ * The walker is hand-written rather than getopt_long because getopt keeps
+ * global state, permutes argv, prints its own messages in its own words and
+ * knows nothing of range-checked integers; ours reports every mistake as one
+ * "soapflow: <cmd>: ..." line with a pointer to --help, and the matchers read
+ * like the option list they implement.
+ */
+#include "cli.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "soapflow/io.h"
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* Messages reach the user as exactly one line: a library message that holds
+ * a newline (it should not) is folded rather than split. */
+static void put_line(const char *prefix, const char *msg, const char *suffix) {
+    fputs("soapflow: ", stderr);
+    fputs(prefix, stderr);
+    for (const char *p = msg; *p; p++) fputc(*p == '\n' || *p == '\r' ? ' ' : *p, stderr);
+    fputs(suffix, stderr);
+    fputc('\n', stderr);
+}
+
+int sf_cli_fail(const char *fmt, ...) {
+    char buf[2 * SF_ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    put_line("", buf, "");
+    return SF_EXIT_FAIL;
+}
+
+int sf_cli_fail_err(const sf_error *err) {
+    if (!err || !err->msg[0])
+        return sf_cli_fail("%s", sf_status_str(err ? err->code : SF_ERR_INTERNAL));
+    return sf_cli_fail("%s", err->msg);
+}
+
+int sf_cli_usage_error(const char *cmd, const char *fmt, ...) {
+    char buf[SF_ERRMSG_MAX], prefix[96], hint[96];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (cmd) {
+        snprintf(prefix, sizeof prefix, "%s: ", cmd);
+        snprintf(hint, sizeof hint, " (try 'soapflow %s --help')", cmd);
+    } else {
+        prefix[0] = '\0';
+        snprintf(hint, sizeof hint, " (try 'soapflow --help')");
+    }
+    put_line(prefix, buf, hint);
+    return SF_EXIT_USAGE;
+}
+
+/* ---- the argv walker --------------------------------------------------- */
+
+void sf_cli_args_init(sf_cli_args *a, int argc, char **argv) {
+    memset(a, 0, sizeof *a);
+    a->argc = argc;
+    a->argv = argv;
+    a->next = 1;
+    a->cmd = argc > 0 ? argv[0] : "soapflow";
+}
+
+/* -v once: info; twice (or -vv): debug; -q: errors only. Process-wide, as
+ * the log level is. */
+static int global_option(const char *arg) {
+    if (strcmp(arg, "-v") == 0 || strcmp(arg, "--verbose") == 0) {
+        sf_log_set_level(sf_log_get_level() < SF_LOG_INFO ? SF_LOG_INFO : SF_LOG_DEBUG);
+        return 1;
+    }
+    if (strcmp(arg, "-vv") == 0) {
+        sf_log_set_level(SF_LOG_DEBUG);
+        return 1;
+    }
+    if (strcmp(arg, "-q") == 0 || strcmp(arg, "--quiet") == 0) {
+        sf_log_set_level(SF_LOG_ERROR);
+        return 1;
+    }
+    return 0;
+}
+
+int sf_cli_next(sf_cli_args *a) {
+    for (;;) {
+        if (a->status || a->next >= a->argc) return 0;
+        const char *arg = a->argv[a->next++];
+        a->arg = arg;
+        a->value = NULL;
+        a->name_len = strlen(arg);
+        a->positional = a->after_dashes || arg[0] != '-' || arg[1] == '\0';
+        if (a->positional) return 1;
+        if (strcmp(arg, "--") == 0) {
+            a->after_dashes = 1;
+            continue;
+        }
+        if (global_option(arg)) continue;
+        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        if (eq) {
+            a->value = eq + 1;
+            a->name_len = (size_t)(eq - arg);
+        }
+        return 1;
+    }
+}
+
+static int matches(const sf_cli_args *a, const char *long_name, const char *short_name) {
+    if (a->positional || a->status) return 0;
+    if (long_name && strlen(long_name) == a->name_len &&
+        strncmp(a->arg, long_name, a->name_len) == 0)
+        return 1;
+    return short_name && !a->value && strcmp(a->arg, short_name) == 0;
+}
+
+/* The option name as the user wrote it, without "=value". */
+static const char *opt_name(const sf_cli_args *a, char *buf, size_t n) {
+    size_t len = a->name_len < n - 1 ? a->name_len : n - 1;
+    memcpy(buf, a->arg, len);
+    buf[len] = '\0';
+    return buf;
+}
+
+int sf_cli_help(sf_cli_args *a) {
+    int dummy;
+    return sf_cli_flag(a, "--help", "-h", &dummy) && !a->status;
+}
+
+int sf_cli_flag(sf_cli_args *a, const char *long_name, const char *short_name, int *out) {
+    if (!matches(a, long_name, short_name)) return 0;
+    if (a->value) {
+        char name[64];
+        a->status = sf_cli_usage_error(a->cmd, "option '%s' takes no value",
+                                       opt_name(a, name, sizeof name));
+        return 1;
+    }
+    *out = 1;
+    return 1;
+}
+
+/* The value of the current option: after '=' or the next argument. A next
+ * argument that looks like a long option is refused, so that a forgotten
+ * value ("--dot --json") does not become a file named "--json"; such a
+ * value can still be given as "--dot=--json". */
+static const char *take_value(sf_cli_args *a) {
+    char name[64];
+    if (a->value) return a->value;
+    if (a->next < a->argc && strncmp(a->argv[a->next], "--", 2) != 0) return a->argv[a->next++];
+    a->status =
+        sf_cli_usage_error(a->cmd, "option '%s' needs a value", opt_name(a, name, sizeof name));
+    return NULL;
+}
+
+int sf_cli_str(sf_cli_args *a, const char *long_name, const char *short_name, const char **out) {
+    if (!matches(a, long_name, short_name)) return 0;
+    const char *v = take_value(a);
+    if (!v) return 1;
+    if (!v[0]) {
+        char name[64];
+        a->status = sf_cli_usage_error(a->cmd, "option '%s' needs a non-empty value",
+                                       opt_name(a, name, sizeof name));
+        return 1;
+    }
+    *out = v;
+    return 1;
+}
+
+int sf_cli_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out) {
+    if (!s || !*s || (*s != '-' && *s != '+' && (*s < '0' || *s > '9'))) return -1;
+    errno = 0;
+    char *end = NULL;
+    long long v = strtoll(s, &end, 10);
+    if (errno != 0 || end == s || *end != '\0') return -1;
+    if ((int64_t)v < lo || (int64_t)v > hi) return -1;
+    *out = (int64_t)v;
+    return 0;
+}
+
+int sf_cli_int(sf_cli_args *a, const char *long_name, const char *short_name, int64_t lo,
+               int64_t hi, int64_t *out) {
+    if (!matches(a, long_name, short_name)) return 0;
+    const char *v = take_value(a);
+    if (!v) return 1;
+    if (sf_cli_parse_int(v, lo, hi, out) != 0) {
+        char name[64];
+        a->status =
+            sf_cli_usage_error(a->cmd, "option '%s' wants an integer in %lld..%lld, got '%.64s'",
+                               opt_name(a, name, sizeof name), (long long)lo, (long long)hi, v);
+    }
+    return 1;
+}
+
+int sf_cli_positional(sf_cli_args *a, const char **out) {
+    if (!a->positional || a->status) return 0;
+    *out = a->arg;
+    return 1;
+}
+
+void sf_cli_unknown(sf_cli_args *a) {
+    if (a->status) return;
+    if (a->positional) {
+        a->status = sf_cli_usage_error(a->cmd, "unexpected argument '%.64s'", a->arg);
+    } else {
+        char name[64];
+        a->status =
+            sf_cli_usage_error(a->cmd, "unknown option '%s'", opt_name(a, name, sizeof name));
+    }
+}
+
+/* ---- the text table ---------------------------------------------------- */
+
+struct sf_cli_table {
+    int ncols;
+    const char *const *headers;
+    char align[16];     /* 'l' or 'r' per column */
+    sf_arena *arena;    /* the cell texts */
+    const char **cells; /* row-major */
+    size_t n_cells, cap;
+    int nomem;
+};
+
+#define TABLE_MAX_COLS 16
+
+sf_cli_table *sf_cli_table_new(int ncols, const char *const *headers, const char *align) {
+    if (ncols < 1 || ncols > TABLE_MAX_COLS) return NULL;
+    sf_cli_table *t = calloc(1, sizeof *t);
+    if (!t) return NULL;
+    t->arena = sf_arena_new(0);
+    if (!t->arena) {
+        free(t);
+        return NULL;
+    }
+    t->ncols = ncols;
+    t->headers = headers;
+    for (int c = 0; c < ncols; c++) t->align[c] = align && align[c] == 'r' ? 'r' : 'l';
+    return t;
+}
+
+void sf_cli_table_cell(sf_cli_table *t, const char *fmt, ...) {
+    if (!t || t->nomem) return;
+    char buf[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf, sizeof buf, fmt, ap);
+    va_end(ap);
+    if (t->n_cells == t->cap) {
+        size_t cap = t->cap ? 2 * t->cap : 64;
+        const char **cells = realloc(t->cells, cap * sizeof *cells);
+        if (!cells) {
+            t->nomem = 1;
+            return;
+        }
+        t->cells = cells;
+        t->cap = cap;
+    }
+    char *s = sf_arena_strdup(t->arena, buf);
+    if (!s) {
+        t->nomem = 1;
+        return;
+    }
+    t->cells[t->n_cells++] = s;
+}
+
+static void put_cell(FILE *out, const char *s, size_t width, char align, int last) {
+    size_t len = strlen(s);
+    size_t pad = width > len ? width - len : 0;
+    if (align == 'r')
+        for (size_t i = 0; i < pad; i++) fputc(' ', out);
+    fputs(s, out);
+    if (align == 'l' && !last)
+        for (size_t i = 0; i < pad; i++) fputc(' ', out);
+}
+
+static void put_row(FILE *out, const sf_cli_table *t, const char *const *row, int n,
+                    const size_t *width) {
+    for (int c = 0; c < n; c++) {
+        if (c) fputs("  ", out);
+        put_cell(out, row[c], width[c], t->align[c], c == n - 1);
+    }
+    fputc('\n', out);
+}
+
+int sf_cli_table_print(sf_cli_table *t, FILE *out) {
+    if (!t || t->nomem) return sf_cli_fail("out of memory");
+    size_t width[TABLE_MAX_COLS] = {0};
+    for (int c = 0; c < t->ncols && t->headers; c++) width[c] = strlen(t->headers[c]);
+    for (size_t i = 0; i < t->n_cells; i++) {
+        size_t len = strlen(t->cells[i]);
+        size_t c = i % (size_t)t->ncols;
+        if (len > width[c]) width[c] = len;
+    }
+    if (t->headers) put_row(out, t, t->headers, t->ncols, width);
+    for (size_t i = 0; i < t->n_cells; i += (size_t)t->ncols) {
+        size_t left = t->n_cells - i;
+        int n = left < (size_t)t->ncols ? (int)left : t->ncols;
+        put_row(out, t, t->cells + i, n, width);
+    }
+    return SF_EXIT_OK;
+}
+
+void sf_cli_table_free(sf_cli_table *t) {
+    if (!t) return;
+    sf_arena_free(t->arena);
+    free(t->cells);
+    free(t);
+}
+
+/* ---- JSON and numbers -------------------------------------------------- */
+
+int sf_cli_print_json(json_t *v) {
+    if (!v) return sf_cli_fail("out of memory");
+    char *text = json_dumps(v, JSON_INDENT(2) | JSON_REAL_PRECISION(17));
+    json_decref(v);
+    if (!text) return sf_cli_fail("out of memory");
+    fputs(text, stdout);
+    fputc('\n', stdout);
+    free(text);
+    return SF_EXIT_OK;
+}
+
+char *sf_cli_fmt_count(int64_t v, char *buf, size_t n) {
+    char digits[32];
+    uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    int len = snprintf(digits, sizeof digits, "%llu", (unsigned long long)mag);
+    char tmp[48];
+    size_t k = 0;
+    if (v < 0) tmp[k++] = '-';
+    for (int i = 0; i < len; i++) {
+        if (i > 0 && (len - i) % 3 == 0) tmp[k++] = ',';
+        tmp[k++] = digits[i];
+    }
+    tmp[k] = '\0';
+    snprintf(buf, n, "%s", tmp);
+    return buf;
+}
+
+char *sf_cli_fmt_bytes(double bytes, char *buf, size_t n) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    double v = bytes;
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, n, "%.0f B", v);
+    else
+        snprintf(buf, n, "%.*f %s", v < 100.0 ? 2 : 1, v, units[u]);
+    return buf;
+}
+
+/* ---- shared lookups ---------------------------------------------------- */
+
+int sf_cli_is_path(const char *name) {
+    size_t n = strlen(name);
+    return strchr(name, '/') != NULL || (n >= 5 && strcmp(name + n - 5, ".json") == 0);
+}
+
+/* The same rule as sf_machine_open, without building the machine: a path is
+ * a file; a bare name is a preset, or else a file of that name in the working
+ * directory; when neither exists, the preset's message (which lists them). */
+sf_status sf_cli_machine_desc(const char *name_or_path, sf_machine_desc *out, sf_error *err) {
+    if (sf_cli_is_path(name_or_path)) return sf_machine_desc_load_json(name_or_path, out, err);
+    sf_error perr = {0};
+    if (sf_machine_preset_desc(name_or_path, out, &perr) == SF_OK) return SF_OK;
+    FILE *f = fopen(name_or_path, "rb");
+    if (!f) return sf_error_set(err, perr.code, "%s", perr.msg);
+    fclose(f);
+    return sf_machine_desc_load_json(name_or_path, out, err);
+}

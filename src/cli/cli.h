@@ -1,0 +1,139 @@
+/*
+ * cli.h - what the soapflow subcommands share: the command table, an argv
+ * walker, error reporting, a text table and a few number formats.
+ *
+ * A subcommand is one file (cmd_NAME.c) with one function
+ *
+ *     int sf_cmd_NAME(int argc, char **argv);   // argv[0] is the subcommand name
+ *
+ * declared below and one line in the table of main.c. It returns an exit
+ * status: SF_EXIT_OK, SF_EXIT_FAIL (bad input, a file that would not load) or
+ * SF_EXIT_USAGE (bad command line). Its options are read with the walker:
+ *
+ *     sf_cli_args a;
+ *     sf_cli_args_init(&a, argc, argv);
+ *     while (sf_cli_next(&a)) {
+ *         if (sf_cli_help(&a)) return usage(stdout);
+ *         else if (sf_cli_flag(&a, "--json", NULL, &json)) continue;
+ *         else if (sf_cli_str(&a, "--model", "-m", &model)) continue;
+ *         else if (sf_cli_int(&a, "--batch", "-b", 1, 1 << 30, &batch)) continue;
+ *         else sf_cli_unknown(&a);
+ *     }
+ *     if (a.status) return a.status;
+ *
+ * Errors in the walker are sticky, as SQLite's are: the first one is printed
+ * ("soapflow: graph: option '--batch' needs a value ..."), recorded in
+ * a.status, and ends the loop. Options take "--opt value" and "--opt=value";
+ * "--" ends the options. The global options -v/--verbose and -q/--quiet are
+ * accepted anywhere on the line, so the walker handles them itself.
+ */
+#ifndef SOAPFLOW_CLI_H
+#define SOAPFLOW_CLI_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include <jansson.h>
+
+#include "soapflow/core.h"
+#include "soapflow/machine.h"
+
+#ifndef SOAPFLOW_VERSION
+#define SOAPFLOW_VERSION "0.1.0"
+#endif
+
+enum { SF_EXIT_OK = 0, SF_EXIT_FAIL = 1, SF_EXIT_USAGE = 2 };
+
+/* ---- the command table ------------------------------------------------ */
+
+typedef int (*sf_cli_fn)(int argc, char **argv);
+
+typedef struct sf_cli_command {
+    const char *name;
+    const char *help; /* one line for `soapflow --help` */
+    sf_cli_fn run;
+} sf_cli_command;
+
+int sf_cmd_models(int argc, char **argv);   /* cmd_models.c */
+int sf_cmd_machines(int argc, char **argv); /* cmd_machines.c */
+int sf_cmd_graph(int argc, char **argv);    /* cmd_graph.c */
+
+/* ---- errors ------------------------------------------------------------ */
+
+/* "soapflow: <message>" on stderr, on one line; returns SF_EXIT_FAIL. */
+int sf_cli_fail(const char *fmt, ...) SF_PRINTF(1, 2);
+/* The same for a library error (its message, or the status phrase). */
+int sf_cli_fail_err(const sf_error *err);
+/* "soapflow: <cmd>: <message> (try 'soapflow <cmd> --help')"; returns SF_EXIT_USAGE. */
+int sf_cli_usage_error(const char *cmd, const char *fmt, ...) SF_PRINTF(2, 3);
+
+/* ---- the argv walker --------------------------------------------------- */
+
+typedef struct sf_cli_args {
+    int argc;
+    char **argv;
+    int next;          /* index of the next argument to read */
+    const char *cmd;   /* argv[0]: the subcommand, for messages */
+    const char *arg;   /* the current argument as written */
+    const char *value; /* text after '=' in "--opt=value", or NULL */
+    size_t name_len;   /* length of the option name in arg (up to '=') */
+    int positional;    /* 1 when arg is not an option (or follows "--") */
+    int after_dashes;  /* "--" seen */
+    int status;        /* 0, or the exit status of the first error */
+} sf_cli_args;
+
+void sf_cli_args_init(sf_cli_args *a, int argc, char **argv);
+/* Step to the next argument; 0 at the end or after an error. */
+int sf_cli_next(sf_cli_args *a);
+/* Each matcher returns 1 when the current argument is its option (the option
+ * is then consumed, even when its value was bad: a.status says so), else 0.
+ * short_name may be NULL. */
+int sf_cli_help(sf_cli_args *a); /* -h, --help */
+int sf_cli_flag(sf_cli_args *a, const char *long_name, const char *short_name, int *out);
+int sf_cli_str(sf_cli_args *a, const char *long_name, const char *short_name, const char **out);
+/* A decimal integer in [lo, hi]; "1e3", "12x" and overflow are rejected. */
+int sf_cli_int(sf_cli_args *a, const char *long_name, const char *short_name, int64_t lo,
+               int64_t hi, int64_t *out);
+/* The current argument is positional: store it and return 1. */
+int sf_cli_positional(sf_cli_args *a, const char **out);
+/* Report the current argument as unknown or unexpected (usage error). */
+void sf_cli_unknown(sf_cli_args *a);
+
+/* Parse a decimal integer in [lo, hi]; 0 on success, -1 otherwise. */
+int sf_cli_parse_int(const char *s, int64_t lo, int64_t hi, int64_t *out);
+
+/* ---- output ------------------------------------------------------------ */
+
+/* A text table: columns sized to their widest cell, left or right aligned.
+ * Cells are added left to right, top to bottom; rows wrap after ncols.
+ * Out of memory is sticky and reported by sf_cli_table_print. */
+typedef struct sf_cli_table sf_cli_table;
+
+/* headers: ncols names, or NULL for no header line; align: one 'l' or 'r'
+ * per column (NULL: all left). */
+sf_cli_table *sf_cli_table_new(int ncols, const char *const *headers, const char *align);
+void sf_cli_table_cell(sf_cli_table *t, const char *fmt, ...) SF_PRINTF(2, 3);
+/* Print with two spaces between columns; SF_EXIT_FAIL (reported) when a cell
+ * could not be stored. */
+int sf_cli_table_print(sf_cli_table *t, FILE *out);
+void sf_cli_table_free(sf_cli_table *t);
+
+/* Print a JSON value on stdout (indented, 17 significant digits) and take it
+ * over (decref). NULL means out of memory: reported, SF_EXIT_FAIL. */
+int sf_cli_print_json(json_t *v);
+
+/* 25557032 -> "25,557,032". Returns buf. */
+char *sf_cli_fmt_count(int64_t v, char *buf, size_t n);
+/* Bytes in binary units: "512 B", "97.5 MiB", "12.3 GiB". Returns buf. */
+char *sf_cli_fmt_bytes(double bytes, char *buf, size_t n);
+
+/* ---- shared lookups ---------------------------------------------------- */
+
+/* A model argument names a file (rather than a zoo model) when it holds a '/'
+ * or ends with ".json". */
+int sf_cli_is_path(const char *name);
+/* The description of a machine preset or machine JSON file, found as
+ * sf_machine_open finds machines (without building the machine). */
+sf_status sf_cli_machine_desc(const char *name_or_path, sf_machine_desc *out, sf_error *err);
+
+#endif

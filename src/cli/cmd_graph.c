@@ -1,0 +1,405 @@
+/*
+ * cmd_graph.c - `soapflow graph`: build a model and say what it costs.
+ *
+ * The model is a zoo name or a model JSON file (an argument holding '/' or
+ * ending in ".json"). A zoo model gets the batch the papers used, 64 samples
+ * per device of the machine it will be planned for (--machine, default
+ * p100-4x4 => 1024), unless --batch says otherwise; a file keeps the batch
+ * written in it, so model options are refused with a file rather than
+ * silently ignored. The same numbers come out as a table for people or one
+ * JSON object for programs; --dot and --save write the picture and the model
+ * file, and they are written before anything is printed, so that a failure
+ * shows as one error line and a non-zero status, never after a full report.
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "soapflow/graph.h"
+#include "soapflow/io.h"
+#include "soapflow/models.h"
+
+#define DEFAULT_MACHINE "p100-4x4"
+#define SAMPLES_PER_DEVICE 64
+#define MAX_BATCH ((int64_t)1 << 40)
+#define MAX_SIZE ((int64_t)1 << 40)
+
+static int usage(FILE *out) {
+    fputs("usage: soapflow graph --model NAME|FILE [options]\n"
+          "\n"
+          "Build a zoo model (see 'soapflow models') or load a model JSON file, and\n"
+          "print its operators, trainable parameters, FLOPs and memory at its batch.\n"
+          "\n"
+          "options:\n"
+          "  -m, --model NAME|FILE  a zoo model, or a model file (a name holding '/' or\n"
+          "                         ending in .json; see docs/formats-model.md)\n"
+          "  -b, --batch N          global batch of a zoo model (default: 64 per device of\n"
+          "                         the machine); a model file keeps its own batch\n"
+          "  --machine NAME|FILE    machine preset or machine JSON file that sets the\n"
+          "                         default batch (default: " DEFAULT_MACHINE
+          ", 16 devices => 1024)\n"
+          "  --seq-len N            RNN unrolled steps / transformer sequence length\n"
+          "  --chunk N              RNN time steps per operator\n"
+          "  --hidden N             RNN hidden and embedding size\n"
+          "  --vocab N              vocabulary size\n"
+          "  --mlp-sizes A,B,...    mlp: input, hidden..., classes (e.g. 784,4096,10)\n"
+          "  --ops                  add a table of every operator: type, output shape,\n"
+          "                         parameters, forward GFLOP and parallel dimensions\n"
+          "                         (N:s C:p H:a W:a - s sample, a attribute, p parameter,\n"
+          "                         - not splittable; names by position: N C H W, N T C, N C)\n"
+          "  --json                 print one JSON object instead: model, ops, params,\n"
+          "                         flops_fwd, flops_bwd, activation_bytes, weight_bytes,\n"
+          "                         batch (and \"operators\" with --ops)\n"
+          "  --dot FILE             write the graph as Graphviz DOT\n"
+          "  --save FILE            write the model as a model JSON file\n"
+          "  -h, --help             show this help\n"
+          "\n"
+          "FLOPs are for one pass over the whole batch; activations are all operator\n"
+          "outputs at that batch; weights are fp32 trainable parameters.\n"
+          "\n"
+          "example:\n"
+          "  soapflow graph --model resnet50 --machine dgx-a100 --ops\n"
+          "  soapflow graph --model inception_v3 --batch 32 --json --dot inception.dot\n",
+          out);
+    return SF_EXIT_OK;
+}
+
+typedef struct graph_opts {
+    const char *model, *machine, *dot, *save, *mlp_sizes;
+    int64_t batch, seq_len, chunk, hidden, vocab;
+    int json, ops;
+} graph_opts;
+
+/* "784,4096,10" into the mlp sizes; a usage error when malformed (an empty
+ * item such as "10,,5" included: strtok would skip it silently). */
+static int parse_mlp_sizes(const char *cmd, const char *text, sf_model_options *mo) {
+    mo->n_mlp = 0;
+    for (const char *p = text;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char tok[32];
+        if (mo->n_mlp == SF_MLP_MAX_LAYERS + 1)
+            return sf_cli_usage_error(cmd, "--mlp-sizes takes at most %d sizes",
+                                      SF_MLP_MAX_LAYERS + 1);
+        if (len >= sizeof tok) len = sizeof tok - 1;
+        memcpy(tok, p, len);
+        tok[len] = '\0';
+        if (sf_cli_parse_int(tok, 1, MAX_SIZE, &mo->mlp_sizes[mo->n_mlp]) != 0)
+            return sf_cli_usage_error(
+                cmd, "--mlp-sizes wants positive integers A,B,..., got '%.64s'", text);
+        mo->n_mlp++;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    if (mo->n_mlp < 2)
+        return sf_cli_usage_error(cmd, "--mlp-sizes needs at least an input and an output size");
+    return SF_EXIT_OK;
+}
+
+/* ---- the parallel dimensions of an operator ---------------------------- */
+
+static const char *dim_label(int ndim, int i) {
+    static const char *const r4[] = {"N", "C", "H", "W"};
+    static const char *const r3[] = {"N", "T", "C"};
+    static const char *const r2[] = {"N", "C"};
+    static const char *const rn[] = {"d0", "d1", "d2", "d3", "d4", "d5"};
+    if (ndim == 4) return r4[i];
+    if (ndim == 3) return r3[i];
+    if (ndim == 2) return r2[i];
+    if (ndim == 1) return "N";
+    return rn[i];
+}
+
+static char kind_letter(sf_dim_kind k) {
+    switch (k) {
+    case SF_DIM_SAMPLE: return 's';
+    case SF_DIM_ATTRIBUTE: return 'a';
+    case SF_DIM_PARAMETER: return 'p';
+    default: return '-';
+    }
+}
+
+/* "N:s C:p H:a W:a" */
+static void dims_str(const sf_op *op, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < op->space.ndim && i < SF_MAX_DIMS; i++) {
+        int k = snprintf(buf + len, n - len, "%s%s:%c", i ? " " : "", dim_label(op->space.ndim, i),
+                         kind_letter(op->kinds[i]));
+        if (k < 0 || (size_t)k >= n - len) break;
+        len += (size_t)k;
+    }
+}
+
+/* ---- output ------------------------------------------------------------ */
+
+/* Byte counts and FLOPs are doubles in the library; they are whole numbers
+ * and are written as JSON integers while a double holds them exactly. */
+static json_t *json_number(double v) {
+    if (v >= 0 && v < 9007199254740992.0 && v == (double)(json_int_t)v)
+        return json_integer((json_int_t)v);
+    return json_real(v);
+}
+
+static json_t *op_json(const sf_graph *g, const sf_op *op) {
+    sf_tile full = sf_tile_full(&op->space);
+    sf_op_cost c;
+    sf_op_tile_cost(op, &full, &c);
+    json_t *o = json_object(), *inputs = json_array(), *outputs = json_array(),
+           *dims = json_array();
+    int bad = !o || !inputs || !outputs || !dims;
+    for (int i = 0; !bad && i < op->n_inputs; i++)
+        bad |= json_array_append_new(inputs, json_string(sf_graph_op(g, op->inputs[i].op)->name));
+    for (int k = 0; !bad && k < op->n_outputs; k++) {
+        json_t *shape = json_array();
+        for (int i = 0; shape && i < op->out_shapes[k].ndim; i++)
+            json_array_append_new(shape, json_integer(op->out_shapes[k].d[i]));
+        bad |= json_array_append_new(outputs, shape);
+    }
+    for (int i = 0; !bad && i < op->space.ndim; i++)
+        bad |=
+            json_array_append_new(dims, json_pack("{s:I, s:s}", "size", (json_int_t)op->space.d[i],
+                                                  "kind", sf_dim_kind_name(op->kinds[i])));
+    if (bad) {
+        json_decref(o);
+        json_decref(inputs);
+        json_decref(outputs);
+        json_decref(dims);
+        return NULL;
+    }
+    json_object_set_new(o, "id", json_integer(op->id));
+    json_object_set_new(o, "name", json_string(op->name));
+    json_object_set_new(o, "type", json_string(sf_op_type_name(op->type)));
+    json_object_set_new(o, "inputs", inputs);
+    json_object_set_new(o, "outputs", outputs);
+    json_object_set_new(o, "params", json_integer(op->n_params));
+    if (op->weight_owner >= 0)
+        json_object_set_new(o, "shares_weights_of",
+                            json_string(sf_graph_op(g, op->weight_owner)->name));
+    json_object_set_new(o, "flops_fwd", json_number(c.flops_fwd));
+    json_object_set_new(o, "flops_bwd", json_number(c.flops_bwd));
+    json_object_set_new(o, "parallel_dims", dims);
+    return o;
+}
+
+static int print_json(const sf_graph *g, const sf_graph_stats *st, const graph_opts *o,
+                      const char *machine) {
+    json_t *j = json_object();
+    if (!j) return sf_cli_print_json(NULL);
+    int bad = 0;
+    bad |= json_object_set_new(j, "model", json_string(sf_graph_name(g)));
+    bad |= json_object_set_new(j, "source", json_string(sf_cli_is_path(o->model) ? "file" : "zoo"));
+    if (machine) bad |= json_object_set_new(j, "machine", json_string(machine));
+    bad |= json_object_set_new(j, "ops", json_integer(st->ops));
+    bad |= json_object_set_new(j, "params", json_integer(st->params));
+    bad |= json_object_set_new(j, "flops_fwd", json_number(st->flops_fwd));
+    bad |= json_object_set_new(j, "flops_bwd", json_number(st->flops_bwd));
+    bad |= json_object_set_new(j, "activation_bytes", json_number(st->activation_bytes));
+    bad |= json_object_set_new(j, "weight_bytes", json_number(st->weight_bytes));
+    bad |= json_object_set_new(j, "batch", json_integer(st->batch));
+    if (o->ops) {
+        json_t *arr = json_array();
+        for (int i = 0; arr && i < sf_graph_num_ops(g); i++) {
+            json_t *op = op_json(g, sf_graph_op(g, i));
+            if (!op || json_array_append_new(arr, op) != 0) {
+                json_decref(arr);
+                arr = NULL;
+            }
+        }
+        bad |= json_object_set_new(j, "operators", arr);
+    }
+    if (bad) {
+        json_decref(j);
+        j = NULL;
+    }
+    return sf_cli_print_json(j);
+}
+
+/* GFLOP with thousands separators ("8,483.1"); small figures keep three
+ * significant digits ("0.000470") rather than rounding to zero. */
+static char *fmt_gflop(double flops, char *buf, size_t n) {
+    double g = flops / 1e9;
+    if (g == 0.0) {
+        snprintf(buf, n, "0");
+    } else if (g < 1.0) {
+        snprintf(buf, n, "%.3g", g);
+    } else if (g < 100.0) {
+        snprintf(buf, n, "%.3f", g);
+    } else if (g < 9e15) {
+        char whole[40];
+        int64_t tenths = (int64_t)(g * 10.0 + 0.5);
+        snprintf(buf, n, "%s.%d", sf_cli_fmt_count(tenths / 10, whole, sizeof whole),
+                 (int)(tenths % 10));
+    } else {
+        snprintf(buf, n, "%.4g", g);
+    }
+    return buf;
+}
+
+/* A total in the unit that suits it: "8,483.1 GFLOP", "470.4 MFLOP", "2,010 FLOP". */
+static char *fmt_flops(double flops, char *buf, size_t n) {
+    char num[48];
+    if (flops >= 1e9) {
+        snprintf(buf, n, "%s GFLOP", fmt_gflop(flops, num, sizeof num));
+    } else if (flops >= 1e6) {
+        snprintf(buf, n, "%.1f MFLOP", flops / 1e6);
+    } else {
+        snprintf(buf, n, "%s FLOP", sf_cli_fmt_count((int64_t)flops, num, sizeof num));
+    }
+    return buf;
+}
+
+static int print_ops(const sf_graph *g) {
+    static const char *const headers[] = {"id",     "name",      "type",         "output",
+                                          "params", "fwd GFLOP", "parallel dims"};
+    sf_cli_table *t = sf_cli_table_new(7, headers, "rllrrrl");
+    for (int i = 0; i < sf_graph_num_ops(g); i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        char shape[96], count[32], gf[32], dims[96];
+        sf_tile full = sf_tile_full(&op->space);
+        sf_op_cost c;
+        sf_op_tile_cost(op, &full, &c);
+        sf_shape_str(&op->out_shapes[0], shape, sizeof shape);
+        dims_str(op, dims, sizeof dims);
+        sf_cli_table_cell(t, "%d", op->id);
+        sf_cli_table_cell(t, "%s", op->name);
+        sf_cli_table_cell(t, "%s", sf_op_type_name(op->type));
+        if (op->n_outputs > 1)
+            sf_cli_table_cell(t, "%s (+%d)", shape, op->n_outputs - 1);
+        else
+            sf_cli_table_cell(t, "%s", shape);
+        if (op->weight_owner >= 0)
+            sf_cli_table_cell(t, "shared");
+        else
+            sf_cli_table_cell(t, "%s", sf_cli_fmt_count(op->n_params, count, sizeof count));
+        sf_cli_table_cell(t, "%s", fmt_gflop(c.flops_fwd, gf, sizeof gf));
+        sf_cli_table_cell(t, "%s", dims);
+    }
+    int rc = sf_cli_table_print(t, stdout);
+    sf_cli_table_free(t);
+    return rc;
+}
+
+static int print_text(const sf_graph *g, const sf_graph_stats *st, const graph_opts *o,
+                      const char *batch_note) {
+    char count[32], buf[64];
+    sf_cli_table *t = sf_cli_table_new(2, NULL, "ll");
+    sf_cli_table_cell(t, "model");
+    if (sf_cli_is_path(o->model))
+        sf_cli_table_cell(t, "%s (file %s)", sf_graph_name(g), o->model);
+    else
+        sf_cli_table_cell(t, "%s", sf_graph_name(g));
+    sf_cli_table_cell(t, "batch");
+    sf_cli_table_cell(t, "%s%s", sf_cli_fmt_count(st->batch, count, sizeof count), batch_note);
+    sf_cli_table_cell(t, "operators");
+    sf_cli_table_cell(t, "%s", sf_cli_fmt_count(st->ops, count, sizeof count));
+    sf_cli_table_cell(t, "parameters");
+    sf_cli_table_cell(t, "%s", sf_cli_fmt_count(st->params, count, sizeof count));
+    sf_cli_table_cell(t, "forward");
+    sf_cli_table_cell(t, "%s", fmt_flops(st->flops_fwd, buf, sizeof buf));
+    sf_cli_table_cell(t, "backward");
+    sf_cli_table_cell(t, "%s", fmt_flops(st->flops_bwd, buf, sizeof buf));
+    sf_cli_table_cell(t, "activations");
+    sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(st->activation_bytes, buf, sizeof buf));
+    sf_cli_table_cell(t, "weights");
+    sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(st->weight_bytes, buf, sizeof buf));
+    int rc = sf_cli_table_print(t, stdout);
+    sf_cli_table_free(t);
+    if (rc == SF_EXIT_OK && o->ops) {
+        fputc('\n', stdout);
+        rc = print_ops(g);
+    }
+    return rc;
+}
+
+/* ---- the command ------------------------------------------------------- */
+
+static int parse(int argc, char **argv, graph_opts *o, const char **cmd) {
+    sf_cli_args a;
+    sf_cli_args_init(&a, argc, argv);
+    *cmd = a.cmd;
+    while (sf_cli_next(&a)) {
+        if (sf_cli_help(&a)) return -1;
+        if (sf_cli_str(&a, "--model", "-m", &o->model)) continue;
+        if (sf_cli_int(&a, "--batch", "-b", 1, MAX_BATCH, &o->batch)) continue;
+        if (sf_cli_str(&a, "--machine", NULL, &o->machine)) continue;
+        if (sf_cli_int(&a, "--seq-len", NULL, 1, MAX_SIZE, &o->seq_len)) continue;
+        if (sf_cli_int(&a, "--chunk", NULL, 1, MAX_SIZE, &o->chunk)) continue;
+        if (sf_cli_int(&a, "--hidden", NULL, 1, MAX_SIZE, &o->hidden)) continue;
+        if (sf_cli_int(&a, "--vocab", NULL, 1, MAX_SIZE, &o->vocab)) continue;
+        if (sf_cli_str(&a, "--mlp-sizes", NULL, &o->mlp_sizes)) continue;
+        if (sf_cli_flag(&a, "--ops", NULL, &o->ops)) continue;
+        if (sf_cli_flag(&a, "--json", NULL, &o->json)) continue;
+        if (sf_cli_str(&a, "--dot", NULL, &o->dot)) continue;
+        if (sf_cli_str(&a, "--save", NULL, &o->save)) continue;
+        sf_cli_unknown(&a);
+    }
+    if (a.status) return a.status;
+    if (!o->model) return sf_cli_usage_error(a.cmd, "--model is required");
+    return SF_EXIT_OK;
+}
+
+int sf_cmd_graph(int argc, char **argv) {
+    graph_opts o;
+    memset(&o, 0, sizeof o);
+    const char *cmd;
+    int rc = parse(argc, argv, &o, &cmd);
+    if (rc < 0) return usage(stdout);
+    if (rc != SF_EXIT_OK) return rc;
+
+    int is_file = sf_cli_is_path(o.model);
+    if (is_file && (o.batch || o.seq_len || o.chunk || o.hidden || o.vocab || o.mlp_sizes))
+        return sf_cli_usage_error(cmd,
+                                  "--batch and the model options apply to zoo models; "
+                                  "the file '%.200s' keeps its own",
+                                  o.model);
+
+    sf_model_options mo;
+    sf_model_options_default(&mo);
+    if (o.mlp_sizes && (rc = parse_mlp_sizes(cmd, o.mlp_sizes, &mo)) != SF_EXIT_OK) return rc;
+    mo.seq_len = o.seq_len;
+    mo.chunk = o.chunk;
+    mo.hidden = o.hidden;
+    mo.vocab = o.vocab;
+
+    /* The machine only sets the default batch here, so its description is
+     * enough; it is still read when --machine is given, to catch a typo. */
+    sf_error err = {0};
+    char batch_note[160] = "";
+    const char *machine = o.machine;
+    if (!is_file && !o.batch && !machine) machine = DEFAULT_MACHINE;
+    if (machine) {
+        sf_machine_desc md;
+        if (sf_cli_machine_desc(machine, &md, &err) != SF_OK ||
+            sf_machine_desc_validate(&md, &err) != SF_OK)
+            return sf_cli_fail_err(&err);
+        int64_t devices = (int64_t)md.nodes * md.devices_per_node;
+        if (!is_file && !o.batch) {
+            o.batch = SAMPLES_PER_DEVICE * devices;
+            snprintf(batch_note, sizeof batch_note, " (%d per device x %lld devices of %s)",
+                     SAMPLES_PER_DEVICE, (long long)devices, md.name);
+        }
+    }
+    if (is_file) snprintf(batch_note, sizeof batch_note, " (from the file)");
+    mo.batch = o.batch;
+
+    sf_graph *g = is_file ? sf_model_load_json(o.model, &err) : sf_model_build(o.model, &mo, &err);
+    if (!g) return sf_cli_fail_err(&err);
+    SF_LOG_INFO_F("%s: %d operators", sf_graph_name(g), sf_graph_num_ops(g));
+
+    if (o.dot && sf_graph_write_dot(g, o.dot, NULL, NULL, &err) != SF_OK) {
+        sf_graph_free(g);
+        return sf_cli_fail_err(&err);
+    }
+    if (o.save && sf_model_save_json(g, o.save, &err) != SF_OK) {
+        sf_graph_free(g);
+        return sf_cli_fail_err(&err);
+    }
+
+    sf_graph_stats st;
+    sf_graph_stats_compute(g, &st);
+    rc = o.json ? print_json(g, &st, &o, machine) : print_text(g, &st, &o, batch_note);
+    sf_graph_free(g);
+    return rc;
+}

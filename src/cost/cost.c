@@ -1,0 +1,24 @@
+/*
+ * cost.c - the dispatch every cost model shares: the simulator and the searches
+ * call sf_cost_task_s and never know which model answers (the analytic
+ * roofline in analytic.c, or a profiled model). The device's kind is looked up
+ * here, so a model sees only the figures of the device, never the machine.
+ */
+#include "soapflow/cost.h"
+
+#include <stdlib.h>
+
+void sf_cost_free(sf_cost_model *cm) {
+    if (!cm) return;
+    if (cm->vt && cm->vt->free) cm->vt->free(cm->self);
+    free(cm);
+}
+
+const char *sf_cost_name(const sf_cost_model *cm) {
+    return cm && cm->vt && cm->vt->name ? cm->vt->name : "?";
+}
+
+double sf_cost_task_s(const sf_cost_model *cm, const sf_op *op, const sf_tile *t, int device,
+                      sf_pass pass) {
+    return cm->vt->task_s(cm->self, op, t, sf_machine_device_kind(cm->machine, device), pass);
+}

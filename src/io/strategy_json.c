@@ -1,0 +1,594 @@
+/*
+ * strategy_json.c - the strategy file format (docs/formats-strategy.md):
+ *
+ *     {"format": "soapflow-strategy", "version": 1, "model": "alexnet",
+ *      "machine": "p100-4x4", "ops": {
+ *        "conv1": {"degrees": [4, 1, 1, 1], "devices": [0, 1, 2, 3]}, ...}}
+ *
+ * Operators are named, not numbered, so a file survives a rebuild of the graph
+ * that reorders nothing but is still readable by a person, and a file made for
+ * another model fails on the first unknown name instead of silently applying
+ * configs to the wrong operators.
+ *
+ * Reading. jansson parses the text (duplicate keys rejected) and gives line and
+ * column for syntax errors; it keeps no positions of values, so for a semantic
+ * error a small scanner walks the raw text (valid JSON by then) along a path
+ * such as ops."conv3".degrees[1] to the offset where that value starts. It runs
+ * only when there is an error to report. Configs are read into a scratch array
+ * and copied into the strategy only when the whole file is good, so a bad file
+ * leaves the strategy as it was. Names resolve through a jansson object used as
+ * a hash table, so reading is linear in the number of operators.
+ *
+ * Writing. A hand-written frame with one operator per line, in graph order, so
+ * that files of thousands of operators stay readable and diff well, and the
+ * same strategy always gives the same bytes. Written atomically.
+ */
+#include <limits.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <jansson.h>
+
+#include "soapflow/io.h"
+
+#define STRATEGY_FORMAT "soapflow-strategy"
+#define STRATEGY_VERSION 1
+#define MISSING_LISTED 5 /* names listed when operators are missing */
+
+/* ---- locating a value in the raw text ---------------------------------- */
+
+/* One step of a path: an object member (key) or an array element (index). */
+typedef struct jstep {
+    const char *key; /* NULL: array index */
+    size_t index;
+} jstep;
+
+typedef struct scan {
+    const char *s;
+    size_t n, i;
+} scan;
+
+static void sc_ws(scan *c) {
+    while (c->i < c->n && (c->s[c->i] == ' ' || c->s[c->i] == '\t' || c->s[c->i] == '\n' ||
+                           c->s[c->i] == '\r'))
+        c->i++;
+}
+
+/* Skip a string starting at its opening quote; 0 on malformed text. */
+static int sc_string(scan *c) {
+    if (c->i >= c->n || c->s[c->i] != '"') return 0;
+    for (c->i++; c->i < c->n; c->i++) {
+        if (c->s[c->i] == '\\') {
+            c->i++;
+        } else if (c->s[c->i] == '"') {
+            c->i++;
+            return 1;
+        }
+    }
+    return 0;
+}
+
+static int sc_value(scan *c) {
+    sc_ws(c);
+    if (c->i >= c->n) return 0;
+    char ch = c->s[c->i];
+    if (ch == '"') return sc_string(c);
+    if (ch == '{' || ch == '[') {
+        int depth = 0;
+        while (c->i < c->n) {
+            char k = c->s[c->i];
+            if (k == '"') {
+                if (!sc_string(c)) return 0;
+                continue;
+            }
+            if (k == '{' || k == '[') depth++;
+            if (k == '}' || k == ']') depth--;
+            c->i++;
+            if (depth == 0) return 1;
+        }
+        return 0;
+    }
+    while (c->i < c->n && !strchr(",]} \t\r\n", c->s[c->i])) c->i++;
+    return 1;
+}
+
+/* Does the string token at c->i (opening quote) decode to `key`? Handles the
+ * simple escapes; a \u escape never matches (positions are only a courtesy). */
+static int sc_key_is(const scan *c, const char *key) {
+    size_t i = c->i + 1, k = 0;
+    while (i < c->n && c->s[i] != '"') {
+        char ch = c->s[i];
+        if (ch == '\\') {
+            if (i + 1 >= c->n) return 0;
+            char e = c->s[i + 1];
+            const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
+            const char *hit = strchr(from, e);
+            if (!hit || e == '\0') return 0;
+            ch = to[hit - from];
+            i += 2;
+        } else {
+            i++;
+        }
+        if (key[k] != ch) return 0;
+        k++;
+    }
+    return key[k] == '\0';
+}
+
+/* Offset where the value at `path` starts; as far as it got when a step is
+ * missing, 0 when nothing matched. */
+static size_t locate(const char *text, size_t len, const jstep *path, int n_path) {
+    scan c = {text, len, 0};
+    sc_ws(&c);
+    size_t found = c.i;
+    for (int p = 0; p < n_path; p++) {
+        sc_ws(&c);
+        if (c.i >= c.n) return found;
+        if (path[p].key) {
+            if (c.s[c.i] != '{') return found;
+            c.i++;
+            int hit = 0;
+            for (;;) {
+                sc_ws(&c);
+                if (c.i >= c.n || c.s[c.i] != '"') return found;
+                int match = sc_key_is(&c, path[p].key);
+                size_t key_at = c.i;
+                if (!sc_string(&c)) return found;
+                sc_ws(&c);
+                if (c.i >= c.n || c.s[c.i] != ':') return found;
+                c.i++;
+                sc_ws(&c);
+                if (match) {
+                    /* The last step points at the key (where a reader looks for
+                     * the operator); inner steps continue into the value. */
+                    found = p == n_path - 1 ? key_at : c.i;
+                    hit = 1;
+                    break;
+                }
+                if (!sc_value(&c)) return found;
+                sc_ws(&c);
+                if (c.i >= c.n || c.s[c.i] != ',') return found;
+                c.i++;
+            }
+            if (!hit) return found;
+        } else {
+            if (c.s[c.i] != '[') return found;
+            c.i++;
+            for (size_t k = 0;; k++) {
+                sc_ws(&c);
+                if (c.i >= c.n || c.s[c.i] == ']') return found;
+                if (k == path[p].index) {
+                    found = c.i;
+                    break;
+                }
+                if (!sc_value(&c)) return found;
+                sc_ws(&c);
+                if (c.i >= c.n || c.s[c.i] != ',') return found;
+                c.i++;
+            }
+        }
+    }
+    return found;
+}
+
+/* 1-based line and column of a byte offset, columns in characters as jansson. */
+static void line_col(const char *text, size_t off, int *line, int *col) {
+    int l = 1, cc = 1;
+    for (size_t i = 0; i < off && text[i]; i++) {
+        unsigned char ch = (unsigned char)text[i];
+        if (ch == '\n') {
+            l++;
+            cc = 1;
+        } else if ((ch & 0xC0) != 0x80) {
+            cc++;
+        }
+    }
+    *line = l;
+    *col = cc;
+}
+
+/* ---- reading ------------------------------------------------------------- */
+
+typedef struct reader {
+    const char *text;
+    size_t len;
+    const char *origin;
+    sf_error *err;
+} reader;
+
+/* "origin:line:col: [operator 'name': ]message" at the value `path` names. */
+static sf_status fail_at(const reader *r, const jstep *path, int n_path, const char *op,
+                         sf_status st, const char *fmt, ...) SF_PRINTF(6, 7);
+static sf_status fail_at(const reader *r, const jstep *path, int n_path, const char *op,
+                         sf_status st, const char *fmt, ...) {
+    char msg[SF_ERRMSG_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    int line, col;
+    line_col(r->text, locate(r->text, r->len, path, n_path), &line, &col);
+    if (op)
+        return sf_error_set(r->err, st, "%s:%d:%d: operator '%s': %s", r->origin, line, col, op,
+                            msg);
+    return sf_error_set(r->err, st, "%s:%d:%d: %s", r->origin, line, col, msg);
+}
+
+/* An integer array; 0 when v is not an array of integers (*bad: the index of
+ * the first non-integer, or -1 when v is no array at all). */
+static int int_array(const json_t *v, long *bad) {
+    *bad = -1;
+    if (!json_is_array(v)) return 0;
+    for (size_t i = 0; i < json_array_size(v); i++) {
+        if (!json_is_integer(json_array_get(v, i))) {
+            *bad = (long)i;
+            return 0;
+        }
+    }
+    return 1;
+}
+
+/* Read ops."name" into c, checking everything sf_config_validate checks but
+ * pointing at the offending number. */
+static sf_status read_config(const reader *r, const sf_op *op, const sf_machine *m,
+                             const json_t *obj, sf_config *c) {
+    const char *name = op->name;
+    jstep at[4] = {{"ops", 0}, {name, 0}, {NULL, 0}, {NULL, 0}};
+    if (!json_is_object(obj))
+        return fail_at(r, at, 2, name, SF_ERR_PARSE,
+                       "expected an object {\"degrees\": [...], \"devices\": [...]}");
+    const char *key;
+    json_t *v;
+    json_object_foreach((json_t *)obj, key, v) {
+        if (strcmp(key, "degrees") != 0 && strcmp(key, "devices") != 0) {
+            at[2].key = key;
+            return fail_at(r, at, 3, name, SF_ERR_PARSE,
+                           "unknown field '%s' (expected \"degrees\" and \"devices\")", key);
+        }
+    }
+    const json_t *deg = json_object_get(obj, "degrees");
+    const json_t *dev = json_object_get(obj, "devices");
+    if (!deg) return fail_at(r, at, 2, name, SF_ERR_PARSE, "missing \"degrees\"");
+    if (!dev) return fail_at(r, at, 2, name, SF_ERR_PARSE, "missing \"devices\"");
+    long bad;
+    at[2].key = "degrees";
+    if (!int_array(deg, &bad)) {
+        if (bad < 0)
+            return fail_at(r, at, 3, name, SF_ERR_PARSE,
+                           "\"degrees\" must be an array of integers");
+        at[3].index = (size_t)bad;
+        return fail_at(r, at, 4, name, SF_ERR_PARSE, "degree %ld is not an integer", bad);
+    }
+    int nd = op->space.ndim;
+    char shape[128];
+    if ((int)json_array_size(deg) != nd)
+        return fail_at(r, at, 3, name, SF_ERR_INVALID,
+                       "\"degrees\" has %d entries, its parallel space %s has %d dimensions",
+                       (int)json_array_size(deg), sf_shape_str(&op->space, shape, sizeof shape),
+                       nd);
+    memset(c, 0, sizeof *c);
+    c->ndim = nd;
+    for (int i = 0; i < SF_MAX_DIMS; i++) c->degree[i] = 1;
+    int64_t parts = 1;
+    for (int i = 0; i < nd; i++) {
+        json_int_t d = json_integer_value(json_array_get(deg, (size_t)i));
+        const char *kind = sf_dim_kind_name(op->kinds[i]);
+        at[3].index = (size_t)i;
+        if (d < 1)
+            return fail_at(r, at, 4, name, SF_ERR_RANGE,
+                           "degree %lld on dimension %d (%s) is below 1", (long long)d, i, kind);
+        if (d > 1 && op->kinds[i] == SF_DIM_NONE)
+            return fail_at(r, at, 4, name, SF_ERR_INVALID,
+                           "degree %lld on dimension %d (none), which cannot be split",
+                           (long long)d, i);
+        if (d > op->space.d[i])
+            return fail_at(r, at, 4, name, SF_ERR_RANGE,
+                           "degree %lld on dimension %d (%s) exceeds its size %lld", (long long)d,
+                           i, kind, (long long)op->space.d[i]);
+        parts *= d; /* d <= size and the product is checked each step: no overflow */
+        if (parts > SF_MAX_PARTS)
+            return fail_at(r, at, 4, name, SF_ERR_RANGE,
+                           "degrees give more than %d parts (the maximum)", SF_MAX_PARTS);
+        c->degree[i] = (int)d;
+    }
+    c->n_parts = (int)parts;
+    at[2].key = "devices";
+    if (!int_array(dev, &bad)) {
+        if (bad < 0)
+            return fail_at(r, at, 3, name, SF_ERR_PARSE,
+                           "\"devices\" must be an array of integers");
+        at[3].index = (size_t)bad;
+        return fail_at(r, at, 4, name, SF_ERR_PARSE, "device %ld is not an integer", bad);
+    }
+    if ((int64_t)json_array_size(dev) != parts)
+        return fail_at(r, at, 3, name, SF_ERR_INVALID,
+                       "\"devices\" has %d entries, but the degrees make %lld parts",
+                       (int)json_array_size(dev), (long long)parts);
+    int n_dev = m ? sf_machine_num_devices(m) : INT16_MAX + 1;
+    for (int p = 0; p < c->n_parts; p++) {
+        json_int_t d = json_integer_value(json_array_get(dev, (size_t)p));
+        at[3].index = (size_t)p;
+        if (d < 0 || d >= n_dev) {
+            if (m)
+                return fail_at(r, at, 4, name, SF_ERR_RANGE,
+                               "part %d on device %lld, but machine '%s' has %d devices (0-%d)", p,
+                               (long long)d, sf_machine_name(m), n_dev, n_dev - 1);
+            return fail_at(r, at, 4, name, SF_ERR_RANGE, "part %d on device %lld, out of range",
+                           p, (long long)d);
+        }
+        c->device[p] = (int16_t)d;
+    }
+    /* The same rules, by the one function that defines them: a guard against
+     * this reader and sf_config_validate drifting apart. */
+    sf_error local = {0};
+    if (sf_config_validate(op, m, c, &local) != SF_OK)
+        return fail_at(r, at, 2, NULL, local.code, "%s", local.msg);
+    return SF_OK;
+}
+
+static sf_status read_strategy(const reader *r, json_t *root, const sf_graph *g,
+                               const sf_machine *m, sf_config *cfg, char *seen) {
+    jstep at[2] = {{NULL, 0}, {NULL, 0}};
+    if (!json_is_object(root))
+        return fail_at(r, at, 0, NULL, SF_ERR_PARSE, "expected a JSON object at the top level");
+    const json_t *fmt = json_object_get(root, "format");
+    at[0].key = "format";
+    if (!json_is_string(fmt) || strcmp(json_string_value(fmt), STRATEGY_FORMAT) != 0)
+        return fail_at(r, at, fmt ? 1 : 0, NULL, SF_ERR_PARSE,
+                       "not a soapflow strategy: expected \"format\": \"%s\"", STRATEGY_FORMAT);
+    const json_t *ver = json_object_get(root, "version");
+    at[0].key = "version";
+    if (!json_is_integer(ver))
+        return fail_at(r, at, ver ? 1 : 0, NULL, SF_ERR_PARSE,
+                       "expected \"version\": %d (an integer)", STRATEGY_VERSION);
+    if (json_integer_value(ver) != STRATEGY_VERSION)
+        return fail_at(r, at, 1, NULL, SF_ERR_UNSUPPORTED,
+                       "strategy format version %lld is not supported (this soapflow reads %d)",
+                       (long long)json_integer_value(ver), STRATEGY_VERSION);
+    const char *fields[2] = {"model", "machine"};
+    for (int i = 0; i < 2; i++) {
+        const json_t *v = json_object_get(root, fields[i]);
+        at[0].key = fields[i];
+        if (v && !json_is_string(v))
+            return fail_at(r, at, 1, NULL, SF_ERR_PARSE, "\"%s\" must be a string", fields[i]);
+    }
+    /* Model and machine names are informative: the operators are checked by
+     * name and the devices by range, which is what makes a strategy apply. */
+    const json_t *mv = json_object_get(root, "model");
+    if (mv && strcmp(json_string_value(mv), sf_graph_name(g)) != 0)
+        SF_LOG_WARN_F("%s: strategy made for model '%s', applied to '%s'", r->origin,
+                      json_string_value(mv), sf_graph_name(g));
+    const json_t *hv = json_object_get(root, "machine");
+    if (hv && m && strcmp(json_string_value(hv), sf_machine_name(m)) != 0)
+        SF_LOG_WARN_F("%s: strategy made for machine '%s', applied to '%s'", r->origin,
+                      json_string_value(hv), sf_machine_name(m));
+
+    json_t *ops = json_object_get(root, "ops");
+    at[0].key = "ops";
+    if (!json_is_object(ops))
+        return fail_at(r, at, ops ? 1 : 0, NULL, SF_ERR_PARSE,
+                       "expected \"ops\": {\"<operator>\": {\"degrees\": [...], \"devices\": "
+                       "[...]}, ...}");
+    int n = sf_graph_num_ops(g);
+    json_t *ids = json_object();
+    if (!ids) return sf_error_set(r->err, SF_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < n; i++) {
+        if (json_object_set_new(ids, sf_graph_op(g, i)->name, json_integer(i)) != 0) {
+            json_decref(ids);
+            return sf_error_set(r->err, SF_ERR_NOMEM, "out of memory");
+        }
+    }
+    sf_status st = SF_OK;
+    const char *key;
+    json_t *v;
+    json_object_foreach(ops, key, v) {
+        const json_t *idv = json_object_get(ids, key);
+        if (!idv) {
+            jstep p[2] = {{"ops", 0}, {key, 0}};
+            st = fail_at(r, p, 2, NULL, SF_ERR_NOTFOUND, "unknown operator '%s' (model '%s' has "
+                         "no operator of that name)", key, sf_graph_name(g));
+            break;
+        }
+        int id = (int)json_integer_value(idv);
+        st = read_config(r, sf_graph_op(g, id), m, v, &cfg[id]);
+        if (st != SF_OK) break;
+        seen[id] = 1;
+    }
+    json_decref(ids);
+    if (st != SF_OK) return st;
+
+    int missing = 0;
+    for (int i = 0; i < n; i++) missing += !seen[i];
+    if (missing == 0) return SF_OK;
+    char list[SF_ERRMSG_MAX] = "";
+    size_t len = 0;
+    int listed = 0;
+    for (int i = 0; i < n && listed < MISSING_LISTED; i++) {
+        if (seen[i]) continue;
+        int k = snprintf(list + len, sizeof list - len, "%s'%s'", listed ? ", " : "",
+                         sf_graph_op(g, i)->name);
+        if (k < 0 || (size_t)k >= sizeof list - len) break;
+        len += (size_t)k;
+        listed++;
+    }
+    at[0].key = "ops";
+    if (missing > listed)
+        return fail_at(r, at, 1, NULL, SF_ERR_INVALID,
+                       "no config for %d operator%s of model '%s': %s and %d more", missing,
+                       missing == 1 ? "" : "s",
+                       sf_graph_name(g), list, missing - listed);
+    return fail_at(r, at, 1, NULL, SF_ERR_INVALID, "no config for %d operator%s of model '%s': %s",
+                   missing, missing == 1 ? "" : "s", sf_graph_name(g), list);
+}
+
+sf_status sf_strategy_parse_json(sf_strategy *s, const char *text, const char *origin,
+                                 const sf_graph *g, const sf_machine *m, sf_error *err) {
+    if (!origin) origin = "<strategy>";
+    int n = sf_graph_num_ops(g);
+    if (sf_strategy_num_ops(s) != n)
+        return sf_error_set(err, SF_ERR_INVALID, "%s: strategy has %d operators, model '%s' has %d",
+                            origin, sf_strategy_num_ops(s), sf_graph_name(g), n);
+    size_t len = strlen(text);
+    size_t k = 0;
+    while (k < len && strchr(" \t\r\n", text[k])) k++;
+    if (k == len)
+        return sf_error_set(err, SF_ERR_PARSE, "%s: empty file, expected a soapflow strategy",
+                            origin);
+    json_error_t jerr;
+    json_t *root = json_loadb(text, len, JSON_REJECT_DUPLICATES, &jerr);
+    if (!root) {
+        if (jerr.line > 0)
+            return sf_error_set(err, SF_ERR_PARSE, "%s:%d:%d: %s", origin, jerr.line, jerr.column,
+                                jerr.text);
+        return sf_error_set(err, SF_ERR_PARSE, "%s: %s", origin, jerr.text);
+    }
+    sf_config *cfg = calloc((size_t)(n ? n : 1), sizeof *cfg);
+    char *seen = calloc((size_t)(n ? n : 1), 1);
+    sf_status st;
+    if (!cfg || !seen) {
+        st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    } else {
+        reader r = {text, len, origin, err};
+        st = read_strategy(&r, root, g, m, cfg, seen);
+    }
+    if (st == SF_OK)
+        for (int i = 0; i < n; i++) *sf_strategy_config(s, i) = cfg[i];
+    free(seen);
+    free(cfg);
+    json_decref(root);
+    return st;
+}
+
+sf_status sf_strategy_load_json(sf_strategy *s, const char *path, const sf_graph *g,
+                                const sf_machine *m, sf_error *err) {
+    size_t len;
+    char *text = sf_read_file(path, &len, err);
+    if (!text) return err ? err->code : SF_ERR_IO;
+    if (strlen(text) != len) {
+        free(text);
+        return sf_error_set(err, SF_ERR_PARSE, "%s: file contains a NUL byte", path);
+    }
+    sf_status st = sf_strategy_parse_json(s, text, path, g, m, err);
+    free(text);
+    return st;
+}
+
+/* ---- writing ------------------------------------------------------------- */
+
+typedef struct strbuf {
+    char *s;
+    size_t len, cap;
+    int oom; /* sticky: once an append failed, the text is incomplete */
+} strbuf;
+
+static void sb_add(strbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->len + n + 1 > b->cap) {
+        size_t cap = b->cap ? b->cap : 4096;
+        while (cap < b->len + n + 1) {
+            if (cap > SIZE_MAX / 2) {
+                b->oom = 1;
+                return;
+            }
+            cap *= 2;
+        }
+        char *ns = realloc(b->s, cap);
+        if (!ns) {
+            b->oom = 1;
+            return;
+        }
+        b->s = ns;
+        b->cap = cap;
+    }
+    memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+static void sb_puts(strbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
+
+static void sb_printf(strbuf *b, const char *fmt, ...) SF_PRINTF(2, 3);
+static void sb_printf(strbuf *b, const char *fmt, ...) {
+    char tmp[64];
+    va_list ap;
+    va_start(ap, fmt);
+    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
+    va_end(ap);
+    if (k < 0 || (size_t)k >= sizeof tmp) {
+        b->oom = 1; /* only short numbers go through here */
+        return;
+    }
+    sb_add(b, tmp, (size_t)k);
+}
+
+/* A JSON string literal: quotes, backslashes and control characters escaped;
+ * other bytes (UTF-8) as they are. */
+static void sb_json_string(strbuf *b, const char *s) {
+    sb_add(b, "\"", 1);
+    for (const char *p = s; *p; p++) {
+        unsigned char ch = (unsigned char)*p;
+        if (ch == '"' || ch == '\\') {
+            char e[2] = {'\\', (char)ch};
+            sb_add(b, e, 2);
+        } else if (ch < 0x20) {
+            sb_printf(b, "\\u%04x", ch);
+        } else {
+            sb_add(b, p, 1);
+        }
+    }
+    sb_add(b, "\"", 1);
+}
+
+char *sf_strategy_to_json_for(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
+                              sf_error *err) {
+    /* Refuse to write what could not be read back. */
+    if (sf_strategy_validate(s, g, NULL, err) != SF_OK) return NULL;
+    strbuf b = {0};
+    sb_printf(&b, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"model\": ", STRATEGY_FORMAT,
+              STRATEGY_VERSION);
+    sb_json_string(&b, sf_graph_name(g));
+    if (m) {
+        sb_puts(&b, ",\n  \"machine\": ");
+        sb_json_string(&b, sf_machine_name(m));
+    }
+    sb_puts(&b, ",\n  \"ops\": {");
+    int n = sf_graph_num_ops(g);
+    for (int i = 0; i < n; i++) {
+        const sf_config *c = sf_strategy_get(s, i);
+        sb_puts(&b, i ? ",\n    " : "\n    ");
+        sb_json_string(&b, sf_graph_op(g, i)->name);
+        sb_puts(&b, ": {\"degrees\": [");
+        for (int d = 0; d < c->ndim; d++) sb_printf(&b, "%s%d", d ? ", " : "", c->degree[d]);
+        sb_puts(&b, "], \"devices\": [");
+        for (int p = 0; p < c->n_parts; p++) sb_printf(&b, "%s%d", p ? ", " : "", c->device[p]);
+        sb_puts(&b, "]}");
+    }
+    sb_puts(&b, n ? "\n  }\n}\n" : "}\n}\n");
+    if (b.oom) {
+        free(b.s);
+        sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    return b.s;
+}
+
+char *sf_strategy_to_json(const sf_strategy *s, const sf_graph *g, sf_error *err) {
+    return sf_strategy_to_json_for(s, g, NULL, err);
+}
+
+sf_status sf_strategy_save_json_for(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
+                                    const char *path, sf_error *err) {
+    char *text = sf_strategy_to_json_for(s, g, m, err);
+    if (!text) return err ? err->code : SF_ERR_NOMEM;
+    sf_status st = sf_write_file_atomic(path, text, strlen(text), err);
+    free(text);
+    return st;
+}
+
+sf_status sf_strategy_save_json(const sf_strategy *s, const sf_graph *g, const char *path,
+                                sf_error *err) {
+    return sf_strategy_save_json_for(s, g, NULL, path, err);
+}

@@ -1,0 +1,193 @@
+/*
+ * kernels.c - dispatch of tile kernels, and the helpers operator kernels share.
+ *
+ * The kernels themselves live with their operators (op_conv2d.c holds the conv
+ * kernels next to its halo arithmetic, so the two cannot drift apart); this
+ * file checks a kernel call at the API boundary (regions that match the tile,
+ * buffers present, workspace large enough) and then calls the slot of the
+ * operator's class. Inside kernels, arguments are trusted and only asserted.
+ *
+ * Workspace sizes are asked per operator type with a switch here, because the
+ * operator class has no workspace slot yet; only operators that need scratch
+ * memory appear in it (conv2d's im2col columns).
+ *
+ * im2col/col2im work on a *region* of the input: the rectangle with its own
+ * (ih0, iw0) that a tile needs. Positions outside the region are padding (the
+ * region is the needed window clamped to the tensor), and read as zero.
+ */
+#include "kernels_impl.h"
+
+#include <assert.h>
+#include <limits.h>
+
+#include <cblas.h>
+
+#include "ops/op_impl.h"
+
+/* ---- BLAS -------------------------------------------------------------- */
+
+void sf_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
+              const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
+              int64_t ldc) {
+    assert(m >= 0 && n >= 0 && k >= 0);
+    assert(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX);
+    assert(lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX);
+    if (m == 0 || n == 0) return;
+    if (k == 0) {
+        /* BLAS would scale C by beta; do the same without reading A and B. */
+        for (int64_t i = 0; i < m; i++)
+            for (int64_t j = 0; j < n; j++)
+                c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
+        return;
+    }
+    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda,
+                b, (int)ldb, beta, c, (int)ldc);
+}
+
+/* ---- im2col / col2im --------------------------------------------------- */
+
+/* Output columns [lo, hi) of [0, count) whose input position base + o*stride
+ * falls inside [0, extent). */
+static void valid_range(int64_t base, int64_t stride, int64_t extent, int64_t count, int64_t *lo,
+                        int64_t *hi) {
+    int64_t a = base >= 0 ? 0 : (-base + stride - 1) / stride;
+    int64_t b = extent - base <= 0 ? 0 : (extent - base + stride - 1) / stride;
+    if (a > count) a = count;
+    if (b > count) b = count;
+    if (b < a) b = a;
+    *lo = a;
+    *hi = b;
+}
+
+void sf_im2col(const sf_window2d *g, const float *x, float *col, int64_t ld, int64_t col0) {
+    const int64_t plane = g->ihn * g->iwn, own = g->own, sw = g->sw;
+    for (int64_t c = 0; c < g->channels; c++) {
+        const float *xc = x + c * plane;
+        for (int64_t i = 0; i < g->kh; i++) {
+            for (int64_t j = 0; j < g->kw; j++) {
+                float *row = col + ((c * g->kh + i) * g->kw + j) * ld + col0;
+                int64_t wbase = g->ow0 * sw - g->pw + j * g->dw - g->iw0;
+                int64_t wlo, whi;
+                valid_range(wbase, sw, g->iwn, own, &wlo, &whi);
+                for (int64_t oh = 0; oh < g->ohn; oh++) {
+                    float *dst = row + oh * own;
+                    int64_t ih = (g->oh0 + oh) * g->sh - g->ph + i * g->dh - g->ih0;
+                    if (ih < 0 || ih >= g->ihn) {
+                        for (int64_t ow = 0; ow < own; ow++) dst[ow] = 0.0f;
+                        continue;
+                    }
+                    /* src[ow * sw] is the input under output column ow; only
+                     * [wlo, whi) of it lies inside the region */
+                    const float *src = xc + ih * g->iwn;
+                    for (int64_t ow = 0; ow < wlo; ow++) dst[ow] = 0.0f;
+                    if (sw == 1 && whi > wlo) {
+                        const float *s1 = src + (wbase + wlo);
+                        float *d1 = dst + wlo;
+                        for (int64_t q = 0; q < whi - wlo; q++) d1[q] = s1[q];
+                    } else {
+                        for (int64_t ow = wlo; ow < whi; ow++) dst[ow] = src[wbase + ow * sw];
+                    }
+                    for (int64_t ow = whi; ow < own; ow++) dst[ow] = 0.0f;
+                }
+            }
+        }
+    }
+}
+
+void sf_col2im(const sf_window2d *g, const float *col, int64_t ld, int64_t col0, float *x) {
+    const int64_t plane = g->ihn * g->iwn, own = g->own, sw = g->sw;
+    for (int64_t c = 0; c < g->channels; c++) {
+        float *xc = x + c * plane;
+        for (int64_t i = 0; i < g->kh; i++) {
+            for (int64_t j = 0; j < g->kw; j++) {
+                const float *row = col + ((c * g->kh + i) * g->kw + j) * ld + col0;
+                int64_t wbase = g->ow0 * sw - g->pw + j * g->dw - g->iw0;
+                int64_t wlo, whi;
+                valid_range(wbase, sw, g->iwn, own, &wlo, &whi);
+                for (int64_t oh = 0; oh < g->ohn; oh++) {
+                    int64_t ih = (g->oh0 + oh) * g->sh - g->ph + i * g->dh - g->ih0;
+                    if (ih < 0 || ih >= g->ihn) continue;
+                    const float *src = row + oh * own;
+                    float *dst = xc + ih * g->iwn;
+                    if (sw == 1 && whi > wlo) {
+                        float *d1 = dst + (wbase + wlo);
+                        const float *s1 = src + wlo;
+                        for (int64_t q = 0; q < whi - wlo; q++) d1[q] += s1[q];
+                    } else {
+                        for (int64_t ow = wlo; ow < whi; ow++) dst[wbase + ow * sw] += src[ow];
+                    }
+                }
+            }
+        }
+    }
+}
+
+/* ---- workspace --------------------------------------------------------- */
+
+size_t sf_kernel_workspace_bytes(const sf_op *op, const sf_tile *t, int backward) {
+    if (!op || !t || sf_tile_empty(t)) return 0;
+    switch (op->type) {
+    case SF_OP_CONV2D: return sf_conv2d_workspace_bytes(op, t, backward);
+    default: return 0;
+    }
+}
+
+/* ---- dispatch ---------------------------------------------------------- */
+
+static int region_matches(const sf_tile *given, const sf_tile *want) {
+    if (sf_tile_empty(given) && sf_tile_empty(want)) return 1;
+    return sf_tile_equal(given, want);
+}
+
+static sf_status check_args(const sf_kernel_args *a, int backward) {
+    if (!a || !a->op) return SF_ERR_INVALID;
+    const sf_op *op = a->op;
+    const sf_tile *t = &a->tile;
+    if (t->ndim != op->space.ndim) return SF_ERR_INVALID;
+    for (int i = 0; i < t->ndim; i++)
+        if (t->lo[i] < 0 || t->hi[i] > op->space.d[i]) return SF_ERR_INVALID;
+    if (a->n_inputs != op->n_inputs || a->n_outputs != op->n_outputs) return SF_ERR_INVALID;
+    if (op->n_inputs > 0 && (!a->in || !a->in_region)) return SF_ERR_INVALID;
+    for (int i = 0; i < op->n_inputs; i++) {
+        sf_tile want;
+        sf_op_input_region(op, t, i, &want);
+        if (!region_matches(&a->in_region[i], &want)) return SF_ERR_INVALID;
+        if (!a->in[i] && sf_tile_numel(&want) > 0) return SF_ERR_INVALID;
+    }
+    for (int k = 0; k < op->n_outputs; k++) {
+        sf_tile o;
+        sf_op_output_tile(op, t, k, &o);
+        if (sf_tile_numel(&o) == 0) continue;
+        if (!backward && (!a->out || !a->out[k])) return SF_ERR_INVALID;
+        if (backward && (!a->grad_out || !a->grad_out[k])) return SF_ERR_INVALID;
+    }
+    if (op->n_params > 0 && !a->weights) return SF_ERR_INVALID;
+    size_t ws = sf_kernel_workspace_bytes(op, t, backward);
+    if (ws > 0 && (!a->workspace || a->workspace_bytes < ws)) return SF_ERR_INVALID;
+    return SF_OK;
+}
+
+static sf_status dispatch(const sf_kernel_args *a, int fast, int backward) {
+    if (!a || !a->op) return SF_ERR_INVALID;
+    const sf_op_class *c = sf_op_class_get(a->op->type);
+    if (!c) return SF_ERR_UNSUPPORTED;
+    sf_kernel_fn fn = backward ? (fast ? c->bwd_fast : c->bwd_ref) : (fast ? c->fwd_fast : c->fwd_ref);
+    if (!fn) return SF_ERR_UNSUPPORTED;
+    sf_status s = check_args(a, backward);
+    if (s != SF_OK) return s;
+    if (sf_tile_empty(&a->tile)) return SF_OK;
+    return fn(a);
+}
+
+sf_status sf_kernel_forward(const sf_kernel_args *args, int fast) { return dispatch(args, fast, 0); }
+
+sf_status sf_kernel_backward(const sf_kernel_args *args, int fast) {
+    return dispatch(args, fast, 1);
+}
+
+int sf_kernel_available(sf_op_type t, int fast) {
+    const sf_op_class *c = sf_op_class_get(t);
+    if (!c) return 0;
+    return fast ? (c->fwd_fast && c->bwd_fast) : (c->fwd_ref && c->bwd_ref);
+}

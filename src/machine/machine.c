@@ -1,0 +1,497 @@
+/*
+ * machine.c - a cluster built from an sf_machine_desc: devices, directed links
+ * and a precomputed route for every ordered pair of devices.
+ *
+ * Layout. Devices are numbered node by node (device id = node * D + local, D =
+ * devices_per_node). Links are numbered node by node too: first the node's
+ * intra-node links, then its NIC links (out, in for NIC 0, then NIC 1, ...),
+ * so every link id is arithmetic on (node, local index) and the route builder
+ * needs no lookup tables:
+ *
+ *   PAIRWISE, SHM  D*(D-1) links, one per ordered pair (i, j), i != j
+ *   SWITCH         2*D links: device i -> switch (up), switch -> device i (down)
+ *   PCIE_TREE      2*D device <-> PCIe switch links (intra bandwidth), then
+ *                  2*S switch <-> host root links (pcie_up bandwidth), S = D/G
+ *   every node     2*K NIC links (K = nics_per_node), created even on a
+ *                  one-node machine so that the count does not depend on nodes
+ *
+ * Routes (a -> b, device a at (na, i), b at (nb, j)):
+ *
+ *   same node      PAIRWISE/SHM: the pair's link. SWITCH: up(i), down(j).
+ *                  PCIE_TREE, same switch: up(i), down(j); other switch:
+ *                  up(i), sw_up(i/G), sw_down(j/G), down(j).
+ *   other node     nic_out(na, i % K), nic_in(nb, j % K); for PCIE_TREE the
+ *                  transfer first climbs to the host root and finally descends
+ *                  from it: up(i), sw_up, nic_out, nic_in, sw_down, down(j).
+ *
+ * For PAIRWISE, SWITCH and SHM the inter-node route is only the two NIC links:
+ * NVLink/NVSwitch machines (DGX, the P100 cluster) move data between GPU memory
+ * and the NIC by GPUDirect RDMA over a PCIe path that is not the bottleneck, so
+ * modelling it would add latency the hardware does not pay. On the K80 machine
+ * the PCIe tree is the bottleneck and the NIC hangs off the host root, so the
+ * PCIe hops stay on the route and contend with intra-node traffic, which is
+ * the point of modelling that machine at all.
+ *
+ * Every link carries its own latency, so a route of L links pays L latencies
+ * and L store-and-forward copies in sf_machine_transfer_time_s; the simulator
+ * decides how the hops of one transfer overlap.
+ *
+ * Memory: one allocation holds the machine, its links, devices and the n*n
+ * route matrix, sized with overflow checks before anything is written, so a
+ * machine is freed by one call and never allocates after sf_machine_build.
+ */
+#include "soapflow/machine.h"
+
+#include <assert.h>
+#include <limits.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define SF_MAX_NICS 1024
+
+struct sf_machine {
+    sf_machine_desc desc;
+    int n_devices, n_nodes, n_links;
+    int links_per_node;  /* intra links + 2 * nics */
+    int intra_per_node;  /* intra links only */
+    sf_device *devices;  /* (n_devices) */
+    sf_link *links;      /* (n_links) */
+    sf_route *routes;    /* (n_devices, n_devices), row = source */
+};
+
+static const char *const dtype_names[] = {"fp32", "fp16", "bf16"};
+_Static_assert(sizeof dtype_names / sizeof dtype_names[0] == SF_DTYPE_COUNT, "one name per dtype");
+
+static const char *const link_type_names[] = {
+    "nvlink", "switch_up", "switch_down", "pcie_up", "pcie_down", "shm", "nic_out", "nic_in",
+};
+_Static_assert(sizeof link_type_names / sizeof link_type_names[0] == SF_LINK_TYPE_COUNT,
+               "one name per link type");
+
+static const char *const topology_names[] = {"pairwise", "switch", "pcie_tree", "shm"};
+_Static_assert(sizeof topology_names / sizeof topology_names[0] == SF_INTRA_COUNT,
+               "one name per topology");
+
+const char *sf_dtype_name(sf_dtype t) {
+    if ((int)t < 0 || t >= SF_DTYPE_COUNT) return "unknown";
+    return dtype_names[t];
+}
+
+const char *sf_link_type_name(sf_link_type t) {
+    if ((int)t < 0 || t >= SF_LINK_TYPE_COUNT) return "unknown";
+    return link_type_names[t];
+}
+
+const char *sf_intra_topology_name(sf_intra_topology t) {
+    if ((int)t < 0 || t >= SF_INTRA_COUNT) return "unknown";
+    return topology_names[t];
+}
+
+/* ---- validation -------------------------------------------------------- */
+
+static int is_positive(double x) { return isfinite(x) && x > 0; }
+static int is_nonneg(double x) { return isfinite(x) && x >= 0; }
+
+static int name_ok(const char *s, size_t cap) {
+    size_t n = strnlen(s, cap);
+    return n > 0 && n < cap;
+}
+
+sf_status sf_machine_desc_validate(const sf_machine_desc *d, sf_error *err) {
+    if (!d) return sf_error_set(err, SF_ERR_INVALID, "machine description is NULL");
+    if (!name_ok(d->name, sizeof d->name))
+        return sf_error_set(err, SF_ERR_INVALID, "machine name must be 1 to %d characters",
+                            SF_NAME_MAX - 1);
+    if (!name_ok(d->kind.name, sizeof d->kind.name))
+        return sf_error_set(err, SF_ERR_INVALID, "machine '%s': device name must be 1 to %d "
+                            "characters", d->name, SF_NAME_MAX - 1);
+    const char *mn = d->name;
+    if (d->nodes < 1)
+        return sf_error_set(err, SF_ERR_INVALID, "machine '%s': nodes must be >= 1 (got %d)", mn,
+                            d->nodes);
+    if (d->devices_per_node < 1)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': devices_per_node must be >= 1 (got %d)", mn,
+                            d->devices_per_node);
+    if (d->devices_per_node > SF_MAX_DEVICES / d->nodes)
+        return sf_error_set(err, SF_ERR_RANGE,
+                            "machine '%s': %d nodes x %d devices exceeds the limit of %d devices",
+                            mn, d->nodes, d->devices_per_node, SF_MAX_DEVICES);
+    if (!is_positive(d->kind.peak_flops[SF_DTYPE_FP32]))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': device fp32 peak must be a positive number", mn);
+    for (int t = 0; t < SF_DTYPE_COUNT; t++) {
+        if (!is_nonneg(d->kind.peak_flops[t]))
+            return sf_error_set(err, SF_ERR_INVALID,
+                                "machine '%s': device %s peak must be >= 0 (0: unsupported)", mn,
+                                dtype_names[t]);
+    }
+    if (!is_positive(d->kind.mem_bw_Bps))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': device memory bandwidth must be a positive number", mn);
+    if (!is_positive(d->kind.mem_bytes))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': device memory size must be a positive number", mn);
+    if ((int)d->intra < 0 || d->intra >= SF_INTRA_COUNT)
+        return sf_error_set(err, SF_ERR_INVALID, "machine '%s': unknown intra-node topology %d",
+                            mn, (int)d->intra);
+    if (!is_positive(d->intra_bw_Bps))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': intra-node bandwidth must be a positive number", mn);
+    if (!is_nonneg(d->intra_latency_s))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': intra-node latency must be a number >= 0", mn);
+    if (d->intra == SF_INTRA_PCIE_TREE) {
+        if (d->pcie_group < 1 || d->devices_per_node % d->pcie_group != 0)
+            return sf_error_set(err, SF_ERR_INVALID,
+                                "machine '%s': pcie_group (%d) must be >= 1 and divide "
+                                "devices_per_node (%d)",
+                                mn, d->pcie_group, d->devices_per_node);
+        if (!is_positive(d->pcie_up_bw_Bps))
+            return sf_error_set(err, SF_ERR_INVALID,
+                                "machine '%s': PCIe switch-to-host bandwidth must be a positive "
+                                "number",
+                                mn);
+    }
+    if (d->nics_per_node < 1 || d->nics_per_node > SF_MAX_NICS)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': nics_per_node must be 1 to %d (got %d)", mn,
+                            SF_MAX_NICS, d->nics_per_node);
+    if (!is_positive(d->inter_bw_Bps))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': inter-node (NIC) bandwidth must be a positive number",
+                            mn);
+    if (!is_nonneg(d->inter_latency_s))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': inter-node latency must be a number >= 0", mn);
+    return SF_OK;
+}
+
+/* ---- link numbering ---------------------------------------------------- */
+
+static int intra_links_per_node(const sf_machine_desc *d) {
+    int n = d->devices_per_node;
+    switch (d->intra) {
+    case SF_INTRA_PAIRWISE:
+    case SF_INTRA_SHM: return n * (n - 1);
+    case SF_INTRA_SWITCH: return 2 * n;
+    case SF_INTRA_PCIE_TREE: return 2 * n + 2 * (n / d->pcie_group);
+    case SF_INTRA_COUNT: break;
+    }
+    return 0;
+}
+
+static int node_base(const sf_machine *m, int node) { return node * m->links_per_node; }
+
+/* PAIRWISE/SHM: the link from local i to local j (i != j) of a node. */
+static int pair_link(const sf_machine *m, int node, int i, int j) {
+    assert(i != j);
+    return node_base(m, node) + i * (m->desc.devices_per_node - 1) + (j < i ? j : j - 1);
+}
+
+/* SWITCH/PCIE_TREE: device <-> its switch. */
+static int dev_up_link(const sf_machine *m, int node, int i) { return node_base(m, node) + 2 * i; }
+static int dev_down_link(const sf_machine *m, int node, int i) {
+    return node_base(m, node) + 2 * i + 1;
+}
+
+/* PCIE_TREE: PCIe switch s <-> host root. */
+static int sw_up_link(const sf_machine *m, int node, int s) {
+    return node_base(m, node) + 2 * m->desc.devices_per_node + 2 * s;
+}
+static int sw_down_link(const sf_machine *m, int node, int s) {
+    return sw_up_link(m, node, s) + 1;
+}
+
+static int nic_out_link(const sf_machine *m, int node, int nic) {
+    return node_base(m, node) + m->intra_per_node + 2 * nic;
+}
+static int nic_in_link(const sf_machine *m, int node, int nic) {
+    return nic_out_link(m, node, nic) + 1;
+}
+
+/* ---- building ---------------------------------------------------------- */
+
+static size_t round16(size_t x) { return (x + 15) & ~(size_t)15; }
+
+/* Fill one link; the name is "from->to" ("n0.d1->n0.sw0") or "n2.nic0.out". */
+static sf_status set_link(sf_machine *m, int id, sf_link_type type, int node, int src, int dst,
+                          const char *from, const char *to, sf_error *err) {
+    assert(id >= 0 && id < m->n_links);
+    sf_link *l = &m->links[id];
+    l->id = id;
+    l->type = type;
+    l->node = node;
+    l->src_dev = src;
+    l->dst_dev = dst;
+    l->inter_node = type == SF_LINK_NIC_OUT || type == SF_LINK_NIC_IN;
+    if (l->inter_node) {
+        l->bandwidth_Bps = m->desc.inter_bw_Bps;
+        l->latency_s = m->desc.inter_latency_s;
+    } else if (type == SF_LINK_PCIE_UP || type == SF_LINK_PCIE_DOWN) {
+        l->bandwidth_Bps = m->desc.pcie_up_bw_Bps;
+        l->latency_s = m->desc.intra_latency_s;
+    } else {
+        l->bandwidth_Bps = m->desc.intra_bw_Bps;
+        l->latency_s = m->desc.intra_latency_s;
+    }
+    int w = to ? snprintf(l->name, sizeof l->name, "%s->%s", from, to)
+               : snprintf(l->name, sizeof l->name, "%s", from);
+    if (w < 0 || (size_t)w >= sizeof l->name)
+        return sf_error_set(err, SF_ERR_INTERNAL, "link name '%s' too long", from);
+    return SF_OK;
+}
+
+static sf_status build_links(sf_machine *m, sf_error *err) {
+    const sf_machine_desc *d = &m->desc;
+    int nd = d->devices_per_node;
+    char a[32], b[32]; /* "n4095.nic1023.out" and the like: ids are bounded by validation */
+    sf_status st = SF_OK;
+    for (int node = 0; node < m->n_nodes && st == SF_OK; node++) {
+        int g0 = node * nd; /* global id of local device 0 */
+        switch (d->intra) {
+        case SF_INTRA_PAIRWISE:
+        case SF_INTRA_SHM: {
+            sf_link_type t = d->intra == SF_INTRA_SHM ? SF_LINK_SHM : SF_LINK_NVLINK;
+            for (int i = 0; i < nd && st == SF_OK; i++) {
+                for (int j = 0; j < nd && st == SF_OK; j++) {
+                    if (i == j) continue;
+                    snprintf(a, sizeof a, "n%d.d%d", node, i);
+                    snprintf(b, sizeof b, "n%d.d%d", node, j);
+                    st = set_link(m, pair_link(m, node, i, j), t, node, g0 + i, g0 + j, a, b, err);
+                }
+            }
+            break;
+        }
+        case SF_INTRA_SWITCH:
+        case SF_INTRA_PCIE_TREE:
+            for (int i = 0; i < nd && st == SF_OK; i++) {
+                int s = d->intra == SF_INTRA_SWITCH ? 0 : i / d->pcie_group;
+                snprintf(a, sizeof a, "n%d.d%d", node, i);
+                snprintf(b, sizeof b, "n%d.sw%d", node, s);
+                st = set_link(m, dev_up_link(m, node, i), SF_LINK_SWITCH_UP, node, g0 + i, -1, a, b,
+                              err);
+                if (st == SF_OK)
+                    st = set_link(m, dev_down_link(m, node, i), SF_LINK_SWITCH_DOWN, node, -1,
+                                  g0 + i, b, a, err);
+            }
+            if (d->intra == SF_INTRA_PCIE_TREE) {
+                for (int s = 0; s < nd / d->pcie_group && st == SF_OK; s++) {
+                    snprintf(a, sizeof a, "n%d.sw%d", node, s);
+                    snprintf(b, sizeof b, "n%d.root", node);
+                    st = set_link(m, sw_up_link(m, node, s), SF_LINK_PCIE_UP, node, -1, -1, a, b,
+                                  err);
+                    if (st == SF_OK)
+                        st = set_link(m, sw_down_link(m, node, s), SF_LINK_PCIE_DOWN, node, -1, -1,
+                                      b, a, err);
+                }
+            }
+            break;
+        case SF_INTRA_COUNT: return sf_error_set(err, SF_ERR_INTERNAL, "bad topology");
+        }
+        for (int k = 0; k < d->nics_per_node && st == SF_OK; k++) {
+            snprintf(a, sizeof a, "n%d.nic%d.out", node, k);
+            st = set_link(m, nic_out_link(m, node, k), SF_LINK_NIC_OUT, node, -1, -1, a, NULL, err);
+            snprintf(a, sizeof a, "n%d.nic%d.in", node, k);
+            if (st == SF_OK)
+                st = set_link(m, nic_in_link(m, node, k), SF_LINK_NIC_IN, node, -1, -1, a, NULL,
+                              err);
+        }
+    }
+    return st;
+}
+
+static void route_push(sf_route *r, int link) {
+    assert(r->n_links < SF_MAX_ROUTE);
+    r->links[r->n_links++] = link;
+}
+
+static void compute_route(const sf_machine *m, int a, int b, sf_route *r) {
+    const sf_machine_desc *d = &m->desc;
+    int nd = d->devices_per_node, k = d->nics_per_node;
+    int na = a / nd, i = a % nd, nb = b / nd, j = b % nd;
+    int pcie = d->intra == SF_INTRA_PCIE_TREE;
+    int g = pcie ? d->pcie_group : 1;
+    r->n_links = 0;
+    if (a == b) return;
+    if (na == nb) {
+        switch (d->intra) {
+        case SF_INTRA_PAIRWISE:
+        case SF_INTRA_SHM: route_push(r, pair_link(m, na, i, j)); break;
+        case SF_INTRA_SWITCH:
+            route_push(r, dev_up_link(m, na, i));
+            route_push(r, dev_down_link(m, na, j));
+            break;
+        case SF_INTRA_PCIE_TREE:
+            route_push(r, dev_up_link(m, na, i));
+            if (i / g != j / g) {
+                route_push(r, sw_up_link(m, na, i / g));
+                route_push(r, sw_down_link(m, na, j / g));
+            }
+            route_push(r, dev_down_link(m, na, j));
+            break;
+        case SF_INTRA_COUNT: break;
+        }
+        return;
+    }
+    if (pcie) {
+        route_push(r, dev_up_link(m, na, i));
+        route_push(r, sw_up_link(m, na, i / g));
+    }
+    route_push(r, nic_out_link(m, na, i % k));
+    route_push(r, nic_in_link(m, nb, j % k));
+    if (pcie) {
+        route_push(r, sw_down_link(m, nb, j / g));
+        route_push(r, dev_down_link(m, nb, j));
+    }
+}
+
+sf_machine *sf_machine_build(const sf_machine_desc *desc, sf_error *err) {
+    if (sf_machine_desc_validate(desc, err) != SF_OK) return NULL;
+    /* Validation bounds devices by SF_MAX_DEVICES and NICs by SF_MAX_NICS, so
+     * these int products fit; the byte sizes are still checked below. */
+    int n_dev = desc->nodes * desc->devices_per_node;
+    int64_t intra = intra_links_per_node(desc);
+    int64_t per_node = intra + 2 * (int64_t)desc->nics_per_node;
+    int64_t n_links64;
+    if (sf_mul_overflow_i64(per_node, desc->nodes, &n_links64) != 0 || n_links64 > INT_MAX) {
+        sf_error_set(err, SF_ERR_RANGE, "machine '%s': too many links", desc->name);
+        return NULL;
+    }
+    size_t links_bytes, devs_bytes, pairs, routes_bytes;
+    if (sf_mul_overflow_size((size_t)n_links64, sizeof(sf_link), &links_bytes) != 0 ||
+        sf_mul_overflow_size((size_t)n_dev, sizeof(sf_device), &devs_bytes) != 0 ||
+        sf_mul_overflow_size((size_t)n_dev, (size_t)n_dev, &pairs) != 0 ||
+        sf_mul_overflow_size(pairs, sizeof(sf_route), &routes_bytes) != 0) {
+        sf_error_set(err, SF_ERR_RANGE, "machine '%s': too large", desc->name);
+        return NULL;
+    }
+    size_t off_links = round16(sizeof(sf_machine));
+    size_t off_devs = off_links + round16(links_bytes);
+    size_t off_routes = off_devs + round16(devs_bytes);
+    size_t total = off_routes + routes_bytes;
+    if (off_devs < off_links || off_routes < off_devs || total < off_routes) {
+        sf_error_set(err, SF_ERR_RANGE, "machine '%s': too large", desc->name);
+        return NULL;
+    }
+    unsigned char *block = calloc(1, total);
+    if (!block) {
+        sf_error_set(err, SF_ERR_NOMEM, "machine '%s': out of memory (%zu bytes)", desc->name,
+                     total);
+        return NULL;
+    }
+    sf_machine *m = (sf_machine *)block;
+    m->desc = *desc;
+    m->n_devices = n_dev;
+    m->n_nodes = desc->nodes;
+    m->n_links = (int)n_links64;
+    m->intra_per_node = (int)intra;
+    m->links_per_node = (int)per_node;
+    m->links = (sf_link *)(void *)(block + off_links);
+    m->devices = (sf_device *)(void *)(block + off_devs);
+    m->routes = (sf_route *)(void *)(block + off_routes);
+
+    for (int id = 0; id < n_dev; id++) {
+        m->devices[id].id = id;
+        m->devices[id].node = id / desc->devices_per_node;
+        m->devices[id].local = id % desc->devices_per_node;
+        m->devices[id].kind = 0;
+    }
+    if (build_links(m, err) != SF_OK) {
+        free(block);
+        return NULL;
+    }
+    for (int a = 0; a < n_dev; a++)
+        for (int b = 0; b < n_dev; b++) compute_route(m, a, b, &m->routes[(size_t)a * n_dev + b]);
+    return m;
+}
+
+void sf_machine_free(sf_machine *m) { free(m); }
+
+/* ---- subsets ----------------------------------------------------------- */
+
+sf_machine *sf_machine_subset(const sf_machine *m, int n, sf_error *err) {
+    if (!m) {
+        sf_error_set(err, SF_ERR_INVALID, "machine is NULL");
+        return NULL;
+    }
+    const sf_machine_desc *d = &m->desc;
+    if (n < 1 || n > m->n_devices) {
+        sf_error_set(err, SF_ERR_RANGE, "machine '%s': a subset needs 1 to %d devices (got %d)",
+                     d->name, m->n_devices, n);
+        return NULL;
+    }
+    sf_machine_desc s = *d;
+    if (n < d->devices_per_node) {
+        s.nodes = 1;
+        s.devices_per_node = n;
+        if (d->intra == SF_INTRA_PCIE_TREE && n % d->pcie_group != 0) {
+            /* The first n devices fill switches in order; a lone partial
+             * switch is still a switch, a partial one after full ones is not
+             * expressible with one group size. */
+            if (n < d->pcie_group) {
+                s.pcie_group = n;
+            } else {
+                sf_error_set(err, SF_ERR_INVALID,
+                             "machine '%s': %d devices would leave a PCIe switch half used "
+                             "(pcie_group %d)",
+                             d->name, n, d->pcie_group);
+                return NULL;
+            }
+        }
+    } else {
+        if (n % d->devices_per_node != 0) {
+            sf_error_set(err, SF_ERR_INVALID,
+                         "machine '%s': a subset of %d devices is not whole nodes of %d", d->name,
+                         n, d->devices_per_node);
+            return NULL;
+        }
+        s.nodes = n / d->devices_per_node;
+    }
+    /* "p100-4x4[8]": the parent's name, cut so that the suffix always fits. */
+    snprintf(s.name, sizeof s.name, "%.48s[%d]", d->name, n);
+    return sf_machine_build(&s, err);
+}
+
+/* ---- accessors --------------------------------------------------------- */
+
+const char *sf_machine_name(const sf_machine *m) { return m->desc.name; }
+const sf_machine_desc *sf_machine_get_desc(const sf_machine *m) { return &m->desc; }
+int sf_machine_num_devices(const sf_machine *m) { return m->n_devices; }
+int sf_machine_num_nodes(const sf_machine *m) { return m->n_nodes; }
+int sf_machine_num_links(const sf_machine *m) { return m->n_links; }
+
+const sf_device *sf_machine_device(const sf_machine *m, int id) {
+    if (id < 0 || id >= m->n_devices) return NULL;
+    return &m->devices[id];
+}
+
+const sf_device_kind *sf_machine_device_kind(const sf_machine *m, int device) {
+    if (device < 0 || device >= m->n_devices) return NULL;
+    return &m->desc.kind;
+}
+
+const sf_link *sf_machine_link(const sf_machine *m, int id) {
+    if (id < 0 || id >= m->n_links) return NULL;
+    return &m->links[id];
+}
+
+void sf_machine_route(const sf_machine *m, int a, int b, sf_route *out) {
+    if (a < 0 || b < 0 || a >= m->n_devices || b >= m->n_devices) {
+        out->n_links = 0; /* no such device: no route, and no time */
+        return;
+    }
+    *out = m->routes[(size_t)a * (size_t)m->n_devices + (size_t)b];
+}
+
+double sf_machine_transfer_time_s(const sf_machine *m, int a, int b, double bytes) {
+    sf_route r;
+    sf_machine_route(m, a, b, &r);
+    double t = 0;
+    for (int i = 0; i < r.n_links; i++) {
+        const sf_link *l = &m->links[r.links[i]];
+        t += l->latency_s + bytes / l->bandwidth_Bps;
+    }
+    return t;
+}

@@ -1,0 +1,67 @@
+/*
+ * op_input.c - a graph input: the batch of samples (images, token ids, labels).
+ *
+ * It has no inputs; its only attribute is its shape, batch in dimension 0. The
+ * parallel space is that shape: dimension 0 is the sample dimension, the others
+ * are attributes (a tile of an image batch may be split by rows like any other
+ * activation). Its cost is the loading of the tile into device memory: no FLOPs,
+ * the tile's bytes written once; there is no gradient to compute for it.
+ * It has no region callback: with no inputs, sf_op_input_region never asks.
+ */
+#include <stddef.h>
+
+#include "op_impl.h"
+
+static const sf_attr_desc input_attrs[] = {
+    {.name = "shape",
+     .type = SF_ATTR_INTS,
+     .offset = offsetof(sf_op_params, input.shape.d),
+     .count = 0,
+     .count_offset = offsetof(sf_op_params, input.shape.ndim),
+     .max_count = SF_MAX_DIMS},
+    {.name = "is_index", .type = SF_ATTR_BOOL, .offset = offsetof(sf_op_params, input.is_index)},
+};
+
+static sf_status input_infer(const sf_op_params *p, const sf_shape *in, int n_in, sf_shape *out,
+                             int *n_out, sf_error *err) {
+    (void)in;
+    (void)n_in;
+    const sf_shape *s = &p->input.shape;
+    if (s->ndim < 1 || s->ndim > SF_MAX_DIMS)
+        return sf_error_set(err, SF_ERR_SHAPE, "shape must have 1..%d dimensions, got %d",
+                            SF_MAX_DIMS, s->ndim);
+    for (int i = 0; i < s->ndim; i++) {
+        if (s->d[i] < 1)
+            return sf_error_set(err, SF_ERR_SHAPE,
+                                "dimension %d of the shape must be >= 1, got %lld", i,
+                                (long long)s->d[i]);
+    }
+    out[0] = *s;
+    *n_out = 1;
+    return SF_OK;
+}
+
+static void input_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {
+    *space = op->out_shapes[0];
+    for (int i = 0; i < space->ndim; i++) kinds[i] = i == 0 ? SF_DIM_SAMPLE : SF_DIM_ATTRIBUTE;
+}
+
+static void input_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
+    (void)op;
+    cost->flops_fwd = 0;
+    cost->flops_bwd = 0;
+    cost->bytes_fwd = (double)sf_tile_numel(t) * SF_ELEM_BYTES;
+    cost->bytes_bwd = 0;
+}
+
+const sf_op_class sf_op_input_class = {
+    .type = SF_OP_INPUT,
+    .name = "input",
+    .min_inputs = 0,
+    .max_inputs = 0,
+    .attrs = input_attrs,
+    .n_attrs = (int)(sizeof input_attrs / sizeof input_attrs[0]),
+    .infer = input_infer,
+    .space = input_space,
+    .cost = input_cost,
+};

@@ -1,0 +1,152 @@
+/*
+ * op_split.c - cut one tensor into `parts` slices along `axis` (torch.split).
+ *
+ * Attributes: axis (negative counts from the end), parts, and sizes. The sizes
+ * list is a variable-count attribute whose count lives in `parts`, so a model
+ * file may give either "parts": 3 alone (sizes all zero: slices as even as
+ * sf_split_range makes them) or "sizes": [a, b, c], which sets parts to 3; given
+ * sizes must all be >= 1, exactly `parts` of them, summing to the axis length.
+ *
+ * Parallel space: the *input* shape, not output 0's: a part of a split operator
+ * is a block of the input it copies out, and it may feed several slices at once.
+ * Dimension 0 is the sample, the others attributes (nothing has weights). The
+ * region of the input is the tile itself; the piece of output k a tile produces
+ * is the tile intersected with slice k, shifted into slice coordinates (empty
+ * when the tile misses the slice).
+ *
+ * No FLOPs: only bytes copied (read and written once, forward and backward).
+ */
+#include <stddef.h>
+#include <string.h>
+
+#include "op_impl.h"
+
+static const sf_attr_desc split_attrs[] = {
+    {.name = "axis", .type = SF_ATTR_SMALLINT, .offset = offsetof(sf_op_params, split.axis)},
+    {.name = "parts", .type = SF_ATTR_SMALLINT, .offset = offsetof(sf_op_params, split.parts)},
+    {.name = "sizes", .type = SF_ATTR_INTS, .offset = offsetof(sf_op_params, split.sizes),
+     .count = 0, .count_offset = offsetof(sf_op_params, split.parts), .max_count = SF_MAX_SPLIT},
+};
+
+/* No default count: a split must say how many parts (or give their sizes). */
+static void split_defaults(sf_op_params *p) { memset(&p->split, 0, sizeof p->split); }
+
+static int split_sizes_given(const sf_split_params *s) {
+    for (int k = 0; k < SF_MAX_SPLIT; k++)
+        if (s->sizes[k] != 0) return 1;
+    return 0;
+}
+
+/* The axis in [0, ndim) (the parameter may count from the end). */
+static int split_axis(const sf_split_params *s, int ndim) {
+    return s->axis < 0 ? s->axis + ndim : s->axis;
+}
+
+/* Range [lo, hi) of slice k along an axis of length n. */
+static void split_slice(const sf_split_params *s, int64_t n, int k, int64_t *lo, int64_t *hi) {
+    if (!split_sizes_given(s)) {
+        sf_split_range(n, s->parts, k, lo, hi);
+        return;
+    }
+    int64_t off = 0;
+    for (int i = 0; i < k; i++) off += s->sizes[i];
+    *lo = off;
+    *hi = off + s->sizes[k];
+}
+
+static sf_status split_infer(const sf_op_params *p, const sf_shape *in, int n_in, sf_shape *out,
+                             int *n_out, sf_error *err) {
+    (void)n_in;
+    const sf_split_params *s = &p->split;
+    int nd = in[0].ndim;
+    if (nd < 1) return sf_error_set(err, SF_ERR_SHAPE, "input must have at least 1 dimension");
+    if (s->axis < -nd || s->axis >= nd)
+        return sf_error_set(err, SF_ERR_INVALID, "axis %d out of range for a %d-D input",
+                            s->axis, nd);
+    int ax = split_axis(s, nd);
+    int64_t len = in[0].d[ax];
+    if (s->parts < 1 || s->parts > SF_MAX_SPLIT)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "parts must be 1..%d, got %d (give parts or sizes)", SF_MAX_SPLIT,
+                            s->parts);
+    if (split_sizes_given(s)) {
+        int64_t sum = 0;
+        for (int k = 0; k < SF_MAX_SPLIT; k++) {
+            if (k >= s->parts && s->sizes[k] != 0)
+                return sf_error_set(err, SF_ERR_INVALID,
+                                    "sizes has more entries than parts (%d)", s->parts);
+            if (k < s->parts && s->sizes[k] < 1)
+                return sf_error_set(err, SF_ERR_INVALID,
+                                    "sizes[%d] is %lld: every size must be >= 1 (or omit sizes)",
+                                    k, (long long)s->sizes[k]);
+            if (k < s->parts) sum += s->sizes[k];
+        }
+        if (sum != len)
+            return sf_error_set(err, SF_ERR_SHAPE,
+                                "sizes sum to %lld but axis %d has length %lld", (long long)sum,
+                                ax, (long long)len);
+    } else if (s->parts > len) {
+        return sf_error_set(err, SF_ERR_SHAPE,
+                            "cannot split axis %d of length %lld into %d non-empty parts", ax,
+                            (long long)len, s->parts);
+    }
+    for (int k = 0; k < s->parts; k++) {
+        int64_t lo, hi;
+        split_slice(s, len, k, &lo, &hi);
+        out[k] = in[0];
+        out[k].d[ax] = hi - lo;
+    }
+    *n_out = s->parts;
+    return SF_OK;
+}
+
+static void split_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {
+    *space = op->in_shapes[0];
+    for (int i = 0; i < space->ndim; i++) kinds[i] = SF_DIM_ATTRIBUTE;
+    kinds[0] = SF_DIM_SAMPLE;
+}
+
+static void split_region(const sf_op *op, const sf_tile *t, int input, sf_tile *r) {
+    (void)op;
+    (void)input;
+    *r = *t;
+}
+
+static void split_out_tile(const sf_op *op, const sf_tile *t, int output, sf_tile *o) {
+    const sf_split_params *s = &op->params.split;
+    const sf_shape *in = &op->in_shapes[0];
+    memset(o, 0, sizeof *o);
+    o->ndim = in->ndim;
+    if (output < 0 || output >= op->n_outputs) return;
+    int ax = split_axis(s, in->ndim);
+    sf_tile slice = sf_tile_full(in);
+    split_slice(s, in->d[ax], output, &slice.lo[ax], &slice.hi[ax]);
+    sf_tile part;
+    if (!sf_tile_intersect(t, &slice, &part)) return;
+    part.lo[ax] -= slice.lo[ax];
+    part.hi[ax] -= slice.lo[ax];
+    *o = part;
+}
+
+static void split_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
+    (void)op;
+    double b = (double)sf_tile_numel(t) * SF_ELEM_BYTES;
+    cost->bytes_fwd = 2 * b;
+    cost->bytes_bwd = 2 * b;
+}
+
+const sf_op_class sf_op_split_class = {
+    .type = SF_OP_SPLIT,
+    .name = "split",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .attrs = split_attrs,
+    .n_attrs = (int)(sizeof split_attrs / sizeof split_attrs[0]),
+    .defaults = split_defaults,
+    .infer = split_infer,
+    .param_count = NULL,
+    .space = split_space,
+    .region = split_region,
+    .out_tile = split_out_tile,
+    .cost = split_cost,
+};

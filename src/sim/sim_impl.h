@@ -1,0 +1,120 @@
+/*
+ * sim_impl.h - the simulator's internal state, shared by sim.c (task graph,
+ * scheduling) and sim_trace.c (pictures of the schedule).
+ *
+ * The task graph is kept in *blocks*, each a deterministic function of a few
+ * operators' configs, so that delta simulation can rebuild exactly the blocks a
+ * config change touches:
+ *   core(op)        forward and backward task of each part of op
+ *   edge(op, k)     transfers feeding input k of op (and the gradients going back)
+ *   sync(op)        all-reduce and update of the weight group that op owns
+ * A block's id is op * SIM_SLOTS + slot (slot 0 core, 1..SIM_SLOTS-2 edge of input
+ * slot-1, SIM_SLOTS-1 sync), and a task's canonical key is (block id, index in
+ * block): the same strategy yields the same keys whether the graph was built in
+ * one go or patched by delta simulation, so ties are broken identically.
+ */
+#ifndef SOAPFLOW_SIM_IMPL_H
+#define SOAPFLOW_SIM_IMPL_H
+
+#include "soapflow/sim.h"
+
+#define SIM_SLOTS 64      /* blocks per operator; inputs per operator <= SIM_SLOTS - 2 */
+#define SIM_IDX_BITS 24   /* tasks per block < 2^24 */
+#define SIM_NO_RES (-1)   /* pseudo task (barrier) that holds no resource */
+
+typedef enum sim_kind {
+    SIM_FWD = 0,
+    SIM_BWD,
+    SIM_UPDATE,
+    SIM_XFER,     /* activation transfer (forward) */
+    SIM_GRAD,     /* activation-gradient transfer (backward) */
+    SIM_SYNC,     /* all-reduce traffic on one link */
+    SIM_BARRIER,  /* zero-time join */
+    SIM_KIND_COUNT
+} sim_kind;
+
+typedef struct sim_task {
+    double dur_s;
+    double bytes;     /* transfers: bytes carried */
+    int32_t res;      /* device id, n_devices + link id, or SIM_NO_RES */
+    int32_t op;       /* operator it belongs to */
+    int16_t part;     /* part of op (or ring position for sync) */
+    uint8_t kind;     /* sim_kind */
+    uint8_t pad;
+} sim_task;
+
+/* Edge between two tasks named by canonical references (block << 24 | index). */
+typedef struct sim_edge {
+    int64_t from, to;
+} sim_edge;
+
+/* Memory a block places on a device. */
+typedef struct sim_mem {
+    int32_t dev;
+    double bytes;
+} sim_mem;
+
+typedef struct sim_block {
+    sim_task *tasks;
+    int n_tasks, cap_tasks;
+    sim_edge *edges;
+    int n_edges, cap_edges;
+    sim_mem *mem;
+    int n_mem, cap_mem;
+    double xfer_bytes, sync_bytes, intra_bytes, inter_bytes;
+    double xfer_s, sync_s, compute_s;
+} sim_block;
+
+/* Heap entry for list scheduling. */
+typedef struct sim_heap_item {
+    double ready;
+    uint64_t key;
+    int32_t gid;
+} sim_heap_item;
+
+struct sf_sim {
+    const sf_graph *g;
+    const sf_machine *m;
+    const sf_cost_model *cm;
+    sf_sim_options opt;
+    sf_strategy *s; /* current strategy */
+    int n_ops, n_dev, n_links, n_res;
+    int has_run;
+
+    /* weight groups: owner of each op's weights (itself when it owns them) */
+    int *group_owner; /* [n_ops]: op id of the owner, -1 when no weights */
+    int **group_members; /* [n_ops] for owners: member op ids (owner first) */
+    int *group_size;
+    /* consumers: for each op, list of (consumer op, input index) */
+    int *cons_start, *cons_n;
+    sf_tensor_ref *cons;
+
+    sim_block *blocks;   /* [n_ops * SIM_SLOTS] */
+    int n_blocks;
+    int64_t *block_off;  /* [n_blocks + 1]: first global id of each block */
+    unsigned char *dirty; /* [n_blocks] */
+
+    /* flat, assembled task graph (capacity grows, never shrinks) */
+    int64_t n_tasks, cap_tasks, n_edges, cap_edges;
+    double *dur, *ready, *start, *finish;
+    uint64_t *key;
+    int32_t *res;
+    int32_t *npred, *pending, *succ_start, *succ;
+    int64_t *edge_from, *edge_to;
+    sim_heap_item *heap;
+    int64_t cap_heap;
+    double *res_free;      /* [n_res] */
+    double *device_busy;   /* [n_dev] */
+    double *device_mem;    /* [n_dev] */
+    /* scratch for builders */
+    int16_t *scratch_dev;  /* [n_dev] */
+    void *sync_entries;    /* scratch for build_sync */
+    int64_t cap_sync_entries;
+
+    sf_sim_result last;
+};
+
+/* Global id -> the block's task record (for traces). */
+const sim_task *sim_task_of(const sf_sim *sim, int64_t gid, int *block);
+
+#endif

@@ -1,0 +1,246 @@
+/*
+ * baselines.c - the hand-made strategies the papers compare against, and the
+ * starting points of the search.
+ *
+ * Every baseline writes a config for every operator of the graph; each is a
+ * pure function of the graph and the machine (no randomness). Degrees are
+ * capped by the dimension's size and by SF_MAX_PARTS, so a baseline is valid on
+ * any graph and machine (sf_strategy_validate passes). Exactly:
+ *
+ *   data    every operator split on its sample dimension into
+ *           min(devices, size, SF_MAX_PARTS) parts, part i on device i; an
+ *           operator without a sample dimension runs whole on device 0.
+ *   model   OptCNN's "model parallelism": an operator with weights
+ *           (n_params > 0) is split on its parameter dimension, the largest
+ *           one when it has several (ties: the first), into
+ *           min(devices, size, SF_MAX_PARTS) parts, part i on device i.
+ *           Operators without weights, and those whose weights have no
+ *           parameter dimension to split (layernorm), are data parallel:
+ *           model parallelism says nothing about them, and data parallelism is
+ *           what OptCNN's baseline did between the layers it split.
+ *   owt     Krizhevsky's "one weird trick": linear layers as in `model`
+ *           (parameter dimension over all devices); every other operator
+ *           (convolutions, pools, norms, activations, and the elementwise
+ *           operators and softmax_ce after a linear layer) data parallel.
+ *   expert  GNMT-style for recurrent graphs, see expert_local below; for a
+ *           graph without LSTM operators, `data`.
+ *   single  everything whole on one device.
+ */
+#include "soapflow/strategy.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* A config with dimension `dim` split `degree` ways (all others whole), part i
+ * on device first + i * stride. dim < 0 or degree 1: one part on `first`. */
+static void split_one(sf_config *c, const sf_op *op, int dim, int degree, int first, int stride) {
+    memset(c, 0, sizeof *c);
+    c->ndim = op->space.ndim;
+    for (int i = 0; i < SF_MAX_DIMS; i++) c->degree[i] = 1;
+    if (dim < 0 || degree < 1) degree = 1;
+    if (dim >= 0) c->degree[dim] = degree;
+    c->n_parts = degree;
+    for (int p = 0; p < degree; p++) c->device[p] = (int16_t)(first + p * stride);
+}
+
+/* min(want, size of dim, SF_MAX_PARTS), at least 1. */
+static int cap_degree(const sf_op *op, int dim, int want) {
+    int64_t d = want;
+    if (dim >= 0 && op->space.d[dim] < d) d = op->space.d[dim];
+    if (d > SF_MAX_PARTS) d = SF_MAX_PARTS;
+    return d < 1 ? 1 : (int)d;
+}
+
+static int sample_dim(const sf_op *op) {
+    for (int i = 0; i < op->space.ndim; i++)
+        if (op->kinds[i] == SF_DIM_SAMPLE) return i;
+    return -1;
+}
+
+/* The largest parameter dimension (the first of equals), or -1. */
+static int param_dim(const sf_op *op) {
+    int best = -1;
+    for (int i = 0; i < op->space.ndim; i++)
+        if (op->kinds[i] == SF_DIM_PARAMETER && (best < 0 || op->space.d[i] > op->space.d[best]))
+            best = i;
+    return best;
+}
+
+static void data_config(sf_config *c, const sf_op *op, int n_dev) {
+    int dim = sample_dim(op);
+    split_one(c, op, dim, cap_degree(op, dim, n_dev), 0, 1);
+}
+
+static void model_config(sf_config *c, const sf_op *op, int n_dev) {
+    int dim = param_dim(op);
+    if (dim < 0) {
+        data_config(c, op, n_dev);
+        return;
+    }
+    split_one(c, op, dim, cap_degree(op, dim, n_dev), 0, 1);
+}
+
+static int mismatch(const sf_strategy *s, const sf_graph *g) {
+    return sf_strategy_num_ops(s) != sf_graph_num_ops(g);
+}
+
+sf_status sf_strategy_data(sf_strategy *s, const sf_graph *g, const sf_machine *m) {
+    if (mismatch(s, g) || !m) return SF_ERR_INVALID;
+    int n_dev = sf_machine_num_devices(m);
+    for (int i = 0; i < sf_graph_num_ops(g); i++)
+        data_config(sf_strategy_config(s, i), sf_graph_op(g, i), n_dev);
+    return SF_OK;
+}
+
+sf_status sf_strategy_model(sf_strategy *s, const sf_graph *g, const sf_machine *m) {
+    if (mismatch(s, g) || !m) return SF_ERR_INVALID;
+    int n_dev = sf_machine_num_devices(m);
+    for (int i = 0; i < sf_graph_num_ops(g); i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        if (op->n_params > 0)
+            model_config(sf_strategy_config(s, i), op, n_dev);
+        else
+            data_config(sf_strategy_config(s, i), op, n_dev);
+    }
+    return SF_OK;
+}
+
+sf_status sf_strategy_owt(sf_strategy *s, const sf_graph *g, const sf_machine *m) {
+    if (mismatch(s, g) || !m) return SF_ERR_INVALID;
+    int n_dev = sf_machine_num_devices(m);
+    for (int i = 0; i < sf_graph_num_ops(g); i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        if (op->type == SF_OP_LINEAR)
+            model_config(sf_strategy_config(s, i), op, n_dev);
+        else
+            data_config(sf_strategy_config(s, i), op, n_dev);
+    }
+    return SF_OK;
+}
+
+/*
+ * The expert strategy's device within a node for every operator (local[i]).
+ *
+ * Layer depth of an LSTM operator: follow input 0 (the x input) backwards
+ * through non-LSTM operators; if an LSTM operator is reached, the depth is its
+ * depth + 1, otherwise 0. In the zoo's unrolled RNNs every chunk of layer l
+ * takes x from chunk k of layer l-1, so all chunks of a layer get the same
+ * depth, the encoder's and the decoder's layer l alike (GNMT put encoder and
+ * decoder layer l on the same GPU). Chunks sharing weights then take the depth
+ * of their weight owner, so that one layer is never spread over two devices
+ * even in a graph wired differently. Layer depth j runs on local device
+ * j % devices_per_node.
+ *
+ * Other operators: one that consumes (any input, first such input wins) an
+ * operator already placed by this rule follows it (the concat of a layer's
+ * chunks, attention over the top layer, the vocabulary linear and the softmax
+ * after it sit with the top layer). The rest, which lie before any LSTM
+ * (inputs, embeddings, the time split), go with their first consumer in graph
+ * order (the embedding with layer 0), and an operator with no consumer at all
+ * goes to local device 0.
+ */
+static void expert_local(const sf_graph *g, int dpn, int *depth, int *placed, int *first_use,
+                         int *local) {
+    int n = sf_graph_num_ops(g);
+    for (int i = 0; i < n; i++) first_use[i] = -1;
+    for (int i = 0; i < n; i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        for (int k = 0; k < op->n_inputs; k++) {
+            int p = op->inputs[k].op;
+            if (p >= 0 && p < n && first_use[p] < 0) first_use[p] = i;
+        }
+        placed[i] = 0;
+        local[i] = 0;
+        depth[i] = 0;
+        if (op->type == SF_OP_LSTM) {
+            int j = op->n_inputs > 0 ? op->inputs[0].op : -1;
+            while (j >= 0 && sf_graph_op(g, j)->type != SF_OP_LSTM) {
+                const sf_op *q = sf_graph_op(g, j);
+                j = q->n_inputs > 0 ? q->inputs[0].op : -1;
+            }
+            depth[i] = j >= 0 ? depth[j] + 1 : 0;
+            if (op->weight_owner >= 0 && op->weight_owner < i) depth[i] = depth[op->weight_owner];
+            local[i] = depth[i] % dpn;
+            placed[i] = 1;
+            continue;
+        }
+        for (int k = 0; k < op->n_inputs; k++) {
+            int p = op->inputs[k].op;
+            if (p >= 0 && p < i && placed[p]) {
+                local[i] = local[p];
+                placed[i] = 1;
+                break;
+            }
+        }
+    }
+    /* Backwards, so that a chain input -> embedding -> split resolves from the
+     * split's LSTM consumer down to the input. */
+    for (int i = n - 1; i >= 0; i--)
+        if (!placed[i]) local[i] = first_use[i] > i ? local[first_use[i]] : 0;
+}
+
+sf_status sf_strategy_expert(sf_strategy *s, const sf_graph *g, const sf_machine *m) {
+    if (mismatch(s, g) || !m) return SF_ERR_INVALID;
+    int n = sf_graph_num_ops(g);
+    int rnn = 0;
+    for (int i = 0; i < n && !rnn; i++) rnn = sf_graph_op(g, i)->type == SF_OP_LSTM;
+    if (!rnn) return sf_strategy_data(s, g, m);
+
+    /* Nodes and devices per node from the description, made consistent with
+     * the device count (a subset machine may hold a partial node). */
+    int n_dev = sf_machine_num_devices(m);
+    const sf_machine_desc *desc = sf_machine_get_desc(m);
+    int dpn = desc ? desc->devices_per_node : n_dev;
+    if (dpn < 1 || dpn > n_dev) dpn = n_dev;
+    int nodes = n_dev / dpn;
+    if (desc && desc->nodes >= 1 && desc->nodes < nodes) nodes = desc->nodes;
+    if (nodes < 1) nodes = 1;
+
+    int *buf = malloc((size_t)n * 4 * sizeof *buf);
+    if (!buf) return SF_ERR_NOMEM;
+    int *depth = buf, *placed = buf + n, *first_use = buf + 2 * n, *local = buf + 3 * n;
+    expert_local(g, dpn, depth, placed, first_use, local);
+    for (int i = 0; i < n; i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        int dim = sample_dim(op);
+        split_one(sf_strategy_config(s, i), op, dim, cap_degree(op, dim, nodes), local[i], dpn);
+    }
+    free(buf);
+    return SF_OK;
+}
+
+sf_status sf_strategy_single(sf_strategy *s, const sf_graph *g, int device) {
+    if (mismatch(s, g) || device < 0 || device > INT16_MAX) return SF_ERR_INVALID;
+    for (int i = 0; i < sf_graph_num_ops(g); i++)
+        split_one(sf_strategy_config(s, i), sf_graph_op(g, i), -1, 1, device, 0);
+    return SF_OK;
+}
+
+sf_status sf_strategy_baseline(sf_strategy *s, const char *name, const sf_graph *g,
+                               const sf_machine *m, sf_error *err) {
+    static const char *const names[] = {"data", "model", "owt", "expert", "single"};
+    enum { N_NAMES = (int)(sizeof names / sizeof names[0]) };
+    int which = -1;
+    for (int i = 0; i < N_NAMES && name; i++)
+        if (strcmp(name, names[i]) == 0) which = i;
+    if (which < 0)
+        return sf_error_set(err, SF_ERR_NOTFOUND,
+                            "unknown baseline strategy '%s' (known: data, model, owt, expert, "
+                            "single)",
+                            name ? name : "(null)");
+    if (mismatch(s, g))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "strategy has %d operators, graph '%s' has %d",
+                            sf_strategy_num_ops(s), sf_graph_name(g), sf_graph_num_ops(g));
+    sf_status st = SF_OK;
+    switch (which) {
+    case 0: st = sf_strategy_data(s, g, m); break;
+    case 1: st = sf_strategy_model(s, g, m); break;
+    case 2: st = sf_strategy_owt(s, g, m); break;
+    case 3: st = sf_strategy_expert(s, g, m); break;
+    default: st = sf_strategy_single(s, g, 0); break;
+    }
+    if (st != SF_OK)
+        return sf_error_set(err, st, "baseline '%s': %s", names[which], sf_status_str(st));
+    return SF_OK;
+}

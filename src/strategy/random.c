@@ -1,0 +1,56 @@
+/*
+ * random.c - random parallel configs over the whole SOAP space.
+ *
+ * Degrees: the splittable dimensions are visited in random order, each given a
+ * degree drawn uniformly from what is left of the device budget (so one part,
+ * pure data, pure model and mixed configs all come up). Placement: half the time
+ * a contiguous run of devices starting anywhere (what OptCNN considers), half the
+ * time distinct devices in random order (FlexFlow's full placement freedom).
+ */
+#include "soapflow/strategy.h"
+
+#include <string.h>
+
+void sf_config_random(const sf_op *op, const sf_machine *m, sf_rng *rng, sf_config *c) {
+    int n_dev = sf_machine_num_devices(m);
+    int budget = n_dev < SF_MAX_PARTS ? n_dev : SF_MAX_PARTS;
+    int order[SF_MAX_DIMS], n = 0;
+    int degree[SF_MAX_DIMS];
+    for (int i = 0; i < op->space.ndim; i++) {
+        degree[i] = 1;
+        if (op->kinds[i] != SF_DIM_NONE && op->space.d[i] > 1) order[n++] = i;
+    }
+    for (int i = n - 1; i > 0; i--) {
+        int j = (int)sf_rng_below(rng, (uint64_t)i + 1);
+        int t = order[i];
+        order[i] = order[j];
+        order[j] = t;
+    }
+    int left = budget;
+    for (int k = 0; k < n && left > 1; k++) {
+        int d = order[k];
+        int64_t cap = op->space.d[d] < left ? op->space.d[d] : left;
+        degree[d] = 1 + (int)sf_rng_below(rng, (uint64_t)cap);
+        left /= degree[d];
+    }
+    memset(c, 0, sizeof *c);
+    sf_config_set_degrees(c, op->space.ndim, degree);
+    if (sf_rng_below(rng, 2) == 0) {
+        int s = (int)sf_rng_below(rng, (uint64_t)n_dev);
+        for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)((s + p) % n_dev);
+    } else {
+        /* partial Fisher-Yates over device ids, without an n_dev-sized buffer */
+        int16_t picked[SF_MAX_PARTS];
+        for (int p = 0; p < c->n_parts; p++) {
+            int d, again;
+            do {
+                d = (int)sf_rng_below(rng, (uint64_t)n_dev);
+                again = 0;
+                for (int q = 0; q < p; q++)
+                    if (picked[q] == d) again = 1;
+            } while (again);
+            picked[p] = (int16_t)d;
+            c->device[p] = (int16_t)d;
+        }
+    }
+}

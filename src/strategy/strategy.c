@@ -1,0 +1,250 @@
+/*
+ * strategy.c - parallel configs (degrees per dimension, a device per part) and
+ * strategies (one config per operator): tiles of parts, checks, short text.
+ *
+ * A config is a plain value (no pointers) so that the search can copy, compare
+ * and store it freely; a strategy is one flat array of configs indexed by
+ * operator id, so cloning and copying are single memcpys and the search loop
+ * never allocates. The strategy does not keep the graph: every function that
+ * needs shapes takes the graph (or the operator) as an argument, which keeps a
+ * strategy valid across graph rebuilds with the same operators.
+ *
+ * Part numbering is row-major over the grid of degrees, the last dimension
+ * varying fastest, exactly as a C array of shape degree[0] x ... x degree[n-1]:
+ * part p has, in dimension i, index (p / prod(degree[i+1..])) % degree[i], and
+ * covers sf_split_range(size_i, degree_i, index_i). Degrees that do not divide a
+ * dimension are allowed; parts then differ by at most one element.
+ */
+#include "soapflow/strategy.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct sf_strategy {
+    int n_ops;
+    sf_config *configs; /* [n_ops] */
+};
+
+/* ---- configs --------------------------------------------------------------- */
+
+void sf_config_part_tile(const sf_op *op, const sf_config *c, int part, sf_tile *t) {
+    int nd = op->space.ndim;
+    t->ndim = nd;
+    int rest = part;
+    for (int i = nd - 1; i >= 0; i--) {
+        int deg = i < c->ndim && c->degree[i] > 0 ? c->degree[i] : 1;
+        int idx = rest % deg;
+        rest /= deg;
+        sf_split_range(op->space.d[i], deg, idx, &t->lo[i], &t->hi[i]);
+    }
+    for (int i = nd; i < SF_MAX_DIMS; i++) t->lo[i] = t->hi[i] = 0;
+}
+
+sf_status sf_config_set_degrees(sf_config *c, int ndim, const int *degree) {
+    if (ndim < 0 || ndim > SF_MAX_DIMS) return SF_ERR_INVALID;
+    int64_t parts = 1;
+    for (int i = 0; i < ndim; i++) {
+        if (degree[i] < 1) return SF_ERR_INVALID;
+        parts *= degree[i];
+        if (parts > SF_MAX_PARTS) return SF_ERR_RANGE;
+    }
+    c->ndim = ndim;
+    for (int i = 0; i < SF_MAX_DIMS; i++) c->degree[i] = i < ndim ? degree[i] : 1;
+    c->n_parts = (int)parts;
+    return SF_OK;
+}
+
+int sf_config_equal(const sf_config *a, const sf_config *b) {
+    if (a->ndim != b->ndim || a->n_parts != b->n_parts) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->degree[i] != b->degree[i]) return 0;
+    int n = a->n_parts < 0 ? 0 : a->n_parts > SF_MAX_PARTS ? SF_MAX_PARTS : a->n_parts;
+    for (int p = 0; p < n; p++)
+        if (a->device[p] != b->device[p]) return 0;
+    return 1;
+}
+
+sf_status sf_config_validate(const sf_op *op, const sf_machine *m, const sf_config *c,
+                             sf_error *err) {
+    const char *name = op->name;
+    int nd = op->space.ndim;
+    if (c->ndim != nd)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "operator '%s': config has %d dimensions, its parallel space has %d",
+                            name, c->ndim, nd);
+    int64_t parts = 1;
+    for (int i = 0; i < nd; i++) {
+        int deg = c->degree[i];
+        const char *kind = sf_dim_kind_name(op->kinds[i]);
+        if (deg < 1)
+            return sf_error_set(err, SF_ERR_RANGE,
+                                "operator '%s': degree %d on dimension %d (%s) is below 1", name,
+                                deg, i, kind);
+        if (deg > 1 && op->kinds[i] == SF_DIM_NONE)
+            return sf_error_set(err, SF_ERR_INVALID,
+                                "operator '%s': degree %d on dimension %d (none), which cannot "
+                                "be split",
+                                name, deg, i);
+        if ((int64_t)deg > op->space.d[i])
+            return sf_error_set(err, SF_ERR_RANGE,
+                                "operator '%s': degree %d on dimension %d (%s) exceeds its size "
+                                "%lld",
+                                name, deg, i, kind, (long long)op->space.d[i]);
+        parts *= deg;
+        if (parts > SF_MAX_PARTS)
+            return sf_error_set(err, SF_ERR_RANGE,
+                                "operator '%s': degrees give more than %d parts (the maximum)",
+                                name, SF_MAX_PARTS);
+    }
+    if (c->n_parts != (int)parts)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "operator '%s': n_parts %d is not the product of the degrees (%lld)",
+                            name, c->n_parts, (long long)parts);
+    int n_dev = m ? sf_machine_num_devices(m) : 0;
+    for (int p = 0; p < c->n_parts; p++) {
+        int d = c->device[p];
+        if (d < 0 || (m && d >= n_dev)) {
+            if (m)
+                return sf_error_set(err, SF_ERR_RANGE,
+                                    "operator '%s': part %d on device %d, but the machine has %d "
+                                    "devices (0-%d)",
+                                    name, p, d, n_dev, n_dev - 1);
+            return sf_error_set(err, SF_ERR_RANGE, "operator '%s': part %d on device %d", name,
+                                p, d);
+        }
+    }
+    return SF_OK;
+}
+
+/* Append formatted text at *len of buf (capacity n), never overflowing; *len
+ * keeps counting past the end so that the caller could tell truncation. */
+static void put(char *buf, size_t n, size_t *len, const char *fmt, ...) SF_PRINTF(4, 5);
+static void put(char *buf, size_t n, size_t *len, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    size_t room = *len < n ? n - *len : 0;
+    int k = vsnprintf(room ? buf + *len : NULL, room, fmt, ap);
+    va_end(ap);
+    if (k > 0) *len += (size_t)k;
+}
+
+/*
+ * Text: one token per split dimension, then the devices.
+ *   - a token is the kind letter (s sample, a attribute, p parameter, x none)
+ *     and the degree: "s4", "p2";
+ *   - when the space has several dimensions of that kind (the h and w
+ *     attributes of a convolution), the letter carries the dimension index and
+ *     '=' precedes the degree: "a2=2" is dimension 2 split in two;
+ *   - an unsplit config reads "1";
+ *   - devices follow '@', consecutive runs written as ranges: "@0-3,8,10-11".
+ * Example: a convolution split 4 ways on the batch and 2 on height over eight
+ * devices is "s4 a2=2 @0-7".
+ */
+char *sf_config_str(const sf_op *op, const sf_config *c, char *buf, size_t n) {
+    static const char letters[SF_DIM_KIND_COUNT] = {'x', 's', 'a', 'p'};
+    size_t len = 0;
+    if (n == 0) return buf;
+    buf[0] = '\0';
+    int any = 0;
+    for (int i = 0; i < c->ndim && i < SF_MAX_DIMS; i++) {
+        if (c->degree[i] == 1) continue;
+        sf_dim_kind k = i < op->space.ndim ? op->kinds[i] : SF_DIM_NONE;
+        if ((unsigned)k >= SF_DIM_KIND_COUNT) k = SF_DIM_NONE;
+        int same = 0;
+        for (int j = 0; j < op->space.ndim; j++) same += op->kinds[j] == k;
+        if (same > 1)
+            put(buf, n, &len, "%s%c%d=%d", any ? " " : "", letters[k], i, c->degree[i]);
+        else
+            put(buf, n, &len, "%s%c%d", any ? " " : "", letters[k], c->degree[i]);
+        any = 1;
+    }
+    if (!any) put(buf, n, &len, "1");
+    put(buf, n, &len, " @");
+    int np = c->n_parts < 0 ? 0 : c->n_parts > SF_MAX_PARTS ? SF_MAX_PARTS : c->n_parts;
+    for (int p = 0; p < np;) {
+        int q = p;
+        while (q + 1 < np && c->device[q + 1] == c->device[q] + 1) q++;
+        if (q > p)
+            put(buf, n, &len, "%s%d-%d", p ? "," : "", c->device[p], c->device[q]);
+        else
+            put(buf, n, &len, "%s%d", p ? "," : "", c->device[p]);
+        p = q + 1;
+    }
+    return buf;
+}
+
+/* ---- strategies ------------------------------------------------------------ */
+
+static void config_single(sf_config *c, int ndim, int device) {
+    memset(c, 0, sizeof *c);
+    c->ndim = ndim;
+    c->n_parts = 1;
+    for (int i = 0; i < SF_MAX_DIMS; i++) c->degree[i] = 1;
+    c->device[0] = (int16_t)device;
+}
+
+sf_strategy *sf_strategy_new(const sf_graph *g) {
+    sf_strategy *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    int n = sf_graph_num_ops(g);
+    s->n_ops = n;
+    s->configs = calloc((size_t)(n ? n : 1), sizeof *s->configs);
+    if (!s->configs) {
+        free(s);
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) config_single(&s->configs[i], sf_graph_op(g, i)->space.ndim, 0);
+    return s;
+}
+
+sf_strategy *sf_strategy_clone(const sf_strategy *src) {
+    sf_strategy *s = calloc(1, sizeof *s);
+    if (!s) return NULL;
+    s->n_ops = src->n_ops;
+    s->configs = malloc((size_t)(src->n_ops ? src->n_ops : 1) * sizeof *s->configs);
+    if (!s->configs) {
+        free(s);
+        return NULL;
+    }
+    memcpy(s->configs, src->configs, (size_t)src->n_ops * sizeof *s->configs);
+    return s;
+}
+
+void sf_strategy_copy(sf_strategy *dst, const sf_strategy *src) {
+    int n = dst->n_ops < src->n_ops ? dst->n_ops : src->n_ops;
+    memcpy(dst->configs, src->configs, (size_t)n * sizeof *dst->configs);
+}
+
+void sf_strategy_free(sf_strategy *s) {
+    if (!s) return;
+    free(s->configs);
+    free(s);
+}
+
+int sf_strategy_num_ops(const sf_strategy *s) { return s->n_ops; }
+
+sf_config *sf_strategy_config(sf_strategy *s, int op) {
+    if (op < 0 || op >= s->n_ops) return NULL;
+    return &s->configs[op];
+}
+
+const sf_config *sf_strategy_get(const sf_strategy *s, int op) {
+    if (op < 0 || op >= s->n_ops) return NULL;
+    return &s->configs[op];
+}
+
+sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
+                               sf_error *err) {
+    int n = sf_graph_num_ops(g);
+    if (s->n_ops != n)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "strategy has %d operators, graph '%s' has %d", s->n_ops,
+                            sf_graph_name(g), n);
+    for (int i = 0; i < n; i++) {
+        sf_status st = sf_config_validate(sf_graph_op(g, i), m, &s->configs[i], err);
+        if (st != SF_OK) return st;
+    }
+    return SF_OK;
+}

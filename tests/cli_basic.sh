@@ -1,0 +1,210 @@
+#!/usr/bin/env bash
+# cli_basic.sh - the soapflow command line as a user meets it.
+#
+# Run by CTest as: bash tests/cli_basic.sh <path-to-soapflow> <source-dir>
+# Each check runs the real binary and stops at the first failure with a
+# message saying what was expected and what came out.
+set -u
+
+SF=${1:?usage: cli_basic.sh <path-to-soapflow> <source-dir>}
+SRC=${2:-.}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sf-cli.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+# run NAME CMD...: run a command, keeping stdout, stderr and the status.
+run() {
+    local name=$1
+    shift
+    "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    echo $? >"$TMP/$name.rc"
+}
+rc_of() { cat "$TMP/$1.rc"; }
+
+# A failure must be a clean exit with a status of 1 or 2: not 0, and not a
+# signal (128 + n) nor a sanitizer abort.
+expect_error() {
+    local name=$1 rc
+    rc=$(rc_of "$name")
+    [ "$rc" -ne 0 ] || fail "$name: expected a non-zero status, got 0"
+    [ "$rc" -lt 128 ] || fail "$name: crashed (status $rc): $(cat "$TMP/$name.err")"
+    [ "$rc" -le 2 ] || fail "$name: expected status 1 or 2, got $rc: $(cat "$TMP/$name.err")"
+    local lines
+    lines=$(wc -l <"$TMP/$name.err")
+    [ "$lines" -eq 1 ] || fail "$name: expected one error line, got $lines: $(cat "$TMP/$name.err")"
+    grep -q '^soapflow: ' "$TMP/$name.err" || fail "$name: error line lacks 'soapflow: '"
+}
+
+expect_ok() {
+    local name=$1
+    [ "$(rc_of "$name")" -eq 0 ] ||
+        fail "$name: status $(rc_of "$name"): $(cat "$TMP/$name.err")"
+}
+
+# json_int FILE KEY: the integer value of the first "KEY": N in FILE.
+json_int() { grep -o "\"$2\": *-\?[0-9]*" "$1" | head -n 1 | sed 's/.*: *//'; }
+# json_num FILE KEY: the number value (integer or real) as written.
+json_num() { grep -o "\"$2\": *[-0-9.eE+]*" "$1" | head -n 1 | sed 's/.*: *//'; }
+
+[ -x "$SF" ] || fail "no executable at $SF"
+
+# ---- models: the names only, one a line --------------------------------
+run models "$SF" models
+expect_ok models
+for m in lenet5 alexnet vgg16 resnet18 resnet50 resnet101 inception_v3 rnntc rnnlm nmt mlp \
+    transformer; do
+    grep -qx "$m" "$TMP/models.out" || fail "models: '$m' is not on a line of its own"
+done
+if grep -v '^[a-z0-9_]*$' "$TMP/models.out" >/dev/null; then
+    fail "models: plain output holds more than names: $(grep -v '^[a-z0-9_]*$' "$TMP/models.out")"
+fi
+run models_json "$SF" models --json
+expect_ok models_json
+grep -q '"name": *"resnet50"' "$TMP/models_json.out" || fail "models --json: no resnet50"
+grep -q '"summary"' "$TMP/models_json.out" || fail "models --json: no summary"
+
+# ---- machines -----------------------------------------------------------
+run machines "$SF" machines
+expect_ok machines
+grep -q '^p100-4x4 ' "$TMP/machines.out" || fail "machines: no p100-4x4 row"
+run machines_json "$SF" machines --json
+expect_ok machines_json
+tr -d ' \n' <"$TMP/machines_json.out" | grep -q '"name":"p100-4x4","devices":16' ||
+    fail "machines --json: no p100-4x4 with 16 devices"
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c '
+import json, sys
+ms = {m["name"]: m for m in json.load(open(sys.argv[1]))}
+assert ms["p100-4x4"]["devices"] == 16, ms["p100-4x4"]
+' "$TMP/machines_json.out" || fail "machines --json: not valid JSON or p100-4x4 != 16 devices"
+fi
+
+# A machine file works where a preset does, and sets the default batch.
+cat >"$TMP/tiny.json" <<'JSON'
+{
+  "name": "tiny2x2",
+  "nodes": 2,
+  "devices_per_node": 2,
+  "device": {"name": "X", "peak_tflops": {"fp32": 1.0}, "mem_bw_GBps": 100.0, "mem_GB": 8.0},
+  "intra": {"topology": "switch", "bandwidth_GBps": 10.0, "latency_us": 1.0},
+  "inter": {"nics_per_node": 1, "bandwidth_GBps": 5.0, "latency_us": 2.0}
+}
+JSON
+run machine_file "$SF" machines --json "$TMP/tiny.json"
+expect_ok machine_file
+tr -d ' \n' <"$TMP/machine_file.out" | grep -q '"name":"tiny2x2","devices":4' ||
+    fail "machines FILE --json: no tiny2x2 with 4 devices"
+run machine_file_batch "$SF" graph --model lenet5 --machine "$TMP/tiny.json" --json
+expect_ok machine_file_batch
+[ "$(json_int "$TMP/machine_file_batch.out" batch)" = 256 ] ||
+    fail "graph --machine FILE: batch $(json_int "$TMP/machine_file_batch.out" batch), want 256"
+
+# ---- graph: ResNet-50 has torchvision's parameter count ------------------
+run r50 "$SF" graph --model resnet50 --batch 1 --json
+expect_ok r50
+params=$(json_int "$TMP/r50.out" params)
+[ "$params" = 25557032 ] || fail "graph resnet50: params '$params', want 25557032"
+[ "$(json_int "$TMP/r50.out" batch)" = 1 ] || fail "graph resnet50 --batch 1: batch is not 1"
+for key in model ops flops_fwd flops_bwd activation_bytes; do
+    grep -q "\"$key\":" "$TMP/r50.out" || fail "graph --json: no \"$key\""
+done
+
+# The default batch is 64 per device of the machine (p100-4x4: 16 devices).
+run r50_default "$SF" graph --model resnet50 --json
+expect_ok r50_default
+[ "$(json_int "$TMP/r50_default.out" batch)" = 1024 ] ||
+    fail "graph resnet50: default batch $(json_int "$TMP/r50_default.out" batch), want 1024"
+run r50_a100 "$SF" graph --model resnet50 --machine dgx-a100 --json
+expect_ok r50_a100
+[ "$(json_int "$TMP/r50_a100.out" batch)" = 4096 ] ||
+    fail "graph --machine dgx-a100: batch $(json_int "$TMP/r50_a100.out" batch), want 4096"
+
+# Text mode shows the exact count with separators, and --ops a row per operator.
+run r50_text "$SF" graph --model resnet50 --batch 2 --ops
+expect_ok r50_text
+grep -q '25,557,032' "$TMP/r50_text.out" || fail "graph text: no '25,557,032'"
+grep -q 'N:s C:p' "$TMP/r50_text.out" || fail "graph --ops: no parallel dims column"
+
+# ---- graph: pictures and model files -----------------------------------
+run dot "$SF" graph --model lenet5 --batch 4 --dot "$TMP/lenet.dot"
+expect_ok dot
+[ -s "$TMP/lenet.dot" ] || fail "graph --dot: no file written"
+head -c 7 "$TMP/lenet.dot" | grep -q '^digraph' || fail "graph --dot: file does not start with digraph"
+
+run save "$SF" graph --model resnet18 --batch 8 --json --save "$TMP/r18.json"
+expect_ok save
+[ -s "$TMP/r18.json" ] || fail "graph --save: no file written"
+run load "$SF" graph --model "$TMP/r18.json" --json
+expect_ok load
+for key in params flops_fwd flops_bwd batch ops; do
+    a=$(json_num "$TMP/save.out" "$key")
+    b=$(json_num "$TMP/load.out" "$key")
+    [ -n "$a" ] && [ "$a" = "$b" ] || fail "graph --save then load: $key '$a' != '$b'"
+done
+ls "$TMP" | grep -q '\.tmp\.' && fail "a temporary file was left behind: $(ls "$TMP")"
+
+# ---- errors: one line, a status, never a crash --------------------------
+printf '{\n  "format": "soapflow-model",\n  "version": 1,,\n  "ops": []\n}\n' >"$TMP/broken.json"
+run broken "$SF" graph --model "$TMP/broken.json"
+expect_error broken
+grep -q "broken.json" "$TMP/broken.err" || fail "malformed model: message lacks the file name"
+grep -q ":3:" "$TMP/broken.err" || fail "malformed model: message lacks ':3:': $(cat "$TMP/broken.err")"
+
+run missing_file "$SF" graph --model "$TMP/nope.json"
+expect_error missing_file
+
+run unknown_model "$SF" graph --model no_such_model
+expect_error unknown_model
+grep -q "no_such_model" "$TMP/unknown_model.err" || fail "unknown model: message lacks its name"
+
+run unknown_machine "$SF" graph --model lenet5 --machine no_such_machine
+expect_error unknown_machine
+
+run unknown_cmd "$SF" frobnicate
+expect_error unknown_cmd
+[ "$(rc_of unknown_cmd)" -eq 2 ] || fail "unknown command: status $(rc_of unknown_cmd), want 2"
+grep -q "frobnicate" "$TMP/unknown_cmd.err" || fail "unknown command: message lacks its name"
+
+run unknown_opt "$SF" graph --model lenet5 --frobnicate
+expect_error unknown_opt
+[ "$(rc_of unknown_opt)" -eq 2 ] || fail "unknown option: status $(rc_of unknown_opt), want 2"
+grep -q -- "--frobnicate" "$TMP/unknown_opt.err" || fail "unknown option: message lacks its name"
+grep -q -- "--help" "$TMP/unknown_opt.err" || fail "unknown option: no hint to --help"
+
+for bad in 0 -3 12x 99999999999999999999 ''; do
+    run bad_batch "$SF" graph --model lenet5 --batch "$bad"
+    expect_error bad_batch
+    [ "$(rc_of bad_batch)" -eq 2 ] || fail "graph --batch '$bad': status $(rc_of bad_batch), want 2"
+done
+run eq_batch "$SF" graph --model lenet5 --batch=3 --json
+expect_ok eq_batch
+[ "$(json_int "$TMP/eq_batch.out" batch)" = 3 ] || fail "graph --batch=3: batch is not 3"
+
+run no_model "$SF" graph
+expect_error no_model
+
+run file_batch "$SF" graph --model "$TMP/r18.json" --batch 4
+expect_error file_batch
+
+# A write that fails leaves no file and says so.
+run bad_dot "$SF" graph --model lenet5 --batch 1 --dot "$TMP/no/such/dir/x.dot"
+expect_error bad_dot
+
+# ---- help: every command has one, and it exits 0 ------------------------
+for args in "--help" "-h" "help" "models --help" "machines --help" "graph --help" "help graph" \
+    "--version"; do
+    # shellcheck disable=SC2086
+    run help "$SF" $args
+    expect_ok help
+    [ -s "$TMP/help.out" ] || fail "soapflow $args: printed nothing on stdout"
+done
+for cmd in models machines graph; do
+    run help "$SF" "$cmd" --help
+    grep -q "example" "$TMP/help.out" || fail "soapflow $cmd --help: no example"
+done
+
+echo "cli_basic: all checks passed"

@@ -1,0 +1,405 @@
+/* Model zoo: every model builds at several batches; CNN parameter counts equal
+ * torchvision's exactly (numbers from scripts/check_param_counts.py); shapes at
+ * known points; RNN unrolling (chunking, state wiring, weights shared and
+ * counted once); options and errors; AlexNet's forward FLOPs. */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "soapflow/models.h"
+
+static sf_graph *build(const char *name, int64_t batch) {
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = batch;
+    sf_error err = {0};
+    sf_graph *g = sf_model_build(name, &o, &err);
+    if (!g) fail_msg("%s at batch %lld: %s", name, (long long)batch, err.msg);
+    return g;
+}
+
+static const sf_op *op_named(const sf_graph *g, const char *name) {
+    int id = sf_graph_find(g, name);
+    if (id < 0) fail_msg("%s: no operator '%s'", sf_graph_name(g), name);
+    return sf_graph_op(g, id);
+}
+
+static void assert_shape(const sf_shape *s, const char *want) {
+    char buf[128];
+    assert_string_equal(sf_shape_str(s, buf, sizeof buf), want);
+}
+
+static int64_t params_of(const sf_graph *g) {
+    sf_graph_stats st;
+    sf_graph_stats_compute(g, &st);
+    return st.params;
+}
+
+static int64_t lstm_params(int64_t in, int64_t h) { return 4 * h * (in + h) + 8 * h; }
+
+static void test_registry(void **state) {
+    (void)state;
+    int n = sf_model_count();
+    assert_int_equal(n, 12);
+    for (int i = 0; i < n; i++) {
+        assert_non_null(sf_model_name(i));
+        assert_non_null(sf_model_summary(i));
+        assert_true(strlen(sf_model_summary(i)) > 20);
+        assert_null(strchr(sf_model_summary(i), '\n'));
+        for (int j = 0; j < i; j++) assert_string_not_equal(sf_model_name(i), sf_model_name(j));
+    }
+    assert_null(sf_model_name(-1));
+    assert_null(sf_model_name(n));
+    assert_null(sf_model_summary(n));
+    sf_model_options o;
+    sf_model_options_default(&o);
+    assert_int_equal(o.batch, 64);
+    assert_int_equal(o.seq_len, 0);
+}
+
+/* Every model at batches 1, 3 and 64: the batch reaches every operator's
+ * dimension 0, the parameters do not depend on it, the FLOPs are linear in it,
+ * and the graph ends in the loss. */
+static void test_all_build(void **state) {
+    (void)state;
+    static const int64_t batches[] = {1, 3, 64};
+    for (int i = 0; i < sf_model_count(); i++) {
+        const char *name = sf_model_name(i);
+        sf_graph_stats st1 = {0};
+        for (size_t k = 0; k < sizeof batches / sizeof batches[0]; k++) {
+            int64_t batch = batches[k];
+            sf_graph *g = build(name, batch);
+            assert_string_equal(sf_graph_name(g), name);
+            sf_graph_stats st;
+            sf_graph_stats_compute(g, &st);
+            assert_int_equal(st.batch, batch);
+            assert_true(st.params > 0);
+            assert_true(st.flops_fwd > 0 && st.flops_bwd > 0);
+            for (int id = 0; id < sf_graph_num_ops(g); id++) {
+                const sf_op *op = sf_graph_op(g, id);
+                for (int out = 0; out < op->n_outputs; out++)
+                    if (op->out_shapes[out].d[0] != batch)
+                        fail_msg("%s: '%s' output %d has batch %lld", name, op->name, out,
+                                 (long long)op->out_shapes[out].d[0]);
+            }
+            const sf_op *last = sf_graph_op(g, sf_graph_num_ops(g) - 1);
+            assert_int_equal(last->type, SF_OP_SOFTMAX_CE);
+            assert_string_equal(last->name, "loss");
+            if (k == 0) {
+                st1 = st;
+            } else {
+                assert_true(st.params == st1.params);
+                double want = st1.flops_fwd * (double)batch;
+                assert_true(st.flops_fwd > want * (1 - 1e-9) && st.flops_fwd < want * (1 + 1e-9));
+            }
+            sf_graph_free(g);
+        }
+    }
+}
+
+static void test_cnn_params(void **state) {
+    (void)state;
+    static const struct {
+        const char *name;
+        int64_t params;
+    } want[] = {
+        {"lenet5", 61706},          {"alexnet", 61100840},    {"vgg16", 138357544},
+        {"resnet18", 11689512},     {"resnet50", 25557032},   {"resnet101", 44549160},
+        {"inception_v3", 23834568},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        sf_graph *g = build(want[i].name, 2);
+        if (params_of(g) != want[i].params)
+            fail_msg("%s: %lld params, torchvision has %lld", want[i].name,
+                     (long long)params_of(g), (long long)want[i].params);
+        sf_graph_free(g);
+    }
+}
+
+static void test_cnn_shapes(void **state) {
+    (void)state;
+    sf_graph *g = build("resnet50", 64);
+    assert_shape(&op_named(g, "maxpool")->out_shapes[0], "64x64x56x56");
+    assert_shape(&op_named(g, "layer1.0.downsample.1")->out_shapes[0], "64x256x56x56");
+    assert_shape(&op_named(g, "layer4.2.relu")->out_shapes[0], "64x2048x7x7");
+    assert_shape(&op_named(g, "avgpool")->out_shapes[0], "64x2048x1x1");
+    assert_shape(&op_named(g, "loss")->out_shapes[0], "64x1000");
+    assert_int_equal(sf_graph_find(g, "layer1.1.downsample.0"), -1);
+    sf_graph_free(g);
+
+    g = build("resnet18", 64);
+    assert_int_equal(sf_graph_find(g, "layer1.0.downsample.0"), -1); /* 64 -> 64, stride 1 */
+    assert_shape(&op_named(g, "layer2.0.downsample.0")->out_shapes[0], "64x128x28x28");
+    assert_shape(&op_named(g, "avgpool")->out_shapes[0], "64x512x1x1");
+    sf_graph_free(g);
+
+    g = build("resnet101", 1);
+    assert_shape(&op_named(g, "layer3.22.conv3")->out_shapes[0], "1x1024x14x14");
+    sf_graph_free(g);
+
+    g = build("inception_v3", 64);
+    assert_shape(&op_named(g, "maxpool2")->out_shapes[0], "64x192x35x35");
+    assert_shape(&op_named(g, "Mixed_5b.concat")->out_shapes[0], "64x256x35x35");
+    assert_shape(&op_named(g, "Mixed_6a.concat")->out_shapes[0], "64x768x17x17");
+    assert_shape(&op_named(g, "Mixed_7a.concat")->out_shapes[0], "64x1280x8x8");
+    assert_shape(&op_named(g, "Mixed_7c.concat")->out_shapes[0], "64x2048x8x8");
+    assert_shape(&op_named(g, "avgpool")->out_shapes[0], "64x2048x1x1");
+    const sf_op *bn = op_named(g, "Mixed_6b.branch7x7_2.bn");
+    assert_true(bn->params.norm.eps == 1e-3);
+    const sf_op *conv = op_named(g, "Mixed_6b.branch7x7_2.conv");
+    assert_int_equal(conv->params.conv2d.bias, 0);
+    assert_int_equal(conv->params.conv2d.kernel[0], 1);
+    assert_int_equal(conv->params.conv2d.kernel[1], 7);
+    sf_graph_free(g);
+
+    g = build("alexnet", 64);
+    assert_shape(&op_named(g, "features.12")->out_shapes[0], "64x256x6x6");
+    assert_shape(&op_named(g, "avgpool")->out_shapes[0], "64x256x6x6");
+    assert_shape(&op_named(g, "flatten")->out_shapes[0], "64x9216");
+    assert_int_equal(op_named(g, "classifier.3")->type, SF_OP_DROPOUT);
+    sf_graph_free(g);
+
+    g = build("vgg16", 64);
+    assert_shape(&op_named(g, "features.30")->out_shapes[0], "64x512x7x7");
+    assert_shape(&op_named(g, "flatten")->out_shapes[0], "64x25088");
+    sf_graph_free(g);
+
+    g = build("lenet5", 64);
+    assert_shape(&op_named(g, "flatten")->out_shapes[0], "64x400");
+    assert_shape(&op_named(g, "loss")->out_shapes[0], "64x10");
+    sf_graph_free(g);
+}
+
+/* AlexNet at 224: ~0.714 GMACs per image, 1.43 GFLOP at 2 FLOPs per MAC. */
+static void test_alexnet_flops(void **state) {
+    (void)state;
+    sf_graph *g = build("alexnet", 64);
+    sf_graph_stats st;
+    sf_graph_stats_compute(g, &st);
+    double per_image = st.flops_fwd / 64.0;
+    assert_true(per_image > 1.43e9 * 0.95 && per_image < 1.43e9 * 1.05);
+    assert_true(st.flops_bwd > 1.5 * st.flops_fwd);
+    sf_graph_free(g);
+}
+
+static void test_rnnlm(void **state) {
+    (void)state;
+    sf_graph *g = build("rnnlm", 64);
+    const int64_t h = 1024, v = 10000;
+    int64_t want = v * h + 2 * lstm_params(h, h) + h * v + v;
+    assert_true(params_of(g) == want);
+    assert_true(params_of(g) == 37283600);
+
+    /* 40 steps in 10 chunks of 4, in each of 2 layers */
+    int lstms = 0;
+    for (int id = 0; id < sf_graph_num_ops(g); id++)
+        if (sf_graph_op(g, id)->type == SF_OP_LSTM) lstms++;
+    assert_int_equal(lstms, 20);
+    const sf_op *split = op_named(g, "split");
+    assert_int_equal(split->n_outputs, 10);
+    const sf_op *c0 = op_named(g, "lstm0.c0"), *c1 = op_named(g, "lstm0.c1");
+    const sf_op *c9 = op_named(g, "lstm1.c9");
+    assert_int_equal(c0->n_inputs, 1);
+    assert_int_equal(c0->weight_owner, -1);
+    assert_int_equal(c1->weight_owner, c0->id);
+    assert_int_equal(c9->weight_owner, op_named(g, "lstm1.c0")->id);
+    assert_int_equal(c1->n_inputs, 3);
+    assert_int_equal(c1->inputs[0].op, split->id);
+    assert_int_equal(c1->inputs[0].out, 1);
+    assert_int_equal(c1->inputs[1].op, c0->id);
+    assert_int_equal(c1->inputs[1].out, 1);
+    assert_int_equal(c1->inputs[2].op, c0->id);
+    assert_int_equal(c1->inputs[2].out, 2);
+    const sf_op *l1c4 = op_named(g, "lstm1.c4");
+    assert_int_equal(l1c4->inputs[0].op, op_named(g, "lstm0.c4")->id);
+    assert_int_equal(l1c4->inputs[0].out, 0);
+    assert_shape(&c9->out_shapes[0], "64x4x1024");
+    assert_shape(&op_named(g, "lstm1.concat")->out_shapes[0], "64x40x1024");
+    assert_shape(&op_named(g, "loss")->out_shapes[0], "64x40x10000");
+    sf_graph_free(g);
+
+    /* 42 steps in chunks of 4: 11 chunks, the last of 2 steps */
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = 3;
+    o.seq_len = 42;
+    o.hidden = 256;
+    o.vocab = 500;
+    sf_error err = {0};
+    g = sf_model_build("rnnlm", &o, &err);
+    assert_non_null(g);
+    assert_shape(&op_named(g, "lstm0.c10")->out_shapes[0], "3x2x256");
+    assert_int_equal(sf_graph_find(g, "lstm0.c11"), -1);
+    assert_true(params_of(g) == 500 * 256 + 2 * lstm_params(256, 256) + 256 * 500 + 500);
+    sf_graph_free(g);
+
+    /* one chunk: no split, no concat */
+    o.seq_len = 3;
+    o.chunk = 8;
+    g = sf_model_build("rnnlm", &o, &err);
+    assert_non_null(g);
+    assert_int_equal(sf_graph_find(g, "split"), -1);
+    assert_shape(&op_named(g, "lstm1.c0")->out_shapes[0], "3x3x256");
+    sf_graph_free(g);
+}
+
+static void test_rnntc(void **state) {
+    (void)state;
+    sf_graph *g = build("rnntc", 8);
+    const int64_t h = 1024, v = 10000;
+    assert_true(params_of(g) == v * h + 4 * lstm_params(h, h) + 2 * h + 2);
+    const sf_op *fc = op_named(g, "fc");
+    assert_int_equal(fc->inputs[0].op, op_named(g, "lstm3.c9")->id);
+    assert_int_equal(fc->inputs[0].out, 1); /* hT */
+    assert_shape(&op_named(g, "loss")->out_shapes[0], "8x2");
+    assert_int_equal(op_named(g, "lstm3.c5")->weight_owner, op_named(g, "lstm3.c0")->id);
+    sf_graph_free(g);
+}
+
+static void test_nmt(void **state) {
+    (void)state;
+    sf_graph *g = build("nmt", 16);
+    const int64_t h = 1024, v = 32768;
+    int64_t want = 2 * v * h + 4 * lstm_params(h, h) + 4 * h * h + 4 * h + h * v + v;
+    assert_true(params_of(g) == want);
+    /* the decoder starts from the encoder's final state, layer by layer */
+    for (int l = 0; l < 2; l++) {
+        char dec[32], enc[32];
+        snprintf(dec, sizeof dec, "dec.lstm%d.c0", l);
+        snprintf(enc, sizeof enc, "enc.lstm%d.c9", l);
+        const sf_op *d0 = op_named(g, dec);
+        assert_int_equal(d0->n_inputs, 3);
+        assert_int_equal(d0->inputs[1].op, op_named(g, enc)->id);
+        assert_int_equal(d0->inputs[1].out, 1);
+        assert_int_equal(d0->inputs[2].op, op_named(g, enc)->id);
+        assert_int_equal(d0->inputs[2].out, 2);
+        /* encoder and decoder layers have their own weights */
+        assert_int_equal(d0->weight_owner, -1);
+    }
+    const sf_op *attn = op_named(g, "attention");
+    assert_int_equal(attn->n_inputs, 2);
+    assert_int_equal(attn->inputs[0].op, op_named(g, "dec.concat")->id);
+    assert_int_equal(attn->inputs[1].op, op_named(g, "enc.concat")->id);
+    assert_shape(&attn->out_shapes[0], "16x40x1024");
+    assert_shape(&op_named(g, "loss")->out_shapes[0], "16x40x32768");
+    sf_graph_free(g);
+}
+
+static void test_mlp(void **state) {
+    (void)state;
+    sf_graph *g = build("mlp", 64);
+    assert_true(params_of(g) == 784 * 4096 + 4096 + 4096 * 4096 + 4096 + 4096 * 10 + 10);
+    assert_int_equal(sf_graph_find(g, "relu3"), -1);
+    sf_graph_free(g);
+
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.n_mlp = 3;
+    o.mlp_sizes[0] = 10;
+    o.mlp_sizes[1] = 20;
+    o.mlp_sizes[2] = 3;
+    sf_error err = {0};
+    g = sf_model_build("mlp", &o, &err);
+    assert_non_null(g);
+    assert_true(params_of(g) == 10 * 20 + 20 + 20 * 3 + 3);
+    assert_int_equal(sf_graph_num_ops(g), 5); /* input, fc1, relu1, fc2, loss */
+    sf_graph_free(g);
+
+    o.n_mlp = 1;
+    assert_null(sf_model_build("mlp", &o, &err));
+    assert_int_equal(err.code, SF_ERR_INVALID);
+    sf_error_clear(&err);
+    o.n_mlp = 3;
+    o.mlp_sizes[1] = 0;
+    assert_null(sf_model_build("mlp", &o, &err));
+    assert_int_equal(err.code, SF_ERR_INVALID);
+}
+
+static void test_transformer(void **state) {
+    (void)state;
+    sf_graph *g = build("transformer", 4);
+    const int64_t h = 768, v = 30522, ff = 3072;
+    int64_t layer = 4 * h * h + 4 * h + 2 * h + h * ff + ff + ff * h + h + 2 * h;
+    int64_t want = v * h + 512 * h + 2 * h + 12 * layer + h * v + v;
+    assert_true(params_of(g) == want);
+    const sf_op *attn = op_named(g, "layer11.attention");
+    assert_int_equal(attn->n_inputs, 1);
+    assert_int_equal(attn->params.attention.heads, 12);
+    assert_shape(&op_named(g, "layer11.ffn.fc1")->out_shapes[0], "4x128x3072");
+    assert_shape(&op_named(g, "layer11.ffn.ln")->out_shapes[0], "4x128x768");
+    assert_shape(&op_named(g, "loss")->out_shapes[0], "4x128x30522");
+    sf_graph_free(g);
+
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.hidden = 100; /* not a multiple of 12 heads */
+    sf_error err = {0};
+    assert_null(sf_model_build("transformer", &o, &err));
+    assert_int_equal(err.code, SF_ERR_INVALID);
+}
+
+static void test_errors(void **state) {
+    (void)state;
+    sf_model_options o;
+    sf_model_options_default(&o);
+    sf_error err = {0};
+
+    o.batch = 0;
+    for (int i = 0; i < sf_model_count(); i++) {
+        sf_error_clear(&err);
+        assert_null(sf_model_build(sf_model_name(i), &o, &err));
+        assert_int_equal(err.code, SF_ERR_INVALID);
+        assert_non_null(strstr(err.msg, "batch"));
+    }
+    o.batch = -5;
+    sf_error_clear(&err);
+    assert_null(sf_model_build("resnet50", &o, &err));
+    assert_int_equal(err.code, SF_ERR_INVALID);
+
+    o.batch = 8;
+    o.seq_len = -1;
+    sf_error_clear(&err);
+    assert_null(sf_model_build("rnnlm", &o, &err));
+    assert_int_equal(err.code, SF_ERR_INVALID);
+
+    o.seq_len = 1000; /* 1000 chunks of 1: more outputs than one split may have */
+    o.chunk = 1;
+    sf_error_clear(&err);
+    assert_null(sf_model_build("nmt", &o, &err));
+    assert_int_equal(err.code, SF_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "nmt"));
+
+    sf_error_clear(&err);
+    assert_null(sf_model_build("resnet51", &o, &err));
+    assert_int_equal(err.code, SF_ERR_NOTFOUND);
+    assert_non_null(strstr(err.msg, "resnet51"));
+    for (int i = 0; i < sf_model_count(); i++) assert_non_null(strstr(err.msg, sf_model_name(i)));
+    sf_error_clear(&err);
+    assert_null(sf_model_build(NULL, &o, &err));
+    assert_int_equal(err.code, SF_ERR_NOTFOUND);
+    assert_null(sf_model_build("nope", &o, NULL)); /* err may be NULL */
+
+    /* NULL options: the defaults (batch 64) */
+    sf_graph *g = sf_model_build("lenet5", NULL, &err);
+    assert_non_null(g);
+    sf_graph_stats st;
+    sf_graph_stats_compute(g, &st);
+    assert_int_equal(st.batch, 64);
+    sf_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_registry),     cmocka_unit_test(test_all_build),
+        cmocka_unit_test(test_cnn_params),   cmocka_unit_test(test_cnn_shapes),
+        cmocka_unit_test(test_alexnet_flops), cmocka_unit_test(test_rnnlm),
+        cmocka_unit_test(test_rnntc),        cmocka_unit_test(test_nmt),
+        cmocka_unit_test(test_mlp),          cmocka_unit_test(test_transformer),
+        cmocka_unit_test(test_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -1,0 +1,417 @@
+/*
+ * Simulator tests: exact hand-computed schedules (two operators on two devices,
+ * a multi-hop route, an all-reduce, two transfers contending for one link),
+ * invariants (one device = sum of task times; relabelled devices of a symmetric
+ * machine; data parallelism with free links), and delta simulation against full
+ * simulation over thousands of random single-operator changes.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "soapflow/cost.h"
+#include "soapflow/graph.h"
+#include "soapflow/machine.h"
+#include "soapflow/models.h"
+#include "soapflow/sim.h"
+#include "soapflow/strategy.h"
+
+/* A cost model with round numbers: forward 1 ms, backward 2 ms and update
+ * 0.5 ms for a whole operator, scaled by the tile's share; inputs 0.1 ms. */
+static double fixed_task_s(void *self, const sf_op *op, const sf_tile *t,
+                           const sf_device_kind *kind, sf_pass pass) {
+    (void)self;
+    (void)kind;
+    double frac = (double)sf_tile_numel(t) / (double)sf_shape_numel(&op->space);
+    if (op->type == SF_OP_INPUT) return 1e-4 * frac;
+    if (pass == SF_PASS_UPDATE) return 0.5e-3;
+    return (pass == SF_PASS_FWD ? 1e-3 : 2e-3) * frac;
+}
+static void fixed_free(void *self) { (void)self; }
+static const sf_cost_model_vtable fixed_vt = {"fixed", fixed_task_s, fixed_free};
+
+static sf_machine *make_machine(int nodes, int per_node, sf_intra_topology topo, double bw,
+                                double lat, int pcie_group) {
+    sf_machine_desc d;
+    memset(&d, 0, sizeof d);
+    snprintf(d.name, sizeof d.name, "test");
+    d.nodes = nodes;
+    d.devices_per_node = per_node;
+    snprintf(d.kind.name, sizeof d.kind.name, "dev");
+    d.kind.peak_flops[SF_DTYPE_FP32] = 1e12;
+    d.kind.mem_bw_Bps = 1e11;
+    d.kind.mem_bytes = 1e12;
+    d.intra = topo;
+    d.intra_bw_Bps = bw;
+    d.intra_latency_s = lat;
+    d.pcie_group = pcie_group;
+    d.pcie_up_bw_Bps = bw;
+    d.nics_per_node = 1;
+    d.inter_bw_Bps = bw;
+    d.inter_latency_s = lat;
+    sf_error err = {0};
+    sf_machine *m = sf_machine_build(&d, &err);
+    if (!m) fprintf(stderr, "%s\n", err.msg);
+    assert_non_null(m);
+    return m;
+}
+
+static sf_op_params linear_params(int64_t out) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = out;
+    return p;
+}
+
+static void place(sf_strategy *s, int op, int ndim, const int *deg, const int *devs) {
+    sf_config *c = sf_strategy_config(s, op);
+    assert_int_equal(sf_config_set_degrees(c, ndim, deg), SF_OK);
+    for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)devs[p];
+}
+
+#define EPS 1e-12
+
+/* x (4x8) -> a = linear(8) on device 0 -> b = linear(8) on device 1. */
+static void test_two_ops_two_devices(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
+    sf_graph *g = sf_graph_new("two");
+    sf_shape xs = sf_shape_make(2, (int64_t[]){4, 8});
+    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
+    sf_op_params lp = linear_params(8);
+    int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    int b = sf_graph_add_op(g, SF_OP_LINEAR, "b", &lp, (sf_tensor_ref[]){{a, 0}}, 1, &err);
+    assert_true(b >= 0);
+    sf_strategy *s = sf_strategy_new(g);
+    place(s, b, 2, (int[]){1, 1}, (int[]){1});
+    sf_cost_model cm = {&fixed_vt, NULL, m};
+    sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
+    assert_non_null(sim);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    /* x.fwd 0.1; a.fwd 1; xfer 10us + 128 B / 1 MB/s = 138 us; b.fwd 1; b.bwd 2;
+     * grad 138 us; a.bwd 2; a.update 0.5 (b's update overlaps on device 1). */
+    double xfer = 10e-6 + 128.0 / 1e6;
+    double expect = 0.1e-3 + 1e-3 + xfer + 1e-3 + 2e-3 + xfer + 2e-3 + 0.5e-3;
+    assert_true(fabs(r.iter_s - expect) < EPS);
+    assert_true(fabs(r.compute_s - 7.1e-3) < EPS);
+    assert_true(r.transfer_bytes == 256.0);
+    assert_true(r.sync_bytes == 0.0);
+    assert_true(fabs(r.transfer_s - 2 * xfer) < EPS);
+    /* x: 1, a: 2, b: 2, two transfers, two updates */
+    assert_int_equal(r.tasks, 1 + 2 + 2 + 2 + 2);
+    assert_true(r.fits);
+    sf_sim_free(sim);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+}
+
+/* The same on a PCIe tree where devices 0 and 2 sit under different switches:
+ * four links, store-and-forward, each latency + bytes / bandwidth. */
+static void test_multi_hop_route(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = make_machine(1, 4, SF_INTRA_PCIE_TREE, 1e6, 10e-6, 2);
+    sf_route rt;
+    sf_machine_route(m, 0, 2, &rt);
+    assert_int_equal(rt.n_links, 4);
+    sf_graph *g = sf_graph_new("hop");
+    sf_shape xs = sf_shape_make(2, (int64_t[]){4, 8});
+    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
+    sf_op_params lp = linear_params(8);
+    int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    int b = sf_graph_add_op(g, SF_OP_LINEAR, "b", &lp, (sf_tensor_ref[]){{a, 0}}, 1, &err);
+    sf_strategy *s = sf_strategy_new(g);
+    place(s, b, 2, (int[]){1, 1}, (int[]){2});
+    sf_cost_model cm = {&fixed_vt, NULL, m};
+    sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    double xfer = 4 * (10e-6 + 128.0 / 1e6);
+    double expect = 0.1e-3 + 1e-3 + xfer + 1e-3 + 2e-3 + xfer + 2e-3 + 0.5e-3;
+    assert_true(fabs(r.iter_s - expect) < EPS);
+    assert_true(r.intra_bytes == 2 * 4 * 128.0);
+    assert_int_equal(r.tasks, 1 + 2 + 2 + 8 + 2);
+    sf_sim_free(sim);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+}
+
+/* Data parallel linear over two devices: a ring all-reduce of its weights. */
+static void test_allreduce(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
+    sf_graph *g = sf_graph_new("ar");
+    sf_shape xs = sf_shape_make(2, (int64_t[]){4, 8});
+    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
+    sf_op_params lp = linear_params(8);
+    int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    sf_strategy *s = sf_strategy_new(g);
+    place(s, x, 2, (int[]){2, 1}, (int[]){0, 1});
+    place(s, a, 2, (int[]){2, 1}, (int[]){0, 1});
+    sf_cost_model cm = {&fixed_vt, NULL, m};
+    sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    /* weights 8*8+8 = 72 floats = 288 bytes; R = 2: each ring edge holds its link
+     * for 2(R-1) latencies + 2(R-1)/R * 288 B. Both edges run in parallel. */
+    double ar = 2 * 10e-6 + 288.0 / 1e6;
+    double expect = 0.05e-3 + 0.5e-3 + 1e-3 + ar + 0.5e-3;
+    assert_true(fabs(r.iter_s - expect) < EPS);
+    assert_true(r.sync_bytes == 2 * 288.0);
+    assert_true(r.transfer_bytes == 0.0);
+    assert_true(fabs(r.sync_s - 2 * ar) < EPS);
+    /* memory: weights + grads + momentum on each device */
+    assert_true(r.device_mem_bytes[0] >= 288.0 * 3);
+    sf_sim_free(sim);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+}
+
+/* x on device 0 feeds a and b on device 1: both transfers need link 0->1 at
+ * the same instant, so the second waits for the first. */
+static void test_link_contention(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
+    sf_graph *g = sf_graph_new("cont");
+    sf_shape xs = sf_shape_make(2, (int64_t[]){4, 8});
+    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
+    sf_op_params lp = linear_params(8);
+    int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    int b = sf_graph_add_op(g, SF_OP_LINEAR, "b", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    sf_strategy *s = sf_strategy_new(g);
+    place(s, a, 2, (int[]){1, 1}, (int[]){1});
+    place(s, b, 2, (int[]){1, 1}, (int[]){1});
+    sf_cost_model cm = {&fixed_vt, NULL, m};
+    sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    /* x [0, 0.1]; xfer to a [0.1, 0.1+t]; xfer to b waits for the link: [0.1+t,
+     * 0.1+2t]. Device 1 then runs, in ready order: a.fwd [0.1+t, 1.1+t], b.fwd
+     * (ready 0.1+2t) [1.1+t, 2.1+t], a.bwd (ready 1.1+t) [2.1+t, 4.1+t], b.bwd
+     * [4.1+t, 6.1+t], a.update (ready 4.1+t) [6.1+t, 6.6+t], b.update [6.6+t, 7.1+t].
+     * The input gets no gradient. */
+    double t = 10e-6 + 128.0 / 1e6;
+    assert_true(fabs(r.iter_s - (7.1e-3 + t)) < EPS);
+    assert_true(r.transfer_bytes == 256.0);
+    sf_sim_free(sim);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+}
+
+/* On one device the iteration time is the sum of all task times. */
+static void test_single_device_sum(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = sf_machine_preset("p100-4x4", &err);
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = 16;
+    const char *models[] = {"lenet5", "resnet18", "rnnlm"};
+    for (int i = 0; i < 3; i++) {
+        sf_graph *g = sf_model_build(models[i], &o, &err);
+        assert_non_null(g);
+        sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+        sf_strategy *s = sf_strategy_new(g);
+        assert_int_equal(sf_strategy_single(s, g, 0), SF_OK);
+        sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
+        sf_sim_result r;
+        assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+        assert_true(fabs(r.iter_s - r.compute_s) <= 1e-9 * r.compute_s);
+        assert_true(r.transfer_bytes == 0 && r.sync_bytes == 0);
+        assert_true(fabs(r.device_busy_s[0] - r.compute_s) <= 1e-9 * r.compute_s);
+        sf_sim_free(sim);
+        sf_strategy_free(s);
+        sf_cost_free(cm);
+        sf_graph_free(g);
+    }
+    sf_machine_free(m);
+}
+
+/* Relabelling the devices of a symmetric machine (a permutation inside a node of
+ * a switched machine) changes nothing. */
+static void test_relabel_symmetric(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = make_machine(1, 8, SF_INTRA_SWITCH, 50e9, 2e-6, 0);
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = 32;
+    sf_graph *g = sf_model_build("resnet18", &o, &err);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    sf_rng rng;
+    sf_rng_seed(&rng, 11);
+    sf_strategy *s = sf_strategy_new(g), *t = sf_strategy_new(g);
+    int perm[8] = {3, 7, 1, 0, 6, 2, 5, 4};
+    for (int i = 0; i < sf_graph_num_ops(g); i++) {
+        sf_config *c = sf_strategy_config(s, i);
+        sf_config_random(sf_graph_op(g, i), m, &rng, c);
+        sf_config *d = sf_strategy_config(t, i);
+        *d = *c;
+        for (int p = 0; p < d->n_parts; p++) d->device[p] = (int16_t)perm[c->device[p]];
+    }
+    sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
+    sf_sim_result r1, r2;
+    assert_int_equal(sf_sim_run(sim, s, &r1, &err), SF_OK);
+    assert_int_equal(sf_sim_run(sim, t, &r2, &err), SF_OK);
+    assert_true(fabs(r1.iter_s - r2.iter_s) <= 1e-12 * r1.iter_s);
+    assert_true(r1.transfer_bytes == r2.transfer_bytes);
+    assert_true(r1.sync_bytes == r2.sync_bytes);
+    assert_true(r1.peak_mem_bytes == r2.peak_mem_bytes);
+    sf_sim_free(sim);
+    sf_strategy_free(s);
+    sf_strategy_free(t);
+    sf_cost_free(cm);
+    sf_graph_free(g);
+    sf_machine_free(m);
+}
+
+/* Data parallelism with (nearly) free links divides compute time by the devices,
+ * when the batch splits evenly and the cost is linear in the tile. */
+static void test_data_parallel_free_links(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m1 = make_machine(1, 1, SF_INTRA_SWITCH, 1e30, 0, 0);
+    sf_machine *m4 = make_machine(1, 4, SF_INTRA_SWITCH, 1e30, 0, 0);
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = 64;
+    sf_graph *g = sf_model_build("lenet5", &o, &err);
+    sf_cost_model c1 = {&fixed_vt, NULL, m1}, c4 = {&fixed_vt, NULL, m4};
+    sf_strategy *s1 = sf_strategy_new(g), *s4 = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_data(s1, g, m1), SF_OK);
+    assert_int_equal(sf_strategy_data(s4, g, m4), SF_OK);
+    sf_sim *a = sf_sim_new(g, m1, &c1, NULL, &err), *b = sf_sim_new(g, m4, &c4, NULL, &err);
+    sf_sim_result r1, r4;
+    assert_int_equal(sf_sim_run(a, s1, &r1, &err), SF_OK);
+    assert_int_equal(sf_sim_run(b, s4, &r4, &err), SF_OK);
+    /* updates do not shrink with more replicas: compare forward+backward only */
+    int n_upd = 0;
+    for (int i = 0; i < sf_graph_num_ops(g); i++) n_upd += sf_graph_op(g, i)->n_params > 0;
+    double upd = n_upd * 0.5e-3;
+    double fb1 = r1.iter_s - upd, fb4 = r4.iter_s - upd;
+    assert_true(fabs(fb4 - fb1 / 4) <= 1e-6 * fb1);
+    sf_sim_free(a);
+    sf_sim_free(b);
+    sf_strategy_free(s1);
+    sf_strategy_free(s4);
+    sf_graph_free(g);
+    sf_machine_free(m1);
+    sf_machine_free(m4);
+}
+
+static void results_equal(const sf_sim_result *a, const sf_sim_result *b) {
+    assert_true(a->iter_s == b->iter_s);
+    assert_true(a->compute_s == b->compute_s || fabs(a->compute_s - b->compute_s) <= 1e-12 * a->compute_s);
+    assert_true(a->transfer_bytes == b->transfer_bytes);
+    assert_true(a->sync_bytes == b->sync_bytes);
+    assert_true(a->peak_mem_bytes == b->peak_mem_bytes ||
+                fabs(a->peak_mem_bytes - b->peak_mem_bytes) <= 1e-9 * a->peak_mem_bytes);
+    assert_int_equal(a->fits, b->fits);
+    assert_int_equal(a->tasks, b->tasks);
+}
+
+/* Delta simulation equals full simulation after every random single-operator change. */
+static void delta_vs_full(const char *model, int64_t batch, sf_machine *m, int moves,
+                          uint64_t seed) {
+    sf_error err = {0};
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = batch;
+    o.seq_len = 8;
+    sf_graph *g = sf_model_build(model, &o, &err);
+    assert_non_null(g);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    sf_strategy *s = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
+    sf_sim *delta = sf_sim_new(g, m, cm, NULL, &err), *full = sf_sim_new(g, m, cm, NULL, &err);
+    sf_sim_result rd, rf;
+    assert_int_equal(sf_sim_run(delta, s, &rd, &err), SF_OK);
+    sf_rng rng;
+    sf_rng_seed(&rng, seed);
+    int n = sf_graph_num_ops(g);
+    for (int it = 0; it < moves; it++) {
+        int op = (int)sf_rng_below(&rng, (uint64_t)n);
+        sf_config c;
+        sf_config_random(sf_graph_op(g, op), m, &rng, &c);
+        *sf_strategy_config(s, op) = c;
+        assert_int_equal(sf_sim_update(delta, op, &c, &rd, &err), SF_OK);
+        assert_int_equal(sf_sim_run(full, s, &rf, &err), SF_OK);
+        results_equal(&rd, &rf);
+    }
+    sf_sim_free(delta);
+    sf_sim_free(full);
+    sf_strategy_free(s);
+    sf_cost_free(cm);
+    sf_graph_free(g);
+}
+
+static void test_delta_equals_full(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *p100 = sf_machine_preset("p100-4x4", &err);
+    sf_machine *k80 = sf_machine_preset("k80-16x4", &err);
+    sf_machine *k8 = sf_machine_subset(k80, 8, &err);
+    assert_non_null(k8);
+    delta_vs_full("lenet5", 64, p100, 1000, 1);
+    delta_vs_full("alexnet", 32, k8, 300, 2);
+    delta_vs_full("rnnlm", 32, p100, 500, 3);
+    delta_vs_full("inception_v3", 16, k8, 200, 4);
+    delta_vs_full("transformer", 8, p100, 200, 5);
+    sf_machine_free(k8);
+    sf_machine_free(k80);
+    sf_machine_free(p100);
+}
+
+static void test_update_errors(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
+    sf_graph *g = sf_graph_new("e");
+    sf_shape xs = sf_shape_make(2, (int64_t[]){4, 8});
+    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
+    sf_op_params lp = linear_params(8);
+    int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    sf_cost_model cm = {&fixed_vt, NULL, m};
+    sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
+    sf_config c = *sf_strategy_get(sf_sim_strategy(sim), a);
+    sf_sim_result r;
+    assert_int_not_equal(sf_sim_update(sim, a, &c, &r, &err), SF_OK); /* before a run */
+    sf_strategy *s = sf_strategy_new(g);
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    c.device[0] = 5; /* out of range */
+    sf_error_clear(&err);
+    assert_int_not_equal(sf_sim_update(sim, a, &c, &r, &err), SF_OK);
+    assert_non_null(strstr(err.msg, "a"));
+    sf_sim_free(sim);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_two_ops_two_devices),
+        cmocka_unit_test(test_multi_hop_route),
+        cmocka_unit_test(test_allreduce),
+        cmocka_unit_test(test_link_contention),
+        cmocka_unit_test(test_single_device_sum),
+        cmocka_unit_test(test_relabel_symmetric),
+        cmocka_unit_test(test_data_parallel_free_links),
+        cmocka_unit_test(test_update_errors),
+        cmocka_unit_test(test_delta_equals_full),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -75,6 +75,10 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
  * re-propagate times. The result equals sf_sim_run on the changed strategy. */
 sf_status sf_sim_update(sf_sim *sim, int op, const sf_config *c, sf_sim_result *r,
                         sf_error *err);
+/* Undo the last sf_sim_update (one level): the simulator returns to the strategy
+ * and schedule it had before, and r (when non-NULL) gets that result again. The
+ * MCMC search calls it for every rejected proposal. */
+sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err);
 /* The strategy the simulator holds now (after run/update). */
 const sf_strategy *sf_sim_strategy(const sf_sim *sim);
 

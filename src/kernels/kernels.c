@@ -19,6 +19,7 @@
 
 #include <assert.h>
 #include <limits.h>
+#include <string.h>
 
 #include <cblas.h>
 
@@ -65,26 +66,27 @@ void sf_im2col(const sf_window2d *g, const float *x, float *col, int64_t ld, int
     for (int64_t c = 0; c < g->channels; c++) {
         const float *xc = x + c * plane;
         for (int64_t i = 0; i < g->kh; i++) {
+            /* input row of output row oh: hbase + oh * sh; rows [hlo, hhi) exist */
+            int64_t hbase = g->oh0 * g->sh - g->ph + i * g->dh - g->ih0;
+            int64_t hlo, hhi;
+            valid_range(hbase, g->sh, g->ihn, g->ohn, &hlo, &hhi);
             for (int64_t j = 0; j < g->kw; j++) {
                 float *row = col + ((c * g->kh + i) * g->kw + j) * ld + col0;
                 int64_t wbase = g->ow0 * sw - g->pw + j * g->dw - g->iw0;
                 int64_t wlo, whi;
                 valid_range(wbase, sw, g->iwn, own, &wlo, &whi);
-                for (int64_t oh = 0; oh < g->ohn; oh++) {
+                /* output rows are contiguous in col: zero the padded ones at once */
+                if (hlo > 0) memset(row, 0, (size_t)(hlo * own) * sizeof *row);
+                if (hhi < g->ohn)
+                    memset(row + hhi * own, 0, (size_t)((g->ohn - hhi) * own) * sizeof *row);
+                int64_t nvalid = whi - wlo;
+                for (int64_t oh = hlo; oh < hhi; oh++) {
                     float *dst = row + oh * own;
-                    int64_t ih = (g->oh0 + oh) * g->sh - g->ph + i * g->dh - g->ih0;
-                    if (ih < 0 || ih >= g->ihn) {
-                        for (int64_t ow = 0; ow < own; ow++) dst[ow] = 0.0f;
-                        continue;
-                    }
-                    /* src[ow * sw] is the input under output column ow; only
-                     * [wlo, whi) of it lies inside the region */
-                    const float *src = xc + ih * g->iwn;
+                    /* src[ow * sw] lies under output column ow, inside for [wlo, whi) */
+                    const float *src = xc + (hbase + oh * g->sh) * g->iwn;
                     for (int64_t ow = 0; ow < wlo; ow++) dst[ow] = 0.0f;
-                    if (sw == 1 && whi > wlo) {
-                        const float *s1 = src + (wbase + wlo);
-                        float *d1 = dst + wlo;
-                        for (int64_t q = 0; q < whi - wlo; q++) d1[q] = s1[q];
+                    if (sw == 1 && nvalid > 0) {
+                        memcpy(dst + wlo, src + (wbase + wlo), (size_t)nvalid * sizeof *dst);
                     } else {
                         for (int64_t ow = wlo; ow < whi; ow++) dst[ow] = src[wbase + ow * sw];
                     }
@@ -95,25 +97,33 @@ void sf_im2col(const sf_window2d *g, const float *x, float *col, int64_t ld, int
     }
 }
 
+/* Rows at least this long are added with the BLAS's vector axpy; shorter ones
+ * with a plain loop, cheaper than the call. */
+#define COL2IM_AXPY_MIN 32
+
 void sf_col2im(const sf_window2d *g, const float *col, int64_t ld, int64_t col0, float *x) {
     const int64_t plane = g->ihn * g->iwn, own = g->own, sw = g->sw;
     for (int64_t c = 0; c < g->channels; c++) {
         float *xc = x + c * plane;
         for (int64_t i = 0; i < g->kh; i++) {
+            int64_t hbase = g->oh0 * g->sh - g->ph + i * g->dh - g->ih0;
+            int64_t hlo, hhi;
+            valid_range(hbase, g->sh, g->ihn, g->ohn, &hlo, &hhi);
             for (int64_t j = 0; j < g->kw; j++) {
                 const float *row = col + ((c * g->kh + i) * g->kw + j) * ld + col0;
                 int64_t wbase = g->ow0 * sw - g->pw + j * g->dw - g->iw0;
                 int64_t wlo, whi;
                 valid_range(wbase, sw, g->iwn, own, &wlo, &whi);
-                for (int64_t oh = 0; oh < g->ohn; oh++) {
-                    int64_t ih = (g->oh0 + oh) * g->sh - g->ph + i * g->dh - g->ih0;
-                    if (ih < 0 || ih >= g->ihn) continue;
+                for (int64_t oh = hlo; oh < hhi; oh++) {
                     const float *src = row + oh * own;
-                    float *dst = xc + ih * g->iwn;
-                    if (sw == 1 && whi > wlo) {
+                    float *dst = xc + (hbase + oh * g->sh) * g->iwn;
+                    int64_t nvalid = whi - wlo;
+                    if (sw == 1 && nvalid >= COL2IM_AXPY_MIN) {
+                        cblas_saxpy((int)nvalid, 1.0f, src + wlo, 1, dst + (wbase + wlo), 1);
+                    } else if (sw == 1 && nvalid > 0) {
                         float *d1 = dst + (wbase + wlo);
                         const float *s1 = src + wlo;
-                        for (int64_t q = 0; q < whi - wlo; q++) d1[q] += s1[q];
+                        for (int64_t q = 0; q < nvalid; q++) d1[q] += s1[q];
                     } else {
                         for (int64_t ow = wlo; ow < whi; ow++) dst[wbase + ow * sw] += src[ow];
                     }

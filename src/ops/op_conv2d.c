@@ -11,14 +11,18 @@
  *
  * Kernels (see soapflow/kernels.h for buffers and weight layout): the reference
  * kernels are direct convolution loops, the definition. The fast kernels unfold
- * the input region with im2col and multiply with SGEMM, one group at a time, over
- * a chunk of several images at once: with small feature maps (LeNet, AlexNet's
- * 13x13) one image gives GEMMs too narrow to run at BLAS speed, so the columns
- * of up to CONV_COL_ELEMS elements' worth of images are multiplied together and
- * the (C_out, images*H*W) result is permuted back to NCHW (a copy of one output,
- * K times cheaper than the GEMM). Backward multiplies the permuted output
- * gradient by the columns for the weight gradient, then reuses the column
- * buffer for W^T * dY and folds it back with col2im.
+ * the input region with im2col and multiply with SGEMM, one group at a time, block
+ * by block. A block holds at most CONV_COL_ELEMS column elements (4 MiB, chosen
+ * from measurements of 2^17..2^22 on AlexNet and ResNet shapes: near L2 size,
+ * while GEMMs stay wide). With small feature maps (LeNet, AlexNet's 13x13) one image
+ * gives GEMMs too narrow to run at BLAS speed, so a block is several whole images
+ * and the (C_out, images*H*W) result is permuted back to NCHW (a copy of one
+ * output, K times cheaper than the GEMM); with large ones (ResNet's 56x56) a block
+ * is a band of output rows of one image, and the GEMM writes into y directly.
+ * Backward multiplies the output gradient by the columns for the weight gradient,
+ * then reuses the column buffer for W^T * dY and folds it back with col2im.
+ * Per-image im2col of the whole tile was rejected: (K, N*H*W) columns of a ResNet
+ * layer are hundreds of MiB.
  */
 #include <stddef.h>
 #include <string.h>
@@ -135,7 +139,9 @@ static void conv2d_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
 
 /* ---- kernels ----------------------------------------------------------- */
 
-/* Most column-buffer elements (fp32) one fast-kernel block unfolds. */
+/* Most column-buffer elements (fp32) one fast-kernel block unfolds. A build may
+ * override it (-DCONV_COL_ELEMS=64 makes every block one row: a stress test of
+ * the block logic). */
 #ifndef CONV_COL_ELEMS
 #define CONV_COL_ELEMS ((int64_t)1 << 20)
 #endif

@@ -134,6 +134,7 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     else
         sf_sim_options_default(&sim->opt);
     sim->n_ops = n_ops;
+    sim->undo_op = -1;
     sim->n_dev = sf_machine_num_devices(m);
     sim->n_links = sf_machine_num_links(m);
     sim->n_res = sim->n_dev + sim->n_links;
@@ -698,6 +699,7 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
     sf_status st = sf_strategy_validate(s, sim->g, sim->m, err);
     if (st != SF_OK) return st;
     sf_strategy_copy(sim->s, s);
+    sim->undo_op = -1;
     for (int opi = 0; opi < sim->n_ops; opi++) {
         FOR_OP_BLOCKS(sim, opi, bid) { sim->dirty[bid] = 1; }
     }
@@ -712,6 +714,8 @@ sf_status sf_sim_update(sf_sim *sim, int opi, const sf_config *c, sf_sim_result 
     if (!op) return sf_error_set(err, SF_ERR_INVALID, "operator %d out of range", opi);
     sf_status st = sf_config_validate(op, sim->m, c, err);
     if (st != SF_OK) return st;
+    sim->undo_op = opi;
+    sim->undo_cfg = *sf_strategy_get(sim->s, opi);
     *sf_strategy_config(sim->s, opi) = *c;
     sim->dirty[block_id(opi, SLOT_CORE)] = 1;
     for (int k = 0; k < op->n_inputs; k++) sim->dirty[block_id(opi, 1 + k)] = 1;
@@ -719,6 +723,16 @@ sf_status sf_sim_update(sf_sim *sim, int opi, const sf_config *c, sf_sim_result 
         sim->dirty[block_id(sim->cons[i].op, 1 + sim->cons[i].out)] = 1;
     if (sim->group_owner[opi] >= 0) sim->dirty[block_id(sim->group_owner[opi], SLOT_SYNC)] = 1;
     return simulate(sim, r, err);
+}
+
+sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
+    if (sim->undo_op < 0) return sf_error_set(err, SF_ERR_INVALID, "nothing to revert");
+    int op = sim->undo_op;
+    sf_config c = sim->undo_cfg;
+    sf_sim_result tmp;
+    sf_status st = sf_sim_update(sim, op, &c, r ? r : &tmp, err);
+    sim->undo_op = -1;
+    return st;
 }
 
 const sim_task *sim_task_of(const sf_sim *sim, int64_t gid, int *block) {

@@ -80,6 +80,8 @@ struct sf_sim {
     sf_strategy *s; /* current strategy */
     int n_ops, n_dev, n_links, n_res;
     int has_run;
+    int undo_op;          /* operator changed by the last update, -1 when none */
+    sf_config undo_cfg;   /* its config before that update */
 
     /* weight groups: owner of each op's weights (itself when it owns them) */
     int *group_owner; /* [n_ops]: op id of the owner, -1 when no weights */

@@ -344,12 +344,34 @@ static void delta_vs_full(const char *model, int64_t batch, sf_machine *m, int m
     int n = sf_graph_num_ops(g);
     for (int it = 0; it < moves; it++) {
         int op = (int)sf_rng_below(&rng, (uint64_t)n);
-        sf_config c;
+        sf_config c, old = *sf_strategy_get(s, op);
         sf_config_random(sf_graph_op(g, op), m, &rng, &c);
         *sf_strategy_config(s, op) = c;
         assert_int_equal(sf_sim_update(delta, op, &c, &rd, &err), SF_OK);
         assert_int_equal(sf_sim_run(full, s, &rf, &err), SF_OK);
         results_equal(&rd, &rf);
+        /* the same move, bounded below its true time, is cut off and reverts cleanly */
+        if (it % 7 == 0) {
+            assert_int_equal(sf_sim_revert(delta, NULL, &err), SF_OK);
+            sf_sim_result rb;
+            assert_int_equal(sf_sim_update_bounded(delta, op, &c, rf.iter_s * 0.999, &rb, &err),
+                             SF_OK);
+            assert_int_equal(rb.cut_off, 1);
+            assert_true(rb.iter_s > rf.iter_s * 0.999);
+            assert_int_not_equal(sf_sim_update(delta, op, &c, &rd, &err), SF_OK);
+            sf_error_clear(&err);
+            assert_int_equal(sf_sim_revert(delta, NULL, &err), SF_OK);
+            assert_int_equal(sf_sim_update_bounded(delta, op, &c, rf.iter_s, &rd, &err), SF_OK);
+            assert_int_equal(rd.cut_off, 0);
+            results_equal(&rd, &rf);
+        }
+        if (sf_rng_below(&rng, 2)) { /* a rejected proposal: undo it */
+            *sf_strategy_config(s, op) = old;
+            assert_int_equal(sf_sim_revert(delta, &rd, &err), SF_OK);
+            assert_int_equal(sf_sim_run(full, s, &rf, &err), SF_OK);
+            results_equal(&rd, &rf);
+            assert_true(sf_config_equal(sf_strategy_get(sf_sim_strategy(delta), op), &old));
+        }
     }
     sf_sim_free(delta);
     sf_sim_free(full);

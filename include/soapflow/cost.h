@@ -15,6 +15,8 @@
 #ifndef SOAPFLOW_COST_H
 #define SOAPFLOW_COST_H
 
+#include <stdio.h>
+
 #include "soapflow/graph.h"
 #include "soapflow/machine.h"
 
@@ -59,6 +61,134 @@ const char *sf_cost_name(const sf_cost_model *cm);
 /* Time in seconds of the task that runs tile `t` of `op` on `device`. */
 double sf_cost_task_s(const sf_cost_model *cm, const sf_op *op, const sf_tile *t, int device,
                       sf_pass pass);
+
+/* ---- the profiled model ------------------------------------------------
+ *
+ * A profile database maps a *key* (what determines a task's run time on one
+ * kind of device: the operator type, its parameters, the extents of the tile
+ * and of the input regions the tile reads) to the measured median forward and
+ * backward times. It holds the measurements of one device kind. The file
+ * format is docs/formats-costs.md:
+ *
+ *     sf_profile_db *db = sf_profile_db_load_json("costs.json", &err);
+ *     sf_cost_model *cm = sf_cost_profiled_new(m, db, sf_cost_analytic_new(m, NULL));
+ *     ... simulate with cm ...
+ *     char buf[256];
+ *     if (sf_cost_profiled_misses(cm, buf, sizeof buf) > 0) warn("not measured: %s", buf);
+ *     sf_cost_free(cm);                     // frees db and the fallback too
+ *
+ * Keys read like
+ *     conv2d|out_channels=16,kernel=5x5,stride=1x1,padding=0x0,dilation=1x1,groups=1,bias=1
+ *         |tile=32x16x10x10|in=32x6x14x14
+ * (one line): tiles that differ only in position but read regions of the same
+ * extents share a key; a tile at a border of a split image has a clipped halo
+ * and so a key of its own. The global batch never enters a key, only extents. */
+
+#define SF_PROFILE_KEY_MAX 2048 /* longest key, NUL included */
+
+typedef struct sf_profile_entry {
+    const char *key;  /* owned by the database */
+    sf_op_type op;
+    double fwd_s;     /* median forward time, seconds */
+    double bwd_s;     /* median backward time, seconds */
+    int reps;         /* timed repetitions behind the medians */
+} sf_profile_entry;
+
+typedef struct sf_profile_db sf_profile_db;
+
+/* The key of tile t of op, written into buf (n >= SF_PROFILE_KEY_MAX is always
+ * enough). Returns buf, or NULL when it does not fit in n bytes. */
+char *sf_profile_key(const sf_op *op, const sf_tile *t, char *buf, size_t n);
+
+/* device_kind: the sf_device_kind name the times were measured on ("" or NULL:
+ * not yet known; set by the first sf_profile_model). NULL when out of memory. */
+sf_profile_db *sf_profile_db_new(const char *device_kind);
+void sf_profile_db_free(sf_profile_db *db);
+const char *sf_profile_db_device_kind(const sf_profile_db *db);
+sf_status sf_profile_db_set_device_kind(sf_profile_db *db, const char *name, sf_error *err);
+int sf_profile_db_count(const sf_profile_db *db);
+/* Entry i (0 <= i < count), in insertion order (a file's entries in file order). */
+const sf_profile_entry *sf_profile_db_entry(const sf_profile_db *db, int i);
+/* The entry of key, or NULL. */
+const sf_profile_entry *sf_profile_db_lookup(const sf_profile_db *db, const char *key);
+/* Add an entry, or replace the times of an existing key. Times finite and
+ * >= 0, reps >= 1, key non-empty and shorter than SF_PROFILE_KEY_MAX. */
+sf_status sf_profile_db_insert(sf_profile_db *db, const char *key, sf_op_type op, double fwd_s,
+                               double bwd_s, int reps, sf_error *err);
+
+/* JSON (docs/formats-costs.md). Reading is strict (unknown or duplicate keys,
+ * bad numbers are errors naming the file and field); writing is atomic, with
+ * entries sorted by key and each number in the fewest digits that read back. */
+sf_profile_db *sf_profile_db_parse_json(const char *text, const char *origin, sf_error *err);
+sf_profile_db *sf_profile_db_load_json(const char *path, sf_error *err);
+char *sf_profile_db_to_json(const sf_profile_db *db, sf_error *err); /* malloc'd */
+sf_status sf_profile_db_save_json(const sf_profile_db *db, const char *path, sf_error *err);
+
+/* A cost model that answers forward and backward tasks from db and everything
+ * else from fallback: keys not in db, devices of another kind than db's, and
+ * every update task (the update is a bandwidth-bound loop that the analytic
+ * model already times well; see docs/cost-model.md). Input operators have no
+ * kernel and are not counted as misses. Takes ownership of db and fallback,
+ * also when it fails (NULL: out of memory, or a NULL argument). */
+sf_cost_model *sf_cost_profiled_new(const sf_machine *m, sf_profile_db *db,
+                                    sf_cost_model *fallback);
+/* The database of a profiled model, or NULL when cm is another kind of model. */
+const sf_profile_db *sf_cost_profiled_db(const sf_cost_model *cm);
+
+/* What the profiled model could not answer from its database, so that a
+ * command can say which results rest on the analytic model. Counts are of
+ * task_s calls (forward and backward), not of distinct keys. Not thread-safe:
+ * one model per thread. */
+typedef struct sf_profile_stats {
+    int64_t hits, misses;
+    int64_t misses_by_type[SF_OP_COUNT];
+} sf_profile_stats;
+
+/* SF_ERR_INVALID when cm is not a profiled model. */
+sf_status sf_cost_profiled_stats(const sf_cost_model *cm, sf_profile_stats *out);
+void sf_cost_profiled_reset_stats(sf_cost_model *cm);
+/* "lstm (12 tasks), attention (4 tasks)" into buf (truncated to n); returns the
+ * number of operator types that missed (0 for any other kind of model). */
+int sf_cost_profiled_misses(const sf_cost_model *cm, char *buf, size_t n);
+
+/* ---- the profiler --------------------------------------------------------
+ *
+ * Measures, with the real fast CPU kernels on this machine, every distinct key
+ * the search space of g on m can produce: for each operator, every tuple of
+ * degrees over its splittable dimensions whose product is at most max_devices
+ * (and SF_MAX_PARTS), and every part of each such config. Keys already in db
+ * are reused, not measured again, so a second run over the same model costs
+ * only the enumeration. Operators without a fast kernel are skipped and
+ * counted by type in the report. The measurement runs on one thread: it sets
+ * OpenBLAS to one thread for the rest of the process (openblas_set_num_threads),
+ * as one device of a CPU machine is one single-threaded rank. */
+typedef struct sf_profile_options {
+    int reps;           /* timed runs per key, >= 1 (default 10) */
+    int warmup;         /* untimed runs before them, >= 0 (default 2) */
+    int max_devices;    /* cap on parts of a config; 0: the machine's devices */
+    double max_bytes;   /* skip keys whose buffers need more; 0: the device memory */
+    FILE *progress;     /* progress bar (drawn only on a terminal), or NULL */
+    uint64_t seed;      /* for the random contents of the buffers */
+} sf_profile_options;
+
+void sf_profile_options_default(sf_profile_options *o);
+
+typedef struct sf_profile_report {
+    int keys;           /* distinct keys of the search space (input operators aside) */
+    int measured;       /* new entries */
+    int reused;         /* already in db */
+    int skipped;        /* not measured: no kernel, too large, or a kernel error */
+    int too_large;      /* of skipped: over max_bytes */
+    int failed;         /* of skipped: the kernel returned an error */
+    int skipped_by_type[SF_OP_COUNT]; /* keys skipped for want of a fast kernel */
+    double seconds;     /* wall time of the whole run */
+    char first_failure[256]; /* the first kernel error, or "" */
+} sf_profile_report;
+
+/* db's device kind must be unset or equal to m's (device 0's) kind: SF_ERR_INVALID
+ * otherwise. On an error the entries measured so far stay in db. */
+sf_status sf_profile_model(const sf_graph *g, const sf_machine *m, sf_profile_db *db,
+                           const sf_profile_options *o, sf_profile_report *r, sf_error *err);
 
 #ifdef __cplusplus
 }

@@ -324,6 +324,10 @@ typedef struct sf_op_mem {
 
 /* Region of input `input` that tile `t` needs (clamped to the input's shape). */
 void sf_op_input_region(const sf_op *op, const sf_tile *t, int input, sf_tile *region);
+/* 1 when output `output` is the parallel space itself (a tile of the space is
+ * the same tile of that output), which lets callers find producer parts by index
+ * arithmetic instead of testing every part. */
+int sf_op_output_is_space(const sf_op *op, int output);
 /* Part of output `output` that tile `t` produces (may be empty). */
 void sf_op_output_tile(const sf_op *op, const sf_tile *t, int output, sf_tile *out);
 void sf_op_tile_cost(const sf_op *op, const sf_tile *t, sf_op_cost *c);

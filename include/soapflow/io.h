@@ -46,7 +46,8 @@ sf_status sf_machine_desc_parse_json(const char *text, const char *origin, sf_ma
 sf_status sf_machine_desc_load_json(const char *path, sf_machine_desc *out, sf_error *err);
 char *sf_machine_desc_to_json(const sf_machine_desc *d, sf_error *err);
 sf_status sf_machine_desc_save_json(const sf_machine_desc *d, const char *path, sf_error *err);
-/* A preset name or a JSON file path. */
+/* A preset name or a JSON file path; "NAME[N]" takes the first N devices of it
+ * (sf_machine_subset), e.g. "p100-4x4[8]" is two nodes of the P100 cluster. */
 sf_machine *sf_machine_open(const char *name_or_path, sf_error *err);
 
 /* ---- strategy files (JSON) --------------------------------------------- */

@@ -27,6 +27,9 @@
  * only the rows it owns. Layouts (fp32, row-major, bias right after weights):
  *   conv2d  W (C_out, C_in/groups, kh, kw), then bias (C_out) when bias is on
  *   linear  W (out_features, in_features),   then bias (out_features) when on
+ *   batchnorm  scale (C), then shift (C), when affine (else no weights)
+ *   layernorm  scale (D), then shift (D), when affine (else no weights)
+ *   embedding  table (num_embeddings, embedding_dim)
  *
  * Semantics: forward OVERWRITES the output tiles. Backward ACCUMULATES into
  * grad_in (input-region layout) and grad_weights (full layout): the caller
@@ -43,6 +46,7 @@
 #define SOAPFLOW_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 
 #include "soapflow/core.h"
@@ -76,6 +80,18 @@ typedef struct sf_kernel_args {
 
     void *workspace;              /* scratch owned by the caller */
     size_t workspace_bytes;       /* >= sf_kernel_workspace_bytes(op, &tile, backward) */
+
+    /* Per-call data of a few operators (ignored by the others; zero is fine). */
+    uint64_t seed;                /* dropout: the mask is a hash of (seed, op->id, global
+                                   * element index), so any tiling draws the same mask and
+                                   * backward recomputes it; pass the same seed to the
+                                   * forward and backward of one iteration */
+    const int32_t *labels;        /* softmax_ce: class of each row of the tile (rows are
+                                   * the leading dimensions, row-major), in [0, C); needed
+                                   * by backward, and by forward when loss is set */
+    double *loss;                 /* softmax_ce forward: NULL, or accumulates the tile's
+                                   * share of the mean cross-entropy (sum over its rows
+                                   * of -log p[label] / rows of the whole tensor) */
 } sf_kernel_args;
 
 /* Scratch bytes the kernels of `op` need for tile `t` (forward when backward is

@@ -34,8 +34,9 @@ extern "C" {
 /* ---- OptCNN: additive cost model and dynamic programming ------------------- */
 
 /* Candidate configs of one operator under OptCNN's space: degree tuples over its
- * splittable dimensions whose product p divides into the devices, placed on p
- * contiguous devices starting at a multiple of p. */
+ * splittable dimensions whose product p is a power of two or divides the device
+ * count (p <= devices), part i on device i: contiguous devices from 0, as in
+ * OptCNN. */
 typedef struct sf_optcnn_options {
     int max_configs;     /* per operator cap (0: no cap) */
     int check_memory;    /* drop configs whose parts do not fit on a device */

@@ -57,6 +57,7 @@ typedef struct sf_sim_result {
     double peak_mem_bytes;  /* largest per-device memory */
     int fits;               /* 1 when every device's memory fits its capacity */
     int64_t tasks;          /* tasks in the task graph */
+    int cut_off;            /* 1: a bounded update stopped early (iter_s > its bound) */
     int n_devices;
     double *device_busy_s;  /* [n_devices], owned by the simulator, valid until next call */
     double *device_mem_bytes; /* [n_devices] */
@@ -75,6 +76,13 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
  * re-propagate times. The result equals sf_sim_run on the changed strategy. */
 sf_status sf_sim_update(sf_sim *sim, int op, const sf_config *c, sf_sim_result *r,
                         sf_error *err);
+/* sf_sim_update that gives up as soon as the iteration is sure to take longer
+ * than bound_s: then r->cut_off is 1, r->iter_s is a lower bound above bound_s,
+ * the other fields are not filled, and the next call must be sf_sim_revert (or
+ * a full sf_sim_run). Metropolis-Hastings knows before simulating how slow a
+ * proposal may be and still be accepted, so most bad proposals end early. */
+sf_status sf_sim_update_bounded(sf_sim *sim, int op, const sf_config *c, double bound_s,
+                                sf_sim_result *r, sf_error *err);
 /* Undo the last sf_sim_update (one level): the simulator returns to the strategy
  * and schedule it had before, and r (when non-NULL) gets that result again. The
  * MCMC search calls it for every rejected proposal. */

@@ -376,3 +376,38 @@ sf_status sf_cli_machine_desc(const char *name_or_path, sf_machine_desc *out, sf
     fclose(f);
     return sf_machine_desc_load_json(name_or_path, out, err);
 }
+
+/* ---- cost models --------------------------------------------------------- */
+
+int sf_cli_cost_model_open(const sf_machine *m, const char *costs_path, sf_cost_model **out) {
+    *out = NULL;
+    sf_cost_model *analytic = sf_cost_analytic_new(m, NULL);
+    if (!analytic) return sf_cli_fail("out of memory");
+    if (!costs_path) {
+        *out = analytic;
+        return SF_EXIT_OK;
+    }
+    sf_error err = {0};
+    sf_profile_db *db = sf_profile_db_load_json(costs_path, &err);
+    if (!db) {
+        sf_cost_free(analytic);
+        return sf_cli_fail_err(&err);
+    }
+    const char *kind = sf_machine_device_kind(m, 0)->name;
+    if (strcmp(sf_profile_db_device_kind(db), kind) != 0)
+        SF_LOG_WARN_F("%s: measured on device kind '%s', but machine '%s' has '%s': every task "
+                      "falls back to the analytic model",
+                      costs_path, sf_profile_db_device_kind(db), sf_machine_name(m), kind);
+    *out = sf_cost_profiled_new(m, db, analytic); /* takes both, even when it fails */
+    return *out ? SF_EXIT_OK : sf_cli_fail("out of memory");
+}
+
+void sf_cli_cost_model_report(const sf_cost_model *cm) {
+    char buf[512];
+    sf_profile_stats st;
+    if (sf_cost_profiled_stats(cm, &st) != SF_OK || st.misses == 0) return;
+    sf_cost_profiled_misses(cm, buf, sizeof buf);
+    SF_LOG_WARN_F("not measured, analytic estimate used: %s (run 'soapflow profile' with this "
+                  "model and machine)",
+                  buf);
+}

@@ -36,7 +36,10 @@
 #include <jansson.h>
 
 #include "soapflow/core.h"
+#include "soapflow/cost.h"
+#include "soapflow/graph.h"
 #include "soapflow/machine.h"
+#include "soapflow/strategy.h"
 
 #ifndef SOAPFLOW_VERSION
 #define SOAPFLOW_VERSION "0.1.0"
@@ -57,6 +60,11 @@ typedef struct sf_cli_command {
 int sf_cmd_models(int argc, char **argv);   /* cmd_models.c */
 int sf_cmd_machines(int argc, char **argv); /* cmd_machines.c */
 int sf_cmd_graph(int argc, char **argv);    /* cmd_graph.c */
+int sf_cmd_simulate(int argc, char **argv); /* cmd_simulate.c */
+int sf_cmd_search(int argc, char **argv);   /* cmd_search.c */
+int sf_cmd_bench(int argc, char **argv);    /* cmd_bench.c: sub-commands sim, kernels */
+int sf_cmd_profile(int argc, char **argv);  /* cmd_profile.c */
+int sf_cmd_calibrate(int argc, char **argv); /* cmd_calibrate.c: MPI, under mpirun */
 
 /* ---- errors ------------------------------------------------------------ */
 
@@ -135,5 +143,42 @@ int sf_cli_is_path(const char *name);
 /* The description of a machine preset or machine JSON file, found as
  * sf_machine_open finds machines (without building the machine). */
 sf_status sf_cli_machine_desc(const char *name_or_path, sf_machine_desc *out, sf_error *err);
+
+/* ---- a model, a machine and a strategy (cmd_simulate.c) ------------------ */
+
+/* The model options of the commands that plan (simulate, bench sim, ...):
+ * -m/--model, -b/--batch, --seq-len, --chunk, --hidden, --vocab, --mlp-sizes. */
+typedef struct sf_cli_model_opts {
+    const char *model;     /* zoo name or model JSON file */
+    const char *mlp_sizes; /* "784,4096,10" */
+    int64_t batch, seq_len, chunk, hidden, vocab; /* 0: default */
+} sf_cli_model_opts;
+
+/* Match the current argument against the model options (as the sf_cli_* matchers). */
+int sf_cli_model_option(sf_cli_args *a, sf_cli_model_opts *o);
+/* The option lines for a usage text. */
+extern const char sf_cli_model_help[];
+/* Build the model: a zoo model gets 64 samples per device of a machine with
+ * n_devices devices unless --batch says otherwise; a file keeps its batch (and
+ * refuses the model options). Returns an exit status; *out on success. */
+int sf_cli_model_open(const char *cmd, const sf_cli_model_opts *o, int n_devices, sf_graph **out);
+/* A baseline name (data, model, owt, expert, single) or a strategy JSON file:
+ * a name holding '/' or ending in .json, or an existing file that is not a
+ * baseline name. Returns an exit status; *out on success. */
+int sf_cli_strategy_open(const char *name_or_path, const sf_graph *g, const sf_machine *m,
+                         sf_strategy **out);
+
+/* ---- cost models (cli.c) ------------------------------------------------ */
+
+/* The cost model of the planning commands: the analytic roofline, or, with a
+ * costs file (--costs FILE, written by `soapflow profile`), the profiled model
+ * over it with the analytic one as its fallback. Warns when the file was
+ * measured on another device kind than the machine's. Returns an exit status;
+ * *out on success. */
+int sf_cli_cost_model_open(const sf_machine *m, const char *costs_path, sf_cost_model **out);
+/* After the model has answered: one warning line naming the operator types a
+ * profiled model took from the analytic fallback ("not measured: lstm (12
+ * tasks), ..."); nothing for an analytic model or when all were measured. */
+void sf_cli_cost_model_report(const sf_cost_model *cm);
 
 #endif

@@ -17,6 +17,15 @@ static const sf_cli_command commands[] = {
     {"models", "list the built-in models", sf_cmd_models},
     {"machines", "list the built-in machine presets", sf_cmd_machines},
     {"graph", "build a model and show its operators, parameters, FLOPs and memory", sf_cmd_graph},
+    {"simulate", "simulate one training iteration under a strategy (time, traffic, memory)",
+     sf_cmd_simulate},
+    {"search", "find a fast strategy: baselines, OptCNN and MCMC side by side", sf_cmd_search},
+    {"bench", "benchmarks: the simulator (bench sim), the CPU kernels (bench kernels)",
+     sf_cmd_bench},
+    {"profile", "measure task times with the CPU kernels into a costs file (simulate --costs)",
+     sf_cmd_profile},
+    {"calibrate", "under mpirun: measure this host's ranks, links and BLAS into a machine file",
+     sf_cmd_calibrate},
 };
 
 #define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))

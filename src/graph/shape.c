@@ -112,6 +112,11 @@ char *sf_tile_str(const sf_tile *t, char *buf, size_t n) {
 
 void sf_split_range(int64_t n, int degree, int part, int64_t *lo, int64_t *hi) {
     if (degree < 1) degree = 1;
+    if (n >= 0 && n < ((int64_t)1 << 31)) { /* the common case: no 128-bit division */
+        *lo = n * part / degree;
+        *hi = n * (part + 1) / degree;
+        return;
+    }
     *lo = (int64_t)((__int128)n * part / degree);
     *hi = (int64_t)((__int128)n * (part + 1) / degree);
 }

@@ -407,10 +407,38 @@ static int looks_like_path(const char *s) {
     return strchr(s, '/') != NULL || (n >= 5 && strcmp(s + n - 5, ".json") == 0);
 }
 
+/* "p100-4x4[8]": the first 8 devices of a preset or file (sf_machine_subset). */
+static sf_machine *open_subset(const char *spec, sf_error *err) {
+    size_t n = strlen(spec);
+    const char *lb = strrchr(spec, '[');
+    char base[512];
+    if (!lb || spec[n - 1] != ']' || (size_t)(lb - spec) >= sizeof base) return NULL;
+    char *end;
+    long k = strtol(lb + 1, &end, 10);
+    if (end != spec + n - 1 || k < 1) {
+        sf_error_set(err, SF_ERR_INVALID, "machine '%s': the part in brackets must be a device "
+                     "count, as in p100-4x4[8]", spec);
+        return NULL;
+    }
+    memcpy(base, spec, (size_t)(lb - spec));
+    base[lb - spec] = '\0';
+    sf_machine *whole = sf_machine_open(base, err);
+    if (!whole) return NULL;
+    sf_machine *part = sf_machine_subset(whole, (int)k, err);
+    sf_machine_free(whole);
+    return part;
+}
+
 sf_machine *sf_machine_open(const char *name_or_path, sf_error *err) {
     if (!name_or_path || !name_or_path[0]) {
         sf_error_set(err, SF_ERR_INVALID, "no machine given (a preset name or a JSON file)");
         return NULL;
+    }
+    size_t len = strlen(name_or_path);
+    if (name_or_path[len - 1] == ']' && strchr(name_or_path, '[')) {
+        sf_error_clear(err);
+        sf_machine *m = open_subset(name_or_path, err);
+        if (m || (err && err->code != SF_OK)) return m;
     }
     sf_machine_desc d;
     if (looks_like_path(name_or_path)) {

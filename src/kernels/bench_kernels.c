@@ -7,7 +7,8 @@
  * (flops_fwd + flops_bwd from sf_op_tile_cost) / time, so that it is counted the
  * way the cost model counts it and im2col, permutes and col2im are overhead.
  * Every figure is the best of `reps` runs after one warm-up run: the best run is
- * the one least disturbed by the rest of the machine.
+ * the one least disturbed by the rest of the machine. SGEMM is measured before
+ * and after the kernels and the better rate is the yardstick.
  *
  * One thread, because the runtime gives one core per rank and because the
  * target (>= 60% of SGEMM at every shape) is a per-core statement.
@@ -80,7 +81,8 @@ static double bench_case_run(const bench_case *bc, int reps, sf_error *err, sf_s
     double gflops = 0;
     float *mem = NULL;
     int x = sf_graph_add_input(g, "x", &s, 0, err);
-    int id = x < 0 ? x : sf_graph_add_op(g, bc->type, bc->name, &p, (sf_tensor_ref[]){{x, 0}}, 1, err);
+    sf_tensor_ref xr = {x, 0};
+    int id = x < 0 ? x : sf_graph_add_op(g, bc->type, bc->name, &p, &xr, 1, err);
     if (id < 0) {
         *st = (sf_status)id;
         goto done;
@@ -144,6 +146,11 @@ sf_status sf_bench_kernels(FILE *out, int json, int reps, sf_error *err) {
         rate[i] = bench_case_run(&bench_cases[i], reps, err, &st);
         if (st != SF_OK) return st;
     }
+    /* SGEMM again at the end: on a shared machine the clock drifts, and the
+     * better of the two keeps the ratios conservative */
+    double again = bench_sgemm(reps, err, &st);
+    if (st != SF_OK) return st;
+    if (again > sgemm) sgemm = again;
     if (json) {
         fprintf(out, "{\"sgemm_gflops\": %.2f, \"kernels\": [", sgemm);
         for (int i = 0; i < N_CASES; i++)

@@ -7,9 +7,8 @@
  * buffers present, workspace large enough) and then calls the slot of the
  * operator's class. Inside kernels, arguments are trusted and only asserted.
  *
- * Workspace sizes are asked per operator type with a switch here, because the
- * operator class has no workspace slot yet; only operators that need scratch
- * memory appear in it (conv2d's im2col columns).
+ * Workspace sizes come from the operator class's workspace callback; operators
+ * that need no scratch memory leave it NULL.
  *
  * im2col/col2im work on a *region* of the input: the rectangle with its own
  * (ih0, iw0) that a tile needs. Positions outside the region are padding (the
@@ -137,10 +136,8 @@ void sf_col2im(const sf_window2d *g, const float *col, int64_t ld, int64_t col0,
 
 size_t sf_kernel_workspace_bytes(const sf_op *op, const sf_tile *t, int backward) {
     if (!op || !t || sf_tile_empty(t)) return 0;
-    switch (op->type) {
-    case SF_OP_CONV2D: return sf_conv2d_workspace_bytes(op, t, backward);
-    default: return 0;
-    }
+    const sf_op_class *c = sf_op_class_get(op->type);
+    return c && c->workspace ? c->workspace(op, t, backward) : 0;
 }
 
 /* ---- dispatch ---------------------------------------------------------- */
@@ -182,7 +179,8 @@ static sf_status dispatch(const sf_kernel_args *a, int fast, int backward) {
     if (!a || !a->op) return SF_ERR_INVALID;
     const sf_op_class *c = sf_op_class_get(a->op->type);
     if (!c) return SF_ERR_UNSUPPORTED;
-    sf_kernel_fn fn = backward ? (fast ? c->bwd_fast : c->bwd_ref) : (fast ? c->fwd_fast : c->fwd_ref);
+    sf_kernel_fn fn = backward ? (fast ? c->bwd_fast : c->bwd_ref)
+                               : (fast ? c->fwd_fast : c->fwd_ref);
     if (!fn) return SF_ERR_UNSUPPORTED;
     sf_status s = check_args(a, backward);
     if (s != SF_OK) return s;
@@ -190,7 +188,9 @@ static sf_status dispatch(const sf_kernel_args *a, int fast, int backward) {
     return fn(a);
 }
 
-sf_status sf_kernel_forward(const sf_kernel_args *args, int fast) { return dispatch(args, fast, 0); }
+sf_status sf_kernel_forward(const sf_kernel_args *args, int fast) {
+    return dispatch(args, fast, 0);
+}
 
 sf_status sf_kernel_backward(const sf_kernel_args *args, int fast) {
     return dispatch(args, fast, 1);

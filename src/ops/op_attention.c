@@ -32,9 +32,42 @@
  *   a tile of rows [lo, hi) projects and scores only keys [0, hi) (Tk = hi for it);
  *   inside that block the mask is applied to a full score matrix, as kernels do.
  *   Backward: twice the forward.
+ *
+ * Kernels (buffers in soapflow/kernels.h). Weights, torch.nn.MultiheadAttention's
+ * layout: in_proj_weight (3D, D) = [W_q; W_k; W_v], then out_proj.weight W_o
+ * (D, D), then (with bias) in_proj_bias (3D) = [b_q; b_k; b_v], then
+ * out_proj.bias b_o (D). Head h uses columns [h*dh, (h+1)*dh) of Q, K, V, dh =
+ * D/heads; scores are Q_h K_h^T / sqrt(dh); causal masks key j > query i (global
+ * positions, for cross-attention too, as torch's triu mask does).
+ *
+ * A tile is samples [n0, n1) x query rows [q0, q1) x output columns [d0, d1).
+ * N and Tq splits are exact: the tile's query rows attend to every key its
+ * region holds (self-attention: region rows [0, T), or [0, q1) when causal,
+ * where the query rows sit at offset q0; cross: the query region is the tile's
+ * rows, the memory all Tk). A D split is computed exactly too, not by heads:
+ * the tile computes the context of *all* heads for its rows, then only its
+ * output columns y = ctx W_o[d0:d1]^T + b_o[d0:d1]. Correctness first: every D
+ * part recomputes the whole attention (the cost model's share is an
+ * approximation). Backward is exact by linearity: the tile's dy gives a partial
+ * dctx = dy W_o[d0:d1], whose gradients into W_q, W_k, W_v, their biases and the
+ * inputs are summed over the D parts by accumulation, so a D-split tile
+ * accumulates into ALL rows of W_q, W_k, W_v and their biases (beyond the rows
+ * of the shard it nominally owns), and into rows [d0, d1) of W_o and b_o.
+ * Whoever reduces the gradients of D parts must sum those buffers in full.
+ *
+ * Both kernels work one sample at a time in the workspace (floats):
+ *   Q (tq, D), K (tk, D), V (tk, D), P (heads, tq, tk) the probabilities,
+ *   ctx (tq, D); backward adds dctx (tq, D), dP (tq, tk) (one head at a time),
+ *   dQ (tq, D), dK (tk, D), dV (tk, D).
+ * Backward recomputes the forward of the sample first. The fast kernel does every
+ * product with SGEMM; the reference one with loops. The softmax (and its
+ * adjoint) is shared: it holds no product.
  */
+#include <math.h>
 #include <stddef.h>
+#include <string.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 #define ATTN_SOFTMAX_FLOPS 5.0 /* max, subtract, exp, sum, divide per score */
@@ -173,6 +206,329 @@ static void attention_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
     m->saved_bytes += (s.q + s.kv + s.scores + s.ctx) * SF_ELEM_BYTES;
 }
 
+/* ---- kernels ----------------------------------------------------------- */
+
+typedef struct attn_geom {
+    int64_t n, tq, tk, dt;   /* tile samples, query rows, keys, output columns */
+    int64_t q0, d0;          /* first query row (global) and output column */
+    int64_t q_off;           /* the tile's first query row inside the query region */
+    int64_t rq, rk;          /* rows of one sample in the query and key regions */
+    int64_t d, heads, hd;    /* D, heads, D / heads */
+    int self, causal, bias;
+} attn_geom;
+
+static void attn_geom_init(const sf_op *op, const sf_tile *t, attn_geom *g) {
+    const sf_attention_params *p = &op->params.attention;
+    sf_tile rq, rk;
+    attention_region(op, t, 0, &rq);
+    attention_region(op, t, op->n_inputs - 1, &rk);
+    g->self = op->n_inputs == 1;
+    g->causal = p->causal != 0;
+    g->bias = p->bias != 0;
+    g->n = t->hi[0] - t->lo[0];
+    g->q0 = t->lo[1];
+    g->tq = t->hi[1] - t->lo[1];
+    g->d0 = t->lo[2];
+    g->dt = t->hi[2] - t->lo[2];
+    g->rq = rq.hi[1] - rq.lo[1];
+    g->rk = rk.hi[1] - rk.lo[1];
+    g->tk = g->rk;
+    g->q_off = g->q0 - rq.lo[1];
+    g->d = p->embed_dim;
+    g->heads = p->heads;
+    g->hd = g->d / g->heads;
+}
+
+typedef struct attn_ws {
+    float *q, *k, *v, *p, *ctx;          /* forward */
+    float *dctx, *dp, *dq, *dk, *dv;     /* backward */
+} attn_ws;
+
+static int64_t attn_ws_floats(const attn_geom *g, int backward) {
+    int64_t f = 2 * g->tq * g->d + 2 * g->tk * g->d + g->heads * g->tq * g->tk;
+    if (backward) f += 2 * g->tq * g->d + g->tq * g->tk + 2 * g->tk * g->d;
+    return f;
+}
+
+static size_t attention_workspace(const sf_op *op, const sf_tile *t, int backward) {
+    attn_geom g;
+    attn_geom_init(op, t, &g);
+    return (size_t)attn_ws_floats(&g, backward) * sizeof(float);
+}
+
+static attn_ws attn_ws_carve(const attn_geom *g, void *workspace, int backward) {
+    float *p = workspace;
+    attn_ws w = {0};
+    w.q = p;
+    p += g->tq * g->d;
+    w.k = p;
+    p += g->tk * g->d;
+    w.v = p;
+    p += g->tk * g->d;
+    w.p = p;
+    p += g->heads * g->tq * g->tk;
+    w.ctx = p;
+    p += g->tq * g->d;
+    if (backward) {
+        w.dctx = p;
+        p += g->tq * g->d;
+        w.dp = p;
+        p += g->tq * g->tk;
+        w.dq = p;
+        p += g->tq * g->d;
+        w.dk = p;
+        p += g->tk * g->d;
+        w.dv = p;
+    }
+    return w;
+}
+
+/* The weight blocks (see the layout above); biases NULL without bias. */
+typedef struct attn_weights {
+    const float *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo;
+} attn_weights;
+
+static attn_weights attn_weights_of(const attn_geom *g, const float *w) {
+    const int64_t dd = g->d * g->d;
+    attn_weights r = {w, w + dd, w + 2 * dd, w + 3 * dd, NULL, NULL, NULL, NULL};
+    if (g->bias) {
+        r.bq = w + 4 * dd;
+        r.bk = r.bq + g->d;
+        r.bv = r.bk + g->d;
+        r.bo = r.bv + g->d;
+    }
+    return r;
+}
+
+/* The query rows and key rows of sample n of the tile, inside the input buffers. */
+static const float *attn_xq(const sf_kernel_args *a, const attn_geom *g, int64_t n) {
+    return a->in[0] + (n * g->rq + g->q_off) * g->d;
+}
+
+static const float *attn_xkv(const sf_kernel_args *a, const attn_geom *g, int64_t n) {
+    return a->in[g->self ? 0 : 1] + n * g->rk * g->d;
+}
+
+/* Is key j masked for the tile's query row i? */
+static int attn_masked(const attn_geom *g, int64_t i, int64_t j) {
+    return g->causal && j > g->q0 + i;
+}
+
+/* Scores in w->p (heads, tq, tk), already scaled, become probabilities: masked
+ * entries 0, the rest a softmax over the row. */
+static void attn_softmax(const attn_geom *g, const attn_ws *w) {
+    for (int64_t h = 0; h < g->heads; h++)
+        for (int64_t i = 0; i < g->tq; i++) {
+            float *row = w->p + (h * g->tq + i) * g->tk;
+            float mx = -INFINITY;
+            for (int64_t j = 0; j < g->tk; j++)
+                if (!attn_masked(g, i, j) && row[j] > mx) mx = row[j];
+            float sum = 0.0f;
+            for (int64_t j = 0; j < g->tk; j++) {
+                row[j] = attn_masked(g, i, j) ? 0.0f : expf(row[j] - mx);
+                sum += row[j];
+            }
+            float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+            for (int64_t j = 0; j < g->tk; j++) row[j] *= inv;
+        }
+}
+
+/* dP (tq, tk) of head h becomes dS, the gradient of the scaled scores:
+ * dS = P * (dP - rowsum(P * dP)), times the scale. */
+static void attn_softmax_backward(const attn_geom *g, const attn_ws *w, int64_t h, float scale) {
+    for (int64_t i = 0; i < g->tq; i++) {
+        const float *p = w->p + (h * g->tq + i) * g->tk;
+        float *dp = w->dp + i * g->tk;
+        float dot = 0.0f;
+        for (int64_t j = 0; j < g->tk; j++) dot += p[j] * dp[j];
+        for (int64_t j = 0; j < g->tk; j++) dp[j] = p[j] * (dp[j] - dot) * scale;
+    }
+}
+
+/* y (rows, cols) = x (rows, kin) W[0:cols]^T + b[0:cols] (b may be NULL), by loops. */
+static void proj_ref(const float *x, int64_t rows, int64_t kin, const float *w, const float *b,
+                     int64_t cols, float *y, int64_t ldy) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t o = 0; o < cols; o++) {
+            float acc = b ? b[o] : 0.0f;
+            for (int64_t k = 0; k < kin; k++) acc += x[r * kin + k] * w[o * kin + k];
+            y[r * ldy + o] = acc;
+        }
+}
+
+/* The same by SGEMM. */
+static void proj_fast(const float *x, int64_t rows, int64_t kin, const float *w, const float *b,
+                      int64_t cols, float *y, int64_t ldy) {
+    float beta = 0.0f;
+    if (b) {
+        for (int64_t r = 0; r < rows; r++) memcpy(y + r * ldy, b, (size_t)cols * sizeof *y);
+        beta = 1.0f;
+    }
+    sf_sgemm(0, 1, rows, cols, kin, 1.0f, x, kin, w, kin, beta, y, ldy);
+}
+
+/* Forward of sample n into the workspace (Q, K, V, P, ctx), by loops or SGEMM. */
+static void attn_sample_forward(const sf_kernel_args *a, const attn_geom *g, const attn_ws *w,
+                                int64_t n, int fast) {
+    attn_weights W = attn_weights_of(g, a->weights);
+    const float *xq = attn_xq(a, g, n), *xkv = attn_xkv(a, g, n);
+    const int64_t D = g->d, hd = g->hd, tq = g->tq, tk = g->tk;
+    const float scale = 1.0f / sqrtf((float)hd);
+    void (*proj)(const float *, int64_t, int64_t, const float *, const float *, int64_t, float *,
+                 int64_t) = fast ? proj_fast : proj_ref;
+    proj(xq, tq, D, W.wq, W.bq, D, w->q, D);
+    proj(xkv, tk, D, W.wk, W.bk, D, w->k, D);
+    proj(xkv, tk, D, W.wv, W.bv, D, w->v, D);
+    for (int64_t h = 0; h < g->heads; h++) {
+        float *s = w->p + h * tq * tk;
+        if (fast) {
+            sf_sgemm(0, 1, tq, tk, hd, scale, w->q + h * hd, D, w->k + h * hd, D, 0.0f, s, tk);
+        } else {
+            for (int64_t i = 0; i < tq; i++)
+                for (int64_t j = 0; j < tk; j++) {
+                    float acc = 0.0f;
+                    for (int64_t e = 0; e < hd; e++)
+                        acc += w->q[i * D + h * hd + e] * w->k[j * D + h * hd + e];
+                    s[i * tk + j] = acc * scale;
+                }
+        }
+    }
+    attn_softmax(g, w);
+    for (int64_t h = 0; h < g->heads; h++) {
+        const float *p = w->p + h * tq * tk;
+        if (fast) {
+            sf_sgemm(0, 0, tq, hd, tk, 1.0f, p, tk, w->v + h * hd, D, 0.0f, w->ctx + h * hd, D);
+        } else {
+            for (int64_t i = 0; i < tq; i++)
+                for (int64_t e = 0; e < hd; e++) {
+                    float acc = 0.0f;
+                    for (int64_t j = 0; j < tk; j++) acc += p[i * tk + j] * w->v[j * D + h * hd + e];
+                    w->ctx[i * D + h * hd + e] = acc;
+                }
+        }
+    }
+}
+
+static sf_status attn_forward(const sf_kernel_args *a, int fast) {
+    attn_geom g;
+    attn_geom_init(a->op, &a->tile, &g);
+    attn_ws w = attn_ws_carve(&g, a->workspace, 0);
+    attn_weights W = attn_weights_of(&g, a->weights);
+    for (int64_t n = 0; n < g.n; n++) {
+        attn_sample_forward(a, &g, &w, n, fast);
+        /* y (tq, dt) = ctx (tq, D) W_o[d0:d1]^T + b_o[d0:d1] */
+        float *y = a->out[0] + n * g.tq * g.dt;
+        const float *bo = W.bo ? W.bo + g.d0 : NULL;
+        if (fast) proj_fast(w.ctx, g.tq, g.d, W.wo + g.d0 * g.d, bo, g.dt, y, g.dt);
+        else proj_ref(w.ctx, g.tq, g.d, W.wo + g.d0 * g.d, bo, g.dt, y, g.dt);
+    }
+    return SF_OK;
+}
+
+static sf_status attention_fwd_ref(const sf_kernel_args *a) { return attn_forward(a, 0); }
+static sf_status attention_fwd_fast(const sf_kernel_args *a) { return attn_forward(a, 1); }
+
+/* The adjoint of proj: dx (rows, kin) += dy W (dx may be NULL), dW += dy^T x and
+ * db += column sums of dy (dW, db may be NULL); dy is (rows, cols), row stride ldy. */
+static void proj_back_ref(const float *x, int64_t rows, int64_t kin, const float *w,
+                          const float *dy, int64_t cols, int64_t ldy, float *dx, float *dw,
+                          float *db) {
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t o = 0; o < cols; o++) {
+            float d = dy[r * ldy + o];
+            if (db) db[o] += d;
+            for (int64_t k = 0; k < kin; k++) {
+                if (dx) dx[r * kin + k] += d * w[o * kin + k];
+                if (dw) dw[o * kin + k] += d * x[r * kin + k];
+            }
+        }
+}
+
+static void proj_back_fast(const float *x, int64_t rows, int64_t kin, const float *w,
+                           const float *dy, int64_t cols, int64_t ldy, float *dx, float *dw,
+                           float *db) {
+    if (dx) sf_sgemm(0, 0, rows, kin, cols, 1.0f, dy, ldy, w, kin, 1.0f, dx, kin);
+    if (dw) sf_sgemm(1, 0, cols, kin, rows, 1.0f, dy, ldy, x, kin, 1.0f, dw, kin);
+    if (db)
+        for (int64_t r = 0; r < rows; r++)
+            for (int64_t o = 0; o < cols; o++) db[o] += dy[r * ldy + o];
+}
+
+static sf_status attn_backward(const sf_kernel_args *a, int fast) {
+    attn_geom g;
+    attn_geom_init(a->op, &a->tile, &g);
+    attn_ws w = attn_ws_carve(&g, a->workspace, 1);
+    attn_weights W = attn_weights_of(&g, a->weights);
+    const int64_t D = g.d, hd = g.hd, tq = g.tq, tk = g.tk, dd = D * D;
+    const float scale = 1.0f / sqrtf((float)hd);
+    void (*back)(const float *, int64_t, int64_t, const float *, const float *, int64_t, int64_t,
+                 float *, float *, float *) = fast ? proj_back_fast : proj_back_ref;
+    float *dw = a->grad_weights;
+    float *dwq = dw, *dwk = dw ? dw + dd : NULL, *dwv = dw ? dw + 2 * dd : NULL;
+    float *dwo = dw ? dw + 3 * dd + g.d0 * D : NULL;
+    float *dbq = dw && g.bias ? dw + 4 * dd : NULL, *dbk = dbq ? dbq + D : NULL;
+    float *dbv = dbq ? dbq + 2 * D : NULL, *dbo = dbq ? dbq + 3 * D + g.d0 : NULL;
+    float *dxq_all = a->grad_in ? a->grad_in[0] : NULL;
+    float *dxkv_all = a->grad_in ? a->grad_in[g.self ? 0 : 1] : NULL;
+    for (int64_t n = 0; n < g.n; n++) {
+        attn_sample_forward(a, &g, &w, n, fast);
+        const float *dy = a->grad_out[0] + n * tq * g.dt;
+        /* output projection: dctx = dy W_o[d0:d1], dW_o[d0:d1] += dy^T ctx */
+        memset(w.dctx, 0, (size_t)(tq * D) * sizeof(float));
+        back(w.ctx, tq, D, W.wo + g.d0 * D, dy, g.dt, g.dt, w.dctx, dwo, dbo);
+        for (int64_t h = 0; h < g.heads; h++) {
+            const float *p = w.p + h * tq * tk;
+            const float *dctx = w.dctx + h * hd;
+            const float *qh = w.q + h * hd, *kh = w.k + h * hd, *vh = w.v + h * hd;
+            float *dqh = w.dq + h * hd, *dkh = w.dk + h * hd, *dvh = w.dv + h * hd;
+            if (fast) {
+                sf_sgemm(1, 0, tk, hd, tq, 1.0f, p, tk, dctx, D, 0.0f, dvh, D);   /* P^T dctx */
+                sf_sgemm(0, 1, tq, tk, hd, 1.0f, dctx, D, vh, D, 0.0f, w.dp, tk); /* dctx V^T */
+                attn_softmax_backward(&g, &w, h, scale);
+                sf_sgemm(0, 0, tq, hd, tk, 1.0f, w.dp, tk, kh, D, 0.0f, dqh, D);  /* dS K */
+                sf_sgemm(1, 0, tk, hd, tq, 1.0f, w.dp, tk, qh, D, 0.0f, dkh, D);  /* dS^T Q */
+                continue;
+            }
+            for (int64_t j = 0; j < tk; j++)
+                for (int64_t e = 0; e < hd; e++) {
+                    float acc = 0.0f;
+                    for (int64_t i = 0; i < tq; i++) acc += p[i * tk + j] * dctx[i * D + e];
+                    dvh[j * D + e] = acc;
+                }
+            for (int64_t i = 0; i < tq; i++)
+                for (int64_t j = 0; j < tk; j++) {
+                    float acc = 0.0f;
+                    for (int64_t e = 0; e < hd; e++) acc += dctx[i * D + e] * vh[j * D + e];
+                    w.dp[i * tk + j] = acc;
+                }
+            attn_softmax_backward(&g, &w, h, scale);
+            for (int64_t i = 0; i < tq; i++)
+                for (int64_t e = 0; e < hd; e++) {
+                    float acc = 0.0f;
+                    for (int64_t j = 0; j < tk; j++) acc += w.dp[i * tk + j] * kh[j * D + e];
+                    dqh[i * D + e] = acc;
+                }
+            for (int64_t j = 0; j < tk; j++)
+                for (int64_t e = 0; e < hd; e++) {
+                    float acc = 0.0f;
+                    for (int64_t i = 0; i < tq; i++) acc += w.dp[i * tk + j] * qh[i * D + e];
+                    dkh[j * D + e] = acc;
+                }
+        }
+        /* the three input projections; for self-attention xq and xkv are rows of
+         * the same region, and so are their gradients */
+        float *dxq = dxq_all ? dxq_all + (n * g.rq + g.q_off) * D : NULL;
+        float *dxkv = dxkv_all ? dxkv_all + n * g.rk * D : NULL;
+        back(attn_xq(a, &g, n), tq, D, W.wq, w.dq, D, D, dxq, dwq, dbq);
+        back(attn_xkv(a, &g, n), tk, D, W.wk, w.dk, D, D, dxkv, dwk, dbk);
+        back(attn_xkv(a, &g, n), tk, D, W.wv, w.dv, D, D, dxkv, dwv, dbv);
+    }
+    return SF_OK;
+}
+
+static sf_status attention_bwd_ref(const sf_kernel_args *a) { return attn_backward(a, 0); }
+static sf_status attention_bwd_fast(const sf_kernel_args *a) { return attn_backward(a, 1); }
+
 const sf_op_class sf_op_attention_class = {
     .type = SF_OP_ATTENTION,
     .name = "attention",
@@ -187,4 +543,9 @@ const sf_op_class sf_op_attention_class = {
     .region = attention_region,
     .cost = attention_cost,
     .memory = attention_memory,
+    .fwd_ref = attention_fwd_ref,
+    .fwd_fast = attention_fwd_fast,
+    .bwd_ref = attention_bwd_ref,
+    .bwd_fast = attention_bwd_fast,
+    .workspace = attention_workspace,
 };

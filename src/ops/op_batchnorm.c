@@ -16,9 +16,32 @@
  * 2 to normalize, 2 to scale and shift), 6 without; backward 12 with affine
  * (2 for the scale and shift gradients, 10 for the input gradient's two
  * reductions and combination), 10 without.
+ *
+ * Kernels (buffers in soapflow/kernels.h; weights: scale (C), then shift (C)):
+ * training mode, the statistics of the batch. For each channel c of the tile,
+ * mean and biased variance over the tile's samples and positions (N, H, W ...),
+ * y = (x - mean) / sqrt(var + eps) * scale[c] + shift[c]. The statistics are
+ * those of the tile the kernel is given: a tile split on channels is exact (a
+ * channel's statistics need only that channel), while a tile split on samples
+ * or positions normalizes with its own part's statistics - what a data-parallel
+ * FlexFlow or PyTorch without SyncBatchNorm does per replica (per-device batch
+ * norm), as the planning side above already assumes. Running mean and variance
+ * (inference statistics) are buffers outside the kernel arguments and are not
+ * maintained here. Backward recomputes the statistics from x and, with
+ * xh = (x - mean) * rstd and M the elements of the channel in the tile, adds
+ *   dx     += scale * rstd * (dy - sum(dy) / M - xh * sum(dy * xh) / M)
+ *   dscale += sum(dy * xh),  dshift += sum(dy)
+ * into the full-layout gradient at the tile's channels. The reference follows
+ * these formulas with double accumulators. The fast kernels sum each (sample,
+ * channel) row of positions in float over 8 independent lanes (a sum that a
+ * compiler vectorizes without reassociating on its own) and the rows in double,
+ * fold the formula into dx += A * dy + B * (x - mean) + C per channel, and apply it and
+ * y = A' * x + B' in contiguous loops.
  */
+#include <math.h>
 #include <stddef.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 static const sf_attr_desc batchnorm_attrs[] = {
@@ -76,6 +99,201 @@ static void batchnorm_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) 
     cost->bytes_bwd = 4 * b + b + 2 * w_b;
 }
 
+/* ---- kernels ----------------------------------------------------------- */
+
+/* The tile as (nt, ct, S): S the positions (product of dimensions 2..). */
+typedef struct bn_geom {
+    int64_t nt, c0, ct, S, C;
+    const float *scale, *shift; /* NULL without affine */
+} bn_geom;
+
+static void bn_geom_init(const sf_kernel_args *a, bn_geom *g) {
+    const sf_tile *t = &a->tile;
+    g->nt = t->hi[0] - t->lo[0];
+    g->c0 = t->lo[1];
+    g->ct = t->hi[1] - t->lo[1];
+    g->S = 1;
+    for (int i = 2; i < t->ndim; i++) g->S *= t->hi[i] - t->lo[i];
+    g->C = a->op->in_shapes[0].d[1];
+    g->scale = a->op->params.norm.affine ? a->weights : NULL;
+    g->shift = g->scale ? a->weights + g->C : NULL;
+}
+
+/* Mean and 1 / sqrt(var + eps) of channel c (tile-relative), in double. */
+static void bn_stats_ref(const bn_geom *g, const float *x, int64_t c, double eps, double *mean,
+                         double *rstd) {
+    double m = (double)(g->nt * g->S), s = 0, v = 0;
+    for (int64_t n = 0; n < g->nt; n++)
+        for (int64_t q = 0; q < g->S; q++) s += x[(n * g->ct + c) * g->S + q];
+    s /= m;
+    for (int64_t n = 0; n < g->nt; n++)
+        for (int64_t q = 0; q < g->S; q++) {
+            double d = x[(n * g->ct + c) * g->S + q] - s;
+            v += d * d;
+        }
+    *mean = s;
+    *rstd = 1.0 / sqrt(v / m + eps);
+}
+
+static sf_status batchnorm_fwd_ref(const sf_kernel_args *a) {
+    bn_geom g;
+    bn_geom_init(a, &g);
+    const float *x = a->in[0];
+    float *y = a->out[0];
+    for (int64_t c = 0; c < g.ct; c++) {
+        double mean, rstd;
+        bn_stats_ref(&g, x, c, a->op->params.norm.eps, &mean, &rstd);
+        double gm = g.scale ? g.scale[g.c0 + c] : 1.0, bt = g.shift ? g.shift[g.c0 + c] : 0.0;
+        for (int64_t n = 0; n < g.nt; n++)
+            for (int64_t q = 0; q < g.S; q++) {
+                int64_t i = (n * g.ct + c) * g.S + q;
+                y[i] = (float)((x[i] - mean) * rstd * gm + bt);
+            }
+    }
+    return SF_OK;
+}
+
+static sf_status batchnorm_bwd_ref(const sf_kernel_args *a) {
+    bn_geom g;
+    bn_geom_init(a, &g);
+    const float *x = a->in[0], *dy = a->grad_out[0];
+    float *dx = a->grad_in ? a->grad_in[0] : NULL;
+    float *dscale = g.scale ? a->grad_weights : NULL;
+    float *dshift = dscale ? dscale + g.C : NULL;
+    double m = (double)(g.nt * g.S);
+    for (int64_t c = 0; c < g.ct; c++) {
+        double mean, rstd;
+        bn_stats_ref(&g, x, c, a->op->params.norm.eps, &mean, &rstd);
+        double gm = g.scale ? g.scale[g.c0 + c] : 1.0, sdy = 0, sdyxh = 0;
+        for (int64_t n = 0; n < g.nt; n++)
+            for (int64_t q = 0; q < g.S; q++) {
+                int64_t i = (n * g.ct + c) * g.S + q;
+                sdy += dy[i];
+                sdyxh += dy[i] * (x[i] - mean) * rstd;
+            }
+        if (dscale) {
+            dscale[g.c0 + c] += (float)sdyxh;
+            dshift[g.c0 + c] += (float)sdy;
+        }
+        if (!dx) continue;
+        for (int64_t n = 0; n < g.nt; n++)
+            for (int64_t q = 0; q < g.S; q++) {
+                int64_t i = (n * g.ct + c) * g.S + q;
+                double xh = (x[i] - mean) * rstd;
+                dx[i] += (float)(gm * rstd * (dy[i] - sdy / m - xh * sdyxh / m));
+            }
+    }
+    return SF_OK;
+}
+
+#define BN_LANES 8
+
+/* sum of x[0..n) */
+static float bn_sum(const float *restrict x, int64_t n) {
+    float acc[BN_LANES] = {0};
+    int64_t j = 0;
+    for (; j + BN_LANES <= n; j += BN_LANES)
+        for (int l = 0; l < BN_LANES; l++) acc[l] += x[j + l];
+    float s = 0.0f;
+    for (; j < n; j++) s += x[j];
+    for (int l = 0; l < BN_LANES; l++) s += acc[l];
+    return s;
+}
+
+/* sum of (x - c)^2 */
+static float bn_sumsq(const float *restrict x, float c, int64_t n) {
+    float acc[BN_LANES] = {0};
+    int64_t j = 0;
+    for (; j + BN_LANES <= n; j += BN_LANES)
+        for (int l = 0; l < BN_LANES; l++) {
+            float d = x[j + l] - c;
+            acc[l] += d * d;
+        }
+    float s = 0.0f;
+    for (; j < n; j++) s += (x[j] - c) * (x[j] - c);
+    for (int l = 0; l < BN_LANES; l++) s += acc[l];
+    return s;
+}
+
+/* sum of dy * (x - c) */
+static float bn_dot(const float *restrict dy, const float *restrict x, float c, int64_t n) {
+    float acc[BN_LANES] = {0};
+    int64_t j = 0;
+    for (; j + BN_LANES <= n; j += BN_LANES)
+        for (int l = 0; l < BN_LANES; l++) acc[l] += dy[j + l] * (x[j + l] - c);
+    float s = 0.0f;
+    for (; j < n; j++) s += dy[j] * (x[j] - c);
+    for (int l = 0; l < BN_LANES; l++) s += acc[l];
+    return s;
+}
+
+static void bn_stats_fast(const bn_geom *g, const float *x, int64_t c, double eps, float *mean,
+                          float *rstd) {
+    double m = (double)(g->nt * g->S), s = 0, v = 0;
+    for (int64_t n = 0; n < g->nt; n++) s += bn_sum(x + (n * g->ct + c) * g->S, g->S);
+    float mu = (float)(s / m);
+    for (int64_t n = 0; n < g->nt; n++) v += bn_sumsq(x + (n * g->ct + c) * g->S, mu, g->S);
+    *mean = mu;
+    *rstd = (float)(1.0 / sqrt(v / m + eps));
+}
+
+static sf_status batchnorm_fwd_fast(const sf_kernel_args *a) {
+    bn_geom g;
+    bn_geom_init(a, &g);
+    const float *x = a->in[0];
+    float *y = a->out[0];
+    for (int64_t c = 0; c < g.ct; c++) {
+        float mean, rstd;
+        bn_stats_fast(&g, x, c, a->op->params.norm.eps, &mean, &rstd);
+        float gm = g.scale ? g.scale[g.c0 + c] : 1.0f, bt = g.shift ? g.shift[g.c0 + c] : 0.0f;
+        const float mul = rstd * gm, add = bt - mean * mul;
+        for (int64_t n = 0; n < g.nt; n++) {
+            const float *restrict xr = x + (n * g.ct + c) * g.S;
+            float *restrict yr = y + (n * g.ct + c) * g.S;
+            for (int64_t q = 0; q < g.S; q++) yr[q] = xr[q] * mul + add;
+        }
+    }
+    return SF_OK;
+}
+
+static sf_status batchnorm_bwd_fast(const sf_kernel_args *a) {
+    bn_geom g;
+    bn_geom_init(a, &g);
+    const float *x = a->in[0], *dy = a->grad_out[0];
+    float *dx = a->grad_in ? a->grad_in[0] : NULL;
+    float *dscale = g.scale ? a->grad_weights : NULL;
+    float *dshift = dscale ? dscale + g.C : NULL;
+    if (!dx && !dscale) return SF_OK;
+    double m = (double)(g.nt * g.S);
+    for (int64_t c = 0; c < g.ct; c++) {
+        float mean, rstd;
+        bn_stats_fast(&g, x, c, a->op->params.norm.eps, &mean, &rstd);
+        double sdy = 0, sdyxc = 0; /* sum(dy), sum(dy * (x - mean)) */
+        for (int64_t n = 0; n < g.nt; n++) {
+            int64_t off = (n * g.ct + c) * g.S;
+            sdy += bn_sum(dy + off, g.S);
+            sdyxc += bn_dot(dy + off, x + off, mean, g.S);
+        }
+        if (dscale) {
+            dscale[g.c0 + c] += (float)(sdyxc * rstd);
+            dshift[g.c0 + c] += (float)sdy;
+        }
+        if (!dx) continue;
+        /* dx += A dy + B (x - mean) + C0 (x - mean, not B x + B mean: no
+         * cancellation when the mean is large against the spread) */
+        double gm = g.scale ? g.scale[g.c0 + c] : 1.0, r = rstd;
+        const float A = (float)(gm * r), B = (float)(-gm * r * r * r * sdyxc / m);
+        const float C0 = (float)(-gm * r * sdy / m);
+        for (int64_t n = 0; n < g.nt; n++) {
+            int64_t off = (n * g.ct + c) * g.S;
+            const float *restrict xr = x + off, *restrict dyr = dy + off;
+            float *restrict dxr = dx + off;
+            for (int64_t q = 0; q < g.S; q++) dxr[q] += A * dyr[q] + B * (xr[q] - mean) + C0;
+        }
+    }
+    return SF_OK;
+}
+
 const sf_op_class sf_op_batchnorm_class = {
     .type = SF_OP_BATCHNORM,
     .name = "batchnorm",
@@ -89,4 +307,8 @@ const sf_op_class sf_op_batchnorm_class = {
     .space = batchnorm_space,
     .region = batchnorm_region,
     .cost = batchnorm_cost,
+    .fwd_ref = batchnorm_fwd_ref,
+    .fwd_fast = batchnorm_fwd_fast,
+    .bwd_ref = batchnorm_bwd_ref,
+    .bwd_fast = batchnorm_bwd_fast,
 };

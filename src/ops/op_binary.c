@@ -13,9 +13,25 @@
  * gradient is the output gradient times the other input). A broadcast input's
  * gradient is summed over the broadcast dimensions: one more add per output
  * element for each broadcast input.
+ *
+ * Kernels (buffers in soapflow/kernels.h): output element at tile offset idx
+ * reads input k at idx with every broadcast dimension (size 1 in that input)
+ * replaced by 0 - the region holds [0, 1) there and the tile's range elsewhere.
+ * So an input is addressed with strides in its region that are 0 along its
+ * broadcast dimensions. Backward: add gives da += dy, db += dy; mul gives
+ * da += dy * b, db += dy * a; a broadcast input's gradient sums every output
+ * element that read the same input element (the reduction over the broadcast
+ * dimensions). The reference walks the tile element by element with a
+ * multi-index; the fast kernels walk rows of the last dimension with the row
+ * bases hoisted, and pick one of the inner loops specialised on the inputs'
+ * last-dimension strides (1 or 0), which are contiguous (or a scalar) and so
+ * vectorize; a stride-0 gradient row is a sum. When both inputs have stride 0
+ * along the last dimension the output is a broadcast scalar per row.
  */
 #include <stddef.h>
+#include <string.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 static sf_status binary_infer(const sf_op_params *p, const sf_shape *in, int n_in, sf_shape *out,
@@ -95,6 +111,198 @@ static void binary_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
     }
 }
 
+/* ---- kernels ----------------------------------------------------------- */
+
+/* Strides (elements) of input k's region buffer, indexed by tile dimension:
+ * 0 along the input's broadcast dimensions. */
+static void binary_strides(const sf_kernel_args *a, int k, int64_t *st) {
+    const sf_tile *r = &a->in_region[k];
+    int nd = a->tile.ndim;
+    int64_t s = 1;
+    for (int i = nd - 1; i >= 0; i--) {
+        int64_t ext = r->hi[i] - r->lo[i];
+        st[i] = a->op->in_shapes[k].d[i] == 1 ? 0 : s;
+        s *= ext;
+    }
+}
+
+/* Advance the multi-index idx over extents ext (row-major); 0 after the last. */
+static int next_index(int64_t *idx, const int64_t *ext, int nd) {
+    for (int i = nd - 1; i >= 0; i--) {
+        if (++idx[i] < ext[i]) return 1;
+        idx[i] = 0;
+    }
+    return 0;
+}
+
+/* y (tile) = a op b, element by element with the broadcast multi-index. */
+static sf_status binary_fwd_ref(const sf_kernel_args *a) {
+    int nd = a->tile.ndim, mul = a->op->type == SF_OP_MUL;
+    int64_t sa[SF_MAX_DIMS], sb[SF_MAX_DIMS], ext[SF_MAX_DIMS], idx[SF_MAX_DIMS] = {0};
+    binary_strides(a, 0, sa);
+    binary_strides(a, 1, sb);
+    for (int i = 0; i < nd; i++) ext[i] = a->tile.hi[i] - a->tile.lo[i];
+    float *y = a->out[0];
+    int64_t e = 0;
+    do {
+        int64_t oa = 0, ob = 0;
+        for (int i = 0; i < nd; i++) {
+            oa += idx[i] * sa[i];
+            ob += idx[i] * sb[i];
+        }
+        float va = a->in[0][oa], vb = a->in[1][ob];
+        y[e++] = mul ? va * vb : va + vb;
+    } while (next_index(idx, ext, nd));
+    return SF_OK;
+}
+
+/* da += dy (* b), db += dy (* a), summed where an input was broadcast. */
+static sf_status binary_bwd_ref(const sf_kernel_args *a) {
+    if (!a->grad_in) return SF_OK;
+    int nd = a->tile.ndim, mul = a->op->type == SF_OP_MUL;
+    int64_t sa[SF_MAX_DIMS], sb[SF_MAX_DIMS], ext[SF_MAX_DIMS], idx[SF_MAX_DIMS] = {0};
+    binary_strides(a, 0, sa);
+    binary_strides(a, 1, sb);
+    for (int i = 0; i < nd; i++) ext[i] = a->tile.hi[i] - a->tile.lo[i];
+    const float *dy = a->grad_out[0];
+    float *da = a->grad_in[0], *db = a->grad_in[1];
+    int64_t e = 0;
+    do {
+        int64_t oa = 0, ob = 0;
+        for (int i = 0; i < nd; i++) {
+            oa += idx[i] * sa[i];
+            ob += idx[i] * sb[i];
+        }
+        float d = dy[e++];
+        if (da) da[oa] += mul ? d * a->in[1][ob] : d;
+        if (db) db[ob] += mul ? d * a->in[0][oa] : d;
+    } while (next_index(idx, ext, nd));
+    return SF_OK;
+}
+
+/* The rows of a tile: every dimension but the last, and each input's offset at
+ * the start of the current row. */
+typedef struct binary_rows {
+    int nd;
+    int64_t len;                 /* elements per row: the tile's last extent */
+    int64_t la, lb;              /* inputs' strides along the last dimension: 1 or 0 */
+    int64_t sa[SF_MAX_DIMS], sb[SF_MAX_DIMS], ext[SF_MAX_DIMS], idx[SF_MAX_DIMS];
+    int64_t oa, ob;              /* row bases in a and b */
+} binary_rows;
+
+static void binary_rows_init(const sf_kernel_args *a, binary_rows *w) {
+    memset(w, 0, sizeof *w);
+    w->nd = a->tile.ndim;
+    binary_strides(a, 0, w->sa);
+    binary_strides(a, 1, w->sb);
+    for (int i = 0; i < w->nd; i++) w->ext[i] = a->tile.hi[i] - a->tile.lo[i];
+    w->len = w->ext[w->nd - 1];
+    w->la = w->sa[w->nd - 1];
+    w->lb = w->sb[w->nd - 1];
+}
+
+/* Next row; 0 after the last. Bases are updated incrementally. */
+static int binary_rows_next(binary_rows *w) {
+    for (int i = w->nd - 2; i >= 0; i--) {
+        w->oa += w->sa[i];
+        w->ob += w->sb[i];
+        if (++w->idx[i] < w->ext[i]) return 1;
+        w->oa -= w->sa[i] * w->ext[i];
+        w->ob -= w->sb[i] * w->ext[i];
+        w->idx[i] = 0;
+    }
+    return 0;
+}
+
+static void row_add(int64_t n, const float *restrict x, int64_t lx, const float *restrict z,
+                    int64_t lz, float *restrict y) {
+    if (lx && lz) {
+        for (int64_t j = 0; j < n; j++) y[j] = x[j] + z[j];
+    } else if (lx) {
+        const float c = z[0];
+        for (int64_t j = 0; j < n; j++) y[j] = x[j] + c;
+    } else if (lz) {
+        const float c = x[0];
+        for (int64_t j = 0; j < n; j++) y[j] = c + z[j];
+    } else {
+        const float c = x[0] + z[0];
+        for (int64_t j = 0; j < n; j++) y[j] = c;
+    }
+}
+
+static void row_mul(int64_t n, const float *restrict x, int64_t lx, const float *restrict z,
+                    int64_t lz, float *restrict y) {
+    if (lx && lz) {
+        for (int64_t j = 0; j < n; j++) y[j] = x[j] * z[j];
+    } else if (lx) {
+        const float c = z[0];
+        for (int64_t j = 0; j < n; j++) y[j] = x[j] * c;
+    } else if (lz) {
+        const float c = x[0];
+        for (int64_t j = 0; j < n; j++) y[j] = c * z[j];
+    } else {
+        const float c = x[0] * z[0];
+        for (int64_t j = 0; j < n; j++) y[j] = c;
+    }
+}
+
+static sf_status binary_fwd_fast(const sf_kernel_args *a) {
+    binary_rows w;
+    binary_rows_init(a, &w);
+    const float *x = a->in[0], *z = a->in[1];
+    float *y = a->out[0];
+    int mul = a->op->type == SF_OP_MUL;
+    do {
+        if (mul) row_mul(w.len, x + w.oa, w.la, z + w.ob, w.lb, y);
+        else row_add(w.len, x + w.oa, w.la, z + w.ob, w.lb, y);
+        y += w.len;
+    } while (binary_rows_next(&w));
+    return SF_OK;
+}
+
+/* g (n elements at stride lg: 1, or 0 for a broadcast row that sums) += dy * o,
+ * where o is the other input's row (stride lo; NULL for add: o = 1). */
+static void row_grad(int64_t n, const float *restrict dy, const float *restrict o, int64_t lo,
+                     float *restrict g, int64_t lg) {
+    if (lg) {
+        if (!o) {
+            for (int64_t j = 0; j < n; j++) g[j] += dy[j];
+        } else if (lo) {
+            for (int64_t j = 0; j < n; j++) g[j] += dy[j] * o[j];
+        } else {
+            const float c = o[0];
+            for (int64_t j = 0; j < n; j++) g[j] += dy[j] * c;
+        }
+        return;
+    }
+    float s = 0.0f;
+    if (!o) {
+        for (int64_t j = 0; j < n; j++) s += dy[j];
+    } else if (lo) {
+        for (int64_t j = 0; j < n; j++) s += dy[j] * o[j];
+    } else {
+        for (int64_t j = 0; j < n; j++) s += dy[j];
+        s *= o[0];
+    }
+    g[0] += s;
+}
+
+static sf_status binary_bwd_fast(const sf_kernel_args *a) {
+    if (!a->grad_in) return SF_OK;
+    float *da = a->grad_in[0], *db = a->grad_in[1];
+    if (!da && !db) return SF_OK;
+    binary_rows w;
+    binary_rows_init(a, &w);
+    const float *x = a->in[0], *z = a->in[1], *dy = a->grad_out[0];
+    int mul = a->op->type == SF_OP_MUL;
+    do {
+        if (da) row_grad(w.len, dy, mul ? z + w.ob : NULL, w.lb, da + w.oa, w.la);
+        if (db) row_grad(w.len, dy, mul ? x + w.oa : NULL, w.la, db + w.ob, w.lb);
+        dy += w.len;
+    } while (binary_rows_next(&w));
+    return SF_OK;
+}
+
 const sf_op_class sf_op_add_class = {
     .type = SF_OP_ADD,
     .name = "add",
@@ -105,6 +313,10 @@ const sf_op_class sf_op_add_class = {
     .region = binary_region,
     .cost = binary_cost,
     .memory = binary_memory,
+    .fwd_ref = binary_fwd_ref,
+    .fwd_fast = binary_fwd_fast,
+    .bwd_ref = binary_bwd_ref,
+    .bwd_fast = binary_bwd_fast,
 };
 
 const sf_op_class sf_op_mul_class = {
@@ -117,4 +329,8 @@ const sf_op_class sf_op_mul_class = {
     .region = binary_region,
     .cost = binary_cost,
     .memory = binary_memory,
+    .fwd_ref = binary_fwd_ref,
+    .fwd_fast = binary_fwd_fast,
+    .bwd_ref = binary_bwd_ref,
+    .bwd_fast = binary_bwd_fast,
 };

@@ -473,4 +473,5 @@ const sf_op_class sf_op_conv2d_class = {
     .fwd_fast = conv2d_fwd_fast,
     .bwd_ref = conv2d_bwd_ref,
     .bwd_fast = conv2d_bwd_fast,
+    .workspace = sf_conv2d_workspace_bytes,
 };

@@ -10,9 +10,26 @@
  * forward pass reads the input and writes the output and a 4-byte mask; the
  * backward pass reads the output gradient and the mask and writes the input
  * gradient.
+ *
+ * Kernels (buffers in soapflow/kernels.h): the mask is not a stored tensor but a
+ * counter-based hash: element e (its global row-major index in the whole output
+ * tensor) is kept when the top 24 bits of splitmix64(key + e * golden) are at
+ * least p * 2^24, with key = splitmix64(seed ^ op id * golden) and seed the
+ * kernel argument. So the mask depends only on (seed, operator, element), any
+ * tiling of the tensor draws the same one, and backward recomputes it rather
+ * than reading a saved one; the runtime passes one seed per iteration to the
+ * forward and backward of every dropout (the operator id makes two dropout layers
+ * differ). Kept elements are scaled by 1 / (1 - p); p = 0 keeps every element
+ * with scale 1, the identity. The comparison is in integers, so reference and
+ * fast kernels agree on every bit of the mask. The reference computes the global
+ * index of each element from its multi-index; the fast kernels hoist it per row
+ * of the last dimension, and the row loop (integer hash, select, multiply)
+ * vectorizes.
  */
 #include <stddef.h>
+#include <stdint.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 static const sf_attr_desc dropout_attrs[] = {
@@ -53,6 +70,115 @@ static void dropout_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     cost->bytes_bwd = 3 * n * SF_ELEM_BYTES;
 }
 
+/* ---- kernels ----------------------------------------------------------- */
+
+#define DROPOUT_GOLDEN 0x9e3779b97f4a7c15ull
+
+static inline uint64_t splitmix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+/* What a kernel call needs to draw the mask. */
+typedef struct dropout_mask {
+    uint64_t key;       /* hash of (seed, operator) */
+    uint64_t threshold; /* keep when the 24-bit draw is >= this */
+    float scale;        /* 1 / (1 - p) */
+} dropout_mask;
+
+static dropout_mask dropout_mask_get(const sf_kernel_args *a) {
+    double p = a->op->params.dropout.p;
+    dropout_mask m;
+    m.key = splitmix64(a->seed ^ ((uint64_t)a->op->id * DROPOUT_GOLDEN));
+    m.threshold = (uint64_t)(p * 16777216.0);
+    m.scale = (float)(1.0 / (1.0 - p));
+    return m;
+}
+
+/* 1 when global element e is kept. */
+static inline int dropout_keep(const dropout_mask *m, uint64_t e) {
+    return (splitmix64(m->key + e * DROPOUT_GOLDEN) >> 40) >= m->threshold;
+}
+
+/* forward: y = x * keep * scale; backward: dx += dy * keep * scale */
+static void dropout_ref(const sf_kernel_args *a, int backward) {
+    const sf_tile *t = &a->tile;
+    const sf_shape *s = &a->op->out_shapes[0];
+    dropout_mask m = dropout_mask_get(a);
+    int nd = t->ndim;
+    int64_t idx[SF_MAX_DIMS] = {0}, n = sf_tile_numel(t);
+    for (int64_t e = 0; e < n; e++) {
+        int64_t g = 0;
+        for (int i = 0; i < nd; i++) g = g * s->d[i] + t->lo[i] + idx[i];
+        float f = dropout_keep(&m, (uint64_t)g) ? m.scale : 0.0f;
+        if (!backward) a->out[0][e] = a->in[0][e] * f;
+        else a->grad_in[0][e] += a->grad_out[0][e] * f;
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++idx[i] < t->hi[i] - t->lo[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
+static sf_status dropout_fwd_ref(const sf_kernel_args *a) {
+    dropout_ref(a, 0);
+    return SF_OK;
+}
+
+static sf_status dropout_bwd_ref(const sf_kernel_args *a) {
+    if (a->grad_in && a->grad_in[0]) dropout_ref(a, 1);
+    return SF_OK;
+}
+
+/* dst[j] (+)= src[j] * keep(g0 + j) * scale over one row */
+static void dropout_row(const dropout_mask *m, uint64_t g0, int64_t len,
+                        const float *restrict src, float *restrict dst, int accumulate) {
+    const uint64_t key = m->key, thr = m->threshold;
+    const float scale = m->scale;
+    if (!accumulate) {
+        for (int64_t j = 0; j < len; j++) {
+            uint64_t h = splitmix64(key + (g0 + (uint64_t)j) * DROPOUT_GOLDEN);
+            dst[j] = (h >> 40) >= thr ? src[j] * scale : 0.0f;
+        }
+    } else {
+        for (int64_t j = 0; j < len; j++) {
+            uint64_t h = splitmix64(key + (g0 + (uint64_t)j) * DROPOUT_GOLDEN);
+            dst[j] += (h >> 40) >= thr ? src[j] * scale : 0.0f;
+        }
+    }
+}
+
+static void dropout_fast(const sf_kernel_args *a, int backward) {
+    const sf_tile *t = &a->tile;
+    const sf_shape *s = &a->op->out_shapes[0];
+    dropout_mask m = dropout_mask_get(a);
+    int nd = t->ndim;
+    int64_t len = t->hi[nd - 1] - t->lo[nd - 1], rows = sf_tile_numel(t) / len;
+    const float *src = backward ? a->grad_out[0] : a->in[0];
+    float *dst = backward ? a->grad_in[0] : a->out[0];
+    int64_t idx[SF_MAX_DIMS] = {0};
+    for (int64_t q = 0; q < rows; q++) {
+        int64_t g = 0;
+        for (int i = 0; i < nd; i++) g = g * s->d[i] + t->lo[i] + (i < nd - 1 ? idx[i] : 0);
+        dropout_row(&m, (uint64_t)g, len, src + q * len, dst + q * len, backward);
+        for (int i = nd - 2; i >= 0; i--) {
+            if (++idx[i] < t->hi[i] - t->lo[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
+static sf_status dropout_fwd_fast(const sf_kernel_args *a) {
+    dropout_fast(a, 0);
+    return SF_OK;
+}
+
+static sf_status dropout_bwd_fast(const sf_kernel_args *a) {
+    if (a->grad_in && a->grad_in[0]) dropout_fast(a, 1);
+    return SF_OK;
+}
+
 const sf_op_class sf_op_dropout_class = {
     .type = SF_OP_DROPOUT,
     .name = "dropout",
@@ -65,4 +191,8 @@ const sf_op_class sf_op_dropout_class = {
     .space = dropout_space,
     .region = dropout_region,
     .cost = dropout_cost,
+    .fwd_ref = dropout_fwd_ref,
+    .fwd_fast = dropout_fwd_fast,
+    .bwd_ref = dropout_bwd_ref,
+    .bwd_fast = dropout_bwd_fast,
 };

@@ -14,9 +14,23 @@
  * FLOPs: the forward pass is a gather: no arithmetic, only bytes (the ids, the
  * gathered rows, the output). The backward pass scatter-adds the output gradient
  * into the table gradient: D adds per token.
+ *
+ * Kernels (buffers in soapflow/kernels.h; weights: the table (V, D)): like every
+ * tensor here, the ids are 4-byte floats; each holds an integer id exactly
+ * (floats are exact up to 2^24, so vocabularies up to 16,777,216). The tile is
+ * R tokens (the id region, flattened) x columns [d0, d1) of D:
+ *   forward   y[r][j] = W[id_r][d0 + j]
+ *   backward  dW[id_r][d0 + j] += dy[r][j]   (a scatter-add: repeated ids add up)
+ * Ids are not differentiable: grad_in is never written. An id that is not an
+ * integer in [0, V) gives SF_ERR_INVALID before anything is written (PyTorch
+ * raises an index error too). The reference loops element by element; the fast
+ * kernels check every id once, then copy (memcpy) or add (a contiguous,
+ * vectorizable loop) one row slice per token.
  */
 #include <stddef.h>
+#include <string.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 static const sf_attr_desc embedding_attrs[] = {
@@ -84,6 +98,76 @@ static void embedding_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) 
     cost->bytes_bwd = ids_b + 3 * outs * SF_ELEM_BYTES;
 }
 
+/* ---- kernels ----------------------------------------------------------- */
+
+/* The id of token value v, or -1 when it is not an integer in [0, V). */
+static int64_t emb_id(float v, int64_t vocab) {
+    if (!(v >= 0.0f && v < (float)vocab)) return -1;
+    int64_t id = (int64_t)v;
+    return (float)id == v && id < vocab ? id : -1;
+}
+
+/* Tokens R, table width D, tile columns [d0, d0 + dt); SF_ERR_INVALID when an
+ * id is bad. */
+static sf_status emb_geom(const sf_kernel_args *a, int64_t *rows, int64_t *d, int64_t *d0,
+                          int64_t *dt) {
+    const sf_tile *t = &a->tile;
+    int last = t->ndim - 1;
+    *d = a->op->params.embedding.embedding_dim;
+    *d0 = t->lo[last];
+    *dt = t->hi[last] - t->lo[last];
+    *rows = sf_tile_numel(&a->in_region[0]);
+    for (int64_t r = 0; r < *rows; r++)
+        if (emb_id(a->in[0][r], a->op->params.embedding.num_embeddings) < 0) return SF_ERR_INVALID;
+    return SF_OK;
+}
+
+static sf_status embedding_fwd_ref(const sf_kernel_args *a) {
+    int64_t rows, d, d0, dt;
+    if (emb_geom(a, &rows, &d, &d0, &dt) != SF_OK) return SF_ERR_INVALID;
+    int64_t vocab = a->op->params.embedding.num_embeddings;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < dt; j++)
+            a->out[0][r * dt + j] = a->weights[emb_id(a->in[0][r], vocab) * d + d0 + j];
+    return SF_OK;
+}
+
+static sf_status embedding_bwd_ref(const sf_kernel_args *a) {
+    int64_t rows, d, d0, dt;
+    if (emb_geom(a, &rows, &d, &d0, &dt) != SF_OK) return SF_ERR_INVALID;
+    if (!a->grad_weights) return SF_OK;
+    int64_t vocab = a->op->params.embedding.num_embeddings;
+    for (int64_t r = 0; r < rows; r++)
+        for (int64_t j = 0; j < dt; j++)
+            a->grad_weights[emb_id(a->in[0][r], vocab) * d + d0 + j] +=
+                a->grad_out[0][r * dt + j];
+    return SF_OK;
+}
+
+static sf_status embedding_fwd_fast(const sf_kernel_args *a) {
+    int64_t rows, d, d0, dt;
+    if (emb_geom(a, &rows, &d, &d0, &dt) != SF_OK) return SF_ERR_INVALID;
+    const float *ids = a->in[0];
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t id = (int64_t)ids[r]; /* checked by emb_geom */
+        memcpy(a->out[0] + r * dt, a->weights + id * d + d0, (size_t)dt * sizeof(float));
+    }
+    return SF_OK;
+}
+
+static sf_status embedding_bwd_fast(const sf_kernel_args *a) {
+    int64_t rows, d, d0, dt;
+    if (emb_geom(a, &rows, &d, &d0, &dt) != SF_OK) return SF_ERR_INVALID;
+    if (!a->grad_weights) return SF_OK;
+    const float *ids = a->in[0];
+    for (int64_t r = 0; r < rows; r++) {
+        const float *restrict src = a->grad_out[0] + r * dt;
+        float *restrict dst = a->grad_weights + (int64_t)ids[r] * d + d0;
+        for (int64_t j = 0; j < dt; j++) dst[j] += src[j];
+    }
+    return SF_OK;
+}
+
 const sf_op_class sf_op_embedding_class = {
     .type = SF_OP_EMBEDDING,
     .name = "embedding",
@@ -97,4 +181,8 @@ const sf_op_class sf_op_embedding_class = {
     .space = embedding_space,
     .region = embedding_region,
     .cost = embedding_cost,
+    .fwd_ref = embedding_fwd_ref,
+    .fwd_fast = embedding_fwd_fast,
+    .bwd_ref = embedding_bwd_ref,
+    .bwd_fast = embedding_bwd_fast,
 };

@@ -40,8 +40,10 @@ typedef struct sf_op_class {
     void (*cost)(const sf_op *op, const sf_tile *t, sf_op_cost *c);
     void (*memory)(const sf_op *op, const sf_tile *t, sf_op_mem *m);
 
-    /* Kernel slots, filled by the kernels issue. */
+    /* Kernels (see soapflow/kernels.h): reference and fast, forward and backward,
+     * and the scratch memory a tile needs (NULL: none). */
     sf_kernel_fn fwd_ref, fwd_fast, bwd_ref, bwd_fast;
+    size_t (*workspace)(const sf_op *op, const sf_tile *t, int backward);
 } sf_op_class;
 
 const sf_op_class *sf_op_class_get(sf_op_type t);

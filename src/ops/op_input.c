@@ -7,6 +7,16 @@
  * activation). Its cost is the loading of the tile into device memory: no FLOPs,
  * the tile's bytes written once; there is no gradient to compute for it.
  * It has no region callback: with no inputs, sf_op_input_region never asks.
+ *
+ * Kernels: none, on purpose. An input computes nothing: the runtime fills each
+ * tile of it with the batch's samples (or token ids, stored as floats), and its
+ * gradient, if any, is dropped. sf_kernel_args has no source buffer that a
+ * forward "copy" could read - the output tile is the only buffer, and what goes
+ * into it is the data loader's business, not a kernel's - so a kernel would be
+ * either a no-op that leaves the output unwritten (breaking "forward overwrites
+ * the output") or a copy from a field invented for one operator. The slots stay
+ * NULL: sf_kernel_available(SF_OP_INPUT, ...) is 0 and sf_kernel_forward returns
+ * SF_ERR_UNSUPPORTED, which tells the runtime to load the tile itself.
  */
 #include <stddef.h>
 

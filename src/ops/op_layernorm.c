@@ -13,10 +13,23 @@
  * normalize (2), and scale and shift (2) when affine; backward about 8 (the two
  * row reductions of the input gradient and its combination) plus 2 for the
  * scale and shift gradients when affine.
+ *
+ * Kernels (buffers in soapflow/kernels.h; weights: scale (D), then shift (D)):
+ * the tile is R rows of D (its leading dimensions flattened; a tile must hold
+ * all of D, else SF_ERR_INVALID). Per row, mean and biased variance,
+ * y = (x - mean) * rstd * scale + shift with rstd = 1 / sqrt(var + eps), as
+ * torch.nn.LayerNorm. Backward recomputes the row statistics and, with
+ * xh = (x - mean) * rstd and dh = dy * scale, adds
+ *   dx     += rstd * (dh - mean(dh) - xh * mean(dh * xh))
+ *   dscale += dy * xh,  dshift += dy     (summed over the tile's rows)
+ * The reference follows the formulas with double accumulators; the fast kernels
+ * reduce each row in float over 8 independent lanes (vectorizable without
+ * reassociation by the compiler) and apply contiguous loops over D.
  */
 #include <math.h>
 #include <stddef.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 #define LAYERNORM_FWD_FLOPS 6.0
@@ -80,6 +93,184 @@ static void layernorm_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) 
     cost->bytes_bwd = 3 * io_b + 2 * w_b;
 }
 
+/* ---- kernels ----------------------------------------------------------- */
+
+/* Rows and width of a tile; 0 rows when the tile does not hold all of D. */
+static void ln_geom(const sf_kernel_args *a, int64_t *rows, int64_t *d) {
+    const sf_tile *t = &a->tile;
+    int last = t->ndim - 1;
+    *d = a->op->in_shapes[0].d[last];
+    *rows = t->lo[last] == 0 && t->hi[last] == *d ? sf_tile_numel(t) / *d : -1;
+}
+
+static void ln_stats_ref(const float *x, int64_t d, double eps, double *mean, double *rstd) {
+    double s = 0, v = 0;
+    for (int64_t j = 0; j < d; j++) s += x[j];
+    s /= (double)d;
+    for (int64_t j = 0; j < d; j++) v += (x[j] - s) * (x[j] - s);
+    *mean = s;
+    *rstd = 1.0 / sqrt(v / (double)d + eps);
+}
+
+/* y (R, D) = (x - mean) * rstd * scale + shift */
+static sf_status layernorm_fwd_ref(const sf_kernel_args *a) {
+    int64_t rows, d;
+    ln_geom(a, &rows, &d);
+    if (rows < 0) return SF_ERR_INVALID;
+    const float *scale = a->op->params.norm.affine ? a->weights : NULL;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = a->in[0] + r * d;
+        float *y = a->out[0] + r * d;
+        double mean, rstd;
+        ln_stats_ref(x, d, a->op->params.norm.eps, &mean, &rstd);
+        for (int64_t j = 0; j < d; j++) {
+            double v = (x[j] - mean) * rstd;
+            y[j] = (float)(scale ? v * scale[j] + scale[d + j] : v);
+        }
+    }
+    return SF_OK;
+}
+
+static sf_status layernorm_bwd_ref(const sf_kernel_args *a) {
+    int64_t rows, d;
+    ln_geom(a, &rows, &d);
+    if (rows < 0) return SF_ERR_INVALID;
+    const float *scale = a->op->params.norm.affine ? a->weights : NULL;
+    float *dscale = scale ? a->grad_weights : NULL;
+    float *dx_all = a->grad_in ? a->grad_in[0] : NULL;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = a->in[0] + r * d, *dy = a->grad_out[0] + r * d;
+        double mean, rstd, mdh = 0, mdhxh = 0;
+        ln_stats_ref(x, d, a->op->params.norm.eps, &mean, &rstd);
+        for (int64_t j = 0; j < d; j++) {
+            double dh = dy[j] * (scale ? scale[j] : 1.0f), xh = (x[j] - mean) * rstd;
+            mdh += dh;
+            mdhxh += dh * xh;
+            if (dscale) {
+                dscale[j] += (float)(dy[j] * xh);
+                dscale[d + j] += dy[j];
+            }
+        }
+        mdh /= (double)d;
+        mdhxh /= (double)d;
+        if (!dx_all) continue;
+        float *dx = dx_all + r * d;
+        for (int64_t j = 0; j < d; j++) {
+            double dh = dy[j] * (scale ? scale[j] : 1.0f), xh = (x[j] - mean) * rstd;
+            dx[j] += (float)(rstd * (dh - mdh - xh * mdhxh));
+        }
+    }
+    return SF_OK;
+}
+
+#define LN_LANES 8
+
+/* sum of x - c and of (x - c)^2 over a row, c a shift for stability */
+static void ln_sums(const float *restrict x, float c, int64_t n, float *s1, float *s2) {
+    float a1[LN_LANES] = {0}, a2[LN_LANES] = {0};
+    int64_t j = 0;
+    for (; j + LN_LANES <= n; j += LN_LANES)
+        for (int l = 0; l < LN_LANES; l++) {
+            float v = x[j + l] - c;
+            a1[l] += v;
+            a2[l] += v * v;
+        }
+    float t1 = 0.0f, t2 = 0.0f;
+    for (; j < n; j++) {
+        float v = x[j] - c;
+        t1 += v;
+        t2 += v * v;
+    }
+    for (int l = 0; l < LN_LANES; l++) {
+        t1 += a1[l];
+        t2 += a2[l];
+    }
+    *s1 = t1;
+    *s2 = t2;
+}
+
+/* Mean and rstd of one row: two passes (the second centred on the mean). */
+static void ln_stats_fast(const float *x, int64_t d, double eps, float *mean, float *rstd) {
+    float s1, s2;
+    ln_sums(x, 0.0f, d, &s1, &s2);
+    float mu = s1 / (float)d;
+    ln_sums(x, mu, d, &s1, &s2);
+    /* s1 is the residual sum of (x - mu): it corrects mu's rounding */
+    float var = s2 / (float)d - (s1 / (float)d) * (s1 / (float)d);
+    *mean = mu + s1 / (float)d;
+    *rstd = (float)(1.0 / sqrt((double)(var > 0.0f ? var : 0.0f) + eps));
+}
+
+static sf_status layernorm_fwd_fast(const sf_kernel_args *a) {
+    int64_t rows, d;
+    ln_geom(a, &rows, &d);
+    if (rows < 0) return SF_ERR_INVALID;
+    const float *scale = a->op->params.norm.affine ? a->weights : NULL;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *restrict x = a->in[0] + r * d;
+        float *restrict y = a->out[0] + r * d;
+        float mean, rstd;
+        ln_stats_fast(x, d, a->op->params.norm.eps, &mean, &rstd);
+        if (scale) {
+            const float *restrict gm = scale, *restrict bt = scale + d;
+            for (int64_t j = 0; j < d; j++) y[j] = (x[j] - mean) * rstd * gm[j] + bt[j];
+        } else {
+            for (int64_t j = 0; j < d; j++) y[j] = (x[j] - mean) * rstd;
+        }
+    }
+    return SF_OK;
+}
+
+static sf_status layernorm_bwd_fast(const sf_kernel_args *a) {
+    int64_t rows, d;
+    ln_geom(a, &rows, &d);
+    if (rows < 0) return SF_ERR_INVALID;
+    const float *scale = a->op->params.norm.affine ? a->weights : NULL;
+    float *dscale = scale ? a->grad_weights : NULL;
+    float *dx_all = a->grad_in ? a->grad_in[0] : NULL;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *restrict x = a->in[0] + r * d, *restrict dy = a->grad_out[0] + r * d;
+        float mean, rstd;
+        ln_stats_fast(x, d, a->op->params.norm.eps, &mean, &rstd);
+        if (dscale) {
+            float *restrict dg = dscale, *restrict db = dscale + d;
+            for (int64_t j = 0; j < d; j++) {
+                dg[j] += dy[j] * (x[j] - mean) * rstd;
+                db[j] += dy[j];
+            }
+        }
+        if (!dx_all) continue;
+        /* mean(dh) and mean(dh * xh), over 8 lanes */
+        float a1[LN_LANES] = {0}, a2[LN_LANES] = {0};
+        int64_t j = 0;
+        for (; j + LN_LANES <= d; j += LN_LANES)
+            for (int l = 0; l < LN_LANES; l++) {
+                float dh = dy[j + l] * (scale ? scale[j + l] : 1.0f);
+                a1[l] += dh;
+                a2[l] += dh * (x[j + l] - mean);
+            }
+        float s1 = 0.0f, s2 = 0.0f;
+        for (; j < d; j++) {
+            float dh = dy[j] * (scale ? scale[j] : 1.0f);
+            s1 += dh;
+            s2 += dh * (x[j] - mean);
+        }
+        for (int l = 0; l < LN_LANES; l++) {
+            s1 += a1[l];
+            s2 += a2[l];
+        }
+        const float mdh = s1 / (float)d, k2 = s2 * rstd * rstd / (float)d;
+        float *restrict dx = dx_all + r * d;
+        if (scale) {
+            for (int64_t q = 0; q < d; q++)
+                dx[q] += rstd * (dy[q] * scale[q] - mdh - (x[q] - mean) * k2);
+        } else {
+            for (int64_t q = 0; q < d; q++) dx[q] += rstd * (dy[q] - mdh - (x[q] - mean) * k2);
+        }
+    }
+    return SF_OK;
+}
+
 const sf_op_class sf_op_layernorm_class = {
     .type = SF_OP_LAYERNORM,
     .name = "layernorm",
@@ -93,4 +284,8 @@ const sf_op_class sf_op_layernorm_class = {
     .space = layernorm_space,
     .region = layernorm_region,
     .cost = layernorm_cost,
+    .fwd_ref = layernorm_fwd_ref,
+    .fwd_fast = layernorm_fwd_fast,
+    .bwd_ref = layernorm_bwd_ref,
+    .bwd_fast = layernorm_bwd_fast,
 };

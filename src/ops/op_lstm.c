@@ -23,10 +23,42 @@
  * (two bias adds per gate folded in with three sigmoids, two tanh, and the cell
  * and hidden updates: about ten). Backward: twice the gemm (input and weight
  * gradients) plus the same elementwise count.
+ *
+ * Kernels (buffers in soapflow/kernels.h). Weights, PyTorch's layout, gate order
+ * i, f, g, o within each block of 4H rows:
+ *   W_ih (4H, I), then W_hh (4H, H), then b_ih (4H), then b_hh (4H).
+ * Per step, gates (n, 4H) = x_t W_ih^T + h_{t-1} W_hh^T + b_ih + b_hh;
+ * i, f, o = sigmoid, g = tanh; c_t = f c_{t-1} + i g; h_t = o tanh(c_t).
+ *
+ * Supported tiles: an N range with the whole of T and of H. A tile with a part
+ * of H owns only its units' gates, yet step t needs the whole h_{t-1}, produced
+ * by the other H parts at step t-1: it can only be computed step by step with an
+ * exchange (all-gather) of h between the parts after every step, which a single
+ * kernel call cannot do. Recomputing every unit redundantly in each part is not
+ * possible either: c0's region holds only the tile's own units, and the weight
+ * gradients would land on rows the part does not own. So a partial H range (and
+ * a partial T range, whose final states would not be hT and cT) returns
+ * SF_ERR_UNSUPPORTED; the runtime splits an LSTM on N only (or unrolls T into
+ * chunk operators).
+ *
+ * Workspace (floats), forward: gates (n, T, 4H) (activated), the hidden states
+ * hs (n, T+1, H) with hs[:, 0] = h0 and the cell states cs (n, T+1, H) with
+ * cs[:, 0] = c0. Backward recomputes that forward into the same buffers (the
+ * outputs are not trusted to be there), then runs back through time, turning
+ * each step's gates into the pre-activation gradients dA in place, with three
+ * more (n, H) buffers: dh and dc carried to the previous step, and the next dh.
+ * The fast kernel projects the inputs of every step in one SGEMM forward and
+ * takes dx, dW_ih (one SGEMM each over all steps) and dW_hh (one per sample)
+ * after the time loop; only the recurrent products are per step. The reference
+ * kernel does the same with loops, element by element. The pointwise cell (its
+ * forward and adjoint) is shared by both: it holds no product to get wrong in
+ * the fast path, and the finite-difference tests check it.
  */
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 #define LSTM_EW_FLOPS 10.0 /* elementwise operations per hidden unit per step */
@@ -147,6 +179,291 @@ static void lstm_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
     }
 }
 
+/* ---- kernels ----------------------------------------------------------- */
+
+typedef struct lstm_geom {
+    int64_t n, steps, in, hid; /* tile samples, steps T, input features I, hidden H */
+    int has_state;             /* h0 and c0 are inputs */
+    int whole;                 /* the tile covers all of T and H (else unsupported) */
+} lstm_geom;
+
+static void lstm_geom_init(const sf_op *op, const sf_tile *t, lstm_geom *g) {
+    g->n = t->hi[0] - t->lo[0];
+    g->steps = op->in_shapes[0].d[1];
+    g->in = op->in_shapes[0].d[2];
+    g->hid = op->params.lstm.hidden;
+    g->has_state = op->n_inputs == 3;
+    g->whole = t->lo[1] == 0 && t->hi[1] == g->steps && t->lo[2] == 0 && t->hi[2] == g->hid;
+}
+
+/* Floats of the forward workspace (gates, hs, cs) and of the backward extras. */
+static int64_t lstm_ws_fwd(const lstm_geom *g) {
+    return g->n * g->steps * 4 * g->hid + 2 * g->n * (g->steps + 1) * g->hid;
+}
+
+static size_t lstm_workspace(const sf_op *op, const sf_tile *t, int backward) {
+    lstm_geom g;
+    lstm_geom_init(op, t, &g);
+    int64_t floats = lstm_ws_fwd(&g) + (backward ? 3 * g.n * g.hid : 0);
+    return (size_t)floats * sizeof(float);
+}
+
+/* The named pieces of the workspace. */
+typedef struct lstm_ws {
+    float *gates; /* (n, T, 4H): activated i, f, g, o; backward: dA in place */
+    float *hs;    /* (n, T+1, H) */
+    float *cs;    /* (n, T+1, H) */
+    float *dh, *dc, *dh_next; /* (n, H) each, backward only */
+} lstm_ws;
+
+static lstm_ws lstm_ws_carve(const lstm_geom *g, void *workspace, int backward) {
+    float *p = workspace;
+    lstm_ws w = {0};
+    w.gates = p;
+    p += g->n * g->steps * 4 * g->hid;
+    w.hs = p;
+    p += g->n * (g->steps + 1) * g->hid;
+    w.cs = p;
+    p += g->n * (g->steps + 1) * g->hid;
+    if (backward) {
+        w.dh = p;
+        w.dc = p + g->n * g->hid;
+        w.dh_next = p + 2 * g->n * g->hid;
+    }
+    return w;
+}
+
+static float sigmoidf(float v) { return 1.0f / (1.0f + expf(-v)); }
+
+/* hs[:, 0] = h0, cs[:, 0] = c0, or zeros without initial states. */
+static void lstm_init_state(const sf_kernel_args *a, const lstm_geom *g, const lstm_ws *w) {
+    const int64_t H = g->hid, srow = (g->steps + 1) * H;
+    for (int64_t n = 0; n < g->n; n++) {
+        float *h = w->hs + n * srow, *c = w->cs + n * srow;
+        if (g->has_state) {
+            memcpy(h, a->in[1] + n * H, (size_t)H * sizeof *h);
+            memcpy(c, a->in[2] + n * H, (size_t)H * sizeof *c);
+        } else {
+            memset(h, 0, (size_t)H * sizeof *h);
+            memset(c, 0, (size_t)H * sizeof *c);
+        }
+    }
+}
+
+/* Step t of the cell: pre-activations of gates[:, t] become activations, and
+ * c_t, h_t are written into cs, hs (slot t + 1). */
+static void lstm_cell_forward(const lstm_geom *g, const lstm_ws *w, int64_t t) {
+    const int64_t H = g->hid, T = g->steps, srow = (T + 1) * H;
+    for (int64_t n = 0; n < g->n; n++) {
+        float *ga = w->gates + (n * T + t) * 4 * H;
+        const float *cp = w->cs + n * srow + t * H;
+        float *c = w->cs + n * srow + (t + 1) * H, *h = w->hs + n * srow + (t + 1) * H;
+        for (int64_t u = 0; u < H; u++) {
+            float i = sigmoidf(ga[u]), f = sigmoidf(ga[H + u]);
+            float gg = tanhf(ga[2 * H + u]), o = sigmoidf(ga[3 * H + u]);
+            ga[u] = i;
+            ga[H + u] = f;
+            ga[2 * H + u] = gg;
+            ga[3 * H + u] = o;
+            c[u] = f * cp[u] + i * gg;
+            h[u] = o * tanhf(c[u]);
+        }
+    }
+}
+
+/* The adjoint of step t: with dh (n, H) = dL/dh_t from later steps and dc the
+ * same for c_t, adds dy[:, t] to dh, turns gates[:, t] into dL/d(pre-activation)
+ * and leaves in dc the gradient for c_{t-1}. dh is then stale (the caller
+ * replaces it with dA W_hh). */
+static void lstm_cell_backward(const lstm_geom *g, const lstm_ws *w, const float *dy, int64_t t) {
+    const int64_t H = g->hid, T = g->steps, srow = (T + 1) * H;
+    for (int64_t n = 0; n < g->n; n++) {
+        float *ga = w->gates + (n * T + t) * 4 * H;
+        const float *cp = w->cs + n * srow + t * H, *c = w->cs + n * srow + (t + 1) * H;
+        float *dh = w->dh + n * H, *dc = w->dc + n * H;
+        for (int64_t u = 0; u < H; u++) {
+            float i = ga[u], f = ga[H + u], gg = ga[2 * H + u], o = ga[3 * H + u];
+            float tc = tanhf(c[u]);
+            float dhv = dh[u] + (dy ? dy[(n * T + t) * H + u] : 0.0f);
+            float dcv = dc[u] + dhv * o * (1.0f - tc * tc);
+            ga[u] = dcv * gg * i * (1.0f - i);
+            ga[H + u] = dcv * cp[u] * f * (1.0f - f);
+            ga[2 * H + u] = dcv * i * (1.0f - gg * gg);
+            ga[3 * H + u] = dhv * tc * o * (1.0f - o);
+            dc[u] = dcv * f;
+        }
+    }
+}
+
+/* Forward into the workspace, element by element. */
+static void lstm_run_ref(const sf_kernel_args *a, const lstm_geom *g, const lstm_ws *w) {
+    const int64_t H = g->hid, I = g->in, T = g->steps, G = 4 * H, srow = (T + 1) * H;
+    const float *wih = a->weights, *whh = wih + G * I, *bih = whh + G * H, *bhh = bih + G;
+    const float *x = a->in[0];
+    lstm_init_state(a, g, w);
+    for (int64_t t = 0; t < T; t++) {
+        for (int64_t n = 0; n < g->n; n++) {
+            const float *xt = x + (n * T + t) * I, *hp = w->hs + n * srow + t * H;
+            float *ga = w->gates + (n * T + t) * G;
+            for (int64_t j = 0; j < G; j++) {
+                float acc = bih[j] + bhh[j];
+                for (int64_t k = 0; k < I; k++) acc += wih[j * I + k] * xt[k];
+                for (int64_t k = 0; k < H; k++) acc += whh[j * H + k] * hp[k];
+                ga[j] = acc;
+            }
+        }
+        lstm_cell_forward(g, w, t);
+    }
+}
+
+/* Forward into the workspace: the input projection of all steps in one SGEMM,
+ * then one recurrent SGEMM per step. */
+static void lstm_run_fast(const sf_kernel_args *a, const lstm_geom *g, const lstm_ws *w) {
+    const int64_t H = g->hid, I = g->in, T = g->steps, G = 4 * H, srow = (T + 1) * H;
+    const float *wih = a->weights, *whh = wih + G * I, *bih = whh + G * H, *bhh = bih + G;
+    lstm_init_state(a, g, w);
+    for (int64_t r = 0; r < g->n * T; r++)
+        for (int64_t j = 0; j < G; j++) w->gates[r * G + j] = bih[j] + bhh[j];
+    sf_sgemm(0, 1, g->n * T, G, I, 1.0f, a->in[0], I, wih, I, 1.0f, w->gates, G);
+    for (int64_t t = 0; t < T; t++) {
+        /* gates[:, t] (n, 4H), row stride T*4H; h_{t-1} = hs[:, t], row stride (T+1)*H */
+        sf_sgemm(0, 1, g->n, G, H, 1.0f, w->hs + t * H, srow, whh, H, 1.0f, w->gates + t * G,
+                 T * G);
+        lstm_cell_forward(g, w, t);
+    }
+}
+
+/* y, hT, cT from the workspace. */
+static void lstm_write_outputs(const sf_kernel_args *a, const lstm_geom *g, const lstm_ws *w) {
+    const int64_t H = g->hid, T = g->steps, srow = (T + 1) * H;
+    for (int64_t n = 0; n < g->n; n++) {
+        memcpy(a->out[0] + n * T * H, w->hs + n * srow + H, (size_t)(T * H) * sizeof(float));
+        memcpy(a->out[1] + n * H, w->hs + n * srow + T * H, (size_t)H * sizeof(float));
+        memcpy(a->out[2] + n * H, w->cs + n * srow + T * H, (size_t)H * sizeof(float));
+    }
+}
+
+static sf_status lstm_fwd_ref(const sf_kernel_args *a) {
+    lstm_geom g;
+    lstm_geom_init(a->op, &a->tile, &g);
+    if (!g.whole) return SF_ERR_UNSUPPORTED;
+    lstm_ws w = lstm_ws_carve(&g, a->workspace, 0);
+    lstm_run_ref(a, &g, &w);
+    lstm_write_outputs(a, &g, &w);
+    return SF_OK;
+}
+
+static sf_status lstm_fwd_fast(const sf_kernel_args *a) {
+    lstm_geom g;
+    lstm_geom_init(a->op, &a->tile, &g);
+    if (!g.whole) return SF_ERR_UNSUPPORTED;
+    lstm_ws w = lstm_ws_carve(&g, a->workspace, 0);
+    lstm_run_fast(a, &g, &w);
+    lstm_write_outputs(a, &g, &w);
+    return SF_OK;
+}
+
+/* dh = dhT, dc = dcT (zero when no gradient is given). */
+static void lstm_bwd_init(const sf_kernel_args *a, const lstm_geom *g, const lstm_ws *w) {
+    size_t bytes = (size_t)(g->n * g->hid) * sizeof(float);
+    if (a->grad_out[1]) memcpy(w->dh, a->grad_out[1], bytes);
+    else memset(w->dh, 0, bytes);
+    if (a->grad_out[2]) memcpy(w->dc, a->grad_out[2], bytes);
+    else memset(w->dc, 0, bytes);
+}
+
+/* dh0 += dh, dc0 += dc after the time loop, when wanted. */
+static void lstm_bwd_state(const sf_kernel_args *a, const lstm_geom *g, const lstm_ws *w) {
+    if (!g->has_state || !a->grad_in) return;
+    const int64_t nh = g->n * g->hid;
+    if (a->grad_in[1])
+        for (int64_t e = 0; e < nh; e++) a->grad_in[1][e] += w->dh[e];
+    if (a->grad_in[2])
+        for (int64_t e = 0; e < nh; e++) a->grad_in[2][e] += w->dc[e];
+}
+
+/* Back through time, element by element; then dx, dW, db from the dA of all
+ * steps (in gates) by loops. */
+static sf_status lstm_bwd_ref(const sf_kernel_args *a) {
+    lstm_geom g;
+    lstm_geom_init(a->op, &a->tile, &g);
+    if (!g.whole) return SF_ERR_UNSUPPORTED;
+    const int64_t H = g.hid, I = g.in, T = g.steps, G = 4 * H, srow = (T + 1) * H;
+    const float *wih = a->weights, *whh = wih + G * I, *x = a->in[0];
+    lstm_ws w = lstm_ws_carve(&g, a->workspace, 1);
+    lstm_run_ref(a, &g, &w);
+    lstm_bwd_init(a, &g, &w);
+    for (int64_t t = T - 1; t >= 0; t--) {
+        lstm_cell_backward(&g, &w, a->grad_out[0], t);
+        for (int64_t n = 0; n < g.n; n++) { /* dh_{t-1} = dA_t W_hh */
+            const float *da = w.gates + (n * T + t) * G;
+            for (int64_t k = 0; k < H; k++) {
+                float acc = 0.0f;
+                for (int64_t j = 0; j < G; j++) acc += da[j] * whh[j * H + k];
+                w.dh[n * H + k] = acc;
+            }
+        }
+    }
+    lstm_bwd_state(a, &g, &w);
+    float *dx = a->grad_in ? a->grad_in[0] : NULL, *dw = a->grad_weights;
+    float *dwih = dw, *dwhh = dw ? dw + G * I : NULL;
+    float *dbih = dw ? dw + G * (I + H) : NULL, *dbhh = dw ? dbih + G : NULL;
+    for (int64_t n = 0; n < g.n; n++)
+        for (int64_t t = 0; t < T; t++) {
+            const float *da = w.gates + (n * T + t) * G, *xt = x + (n * T + t) * I;
+            const float *hp = w.hs + n * srow + t * H;
+            for (int64_t j = 0; j < G; j++) {
+                float d = da[j];
+                if (dx)
+                    for (int64_t k = 0; k < I; k++) dx[(n * T + t) * I + k] += d * wih[j * I + k];
+                if (dw) {
+                    for (int64_t k = 0; k < I; k++) dwih[j * I + k] += d * xt[k];
+                    for (int64_t k = 0; k < H; k++) dwhh[j * H + k] += d * hp[k];
+                    dbih[j] += d;
+                    dbhh[j] += d;
+                }
+            }
+        }
+    return SF_OK;
+}
+
+static sf_status lstm_bwd_fast(const sf_kernel_args *a) {
+    lstm_geom g;
+    lstm_geom_init(a->op, &a->tile, &g);
+    if (!g.whole) return SF_ERR_UNSUPPORTED;
+    const int64_t H = g.hid, I = g.in, T = g.steps, G = 4 * H, srow = (T + 1) * H;
+    const float *wih = a->weights, *whh = wih + G * I;
+    lstm_ws w = lstm_ws_carve(&g, a->workspace, 1);
+    lstm_run_fast(a, &g, &w);
+    lstm_bwd_init(a, &g, &w);
+    for (int64_t t = T - 1; t >= 0; t--) {
+        lstm_cell_backward(&g, &w, a->grad_out[0], t);
+        /* dh_{t-1} (n, H) = dA_t (n, 4H; row stride T*4H) W_hh (4H, H) */
+        sf_sgemm(0, 0, g.n, H, G, 1.0f, w.gates + t * G, T * G, whh, H, 0.0f, w.dh_next, H);
+        float *tmp = w.dh;
+        w.dh = w.dh_next;
+        w.dh_next = tmp;
+    }
+    lstm_bwd_state(a, &g, &w);
+    float *dx = a->grad_in ? a->grad_in[0] : NULL, *dw = a->grad_weights;
+    /* dA of all steps: (n*T, 4H) */
+    if (dx) sf_sgemm(0, 0, g.n * T, I, G, 1.0f, w.gates, G, wih, I, 1.0f, dx, I);
+    if (dw) {
+        sf_sgemm(1, 0, G, I, g.n * T, 1.0f, w.gates, G, a->in[0], I, 1.0f, dw, I);
+        /* h_{t-1} of sample n for t in [0, T) is hs[n, 0:T], rows of H */
+        for (int64_t n = 0; n < g.n; n++)
+            sf_sgemm(1, 0, G, H, T, 1.0f, w.gates + n * T * G, G, w.hs + n * srow, H, 1.0f,
+                     dw + G * I, H);
+        float *dbih = dw + G * (I + H), *dbhh = dbih + G;
+        for (int64_t r = 0; r < g.n * T; r++)
+            for (int64_t j = 0; j < G; j++) {
+                dbih[j] += w.gates[r * G + j];
+                dbhh[j] += w.gates[r * G + j];
+            }
+    }
+    return SF_OK;
+}
+
 const sf_op_class sf_op_lstm_class = {
     .type = SF_OP_LSTM,
     .name = "lstm",
@@ -162,4 +479,9 @@ const sf_op_class sf_op_lstm_class = {
     .out_tile = lstm_out_tile,
     .cost = lstm_cost,
     .memory = lstm_memory,
+    .fwd_ref = lstm_fwd_ref,
+    .fwd_fast = lstm_fwd_fast,
+    .bwd_ref = lstm_bwd_ref,
+    .bwd_fast = lstm_bwd_fast,
+    .workspace = lstm_workspace,
 };

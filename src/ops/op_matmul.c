@@ -14,9 +14,20 @@
  *
  * FLOPs: 2*M*N*K per batch element forward (a multiply-add is two); backward
  * computes dA = dC B^T and dB = A^T dC, twice the forward.
+ *
+ * Kernels (buffers in soapflow/kernels.h): a tile is a block of batch elements
+ * (the leading dimensions of the tile, flattened: nb of them) times rows
+ * [m0, m0 + mt) times columns [n0, n0 + nt). Its region of A is, per batch
+ * element, an (mt, K) matrix, or (K, mt) with transpose_a; of B a (K, nt) one,
+ * or (nt, K) with transpose_b; the output tile is (nb, mt, nt). Both regions are
+ * contiguous per batch element, so the fast kernel is one SGEMM per batch element
+ * forward and two backward, the transposes handed to BLAS; the reference kernel
+ * is the triple loop over elements read through the transpose flags. No
+ * workspace.
  */
 #include <stddef.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 static const sf_attr_desc matmul_attrs[] = {
@@ -117,6 +128,122 @@ static void matmul_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     cost->bytes_bwd = 2 * in_b + out_b;
 }
 
+/* ---- kernels ----------------------------------------------------------- */
+
+/* The matrix view of a tile: nb batch elements of an (mt, K) x (K, nt) product,
+ * with the row strides of A and B as stored in their regions. */
+typedef struct matmul_geom {
+    int64_t nb, mt, nt, k;
+    int ta, tb;
+    int64_t lda, ldb; /* row strides of one A block ((mt, K) or (K, mt)) and B block */
+} matmul_geom;
+
+static void matmul_geom_init(const sf_op *op, const sf_tile *t, matmul_geom *g) {
+    int rank = t->ndim;
+    const sf_shape *a = &op->in_shapes[0];
+    g->nb = 1;
+    for (int i = 0; i < rank - 2; i++) g->nb *= t->hi[i] - t->lo[i];
+    g->mt = t->hi[rank - 2] - t->lo[rank - 2];
+    g->nt = t->hi[rank - 1] - t->lo[rank - 1];
+    g->ta = op->params.matmul.transpose_a != 0;
+    g->tb = op->params.matmul.transpose_b != 0;
+    g->k = g->ta ? a->d[rank - 2] : a->d[rank - 1];
+    g->lda = g->ta ? g->mt : g->k;
+    g->ldb = g->tb ? g->k : g->nt;
+}
+
+/* Offsets of op(A)[i][k] and op(B)[k][j] inside one batch element's blocks. */
+static int64_t mm_a_at(const matmul_geom *g, int64_t i, int64_t k) {
+    return g->ta ? k * g->mt + i : i * g->k + k;
+}
+
+static int64_t mm_b_at(const matmul_geom *g, int64_t k, int64_t j) {
+    return g->tb ? j * g->k + k : k * g->nt + j;
+}
+
+/* C (nb, mt, nt) = op(A) op(B), element by element. */
+static sf_status matmul_fwd_ref(const sf_kernel_args *a) {
+    matmul_geom g;
+    matmul_geom_init(a->op, &a->tile, &g);
+    const int64_t sa = g.mt * g.k, sb = g.k * g.nt, sc = g.mt * g.nt;
+    for (int64_t b = 0; b < g.nb; b++) {
+        const float *A = a->in[0] + b * sa, *B = a->in[1] + b * sb;
+        float *C = a->out[0] + b * sc;
+        for (int64_t i = 0; i < g.mt; i++)
+            for (int64_t j = 0; j < g.nt; j++) {
+                float acc = 0.0f;
+                for (int64_t k = 0; k < g.k; k++)
+                    acc += A[mm_a_at(&g, i, k)] * B[mm_b_at(&g, k, j)];
+                C[i * g.nt + j] = acc;
+            }
+    }
+    return SF_OK;
+}
+
+/* d op(A)[i][k] += dC[i][j] op(B)[k][j]; d op(B)[k][j] += op(A)[i][k] dC[i][j],
+ * written into the stored (possibly transposed) layouts. */
+static sf_status matmul_bwd_ref(const sf_kernel_args *a) {
+    matmul_geom g;
+    matmul_geom_init(a->op, &a->tile, &g);
+    float *dA = a->grad_in ? a->grad_in[0] : NULL, *dB = a->grad_in ? a->grad_in[1] : NULL;
+    const int64_t sa = g.mt * g.k, sb = g.k * g.nt, sc = g.mt * g.nt;
+    for (int64_t b = 0; b < g.nb; b++) {
+        const float *A = a->in[0] + b * sa, *B = a->in[1] + b * sb;
+        const float *dC = a->grad_out[0] + b * sc;
+        for (int64_t i = 0; i < g.mt; i++)
+            for (int64_t j = 0; j < g.nt; j++) {
+                float d = dC[i * g.nt + j];
+                for (int64_t k = 0; k < g.k; k++) {
+                    if (dA) dA[b * sa + mm_a_at(&g, i, k)] += d * B[mm_b_at(&g, k, j)];
+                    if (dB) dB[b * sb + mm_b_at(&g, k, j)] += A[mm_a_at(&g, i, k)] * d;
+                }
+            }
+    }
+    return SF_OK;
+}
+
+static sf_status matmul_fwd_fast(const sf_kernel_args *a) {
+    matmul_geom g;
+    matmul_geom_init(a->op, &a->tile, &g);
+    const int64_t sa = g.mt * g.k, sb = g.k * g.nt, sc = g.mt * g.nt;
+    for (int64_t b = 0; b < g.nb; b++)
+        sf_sgemm(g.ta, g.tb, g.mt, g.nt, g.k, 1.0f, a->in[0] + b * sa, g.lda, a->in[1] + b * sb,
+                 g.ldb, 0.0f, a->out[0] + b * sc, g.nt);
+    return SF_OK;
+}
+
+/* Per batch element, in stored layouts (dC is (mt, nt)):
+ *   A (mt, K):  dA += dC op(B)^T          A^T stored (K, mt):  dA += op(B) dC^T
+ *   B (K, nt):  dB += op(A)^T dC          B^T stored (nt, K):  dB += dC^T op(A)
+ * and op(X)^T of a stored-transposed X is X itself, so BLAS gets the flags. */
+static sf_status matmul_bwd_fast(const sf_kernel_args *a) {
+    matmul_geom g;
+    matmul_geom_init(a->op, &a->tile, &g);
+    float *dA = a->grad_in ? a->grad_in[0] : NULL, *dB = a->grad_in ? a->grad_in[1] : NULL;
+    const int64_t sa = g.mt * g.k, sb = g.k * g.nt, sc = g.mt * g.nt;
+    for (int64_t b = 0; b < g.nb; b++) {
+        const float *A = a->in[0] + b * sa, *B = a->in[1] + b * sb;
+        const float *dC = a->grad_out[0] + b * sc;
+        if (dA) {
+            if (!g.ta)
+                sf_sgemm(0, !g.tb, g.mt, g.k, g.nt, 1.0f, dC, g.nt, B, g.ldb, 1.0f, dA + b * sa,
+                         g.k);
+            else
+                sf_sgemm(g.tb, 1, g.k, g.mt, g.nt, 1.0f, B, g.ldb, dC, g.nt, 1.0f, dA + b * sa,
+                         g.mt);
+        }
+        if (dB) {
+            if (!g.tb)
+                sf_sgemm(!g.ta, 0, g.k, g.nt, g.mt, 1.0f, A, g.lda, dC, g.nt, 1.0f, dB + b * sb,
+                         g.nt);
+            else
+                sf_sgemm(1, g.ta, g.nt, g.k, g.mt, 1.0f, dC, g.nt, A, g.lda, 1.0f, dB + b * sb,
+                         g.k);
+        }
+    }
+    return SF_OK;
+}
+
 const sf_op_class sf_op_matmul_class = {
     .type = SF_OP_MATMUL,
     .name = "matmul",
@@ -130,4 +257,8 @@ const sf_op_class sf_op_matmul_class = {
     .space = matmul_space,
     .region = matmul_region,
     .cost = matmul_cost,
+    .fwd_ref = matmul_fwd_ref,
+    .fwd_fast = matmul_fwd_fast,
+    .bwd_ref = matmul_bwd_ref,
+    .bwd_fast = matmul_bwd_fast,
 };

@@ -16,9 +16,34 @@
  * FLOPs: one compare (max) or add (average) per window element and output, the
  * same again backward (routing or spreading the gradient). Adaptive windows are
  * summed exactly over the tile's rows and columns.
+ *
+ * Kernels (buffers in soapflow/kernels.h): output (n, c, oh, ow) of the tile
+ * reads the region at (n, c, ih - ih0, iw - iw0) for the window's positions
+ * inside the input; positions in the padding are skipped, which is what
+ * PyTorch does (max ignores them, like -inf; average adds zeros).
+ *   max           the largest element of the window; backward recomputes the
+ *                 argmax from the input (the first maximum in row-major window
+ *                 order, PyTorch's tie rule) and adds dy there. NaN inputs are
+ *                 not propagated as PyTorch does: comparisons skip them.
+ *   avg           the sum over the window divided by PyTorch's divisor: with
+ *                 count_include_pad, the window clipped to the padded input
+ *                 [-p, n + p) (with ceil_mode the last window may reach past
+ *                 it); without, the number of positions inside the input.
+ *   adaptive_avg  the mean of rows [floor(i*H/O), ceil((i+1)*H/O)) x columns alike.
+ * Backward spreads dy over the same windows with the same weights, accumulated.
+ * The reference loops over windows per output element. The fast kernels work on
+ * one output row at a time: for each kernel tap (i, j) they update the whole
+ * row, ow over the range whose input column exists, as a strided (contiguous
+ * when the stride is 1) vectorizable loop; max keeps the row's running maxima
+ * and argmaxes in the workspace (2 * W_out-tile values), avg the row's
+ * dy / divisor. Adaptive windows
+ * differ per output, so its fast kernels are the reference ones.
  */
+#include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 static const char *const pool_mode_names[] = {"max", "avg", "adaptive_avg"};
@@ -166,6 +191,280 @@ static void pool2d_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     cost->bytes_bwd = 2 * in_b + out_b;
 }
 
+/* ---- kernels ----------------------------------------------------------- */
+
+/* The extents of a tile and its region, read once. */
+typedef struct pool_geom {
+    int64_t nt, ct, oh0, oht, ow0, owt; /* output tile (samples, channels, rows, cols) */
+    int64_t ih0, ihn, iw0, iwn;         /* input region rows and columns */
+    int64_t H, W, OH, OW;               /* full input and output sizes */
+} pool_geom;
+
+static void pool_geom_init(const sf_kernel_args *a, pool_geom *g) {
+    const sf_tile *t = &a->tile, *r = &a->in_region[0];
+    g->nt = t->hi[0] - t->lo[0];
+    g->ct = t->hi[1] - t->lo[1];
+    g->oh0 = t->lo[2];
+    g->oht = t->hi[2] - t->lo[2];
+    g->ow0 = t->lo[3];
+    g->owt = t->hi[3] - t->lo[3];
+    g->ih0 = r->lo[2];
+    g->ihn = r->hi[2] - r->lo[2];
+    g->iw0 = r->lo[3];
+    g->iwn = r->hi[3] - r->lo[3];
+    g->H = a->op->in_shapes[0].d[2];
+    g->W = a->op->in_shapes[0].d[3];
+    g->OH = a->op->out_shapes[0].d[2];
+    g->OW = a->op->out_shapes[0].d[3];
+}
+
+/* The window of global output index o along dimension i: input positions
+ * [*lo, *hi) inside the input, and the average divisor's factor (PyTorch's). */
+static void pool_window(const sf_op *op, int i, int64_t o, int64_t *lo, int64_t *hi,
+                        int64_t *div) {
+    const sf_pool2d_params *q = &op->params.pool2d;
+    int64_t n = op->in_shapes[0].d[2 + i];
+    if (q->mode == SF_POOL_ADAPTIVE_AVG) {
+        int64_t on = op->out_shapes[0].d[2 + i];
+        *lo = adaptive_start(o, n, on);
+        *hi = adaptive_end(o, n, on);
+        *div = *hi - *lo;
+        return;
+    }
+    int64_t start = o * q->stride[i] - q->padding[i];
+    int64_t end = start + q->kernel[i];
+    if (end > n + q->padding[i]) end = n + q->padding[i];
+    int64_t padded = end - start;
+    if (start < 0) start = 0;
+    if (end > n) end = n;
+    *lo = start;
+    *hi = end;
+    *div = q->count_include_pad && q->mode == SF_POOL_AVG ? padded : end - start;
+}
+
+/* y (nt, ct, oht, owt) from x region (nt, ct, ihn, iwn), window by window. */
+static sf_status pool2d_fwd_ref(const sf_kernel_args *a) {
+    const sf_op *op = a->op;
+    pool_geom g;
+    pool_geom_init(a, &g);
+    const float *x = a->in[0];
+    float *y = a->out[0];
+    int is_max = op->params.pool2d.mode == SF_POOL_MAX;
+    for (int64_t nc = 0; nc < g.nt * g.ct; nc++) {
+        const float *xp = x + nc * g.ihn * g.iwn;
+        for (int64_t oh = 0; oh < g.oht; oh++) {
+            int64_t h0, h1, dh;
+            pool_window(op, 0, g.oh0 + oh, &h0, &h1, &dh);
+            for (int64_t ow = 0; ow < g.owt; ow++) {
+                int64_t w0, w1, dw;
+                pool_window(op, 1, g.ow0 + ow, &w0, &w1, &dw);
+                float acc = 0.0f;
+                int first = 1;
+                for (int64_t ih = h0; ih < h1; ih++) {
+                    for (int64_t iw = w0; iw < w1; iw++) {
+                        float v = xp[(ih - g.ih0) * g.iwn + (iw - g.iw0)];
+                        if (!is_max) acc += v;
+                        else if (first || v > acc) acc = v;
+                        first = 0;
+                    }
+                }
+                y[(nc * g.oht + oh) * g.owt + ow] = is_max ? acc : acc / (float)(dh * dw);
+            }
+        }
+    }
+    return SF_OK;
+}
+
+static sf_status pool2d_bwd_ref(const sf_kernel_args *a) {
+    if (!a->grad_in || !a->grad_in[0]) return SF_OK;
+    const sf_op *op = a->op;
+    pool_geom g;
+    pool_geom_init(a, &g);
+    const float *x = a->in[0], *dy = a->grad_out[0];
+    float *dx = a->grad_in[0];
+    int is_max = op->params.pool2d.mode == SF_POOL_MAX;
+    for (int64_t nc = 0; nc < g.nt * g.ct; nc++) {
+        const float *xp = x + nc * g.ihn * g.iwn;
+        float *dxp = dx + nc * g.ihn * g.iwn;
+        for (int64_t oh = 0; oh < g.oht; oh++) {
+            int64_t h0, h1, dh;
+            pool_window(op, 0, g.oh0 + oh, &h0, &h1, &dh);
+            for (int64_t ow = 0; ow < g.owt; ow++) {
+                int64_t w0, w1, dw;
+                pool_window(op, 1, g.ow0 + ow, &w0, &w1, &dw);
+                float d = dy[(nc * g.oht + oh) * g.owt + ow];
+                if (is_max) {
+                    int64_t best = -1;
+                    for (int64_t ih = h0; ih < h1; ih++)
+                        for (int64_t iw = w0; iw < w1; iw++) {
+                            int64_t at = (ih - g.ih0) * g.iwn + (iw - g.iw0);
+                            if (best < 0 || xp[at] > xp[best]) best = at;
+                        }
+                    if (best >= 0) dxp[best] += d;
+                } else {
+                    float share = d / (float)(dh * dw);
+                    for (int64_t ih = h0; ih < h1; ih++)
+                        for (int64_t iw = w0; iw < w1; iw++)
+                            dxp[(ih - g.ih0) * g.iwn + (iw - g.iw0)] += share;
+                }
+            }
+        }
+    }
+    return SF_OK;
+}
+
+/* Outputs [*lo, *hi) of [0, count) whose tap at base + o * stride lies in [0, n). */
+static void pool_valid(int64_t base, int64_t stride, int64_t n, int64_t count, int64_t *lo,
+                       int64_t *hi) {
+    int64_t a = base >= 0 ? 0 : (-base + stride - 1) / stride;
+    int64_t b = n - base <= 0 ? 0 : (n - base + stride - 1) / stride;
+    if (a > count) a = count;
+    if (b > count) b = count;
+    if (b < a) b = a;
+    *lo = a;
+    *hi = b;
+}
+
+/* Per output column of the tile, the tap geometry: column j of the kernel reads
+ * region column wbase(j) + ow * sw, valid for ow in [wlo(j), whi(j)). */
+typedef struct pool_taps {
+    int64_t kh, kw, sh, sw, ph, pw;
+} pool_taps;
+
+static pool_taps pool_taps_get(const sf_op *op) {
+    const sf_pool2d_params *q = &op->params.pool2d;
+    pool_taps k = {q->kernel[0], q->kernel[1], q->stride[0], q->stride[1], q->padding[0],
+                   q->padding[1]};
+    return k;
+}
+
+/* Backward of max and avg: one output row's argmaxes (int64, first, so that a
+ * malloc'd workspace aligns them) and running maxima or scaled gradients (float). */
+static size_t pool2d_workspace(const sf_op *op, const sf_tile *t, int backward) {
+    if (!backward || op->params.pool2d.mode == SF_POOL_ADAPTIVE_AVG) return 0;
+    return (size_t)(t->hi[3] - t->lo[3]) * (sizeof(int64_t) + sizeof(float));
+}
+
+/* Max (forward, or backward with argmaxes) and avg of one output row, tap by tap. */
+static sf_status pool2d_fwd_fast(const sf_kernel_args *a) {
+    const sf_op *op = a->op;
+    if (op->params.pool2d.mode == SF_POOL_ADAPTIVE_AVG) return pool2d_fwd_ref(a);
+    pool_geom g;
+    pool_geom_init(a, &g);
+    pool_taps k = pool_taps_get(op);
+    int is_max = op->params.pool2d.mode == SF_POOL_MAX;
+    const float *x = a->in[0];
+    float *y = a->out[0];
+    const int64_t owt = g.owt, sw = k.sw;
+    for (int64_t nc = 0; nc < g.nt * g.ct; nc++) {
+        const float *xp = x + nc * g.ihn * g.iwn;
+        for (int64_t oh = 0; oh < g.oht; oh++) {
+            float *restrict yr = y + (nc * g.oht + oh) * owt;
+            /* every window holds an input element (padding <= kernel / 2), so no
+             * maximum stays at -inf */
+            for (int64_t ow = 0; ow < owt; ow++) yr[ow] = is_max ? -HUGE_VALF : 0.0f;
+            int64_t hs = (g.oh0 + oh) * k.sh - k.ph;
+            for (int64_t i = 0; i < k.kh; i++) {
+                int64_t ih = hs + i;
+                if (ih < 0 || ih >= g.H) continue;
+                const float *xrow = xp + (ih - g.ih0) * g.iwn;
+                for (int64_t j = 0; j < k.kw; j++) {
+                    int64_t wbase = g.ow0 * sw - k.pw + j; /* global column of ow = 0 */
+                    int64_t lo, hi;
+                    pool_valid(wbase, sw, g.W, owt, &lo, &hi);
+                    const float *restrict src = xrow + (wbase - g.iw0);
+                    if (is_max) {
+                        for (int64_t ow = lo; ow < hi; ow++) {
+                            float v = src[ow * sw];
+                            yr[ow] = v > yr[ow] ? v : yr[ow];
+                        }
+                    } else {
+                        for (int64_t ow = lo; ow < hi; ow++) yr[ow] += src[ow * sw];
+                    }
+                }
+            }
+            if (!is_max) {
+                int64_t h0, h1, dh;
+                pool_window(op, 0, g.oh0 + oh, &h0, &h1, &dh);
+                for (int64_t ow = 0; ow < owt; ow++) {
+                    int64_t w0, w1, dw;
+                    pool_window(op, 1, g.ow0 + ow, &w0, &w1, &dw);
+                    yr[ow] /= (float)(dh * dw);
+                }
+            }
+        }
+    }
+    return SF_OK;
+}
+
+static sf_status pool2d_bwd_fast(const sf_kernel_args *a) {
+    const sf_op *op = a->op;
+    if (op->params.pool2d.mode == SF_POOL_ADAPTIVE_AVG) return pool2d_bwd_ref(a);
+    if (!a->grad_in || !a->grad_in[0]) return SF_OK;
+    pool_geom g;
+    pool_geom_init(a, &g);
+    pool_taps k = pool_taps_get(op);
+    int is_max = op->params.pool2d.mode == SF_POOL_MAX;
+    const float *x = a->in[0], *dy = a->grad_out[0];
+    float *dx = a->grad_in[0];
+    const int64_t owt = g.owt, sw = k.sw;
+    if ((uintptr_t)a->workspace % sizeof(int64_t) != 0) return pool2d_bwd_ref(a);
+    int64_t *restrict arg = a->workspace;            /* (owt) max: argmax in the plane */
+    float *restrict best = (float *)(void *)(arg + owt); /* (owt) max: running maximum;
+                                                          * avg: dy / divisor */
+    for (int64_t nc = 0; nc < g.nt * g.ct; nc++) {
+        const float *xp = x + nc * g.ihn * g.iwn;
+        float *dxp = dx + nc * g.ihn * g.iwn;
+        for (int64_t oh = 0; oh < g.oht; oh++) {
+            const float *dyr = dy + (nc * g.oht + oh) * owt;
+            int64_t hs = (g.oh0 + oh) * k.sh - k.ph;
+            if (is_max) {
+                for (int64_t ow = 0; ow < owt; ow++) {
+                    best[ow] = -HUGE_VALF;
+                    arg[ow] = -1;
+                }
+            } else {
+                int64_t h0, h1, dh;
+                pool_window(op, 0, g.oh0 + oh, &h0, &h1, &dh);
+                for (int64_t ow = 0; ow < owt; ow++) {
+                    int64_t w0, w1, dw;
+                    pool_window(op, 1, g.ow0 + ow, &w0, &w1, &dw);
+                    best[ow] = dyr[ow] / (float)(dh * dw);
+                }
+            }
+            for (int64_t i = 0; i < k.kh; i++) {
+                int64_t ih = hs + i;
+                if (ih < 0 || ih >= g.H) continue;
+                int64_t roff = (ih - g.ih0) * g.iwn;
+                for (int64_t j = 0; j < k.kw; j++) {
+                    int64_t wbase = g.ow0 * sw - k.pw + j;
+                    int64_t lo, hi;
+                    pool_valid(wbase, sw, g.W, owt, &lo, &hi);
+                    int64_t off = roff + wbase - g.iw0;
+                    if (is_max) {
+                        /* strict >: the first maximum in (i, j) order wins */
+                        const float *restrict src = xp + off;
+                        for (int64_t ow = lo; ow < hi; ow++) {
+                            float v = src[ow * sw];
+                            int take = v > best[ow] || arg[ow] < 0;
+                            best[ow] = take ? v : best[ow];
+                            arg[ow] = take ? off + ow * sw : arg[ow];
+                        }
+                    } else {
+                        /* one tap: distinct ow touch distinct columns */
+                        float *restrict dst = dxp + off;
+                        for (int64_t ow = lo; ow < hi; ow++) dst[ow * sw] += best[ow];
+                    }
+                }
+            }
+            if (is_max)
+                for (int64_t ow = 0; ow < owt; ow++)
+                    if (arg[ow] >= 0) dxp[arg[ow]] += dyr[ow];
+        }
+    }
+    return SF_OK;
+}
+
 const sf_op_class sf_op_pool2d_class = {
     .type = SF_OP_POOL2D,
     .name = "pool2d",
@@ -178,4 +477,9 @@ const sf_op_class sf_op_pool2d_class = {
     .space = pool2d_space,
     .region = pool2d_region,
     .cost = pool2d_cost,
+    .fwd_ref = pool2d_fwd_ref,
+    .fwd_fast = pool2d_fwd_fast,
+    .bwd_ref = pool2d_bwd_ref,
+    .bwd_fast = pool2d_bwd_fast,
+    .workspace = pool2d_workspace,
 };

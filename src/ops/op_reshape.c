@@ -11,9 +11,20 @@
  * rectangle of the input in general; they are not split (SF_DIM_NONE), and a
  * tile needs its samples with everything else of the input. A reshape is a view:
  * no FLOPs, no bytes moved, nothing saved for the backward pass.
+ *
+ * Kernels (buffers in soapflow/kernels.h): the runtime keeps every tile in its
+ * own buffer, so the kernels copy (forward) and add back (backward). Input and
+ * output share the row-major order of elements: output element at global flat
+ * index G is input element G, which lies at G - n0 * (elements per sample) in
+ * the region (samples [n0, n1), everything else). The reference applies that
+ * to every element of the tile; the fast kernels copy one memcpy when the tile
+ * holds whole samples (the only tiles the planner makes) and one contiguous run
+ * per row of the last dimension otherwise.
  */
 #include <stddef.h>
+#include <string.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 static const sf_attr_desc reshape_attrs[] = {
@@ -137,6 +148,85 @@ static void reshape_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
     m->output_bytes = (double)sf_tile_numel(t) * SF_ELEM_BYTES;
 }
 
+/* ---- kernels ----------------------------------------------------------- */
+
+/* Elements per sample, the same in the input and the output. */
+static int64_t reshape_per_sample(const sf_op *op) {
+    const sf_shape *os = &op->out_shapes[0];
+    return sf_shape_numel(os) / os->d[0];
+}
+
+static void reshape_ref(const sf_kernel_args *a, int backward) {
+    const sf_tile *t = &a->tile;
+    const sf_shape *os = &a->op->out_shapes[0];
+    int nd = t->ndim;
+    int64_t base = t->lo[0] * reshape_per_sample(a->op), n = sf_tile_numel(t);
+    int64_t idx[SF_MAX_DIMS] = {0};
+    float *dx = a->grad_in ? a->grad_in[0] : NULL;
+    if (backward && !dx) return;
+    for (int64_t e = 0; e < n; e++) {
+        int64_t g = 0;
+        for (int i = 0; i < nd; i++) g = g * os->d[i] + t->lo[i] + idx[i];
+        if (!backward) a->out[0][e] = a->in[0][g - base];
+        else dx[g - base] += a->grad_out[0][e];
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++idx[i] < t->hi[i] - t->lo[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
+static sf_status reshape_fwd_ref(const sf_kernel_args *a) {
+    reshape_ref(a, 0);
+    return SF_OK;
+}
+
+static sf_status reshape_bwd_ref(const sf_kernel_args *a) {
+    reshape_ref(a, 1);
+    return SF_OK;
+}
+
+static void reshape_fast(const sf_kernel_args *a, int backward) {
+    const sf_tile *t = &a->tile;
+    const sf_shape *os = &a->op->out_shapes[0];
+    int nd = t->ndim;
+    float *dx = a->grad_in ? a->grad_in[0] : NULL;
+    if (backward && !dx) return;
+    int whole = 1;
+    for (int i = 1; i < nd; i++) whole &= t->lo[i] == 0 && t->hi[i] == os->d[i];
+    int64_t run = whole ? sf_tile_numel(t) : t->hi[nd - 1] - t->lo[nd - 1];
+    int64_t rows = sf_tile_numel(t) / run, base = t->lo[0] * reshape_per_sample(a->op);
+    int64_t idx[SF_MAX_DIMS] = {0};
+    for (int64_t q = 0; q < rows; q++) {
+        int64_t g = 0; /* global flat index of the row's first element */
+        if (!whole)
+            for (int i = 0; i < nd; i++) g = g * os->d[i] + t->lo[i] + (i < nd - 1 ? idx[i] : 0);
+        else
+            g = base;
+        if (!backward) {
+            memcpy(a->out[0] + q * run, a->in[0] + (g - base), (size_t)run * sizeof(float));
+        } else {
+            const float *restrict src = a->grad_out[0] + q * run;
+            float *restrict dst = dx + (g - base);
+            for (int64_t j = 0; j < run; j++) dst[j] += src[j];
+        }
+        for (int i = nd - 2; i >= 0; i--) {
+            if (++idx[i] < t->hi[i] - t->lo[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
+static sf_status reshape_fwd_fast(const sf_kernel_args *a) {
+    reshape_fast(a, 0);
+    return SF_OK;
+}
+
+static sf_status reshape_bwd_fast(const sf_kernel_args *a) {
+    reshape_fast(a, 1);
+    return SF_OK;
+}
+
 const sf_op_class sf_op_reshape_class = {
     .type = SF_OP_RESHAPE,
     .name = "reshape",
@@ -149,6 +239,10 @@ const sf_op_class sf_op_reshape_class = {
     .region = reshape_region,
     .cost = reshape_cost,
     .memory = reshape_memory,
+    .fwd_ref = reshape_fwd_ref,
+    .fwd_fast = reshape_fwd_fast,
+    .bwd_ref = reshape_bwd_ref,
+    .bwd_fast = reshape_bwd_fast,
 };
 
 const sf_op_class sf_op_flatten_class = {
@@ -164,4 +258,8 @@ const sf_op_class sf_op_flatten_class = {
     .region = reshape_region,
     .cost = reshape_cost,
     .memory = reshape_memory,
+    .fwd_ref = reshape_fwd_ref,
+    .fwd_fast = reshape_fwd_fast,
+    .bwd_ref = reshape_bwd_ref,
+    .bwd_fast = reshape_bwd_fast,
 };

@@ -13,9 +13,32 @@
  *
  * FLOPs: about 5 per element forward (max, subtract, exp, sum, divide) and 2
  * backward (subtract the label, scale by 1/batch).
+ *
+ * Kernels (buffers in soapflow/kernels.h): the tile is R rows of C (leading
+ * dimensions flattened; a tile must hold all of C, else SF_ERR_INVALID). The
+ * labels come in the kernel arguments (args->labels, one int32 class per row of
+ * the tile, row-major over the leading dimensions), not as a graph input, as
+ * said above. With N_total the rows of the whole tensor (the product of all
+ * leading dimensions: N, or N * T for sequences), the loss is the mean over all
+ * rows of -log p[label], PyTorch's CrossEntropyLoss(reduction='mean') over the
+ * flattened rows, and
+ *   forward   p = exp(x - max) / sum(exp(x - max)) per row (written to out);
+ *             when args->loss is set, *loss += sum over the tile's rows of
+ *             (log sum(exp(x - max)) - (x[label] - max)) / N_total, so the
+ *             tiles' contributions add up to the mean loss
+ *   backward  dx += (p - onehot(label)) / N_total, p recomputed from the logits
+ * (the output gradient is not read: this operator ends the graph, and its
+ * gradient is that of the loss itself). Labels outside [0, C) give
+ * SF_ERR_INVALID before anything is written. The reference works in double per
+ * row; the fast kernels take the row maximum and sum over 8 independent float
+ * lanes (vectorizable), call expf once per element, and backward keeps the
+ * row's exponentials in the workspace (C floats) so as not to call it twice.
  */
+#include <math.h>
 #include <stddef.h>
+#include <stdint.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 #define SOFTMAX_CE_FWD_FLOPS 5.0
@@ -59,6 +82,139 @@ static void softmax_ce_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost)
     cost->bytes_bwd = 2 * n * SF_ELEM_BYTES;
 }
 
+/* ---- kernels ----------------------------------------------------------- */
+
+/* Rows of the tile (-1 when it does not hold every class), classes, and rows of
+ * the whole tensor. */
+static void sce_geom(const sf_kernel_args *a, int64_t *rows, int64_t *c, int64_t *total) {
+    const sf_tile *t = &a->tile;
+    int last = t->ndim - 1;
+    const sf_shape *s = &a->op->in_shapes[0];
+    *c = s->d[last];
+    *rows = t->lo[last] == 0 && t->hi[last] == *c ? sf_tile_numel(t) / *c : -1;
+    *total = sf_shape_numel(s) / *c;
+}
+
+/* SF_OK when every label of the tile's rows is a class. */
+static sf_status sce_check_labels(const int32_t *labels, int64_t rows, int64_t c) {
+    if (!labels) return SF_ERR_INVALID;
+    for (int64_t r = 0; r < rows; r++)
+        if (labels[r] < 0 || labels[r] >= c) return SF_ERR_INVALID;
+    return SF_OK;
+}
+
+/* Row maximum and log of the sum of exp(x - max), in double. */
+static void sce_row_ref(const float *x, int64_t c, double *mx, double *lse) {
+    double m = x[0], s = 0;
+    for (int64_t j = 1; j < c; j++) m = x[j] > m ? x[j] : m;
+    for (int64_t j = 0; j < c; j++) s += exp(x[j] - m);
+    *mx = m;
+    *lse = log(s);
+}
+
+static sf_status softmax_ce_fwd_ref(const sf_kernel_args *a) {
+    int64_t rows, c, total;
+    sce_geom(a, &rows, &c, &total);
+    if (rows < 0) return SF_ERR_INVALID;
+    if (a->loss && sce_check_labels(a->labels, rows, c) != SF_OK) return SF_ERR_INVALID;
+    double loss = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = a->in[0] + r * c;
+        float *y = a->out[0] + r * c;
+        double m, lse;
+        sce_row_ref(x, c, &m, &lse);
+        for (int64_t j = 0; j < c; j++) y[j] = (float)exp(x[j] - m - lse);
+        if (a->loss) loss += lse - (x[a->labels[r]] - m);
+    }
+    if (a->loss) *a->loss += loss / (double)total;
+    return SF_OK;
+}
+
+static sf_status softmax_ce_bwd_ref(const sf_kernel_args *a) {
+    int64_t rows, c, total;
+    sce_geom(a, &rows, &c, &total);
+    if (rows < 0 || sce_check_labels(a->labels, rows, c) != SF_OK) return SF_ERR_INVALID;
+    if (!a->grad_in || !a->grad_in[0]) return SF_OK;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *x = a->in[0] + r * c;
+        float *dx = a->grad_in[0] + r * c;
+        double m, lse;
+        sce_row_ref(x, c, &m, &lse);
+        for (int64_t j = 0; j < c; j++) {
+            double p = exp(x[j] - m - lse), onehot = j == a->labels[r] ? 1.0 : 0.0;
+            dx[j] += (float)((p - onehot) / (double)total);
+        }
+    }
+    return SF_OK;
+}
+
+#define SCE_LANES 8
+
+static float sce_max(const float *restrict x, int64_t n) {
+    float acc[SCE_LANES];
+    for (int l = 0; l < SCE_LANES; l++) acc[l] = x[0];
+    int64_t j = 0;
+    for (; j + SCE_LANES <= n; j += SCE_LANES)
+        for (int l = 0; l < SCE_LANES; l++) acc[l] = x[j + l] > acc[l] ? x[j + l] : acc[l];
+    float m = x[0];
+    for (; j < n; j++) m = x[j] > m ? x[j] : m;
+    for (int l = 0; l < SCE_LANES; l++) m = acc[l] > m ? acc[l] : m;
+    return m;
+}
+
+/* e[j] = exp(x[j] - m); returns the sum */
+static float sce_exp(const float *restrict x, float m, int64_t n, float *restrict e) {
+    for (int64_t j = 0; j < n; j++) e[j] = expf(x[j] - m);
+    float acc[SCE_LANES] = {0};
+    int64_t j = 0;
+    for (; j + SCE_LANES <= n; j += SCE_LANES)
+        for (int l = 0; l < SCE_LANES; l++) acc[l] += e[j + l];
+    float s = 0.0f;
+    for (; j < n; j++) s += e[j];
+    for (int l = 0; l < SCE_LANES; l++) s += acc[l];
+    return s;
+}
+
+static size_t softmax_ce_workspace(const sf_op *op, const sf_tile *t, int backward) {
+    (void)t;
+    if (!backward) return 0;
+    return (size_t)op->in_shapes[0].d[op->in_shapes[0].ndim - 1] * sizeof(float);
+}
+
+static sf_status softmax_ce_fwd_fast(const sf_kernel_args *a) {
+    int64_t rows, c, total;
+    sce_geom(a, &rows, &c, &total);
+    if (rows < 0) return SF_ERR_INVALID;
+    if (a->loss && sce_check_labels(a->labels, rows, c) != SF_OK) return SF_ERR_INVALID;
+    double loss = 0;
+    for (int64_t r = 0; r < rows; r++) {
+        const float *restrict x = a->in[0] + r * c;
+        float *restrict y = a->out[0] + r * c;
+        float m = sce_max(x, c), s = sce_exp(x, m, c, y), inv = 1.0f / s;
+        for (int64_t j = 0; j < c; j++) y[j] *= inv;
+        if (a->loss) loss += log((double)s) - (double)(x[a->labels[r]] - m);
+    }
+    if (a->loss) *a->loss += loss / (double)total;
+    return SF_OK;
+}
+
+static sf_status softmax_ce_bwd_fast(const sf_kernel_args *a) {
+    int64_t rows, c, total;
+    sce_geom(a, &rows, &c, &total);
+    if (rows < 0 || sce_check_labels(a->labels, rows, c) != SF_OK) return SF_ERR_INVALID;
+    if (!a->grad_in || !a->grad_in[0]) return SF_OK;
+    float *restrict e = a->workspace; /* (C) */
+    const float inv_total = (float)(1.0 / (double)total);
+    for (int64_t r = 0; r < rows; r++) {
+        const float *restrict x = a->in[0] + r * c;
+        float *restrict dx = a->grad_in[0] + r * c;
+        float m = sce_max(x, c), k = inv_total / sce_exp(x, m, c, e);
+        for (int64_t j = 0; j < c; j++) dx[j] += e[j] * k;
+        dx[a->labels[r]] -= inv_total;
+    }
+    return SF_OK;
+}
+
 const sf_op_class sf_op_softmax_ce_class = {
     .type = SF_OP_SOFTMAX_CE,
     .name = "softmax_ce",
@@ -72,4 +228,9 @@ const sf_op_class sf_op_softmax_ce_class = {
     .space = softmax_ce_space,
     .region = softmax_ce_region,
     .cost = softmax_ce_cost,
+    .fwd_ref = softmax_ce_fwd_ref,
+    .fwd_fast = softmax_ce_fwd_fast,
+    .bwd_ref = softmax_ce_bwd_ref,
+    .bwd_fast = softmax_ce_bwd_fast,
+    .workspace = softmax_ce_workspace,
 };

@@ -15,10 +15,19 @@
  * when the tile misses the slice).
  *
  * No FLOPs: only bytes copied (read and written once, forward and backward).
+ *
+ * Kernels (buffers in soapflow/kernels.h): the mirror of concat. Forward copies
+ * the tile's elements of slice k into output k's piece (sf_op_output_tile);
+ * backward adds each output gradient's piece into the input gradient. Outputs
+ * the tile misses have empty pieces and are skipped (their buffers may be
+ * NULL). The reference maps each input element of the tile to its slice by its
+ * global axis coordinate; the fast kernels copy `outer` contiguous runs per
+ * output, as concat does.
  */
 #include <stddef.h>
 #include <string.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 static const sf_attr_desc split_attrs[] = {
@@ -135,6 +144,89 @@ static void split_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     cost->bytes_bwd = 2 * b;
 }
 
+/* ---- kernels ----------------------------------------------------------- */
+
+/* For each element of the tile (= input region): its output k and position in
+ * k's piece. */
+static void split_ref(const sf_kernel_args *a, int backward) {
+    const sf_op *op = a->op;
+    const sf_tile *t = &a->tile;
+    int nd = t->ndim, ax = split_axis(&op->params.split, nd);
+    int64_t idx[SF_MAX_DIMS] = {0}, n = sf_tile_numel(t), len = op->in_shapes[0].d[ax];
+    float *dx = a->grad_in ? a->grad_in[0] : NULL;
+    if (backward && !dx) return;
+    for (int64_t e = 0; e < n; e++) {
+        int64_t g = t->lo[ax] + idx[ax], lo = 0, hi = 0;
+        int k = 0;
+        for (;; k++) {
+            split_slice(&op->params.split, len, k, &lo, &hi);
+            if (g < hi) break;
+        }
+        sf_tile o;
+        split_out_tile(op, t, k, &o);
+        int64_t at = 0;
+        for (int i = 0; i < nd; i++)
+            at = at * (o.hi[i] - o.lo[i]) + (i == ax ? g - lo - o.lo[ax] : idx[i]);
+        if (!backward) a->out[k][at] = a->in[0][e];
+        else dx[e] += a->grad_out[k][at];
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++idx[i] < t->hi[i] - t->lo[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
+static sf_status split_fwd_ref(const sf_kernel_args *a) {
+    split_ref(a, 0);
+    return SF_OK;
+}
+
+static sf_status split_bwd_ref(const sf_kernel_args *a) {
+    split_ref(a, 1);
+    return SF_OK;
+}
+
+static void split_fast(const sf_kernel_args *a, int backward) {
+    const sf_op *op = a->op;
+    const sf_tile *t = &a->tile;
+    int nd = t->ndim, ax = split_axis(&op->params.split, nd);
+    float *dx = a->grad_in ? a->grad_in[0] : NULL;
+    if (backward && !dx) return;
+    int64_t outer = 1, inner = 1, ta = t->hi[ax] - t->lo[ax], len = op->in_shapes[0].d[ax];
+    for (int i = 0; i < ax; i++) outer *= t->hi[i] - t->lo[i];
+    for (int i = ax + 1; i < nd; i++) inner *= t->hi[i] - t->lo[i];
+    for (int k = 0; k < a->n_outputs; k++) {
+        sf_tile o;
+        split_out_tile(op, t, k, &o);
+        if (sf_tile_empty(&o)) continue;
+        int64_t lo, hi;
+        split_slice(&op->params.split, len, k, &lo, &hi);
+        int64_t oa = o.hi[ax] - o.lo[ax];
+        int64_t pos = lo + o.lo[ax] - t->lo[ax]; /* where the piece starts in the tile */
+        const int64_t run = oa * inner;
+        for (int64_t q = 0; q < outer; q++) {
+            int64_t ti = (q * ta + pos) * inner, pi = q * run;
+            if (!backward) {
+                memcpy(a->out[k] + pi, a->in[0] + ti, (size_t)run * sizeof(float));
+            } else {
+                const float *restrict src = a->grad_out[k] + pi;
+                float *restrict dst = dx + ti;
+                for (int64_t j = 0; j < run; j++) dst[j] += src[j];
+            }
+        }
+    }
+}
+
+static sf_status split_fwd_fast(const sf_kernel_args *a) {
+    split_fast(a, 0);
+    return SF_OK;
+}
+
+static sf_status split_bwd_fast(const sf_kernel_args *a) {
+    split_fast(a, 1);
+    return SF_OK;
+}
+
 const sf_op_class sf_op_split_class = {
     .type = SF_OP_SPLIT,
     .name = "split",
@@ -149,4 +241,8 @@ const sf_op_class sf_op_split_class = {
     .region = split_region,
     .out_tile = split_out_tile,
     .cost = split_cost,
+    .fwd_ref = split_fwd_ref,
+    .fwd_fast = split_fwd_fast,
+    .bwd_ref = split_bwd_ref,
+    .bwd_fast = split_bwd_fast,
 };

@@ -105,6 +105,11 @@ void sf_op_input_region(const sf_op *op, const sf_tile *t, int input, sf_tile *r
     c->region(op, t, input, region);
 }
 
+int sf_op_output_is_space(const sf_op *op, int output) {
+    const sf_op_class *c = sf_op_class_get(op->type);
+    return output == 0 && !c->out_tile && sf_shape_equal(&op->space, &op->out_shapes[0]);
+}
+
 void sf_op_output_tile(const sf_op *op, const sf_tile *t, int output, sf_tile *out) {
     const sf_op_class *c = sf_op_class_get(op->type);
     if (c->out_tile) {

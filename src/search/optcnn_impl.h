@@ -16,18 +16,18 @@
 
 /* OptCNN's candidate configs of one operator (see optcnn.c for the space). */
 typedef struct oc_cands {
-    int n;           /* number of configs (>= 1) */
-    sf_config *cfg;  /* [n] */
-    int data_idx;    /* the data-parallel-like config: most parts on the sample dimension */
+    int n;          /* number of configs (>= 1) */
+    sf_config *cfg; /* [n] */
+    int data_idx;   /* the data-parallel-like config: most parts on the sample dimension */
 } oc_cands;
 
 /* Per-device accumulators reused by the cost functions (no allocation per call). */
 typedef struct oc_scratch {
     int n_dev;
-    double *fwd, *bwd; /* [n_dev] */
-    double *upd;       /* [n_dev] */
-    double *busy;      /* [n_dev] */
-    int *touched;      /* [n_dev] */
+    double *fwd, *bwd;   /* [n_dev] */
+    double *upd;         /* [n_dev] */
+    double *busy;        /* [n_dev] */
+    int *touched;        /* [n_dev] */
     unsigned char *mark; /* [n_dev] */
 } oc_scratch;
 
@@ -40,8 +40,7 @@ void oc_route_cost(const sf_machine *m, int a, int b, double *lat_s, double *inv
 
 /* Candidates of every operator, allocated in `arena` ([n_ops]). */
 sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                        const sf_optcnn_options *o, sf_arena *arena, oc_cands *out,
-                        sf_error *err);
+                        const sf_optcnn_options *o, sf_arena *arena, oc_cands *out, sf_error *err);
 
 /* Node cost of op under config c: slowest device's forward + backward time,
  * plus gradient sync (slowest ring edge), plus the slowest device's update. */

@@ -27,9 +27,11 @@
  * moves the same bytes over the NICs; the ring is simpler and as fast here.
  *
  * Memory per device: weights, their gradients and optimizer state (factor from
- * the options) for every distinct shard it holds, plus the saved activations and
- * outputs of every part it runs, all counted as alive at once (the peak of a
- * training iteration is at the end of the forward pass, when all are alive).
+ * the options) for every distinct shard it holds, plus the outputs of every part
+ * it runs, what those parts save beyond their inputs, and the copies of input
+ * regions it receives from other devices, all counted as alive at once (the
+ * peak of a training iteration is at the end of the forward pass, when every
+ * activation kept for the backward pass is alive).
  */
 #include <math.h>
 #include <stdlib.h>
@@ -110,6 +112,33 @@ static int block_mem(sim_block *b, int dev, double bytes) {
 
 /* ---- setup ----------------------------------------------------------------- */
 
+static int flat_alloc_fixed(sim_flat *f, int n_blocks, int n_dev) {
+    f->block_off = calloc((size_t)n_blocks + 1, sizeof *f->block_off);
+    f->device_busy = calloc((size_t)n_dev, sizeof *f->device_busy);
+    f->device_mem = calloc((size_t)n_dev, sizeof *f->device_mem);
+    return f->block_off && f->device_busy && f->device_mem ? 0 : -1;
+}
+
+static void flat_free(sim_flat *f) {
+    free(f->dur);
+    free(f->ready);
+    free(f->start);
+    free(f->finish);
+    free(f->key);
+    free(f->res);
+    free(f->npred);
+    free(f->pending);
+    free(f->succ_start);
+    free(f->succ);
+    free(f->pred_start);
+    free(f->pred);
+    free(f->edge_from);
+    free(f->edge_to);
+    free(f->block_off);
+    free(f->device_busy);
+    free(f->device_mem);
+}
+
 sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
                    const sf_sim_options *o, sf_error *err) {
     if (!g || !m || !cm) {
@@ -140,20 +169,22 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->n_res = sim->n_dev + sim->n_links;
     sim->s = sf_strategy_new(g);
     sim->n_blocks = n_ops * SIM_SLOTS;
-    sim->blocks = calloc((size_t)sim->n_blocks, sizeof *sim->blocks);
-    sim->block_off = calloc((size_t)sim->n_blocks + 1, sizeof *sim->block_off);
-    sim->dirty = calloc((size_t)sim->n_blocks, 1);
+    sim->blocks = calloc((size_t)sim->n_blocks + 1, sizeof *sim->blocks);
+    sim->dirty = calloc((size_t)sim->n_blocks + 1, 1);
     sim->group_owner = malloc((size_t)(n_ops ? n_ops : 1) * sizeof *sim->group_owner);
     sim->group_members = calloc((size_t)(n_ops ? n_ops : 1), sizeof *sim->group_members);
     sim->group_size = calloc((size_t)(n_ops ? n_ops : 1), sizeof *sim->group_size);
     sim->cons_start = calloc((size_t)n_ops + 1, sizeof *sim->cons_start);
     sim->res_free = calloc((size_t)sim->n_res + 1, sizeof *sim->res_free);
-    sim->device_busy = calloc((size_t)sim->n_dev, sizeof *sim->device_busy);
-    sim->device_mem = calloc((size_t)sim->n_dev, sizeof *sim->device_mem);
     sim->scratch_dev = calloc((size_t)sim->n_dev, sizeof *sim->scratch_dev);
-    if (!sim->s || !sim->blocks || !sim->block_off || !sim->dirty || !sim->group_owner ||
-        !sim->group_members || !sim->group_size || !sim->cons_start || !sim->res_free ||
-        !sim->device_busy || !sim->device_mem || !sim->scratch_dev)
+    sim->tiles_p = calloc(SF_MAX_PARTS, sizeof *sim->tiles_p);
+    sim->tiles_c = calloc(SF_MAX_PARTS, sizeof *sim->tiles_c);
+    sim->cur = &sim->flat[0];
+    sim->prev = &sim->flat[1];
+    if (!sim->s || !sim->blocks || !sim->dirty || !sim->group_owner || !sim->group_members ||
+        !sim->group_size || !sim->cons_start || !sim->res_free || !sim->scratch_dev ||
+        !sim->tiles_p || !sim->tiles_c || flat_alloc_fixed(&sim->flat[0], sim->n_blocks, sim->n_dev) ||
+        flat_alloc_fixed(&sim->flat[1], sim->n_blocks, sim->n_dev))
         goto oom;
 
     /* weight groups */
@@ -202,42 +233,34 @@ oom:
     return NULL;
 }
 
+static void block_free(sim_block *b) {
+    free(b->tasks);
+    free(b->edges);
+    free(b->mem);
+}
+
 void sf_sim_free(sf_sim *sim) {
     if (!sim) return;
-    if (sim->blocks) {
-        for (int i = 0; i < sim->n_blocks; i++) {
-            free(sim->blocks[i].tasks);
-            free(sim->blocks[i].edges);
-            free(sim->blocks[i].mem);
-        }
-    }
+    if (sim->blocks)
+        for (int i = 0; i < sim->n_blocks; i++) block_free(&sim->blocks[i]);
+    for (int i = 0; i < sim->cap_saved; i++) block_free(&sim->saved[i].block);
+    free(sim->saved);
     if (sim->group_members)
         for (int i = 0; i < sim->n_ops; i++) free(sim->group_members[i]);
     free(sim->group_members);
     free(sim->group_size);
     free(sim->group_owner);
     free(sim->blocks);
-    free(sim->block_off);
     free(sim->dirty);
     free(sim->cons_start);
     free(sim->cons);
-    free(sim->dur);
-    free(sim->ready);
-    free(sim->start);
-    free(sim->finish);
-    free(sim->key);
-    free(sim->res);
-    free(sim->npred);
-    free(sim->pending);
-    free(sim->succ_start);
-    free(sim->succ);
-    free(sim->edge_from);
-    free(sim->edge_to);
+    flat_free(&sim->flat[0]);
+    flat_free(&sim->flat[1]);
     free(sim->heap);
     free(sim->res_free);
-    free(sim->device_busy);
-    free(sim->device_mem);
     free(sim->scratch_dev);
+    free(sim->tiles_p);
+    free(sim->tiles_c);
     free(sim->sync_entries);
     sf_strategy_free(sim->s);
     free(sim);
@@ -262,9 +285,20 @@ static int build_core(sf_sim *sim, int opi) {
         double d = sf_cost_task_s(sim->cm, op, &t, dev, SF_PASS_FWD);
         if (block_task(b, SIM_FWD, dev, opi, p, d, 0) < 0) return -1;
         b->compute_s += b->tasks[b->n_tasks - 1].dur_s;
+        /* Activations: the part's outputs, plus whatever it saves beyond its
+         * inputs (LSTM gates, attention scores). Inputs are the outputs of other
+         * parts, counted there, or copies received from another device, counted
+         * by the edge block that brings them. */
         sf_op_mem mem;
         sf_op_tile_memory(op, &t, &mem);
-        if (block_mem(b, dev, mem.saved_bytes + mem.output_bytes)) return -1;
+        double in_bytes = 0;
+        for (int k = 0; k < op->n_inputs; k++) {
+            sf_tile r;
+            sf_op_input_region(op, &t, k, &r);
+            in_bytes += (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
+        }
+        double extra = mem.saved_bytes > in_bytes ? mem.saved_bytes - in_bytes : 0;
+        if (block_mem(b, dev, mem.output_bytes + extra)) return -1;
     }
     if (bwd) {
         int bid = block_id(opi, SLOT_CORE);
@@ -305,6 +339,36 @@ static int add_transfer(sf_sim *sim, sim_block *b, int bid, sim_kind kind, int o
     return 0;
 }
 
+/* Producer parts whose tiles meet region r, when the producer's output is its
+ * parallel space: along each dimension the parts touching [lo, hi) form an index
+ * range, found by inverting sf_split_range (part of x = ((x+1)*k - 1) / n). */
+static int grid_range(const sf_op *p, const sf_config *cp, const sf_tile *r, int *a, int *b) {
+    for (int d = 0; d < cp->ndim; d++) {
+        int64_t n = p->space.d[d], k = cp->degree[d];
+        if (r->hi[d] <= r->lo[d]) return 0;
+        a[d] = (int)(((r->lo[d] + 1) * k - 1) / n);
+        b[d] = (int)((r->hi[d] * k - 1) / n);
+    }
+    return 1;
+}
+
+static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int j, int dj, int pi, int i,
+                     int di, const sf_tile *inter, int p_bwd, int np, int nx) {
+    int core_x = block_id(xi, SLOT_CORE), core_p = block_id(pi, SLOT_CORE);
+    int64_t p_fwd = REF(core_p, i), x_fwd = REF(core_x, j);
+    int64_t p_b = REF(core_p, np + i), x_b = REF(core_x, nx + j);
+    if (di == dj) {
+        if (block_edge(b, p_fwd, x_fwd)) return -1;
+        if (p_bwd && block_edge(b, x_b, p_b)) return -1;
+        return 0;
+    }
+    double bytes = (double)sf_tile_numel(inter) * SF_ELEM_BYTES;
+    if (add_transfer(sim, b, bid, SIM_XFER, xi, j, di, dj, bytes, p_fwd, x_fwd)) return -1;
+    if (block_mem(b, dj, bytes)) return -1; /* the received copy lives on dj */
+    if (p_bwd && add_transfer(sim, b, bid, SIM_GRAD, xi, j, dj, di, bytes, x_b, p_b)) return -1;
+    return 0;
+}
+
 static int build_edge(sf_sim *sim, int xi, int k) {
     int bid = block_id(xi, 1 + k);
     sim_block *b = &sim->blocks[bid];
@@ -314,31 +378,47 @@ static int build_edge(sf_sim *sim, int xi, int k) {
     const sf_op *p = sf_graph_op(sim->g, pi);
     const sf_config *cx = sf_strategy_get(sim->s, xi);
     const sf_config *cp = sf_strategy_get(sim->s, pi);
-    int core_x = block_id(xi, SLOT_CORE), core_p = block_id(pi, SLOT_CORE);
     int p_bwd = op_has_bwd(p);
+    sf_tile *tp = sim->tiles_p;
+    for (int i = 0; i < cp->n_parts; i++) {
+        sf_tile ti;
+        sf_config_part_tile(p, cp, i, &ti);
+        sf_op_output_tile(p, &ti, out, &tp[i]);
+    }
+    int grid = sf_op_output_is_space(p, out);
     for (int j = 0; j < cx->n_parts; j++) {
-        sf_tile tj, rj;
+        sf_tile tj, rj, inter;
         sf_config_part_tile(x, cx, j, &tj);
         sf_op_input_region(x, &tj, k, &rj);
         if (sf_tile_empty(&rj)) continue;
         int dj = cx->device[j];
-        for (int i = 0; i < cp->n_parts; i++) {
-            sf_tile ti, oi, inter;
-            sf_config_part_tile(p, cp, i, &ti);
-            sf_op_output_tile(p, &ti, out, &oi);
-            if (!sf_tile_intersect(&oi, &rj, &inter)) continue;
-            int di = cp->device[i];
-            int64_t p_fwd = REF(core_p, i), x_fwd = REF(core_x, j);
-            int64_t p_b = REF(core_p, cp->n_parts + i), x_b = REF(core_x, cx->n_parts + j);
-            if (di == dj) {
-                if (block_edge(b, p_fwd, x_fwd)) return -1;
-                if (p_bwd && block_edge(b, x_b, p_b)) return -1;
-                continue;
+        if (!grid) {
+            for (int i = 0; i < cp->n_parts; i++) {
+                if (!sf_tile_intersect(&tp[i], &rj, &inter)) continue;
+                if (edge_pair(sim, b, bid, xi, j, dj, pi, i, cp->device[i], &inter, p_bwd,
+                              cp->n_parts, cx->n_parts))
+                    return -1;
             }
-            double bytes = (double)sf_tile_numel(&inter) * SF_ELEM_BYTES;
-            if (add_transfer(sim, b, bid, SIM_XFER, xi, j, di, dj, bytes, p_fwd, x_fwd)) return -1;
-            if (p_bwd && add_transfer(sim, b, bid, SIM_GRAD, xi, j, dj, di, bytes, x_b, p_b))
+            continue;
+        }
+        int lo[SF_MAX_DIMS], hi[SF_MAX_DIMS], idx[SF_MAX_DIMS];
+        if (!grid_range(p, cp, &rj, lo, hi)) continue;
+        int nd = cp->ndim;
+        for (int d = 0; d < nd; d++) idx[d] = lo[d];
+        for (;;) {
+            int i = 0;
+            for (int d = 0; d < nd; d++) i = i * cp->degree[d] + idx[d];
+            if (sf_tile_intersect(&tp[i], &rj, &inter) &&
+                edge_pair(sim, b, bid, xi, j, dj, pi, i, cp->device[i], &inter, p_bwd,
+                          cp->n_parts, cx->n_parts))
                 return -1;
+            int d = nd - 1;
+            while (d >= 0 && idx[d] == hi[d]) {
+                idx[d] = lo[d];
+                d--;
+            }
+            if (d < 0) break;
+            idx[d]++;
         }
     }
     return 0;
@@ -483,7 +563,7 @@ static int build_sync(sf_sim *sim, int owner) {
     return 0;
 }
 
-/* ---- assembly and scheduling ------------------------------------------------ */
+/* ---- assembly ----------------------------------------------------------------- */
 
 /* Visit the blocks an operator can own, in canonical (id) order. */
 #define FOR_OP_BLOCKS(sim, opi, bid)                                                     \
@@ -491,107 +571,119 @@ static int build_sync(sf_sim *sim, int owner) {
          slot_ = slot_ < nin_ ? slot_ + 1 : (slot_ == SLOT_SYNC ? SIM_SLOTS : SLOT_SYNC))  \
         for (int bid = block_id((opi), slot_), once_ = 1; once_; once_ = 0)
 
-static int rebuild_dirty(sf_sim *sim) {
-    for (int opi = 0; opi < sim->n_ops; opi++) {
-        FOR_OP_BLOCKS(sim, opi, bid) {
-            if (!sim->dirty[bid]) continue;
-            int slot = bid % SIM_SLOTS, rc;
-            if (slot == SLOT_CORE)
-                rc = build_core(sim, opi);
-            else if (slot == SLOT_SYNC)
-                rc = sim->group_owner[opi] == opi ? build_sync(sim, opi) : 0;
-            else
-                rc = build_edge(sim, opi, slot - 1);
-            if (rc) return -1;
-            sim->dirty[bid] = 0;
-        }
+static int rebuild_block(sf_sim *sim, int bid) {
+    int opi = bid / SIM_SLOTS, slot = bid % SIM_SLOTS;
+    if (slot == SLOT_CORE) return build_core(sim, opi);
+    if (slot == SLOT_SYNC) {
+        if (sim->group_owner[opi] == opi) return build_sync(sim, opi);
+        block_reset(&sim->blocks[bid]);
+        return 0;
     }
-    return 0;
+    return build_edge(sim, opi, slot - 1);
 }
 
-static int assemble(sf_sim *sim) {
+#define GROW_FLAT(f, field, need, oldcap)                                  \
+    do {                                                                   \
+        int64_t c_ = (oldcap);                                             \
+        if (grow((void **)&(f)->field, &c_, (need), sizeof *(f)->field)) \
+            return -1;                                                     \
+    } while (0)
+
+/* Lay the blocks out into f: tasks in canonical order, successors and
+ * predecessors in CSR form. */
+static int assemble(sf_sim *sim, sim_flat *f) {
     int64_t nt = 0, ne = 0;
     for (int opi = 0; opi < sim->n_ops; opi++) {
         FOR_OP_BLOCKS(sim, opi, bid) {
-            sim->block_off[bid] = nt;
+            f->block_off[bid] = nt;
             nt += sim->blocks[bid].n_tasks;
             ne += sim->blocks[bid].n_edges;
         }
     }
-    int64_t ct = sim->cap_tasks, ce = sim->cap_edges;
-    if (nt > ct) {
-        int64_t c;
-        c = ct;
-        if (grow((void **)&sim->dur, &c, nt, sizeof(double))) return -1;
-        c = ct;
-        if (grow((void **)&sim->ready, &c, nt, sizeof(double))) return -1;
-        c = ct;
-        if (grow((void **)&sim->start, &c, nt, sizeof(double))) return -1;
-        c = ct;
-        if (grow((void **)&sim->finish, &c, nt, sizeof(double))) return -1;
-        c = ct;
-        if (grow((void **)&sim->key, &c, nt, sizeof(uint64_t))) return -1;
-        c = ct;
-        if (grow((void **)&sim->res, &c, nt, sizeof(int32_t))) return -1;
-        c = ct;
-        if (grow((void **)&sim->npred, &c, nt, sizeof(int32_t))) return -1;
-        c = ct;
-        if (grow((void **)&sim->pending, &c, nt, sizeof(int32_t))) return -1;
-        c = ct;
-        if (grow((void **)&sim->succ_start, &c, nt + 1, sizeof(int32_t))) return -1;
-        c = ct;
-        if (grow((void **)&sim->heap, &c, nt, sizeof(sim_heap_item))) return -1;
-        sim->cap_tasks = c;
-    }
-    if (ne > ce) {
-        int64_t c;
-        c = ce;
-        if (grow((void **)&sim->succ, &c, ne, sizeof(int32_t))) return -1;
-        c = ce;
-        if (grow((void **)&sim->edge_from, &c, ne, sizeof(int64_t))) return -1;
-        c = ce;
-        if (grow((void **)&sim->edge_to, &c, ne, sizeof(int64_t))) return -1;
-        sim->cap_edges = c;
-    }
     if (nt >= INT32_MAX || ne >= INT32_MAX) return -1;
-    sim->n_tasks = nt;
-    sim->n_edges = ne;
-    memset(sim->npred, 0, (size_t)nt * sizeof *sim->npred);
-    memset(sim->succ_start, 0, (size_t)(nt + 1) * sizeof *sim->succ_start);
+    if (nt + 1 > f->cap_tasks) {
+        int64_t oc = f->cap_tasks, need = nt + 1;
+        GROW_FLAT(f, dur, need, oc);
+        GROW_FLAT(f, ready, need, oc);
+        GROW_FLAT(f, start, need, oc);
+        GROW_FLAT(f, finish, need, oc);
+        GROW_FLAT(f, key, need, oc);
+        GROW_FLAT(f, res, need, oc);
+        GROW_FLAT(f, npred, need, oc);
+        GROW_FLAT(f, pending, need, oc);
+        GROW_FLAT(f, succ_start, need, oc);
+        GROW_FLAT(f, pred_start, need, oc);
+        int64_t c = oc;
+        if (grow((void **)&sim->heap, &sim->cap_heap, need, sizeof *sim->heap)) return -1;
+        (void)c;
+        f->cap_tasks = need;
+    }
+    if (ne + 1 > f->cap_edges) {
+        int64_t oc = f->cap_edges, need = ne + 1;
+        GROW_FLAT(f, succ, need, oc);
+        GROW_FLAT(f, pred, need, oc);
+        GROW_FLAT(f, edge_from, need, oc);
+        GROW_FLAT(f, edge_to, need, oc);
+        f->cap_edges = need;
+    }
+    f->n_tasks = nt;
+    f->n_edges = ne;
+    memset(f->succ_start, 0, (size_t)(nt + 1) * sizeof *f->succ_start);
+    memset(f->pred_start, 0, (size_t)(nt + 1) * sizeof *f->pred_start);
+    const int64_t mask = ((int64_t)1 << SIM_IDX_BITS) - 1;
     int64_t e = 0;
     for (int opi = 0; opi < sim->n_ops; opi++) {
         FOR_OP_BLOCKS(sim, opi, bid) {
             const sim_block *b = &sim->blocks[bid];
-            int64_t off = sim->block_off[bid];
+            int64_t off = f->block_off[bid];
             for (int i = 0; i < b->n_tasks; i++) {
-                sim->dur[off + i] = b->tasks[i].dur_s;
-                sim->res[off + i] = b->tasks[i].res;
-                sim->key[off + i] = (uint64_t)REF(bid, i);
+                f->dur[off + i] = b->tasks[i].dur_s;
+                f->res[off + i] = b->tasks[i].res;
+                f->key[off + i] = (uint64_t)REF(bid, i);
             }
             for (int i = 0; i < b->n_edges; i++) {
-                int64_t f = b->edges[i].from, t = b->edges[i].to;
-                int64_t fg = sim->block_off[f >> SIM_IDX_BITS] + (f & ((1 << SIM_IDX_BITS) - 1));
-                int64_t tg = sim->block_off[t >> SIM_IDX_BITS] + (t & ((1 << SIM_IDX_BITS) - 1));
-                sim->edge_from[e] = fg;
-                sim->edge_to[e] = tg;
-                sim->npred[tg]++;
-                sim->succ_start[fg + 1]++;
+                int64_t fr = b->edges[i].from, to = b->edges[i].to;
+                int64_t fg = f->block_off[fr >> SIM_IDX_BITS] + (fr & mask);
+                int64_t tg = f->block_off[to >> SIM_IDX_BITS] + (to & mask);
+                f->edge_from[e] = fg;
+                f->edge_to[e] = tg;
+                f->succ_start[fg + 1]++;
+                f->pred_start[tg + 1]++;
                 e++;
             }
         }
     }
-    for (int64_t i = 0; i < nt; i++) sim->succ_start[i + 1] += sim->succ_start[i];
-    /* pending doubles as the fill cursor while scattering successors */
-    for (int64_t i = 0; i < nt; i++) sim->pending[i] = sim->succ_start[i];
-    for (int64_t i = 0; i < ne; i++) sim->succ[sim->pending[sim->edge_from[i]]++] = (int32_t)sim->edge_to[i];
+    for (int64_t i = 0; i < nt; i++) {
+        f->succ_start[i + 1] += f->succ_start[i];
+        f->pred_start[i + 1] += f->pred_start[i];
+        f->npred[i] = f->pred_start[i + 1] - f->pred_start[i];
+    }
+    /* pending doubles as the fill cursor while scattering */
+    for (int64_t i = 0; i < nt; i++) f->pending[i] = f->succ_start[i];
+    for (int64_t i = 0; i < ne; i++)
+        f->succ[f->pending[f->edge_from[i]]++] = (int32_t)f->edge_to[i];
+    for (int64_t i = 0; i < nt; i++) f->pending[i] = f->pred_start[i];
+    for (int64_t i = 0; i < ne; i++)
+        f->pred[f->pending[f->edge_to[i]]++] = (int32_t)f->edge_from[i];
     return 0;
 }
 
-static int heap_less(const sim_heap_item *a, const sim_heap_item *b) {
-    return a->ready < b->ready || (a->ready == b->ready && a->key < b->key);
+/* ---- scheduling --------------------------------------------------------------- */
+
+/* Ready times are non-negative doubles, whose bit patterns order like unsigned
+ * integers: comparing (bits, key) as two integers is cheaper than a floating
+ * compare with a tie-break. */
+static inline uint64_t time_bits(double t) {
+    uint64_t u;
+    memcpy(&u, &t, sizeof u);
+    return u;
 }
 
-static void heap_push(sim_heap_item *h, int64_t *n, sim_heap_item it) {
+static inline int heap_less(const sim_heap_item *a, const sim_heap_item *b) {
+    return a->rbits < b->rbits || (a->rbits == b->rbits && a->key < b->key);
+}
+
+static inline void heap_push(sim_heap_item *h, int64_t *n, sim_heap_item it) {
     int64_t i = (*n)++;
     while (i > 0) {
         int64_t p = (i - 1) / 2;
@@ -602,7 +694,7 @@ static void heap_push(sim_heap_item *h, int64_t *n, sim_heap_item it) {
     h[i] = it;
 }
 
-static sim_heap_item heap_pop(sim_heap_item *h, int64_t *n) {
+static inline sim_heap_item heap_pop(sim_heap_item *h, int64_t *n) {
     sim_heap_item top = h[0], last = h[--(*n)];
     int64_t i = 0, m = *n;
     for (;;) {
@@ -617,47 +709,123 @@ static sim_heap_item heap_pop(sim_heap_item *h, int64_t *n) {
     return top;
 }
 
-static sf_status schedule(sf_sim *sim, double *makespan, sf_error *err) {
-    int64_t nt = sim->n_tasks, hn = 0, done = 0;
-    memset(sim->ready, 0, (size_t)nt * sizeof *sim->ready);
-    memset(sim->res_free, 0, (size_t)sim->n_res * sizeof *sim->res_free);
-    memcpy(sim->pending, sim->npred, (size_t)nt * sizeof *sim->pending);
-    for (int64_t i = 0; i < nt; i++)
-        if (sim->npred[i] == 0) heap_push(sim->heap, &hn, (sim_heap_item){0.0, sim->key[i], (int32_t)i});
-    double end = 0;
+/* The event loop over whatever is in the heap; f->pending and f->ready hold the
+ * state of the tasks not yet scheduled, sim->res_free that of the resources. */
+static sf_status run_heap(sf_sim *sim, sim_flat *f, int64_t hn, int64_t expect, double bound,
+                          int *cut, sf_error *err) {
+    sim_heap_item *h = sim->heap;
+    int64_t done = 0;
     while (hn > 0) {
-        sim_heap_item it = heap_pop(sim->heap, &hn);
+        sim_heap_item it = heap_pop(h, &hn);
         int32_t t = it.gid;
-        int32_t r = sim->res[t];
+        int32_t r = f->res[t];
         double st = it.ready;
         if (r >= 0 && sim->res_free[r] > st) st = sim->res_free[r];
-        double fin = st + sim->dur[t];
+        double fin = st + f->dur[t];
+        if (fin > bound) { /* the makespan is at least fin */
+            f->result.iter_s = fin;
+            *cut = 1;
+            return SF_OK;
+        }
         if (r >= 0) sim->res_free[r] = fin;
-        sim->start[t] = st;
-        sim->finish[t] = fin;
-        if (fin > end) end = fin;
+        f->start[t] = st;
+        f->finish[t] = fin;
         done++;
-        for (int32_t k = sim->succ_start[t]; k < sim->succ_start[t + 1]; k++) {
-            int32_t s = sim->succ[k];
-            if (fin > sim->ready[s]) sim->ready[s] = fin;
-            if (--sim->pending[s] == 0)
-                heap_push(sim->heap, &hn, (sim_heap_item){sim->ready[s], sim->key[s], s});
+        for (int32_t k = f->succ_start[t]; k < f->succ_start[t + 1]; k++) {
+            int32_t s = f->succ[k];
+            if (fin > f->ready[s]) f->ready[s] = fin;
+            if (--f->pending[s] == 0)
+                heap_push(h, &hn, (sim_heap_item){f->ready[s], time_bits(f->ready[s]), f->key[s], s});
         }
     }
-    if (done != nt)
+    sim->last_resimulated = done;
+    if (done != expect)
         return sf_error_set(err, SF_ERR_INTERNAL, "task graph has a cycle (%lld of %lld scheduled)",
-                            (long long)done, (long long)nt);
-    *makespan = end;
+                            (long long)done, (long long)expect);
     return SF_OK;
 }
 
-static void collect(sf_sim *sim, double makespan, sf_sim_result *r) {
+static sf_status schedule_full(sf_sim *sim, sim_flat *f, sf_error *err) {
+    int64_t nt = f->n_tasks, hn = 0;
+    memset(f->ready, 0, (size_t)nt * sizeof *f->ready);
+    memset(sim->res_free, 0, (size_t)sim->n_res * sizeof *sim->res_free);
+    memcpy(f->pending, f->npred, (size_t)nt * sizeof *f->pending);
+    for (int64_t i = 0; i < nt; i++)
+        if (f->npred[i] == 0)
+            heap_push(sim->heap, &hn, (sim_heap_item){0.0, 0, f->key[i], (int32_t)i});
+    int cut = 0;
+    return run_heap(sim, f, hn, nt, INFINITY, &cut, err);
+}
+
+/* Delta scheduling. Before time t0 nothing differs between the old schedule (o)
+ * and the new one (f): every task whose block was rebuilt, whose predecessors
+ * changed, or that was removed becomes ready at t0 or later (see t0_bound). The
+ * list scheduler pops tasks in (ready, key) order, so its state after popping
+ * every task ready before t0 is the same in both: those tasks keep their times,
+ * each resource is free from the latest finish among them, and the event loop
+ * resumes from there over the rest. */
+static sf_status schedule_resume(sf_sim *sim, sim_flat *f, const sim_flat *o, double t0,
+                                 double bound, int *cut, sf_error *err) {
+    int64_t nt = f->n_tasks, hn = 0, left = 0;
+    const int64_t mask = ((int64_t)1 << SIM_IDX_BITS) - 1;
+    memset(sim->res_free, 0, (size_t)sim->n_res * sizeof *sim->res_free);
+    /* pass 1: carry over tasks done before t0; mark the rest with ready = -1 */
+    for (int64_t i = 0; i < nt; i++) {
+        uint64_t k = f->key[i];
+        int bid = (int)(k >> SIM_IDX_BITS);
+        f->ready[i] = -1;
+        if (sim->dirty[bid]) continue;
+        int64_t og = o->block_off[bid] + (int64_t)(k & (uint64_t)mask);
+        if (o->ready[og] < t0) {
+            f->ready[i] = o->ready[og];
+            f->start[i] = o->start[og];
+            f->finish[i] = o->finish[og];
+            int32_t r = f->res[i];
+            if (r >= 0 && f->finish[i] > sim->res_free[r]) sim->res_free[r] = f->finish[i];
+        }
+    }
+    /* pass 2: pending = predecessors not done; ready = latest done predecessor */
+    for (int64_t i = 0; i < nt; i++) {
+        if (f->ready[i] >= 0) {
+            f->pending[i] = -1;
+            continue;
+        }
+        int32_t pend = 0;
+        double rd = 0;
+        for (int32_t k = f->pred_start[i]; k < f->pred_start[i + 1]; k++) {
+            int32_t p = f->pred[k];
+            if (f->ready[p] >= 0) { /* done before t0 */
+                if (f->finish[p] > rd) rd = f->finish[p];
+            } else {
+                pend++;
+            }
+        }
+        f->pending[i] = pend;
+        left++;
+        f->finish[i] = rd; /* parked here until pass 3 */
+    }
+    for (int64_t i = 0; i < nt; i++) {
+        if (f->pending[i] < 0) continue;
+        f->ready[i] = f->finish[i];
+        if (f->pending[i] == 0)
+            heap_push(sim->heap, &hn, (sim_heap_item){f->ready[i], time_bits(f->ready[i]), f->key[i], (int32_t)i});
+    }
+    return run_heap(sim, f, hn, left, bound, cut, err);
+}
+
+/* ---- results ------------------------------------------------------------------ */
+
+static void collect(sf_sim *sim, sim_flat *f) {
+    sf_sim_result *r = &f->result;
     memset(r, 0, sizeof *r);
-    r->iter_s = makespan;
-    r->tasks = sim->n_tasks;
+    r->tasks = f->n_tasks;
     r->n_devices = sim->n_dev;
-    memset(sim->device_busy, 0, (size_t)sim->n_dev * sizeof *sim->device_busy);
-    memset(sim->device_mem, 0, (size_t)sim->n_dev * sizeof *sim->device_mem);
+    memset(f->device_busy, 0, (size_t)sim->n_dev * sizeof *f->device_busy);
+    memset(f->device_mem, 0, (size_t)sim->n_dev * sizeof *f->device_mem);
+    for (int64_t i = 0; i < f->n_tasks; i++) {
+        if (f->finish[i] > r->iter_s) r->iter_s = f->finish[i];
+        if (f->res[i] >= 0 && f->res[i] < sim->n_dev) f->device_busy[f->res[i]] += f->dur[i];
+    }
     for (int opi = 0; opi < sim->n_ops; opi++) {
         FOR_OP_BLOCKS(sim, opi, bid) {
             const sim_block *b = &sim->blocks[bid];
@@ -668,48 +836,164 @@ static void collect(sf_sim *sim, double makespan, sf_sim_result *r) {
             r->sync_bytes += b->sync_bytes;
             r->intra_bytes += b->intra_bytes;
             r->inter_bytes += b->inter_bytes;
-            for (int i = 0; i < b->n_mem; i++) sim->device_mem[b->mem[i].dev] += b->mem[i].bytes;
-            for (int i = 0; i < b->n_tasks; i++)
-                if (b->tasks[i].res >= 0 && b->tasks[i].res < sim->n_dev)
-                    sim->device_busy[b->tasks[i].res] += b->tasks[i].dur_s;
+            for (int i = 0; i < b->n_mem; i++) f->device_mem[b->mem[i].dev] += b->mem[i].bytes;
         }
     }
     r->fits = 1;
     for (int d = 0; d < sim->n_dev; d++) {
-        if (sim->device_mem[d] > r->peak_mem_bytes) r->peak_mem_bytes = sim->device_mem[d];
-        if (sim->device_mem[d] > sf_machine_device_kind(sim->m, d)->mem_bytes) r->fits = 0;
+        if (f->device_mem[d] > r->peak_mem_bytes) r->peak_mem_bytes = f->device_mem[d];
+        if (f->device_mem[d] > sf_machine_device_kind(sim->m, d)->mem_bytes) r->fits = 0;
     }
-    r->device_busy_s = sim->device_busy;
-    r->device_mem_bytes = sim->device_mem;
-    sim->last = *r;
+    r->device_busy_s = f->device_busy;
+    r->device_mem_bytes = f->device_mem;
 }
 
-static sf_status simulate(sf_sim *sim, sf_sim_result *r, sf_error *err) {
-    if (rebuild_dirty(sim) || assemble(sim))
-        return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
-    double makespan = 0;
-    sf_status st = schedule(sim, &makespan, err);
-    if (st != SF_OK) return st;
-    collect(sim, makespan, r);
-    sim->has_run = 1;
-    return SF_OK;
-}
+/* ---- the public entry points ---------------------------------------------------- */
 
 sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_error *err) {
     sf_status st = sf_strategy_validate(s, sim->g, sim->m, err);
     if (st != SF_OK) return st;
     sf_strategy_copy(sim->s, s);
     sim->undo_op = -1;
+    sim->cut_pending = 0;
+    sim->has_run = 0;
     for (int opi = 0; opi < sim->n_ops; opi++) {
-        FOR_OP_BLOCKS(sim, opi, bid) { sim->dirty[bid] = 1; }
+        FOR_OP_BLOCKS(sim, opi, bid) {
+            if (rebuild_block(sim, bid))
+                return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
+        }
     }
-    return simulate(sim, r, err);
+    if (assemble(sim, sim->cur))
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
+    st = schedule_full(sim, sim->cur, err);
+    if (st != SF_OK) return st;
+    collect(sim, sim->cur);
+    sim->has_run = 1;
+    *r = sim->cur->result;
+    return SF_OK;
+}
+
+/* Mark a block dirty for a delta update, saving its current contents for a
+ * revert; the block left in place keeps spare capacity from an older save. */
+static int save_block(sf_sim *sim, int bid) {
+    if (sim->dirty[bid]) return 0;
+    if (sim->n_saved == sim->cap_saved) {
+        int cap = sim->cap_saved ? 2 * sim->cap_saved : 16;
+        sim_saved_block *nb = realloc(sim->saved, (size_t)cap * sizeof *nb);
+        if (!nb) return -1;
+        memset(nb + sim->cap_saved, 0, (size_t)(cap - sim->cap_saved) * sizeof *nb);
+        sim->saved = nb;
+        sim->cap_saved = cap;
+    }
+    sim_saved_block *sv = &sim->saved[sim->n_saved++];
+    sim_block tmp = sim->blocks[bid];
+    sim->blocks[bid] = sv->block;
+    sv->block = tmp;
+    sv->bid = bid;
+    sim->dirty[bid] = 1;
+    return 0;
+}
+
+/* The earliest time at which the schedule can change: the old ready time of every
+ * removed task and of every kept task whose predecessors changed, the finish of
+ * every kept task that feeds a rebuilt block, and a lower bound on the new ready
+ * time of kept tasks fed by rebuilt blocks. */
+static double t0_bound(sf_sim *sim, const sim_flat *f, const sim_flat *o) {
+    const int64_t mask = ((int64_t)1 << SIM_IDX_BITS) - 1;
+    double t0 = INFINITY;
+    for (int i = 0; i < sim->n_saved; i++) {
+        const sim_block *old = &sim->saved[i].block;
+        int obid = sim->saved[i].bid;
+        for (int k = 0; k < old->n_tasks; k++) {
+            double rd = o->ready[o->block_off[obid] + k];
+            if (rd < t0) t0 = rd;
+        }
+        /* old edges: a kept task that lost a predecessor */
+        for (int e = 0; e < old->n_edges; e++) {
+            int64_t to = old->edges[e].to;
+            int tb = (int)(to >> SIM_IDX_BITS);
+            if (sim->dirty[tb]) continue;
+            double rd = o->ready[o->block_off[tb] + (to & mask)];
+            if (rd < t0) t0 = rd;
+        }
+        const sim_block *nw = &sim->blocks[obid];
+        for (int e = 0; e < nw->n_edges; e++) {
+            int64_t fr = nw->edges[e].from, to = nw->edges[e].to;
+            int fb = (int)(fr >> SIM_IDX_BITS), tb = (int)(to >> SIM_IDX_BITS);
+            if (!sim->dirty[fb]) {
+                double fin = o->finish[o->block_off[fb] + (fr & mask)];
+                if (fin < t0) t0 = fin;
+            }
+            if (!sim->dirty[tb]) {
+                double rd = o->ready[o->block_off[tb] + (to & mask)];
+                if (rd < t0) t0 = rd;
+            }
+        }
+    }
+    /* kept tasks whose predecessors changed may now be ready as early as the
+     * latest of their kept predecessors; new tasks without predecessors at 0 */
+    for (int i = 0; i < sim->n_saved && t0 > 0; i++) {
+        int obid = sim->saved[i].bid;
+        const sim_block *nw = &sim->blocks[obid];
+        for (int k = 0; k < nw->n_tasks; k++) {
+            int64_t g = f->block_off[obid] + k;
+            if (f->pred_start[g + 1] == f->pred_start[g]) t0 = 0;
+        }
+        for (int e = 0; e < nw->n_edges; e++) {
+            int64_t to = nw->edges[e].to;
+            int tb = (int)(to >> SIM_IDX_BITS);
+            if (sim->dirty[tb]) continue;
+            int64_t g = f->block_off[tb] + (to & mask);
+            double lb = 0;
+            int kept = 0;
+            for (int32_t q = f->pred_start[g]; q < f->pred_start[g + 1]; q++) {
+                int pb = (int)(f->key[f->pred[q]] >> SIM_IDX_BITS);
+                if (sim->dirty[pb]) continue;
+                uint64_t pk = f->key[f->pred[q]];
+                double fin = o->finish[o->block_off[pb] + (int64_t)(pk & (uint64_t)mask)];
+                if (fin > lb) lb = fin;
+                kept = 1;
+            }
+            if (kept && lb < t0) t0 = lb;
+        }
+    }
+    for (int i = 0; i < sim->n_saved && t0 > 0; i++) {
+        /* a kept task that lost predecessors and kept none is ready at 0 */
+        const sim_block *old = &sim->saved[i].block;
+        for (int e = 0; e < old->n_edges; e++) {
+            int64_t to = old->edges[e].to;
+            int tb = (int)(to >> SIM_IDX_BITS);
+            if (sim->dirty[tb]) continue;
+            int64_t g = f->block_off[tb] + (to & mask);
+            if (f->pred_start[g + 1] == f->pred_start[g]) t0 = 0;
+            double lb = 0;
+            for (int32_t q = f->pred_start[g]; q < f->pred_start[g + 1]; q++) {
+                int pb = (int)(f->key[f->pred[q]] >> SIM_IDX_BITS);
+                if (sim->dirty[pb]) {
+                    lb = INFINITY; /* a rebuilt predecessor: covered by induction */
+                    break;
+                }
+                uint64_t pk = f->key[f->pred[q]];
+                double fin = o->finish[o->block_off[pb] + (int64_t)(pk & (uint64_t)mask)];
+                if (fin > lb) lb = fin;
+            }
+            if (lb < t0) t0 = lb;
+        }
+    }
+    return t0;
 }
 
 sf_status sf_sim_update(sf_sim *sim, int opi, const sf_config *c, sf_sim_result *r,
                         sf_error *err) {
+    return sf_sim_update_bounded(sim, opi, c, INFINITY, r, err);
+}
+
+sf_status sf_sim_update_bounded(sf_sim *sim, int opi, const sf_config *c, double bound_s,
+                                sf_sim_result *r, sf_error *err) {
     if (!sim->has_run)
         return sf_error_set(err, SF_ERR_INVALID, "delta simulation before a full simulation");
+    if (sim->cut_pending)
+        return sf_error_set(err, SF_ERR_INVALID, "a bounded update was cut off: revert it first");
     const sf_op *op = sf_graph_op(sim->g, opi);
     if (!op) return sf_error_set(err, SF_ERR_INVALID, "operator %d out of range", opi);
     sf_status st = sf_config_validate(op, sim->m, c, err);
@@ -717,26 +1001,65 @@ sf_status sf_sim_update(sf_sim *sim, int opi, const sf_config *c, sf_sim_result 
     sim->undo_op = opi;
     sim->undo_cfg = *sf_strategy_get(sim->s, opi);
     *sf_strategy_config(sim->s, opi) = *c;
-    sim->dirty[block_id(opi, SLOT_CORE)] = 1;
-    for (int k = 0; k < op->n_inputs; k++) sim->dirty[block_id(opi, 1 + k)] = 1;
+    sim->n_saved = 0;
+    int fail = save_block(sim, block_id(opi, SLOT_CORE));
+    for (int k = 0; k < op->n_inputs; k++) fail |= save_block(sim, block_id(opi, 1 + k));
+    /* cons[] pairs are (consumer op, input index) */
     for (int i = sim->cons_start[opi]; i < sim->cons_start[opi + 1]; i++)
-        sim->dirty[block_id(sim->cons[i].op, 1 + sim->cons[i].out)] = 1;
-    if (sim->group_owner[opi] >= 0) sim->dirty[block_id(sim->group_owner[opi], SLOT_SYNC)] = 1;
-    return simulate(sim, r, err);
+        fail |= save_block(sim, block_id(sim->cons[i].op, 1 + sim->cons[i].out));
+    if (sim->group_owner[opi] >= 0)
+        fail |= save_block(sim, block_id(sim->group_owner[opi], SLOT_SYNC));
+    for (int i = 0; i < sim->n_saved && !fail; i++) fail |= rebuild_block(sim, sim->saved[i].bid);
+    sim_flat *o = sim->cur, *f = sim->prev;
+    if (fail || assemble(sim, f)) {
+        sim->has_run = 0; /* the block set is inconsistent: a full run must follow */
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
+    }
+    double t0 = t0_bound(sim, f, o);
+    int cut = 0;
+    st = schedule_resume(sim, f, o, t0, bound_s, &cut, err);
+    for (int i = 0; i < sim->n_saved; i++) sim->dirty[sim->saved[i].bid] = 0;
+    if (st != SF_OK) {
+        sim->has_run = 0;
+        return st;
+    }
+    sim->cur = f;
+    sim->prev = o;
+    if (cut) {
+        memset(r, 0, sizeof *r);
+        r->iter_s = f->result.iter_s;
+        r->cut_off = 1;
+        r->tasks = f->n_tasks;
+        sim->cut_pending = 1;
+        return SF_OK;
+    }
+    collect(sim, f);
+    *r = f->result;
+    return SF_OK;
 }
 
 sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
-    if (sim->undo_op < 0) return sf_error_set(err, SF_ERR_INVALID, "nothing to revert");
-    int op = sim->undo_op;
-    sf_config c = sim->undo_cfg;
-    sf_sim_result tmp;
-    sf_status st = sf_sim_update(sim, op, &c, r ? r : &tmp, err);
+    if (sim->undo_op < 0 || !sim->has_run)
+        return sf_error_set(err, SF_ERR_INVALID, "nothing to revert");
+    *sf_strategy_config(sim->s, sim->undo_op) = sim->undo_cfg;
+    for (int i = sim->n_saved - 1; i >= 0; i--) {
+        sim_saved_block *sv = &sim->saved[i];
+        sim_block tmp = sim->blocks[sv->bid];
+        sim->blocks[sv->bid] = sv->block;
+        sv->block = tmp;
+    }
+    sim->n_saved = 0;
+    sim->cut_pending = 0;
+    sim_flat *t = sim->cur;
+    sim->cur = sim->prev;
+    sim->prev = t;
     sim->undo_op = -1;
-    return st;
+    if (r) *r = sim->cur->result;
+    return SF_OK;
 }
 
 const sim_task *sim_task_of(const sf_sim *sim, int64_t gid, int *block) {
-    uint64_t k = sim->key[gid];
+    uint64_t k = sim->cur->key[gid];
     int bid = (int)(k >> SIM_IDX_BITS);
     if (block) *block = bid;
     return &sim->blocks[bid].tasks[k & ((1u << SIM_IDX_BITS) - 1)];

@@ -68,9 +68,32 @@ typedef struct sim_block {
 /* Heap entry for list scheduling. */
 typedef struct sim_heap_item {
     double ready;
+    uint64_t rbits; /* bits of ready, for ordering */
     uint64_t key;
     int32_t gid;
 } sim_heap_item;
+
+/* The task graph laid out flat, with its schedule. The simulator keeps two:
+ * the current one and the one before the last delta update, so that a rejected
+ * MCMC proposal is undone by swapping them back. */
+typedef struct sim_flat {
+    int64_t n_tasks, cap_tasks, n_edges, cap_edges;
+    double *dur, *ready, *start, *finish;
+    uint64_t *key;
+    int32_t *res;
+    int32_t *npred, *pending, *succ_start, *succ, *pred_start, *pred;
+    int64_t *edge_from, *edge_to;
+    int64_t *block_off;     /* [n_blocks]: first global id of each block */
+    double *device_busy;    /* [n_dev] */
+    double *device_mem;     /* [n_dev] */
+    sf_sim_result result;
+} sim_flat;
+
+/* A block saved by a delta update, restored by a revert. */
+typedef struct sim_saved_block {
+    int bid;
+    sim_block block;
+} sim_saved_block;
 
 struct sf_sim {
     const sf_graph *g;
@@ -81,39 +104,35 @@ struct sf_sim {
     int n_ops, n_dev, n_links, n_res;
     int has_run;
     int undo_op;          /* operator changed by the last update, -1 when none */
+    int cut_pending;      /* the last update was cut off: only a revert or a run may follow */
     sf_config undo_cfg;   /* its config before that update */
+    sim_saved_block *saved;
+    int n_saved, cap_saved;
 
     /* weight groups: owner of each op's weights (itself when it owns them) */
-    int *group_owner; /* [n_ops]: op id of the owner, -1 when no weights */
+    int *group_owner;    /* [n_ops]: op id of the owner, -1 when no weights */
     int **group_members; /* [n_ops] for owners: member op ids (owner first) */
     int *group_size;
-    /* consumers: for each op, list of (consumer op, input index) */
-    int *cons_start, *cons_n;
+    /* consumers: for each op, (consumer op, input index) pairs in cons[cons_start[op]..] */
+    int *cons_start;
     sf_tensor_ref *cons;
 
-    sim_block *blocks;   /* [n_ops * SIM_SLOTS] */
+    sim_block *blocks;    /* [n_blocks] */
     int n_blocks;
-    int64_t *block_off;  /* [n_blocks + 1]: first global id of each block */
     unsigned char *dirty; /* [n_blocks] */
 
-    /* flat, assembled task graph (capacity grows, never shrinks) */
-    int64_t n_tasks, cap_tasks, n_edges, cap_edges;
-    double *dur, *ready, *start, *finish;
-    uint64_t *key;
-    int32_t *res;
-    int32_t *npred, *pending, *succ_start, *succ;
-    int64_t *edge_from, *edge_to;
+    sim_flat flat[2];
+    sim_flat *cur, *prev;
     sim_heap_item *heap;
     int64_t cap_heap;
-    double *res_free;      /* [n_res] */
-    double *device_busy;   /* [n_dev] */
-    double *device_mem;    /* [n_dev] */
-    /* scratch for builders */
-    int16_t *scratch_dev;  /* [n_dev] */
-    void *sync_entries;    /* scratch for build_sync */
+    double *res_free;     /* [n_res] */
+    int16_t *scratch_dev; /* [n_dev] */
+    void *sync_entries;   /* scratch for build_sync */
     int64_t cap_sync_entries;
+    sf_tile *tiles_p, *tiles_c; /* scratch for build_edge: [SF_MAX_PARTS] each */
 
-    sf_sim_result last;
+    /* statistics of the last update, for benchmarks */
+    int64_t last_resimulated;
 };
 
 /* Global id -> the block's task record (for traces). */

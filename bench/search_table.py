@@ -1,0 +1,84 @@
+#!/usr/bin/env python3
+"""Fill the search table of bench/RESULTS.md.
+
+Runs `soapflow search --json` for FlexFlow's benchmarks (and vgg16) on the
+papers' clusters and on 4- and 8-device parts of them, and prints a markdown
+table: simulated iteration time of data parallelism, of the best other
+baseline, of OptCNN and of the best strategy found, the speedups, OptCNN's time
+and reduced graph size, the MCMC search time and simulations per second.
+
+usage: bench/search_table.py SOAPFLOW [--budget 30s] [--models a,b] [--machines x,y]
+"""
+import json
+import os
+import subprocess
+import sys
+
+MODELS = ["alexnet", "vgg16", "inception_v3", "resnet101", "rnntc", "rnnlm", "nmt"]
+MACHINES = ["p100-4x4", "k80-16x4"]
+PARTS = [4, 8]
+
+
+def main():
+    args = sys.argv[1:]
+    if not args:
+        print(__doc__, file=sys.stderr)
+        return 2
+    sf = args[0]
+    budget = "30s"
+    models, machines = MODELS, MACHINES
+    i = 1
+    while i < len(args):
+        if args[i] == "--budget":
+            budget = args[i + 1]
+            i += 2
+        elif args[i] == "--models":
+            models = args[i + 1].split(",")
+            i += 2
+        elif args[i] == "--machines":
+            machines = args[i + 1].split(",")
+            i += 2
+        else:
+            print(f"unknown argument {args[i]}", file=sys.stderr)
+            return 2
+    print(f"Command: `bench/search_table.py {sf} --budget {budget}` "
+          f"(soapflow search --json per row, analytic cost model, seed 1).\n")
+    print("| model | machine | devices | data ms | best other baseline | OptCNN ms "
+          "(nodes left, s) | best ms | vs data | vs best baseline | search s | sims/s | note |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    if True:
+        for machine in machines:
+            targets = [(machine, machine, None)]
+            for n in PARTS:
+                targets.append((f"{machine}[{n}]", f"{machine}[{n}]", n))
+            for label, mpath, n in targets:
+                for model in models:
+                    cmd = [sf, "search", "--model", model, "--machine", mpath,
+                           "--budget", budget, "--json", "--seed", "1"]
+                    out = subprocess.run(cmd, capture_output=True, text=True)
+                    if out.returncode != 0:
+                        print(f"| {model} | {label} | | error: {out.stderr.strip()} |||||||||")
+                        continue
+                    r = json.loads(out.stdout)
+                    b = r["baselines"]
+                    data = b["data"]
+                    others = {k: v for k, v in b.items() if k != "data"}
+                    bo_name = min(others, key=others.get)
+                    bo = others[bo_name]
+                    best = r["best_ms"]
+                    note = ""
+                    if best >= data * 0.999:
+                        note = "data parallelism is already the best found"
+                    elif best > data / 1.05:
+                        note = "little to gain: data parallelism is near the best found"
+                    print(f"| {model} | {label} | {r['devices']} | {data:.2f} | "
+                          f"{bo_name} {bo:.2f} | {r.get('optcnn_ms', 0):.2f} "
+                          f"({r.get('optcnn_nodes_left', '-')}, {r.get('optcnn_seconds', 0):.2f}) | "
+                          f"{best:.2f} ({r['best']}) | {data / best:.2f}x | {bo / best:.2f}x | "
+                          f"{r['seconds']:.1f} | {r.get('sims_per_s', 0):.0f} | {note} |",
+                          flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

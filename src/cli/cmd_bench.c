@@ -1,0 +1,310 @@
+/*
+ * cmd_bench.c - `soapflow bench <what>`: benchmarks as programs that print
+ * figures (best of N, means), never timed tests.
+ *
+ * `bench` is a dispatcher over a table of sub-benchmarks, as main.c is over
+ * commands: each is one function taking (argc, argv) with argv[0] naming it
+ * ("bench sim"), so its messages and --help read as a command's do. Adding one
+ * (bench search, ...) is one function and one table line.
+ *
+ *   bench sim      the simulator: a full simulation (best of --reps) and delta
+ *                  simulations after random single-operator moves, each
+ *                  applied with sf_sim_update and undone with sf_sim_revert, as
+ *                  the MCMC search does for a rejected proposal. The mean of
+ *                  the update alone and of update + revert are both reported:
+ *                  the first is what an accepted move costs, the second a
+ *                  rejected one. After the moves the simulator must give the
+ *                  starting result again, bit for bit; it is checked.
+ *   bench kernels  the fast CPU kernels against single-thread SGEMM
+ *                  (sf_bench_kernels).
+ */
+#include "cli.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "soapflow/cost.h"
+#include "soapflow/io.h"
+#include "soapflow/kernels.h"
+#include "soapflow/sim.h"
+
+#define DEFAULT_MACHINE "p100-4x4"
+#define DEFAULT_STRATEGY "data"
+
+/* ---- bench sim ------------------------------------------------------------------ */
+
+static int sim_usage(FILE *out) {
+    fprintf(out,
+            "usage: soapflow bench sim --model NAME|FILE [options]\n"
+            "\n"
+            "Time the execution simulator on a model and machine: a full simulation\n"
+            "(best of --reps) and delta simulations after --moves random single-operator\n"
+            "changes (a random operator gets a random config from its whole SOAP space),\n"
+            "each applied with sf_sim_update and undone with sf_sim_revert.\n"
+            "\n"
+            "options:\n"
+            "%s"
+            "  --machine NAME|FILE    machine preset or machine JSON file (default: %s)\n"
+            "  -s, --strategy S       starting strategy: a baseline or a strategy JSON file\n"
+            "                         (default: %s)\n"
+            "  --reps N               full simulations timed, the best is reported (default 5)\n"
+            "  --moves N              random moves for the delta figures (default 1000)\n"
+            "  --seed S               seed of the random moves (default 1)\n"
+            "  --json                 print one JSON object: model, machine, strategy, batch,\n"
+            "                         tasks, reps, moves, seed, full_us, tasks_per_s,\n"
+            "                         delta_us (mean update), delta_revert_us (mean update +\n"
+            "                         revert), delta_tasks (mean tasks of the changed\n"
+            "                         strategies), speedup (full_us / delta_us)\n"
+            "  -h, --help             show this help\n"
+            "\n"
+            "Times are wall-clock microseconds on this machine, one thread. A random move\n"
+            "can make the task graph much larger than the starting strategy's (a layer split\n"
+            "64 ways over scattered devices), so compare delta_us with full_us knowing\n"
+            "delta_tasks.\n"
+            "\n"
+            "example:\n"
+            "  soapflow bench sim --model inception_v3 --machine p100-4x4\n"
+            "  soapflow bench sim --model nmt --machine k80-16x4 --moves 200 --json\n",
+            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY);
+    return SF_EXIT_OK;
+}
+
+typedef struct bench_sim_result {
+    double full_us, delta_us, delta_revert_us;
+    double delta_tasks; /* mean task count of the changed strategies */
+    int64_t tasks;
+} bench_sim_result;
+
+/* The measurements themselves; the simulator has run the starting strategy. */
+static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, const sf_strategy *s,
+                         int64_t reps, int64_t moves, uint64_t seed, bench_sim_result *out,
+                         sf_error *err) {
+    sf_sim_result r0, r;
+    sf_status st = sf_sim_run(sim, s, &r0, err); /* warm-up: arrays reach their size */
+    if (st != SF_OK) return st;
+    double best = 1e300;
+    for (int64_t i = 0; i < reps; i++) {
+        double t0 = sf_now_s();
+        st = sf_sim_run(sim, s, &r, err);
+        double dt = sf_now_s() - t0;
+        if (st != SF_OK) return st;
+        if (dt < best) best = dt;
+    }
+    out->full_us = best * 1e6;
+    out->tasks = r0.tasks;
+
+    sf_rng rng;
+    sf_rng_seed(&rng, seed);
+    int n_ops = sf_graph_num_ops(g);
+    double upd = 0, both = 0, tasks = 0;
+    for (int64_t i = 0; i < moves && n_ops > 0; i++) {
+        int op = (int)sf_rng_below(&rng, (uint64_t)n_ops);
+        sf_config c;
+        sf_config_random(sf_graph_op(g, op), m, &rng, &c);
+        double t0 = sf_now_s();
+        st = sf_sim_update(sim, op, &c, &r, err);
+        double t1 = sf_now_s();
+        if (st != SF_OK) return st;
+        tasks += (double)r.tasks;
+        st = sf_sim_revert(sim, &r, err);
+        double t2 = sf_now_s();
+        if (st != SF_OK) return st;
+        upd += t1 - t0;
+        both += t2 - t0;
+    }
+    out->delta_us = moves > 0 ? upd / (double)moves * 1e6 : 0;
+    out->delta_revert_us = moves > 0 ? both / (double)moves * 1e6 : 0;
+    out->delta_tasks = moves > 0 ? tasks / (double)moves : 0;
+    /* same answer by another route: every move was undone */
+    if (moves > 0 && (r.iter_s != r0.iter_s || r.tasks != r0.tasks))
+        return sf_error_set(err, SF_ERR_INTERNAL,
+                            "after %lld moves and reverts the simulator gives %.17g s and %lld "
+                            "tasks, it started from %.17g s and %lld tasks",
+                            (long long)moves, r.iter_s, (long long)r.tasks, r0.iter_s,
+                            (long long)r0.tasks);
+    return SF_OK;
+}
+
+static int bench_sim(int argc, char **argv) {
+    sf_cli_model_opts mo;
+    memset(&mo, 0, sizeof mo);
+    const char *machine = DEFAULT_MACHINE, *strategy = DEFAULT_STRATEGY;
+    int64_t reps = 5, moves = 1000, seed = 1;
+    int json = 0;
+    sf_cli_args a;
+    sf_cli_args_init(&a, argc, argv);
+    while (sf_cli_next(&a)) {
+        if (sf_cli_help(&a)) return sim_usage(stdout);
+        if (sf_cli_model_option(&a, &mo)) continue;
+        if (sf_cli_str(&a, "--machine", NULL, &machine)) continue;
+        if (sf_cli_str(&a, "--strategy", "-s", &strategy)) continue;
+        if (sf_cli_int(&a, "--reps", NULL, 1, 1000000, &reps)) continue;
+        if (sf_cli_int(&a, "--moves", NULL, 0, 100000000, &moves)) continue;
+        if (sf_cli_int(&a, "--seed", NULL, 0, INT64_MAX, &seed)) continue;
+        if (sf_cli_flag(&a, "--json", NULL, &json)) continue;
+        sf_cli_unknown(&a);
+    }
+    if (a.status) return a.status;
+    if (!mo.model) return sf_cli_usage_error(a.cmd, "--model is required");
+
+    sf_error err = {0};
+    sf_graph *g = NULL;
+    sf_strategy *s = NULL;
+    sf_cost_model *cm = NULL;
+    sf_sim *sim = NULL;
+    sf_machine *m = sf_machine_open(machine, &err);
+    if (!m) return sf_cli_fail_err(&err);
+    int rc = sf_cli_model_open(a.cmd, &mo, sf_machine_num_devices(m), &g);
+    if (rc == SF_EXIT_OK) rc = sf_cli_strategy_open(strategy, g, m, &s);
+    if (rc != SF_EXIT_OK) goto done;
+    cm = sf_cost_analytic_new(m, NULL);
+    if (!cm) {
+        rc = sf_cli_fail("out of memory");
+        goto done;
+    }
+    sim = sf_sim_new(g, m, cm, NULL, &err);
+    bench_sim_result br;
+    if (!sim || measure(sim, g, m, s, reps, moves, (uint64_t)seed, &br, &err) != SF_OK) {
+        rc = sf_cli_fail_err(&err);
+        goto done;
+    }
+    double tasks_per_s = br.full_us > 0 ? (double)br.tasks / (br.full_us * 1e-6) : 0;
+    double speedup = br.delta_us > 0 ? br.full_us / br.delta_us : 0;
+    sf_graph_stats gs;
+    sf_graph_stats_compute(g, &gs);
+    if (json) {
+        json_t *j = json_pack(
+            "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "model",
+            sf_graph_name(g), "machine", sf_machine_name(m), "strategy", strategy, "batch",
+            (json_int_t)gs.batch, "tasks", (json_int_t)br.tasks, "reps", (json_int_t)reps, "moves",
+            (json_int_t)moves, "seed", (json_int_t)seed, "full_us", br.full_us, "tasks_per_s",
+            tasks_per_s, "delta_us", br.delta_us, "delta_revert_us", br.delta_revert_us,
+            "delta_tasks", br.delta_tasks, "speedup", speedup);
+        rc = sf_cli_print_json(j);
+    } else {
+        char b1[32];
+        printf("%s on %s, strategy %s: %s tasks\n", sf_graph_name(g), sf_machine_name(m), strategy,
+               sf_cli_fmt_count(br.tasks, b1, sizeof b1));
+        printf("full simulation      %12.1f us  (best of %lld; %.3g tasks/s)\n", br.full_us,
+               (long long)reps, tasks_per_s);
+        if (moves > 0) {
+            printf("delta update         %12.1f us  (mean of %lld random moves; full / delta "
+                   "%.2f)\n",
+                   br.delta_us, (long long)moves, speedup);
+            printf("delta update+revert  %12.1f us\n", br.delta_revert_us);
+            printf("tasks after a move   %12.0f     (mean)\n", br.delta_tasks);
+        }
+    }
+done:
+    sf_sim_free(sim);
+    sf_cost_free(cm);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+    return rc;
+}
+
+/* ---- bench kernels ------------------------------------------------------------ */
+
+static int kernels_usage(FILE *out) {
+    fputs("usage: soapflow bench kernels [--json] [--reps N]\n"
+          "\n"
+          "Time single-thread SGEMM (1024^3) and the fast conv2d and linear kernels\n"
+          "(forward + backward) at representative layer shapes, and print each kernel's\n"
+          "GFLOP/s and its ratio to SGEMM. Every figure is the best of --reps runs after\n"
+          "a warm-up.\n"
+          "\n"
+          "options:\n"
+          "  --reps N    runs per figure, the best is reported (default 3)\n"
+          "  --json      print one JSON object: sgemm_gflops and a \"kernels\" array of\n"
+          "              {name, gflops, ratio}\n"
+          "  -h, --help  show this help\n"
+          "\n"
+          "Threads: the benchmark measures one core, as the runtime gives one core to each\n"
+          "rank. It sets OpenBLAS to one thread itself (openblas_set_num_threads), which\n"
+          "overrides OPENBLAS_NUM_THREADS for the measurement; OPENBLAS_NUM_THREADS=1 in\n"
+          "the environment also keeps OpenBLAS from starting a pool of idle threads when\n"
+          "the program loads. Run it on an otherwise idle machine.\n"
+          "\n"
+          "example:\n"
+          "  OPENBLAS_NUM_THREADS=1 soapflow bench kernels --reps 5\n",
+          out);
+    return SF_EXIT_OK;
+}
+
+static int bench_kernels(int argc, char **argv) {
+    int64_t reps = 3;
+    int json = 0;
+    sf_cli_args a;
+    sf_cli_args_init(&a, argc, argv);
+    while (sf_cli_next(&a)) {
+        if (sf_cli_help(&a)) return kernels_usage(stdout);
+        if (sf_cli_int(&a, "--reps", NULL, 1, 1000000, &reps)) continue;
+        if (sf_cli_flag(&a, "--json", NULL, &json)) continue;
+        sf_cli_unknown(&a);
+    }
+    if (a.status) return a.status;
+    sf_error err = {0};
+    if (sf_bench_kernels(stdout, json, (int)reps, &err) != SF_OK) return sf_cli_fail_err(&err);
+    return SF_EXIT_OK;
+}
+
+/* ---- the dispatcher ------------------------------------------------------------- */
+
+/* One line per benchmark; name is what follows `bench`. */
+static const sf_cli_command benches[] = {
+    {"sim", "full and delta simulation time of a model on a machine", bench_sim},
+    {"kernels", "fast CPU kernels against single-thread SGEMM", bench_kernels},
+};
+
+#define N_BENCHES ((int)(sizeof benches / sizeof benches[0]))
+
+static int usage(FILE *out) {
+    fputs("usage: soapflow bench <what> [options]\n"
+          "\n"
+          "Benchmarks: programs that print figures (best of N, means) for bench/RESULTS.md.\n"
+          "\n"
+          "what:\n",
+          out);
+    for (int i = 0; i < N_BENCHES; i++)
+        fprintf(out, "  %-9s  %s\n", benches[i].name, benches[i].help);
+    fputs("\n"
+          "Run 'soapflow bench <what> --help' for its options.\n"
+          "\n"
+          "example:\n"
+          "  soapflow bench sim --model resnet101 --machine k80-16x4 --json\n"
+          "  soapflow bench kernels\n",
+          out);
+    return SF_EXIT_OK;
+}
+
+int sf_cmd_bench(int argc, char **argv) {
+    sf_cli_args a;
+    sf_cli_args_init(&a, argc, argv);
+    const char *what = NULL;
+    while (sf_cli_next(&a)) {
+        if (sf_cli_help(&a)) return usage(stdout);
+        if (sf_cli_positional(&a, &what)) break;
+        sf_cli_unknown(&a);
+    }
+    if (a.status) return a.status;
+    if (!what) return sf_cli_usage_error(a.cmd, "which benchmark? (sim, kernels)");
+    const sf_cli_command *b = NULL;
+    for (int i = 0; i < N_BENCHES; i++)
+        if (strcmp(benches[i].name, what) == 0) b = &benches[i];
+    if (!b) return sf_cli_usage_error(a.cmd, "unknown benchmark '%.64s'", what);
+
+    /* The benchmark gets the rest of the line with argv[0] = "bench NAME", so
+     * that its messages and help pointers name it in full. */
+    int first = a.next - 1, sub_argc = argc - first;
+    char name[64];
+    snprintf(name, sizeof name, "bench %s", b->name);
+    char **sub = malloc((size_t)(sub_argc + 1) * sizeof *sub);
+    if (!sub) return sf_cli_fail("out of memory");
+    sub[0] = name;
+    for (int i = 1; i < sub_argc; i++) sub[i] = argv[first + i];
+    sub[sub_argc] = NULL;
+    int rc = b->run(sub_argc, sub);
+    free(sub);
+    return rc;
+}

@@ -1,0 +1,234 @@
+/*
+ * cmd_profile.c - `soapflow profile`: measure, with the real CPU kernels on
+ * this machine, every distinct task the search space of a model on a machine
+ * can produce, and write them to a costs file that `simulate --costs` (and the
+ * searches) read through the profiled cost model.
+ *
+ * The costs file is a cache as well as a result: when it exists it is read
+ * first, and only keys it lacks are measured, so profiling a second model, a
+ * larger machine of the same kind or the same model again costs only what is
+ * new. The file is written once at the end, atomically; an interrupted run
+ * loses its measurements but never corrupts the file. Operators without a fast
+ * kernel yet are skipped and named, since the profiled model will fall back to
+ * the analytic model for them.
+ */
+#include "cli.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <string.h>
+
+#include "soapflow/cost.h"
+#include "soapflow/io.h"
+
+#define DEFAULT_MACHINE "cpu"
+
+static int usage(FILE *out) {
+    fprintf(out,
+            "usage: soapflow profile --model NAME|FILE [options]\n"
+            "\n"
+            "Measure the forward and backward time of every distinct task (operator, tile\n"
+            "shape) that strategies of a model on a machine can produce, with the fast CPU\n"
+            "kernels on one thread of this host, and write them to a costs file for\n"
+            "'soapflow simulate --costs FILE'. Entries already in the file are reused.\n"
+            "\n"
+            "options:\n"
+            "%s"
+            "  --machine NAME|FILE    machine preset or machine JSON file whose device kind\n"
+            "                         this host stands for (default: %s; see 'calibrate')\n"
+            "  -o, --out FILE         costs file to extend and write\n"
+            "                         (default: costs-MODEL-MACHINE.json)\n"
+            "  --reps N               timed runs per task; the median is kept (default: 10)\n"
+            "  --warmup N             untimed runs before them (default: 2)\n"
+            "  --max-devices N        profile configs of at most N parts (default: the\n"
+            "                         machine's device count)\n"
+            "  --json                 print one JSON object: keys, measured, reused, skipped,\n"
+            "                         too_large, failed, entries, seconds, out, skipped_ops\n"
+            "  -h, --help             show this help\n"
+            "\n"
+            "The batch must be the one you will simulate with (the default, 64 per device,\n"
+            "is the same in both commands): task shapes come from it.\n"
+            "\n"
+            "example:\n"
+            "  soapflow profile --model lenet5 --machine cpu --reps 5\n"
+            "  soapflow simulate --model lenet5 --machine cpu --costs costs-lenet5-cpu.json\n",
+            sf_cli_model_help, DEFAULT_MACHINE);
+    return SF_EXIT_OK;
+}
+
+typedef struct profile_opts {
+    sf_cli_model_opts model;
+    const char *machine, *out;
+    int64_t reps, warmup, max_devices;
+    int json;
+} profile_opts;
+
+static int parse(int argc, char **argv, profile_opts *o, const char **cmd) {
+    sf_cli_args a;
+    sf_cli_args_init(&a, argc, argv);
+    *cmd = a.cmd;
+    while (sf_cli_next(&a)) {
+        if (sf_cli_help(&a)) return -1;
+        if (sf_cli_model_option(&a, &o->model)) continue;
+        if (sf_cli_str(&a, "--machine", NULL, &o->machine)) continue;
+        if (sf_cli_str(&a, "--out", "-o", &o->out)) continue;
+        if (sf_cli_int(&a, "--reps", NULL, 1, 100000, &o->reps)) continue;
+        if (sf_cli_int(&a, "--warmup", NULL, 0, 100000, &o->warmup)) continue;
+        if (sf_cli_int(&a, "--max-devices", NULL, 1, SF_MAX_DEVICES, &o->max_devices)) continue;
+        if (sf_cli_flag(&a, "--json", NULL, &o->json)) continue;
+        sf_cli_unknown(&a);
+    }
+    if (a.status) return a.status;
+    if (!o->model.model) return sf_cli_usage_error(a.cmd, "--model is required");
+    return SF_EXIT_OK;
+}
+
+/* "costs-NAME-MACHINE.json" with anything but [A-Za-z0-9._-] made '_'. */
+static void default_out(const char *model, const char *machine, char *buf, size_t n) {
+    snprintf(buf, n, "costs-%s-%s.json", model, machine);
+    for (char *p = buf; *p; p++)
+        if (!isalnum((unsigned char)*p) && *p != '.' && *p != '-' && *p != '_') *p = '_';
+}
+
+static int file_exists(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (f) {
+        fclose(f);
+        return 1;
+    }
+    return errno != ENOENT; /* unreadable: let the loader report it */
+}
+
+/* "lstm (12), attention (4)": keys skipped for want of a kernel, by type. */
+static void skipped_list(const sf_profile_report *r, char *buf, size_t n) {
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int t = 0; t < SF_OP_COUNT && len < n; t++) {
+        if (!r->skipped_by_type[t]) continue;
+        int k = snprintf(buf + len, n - len, "%s%s (%d)", len ? ", " : "",
+                         sf_op_type_name((sf_op_type)t), r->skipped_by_type[t]);
+        if (k > 0) len += (size_t)k;
+    }
+}
+
+static int print_json(const sf_profile_report *r, int entries, const char *out) {
+    json_t *j = json_object(), *ops = json_object();
+    if (!j || !ops) {
+        json_decref(j);
+        json_decref(ops);
+        return sf_cli_print_json(NULL);
+    }
+    int bad = 0;
+    for (int t = 0; t < SF_OP_COUNT; t++)
+        if (r->skipped_by_type[t])
+            bad |= json_object_set_new(ops, sf_op_type_name((sf_op_type)t),
+                                       json_integer(r->skipped_by_type[t]));
+    bad |= json_object_set_new(j, "keys", json_integer(r->keys));
+    bad |= json_object_set_new(j, "measured", json_integer(r->measured));
+    bad |= json_object_set_new(j, "reused", json_integer(r->reused));
+    bad |= json_object_set_new(j, "skipped", json_integer(r->skipped));
+    bad |= json_object_set_new(j, "too_large", json_integer(r->too_large));
+    bad |= json_object_set_new(j, "failed", json_integer(r->failed));
+    bad |= json_object_set_new(j, "entries", json_integer(entries));
+    bad |= json_object_set_new(j, "seconds", json_real(r->seconds));
+    bad |= json_object_set_new(j, "out", json_string(out));
+    bad |= json_object_set_new(j, "skipped_ops", ops);
+    if (bad) {
+        json_decref(j);
+        j = NULL;
+    }
+    return sf_cli_print_json(j);
+}
+
+static int print_text(const sf_profile_report *r, int entries, const char *out,
+                      const char *model, const char *machine) {
+    char b1[32], b2[32];
+    sf_cli_table *t = sf_cli_table_new(2, NULL, "ll");
+    sf_cli_table_cell(t, "model");
+    sf_cli_table_cell(t, "%s on %s", model, machine);
+    sf_cli_table_cell(t, "tasks");
+    sf_cli_table_cell(t, "%s distinct", sf_cli_fmt_count(r->keys, b1, sizeof b1));
+    sf_cli_table_cell(t, "measured");
+    sf_cli_table_cell(t, "%s", sf_cli_fmt_count(r->measured, b1, sizeof b1));
+    sf_cli_table_cell(t, "reused");
+    sf_cli_table_cell(t, "%s (already in the file)", sf_cli_fmt_count(r->reused, b1, sizeof b1));
+    sf_cli_table_cell(t, "skipped");
+    sf_cli_table_cell(t, "%s (no kernel %d, too large %s, failed %d)",
+                      sf_cli_fmt_count(r->skipped, b1, sizeof b1),
+                      r->skipped - r->too_large - r->failed,
+                      sf_cli_fmt_count(r->too_large, b2, sizeof b2), r->failed);
+    sf_cli_table_cell(t, "time");
+    sf_cli_table_cell(t, "%.2f s", r->seconds);
+    sf_cli_table_cell(t, "written");
+    sf_cli_table_cell(t, "%s (%s entries)", out, sf_cli_fmt_count(entries, b1, sizeof b1));
+    int rc = sf_cli_table_print(t, stdout);
+    sf_cli_table_free(t);
+    return rc;
+}
+
+int sf_cmd_profile(int argc, char **argv) {
+    profile_opts o;
+    memset(&o, 0, sizeof o);
+    o.warmup = -1; /* not given */
+    const char *cmd;
+    int rc = parse(argc, argv, &o, &cmd);
+    if (rc < 0) return usage(stdout);
+    if (rc != SF_EXIT_OK) return rc;
+    if (!o.machine) o.machine = DEFAULT_MACHINE;
+
+    sf_error err = {0};
+    sf_graph *g = NULL;
+    sf_profile_db *db = NULL;
+    sf_machine *m = sf_machine_open(o.machine, &err);
+    if (!m) return sf_cli_fail_err(&err);
+    rc = sf_cli_model_open(cmd, &o.model, sf_machine_num_devices(m), &g);
+    if (rc != SF_EXIT_OK) goto done;
+
+    char out_buf[512];
+    const char *out = o.out;
+    if (!out) {
+        default_out(sf_graph_name(g), sf_machine_name(m), out_buf, sizeof out_buf);
+        out = out_buf;
+    }
+    db = file_exists(out) ? sf_profile_db_load_json(out, &err) : sf_profile_db_new(NULL);
+    if (!db) {
+        rc = err.code ? sf_cli_fail_err(&err) : sf_cli_fail("out of memory");
+        goto done;
+    }
+
+    sf_profile_options po;
+    sf_profile_options_default(&po);
+    if (o.reps) po.reps = (int)o.reps;
+    if (o.warmup >= 0) po.warmup = (int)o.warmup;
+    po.max_devices = (int)o.max_devices;
+    po.progress = stderr;
+    sf_profile_report r;
+    sf_status st = sf_profile_model(g, m, db, &po, &r, &err);
+    if (st != SF_OK) {
+        rc = sf_cli_fail_err(&err);
+        goto done;
+    }
+    if (sf_profile_db_save_json(db, out, &err) != SF_OK) {
+        rc = sf_cli_fail_err(&err);
+        goto done;
+    }
+    char list[512];
+    skipped_list(&r, list, sizeof list);
+    if (list[0])
+        SF_LOG_WARN_F("no fast kernel yet, not measured (the analytic model stands in): %s",
+                      list);
+    if (r.too_large)
+        SF_LOG_WARN_F("%d tasks need more memory than a device has and were not measured",
+                      r.too_large);
+    if (r.failed) SF_LOG_WARN_F("%d tasks failed, first: %s", r.failed, r.first_failure);
+    SF_LOG_INFO_F("profiled %s on %s: %d measured, %d reused, %.2f s", sf_graph_name(g),
+                  sf_machine_name(m), r.measured, r.reused, r.seconds);
+    rc = o.json ? print_json(&r, sf_profile_db_count(db), out)
+                : print_text(&r, sf_profile_db_count(db), out, sf_graph_name(g),
+                             sf_machine_name(m));
+done:
+    sf_profile_db_free(db);
+    sf_graph_free(g);
+    sf_machine_free(m);
+    return rc;
+}

@@ -1,0 +1,468 @@
+/*
+ * cmd_simulate.c - `soapflow simulate`: the time, traffic and memory of one
+ * training iteration of a model on a machine under a strategy, as FlexFlow's
+ * execution simulator predicts them; and the helpers every planning command
+ * shares (a model from the command line, a strategy by name or file).
+ *
+ * The strategy is a baseline name or a strategy JSON file, so that a strategy
+ * a search wrote can be checked, drawn and compared with the baselines by the
+ * same command. The cost model is the analytic roofline (a profiled one plugs
+ * into the same place when it exists). Files asked for (--trace, --svg, --dot,
+ * --save-strategy) are written before anything is printed, as `graph` does,
+ * so a failure shows as one error line and a non-zero status rather than
+ * after a full report. A strategy that does not fit in memory is a result,
+ * not an error: it is reported ("fits": false) and the status stays 0.
+ */
+#include "cli.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "soapflow/cost.h"
+#include "soapflow/io.h"
+#include "soapflow/models.h"
+#include "soapflow/sim.h"
+
+#define DEFAULT_MACHINE "p100-4x4"
+#define DEFAULT_STRATEGY "data"
+#define SAMPLES_PER_DEVICE 64
+#define MAX_BATCH ((int64_t)1 << 40)
+#define MAX_SIZE ((int64_t)1 << 40)
+
+/* ---- shared: the model options --------------------------------------------- */
+
+const char sf_cli_model_help[] =
+    "  -m, --model NAME|FILE  a zoo model (see 'soapflow models'), or a model JSON file\n"
+    "  -b, --batch N          global batch of a zoo model (default: 64 per device)\n"
+    "  --seq-len N            RNN unrolled steps / transformer sequence length\n"
+    "  --chunk N              RNN time steps per operator\n"
+    "  --hidden N             RNN hidden and embedding size\n"
+    "  --vocab N              vocabulary size\n"
+    "  --mlp-sizes A,B,...    mlp: input, hidden..., classes (e.g. 784,4096,10)\n";
+
+int sf_cli_model_option(sf_cli_args *a, sf_cli_model_opts *o) {
+    return sf_cli_str(a, "--model", "-m", &o->model) ||
+           sf_cli_int(a, "--batch", "-b", 1, MAX_BATCH, &o->batch) ||
+           sf_cli_int(a, "--seq-len", NULL, 1, MAX_SIZE, &o->seq_len) ||
+           sf_cli_int(a, "--chunk", NULL, 1, MAX_SIZE, &o->chunk) ||
+           sf_cli_int(a, "--hidden", NULL, 1, MAX_SIZE, &o->hidden) ||
+           sf_cli_int(a, "--vocab", NULL, 1, MAX_SIZE, &o->vocab) ||
+           sf_cli_str(a, "--mlp-sizes", NULL, &o->mlp_sizes);
+}
+
+/* "784,4096,10"; an empty item ("10,,5") is an error, not skipped. */
+static int parse_mlp_sizes(const char *cmd, const char *text, sf_model_options *mo) {
+    mo->n_mlp = 0;
+    for (const char *p = text;;) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char tok[32];
+        if (mo->n_mlp == SF_MLP_MAX_LAYERS + 1)
+            return sf_cli_usage_error(cmd, "--mlp-sizes takes at most %d sizes",
+                                      SF_MLP_MAX_LAYERS + 1);
+        if (len >= sizeof tok) len = sizeof tok - 1;
+        memcpy(tok, p, len);
+        tok[len] = '\0';
+        if (sf_cli_parse_int(tok, 1, MAX_SIZE, &mo->mlp_sizes[mo->n_mlp]) != 0)
+            return sf_cli_usage_error(
+                cmd, "--mlp-sizes wants positive integers A,B,..., got '%.64s'", text);
+        mo->n_mlp++;
+        if (!comma) break;
+        p = comma + 1;
+    }
+    if (mo->n_mlp < 2)
+        return sf_cli_usage_error(cmd, "--mlp-sizes needs at least an input and an output size");
+    return SF_EXIT_OK;
+}
+
+int sf_cli_model_open(const char *cmd, const sf_cli_model_opts *o, int n_devices, sf_graph **out) {
+    *out = NULL;
+    if (!o->model) return sf_cli_usage_error(cmd, "--model is required");
+    sf_error err = {0};
+    if (sf_cli_is_path(o->model)) {
+        if (o->batch || o->seq_len || o->chunk || o->hidden || o->vocab || o->mlp_sizes)
+            return sf_cli_usage_error(cmd,
+                                      "--batch and the model options apply to zoo models; "
+                                      "the file '%.200s' keeps its own",
+                                      o->model);
+        *out = sf_model_load_json(o->model, &err);
+        return *out ? SF_EXIT_OK : sf_cli_fail_err(&err);
+    }
+    sf_model_options mo;
+    sf_model_options_default(&mo);
+    int rc;
+    if (o->mlp_sizes && (rc = parse_mlp_sizes(cmd, o->mlp_sizes, &mo)) != SF_EXIT_OK) return rc;
+    mo.batch = o->batch ? o->batch : (int64_t)SAMPLES_PER_DEVICE * (n_devices > 0 ? n_devices : 1);
+    mo.seq_len = o->seq_len;
+    mo.chunk = o->chunk;
+    mo.hidden = o->hidden;
+    mo.vocab = o->vocab;
+    *out = sf_model_build(o->model, &mo, &err);
+    return *out ? SF_EXIT_OK : sf_cli_fail_err(&err);
+}
+
+static int is_baseline(const char *name) {
+    static const char *const names[] = {"data", "model", "owt", "expert", "single"};
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if (strcmp(name, names[i]) == 0) return 1;
+    return 0;
+}
+
+static int file_exists(const char *path) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;
+    fclose(f);
+    return 1;
+}
+
+int sf_cli_strategy_open(const char *name_or_path, const sf_graph *g, const sf_machine *m,
+                         sf_strategy **out) {
+    *out = NULL;
+    sf_error err = {0};
+    sf_strategy *s = sf_strategy_new(g);
+    if (!s) return sf_cli_fail("out of memory");
+    sf_status st;
+    if (!is_baseline(name_or_path) && (sf_cli_is_path(name_or_path) || file_exists(name_or_path)))
+        st = sf_strategy_load_json(s, name_or_path, g, m, &err);
+    else if (is_baseline(name_or_path))
+        st = sf_strategy_baseline(s, name_or_path, g, m, &err);
+    else
+        st = sf_error_set(&err, SF_ERR_NOTFOUND,
+                          "unknown strategy '%.200s': not a baseline (data, model, owt, expert, "
+                          "single) nor a strategy file",
+                          name_or_path);
+    if (st != SF_OK) {
+        sf_strategy_free(s);
+        return sf_cli_fail_err(&err);
+    }
+    *out = s;
+    return SF_EXIT_OK;
+}
+
+/* ---- the command ------------------------------------------------------------- */
+
+static int usage(FILE *out) {
+    fprintf(out,
+            "usage: soapflow simulate --model NAME|FILE [options]\n"
+            "\n"
+            "Simulate one synchronous training iteration of a model on a machine under a\n"
+            "parallelization strategy, with FlexFlow's execution simulator and the analytic\n"
+            "cost model, and report its time, its traffic and the memory of every device.\n"
+            "\n"
+            "options:\n"
+            "%s"
+            "  --machine NAME|FILE    machine preset or machine JSON file (default: %s)\n"
+            "  -s, --strategy S       a baseline: data, model, owt, expert, single; or a\n"
+            "                         strategy JSON file (default: %s)\n"
+            "  --json                 print one JSON object: iter_ms, compute_ms, transfer_ms,\n"
+            "                         sync_ms, transfer_bytes, sync_bytes, intra_bytes,\n"
+            "                         inter_bytes, peak_mem_bytes, mem_capacity_bytes, fits,\n"
+            "                         tasks, model, machine, strategy, batch, devices and a\n"
+            "                         \"per_device\" array (busy_ms, utilization, mem_bytes)\n"
+            "  --trace FILE           write the schedule as a Chrome trace (JSON) for\n"
+            "                         Perfetto (ui.perfetto.dev) or chrome://tracing\n"
+            "  --svg FILE             write the schedule as an SVG Gantt chart\n"
+            "  --dot FILE             write the graph as Graphviz DOT, each operator labelled\n"
+            "                         with its config and coloured by it\n"
+            "  --save-strategy FILE   write the strategy as a strategy JSON file\n"
+            "  -h, --help             show this help\n"
+            "\n"
+            "compute is the sum of forward, backward and update task times over all devices;\n"
+            "transfer and sync are sums over link tasks (activations and their gradients;\n"
+            "gradient all-reduces), so they can exceed the iteration time. Intra- and\n"
+            "inter-node bytes count each link a message crosses. See docs/simulator.md.\n"
+            "\n"
+            "example:\n"
+            "  soapflow simulate --model inception_v3 --machine p100-4x4 --strategy data\n"
+            "  soapflow simulate --model nmt --strategy expert --json --svg nmt.svg\n"
+            "  soapflow simulate --model resnet50 --strategy best.json --trace r50.trace.json\n",
+            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY);
+    return SF_EXIT_OK;
+}
+
+typedef struct sim_opts {
+    sf_cli_model_opts model;
+    const char *machine, *strategy, *trace, *svg, *dot, *save;
+    int json;
+} sim_opts;
+
+static int parse(int argc, char **argv, sim_opts *o, const char **cmd) {
+    sf_cli_args a;
+    sf_cli_args_init(&a, argc, argv);
+    *cmd = a.cmd;
+    while (sf_cli_next(&a)) {
+        if (sf_cli_help(&a)) return -1;
+        if (sf_cli_model_option(&a, &o->model)) continue;
+        if (sf_cli_str(&a, "--machine", NULL, &o->machine)) continue;
+        if (sf_cli_str(&a, "--strategy", "-s", &o->strategy)) continue;
+        if (sf_cli_flag(&a, "--json", NULL, &o->json)) continue;
+        if (sf_cli_str(&a, "--trace", NULL, &o->trace)) continue;
+        if (sf_cli_str(&a, "--svg", NULL, &o->svg)) continue;
+        if (sf_cli_str(&a, "--dot", NULL, &o->dot)) continue;
+        if (sf_cli_str(&a, "--save-strategy", NULL, &o->save)) continue;
+        sf_cli_unknown(&a);
+    }
+    if (a.status) return a.status;
+    if (!o->model.model) return sf_cli_usage_error(a.cmd, "--model is required");
+    return SF_EXIT_OK;
+}
+
+/* A colour for the i-th distinct config: a hand-picked pastel palette, then
+ * hues spaced by the golden angle so that any number stay apart. */
+static void config_colour(int i, char *buf, size_t n) {
+    static const char *const palette[] = {"#aec7e8", "#ffbb78", "#98df8a", "#ff9896",
+                                          "#c5b0d5", "#c49c94", "#f7b6d2", "#dbdb8d",
+                                          "#9edae5", "#d9d9d9", "#fdd0a2", "#bcbddc"};
+    int np = (int)(sizeof palette / sizeof palette[0]);
+    if (i < np) {
+        snprintf(buf, n, "%s", palette[i]);
+        return;
+    }
+    /* HSL to RGB (the CSS Color 4 formula) at a light, soft saturation */
+    double h = fmod((double)i * 137.508, 360.0), sat = 0.45, l = 0.78;
+    double a = sat * (l < 1 - l ? l : 1 - l);
+    int rgb[3];
+    for (int ch = 0; ch < 3; ch++) {
+        static const double offset[3] = {0, 8, 4};
+        double k = fmod(offset[ch] + h / 30.0, 12.0);
+        double t = fmin(fmin(k - 3, 9 - k), 1.0);
+        rgb[ch] = (int)lround((l - a * fmax(-1.0, t)) * 255);
+    }
+    snprintf(buf, n, "#%02x%02x%02x", rgb[0], rgb[1], rgb[2]);
+}
+
+/* Same degrees and the same devices: the same colour. */
+static int same_layout(const sf_config *a, const sf_config *b) {
+    if (a->ndim != b->ndim || a->n_parts != b->n_parts) return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->degree[i] != b->degree[i]) return 0;
+    for (int p = 0; p < a->n_parts; p++)
+        if (a->device[p] != b->device[p]) return 0;
+    return 1;
+}
+
+static int write_dot(const sf_graph *g, const sf_strategy *s, const char *path) {
+    int n = sf_graph_num_ops(g);
+    size_t cnt = (size_t)(n > 0 ? n : 1);
+    char *text = malloc(cnt * 160); /* labels, 128 bytes each */
+    char **labels = malloc(cnt * sizeof *labels), **colours = malloc(cnt * sizeof *colours);
+    int *cls = malloc(cnt * sizeof *cls), *rep = malloc(cnt * sizeof *rep);
+    if (!text || !labels || !colours || !cls || !rep) {
+        free(text);
+        free(labels);
+        free(colours);
+        free(cls);
+        free(rep);
+        return sf_cli_fail("out of memory");
+    }
+    int n_cls = 0;
+    for (int i = 0; i < n; i++) {
+        const sf_config *c = sf_strategy_get(s, i);
+        labels[i] = text + (size_t)i * 160;
+        colours[i] = labels[i] + 128;
+        sf_config_str(sf_graph_op(g, i), c, labels[i], 128);
+        cls[i] = -1;
+        for (int k = 0; k < n_cls && cls[i] < 0; k++)
+            if (same_layout(c, sf_strategy_get(s, rep[k]))) cls[i] = k;
+        if (cls[i] < 0) {
+            rep[n_cls] = i;
+            cls[i] = n_cls++;
+        }
+        config_colour(cls[i], colours[i], 32);
+    }
+    sf_error err = {0};
+    sf_status st = sf_graph_write_dot(g, path, (const char *const *)labels,
+                                      (const char *const *)colours, &err);
+    free(text);
+    free(labels);
+    free(colours);
+    free(cls);
+    free(rep);
+    return st == SF_OK ? SF_EXIT_OK : sf_cli_fail_err(&err);
+}
+
+/* Byte counts are whole numbers: JSON integers while a double holds them exactly. */
+static json_t *json_number(double v) {
+    if (v >= 0 && v < 9007199254740992.0 && v == (double)(json_int_t)v)
+        return json_integer((json_int_t)v);
+    return json_real(v);
+}
+
+typedef struct report {
+    const sf_graph *g;
+    const sf_machine *m;
+    const sf_sim_result *r;
+    const char *strategy;
+    int64_t batch;
+    double capacity; /* smallest device memory, bytes */
+    int peak_dev;
+} report;
+
+static int print_json(const report *rp) {
+    const sf_sim_result *r = rp->r;
+    json_t *j = json_object(), *per = json_array();
+    if (!j || !per) {
+        json_decref(j);
+        json_decref(per);
+        return sf_cli_print_json(NULL);
+    }
+    int bad = 0;
+    bad |= json_object_set_new(j, "model", json_string(sf_graph_name(rp->g)));
+    bad |= json_object_set_new(j, "machine", json_string(sf_machine_name(rp->m)));
+    bad |= json_object_set_new(j, "strategy", json_string(rp->strategy));
+    bad |= json_object_set_new(j, "batch", json_integer(rp->batch));
+    bad |= json_object_set_new(j, "devices", json_integer(r->n_devices));
+    bad |= json_object_set_new(j, "iter_ms", json_real(r->iter_s * 1e3));
+    bad |= json_object_set_new(j, "compute_ms", json_real(r->compute_s * 1e3));
+    bad |= json_object_set_new(j, "transfer_ms", json_real(r->transfer_s * 1e3));
+    bad |= json_object_set_new(j, "sync_ms", json_real(r->sync_s * 1e3));
+    bad |= json_object_set_new(j, "transfer_bytes", json_number(r->transfer_bytes));
+    bad |= json_object_set_new(j, "sync_bytes", json_number(r->sync_bytes));
+    bad |= json_object_set_new(j, "intra_bytes", json_number(r->intra_bytes));
+    bad |= json_object_set_new(j, "inter_bytes", json_number(r->inter_bytes));
+    bad |= json_object_set_new(j, "peak_mem_bytes", json_number(r->peak_mem_bytes));
+    bad |= json_object_set_new(j, "mem_capacity_bytes", json_number(rp->capacity));
+    bad |= json_object_set_new(j, "fits", json_boolean(r->fits));
+    bad |= json_object_set_new(j, "tasks", json_integer((json_int_t)r->tasks));
+    for (int d = 0; d < r->n_devices && !bad; d++) {
+        const sf_device *dev = sf_machine_device(rp->m, d);
+        double busy = r->device_busy_s[d];
+        bad |= json_array_append_new(
+            per, json_pack("{s:i, s:i, s:f, s:f, s:o}", "device", d, "node", dev->node, "busy_ms",
+                           busy * 1e3, "utilization", r->iter_s > 0 ? busy / r->iter_s : 0.0,
+                           "mem_bytes", json_number(r->device_mem_bytes[d])));
+    }
+    bad |= json_object_set_new(j, "per_device", per);
+    if (bad) {
+        json_decref(j);
+        j = NULL;
+    }
+    return sf_cli_print_json(j);
+}
+
+static int print_text(const report *rp) {
+    const sf_sim_result *r = rp->r;
+    char b1[48], b2[48], b3[48];
+    sf_cli_table *t = sf_cli_table_new(2, NULL, "ll");
+    sf_cli_table_cell(t, "model");
+    sf_cli_table_cell(t, "%s, batch %s", sf_graph_name(rp->g),
+                      sf_cli_fmt_count(rp->batch, b1, sizeof b1));
+    sf_cli_table_cell(t, "machine");
+    sf_cli_table_cell(t, "%s, %d devices in %d nodes", sf_machine_name(rp->m), r->n_devices,
+                      sf_machine_num_nodes(rp->m));
+    sf_cli_table_cell(t, "strategy");
+    sf_cli_table_cell(t, "%s", rp->strategy);
+    sf_cli_table_cell(t, "iteration");
+    sf_cli_table_cell(t, "%.3f ms", r->iter_s * 1e3);
+    sf_cli_table_cell(t, "compute");
+    sf_cli_table_cell(t, "%.3f ms (sum over devices)", r->compute_s * 1e3);
+    sf_cli_table_cell(t, "transfer");
+    sf_cli_table_cell(t, "%.3f ms, %s (activations and their gradients)", r->transfer_s * 1e3,
+                      sf_cli_fmt_bytes(r->transfer_bytes, b1, sizeof b1));
+    sf_cli_table_cell(t, "sync");
+    sf_cli_table_cell(t, "%.3f ms, %s (gradient all-reduce)", r->sync_s * 1e3,
+                      sf_cli_fmt_bytes(r->sync_bytes, b1, sizeof b1));
+    sf_cli_table_cell(t, "link traffic");
+    sf_cli_table_cell(t, "%s intra-node, %s inter-node",
+                      sf_cli_fmt_bytes(r->intra_bytes, b1, sizeof b1),
+                      sf_cli_fmt_bytes(r->inter_bytes, b2, sizeof b2));
+    sf_cli_table_cell(t, "peak memory");
+    sf_cli_table_cell(t, "%s on device %d of %s: %s",
+                      sf_cli_fmt_bytes(r->peak_mem_bytes, b1, sizeof b1), rp->peak_dev,
+                      sf_cli_fmt_bytes(rp->capacity, b2, sizeof b2),
+                      r->fits ? "fits" : "DOES NOT FIT");
+    sf_cli_table_cell(t, "tasks");
+    sf_cli_table_cell(t, "%s", sf_cli_fmt_count(r->tasks, b1, sizeof b1));
+    int rc = sf_cli_table_print(t, stdout);
+    sf_cli_table_free(t);
+    if (rc != SF_EXIT_OK) return rc;
+
+    static const char *const headers[] = {"device", "node",   "busy ms",
+                                          "util %", "memory", "capacity"};
+    t = sf_cli_table_new(6, headers, "rrrrrl");
+    for (int d = 0; d < r->n_devices; d++) {
+        double busy = r->device_busy_s[d];
+        double cap = sf_machine_device_kind(rp->m, d)->mem_bytes;
+        sf_cli_table_cell(t, "%d", d);
+        sf_cli_table_cell(t, "%d", sf_machine_device(rp->m, d)->node);
+        sf_cli_table_cell(t, "%.3f", busy * 1e3);
+        sf_cli_table_cell(t, "%.1f", r->iter_s > 0 ? 100.0 * busy / r->iter_s : 0.0);
+        sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(r->device_mem_bytes[d], b1, sizeof b1));
+        sf_cli_table_cell(t, "%s%s", sf_cli_fmt_bytes(cap, b3, sizeof b3),
+                          r->device_mem_bytes[d] > cap ? " (over)" : "");
+    }
+    fputc('\n', stdout);
+    rc = sf_cli_table_print(t, stdout);
+    sf_cli_table_free(t);
+    return rc;
+}
+
+int sf_cmd_simulate(int argc, char **argv) {
+    sim_opts o;
+    memset(&o, 0, sizeof o);
+    const char *cmd;
+    int rc = parse(argc, argv, &o, &cmd);
+    if (rc < 0) return usage(stdout);
+    if (rc != SF_EXIT_OK) return rc;
+    if (!o.machine) o.machine = DEFAULT_MACHINE;
+    if (!o.strategy) o.strategy = DEFAULT_STRATEGY;
+
+    sf_error err = {0};
+    sf_machine *m = NULL;
+    sf_graph *g = NULL;
+    sf_strategy *s = NULL;
+    sf_cost_model *cm = NULL;
+    sf_sim *sim = NULL;
+
+    m = sf_machine_open(o.machine, &err);
+    if (!m) return sf_cli_fail_err(&err);
+    rc = sf_cli_model_open(cmd, &o.model, sf_machine_num_devices(m), &g);
+    if (rc != SF_EXIT_OK) goto done;
+    rc = sf_cli_strategy_open(o.strategy, g, m, &s);
+    if (rc != SF_EXIT_OK) goto done;
+
+    cm = sf_cost_analytic_new(m, NULL);
+    if (!cm) {
+        rc = sf_cli_fail("out of memory");
+        goto done;
+    }
+    sim = sf_sim_new(g, m, cm, NULL, &err);
+    sf_sim_result r;
+    if (!sim || sf_sim_run(sim, s, &r, &err) != SF_OK) {
+        rc = sf_cli_fail_err(&err);
+        goto done;
+    }
+    SF_LOG_INFO_F("%s on %s under %s: %lld tasks, %.3f ms", sf_graph_name(g), sf_machine_name(m),
+                  o.strategy, (long long)r.tasks, r.iter_s * 1e3);
+
+    if (o.save && sf_strategy_save_json_for(s, g, m, o.save, &err) != SF_OK) {
+        rc = sf_cli_fail_err(&err);
+        goto done;
+    }
+    if (o.dot && (rc = write_dot(g, s, o.dot)) != SF_EXIT_OK) goto done;
+    if ((o.trace && sf_sim_write_trace(sim, o.trace, &err) != SF_OK) ||
+        (o.svg && sf_sim_write_svg(sim, o.svg, &err) != SF_OK)) {
+        rc = sf_cli_fail_err(&err);
+        goto done;
+    }
+
+    report rp = {g, m, &r, o.strategy, 0, 0, 0};
+    sf_graph_stats gs;
+    sf_graph_stats_compute(g, &gs);
+    rp.batch = gs.batch;
+    rp.capacity = r.n_devices > 0 ? sf_machine_device_kind(m, 0)->mem_bytes : 0;
+    for (int d = 0; d < r.n_devices; d++) {
+        double cap = sf_machine_device_kind(m, d)->mem_bytes;
+        if (cap < rp.capacity) rp.capacity = cap;
+        if (r.device_mem_bytes[d] > r.device_mem_bytes[rp.peak_dev]) rp.peak_dev = d;
+    }
+    rc = o.json ? print_json(&rp) : print_text(&rp);
+done:
+    sf_sim_free(sim);
+    sf_cost_free(cm);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+    return rc;
+}

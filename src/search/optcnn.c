@@ -1,0 +1,1218 @@
+/*
+ * optcnn.c - OptCNN (Jia, Lin, Qi, Aiken, ICML'18, section 5): layer-wise
+ * parallelization found by dynamic programming over node and edge eliminations,
+ * under an additive cost model.
+ *
+ * The space. A candidate config of an operator gives a degree to each of its
+ * splittable dimensions (kind != none, degree <= the dimension's size); the
+ * product p of the degrees (the number of parts) is a power of two or a divisor
+ * of the device count, and p <= min(devices, SF_MAX_PARTS); part i runs on
+ * device i (p contiguous devices from device 0, in part order). On 16 devices a
+ * convolution (sample, channel, height, width) has 70 candidates. With
+ * check_memory, a config whose largest part (sf_op_tile_memory: saved and output
+ * activations, plus weights x 3 for weights, gradients and optimizer state) does
+ * not fit the device is dropped; when none fits, the config with the smallest
+ * largest part is kept so that the search always answers. max_configs > 0 keeps
+ * the configs of lowest node cost (and always the data-parallel one).
+ *
+ * The additive cost of a strategy (sf_optcnn_cost computes exactly this, for any
+ * strategy, in oc_node_cost and oc_edge_cost below) is the sum over operators of
+ *     node(op, c) = max over devices of the summed forward + backward task times
+ *                   of the parts it runs (with distinct devices: the slowest part)
+ *                 + sync: for every parameter shard (parts that differ only in
+ *                   sample/attribute dimensions hold the same shard) a ring
+ *                   all-reduce over the distinct devices holding it, in id order,
+ *                   as the simulator runs it: ring edge a -> b costs, summed over
+ *                   the links of the route, 2(R-1) latencies + 2(R-1)/R * shard
+ *                   bytes / bandwidth; sync is the slowest ring edge of all shards
+ *                 + update: max over devices of the summed update task times of
+ *                   the shards it holds
+ * and over edges (input k of consumer v fed by output `out` of producer u) of
+ *     edge(e, cu, cv) = max over devices D of the sum, over pairs (producer part
+ *                   i, consumer part j on D, i not on D) whose output tile and
+ *                   input region intersect, of lat(route) + bytes * sum(1/bw)
+ *                   (store-and-forward over the route, as sim.c's transfers)
+ *                 + the same for activation gradients flowing back to the
+ *                   producer's devices (none when the producer is an input).
+ * Sync and update are charged to every operator with weights as if it owned
+ * them: an operator that shares weights (unrolled RNN steps) pays its own ring,
+ * which keeps the model additive (the simulator syncs the union once).
+ *
+ * The dynamic program. Operators are nodes with a cost vector, edges carry a
+ * cost table T[cu][cv] (an operator reading one producer twice gives parallel
+ * edges). Until nothing changes: parallel edges are merged by adding tables
+ * (edge elimination); a node with two edges, to u and w, is removed and replaced
+ * by an edge with T(cu, cw) = min over cv of T1(cu, cv) + node(v, cv) + T2(cv, cw)
+ * (node elimination; the paper asks for one in-edge and one out-edge, but the
+ * objective is a sum of pairwise terms, so direction does not matter and any
+ * node of degree two qualifies); a node with one edge is folded into its
+ * neighbour's vector (node(u, cu) += min over cv of T(cu, cv) + node(v, cv)); a
+ * node with none takes its best config. Leaf and isolated elimination are an
+ * extension consistent with the paper: both are exact, and they reduce trees
+ * and series-parallel graphs (chains, diamonds, inception modules, residual
+ * blocks) to nothing. What is left (nodes of degree three or more) is solved by
+ * iterated coordinate descent from the data-parallel-like and the per-node best
+ * configs, then, when at most max_left nodes are left, by branch and bound
+ * seeded with that value; the answer is exact when branch and bound finishes
+ * within OC_BB_MAX_EXPANSIONS. Eliminations are undone in reverse to recover
+ * each operator's config: the argmin of an elimination is recomputed for the
+ * configs its neighbours ended with, so no argmin table is stored.
+ *
+ * Speed. Building the edge tables dominates. With contiguous placement the
+ * producer parts a consumer region touches form a box of the producer's grid of
+ * degrees, found per dimension by arithmetic (split_range's part containing a
+ * position), so a table costs about sum over config pairs of (parts x dims +
+ * overlapping pairs), not parts x parts. Edges whose tables would be computed
+ * from the same inputs (devices, producer output tiles, consumer input regions:
+ * repeated inception and residual blocks, and more) share one table; the key is
+ * compared in full, not only hashed, so sharing is exact. Node elimination is a min-plus product
+ * over contiguous rows. Everything lives in one arena and a few scratch buffers allocated up front.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optcnn_impl.h"
+
+#define OC_BB_MAX_EXPANSIONS ((int64_t)1 << 24) /* branch-and-bound node visits */
+#define OC_ICM_MAX_SWEEPS 200
+#define OC_CHECK_REL 1e-9 /* DP optimum vs sf_optcnn_cost of its strategy */
+
+void sf_optcnn_options_default(sf_optcnn_options *o) {
+    memset(o, 0, sizeof *o);
+    o->max_configs = 0;
+    o->check_memory = 1;
+    o->max_left = 16;
+}
+
+/* ---- scratch and routes ------------------------------------------------------ */
+
+sf_status oc_scratch_init(oc_scratch *s, int n_dev) {
+    memset(s, 0, sizeof *s);
+    size_t n = (size_t)(n_dev > 0 ? n_dev : 1);
+    s->n_dev = n_dev;
+    s->fwd = calloc(n, sizeof *s->fwd);
+    s->bwd = calloc(n, sizeof *s->bwd);
+    s->upd = calloc(n, sizeof *s->upd);
+    s->busy = calloc(n, sizeof *s->busy);
+    s->touched = calloc(n, sizeof *s->touched);
+    s->mark = calloc(n, sizeof *s->mark);
+    if (!s->fwd || !s->bwd || !s->upd || !s->busy || !s->touched || !s->mark) {
+        oc_scratch_free(s);
+        return SF_ERR_NOMEM;
+    }
+    return SF_OK;
+}
+
+void oc_scratch_free(oc_scratch *s) {
+    free(s->fwd);
+    free(s->bwd);
+    free(s->upd);
+    free(s->busy);
+    free(s->touched);
+    free(s->mark);
+    memset(s, 0, sizeof *s);
+}
+
+void oc_route_cost(const sf_machine *m, int a, int b, double *lat_s, double *inv_bw) {
+    sf_route r;
+    sf_machine_route(m, a, b, &r);
+    double lat = 0, inv = 0;
+    for (int i = 0; i < r.n_links; i++) {
+        const sf_link *l = sf_machine_link(m, r.links[i]);
+        lat += l->latency_s;
+        inv += 1.0 / l->bandwidth_Bps;
+    }
+    *lat_s = lat;
+    *inv_bw = inv;
+}
+
+/* ---- the additive cost of one operator and one edge ---------------------------- */
+
+static int same_shard(const sf_op *op, const sf_tile *a, const sf_tile *b) {
+    for (int d = 0; d < op->space.ndim; d++)
+        if (op->kinds[d] == SF_DIM_PARAMETER && (a->lo[d] != b->lo[d] || a->hi[d] != b->hi[d]))
+            return 0;
+    return 1;
+}
+
+static int cmp_int(const void *a, const void *b) {
+    int x = *(const int *)a, y = *(const int *)b;
+    return (x > y) - (x < y);
+}
+
+double oc_node_cost(const sf_machine *m, const sf_cost_model *cm, const sf_op *op,
+                    const sf_config *c, oc_scratch *s) {
+    sf_tile tiles[SF_MAX_PARTS];
+    int n = c->n_parts, nt = 0;
+    int has_bwd = op->type != SF_OP_INPUT;
+    for (int p = 0; p < n; p++) {
+        sf_config_part_tile(op, c, p, &tiles[p]);
+        int d = c->device[p];
+        if (!s->mark[d]) {
+            s->mark[d] = 1;
+            s->busy[d] = 0;
+            s->upd[d] = 0;
+            s->touched[nt++] = d;
+        }
+        double t = sf_cost_task_s(cm, op, &tiles[p], d, SF_PASS_FWD);
+        if (has_bwd) t += sf_cost_task_s(cm, op, &tiles[p], d, SF_PASS_BWD);
+        s->busy[d] += t;
+    }
+    double compute = 0, sync = 0, update = 0;
+    for (int k = 0; k < nt; k++)
+        if (s->busy[s->touched[k]] > compute) compute = s->busy[s->touched[k]];
+    if (op->n_params > 0) {
+        unsigned char done[SF_MAX_PARTS] = {0};
+        int devs[SF_MAX_PARTS];
+        for (int p = 0; p < n; p++) {
+            if (done[p]) continue;
+            int nd = 0;
+            for (int q = p; q < n; q++) {
+                if (done[q] || !same_shard(op, &tiles[p], &tiles[q])) continue;
+                done[q] = 1;
+                devs[nd++] = c->device[q];
+            }
+            qsort(devs, (size_t)nd, sizeof *devs, cmp_int);
+            int R = 0;
+            for (int k = 0; k < nd; k++)
+                if (R == 0 || devs[R - 1] != devs[k]) devs[R++] = devs[k];
+            if (R > 1) {
+                double shard = (double)sf_op_tile_weights(op, &tiles[p]) * SF_ELEM_BYTES;
+                double steps = 2.0 * (R - 1);
+                double send = steps / R * shard;
+                for (int k = 0; k < R; k++) {
+                    double lat, inv;
+                    oc_route_cost(m, devs[k], devs[(k + 1) % R], &lat, &inv);
+                    double t = steps * lat + send * inv;
+                    if (t > sync) sync = t;
+                }
+            }
+            for (int k = 0; k < R; k++)
+                s->upd[devs[k]] += sf_cost_task_s(cm, op, &tiles[p], devs[k], SF_PASS_UPDATE);
+        }
+        for (int k = 0; k < nt; k++)
+            if (s->upd[s->touched[k]] > update) update = s->upd[s->touched[k]];
+    }
+    for (int k = 0; k < nt; k++) s->mark[s->touched[k]] = 0;
+    return compute + sync + update;
+}
+
+double oc_edge_cost(const sf_machine *m, const sf_op *u, int out, const sf_config *cu,
+                    const sf_op *v, int k, const sf_config *cv, oc_scratch *s) {
+    sf_tile ot[SF_MAX_PARTS];
+    int has_bwd = u->type != SF_OP_INPUT, nt = 0;
+    for (int i = 0; i < cu->n_parts; i++) {
+        sf_tile t;
+        sf_config_part_tile(u, cu, i, &t);
+        sf_op_output_tile(u, &t, out, &ot[i]);
+    }
+    for (int j = 0; j < cv->n_parts; j++) {
+        sf_tile tj, rj;
+        sf_config_part_tile(v, cv, j, &tj);
+        sf_op_input_region(v, &tj, k, &rj);
+        if (sf_tile_empty(&rj)) continue;
+        int dj = cv->device[j];
+        for (int i = 0; i < cu->n_parts; i++) {
+            sf_tile inter;
+            if (!sf_tile_intersect(&ot[i], &rj, &inter)) continue;
+            int di = cu->device[i];
+            if (di == dj) continue;
+            double bytes = (double)sf_tile_numel(&inter) * SF_ELEM_BYTES;
+            int ends[2] = {dj, di};
+            for (int e = 0; e < 2; e++) {
+                if (!s->mark[ends[e]]) {
+                    s->mark[ends[e]] = 1;
+                    s->fwd[ends[e]] = s->bwd[ends[e]] = 0;
+                    s->touched[nt++] = ends[e];
+                }
+            }
+            double lat, inv;
+            oc_route_cost(m, di, dj, &lat, &inv);
+            s->fwd[dj] += lat + bytes * inv;
+            if (has_bwd) {
+                oc_route_cost(m, dj, di, &lat, &inv);
+                s->bwd[di] += lat + bytes * inv;
+            }
+        }
+    }
+    double fmax = 0, bmax = 0;
+    for (int q = 0; q < nt; q++) {
+        int d = s->touched[q];
+        if (s->fwd[d] > fmax) fmax = s->fwd[d];
+        if (s->bwd[d] > bmax) bmax = s->bwd[d];
+        s->mark[d] = 0;
+    }
+    return fmax + bmax;
+}
+
+double sf_optcnn_cost(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                      const sf_strategy *s) {
+    if (!g || !m || !cm || !s || sf_strategy_num_ops(s) != sf_graph_num_ops(g)) return NAN;
+    int n = sf_graph_num_ops(g);
+    for (int i = 0; i < n; i++)
+        if (sf_config_validate(sf_graph_op(g, i), m, sf_strategy_get(s, i), NULL) != SF_OK)
+            return NAN;
+    oc_scratch sc;
+    if (oc_scratch_init(&sc, sf_machine_num_devices(m)) != SF_OK) return NAN;
+    double total = 0;
+    for (int vi = 0; vi < n; vi++) {
+        const sf_op *v = sf_graph_op(g, vi);
+        const sf_config *cv = sf_strategy_get(s, vi);
+        total += oc_node_cost(m, cm, v, cv, &sc);
+        for (int k = 0; k < v->n_inputs; k++) {
+            int ui = v->inputs[k].op;
+            total += oc_edge_cost(m, sf_graph_op(g, ui), v->inputs[k].out, sf_strategy_get(s, ui),
+                                  v, k, cv, &sc);
+        }
+    }
+    oc_scratch_free(&sc);
+    return total;
+}
+
+/* ---- candidate configs --------------------------------------------------------- */
+
+static int parts_allowed(int p, int n_dev) { return (p & (p - 1)) == 0 || n_dev % p == 0; }
+
+/* Degree tuples of op with product exactly `rem` over dimensions d.., in
+ * lexicographic order; writes them to out (when non-NULL) from index n. */
+static int enum_degrees(const sf_op *op, int d, int rem, int *deg, sf_config *out, int n) {
+    if (d == op->space.ndim) {
+        if (rem != 1) return n;
+        if (out) {
+            sf_config *c = &out[n];
+            memset(c, 0, sizeof *c);
+            sf_config_set_degrees(c, op->space.ndim, deg);
+            for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)p;
+        }
+        return n + 1;
+    }
+    int64_t maxd = op->kinds[d] == SF_DIM_NONE ? 1 : rem;
+    if (op->space.d[d] < maxd) maxd = op->space.d[d];
+    for (int x = 1; x <= maxd; x++) {
+        if (rem % x) continue;
+        deg[d] = x;
+        n = enum_degrees(op, d + 1, rem / x, deg, out, n);
+    }
+    deg[d] = 1;
+    return n;
+}
+
+static double largest_part_bytes(const sf_op *op, const sf_config *c) {
+    double worst = 0;
+    for (int p = 0; p < c->n_parts; p++) {
+        sf_tile t;
+        sf_op_mem mem;
+        sf_config_part_tile(op, c, p, &t);
+        sf_op_tile_memory(op, &t, &mem);
+        double b = mem.saved_bytes + mem.output_bytes + 3.0 * mem.weight_bytes;
+        if (b > worst) worst = b;
+    }
+    return worst;
+}
+
+static int data_like(const sf_op *op, const sf_config *c) {
+    for (int d = 0; d < op->space.ndim; d++)
+        if (c->degree[d] > 1 && op->kinds[d] != SF_DIM_SAMPLE) return 0;
+    return 1;
+}
+
+typedef struct ranked {
+    double cost;
+    int idx;
+} ranked;
+
+static int cmp_ranked(const void *a, const void *b) {
+    const ranked *x = a, *y = b;
+    if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
+    return (x->idx > y->idx) - (x->idx < y->idx);
+}
+
+sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                        const sf_optcnn_options *o, sf_arena *arena, oc_cands *out, sf_error *err) {
+    int n_dev = sf_machine_num_devices(m);
+    int pmax = n_dev < SF_MAX_PARTS ? n_dev : SF_MAX_PARTS;
+    double mem_cap = sf_machine_device_kind(m, 0)->mem_bytes;
+    oc_scratch sc;
+    if (o->max_configs > 0 && oc_scratch_init(&sc, n_dev) != SF_OK)
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory enumerating configs");
+    sf_status st = SF_OK;
+    for (int i = 0; i < sf_graph_num_ops(g) && st == SF_OK; i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        int deg[SF_MAX_DIMS];
+        for (int d = 0; d < SF_MAX_DIMS; d++) deg[d] = 1;
+        int total = 0;
+        for (int p = 1; p <= pmax; p++)
+            if (parts_allowed(p, n_dev)) total = enum_degrees(op, 0, p, deg, NULL, total);
+        sf_config *cfg = sf_arena_calloc(arena, (size_t)total, sizeof *cfg);
+        double *bytes = sf_arena_calloc(arena, (size_t)total, sizeof *bytes);
+        if (!cfg || !bytes) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory enumerating configs");
+            break;
+        }
+        int nc = 0;
+        for (int p = 1; p <= pmax; p++)
+            if (parts_allowed(p, n_dev)) nc = enum_degrees(op, 0, p, deg, cfg, nc);
+        if (o->check_memory) {
+            int kept = 0, smallest = 0;
+            for (int c = 0; c < nc; c++) {
+                bytes[c] = largest_part_bytes(op, &cfg[c]);
+                if (bytes[c] < bytes[smallest]) smallest = c;
+            }
+            for (int c = 0; c < nc; c++)
+                if (bytes[c] <= mem_cap) cfg[kept++] = cfg[c];
+            if (kept == 0) cfg[kept++] = cfg[smallest];
+            nc = kept;
+        }
+        int data = -1;
+        for (int c = 0; c < nc; c++)
+            if (data_like(op, &cfg[c]) && (data < 0 || cfg[c].n_parts > cfg[data].n_parts))
+                data = c;
+        if (data < 0) data = 0;
+        if (o->max_configs > 0 && nc > o->max_configs) {
+            ranked *rk = sf_arena_calloc(arena, (size_t)nc, sizeof *rk);
+            if (!rk) {
+                st = sf_error_set(err, SF_ERR_NOMEM, "out of memory enumerating configs");
+                break;
+            }
+            for (int c = 0; c < nc; c++) {
+                rk[c].cost = c == data ? -1.0 : oc_node_cost(m, cm, op, &cfg[c], &sc);
+                rk[c].idx = c;
+            }
+            qsort(rk, (size_t)nc, sizeof *rk, cmp_ranked);
+            unsigned char *keep = (unsigned char *)bytes; /* reuse: nc bytes needed */
+            for (int c = 0; c < nc; c++) keep[c] = 0;
+            for (int c = 0; c < o->max_configs; c++) keep[rk[c].idx] = 1;
+            int kept = 0, new_data = 0;
+            for (int c = 0; c < nc; c++) {
+                if (!keep[c]) continue;
+                if (c == data) new_data = kept;
+                cfg[kept++] = cfg[c];
+            }
+            nc = kept;
+            data = new_data;
+        }
+        out[i].n = nc;
+        out[i].cfg = cfg;
+        out[i].data_idx = data;
+    }
+    if (o->max_configs > 0) oc_scratch_free(&sc);
+    return st;
+}
+
+/* ---- the reduction graph --------------------------------------------------------- */
+
+typedef struct dp_node {
+    int n;       /* configs */
+    double *vec; /* [n] node cost, grows as leaves fold in */
+    int *adj;    /* incident edge ids (dead ones removed lazily) */
+    int n_adj, cap_adj;
+    int alive;
+    int choice; /* final config index */
+} dp_node;
+
+typedef struct dp_edge {
+    int a, b;        /* endpoints; table is [ca * n_b + cb] */
+    const double *t; /* never modified once made (memoized tables are shared) */
+    int alive;
+} dp_edge;
+
+enum { REC_ISOLATED, REC_LEAF, REC_SERIES };
+
+typedef struct dp_rec {
+    int kind;
+    int v;
+    int e1, e2;        /* LEAF: e1 joins v to its neighbour; SERIES: e1 to u, e2 to w */
+    const double *vec; /* node(v) when eliminated */
+} dp_rec;
+
+typedef struct dp {
+    const sf_graph *g;
+    const sf_machine *m;
+    const sf_cost_model *cm;
+    sf_arena *arena;
+    oc_cands *cand;
+    int n_nodes;
+    dp_node *nodes;
+    dp_edge *edges;
+    int n_edges, cap_edges;
+    dp_rec *recs;
+    int n_recs;
+    double constant; /* optimum of the components eliminated entirely */
+    int *queue;
+    unsigned char *inq;
+    int q_head, q_len;
+    double *tmp_a, *tmp_b; /* [max_n * max_n] min-plus scratch */
+    int max_n;
+    /* device tables over devices 0..pmax-1 */
+    int pmax;
+    double *lat, *inv;
+    int n_tables; /* distinct edge tables computed */
+} dp;
+
+static double tab(const dp *s, const dp_edge *e, int x, int cx, int cy) {
+    if (e->a == x) return e->t[(size_t)cx * (size_t)s->nodes[e->b].n + (size_t)cy];
+    return e->t[(size_t)cy * (size_t)s->nodes[e->b].n + (size_t)cx];
+}
+
+static int other_end(const dp_edge *e, int x) { return e->a == x ? e->b : e->a; }
+
+static int adj_push(dp *s, int x, int e) {
+    dp_node *nd = &s->nodes[x];
+    if (nd->n_adj == nd->cap_adj) {
+        int cap = nd->cap_adj ? 2 * nd->cap_adj : 4;
+        int *a = sf_arena_calloc(s->arena, (size_t)cap, sizeof *a);
+        if (!a) return -1;
+        if (nd->n_adj) memcpy(a, nd->adj, (size_t)nd->n_adj * sizeof *a);
+        nd->adj = a;
+        nd->cap_adj = cap;
+    }
+    nd->adj[nd->n_adj++] = e;
+    return 0;
+}
+
+static int edge_add(dp *s, int a, int b, const double *t) {
+    if (s->n_edges == s->cap_edges) return -1; /* capacity is 2E: cannot happen */
+    int id = s->n_edges++;
+    s->edges[id] = (dp_edge){a, b, t, 1};
+    if (adj_push(s, a, id) || adj_push(s, b, id)) return -1;
+    return id;
+}
+
+static void push(dp *s, int x) {
+    if (s->inq[x] || !s->nodes[x].alive) return;
+    s->inq[x] = 1;
+    s->queue[(s->q_head + s->q_len) % s->n_nodes] = x;
+    s->q_len++;
+}
+
+static void compact_adj(dp *s, int x) {
+    dp_node *nd = &s->nodes[x];
+    int k = 0;
+    for (int i = 0; i < nd->n_adj; i++)
+        if (s->edges[nd->adj[i]].alive) nd->adj[k++] = nd->adj[i];
+    nd->n_adj = k;
+}
+
+/* Merge parallel edges at x; returns -1 on out of memory. */
+static int merge_parallel(dp *s, int x) {
+    for (int again = 1; again;) {
+        again = 0;
+        compact_adj(s, x);
+        dp_node *nd = &s->nodes[x];
+        for (int i = 0; i < nd->n_adj && !again; i++) {
+            for (int j = i + 1; j < nd->n_adj && !again; j++) {
+                dp_edge *e1 = &s->edges[nd->adj[i]], *e2 = &s->edges[nd->adj[j]];
+                int y = other_end(e1, x);
+                if (other_end(e2, x) != y) continue;
+                int nx = nd->n, ny = s->nodes[y].n;
+                double *t = sf_arena_calloc(s->arena, (size_t)nx * (size_t)ny, sizeof *t);
+                if (!t) return -1;
+                for (int cx = 0; cx < nx; cx++)
+                    for (int cy = 0; cy < ny; cy++)
+                        t[(size_t)cx * (size_t)ny + (size_t)cy] =
+                            tab(s, e1, x, cx, cy) + tab(s, e2, x, cx, cy);
+                e1->alive = e2->alive = 0;
+                if (edge_add(s, x, y, t) < 0) return -1;
+                push(s, y);
+                again = 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int argmin_vec(const double *v, int n) {
+    int best = 0;
+    for (int i = 1; i < n; i++)
+        if (v[i] < v[best]) best = i;
+    return best;
+}
+
+static int eliminate(dp *s, int x) {
+    if (merge_parallel(s, x)) return -1;
+    dp_node *nd = &s->nodes[x];
+    int deg = nd->n_adj, nx = nd->n;
+    if (deg > 2) return 0;
+    dp_rec *r = &s->recs[s->n_recs++];
+    r->v = x;
+    r->vec = nd->vec;
+    r->e1 = r->e2 = -1;
+    nd->alive = 0;
+    if (deg == 0) {
+        r->kind = REC_ISOLATED;
+        nd->choice = argmin_vec(nd->vec, nx);
+        s->constant += nd->vec[nd->choice];
+        return 0;
+    }
+    if (deg == 1) {
+        r->kind = REC_LEAF;
+        r->e1 = nd->adj[0];
+        dp_edge *e = &s->edges[r->e1];
+        int u = other_end(e, x);
+        dp_node *nu = &s->nodes[u];
+        for (int cu = 0; cu < nu->n; cu++) {
+            double best = INFINITY;
+            for (int cx = 0; cx < nx; cx++) {
+                double val = tab(s, e, u, cu, cx) + nd->vec[cx];
+                if (val < best) best = val;
+            }
+            nu->vec[cu] += best;
+        }
+        e->alive = 0;
+        push(s, u);
+        return 0;
+    }
+    r->kind = REC_SERIES;
+    r->e1 = nd->adj[0];
+    r->e2 = nd->adj[1];
+    dp_edge *e1 = &s->edges[r->e1], *e2 = &s->edges[r->e2];
+    int u = other_end(e1, x), w = other_end(e2, x);
+    int nu = s->nodes[u].n, nw = s->nodes[w].n;
+    /* A[cu][cx] = T1(cu, cx) + node(x, cx); B[cw][cx] = T2(cx, cw): rows contiguous */
+    double *A = s->tmp_a, *B = s->tmp_b;
+    for (int cu = 0; cu < nu; cu++)
+        for (int cx = 0; cx < nx; cx++)
+            A[(size_t)cu * (size_t)nx + (size_t)cx] = tab(s, e1, u, cu, cx) + nd->vec[cx];
+    for (int cw = 0; cw < nw; cw++)
+        for (int cx = 0; cx < nx; cx++)
+            B[(size_t)cw * (size_t)nx + (size_t)cx] = tab(s, e2, x, cx, cw);
+    double *t = sf_arena_calloc(s->arena, (size_t)nu * (size_t)nw, sizeof *t);
+    if (!t) return -1;
+    for (int cu = 0; cu < nu; cu++) {
+        const double *a = A + (size_t)cu * (size_t)nx;
+        for (int cw = 0; cw < nw; cw++) {
+            const double *b = B + (size_t)cw * (size_t)nx;
+            double best = INFINITY;
+            for (int cx = 0; cx < nx; cx++) {
+                double val = a[cx] + b[cx];
+                best = val < best ? val : best;
+            }
+            t[(size_t)cu * (size_t)nw + (size_t)cw] = best;
+        }
+    }
+    e1->alive = e2->alive = 0;
+    if (edge_add(s, u, w, t) < 0) return -1;
+    push(s, u);
+    push(s, w);
+    return 0;
+}
+
+/* Undo in reverse: the argmin of each elimination for its neighbours' final configs,
+ * computed with the same arithmetic as the elimination itself. */
+static void undo_all(dp *s) {
+    for (int k = s->n_recs - 1; k >= 0; k--) {
+        const dp_rec *r = &s->recs[k];
+        int x = r->v, nx = s->nodes[x].n;
+        if (r->kind == REC_ISOLATED) continue; /* choice made when eliminated */
+        const dp_edge *e1 = &s->edges[r->e1];
+        int u = other_end(e1, x), cu = s->nodes[u].choice;
+        int best_c = 0;
+        double best = INFINITY;
+        if (r->kind == REC_LEAF) {
+            for (int cx = 0; cx < nx; cx++) {
+                double val = tab(s, e1, u, cu, cx) + r->vec[cx];
+                if (val < best) best = val, best_c = cx;
+            }
+        } else {
+            const dp_edge *e2 = &s->edges[r->e2];
+            int w = other_end(e2, x), cw = s->nodes[w].choice;
+            for (int cx = 0; cx < nx; cx++) {
+                double val = (tab(s, e1, u, cu, cx) + r->vec[cx]) + tab(s, e2, x, cx, cw);
+                if (val < best) best = val, best_c = cx;
+            }
+        }
+        s->nodes[x].choice = best_c;
+    }
+}
+
+/* ---- edge tables ------------------------------------------------------------------- */
+
+/* Producer side of one edge, per candidate: output tiles of the parts and, when
+ * they form the grid of the config's degrees over the output (the usual case),
+ * the boundaries of that grid per dimension. */
+typedef struct prod_info {
+    int grid;
+    int off;               /* first tile in the tile buffer */
+    int boff[SF_MAX_DIMS]; /* first boundary of dimension d in the boundary buffer */
+} prod_info;
+
+typedef struct edge_scratch {
+    sf_tile *ot, *rg;        /* [max_sum_parts] */
+    unsigned char *rg_empty; /* [max_sum_parts] */
+    int *roff;               /* [max_n] */
+    prod_info *pi;           /* [max_n] */
+    int64_t *bnd;            /* [max_n * (2 * SF_MAX_DIMS + SF_MAX_PARTS)] */
+} edge_scratch;
+
+static void prepare_producer(const sf_op *u, int out, const oc_cands *cu, edge_scratch *es) {
+    const sf_shape *os = &u->out_shapes[out];
+    int off = 0, boff = 0;
+    for (int c = 0; c < cu->n; c++) {
+        const sf_config *cf = &cu->cfg[c];
+        prod_info *p = &es->pi[c];
+        p->off = off;
+        for (int i = 0; i < cf->n_parts; i++) {
+            sf_tile t;
+            sf_config_part_tile(u, cf, i, &t);
+            sf_op_output_tile(u, &t, out, &es->ot[off + i]);
+        }
+        p->grid = os->ndim == u->space.ndim;
+        if (p->grid) {
+            for (int d = 0; d < os->ndim; d++) {
+                p->boff[d] = boff;
+                for (int q = 0; q <= cf->degree[d]; q++) {
+                    int64_t lo, hi;
+                    sf_split_range(os->d[d], cf->degree[d], q < cf->degree[d] ? q : q - 1, &lo,
+                                   &hi);
+                    es->bnd[boff + q] = q < cf->degree[d] ? lo : hi;
+                }
+                boff += cf->degree[d] + 1;
+            }
+            for (int i = 0; i < cf->n_parts && p->grid; i++) {
+                const sf_tile *t = &es->ot[off + i];
+                if (t->ndim != os->ndim) {
+                    p->grid = 0;
+                    break;
+                }
+                int rest = i;
+                for (int d = os->ndim - 1; d >= 0; d--) {
+                    int q = rest % cf->degree[d];
+                    rest /= cf->degree[d];
+                    if (t->lo[d] != es->bnd[p->boff[d] + q] ||
+                        t->hi[d] != es->bnd[p->boff[d] + q + 1])
+                        p->grid = 0;
+                }
+            }
+        }
+        off += cf->n_parts;
+    }
+}
+
+static void prepare_consumer(const sf_op *v, int k, const oc_cands *cv, edge_scratch *es) {
+    int off = 0;
+    for (int c = 0; c < cv->n; c++) {
+        const sf_config *cf = &cv->cfg[c];
+        es->roff[c] = off;
+        for (int j = 0; j < cf->n_parts; j++) {
+            sf_tile t;
+            sf_config_part_tile(v, cf, j, &t);
+            sf_op_input_region(v, &t, k, &es->rg[off + j]);
+            es->rg_empty[off + j] = (unsigned char)sf_tile_empty(&es->rg[off + j]);
+        }
+        off += cf->n_parts;
+    }
+}
+
+/* One table entry: the same sums, in the same order, as oc_edge_cost. */
+static double edge_entry(const dp *s, const sf_op *u, int has_bwd, const sf_config *a,
+                         const prod_info *pi, const sf_config *b, int roff, const edge_scratch *es,
+                         double *fwd, double *bwd) {
+    const int P = s->pmax;
+    for (int i = 0; i < a->n_parts; i++) fwd[a->device[i]] = bwd[a->device[i]] = 0;
+    for (int j = 0; j < b->n_parts; j++) fwd[b->device[j]] = bwd[b->device[j]] = 0;
+    int nd = u->space.ndim;
+    for (int j = 0; j < b->n_parts; j++) {
+        if (es->rg_empty[roff + j]) continue;
+        const sf_tile *r = &es->rg[roff + j];
+        int dj = b->device[j];
+        if (pi->grid && r->ndim == nd) {
+            int lo[SF_MAX_DIMS], hi[SF_MAX_DIMS], idx[SF_MAX_DIMS];
+            int64_t ov[SF_MAX_DIMS][SF_MAX_PARTS];
+            int empty = 0;
+            for (int d = 0; d < nd; d++) {
+                int deg = a->degree[d];
+                const int64_t *bd = &es->bnd[pi->boff[d]];
+                int64_t n = bd[deg]; /* the output dimension's size */
+                if (deg == 1) {
+                    lo[d] = 0;
+                    hi[d] = 1;
+                } else {
+                    lo[d] = (int)(((r->lo[d] + 1) * deg - 1) / n);
+                    hi[d] = (int)((r->hi[d] * deg - 1) / n) + 1;
+                    if (lo[d] < 0) lo[d] = 0;
+                    if (hi[d] > deg) hi[d] = deg;
+                }
+                for (int q = lo[d]; q < hi[d]; q++) {
+                    int64_t l = bd[q] > r->lo[d] ? bd[q] : r->lo[d];
+                    int64_t h = bd[q + 1] < r->hi[d] ? bd[q + 1] : r->hi[d];
+                    ov[d][q - lo[d]] = h - l;
+                }
+                if (hi[d] <= lo[d]) empty = 1;
+                idx[d] = lo[d];
+            }
+            if (empty) continue;
+            for (;;) {
+                int i = 0;
+                int64_t vol = 1;
+                for (int d = 0; d < nd; d++) {
+                    i = i * a->degree[d] + idx[d];
+                    int64_t o = ov[d][idx[d] - lo[d]];
+                    vol = o > 0 ? vol * o : 0;
+                }
+                int di = a->device[i];
+                if (vol > 0 && di != dj) {
+                    double bytes = (double)vol * SF_ELEM_BYTES;
+                    fwd[dj] += s->lat[di * P + dj] + bytes * s->inv[di * P + dj];
+                    if (has_bwd) bwd[di] += s->lat[dj * P + di] + bytes * s->inv[dj * P + di];
+                }
+                int d = nd - 1;
+                while (d >= 0 && ++idx[d] == hi[d]) {
+                    idx[d] = lo[d];
+                    d--;
+                }
+                if (d < 0) break;
+            }
+        } else {
+            for (int i = 0; i < a->n_parts; i++) {
+                sf_tile inter;
+                if (!sf_tile_intersect(&es->ot[pi->off + i], r, &inter)) continue;
+                int di = a->device[i];
+                if (di == dj) continue;
+                double bytes = (double)sf_tile_numel(&inter) * SF_ELEM_BYTES;
+                fwd[dj] += s->lat[di * P + dj] + bytes * s->inv[di * P + dj];
+                if (has_bwd) bwd[di] += s->lat[dj * P + di] + bytes * s->inv[dj * P + di];
+            }
+        }
+    }
+    double fmax = 0, bmax = 0;
+    for (int i = 0; i < a->n_parts; i++) {
+        if (fwd[a->device[i]] > fmax) fmax = fwd[a->device[i]];
+        if (bwd[a->device[i]] > bmax) bmax = bwd[a->device[i]];
+    }
+    for (int j = 0; j < b->n_parts; j++) {
+        if (fwd[b->device[j]] > fmax) fmax = fwd[b->device[j]];
+        if (bwd[b->device[j]] > bmax) bmax = bwd[b->device[j]];
+    }
+    return fmax + bmax;
+}
+
+static uint64_t mix(uint64_t h, uint64_t x) {
+    h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    return h;
+}
+
+/* A table is a function of the devices of every candidate's parts, the producer
+ * parts' output tiles, the consumer parts' input regions and whether gradients
+ * flow back: exactly what its key serializes. Edges with equal keys (repeated
+ * blocks, and also edges whose operators differ in ways the transfers do not
+ * see, such as a consumer convolution's output channels) share one table. */
+static size_t key_side(int64_t *k, const oc_cands *c, const sf_tile *tiles) {
+    size_t n = 0;
+    int off = 0;
+    k[n++] = c->n;
+    for (int a = 0; a < c->n; a++) {
+        const sf_config *cf = &c->cfg[a];
+        k[n++] = cf->n_parts;
+        for (int i = 0; i < cf->n_parts; i++) {
+            const sf_tile *t = &tiles[off + i];
+            k[n++] = cf->device[i];
+            k[n++] = t->ndim;
+            for (int d = 0; d < t->ndim; d++) {
+                k[n++] = t->lo[d];
+                k[n++] = t->hi[d];
+            }
+        }
+        off += cf->n_parts;
+    }
+    return n;
+}
+
+typedef struct memo_entry {
+    uint64_t hash;
+    size_t len;
+    const int64_t *key; /* [len] */
+    const double *t;
+} memo_entry;
+
+static sf_status build_edges(dp *s, sf_error *err) {
+    const sf_graph *g = s->g;
+    int n = s->n_nodes, n_init = 0, max_sum = 1;
+    for (int i = 0; i < n; i++) {
+        n_init += sf_graph_op(g, i)->n_inputs;
+        int sum = 0;
+        for (int c = 0; c < s->cand[i].n; c++) sum += s->cand[i].cfg[c].n_parts;
+        if (sum > max_sum) max_sum = sum;
+    }
+    s->cap_edges = 2 * n_init + 1;
+    s->edges = sf_arena_calloc(s->arena, (size_t)s->cap_edges, sizeof *s->edges);
+    memo_entry *memo = sf_arena_calloc(s->arena, (size_t)n_init + 1, sizeof *memo);
+    size_t key_cap = 2 * (1 + (size_t)s->max_n + (size_t)max_sum * (2 + 2 * SF_MAX_DIMS)) + 1;
+    int64_t *key = calloc(key_cap, sizeof *key);
+    edge_scratch es;
+    es.ot = calloc((size_t)max_sum, sizeof *es.ot);
+    es.rg = calloc((size_t)max_sum, sizeof *es.rg);
+    es.rg_empty = calloc((size_t)max_sum, 1);
+    es.roff = calloc((size_t)s->max_n, sizeof *es.roff);
+    es.pi = calloc((size_t)s->max_n, sizeof *es.pi);
+    es.bnd = calloc((size_t)s->max_n * (2 * SF_MAX_DIMS + SF_MAX_PARTS), sizeof *es.bnd);
+    double *fwd = calloc((size_t)s->pmax, sizeof *fwd), *bwd = calloc((size_t)s->pmax, sizeof *bwd);
+    sf_status st = SF_OK;
+    if (!s->edges || !memo || !key || !es.ot || !es.rg || !es.rg_empty || !es.roff || !es.pi ||
+        !es.bnd || !fwd || !bwd) {
+        st = sf_error_set(err, SF_ERR_NOMEM, "out of memory building OptCNN edge tables");
+        goto done;
+    }
+    int n_memo = 0;
+    for (int vi = 0; vi < n && st == SF_OK; vi++) {
+        const sf_op *v = sf_graph_op(g, vi);
+        const oc_cands *cv = &s->cand[vi];
+        for (int k = 0; k < v->n_inputs; k++) {
+            int ui = v->inputs[k].op, out = v->inputs[k].out;
+            const sf_op *u = sf_graph_op(g, ui);
+            const oc_cands *cu = &s->cand[ui];
+            int has_bwd = u->type != SF_OP_INPUT;
+            prepare_producer(u, out, cu, &es);
+            prepare_consumer(v, k, cv, &es);
+            size_t len = 0;
+            key[len++] = has_bwd;
+            len += key_side(key + len, cu, es.ot);
+            len += key_side(key + len, cv, es.rg);
+            uint64_t h = 0;
+            for (size_t q = 0; q < len; q++) h = mix(h, (uint64_t)key[q]);
+            const double *t = NULL;
+            for (int q = 0; q < n_memo && !t; q++) {
+                const memo_entry *me = &memo[q];
+                if (me->hash == h && me->len == len && memcmp(me->key, key, len * sizeof *key) == 0)
+                    t = me->t;
+            }
+            if (!t) {
+                double *nt = sf_arena_calloc(s->arena, (size_t)cu->n * (size_t)cv->n, sizeof *nt);
+                int64_t *kc = sf_arena_calloc(s->arena, len, sizeof *kc);
+                if (!nt || !kc) {
+                    st = sf_error_set(err, SF_ERR_NOMEM, "out of memory building edge tables");
+                    break;
+                }
+                memcpy(kc, key, len * sizeof *key);
+                for (int a = 0; a < cu->n; a++)
+                    for (int b = 0; b < cv->n; b++)
+                        nt[(size_t)a * (size_t)cv->n + (size_t)b] =
+                            edge_entry(s, u, has_bwd, &cu->cfg[a], &es.pi[a], &cv->cfg[b],
+                                       es.roff[b], &es, fwd, bwd);
+                memo[n_memo++] = (memo_entry){h, len, kc, nt};
+                t = nt;
+            }
+            if (edge_add(s, ui, vi, t) < 0) {
+                st = sf_error_set(err, SF_ERR_NOMEM, "out of memory building edge tables");
+                break;
+            }
+        }
+    }
+    s->n_tables = n_memo;
+done:
+    free(key);
+    free(es.ot);
+    free(es.rg);
+    free(es.rg_empty);
+    free(es.roff);
+    free(es.pi);
+    free(es.bnd);
+    free(fwd);
+    free(bwd);
+    return st;
+}
+
+/* ---- what elimination leaves: coordinate descent, then branch and bound ---------- */
+
+typedef struct rest {
+    int n;     /* nodes left */
+    int *node; /* [n] dp node ids, in branching order */
+    int *pos;  /* [n_nodes] position in node[] or -1 */
+    int *eid;  /* alive edge ids */
+    int n_e;
+    int *cfg; /* [n] current assignment */
+} rest;
+
+static double rest_value(const dp *s, const rest *R, const int *cfg) {
+    double v = 0;
+    for (int k = 0; k < R->n; k++) v += s->nodes[R->node[k]].vec[cfg[k]];
+    for (int q = 0; q < R->n_e; q++) {
+        const dp_edge *e = &s->edges[R->eid[q]];
+        v += tab(s, e, e->a, cfg[R->pos[e->a]], cfg[R->pos[e->b]]);
+    }
+    return v;
+}
+
+/* Iterated conditional modes: each node in turn takes its best config given its
+ * neighbours, until a sweep changes nothing. */
+static void icm(const dp *s, const rest *R, int *cfg) {
+    for (int sweep = 0; sweep < OC_ICM_MAX_SWEEPS; sweep++) {
+        int changed = 0;
+        for (int k = 0; k < R->n; k++) {
+            int x = R->node[k];
+            const dp_node *nd = &s->nodes[x];
+            int best_c = cfg[k];
+            double best = INFINITY;
+            for (int c = 0; c < nd->n; c++) {
+                double val = nd->vec[c];
+                for (int i = 0; i < nd->n_adj; i++) {
+                    const dp_edge *e = &s->edges[nd->adj[i]];
+                    if (!e->alive) continue;
+                    int y = other_end(e, x);
+                    val += tab(s, e, x, c, cfg[R->pos[y]]);
+                }
+                if (val < best || (val == best && c == cfg[k])) {
+                    if (val < best) best = val;
+                    best_c = c;
+                }
+            }
+            if (best_c != cfg[k]) {
+                cfg[k] = best_c;
+                changed = 1;
+            }
+        }
+        if (!changed) break;
+    }
+}
+
+/* Branch and bound over the remaining nodes in branching order; returns 1 when it
+ * finished (the best assignment, in cfg, is then optimal), 0 when it ran out of
+ * expansions. Every cost is >= 0, so the suffix sums of minimum node costs and
+ * minimum table entries bound what the unassigned nodes can add. */
+static int branch_and_bound(const dp *s, const rest *R, int *cfg, double *best, int *cur,
+                            double *lbs, double *partial) {
+    int n = R->n;
+    for (int k = 0; k <= n; k++) lbs[k] = 0;
+    for (int k = 0; k < n; k++) {
+        const dp_node *nd = &s->nodes[R->node[k]];
+        lbs[k] += nd->vec[argmin_vec(nd->vec, nd->n)];
+    }
+    for (int q = 0; q < R->n_e; q++) {
+        const dp_edge *e = &s->edges[R->eid[q]];
+        size_t cnt = (size_t)s->nodes[e->a].n * (size_t)s->nodes[e->b].n;
+        double mn = INFINITY;
+        for (size_t i = 0; i < cnt; i++)
+            if (e->t[i] < mn) mn = e->t[i];
+        int later = R->pos[e->a] > R->pos[e->b] ? R->pos[e->a] : R->pos[e->b];
+        lbs[later] += mn;
+    }
+    for (int k = n - 1; k >= 0; k--) lbs[k] += lbs[k + 1];
+    int64_t expansions = 0;
+    int k = 0;
+    cur[0] = -1;
+    partial[0] = 0;
+    while (k >= 0) {
+        int x = R->node[k];
+        const dp_node *nd = &s->nodes[x];
+        if (++cur[k] >= nd->n) {
+            k--;
+            continue;
+        }
+        if (++expansions > OC_BB_MAX_EXPANSIONS) return 0;
+        int c = cur[k];
+        double add = nd->vec[c];
+        for (int i = 0; i < nd->n_adj; i++) {
+            const dp_edge *e = &s->edges[nd->adj[i]];
+            if (!e->alive) continue;
+            int py = R->pos[other_end(e, x)];
+            if (py < k) add += tab(s, e, x, c, cur[py]);
+        }
+        double np = partial[k] + add;
+        if (np + lbs[k + 1] >= *best) continue;
+        if (k == n - 1) {
+            *best = np;
+            memcpy(cfg, cur, (size_t)n * sizeof *cfg);
+            continue;
+        }
+        partial[k + 1] = np;
+        cur[++k] = -1;
+    }
+    return 1;
+}
+
+static sf_status solve_rest(dp *s, const sf_optcnn_options *o, sf_optcnn_result *r, sf_error *err) {
+    int n_left = 0, n_e = 0;
+    for (int x = 0; x < s->n_nodes; x++) {
+        if (!s->nodes[x].alive) continue;
+        compact_adj(s, x);
+        n_left++;
+    }
+    for (int q = 0; q < s->n_edges; q++) n_e += s->edges[q].alive;
+    r->nodes_left = n_left;
+    r->edges_left = n_e;
+    r->exact = 1;
+    r->method = "elimination";
+    if (n_left == 0) return SF_OK;
+
+    rest R;
+    R.n = n_left;
+    R.n_e = n_e;
+    R.node = sf_arena_calloc(s->arena, (size_t)n_left, sizeof *R.node);
+    R.pos = sf_arena_calloc(s->arena, (size_t)s->n_nodes, sizeof *R.pos);
+    R.eid = sf_arena_calloc(s->arena, (size_t)n_e + 1, sizeof *R.eid);
+    R.cfg = sf_arena_calloc(s->arena, (size_t)n_left, sizeof *R.cfg);
+    int *alt = sf_arena_calloc(s->arena, (size_t)n_left, sizeof *alt);
+    int *bb_cfg = sf_arena_calloc(s->arena, (size_t)n_left, sizeof *bb_cfg);
+    int *cur = sf_arena_calloc(s->arena, (size_t)n_left, sizeof *cur);
+    double *lbs = sf_arena_calloc(s->arena, (size_t)n_left + 1, sizeof *lbs);
+    double *partial = sf_arena_calloc(s->arena, (size_t)n_left + 1, sizeof *partial);
+    if (!R.node || !R.pos || !R.eid || !R.cfg || !alt || !bb_cfg || !cur || !lbs || !partial)
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory solving the reduced graph");
+    for (int x = 0; x < s->n_nodes; x++) R.pos[x] = -1;
+    for (int q = 0, k = 0; q < s->n_edges; q++)
+        if (s->edges[q].alive) R.eid[k++] = q;
+    /* Branching order: the most connected node first, then repeatedly the node
+     * with the most edges into the chosen ones, so edges are priced early. */
+    for (int k = 0; k < n_left; k++) {
+        int best = -1, best_in = -1, best_deg = -1;
+        for (int x = 0; x < s->n_nodes; x++) {
+            if (!s->nodes[x].alive || R.pos[x] >= 0) continue;
+            int in = 0;
+            for (int i = 0; i < s->nodes[x].n_adj; i++)
+                in += R.pos[other_end(&s->edges[s->nodes[x].adj[i]], x)] >= 0;
+            if (in > best_in || (in == best_in && s->nodes[x].n_adj > best_deg)) {
+                best = x;
+                best_in = in;
+                best_deg = s->nodes[x].n_adj;
+            }
+        }
+        R.node[k] = best;
+        R.pos[best] = k;
+    }
+    /* Two starts for coordinate descent: data-parallel-like configs, per-node best. */
+    for (int k = 0; k < n_left; k++) {
+        int x = R.node[k];
+        R.cfg[k] = s->cand[x].data_idx;
+        alt[k] = argmin_vec(s->nodes[x].vec, s->nodes[x].n);
+    }
+    icm(s, &R, R.cfg);
+    icm(s, &R, alt);
+    double v1 = rest_value(s, &R, R.cfg), v2 = rest_value(s, &R, alt);
+    if (v2 < v1) {
+        memcpy(R.cfg, alt, (size_t)n_left * sizeof *alt);
+        v1 = v2;
+    }
+    r->exact = 0;
+    r->method = "coordinate descent";
+    if (n_left <= o->max_left) {
+        double best = v1;
+        memcpy(bb_cfg, R.cfg, (size_t)n_left * sizeof *bb_cfg);
+        int done = branch_and_bound(s, &R, bb_cfg, &best, cur, lbs, partial);
+        if (done) {
+            memcpy(R.cfg, bb_cfg, (size_t)n_left * sizeof *bb_cfg);
+            r->exact = 1;
+            r->method = "elimination + branch and bound";
+        } else {
+            r->method = "coordinate descent (branch and bound hit its cap)";
+        }
+    }
+    for (int k = 0; k < n_left; k++) s->nodes[R.node[k]].choice = R.cfg[k];
+    s->constant += rest_value(s, &R, R.cfg);
+    return SF_OK;
+}
+
+/* ---- the search ------------------------------------------------------------------- */
+
+sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                           const sf_optcnn_options *o, sf_strategy *out, sf_optcnn_result *r,
+                           sf_error *err) {
+    double t0 = sf_now_s();
+    if (!g || !m || !cm || !out)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "optcnn: graph, machine, cost model and output "
+                            "strategy are required");
+    if (sf_strategy_num_ops(out) != sf_graph_num_ops(g))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "optcnn: the strategy has %d operators, the graph %d",
+                            sf_strategy_num_ops(out), sf_graph_num_ops(g));
+    sf_optcnn_options def;
+    if (!o) {
+        sf_optcnn_options_default(&def);
+        o = &def;
+    }
+    if (o->max_configs < 0 || o->max_left < 0)
+        return sf_error_set(err, SF_ERR_RANGE, "optcnn: max_configs and max_left must be >= 0");
+    sf_optcnn_result local;
+    if (!r) r = &local;
+    memset(r, 0, sizeof *r);
+    r->method = "elimination";
+    int n = sf_graph_num_ops(g);
+    r->nodes_initial = n;
+    r->exact = 1;
+
+    dp s;
+    memset(&s, 0, sizeof s);
+    s.g = g;
+    s.m = m;
+    s.cm = cm;
+    s.n_nodes = n;
+    int n_dev = sf_machine_num_devices(m);
+    s.pmax = n_dev < SF_MAX_PARTS ? n_dev : SF_MAX_PARTS;
+    sf_status st = SF_OK;
+    oc_scratch sc;
+    memset(&sc, 0, sizeof sc);
+    s.arena = sf_arena_new((size_t)1 << 22);
+    if (!s.arena || oc_scratch_init(&sc, n_dev) != SF_OK) {
+        st = sf_error_set(err, SF_ERR_NOMEM, "out of memory starting the OptCNN search");
+        goto done;
+    }
+    s.cand = sf_arena_calloc(s.arena, (size_t)(n ? n : 1), sizeof *s.cand);
+    s.nodes = sf_arena_calloc(s.arena, (size_t)(n ? n : 1), sizeof *s.nodes);
+    s.recs = sf_arena_calloc(s.arena, (size_t)(n ? n : 1), sizeof *s.recs);
+    s.queue = sf_arena_calloc(s.arena, (size_t)(n ? n : 1), sizeof *s.queue);
+    s.inq = sf_arena_calloc(s.arena, (size_t)(n ? n : 1), 1);
+    s.lat = sf_arena_calloc(s.arena, (size_t)s.pmax * (size_t)s.pmax, sizeof *s.lat);
+    s.inv = sf_arena_calloc(s.arena, (size_t)s.pmax * (size_t)s.pmax, sizeof *s.inv);
+    if (!s.cand || !s.nodes || !s.recs || !s.queue || !s.inq || !s.lat || !s.inv) {
+        st = sf_error_set(err, SF_ERR_NOMEM, "out of memory starting the OptCNN search");
+        goto done;
+    }
+    st = oc_candidates(g, m, cm, o, s.arena, s.cand, err);
+    if (st != SF_OK) goto done;
+    for (int a = 0; a < s.pmax; a++)
+        for (int b = 0; b < s.pmax; b++)
+            oc_route_cost(m, a, b, &s.lat[a * s.pmax + b], &s.inv[a * s.pmax + b]);
+    s.max_n = 1;
+    for (int i = 0; i < n; i++) {
+        dp_node *nd = &s.nodes[i];
+        nd->n = s.cand[i].n;
+        nd->alive = 1;
+        if (nd->n > s.max_n) s.max_n = nd->n;
+        nd->vec = sf_arena_calloc(s.arena, (size_t)nd->n, sizeof *nd->vec);
+        if (!nd->vec) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory computing node costs");
+            goto done;
+        }
+        for (int c = 0; c < nd->n; c++)
+            nd->vec[c] = oc_node_cost(m, cm, sf_graph_op(g, i), &s.cand[i].cfg[c], &sc);
+    }
+    s.tmp_a = sf_arena_calloc(s.arena, (size_t)s.max_n * (size_t)s.max_n, sizeof *s.tmp_a);
+    s.tmp_b = sf_arena_calloc(s.arena, (size_t)s.max_n * (size_t)s.max_n, sizeof *s.tmp_b);
+    if (!s.tmp_a || !s.tmp_b) {
+        st = sf_error_set(err, SF_ERR_NOMEM, "out of memory for elimination scratch");
+        goto done;
+    }
+    st = build_edges(&s, err);
+    if (st != SF_OK) goto done;
+
+    for (int i = 0; i < n; i++) push(&s, i);
+    while (s.q_len > 0) {
+        int x = s.queue[s.q_head];
+        s.q_head = (s.q_head + 1) % n;
+        s.q_len--;
+        s.inq[x] = 0;
+        if (!s.nodes[x].alive) continue;
+        if (eliminate(&s, x)) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory eliminating nodes");
+            goto done;
+        }
+    }
+    st = solve_rest(&s, o, r, err);
+    if (st != SF_OK) goto done;
+    undo_all(&s);
+    for (int i = 0; i < n; i++) *sf_strategy_config(out, i) = s.cand[i].cfg[s.nodes[i].choice];
+    r->cost_s = s.constant;
+    {
+        /* Same answer by another route: the additive cost of the strategy found. */
+        double check = sf_optcnn_cost(g, m, cm, out);
+        if (!(fabs(check - r->cost_s) <= OC_CHECK_REL * fabs(check)))
+            st = sf_error_set(err, SF_ERR_INTERNAL,
+                              "optcnn: optimum %.9g differs from the cost of its strategy %.9g",
+                              r->cost_s, check);
+    }
+done:
+    oc_scratch_free(&sc);
+    sf_arena_free(s.arena);
+    r->seconds = sf_now_s() - t0;
+    return st;
+}

@@ -1,0 +1,464 @@
+/*
+ * sim_trace.c - pictures of the last simulated schedule: a Chrome trace (JSON)
+ * and an SVG Gantt chart.
+ *
+ * Both read the flat task graph the scheduler leaves behind (sim->cur:
+ * start[], finish[], res[] over global task ids) and name each task from its block record
+ * (sim_task_of: kind, operator, part). Barriers hold no resource and take no
+ * time, so they are left out of both pictures.
+ *
+ * The trace follows the Trace Event Format that chrome://tracing and Perfetto
+ * read: complete ("X") events with microsecond timestamps, one thread per
+ * device in a "devices" process and one per used link in a "links" process,
+ * named by metadata ("M") events. Perfetto then shows a track per resource,
+ * which is exactly the simulator's model: every device and every link runs one
+ * task at a time.
+ *
+ * The SVG is a fixed-width Gantt chart (about 1600 px) that opens in any
+ * browser: a row per device and per used link, a time axis in milliseconds,
+ * tasks coloured by kind, each with a <title> tooltip. A schedule of 100k tasks
+ * squeezed into ~1400 px has many tasks narrower than a pixel; consecutive
+ * sub-pixel tasks of one kind on one row are drawn as one rectangle (its
+ * tooltip says how many it holds), which bounds the file by the pixels rather
+ * than the tasks and loses nothing one could see. Colours live in a <style>
+ * block (one class per kind) so that a rectangle costs ~100 bytes.
+ *
+ * Both files are built in memory and written with sf_write_file_atomic, so a
+ * failure never leaves half a picture. Text is built with a small growable
+ * buffer whose out-of-memory state is sticky (checked once at the end).
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "sim_impl.h"
+#include "soapflow/io.h"
+
+/* ---- a growable text buffer -------------------------------------------------- */
+
+typedef struct tbuf {
+    char *p;
+    size_t len, cap;
+    int oom; /* sticky: once set, appends are ignored */
+} tbuf;
+
+static int tbuf_reserve(tbuf *b, size_t extra) {
+    if (b->oom) return -1;
+    if (b->len + extra + 1 <= b->cap) return 0;
+    size_t nc = b->cap ? b->cap : 1 << 16;
+    while (nc < b->len + extra + 1) {
+        if (nc > SIZE_MAX / 2) {
+            b->oom = 1;
+            return -1;
+        }
+        nc *= 2;
+    }
+    char *q = realloc(b->p, nc);
+    if (!q) {
+        b->oom = 1;
+        return -1;
+    }
+    b->p = q;
+    b->cap = nc;
+    return 0;
+}
+
+static void tbuf_put(tbuf *b, const char *s) {
+    size_t n = strlen(s);
+    if (tbuf_reserve(b, n)) return;
+    memcpy(b->p + b->len, s, n + 1);
+    b->len += n;
+}
+
+static void tbuf_printf(tbuf *b, const char *fmt, ...) SF_PRINTF(2, 3);
+static void tbuf_printf(tbuf *b, const char *fmt, ...) {
+    /* format in place: most pieces are short, so reserve a little and retry
+     * only when the text did not fit */
+    if (tbuf_reserve(b, 256)) return;
+    va_list ap;
+    va_start(ap, fmt);
+    size_t avail = b->cap - b->len;
+    int n = vsnprintf(b->p + b->len, avail, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        b->oom = 1;
+        return;
+    }
+    if ((size_t)n >= avail) {
+        if (tbuf_reserve(b, (size_t)n)) return;
+        va_start(ap, fmt);
+        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
+        va_end(ap);
+    }
+    b->len += (size_t)n;
+}
+
+/* s as the inside of a JSON string. */
+static void tbuf_json_str(tbuf *b, const char *s) {
+    const char *run = s; /* start of the characters that need no escape */
+    for (;; s++) {
+        unsigned char c = (unsigned char)*s;
+        if (c != 0 && c != '"' && c != '\\' && c >= 0x20) continue;
+        if (s > run && !tbuf_reserve(b, (size_t)(s - run))) {
+            memcpy(b->p + b->len, run, (size_t)(s - run));
+            b->len += (size_t)(s - run);
+            b->p[b->len] = '\0';
+        }
+        if (c == 0) return;
+        if (c == '"' || c == '\\')
+            tbuf_printf(b, "\\%c", c);
+        else
+            tbuf_printf(b, "\\u%04x", c);
+        run = s + 1;
+    }
+}
+
+/* s as XML character data or attribute text. */
+static void tbuf_xml_str(tbuf *b, const char *s) {
+    for (; *s; s++) {
+        switch (*s) {
+        case '&': tbuf_put(b, "&amp;"); break;
+        case '<': tbuf_put(b, "&lt;"); break;
+        case '>': tbuf_put(b, "&gt;"); break;
+        case '"': tbuf_put(b, "&quot;"); break;
+        case '\'': tbuf_put(b, "&apos;"); break;
+        default: {
+            unsigned char c = (unsigned char)*s;
+            char e[2] = {c < 0x20 ? ' ' : (char)c, 0};
+            tbuf_put(b, e);
+        }
+        }
+    }
+}
+
+/* ---- what both pictures share ------------------------------------------------- */
+
+static sf_status check_schedule(const sf_sim *sim, const char *path, const char *what,
+                                sf_error *err) {
+    if (!sim || !path)
+        return sf_error_set(err, SF_ERR_INVALID, "%s: needs a simulator and a path", what);
+    if (!sim->has_run)
+        return sf_error_set(err, SF_ERR_INVALID, "%s: nothing simulated yet, no schedule to draw",
+                            path);
+    if (!sim->opt.keep_schedule)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "%s: the simulator was made without keep_schedule, no task times kept",
+                            path);
+    return SF_OK;
+}
+
+static sf_status write_out(tbuf *b, const char *path, const char *what, sf_error *err) {
+    sf_status st;
+    if (b->oom)
+        st = sf_error_set(err, SF_ERR_NOMEM, "%s: out of memory building the %s", path, what);
+    else
+        st = sf_write_file_atomic(path, b->p ? b->p : "", b->len, err);
+    free(b->p);
+    b->p = NULL;
+    return st;
+}
+
+/* "conv1 fwd p3", "xfer fc1 p0", "allreduce conv1", ... */
+static void task_name(const sf_sim *sim, const sim_task *t, char *buf, size_t n) {
+    const sf_op *op = sf_graph_op(sim->g, t->op);
+    const char *name = op ? op->name : "?";
+    switch ((sim_kind)t->kind) {
+    case SIM_FWD: snprintf(buf, n, "%s fwd p%d", name, t->part); break;
+    case SIM_BWD: snprintf(buf, n, "%s bwd p%d", name, t->part); break;
+    case SIM_UPDATE: snprintf(buf, n, "update %s", name); break;
+    case SIM_XFER: snprintf(buf, n, "xfer %s p%d", name, t->part); break;
+    case SIM_GRAD: snprintf(buf, n, "grad %s p%d", name, t->part); break;
+    case SIM_SYNC: snprintf(buf, n, "allreduce %s", name); break;
+    default: snprintf(buf, n, "barrier %s", name); break;
+    }
+}
+
+static const char *const kind_cat[SIM_KIND_COUNT] = {"forward",  "backward",  "update", "transfer",
+                                                     "gradient", "allreduce", "barrier"};
+_Static_assert(sizeof kind_cat / sizeof kind_cat[0] == SIM_KIND_COUNT, "a category per kind");
+
+/* Which resources hold tasks: used[r] for r in 0..n_res-1 (caller frees). */
+static unsigned char *used_resources(const sf_sim *sim) {
+    const sim_flat *f = sim->cur;
+    unsigned char *used = calloc((size_t)sim->n_res + 1, 1);
+    if (!used) return NULL;
+    for (int64_t i = 0; i < f->n_tasks; i++) {
+        int32_t r = f->res[i];
+        if (r >= 0 && r < sim->n_res) used[r] = 1;
+    }
+    return used;
+}
+
+static void device_label(const sf_sim *sim, int d, char *buf, size_t n) {
+    const sf_device *dev = sf_machine_device(sim->m, d);
+    snprintf(buf, n, "device %d (node %d)", d, dev ? dev->node : 0);
+}
+
+/* ---- Chrome trace --------------------------------------------------------------- */
+
+enum { PID_DEVICES = 1, PID_LINKS = 2 };
+
+static void trace_meta(tbuf *b, int *first, const char *what, int pid, int tid, const char *name) {
+    tbuf_printf(b, "%s\n{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%d", *first ? "" : ",", what, pid);
+    if (tid >= 0) tbuf_printf(b, ",\"tid\":%d", tid);
+    tbuf_put(b, ",\"args\":{\"name\":\"");
+    tbuf_json_str(b, name);
+    tbuf_put(b, "\"}}");
+    *first = 0;
+}
+
+static void trace_sort(tbuf *b, const char *what, int pid, int tid, int index) {
+    tbuf_printf(b, ",\n{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%d", what, pid);
+    if (tid >= 0) tbuf_printf(b, ",\"tid\":%d", tid);
+    tbuf_printf(b, ",\"args\":{\"sort_index\":%d}}", index);
+}
+
+sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err) {
+    sf_status st = check_schedule(sim, path, "trace", err);
+    if (st != SF_OK) return st;
+    const sim_flat *f = sim->cur;
+    unsigned char *used = used_resources(sim);
+    if (!used) return sf_error_set(err, SF_ERR_NOMEM, "%s: out of memory building the trace", path);
+    tbuf b = {0};
+    tbuf_put(&b, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"model\":\"");
+    tbuf_json_str(&b, sf_graph_name(sim->g));
+    tbuf_put(&b, "\",\"machine\":\"");
+    tbuf_json_str(&b, sf_machine_name(sim->m));
+    tbuf_printf(&b, "\",\"iter_ms\":%.6f,\"tasks\":%lld},\n\"traceEvents\":[",
+                f->result.iter_s * 1e3, (long long)f->n_tasks);
+
+    int first = 1;
+    char name[160];
+    trace_meta(&b, &first, "process_name", PID_DEVICES, -1, "devices");
+    trace_sort(&b, "process_sort_index", PID_DEVICES, -1, 0);
+    trace_meta(&b, &first, "process_name", PID_LINKS, -1, "links");
+    trace_sort(&b, "process_sort_index", PID_LINKS, -1, 1);
+    for (int d = 0; d < sim->n_dev; d++) {
+        device_label(sim, d, name, sizeof name);
+        trace_meta(&b, &first, "thread_name", PID_DEVICES, d, name);
+        trace_sort(&b, "thread_sort_index", PID_DEVICES, d, d);
+    }
+    for (int l = 0; l < sim->n_links; l++) {
+        if (!used[sim->n_dev + l]) continue;
+        const sf_link *lk = sf_machine_link(sim->m, l);
+        snprintf(name, sizeof name, "%s (%s)", lk->name, sf_link_type_name(lk->type));
+        trace_meta(&b, &first, "thread_name", PID_LINKS, l, name);
+        trace_sort(&b, "thread_sort_index", PID_LINKS, l, l);
+    }
+
+    for (int64_t i = 0; i < f->n_tasks && !b.oom; i++) {
+        int32_t r = f->res[i];
+        if (r < 0 || r >= sim->n_res) continue;
+        const sim_task *t = sim_task_of(sim, i, NULL);
+        const sf_op *op = sf_graph_op(sim->g, t->op);
+        int on_link = r >= sim->n_dev;
+        task_name(sim, t, name, sizeof name);
+        tbuf_put(&b, ",\n{\"ph\":\"X\",\"name\":\"");
+        tbuf_json_str(&b, name);
+        tbuf_printf(&b,
+                    "\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.4f,\"dur\":%.4f,"
+                    "\"args\":{\"op\":\"",
+                    t->kind < SIM_KIND_COUNT ? kind_cat[t->kind] : "?",
+                    on_link ? PID_LINKS : PID_DEVICES, on_link ? r - sim->n_dev : r,
+                    f->start[i] * 1e6, (f->finish[i] - f->start[i]) * 1e6);
+        tbuf_json_str(&b, op ? op->name : "?");
+        if (on_link)
+            tbuf_printf(&b, "\",\"%s\":%d,\"bytes\":%.0f}}", t->kind == SIM_SYNC ? "shard" : "part",
+                        t->part, t->bytes);
+        else
+            tbuf_printf(&b, "\",\"%s\":%d}}", t->kind == SIM_UPDATE ? "shard" : "part", t->part);
+    }
+    tbuf_put(&b, "\n]}\n");
+    free(used);
+    return write_out(&b, path, "trace", err);
+}
+
+/* ---- SVG Gantt chart -------------------------------------------------------------- */
+
+#define SVG_WIDTH 1600.0
+#define SVG_LEFT 190.0 /* room for row labels */
+#define SVG_RIGHT 20.0
+#define SVG_TOP 56.0     /* title and time axis */
+#define SVG_ROW 18.0     /* row pitch */
+#define SVG_BAR 14.0     /* bar height within a row */
+#define SVG_MERGE_PX 1.0 /* tasks narrower than this merge with their neighbours */
+
+/* SVG colour classes by kind; barriers are never drawn. */
+static const char *const kind_class[SIM_KIND_COUNT] = {"f", "b", "u", "x", "g", "s", "z"};
+static const char *const kind_label[SIM_KIND_COUNT] = {
+    "forward", "backward", "update", "transfer", "gradient transfer", "all-reduce", "barrier"};
+static const char *const kind_colour[SIM_KIND_COUNT] = {"#4e79a7", "#f28e2b", "#59a14f", "#76b7b2",
+                                                        "#edc948", "#e15759", "#bab0ac"};
+_Static_assert(sizeof kind_class / sizeof kind_class[0] == SIM_KIND_COUNT, "a class per kind");
+_Static_assert(sizeof kind_colour / sizeof kind_colour[0] == SIM_KIND_COUNT, "a colour per kind");
+
+typedef struct svg_item {
+    double start, finish;
+    int64_t gid;
+    int32_t row;
+} svg_item;
+
+static int item_cmp(const void *pa, const void *pb) {
+    const svg_item *a = pa, *b = pb;
+    if (a->row != b->row) return a->row < b->row ? -1 : 1;
+    if (a->start != b->start) return a->start < b->start ? -1 : 1;
+    return a->gid < b->gid ? -1 : a->gid > b->gid;
+}
+
+/* A tick step of 1, 2 or 5 times a power of ten giving at most ~10 ticks. */
+static double tick_step(double span) {
+    if (!(span > 0)) return 1;
+    double raw = span / 10.0, p = pow(10.0, floor(log10(raw)));
+    double m = raw / p;
+    return (m <= 1 ? 1 : m <= 2 ? 2 : m <= 5 ? 5 : 10) * p;
+}
+
+/* One rectangle: a single task (n == 1) or a run of n sub-pixel tasks. */
+static void svg_rect(tbuf *b, const sf_sim *sim, double scale, const svg_item *first, int64_t n,
+                     double start, double finish, int kind) {
+    double x = SVG_LEFT + start * scale, w = (finish - start) * scale;
+    if (w < 0.5) w = 0.5; /* keep every task visible */
+    tbuf_printf(b, "<rect x=\"%.2f\" width=\"%.2f\" height=\"%.0f\" class=\"%s\"><title>", x, w,
+                SVG_BAR, kind_class[kind]);
+    if (n == 1) {
+        char name[160];
+        task_name(sim, sim_task_of(sim, first->gid, NULL), name, sizeof name);
+        tbuf_xml_str(b, name);
+    } else {
+        tbuf_printf(b, "%lld %s tasks", (long long)n, kind_label[kind]);
+    }
+    tbuf_printf(b, ": %.4f-%.4f ms</title></rect>\n", start * 1e3, finish * 1e3);
+}
+
+sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
+    sf_status st = check_schedule(sim, path, "svg", err);
+    if (st != SF_OK) return st;
+    const sim_flat *f = sim->cur;
+    unsigned char *used = used_resources(sim);
+    int32_t *row_of = malloc(((size_t)sim->n_res + 1) * sizeof *row_of);
+    svg_item *items = malloc(((size_t)f->n_tasks + 1) * sizeof *items);
+    if (!used || !row_of || !items) {
+        free(used);
+        free(row_of);
+        free(items);
+        return sf_error_set(err, SF_ERR_NOMEM, "%s: out of memory building the svg", path);
+    }
+    /* rows: every device, then the links that carried something, by id */
+    int n_rows = 0;
+    for (int r = 0; r < sim->n_res; r++) row_of[r] = r < sim->n_dev || used[r] ? n_rows++ : -1;
+    int64_t n = 0;
+    double makespan = 0;
+    for (int64_t i = 0; i < f->n_tasks; i++) {
+        int32_t r = f->res[i];
+        if (r < 0 || r >= sim->n_res) continue;
+        items[n++] = (svg_item){f->start[i], f->finish[i], i, row_of[r]};
+        if (f->finish[i] > makespan) makespan = f->finish[i];
+    }
+    qsort(items, (size_t)n, sizeof *items, item_cmp);
+
+    double plot_w = SVG_WIDTH - SVG_LEFT - SVG_RIGHT;
+    double scale = makespan > 0 ? plot_w / makespan : 0; /* px per second */
+    double rows_h = n_rows * SVG_ROW;
+    double legend_y = SVG_TOP + rows_h + 24;
+    double height = legend_y + 30;
+    char label[160];
+
+    tbuf b = {0};
+    tbuf_printf(&b,
+                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+                "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"11\">\n",
+                SVG_WIDTH, height, SVG_WIDTH, height);
+    tbuf_put(&b, "<style>\n");
+    for (int k = 0; k < SIM_KIND_COUNT; k++)
+        tbuf_printf(&b, ".%s{fill:%s}\n", kind_class[k], kind_colour[k]);
+    tbuf_put(&b, ".grid{stroke:#ddd;stroke-width:1}\n.band{fill:#f4f4f4}\n"
+                 "rect:hover{stroke:#000;stroke-width:1}\n</style>\n");
+    tbuf_printf(&b, "<rect width=\"%.0f\" height=\"%.0f\" fill=\"#fff\"/>\n", SVG_WIDTH, height);
+
+    /* title */
+    tbuf_put(&b, "<text x=\"10\" y=\"18\" font-size=\"14\" font-weight=\"bold\">");
+    tbuf_xml_str(&b, sf_graph_name(sim->g));
+    tbuf_put(&b, " on ");
+    tbuf_xml_str(&b, sf_machine_name(sim->m));
+    tbuf_printf(&b, ": one iteration %.3f ms, %lld tasks</text>\n", makespan * 1e3,
+                (long long)f->n_tasks);
+
+    /* row bands and labels */
+    for (int r = 0; r < sim->n_res; r++) {
+        int row = row_of[r];
+        if (row < 0) continue;
+        double y = SVG_TOP + row * SVG_ROW;
+        if (row % 2 == 0)
+            tbuf_printf(
+                &b, "<rect class=\"band\" x=\"0\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\"/>\n", y,
+                SVG_WIDTH, SVG_ROW);
+        if (r < sim->n_dev) {
+            device_label(sim, r, label, sizeof label);
+        } else {
+            const sf_link *lk = sf_machine_link(sim->m, r - sim->n_dev);
+            snprintf(label, sizeof label, "%s", lk->name);
+        }
+        tbuf_printf(&b, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">", SVG_LEFT - 8,
+                    y + SVG_ROW - 5);
+        tbuf_xml_str(&b, label);
+        tbuf_put(&b, "</text>\n");
+    }
+
+    /* time axis: ticks and grid lines in ms */
+    double step = tick_step(makespan * 1e3);
+    int n_ticks = makespan > 0 ? (int)floor(makespan * 1e3 / step + 1e-9) : 0;
+    for (int i = 0; i <= n_ticks && i <= 1000; i++) {
+        double t_ms = i * step, x = SVG_LEFT + t_ms * 1e-3 * scale;
+        tbuf_printf(&b, "<line class=\"grid\" x1=\"%.2f\" y1=\"%.0f\" x2=\"%.2f\" y2=\"%.1f\"/>\n",
+                    x, SVG_TOP - 6, x, SVG_TOP + rows_h);
+        tbuf_printf(&b, "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"middle\">%.6g ms</text>\n", x,
+                    SVG_TOP - 10, t_ms);
+    }
+
+    /* tasks, row by row; runs of sub-pixel tasks of one kind become one rect */
+    int cur_row = -1;
+    for (int64_t i = 0; i < n && !b.oom;) {
+        const svg_item *it = &items[i];
+        if (it->row != cur_row) {
+            if (cur_row >= 0) tbuf_put(&b, "</g>\n");
+            cur_row = it->row;
+            tbuf_printf(&b, "<g transform=\"translate(0,%.1f)\">\n",
+                        SVG_TOP + cur_row * SVG_ROW + (SVG_ROW - SVG_BAR) / 2);
+        }
+        int kind = sim_task_of(sim, it->gid, NULL)->kind;
+        double s0 = it->start, f0 = it->finish;
+        int64_t j = i + 1;
+        if ((f0 - s0) * scale < SVG_MERGE_PX) {
+            while (j < n && items[j].row == cur_row &&
+                   sim_task_of(sim, items[j].gid, NULL)->kind == kind &&
+                   (items[j].finish - items[j].start) * scale < SVG_MERGE_PX &&
+                   (items[j].start - f0) * scale < SVG_MERGE_PX &&
+                   (items[j].finish - s0) * scale < 4 * SVG_MERGE_PX) {
+                if (items[j].finish > f0) f0 = items[j].finish;
+                j++;
+            }
+        }
+        svg_rect(&b, sim, scale, it, j - i, s0, f0, kind);
+        i = j;
+    }
+    if (cur_row >= 0) tbuf_put(&b, "</g>\n");
+
+    /* legend */
+    double x = SVG_LEFT;
+    for (int k = 0; k < SIM_KIND_COUNT; k++) {
+        if (k == SIM_BARRIER) continue;
+        tbuf_printf(&b,
+                    "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" class=\"%s\"/>"
+                    "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
+                    x, legend_y, kind_class[k], x + 16, legend_y + 10, kind_label[k]);
+        x += 40 + 7.0 * (double)strlen(kind_label[k]);
+    }
+    tbuf_put(&b, "</svg>\n");
+    free(used);
+    free(row_of);
+    free(items);
+    return write_out(&b, path, "svg", err);
+}

@@ -1,0 +1,185 @@
+#!/usr/bin/env bash
+# cli_simulate.sh - `soapflow simulate` and `soapflow bench` as a user meets them.
+#
+# Run by CTest as: bash tests/cli_simulate.sh <path-to-soapflow> <source-dir>
+# Each check runs the real binary and stops at the first failure with a
+# message saying what was expected and what came out.
+set -u
+
+SF=${1:?usage: cli_simulate.sh <path-to-soapflow> <source-dir>}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sf-sim.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+
+run() {
+    local name=$1
+    shift
+    "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    echo $? >"$TMP/$name.rc"
+}
+rc_of() { cat "$TMP/$1.rc"; }
+
+expect_ok() {
+    [ "$(rc_of "$1")" -eq 0 ] || fail "$1: status $(rc_of "$1"): $(cat "$TMP/$1.err")"
+}
+
+# A failure is a clean exit (1 or 2, never a signal) with one "soapflow: " line.
+expect_error() {
+    local name=$1 rc lines
+    rc=$(rc_of "$name")
+    [ "$rc" -ne 0 ] || fail "$name: expected a non-zero status, got 0"
+    [ "$rc" -le 2 ] || fail "$name: expected status 1 or 2, got $rc: $(cat "$TMP/$name.err")"
+    lines=$(wc -l <"$TMP/$name.err")
+    [ "$lines" -eq 1 ] || fail "$name: expected one error line, got $lines: $(cat "$TMP/$name.err")"
+    grep -q '^soapflow: ' "$TMP/$name.err" || fail "$name: error line lacks 'soapflow: '"
+}
+
+# json_num FILE KEY: the number value of the first "KEY": N in FILE, as written.
+json_num() { grep -o "\"$2\": *[-0-9.eE+]*" "$1" | head -n 1 | sed 's/.*: *//'; }
+# positive NUMBER: true when NUMBER > 0.
+positive() { awk -v x="$1" 'BEGIN { exit !(x + 0 > 0) }'; }
+
+# valid_json FILE: parses as JSON (python3 when there is one, else a rough check).
+valid_json() {
+    if command -v python3 >/dev/null 2>&1; then
+        python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null
+    else
+        head -c 1 "$1" | grep -q '{' && tail -c 3 "$1" | grep -q '}'
+    fi
+}
+
+[ -x "$SF" ] || fail "no executable at $SF"
+
+# ---- every baseline: a time, and LeNet-5 fits ---------------------------
+for s in data model owt expert single; do
+    run "sim_$s" "$SF" simulate --model lenet5 --machine p100-4x4 --strategy "$s" --json
+    expect_ok "sim_$s"
+    out="$TMP/sim_$s.out"
+    valid_json "$out" || fail "simulate --strategy $s --json: not valid JSON"
+    it=$(json_num "$out" iter_ms)
+    [ -n "$it" ] && positive "$it" || fail "simulate --strategy $s: iter_ms '$it', want > 0"
+    grep -q '"fits": *true' "$out" || fail "simulate --strategy $s: lenet5 does not fit"
+    for key in compute_ms transfer_ms sync_ms transfer_bytes sync_bytes intra_bytes inter_bytes \
+        peak_mem_bytes tasks model machine strategy batch devices; do
+        grep -q "\"$key\":" "$out" || fail "simulate --json: no \"$key\""
+    done
+    [ "$(json_num "$out" devices)" = 16 ] || fail "simulate --strategy $s: devices is not 16"
+    [ "$(json_num "$out" batch)" = 1024 ] || fail "simulate: default batch is not 64 x 16"
+done
+# data parallelism moves no activations, only gradients; model parallelism moves activations
+positive "$(json_num "$TMP/sim_data.out" sync_bytes)" || fail "simulate data: no sync bytes"
+[ "$(json_num "$TMP/sim_data.out" transfer_bytes)" = 0 ] ||
+    fail "simulate data: transfer_bytes $(json_num "$TMP/sim_data.out" transfer_bytes), want 0"
+positive "$(json_num "$TMP/sim_model.out" transfer_bytes)" || fail "simulate model: no transfers"
+# one device: nothing crosses a link
+[ "$(json_num "$TMP/sim_single.out" inter_bytes)" = 0 ] || fail "simulate single: inter bytes"
+
+# Text mode: the breakdown and a row per device.
+run text "$SF" simulate --model lenet5 --machine p100-4x4 --strategy owt
+expect_ok text
+for word in iteration compute transfer sync 'peak memory' tasks fits; do
+    grep -q "$word" "$TMP/text.out" || fail "simulate text: no '$word'"
+done
+[ "$(grep -c '^ *[0-9][0-9]* *[0-9] ' "$TMP/text.out")" -eq 16 ] ||
+    fail "simulate text: expected 16 device rows: $(cat "$TMP/text.out")"
+
+# ---- pictures ----------------------------------------------------------
+run pics "$SF" simulate --model lenet5 --machine p100-4x4 --strategy owt \
+    --trace "$TMP/t.json" --svg "$TMP/t.svg" --dot "$TMP/t.dot"
+expect_ok pics
+[ -s "$TMP/t.json" ] || fail "simulate --trace: no file"
+valid_json "$TMP/t.json" || fail "simulate --trace: not valid JSON"
+grep -q '"traceEvents"' "$TMP/t.json" || fail "simulate --trace: no traceEvents"
+grep -q '"ph":"X"' "$TMP/t.json" || fail "simulate --trace: no complete events"
+grep -q 'device 3 (node 0)' "$TMP/t.json" || fail "simulate --trace: no track 'device 3 (node 0)'"
+grep -q '"name":"conv1 fwd p0"' "$TMP/t.json" || fail "simulate --trace: no 'conv1 fwd p0'"
+grep -q '"name":"allreduce ' "$TMP/t.json" || fail "simulate --trace: no all-reduce task"
+head -c 5 "$TMP/t.svg" | grep -q -e '^<svg' -e '^<?xml' || fail "simulate --svg: not an SVG"
+grep -q '</svg>' "$TMP/t.svg" || fail "simulate --svg: no closing tag"
+grep -q '<title>' "$TMP/t.svg" || fail "simulate --svg: no tooltips"
+if command -v python3 >/dev/null 2>&1; then
+    python3 -c 'import sys, xml.dom.minidom as m; m.parse(sys.argv[1])' "$TMP/t.svg" ||
+        fail "simulate --svg: not well-formed XML"
+    python3 -c '
+import json, sys
+ev = json.load(open(sys.argv[1]))["traceEvents"]
+x = [e for e in ev if e["ph"] == "X"]
+assert x and all(e["dur"] > 0 and e["ts"] >= 0 for e in x), "bad times"
+assert any("bytes" in e["args"] for e in x), "no bytes on transfers"
+' "$TMP/t.json" || fail "simulate --trace: events malformed"
+fi
+head -c 7 "$TMP/t.dot" | grep -q '^digraph' || fail "simulate --dot: not a DOT file"
+grep -q '#[0-9a-f]\{6\}' "$TMP/t.dot" || fail "simulate --dot: no colours"
+
+# ---- strategy files: save, reload, the same time ------------------------
+run save "$SF" simulate --model lenet5 --machine p100-4x4 --strategy owt --json \
+    --save-strategy "$TMP/owt.json"
+expect_ok save
+[ -s "$TMP/owt.json" ] || fail "simulate --save-strategy: no file"
+run reload "$SF" simulate --model lenet5 --machine p100-4x4 --strategy "$TMP/owt.json" --json
+expect_ok reload
+a=$(json_num "$TMP/save.out" iter_ms)
+b=$(json_num "$TMP/reload.out" iter_ms)
+[ -n "$a" ] && [ "$a" = "$b" ] || fail "strategy saved then loaded: iter_ms '$a' != '$b'"
+ls "$TMP" | grep -q '\.tmp\.' && fail "a temporary file was left behind: $(ls "$TMP")"
+
+# ---- errors: one line, a status, never a crash --------------------------
+printf '{\n  "format": "soapflow-strategy",\n  "version": 1,,\n  "ops": {}\n}\n' >"$TMP/broken.json"
+run broken "$SF" simulate --model lenet5 --machine p100-4x4 --strategy "$TMP/broken.json"
+expect_error broken
+grep -q 'broken.json' "$TMP/broken.err" || fail "malformed strategy: message lacks the file name"
+grep -q ':3:' "$TMP/broken.err" ||
+    fail "malformed strategy: no line number: $(cat "$TMP/broken.err")"
+
+run unknown_strategy "$SF" simulate --model lenet5 --strategy no_such_strategy
+expect_error unknown_strategy
+grep -q 'no_such_strategy' "$TMP/unknown_strategy.err" || fail "unknown strategy: name not said"
+
+# A strategy for another model fails (the reader may warn about the name first).
+run wrong_model "$SF" simulate --model alexnet --machine p100-4x4 --strategy "$TMP/owt.json"
+rc=$(rc_of wrong_model)
+[ "$rc" -eq 1 ] ||
+    fail "strategy of another model: status $rc, want 1: $(cat "$TMP/wrong_model.err")"
+tail -n 1 "$TMP/wrong_model.err" | grep -q "^soapflow: .*owt.json" ||
+    fail "strategy of another model: last line does not name the file"
+
+run no_model "$SF" simulate --strategy data
+expect_error no_model
+[ "$(rc_of no_model)" -eq 2 ] || fail "simulate without --model: status $(rc_of no_model), want 2"
+
+run bad_trace "$SF" simulate --model lenet5 --trace "$TMP/no/such/dir/t.json"
+expect_error bad_trace
+run bad_svg "$SF" simulate --model lenet5 --svg "$TMP/no/such/dir/t.svg"
+expect_error bad_svg
+
+# ---- bench sim ---------------------------------------------------------
+run bench "$SF" bench sim --model lenet5 --machine p100-4x4 --reps 2 --moves 20 --json
+expect_ok bench
+valid_json "$TMP/bench.out" || fail "bench sim --json: not valid JSON"
+for key in full_us delta_us delta_revert_us tasks tasks_per_s; do
+    v=$(json_num "$TMP/bench.out" "$key")
+    [ -n "$v" ] && positive "$v" || fail "bench sim: $key '$v', want > 0"
+done
+grep -q '"moves": *20' "$TMP/bench.out" || fail "bench sim: moves is not 20"
+
+run bench_none "$SF" bench
+expect_error bench_none
+run bench_unknown "$SF" bench frobnicate
+expect_error bench_unknown
+grep -q frobnicate "$TMP/bench_unknown.err" || fail "bench frobnicate: name not said"
+run bench_badopt "$SF" bench sim --model lenet5 --moves -1
+expect_error bench_badopt
+
+for args in "simulate --help" "help simulate" "bench --help" "bench sim --help" \
+    "bench kernels --help"; do
+    # shellcheck disable=SC2086
+    run help "$SF" $args
+    expect_ok help
+    grep -q "example" "$TMP/help.out" || fail "soapflow $args: no example"
+done
+
+echo "cli_simulate: all checks passed"

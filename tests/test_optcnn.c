@@ -1,0 +1,537 @@
+/*
+ * OptCNN tests: the additive cost model against a hand computation; the dynamic
+ * program against brute force (sf_exhaustive_search, additive model) on many
+ * random small graphs - series-parallel ones, which elimination must reduce to
+ * nothing, and arbitrary DAGs with repeated inputs, where branch and bound
+ * finishes the job - on 2- and 4-device machines with one and two nodes; the
+ * reduction of chains and of Inception-v3; OptCNN beating data parallelism under
+ * its own model on AlexNet and VGG-16; a recurrent graph that does not reduce;
+ * the simulator-priced exhaustive search; argument errors and options.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <cmocka.h> /* after the headers it needs */
+
+#include "soapflow/models.h"
+#include "soapflow/search.h"
+
+#define REL_EQ(a, b) (fabs((a) - (b)) <= 1e-12 * fmax(fabs(a), fabs(b)))
+
+static sf_machine *machine_subset(int n) {
+    sf_error err = {0};
+    sf_machine *full = sf_machine_preset("p100-4x4", &err);
+    assert_non_null(full);
+    sf_machine *m = sf_machine_subset(full, n, &err);
+    assert_non_null(m);
+    sf_machine_free(full);
+    return m;
+}
+
+/* Two nodes of two devices: routes of one (NVLink) and two or more links (NICs). */
+static sf_machine *machine_2x2(double mem_bytes) {
+    sf_error err = {0};
+    sf_machine_desc d;
+    assert_int_equal(sf_machine_preset_desc("p100-4x4", &d, &err), SF_OK);
+    d.nodes = 2;
+    d.devices_per_node = 2;
+    if (mem_bytes > 0) d.kind.mem_bytes = mem_bytes;
+    sf_machine *m = sf_machine_build(&d, &err);
+    assert_non_null(m);
+    return m;
+}
+
+/* ---- random graphs ------------------------------------------------------------ */
+
+typedef struct gen {
+    sf_graph *g;
+    sf_rng *rng;
+    int conv;  /* 1: (4, 4, 1, 4) tensors and conv2d; 0: (8, 6) and linear */
+    int n;     /* operators added */
+    int t[64]; /* operators whose output has the common shape */
+    int nt;
+} gen;
+
+static int add(gen *G, sf_op_type type, const sf_op_params *p, const int *in, int n_in) {
+    sf_error err = {0};
+    char name[32];
+    snprintf(name, sizeof name, "op%d", G->n++);
+    sf_tensor_ref refs[4];
+    for (int i = 0; i < n_in; i++) refs[i] = (sf_tensor_ref){in[i], 0};
+    sf_op_params def;
+    if (!p) {
+        sf_op_params_default(type, &def);
+        p = &def;
+    }
+    int id = sf_graph_add_op(G->g, type, name, p, refs, n_in, &err);
+    if (id < 0) fail_msg("%s", err.msg);
+    return id;
+}
+
+/* The operator that maps a tensor back to the common shape: conv2d 1x3 to 4
+ * channels, or linear to 6 features. */
+static int layer(gen *G, int x) {
+    sf_op_params p;
+    if (G->conv) {
+        sf_op_params_default(SF_OP_CONV2D, &p);
+        p.conv2d.out_channels = 4;
+        p.conv2d.kernel[0] = 1;
+        p.conv2d.kernel[1] = 3;
+        p.conv2d.padding[1] = 1;
+        return add(G, SF_OP_CONV2D, &p, &x, 1);
+    }
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = 6;
+    return add(G, SF_OP_LINEAR, &p, &x, 1);
+}
+
+static int unary(gen *G, int x) {
+    return sf_rng_below(G->rng, 2) ? layer(G, x) : add(G, SF_OP_RELU, NULL, &x, 1);
+}
+
+/* Join two tensors: add, or concat on channels/features then a layer (two ops). */
+static int join(gen *G, int a, int b) {
+    int in[2] = {a, b};
+    if (sf_rng_below(G->rng, 2)) return add(G, SF_OP_ADD, NULL, in, 2);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONCAT, &p);
+    p.concat.axis = 1;
+    return layer(G, add(G, SF_OP_CONCAT, &p, in, 2));
+}
+
+static void gen_init(gen *G, sf_rng *rng, int conv) {
+    memset(G, 0, sizeof *G);
+    G->g = sf_graph_new("random");
+    G->rng = rng;
+    G->conv = conv;
+    sf_error err = {0};
+    sf_shape s =
+        conv ? sf_shape_make(4, (int64_t[]){4, 4, 1, 4}) : sf_shape_make(2, (int64_t[]){8, 6});
+    G->t[G->nt++] = sf_graph_add_input(G->g, "x", &s, 0, &err);
+    G->n = 1;
+}
+
+/* Series-parallel: a chain of steps, each a unary op or a diamond (two short
+ * branches from the current tensor, joined). */
+static sf_graph *random_sp(sf_rng *rng, int conv, int max_ops) {
+    gen G;
+    gen_init(&G, rng, conv);
+    int cur = G.t[0];
+    while (G.n < max_ops) {
+        if (G.n + 4 <= max_ops && sf_rng_below(rng, 2)) {
+            int a = unary(&G, cur), b = sf_rng_below(rng, 3) ? unary(&G, cur) : cur;
+            cur = join(&G, a, b);
+        } else {
+            cur = unary(&G, cur);
+        }
+    }
+    return G.g;
+}
+
+/* Any DAG: ops add two random earlier tensors (possibly the same one twice, which
+ * gives parallel edges), concatenate three (then a layer), or apply a unary op;
+ * dense enough that many graphs hold a K4 minor and elimination leaves work for
+ * branch and bound. */
+static sf_graph *random_dag(sf_rng *rng, int conv, int n_ops) {
+    gen G;
+    gen_init(&G, rng, conv);
+    G.t[G.nt++] = unary(&G, G.t[0]);
+    while (G.n < n_ops) {
+        int a = G.t[sf_rng_below(rng, (uint64_t)G.nt)], b = G.t[sf_rng_below(rng, (uint64_t)G.nt)];
+        int c = G.t[sf_rng_below(rng, (uint64_t)G.nt)], id, r = (int)sf_rng_below(rng, 4);
+        if (r == 0 && G.n + 2 <= n_ops) {
+            sf_op_params p;
+            sf_op_params_default(SF_OP_CONCAT, &p);
+            p.concat.axis = 1;
+            id = layer(&G, add(&G, SF_OP_CONCAT, &p, (int[]){a, b, c}, 3));
+        } else if (r <= 2) {
+            id = add(&G, SF_OP_ADD, NULL, (int[]){a, b}, 2);
+        } else {
+            id = unary(&G, a);
+        }
+        G.t[G.nt++] = id;
+    }
+    return G.g;
+}
+
+/* A rugged cost model: task times drawn from a hash of the operator, the tile and
+ * the pass, on the scale of the small graphs' transfers (microseconds), so that
+ * local moves get stuck and only an exact search finds the optimum. */
+static double hashed_task_s(void *self, const sf_op *op, const sf_tile *t,
+                            const sf_device_kind *kind, sf_pass pass) {
+    (void)self;
+    (void)kind;
+    uint64_t h = 0x9e3779b97f4a7c15ull ^ (uint64_t)op->id * 0x100000001b3ull ^ (uint64_t)pass;
+    for (int d = 0; d < t->ndim; d++) {
+        h = (h ^ (uint64_t)t->lo[d]) * 0xff51afd7ed558ccdull;
+        h = (h ^ (uint64_t)t->hi[d]) * 0xc4ceb9fe1a85ec53ull;
+    }
+    h ^= h >> 29;
+    return 1e-6 * (double)(h % 97) / 8.0;
+}
+static void hashed_free(void *self) { (void)self; }
+static const sf_cost_model_vtable hashed_vt = {"hashed", hashed_task_s, hashed_free};
+
+/* DP against brute force on one graph; returns 0 when the space was too big to
+ * compare, 1 when compared, 2 when compared and elimination left nodes. */
+static int check_against_exhaustive(sf_graph *g, sf_machine *m, int rugged, int expect_reduced) {
+    sf_error err = {0};
+    sf_cost_model rug = {&hashed_vt, NULL, m};
+    sf_cost_model *cm = rugged ? &rug : sf_cost_analytic_new(m, NULL);
+    sf_strategy *dp = sf_strategy_new(g), *bf = sf_strategy_new(g);
+    double best = 0;
+    sf_status st = sf_exhaustive_search(g, m, cm, 0, 60000, bf, &best, &err);
+    int compared = 0;
+    if (st == SF_OK) {
+        sf_optcnn_result r;
+        assert_int_equal(sf_optcnn_search(g, m, cm, NULL, dp, &r, &err), SF_OK);
+        assert_int_equal(sf_strategy_validate(dp, g, m, &err), SF_OK);
+        assert_int_equal(r.exact, 1);
+        assert_int_equal(r.nodes_initial, sf_graph_num_ops(g));
+        if (expect_reduced) {
+            assert_int_equal(r.nodes_left, 0);
+            assert_int_equal(r.edges_left, 0);
+        }
+        double c_dp = sf_optcnn_cost(g, m, cm, dp), c_bf = sf_optcnn_cost(g, m, cm, bf);
+        if (!REL_EQ(r.cost_s, best))
+            fail_msg("dp %.17g vs exhaustive %.17g (%d ops, %d left)", r.cost_s, best,
+                     sf_graph_num_ops(g), r.nodes_left);
+        assert_true(REL_EQ(c_dp, r.cost_s));
+        assert_true(c_bf == best); /* the oracle prices with sf_optcnn_cost's arithmetic */
+        compared = r.nodes_left > 0 ? 2 : 1;
+    } else {
+        assert_int_equal(st, SF_ERR_RANGE);
+    }
+    sf_strategy_free(dp);
+    sf_strategy_free(bf);
+    if (!rugged) sf_cost_free(cm);
+    return compared;
+}
+
+static void test_dp_equals_exhaustive_series_parallel(void **state) {
+    (void)state;
+    sf_machine *ms[3] = {machine_subset(2), machine_subset(4), machine_2x2(0)};
+    sf_rng rng;
+    sf_rng_seed(&rng, 1234);
+    int compared = 0;
+    for (int it = 0; it < 200; it++) {
+        sf_machine *m = ms[it % 3];
+        int conv = (it / 3) % 2;
+        int max_ops = 3 + (int)sf_rng_below(&rng, 6);
+        sf_graph *g = random_sp(&rng, conv, max_ops);
+        compared += check_against_exhaustive(g, m, it % 2, 1) > 0;
+        sf_graph_free(g);
+    }
+    assert_true(compared >= 120);
+    for (int i = 0; i < 3; i++) sf_machine_free(ms[i]);
+}
+
+static void test_dp_equals_exhaustive_random_dags(void **state) {
+    (void)state;
+    sf_machine *ms[3] = {machine_subset(2), machine_subset(4), machine_2x2(0)};
+    sf_rng rng;
+    sf_rng_seed(&rng, 99);
+    int compared = 0, left = 0;
+    for (int it = 0; it < 300; it++) {
+        sf_machine *m = ms[it % 3];
+        int conv = (it / 3) % 2;
+        sf_graph *g = random_dag(&rng, conv, 3 + (int)sf_rng_below(&rng, 6));
+        int c = check_against_exhaustive(g, m, it % 2, 0);
+        compared += c > 0;
+        left += c == 2;
+        sf_graph_free(g);
+    }
+    assert_true(compared >= 180);
+    assert_true(left >= 10); /* branch and bound had work to do */
+    for (int i = 0; i < 3; i++) sf_machine_free(ms[i]);
+}
+
+/* A graph that elimination cannot finish: x feeds a, b, c, d and they all meet
+ * pairwise (K4 among a..d), so branch and bound solves what is left. */
+static void test_dp_branch_and_bound(void **state) {
+    (void)state;
+    sf_rng rng;
+    sf_rng_seed(&rng, 5);
+    gen G;
+    gen_init(&G, &rng, 0);
+    int x = G.t[0];
+    int a = add(&G, SF_OP_RELU, NULL, &x, 1);
+    int b = add(&G, SF_OP_ADD, NULL, (int[]){a, x}, 2);
+    int c = add(&G, SF_OP_ADD, NULL, (int[]){a, b}, 2);
+    int d = add(&G, SF_OP_ADD, NULL, (int[]){c, b}, 2);
+    add(&G, SF_OP_ADD, NULL, (int[]){d, a}, 2);
+    sf_machine *m = machine_2x2(0);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    sf_strategy *s = sf_strategy_new(G.g);
+    sf_optcnn_result r;
+    sf_error err = {0};
+    assert_int_equal(sf_optcnn_search(G.g, m, cm, NULL, s, &r, &err), SF_OK);
+    assert_true(r.nodes_left >= 4);
+    assert_int_equal(r.exact, 1);
+    assert_int_equal(check_against_exhaustive(G.g, m, 0, 0), 2);
+    assert_int_equal(check_against_exhaustive(G.g, m, 1, 0), 2);
+    sf_strategy_free(s);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+    sf_graph_free(G.g);
+}
+
+/* ---- the additive model by hand -------------------------------------------------- */
+
+static void test_cost_by_hand(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = machine_2x2(0);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    sf_graph *g = sf_graph_new("two");
+    sf_shape s = sf_shape_make(2, (int64_t[]){8, 6});
+    int x = sf_graph_add_input(g, "x", &s, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = 10;
+    int y = sf_graph_add_op(g, SF_OP_LINEAR, "fc", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    assert_true(y > 0);
+    const sf_op *ox = sf_graph_op(g, x), *oy = sf_graph_op(g, y);
+    sf_strategy *st = sf_strategy_new(g);
+    /* x whole on device 0; fc split on samples over devices 0 and 2 (other node) */
+    sf_config *cy = sf_strategy_config(st, y);
+    assert_int_equal(sf_config_set_degrees(cy, 2, (int[]){2, 1}), SF_OK);
+    cy->device[0] = 0;
+    cy->device[1] = 2;
+    sf_tile tx = sf_tile_full(&ox->space), t0, t1;
+    sf_config_part_tile(oy, cy, 0, &t0);
+    sf_config_part_tile(oy, cy, 1, &t1);
+    double node_x = sf_cost_task_s(cm, ox, &tx, 0, SF_PASS_FWD);
+    double c0 =
+        sf_cost_task_s(cm, oy, &t0, 0, SF_PASS_FWD) + sf_cost_task_s(cm, oy, &t0, 0, SF_PASS_BWD);
+    double c1 =
+        sf_cost_task_s(cm, oy, &t1, 2, SF_PASS_FWD) + sf_cost_task_s(cm, oy, &t1, 2, SF_PASS_BWD);
+    /* both replicas hold the whole weight: ring of 2 over 0 <-> 2 */
+    double shard = (double)oy->n_params * SF_ELEM_BYTES;
+    double sync = 0;
+    for (int dir = 0; dir < 2; dir++) {
+        sf_route r;
+        sf_machine_route(m, dir ? 2 : 0, dir ? 0 : 2, &r);
+        double t = 0;
+        for (int i = 0; i < r.n_links; i++) {
+            const sf_link *l = sf_machine_link(m, r.links[i]);
+            t += 2 * l->latency_s + shard / l->bandwidth_Bps;
+        }
+        sync = fmax(sync, t);
+    }
+    /* each replica updates the shard (priced on the first part's tile) */
+    double upd = fmax(sf_cost_task_s(cm, oy, &t0, 0, SF_PASS_UPDATE),
+                      sf_cost_task_s(cm, oy, &t0, 2, SF_PASS_UPDATE));
+    /* device 2 receives rows 4..8 of x: 4 x 6 floats; no gradient flows to an input */
+    double xfer = sf_machine_transfer_time_s(m, 0, 2, 4 * 6 * 4.0);
+    double want = node_x + fmax(c0, c1) + sync + upd + xfer;
+    double got = sf_optcnn_cost(g, m, cm, st);
+    assert_true(fabs(got - want) <= 1e-12 * want);
+    /* a bad strategy has no cost */
+    cy->device[1] = 99;
+    assert_true(isnan(sf_optcnn_cost(g, m, cm, st)));
+    sf_strategy_free(st);
+    sf_graph_free(g);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+}
+
+/* ---- reduction of real graphs ------------------------------------------------------ */
+
+static void test_chain_reduces_to_nothing(void **state) {
+    (void)state;
+    sf_rng rng;
+    sf_rng_seed(&rng, 3);
+    gen G;
+    gen_init(&G, &rng, 1);
+    int cur = G.t[0];
+    for (int i = 0; i < 12; i++) cur = unary(&G, cur);
+    sf_machine *m = machine_subset(4);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    sf_strategy *s = sf_strategy_new(G.g);
+    sf_optcnn_result r;
+    sf_error err = {0};
+    assert_int_equal(sf_optcnn_search(G.g, m, cm, NULL, s, &r, &err), SF_OK);
+    assert_int_equal(r.nodes_initial, 13);
+    assert_int_equal(r.nodes_left, 0);
+    assert_int_equal(r.exact, 1);
+    /* deterministic: the same answer twice */
+    sf_strategy *s2 = sf_strategy_new(G.g);
+    sf_optcnn_result r2;
+    assert_int_equal(sf_optcnn_search(G.g, m, cm, NULL, s2, &r2, &err), SF_OK);
+    for (int i = 0; i < 13; i++)
+        assert_true(sf_config_equal(sf_strategy_get(s, i), sf_strategy_get(s2, i)));
+    assert_true(r.cost_s == r2.cost_s);
+    sf_strategy_free(s);
+    sf_strategy_free(s2);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+    sf_graph_free(G.g);
+}
+
+typedef struct zoo_run {
+    sf_optcnn_result r;
+    double dp_cost, data_cost;
+} zoo_run;
+
+static void run_zoo(const char *model, const char *machine, zoo_run *z) {
+    sf_error err = {0};
+    sf_model_options mo;
+    sf_model_options_default(&mo);
+    sf_graph *g = sf_model_build(model, &mo, &err);
+    assert_non_null(g);
+    sf_machine *m = sf_machine_preset(machine, &err);
+    assert_non_null(m);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    sf_strategy *s = sf_strategy_new(g), *data = sf_strategy_new(g);
+    assert_int_equal(sf_optcnn_search(g, m, cm, NULL, s, &z->r, &err), SF_OK);
+    assert_int_equal(sf_strategy_validate(s, g, m, &err), SF_OK);
+    assert_int_equal(sf_strategy_data(data, g, m), SF_OK);
+    z->dp_cost = sf_optcnn_cost(g, m, cm, s);
+    z->data_cost = sf_optcnn_cost(g, m, cm, data);
+    assert_true(REL_EQ(z->dp_cost, z->r.cost_s));
+    /* data parallelism is in OptCNN's space, so the optimum is never worse */
+    assert_true(z->r.cost_s <= z->data_cost * (1 + 1e-12));
+    sf_strategy_free(s);
+    sf_strategy_free(data);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+    sf_graph_free(g);
+}
+
+/* Inception modules are series-parallel: elimination leaves nothing (observed 0
+ * nodes on p100-4x4; the bound leaves room for a zoo that nests branches). */
+static void test_inception_reduces(void **state) {
+    (void)state;
+    zoo_run z;
+    run_zoo("inception_v3", "p100-4x4", &z);
+    assert_true(z.r.nodes_initial > 300);
+    assert_true(z.r.nodes_left <= 4);
+    assert_int_equal(z.r.exact, 1);
+}
+
+static void test_beats_data_parallel(void **state) {
+    (void)state;
+    const char *models[] = {"alexnet", "vgg16"};
+    for (int i = 0; i < 2; i++) {
+        zoo_run z;
+        run_zoo(models[i], "p100-4x4", &z);
+        assert_int_equal(z.r.exact, 1);
+        assert_true(z.r.cost_s < z.data_cost * 0.95);
+    }
+}
+
+/* An unrolled RNN: the split and concat hubs over the time chunks leave a core
+ * that elimination cannot remove; the answer is still a valid strategy. */
+static void test_rnn_does_not_reduce(void **state) {
+    (void)state;
+    zoo_run z;
+    run_zoo("rnnlm", "p100-4x4", &z);
+    assert_true(z.r.nodes_left > 0);
+    assert_true(z.r.edges_left >= z.r.nodes_left);
+    assert_non_null(z.r.method);
+    assert_true(z.r.exact == 0 || z.r.exact == 1);
+}
+
+/* ---- exhaustive search with the simulator, options and errors ------------------------- */
+
+static void test_exhaustive_simulator(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_rng rng;
+    sf_rng_seed(&rng, 11);
+    sf_graph *g = random_sp(&rng, 0, 4);
+    sf_machine *m = machine_subset(2);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    sf_strategy *best = sf_strategy_new(g), *data = sf_strategy_new(g);
+    double best_s = 0;
+    assert_int_equal(sf_exhaustive_search(g, m, cm, 1, 100000, best, &best_s, &err), SF_OK);
+    assert_int_equal(sf_strategy_validate(best, g, m, &err), SF_OK);
+    sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
+    assert_non_null(sim);
+    sf_sim_result res;
+    assert_int_equal(sf_sim_run(sim, best, &res, &err), SF_OK);
+    assert_true(res.iter_s == best_s); /* delta updates along the walk equal a full run */
+    assert_int_equal(sf_strategy_data(data, g, m), SF_OK);
+    assert_int_equal(sf_sim_run(sim, data, &res, &err), SF_OK);
+    assert_true(best_s <= res.iter_s);
+    sf_sim_free(sim);
+    /* too many states */
+    assert_int_equal(sf_exhaustive_search(g, m, cm, 0, 10, best, &best_s, &err), SF_ERR_RANGE);
+    sf_strategy_free(best);
+    sf_strategy_free(data);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+    sf_graph_free(g);
+}
+
+static void test_options_and_errors(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_rng rng;
+    sf_rng_seed(&rng, 21);
+    sf_graph *g = random_sp(&rng, 1, 7);
+    sf_machine *m = machine_subset(4);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    sf_strategy *s = sf_strategy_new(g);
+    sf_optcnn_options o;
+    sf_optcnn_options_default(&o);
+    assert_int_equal(o.check_memory, 1);
+    assert_true(o.max_left > 0);
+    sf_optcnn_result full, capped;
+    assert_int_equal(sf_optcnn_search(g, m, cm, &o, s, &full, &err), SF_OK);
+    /* fewer configs: still valid and consistent, never better than the full space */
+    o.max_configs = 2;
+    assert_int_equal(sf_optcnn_search(g, m, cm, &o, s, &capped, &err), SF_OK);
+    assert_int_equal(sf_strategy_validate(s, g, m, &err), SF_OK);
+    assert_true(REL_EQ(sf_optcnn_cost(g, m, cm, s), capped.cost_s));
+    assert_true(capped.cost_s >= full.cost_s * (1 - 1e-12));
+    /* a machine too small for anything still gets an answer */
+    sf_machine *tiny = machine_2x2(1.0);
+    sf_cost_model *cmt = sf_cost_analytic_new(tiny, NULL);
+    sf_optcnn_options_default(&o);
+    assert_int_equal(sf_optcnn_search(g, tiny, cmt, &o, s, NULL, &err), SF_OK);
+    assert_int_equal(sf_strategy_validate(s, g, tiny, &err), SF_OK);
+    /* argument errors */
+    assert_int_equal(sf_optcnn_search(NULL, m, cm, NULL, s, NULL, &err), SF_ERR_INVALID);
+    sf_error_clear(&err);
+    sf_graph *other = random_sp(&rng, 0, 3);
+    sf_strategy *wrong = sf_strategy_new(other);
+    assert_int_equal(sf_optcnn_search(g, m, cm, NULL, wrong, NULL, &err), SF_ERR_INVALID);
+    sf_error_clear(&err);
+    o.max_left = -1;
+    assert_int_equal(sf_optcnn_search(g, m, cm, &o, s, NULL, &err), SF_ERR_RANGE);
+    sf_error_clear(&err);
+    double c;
+    assert_int_equal(sf_exhaustive_search(g, m, cm, 0, 10, wrong, &c, &err), SF_ERR_INVALID);
+    assert_true(isnan(sf_optcnn_cost(g, m, cm, wrong)));
+    sf_strategy_free(wrong);
+    sf_graph_free(other);
+    sf_strategy_free(s);
+    sf_cost_free(cmt);
+    sf_machine_free(tiny);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+    sf_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_cost_by_hand),
+        cmocka_unit_test(test_dp_equals_exhaustive_series_parallel),
+        cmocka_unit_test(test_dp_equals_exhaustive_random_dags),
+        cmocka_unit_test(test_dp_branch_and_bound),
+        cmocka_unit_test(test_chain_reduces_to_nothing),
+        cmocka_unit_test(test_inception_reduces),
+        cmocka_unit_test(test_beats_data_parallel),
+        cmocka_unit_test(test_rnn_does_not_reduce),
+        cmocka_unit_test(test_exhaustive_simulator),
+        cmocka_unit_test(test_options_and_errors),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -19,7 +19,7 @@ build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
 run: build
-	./$(BUILD)/soapflow graph --model inception_v3 --machine p100-4x4
+	./$(BUILD)/soapflow search --model inception_v3 --machine p100-4x4 --budget 30s --out $(BUILD)/best-strategy.json
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

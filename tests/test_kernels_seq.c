@@ -3,13 +3,16 @@
  * partitions stitched against the whole operator, outputs against a double
  * forward and every gradient against double-precision central differences,
  * accumulation and NULL gradients, and the tiles an LSTM kernel refuses. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include <math.h>
+
+/* cmocka.h needs setjmp.h, stdarg.h and stddef.h first: its own block, so that
+ * sorting includes keeps it last */
 #include <cmocka.h>
 
 #include "soapflow/graph.h"
@@ -56,6 +59,15 @@ static double rel_err_d(const float *a, const double *b, int64_t n) {
     return num / (den > 1e-30 ? den : 1e-30);
 }
 
+/* A workspace of `bytes` filled with NaN: a kernel that reads scratch memory it
+ * did not write first turns its results into NaN, which the checks catch. */
+static float *ws_alloc(size_t bytes) {
+    int64_t n = (int64_t)(bytes / sizeof(float)) + 1;
+    float *p = falloc(n);
+    for (int64_t i = 0; i < n; i++) p[i] = NAN;
+    return p;
+}
+
 /* mode 0: buf = full[region]; 1: full[region] = buf; 2: full[region] += buf.
  * The region is a rectangle of a tensor of shape s; buf holds it row-major. */
 static void region_copy(float *full, const sf_shape *s, const sf_tile *r, float *buf, int mode) {
@@ -64,9 +76,12 @@ static void region_copy(float *full, const sf_shape *s, const sf_tile *r, float 
     for (int64_t e = 0; e < n; e++) {
         int64_t off = 0;
         for (int i = 0; i < s->ndim; i++) off = off * s->d[i] + r->lo[i] + idx[i];
-        if (mode == 0) buf[e] = full[off];
-        else if (mode == 1) full[off] = buf[e];
-        else full[off] += buf[e];
+        if (mode == 0)
+            buf[e] = full[off];
+        else if (mode == 1)
+            full[off] = buf[e];
+        else
+            full[off] += buf[e];
         for (int i = s->ndim - 1; i >= 0; i--) {
             if (++idx[i] < r->hi[i] - r->lo[i]) break;
             idx[i] = 0;
@@ -173,17 +188,28 @@ static sf_status run_tile(const opx *o, const sf_tile *t, int fast, tensors *T) 
     }
     size_t ws = sf_kernel_workspace_bytes(op, t, 0), wsb = sf_kernel_workspace_bytes(op, t, 1);
     if (wsb > ws) ws = wsb;
-    float *wsp = falloc((int64_t)(ws / sizeof(float)) + 1);
+    float *wsp = ws_alloc(ws);
     const float *in_arr[MAX_IO] = {xb[0], xb[1], xb[2]};
     const float *dy_arr[MAX_IO] = {dyb[0], dyb[1], dyb[2]};
     sf_kernel_args a = {
-        .op = op, .tile = *t, .n_inputs = o->n_in, .in = in_arr, .in_region = r,
-        .n_outputs = o->n_out, .out = yb, .weights = T->w, .grad_out = dy_arr,
-        .grad_in = dxb, .grad_weights = T->dw, .workspace = wsp, .workspace_bytes = ws,
+        .op = op,
+        .tile = *t,
+        .n_inputs = o->n_in,
+        .in = in_arr,
+        .in_region = r,
+        .n_outputs = o->n_out,
+        .out = yb,
+        .weights = T->w,
+        .grad_out = dy_arr,
+        .grad_in = dxb,
+        .grad_weights = T->dw,
+        .workspace = wsp,
+        .workspace_bytes = ws,
     };
     sf_status s = sf_kernel_forward(&a, fast);
     if (s == SF_OK && !sf_tile_empty(t)) {
-        for (int k = 0; k < o->n_out; k++) region_copy(T->y[k], &op->out_shapes[k], &ot[k], yb[k], 1);
+        for (int k = 0; k < o->n_out; k++)
+            region_copy(T->y[k], &op->out_shapes[k], &ot[k], yb[k], 1);
         assert_int_equal(sf_kernel_backward(&a, fast), SF_OK);
         for (int i = 0; i < o->n_in; i++)
             region_copy(T->dx[i], &op->in_shapes[i], &r[i], dxb[i], 2);
@@ -253,8 +279,8 @@ static void check_partitions(const opx *o, const int (*degs)[4], int n_degs, uin
 typedef void (*fwd_d_fn)(const sf_op *op, double *const *x, const double *w, double *const *y);
 
 /* L = sum_k sum(y_k * dy_k) */
-static double loss_d(const opx *o, fwd_d_fn f, double *const *x, const double *w,
-                     const tensors *T, double *const *y) {
+static double loss_d(const opx *o, fwd_d_fn f, double *const *x, const double *w, const tensors *T,
+                     double *const *y) {
     f(o->op, x, w, y);
     double s = 0;
     for (int k = 0; k < o->n_out; k++)
@@ -297,13 +323,14 @@ static void check_gradients_fd(const opx *o, fwd_d_fn f, uint64_t seed) {
         assert_int_equal(run_tile(o, &t, fast, &T), SF_OK);
         for (int k = 0; k < o->n_out; k++) {
             double ey = rel_err_d(T.y[k], y[k], o->out_n[k]);
-            if (ey > 1e-5) fail_msg("%s fast=%d: output %d err %g", sf_op_type_name(o->op->type),
-                                    fast, k, ey);
+            if (ey > 1e-5)
+                fail_msg("%s fast=%d: output %d err %g", sf_op_type_name(o->op->type), fast, k, ey);
         }
         for (int i = 0; i < o->n_in; i++) {
             double ex = rel_err_d(T.dx[i], gx[i], o->in_n[i]);
-            if (ex > 1e-3) fail_msg("%s fast=%d: grad input %d err %g",
-                                    sf_op_type_name(o->op->type), fast, i, ex);
+            if (ex > 1e-3)
+                fail_msg("%s fast=%d: grad input %d err %g", sf_op_type_name(o->op->type), fast, i,
+                         ex);
         }
         double ew = rel_err_d(T.dw, gw, o->n_w);
         if (ew > 1e-3)
@@ -322,21 +349,21 @@ static void check_gradients_fd(const opx *o, fwd_d_fn f, uint64_t seed) {
 /* ---- matmul ------------------------------------------------------------ */
 
 typedef struct matmul_case {
-    int nbatch;        /* leading dimensions: 0, 1 or 2 */
+    int nbatch; /* leading dimensions: 0, 1 or 2 */
     int64_t batch[2];
     int64_t m, k, n;
     int ta, tb;
 } matmul_case;
 
 static const matmul_case matmul_cases[] = {
-    {0, {0, 0}, 1, 1, 1, 0, 0},     /* all ones */
-    {0, {0, 0}, 7, 13, 5, 0, 0},    /* primes */
-    {0, {0, 0}, 7, 13, 5, 1, 0},    /* A transposed */
-    {0, {0, 0}, 11, 3, 17, 0, 1},   /* B transposed */
-    {1, {3, 0}, 5, 7, 2, 1, 1},     /* batched, both transposed */
-    {2, {2, 3}, 3, 1, 4, 0, 1},     /* K = 1, two batch dimensions */
-    {1, {1, 0}, 13, 11, 1, 1, 0},   /* N = 1 */
-    {1, {4, 0}, 37, 29, 31, 0, 0},  /* larger */
+    {0, {0, 0}, 1, 1, 1, 0, 0},    /* all ones */
+    {0, {0, 0}, 7, 13, 5, 0, 0},   /* primes */
+    {0, {0, 0}, 7, 13, 5, 1, 0},   /* A transposed */
+    {0, {0, 0}, 11, 3, 17, 0, 1},  /* B transposed */
+    {1, {3, 0}, 5, 7, 2, 1, 1},    /* batched, both transposed */
+    {2, {2, 3}, 3, 1, 4, 0, 1},    /* K = 1, two batch dimensions */
+    {1, {1, 0}, 13, 11, 1, 1, 0},  /* N = 1 */
+    {1, {4, 0}, 37, 29, 31, 0, 0}, /* larger */
     {2, {3, 2}, 6, 5, 9, 1, 1},
 };
 #define N_MATMUL ((int)(sizeof matmul_cases / sizeof matmul_cases[0]))
@@ -413,10 +440,8 @@ typedef struct lstm_case {
 static const lstm_case lstm_cases[] = {
     {1, 1, 1, 1, 0}, /* all ones */
     {3, 5, 7, 4, 1}, /* primes and initial states */
-    {2, 4, 3, 5, 0},
-    {5, 3, 2, 3, 1},
-    {4, 6, 5, 2, 1},
-    {2, 2, 1, 7, 1}, /* more hidden than input features */
+    {2, 4, 3, 5, 0}, {5, 3, 2, 3, 1},
+    {4, 6, 5, 2, 1}, {2, 2, 1, 7, 1}, /* more hidden than input features */
 };
 #define N_LSTM ((int)(sizeof lstm_cases / sizeof lstm_cases[0]))
 
@@ -566,7 +591,8 @@ static void attn_fwd_d(const sf_op *op, double *const *x, const double *w, doubl
                 double mx = -INFINITY, sum = 0;
                 for (int64_t j = 0; j < Tk; j++) {
                     double acc = 0;
-                    for (int64_t e = 0; e < hd; e++) acc += q[i * D + h * hd + e] * k[j * D + h * hd + e];
+                    for (int64_t e = 0; e < hd; e++)
+                        acc += q[i * D + h * hd + e] * k[j * D + h * hd + e];
                     s[j] = acc / sqrt((double)hd);
                     if (!(p->causal && j > i) && s[j] > mx) mx = s[j];
                 }
@@ -662,7 +688,7 @@ static void check_accumulates(const opx *o, const int *deg, int part, uint64_t s
     }
     size_t ws = sf_kernel_workspace_bytes(op, &t, 1);
     assert_true(ws >= sf_kernel_workspace_bytes(op, &t, 0));
-    float *wsp = falloc((int64_t)(ws / sizeof(float)) + 1);
+    float *wsp = ws_alloc(ws);
     float *dw1 = falloc(o->n_w), *dw2 = falloc(o->n_w);
     const float *in_arr[MAX_IO] = {xb[0], xb[1], xb[2]};
     const float *dy_arr[MAX_IO] = {dyb[0], dyb[1], dyb[2]};
@@ -676,9 +702,19 @@ static void check_accumulates(const opx *o, const int *deg, int part, uint64_t s
         memset(dw1, 0, (size_t)o->n_w * sizeof(float));
         memset(dw2, 0, (size_t)o->n_w * sizeof(float));
         sf_kernel_args a = {
-            .op = op, .tile = t, .n_inputs = o->n_in, .in = in_arr, .in_region = r,
-            .n_outputs = o->n_out, .out = yb, .weights = T.w, .grad_out = dy_arr,
-            .grad_in = d1, .grad_weights = dw1, .workspace = wsp, .workspace_bytes = ws,
+            .op = op,
+            .tile = t,
+            .n_inputs = o->n_in,
+            .in = in_arr,
+            .in_region = r,
+            .n_outputs = o->n_out,
+            .out = yb,
+            .weights = T.w,
+            .grad_out = dy_arr,
+            .grad_in = d1,
+            .grad_weights = dw1,
+            .workspace = wsp,
+            .workspace_bytes = ws,
         };
         assert_int_equal(sf_kernel_forward(&a, fast), SF_OK);
         assert_int_equal(sf_kernel_backward(&a, fast), SF_OK);
@@ -752,16 +788,11 @@ static void test_available(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_available),
-        cmocka_unit_test(test_matmul_tiles),
-        cmocka_unit_test(test_matmul_gradients_fd),
-        cmocka_unit_test(test_lstm_tiles),
-        cmocka_unit_test(test_lstm_gradients_fd),
-        cmocka_unit_test(test_lstm_unsupported_tiles),
-        cmocka_unit_test(test_attention_tiles),
-        cmocka_unit_test(test_attention_gradients_fd),
-        cmocka_unit_test(test_attention_larger),
-        cmocka_unit_test(test_accumulation),
+        cmocka_unit_test(test_available),           cmocka_unit_test(test_matmul_tiles),
+        cmocka_unit_test(test_matmul_gradients_fd), cmocka_unit_test(test_lstm_tiles),
+        cmocka_unit_test(test_lstm_gradients_fd),   cmocka_unit_test(test_lstm_unsupported_tiles),
+        cmocka_unit_test(test_attention_tiles),     cmocka_unit_test(test_attention_gradients_fd),
+        cmocka_unit_test(test_attention_larger),    cmocka_unit_test(test_accumulation),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

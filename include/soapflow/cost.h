@@ -179,8 +179,9 @@ typedef struct sf_profile_report {
     int reused;         /* already in db */
     int skipped;        /* not measured: no kernel, too large, or a kernel error */
     int too_large;      /* of skipped: over max_bytes */
-    int failed;         /* of skipped: the kernel returned an error */
-    int skipped_by_type[SF_OP_COUNT]; /* keys skipped for want of a fast kernel */
+    int failed;         /* of skipped: the kernel returned another error */
+    int skipped_by_type[SF_OP_COUNT]; /* keys skipped for want of a fast kernel (for
+                                       * the type, or SF_ERR_UNSUPPORTED for the tile) */
     double seconds;     /* wall time of the whole run */
     char first_failure[256]; /* the first kernel error, or "" */
 } sf_profile_report;

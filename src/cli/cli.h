@@ -57,13 +57,13 @@ typedef struct sf_cli_command {
     sf_cli_fn run;
 } sf_cli_command;
 
-int sf_cmd_models(int argc, char **argv);   /* cmd_models.c */
-int sf_cmd_machines(int argc, char **argv); /* cmd_machines.c */
-int sf_cmd_graph(int argc, char **argv);    /* cmd_graph.c */
-int sf_cmd_simulate(int argc, char **argv); /* cmd_simulate.c */
-int sf_cmd_search(int argc, char **argv);   /* cmd_search.c */
-int sf_cmd_bench(int argc, char **argv);    /* cmd_bench.c: sub-commands sim, kernels */
-int sf_cmd_profile(int argc, char **argv);  /* cmd_profile.c */
+int sf_cmd_models(int argc, char **argv);    /* cmd_models.c */
+int sf_cmd_machines(int argc, char **argv);  /* cmd_machines.c */
+int sf_cmd_graph(int argc, char **argv);     /* cmd_graph.c */
+int sf_cmd_simulate(int argc, char **argv);  /* cmd_simulate.c */
+int sf_cmd_search(int argc, char **argv);    /* cmd_search.c */
+int sf_cmd_bench(int argc, char **argv);     /* cmd_bench.c: sub-commands sim, kernels */
+int sf_cmd_profile(int argc, char **argv);   /* cmd_profile.c */
 int sf_cmd_calibrate(int argc, char **argv); /* cmd_calibrate.c: MPI, under mpirun */
 
 /* ---- errors ------------------------------------------------------------ */
@@ -149,8 +149,8 @@ sf_status sf_cli_machine_desc(const char *name_or_path, sf_machine_desc *out, sf
 /* The model options of the commands that plan (simulate, bench sim, ...):
  * -m/--model, -b/--batch, --seq-len, --chunk, --hidden, --vocab, --mlp-sizes. */
 typedef struct sf_cli_model_opts {
-    const char *model;     /* zoo name or model JSON file */
-    const char *mlp_sizes; /* "784,4096,10" */
+    const char *model;                            /* zoo name or model JSON file */
+    const char *mlp_sizes;                        /* "784,4096,10" */
     int64_t batch, seq_len, chunk, hidden, vocab; /* 0: default */
 } sf_cli_model_opts;
 

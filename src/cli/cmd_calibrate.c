@@ -197,7 +197,7 @@ static double copy_rate(unsigned char *src, unsigned char *dst, size_t bytes) {
 static double pingpong(int rank, int peer, unsigned char *buf, int64_t bytes) {
     int64_t iters = PINGPONG_BYTES_PER_TRIAL / bytes;
     if (iters < 2) iters = 2;
-    if (iters > 1000) iters = 1000;
+    if (iters > 200) iters = 200;
     double best = 1e30;
     int n = (int)bytes;
     for (int trial = 0; trial <= TRIALS; trial++) { /* trial 0 warms up */
@@ -245,8 +245,8 @@ typedef struct results {
     int n_ar;
     int64_t ar_bytes[4];
     double ar_s[4];
-    double *gemm;   /* [ranks] FLOP/s */
-    double *copy;   /* [ranks] B/s */
+    double *gemm; /* [ranks] FLOP/s */
+    double *copy; /* [ranks] B/s */
     double peak_flops, mem_bw, mem_bytes;
 } results;
 
@@ -296,14 +296,17 @@ static int print_summary(const results *r, const sf_machine_desc *d, const char 
                       sf_cli_fmt_bytes(d->kind.mem_bytes, b2, sizeof b2));
     sf_cli_table_cell(t, "link");
     if (r->ranks > 1)
-        sf_cli_table_cell(t, "shared memory: %.2f us latency, %.2f GB/s (median over %d pairs)",
-                          d->intra_latency_s * 1e6, d->intra_bw_Bps * 1e-9, r->ranks - 1);
+        sf_cli_table_cell(t, "shared memory: %.2f us latency, %.2f GB/s (median over %d pair%s)",
+                          d->intra_latency_s * 1e6, d->intra_bw_Bps * 1e-9, r->ranks - 1,
+                          r->ranks > 2 ? "s" : "");
     else
-        sf_cli_table_cell(t, "one rank, nothing to measure: kept the cpu preset's %.2f us, "
+        sf_cli_table_cell(t,
+                          "one rank, nothing to measure: kept the cpu preset's %.2f us, "
                           "%.2f GB/s",
                           d->intra_latency_s * 1e6, d->intra_bw_Bps * 1e-9);
     sf_cli_table_cell(t, "written");
-    sf_cli_table_cell(t, "%s (machine '%s', %d devices)", out, d->name, d->devices_per_node);
+    sf_cli_table_cell(t, "%s (machine '%s', %d device%s)", out, d->name, d->devices_per_node,
+                      d->devices_per_node == 1 ? "" : "s");
     fputc('\n', stdout);
     rc = sf_cli_table_print(t, stdout);
     sf_cli_table_free(t);
@@ -361,8 +364,10 @@ static int calibrate(const calib_opts *o, int rank, int ranks) {
     MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
     int rc = SF_EXIT_OK;
     if (!all_ok) {
-        if (rank == 0) rc = sf_cli_fail("calibrate: out of memory on some rank");
-        else rc = SF_EXIT_FAIL;
+        if (rank == 0)
+            rc = sf_cli_fail("calibrate: out of memory on some rank");
+        else
+            rc = SF_EXIT_FAIL;
         goto done;
     }
     memset(buf, 0, msg);

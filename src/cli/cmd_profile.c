@@ -140,8 +140,8 @@ static int print_json(const sf_profile_report *r, int entries, const char *out) 
     return sf_cli_print_json(j);
 }
 
-static int print_text(const sf_profile_report *r, int entries, const char *out,
-                      const char *model, const char *machine) {
+static int print_text(const sf_profile_report *r, int entries, const char *out, const char *model,
+                      const char *machine) {
     char b1[32], b2[32];
     sf_cli_table *t = sf_cli_table_new(2, NULL, "ll");
     sf_cli_table_cell(t, "model");
@@ -196,6 +196,12 @@ int sf_cmd_profile(int argc, char **argv) {
         goto done;
     }
 
+    /* the kernels are this host's CPU kernels, whatever the machine says */
+    const char *kind = sf_machine_device_kind(m, 0)->name;
+    if (strncmp(kind, "cpu", 3) != 0)
+        SF_LOG_WARN_F("machine '%s' has '%s' devices, but the times are of this host's CPU "
+                      "kernels (use the cpu preset or a 'soapflow calibrate' file)",
+                      sf_machine_name(m), kind);
     sf_profile_options po;
     sf_profile_options_default(&po);
     if (o.reps) po.reps = (int)o.reps;
@@ -215,7 +221,8 @@ int sf_cmd_profile(int argc, char **argv) {
     char list[512];
     skipped_list(&r, list, sizeof list);
     if (list[0])
-        SF_LOG_WARN_F("no fast kernel yet, not measured (the analytic model stands in): %s",
+        SF_LOG_WARN_F("no fast kernel for these operators or tiles, not measured (the analytic "
+                      "model stands in): %s",
                       list);
     if (r.too_large)
         SF_LOG_WARN_F("%d tasks need more memory than a device has and were not measured",
@@ -223,9 +230,9 @@ int sf_cmd_profile(int argc, char **argv) {
     if (r.failed) SF_LOG_WARN_F("%d tasks failed, first: %s", r.failed, r.first_failure);
     SF_LOG_INFO_F("profiled %s on %s: %d measured, %d reused, %.2f s", sf_graph_name(g),
                   sf_machine_name(m), r.measured, r.reused, r.seconds);
-    rc = o.json ? print_json(&r, sf_profile_db_count(db), out)
-                : print_text(&r, sf_profile_db_count(db), out, sf_graph_name(g),
-                             sf_machine_name(m));
+    rc = o.json
+             ? print_json(&r, sf_profile_db_count(db), out)
+             : print_text(&r, sf_profile_db_count(db), out, sf_graph_name(g), sf_machine_name(m));
 done:
     sf_profile_db_free(db);
     sf_graph_free(g);

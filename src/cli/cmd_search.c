@@ -41,6 +41,8 @@ static int usage(FILE *out) {
             "  --seed S               random seed (default 1): same seed and --iters, same result\n"
             "  --beta B               MCMC inverse temperature (default 50; see docs/search.md)\n"
             "  --no-delta             evaluate proposals with full instead of delta simulation\n"
+            "  --costs FILE           measured task times from 'soapflow profile' (default:\n"
+            "                         the analytic roofline model)\n"
             "  --out FILE             write the best strategy (strategy JSON)\n"
             "  --trace FILE           Chrome trace of the best strategy's iteration\n"
             "  --svg FILE             SVG timeline of the best strategy's iteration\n"
@@ -56,7 +58,7 @@ static int usage(FILE *out) {
 
 typedef struct search_opts {
     sf_cli_model_opts model;
-    const char *machine, *algo, *budget, *out, *trace, *svg;
+    const char *machine, *algo, *budget, *out, *trace, *svg, *costs;
     int64_t iters, seed, beta;
     int json, no_delta, beta_set;
 } search_opts;
@@ -129,6 +131,7 @@ int sf_cmd_search(int argc, char **argv) {
         }
         if (sf_cli_flag(&a, "--no-delta", NULL, &o.no_delta)) continue;
         if (sf_cli_str(&a, "--out", "-o", &o.out)) continue;
+        if (sf_cli_str(&a, "--costs", NULL, &o.costs)) continue;
         if (sf_cli_str(&a, "--trace", NULL, &o.trace)) continue;
         if (sf_cli_str(&a, "--svg", NULL, &o.svg)) continue;
         if (sf_cli_flag(&a, "--json", NULL, &o.json)) continue;
@@ -156,8 +159,14 @@ int sf_cmd_search(int argc, char **argv) {
         sf_machine_free(m);
         return rc;
     }
-    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
-    sf_sim *sim = cm ? sf_sim_new(g, m, cm, NULL, &err) : NULL;
+    sf_cost_model *cm = NULL;
+    rc = sf_cli_cost_model_open(m, o.costs, &cm);
+    if (rc != SF_EXIT_OK) {
+        sf_graph_free(g);
+        sf_machine_free(m);
+        return rc;
+    }
+    sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
     static const char *const base_names[] = {"data", "model", "owt", "expert"};
     enum { NB = 4 };
     sf_strategy *base[NB] = {0};
@@ -320,6 +329,7 @@ int sf_cmd_search(int argc, char **argv) {
                o.out ? o.out : "");
     }
 done:
+    if (rc == SF_EXIT_OK) sf_cli_cost_model_report(cm);
     for (int i = 0; i < NB; i++) sf_strategy_free(base[i]);
     sf_strategy_free(opt);
     sf_strategy_free(best);

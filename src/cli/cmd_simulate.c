@@ -6,8 +6,9 @@
  *
  * The strategy is a baseline name or a strategy JSON file, so that a strategy
  * a search wrote can be checked, drawn and compared with the baselines by the
- * same command. The cost model is the analytic roofline (a profiled one plugs
- * into the same place when it exists). Files asked for (--trace, --svg, --dot,
+ * same command. The cost model is the analytic roofline, or with --costs the
+ * profiled model over a costs file (misses fall back to the roofline, and a
+ * warning names their operator types). Files asked for (--trace, --svg, --dot,
  * --save-strategy) are written before anything is printed, as `graph` does,
  * so a failure shows as one error line and a non-zero status rather than
  * after a full report. A strategy that does not fit in memory is a result,
@@ -166,6 +167,8 @@ static int usage(FILE *out) {
             "  --dot FILE             write the graph as Graphviz DOT, each operator labelled\n"
             "                         with its config and coloured by it\n"
             "  --save-strategy FILE   write the strategy as a strategy JSON file\n"
+            "  --costs FILE           measured task times ('soapflow profile'): the profiled\n"
+            "                         cost model, analytic where the file has no entry\n"
             "  -h, --help             show this help\n"
             "\n"
             "compute is the sum of forward, backward and update task times over all devices;\n"
@@ -183,7 +186,7 @@ static int usage(FILE *out) {
 
 typedef struct sim_opts {
     sf_cli_model_opts model;
-    const char *machine, *strategy, *trace, *svg, *dot, *save;
+    const char *machine, *strategy, *trace, *svg, *dot, *save, *costs;
     int json;
 } sim_opts;
 
@@ -201,6 +204,7 @@ static int parse(int argc, char **argv, sim_opts *o, const char **cmd) {
         if (sf_cli_str(&a, "--svg", NULL, &o->svg)) continue;
         if (sf_cli_str(&a, "--dot", NULL, &o->dot)) continue;
         if (sf_cli_str(&a, "--save-strategy", NULL, &o->save)) continue;
+        if (sf_cli_str(&a, "--costs", NULL, &o->costs)) continue;
         sf_cli_unknown(&a);
     }
     if (a.status) return a.status;
@@ -422,17 +426,15 @@ int sf_cmd_simulate(int argc, char **argv) {
     rc = sf_cli_strategy_open(o.strategy, g, m, &s);
     if (rc != SF_EXIT_OK) goto done;
 
-    cm = sf_cost_analytic_new(m, NULL);
-    if (!cm) {
-        rc = sf_cli_fail("out of memory");
-        goto done;
-    }
+    rc = sf_cli_cost_model_open(m, o.costs, &cm);
+    if (rc != SF_EXIT_OK) goto done;
     sim = sf_sim_new(g, m, cm, NULL, &err);
     sf_sim_result r;
     if (!sim || sf_sim_run(sim, s, &r, &err) != SF_OK) {
         rc = sf_cli_fail_err(&err);
         goto done;
     }
+    sf_cli_cost_model_report(cm);
     SF_LOG_INFO_F("%s on %s under %s: %lld tasks, %.3f ms", sf_graph_name(g), sf_machine_name(m),
                   o.strategy, (long long)r.tasks, r.iter_s * 1e3);
 

@@ -90,9 +90,7 @@ static void kb_extent(keybuf *b, const sf_tile *t) {
     }
 }
 
-static const void *field(const sf_op_params *p, size_t offset) {
-    return (const char *)p + offset;
-}
+static const void *field(const sf_op_params *p, size_t offset) { return (const char *)p + offset; }
 
 static void kb_attr(keybuf *b, const sf_attr_desc *d, const sf_op_params *p) {
     const void *f = field(p, d->offset);
@@ -222,8 +220,7 @@ const sf_profile_entry *sf_profile_db_entry(const sf_profile_db *db, int i) {
 static size_t find_slot(const sf_profile_db *db, const char *key) {
     size_t mask = db->n_slots - 1;
     size_t i = (size_t)hash_key(key) & mask;
-    while (db->slots[i] >= 0 && strcmp(db->entries[db->slots[i]].key, key) != 0)
-        i = (i + 1) & mask;
+    while (db->slots[i] >= 0 && strcmp(db->entries[db->slots[i]].key, key) != 0) i = (i + 1) & mask;
     return i;
 }
 
@@ -355,7 +352,8 @@ char *sf_profile_db_to_json(const sf_profile_db *db, sf_error *err) {
         sf_error_set(err, SF_ERR_INVALID, "no profile database");
         return NULL;
     }
-    const sf_profile_entry **order = malloc((size_t)(db->count > 0 ? db->count : 1) * sizeof *order);
+    const sf_profile_entry **order =
+        malloc((size_t)(db->count > 0 ? db->count : 1) * sizeof *order);
     if (!order) {
         sf_error_set(err, SF_ERR_NOMEM, "out of memory");
         return NULL;
@@ -447,11 +445,11 @@ static sf_status parse_entry(sf_profile_db *db, json_t *e, size_t idx, const cha
         return sf_error_set(err, SF_ERR_PARSE, "%s: %sfield 'key' does not start with '%s|'",
                             origin, where, name);
     if (!json_is_number(fwd) || !time_ok(json_number_value(fwd)))
-        return sf_error_set(err, SF_ERR_PARSE,
-                            "%s: %sfield 'fwd_s': must be a non-negative number", origin, where);
+        return sf_error_set(err, SF_ERR_PARSE, "%s: %sfield 'fwd_s': must be a non-negative number",
+                            origin, where);
     if (!json_is_number(bwd) || !time_ok(json_number_value(bwd)))
-        return sf_error_set(err, SF_ERR_PARSE,
-                            "%s: %sfield 'bwd_s': must be a non-negative number", origin, where);
+        return sf_error_set(err, SF_ERR_PARSE, "%s: %sfield 'bwd_s': must be a non-negative number",
+                            origin, where);
     if (!json_is_integer(reps) || json_integer_value(reps) < 1 ||
         json_integer_value(reps) > INT32_MAX)
         return sf_error_set(err, SF_ERR_PARSE, "%s: %sfield 'reps': must be a positive integer",
@@ -482,8 +480,8 @@ sf_profile_db *sf_profile_db_parse_json(const char *text, const char *origin, sf
     }
     json_t *format = json_object_get(root, "format");
     if (!json_is_string(format) || strcmp(json_string_value(format), COSTS_FORMAT) != 0) {
-        sf_error_set(err, SF_ERR_PARSE, "%s: not a costs file (\"format\" must be \"%s\")",
-                     origin, COSTS_FORMAT);
+        sf_error_set(err, SF_ERR_PARSE, "%s: not a costs file (\"format\" must be \"%s\")", origin,
+                     COSTS_FORMAT);
         goto fail;
     }
     if (check_keys(root, keys, 4, origin, "", err) != SF_OK) goto fail;
@@ -495,8 +493,10 @@ sf_profile_db *sf_profile_db_parse_json(const char *text, const char *origin, sf
     }
     json_t *kind = json_object_get(root, "device_kind");
     if (!json_is_string(kind) || json_string_length(kind) >= SF_NAME_MAX) {
-        sf_error_set(err, SF_ERR_PARSE, "%s: field 'device_kind': must be a string of at most %d "
-                     "bytes", origin, SF_NAME_MAX - 1);
+        sf_error_set(err, SF_ERR_PARSE,
+                     "%s: field 'device_kind': must be a string of at most %d "
+                     "bytes",
+                     origin, SF_NAME_MAX - 1);
         goto fail;
     }
     json_t *entries = json_object_get(root, "entries");

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "soapflow/io.h"
@@ -24,6 +25,10 @@ sf_status sf_write_file_atomic(const char *path, const char *data, size_t len, s
         free(tmp);
         return st;
     }
+    /* mkstemp makes the file 0600; give it the mode a plain fopen would */
+    mode_t mask = umask(0);
+    umask(mask);
+    (void)fchmod(fd, 0666 & ~mask);
     FILE *f = fdopen(fd, "wb");
     int ok = f != NULL;
     if (ok && len > 0) ok = fwrite(data, 1, len, f) == len;

@@ -209,11 +209,11 @@ static void attention_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
 /* ---- kernels ----------------------------------------------------------- */
 
 typedef struct attn_geom {
-    int64_t n, tq, tk, dt;   /* tile samples, query rows, keys, output columns */
-    int64_t q0, d0;          /* first query row (global) and output column */
-    int64_t q_off;           /* the tile's first query row inside the query region */
-    int64_t rq, rk;          /* rows of one sample in the query and key regions */
-    int64_t d, heads, hd;    /* D, heads, D / heads */
+    int64_t n, tq, tk, dt; /* tile samples, query rows, keys, output columns */
+    int64_t q0, d0;        /* first query row (global) and output column */
+    int64_t q_off;         /* the tile's first query row inside the query region */
+    int64_t rq, rk;        /* rows of one sample in the query and key regions */
+    int64_t d, heads, hd;  /* D, heads, D / heads */
     int self, causal, bias;
 } attn_geom;
 
@@ -240,8 +240,8 @@ static void attn_geom_init(const sf_op *op, const sf_tile *t, attn_geom *g) {
 }
 
 typedef struct attn_ws {
-    float *q, *k, *v, *p, *ctx;          /* forward */
-    float *dctx, *dp, *dq, *dk, *dv;     /* backward */
+    float *q, *k, *v, *p, *ctx;      /* forward */
+    float *dctx, *dp, *dq, *dk, *dv; /* backward */
 } attn_ws;
 
 static int64_t attn_ws_floats(const attn_geom *g, int backward) {
@@ -402,7 +402,8 @@ static void attn_sample_forward(const sf_kernel_args *a, const attn_geom *g, con
             for (int64_t i = 0; i < tq; i++)
                 for (int64_t e = 0; e < hd; e++) {
                     float acc = 0.0f;
-                    for (int64_t j = 0; j < tk; j++) acc += p[i * tk + j] * w->v[j * D + h * hd + e];
+                    for (int64_t j = 0; j < tk; j++)
+                        acc += p[i * tk + j] * w->v[j * D + h * hd + e];
                     w->ctx[i * D + h * hd + e] = acc;
                 }
         }
@@ -485,8 +486,8 @@ static sf_status attn_backward(const sf_kernel_args *a, int fast) {
                 sf_sgemm(1, 0, tk, hd, tq, 1.0f, p, tk, dctx, D, 0.0f, dvh, D);   /* P^T dctx */
                 sf_sgemm(0, 1, tq, tk, hd, 1.0f, dctx, D, vh, D, 0.0f, w.dp, tk); /* dctx V^T */
                 attn_softmax_backward(&g, &w, h, scale);
-                sf_sgemm(0, 0, tq, hd, tk, 1.0f, w.dp, tk, kh, D, 0.0f, dqh, D);  /* dS K */
-                sf_sgemm(1, 0, tk, hd, tq, 1.0f, w.dp, tk, qh, D, 0.0f, dkh, D);  /* dS^T Q */
+                sf_sgemm(0, 0, tq, hd, tk, 1.0f, w.dp, tk, kh, D, 0.0f, dqh, D); /* dS K */
+                sf_sgemm(1, 0, tk, hd, tq, 1.0f, w.dp, tk, qh, D, 0.0f, dkh, D); /* dS^T Q */
                 continue;
             }
             for (int64_t j = 0; j < tk; j++)

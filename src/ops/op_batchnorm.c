@@ -32,11 +32,16 @@
  *   dx     += scale * rstd * (dy - sum(dy) / M - xh * sum(dy * xh) / M)
  *   dscale += sum(dy * xh),  dshift += sum(dy)
  * into the full-layout gradient at the tile's channels. The reference follows
- * these formulas with double accumulators. The fast kernels sum each (sample,
- * channel) row of positions in float over 8 independent lanes (a sum that a
- * compiler vectorizes without reassociating on its own) and the rows in double,
- * fold the formula into dx += A * dy + B * (x - mean) + C per channel, and apply it and
- * y = A' * x + B' in contiguous loops.
+ * these formulas with double accumulators. The fast kernels take one pass for
+ * the statistics: sums of x - x0 and (x - x0)^2, with the pivot x0 the channel's
+ * first element in the tile (shifted data: the sums stay at the scale of the
+ * spread, so tiny or offset channels keep their accuracy), each (sample,
+ * channel) row of positions summed in float over 8 independent lanes (a sum a
+ * compiler vectorizes without reassociating on its own) and the rows in double.
+ * They apply y = ((x - x0) - dm) * rstd * scale + shift and
+ * dx += A * (dy - mean(dy)) + B * (x - mean) in contiguous loops. A channel with
+ * one element in the tile has variance 0: y = shift and dx = 0 (PyTorch refuses
+ * such a batch in training; a kernel computes what the formula gives).
  */
 #include <math.h>
 #include <stddef.h>
@@ -188,53 +193,71 @@ static sf_status batchnorm_bwd_ref(const sf_kernel_args *a) {
 
 #define BN_LANES 8
 
-/* sum of x[0..n) */
-static float bn_sum(const float *restrict x, int64_t n) {
-    float acc[BN_LANES] = {0};
-    int64_t j = 0;
-    for (; j + BN_LANES <= n; j += BN_LANES)
-        for (int l = 0; l < BN_LANES; l++) acc[l] += x[j + l];
-    float s = 0.0f;
-    for (; j < n; j++) s += x[j];
-    for (int l = 0; l < BN_LANES; l++) s += acc[l];
-    return s;
-}
-
-/* sum of (x - c)^2 */
-static float bn_sumsq(const float *restrict x, float c, int64_t n) {
-    float acc[BN_LANES] = {0};
+/* Sums of v = x - x0 and of v^2 over a row, 8 lanes. */
+static void bn_sums(const float *restrict x, float x0, int64_t n, float *s1, float *s2) {
+    float a1[BN_LANES] = {0}, a2[BN_LANES] = {0};
     int64_t j = 0;
     for (; j + BN_LANES <= n; j += BN_LANES)
         for (int l = 0; l < BN_LANES; l++) {
-            float d = x[j + l] - c;
-            acc[l] += d * d;
+            float v = x[j + l] - x0;
+            a1[l] += v;
+            a2[l] += v * v;
         }
-    float s = 0.0f;
-    for (; j < n; j++) s += (x[j] - c) * (x[j] - c);
-    for (int l = 0; l < BN_LANES; l++) s += acc[l];
-    return s;
+    float t1 = 0.0f, t2 = 0.0f;
+    for (; j < n; j++) {
+        float v = x[j] - x0;
+        t1 += v;
+        t2 += v * v;
+    }
+    for (int l = 0; l < BN_LANES; l++) {
+        t1 += a1[l];
+        t2 += a2[l];
+    }
+    *s1 = t1;
+    *s2 = t2;
 }
 
-/* sum of dy * (x - c) */
-static float bn_dot(const float *restrict dy, const float *restrict x, float c, int64_t n) {
-    float acc[BN_LANES] = {0};
+/* Sums of dy and of dy * (x - x0 - dm) over a row, 8 lanes. */
+static void bn_dots(const float *restrict dy, const float *restrict x, float x0, float dm,
+                    int64_t n, float *s1, float *s2) {
+    float a1[BN_LANES] = {0}, a2[BN_LANES] = {0};
     int64_t j = 0;
     for (; j + BN_LANES <= n; j += BN_LANES)
-        for (int l = 0; l < BN_LANES; l++) acc[l] += dy[j + l] * (x[j + l] - c);
-    float s = 0.0f;
-    for (; j < n; j++) s += dy[j] * (x[j] - c);
-    for (int l = 0; l < BN_LANES; l++) s += acc[l];
-    return s;
+        for (int l = 0; l < BN_LANES; l++) {
+            a1[l] += dy[j + l];
+            a2[l] += dy[j + l] * ((x[j + l] - x0) - dm);
+        }
+    float t1 = 0.0f, t2 = 0.0f;
+    for (; j < n; j++) {
+        t1 += dy[j];
+        t2 += dy[j] * ((x[j] - x0) - dm);
+    }
+    for (int l = 0; l < BN_LANES; l++) {
+        t1 += a1[l];
+        t2 += a2[l];
+    }
+    *s1 = t1;
+    *s2 = t2;
 }
 
-static void bn_stats_fast(const bn_geom *g, const float *x, int64_t c, double eps, float *mean,
-                          float *rstd) {
-    double m = (double)(g->nt * g->S), s = 0, v = 0;
-    for (int64_t n = 0; n < g->nt; n++) s += bn_sum(x + (n * g->ct + c) * g->S, g->S);
-    float mu = (float)(s / m);
-    for (int64_t n = 0; n < g->nt; n++) v += bn_sumsq(x + (n * g->ct + c) * g->S, mu, g->S);
-    *mean = mu;
-    *rstd = (float)(1.0 / sqrt(v / m + eps));
+/* Statistics of channel c around a pivot x0 (its first element in the tile):
+ * mean = x0 + dm, and rstd. Shifting by a value of the data keeps the sums at
+ * the scale of the spread, so x - mean stays accurate even when the mean is
+ * large against the spread (or the channel has 1 or 2 elements). */
+static void bn_stats_fast(const bn_geom *g, const float *x, int64_t c, double eps, float *x0,
+                          float *dm, float *rstd) {
+    double m = (double)(g->nt * g->S), s1 = 0, s2 = 0;
+    float p = x[c * g->S];
+    for (int64_t n = 0; n < g->nt; n++) {
+        float r1, r2;
+        bn_sums(x + (n * g->ct + c) * g->S, p, g->S, &r1, &r2);
+        s1 += r1;
+        s2 += r2;
+    }
+    double d = s1 / m, var = s2 / m - d * d;
+    *x0 = p;
+    *dm = (float)d;
+    *rstd = (float)(1.0 / sqrt((var > 0 ? var : 0) + eps));
 }
 
 static sf_status batchnorm_fwd_fast(const sf_kernel_args *a) {
@@ -243,14 +266,14 @@ static sf_status batchnorm_fwd_fast(const sf_kernel_args *a) {
     const float *x = a->in[0];
     float *y = a->out[0];
     for (int64_t c = 0; c < g.ct; c++) {
-        float mean, rstd;
-        bn_stats_fast(&g, x, c, a->op->params.norm.eps, &mean, &rstd);
+        float x0, dm, rstd;
+        bn_stats_fast(&g, x, c, a->op->params.norm.eps, &x0, &dm, &rstd);
         float gm = g.scale ? g.scale[g.c0 + c] : 1.0f, bt = g.shift ? g.shift[g.c0 + c] : 0.0f;
-        const float mul = rstd * gm, add = bt - mean * mul;
+        const float mul = rstd * gm;
         for (int64_t n = 0; n < g.nt; n++) {
             const float *restrict xr = x + (n * g.ct + c) * g.S;
             float *restrict yr = y + (n * g.ct + c) * g.S;
-            for (int64_t q = 0; q < g.S; q++) yr[q] = xr[q] * mul + add;
+            for (int64_t q = 0; q < g.S; q++) yr[q] = ((xr[q] - x0) - dm) * mul + bt;
         }
     }
     return SF_OK;
@@ -266,29 +289,32 @@ static sf_status batchnorm_bwd_fast(const sf_kernel_args *a) {
     if (!dx && !dscale) return SF_OK;
     double m = (double)(g.nt * g.S);
     for (int64_t c = 0; c < g.ct; c++) {
-        float mean, rstd;
-        bn_stats_fast(&g, x, c, a->op->params.norm.eps, &mean, &rstd);
+        float x0, dm, rstd;
+        bn_stats_fast(&g, x, c, a->op->params.norm.eps, &x0, &dm, &rstd);
         double sdy = 0, sdyxc = 0; /* sum(dy), sum(dy * (x - mean)) */
         for (int64_t n = 0; n < g.nt; n++) {
             int64_t off = (n * g.ct + c) * g.S;
-            sdy += bn_sum(dy + off, g.S);
-            sdyxc += bn_dot(dy + off, x + off, mean, g.S);
+            float r1, r2;
+            bn_dots(dy + off, x + off, x0, dm, g.S, &r1, &r2);
+            sdy += r1;
+            sdyxc += r2;
         }
         if (dscale) {
             dscale[g.c0 + c] += (float)(sdyxc * rstd);
             dshift[g.c0 + c] += (float)sdy;
         }
         if (!dx) continue;
-        /* dx += A dy + B (x - mean) + C0 (x - mean, not B x + B mean: no
-         * cancellation when the mean is large against the spread) */
+        /* dx += A (dy - mean(dy)) + B (x - mean): the differences are taken
+         * before the large factor rstd multiplies them */
         double gm = g.scale ? g.scale[g.c0 + c] : 1.0, r = rstd;
         const float A = (float)(gm * r), B = (float)(-gm * r * r * r * sdyxc / m);
-        const float C0 = (float)(-gm * r * sdy / m);
+        const float mdy = (float)(sdy / m);
         for (int64_t n = 0; n < g.nt; n++) {
             int64_t off = (n * g.ct + c) * g.S;
             const float *restrict xr = x + off, *restrict dyr = dy + off;
             float *restrict dxr = dx + off;
-            for (int64_t q = 0; q < g.S; q++) dxr[q] += A * dyr[q] + B * (xr[q] - mean) + C0;
+            for (int64_t q = 0; q < g.S; q++)
+                dxr[q] += A * (dyr[q] - mdy) + B * ((xr[q] - x0) - dm);
         }
     }
     return SF_OK;

@@ -23,8 +23,10 @@
  *   dx     += rstd * (dh - mean(dh) - xh * mean(dh * xh))
  *   dscale += dy * xh,  dshift += dy     (summed over the tile's rows)
  * The reference follows the formulas with double accumulators; the fast kernels
- * reduce each row in float over 8 independent lanes (vectorizable without
- * reassociation by the compiler) and apply contiguous loops over D.
+ * reduce each row in one pass, in float over 8 independent lanes (vectorizable
+ * without reassociation by the compiler), as sums of x - x0 and (x - x0)^2 with
+ * the pivot x0 the row's first element (shifted data: accurate for rows far
+ * from zero), and apply contiguous loops over D.
  */
 #include <math.h>
 #include <stddef.h>
@@ -165,19 +167,19 @@ static sf_status layernorm_bwd_ref(const sf_kernel_args *a) {
 
 #define LN_LANES 8
 
-/* sum of x - c and of (x - c)^2 over a row, c a shift for stability */
-static void ln_sums(const float *restrict x, float c, int64_t n, float *s1, float *s2) {
+/* Sums of v = x - x0 and of v^2 over a row, 8 lanes. */
+static void ln_sums(const float *restrict x, float x0, int64_t n, float *s1, float *s2) {
     float a1[LN_LANES] = {0}, a2[LN_LANES] = {0};
     int64_t j = 0;
     for (; j + LN_LANES <= n; j += LN_LANES)
         for (int l = 0; l < LN_LANES; l++) {
-            float v = x[j + l] - c;
+            float v = x[j + l] - x0;
             a1[l] += v;
             a2[l] += v * v;
         }
     float t1 = 0.0f, t2 = 0.0f;
     for (; j < n; j++) {
-        float v = x[j] - c;
+        float v = x[j] - x0;
         t1 += v;
         t2 += v * v;
     }
@@ -189,16 +191,15 @@ static void ln_sums(const float *restrict x, float c, int64_t n, float *s1, floa
     *s2 = t2;
 }
 
-/* Mean and rstd of one row: two passes (the second centred on the mean). */
-static void ln_stats_fast(const float *x, int64_t d, double eps, float *mean, float *rstd) {
+/* Row statistics around the pivot x0 = x[0]: mean = x0 + dm, and rstd. The
+ * shifted sums stay at the scale of the row's spread, so (x - x0) - dm is
+ * accurate even for a row far from zero. */
+static void ln_stats_fast(const float *x, int64_t d, double eps, float *dm, float *rstd) {
     float s1, s2;
-    ln_sums(x, 0.0f, d, &s1, &s2);
-    float mu = s1 / (float)d;
-    ln_sums(x, mu, d, &s1, &s2);
-    /* s1 is the residual sum of (x - mu): it corrects mu's rounding */
-    float var = s2 / (float)d - (s1 / (float)d) * (s1 / (float)d);
-    *mean = mu + s1 / (float)d;
-    *rstd = (float)(1.0 / sqrt((double)(var > 0.0f ? var : 0.0f) + eps));
+    ln_sums(x, x[0], d, &s1, &s2);
+    double m = (double)s1 / (double)d, var = (double)s2 / (double)d - m * m;
+    *dm = (float)m;
+    *rstd = (float)(1.0 / sqrt((var > 0 ? var : 0) + eps));
 }
 
 static sf_status layernorm_fwd_fast(const sf_kernel_args *a) {
@@ -209,13 +210,14 @@ static sf_status layernorm_fwd_fast(const sf_kernel_args *a) {
     for (int64_t r = 0; r < rows; r++) {
         const float *restrict x = a->in[0] + r * d;
         float *restrict y = a->out[0] + r * d;
-        float mean, rstd;
-        ln_stats_fast(x, d, a->op->params.norm.eps, &mean, &rstd);
+        float dm, rstd;
+        ln_stats_fast(x, d, a->op->params.norm.eps, &dm, &rstd);
+        const float x0 = x[0];
         if (scale) {
             const float *restrict gm = scale, *restrict bt = scale + d;
-            for (int64_t j = 0; j < d; j++) y[j] = (x[j] - mean) * rstd * gm[j] + bt[j];
+            for (int64_t j = 0; j < d; j++) y[j] = ((x[j] - x0) - dm) * rstd * gm[j] + bt[j];
         } else {
-            for (int64_t j = 0; j < d; j++) y[j] = (x[j] - mean) * rstd;
+            for (int64_t j = 0; j < d; j++) y[j] = ((x[j] - x0) - dm) * rstd;
         }
     }
     return SF_OK;
@@ -230,30 +232,31 @@ static sf_status layernorm_bwd_fast(const sf_kernel_args *a) {
     float *dx_all = a->grad_in ? a->grad_in[0] : NULL;
     for (int64_t r = 0; r < rows; r++) {
         const float *restrict x = a->in[0] + r * d, *restrict dy = a->grad_out[0] + r * d;
-        float mean, rstd;
-        ln_stats_fast(x, d, a->op->params.norm.eps, &mean, &rstd);
+        float dm, rstd;
+        ln_stats_fast(x, d, a->op->params.norm.eps, &dm, &rstd);
+        const float x0 = x[0];
         if (dscale) {
             float *restrict dg = dscale, *restrict db = dscale + d;
             for (int64_t j = 0; j < d; j++) {
-                dg[j] += dy[j] * (x[j] - mean) * rstd;
+                dg[j] += dy[j] * ((x[j] - x0) - dm) * rstd;
                 db[j] += dy[j];
             }
         }
         if (!dx_all) continue;
-        /* mean(dh) and mean(dh * xh), over 8 lanes */
+        /* sums of dh and of dh * (x - mean), over 8 lanes */
         float a1[LN_LANES] = {0}, a2[LN_LANES] = {0};
         int64_t j = 0;
         for (; j + LN_LANES <= d; j += LN_LANES)
             for (int l = 0; l < LN_LANES; l++) {
                 float dh = dy[j + l] * (scale ? scale[j + l] : 1.0f);
                 a1[l] += dh;
-                a2[l] += dh * (x[j + l] - mean);
+                a2[l] += dh * ((x[j + l] - x0) - dm);
             }
         float s1 = 0.0f, s2 = 0.0f;
         for (; j < d; j++) {
             float dh = dy[j] * (scale ? scale[j] : 1.0f);
             s1 += dh;
-            s2 += dh * (x[j] - mean);
+            s2 += dh * ((x[j] - x0) - dm);
         }
         for (int l = 0; l < LN_LANES; l++) {
             s1 += a1[l];
@@ -263,9 +266,10 @@ static sf_status layernorm_bwd_fast(const sf_kernel_args *a) {
         float *restrict dx = dx_all + r * d;
         if (scale) {
             for (int64_t q = 0; q < d; q++)
-                dx[q] += rstd * (dy[q] * scale[q] - mdh - (x[q] - mean) * k2);
+                dx[q] += rstd * ((dy[q] * scale[q] - mdh) - ((x[q] - x0) - dm) * k2);
         } else {
-            for (int64_t q = 0; q < d; q++) dx[q] += rstd * (dy[q] - mdh - (x[q] - mean) * k2);
+            for (int64_t q = 0; q < d; q++)
+                dx[q] += rstd * ((dy[q] - mdh) - ((x[q] - x0) - dm) * k2);
         }
     }
     return SF_OK;

@@ -210,9 +210,9 @@ static size_t lstm_workspace(const sf_op *op, const sf_tile *t, int backward) {
 
 /* The named pieces of the workspace. */
 typedef struct lstm_ws {
-    float *gates; /* (n, T, 4H): activated i, f, g, o; backward: dA in place */
-    float *hs;    /* (n, T+1, H) */
-    float *cs;    /* (n, T+1, H) */
+    float *gates;             /* (n, T, 4H): activated i, f, g, o; backward: dA in place */
+    float *hs;                /* (n, T+1, H) */
+    float *cs;                /* (n, T+1, H) */
     float *dh, *dc, *dh_next; /* (n, H) each, backward only */
 } lstm_ws;
 

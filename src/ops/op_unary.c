@@ -30,10 +30,13 @@
  * The reference kernels call libm (expf, tanhf, erff) element by element. Such
  * calls keep a compiler from vectorizing the loop, so the fast kernels evaluate
  * e^x with their own branch-free polynomial (fast_expf: Cody-Waite range
- * reduction, degree-6 minimax polynomial, 2^n built in the exponent bits; about
- * 2 ulp), tanh from it, and erf with Abramowitz-Stegun 7.1.26 (absolute error
- * below 1.5e-7), over restrict pointers in one contiguous loop. relu is the same
- * loop in both, written with a select.
+ * reduction, Cephes' degree-7 minimax polynomial, 2^n built in the exponent
+ * bits; about 2 ulp; inputs clamped to [-87, 88], so sigmoid(x < -87) is 6e-39,
+ * not smaller), tanh from it (a polynomial for |x| < 0.625), and erf with
+ * Abramowitz-Stegun 7.1.26 (absolute error below 1.5e-7), over restrict pointers
+ * in one contiguous branch-free loop (selects). GCC 12 vectorizes these loops at
+ * -O3 with -fno-trapping-math (otherwise it will not if-convert the comparisons);
+ * the default -O2 build runs them scalar, still without libm calls.
  */
 #include <math.h>
 #include <stddef.h>
@@ -141,13 +144,15 @@ static sf_status unary_bwd_ref(const sf_kernel_args *a) {
 
 /* e^x without a libm call, so loops over it vectorize. x is clamped to where
  * e^x is a normal float; x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two
- * parts so that r is exact), e^r by its degree-6 Taylor-minimax polynomial,
- * and 2^n written into the exponent field. */
+ * parts so that r is exact), e^r by Cephes' degree-7 minimax polynomial, and 2^n
+ * written into the exponent field. */
 static inline float fast_expf(float x) {
     x = x < -87.0f ? -87.0f : x;
     x = x > 88.0f ? 88.0f : x;
+    /* n = round(x / ln2) by adding and removing 1.5 * 2^23 (|x / ln2| < 2^22): no
+     * conditional conversion, which a vectorizer may not if-convert */
     float fn = x * 1.44269504088896341f;
-    fn = fn >= 0.0f ? (float)(int32_t)(fn + 0.5f) : (float)(int32_t)(fn - 0.5f);
+    fn = (fn + 12582912.0f) - 12582912.0f;
     float r = x - fn * 0.693359375f;
     r = r - fn * -2.12194440e-4f;
     float p = 1.9875691500e-4f;
@@ -165,12 +170,21 @@ static inline float fast_expf(float x) {
 
 static inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_expf(-x)); }
 
-/* tanh x = sign(x) (1 - 2 / (e^{2|x|} + 1)): no cancellation for large |x|, and
- * for small |x| the absolute error stays at float rounding of 1. */
+/* tanh x = sign(x) (1 - 2 / (e^{2|x|} + 1)) for |x| >= 0.625; below, where that
+ * form cancels (tanh x ~ x), Cephes' odd minimax polynomial. Both are computed
+ * and one selected, so the loop has no branch. */
 static inline float fast_tanhf(float x) {
     float ax = x < 0.0f ? -x : x;
     float t = 1.0f - 2.0f / (fast_expf(2.0f * ax) + 1.0f);
-    return x < 0.0f ? -t : t;
+    t = x < 0.0f ? -t : t;
+    float z = x * x;
+    float p = -5.70498872745e-3f;
+    p = p * z + 2.06390887954e-2f;
+    p = p * z - 5.37397155531e-2f;
+    p = p * z + 1.33314422036e-1f;
+    p = p * z - 3.33332819422e-1f;
+    float small = p * z * x + x;
+    return ax < 0.625f ? small : t;
 }
 
 /* erf by Abramowitz and Stegun 7.1.26, |error| < 1.5e-7. */
@@ -215,7 +229,7 @@ static sf_status unary_bwd_fast(const sf_kernel_args *a) {
     float *restrict dx = a->grad_in[0];
     switch (a->op->type) {
     case SF_OP_RELU:
-        for (int64_t i = 0; i < n; i++) dx[i] += x[i] > 0.0f ? dy[i] : 0.0f;
+        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (x[i] > 0.0f ? 1.0f : 0.0f);
         break;
     case SF_OP_SIGMOID:
         for (int64_t i = 0; i < n; i++) {

@@ -5,9 +5,14 @@
  * Each start strategy (data parallelism, expert strategies, the OptCNN optimum,
  * random ones: whatever the caller passes) seeds one Metropolis-Hastings chain,
  * run in turn. A chain is simulated in full once; then every iteration picks an
- * operator uniformly at random, draws a config for it from the whole SOAP space
- * (sf_config_random: the symmetric proposal) and evaluates the changed strategy
- * by delta simulation, which rebuilds only that operator's tasks. A proposal is
+ * operator uniformly at random, draws a config for it (half the time uniformly
+ * from the whole SOAP space, as FlexFlow does; otherwise a neighbour's config or
+ * the same degrees placed elsewhere: see propose) and evaluates the changed
+ * strategy by delta simulation, which rebuilds only that operator's tasks. While
+ * the current strategy fits, the uniform number of the Metropolis test is drawn
+ * before simulating, which turns the test into a bound on the proposal's time:
+ * the simulation stops as soon as the bound is passed (sf_sim_update_bounded),
+ * so a bad proposal costs a fraction of a simulation. A proposal is
  *
  *   - rejected outright when it does not fit in device memory (while the current
  *     strategy fits): memory is a hard constraint;
@@ -22,14 +27,17 @@
  * 5% worse with exp(-2.5) ~ 0.08 and 10% worse with exp(-5) ~ 0.007: the chain
  * drifts across plateaus and small bumps but not down into clearly bad regions.
  *
- * A start that does not fit in memory is still searched from: until the chain
- * first fits, a non-fitting proposal is accepted when it does not increase the
- * total overflow (bytes over capacity summed over devices), deterministically,
- * so the chain walks downhill towards feasibility instead of freezing where no
- * single move fixes memory. Strategies are ranked "fits first, then iteration
- * time" (non-fitting ones among themselves by overflow), so a fitting answer is
- * always returned when any start fits, and the answer is never worse than the
- * best start.
+ * A start that does not fit in memory is still searched from. Until the chain
+ * first fits, a non-fitting proposal goes through the same Metropolis test on
+ * time plus overflow (bytes over capacity summed over devices), each relative to
+ * the start's: cutting the overflow by 1% of the start's is worth 1% of its
+ * time. The chain so walks towards feasibility, where no single move may fix
+ * memory, without buying it at any price in time (in a trial where Inception-v3's
+ * data-parallel start overflowed, accepting every move that did not grow the
+ * overflow first fit at 7 s against the start's 0.41 s).
+ * Strategies are ranked "fits first, then iteration time" (non-fitting ones
+ * among themselves by overflow), so a fitting answer is always returned when any
+ * start fits, and the answer is never worse than the best start.
  *
  * Budget: over all starts, in seconds and/or iterations. Start i of n gets an
  * equal share of what is left (so an early-stopped start leaves its remainder to
@@ -37,8 +45,7 @@
  * of its share, as the paper does.
  *
  * Determinism: one sf_rng seeded from o->seed, consumed in a fixed order (the
- * operator, the config, then a uniform draw only when a worse fitting proposal
- * needs the Metropolis test). Delta simulation is exact, so full and delta modes
+ * operator, the proposal, then the uniform of the Metropolis test). Delta simulation is exact, so full and delta modes
  * (o->use_delta) follow the same trajectory and, with an iteration budget, the
  * same seed gives the same strategy bit for bit. A wall-clock budget makes the
  * number of iterations depend on the machine's speed.
@@ -90,6 +97,7 @@ typedef struct mc_search {
     double *cap_bytes;   /* [n_dev] device memory capacities */
     int *movable;        /* [n_movable] operators a proposal can change */
     int n_movable;
+    int *nbr_start, *nbr; /* producers and consumers of each operator (CSR) */
     int n_dev;
     sf_rng rng;
     mc_point best_pt;
@@ -121,13 +129,19 @@ static int op_movable(const sf_op *op, int n_dev) {
 }
 
 /* Metropolis-Hastings acceptance of proposal p over current cur (see the top
- * of the file). Draws from the rng only for a worse fitting proposal. */
-static int accept(mc_search *s, const mc_point *cur, const mc_point *p, double ref_s) {
-    if (!p->fits) return !cur->fits && p->excess_bytes <= cur->excess_bytes;
-    if (!cur->fits) return 1;
-    if (p->cost_s <= cur->cost_s) return 1;
-    double x = -s->o->beta * (p->cost_s - cur->cost_s) / ref_s;
-    return sf_rng_uniform(&s->rng) < exp(x);
+ * of the file). Draws from the rng only for a worse proposal. */
+static int accept(mc_search *s, const mc_point *cur, const mc_point *p, const mc_point *ref) {
+    double worse;
+    if (p->fits) {
+        if (!cur->fits) return 1;
+        worse = (p->cost_s - cur->cost_s) / ref->cost_s;
+    } else {
+        if (cur->fits) return 0;
+        worse = (p->cost_s - cur->cost_s) / ref->cost_s +
+                (p->excess_bytes - cur->excess_bytes) / ref->excess_bytes;
+    }
+    if (worse <= 0) return 1;
+    return sf_rng_uniform(&s->rng) < exp(-s->o->beta * worse);
 }
 
 static void draw_progress(mc_search *s, double now_s) {
@@ -150,6 +164,37 @@ static void offer_best(mc_search *s, const mc_point *p, const sf_strategy *strat
     s->have_best = 1;
 }
 
+/* Draw a proposal for operator `opi` given its current config `cur`:
+ *   1/2  a random config from the whole SOAP space (FlexFlow's proposal);
+ *   1/4  the config of a random neighbour (producer or consumer) when it is valid
+ *        for this operator: lining an operator up with its neighbour removes the
+ *        transfers between them, a move a uniform draw almost never makes on a
+ *        large machine;
+ *   1/4  the same degrees on other devices (a contiguous run from a random first
+ *        device): placement alone, the O of SOAP.
+ * All three are valid configs of the operator, so the chain still explores the
+ * whole space; the mix only makes useful moves likelier. */
+static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, const sf_config *cur,
+                    sf_config *c) {
+    const sf_op *op = sf_graph_op(s->g, opi);
+    uint64_t kind = sf_rng_below(&s->rng, 4);
+    if (kind == 2 && s->nbr_start[opi + 1] > s->nbr_start[opi]) {
+        int n = s->nbr_start[opi + 1] - s->nbr_start[opi];
+        int nb = s->nbr[s->nbr_start[opi] + (int)sf_rng_below(&s->rng, (uint64_t)n)];
+        const sf_config *nc = sf_strategy_get(cur_strat, nb);
+        if (nc->ndim == op->space.ndim && sf_config_validate(op, s->m, nc, NULL) == SF_OK) {
+            *c = *nc;
+            return;
+        }
+    } else if (kind == 3) {
+        *c = *cur;
+        int first = (int)sf_rng_below(&s->rng, (uint64_t)s->n_dev);
+        for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)((first + p) % s->n_dev);
+        return;
+    }
+    sf_config_random(op, s->m, &s->rng, c);
+}
+
 /* One chain from starts[i] with a budget of share_it iterations (has_it) and
  * share_s seconds (budget_s > 0). */
 static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int has_it,
@@ -158,19 +203,26 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int ha
     const sf_mcmc_options *o = s->o;
     sf_sim_result r;
     sf_status st = sf_sim_run(s->sim, start, &r, err);
-    if (st != SF_OK) return st;
+    if (st != SF_OK) {
+        sf_error_prefix(err, "mcmc: start %d: ", i);
+        return st;
+    }
     s->sims++;
     mc_point cur = point_of(s, &r);
     *start_pt = cur;
     offer_best(s, &cur, start, i);
     if (!o->use_delta) sf_strategy_copy(s->work, start);
-    double ref_s = cur.cost_s > 0 ? cur.cost_s : 1.0;
+    mc_point ref = cur; /* the scales of "worse" */
+    if (!(ref.cost_s > 0)) ref.cost_s = 1.0;
+    if (!(ref.excess_bytes > 0)) ref.excess_bytes = 1.0;
 
     mc_point local = cur; /* this chain's best, for the early stop */
     int64_t it = 0, last_improve_it = 0;
     int64_t stall_it = (share_it + 1) / 2;
     double chain_t0 = sf_now_s(), last_improve_s = chain_t0;
     double deadline_s = chain_t0 + share_s;
+    sf_config saved; /* full mode: the config a rejected proposal replaced */
+    memset(&saved, 0, sizeof saved);
 
     while (s->n_movable > 0) {
         if (has_it && (it >= share_it || it - last_improve_it >= stall_it)) break;
@@ -178,22 +230,30 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int ha
             double now = sf_now_s();
             if (now >= deadline_s || now - last_improve_s >= share_s / 2) break;
         }
+        if (o->progress && (s->iterations & 63) == 0) draw_progress(s, sf_now_s());
         int opi = s->movable[sf_rng_below(&s->rng, (uint64_t)s->n_movable)];
-        const sf_op *op = sf_graph_op(s->g, opi);
         sf_config c;
-        sf_config_random(op, s->m, &s->rng, &c);
+        const sf_strategy *cur_strat = o->use_delta ? sf_sim_strategy(s->sim) : s->work;
+        propose(s, cur_strat, opi, sf_strategy_get(cur_strat, opi), &c);
         it++;
         s->iterations++;
 
-        const sf_strategy *cur_strat = o->use_delta ? sf_sim_strategy(s->sim) : s->work;
         if (sf_config_equal(&c, sf_strategy_get(cur_strat, opi))) {
             /* the same strategy: a self-transition, accepted without simulating */
             s->accepted++;
             continue;
         }
-        sf_config saved;
+        /* While the current strategy fits, the Metropolis test is decided by a
+         * uniform u drawn now: the proposal is accepted iff it fits and its time
+         * is at most cur + ref * (-ln u) / beta. Knowing that bound before
+         * simulating lets delta simulation stop as soon as it is exceeded. */
+        double bound = INFINITY;
+        if (cur.fits) {
+            double u = sf_rng_uniform(&s->rng);
+            if (o->beta > 0 && u > 0) bound = cur.cost_s - ref.cost_s * log(u) / o->beta;
+        }
         if (o->use_delta) {
-            st = sf_sim_update(s->sim, opi, &c, &r, err);
+            st = sf_sim_update_bounded(s->sim, opi, &c, bound, &r, err);
         } else {
             sf_config *wc = sf_strategy_config(s->work, opi);
             saved = *wc;
@@ -202,8 +262,16 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int ha
         }
         if (st != SF_OK) return st;
         s->sims++;
-        mc_point p = point_of(s, &r);
-        if (accept(s, &cur, &p, ref_s)) {
+        int ok;
+        mc_point p = {r.iter_s, 0, 0};
+        if (cur.fits) {
+            ok = !r.cut_off && r.fits && r.iter_s <= bound;
+            if (ok) p = point_of(s, &r);
+        } else {
+            p = point_of(s, &r);
+            ok = accept(s, &cur, &p, &ref);
+        }
+        if (ok) {
             cur = p;
             s->accepted++;
             if (point_better(&p, &local)) {
@@ -218,12 +286,13 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int ha
         } else {
             *sf_strategy_config(s->work, opi) = saved;
         }
-        if (o->progress && (s->iterations & 63) == 0) draw_progress(s, sf_now_s());
     }
     return SF_OK;
 }
 
 static void search_free(mc_search *s) {
+    free(s->nbr_start);
+    free(s->nbr);
     sf_sim_free(s->sim);
     sf_strategy_free(s->work);
     sf_strategy_free(s->best);
@@ -282,6 +351,39 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
     for (int d = 0; d < s.n_dev; d++) s.cap_bytes[d] = sf_machine_device_kind(m, d)->mem_bytes;
     for (int i = 0; i < n_ops; i++)
         if (op_movable(sf_graph_op(g, i), s.n_dev)) s.movable[s.n_movable++] = i;
+    /* neighbours: every input edge counted at both ends */
+    int n_edges = 0;
+    for (int i = 0; i < n_ops; i++) n_edges += sf_graph_op(g, i)->n_inputs;
+    s.nbr_start = calloc((size_t)n_ops + 1, sizeof *s.nbr_start);
+    s.nbr = malloc((size_t)(2 * n_edges + 1) * sizeof *s.nbr);
+    if (!s.nbr_start || !s.nbr) {
+        search_free(&s);
+        return sf_error_set(err, SF_ERR_NOMEM, "mcmc: out of memory");
+    }
+    for (int i = 0; i < n_ops; i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        for (int k = 0; k < op->n_inputs; k++) {
+            s.nbr_start[i + 1]++;
+            s.nbr_start[op->inputs[k].op + 1]++;
+        }
+    }
+    for (int i = 0; i < n_ops; i++) s.nbr_start[i + 1] += s.nbr_start[i];
+    {
+        int *fill = calloc((size_t)n_ops + 1, sizeof *fill);
+        if (!fill) {
+            search_free(&s);
+            return sf_error_set(err, SF_ERR_NOMEM, "mcmc: out of memory");
+        }
+        for (int i = 0; i < n_ops; i++) {
+            const sf_op *op = sf_graph_op(g, i);
+            for (int k = 0; k < op->n_inputs; k++) {
+                int p = op->inputs[k].op;
+                s.nbr[s.nbr_start[i] + fill[i]++] = p;
+                s.nbr[s.nbr_start[p] + fill[p]++] = i;
+            }
+        }
+        free(fill);
+    }
     sf_rng_seed(&s.rng, o->seed);
     s.t0_s = sf_now_s();
     if (o->progress) sf_progress_start(&s.bar, stderr, "mcmc", 1.0);
@@ -316,6 +418,8 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
             r->iterations = s.iterations;
             r->accepted = s.accepted;
             r->seconds = sf_now_s() - s.t0_s;
+            /* simulations that priced a strategy (starts and proposals); a revert
+             * after a rejection is part of a proposal's cost, not a simulation */
             r->sims_per_s = r->seconds > 0 ? (double)s.sims / r->seconds : 0.0;
         }
     }

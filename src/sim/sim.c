@@ -369,6 +369,14 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int j, int dj, 
     return 0;
 }
 
+/* Cheap early-out before a full intersection: most part pairs differ in the
+ * first dimension (the sample) already. */
+static inline int disjoint(const sf_tile *a, const sf_tile *b) {
+    for (int d = 0; d < a->ndim; d++)
+        if (a->hi[d] <= b->lo[d] || b->hi[d] <= a->lo[d]) return 1;
+    return 0;
+}
+
 static int build_edge(sf_sim *sim, int xi, int k) {
     int bid = block_id(xi, 1 + k);
     sim_block *b = &sim->blocks[bid];
@@ -394,7 +402,7 @@ static int build_edge(sf_sim *sim, int xi, int k) {
         int dj = cx->device[j];
         if (!grid) {
             for (int i = 0; i < cp->n_parts; i++) {
-                if (!sf_tile_intersect(&tp[i], &rj, &inter)) continue;
+                if (disjoint(&tp[i], &rj) || !sf_tile_intersect(&tp[i], &rj, &inter)) continue;
                 if (edge_pair(sim, b, bid, xi, j, dj, pi, i, cp->device[i], &inter, p_bwd,
                               cp->n_parts, cx->n_parts))
                     return -1;

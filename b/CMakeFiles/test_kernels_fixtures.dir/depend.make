@@ -1,0 +1,2 @@
+# Empty dependencies file for test_kernels_fixtures.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# cli_calibrate.sh - `mpirun -np 2 soapflow calibrate` writes a machine file that
+# the other commands read. Small sizes keep it to a few seconds; it checks that
+# the figures are there and valid, never what they are.
+#
+# Run by CTest as: bash tests/cli_calibrate.sh <path-to-soapflow> <source-dir>
+set -u
+
+SF=${1:?usage: cli_calibrate.sh <path-to-soapflow> <source-dir>}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sf-cal.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+
+# OpenMPI as root, more ranks than cores, one BLAS thread a rank (DESIGN.md).
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
+# Under AddressSanitizer, OpenMPI's own allocations at exit read as leaks;
+# soapflow's are checked by every other test.
+export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+json_num() { grep -o "\"$2\": *[-0-9.eE+]*" "$1" | head -n 1 | sed 's/.*: *//'; }
+positive() { awk -v x="$1" 'BEGIN { exit !(x + 0 > 0) }'; }
+
+[ -x "$SF" ] || fail "no executable at $SF"
+command -v mpirun >/dev/null 2>&1 || fail "no mpirun on PATH (Debian: openmpi-bin)"
+
+OUT="$TMP/machine.json"
+timeout 60 mpirun -np 2 "$SF" calibrate --out "$OUT" --sizes 8:64K --gemm-size 128 \
+    >"$TMP/cal.out" 2>"$TMP/cal.err" ||
+    fail "mpirun -np 2 soapflow calibrate: status $?: $(cat "$TMP/cal.err")"
+[ -s "$OUT" ] || fail "calibrate: no machine file"
+for word in SGEMM 'half round trip' allreduce device link written; do
+    grep -q "$word" "$TMP/cal.out" || fail "calibrate: no '$word' in the summary"
+done
+# only rank 0 prints
+[ "$(grep -c '^calibrated 2 ranks' "$TMP/cal.out")" -eq 1 ] || fail "calibrate: summary not once"
+ls "$TMP" | grep -q '\.tmp\.' && fail "a temporary file was left behind: $(ls "$TMP")"
+
+"$SF" machines --json "$OUT" >"$TMP/m.out" 2>"$TMP/m.err" ||
+    fail "machines --json on the calibrated file: $(cat "$TMP/m.err")"
+[ "$(json_num "$TMP/m.out" devices)" = 2 ] || fail "calibrated machine: devices is not 2"
+grep -q '"device": "cpu-rank"' "$TMP/m.out" || fail "calibrated machine: device kind not cpu-rank"
+grep -q '"intra": "shm"' "$TMP/m.out" || fail "calibrated machine: topology not shm"
+for key in peak_flops_fp32 mem_bw_Bps mem_bytes intra_bw_Bps intra_latency_s; do
+    v=$(json_num "$TMP/m.out" "$key")
+    positive "$v" || fail "calibrated machine: $key '$v', want > 0"
+done
+
+# the planning commands take it as a machine
+"$SF" graph --model lenet5 --machine "$OUT" --json >"$TMP/g.out" 2>"$TMP/g.err" ||
+    fail "graph --machine calibrated.json: $(cat "$TMP/g.err")"
+[ "$(json_num "$TMP/g.out" batch)" = 128 ] || fail "graph on 2 ranks: batch is not 64 x 2"
+
+# one rank, no mpirun: still a machine, with the preset's link kept
+"$SF" calibrate --out "$TMP/one.json" --sizes 8:1K --gemm-size 64 >"$TMP/one.out" \
+    2>"$TMP/one.err" || fail "calibrate on one rank: $(cat "$TMP/one.err")"
+grep -q 'one rank' "$TMP/one.out" || fail "calibrate on one rank: does not say so"
+"$SF" machines --json "$TMP/one.json" >/dev/null 2>&1 || fail "one-rank machine file unreadable"
+
+"$SF" calibrate --sizes 64K:8 >/dev/null 2>"$TMP/bad.err"
+rc=$?
+[ "$rc" -eq 2 ] || fail "calibrate --sizes 64K:8: status $rc, want 2"
+grep -q '^soapflow: ' "$TMP/bad.err" || fail "calibrate bad sizes: no 'soapflow: ' line"
+
+echo "cli_calibrate: all checks passed"

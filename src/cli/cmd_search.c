@@ -206,13 +206,21 @@ int sf_cmd_search(int argc, char **argv) {
         sf_rng_seed(&rng, (uint64_t)o.seed ^ 0x5eed5eedULL);
         for (int i = 0; i < sf_graph_num_ops(g); i++)
             sf_config_random(sf_graph_op(g, i), m, &rng, sf_strategy_config(rnd, i));
-        /* starts: data, owt (CNNs) or expert (RNNs), the OptCNN optimum, random */
+        /* starts: data, owt (CNNs) or expert (RNNs), the OptCNN optimum, random.
+         * A random strategy on a large machine can have tens of times the tasks of
+         * data parallelism (parts everywhere exchanging tiles), and every proposal
+         * from it costs that much to simulate: it starts a chain only while it stays
+         * within 4x the task count of data parallelism. */
         const sf_strategy *starts[4];
         int ns = 0;
         starts[ns++] = base[0];
         starts[ns++] = rows[3].present && rows[3].iter_s != rows[0].iter_s ? base[3] : base[2];
         if (run_optcnn) starts[ns++] = opt;
-        starts[ns++] = rnd;
+        sf_sim_result rr, dr;
+        if (sf_sim_run(sim, base[0], &dr, &err) == SF_OK && sf_sim_run(sim, rnd, &rr, &err) == SF_OK &&
+            rr.tasks <= 4 * dr.tasks)
+            starts[ns++] = rnd;
+        sf_error_clear(&err);
         sf_mcmc_options mo;
         sf_mcmc_options_default(&mo);
         mo.seed = (uint64_t)o.seed;

@@ -1,8 +1,9 @@
-/* Core: status strings, error messages, arena, RNG determinism and range. */
+/* Core: status strings, error messages, arena, RNG determinism and range, string buffer. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
@@ -74,11 +75,88 @@ static void test_overflow(void **state) {
     assert_true(r == (int64_t)1 << 40);
 }
 
+static void test_strbuf_appends(void **state) {
+    (void)state;
+    sf_strbuf b = {0};
+    sf_strbuf_puts(&b, "ab");
+    sf_strbuf_add(&b, "cdef", 2); /* only n bytes */
+    sf_strbuf_add(&b, "", 0);
+    sf_strbuf_printf(&b, "[%d %s %.1f]", -7, "x", 2.5);
+    assert_string_equal(b.s, "abcd[-7 x 2.5]");
+    assert_int_equal(b.len, strlen(b.s));
+    assert_true(b.cap > b.len);
+    assert_int_equal(b.oom, 0);
+    /* past the first block: every piece lands, in order */
+    for (int i = 0; i < 2000; i++) sf_strbuf_printf(&b, "%04d,", i);
+    assert_int_equal(b.len, 14 + 2000 * 5);
+    assert_memory_equal(b.s + 14, "0000,0001,", 10);
+    assert_memory_equal(b.s + b.len - 5, "1999,", 5);
+    assert_int_equal(b.s[b.len], '\0');
+    sf_strbuf_free(&b);
+    assert_null(b.s);
+    assert_int_equal(b.len, 0);
+    assert_int_equal(b.cap, 0);
+}
+
+/* A formatted piece longer than any temporary or than the free room: first into an
+ * empty buffer, then into one whose spare room is smaller than the piece. */
+static void test_strbuf_long_printf(void **state) {
+    (void)state;
+    enum { LONG = 10000 };
+    char *big = malloc(LONG + 1);
+    assert_non_null(big);
+    for (int i = 0; i < LONG; i++) big[i] = (char)('a' + i % 26);
+    big[LONG] = '\0';
+    sf_strbuf b = {0};
+    sf_strbuf_printf(&b, "<%s>", big);
+    assert_int_equal(b.len, LONG + 2);
+    sf_strbuf_printf(&b, "%s|%d", big, 42);
+    assert_int_equal(b.len, 2 * LONG + 5);
+    assert_int_equal(b.oom, 0);
+    assert_int_equal(b.s[0], '<');
+    assert_memory_equal(b.s + 1, big, LONG);
+    assert_memory_equal(b.s + LONG + 1, ">", 1);
+    assert_memory_equal(b.s + LONG + 2, big, LONG);
+    assert_string_equal(b.s + 2 * LONG + 2, "|42");
+    sf_strbuf_free(&b);
+    free(big);
+}
+
+static void test_strbuf_take(void **state) {
+    (void)state;
+    sf_strbuf b = {0};
+    char *empty = sf_strbuf_take(&b); /* nothing appended: "", not NULL */
+    assert_non_null(empty);
+    assert_string_equal(empty, "");
+    free(empty);
+    sf_strbuf_printf(&b, "%s=%d", "n", 3);
+    char *s = sf_strbuf_take(&b);
+    assert_string_equal(s, "n=3");
+    assert_null(b.s); /* taken: b is empty and reusable */
+    assert_int_equal(b.len, 0);
+    sf_strbuf_puts(&b, "again");
+    assert_string_equal(b.s, "again");
+    free(s);
+    /* once oom is set, appends are ignored and take gives NULL (and frees) */
+    b.oom = 1;
+    sf_strbuf_puts(&b, "lost");
+    sf_strbuf_printf(&b, "%d", 1);
+    assert_string_equal(b.s, "again");
+    assert_null(sf_strbuf_take(&b));
+    assert_null(b.s);
+    assert_int_equal(b.oom, 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_status_strings), cmocka_unit_test(test_error_first_wins),
-        cmocka_unit_test(test_arena),          cmocka_unit_test(test_rng),
+        cmocka_unit_test(test_status_strings),
+        cmocka_unit_test(test_error_first_wins),
+        cmocka_unit_test(test_arena),
+        cmocka_unit_test(test_rng),
         cmocka_unit_test(test_overflow),
+        cmocka_unit_test(test_strbuf_appends),
+        cmocka_unit_test(test_strbuf_long_printf),
+        cmocka_unit_test(test_strbuf_take),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -92,6 +92,30 @@ char *sf_arena_strdup(sf_arena *a, const char *s);
 size_t sf_arena_used(const sf_arena *a); /* bytes handed out */
 void sf_arena_free(sf_arena *a);
 
+/* ---- growable string -------------------------------------------------- */
+
+/* Text built piece by piece (JSON, DOT, traces). Start from `sf_strbuf b = {0};`,
+ * append, then sf_strbuf_take the result or sf_strbuf_free it. An append that
+ * cannot allocate sets `oom` and every later append is ignored, so a builder
+ * checks once at the end (take returns NULL) rather than after each piece. */
+typedef struct sf_strbuf {
+    char *s;    /* NUL-terminated text; NULL until the first append */
+    size_t len; /* bytes of text, without the NUL */
+    size_t cap; /* bytes allocated at s */
+    int oom;    /* sticky: an append failed and the text is incomplete */
+} sf_strbuf;
+
+void sf_strbuf_add(sf_strbuf *b, const char *s, size_t n); /* n bytes of s, NULs and all */
+void sf_strbuf_puts(sf_strbuf *b, const char *s);
+/* Formatted text of any length, written in place. */
+void sf_strbuf_printf(sf_strbuf *b, const char *fmt, ...) SF_PRINTF(2, 3);
+void sf_strbuf_vprintf(sf_strbuf *b, const char *fmt, va_list ap);
+/* The text as a malloc'd string the caller frees ("" when nothing was appended),
+ * or NULL when an append ran out of memory; either way b is empty again. */
+char *sf_strbuf_take(sf_strbuf *b);
+/* Drop the text; b is empty again and may be reused. */
+void sf_strbuf_free(sf_strbuf *b);
+
 /* ---- random numbers ---------------------------------------------------- */
 
 /* xoshiro256** seeded by splitmix64: small, fast, and the same sequence on

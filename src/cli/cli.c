@@ -326,6 +326,21 @@ int sf_cli_print_json(json_t *v) {
     return SF_EXIT_OK;
 }
 
+int sf_cli_print_json_built(json_t *v, int bad) {
+    if (bad) {
+        json_decref(v);
+        v = NULL;
+    }
+    return sf_cli_print_json(v);
+}
+
+/* 2^53: above it a double no longer holds every integer. */
+json_t *sf_cli_json_number(double v) {
+    if (v >= 0 && v < 9007199254740992.0 && v == (double)(json_int_t)v)
+        return json_integer((json_int_t)v);
+    return json_real(v);
+}
+
 char *sf_cli_fmt_count(int64_t v, char *buf, size_t n) {
     char digits[32];
     uint64_t mag = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
@@ -368,13 +383,12 @@ int sf_cli_is_path(const char *name) {
  * a file; a bare name is a preset, or else a file of that name in the working
  * directory; when neither exists, the preset's message (which lists them). */
 sf_status sf_cli_machine_desc(const char *name_or_path, sf_machine_desc *out, sf_error *err) {
-    if (sf_cli_is_path(name_or_path)) return sf_machine_desc_load_json(name_or_path, out, err);
-    sf_error perr = {0};
-    if (sf_machine_preset_desc(name_or_path, out, &perr) == SF_OK) return SF_OK;
-    FILE *f = fopen(name_or_path, "rb");
-    if (!f) return sf_error_set(err, perr.code, "%s", perr.msg);
-    fclose(f);
-    return sf_machine_desc_load_json(name_or_path, out, err);
+    /* one lookup for every command: presets, files and NAME[N] subsets */
+    sf_machine *m = sf_machine_open(name_or_path, err);
+    if (!m) return err && err->code != SF_OK ? err->code : SF_ERR_INVALID;
+    *out = *sf_machine_get_desc(m);
+    sf_machine_free(m);
+    return SF_OK;
 }
 
 /* ---- cost models --------------------------------------------------------- */

@@ -129,6 +129,12 @@ void sf_cli_table_free(sf_cli_table *t);
 /* Print a JSON value on stdout (indented, 17 significant digits) and take it
  * over (decref). NULL means out of memory: reported, SF_EXIT_FAIL. */
 int sf_cli_print_json(json_t *v);
+/* The same for an object built member by member with `bad |= json_object_set_new(...)`:
+ * when bad (a member could not be added), v is dropped and out of memory reported. */
+int sf_cli_print_json_built(json_t *v, int bad);
+/* Byte counts and FLOPs are doubles in the library but whole numbers: a JSON
+ * integer while a double holds it exactly, else a real. NULL when out of memory. */
+json_t *sf_cli_json_number(double v);
 
 /* 25557032 -> "25,557,032". Returns buf. */
 char *sf_cli_fmt_count(int64_t v, char *buf, size_t n);
@@ -146,6 +152,10 @@ sf_status sf_cli_machine_desc(const char *name_or_path, sf_machine_desc *out, sf
 
 /* ---- a model, a machine and a strategy (cmd_simulate.c) ------------------ */
 
+/* A zoo model's default global batch: this many samples per device of the machine
+ * it is planned for (the per-device batch the papers used). */
+#define SF_CLI_SAMPLES_PER_DEVICE 64
+
 /* The model options of the commands that plan (simulate, bench sim, ...):
  * -m/--model, -b/--batch, --seq-len, --chunk, --hidden, --vocab, --mlp-sizes. */
 typedef struct sf_cli_model_opts {
@@ -156,8 +166,14 @@ typedef struct sf_cli_model_opts {
 
 /* Match the current argument against the model options (as the sf_cli_* matchers). */
 int sf_cli_model_option(sf_cli_args *a, sf_cli_model_opts *o);
-/* The option lines for a usage text. */
+/* The option lines for a usage text: all of them, or those after -m and -b (for a
+ * command that describes its model and batch in its own words). */
 extern const char sf_cli_model_help[];
+extern const char sf_cli_model_size_help[];
+/* The usage errors of sf_cli_model_open without building anything: --model
+ * missing, model options with a model file, a malformed --mlp-sizes. For a
+ * command that checks its whole command line before it reads other files. */
+int sf_cli_model_check(const char *cmd, const sf_cli_model_opts *o);
 /* Build the model: a zoo model gets 64 samples per device of a machine with
  * n_devices devices unless --batch says otherwise; a file keeps its batch (and
  * refuses the model options). Returns an exit status; *out on success. */

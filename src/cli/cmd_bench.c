@@ -71,6 +71,8 @@ static int sim_usage(FILE *out) {
 
 typedef struct bench_sim_result {
     double full_us, delta_us, delta_revert_us;
+    double bounded_us;  /* mean bounded update + revert, bound 1.02 x the start (see below) */
+    double cut_frac;    /* share of bounded updates that stopped early */
     double delta_tasks; /* mean task count of the changed strategies */
     int64_t tasks;
 } bench_sim_result;
@@ -112,6 +114,27 @@ static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, co
         upd += t1 - t0;
         both += t2 - t0;
     }
+    /* The same moves again, bounded as the MCMC search bounds them: Metropolis-
+     * Hastings with beta 50 draws u and accepts a proposal at most cur * (1 - ln u / 50)
+     * long, 1.02 x cur on average, so the simulation can stop once that is passed. */
+    sf_rng_seed(&rng, seed);
+    double bnd = 0;
+    int64_t cuts = 0;
+    for (int64_t i = 0; i < moves && n_ops > 0; i++) {
+        int op = (int)sf_rng_below(&rng, (uint64_t)n_ops);
+        sf_config c;
+        sf_config_random(sf_graph_op(g, op), m, &rng, &c);
+        double t0 = sf_now_s();
+        st = sf_sim_update_bounded(sim, op, &c, r0.iter_s * 1.02, &r, err);
+        if (st == SF_OK) {
+            cuts += r.cut_off;
+            st = sf_sim_revert(sim, &r, err);
+        }
+        bnd += sf_now_s() - t0;
+        if (st != SF_OK) return st;
+    }
+    out->bounded_us = moves > 0 ? bnd / (double)moves * 1e6 : 0;
+    out->cut_frac = moves > 0 ? (double)cuts / (double)moves : 0;
     out->delta_us = moves > 0 ? upd / (double)moves * 1e6 : 0;
     out->delta_revert_us = moves > 0 ? both / (double)moves * 1e6 : 0;
     out->delta_tasks = moves > 0 ? tasks / (double)moves : 0;
@@ -174,12 +197,14 @@ static int bench_sim(int argc, char **argv) {
     sf_graph_stats_compute(g, &gs);
     if (json) {
         json_t *j = json_pack(
-            "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f}", "model",
+            "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+            "model",
             sf_graph_name(g), "machine", sf_machine_name(m), "strategy", strategy, "batch",
             (json_int_t)gs.batch, "tasks", (json_int_t)br.tasks, "reps", (json_int_t)reps, "moves",
             (json_int_t)moves, "seed", (json_int_t)seed, "full_us", br.full_us, "tasks_per_s",
             tasks_per_s, "delta_us", br.delta_us, "delta_revert_us", br.delta_revert_us,
-            "delta_tasks", br.delta_tasks, "speedup", speedup);
+            "delta_tasks", br.delta_tasks, "speedup", speedup, "delta_bounded_us", br.bounded_us,
+            "bounded_cut_frac", br.cut_frac);
         rc = sf_cli_print_json(j);
     } else {
         char b1[32];
@@ -193,6 +218,9 @@ static int bench_sim(int argc, char **argv) {
                    br.delta_us, (long long)moves, speedup);
             printf("delta update+revert  %12.1f us\n", br.delta_revert_us);
             printf("tasks after a move   %12.0f     (mean)\n", br.delta_tasks);
+            printf("bounded update+revert %11.1f us  (bound 1.02 x the start, as MCMC bounds "
+                   "moves; %.0f%% stopped early; full / bounded %.2f)\n",
+                   br.bounded_us, br.cut_frac * 100, br.bounded_us > 0 ? br.full_us / br.bounded_us : 0);
         }
     }
 done:

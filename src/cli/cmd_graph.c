@@ -18,84 +18,50 @@
 
 #include "soapflow/graph.h"
 #include "soapflow/io.h"
-#include "soapflow/models.h"
 
 #define DEFAULT_MACHINE "p100-4x4"
-#define SAMPLES_PER_DEVICE 64
-#define MAX_BATCH ((int64_t)1 << 40)
-#define MAX_SIZE ((int64_t)1 << 40)
 
 static int usage(FILE *out) {
-    fputs("usage: soapflow graph --model NAME|FILE [options]\n"
-          "\n"
-          "Build a zoo model (see 'soapflow models') or load a model JSON file, and\n"
-          "print its operators, trainable parameters, FLOPs and memory at its batch.\n"
-          "\n"
-          "options:\n"
-          "  -m, --model NAME|FILE  a zoo model, or a model file (a name holding '/' or\n"
-          "                         ending in .json; see docs/formats-model.md)\n"
-          "  -b, --batch N          global batch of a zoo model (default: 64 per device of\n"
-          "                         the machine); a model file keeps its own batch\n"
-          "  --machine NAME|FILE    machine preset or machine JSON file that sets the\n"
-          "                         default batch (default: " DEFAULT_MACHINE
-          ", 16 devices => 1024)\n"
-          "  --seq-len N            RNN unrolled steps / transformer sequence length\n"
-          "  --chunk N              RNN time steps per operator\n"
-          "  --hidden N             RNN hidden and embedding size\n"
-          "  --vocab N              vocabulary size\n"
-          "  --mlp-sizes A,B,...    mlp: input, hidden..., classes (e.g. 784,4096,10)\n"
-          "  --ops                  add a table of every operator: type, output shape,\n"
-          "                         parameters, forward GFLOP and parallel dimensions\n"
-          "                         (N:s C:p H:a W:a - s sample, a attribute, p parameter,\n"
-          "                         - not splittable; names by position: N C H W, N T C, N C)\n"
-          "  --json                 print one JSON object instead: model, ops, params,\n"
-          "                         flops_fwd, flops_bwd, activation_bytes, weight_bytes,\n"
-          "                         batch (and \"operators\" with --ops)\n"
-          "  --dot FILE             write the graph as Graphviz DOT\n"
-          "  --save FILE            write the model as a model JSON file\n"
-          "  -h, --help             show this help\n"
-          "\n"
-          "FLOPs are for one pass over the whole batch; activations are all operator\n"
-          "outputs at that batch; weights are fp32 trainable parameters.\n"
-          "\n"
-          "example:\n"
-          "  soapflow graph --model resnet50 --machine dgx-a100 --ops\n"
-          "  soapflow graph --model inception_v3 --batch 32 --json --dot inception.dot\n",
-          out);
+    fprintf(out,
+            "usage: soapflow graph --model NAME|FILE [options]\n"
+            "\n"
+            "Build a zoo model (see 'soapflow models') or load a model JSON file, and\n"
+            "print its operators, trainable parameters, FLOPs and memory at its batch.\n"
+            "\n"
+            "options:\n"
+            "  -m, --model NAME|FILE  a zoo model, or a model file (a name holding '/' or\n"
+            "                         ending in .json; see docs/formats-model.md)\n"
+            "  -b, --batch N          global batch of a zoo model (default: 64 per device of\n"
+            "                         the machine); a model file keeps its own batch\n"
+            "  --machine NAME|FILE    machine preset or machine JSON file that sets the\n"
+            "                         default batch (default: %s, 16 devices => 1024)\n"
+            "%s"
+            "  --ops                  add a table of every operator: type, output shape,\n"
+            "                         parameters, forward GFLOP and parallel dimensions\n"
+            "                         (N:s C:p H:a W:a - s sample, a attribute, p parameter,\n"
+            "                         - not splittable; names by position: N C H W, N T C, N C)\n"
+            "  --json                 print one JSON object instead: model, ops, params,\n"
+            "                         flops_fwd, flops_bwd, activation_bytes, weight_bytes,\n"
+            "                         batch (and \"operators\" with --ops)\n"
+            "  --dot FILE             write the graph as Graphviz DOT\n"
+            "  --save FILE            write the model as a model JSON file\n"
+            "  -h, --help             show this help\n"
+            "\n"
+            "FLOPs are for one pass over the whole batch; activations are all operator\n"
+            "outputs at that batch; weights are fp32 trainable parameters.\n"
+            "\n"
+            "example:\n"
+            "  soapflow graph --model resnet50 --machine dgx-a100 --ops\n"
+            "  soapflow graph --model inception_v3 --batch 32 --json --dot inception.dot\n",
+            DEFAULT_MACHINE, sf_cli_model_size_help);
     return SF_EXIT_OK;
 }
 
 typedef struct graph_opts {
-    const char *model, *machine, *dot, *save, *mlp_sizes;
-    int64_t batch, seq_len, chunk, hidden, vocab;
+    sf_cli_model_opts model;
+    const char *machine, *dot, *save;
     int json, ops;
 } graph_opts;
-
-/* "784,4096,10" into the mlp sizes; a usage error when malformed (an empty
- * item such as "10,,5" included: strtok would skip it silently). */
-static int parse_mlp_sizes(const char *cmd, const char *text, sf_model_options *mo) {
-    mo->n_mlp = 0;
-    for (const char *p = text;;) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        char tok[32];
-        if (mo->n_mlp == SF_MLP_MAX_LAYERS + 1)
-            return sf_cli_usage_error(cmd, "--mlp-sizes takes at most %d sizes",
-                                      SF_MLP_MAX_LAYERS + 1);
-        if (len >= sizeof tok) len = sizeof tok - 1;
-        memcpy(tok, p, len);
-        tok[len] = '\0';
-        if (sf_cli_parse_int(tok, 1, MAX_SIZE, &mo->mlp_sizes[mo->n_mlp]) != 0)
-            return sf_cli_usage_error(
-                cmd, "--mlp-sizes wants positive integers A,B,..., got '%.64s'", text);
-        mo->n_mlp++;
-        if (!comma) break;
-        p = comma + 1;
-    }
-    if (mo->n_mlp < 2)
-        return sf_cli_usage_error(cmd, "--mlp-sizes needs at least an input and an output size");
-    return SF_EXIT_OK;
-}
 
 /* ---- the parallel dimensions of an operator ---------------------------- */
 
@@ -134,14 +100,6 @@ static void dims_str(const sf_op *op, char *buf, size_t n) {
 
 /* ---- output ------------------------------------------------------------ */
 
-/* Byte counts and FLOPs are doubles in the library; they are whole numbers
- * and are written as JSON integers while a double holds them exactly. */
-static json_t *json_number(double v) {
-    if (v >= 0 && v < 9007199254740992.0 && v == (double)(json_int_t)v)
-        return json_integer((json_int_t)v);
-    return json_real(v);
-}
-
 static json_t *op_json(const sf_graph *g, const sf_op *op) {
     sf_tile full = sf_tile_full(&op->space);
     sf_op_cost c;
@@ -177,8 +135,8 @@ static json_t *op_json(const sf_graph *g, const sf_op *op) {
     if (op->weight_owner >= 0)
         json_object_set_new(o, "shares_weights_of",
                             json_string(sf_graph_op(g, op->weight_owner)->name));
-    json_object_set_new(o, "flops_fwd", json_number(c.flops_fwd));
-    json_object_set_new(o, "flops_bwd", json_number(c.flops_bwd));
+    json_object_set_new(o, "flops_fwd", sf_cli_json_number(c.flops_fwd));
+    json_object_set_new(o, "flops_bwd", sf_cli_json_number(c.flops_bwd));
     json_object_set_new(o, "parallel_dims", dims);
     return o;
 }
@@ -189,14 +147,15 @@ static int print_json(const sf_graph *g, const sf_graph_stats *st, const graph_o
     if (!j) return sf_cli_print_json(NULL);
     int bad = 0;
     bad |= json_object_set_new(j, "model", json_string(sf_graph_name(g)));
-    bad |= json_object_set_new(j, "source", json_string(sf_cli_is_path(o->model) ? "file" : "zoo"));
+    bad |= json_object_set_new(j, "source",
+                               json_string(sf_cli_is_path(o->model.model) ? "file" : "zoo"));
     if (machine) bad |= json_object_set_new(j, "machine", json_string(machine));
     bad |= json_object_set_new(j, "ops", json_integer(st->ops));
     bad |= json_object_set_new(j, "params", json_integer(st->params));
-    bad |= json_object_set_new(j, "flops_fwd", json_number(st->flops_fwd));
-    bad |= json_object_set_new(j, "flops_bwd", json_number(st->flops_bwd));
-    bad |= json_object_set_new(j, "activation_bytes", json_number(st->activation_bytes));
-    bad |= json_object_set_new(j, "weight_bytes", json_number(st->weight_bytes));
+    bad |= json_object_set_new(j, "flops_fwd", sf_cli_json_number(st->flops_fwd));
+    bad |= json_object_set_new(j, "flops_bwd", sf_cli_json_number(st->flops_bwd));
+    bad |= json_object_set_new(j, "activation_bytes", sf_cli_json_number(st->activation_bytes));
+    bad |= json_object_set_new(j, "weight_bytes", sf_cli_json_number(st->weight_bytes));
     bad |= json_object_set_new(j, "batch", json_integer(st->batch));
     if (o->ops) {
         json_t *arr = json_array();
@@ -209,11 +168,7 @@ static int print_json(const sf_graph *g, const sf_graph_stats *st, const graph_o
         }
         bad |= json_object_set_new(j, "operators", arr);
     }
-    if (bad) {
-        json_decref(j);
-        j = NULL;
-    }
-    return sf_cli_print_json(j);
+    return sf_cli_print_json_built(j, bad);
 }
 
 /* GFLOP with thousands separators ("8,483.1"); small figures keep three
@@ -286,8 +241,8 @@ static int print_text(const sf_graph *g, const sf_graph_stats *st, const graph_o
     char count[32], buf[64];
     sf_cli_table *t = sf_cli_table_new(2, NULL, "ll");
     sf_cli_table_cell(t, "model");
-    if (sf_cli_is_path(o->model))
-        sf_cli_table_cell(t, "%s (file %s)", sf_graph_name(g), o->model);
+    if (sf_cli_is_path(o->model.model))
+        sf_cli_table_cell(t, "%s (file %s)", sf_graph_name(g), o->model.model);
     else
         sf_cli_table_cell(t, "%s", sf_graph_name(g));
     sf_cli_table_cell(t, "batch");
@@ -321,14 +276,8 @@ static int parse(int argc, char **argv, graph_opts *o, const char **cmd) {
     *cmd = a.cmd;
     while (sf_cli_next(&a)) {
         if (sf_cli_help(&a)) return -1;
-        if (sf_cli_str(&a, "--model", "-m", &o->model)) continue;
-        if (sf_cli_int(&a, "--batch", "-b", 1, MAX_BATCH, &o->batch)) continue;
+        if (sf_cli_model_option(&a, &o->model)) continue;
         if (sf_cli_str(&a, "--machine", NULL, &o->machine)) continue;
-        if (sf_cli_int(&a, "--seq-len", NULL, 1, MAX_SIZE, &o->seq_len)) continue;
-        if (sf_cli_int(&a, "--chunk", NULL, 1, MAX_SIZE, &o->chunk)) continue;
-        if (sf_cli_int(&a, "--hidden", NULL, 1, MAX_SIZE, &o->hidden)) continue;
-        if (sf_cli_int(&a, "--vocab", NULL, 1, MAX_SIZE, &o->vocab)) continue;
-        if (sf_cli_str(&a, "--mlp-sizes", NULL, &o->mlp_sizes)) continue;
         if (sf_cli_flag(&a, "--ops", NULL, &o->ops)) continue;
         if (sf_cli_flag(&a, "--json", NULL, &o->json)) continue;
         if (sf_cli_str(&a, "--dot", NULL, &o->dot)) continue;
@@ -336,8 +285,8 @@ static int parse(int argc, char **argv, graph_opts *o, const char **cmd) {
         sf_cli_unknown(&a);
     }
     if (a.status) return a.status;
-    if (!o->model) return sf_cli_usage_error(a.cmd, "--model is required");
-    return SF_EXIT_OK;
+    /* a bad command line is a usage error before any file is read */
+    return sf_cli_model_check(a.cmd, &o->model);
 }
 
 int sf_cmd_graph(int argc, char **argv) {
@@ -348,44 +297,28 @@ int sf_cmd_graph(int argc, char **argv) {
     if (rc < 0) return usage(stdout);
     if (rc != SF_EXIT_OK) return rc;
 
-    int is_file = sf_cli_is_path(o.model);
-    if (is_file && (o.batch || o.seq_len || o.chunk || o.hidden || o.vocab || o.mlp_sizes))
-        return sf_cli_usage_error(cmd,
-                                  "--batch and the model options apply to zoo models; "
-                                  "the file '%.200s' keeps its own",
-                                  o.model);
-
-    sf_model_options mo;
-    sf_model_options_default(&mo);
-    if (o.mlp_sizes && (rc = parse_mlp_sizes(cmd, o.mlp_sizes, &mo)) != SF_EXIT_OK) return rc;
-    mo.seq_len = o.seq_len;
-    mo.chunk = o.chunk;
-    mo.hidden = o.hidden;
-    mo.vocab = o.vocab;
-
     /* The machine only sets the default batch here, so its description is
      * enough; it is still read when --machine is given, to catch a typo. */
+    int is_file = sf_cli_is_path(o.model.model);
     sf_error err = {0};
     char batch_note[160] = "";
     const char *machine = o.machine;
-    if (!is_file && !o.batch && !machine) machine = DEFAULT_MACHINE;
+    int devices = 0;
+    if (!is_file && !o.model.batch && !machine) machine = DEFAULT_MACHINE;
     if (machine) {
         sf_machine_desc md;
         if (sf_cli_machine_desc(machine, &md, &err) != SF_OK ||
             sf_machine_desc_validate(&md, &err) != SF_OK)
             return sf_cli_fail_err(&err);
-        int64_t devices = (int64_t)md.nodes * md.devices_per_node;
-        if (!is_file && !o.batch) {
-            o.batch = SAMPLES_PER_DEVICE * devices;
-            snprintf(batch_note, sizeof batch_note, " (%d per device x %lld devices of %s)",
-                     SAMPLES_PER_DEVICE, (long long)devices, md.name);
-        }
+        devices = md.nodes * md.devices_per_node;
+        if (!is_file && !o.model.batch)
+            snprintf(batch_note, sizeof batch_note, " (%d per device x %d devices of %s)",
+                     SF_CLI_SAMPLES_PER_DEVICE, devices, md.name);
     }
     if (is_file) snprintf(batch_note, sizeof batch_note, " (from the file)");
-    mo.batch = o.batch;
 
-    sf_graph *g = is_file ? sf_model_load_json(o.model, &err) : sf_model_build(o.model, &mo, &err);
-    if (!g) return sf_cli_fail_err(&err);
+    sf_graph *g;
+    if ((rc = sf_cli_model_open(cmd, &o.model, devices, &g)) != SF_EXIT_OK) return rc;
     SF_LOG_INFO_F("%s: %d operators", sf_graph_name(g), sf_graph_num_ops(g));
 
     if (o.dot && sf_graph_write_dot(g, o.dot, NULL, NULL, &err) != SF_OK) {

@@ -133,11 +133,7 @@ static int print_json(const sf_profile_report *r, int entries, const char *out) 
     bad |= json_object_set_new(j, "seconds", json_real(r->seconds));
     bad |= json_object_set_new(j, "out", json_string(out));
     bad |= json_object_set_new(j, "skipped_ops", ops);
-    if (bad) {
-        json_decref(j);
-        j = NULL;
-    }
-    return sf_cli_print_json(j);
+    return sf_cli_print_json_built(j, bad);
 }
 
 static int print_text(const sf_profile_report *r, int entries, const char *out, const char *model,

@@ -27,20 +27,24 @@
 
 #define DEFAULT_MACHINE "p100-4x4"
 #define DEFAULT_STRATEGY "data"
-#define SAMPLES_PER_DEVICE 64
 #define MAX_BATCH ((int64_t)1 << 40)
 #define MAX_SIZE ((int64_t)1 << 40)
 
 /* ---- shared: the model options --------------------------------------------- */
 
-const char sf_cli_model_help[] =
-    "  -m, --model NAME|FILE  a zoo model (see 'soapflow models'), or a model JSON file\n"
+#define MODEL_SIZE_HELP                                                                            \
+    "  --seq-len N            RNN unrolled steps / transformer sequence length\n"                  \
+    "  --chunk N              RNN time steps per operator\n"                                       \
+    "  --hidden N             RNN hidden and embedding size\n"                                     \
+    "  --vocab N              vocabulary size\n"                                                   \
+    "  --mlp-sizes A,B,...    mlp: input, hidden..., classes (e.g. 784,4096,10)\n"
+
+#define MODEL_NAME_HELP                                                                            \
+    "  -m, --model NAME|FILE  a zoo model (see 'soapflow models'), or a model JSON file\n"         \
     "  -b, --batch N          global batch of a zoo model (default: 64 per device)\n"
-    "  --seq-len N            RNN unrolled steps / transformer sequence length\n"
-    "  --chunk N              RNN time steps per operator\n"
-    "  --hidden N             RNN hidden and embedding size\n"
-    "  --vocab N              vocabulary size\n"
-    "  --mlp-sizes A,B,...    mlp: input, hidden..., classes (e.g. 784,4096,10)\n";
+
+const char sf_cli_model_help[] = MODEL_NAME_HELP MODEL_SIZE_HELP;
+const char sf_cli_model_size_help[] = MODEL_SIZE_HELP;
 
 int sf_cli_model_option(sf_cli_args *a, sf_cli_model_opts *o) {
     return sf_cli_str(a, "--model", "-m", &o->model) ||
@@ -77,29 +81,44 @@ static int parse_mlp_sizes(const char *cmd, const char *text, sf_model_options *
     return SF_EXIT_OK;
 }
 
-int sf_cli_model_open(const char *cmd, const sf_cli_model_opts *o, int n_devices, sf_graph **out) {
-    *out = NULL;
+/* The zoo options of o in *mo, or the usage error: --model missing, model options
+ * given with a model file (which keeps its own), a malformed --mlp-sizes. */
+static int model_options(const char *cmd, const sf_cli_model_opts *o, int n_devices,
+                         sf_model_options *mo) {
     if (!o->model) return sf_cli_usage_error(cmd, "--model is required");
-    sf_error err = {0};
     if (sf_cli_is_path(o->model)) {
         if (o->batch || o->seq_len || o->chunk || o->hidden || o->vocab || o->mlp_sizes)
             return sf_cli_usage_error(cmd,
                                       "--batch and the model options apply to zoo models; "
                                       "the file '%.200s' keeps its own",
                                       o->model);
-        *out = sf_model_load_json(o->model, &err);
-        return *out ? SF_EXIT_OK : sf_cli_fail_err(&err);
+        return SF_EXIT_OK;
     }
-    sf_model_options mo;
-    sf_model_options_default(&mo);
+    sf_model_options_default(mo);
     int rc;
-    if (o->mlp_sizes && (rc = parse_mlp_sizes(cmd, o->mlp_sizes, &mo)) != SF_EXIT_OK) return rc;
-    mo.batch = o->batch ? o->batch : (int64_t)SAMPLES_PER_DEVICE * (n_devices > 0 ? n_devices : 1);
-    mo.seq_len = o->seq_len;
-    mo.chunk = o->chunk;
-    mo.hidden = o->hidden;
-    mo.vocab = o->vocab;
-    *out = sf_model_build(o->model, &mo, &err);
+    if (o->mlp_sizes && (rc = parse_mlp_sizes(cmd, o->mlp_sizes, mo)) != SF_EXIT_OK) return rc;
+    mo->batch =
+        o->batch ? o->batch : (int64_t)SF_CLI_SAMPLES_PER_DEVICE * (n_devices > 0 ? n_devices : 1);
+    mo->seq_len = o->seq_len;
+    mo->chunk = o->chunk;
+    mo->hidden = o->hidden;
+    mo->vocab = o->vocab;
+    return SF_EXIT_OK;
+}
+
+int sf_cli_model_check(const char *cmd, const sf_cli_model_opts *o) {
+    sf_model_options mo;
+    return model_options(cmd, o, 1, &mo);
+}
+
+int sf_cli_model_open(const char *cmd, const sf_cli_model_opts *o, int n_devices, sf_graph **out) {
+    *out = NULL;
+    sf_model_options mo;
+    int rc = model_options(cmd, o, n_devices, &mo);
+    if (rc != SF_EXIT_OK) return rc;
+    sf_error err = {0};
+    *out = sf_cli_is_path(o->model) ? sf_model_load_json(o->model, &err)
+                                    : sf_model_build(o->model, &mo, &err);
     return *out ? SF_EXIT_OK : sf_cli_fail_err(&err);
 }
 
@@ -286,13 +305,6 @@ static int write_dot(const sf_graph *g, const sf_strategy *s, const char *path) 
     return st == SF_OK ? SF_EXIT_OK : sf_cli_fail_err(&err);
 }
 
-/* Byte counts are whole numbers: JSON integers while a double holds them exactly. */
-static json_t *json_number(double v) {
-    if (v >= 0 && v < 9007199254740992.0 && v == (double)(json_int_t)v)
-        return json_integer((json_int_t)v);
-    return json_real(v);
-}
-
 typedef struct report {
     const sf_graph *g;
     const sf_machine *m;
@@ -321,12 +333,12 @@ static int print_json(const report *rp) {
     bad |= json_object_set_new(j, "compute_ms", json_real(r->compute_s * 1e3));
     bad |= json_object_set_new(j, "transfer_ms", json_real(r->transfer_s * 1e3));
     bad |= json_object_set_new(j, "sync_ms", json_real(r->sync_s * 1e3));
-    bad |= json_object_set_new(j, "transfer_bytes", json_number(r->transfer_bytes));
-    bad |= json_object_set_new(j, "sync_bytes", json_number(r->sync_bytes));
-    bad |= json_object_set_new(j, "intra_bytes", json_number(r->intra_bytes));
-    bad |= json_object_set_new(j, "inter_bytes", json_number(r->inter_bytes));
-    bad |= json_object_set_new(j, "peak_mem_bytes", json_number(r->peak_mem_bytes));
-    bad |= json_object_set_new(j, "mem_capacity_bytes", json_number(rp->capacity));
+    bad |= json_object_set_new(j, "transfer_bytes", sf_cli_json_number(r->transfer_bytes));
+    bad |= json_object_set_new(j, "sync_bytes", sf_cli_json_number(r->sync_bytes));
+    bad |= json_object_set_new(j, "intra_bytes", sf_cli_json_number(r->intra_bytes));
+    bad |= json_object_set_new(j, "inter_bytes", sf_cli_json_number(r->inter_bytes));
+    bad |= json_object_set_new(j, "peak_mem_bytes", sf_cli_json_number(r->peak_mem_bytes));
+    bad |= json_object_set_new(j, "mem_capacity_bytes", sf_cli_json_number(rp->capacity));
     bad |= json_object_set_new(j, "fits", json_boolean(r->fits));
     bad |= json_object_set_new(j, "tasks", json_integer((json_int_t)r->tasks));
     for (int d = 0; d < r->n_devices && !bad; d++) {
@@ -335,14 +347,10 @@ static int print_json(const report *rp) {
         bad |= json_array_append_new(
             per, json_pack("{s:i, s:i, s:f, s:f, s:o}", "device", d, "node", dev->node, "busy_ms",
                            busy * 1e3, "utilization", r->iter_s > 0 ? busy / r->iter_s : 0.0,
-                           "mem_bytes", json_number(r->device_mem_bytes[d])));
+                           "mem_bytes", sf_cli_json_number(r->device_mem_bytes[d])));
     }
     bad |= json_object_set_new(j, "per_device", per);
-    if (bad) {
-        json_decref(j);
-        j = NULL;
-    }
-    return sf_cli_print_json(j);
+    return sf_cli_print_json_built(j, bad);
 }
 
 static int print_text(const report *rp) {

@@ -289,40 +289,8 @@ sf_status sf_profile_db_insert(sf_profile_db *db, const char *key, sf_op_type op
 
 /* ---- JSON -------------------------------------------------------------- */
 
-typedef struct strbuf {
-    char *s;
-    size_t len, cap;
-    int oom;
-} strbuf;
-
-static void sb_add(strbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1) {
-            if (cap > SIZE_MAX / 2) {
-                b->oom = 1;
-                return;
-            }
-            cap *= 2;
-        }
-        char *p = realloc(b->s, cap);
-        if (!p) {
-            b->oom = 1;
-            return;
-        }
-        b->s = p;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void sb_str(strbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-
 /* A JSON string literal, escaped by jansson. */
-static void sb_json_string(strbuf *b, const char *s) {
+static void put_json_string(sf_strbuf *b, const char *s) {
     json_t *v = json_string(s);
     char *text = v ? json_dumps(v, JSON_ENCODE_ANY) : NULL;
     json_decref(v);
@@ -330,15 +298,15 @@ static void sb_json_string(strbuf *b, const char *s) {
         b->oom = 1;
         return;
     }
-    sb_str(b, text);
+    sf_strbuf_puts(b, text);
     free(text);
 }
 
-static void sb_double(strbuf *b, double v) {
+static void put_double(sf_strbuf *b, double v) {
     char tmp[40];
     fmt_double(v, tmp, sizeof tmp);
     /* "1e-05" is valid JSON; "5" reads back as an integer, which the reader accepts */
-    sb_str(b, tmp);
+    sf_strbuf_puts(b, tmp);
 }
 
 static int cmp_entry_key(const void *a, const void *b) {
@@ -361,34 +329,28 @@ char *sf_profile_db_to_json(const sf_profile_db *db, sf_error *err) {
     for (int i = 0; i < db->count; i++) order[i] = &db->entries[i];
     qsort(order, (size_t)db->count, sizeof *order, cmp_entry_key);
 
-    strbuf b = {0};
-    sb_str(&b, "{\n  \"format\": \"" COSTS_FORMAT "\",\n  \"version\": 1,\n  \"device_kind\": ");
-    sb_json_string(&b, db->device_kind);
-    sb_str(&b, ",\n  \"entries\": [");
+    sf_strbuf b = {0};
+    sf_strbuf_puts(&b, "{\n  \"format\": \"" COSTS_FORMAT "\",\n"
+                       "  \"version\": 1,\n  \"device_kind\": ");
+    put_json_string(&b, db->device_kind);
+    sf_strbuf_puts(&b, ",\n  \"entries\": [");
     for (int i = 0; i < db->count; i++) {
         const sf_profile_entry *e = order[i];
-        char reps[24];
-        snprintf(reps, sizeof reps, "%d", e->reps);
-        sb_str(&b, i ? ",\n    {\"key\": " : "\n    {\"key\": ");
-        sb_json_string(&b, e->key);
-        sb_str(&b, ", \"op\": ");
-        sb_json_string(&b, sf_op_type_name(e->op));
-        sb_str(&b, ", \"fwd_s\": ");
-        sb_double(&b, e->fwd_s);
-        sb_str(&b, ", \"bwd_s\": ");
-        sb_double(&b, e->bwd_s);
-        sb_str(&b, ", \"reps\": ");
-        sb_str(&b, reps);
-        sb_str(&b, "}");
+        sf_strbuf_puts(&b, i ? ",\n    {\"key\": " : "\n    {\"key\": ");
+        put_json_string(&b, e->key);
+        sf_strbuf_puts(&b, ", \"op\": ");
+        put_json_string(&b, sf_op_type_name(e->op));
+        sf_strbuf_puts(&b, ", \"fwd_s\": ");
+        put_double(&b, e->fwd_s);
+        sf_strbuf_puts(&b, ", \"bwd_s\": ");
+        put_double(&b, e->bwd_s);
+        sf_strbuf_printf(&b, ", \"reps\": %d}", e->reps);
     }
-    sb_str(&b, db->count ? "\n  ]\n}\n" : "]\n}\n");
+    sf_strbuf_puts(&b, db->count ? "\n  ]\n}\n" : "]\n}\n");
     free(order);
-    if (b.oom) {
-        free(b.s);
-        sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    return b.s;
+    char *text = sf_strbuf_take(&b);
+    if (!text) sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    return text;
 }
 
 sf_status sf_profile_db_save_json(const sf_profile_db *db, const char *path, sf_error *err) {

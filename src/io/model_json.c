@@ -39,40 +39,6 @@
 #define MODEL_FORMAT "soapflow-model"
 #define MODEL_VERSION 1
 
-/* ---- a growable string ------------------------------------------------- */
-
-typedef struct strbuf {
-    char *s;
-    size_t len, cap;
-    int oom; /* sticky: once an append failed, the text is incomplete */
-} strbuf;
-
-static void sb_add(strbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1) {
-            if (cap > SIZE_MAX / 2) {
-                b->oom = 1;
-                return;
-            }
-            cap *= 2;
-        }
-        char *ns = realloc(b->s, cap);
-        if (!ns) {
-            b->oom = 1;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void sb_puts(strbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-
 /* ---- where a member starts in the raw text ----------------------------- */
 
 /* One step of a path into the document: an object key, or an array index when
@@ -764,7 +730,7 @@ static char *op_line(const sf_graph *g, const sf_op *op, sf_error *err) {
 }
 
 char *sf_model_to_json(const sf_graph *g, sf_error *err) {
-    strbuf b = {0};
+    sf_strbuf b = {0};
     json_t *jname = json_string(sf_graph_name(g));
     char *qname = jname ? json_dumps(jname, JSON_ENCODE_ANY) : NULL;
     json_decref(jname);
@@ -772,29 +738,26 @@ char *sf_model_to_json(const sf_graph *g, sf_error *err) {
         sf_error_set(err, SF_ERR_INVALID, "model name cannot be written as JSON");
         return NULL;
     }
-    sb_puts(&b, "{\n  \"format\": \"" MODEL_FORMAT "\",\n  \"version\": 1,\n  \"name\": ");
-    sb_puts(&b, qname);
+    sf_strbuf_puts(&b, "{\n  \"format\": \"" MODEL_FORMAT "\",\n  \"version\": 1,\n  \"name\": ");
+    sf_strbuf_puts(&b, qname);
     free(qname);
     int n = sf_graph_num_ops(g);
-    sb_puts(&b, n ? ",\n  \"ops\": [\n" : ",\n  \"ops\": [");
+    sf_strbuf_puts(&b, n ? ",\n  \"ops\": [\n" : ",\n  \"ops\": [");
     for (int i = 0; i < n; i++) {
         char *line = op_line(g, sf_graph_op(g, i), err);
         if (!line) {
-            free(b.s);
+            sf_strbuf_free(&b);
             return NULL;
         }
-        sb_puts(&b, "    ");
-        sb_puts(&b, line);
-        sb_puts(&b, i + 1 < n ? ",\n" : "\n  ");
+        sf_strbuf_puts(&b, "    ");
+        sf_strbuf_puts(&b, line);
+        sf_strbuf_puts(&b, i + 1 < n ? ",\n" : "\n  ");
         free(line);
     }
-    sb_puts(&b, "]\n}\n");
-    if (b.oom) {
-        free(b.s);
-        sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    return b.s;
+    sf_strbuf_puts(&b, "]\n}\n");
+    char *text = sf_strbuf_take(&b);
+    if (!text) sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    return text;
 }
 
 sf_status sf_model_save_json(const sf_graph *g, const char *path, sf_error *err) {

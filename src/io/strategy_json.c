@@ -478,101 +478,54 @@ sf_status sf_strategy_load_json(sf_strategy *s, const char *path, const sf_graph
 
 /* ---- writing ------------------------------------------------------------- */
 
-typedef struct strbuf {
-    char *s;
-    size_t len, cap;
-    int oom; /* sticky: once an append failed, the text is incomplete */
-} strbuf;
-
-static void sb_add(strbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->len + n + 1 > b->cap) {
-        size_t cap = b->cap ? b->cap : 4096;
-        while (cap < b->len + n + 1) {
-            if (cap > SIZE_MAX / 2) {
-                b->oom = 1;
-                return;
-            }
-            cap *= 2;
-        }
-        char *ns = realloc(b->s, cap);
-        if (!ns) {
-            b->oom = 1;
-            return;
-        }
-        b->s = ns;
-        b->cap = cap;
-    }
-    memcpy(b->s + b->len, s, n);
-    b->len += n;
-    b->s[b->len] = '\0';
-}
-
-static void sb_puts(strbuf *b, const char *s) { sb_add(b, s, strlen(s)); }
-
-static void sb_printf(strbuf *b, const char *fmt, ...) SF_PRINTF(2, 3);
-static void sb_printf(strbuf *b, const char *fmt, ...) {
-    char tmp[64];
-    va_list ap;
-    va_start(ap, fmt);
-    int k = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    va_end(ap);
-    if (k < 0 || (size_t)k >= sizeof tmp) {
-        b->oom = 1; /* only short numbers go through here */
-        return;
-    }
-    sb_add(b, tmp, (size_t)k);
-}
-
 /* A JSON string literal: quotes, backslashes and control characters escaped;
  * other bytes (UTF-8) as they are. */
-static void sb_json_string(strbuf *b, const char *s) {
-    sb_add(b, "\"", 1);
+static void put_json_string(sf_strbuf *b, const char *s) {
+    sf_strbuf_add(b, "\"", 1);
     for (const char *p = s; *p; p++) {
         unsigned char ch = (unsigned char)*p;
         if (ch == '"' || ch == '\\') {
             char e[2] = {'\\', (char)ch};
-            sb_add(b, e, 2);
+            sf_strbuf_add(b, e, 2);
         } else if (ch < 0x20) {
-            sb_printf(b, "\\u%04x", ch);
+            sf_strbuf_printf(b, "\\u%04x", ch);
         } else {
-            sb_add(b, p, 1);
+            sf_strbuf_add(b, p, 1);
         }
     }
-    sb_add(b, "\"", 1);
+    sf_strbuf_add(b, "\"", 1);
 }
 
 char *sf_strategy_to_json_for(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
                               sf_error *err) {
     /* Refuse to write what could not be read back. */
     if (sf_strategy_validate(s, g, NULL, err) != SF_OK) return NULL;
-    strbuf b = {0};
-    sb_printf(&b, "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"model\": ", STRATEGY_FORMAT,
-              STRATEGY_VERSION);
-    sb_json_string(&b, sf_graph_name(g));
+    sf_strbuf b = {0};
+    sf_strbuf_printf(&b,
+                     "{\n  \"format\": \"%s\",\n  \"version\": %d,\n  \"model\": ", STRATEGY_FORMAT,
+                     STRATEGY_VERSION);
+    put_json_string(&b, sf_graph_name(g));
     if (m) {
-        sb_puts(&b, ",\n  \"machine\": ");
-        sb_json_string(&b, sf_machine_name(m));
+        sf_strbuf_puts(&b, ",\n  \"machine\": ");
+        put_json_string(&b, sf_machine_name(m));
     }
-    sb_puts(&b, ",\n  \"ops\": {");
+    sf_strbuf_puts(&b, ",\n  \"ops\": {");
     int n = sf_graph_num_ops(g);
     for (int i = 0; i < n; i++) {
         const sf_config *c = sf_strategy_get(s, i);
-        sb_puts(&b, i ? ",\n    " : "\n    ");
-        sb_json_string(&b, sf_graph_op(g, i)->name);
-        sb_puts(&b, ": {\"degrees\": [");
-        for (int d = 0; d < c->ndim; d++) sb_printf(&b, "%s%d", d ? ", " : "", c->degree[d]);
-        sb_puts(&b, "], \"devices\": [");
-        for (int p = 0; p < c->n_parts; p++) sb_printf(&b, "%s%d", p ? ", " : "", c->device[p]);
-        sb_puts(&b, "]}");
+        sf_strbuf_puts(&b, i ? ",\n    " : "\n    ");
+        put_json_string(&b, sf_graph_op(g, i)->name);
+        sf_strbuf_puts(&b, ": {\"degrees\": [");
+        for (int d = 0; d < c->ndim; d++) sf_strbuf_printf(&b, "%s%d", d ? ", " : "", c->degree[d]);
+        sf_strbuf_puts(&b, "], \"devices\": [");
+        for (int p = 0; p < c->n_parts; p++)
+            sf_strbuf_printf(&b, "%s%d", p ? ", " : "", c->device[p]);
+        sf_strbuf_puts(&b, "]}");
     }
-    sb_puts(&b, n ? "\n  }\n}\n" : "}\n}\n");
-    if (b.oom) {
-        free(b.s);
-        sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-        return NULL;
-    }
-    return b.s;
+    sf_strbuf_puts(&b, n ? "\n  }\n}\n" : "}\n}\n");
+    char *text = sf_strbuf_take(&b);
+    if (!text) sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    return text;
 }
 
 char *sf_strategy_to_json(const sf_strategy *s, const sf_graph *g, sf_error *err) {

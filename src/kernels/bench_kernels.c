@@ -1,5 +1,6 @@
 /*
- * bench_kernels.c - how fast the fast conv2d and linear kernels run on one core.
+ * bench_kernels.c - how fast the fast conv2d, linear, lstm and attention kernels
+ * run on one core.
  *
  * The yardstick is single-thread SGEMM on 1024^3, the best this BLAS does on
  * this core; each kernel is timed forward + backward (input and weight
@@ -25,7 +26,7 @@ typedef struct bench_case {
     sf_op_type type;
     int ndim;
     int64_t in[4];
-    int64_t out;      /* out_channels or out_features */
+    int64_t out;      /* out_channels, out_features, hidden, or heads (attention) */
     int64_t k, s, p;  /* conv: square kernel, stride, padding */
 } bench_case;
 
@@ -37,6 +38,10 @@ static const bench_case bench_cases[] = {
     {"linear:alexnet.fc6 b64", SF_OP_LINEAR, 2, {64, 9216, 0, 0}, 4096, 0, 0, 0},
     /* batch 16, not 64: a whole-batch pass takes seconds on one core */
     {"conv2d:resnet.3x3 64->64 56x56 b16", SF_OP_CONV2D, 4, {16, 64, 56, 56}, 64, 3, 1, 1},
+    /* one chunk of nmt's LSTM (4 steps, 1024 -> 1024) */
+    {"lstm:nmt.lstm 1024 t4 b64", SF_OP_LSTM, 3, {64, 4, 1024, 0}, 1024, 0, 0, 0},
+    /* one BERT-base self-attention layer at batch 8 (sequence 128, width 768, 12 heads) */
+    {"attention:bert d768 h12 t128 b8", SF_OP_ATTENTION, 3, {8, 128, 768, 0}, 12, 0, 0, 0},
 };
 
 static double bench_sgemm(int reps, sf_error *err, sf_status *st) {
@@ -75,6 +80,11 @@ static double bench_case_run(const bench_case *bc, int reps, sf_error *err, sf_s
         p.conv2d.kernel[0] = p.conv2d.kernel[1] = bc->k;
         p.conv2d.stride[0] = p.conv2d.stride[1] = bc->s;
         p.conv2d.padding[0] = p.conv2d.padding[1] = bc->p;
+    } else if (bc->type == SF_OP_LSTM) {
+        p.lstm.hidden = bc->out;
+    } else if (bc->type == SF_OP_ATTENTION) {
+        p.attention.embed_dim = bc->in[2];
+        p.attention.heads = bc->out;
     } else {
         p.linear.out_features = bc->out;
     }
@@ -90,7 +100,15 @@ static double bench_case_run(const bench_case *bc, int reps, sf_error *err, sf_s
     const sf_op *op = sf_graph_op(g, id);
     sf_tile t = sf_tile_full(&op->space), r;
     sf_op_input_region(op, &t, 0, &r);
-    int64_t n_in = sf_tile_numel(&r), n_out = sf_tile_numel(&t), n_w = op->n_params;
+    enum { MAX_OUT = 3 };
+    sf_tile ot[MAX_OUT];
+    int64_t n_in = sf_tile_numel(&r), n_w = op->n_params, n_out = 0, n_o[MAX_OUT];
+    int nout = op->n_outputs < MAX_OUT ? op->n_outputs : MAX_OUT;
+    for (int k = 0; k < nout; k++) {
+        sf_op_output_tile(op, &t, k, &ot[k]);
+        n_o[k] = sf_tile_numel(&ot[k]);
+        n_out += n_o[k];
+    }
     size_t ws_f = sf_kernel_workspace_bytes(op, &t, 0), ws_b = sf_kernel_workspace_bytes(op, &t, 1);
     size_t ws = ws_f > ws_b ? ws_f : ws_b;
     int64_t n_ws = (int64_t)(ws / sizeof(float)) + 1;
@@ -100,15 +118,19 @@ static double bench_case_run(const bench_case *bc, int reps, sf_error *err, sf_s
         *st = sf_error_set(err, SF_ERR_NOMEM, "out of memory for %s", bc->name);
         goto done;
     }
-    float *xb = mem, *dx = xb + n_in, *y = dx + n_in, *dy = y + n_out, *w = dy + n_out;
+    float *xb = mem, *dx = xb + n_in, *ys = dx + n_in, *dys = ys + n_out, *w = dys + n_out;
     float *dw = w + n_w, *wsb = dw + n_w;
     for (int64_t i = 0; i < total; i++) mem[i] = (float)((i * 7919) % 1000) * 1e-3f - 0.5f;
     const float *in_arr[1] = {xb};
-    float *out_arr[1] = {y};
-    const float *dy_arr[1] = {dy};
+    float *out_arr[MAX_OUT];
+    const float *dy_arr[MAX_OUT];
     float *dx_arr[1] = {dx};
+    for (int k = 0, off = 0; k < nout; off += (int)n_o[k], k++) {
+        out_arr[k] = ys + off;
+        dy_arr[k] = dys + off;
+    }
     sf_kernel_args a = {
-        .op = op, .tile = t, .n_inputs = 1, .in = in_arr, .in_region = &r, .n_outputs = 1,
+        .op = op, .tile = t, .n_inputs = 1, .in = in_arr, .in_region = &r, .n_outputs = nout,
         .out = out_arr, .weights = w, .grad_out = dy_arr, .grad_in = dx_arr, .grad_weights = dw,
         .workspace = wsb, .workspace_bytes = ws,
     };

@@ -450,9 +450,12 @@ static sf_status lstm_bwd_fast(const sf_kernel_args *a) {
     if (dx) sf_sgemm(0, 0, g.n * T, I, G, 1.0f, w.gates, G, wih, I, 1.0f, dx, I);
     if (dw) {
         sf_sgemm(1, 0, G, I, g.n * T, 1.0f, w.gates, G, a->in[0], I, 1.0f, dw, I);
-        /* h_{t-1} of sample n for t in [0, T) is hs[n, 0:T], rows of H */
-        for (int64_t n = 0; n < g.n; n++)
-            sf_sgemm(1, 0, G, H, T, 1.0f, w.gates + n * T * G, G, w.hs + n * srow, H, 1.0f,
+        /* dW_hh += sum over steps t of dA_t^T (4H, n) h_{t-1} (n, H): one GEMM per
+         * step with the batch as its inner dimension (a GEMM per sample would have
+         * an inner dimension of T and stream all of dW_hh n times). dA_t rows are
+         * T*4H apart, h_{t-1} rows (hs[n, t]) srow apart. */
+        for (int64_t t = 0; t < T; t++)
+            sf_sgemm(1, 0, G, H, g.n, 1.0f, w.gates + t * G, T * G, w.hs + t * H, srow, 1.0f,
                      dw + G * I, H);
         float *dbih = dw + G * (I + H), *dbhh = dbih + G;
         for (int64_t r = 0; r < g.n * T; r++)

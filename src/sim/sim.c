@@ -176,13 +176,14 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->group_size = calloc((size_t)(n_ops ? n_ops : 1), sizeof *sim->group_size);
     sim->cons_start = calloc((size_t)n_ops + 1, sizeof *sim->cons_start);
     sim->res_free = calloc((size_t)sim->n_res + 1, sizeof *sim->res_free);
+    sim->remaining = calloc((size_t)sim->n_res + 1, sizeof *sim->remaining);
     sim->scratch_dev = calloc((size_t)sim->n_dev, sizeof *sim->scratch_dev);
     sim->tiles_p = calloc(SF_MAX_PARTS, sizeof *sim->tiles_p);
     sim->tiles_c = calloc(SF_MAX_PARTS, sizeof *sim->tiles_c);
     sim->cur = &sim->flat[0];
     sim->prev = &sim->flat[1];
     if (!sim->s || !sim->blocks || !sim->dirty || !sim->group_owner || !sim->group_members ||
-        !sim->group_size || !sim->cons_start || !sim->res_free || !sim->scratch_dev ||
+        !sim->group_size || !sim->cons_start || !sim->res_free || !sim->remaining || !sim->scratch_dev ||
         !sim->tiles_p || !sim->tiles_c || flat_alloc_fixed(&sim->flat[0], sim->n_blocks, sim->n_dev) ||
         flat_alloc_fixed(&sim->flat[1], sim->n_blocks, sim->n_dev))
         goto oom;
@@ -258,6 +259,7 @@ void sf_sim_free(sf_sim *sim) {
     flat_free(&sim->flat[1]);
     free(sim->heap);
     free(sim->res_free);
+    free(sim->remaining);
     free(sim->scratch_dev);
     free(sim->tiles_p);
     free(sim->tiles_c);
@@ -730,10 +732,22 @@ static sf_status run_heap(sf_sim *sim, sim_flat *f, int64_t hn, int64_t expect, 
         double st = it.ready;
         if (r >= 0 && sim->res_free[r] > st) st = sim->res_free[r];
         double fin = st + f->dur[t];
-        if (fin > bound) { /* the makespan is at least fin */
-            f->result.iter_s = fin;
-            *cut = 1;
-            return SF_OK;
+        if (bound < INFINITY) {
+            /* the makespan is at least fin, and at least fin plus the work still
+             * queued for this resource, which runs one task at a time */
+            double lb = fin;
+            if (r >= 0) {
+                sim->remaining[r] -= f->dur[t];
+                /* a sum taken in another order than the schedule's: keep a margin
+                 * far above its rounding error so that a proposal exactly at the
+                 * bound is never cut */
+                lb += sim->remaining[r] - 1e-9 * bound;
+            }
+            if (fin > bound || lb > bound) {
+                f->result.iter_s = lb > fin ? lb : fin;
+                *cut = 1;
+                return SF_OK;
+            }
         }
         if (r >= 0) sim->res_free[r] = fin;
         f->start[t] = st;
@@ -777,12 +791,18 @@ static sf_status schedule_resume(sf_sim *sim, sim_flat *f, const sim_flat *o, do
     int64_t nt = f->n_tasks, hn = 0, left = 0;
     const int64_t mask = ((int64_t)1 << SIM_IDX_BITS) - 1;
     memset(sim->res_free, 0, (size_t)sim->n_res * sizeof *sim->res_free);
-    /* pass 1: carry over tasks done before t0; mark the rest with ready = -1 */
+    /* pass 1: carry over tasks done before t0; mark the rest with ready = -1 and,
+     * for a bounded run, add up the work each resource still has to do */
+    int bounded = bound < INFINITY;
+    if (bounded) memset(sim->remaining, 0, (size_t)sim->n_res * sizeof *sim->remaining);
     for (int64_t i = 0; i < nt; i++) {
         uint64_t k = f->key[i];
         int bid = (int)(k >> SIM_IDX_BITS);
         f->ready[i] = -1;
-        if (sim->dirty[bid]) continue;
+        if (sim->dirty[bid]) {
+            if (bounded && f->res[i] >= 0) sim->remaining[f->res[i]] += f->dur[i];
+            continue;
+        }
         int64_t og = o->block_off[bid] + (int64_t)(k & (uint64_t)mask);
         if (o->ready[og] < t0) {
             f->ready[i] = o->ready[og];
@@ -790,6 +810,8 @@ static sf_status schedule_resume(sf_sim *sim, sim_flat *f, const sim_flat *o, do
             f->finish[i] = o->finish[og];
             int32_t r = f->res[i];
             if (r >= 0 && f->finish[i] > sim->res_free[r]) sim->res_free[r] = f->finish[i];
+        } else if (bounded && f->res[i] >= 0) {
+            sim->remaining[f->res[i]] += f->dur[i];
         }
     }
     /* pass 2: pending = predecessors not done; ready = latest done predecessor */

@@ -126,6 +126,7 @@ struct sf_sim {
     sim_heap_item *heap;
     int64_t cap_heap;
     double *res_free;     /* [n_res] */
+    double *remaining;    /* [n_res] bounded runs: work still queued per resource */
     int16_t *scratch_dev; /* [n_dev] */
     void *sync_entries;   /* scratch for build_sync */
     int64_t cap_sync_entries;

@@ -24,11 +24,10 @@
  * block (one class per kind) so that a rectangle costs ~100 bytes.
  *
  * Both files are built in memory and written with sf_write_file_atomic, so a
- * failure never leaves half a picture. Text is built with a small growable
- * buffer whose out-of-memory state is sticky (checked once at the end).
+ * failure never leaves half a picture. Text is built in an sf_strbuf, whose
+ * out-of-memory state is sticky (checked once at the end).
  */
 #include <math.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -36,98 +35,37 @@
 #include "sim_impl.h"
 #include "soapflow/io.h"
 
-/* ---- a growable text buffer -------------------------------------------------- */
-
-typedef struct tbuf {
-    char *p;
-    size_t len, cap;
-    int oom; /* sticky: once set, appends are ignored */
-} tbuf;
-
-static int tbuf_reserve(tbuf *b, size_t extra) {
-    if (b->oom) return -1;
-    if (b->len + extra + 1 <= b->cap) return 0;
-    size_t nc = b->cap ? b->cap : 1 << 16;
-    while (nc < b->len + extra + 1) {
-        if (nc > SIZE_MAX / 2) {
-            b->oom = 1;
-            return -1;
-        }
-        nc *= 2;
-    }
-    char *q = realloc(b->p, nc);
-    if (!q) {
-        b->oom = 1;
-        return -1;
-    }
-    b->p = q;
-    b->cap = nc;
-    return 0;
-}
-
-static void tbuf_put(tbuf *b, const char *s) {
-    size_t n = strlen(s);
-    if (tbuf_reserve(b, n)) return;
-    memcpy(b->p + b->len, s, n + 1);
-    b->len += n;
-}
-
-static void tbuf_printf(tbuf *b, const char *fmt, ...) SF_PRINTF(2, 3);
-static void tbuf_printf(tbuf *b, const char *fmt, ...) {
-    /* format in place: most pieces are short, so reserve a little and retry
-     * only when the text did not fit */
-    if (tbuf_reserve(b, 256)) return;
-    va_list ap;
-    va_start(ap, fmt);
-    size_t avail = b->cap - b->len;
-    int n = vsnprintf(b->p + b->len, avail, fmt, ap);
-    va_end(ap);
-    if (n < 0) {
-        b->oom = 1;
-        return;
-    }
-    if ((size_t)n >= avail) {
-        if (tbuf_reserve(b, (size_t)n)) return;
-        va_start(ap, fmt);
-        vsnprintf(b->p + b->len, (size_t)n + 1, fmt, ap);
-        va_end(ap);
-    }
-    b->len += (size_t)n;
-}
+/* ---- escaping for the two formats -------------------------------------------- */
 
 /* s as the inside of a JSON string. */
-static void tbuf_json_str(tbuf *b, const char *s) {
+static void put_json_text(sf_strbuf *b, const char *s) {
     const char *run = s; /* start of the characters that need no escape */
     for (;; s++) {
         unsigned char c = (unsigned char)*s;
         if (c != 0 && c != '"' && c != '\\' && c >= 0x20) continue;
-        if (s > run && !tbuf_reserve(b, (size_t)(s - run))) {
-            memcpy(b->p + b->len, run, (size_t)(s - run));
-            b->len += (size_t)(s - run);
-            b->p[b->len] = '\0';
-        }
+        if (s > run) sf_strbuf_add(b, run, (size_t)(s - run));
         if (c == 0) return;
         if (c == '"' || c == '\\')
-            tbuf_printf(b, "\\%c", c);
+            sf_strbuf_printf(b, "\\%c", c);
         else
-            tbuf_printf(b, "\\u%04x", c);
+            sf_strbuf_printf(b, "\\u%04x", c);
         run = s + 1;
     }
 }
 
 /* s as XML character data or attribute text. */
-static void tbuf_xml_str(tbuf *b, const char *s) {
+static void put_xml_text(sf_strbuf *b, const char *s) {
     for (; *s; s++) {
         switch (*s) {
-        case '&': tbuf_put(b, "&amp;"); break;
-        case '<': tbuf_put(b, "&lt;"); break;
-        case '>': tbuf_put(b, "&gt;"); break;
-        case '"': tbuf_put(b, "&quot;"); break;
-        case '\'': tbuf_put(b, "&apos;"); break;
+        case '&': sf_strbuf_puts(b, "&amp;"); break;
+        case '<': sf_strbuf_puts(b, "&lt;"); break;
+        case '>': sf_strbuf_puts(b, "&gt;"); break;
+        case '"': sf_strbuf_puts(b, "&quot;"); break;
+        case '\'': sf_strbuf_puts(b, "&apos;"); break;
         default: {
             unsigned char c = (unsigned char)*s;
             char e[2] = {c < 0x20 ? ' ' : (char)c, 0};
-            tbuf_put(b, e);
+            sf_strbuf_puts(b, e);
         }
         }
     }
@@ -149,14 +87,13 @@ static sf_status check_schedule(const sf_sim *sim, const char *path, const char 
     return SF_OK;
 }
 
-static sf_status write_out(tbuf *b, const char *path, const char *what, sf_error *err) {
+static sf_status write_out(sf_strbuf *b, const char *path, const char *what, sf_error *err) {
     sf_status st;
     if (b->oom)
         st = sf_error_set(err, SF_ERR_NOMEM, "%s: out of memory building the %s", path, what);
     else
-        st = sf_write_file_atomic(path, b->p ? b->p : "", b->len, err);
-    free(b->p);
-    b->p = NULL;
+        st = sf_write_file_atomic(path, b->s ? b->s : "", b->len, err);
+    sf_strbuf_free(b);
     return st;
 }
 
@@ -200,19 +137,21 @@ static void device_label(const sf_sim *sim, int d, char *buf, size_t n) {
 
 enum { PID_DEVICES = 1, PID_LINKS = 2 };
 
-static void trace_meta(tbuf *b, int *first, const char *what, int pid, int tid, const char *name) {
-    tbuf_printf(b, "%s\n{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%d", *first ? "" : ",", what, pid);
-    if (tid >= 0) tbuf_printf(b, ",\"tid\":%d", tid);
-    tbuf_put(b, ",\"args\":{\"name\":\"");
-    tbuf_json_str(b, name);
-    tbuf_put(b, "\"}}");
+static void trace_meta(sf_strbuf *b, int *first, const char *what, int pid, int tid,
+                       const char *name) {
+    sf_strbuf_printf(b, "%s\n{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%d", *first ? "" : ",", what,
+                     pid);
+    if (tid >= 0) sf_strbuf_printf(b, ",\"tid\":%d", tid);
+    sf_strbuf_puts(b, ",\"args\":{\"name\":\"");
+    put_json_text(b, name);
+    sf_strbuf_puts(b, "\"}}");
     *first = 0;
 }
 
-static void trace_sort(tbuf *b, const char *what, int pid, int tid, int index) {
-    tbuf_printf(b, ",\n{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%d", what, pid);
-    if (tid >= 0) tbuf_printf(b, ",\"tid\":%d", tid);
-    tbuf_printf(b, ",\"args\":{\"sort_index\":%d}}", index);
+static void trace_sort(sf_strbuf *b, const char *what, int pid, int tid, int index) {
+    sf_strbuf_printf(b, ",\n{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%d", what, pid);
+    if (tid >= 0) sf_strbuf_printf(b, ",\"tid\":%d", tid);
+    sf_strbuf_printf(b, ",\"args\":{\"sort_index\":%d}}", index);
 }
 
 sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err) {
@@ -221,13 +160,13 @@ sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err)
     const sim_flat *f = sim->cur;
     unsigned char *used = used_resources(sim);
     if (!used) return sf_error_set(err, SF_ERR_NOMEM, "%s: out of memory building the trace", path);
-    tbuf b = {0};
-    tbuf_put(&b, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"model\":\"");
-    tbuf_json_str(&b, sf_graph_name(sim->g));
-    tbuf_put(&b, "\",\"machine\":\"");
-    tbuf_json_str(&b, sf_machine_name(sim->m));
-    tbuf_printf(&b, "\",\"iter_ms\":%.6f,\"tasks\":%lld},\n\"traceEvents\":[",
-                f->result.iter_s * 1e3, (long long)f->n_tasks);
+    sf_strbuf b = {0};
+    sf_strbuf_puts(&b, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"model\":\"");
+    put_json_text(&b, sf_graph_name(sim->g));
+    sf_strbuf_puts(&b, "\",\"machine\":\"");
+    put_json_text(&b, sf_machine_name(sim->m));
+    sf_strbuf_printf(&b, "\",\"iter_ms\":%.6f,\"tasks\":%lld},\n\"traceEvents\":[",
+                     f->result.iter_s * 1e3, (long long)f->n_tasks);
 
     int first = 1;
     char name[160];
@@ -255,22 +194,23 @@ sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err)
         const sf_op *op = sf_graph_op(sim->g, t->op);
         int on_link = r >= sim->n_dev;
         task_name(sim, t, name, sizeof name);
-        tbuf_put(&b, ",\n{\"ph\":\"X\",\"name\":\"");
-        tbuf_json_str(&b, name);
-        tbuf_printf(&b,
-                    "\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.4f,\"dur\":%.4f,"
-                    "\"args\":{\"op\":\"",
-                    t->kind < SIM_KIND_COUNT ? kind_cat[t->kind] : "?",
-                    on_link ? PID_LINKS : PID_DEVICES, on_link ? r - sim->n_dev : r,
-                    f->start[i] * 1e6, (f->finish[i] - f->start[i]) * 1e6);
-        tbuf_json_str(&b, op ? op->name : "?");
+        sf_strbuf_puts(&b, ",\n{\"ph\":\"X\",\"name\":\"");
+        put_json_text(&b, name);
+        sf_strbuf_printf(&b,
+                         "\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.4f,\"dur\":%.4f,"
+                         "\"args\":{\"op\":\"",
+                         t->kind < SIM_KIND_COUNT ? kind_cat[t->kind] : "?",
+                         on_link ? PID_LINKS : PID_DEVICES, on_link ? r - sim->n_dev : r,
+                         f->start[i] * 1e6, (f->finish[i] - f->start[i]) * 1e6);
+        put_json_text(&b, op ? op->name : "?");
         if (on_link)
-            tbuf_printf(&b, "\",\"%s\":%d,\"bytes\":%.0f}}", t->kind == SIM_SYNC ? "shard" : "part",
-                        t->part, t->bytes);
+            sf_strbuf_printf(&b, "\",\"%s\":%d,\"bytes\":%.0f}}",
+                             t->kind == SIM_SYNC ? "shard" : "part", t->part, t->bytes);
         else
-            tbuf_printf(&b, "\",\"%s\":%d}}", t->kind == SIM_UPDATE ? "shard" : "part", t->part);
+            sf_strbuf_printf(&b, "\",\"%s\":%d}}", t->kind == SIM_UPDATE ? "shard" : "part",
+                             t->part);
     }
-    tbuf_put(&b, "\n]}\n");
+    sf_strbuf_puts(&b, "\n]}\n");
     free(used);
     return write_out(&b, path, "trace", err);
 }
@@ -316,20 +256,20 @@ static double tick_step(double span) {
 }
 
 /* One rectangle: a single task (n == 1) or a run of n sub-pixel tasks. */
-static void svg_rect(tbuf *b, const sf_sim *sim, double scale, const svg_item *first, int64_t n,
-                     double start, double finish, int kind) {
+static void svg_rect(sf_strbuf *b, const sf_sim *sim, double scale, const svg_item *first,
+                     int64_t n, double start, double finish, int kind) {
     double x = SVG_LEFT + start * scale, w = (finish - start) * scale;
     if (w < 0.5) w = 0.5; /* keep every task visible */
-    tbuf_printf(b, "<rect x=\"%.2f\" width=\"%.2f\" height=\"%.0f\" class=\"%s\"><title>", x, w,
-                SVG_BAR, kind_class[kind]);
+    sf_strbuf_printf(b, "<rect x=\"%.2f\" width=\"%.2f\" height=\"%.0f\" class=\"%s\"><title>", x,
+                     w, SVG_BAR, kind_class[kind]);
     if (n == 1) {
         char name[160];
         task_name(sim, sim_task_of(sim, first->gid, NULL), name, sizeof name);
-        tbuf_xml_str(b, name);
+        put_xml_text(b, name);
     } else {
-        tbuf_printf(b, "%lld %s tasks", (long long)n, kind_label[kind]);
+        sf_strbuf_printf(b, "%lld %s tasks", (long long)n, kind_label[kind]);
     }
-    tbuf_printf(b, ": %.4f-%.4f ms</title></rect>\n", start * 1e3, finish * 1e3);
+    sf_strbuf_printf(b, ": %.4f-%.4f ms</title></rect>\n", start * 1e3, finish * 1e3);
 }
 
 sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
@@ -365,26 +305,27 @@ sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
     double height = legend_y + 30;
     char label[160];
 
-    tbuf b = {0};
-    tbuf_printf(&b,
-                "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
-                "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"11\">\n",
-                SVG_WIDTH, height, SVG_WIDTH, height);
-    tbuf_put(&b, "<style>\n");
+    sf_strbuf b = {0};
+    sf_strbuf_printf(&b,
+                     "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+                     "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" "
+                     "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"11\">\n",
+                     SVG_WIDTH, height, SVG_WIDTH, height);
+    sf_strbuf_puts(&b, "<style>\n");
     for (int k = 0; k < SIM_KIND_COUNT; k++)
-        tbuf_printf(&b, ".%s{fill:%s}\n", kind_class[k], kind_colour[k]);
-    tbuf_put(&b, ".grid{stroke:#ddd;stroke-width:1}\n.band{fill:#f4f4f4}\n"
-                 "rect:hover{stroke:#000;stroke-width:1}\n</style>\n");
-    tbuf_printf(&b, "<rect width=\"%.0f\" height=\"%.0f\" fill=\"#fff\"/>\n", SVG_WIDTH, height);
+        sf_strbuf_printf(&b, ".%s{fill:%s}\n", kind_class[k], kind_colour[k]);
+    sf_strbuf_puts(&b, ".grid{stroke:#ddd;stroke-width:1}\n.band{fill:#f4f4f4}\n"
+                       "rect:hover{stroke:#000;stroke-width:1}\n</style>\n");
+    sf_strbuf_printf(&b, "<rect width=\"%.0f\" height=\"%.0f\" fill=\"#fff\"/>\n", SVG_WIDTH,
+                     height);
 
     /* title */
-    tbuf_put(&b, "<text x=\"10\" y=\"18\" font-size=\"14\" font-weight=\"bold\">");
-    tbuf_xml_str(&b, sf_graph_name(sim->g));
-    tbuf_put(&b, " on ");
-    tbuf_xml_str(&b, sf_machine_name(sim->m));
-    tbuf_printf(&b, ": one iteration %.3f ms, %lld tasks</text>\n", makespan * 1e3,
-                (long long)f->n_tasks);
+    sf_strbuf_puts(&b, "<text x=\"10\" y=\"18\" font-size=\"14\" font-weight=\"bold\">");
+    put_xml_text(&b, sf_graph_name(sim->g));
+    sf_strbuf_puts(&b, " on ");
+    put_xml_text(&b, sf_machine_name(sim->m));
+    sf_strbuf_printf(&b, ": one iteration %.3f ms, %lld tasks</text>\n", makespan * 1e3,
+                     (long long)f->n_tasks);
 
     /* row bands and labels */
     for (int r = 0; r < sim->n_res; r++) {
@@ -392,7 +333,7 @@ sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
         if (row < 0) continue;
         double y = SVG_TOP + row * SVG_ROW;
         if (row % 2 == 0)
-            tbuf_printf(
+            sf_strbuf_printf(
                 &b, "<rect class=\"band\" x=\"0\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\"/>\n", y,
                 SVG_WIDTH, SVG_ROW);
         if (r < sim->n_dev) {
@@ -401,10 +342,10 @@ sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
             const sf_link *lk = sf_machine_link(sim->m, r - sim->n_dev);
             snprintf(label, sizeof label, "%s", lk->name);
         }
-        tbuf_printf(&b, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">", SVG_LEFT - 8,
-                    y + SVG_ROW - 5);
-        tbuf_xml_str(&b, label);
-        tbuf_put(&b, "</text>\n");
+        sf_strbuf_printf(&b, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">", SVG_LEFT - 8,
+                         y + SVG_ROW - 5);
+        put_xml_text(&b, label);
+        sf_strbuf_puts(&b, "</text>\n");
     }
 
     /* time axis: ticks and grid lines in ms */
@@ -412,10 +353,11 @@ sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
     int n_ticks = makespan > 0 ? (int)floor(makespan * 1e3 / step + 1e-9) : 0;
     for (int i = 0; i <= n_ticks && i <= 1000; i++) {
         double t_ms = i * step, x = SVG_LEFT + t_ms * 1e-3 * scale;
-        tbuf_printf(&b, "<line class=\"grid\" x1=\"%.2f\" y1=\"%.0f\" x2=\"%.2f\" y2=\"%.1f\"/>\n",
-                    x, SVG_TOP - 6, x, SVG_TOP + rows_h);
-        tbuf_printf(&b, "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"middle\">%.6g ms</text>\n", x,
-                    SVG_TOP - 10, t_ms);
+        sf_strbuf_printf(&b,
+                         "<line class=\"grid\" x1=\"%.2f\" y1=\"%.0f\" x2=\"%.2f\" y2=\"%.1f\"/>\n",
+                         x, SVG_TOP - 6, x, SVG_TOP + rows_h);
+        sf_strbuf_printf(&b, "<text x=\"%.2f\" y=\"%.0f\" text-anchor=\"middle\">%.6g ms</text>\n",
+                         x, SVG_TOP - 10, t_ms);
     }
 
     /* tasks, row by row; runs of sub-pixel tasks of one kind become one rect */
@@ -423,10 +365,10 @@ sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
     for (int64_t i = 0; i < n && !b.oom;) {
         const svg_item *it = &items[i];
         if (it->row != cur_row) {
-            if (cur_row >= 0) tbuf_put(&b, "</g>\n");
+            if (cur_row >= 0) sf_strbuf_puts(&b, "</g>\n");
             cur_row = it->row;
-            tbuf_printf(&b, "<g transform=\"translate(0,%.1f)\">\n",
-                        SVG_TOP + cur_row * SVG_ROW + (SVG_ROW - SVG_BAR) / 2);
+            sf_strbuf_printf(&b, "<g transform=\"translate(0,%.1f)\">\n",
+                             SVG_TOP + cur_row * SVG_ROW + (SVG_ROW - SVG_BAR) / 2);
         }
         int kind = sim_task_of(sim, it->gid, NULL)->kind;
         double s0 = it->start, f0 = it->finish;
@@ -444,19 +386,19 @@ sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
         svg_rect(&b, sim, scale, it, j - i, s0, f0, kind);
         i = j;
     }
-    if (cur_row >= 0) tbuf_put(&b, "</g>\n");
+    if (cur_row >= 0) sf_strbuf_puts(&b, "</g>\n");
 
     /* legend */
     double x = SVG_LEFT;
     for (int k = 0; k < SIM_KIND_COUNT; k++) {
         if (k == SIM_BARRIER) continue;
-        tbuf_printf(&b,
-                    "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" class=\"%s\"/>"
-                    "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
-                    x, legend_y, kind_class[k], x + 16, legend_y + 10, kind_label[k]);
+        sf_strbuf_printf(&b,
+                         "<rect x=\"%.0f\" y=\"%.0f\" width=\"12\" height=\"12\" class=\"%s\"/>"
+                         "<text x=\"%.0f\" y=\"%.0f\">%s</text>\n",
+                         x, legend_y, kind_class[k], x + 16, legend_y + 10, kind_label[k]);
         x += 40 + 7.0 * (double)strlen(kind_label[k]);
     }
-    tbuf_put(&b, "</svg>\n");
+    sf_strbuf_puts(&b, "</svg>\n");
     free(used);
     free(row_of);
     free(items);

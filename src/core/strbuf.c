@@ -1,0 +1,97 @@
+/*
+ * strbuf.c - a growable string for the writers that build text in memory
+ * (model, strategy and cost JSON, DOT graphs, Chrome traces and SVG).
+ *
+ * Each of those writers builds the whole text first and then writes it with
+ * sf_write_file_atomic, so that a failure never leaves half a file. Out of memory
+ * is sticky rather than returned by every append: builders make hundreds of
+ * appends and check once at the end, the way SQLite's StrAccum does.
+ *
+ * The capacity doubles from 4 KiB, so appends are amortized O(1). printf
+ * formats straight into the spare room and only when the text did not fit grows
+ * the buffer and formats again (from a va_copy), so there is no fixed-size
+ * temporary and no length limit; a piece of any size costs one pass when it fits.
+ */
+#include "soapflow/core.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define STRBUF_MIN_CAP 4096
+
+/* Room for `extra` more bytes and the NUL: 0, or -1 with oom set. */
+static int strbuf_reserve(sf_strbuf *b, size_t extra) {
+    if (b->oom) return -1;
+    if (extra > SIZE_MAX - 1 - b->len) {
+        b->oom = 1;
+        return -1;
+    }
+    size_t need = b->len + extra + 1;
+    if (need <= b->cap) return 0;
+    size_t cap = b->cap ? b->cap : STRBUF_MIN_CAP;
+    while (cap < need) {
+        if (cap > SIZE_MAX / 2) {
+            cap = need;
+            break;
+        }
+        cap *= 2;
+    }
+    char *s = realloc(b->s, cap);
+    if (!s) {
+        b->oom = 1;
+        return -1;
+    }
+    b->s = s;
+    b->cap = cap;
+    return 0;
+}
+
+void sf_strbuf_add(sf_strbuf *b, const char *s, size_t n) {
+    if (strbuf_reserve(b, n)) return;
+    if (n) memcpy(b->s + b->len, s, n);
+    b->len += n;
+    b->s[b->len] = '\0';
+}
+
+void sf_strbuf_puts(sf_strbuf *b, const char *s) { sf_strbuf_add(b, s, strlen(s)); }
+
+void sf_strbuf_vprintf(sf_strbuf *b, const char *fmt, va_list ap) {
+    if (b->oom) return;
+    va_list again;
+    va_copy(again, ap);
+    size_t room = b->cap - b->len; /* with the NUL; 0 before the first append */
+    int n = vsnprintf(room ? b->s + b->len : NULL, room, fmt, ap);
+    if (n >= 0 && (size_t)n >= room && strbuf_reserve(b, (size_t)n) == 0)
+        vsnprintf(b->s + b->len, (size_t)n + 1, fmt, again);
+    va_end(again);
+    if (n < 0) b->oom = 1; /* an encoding error: the text would be incomplete */
+    if (b->oom) {
+        if (b->s) b->s[b->len] = '\0'; /* drop any partial piece */
+        return;
+    }
+    b->len += (size_t)n;
+}
+
+void sf_strbuf_printf(sf_strbuf *b, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    sf_strbuf_vprintf(b, fmt, ap);
+    va_end(ap);
+}
+
+char *sf_strbuf_take(sf_strbuf *b) {
+    char *s = b->s;
+    if (b->oom) {
+        free(s);
+        s = NULL;
+    } else if (!s) {
+        s = calloc(1, 1); /* nothing appended: an empty string */
+    }
+    *b = (sf_strbuf){0};
+    return s;
+}
+
+void sf_strbuf_free(sf_strbuf *b) {
+    free(b->s);
+    *b = (sf_strbuf){0};
+}

@@ -112,7 +112,9 @@ static int block_mem(sim_block *b, int dev, double bytes) {
 
 /* ---- setup ----------------------------------------------------------------- */
 
-static int flat_alloc_fixed(sim_flat *f, int n_blocks, int n_dev) {
+static int flat_alloc_fixed(sim_flat *f, int n_blocks, int n_dev, int n_res) {
+    f->res_total = calloc((size_t)n_res + 1, sizeof *f->res_total);
+    if (!f->res_total) return -1;
     f->block_off = calloc((size_t)n_blocks + 1, sizeof *f->block_off);
     f->device_busy = calloc((size_t)n_dev, sizeof *f->device_busy);
     f->device_mem = calloc((size_t)n_dev, sizeof *f->device_mem);
@@ -137,6 +139,7 @@ static void flat_free(sim_flat *f) {
     free(f->block_off);
     free(f->device_busy);
     free(f->device_mem);
+    free(f->res_total);
 }
 
 sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
@@ -184,8 +187,8 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->prev = &sim->flat[1];
     if (!sim->s || !sim->blocks || !sim->dirty || !sim->group_owner || !sim->group_members ||
         !sim->group_size || !sim->cons_start || !sim->res_free || !sim->remaining || !sim->scratch_dev ||
-        !sim->tiles_p || !sim->tiles_c || flat_alloc_fixed(&sim->flat[0], sim->n_blocks, sim->n_dev) ||
-        flat_alloc_fixed(&sim->flat[1], sim->n_blocks, sim->n_dev))
+        !sim->tiles_p || !sim->tiles_c || flat_alloc_fixed(&sim->flat[0], sim->n_blocks, sim->n_dev, sim->n_res) ||
+        flat_alloc_fixed(&sim->flat[1], sim->n_blocks, sim->n_dev, sim->n_res))
         goto oom;
 
     /* weight groups */
@@ -852,10 +855,12 @@ static void collect(sf_sim *sim, sim_flat *f) {
     r->n_devices = sim->n_dev;
     memset(f->device_busy, 0, (size_t)sim->n_dev * sizeof *f->device_busy);
     memset(f->device_mem, 0, (size_t)sim->n_dev * sizeof *f->device_mem);
+    memset(f->res_total, 0, (size_t)sim->n_res * sizeof *f->res_total);
     for (int64_t i = 0; i < f->n_tasks; i++) {
         if (f->finish[i] > r->iter_s) r->iter_s = f->finish[i];
-        if (f->res[i] >= 0 && f->res[i] < sim->n_dev) f->device_busy[f->res[i]] += f->dur[i];
+        if (f->res[i] >= 0) f->res_total[f->res[i]] += f->dur[i];
     }
+    memcpy(f->device_busy, f->res_total, (size_t)sim->n_dev * sizeof *f->device_busy);
     for (int opi = 0; opi < sim->n_ops; opi++) {
         FOR_OP_BLOCKS(sim, opi, bid) {
             const sim_block *b = &sim->blocks[bid];
@@ -886,6 +891,8 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
     sf_strategy_copy(sim->s, s);
     sim->undo_op = -1;
     sim->cut_pending = 0;
+    sim->cut_early = 0;
+    sim->n_saved = 0;
     sim->has_run = 0;
     for (int opi = 0; opi < sim->n_ops; opi++) {
         FOR_OP_BLOCKS(sim, opi, bid) {
@@ -1040,6 +1047,32 @@ sf_status sf_sim_update_bounded(sf_sim *sim, int opi, const sf_config *c, double
     if (sim->group_owner[opi] >= 0)
         fail |= save_block(sim, block_id(sim->group_owner[opi], SLOT_SYNC));
     for (int i = 0; i < sim->n_saved && !fail; i++) fail |= rebuild_block(sim, sim->saved[i].bid);
+    if (!fail && bound_s < INFINITY) {
+        /* Before laying anything out: a resource runs one task at a time, so the
+         * iteration takes at least the work queued on any one resource. The new
+         * totals are the current ones with the rebuilt blocks' work swapped in. */
+        double *tot = sim->remaining;
+        memcpy(tot, sim->cur->res_total, (size_t)sim->n_res * sizeof *tot);
+        for (int i = 0; i < sim->n_saved; i++) {
+            const sim_block *ob = &sim->saved[i].block, *nb = &sim->blocks[sim->saved[i].bid];
+            for (int k = 0; k < ob->n_tasks; k++)
+                if (ob->tasks[k].res >= 0) tot[ob->tasks[k].res] -= ob->tasks[k].dur_s;
+            for (int k = 0; k < nb->n_tasks; k++)
+                if (nb->tasks[k].res >= 0) tot[nb->tasks[k].res] += nb->tasks[k].dur_s;
+        }
+        double lb = 0;
+        for (int q = 0; q < sim->n_res; q++)
+            if (tot[q] > lb) lb = tot[q];
+        if (lb - 1e-9 * bound_s > bound_s) { /* margin: the totals are sums in another order */
+            for (int i = 0; i < sim->n_saved; i++) sim->dirty[sim->saved[i].bid] = 0;
+            memset(r, 0, sizeof *r);
+            r->iter_s = lb;
+            r->cut_off = 1;
+            sim->cut_pending = 1;
+            sim->cut_early = 1;
+            return SF_OK;
+        }
+    }
     sim_flat *o = sim->cur, *f = sim->prev;
     if (fail || assemble(sim, f)) {
         sim->has_run = 0; /* the block set is inconsistent: a full run must follow */
@@ -1080,6 +1113,12 @@ sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
     }
     sim->n_saved = 0;
     sim->cut_pending = 0;
+    if (sim->cut_early) { /* nothing was laid out: the current flat is still the old one */
+        sim->cut_early = 0;
+        sim->undo_op = -1;
+        if (r) *r = sim->cur->result;
+        return SF_OK;
+    }
     sim_flat *t = sim->cur;
     sim->cur = sim->prev;
     sim->prev = t;

@@ -86,6 +86,7 @@ typedef struct sim_flat {
     int64_t *block_off;     /* [n_blocks]: first global id of each block */
     double *device_busy;    /* [n_dev] */
     double *device_mem;     /* [n_dev] */
+    double *res_total;      /* [n_res] work (seconds) queued on each resource */
     sf_sim_result result;
 } sim_flat;
 
@@ -105,6 +106,7 @@ struct sf_sim {
     int has_run;
     int undo_op;          /* operator changed by the last update, -1 when none */
     int cut_pending;      /* the last update was cut off: only a revert or a run may follow */
+    int cut_early;        /* ... before its task graph was laid out */
     sf_config undo_cfg;   /* its config before that update */
     sim_saved_block *saved;
     int n_saved, cap_saved;

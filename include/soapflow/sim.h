@@ -58,6 +58,8 @@ typedef struct sf_sim_result {
     int fits;               /* 1 when every device's memory fits its capacity */
     int64_t tasks;          /* tasks in the task graph */
     int cut_off;            /* 1: a bounded update stopped early (iter_s > its bound) */
+    int64_t rescheduled;    /* tasks this call scheduled: all of them for a full run, those
+                             * from the earliest change on for a delta update */
     int n_devices;
     double *device_busy_s;  /* [n_devices], owned by the simulator, valid until next call */
     double *device_mem_bytes; /* [n_devices] */

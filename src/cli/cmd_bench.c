@@ -74,6 +74,7 @@ typedef struct bench_sim_result {
     double bounded_us;  /* mean bounded update + revert, bound 1.02 x the start (see below) */
     double cut_frac;    /* share of bounded updates that stopped early */
     double delta_tasks; /* mean task count of the changed strategies */
+    double resched_frac; /* mean share of tasks a delta update scheduled again */
     int64_t tasks;
 } bench_sim_result;
 
@@ -98,7 +99,7 @@ static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, co
     sf_rng rng;
     sf_rng_seed(&rng, seed);
     int n_ops = sf_graph_num_ops(g);
-    double upd = 0, both = 0, tasks = 0;
+    double upd = 0, both = 0, tasks = 0, resched = 0;
     for (int64_t i = 0; i < moves && n_ops > 0; i++) {
         int op = (int)sf_rng_below(&rng, (uint64_t)n_ops);
         sf_config c;
@@ -108,6 +109,7 @@ static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, co
         double t1 = sf_now_s();
         if (st != SF_OK) return st;
         tasks += (double)r.tasks;
+        resched += (double)r.rescheduled / (double)r.tasks;
         st = sf_sim_revert(sim, &r, err);
         double t2 = sf_now_s();
         if (st != SF_OK) return st;
@@ -138,6 +140,7 @@ static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, co
     out->delta_us = moves > 0 ? upd / (double)moves * 1e6 : 0;
     out->delta_revert_us = moves > 0 ? both / (double)moves * 1e6 : 0;
     out->delta_tasks = moves > 0 ? tasks / (double)moves : 0;
+    out->resched_frac = moves > 0 ? resched / (double)moves : 0;
     /* same answer by another route: every move was undone */
     if (moves > 0 && (r.iter_s != r0.iter_s || r.tasks != r0.tasks))
         return sf_error_set(err, SF_ERR_INTERNAL,
@@ -197,14 +200,14 @@ static int bench_sim(int argc, char **argv) {
     sf_graph_stats_compute(g, &gs);
     if (json) {
         json_t *j = json_pack(
-            "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+            "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
             "model",
             sf_graph_name(g), "machine", sf_machine_name(m), "strategy", strategy, "batch",
             (json_int_t)gs.batch, "tasks", (json_int_t)br.tasks, "reps", (json_int_t)reps, "moves",
             (json_int_t)moves, "seed", (json_int_t)seed, "full_us", br.full_us, "tasks_per_s",
             tasks_per_s, "delta_us", br.delta_us, "delta_revert_us", br.delta_revert_us,
             "delta_tasks", br.delta_tasks, "speedup", speedup, "delta_bounded_us", br.bounded_us,
-            "bounded_cut_frac", br.cut_frac);
+            "bounded_cut_frac", br.cut_frac, "delta_rescheduled_frac", br.resched_frac);
         rc = sf_cli_print_json(j);
     } else {
         char b1[32];
@@ -217,7 +220,8 @@ static int bench_sim(int argc, char **argv) {
                    "%.2f)\n",
                    br.delta_us, (long long)moves, speedup);
             printf("delta update+revert  %12.1f us\n", br.delta_revert_us);
-            printf("tasks after a move   %12.0f     (mean)\n", br.delta_tasks);
+            printf("tasks after a move   %12.0f     (mean; %.0f%% of them scheduled again)\n",
+                   br.delta_tasks, br.resched_frac * 100);
             printf("bounded update+revert %11.1f us  (bound 1.02 x the start, as MCMC bounds "
                    "moves; %.0f%% stopped early; full / bounded %.2f)\n",
                    br.bounded_us, br.cut_frac * 100, br.bounded_us > 0 ? br.full_us / br.bounded_us : 0);

@@ -852,6 +852,7 @@ static void collect(sf_sim *sim, sim_flat *f) {
     sf_sim_result *r = &f->result;
     memset(r, 0, sizeof *r);
     r->tasks = f->n_tasks;
+    r->rescheduled = sim->last_resimulated;
     r->n_devices = sim->n_dev;
     memset(f->device_busy, 0, (size_t)sim->n_dev * sizeof *f->device_busy);
     memset(f->device_mem, 0, (size_t)sim->n_dev * sizeof *f->device_mem);

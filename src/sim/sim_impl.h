@@ -134,8 +134,7 @@ struct sf_sim {
     int64_t cap_sync_entries;
     sf_tile *tiles_p, *tiles_c; /* scratch for build_edge: [SF_MAX_PARTS] each */
 
-    /* statistics of the last update, for benchmarks */
-    int64_t last_resimulated;
+    int64_t last_resimulated; /* tasks the last schedule pass handled (sf_sim_result.rescheduled) */
 };
 
 /* Global id -> the block's task record (for traces). */

@@ -18,6 +18,19 @@
  * are canonical, the schedule of a patched task graph is identical to that of a
  * graph built from scratch: delta equals full, bit for bit.
  *
+ * Delta scheduling does not start over: nothing can differ before t0, the
+ * earliest ready time of any removed, added or re-wired task (t0_bound), so the
+ * tasks the old schedule ran before t0 keep their times and the event loop
+ * resumes from there (schedule_resume). The alternative, propagating changes
+ * task by task through per-resource queues as FlexFlow describes, touches the
+ * same tasks in practice: a changed operator shifts everything after it on its
+ * devices, and "after it" is most of the iteration. Two flat layouts are kept, so
+ * a rejected proposal is undone by swapping them back (sf_sim_revert), and a
+ * bounded update (sf_sim_update_bounded) gives up as soon as the iteration is
+ * sure to exceed the bound: when some resource's queued work exceeds it before
+ * anything is laid out, or when a task's finish plus the work still queued on its
+ * resource does during the event loop.
+ *
  * Gradient synchronization is a ring all-reduce over the devices that hold a
  * weight shard, in device-id order. A ring is bandwidth-optimal (each device sends
  * 2(R-1)/R of the shard) and, with devices in id order, crosses each node

@@ -60,28 +60,27 @@ void sf_window_range(int64_t lo, int64_t hi, int64_t stride, int64_t pad, int64_
 double sf_tile_frac(const sf_tile *t, const sf_shape *s, int i);
 
 /* Every class, defined in its operator file. */
-#define SF_OP_CLASS_DECL(n) extern const sf_op_class n
-SF_OP_CLASS_DECL(sf_op_input_class);
-SF_OP_CLASS_DECL(sf_op_conv2d_class);
-SF_OP_CLASS_DECL(sf_op_pool2d_class);
-SF_OP_CLASS_DECL(sf_op_linear_class);
-SF_OP_CLASS_DECL(sf_op_matmul_class);
-SF_OP_CLASS_DECL(sf_op_embedding_class);
-SF_OP_CLASS_DECL(sf_op_lstm_class);
-SF_OP_CLASS_DECL(sf_op_attention_class);
-SF_OP_CLASS_DECL(sf_op_relu_class);
-SF_OP_CLASS_DECL(sf_op_sigmoid_class);
-SF_OP_CLASS_DECL(sf_op_tanh_class);
-SF_OP_CLASS_DECL(sf_op_gelu_class);
-SF_OP_CLASS_DECL(sf_op_add_class);
-SF_OP_CLASS_DECL(sf_op_mul_class);
-SF_OP_CLASS_DECL(sf_op_concat_class);
-SF_OP_CLASS_DECL(sf_op_split_class);
-SF_OP_CLASS_DECL(sf_op_reshape_class);
-SF_OP_CLASS_DECL(sf_op_flatten_class);
-SF_OP_CLASS_DECL(sf_op_softmax_ce_class);
-SF_OP_CLASS_DECL(sf_op_batchnorm_class);
-SF_OP_CLASS_DECL(sf_op_layernorm_class);
-SF_OP_CLASS_DECL(sf_op_dropout_class);
+extern const sf_op_class sf_op_input_class;
+extern const sf_op_class sf_op_conv2d_class;
+extern const sf_op_class sf_op_pool2d_class;
+extern const sf_op_class sf_op_linear_class;
+extern const sf_op_class sf_op_matmul_class;
+extern const sf_op_class sf_op_embedding_class;
+extern const sf_op_class sf_op_lstm_class;
+extern const sf_op_class sf_op_attention_class;
+extern const sf_op_class sf_op_relu_class;
+extern const sf_op_class sf_op_sigmoid_class;
+extern const sf_op_class sf_op_tanh_class;
+extern const sf_op_class sf_op_gelu_class;
+extern const sf_op_class sf_op_add_class;
+extern const sf_op_class sf_op_mul_class;
+extern const sf_op_class sf_op_concat_class;
+extern const sf_op_class sf_op_split_class;
+extern const sf_op_class sf_op_reshape_class;
+extern const sf_op_class sf_op_flatten_class;
+extern const sf_op_class sf_op_softmax_ce_class;
+extern const sf_op_class sf_op_batchnorm_class;
+extern const sf_op_class sf_op_layernorm_class;
+extern const sf_op_class sf_op_dropout_class;
 
 #endif

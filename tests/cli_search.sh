@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# cli_search.sh - `soapflow search` as a user meets it: the JSON it promises, a
+# best strategy that `simulate` reads back to the same time, reproducible runs
+# with --iters and --seed, and clean errors.
+#
+# Run by CTest as: bash tests/cli_search.sh <path-to-soapflow> <source-dir>
+set -u
+
+SF=${1:?usage: cli_search.sh <path-to-soapflow> <source-dir>}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sf-search.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+
+fail() {
+    echo "FAIL: $*" >&2
+    exit 1
+}
+run() {
+    local name=$1
+    shift
+    "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    echo $? >"$TMP/$name.rc"
+}
+rc_of() { cat "$TMP/$1.rc"; }
+expect_ok() {
+    [ "$(rc_of "$1")" -eq 0 ] || fail "$1: status $(rc_of "$1"): $(cat "$TMP/$1.err")"
+}
+expect_error() {
+    local rc
+    rc=$(rc_of "$1")
+    [ "$rc" -ne 0 ] || fail "$1: expected a non-zero status"
+    [ "$rc" -lt 128 ] || fail "$1: crashed (status $rc)"
+    [ "$(wc -l <"$TMP/$1.err")" -eq 1 ] || fail "$1: expected one error line: $(cat "$TMP/$1.err")"
+    grep -q '^soapflow: ' "$TMP/$1.err" || fail "$1: error line lacks 'soapflow: '"
+}
+json_num() { grep -o "\"$2\": *[-0-9.eE+]*" "$1" | head -n 1 | sed 's/.*: *//'; }
+
+# ---- the JSON interface, and --out read back by simulate -----------------
+run s1 "$SF" search --model lenet5 --machine 'p100-4x4[4]' --iters 300 --seed 3 --json \
+    --out "$TMP/best.json" --trace "$TMP/best.trace.json" --svg "$TMP/best.svg"
+expect_ok s1
+for key in baselines optcnn_ms best_ms speedup_vs_data iterations seconds strategy_file; do
+    grep -q "\"$key\":" "$TMP/s1.out" || fail "search --json: no \"$key\""
+done
+for b in data model owt expert; do
+    grep -q "\"$b\":" "$TMP/s1.out" || fail "search --json: no baseline \"$b\""
+done
+[ -s "$TMP/best.json" ] || fail "search --out: no strategy file"
+grep -q traceEvents "$TMP/best.trace.json" || fail "search --trace: no traceEvents"
+head -c 200 "$TMP/best.svg" | grep -q '<svg\|<?xml' || fail "search --svg: not an SVG"
+best=$(json_num "$TMP/s1.out" best_ms)
+data=$(json_num "$TMP/s1.out" data)
+run sim "$SF" simulate --model lenet5 --machine 'p100-4x4[4]' --strategy "$TMP/best.json" --json
+expect_ok sim
+iter=$(json_num "$TMP/sim.out" iter_ms)
+[ "$iter" = "$best" ] || fail "simulate --strategy best.json: iter_ms $iter, search said $best"
+awk -v b="$best" -v d="$data" 'BEGIN { exit !(b <= d) }' ||
+    fail "search: best $best ms is slower than data parallelism $data ms"
+
+# ---- the same seed and --iters give the same answer ----------------------
+run s2 "$SF" search --model lenet5 --machine 'p100-4x4[4]' --iters 300 --seed 3 --json \
+    --out "$TMP/best2.json"
+expect_ok s2
+[ "$(json_num "$TMP/s2.out" best_ms)" = "$best" ] || fail "search: same seed, different best_ms"
+cmp -s "$TMP/best.json" "$TMP/best2.json" || fail "search: same seed, different strategy file"
+
+# ---- each algorithm alone, and the text table ----------------------------
+run optcnn "$SF" search --model alexnet --batch 64 --machine 'p100-4x4[4]' --algo optcnn
+expect_ok optcnn
+grep -q '^optcnn' "$TMP/optcnn.out" || fail "search --algo optcnn: no optcnn row"
+grep -q 'nodes left after elimination (exact)' "$TMP/optcnn.out" ||
+    fail "search --algo optcnn: alexnet should reduce exactly"
+run mcmc "$SF" search --model rnnlm --seq-len 8 --machine 'p100-4x4[4]' --algo mcmc --iters 200
+expect_ok mcmc
+grep -q '^mcmc' "$TMP/mcmc.out" || fail "search --algo mcmc: no mcmc row"
+
+# ---- errors: one line, non-zero, no crash, no file left ------------------
+run bad_algo "$SF" search --model lenet5 --algo nope
+expect_error bad_algo
+run bad_budget "$SF" search --model lenet5 --budget 10parsecs
+expect_error bad_budget
+run both "$SF" search --model lenet5 --budget 5s --iters 10
+expect_error both
+run no_model "$SF" search --machine p100-4x4
+expect_error no_model
+run bad_machine "$SF" search --model lenet5 --machine 'p100-4x4[5]'
+expect_error bad_machine
+run bad_costs "$SF" search --model lenet5 --costs "$TMP/missing.json" --iters 10
+expect_error bad_costs
+grep -q missing.json "$TMP/bad_costs.err" || fail "search --costs: message does not name the file"
+run bad_out "$SF" search --model lenet5 --machine 'p100-4x4[4]' --iters 10 \
+    --out "$TMP/no/such/dir/best.json"
+expect_error bad_out
+ls "$TMP"/no 2>/dev/null && fail "search --out: left something behind"
+
+echo "cli_search: all checks passed"

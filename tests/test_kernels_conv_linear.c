@@ -350,6 +350,11 @@ static const conv_case conv_cases[] = {
     {2, 3, 5, 6, 4, 2, 2, 1, 1, 3, 3, 1, 1, 1, 1},    /* padding wider than the kernel */
     {1, 5, 7, 13, 7, 1, 1, 1, 1, 0, 0, 1, 1, 1, 0},   /* 1x1 */
     {3, 2, 12, 9, 3, 5, 3, 3, 2, 2, 1, 2, 1, 1, 1},   /* mixed everything */
+    /* stride 1, input channels >= output channels per group, region about the
+     * tile: the fast backward computes dx as a convolution of dy */
+    {2, 6, 9, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    /* same padding */
+    {2, 8, 7, 9, 4, 3, 5, 1, 1, 2, 3, 2, 1, 2, 0},    /* groups 2, dilation, uneven pads */
+    {1, 4, 5, 6, 3, 2, 2, 1, 1, 2, 2, 1, 1, 1, 1},    /* padding wider than the kernel */
 };
 #define N_CONV_CASES ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 
@@ -391,6 +396,7 @@ static void test_conv_tiles_fast_vs_ref(void **state) {
 static const conv_case conv_big_cases[] = {
     {2, 16, 90, 91, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
     {1, 8, 160, 97, 6, 5, 3, 1, 2, 2, 1, 1, 1, 2, 0},
+    {2, 16, 61, 67, 8, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, /* dx as a convolution, in bands */
 };
 
 static void test_conv_big_tiles(void **state) {

@@ -60,6 +60,19 @@ static void valid_range(int64_t base, int64_t stride, int64_t extent, int64_t co
     *hi = b;
 }
 
+/* Rows at least this long are copied with memcpy; shorter ones (LeNet's rows
+ * are 10 floats, and there are K of them per output row) with an inline loop,
+ * since the call costs more than the copy. */
+#define IM2COL_MEMCPY_MIN 64
+
+static void copy_short(float *restrict dst, const float *restrict src, int64_t n) {
+    for (int64_t q = 0; q < n; q++) dst[q] = src[q];
+}
+
+static void add_short(float *restrict dst, const float *restrict src, int64_t n) {
+    for (int64_t q = 0; q < n; q++) dst[q] += src[q];
+}
+
 void sf_im2col(const sf_window2d *g, const float *x, float *col, int64_t ld, int64_t col0) {
     const int64_t plane = g->ihn * g->iwn, own = g->own, sw = g->sw;
     for (int64_t c = 0; c < g->channels; c++) {
@@ -84,8 +97,10 @@ void sf_im2col(const sf_window2d *g, const float *x, float *col, int64_t ld, int
                     /* src[ow * sw] lies under output column ow, inside for [wlo, whi) */
                     const float *src = xc + (hbase + oh * g->sh) * g->iwn;
                     for (int64_t ow = 0; ow < wlo; ow++) dst[ow] = 0.0f;
-                    if (sw == 1 && nvalid > 0) {
+                    if (sw == 1 && nvalid >= IM2COL_MEMCPY_MIN) {
                         memcpy(dst + wlo, src + (wbase + wlo), (size_t)nvalid * sizeof *dst);
+                    } else if (sw == 1) {
+                        copy_short(dst + wlo, src + (wbase + wlo), nvalid);
                     } else {
                         for (int64_t ow = wlo; ow < whi; ow++) dst[ow] = src[wbase + ow * sw];
                     }
@@ -119,10 +134,8 @@ void sf_col2im(const sf_window2d *g, const float *col, int64_t ld, int64_t col0,
                     int64_t nvalid = whi - wlo;
                     if (sw == 1 && nvalid >= COL2IM_AXPY_MIN) {
                         cblas_saxpy((int)nvalid, 1.0f, src + wlo, 1, dst + (wbase + wlo), 1);
-                    } else if (sw == 1 && nvalid > 0) {
-                        float *d1 = dst + (wbase + wlo);
-                        const float *s1 = src + wlo;
-                        for (int64_t q = 0; q < nvalid; q++) d1[q] += s1[q];
+                    } else if (sw == 1) {
+                        add_short(dst + (wbase + wlo), src + wlo, nvalid);
                     } else {
                         for (int64_t ow = wlo; ow < whi; ow++) dst[wbase + ow * sw] += src[ow];
                     }

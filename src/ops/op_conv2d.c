@@ -139,12 +139,49 @@ static void conv2d_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
 
 /* ---- kernels ----------------------------------------------------------- */
 
-/* Most column-buffer elements (fp32) one fast-kernel block unfolds. A build may
- * override it (-DCONV_COL_ELEMS=64 makes every block one row: a stress test of
- * the block logic). */
+/* Most column-buffer elements (fp32) one fast-kernel block unfolds, unless that
+ * leaves fewer than CONV_MIN_COLS columns. 2^18 (1 MiB: the columns, the GEMM's
+ * packed copy of them and its output stay in a 2 MiB L2) ran LeNet's and
+ * ResNet's GEMMs 15-40% faster than 2^20, but AlexNet's (K >= 1024) 5-20%
+ * slower: they keep 2^20; the floor keeps GEMMs from being too narrow. A
+ * build may override it (-DCONV_COL_ELEMS=64 makes every block one row: a stress
+ * test of the block logic, the floor scaling down with it). */
 #ifndef CONV_COL_ELEMS
-#define CONV_COL_ELEMS ((int64_t)1 << 20)
+#define CONV_COL_ELEMS ((int64_t)1 << 18)
 #endif
+#define CONV_MIN_COLS (CONV_COL_ELEMS / 512)
+
+/* How a fast kernel walks an output of nt images of rows x row_len positions
+ * whose columns have k rows: blocks of `chunk` whole images, or (chunk == 1)
+ * bands of `band` rows of one image. */
+typedef struct conv_blocking {
+    int64_t nt, rows, row_len;
+    int64_t chunk; /* images per block (1 when bands of rows are used) */
+    int64_t band;  /* output rows per block: rows unless one image is too large */
+} conv_blocking;
+
+static conv_blocking conv_blocking_make(int64_t k, int64_t nt, int64_t rows, int64_t row_len) {
+    conv_blocking b = {.nt = nt, .rows = rows, .row_len = row_len, .chunk = 1, .band = rows};
+    /* deep columns (AlexNet's K = 1600, 1728) ran best with 4x the budget */
+    int64_t budget = k >= 1024 ? 4 * CONV_COL_ELEMS : CONV_COL_ELEMS;
+    int64_t cols = budget / (k > 0 ? k : 1);
+    if (cols < CONV_MIN_COLS) cols = CONV_MIN_COLS;
+    if (cols < 1) cols = 1;
+    int64_t per_image = rows * row_len > 0 ? rows * row_len : 1;
+    b.chunk = cols / per_image;
+    if (b.chunk > nt) b.chunk = nt;
+    if (b.chunk < 1) b.chunk = 1;
+    if (per_image > cols) {
+        b.band = cols / (row_len > 0 ? row_len : 1);
+        if (b.band < 1) b.band = 1;
+    }
+    return b;
+}
+
+/* Most columns of one block. */
+static int64_t conv_blocking_cols(const conv_blocking *b) {
+    return b->chunk * b->band * b->row_len;
+}
 
 /* The extents of one tile and its input region, read once. */
 typedef struct conv_geom {
@@ -152,10 +189,12 @@ typedef struct conv_geom {
     int64_t cr0, crn, ih0, ihn, iw0, iwn;         /* input region: channels, rows, cols */
     int64_t cin_g, cout_g, kh, kw;
     int64_t k;     /* rows of the columns: cin_g * kh * kw */
-    int64_t p;     /* output positions per image: oht * owt */
-    int64_t chunk; /* images per fast-kernel block (1 when bands of rows are used) */
-    int64_t band;  /* output rows per block: oht unless one image is too large */
-    int64_t mmax;  /* most output channels of one group inside the tile */
+    int64_t p;          /* output positions per image: oht * owt */
+    conv_blocking blk;  /* blocks of the output, for im2col of x */
+    int64_t mmax;       /* most output channels of one group inside the tile */
+    int transposed_dx;  /* backward computes dx as a convolution of dy (see below) */
+    int64_t kt;         /* rows of the columns of dy: mmax * kh * kw */
+    conv_blocking tblk; /* blocks of the input region, for im2col of dy */
 } conv_geom;
 
 static void conv_geom_init(const sf_op *op, const sf_tile *t, const sf_tile *r, conv_geom *g) {
@@ -180,17 +219,21 @@ static void conv_geom_init(const sf_op *op, const sf_tile *t, const sf_tile *r, 
     g->kw = c->kernel[1];
     g->k = g->cin_g * g->kh * g->kw;
     g->p = g->oht * g->owt;
-    int64_t per_image = g->k * g->p > 0 ? g->k * g->p : 1;
-    int64_t per_row = g->k * g->owt > 0 ? g->k * g->owt : 1;
-    g->chunk = CONV_COL_ELEMS / per_image;
-    if (g->chunk > g->nt) g->chunk = g->nt;
-    if (g->chunk < 1) g->chunk = 1;
-    g->band = g->oht;
-    if (per_image > CONV_COL_ELEMS) {
-        g->band = CONV_COL_ELEMS / per_row;
-        if (g->band < 1) g->band = 1;
-    }
+    g->blk = conv_blocking_make(g->k, g->nt, g->oht, g->owt);
     g->mmax = g->cot < g->cout_g ? g->cot : g->cout_g;
+    /* With stride 1 every dx element is a dot product of a window of dy with the
+     * flipped filters: a convolution whose GEMM accumulates straight into dx,
+     * with no col2im and no zeroed (k, cols) buffer. It computes ihn * iwn
+     * positions where col2im's route costs oht * owt, so it is taken only when
+     * the region is about the tile (same padding: ResNet, AlexNet), not for
+     * LeNet's 14x14 -> 10x10, where it would double the work; and only when its
+     * GEMM has at least as many rows (cin_g) as col2im's has depth (output
+     * channels): AlexNet's conv2 (64 -> 192) ran its backward 15% slower with it,
+     * ResNet's 64 -> 64 6% faster. */
+    g->transposed_dx = c->stride[0] == 1 && c->stride[1] == 1 &&
+                       8 * g->ihn * g->iwn <= 9 * g->oht * g->owt && g->cin_g >= g->mmax;
+    g->kt = g->mmax * g->kh * g->kw;
+    g->tblk = conv_blocking_make(g->kt, g->nt, g->ihn, g->iwn);
 }
 
 /* Window of one group's input channels, from the region to the tile. */
@@ -208,13 +251,20 @@ static sf_window2d conv_window(const sf_op *op, const conv_geom *g) {
 }
 
 size_t sf_conv2d_workspace_bytes(const sf_op *op, const sf_tile *t, int backward) {
-    (void)backward; /* backward reuses the column buffer for W^T * dY */
     sf_tile r;
     conv2d_region(op, t, 0, &r);
     conv_geom g;
     conv_geom_init(op, t, &r, &g);
-    /* columns (k, cols) + a permuted output or gradient (mmax, cols) */
-    return (size_t)((g.k + g.mmax) * g.chunk * g.band * g.owt) * sizeof(float);
+    /* columns (k, cols) + a permuted output or gradient (mmax, cols); backward
+     * without transposed_dx reuses the columns for W^T * dY */
+    int64_t elems = (g.k + g.mmax) * conv_blocking_cols(&g.blk);
+    if (backward && g.transposed_dx) {
+        /* flipped filters (cin_g, kt) + columns of dy (kt, cols) + a permuted dx
+         * (cin_g, cols); the dW pass before it is done with its buffers */
+        int64_t te = g.cin_g * g.kt + (g.kt + g.cin_g) * conv_blocking_cols(&g.tblk);
+        if (te > elems) elems = te;
+    }
+    return (size_t)elems * sizeof(float);
 }
 
 /* Output channels [c_lo, c_hi) of group `grp` that lie inside the tile. */
@@ -313,11 +363,11 @@ typedef struct conv_block {
 } conv_block;
 
 /* Visit blocks in order; returns 0 after the last. */
-static int conv_block_next(const conv_geom *g, conv_block *b, int first) {
+static int conv_block_next(const conv_blocking *g, conv_block *b, int first) {
     if (first) {
         b->n = 0;
         b->r0 = 0;
-    } else if (b->nn == 1 && b->r0 + b->rn < g->oht) {
+    } else if (b->nn == 1 && b->r0 + b->rn < g->rows) {
         b->r0 += b->rn;
     } else {
         b->n += b->nn;
@@ -325,8 +375,8 @@ static int conv_block_next(const conv_geom *g, conv_block *b, int first) {
     }
     if (b->n >= g->nt) return 0;
     b->nn = g->nt - b->n < g->chunk ? g->nt - b->n : g->chunk;
-    b->rn = g->oht - b->r0 < g->band ? g->oht - b->r0 : g->band;
-    b->cols = b->nn * b->rn * g->owt;
+    b->rn = g->rows - b->r0 < g->band ? g->rows - b->r0 : g->band;
+    b->cols = b->nn * b->rn * g->row_len;
     return 1;
 }
 
@@ -361,7 +411,7 @@ static sf_status conv2d_fwd_fast(const sf_kernel_args *a) {
     const float *bias = c->bias ? w + c->out_channels * g.k : NULL;
     float *y = a->out[0];
     float *col = a->workspace;                         /* (k, cols) */
-    float *tmp = col + g.k * g.chunk * g.band * g.owt; /* (mmax, cols) */
+    float *tmp = col + g.k * conv_blocking_cols(&g.blk); /* (mmax, cols) */
     int64_t grp_lo = g.co0 / g.cout_g, grp_hi = (g.co0 + g.cot - 1) / g.cout_g;
     for (int64_t grp = grp_lo; grp <= grp_hi; grp++) {
         int64_t c_lo, c_hi;
@@ -369,7 +419,7 @@ static sf_status conv2d_fwd_fast(const sf_kernel_args *a) {
         int64_t m = c_hi - c_lo;
         const float *wg = w + c_lo * g.k; /* (m, k) */
         conv_block b = {0, 0, 0, 0, 0};
-        for (int more = conv_block_next(&g, &b, 1); more; more = conv_block_next(&g, &b, 0)) {
+        for (int more = conv_block_next(&g.blk, &b, 1); more; more = conv_block_next(&g.blk, &b, 0)) {
             conv_unfold(&g, win, &b, x, grp, col);
             if (b.nn == 1) {
                 /* rows of one image: channels c_lo.. of y are rows of stride p */
@@ -394,6 +444,67 @@ static sf_status conv2d_fwd_fast(const sf_kernel_args *a) {
     return SF_OK;
 }
 
+/* dx += the convolution of dy with the flipped filters, for stride 1 (chosen by
+ * g->transposed_dx): dx (c, ih, iw) += sum over (co, i, j) of
+ * W (co, c, kh-1-i, kw-1-j) * dy (co, ih + ph - (kh-1-i)*dh, iw + ...), i.e. a
+ * convolution of the dy tile, as the region, onto the x region, as the tile,
+ * with padding (kh-1)*dh - ph. Taps that land outside the dy tile read as zero:
+ * they belong to other tiles, which add their own share. */
+static void conv2d_bwd_dx_transposed(const sf_op *op, const conv_geom *g, const float *w,
+                                     const float *dy, float *dx, float *ws) {
+    const sf_conv2d_params *c = &op->params.conv2d;
+    const int64_t taps = g->kh * g->kw, plane = g->ihn * g->iwn;
+    float *wt = ws;                                      /* (cin_g, m*taps) */
+    float *col = wt + g->cin_g * g->kt;                  /* (m*taps, cols) */
+    float *tmp = col + g->kt * conv_blocking_cols(&g->tblk); /* (cin_g, cols) */
+    sf_window2d win = {
+        .kh = g->kh, .kw = g->kw, .sh = 1, .sw = 1,
+        .ph = (g->kh - 1) * c->dilation[0] - c->padding[0],
+        .pw = (g->kw - 1) * c->dilation[1] - c->padding[1],
+        .dh = c->dilation[0], .dw = c->dilation[1],
+        .oh0 = g->ih0, .ow0 = g->iw0, .ohn = g->ihn, .own = g->iwn,
+        .ih0 = g->oh0, .iw0 = g->ow0, .ihn = g->oht, .iwn = g->owt,
+    };
+    int64_t grp_lo = g->co0 / g->cout_g, grp_hi = (g->co0 + g->cot - 1) / g->cout_g;
+    for (int64_t grp = grp_lo; grp <= grp_hi; grp++) {
+        int64_t c_lo, c_hi;
+        conv_group_channels(g, grp, &c_lo, &c_hi);
+        int64_t m = c_hi - c_lo, kt = m * taps;
+        for (int64_t ci = 0; ci < g->cin_g; ci++)
+            for (int64_t co = 0; co < m; co++) {
+                const float *src = w + ((c_lo + co) * g->cin_g + ci) * taps;
+                float *dst = wt + ci * kt + co * taps;
+                for (int64_t q = 0; q < taps; q++) dst[q] = src[taps - 1 - q];
+            }
+        win.channels = m;
+        conv_block b = {0, 0, 0, 0, 0};
+        for (int more = conv_block_next(&g->tblk, &b, 1); more;
+             more = conv_block_next(&g->tblk, &b, 0)) {
+            sf_window2d bw = win;
+            bw.oh0 = g->ih0 + b.r0;
+            bw.ohn = b.rn;
+            for (int64_t j = 0; j < b.nn; j++) {
+                const float *dyi = dy + ((b.n + j) * g->cot + c_lo - g->co0) * g->p;
+                sf_im2col(&bw, dyi, col, b.cols, j * b.rn * g->iwn);
+            }
+            /* dx of the group's channels, (cin_g, cols) */
+            float *dxg = dx + (b.n * g->crn + grp * g->cin_g - g->cr0) * plane;
+            if (b.nn == 1) {
+                sf_sgemm(0, 0, g->cin_g, b.cols, kt, 1.0f, wt, kt, col, b.cols, 1.0f,
+                         dxg + b.r0 * g->iwn, plane);
+                continue;
+            }
+            sf_sgemm(0, 0, g->cin_g, b.cols, kt, 1.0f, wt, kt, col, b.cols, 0.0f, tmp, b.cols);
+            for (int64_t j = 0; j < b.nn; j++)
+                for (int64_t ci = 0; ci < g->cin_g; ci++) {
+                    const float *src = tmp + ci * b.cols + j * plane;
+                    float *dst = dxg + (j * g->crn + ci) * plane;
+                    for (int64_t q = 0; q < plane; q++) dst[q] += src[q];
+                }
+        }
+    }
+}
+
 static sf_status conv2d_bwd_fast(const sf_kernel_args *a) {
     const sf_op *op = a->op;
     const sf_conv2d_params *c = &op->params.conv2d;
@@ -404,7 +515,7 @@ static sf_status conv2d_bwd_fast(const sf_kernel_args *a) {
     float *dx = a->grad_in ? a->grad_in[0] : NULL;
     float *dw = a->grad_weights;
     float *col = a->workspace;                         /* (k, cols): x, then dx columns */
-    float *dyp = col + g.k * g.chunk * g.band * g.owt; /* (mmax, cols): dy of one group */
+    float *dyp = col + g.k * conv_blocking_cols(&g.blk); /* (mmax, cols): dy of one group */
     if (dw && c->bias) {
         float *db = dw + c->out_channels * g.k;
         for (int64_t n = 0; n < g.nt; n++) {
@@ -417,6 +528,8 @@ static sf_status conv2d_bwd_fast(const sf_kernel_args *a) {
         }
     }
     if (!dx && !dw) return SF_OK;
+    if (dx && g.transposed_dx) conv2d_bwd_dx_transposed(op, &g, w, dy, dx, a->workspace);
+    if (!dw && (!dx || g.transposed_dx)) return SF_OK;
     int64_t grp_lo = g.co0 / g.cout_g, grp_hi = (g.co0 + g.cot - 1) / g.cout_g;
     for (int64_t grp = grp_lo; grp <= grp_hi; grp++) {
         int64_t c_lo, c_hi;
@@ -424,7 +537,7 @@ static sf_status conv2d_bwd_fast(const sf_kernel_args *a) {
         int64_t m = c_hi - c_lo;
         const float *wg = w + c_lo * g.k;
         conv_block b = {0, 0, 0, 0, 0};
-        for (int more = conv_block_next(&g, &b, 1); more; more = conv_block_next(&g, &b, 0)) {
+        for (int more = conv_block_next(&g.blk, &b, 1); more; more = conv_block_next(&g.blk, &b, 0)) {
             /* dy of this group and block as (m, cols); rows of one image already are */
             const float *dg;
             int64_t ldd;
@@ -446,7 +559,7 @@ static sf_status conv2d_bwd_fast(const sf_kernel_args *a) {
                 sf_sgemm(0, 1, m, g.k, b.cols, 1.0f, dg, ldd, col, b.cols, 1.0f,
                          dw + c_lo * g.k, g.k);
             }
-            if (dx) {
+            if (dx && !g.transposed_dx) {
                 /* dcol (k, cols) = W_g^T (k, m) * dy_g (m, cols), folded into dx */
                 sf_sgemm(1, 0, g.k, b.cols, m, 1.0f, wg, g.k, dg, ldd, 0.0f, col, b.cols);
                 conv_fold(&g, win, &b, col, grp, dx);

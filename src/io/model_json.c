@@ -14,10 +14,11 @@
  *
  * Messages name the file, the line and the column, and the operator. jansson gives a
  * position for syntax errors only: it keeps no positions of values. Rather than
- * write a second JSON parser that keeps them, a small scanner walks the raw text
- * (already known to be valid JSON) along a path such as ops[12].kernel and returns
- * the offset where that member starts; it runs only when there is an error to
- * report, so loading costs one jansson parse. Names are resolved through a jansson
+ * write a second JSON parser that keeps them, a small scanner (json_pos.c, shared
+ * with the strategy reader) walks the raw text (already known to be valid JSON)
+ * along a path such as ops[12].kernel and returns the offset where that member
+ * starts; it runs only when there is an error to report, so loading costs one
+ * jansson parse. Names are resolved through a jansson
  * object used as a hash table, so loading stays linear in the number of operators.
  *
  * Writing builds each operator's object with jansson and dumps it on one line
@@ -36,147 +37,10 @@
 
 #include "soapflow/io.h"
 
+#include "json_pos.h"
+
 #define MODEL_FORMAT "soapflow-model"
 #define MODEL_VERSION 1
-
-/* ---- where a member starts in the raw text ----------------------------- */
-
-/* One step of a path into the document: an object key, or an array index when
- * key is NULL. */
-typedef struct jstep {
-    const char *key;
-    size_t index;
-} jstep;
-
-typedef struct scanner {
-    const char *s;
-    size_t n, i;
-} scanner;
-
-static void sc_ws(scanner *c) {
-    while (c->i < c->n &&
-           (c->s[c->i] == ' ' || c->s[c->i] == '\t' || c->s[c->i] == '\n' || c->s[c->i] == '\r'))
-        c->i++;
-}
-
-/* At an opening quote: move past the closing one. Returns 0, or -1 at the end. */
-static int sc_string(scanner *c) {
-    c->i++;
-    while (c->i < c->n) {
-        char ch = c->s[c->i];
-        if (ch == '\\') {
-            c->i += 2;
-        } else {
-            c->i++;
-            if (ch == '"') return 0;
-        }
-    }
-    c->i = c->n;
-    return -1;
-}
-
-/* Skip one value of any kind. Brackets are counted without matching their kinds:
- * the text is valid JSON when this runs, and on anything else it still ends. */
-static int sc_value(scanner *c) {
-    sc_ws(c);
-    if (c->i >= c->n) return -1;
-    char ch = c->s[c->i];
-    if (ch == '"') return sc_string(c);
-    if (ch == '{' || ch == '[') {
-        size_t depth = 0;
-        while (c->i < c->n) {
-            ch = c->s[c->i];
-            if (ch == '"') {
-                if (sc_string(c) < 0) return -1;
-                continue;
-            }
-            c->i++;
-            if (ch == '{' || ch == '[') {
-                depth++;
-            } else if (ch == '}' || ch == ']') {
-                if (--depth == 0) return 0;
-            }
-        }
-        return -1;
-    }
-    size_t start = c->i;
-    while (c->i < c->n && !strchr(",]} \t\r\n", c->s[c->i])) c->i++;
-    return c->i > start ? 0 : -1;
-}
-
-/* At '"': whether the raw key text equals `key` (escaped keys never match). */
-static int sc_key_is(const scanner *c, const char *key) {
-    size_t k = strlen(key);
-    return c->i + k + 1 < c->n && memcmp(c->s + c->i + 1, key, k) == 0 && c->s[c->i + 1 + k] == '"';
-}
-
-/* Offset where the deepest reachable member of `path` starts: the key's opening
- * quote for an object member, the element for an array index, the root value
- * when not even the first step is found. */
-static size_t locate(const char *text, size_t len, const jstep *path, int n_path) {
-    scanner c = {text, len, 0};
-    sc_ws(&c);
-    size_t found = c.i;
-    for (int k = 0; k < n_path; k++) {
-        sc_ws(&c);
-        if (c.i >= c.n) return found;
-        if (path[k].key) {
-            if (c.s[c.i] != '{') return found;
-            c.i++;
-            for (;;) {
-                sc_ws(&c);
-                if (c.i >= c.n || c.s[c.i] != '"') return found;
-                size_t key_at = c.i;
-                int match = sc_key_is(&c, path[k].key);
-                if (sc_string(&c) < 0) return found;
-                sc_ws(&c);
-                if (c.i >= c.n || c.s[c.i] != ':') return found;
-                c.i++;
-                if (match) {
-                    found = key_at;
-                    break;
-                }
-                if (sc_value(&c) < 0) return found;
-                sc_ws(&c);
-                if (c.i >= c.n || c.s[c.i] != ',') return found;
-                c.i++;
-            }
-        } else {
-            if (c.s[c.i] != '[') return found;
-            c.i++;
-            for (size_t e = 0;; e++) {
-                sc_ws(&c);
-                if (c.i >= c.n || c.s[c.i] == ']') return found;
-                if (e == path[k].index) {
-                    found = c.i;
-                    break;
-                }
-                if (sc_value(&c) < 0) return found;
-                sc_ws(&c);
-                if (c.i >= c.n || c.s[c.i] != ',') return found;
-                c.i++;
-            }
-        }
-    }
-    return found;
-}
-
-/* 1-based line and column of a byte offset; columns count characters, not bytes,
- * as jansson's do. */
-static void line_col(const char *text, size_t off, int *line, int *col) {
-    int l = 1, cc = 1;
-    for (size_t i = 0; i < off; i++) {
-        unsigned char ch = (unsigned char)text[i];
-        if (ch == '\n') {
-            l++;
-            cc = 1;
-        } else if ((ch & 0xC0) != 0x80) {
-            cc++;
-        }
-    }
-    *line = l;
-    *col = cc;
-}
 
 /* ---- reading ----------------------------------------------------------- */
 
@@ -191,17 +55,18 @@ typedef struct reader {
 } reader;
 
 /* Record "origin:line:col: who: message" where the member at `path` starts. */
-static sf_status fail_at(reader *r, const jstep *path, int n_path, const char *who, sf_status st,
-                         const char *fmt, ...) SF_PRINTF(6, 7);
-static sf_status fail_at(reader *r, const jstep *path, int n_path, const char *who, sf_status st,
-                         const char *fmt, ...) {
+static sf_status fail_at(reader *r, const sf_json_step *path, int n_path, const char *who,
+                         sf_status st, const char *fmt, ...) SF_PRINTF(6, 7);
+static sf_status fail_at(reader *r, const sf_json_step *path, int n_path, const char *who,
+                         sf_status st, const char *fmt, ...) {
     char msg[SF_ERRMSG_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    int line, col;
-    line_col(r->text, locate(r->text, r->len, path, n_path), &line, &col);
+    int line, col; /* a member is found by its key */
+    sf_json_line_col(r->text, r->len, sf_json_locate(r->text, r->len, path, n_path).key, &line,
+                     &col);
     if (who) return sf_error_set(r->err, st, "%s:%d:%d: %s: %s", r->origin, line, col, who, msg);
     return sf_error_set(r->err, st, "%s:%d:%d: %s", r->origin, line, col, msg);
 }
@@ -360,7 +225,7 @@ static int parse_ref(const reader *r, const char *s, sf_tensor_ref *ref, int *ra
 }
 
 static sf_status read_op(reader *r, size_t i, json_t *obj) {
-    jstep at[4] = {{"ops", 0}, {NULL, i}, {NULL, 0}, {NULL, 0}};
+    sf_json_step at[4] = {{"ops", 0}, {NULL, i}, {NULL, 0}, {NULL, 0}};
     char who[SF_ERRMSG_MAX];
     snprintf(who, sizeof who, "operator #%zu", i);
     if (!json_is_object(obj)) return fail_at(r, at, 2, who, SF_ERR_PARSE, "must be an object");
@@ -432,8 +297,8 @@ static sf_status read_op(reader *r, size_t i, json_t *obj) {
 
     if (json_object_get(r->ids, name)) {
         int prev = name_id(r, name), line, col;
-        jstep pat[2] = {{"ops", 0}, {NULL, (size_t)prev}};
-        line_col(r->text, locate(r->text, r->len, pat, 2), &line, &col);
+        sf_json_step pat[2] = {{"ops", 0}, {NULL, (size_t)prev}};
+        sf_json_line_col(r->text, r->len, sf_json_locate(r->text, r->len, pat, 2).key, &line, &col);
         return fail_at(r, at, 2, who, SF_ERR_INVALID,
                        "name already used by operator #%d on line %d", prev, line);
     }
@@ -509,7 +374,7 @@ static sf_status read_op(reader *r, size_t i, json_t *obj) {
 }
 
 static sf_status read_model(reader *r, json_t *root) {
-    jstep at[1] = {{NULL, 0}};
+    sf_json_step at[1] = {{NULL, 0}};
     if (!json_is_object(root))
         return fail_at(r, NULL, 0, NULL, SF_ERR_PARSE, "a model must be a JSON object");
     const char *key;

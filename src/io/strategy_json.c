@@ -12,12 +12,13 @@
  *
  * Reading. jansson parses the text (duplicate keys rejected) and gives line and
  * column for syntax errors; it keeps no positions of values, so for a semantic
- * error a small scanner walks the raw text (valid JSON by then) along a path
- * such as ops."conv3".degrees[1] to the offset where that value starts. It runs
- * only when there is an error to report. Configs are read into a scratch array
- * and copied into the strategy only when the whole file is good, so a bad file
- * leaves the strategy as it was. Names resolve through a jansson object used as
- * a hash table, so reading is linear in the number of operators.
+ * error a small scanner (json_pos.c, shared with the model reader) walks the raw
+ * text (valid JSON by then) along a path such as ops."conv3".degrees[1] to the
+ * offset where that value starts. It runs only when there is an error to
+ * report. Configs are read into a scratch array and copied into the strategy
+ * only when the whole file is good, so a bad file leaves the strategy as it was.
+ * Names resolve through a jansson object used as a hash table, so reading is
+ * linear in the number of operators.
  *
  * Writing. A hand-written frame with one operator per line, in graph order, so
  * that files of thousands of operators stay readable and diff well, and the
@@ -34,161 +35,11 @@
 
 #include "soapflow/io.h"
 
+#include "json_pos.h"
+
 #define STRATEGY_FORMAT "soapflow-strategy"
 #define STRATEGY_VERSION 1
 #define MISSING_LISTED 5 /* names listed when operators are missing */
-
-/* ---- locating a value in the raw text ---------------------------------- */
-
-/* One step of a path: an object member (key) or an array element (index). */
-typedef struct jstep {
-    const char *key; /* NULL: array index */
-    size_t index;
-} jstep;
-
-typedef struct scan {
-    const char *s;
-    size_t n, i;
-} scan;
-
-static void sc_ws(scan *c) {
-    while (c->i < c->n && (c->s[c->i] == ' ' || c->s[c->i] == '\t' || c->s[c->i] == '\n' ||
-                           c->s[c->i] == '\r'))
-        c->i++;
-}
-
-/* Skip a string starting at its opening quote; 0 on malformed text. */
-static int sc_string(scan *c) {
-    if (c->i >= c->n || c->s[c->i] != '"') return 0;
-    for (c->i++; c->i < c->n; c->i++) {
-        if (c->s[c->i] == '\\') {
-            c->i++;
-        } else if (c->s[c->i] == '"') {
-            c->i++;
-            return 1;
-        }
-    }
-    return 0;
-}
-
-static int sc_value(scan *c) {
-    sc_ws(c);
-    if (c->i >= c->n) return 0;
-    char ch = c->s[c->i];
-    if (ch == '"') return sc_string(c);
-    if (ch == '{' || ch == '[') {
-        int depth = 0;
-        while (c->i < c->n) {
-            char k = c->s[c->i];
-            if (k == '"') {
-                if (!sc_string(c)) return 0;
-                continue;
-            }
-            if (k == '{' || k == '[') depth++;
-            if (k == '}' || k == ']') depth--;
-            c->i++;
-            if (depth == 0) return 1;
-        }
-        return 0;
-    }
-    while (c->i < c->n && !strchr(",]} \t\r\n", c->s[c->i])) c->i++;
-    return 1;
-}
-
-/* Does the string token at c->i (opening quote) decode to `key`? Handles the
- * simple escapes; a \u escape never matches (positions are only a courtesy). */
-static int sc_key_is(const scan *c, const char *key) {
-    size_t i = c->i + 1, k = 0;
-    while (i < c->n && c->s[i] != '"') {
-        char ch = c->s[i];
-        if (ch == '\\') {
-            if (i + 1 >= c->n) return 0;
-            char e = c->s[i + 1];
-            const char *from = "\"\\/bfnrt", *to = "\"\\/\b\f\n\r\t";
-            const char *hit = strchr(from, e);
-            if (!hit || e == '\0') return 0;
-            ch = to[hit - from];
-            i += 2;
-        } else {
-            i++;
-        }
-        if (key[k] != ch) return 0;
-        k++;
-    }
-    return key[k] == '\0';
-}
-
-/* Offset where the value at `path` starts; as far as it got when a step is
- * missing, 0 when nothing matched. */
-static size_t locate(const char *text, size_t len, const jstep *path, int n_path) {
-    scan c = {text, len, 0};
-    sc_ws(&c);
-    size_t found = c.i;
-    for (int p = 0; p < n_path; p++) {
-        sc_ws(&c);
-        if (c.i >= c.n) return found;
-        if (path[p].key) {
-            if (c.s[c.i] != '{') return found;
-            c.i++;
-            int hit = 0;
-            for (;;) {
-                sc_ws(&c);
-                if (c.i >= c.n || c.s[c.i] != '"') return found;
-                int match = sc_key_is(&c, path[p].key);
-                size_t key_at = c.i;
-                if (!sc_string(&c)) return found;
-                sc_ws(&c);
-                if (c.i >= c.n || c.s[c.i] != ':') return found;
-                c.i++;
-                sc_ws(&c);
-                if (match) {
-                    /* The last step points at the key (where a reader looks for
-                     * the operator); inner steps continue into the value. */
-                    found = p == n_path - 1 ? key_at : c.i;
-                    hit = 1;
-                    break;
-                }
-                if (!sc_value(&c)) return found;
-                sc_ws(&c);
-                if (c.i >= c.n || c.s[c.i] != ',') return found;
-                c.i++;
-            }
-            if (!hit) return found;
-        } else {
-            if (c.s[c.i] != '[') return found;
-            c.i++;
-            for (size_t k = 0;; k++) {
-                sc_ws(&c);
-                if (c.i >= c.n || c.s[c.i] == ']') return found;
-                if (k == path[p].index) {
-                    found = c.i;
-                    break;
-                }
-                if (!sc_value(&c)) return found;
-                sc_ws(&c);
-                if (c.i >= c.n || c.s[c.i] != ',') return found;
-                c.i++;
-            }
-        }
-    }
-    return found;
-}
-
-/* 1-based line and column of a byte offset, columns in characters as jansson. */
-static void line_col(const char *text, size_t off, int *line, int *col) {
-    int l = 1, cc = 1;
-    for (size_t i = 0; i < off && text[i]; i++) {
-        unsigned char ch = (unsigned char)text[i];
-        if (ch == '\n') {
-            l++;
-            cc = 1;
-        } else if ((ch & 0xC0) != 0x80) {
-            cc++;
-        }
-    }
-    *line = l;
-    *col = cc;
-}
 
 /* ---- reading ------------------------------------------------------------- */
 
@@ -200,17 +51,20 @@ typedef struct reader {
 } reader;
 
 /* "origin:line:col: [operator 'name': ]message" at the value `path` names. */
-static sf_status fail_at(const reader *r, const jstep *path, int n_path, const char *op,
+static sf_status fail_at(const reader *r, const sf_json_step *path, int n_path, const char *op,
                          sf_status st, const char *fmt, ...) SF_PRINTF(6, 7);
-static sf_status fail_at(const reader *r, const jstep *path, int n_path, const char *op,
+static sf_status fail_at(const reader *r, const sf_json_step *path, int n_path, const char *op,
                          sf_status st, const char *fmt, ...) {
     char msg[SF_ERRMSG_MAX];
     va_list ap;
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* The whole path found: its last member's key (where a reader looks for the
+     * operator). Cut short: the value of the deepest member found. */
+    sf_json_pos pos = sf_json_locate(r->text, r->len, path, n_path);
     int line, col;
-    line_col(r->text, locate(r->text, r->len, path, n_path), &line, &col);
+    sf_json_line_col(r->text, r->len, pos.depth == n_path ? pos.key : pos.value, &line, &col);
     if (op)
         return sf_error_set(r->err, st, "%s:%d:%d: operator '%s': %s", r->origin, line, col, op,
                             msg);
@@ -236,7 +90,7 @@ static int int_array(const json_t *v, long *bad) {
 static sf_status read_config(const reader *r, const sf_op *op, const sf_machine *m,
                              const json_t *obj, sf_config *c) {
     const char *name = op->name;
-    jstep at[4] = {{"ops", 0}, {name, 0}, {NULL, 0}, {NULL, 0}};
+    sf_json_step at[4] = {{"ops", 0}, {name, 0}, {NULL, 0}, {NULL, 0}};
     if (!json_is_object(obj))
         return fail_at(r, at, 2, name, SF_ERR_PARSE,
                        "expected an object {\"degrees\": [...], \"devices\": [...]}");
@@ -331,7 +185,7 @@ static sf_status read_config(const reader *r, const sf_op *op, const sf_machine 
 
 static sf_status read_strategy(const reader *r, json_t *root, const sf_graph *g,
                                const sf_machine *m, sf_config *cfg, char *seen) {
-    jstep at[2] = {{NULL, 0}, {NULL, 0}};
+    sf_json_step at[2] = {{NULL, 0}, {NULL, 0}};
     if (!json_is_object(root))
         return fail_at(r, at, 0, NULL, SF_ERR_PARSE, "expected a JSON object at the top level");
     const json_t *fmt = json_object_get(root, "format");
@@ -387,7 +241,7 @@ static sf_status read_strategy(const reader *r, json_t *root, const sf_graph *g,
     json_object_foreach(ops, key, v) {
         const json_t *idv = json_object_get(ids, key);
         if (!idv) {
-            jstep p[2] = {{"ops", 0}, {key, 0}};
+            sf_json_step p[2] = {{"ops", 0}, {key, 0}};
             st = fail_at(r, p, 2, NULL, SF_ERR_NOTFOUND, "unknown operator '%s' (model '%s' has "
                          "no operator of that name)", key, sf_graph_name(g));
             break;

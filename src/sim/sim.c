@@ -195,12 +195,13 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->remaining = calloc((size_t)sim->n_res + 1, sizeof *sim->remaining);
     sim->scratch_dev = calloc((size_t)sim->n_dev, sizeof *sim->scratch_dev);
     sim->tiles_p = calloc(SF_MAX_PARTS, sizeof *sim->tiles_p);
+    sim->tiles = calloc((size_t)(n_ops ? n_ops : 1) * SF_MAX_PARTS, sizeof *sim->tiles);
     sim->tiles_c = calloc(SF_MAX_PARTS, sizeof *sim->tiles_c);
     sim->cur = &sim->flat[0];
     sim->prev = &sim->flat[1];
     if (!sim->s || !sim->blocks || !sim->dirty || !sim->group_owner || !sim->group_members ||
         !sim->group_size || !sim->cons_start || !sim->res_free || !sim->remaining || !sim->scratch_dev ||
-        !sim->tiles_p || !sim->tiles_c || flat_alloc_fixed(&sim->flat[0], sim->n_blocks, sim->n_dev, sim->n_res) ||
+        !sim->tiles_p || !sim->tiles_c || !sim->tiles || flat_alloc_fixed(&sim->flat[0], sim->n_blocks, sim->n_dev, sim->n_res) ||
         flat_alloc_fixed(&sim->flat[1], sim->n_blocks, sim->n_dev, sim->n_res))
         goto oom;
 
@@ -278,6 +279,7 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->remaining);
     free(sim->scratch_dev);
     free(sim->tiles_p);
+    free(sim->tiles);
     free(sim->tiles_c);
     free(sim->sync_entries);
     sf_strategy_free(sim->s);
@@ -290,15 +292,23 @@ const sf_strategy *sf_sim_strategy(const sf_sim *sim) { return sim->s; }
 
 static int op_has_bwd(const sf_op *op) { return op->type != SF_OP_INPUT; }
 
+static sf_tile *part_tiles(const sf_sim *sim, int opi) {
+    return &sim->tiles[(size_t)opi * SF_MAX_PARTS];
+}
+
 static int build_core(sf_sim *sim, int opi) {
     sim_block *b = &sim->blocks[block_id(opi, SLOT_CORE)];
     block_reset(b);
     const sf_op *op = sf_graph_op(sim->g, opi);
     const sf_config *c = sf_strategy_get(sim->s, opi);
     int n = c->n_parts, bwd = op_has_bwd(op);
+    /* The part tiles, cached for the edge and sync blocks of this operator and
+     * of its neighbours: computing them costs divisions, and every block that
+     * touches the operator needs them. */
+    sf_tile *tiles = part_tiles(sim, opi);
+    for (int p = 0; p < n; p++) sf_config_part_tile(op, c, p, &tiles[p]);
     for (int p = 0; p < n; p++) {
-        sf_tile t;
-        sf_config_part_tile(op, c, p, &t);
+        const sf_tile t = tiles[p];
         int dev = c->device[p];
         double d = sf_cost_task_s(sim->cm, op, &t, dev, SF_PASS_FWD);
         if (block_task(b, SIM_FWD, dev, opi, p, d, 0) < 0) return -1;
@@ -321,10 +331,9 @@ static int build_core(sf_sim *sim, int opi) {
     if (bwd) {
         int bid = block_id(opi, SLOT_CORE);
         for (int p = 0; p < n; p++) {
-            sf_tile t;
-            sf_config_part_tile(op, c, p, &t);
+            const sf_tile *t = &tiles[p];
             int dev = c->device[p];
-            double d = sf_cost_task_s(sim->cm, op, &t, dev, SF_PASS_BWD);
+            double d = sf_cost_task_s(sim->cm, op, t, dev, SF_PASS_BWD);
             if (block_task(b, SIM_BWD, dev, opi, p, d, 0) < 0) return -1;
             b->compute_s += b->tasks[b->n_tasks - 1].dur_s;
             if (block_edge(b, REF(bid, p), REF(bid, n + p))) return -1;
@@ -406,16 +415,12 @@ static int build_edge(sf_sim *sim, int xi, int k) {
     const sf_config *cp = sf_strategy_get(sim->s, pi);
     int p_bwd = op_has_bwd(p);
     sf_tile *tp = sim->tiles_p;
-    for (int i = 0; i < cp->n_parts; i++) {
-        sf_tile ti;
-        sf_config_part_tile(p, cp, i, &ti);
-        sf_op_output_tile(p, &ti, out, &tp[i]);
-    }
+    const sf_tile *ptiles = part_tiles(sim, pi), *xtiles = part_tiles(sim, xi);
+    for (int i = 0; i < cp->n_parts; i++) sf_op_output_tile(p, &ptiles[i], out, &tp[i]);
     int grid = sf_op_output_is_space(p, out);
     for (int j = 0; j < cx->n_parts; j++) {
-        sf_tile tj, rj, inter;
-        sf_config_part_tile(x, cx, j, &tj);
-        sf_op_input_region(x, &tj, k, &rj);
+        sf_tile rj, inter;
+        sf_op_input_region(x, &xtiles[j], k, &rj);
         if (sf_tile_empty(&rj)) continue;
         int dj = cx->device[j];
         if (!grid) {
@@ -500,9 +505,9 @@ static int build_sync(sf_sim *sim, int owner) {
     for (int i = 0; i < nm; i++) {
         const sf_op *op = sf_graph_op(sim->g, members[i]);
         const sf_config *c = sf_strategy_get(sim->s, members[i]);
+        const sf_tile *mt = part_tiles(sim, members[i]);
         for (int p = 0; p < c->n_parts; p++) {
-            sf_tile t;
-            sf_config_part_tile(op, c, p, &t);
+            const sf_tile t = mt[p];
             sync_entry *x = &e[ne++];
             memset(x, 0, sizeof *x);
             for (int d = 0; d < nd && d < t.ndim; d++) {
@@ -536,8 +541,7 @@ static int build_sync(sf_sim *sim, int owner) {
             sim->scratch_dev[e[i].dev] = 1;
         }
         const sf_op *rop = sf_graph_op(sim->g, e[rep].op);
-        sf_tile rt;
-        sf_config_part_tile(rop, sf_strategy_get(sim->s, e[rep].op), e[rep].part, &rt);
+        const sf_tile rt = part_tiles(sim, e[rep].op)[e[rep].part];
         double shard_bytes = (double)sf_op_tile_weights(rop, &rt) * SF_ELEM_BYTES;
         int R = 0;
         for (int d = 0; d < sim->n_dev; d++) R += sim->scratch_dev[d];
@@ -908,10 +912,14 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
     sim->cut_early = 0;
     sim->n_saved = 0;
     sim->has_run = 0;
-    for (int opi = 0; opi < sim->n_ops; opi++) {
-        FOR_OP_BLOCKS(sim, opi, bid) {
-            if (rebuild_block(sim, bid))
-                return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
+    /* cores first: the edge and sync blocks read every operator's part tiles */
+    for (int pass = 0; pass < 2; pass++) {
+        for (int opi = 0; opi < sim->n_ops; opi++) {
+            FOR_OP_BLOCKS(sim, opi, bid) {
+                if ((bid % SIM_SLOTS == SLOT_CORE) != (pass == 0)) continue;
+                if (rebuild_block(sim, bid))
+                    return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
+            }
         }
     }
     if (assemble(sim, sim->cur))
@@ -1051,6 +1059,7 @@ sf_status sf_sim_update_bounded(sf_sim *sim, int opi, const sf_config *c, double
     if (st != SF_OK) return st;
     sim->undo_op = opi;
     sim->undo_cfg = *sf_strategy_get(sim->s, opi);
+    memcpy(sim->undo_tiles, part_tiles(sim, opi), sizeof sim->undo_tiles);
     *sf_strategy_config(sim->s, opi) = *c;
     sim->n_saved = 0;
     int fail = save_block(sim, block_id(opi, SLOT_CORE));
@@ -1119,6 +1128,7 @@ sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
     if (sim->undo_op < 0 || !sim->has_run)
         return sf_error_set(err, SF_ERR_INVALID, "nothing to revert");
     *sf_strategy_config(sim->s, sim->undo_op) = sim->undo_cfg;
+    memcpy(part_tiles(sim, sim->undo_op), sim->undo_tiles, sizeof sim->undo_tiles);
     for (int i = sim->n_saved - 1; i >= 0; i--) {
         sim_saved_block *sv = &sim->saved[i];
         sim_block tmp = sim->blocks[sv->bid];

@@ -133,6 +133,8 @@ struct sf_sim {
     void *sync_entries;   /* scratch for build_sync */
     int64_t cap_sync_entries;
     sf_tile *tiles_p, *tiles_c; /* scratch for build_edge: [SF_MAX_PARTS] each */
+    sf_tile *tiles;       /* [n_ops * SF_MAX_PARTS] part tiles of every operator's config */
+    sf_tile undo_tiles[SF_MAX_PARTS]; /* the changed operator's tiles before the update */
 
     int64_t last_resimulated; /* tasks the last schedule pass handled (sf_sim_result.rescheduled) */
 };

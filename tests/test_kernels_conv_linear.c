@@ -355,6 +355,16 @@ static const conv_case conv_cases[] = {
     {2, 6, 9, 8, 4, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    /* same padding */
     {2, 8, 7, 9, 4, 3, 5, 1, 1, 2, 3, 2, 1, 2, 0},    /* groups 2, dilation, uneven pads */
     {1, 4, 5, 6, 3, 2, 2, 1, 1, 2, 2, 1, 1, 1, 1},    /* padding wider than the kernel */
+    /* groups 1, stride 1, C_out <= 32, C_in*kh*kw <= 256: the direct kernels
+     * (channel blocks of 16 padded with zeros, pixel and tap blocks with
+     * remainders, dX rows wider than one block of 16) */
+    {2, 1, 6, 7, 1, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},    /* one input, one output channel */
+    {2, 3, 9, 8, 5, 5, 5, 1, 1, 0, 0, 1, 1, 1, 1},    /* LeNet-like 5x5, no padding */
+    {1, 6, 8, 9, 16, 5, 3, 1, 1, 2, 1, 1, 1, 1, 0},   /* one full channel block */
+    {2, 2, 7, 6, 17, 3, 3, 1, 1, 1, 1, 2, 1, 1, 1},   /* 17: a block of one, dilation */
+    {1, 2, 5, 37, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   /* rows of 37: three dX blocks */
+    {1, 5, 4, 5, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1},   /* 1x1, two full blocks */
+    {1, 4, 6, 5, 33, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1},   /* 33: over the rule, im2col */
 };
 #define N_CONV_CASES ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 
@@ -548,6 +558,9 @@ static void test_accumulation(void **state) {
     one_op o;
     conv_make(&o, &conv_cases[2]);
     check_accumulates(&o, 600);
+    sf_graph_free(o.g);
+    conv_make(&o, &conv_cases[13]); /* direct kernels */
+    check_accumulates(&o, 602);
     sf_graph_free(o.g);
     linear_make(&o, &linear_cases[2]);
     check_accumulates(&o, 601);

@@ -139,6 +139,13 @@ static void conv2d_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
 
 /* ---- kernels ----------------------------------------------------------- */
 
+/* The direct kernels (below) need GCC's or clang's vector extensions. */
+#if defined(__GNUC__) && defined(__has_builtin)
+#if __has_builtin(__builtin_shufflevector)
+#define CONV_DIRECT_AVAILABLE 1
+#endif
+#endif
+
 /* Most column-buffer elements (fp32) one fast-kernel block unfolds, unless that
  * leaves fewer than CONV_MIN_COLS columns. 2^18 (1 MiB: the columns, the GEMM's
  * packed copy of them and its output stay in a 2 MiB L2) ran LeNet's and
@@ -192,6 +199,7 @@ typedef struct conv_geom {
     int64_t p;          /* output positions per image: oht * owt */
     conv_blocking blk;  /* blocks of the output, for im2col of x */
     int64_t mmax;       /* most output channels of one group inside the tile */
+    int direct;         /* direct kernels instead of im2col + SGEMM (see below) */
     int transposed_dx;  /* backward computes dx as a convolution of dy (see below) */
     int64_t kt;         /* rows of the columns of dy: mmax * kh * kw */
     conv_blocking tblk; /* blocks of the input region, for im2col of dy */
@@ -233,6 +241,15 @@ static void conv_geom_init(const sf_op *op, const sf_tile *t, const sf_tile *r, 
     g->transposed_dx = c->stride[0] == 1 && c->stride[1] == 1 &&
                        8 * g->ihn * g->iwn <= 9 * g->oht * g->owt && g->cin_g >= g->mmax;
     g->kt = g->mmax * g->kh * g->kw;
+#ifdef CONV_DIRECT_AVAILABLE
+    /* Direct kernels for layers too small for im2col + SGEMM (see the direct
+     * section): LeNet's conv2 (6 -> 16, 5x5) ran 1.5x faster; AlexNet's and
+     * ResNet's layers (>= 64 filters) are far outside the rule. Stride 1 only. */
+    g->direct = c->groups == 1 && c->stride[0] == 1 && c->stride[1] == 1 &&
+                c->out_channels <= 32 && g->k <= 256;
+#else
+    g->direct = 0;
+#endif
     g->tblk = conv_blocking_make(g->kt, g->nt, g->ihn, g->iwn);
 }
 
@@ -250,11 +267,307 @@ static sf_window2d conv_window(const sf_op *op, const conv_geom *g) {
     return w;
 }
 
+/* ---- direct convolution for small layers ------------------------------- */
+
+/* LeNet-sized layers (a few input channels, 16 filters) spend most of the im2col
+ * route in im2col, col2im and OpenBLAS's packing: the GEMMs are (16, 150) by
+ * (150, cols), too thin to amortize them. The direct kernels below instead keep
+ * the filters transposed, (ci, kh, kw, co) with co padded to 16, so that 16
+ * output channels are one vector; each input value is broadcast onto it.
+ *   forward: 8 output pixels per block, 8 independent accumulators (FMA latency
+ *            times ports), one filter vector load shared by 8 broadcast FMAs;
+ *   dW:      8 taps per block, accumulated over every pixel of the tile against
+ *            dy transposed to (n, h, w, co);
+ *   dX:      16 input pixels of one row per block, each a 16-wide sum over co,
+ *            reduced once after all taps by a transposing butterfly.
+ * The input is copied once into a zero-padded buffer and dy into one with a
+ * zero halo, so the loops carry no bounds checks. Rule: groups 1, stride 1
+ * (dX by a stride-1 gather), at most 32 output channels and K = C_in*kh*kw <=
+ * 256; measured on LeNet's conv2, see conv_geom_init.
+ *
+ * Written with GCC vector extensions (an aligned(4) 16-float type, also
+ * clang's), because the build targets baseline x86-64 and compiles as ISO
+ * C11, where GCC neither contracts a*b+c into FMA nor, with arrays of
+ * accumulators, reliably keeps them in registers. Each hot function is cloned
+ * for AVX-512, AVX2+FMA and the baseline and picked at load time (ifunc), and
+ * fp-contract is enabled for these functions only. */
+
+#ifdef CONV_DIRECT_AVAILABLE
+#define DV 16 /* output channels per vector */
+
+typedef float conv_v16 __attribute__((vector_size(DV * sizeof(float)), aligned(4)));
+
+/* not under ASan: its interceptors and ifunc resolvers run in an awkward order at load time */
+#if defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+#define CONV_DIRECT_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
+#else
+#define CONV_DIRECT_CLONES
+#endif
+
+#if defined(__clang__)
+#pragma clang fp contract(fast)
+#else
+#pragma GCC push_options
+#pragma GCC optimize("fp-contract=fast")
+#endif
+
+#define V_LOAD(v, p) memcpy(&(v), (p), sizeof(conv_v16))
+#define V_STORE(p, v) memcpy((p), &(v), sizeof(conv_v16))
+
+/* Geometry of the direct path for one tile (stride 1). */
+typedef struct conv_direct {
+    int64_t cb;         /* blocks of DV output channels: ceil(cot / DV) */
+    int64_t hh, hw;     /* kernel span minus one: (kh-1)*dh, (kw-1)*dw */
+    int64_t ph, pw;     /* rows, cols of one padded input plane: oht + hh, owt + hw */
+    int64_t dh, dw;     /* rows, cols of one dy plane with its halo: oht + 2hh, owt + 2hw */
+    int64_t dil_h, dil_w;
+    int64_t pad_h, pad_w;
+} conv_direct;
+
+static conv_direct conv_direct_make(const sf_op *op, const conv_geom *g) {
+    const sf_conv2d_params *c = &op->params.conv2d;
+    conv_direct d;
+    d.cb = (g->cot + DV - 1) / DV;
+    d.dil_h = c->dilation[0];
+    d.dil_w = c->dilation[1];
+    d.pad_h = c->padding[0];
+    d.pad_w = c->padding[1];
+    d.hh = (g->kh - 1) * d.dil_h;
+    d.hw = (g->kw - 1) * d.dil_w;
+    d.ph = g->oht + d.hh;
+    d.pw = g->owt + d.hw;
+    d.dh = g->oht + 2 * d.hh;
+    d.dw = g->owt + 2 * d.hw;
+    return d;
+}
+
+/* Workspace elements: transposed filters (cb, K, DV), padded input
+ * (nt, cin, ph, pw), and backward dy with halo (cb, nt, dh, dw, DV) plus one
+ * block of slack that dX's last row block may read past (and discard). */
+static int64_t conv_direct_elems(const conv_geom *g, const conv_direct *d, int backward) {
+    int64_t e = d->cb * g->k * DV + g->nt * g->cin_g * d->ph * d->pw;
+    if (backward) e += d->cb * g->nt * d->dh * d->dw * DV + DV * DV;
+    return e;
+}
+
+/* wt (cb, K, DV) = the tile's filters transposed, channels past cot zero. */
+static void conv_direct_filters(const conv_geom *g, const conv_direct *d, const float *w,
+                                float *wt) {
+    for (int64_t b = 0; b < d->cb; b++)
+        for (int64_t t = 0; t < g->k; t++)
+            for (int64_t c = 0; c < DV; c++) {
+                int64_t co = b * DV + c;
+                wt[(b * g->k + t) * DV + c] = co < g->cot ? w[(g->co0 + co) * g->k + t] : 0.0f;
+            }
+}
+
+/* xp (nt, cin, ph, pw): row r of a plane is global input row oh0 - pad_h + r;
+ * zero where that is padding. */
+static void conv_direct_pad_input(const conv_geom *g, const conv_direct *d, const float *x,
+                                  float *xp) {
+    for (int64_t n = 0; n < g->nt; n++)
+        for (int64_t ci = 0; ci < g->cin_g; ci++) {
+            const float *src = x + (n * g->crn + ci) * g->ihn * g->iwn;
+            float *dst = xp + (n * g->cin_g + ci) * d->ph * d->pw;
+            for (int64_t r = 0; r < d->ph; r++) {
+                int64_t ir = g->oh0 - d->pad_h + r - g->ih0;
+                for (int64_t q = 0; q < d->pw; q++) {
+                    int64_t iq = g->ow0 - d->pad_w + q - g->iw0;
+                    int inside = ir >= 0 && ir < g->ihn && iq >= 0 && iq < g->iwn;
+                    dst[r * d->pw + q] = inside ? src[ir * g->iwn + iq] : 0.0f;
+                }
+            }
+        }
+}
+
+/* dyp (cb, nt, dh, dw, DV): dy transposed to channels-last, with a zero halo of
+ * hh rows and hw columns around the tile and zero channels past cot. */
+static void conv_direct_pad_dy(const conv_geom *g, const conv_direct *d, const float *dy,
+                               float *dyp) {
+    int64_t total = d->cb * g->nt * d->dh * d->dw * DV + DV * DV;
+    memset(dyp, 0, (size_t)total * sizeof *dyp);
+    for (int64_t n = 0; n < g->nt; n++)
+        for (int64_t co = 0; co < g->cot; co++) {
+            const float *src = dy + (n * g->cot + co) * g->p;
+            float *dst = dyp + ((co / DV * g->nt + n) * d->dh + d->hh) * d->dw * DV + co % DV;
+            for (int64_t r = 0; r < g->oht; r++)
+                for (int64_t q = 0; q < g->owt; q++)
+                    dst[(r * d->dw + q + d->hw) * DV] = src[r * g->owt + q];
+        }
+}
+
+#define FWD_PIX 8
+
+/* y (nt, cot, oht, owt) = conv(xp, wt) + bias, FWD_PIX output pixels of the
+ * tile (in n, oy, ox order, crossing rows and images) per block. */
+CONV_DIRECT_CLONES
+static void conv_direct_fwd(const conv_geom *g, const conv_direct *d,
+                            const float *restrict xp, const float *restrict wt,
+                            const float *restrict bias, float *restrict y) {
+    const int64_t q_all = g->nt * g->p, plane = d->ph * d->pw;
+    for (int64_t b = 0; b < d->cb; b++) {
+        int64_t m = g->cot - b * DV < DV ? g->cot - b * DV : DV;
+        for (int64_t q0 = 0; q0 < q_all; q0 += FWD_PIX) {
+            int64_t xo[FWD_PIX], yo[FWD_PIX];
+            int valid = q_all - q0 < FWD_PIX ? (int)(q_all - q0) : FWD_PIX;
+            for (int p = 0; p < FWD_PIX; p++) {
+                /* past the end: repeat the last pixel, computed and dropped */
+                int64_t q = q0 + (p < valid ? p : valid - 1);
+                int64_t n = q / g->p, rem = q % g->p;
+                xo[p] = n * g->cin_g * plane + rem / g->owt * d->pw + rem % g->owt;
+                yo[p] = (n * g->cot + b * DV) * g->p + rem;
+            }
+            conv_v16 acc[FWD_PIX];
+            for (int p = 0; p < FWD_PIX; p++) acc[p] = (conv_v16){0};
+            const float *wv_p = wt + b * g->k * DV;
+            for (int64_t ci = 0; ci < g->cin_g; ci++)
+                for (int64_t i = 0; i < g->kh; i++) {
+                    const float *xr = xp + ci * plane + i * d->dil_h * d->pw;
+                    for (int64_t j = 0; j < g->kw; j++, wv_p += DV) {
+                        const float *xt = xr + j * d->dil_w;
+                        conv_v16 wv;
+                        V_LOAD(wv, wv_p);
+                        for (int p = 0; p < FWD_PIX; p++) acc[p] += xt[xo[p]] * wv;
+                    }
+                }
+            for (int p = 0; p < valid; p++)
+                for (int64_t c = 0; c < m; c++)
+                    y[yo[p] + c * g->p] = acc[p][c] + (bias ? bias[g->co0 + b * DV + c] : 0.0f);
+        }
+    }
+}
+
+#define DW_TAPS 8
+
+/* dW (C_out, K) += sum over the tile's pixels of xp * dy, DW_TAPS taps (flat
+ * index over ci, kh, kw) per block, each a vector of DV output channels. Image
+ * by image, so that its padded input and dy stay in L1 across the tap blocks
+ * (the whole tile's dy, 1.3 MiB for LeNet, streamed from L3 once per block);
+ * acc (cb, K, DV), zeroed by the caller, collects the images' sums. */
+CONV_DIRECT_CLONES
+static void conv_direct_dw(const conv_geom *g, const conv_direct *d, const float *restrict xp,
+                           const float *restrict dyp, float *restrict accw, float *restrict dw) {
+    const int64_t plane = d->ph * d->pw, taps = g->kh * g->kw;
+    for (int64_t n = 0; n < g->nt; n++)
+        for (int64_t b = 0; b < d->cb; b++)
+            for (int64_t t0 = 0; t0 < g->k; t0 += DW_TAPS) {
+                int64_t to[DW_TAPS];
+                int valid = g->k - t0 < DW_TAPS ? (int)(g->k - t0) : DW_TAPS;
+                for (int r = 0; r < DW_TAPS; r++) {
+                    int64_t t = t0 + (r < valid ? r : valid - 1), tap = t % taps;
+                    to[r] = t / taps * plane + tap / g->kw * d->dil_h * d->pw +
+                            tap % g->kw * d->dil_w;
+                }
+                conv_v16 acc[DW_TAPS];
+                for (int r = 0; r < DW_TAPS; r++) acc[r] = (conv_v16){0};
+                for (int64_t oy = 0; oy < g->oht; oy++) {
+                    const float *xr = xp + n * g->cin_g * plane + oy * d->pw;
+                    const float *dr =
+                        dyp + (((b * g->nt + n) * d->dh + oy + d->hh) * d->dw + d->hw) * DV;
+                    for (int64_t ox = 0; ox < g->owt; ox++) {
+                        conv_v16 dv;
+                        V_LOAD(dv, dr + ox * DV);
+                        for (int r = 0; r < DW_TAPS; r++) acc[r] += xr[ox + to[r]] * dv;
+                    }
+                }
+                float *ap = accw + (b * g->k + t0) * DV;
+                for (int r = 0; r < valid; r++) {
+                    conv_v16 s;
+                    V_LOAD(s, ap + r * DV);
+                    s += acc[r];
+                    V_STORE(ap + r * DV, s);
+                }
+            }
+    for (int64_t b = 0; b < d->cb; b++) {
+        int64_t m = g->cot - b * DV < DV ? g->cot - b * DV : DV;
+        for (int64_t t = 0; t < g->k; t++)
+            for (int64_t c = 0; c < m; c++)
+                dw[(g->co0 + b * DV + c) * g->k + t] += accw[(b * g->k + t) * DV + c];
+    }
+}
+
+/* One step of the transposing reduction: out lanes hold, in groups of w, the
+ * sums of the two halves of each group of 2w lanes of x and of y, alternating
+ * x, y. After four steps from 16 vectors, lane L holds the full sum of vector
+ * bitreverse4(L). */
+#define RED_SEL(w, h) \
+    RED_I(w, h, 0), RED_I(w, h, 1), RED_I(w, h, 2), RED_I(w, h, 3), RED_I(w, h, 4), \
+    RED_I(w, h, 5), RED_I(w, h, 6), RED_I(w, h, 7), RED_I(w, h, 8), RED_I(w, h, 9), \
+    RED_I(w, h, 10), RED_I(w, h, 11), RED_I(w, h, 12), RED_I(w, h, 13), RED_I(w, h, 14), \
+    RED_I(w, h, 15)
+#define RED_I(w, h, j) \
+    (((j) / (w)) % 2 * 16 + ((j) / (w) / 2) * 2 * (w) + (j) % (w) + (h) * (w))
+#define RED_STEP(w, x, y)                              \
+    (__builtin_shufflevector((x), (y), RED_SEL(w, 0)) + \
+     __builtin_shufflevector((x), (y), RED_SEL(w, 1)))
+
+#define DX_PIX 16
+
+/* dx (nt, cin, ihn, iwn) += the correlation of dyp with the filters, DX_PIX
+ * consecutive pixels of one region row per block: dx[n, ci, iy, ix] += sum over
+ * co, ky, kx of w[co, ci, ky, kx] * dy[n, co, oy, ox] with oy = iy + a - ky*dh
+ * (a = ih0 + pad_h - oh0, dy rows outside the tile are the zero halo). */
+CONV_DIRECT_CLONES
+static void conv_direct_dx(const conv_geom *g, const conv_direct *d, const float *restrict wt,
+                           const float *restrict dyp, float *restrict dx) {
+    const int64_t a = g->ih0 + d->pad_h - g->oh0, bcol = g->iw0 + d->pad_w - g->ow0;
+    const int64_t cstride = g->nt * d->dh * d->dw * DV; /* between co blocks of dyp */
+    const int64_t taps = g->kh * g->kw;
+    for (int64_t n = 0; n < g->nt; n++)
+        for (int64_t iy = 0; iy < g->ihn; iy++)
+            for (int64_t ix0 = 0; ix0 < g->iwn; ix0 += DX_PIX) {
+                int valid = g->iwn - ix0 < DX_PIX ? (int)(g->iwn - ix0) : DX_PIX;
+                /* dy vector of pixel 0 at tap (0, 0) of co block 0 */
+                const float *d0 =
+                    dyp + ((n * d->dh + iy + a + d->hh) * d->dw + ix0 + bcol + d->hw) * DV;
+                for (int64_t ci = 0; ci < g->cin_g; ci++) {
+                    conv_v16 acc[DX_PIX];
+                    for (int p = 0; p < DX_PIX; p++) acc[p] = (conv_v16){0};
+                    for (int64_t b = 0; b < d->cb; b++) {
+                        const float *wv_p = wt + (b * g->k + ci * taps) * DV;
+                        for (int64_t i = 0; i < g->kh; i++)
+                            for (int64_t j = 0; j < g->kw; j++, wv_p += DV) {
+                                const float *dt =
+                                    d0 + b * cstride - (i * d->dil_h * d->dw + j * d->dil_w) * DV;
+                                conv_v16 wv;
+                                V_LOAD(wv, wv_p);
+                                for (int p = 0; p < DX_PIX; p++) {
+                                    conv_v16 dv;
+                                    V_LOAD(dv, dt + p * DV);
+                                    acc[p] += dv * wv;
+                                }
+                            }
+                    }
+                    conv_v16 s2[8], s4[4], s8[2], s16;
+                    for (int k = 0; k < 8; k++) s2[k] = RED_STEP(8, acc[2 * k], acc[2 * k + 1]);
+                    for (int k = 0; k < 4; k++) s4[k] = RED_STEP(4, s2[2 * k], s2[2 * k + 1]);
+                    for (int k = 0; k < 2; k++) s8[k] = RED_STEP(2, s4[2 * k], s4[2 * k + 1]);
+                    s16 = RED_STEP(1, s8[0], s8[1]);
+                    float *dr = dx + ((n * g->crn + ci) * g->ihn + iy) * g->iwn + ix0;
+                    for (int l = 0; l < DX_PIX; l++) {
+                        int p = (l & 1) << 3 | (l & 2) << 1 | (l & 4) >> 1 | (l & 8) >> 3;
+                        if (p < valid) dr[p] += s16[l];
+                    }
+                }
+            }
+}
+
+#if !defined(__clang__)
+#pragma GCC pop_options
+#endif
+#endif /* CONV_DIRECT_AVAILABLE */
+
 size_t sf_conv2d_workspace_bytes(const sf_op *op, const sf_tile *t, int backward) {
     sf_tile r;
     conv2d_region(op, t, 0, &r);
     conv_geom g;
     conv_geom_init(op, t, &r, &g);
+#ifdef CONV_DIRECT_AVAILABLE
+    if (g.direct) {
+        conv_direct d = conv_direct_make(op, &g);
+        return (size_t)conv_direct_elems(&g, &d, backward) * sizeof(float);
+    }
+#endif
     /* columns (k, cols) + a permuted output or gradient (mmax, cols); backward
      * without transposed_dx reuses the columns for W^T * dY */
     int64_t elems = (g.k + g.mmax) * conv_blocking_cols(&g.blk);
@@ -410,6 +723,17 @@ static sf_status conv2d_fwd_fast(const sf_kernel_args *a) {
     const float *x = a->in[0], *w = a->weights;
     const float *bias = c->bias ? w + c->out_channels * g.k : NULL;
     float *y = a->out[0];
+#ifdef CONV_DIRECT_AVAILABLE
+    if (g.direct) {
+        if (g.nt == 0 || g.cot == 0 || g.p == 0) return SF_OK;
+        conv_direct d = conv_direct_make(op, &g);
+        float *wt = a->workspace, *xp = wt + d.cb * g.k * DV;
+        conv_direct_filters(&g, &d, w, wt);
+        conv_direct_pad_input(&g, &d, x, xp);
+        conv_direct_fwd(&g, &d, xp, wt, bias, y);
+        return SF_OK;
+    }
+#endif
     float *col = a->workspace;                         /* (k, cols) */
     float *tmp = col + g.k * conv_blocking_cols(&g.blk); /* (mmax, cols) */
     int64_t grp_lo = g.co0 / g.cout_g, grp_hi = (g.co0 + g.cot - 1) / g.cout_g;
@@ -528,6 +852,26 @@ static sf_status conv2d_bwd_fast(const sf_kernel_args *a) {
         }
     }
     if (!dx && !dw) return SF_OK;
+#ifdef CONV_DIRECT_AVAILABLE
+    if (g.direct) {
+        if (g.nt == 0 || g.cot == 0 || g.p == 0) return SF_OK;
+        conv_direct d = conv_direct_make(op, &g);
+        float *wt = a->workspace, *xp = wt + d.cb * g.k * DV;
+        float *dyt = xp + g.nt * g.cin_g * d.ph * d.pw;
+        conv_direct_pad_dy(&g, &d, dy, dyt);
+        if (dw) {
+            conv_direct_pad_input(&g, &d, x, xp);
+            /* wt, not yet filled, holds dW's sums (cb, K, DV) */
+            memset(wt, 0, (size_t)(d.cb * g.k * DV) * sizeof *wt);
+            conv_direct_dw(&g, &d, xp, dyt, wt, dw);
+        }
+        if (dx) {
+            conv_direct_filters(&g, &d, w, wt);
+            conv_direct_dx(&g, &d, wt, dyt, dx);
+        }
+        return SF_OK;
+    }
+#endif
     if (dx && g.transposed_dx) conv2d_bwd_dx_transposed(op, &g, w, dy, dx, a->workspace);
     if (!dw && (!dx || g.transposed_dx)) return SF_OK;
     int64_t grp_lo = g.co0 / g.cout_g, grp_hi = (g.co0 + g.cot - 1) / g.cout_g;

@@ -364,6 +364,7 @@ static const conv_case conv_cases[] = {
     {2, 2, 7, 6, 17, 3, 3, 1, 1, 1, 1, 2, 1, 1, 1},   /* 17: a block of one, dilation */
     {1, 2, 5, 37, 5, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   /* rows of 37: three dX blocks */
     {1, 5, 4, 5, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1},   /* 1x1, two full blocks */
+    {18, 4, 7, 6, 3, 3, 3, 1, 1, 1, 0, 1, 1, 1, 1},   /* dX: 16 images and 2, 4 channels */
     {1, 4, 6, 5, 33, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1},   /* 33: over the rule, im2col */
 };
 #define N_CONV_CASES ((int)(sizeof conv_cases / sizeof conv_cases[0]))

@@ -294,6 +294,7 @@ static sf_window2d conv_window(const sf_op *op, const conv_geom *g) {
 
 #ifdef CONV_DIRECT_AVAILABLE
 #define DV 16 /* output channels per vector */
+#define DXB_MAXCB 6 /* most input channels of one dX block */
 
 typedef float conv_v16 __attribute__((vector_size(DV * sizeof(float)), aligned(4)));
 
@@ -346,7 +347,13 @@ static conv_direct conv_direct_make(const sf_op *op, const conv_geom *g) {
  * block of slack that dX's last row block may read past (and discard). */
 static int64_t conv_direct_elems(const conv_geom *g, const conv_direct *d, int backward) {
     int64_t e = d->cb * g->k * DV + g->nt * g->cin_g * d->ph * d->pw;
-    if (backward) e += d->cb * g->nt * d->dh * d->dw * DV + DV * DV;
+    if (backward) {
+        e += d->cb * g->nt * d->dh * d->dw * DV + DV * DV;
+        int64_t cip = (g->cin_g + DXB_MAXCB - 1) / DXB_MAXCB * DXB_MAXCB;
+        e += g->cot * g->k / g->cin_g * cip;       /* filters (co, kh, kw, cip) */
+        e += g->cot * g->oht * (g->owt + 2 * d->hw) * DV; /* dy of 16 images */
+        e += cip * g->ihn * g->iwn * DV;            /* dx of 16 images */
+    }
     return e;
 }
 
@@ -369,13 +376,21 @@ static void conv_direct_pad_input(const conv_geom *g, const conv_direct *d, cons
         for (int64_t ci = 0; ci < g->cin_g; ci++) {
             const float *src = x + (n * g->crn + ci) * g->ihn * g->iwn;
             float *dst = xp + (n * g->cin_g + ci) * d->ph * d->pw;
+            /* columns q0 <= q < q1 of a padded row are inside the region */
+            int64_t off = g->ow0 - d->pad_w - g->iw0;
+            int64_t q0 = off < 0 ? -off : 0, q1 = g->iwn - off;
+            if (q1 > d->pw) q1 = d->pw;
+            if (q1 < q0) q1 = q0;
             for (int64_t r = 0; r < d->ph; r++) {
                 int64_t ir = g->oh0 - d->pad_h + r - g->ih0;
-                for (int64_t q = 0; q < d->pw; q++) {
-                    int64_t iq = g->ow0 - d->pad_w + q - g->iw0;
-                    int inside = ir >= 0 && ir < g->ihn && iq >= 0 && iq < g->iwn;
-                    dst[r * d->pw + q] = inside ? src[ir * g->iwn + iq] : 0.0f;
+                float *dr = dst + r * d->pw;
+                if (ir < 0 || ir >= g->ihn) {
+                    memset(dr, 0, (size_t)d->pw * sizeof *dr);
+                    continue;
                 }
+                for (int64_t q = 0; q < q0; q++) dr[q] = 0.0f;
+                if (q1 > q0) memcpy(dr + q0, src + ir * g->iwn + q0 + off, (size_t)(q1 - q0) * sizeof *dr);
+                for (int64_t q = q1; q < d->pw; q++) dr[q] = 0.0f;
             }
         }
 }
@@ -486,70 +501,113 @@ static void conv_direct_dw(const conv_geom *g, const conv_direct *d, const float
     }
 }
 
-/* One step of the transposing reduction: out lanes hold, in groups of w, the
- * sums of the two halves of each group of 2w lanes of x and of y, alternating
- * x, y. After four steps from 16 vectors, lane L holds the full sum of vector
- * bitreverse4(L). */
-#define RED_SEL(w, h) \
-    RED_I(w, h, 0), RED_I(w, h, 1), RED_I(w, h, 2), RED_I(w, h, 3), RED_I(w, h, 4), \
-    RED_I(w, h, 5), RED_I(w, h, 6), RED_I(w, h, 7), RED_I(w, h, 8), RED_I(w, h, 9), \
-    RED_I(w, h, 10), RED_I(w, h, 11), RED_I(w, h, 12), RED_I(w, h, 13), RED_I(w, h, 14), \
-    RED_I(w, h, 15)
-#define RED_I(w, h, j) \
-    (((j) / (w)) % 2 * 16 + ((j) / (w) / 2) * 2 * (w) + (j) % (w) + (h) * (w))
-#define RED_STEP(w, x, y)                              \
-    (__builtin_shufflevector((x), (y), RED_SEL(w, 0)) + \
-     __builtin_shufflevector((x), (y), RED_SEL(w, 1)))
-
-#define DX_PIX 16
-
-/* dx (nt, cin, ihn, iwn) += the correlation of dyp with the filters, DX_PIX
- * consecutive pixels of one region row per block: dx[n, ci, iy, ix] += sum over
- * co, ky, kx of w[co, ci, ky, kx] * dy[n, co, oy, ox] with oy = iy + a - ky*dh
- * (a = ih0 + pad_h - oh0, dy rows outside the tile are the zero halo). */
-CONV_DIRECT_CLONES
-static void conv_direct_dx(const conv_geom *g, const conv_direct *d, const float *restrict wt,
-                           const float *restrict dyp, float *restrict dx) {
+/* dX with the batch in the lanes: 16 images per vector, so that every tap that
+ * reaches a dy row inside the tile is a full FMA and taps that reach only the
+ * zero halo rows are skipped (computing dx as a 16-wide sum over output channels
+ * of the zero-haloed dy wasted half its FMAs on LeNet's conv2, 14x14 <- 10x10).
+ *   dyb (cot, oht, owt + 2hw, DV): dy of images n0.. n0+15, channels-last in
+ *        the images, with a zero halo of hw columns; lanes past the tile zero;
+ *   wtx (cot, kh, kw, cip): the filters with input channels innermost, padded
+ *        with zero channels to cip, a multiple of the channel block;
+ *   dxb (cip, ihn, iwn, DV): the block's dx, added to dx at the end.
+ * One block is CB input channels by P consecutive pixels of one dx row (CB * P
+ * accumulators): per (co, ky, kx), P dy vectors and CB filter broadcasts. */
+static inline __attribute__((always_inline)) void
+conv_dx_block(const conv_geom *g, const conv_direct *d, const float *restrict wtx,
+              const float *restrict dyb, float *restrict dxb, int64_t cip, int64_t c0,
+              int64_t iy, int64_t ix0, const int CB, const int P) {
     const int64_t a = g->ih0 + d->pad_h - g->oh0, bcol = g->iw0 + d->pad_w - g->ow0;
-    const int64_t cstride = g->nt * d->dh * d->dw * DV; /* between co blocks of dyp */
-    const int64_t taps = g->kh * g->kw;
-    for (int64_t n = 0; n < g->nt; n++)
-        for (int64_t iy = 0; iy < g->ihn; iy++)
-            for (int64_t ix0 = 0; ix0 < g->iwn; ix0 += DX_PIX) {
-                int valid = g->iwn - ix0 < DX_PIX ? (int)(g->iwn - ix0) : DX_PIX;
-                /* dy vector of pixel 0 at tap (0, 0) of co block 0 */
-                const float *d0 =
-                    dyp + ((n * d->dh + iy + a + d->hh) * d->dw + ix0 + bcol + d->hw) * DV;
-                for (int64_t ci = 0; ci < g->cin_g; ci++) {
-                    conv_v16 acc[DX_PIX];
-                    for (int p = 0; p < DX_PIX; p++) acc[p] = (conv_v16){0};
-                    for (int64_t b = 0; b < d->cb; b++) {
-                        const float *wv_p = wt + (b * g->k + ci * taps) * DV;
-                        for (int64_t i = 0; i < g->kh; i++)
-                            for (int64_t j = 0; j < g->kw; j++, wv_p += DV) {
-                                const float *dt =
-                                    d0 + b * cstride - (i * d->dil_h * d->dw + j * d->dil_w) * DV;
-                                conv_v16 wv;
-                                V_LOAD(wv, wv_p);
-                                for (int p = 0; p < DX_PIX; p++) {
-                                    conv_v16 dv;
-                                    V_LOAD(dv, dt + p * DV);
-                                    acc[p] += dv * wv;
-                                }
-                            }
-                    }
-                    conv_v16 s2[8], s4[4], s8[2], s16;
-                    for (int k = 0; k < 8; k++) s2[k] = RED_STEP(8, acc[2 * k], acc[2 * k + 1]);
-                    for (int k = 0; k < 4; k++) s4[k] = RED_STEP(4, s2[2 * k], s2[2 * k + 1]);
-                    for (int k = 0; k < 2; k++) s8[k] = RED_STEP(2, s4[2 * k], s4[2 * k + 1]);
-                    s16 = RED_STEP(1, s8[0], s8[1]);
-                    float *dr = dx + ((n * g->crn + ci) * g->ihn + iy) * g->iwn + ix0;
-                    for (int l = 0; l < DX_PIX; l++) {
-                        int p = (l & 1) << 3 | (l & 2) << 1 | (l & 4) >> 1 | (l & 8) >> 3;
-                        if (p < valid) dr[p] += s16[l];
-                    }
+    const int64_t dwb = g->owt + 2 * d->hw, taps = g->kh * g->kw;
+    conv_v16 acc[DXB_MAXCB * 16];
+    for (int c = 0; c < CB * P; c++) acc[c] = (conv_v16){0};
+    /* kx whose column reaches the tile for some pixel of the block */
+    int64_t kx_lo = g->kw, kx_hi = -1;
+    for (int64_t kx = 0; kx < g->kw; kx++) {
+        int64_t ox_first = ix0 + bcol - kx * d->dil_w, ox_last = ox_first + P - 1;
+        if (ox_last >= 0 && ox_first < g->owt) {
+            if (kx < kx_lo) kx_lo = kx;
+            kx_hi = kx;
+        }
+    }
+    for (int64_t ky = 0; ky < g->kh; ky++) {
+        int64_t oy = iy + a - ky * d->dil_h;
+        if (oy < 0 || oy >= g->oht) continue;
+        for (int64_t co = 0; co < g->cot; co++) {
+            const float *dr = dyb + ((co * g->oht + oy) * dwb + ix0 + bcol + d->hw) * DV;
+            const float *wr = wtx + (co * taps + ky * g->kw) * cip + c0;
+            for (int64_t kx = kx_lo; kx <= kx_hi; kx++) {
+                const float *dt = dr - kx * d->dil_w * DV;
+                const float *wk = wr + kx * cip;
+                conv_v16 dv[16];
+                for (int p = 0; p < P; p++) V_LOAD(dv[p], dt + p * DV);
+                for (int c = 0; c < CB; c++) {
+                    float wb = wk[c];
+                    for (int p = 0; p < P; p++) acc[c * P + p] += wb * dv[p];
                 }
             }
+        }
+    }
+    for (int c = 0; c < CB; c++)
+        for (int p = 0; p < P; p++)
+            V_STORE(dxb + (((c0 + c) * g->ihn + iy) * g->iwn + ix0 + p) * DV, acc[c * P + p]);
+}
+
+/* All dx of the block's images: rows in blocks of P pixels, a remainder one by one. */
+static inline __attribute__((always_inline)) void
+conv_dx_images(const conv_geom *g, const conv_direct *d, const float *restrict wtx,
+               const float *restrict dyb, float *restrict dxb, int64_t cip, const int CB,
+               const int P) {
+    for (int64_t c0 = 0; c0 < cip; c0 += CB)
+        for (int64_t iy = 0; iy < g->ihn; iy++) {
+            int64_t ix0 = 0;
+            for (; ix0 + P <= g->iwn; ix0 += P)
+                conv_dx_block(g, d, wtx, dyb, dxb, cip, c0, iy, ix0, CB, P);
+            for (; ix0 < g->iwn; ix0++)
+                conv_dx_block(g, d, wtx, dyb, dxb, cip, c0, iy, ix0, CB, 1);
+        }
+}
+
+/* dx (nt, cin, ihn, iwn) += the correlation of dy with the filters, 16 images at
+ * a time: dx[n, ci, iy, ix] += sum over co, ky, kx of w[co, ci, ky, kx] *
+ * dy[n, co, oy, ox], oy = iy + a - ky*dh, ox = ix + b - kx*dw (a = ih0 + pad_h
+ * - oh0, b likewise), over the oy, ox inside the tile. */
+CONV_DIRECT_CLONES
+static void conv_direct_dx(const conv_geom *g, const conv_direct *d, const float *restrict w,
+                           const float *restrict dy, float *restrict dx, float *restrict ws) {
+    const int64_t cin = g->cin_g, taps = g->kh * g->kw;
+    const int CB = cin >= 5 ? 6 : cin == 4 ? 2 : (int)cin;
+    const int64_t cip = (cin + CB - 1) / CB * CB;
+    const int64_t dwb = g->owt + 2 * d->hw, pix = g->ihn * g->iwn;
+    float *wtx = ws, *dyb = wtx + g->cot * taps * cip, *dxb = dyb + g->cot * g->oht * dwb * DV;
+    for (int64_t co = 0; co < g->cot; co++)
+        for (int64_t t = 0; t < taps; t++)
+            for (int64_t ci = 0; ci < cip; ci++)
+                wtx[(co * taps + t) * cip + ci] =
+                    ci < cin ? w[((g->co0 + co) * cin + ci) * taps + t] : 0.0f;
+    memset(dyb, 0, (size_t)(g->cot * g->oht * dwb * DV) * sizeof *dyb);
+    for (int64_t n0 = 0; n0 < g->nt; n0 += DV) {
+        int nb = g->nt - n0 < DV ? (int)(g->nt - n0) : DV;
+        for (int64_t co = 0; co < g->cot; co++)
+            for (int64_t oy = 0; oy < g->oht; oy++) {
+                float *dst = dyb + ((co * g->oht + oy) * dwb + d->hw) * DV;
+                for (int n = 0; n < nb; n++) {
+                    const float *src = dy + (((n0 + n) * g->cot + co) * g->oht + oy) * g->owt;
+                    for (int64_t ox = 0; ox < g->owt; ox++) dst[ox * DV + n] = src[ox];
+                }
+            }
+        switch (CB) {
+        case 6: conv_dx_images(g, d, wtx, dyb, dxb, cip, 6, 4); break;
+        case 3: conv_dx_images(g, d, wtx, dyb, dxb, cip, 3, 8); break;
+        case 2: conv_dx_images(g, d, wtx, dyb, dxb, cip, 2, 8); break;
+        default: conv_dx_images(g, d, wtx, dyb, dxb, cip, 1, 16); break;
+        }
+        for (int n = 0; n < nb; n++)
+            for (int64_t ci = 0; ci < cin; ci++) {
+                float *dst = dx + ((n0 + n) * g->crn + ci) * pix;
+                const float *src = dxb + ci * pix * DV + n;
+                for (int64_t q = 0; q < pix; q++) dst[q] += src[q * DV];
+            }
+    }
 }
 
 #if !defined(__clang__)
@@ -858,16 +916,15 @@ static sf_status conv2d_bwd_fast(const sf_kernel_args *a) {
         conv_direct d = conv_direct_make(op, &g);
         float *wt = a->workspace, *xp = wt + d.cb * g.k * DV;
         float *dyt = xp + g.nt * g.cin_g * d.ph * d.pw;
-        conv_direct_pad_dy(&g, &d, dy, dyt);
         if (dw) {
+            conv_direct_pad_dy(&g, &d, dy, dyt);
             conv_direct_pad_input(&g, &d, x, xp);
             /* wt, not yet filled, holds dW's sums (cb, K, DV) */
             memset(wt, 0, (size_t)(d.cb * g.k * DV) * sizeof *wt);
             conv_direct_dw(&g, &d, xp, dyt, wt, dw);
         }
         if (dx) {
-            conv_direct_filters(&g, &d, w, wt);
-            conv_direct_dx(&g, &d, wt, dyt, dx);
+            conv_direct_dx(&g, &d, w, dy, dx, dyt + d.cb * g.nt * d.dh * d.dw * DV + DV * DV);
         }
         return SF_OK;
     }

@@ -19,6 +19,13 @@
  * sorting includes keeps it last */
 #include <cmocka.h>
 
+#include "kernel_check.h"
+
+/* max|a - b| / max|b| (the denominator at least 1e-30) */
+static double rel_err(const float *a, const float *b, int64_t n) {
+    return err_floor(a, b, n, 1e-30);
+}
+
 #include "soapflow/graph.h"
 #include "soapflow/kernels.h"
 
@@ -182,41 +189,6 @@ static sf_graph *fx_build(const fixture *f, const sf_op **op) {
 
 /* ---- running tiles ----------------------------------------------------- */
 
-static float *falloc(int64_t n) {
-    float *p = calloc((size_t)(n > 0 ? n : 1), sizeof *p);
-    assert_non_null(p);
-    return p;
-}
-
-/* A workspace of `bytes` filled with NaN: a kernel that reads scratch memory it
- * did not write first turns its results into NaN, which the checks catch. */
-static float *ws_alloc(size_t bytes) {
-    int64_t n = (int64_t)(bytes / sizeof(float)) + 1;
-    float *p = falloc(n);
-    for (int64_t i = 0; i < n; i++) p[i] = NAN;
-    return p;
-}
-
-/* mode 0: buf = full[region]; 2: full[region] += buf; 1: full[region] = buf */
-static void region_copy(float *full, const sf_shape *s, const sf_tile *r, float *buf, int mode) {
-    int64_t n = sf_tile_numel(r);
-    int64_t idx[SF_MAX_DIMS] = {0};
-    for (int64_t e = 0; e < n; e++) {
-        int64_t off = 0;
-        for (int i = 0; i < s->ndim; i++) off = off * s->d[i] + r->lo[i] + idx[i];
-        if (mode == 0)
-            buf[e] = full[off];
-        else if (mode == 1)
-            full[off] = buf[e];
-        else
-            full[off] += buf[e];
-        for (int i = s->ndim - 1; i >= 0; i--) {
-            if (++idx[i] < r->hi[i] - r->lo[i]) break;
-            idx[i] = 0;
-        }
-    }
-}
-
 /* Forward and backward of tile t with the fixture's inputs, weights and R_k:
  * outputs stitched into y, gradients added into dx and dw. */
 static void run_tile(const sf_op *op, const fixture *f, const sf_tile *t, int fast, float **y,
@@ -271,17 +243,6 @@ static void run_tile(const sf_op *op, const fixture *f, const sf_tile *t, int fa
         free(dyb[i]);
     }
     free(wsp);
-}
-
-/* max|a - b| / max|b| */
-static double rel_err(const float *a, const float *b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (d > num) num = d;
-        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
-    }
-    return num / (den > 1e-30 ? den : 1e-30);
 }
 
 static void expect_close(const char *c, const char *what, int fast, int parts, const float *got,

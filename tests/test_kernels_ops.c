@@ -14,24 +14,14 @@
 #include <math.h>
 #include <cmocka.h>
 
+#include "kernel_check.h"
+
 #include "soapflow/graph.h"
 #include "soapflow/kernels.h"
 
 #define MAXIO 8 /* most inputs or outputs of an operator in these tests */
 
 /* ---- helpers ----------------------------------------------------------- */
-
-static float *falloc(int64_t n) {
-    float *p = calloc((size_t)(n > 0 ? n : 1), sizeof *p);
-    assert_non_null(p);
-    return p;
-}
-
-static double *dalloc(int64_t n) {
-    double *p = calloc((size_t)(n > 0 ? n : 1), sizeof *p);
-    assert_non_null(p);
-    return p;
-}
 
 /* max|a - b| / max|b|. The denominator is at least 1e-2: inputs, weights and
  * output gradients here are O(1), so a tensor whose largest value is tinier (a
@@ -41,40 +31,11 @@ static double *dalloc(int64_t n) {
 #define REL_FLOOR 1e-2
 
 static double rel_err(const float *a, const float *b, int64_t n) {
-    double num = 0, den = REL_FLOOR;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (d > num) num = d;
-        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
-    }
-    return num / den;
+    return err_floor(a, b, n, REL_FLOOR);
 }
 
 static double rel_err_d(const float *a, const double *b, int64_t n) {
-    double num = 0, den = REL_FLOOR;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > num) num = d;
-        if (fabs(b[i]) > den) den = fabs(b[i]);
-    }
-    return num / den;
-}
-
-/* mode 0: buf = full[region]; 1: full[region] = buf; 2: full[region] += buf */
-static void region_copy(float *full, const sf_shape *s, const sf_tile *r, float *buf, int mode) {
-    int64_t n = sf_tile_numel(r);
-    int64_t idx[SF_MAX_DIMS] = {0};
-    for (int64_t e = 0; e < n; e++) {
-        int64_t off = 0;
-        for (int i = 0; i < s->ndim; i++) off = off * s->d[i] + r->lo[i] + idx[i];
-        if (mode == 0) buf[e] = full[off];
-        else if (mode == 1) full[off] = buf[e];
-        else full[off] += buf[e];
-        for (int i = s->ndim - 1; i >= 0; i--) {
-            if (++idx[i] < r->hi[i] - r->lo[i]) break;
-            idx[i] = 0;
-        }
-    }
+    return err_floor_d(a, b, n, REL_FLOOR);
 }
 
 /* How to fill an input. */

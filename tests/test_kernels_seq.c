@@ -15,79 +15,23 @@
  * sorting includes keeps it last */
 #include <cmocka.h>
 
+#include "kernel_check.h"
+
+/* max|a - b| / max|b| (the denominator at least 1e-30) */
+static double rel_err(const float *a, const float *b, int64_t n) {
+    return err_floor(a, b, n, 1e-30);
+}
+
+static double rel_err_d(const float *a, const double *b, int64_t n) {
+    return err_floor_d(a, b, n, 1e-30);
+}
+
 #include "soapflow/graph.h"
 #include "soapflow/kernels.h"
 
 #define MAX_IO 3 /* most inputs and outputs of the operators tested here */
 
 /* ---- helpers ----------------------------------------------------------- */
-
-static float *falloc(int64_t n) {
-    float *p = calloc((size_t)(n > 0 ? n : 1), sizeof *p);
-    assert_non_null(p);
-    return p;
-}
-
-static double *dalloc(int64_t n) {
-    double *p = calloc((size_t)(n > 0 ? n : 1), sizeof *p);
-    assert_non_null(p);
-    return p;
-}
-
-static void fill_random(sf_rng *rng, float *p, int64_t n) {
-    for (int64_t i = 0; i < n; i++) p[i] = (float)(2.0 * sf_rng_uniform(rng) - 1.0);
-}
-
-/* max|a - b| / max|b|, the denominator at least 1e-30 */
-static double rel_err(const float *a, const float *b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (d > num) num = d;
-        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
-    }
-    return num / (den > 1e-30 ? den : 1e-30);
-}
-
-static double rel_err_d(const float *a, const double *b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > num) num = d;
-        if (fabs(b[i]) > den) den = fabs(b[i]);
-    }
-    return num / (den > 1e-30 ? den : 1e-30);
-}
-
-/* A workspace of `bytes` filled with NaN: a kernel that reads scratch memory it
- * did not write first turns its results into NaN, which the checks catch. */
-static float *ws_alloc(size_t bytes) {
-    int64_t n = (int64_t)(bytes / sizeof(float)) + 1;
-    float *p = falloc(n);
-    for (int64_t i = 0; i < n; i++) p[i] = NAN;
-    return p;
-}
-
-/* mode 0: buf = full[region]; 1: full[region] = buf; 2: full[region] += buf.
- * The region is a rectangle of a tensor of shape s; buf holds it row-major. */
-static void region_copy(float *full, const sf_shape *s, const sf_tile *r, float *buf, int mode) {
-    int64_t n = sf_tile_numel(r);
-    int64_t idx[SF_MAX_DIMS] = {0};
-    for (int64_t e = 0; e < n; e++) {
-        int64_t off = 0;
-        for (int i = 0; i < s->ndim; i++) off = off * s->d[i] + r->lo[i] + idx[i];
-        if (mode == 0)
-            buf[e] = full[off];
-        else if (mode == 1)
-            full[off] = buf[e];
-        else
-            full[off] += buf[e];
-        for (int i = s->ndim - 1; i >= 0; i--) {
-            if (++idx[i] < r->hi[i] - r->lo[i]) break;
-            idx[i] = 0;
-        }
-    }
-}
 
 /* A graph with one graph input per operator input, and the operator. */
 typedef struct opx {

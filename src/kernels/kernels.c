@@ -214,3 +214,30 @@ int sf_kernel_available(sf_op_type t, int fast) {
     if (!c) return 0;
     return fast ? (c->fwd_fast && c->bwd_fast) : (c->fwd_ref && c->bwd_ref);
 }
+
+/* ---- shared loops ------------------------------------------------------ */
+
+#define SUM_LANES 8
+
+void sf_shifted_sums(const float *restrict x, float x0, int64_t n, float *s1, float *s2) {
+    float a1[SUM_LANES] = {0}, a2[SUM_LANES] = {0};
+    int64_t j = 0;
+    for (; j + SUM_LANES <= n; j += SUM_LANES)
+        for (int l = 0; l < SUM_LANES; l++) {
+            float v = x[j + l] - x0;
+            a1[l] += v;
+            a2[l] += v * v;
+        }
+    float t1 = 0.0f, t2 = 0.0f;
+    for (; j < n; j++) {
+        float v = x[j] - x0;
+        t1 += v;
+        t2 += v * v;
+    }
+    for (int l = 0; l < SUM_LANES; l++) {
+        t1 += a1[l];
+        t2 += a2[l];
+    }
+    *s1 = t1;
+    *s2 = t2;
+}

@@ -43,4 +43,9 @@ void sf_col2im(const sf_window2d *g, const float *col, int64_t ld, int64_t col0,
 /* Workspace of the operators that need one (see sf_kernel_workspace_bytes). */
 size_t sf_conv2d_workspace_bytes(const sf_op *op, const sf_tile *t, int backward);
 
+/* Sums of v = x[j] - x0 and of v^2 over a row of n floats, in 8 independent lanes so
+ * that the compiler vectorizes them. Normalizations sum relative to a value of the
+ * row (x0) to keep the variance accurate for data far from zero. */
+void sf_shifted_sums(const float *restrict x, float x0, int64_t n, float *s1, float *s2);
+
 #endif

@@ -193,30 +193,6 @@ static sf_status batchnorm_bwd_ref(const sf_kernel_args *a) {
 
 #define BN_LANES 8
 
-/* Sums of v = x - x0 and of v^2 over a row, 8 lanes. */
-static void bn_sums(const float *restrict x, float x0, int64_t n, float *s1, float *s2) {
-    float a1[BN_LANES] = {0}, a2[BN_LANES] = {0};
-    int64_t j = 0;
-    for (; j + BN_LANES <= n; j += BN_LANES)
-        for (int l = 0; l < BN_LANES; l++) {
-            float v = x[j + l] - x0;
-            a1[l] += v;
-            a2[l] += v * v;
-        }
-    float t1 = 0.0f, t2 = 0.0f;
-    for (; j < n; j++) {
-        float v = x[j] - x0;
-        t1 += v;
-        t2 += v * v;
-    }
-    for (int l = 0; l < BN_LANES; l++) {
-        t1 += a1[l];
-        t2 += a2[l];
-    }
-    *s1 = t1;
-    *s2 = t2;
-}
-
 /* Sums of dy and of dy * (x - x0 - dm) over a row, 8 lanes. */
 static void bn_dots(const float *restrict dy, const float *restrict x, float x0, float dm,
                     int64_t n, float *s1, float *s2) {
@@ -250,7 +226,7 @@ static void bn_stats_fast(const bn_geom *g, const float *x, int64_t c, double ep
     float p = x[c * g->S];
     for (int64_t n = 0; n < g->nt; n++) {
         float r1, r2;
-        bn_sums(x + (n * g->ct + c) * g->S, p, g->S, &r1, &r2);
+        sf_shifted_sums(x + (n * g->ct + c) * g->S, p, g->S, &r1, &r2);
         s1 += r1;
         s2 += r2;
     }

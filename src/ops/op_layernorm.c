@@ -165,38 +165,12 @@ static sf_status layernorm_bwd_ref(const sf_kernel_args *a) {
     return SF_OK;
 }
 
-#define LN_LANES 8
-
-/* Sums of v = x - x0 and of v^2 over a row, 8 lanes. */
-static void ln_sums(const float *restrict x, float x0, int64_t n, float *s1, float *s2) {
-    float a1[LN_LANES] = {0}, a2[LN_LANES] = {0};
-    int64_t j = 0;
-    for (; j + LN_LANES <= n; j += LN_LANES)
-        for (int l = 0; l < LN_LANES; l++) {
-            float v = x[j + l] - x0;
-            a1[l] += v;
-            a2[l] += v * v;
-        }
-    float t1 = 0.0f, t2 = 0.0f;
-    for (; j < n; j++) {
-        float v = x[j] - x0;
-        t1 += v;
-        t2 += v * v;
-    }
-    for (int l = 0; l < LN_LANES; l++) {
-        t1 += a1[l];
-        t2 += a2[l];
-    }
-    *s1 = t1;
-    *s2 = t2;
-}
-
 /* Row statistics around the pivot x0 = x[0]: mean = x0 + dm, and rstd. The
  * shifted sums stay at the scale of the row's spread, so (x - x0) - dm is
  * accurate even for a row far from zero. */
 static void ln_stats_fast(const float *x, int64_t d, double eps, float *dm, float *rstd) {
     float s1, s2;
-    ln_sums(x, x[0], d, &s1, &s2);
+    sf_shifted_sums(x, x[0], d, &s1, &s2);
     double m = (double)s1 / (double)d, var = (double)s2 / (double)d - m * m;
     *dm = (float)m;
     *rstd = (float)(1.0 / sqrt((var > 0 ? var : 0) + eps));
@@ -223,6 +197,8 @@ static sf_status layernorm_fwd_fast(const sf_kernel_args *a) {
     return SF_OK;
 }
 
+#define LN_LANES 8
+
 static sf_status layernorm_bwd_fast(const sf_kernel_args *a) {
     int64_t rows, d;
     ln_geom(a, &rows, &d);
@@ -243,7 +219,7 @@ static sf_status layernorm_bwd_fast(const sf_kernel_args *a) {
             }
         }
         if (!dx_all) continue;
-        /* sums of dh and of dh * (x - mean), over 8 lanes */
+        /* sums of dh and of dh * (x - mean), over LN_LANES lanes */
         float a1[LN_LANES] = {0}, a2[LN_LANES] = {0};
         int64_t j = 0;
         for (; j + LN_LANES <= d; j += LN_LANES)

@@ -366,6 +366,10 @@ static const conv_case conv_cases[] = {
     {1, 5, 4, 5, 32, 1, 1, 1, 1, 0, 0, 1, 1, 1, 1},   /* 1x1, two full blocks */
     {18, 4, 7, 6, 3, 3, 3, 1, 1, 1, 0, 1, 1, 1, 1},   /* dX: 16 images and 2, 4 channels */
     {1, 4, 6, 5, 33, 1, 1, 1, 1, 1, 0, 1, 1, 1, 1},   /* 33: over the rule, im2col */
+    /* forward blocks of 2 x 5 pixels: widths that are multiples of 5 */
+    {2, 3, 9, 14, 16, 5, 5, 1, 1, 0, 0, 1, 1, 1, 1},  /* 5 x 10: odd rows, two blocks */
+    {1, 2, 3, 7, 5, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0},    /* 1 x 5: one row */
+    {2, 2, 6, 15, 18, 2, 2, 1, 1, 0, 1, 1, 2, 1, 1},  /* 5 x 15 (dilation), 18 filters */
 };
 #define N_CONV_CASES ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 
@@ -482,6 +486,8 @@ static const linear_case linear_cases[] = {
     {3, {2, 3, 11}, 5, 1},
     {2, {64, 37, 0}, 17, 1},
     {3, {3, 5, 1}, 1, 0}, /* one input feature, one output */
+    {2, {5, 97, 0}, 70, 1}, /* few rows, wide: dx computed transposed */
+    {3, {2, 3, 101}, 66, 0}, /* likewise, rows from two leading dimensions */
 };
 #define N_LINEAR_CASES ((int)(sizeof linear_cases / sizeof linear_cases[0]))
 

@@ -415,11 +415,58 @@ static void conv_direct_pad_dy(const conv_geom *g, const conv_direct *d, const f
 
 /* y (nt, cot, oht, owt) = conv(xp, wt) + bias, FWD_PIX output pixels of the
  * tile (in n, oy, ox order, crossing rows and images) per block. */
+/* One block of R rows x 5 columns of one image at output (oy, ox): fixed
+ * offsets, 5R accumulators. */
+static inline __attribute__((always_inline)) void
+conv_fwd_rc5(const conv_geom *g, const conv_direct *d, const float *restrict xp,
+             const float *restrict wt, const float *restrict bias, float *restrict y,
+             int64_t b, int64_t m, int64_t n, int64_t oy, int64_t ox, const int R) {
+    const int64_t plane = d->ph * d->pw, pw = d->pw;
+    const float *x0 = xp + n * g->cin_g * plane + oy * pw + ox;
+    conv_v16 acc[10];
+    for (int p = 0; p < 5 * R; p++) acc[p] = (conv_v16){0};
+    const float *wv_p = wt + b * g->k * DV;
+    for (int64_t ci = 0; ci < g->cin_g; ci++)
+        for (int64_t i = 0; i < g->kh; i++) {
+            const float *xr = x0 + ci * plane + i * d->dil_h * pw;
+            for (int64_t j = 0; j < g->kw; j++, wv_p += DV) {
+                const float *xt = xr + j * d->dil_w;
+                conv_v16 wv;
+                V_LOAD(wv, wv_p);
+                for (int r = 0; r < R; r++)
+                    for (int c = 0; c < 5; c++) acc[r * 5 + c] += xt[r * pw + c] * wv;
+            }
+        }
+    float *yb = y + (n * g->cot + b * DV) * g->p + oy * g->owt + ox;
+    for (int64_t c = 0; c < m; c++) {
+        float bv = bias ? bias[g->co0 + b * DV + c] : 0.0f;
+        for (int r = 0; r < R; r++)
+            for (int q = 0; q < 5; q++) yb[c * g->p + r * g->owt + q] = acc[r * 5 + q][c] + bv;
+    }
+}
+
 CONV_DIRECT_CLONES
 static void conv_direct_fwd(const conv_geom *g, const conv_direct *d,
                             const float *restrict xp, const float *restrict wt,
                             const float *restrict bias, float *restrict y) {
     const int64_t q_all = g->nt * g->p, plane = d->ph * d->pw;
+    if (g->owt % 5 == 0) {
+        /* blocks of 2 rows x 5 columns tile the output exactly (an odd last row
+         * in blocks of 1 x 5) */
+        for (int64_t b = 0; b < d->cb; b++) {
+            int64_t m = g->cot - b * DV < DV ? g->cot - b * DV : DV;
+            for (int64_t n = 0; n < g->nt; n++) {
+                int64_t oy = 0;
+                for (; oy + 2 <= g->oht; oy += 2)
+                    for (int64_t ox = 0; ox < g->owt; ox += 5)
+                        conv_fwd_rc5(g, d, xp, wt, bias, y, b, m, n, oy, ox, 2);
+                for (; oy < g->oht; oy++)
+                    for (int64_t ox = 0; ox < g->owt; ox += 5)
+                        conv_fwd_rc5(g, d, xp, wt, bias, y, b, m, n, oy, ox, 1);
+            }
+        }
+        return;
+    }
     for (int64_t b = 0; b < d->cb; b++) {
         int64_t m = g->cot - b * DV < DV ? g->cot - b * DV : DV;
         for (int64_t q0 = 0; q0 < q_all; q0 += FWD_PIX) {

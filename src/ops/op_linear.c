@@ -14,7 +14,12 @@
  * input region is those rows with every input feature, contiguous, so the
  * region is an (R, in) matrix and the tile an (R, o1 - o0) one: the reference
  * kernel is a triple loop, the fast one three SGEMMs (y = x W^T, dx += dy W,
- * dW += dy^T x) on the rows [o0, o1) of W. No workspace.
+ * dW += dy^T x) on the rows [o0, o1) of W. Backward of a short, wide tile
+ * (few rows, many input features: AlexNet's fc6, 64 x 9216) computes dx
+ * transposed, (kin, R) = W^T dy^T, into the workspace and adds it to dx: OpenBLAS
+ * ran that GEMM 15-25% faster than the (R, kin) one with only 64 rows, and the
+ * transposing add touches R * kin elements, 4096 times fewer than the GEMM's
+ * flops. Forward and other tiles need no workspace.
  */
 #include <stddef.h>
 
@@ -154,15 +159,38 @@ static sf_status linear_fwd_fast(const sf_kernel_args *a) {
     return SF_OK;
 }
 
+/* dx computed transposed (see the header): few rows, many input features. */
+static int linear_dx_transposed(const linear_geom *g) {
+    return g->rows <= 128 && 16 * g->rows <= g->kin && g->ot >= 64;
+}
+
+static size_t linear_workspace_bytes(const sf_op *op, const sf_tile *t, int backward) {
+    linear_geom g;
+    linear_geom_init(op, t, &g);
+    if (!backward || !linear_dx_transposed(&g)) return 0;
+    return (size_t)(g.rows * g.kin) * sizeof(float);
+}
+
 static sf_status linear_bwd_fast(const sf_kernel_args *a) {
     linear_geom g;
     linear_geom_init(a->op, &a->tile, &g);
     const float *dy = a->grad_out[0];
     float *dx = a->grad_in ? a->grad_in[0] : NULL;
     float *dw = a->grad_weights;
-    if (dx)
+    if (dx && linear_dx_transposed(&g)) {
+        /* dxt (kin, R) = W[o0:]^T dy^T, then dx (R, kin) += dxt^T */
+        float *dxt = a->workspace;
+        sf_sgemm(1, 1, g.kin, g.rows, g.ot, 1.0f, a->weights + g.o0 * g.kin, g.kin, dy, g.ot,
+                 0.0f, dxt, g.rows);
+        for (int64_t k0 = 0; k0 < g.kin; k0 += 64) {
+            int64_t k1 = k0 + 64 < g.kin ? k0 + 64 : g.kin;
+            for (int64_t r = 0; r < g.rows; r++)
+                for (int64_t k = k0; k < k1; k++) dx[r * g.kin + k] += dxt[k * g.rows + r];
+        }
+    } else if (dx) {
         sf_sgemm(0, 0, g.rows, g.kin, g.ot, 1.0f, dy, g.ot, a->weights + g.o0 * g.kin, g.kin,
                  1.0f, dx, g.kin);
+    }
     if (dw) {
         sf_sgemm(1, 0, g.ot, g.kin, g.rows, 1.0f, dy, g.ot, a->in[0], g.kin, 1.0f,
                  dw + g.o0 * g.kin, g.kin);
@@ -192,4 +220,5 @@ const sf_op_class sf_op_linear_class = {
     .fwd_fast = linear_fwd_fast,
     .bwd_ref = linear_bwd_ref,
     .bwd_fast = linear_bwd_fast,
+    .workspace = linear_workspace_bytes,
 };

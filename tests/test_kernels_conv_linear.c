@@ -370,6 +370,9 @@ static const conv_case conv_cases[] = {
     {2, 3, 9, 14, 16, 5, 5, 1, 1, 0, 0, 1, 1, 1, 1},  /* 5 x 10: odd rows, two blocks */
     {1, 2, 3, 7, 5, 3, 3, 1, 1, 0, 0, 1, 1, 1, 0},    /* 1 x 5: one row */
     {2, 2, 6, 15, 18, 2, 2, 1, 1, 0, 1, 1, 2, 1, 1},  /* 5 x 15 (dilation), 18 filters */
+    /* dW blocks of 2 kernel rows x 5 taps (kw 5, no dilation across) */
+    {2, 2, 10, 12, 17, 3, 5, 1, 1, 1, 0, 2, 1, 1, 1}, /* rows 2 + 1, width 8 = 5 + 3, 17 filters */
+    {1, 3, 6, 16, 4, 2, 5, 1, 1, 0, 1, 1, 2, 1, 0},   /* kw 5 dilated across: 8-tap blocks */
 };
 #define N_CONV_CASES ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 

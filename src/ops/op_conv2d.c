@@ -276,12 +276,13 @@ static sf_window2d conv_window(const sf_op *op, const conv_geom *g) {
  * output channels are one vector; each input value is broadcast onto it.
  *   forward: 8 output pixels per block, 8 independent accumulators (FMA latency
  *            times ports), one filter vector load shared by 8 broadcast FMAs;
- *   dW:      8 taps per block, accumulated over every pixel of the tile against
- *            dy transposed to (n, h, w, co);
+ *   dW:      image by image against its dy transposed to (h, w, co), both in
+ *            L1: for 5-wide kernels 2 kernel rows x 5 taps per block, each
+ *            input broadcast once per 5 pixels; otherwise 8 taps per block;
  *   dX:      16 input pixels of one row per block, each a 16-wide sum over co,
  *            reduced once after all taps by a transposing butterfly.
- * The input is copied once into a zero-padded buffer and dy into one with a
- * zero halo, so the loops carry no bounds checks. Rule: groups 1, stride 1
+ * The input is copied into a zero-padded buffer (dW: one image at a time), so
+ * the loops carry no bounds checks. Rule: groups 1, stride 1
  * (dX by a stride-1 gather), at most 32 output channels and K = C_in*kh*kw <=
  * 256; measured on LeNet's conv2, see conv_geom_init.
  *
@@ -320,7 +321,6 @@ typedef struct conv_direct {
     int64_t cb;         /* blocks of DV output channels: ceil(cot / DV) */
     int64_t hh, hw;     /* kernel span minus one: (kh-1)*dh, (kw-1)*dw */
     int64_t ph, pw;     /* rows, cols of one padded input plane: oht + hh, owt + hw */
-    int64_t dh, dw;     /* rows, cols of one dy plane with its halo: oht + 2hh, owt + 2hw */
     int64_t dil_h, dil_w;
     int64_t pad_h, pad_w;
 } conv_direct;
@@ -337,18 +337,16 @@ static conv_direct conv_direct_make(const sf_op *op, const conv_geom *g) {
     d.hw = (g->kw - 1) * d.dil_w;
     d.ph = g->oht + d.hh;
     d.pw = g->owt + d.hw;
-    d.dh = g->oht + 2 * d.hh;
-    d.dw = g->owt + 2 * d.hw;
     return d;
 }
 
 /* Workspace elements: transposed filters (cb, K, DV), padded input
- * (nt, cin, ph, pw), and backward dy with halo (cb, nt, dh, dw, DV) plus one
- * block of slack that dX's last row block may read past (and discard). */
+ * (nt, cin, ph, pw), and backward one image's channels-last dy (cb, p, DV)
+ * for dW plus one block of slack, then dX's buffers. */
 static int64_t conv_direct_elems(const conv_geom *g, const conv_direct *d, int backward) {
     int64_t e = d->cb * g->k * DV + g->nt * g->cin_g * d->ph * d->pw;
     if (backward) {
-        e += d->cb * g->nt * d->dh * d->dw * DV + DV * DV;
+        e += d->cb * g->p * DV + DV * DV;
         int64_t cip = (g->cin_g + DXB_MAXCB - 1) / DXB_MAXCB * DXB_MAXCB;
         e += g->cot * g->k / g->cin_g * cip;       /* filters (co, kh, kw, cip) */
         e += g->cot * g->oht * (g->owt + 2 * d->hw) * DV; /* dy of 16 images */
@@ -392,22 +390,6 @@ static void conv_direct_pad_input(const conv_geom *g, const conv_direct *d, cons
                 if (q1 > q0) memcpy(dr + q0, src + ir * g->iwn + q0 + off, (size_t)(q1 - q0) * sizeof *dr);
                 for (int64_t q = q1; q < d->pw; q++) dr[q] = 0.0f;
             }
-        }
-}
-
-/* dyp (cb, nt, dh, dw, DV): dy transposed to channels-last, with a zero halo of
- * hh rows and hw columns around the tile and zero channels past cot. */
-static void conv_direct_pad_dy(const conv_geom *g, const conv_direct *d, const float *dy,
-                               float *dyp) {
-    int64_t total = d->cb * g->nt * d->dh * d->dw * DV + DV * DV;
-    memset(dyp, 0, (size_t)total * sizeof *dyp);
-    for (int64_t n = 0; n < g->nt; n++)
-        for (int64_t co = 0; co < g->cot; co++) {
-            const float *src = dy + (n * g->cot + co) * g->p;
-            float *dst = dyp + ((co / DV * g->nt + n) * d->dh + d->hh) * d->dw * DV + co % DV;
-            for (int64_t r = 0; r < g->oht; r++)
-                for (int64_t q = 0; q < g->owt; q++)
-                    dst[(r * d->dw + q + d->hw) * DV] = src[r * g->owt + q];
         }
 }
 
@@ -500,18 +482,98 @@ static void conv_direct_fwd(const conv_geom *g, const conv_direct *d,
 }
 
 #define DW_TAPS 8
+#define DW_PIX 5 /* output pixels of one row per block of the 5-wide dW kernel */
 
-/* dW (C_out, K) += sum over the tile's pixels of xp * dy, DW_TAPS taps (flat
- * index over ci, kh, kw) per block, each a vector of DV output channels. Image
- * by image, so that its padded input and dy stay in L1 across the tap blocks
- * (the whole tile's dy, 1.3 MiB for LeNet, streamed from L3 once per block);
- * acc (cb, K, DV), zeroed by the caller, collects the images' sums. */
+/* One image of the padded input, xpi (cin, ph, pw), as conv_direct_pad_input. */
+static void conv_direct_pad_image(const conv_geom *g, const conv_direct *d, const float *x,
+                                  int64_t n, float *xpi) {
+    conv_geom g1 = *g;
+    g1.nt = 1;
+    conv_direct_pad_input(&g1, d, x + n * g->crn * g->ihn * g->iwn, xpi);
+}
+
+/* dyc (cb, p, DV): dy of image n channels-last, zero channels past cot. */
+static void conv_direct_dy_image(const conv_geom *g, const conv_direct *d, const float *dy,
+                                 int64_t n, float *restrict dyc) {
+    for (int64_t b = 0; b < d->cb; b++) {
+        int64_t m = g->cot - b * DV < DV ? g->cot - b * DV : DV;
+        float *dst = dyc + b * g->p * DV;
+        const float *src = dy + (n * g->cot + b * DV) * g->p;
+        if (m < DV) memset(dst, 0, (size_t)(g->p * DV) * sizeof *dst);
+        for (int64_t c = 0; c < m; c++)
+            for (int64_t q = 0; q < g->p; q++) dst[q * DV + c] = src[c * g->p + q];
+    }
+}
+
+/* kw = 5, dilation 1 across: R kernel rows (ky0..) x the 5 taps of each, for
+ * input channel ci, summed over the image's pixels into accw. A block of
+ * DW_PIX pixels of one row reads DW_PIX + 4 inputs per kernel row, each
+ * broadcast once and shared by the taps that reach it, and DW_PIX dy vectors:
+ * 5R accumulators at fixed offsets. */
+static inline __attribute__((always_inline)) void
+conv_dw_rk5(const conv_geom *g, const conv_direct *d, const float *restrict xpi,
+            const float *restrict dyc, float *restrict accw, int64_t b, int64_t ci, int64_t ky0,
+            const int R) {
+    const int64_t plane = d->ph * d->pw, pw = d->pw, rs = d->dil_h * pw;
+    conv_v16 acc[10];
+    for (int t = 0; t < 5 * R; t++) acc[t] = (conv_v16){0};
+    const float *xb = xpi + ci * plane + ky0 * rs;
+    const float *db = dyc + b * g->p * DV;
+    for (int64_t oy = 0; oy < g->oht; oy++) {
+        const float *xr = xb + oy * pw;
+        const float *dr = db + oy * g->owt * DV;
+        int64_t ox = 0;
+        for (; ox + DW_PIX <= g->owt; ox += DW_PIX) {
+            conv_v16 dv[DW_PIX];
+            for (int q = 0; q < DW_PIX; q++) V_LOAD(dv[q], dr + (ox + q) * DV);
+            for (int r = 0; r < R; r++) {
+                const float *xt = xr + r * rs + ox;
+                /* input q + j meets pixel q at tap j (loaded once, shared) */
+                for (int q = 0; q < DW_PIX; q++)
+                    for (int j = 0; j < 5; j++) acc[r * 5 + j] += xt[q + j] * dv[q];
+            }
+        }
+        for (; ox < g->owt; ox++) {
+            conv_v16 dv;
+            V_LOAD(dv, dr + ox * DV);
+            for (int r = 0; r < R; r++)
+                for (int j = 0; j < 5; j++) acc[r * 5 + j] += xr[r * rs + ox + j] * dv;
+        }
+    }
+    float *ap = accw + (b * g->k + (ci * g->kh + ky0) * 5) * DV;
+    for (int t = 0; t < 5 * R; t++) {
+        conv_v16 s;
+        V_LOAD(s, ap + t * DV);
+        s += acc[t];
+        V_STORE(ap + t * DV, s);
+    }
+}
+
+/* dW (C_out, K) += sum over the tile's pixels of x * dy, image by image: its
+ * padded input xpi (cin, ph, pw) and channels-last dy dyc (cb, p, DV), a few
+ * KiB each, are built per image and stay in L1 across the tap blocks. With
+ * kw = 5 and no dilation across, blocks of 2 kernel rows x 5 taps (above);
+ * otherwise DW_TAPS taps (flat index over ci, kh, kw) per block, each a vector
+ * of DV output channels. acc (cb, K, DV) collects the images' sums. */
 CONV_DIRECT_CLONES
-static void conv_direct_dw(const conv_geom *g, const conv_direct *d, const float *restrict xp,
-                           const float *restrict dyp, float *restrict accw, float *restrict dw) {
+static void conv_direct_dw(const conv_geom *g, const conv_direct *d, const float *restrict x,
+                           const float *restrict dy, float *restrict xpi, float *restrict dyc,
+                           float *restrict accw, float *restrict dw) {
     const int64_t plane = d->ph * d->pw, taps = g->kh * g->kw;
-    for (int64_t n = 0; n < g->nt; n++)
-        for (int64_t b = 0; b < d->cb; b++)
+    const int k5 = g->kw == 5 && d->dil_w == 1;
+    memset(accw, 0, (size_t)(d->cb * g->k * DV) * sizeof *accw);
+    for (int64_t n = 0; n < g->nt; n++) {
+        conv_direct_pad_image(g, d, x, n, xpi);
+        conv_direct_dy_image(g, d, dy, n, dyc);
+        for (int64_t b = 0; b < d->cb; b++) {
+            if (k5) {
+                for (int64_t ci = 0; ci < g->cin_g; ci++) {
+                    int64_t ky = 0;
+                    for (; ky + 2 <= g->kh; ky += 2) conv_dw_rk5(g, d, xpi, dyc, accw, b, ci, ky, 2);
+                    for (; ky < g->kh; ky++) conv_dw_rk5(g, d, xpi, dyc, accw, b, ci, ky, 1);
+                }
+                continue;
+            }
             for (int64_t t0 = 0; t0 < g->k; t0 += DW_TAPS) {
                 int64_t to[DW_TAPS];
                 int valid = g->k - t0 < DW_TAPS ? (int)(g->k - t0) : DW_TAPS;
@@ -523,9 +585,8 @@ static void conv_direct_dw(const conv_geom *g, const conv_direct *d, const float
                 conv_v16 acc[DW_TAPS];
                 for (int r = 0; r < DW_TAPS; r++) acc[r] = (conv_v16){0};
                 for (int64_t oy = 0; oy < g->oht; oy++) {
-                    const float *xr = xp + n * g->cin_g * plane + oy * d->pw;
-                    const float *dr =
-                        dyp + (((b * g->nt + n) * d->dh + oy + d->hh) * d->dw + d->hw) * DV;
+                    const float *xr = xpi + oy * d->pw;
+                    const float *dr = dyc + (b * g->p + oy * g->owt) * DV;
                     for (int64_t ox = 0; ox < g->owt; ox++) {
                         conv_v16 dv;
                         V_LOAD(dv, dr + ox * DV);
@@ -540,6 +601,8 @@ static void conv_direct_dw(const conv_geom *g, const conv_direct *d, const float
                     V_STORE(ap + r * DV, s);
                 }
             }
+        }
+    }
     for (int64_t b = 0; b < d->cb; b++) {
         int64_t m = g->cot - b * DV < DV ? g->cot - b * DV : DV;
         for (int64_t t = 0; t < g->k; t++)
@@ -950,8 +1013,13 @@ static sf_status conv2d_bwd_fast(const sf_kernel_args *a) {
         for (int64_t n = 0; n < g.nt; n++) {
             for (int64_t co = 0; co < g.cot; co++) {
                 const float *d = dy + (n * g.cot + co) * g.p;
-                float s = 0.0f;
-                for (int64_t q = 0; q < g.p; q++) s += d[q];
+                /* 8 partial sums: 8 independent add chains, not one */
+                float s8[8] = {0};
+                int64_t q = 0;
+                for (; q + 8 <= g.p; q += 8)
+                    for (int i = 0; i < 8; i++) s8[i] += d[q + i];
+                float s = ((s8[0] + s8[4]) + (s8[1] + s8[5])) + ((s8[2] + s8[6]) + (s8[3] + s8[7]));
+                for (; q < g.p; q++) s += d[q];
                 db[g.co0 + co] += s;
             }
         }
@@ -962,17 +1030,10 @@ static sf_status conv2d_bwd_fast(const sf_kernel_args *a) {
         if (g.nt == 0 || g.cot == 0 || g.p == 0) return SF_OK;
         conv_direct d = conv_direct_make(op, &g);
         float *wt = a->workspace, *xp = wt + d.cb * g.k * DV;
-        float *dyt = xp + g.nt * g.cin_g * d.ph * d.pw;
-        if (dw) {
-            conv_direct_pad_dy(&g, &d, dy, dyt);
-            conv_direct_pad_input(&g, &d, x, xp);
-            /* wt, not yet filled, holds dW's sums (cb, K, DV) */
-            memset(wt, 0, (size_t)(d.cb * g.k * DV) * sizeof *wt);
-            conv_direct_dw(&g, &d, xp, dyt, wt, dw);
-        }
-        if (dx) {
-            conv_direct_dx(&g, &d, w, dy, dx, dyt + d.cb * g.nt * d.dh * d.dw * DV + DV * DV);
-        }
+        float *dyc = xp + g.nt * g.cin_g * d.ph * d.pw; /* (cb, p, DV) */
+        /* wt, not filled by the backward, holds dW's sums (cb, K, DV); xp, one image */
+        if (dw) conv_direct_dw(&g, &d, x, dy, xp, dyc, wt, dw);
+        if (dx) conv_direct_dx(&g, &d, w, dy, dx, dyc + d.cb * g.p * DV + DV * DV);
         return SF_OK;
     }
 #endif

@@ -102,6 +102,51 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
                          const sf_mcmc_options *o, sf_strategy *best, sf_mcmc_result *r,
                          sf_error *err);
 
+/* ---- the whole search: baselines, OptCNN and MCMC side by side ----------- */
+
+typedef enum sf_search_row_id {
+    SF_SEARCH_DATA = 0,
+    SF_SEARCH_MODEL,
+    SF_SEARCH_OWT,
+    SF_SEARCH_EXPERT,
+    SF_SEARCH_OPTCNN,
+    SF_SEARCH_MCMC,
+    SF_SEARCH_ROWS
+} sf_search_row_id;
+
+/* One candidate, as the simulator judges it. */
+typedef struct sf_search_row {
+    const char *name;  /* "data", "model", "owt", "expert", "optcnn", "mcmc" */
+    int present;       /* 0 when not run (or its simulation failed) */
+    double iter_s;
+    double moved_bytes; /* transfers + all-reduce traffic */
+    double peak_mem_bytes;
+    int fits;
+} sf_search_row;
+
+typedef struct sf_search_options {
+    int run_optcnn, run_mcmc;
+    sf_mcmc_options mcmc;  /* its seed also draws the random start */
+} sf_search_options;
+
+void sf_search_options_default(sf_search_options *o); /* both searches, MCMC defaults */
+
+typedef struct sf_search_report {
+    sf_search_row rows[SF_SEARCH_ROWS];
+    int best;                 /* row of the best strategy: fits first, then time */
+    sf_optcnn_result optcnn;  /* when run */
+    sf_mcmc_result mcmc;      /* when run */
+} sf_search_report;
+
+/* Simulate the baselines, run OptCNN's DP and then the MCMC search started from
+ * data parallelism, owt or expert (whichever differs from data), the OptCNN
+ * result and a random strategy (skipped when its task graph is over 4x data
+ * parallelism's: every proposal from it would cost that much to simulate).
+ * Writes the best strategy into `best`. */
+sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                        const sf_search_options *o, sf_strategy *best, sf_search_report *rep,
+                        sf_error *err);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,13 +1,12 @@
 /*
  * cmd_search.c - `soapflow search`: find a fast strategy for a model on a machine.
  *
- * The command runs what the two papers ran and puts them side by side: the
- * baselines (data, model, owt, expert), OptCNN's dynamic program, and FlexFlow's
- * MCMC search started from data parallelism, the owt or expert strategy, the
- * OptCNN result and a random strategy. Every candidate is judged by the same
- * simulator, so the table compares like with like; the best strategy is the
- * fastest that fits in memory, and it is written (--out) in the strategy format
- * that `simulate --strategy FILE` reads back to the same iteration time.
+ * The command runs what the two papers ran and puts them side by side
+ * (sf_search_run in the search module: the baselines, OptCNN's dynamic program and
+ * FlexFlow's MCMC, every candidate judged by the same simulator); this file reads
+ * the command line, prints the table or the JSON, and writes the best strategy
+ * (--out) in the strategy format that `simulate --strategy FILE` reads back to
+ * the same iteration time.
  */
 #include "cli.h"
 
@@ -81,33 +80,6 @@ static int parse_duration(const char *s, double *out) {
     return 0;
 }
 
-/* One row of the comparison table. */
-typedef struct row {
-    const char *name;
-    double iter_s, bytes, peak;
-    int fits, present;
-} row;
-
-static void simulate_row(sf_sim *sim, const sf_strategy *s, const char *name, row *r) {
-    sf_sim_result res;
-    sf_error err = {0};
-    r->name = name;
-    r->present = 0;
-    if (sf_sim_run(sim, s, &res, &err) != SF_OK) return;
-    r->iter_s = res.iter_s;
-    r->bytes = res.transfer_bytes + res.sync_bytes;
-    r->peak = res.peak_mem_bytes;
-    r->fits = res.fits;
-    r->present = 1;
-}
-
-static int better(const row *a, const row *b) {
-    if (!b->present) return a->present;
-    if (!a->present) return 0;
-    if (a->fits != b->fits) return a->fits;
-    return a->iter_s < b->iter_s;
-}
-
 int sf_cmd_search(int argc, char **argv) {
     const char *cmd = argv[0];
     search_opts o;
@@ -166,89 +138,31 @@ int sf_cmd_search(int argc, char **argv) {
         sf_machine_free(m);
         return rc;
     }
-    sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
-    static const char *const base_names[] = {"data", "model", "owt", "expert"};
-    enum { NB = 4 };
-    sf_strategy *base[NB] = {0};
-    sf_strategy *opt = sf_strategy_new(g), *best = sf_strategy_new(g), *rnd = sf_strategy_new(g);
-    row rows[NB + 2];
-    memset(rows, 0, sizeof rows);
-    sf_optcnn_result orr;
-    memset(&orr, 0, sizeof orr);
-    sf_mcmc_result mr;
-    memset(&mr, 0, sizeof mr);
-    if (!sim || !opt || !best || !rnd) {
-        rc = err.code ? sf_cli_fail_err(&err) : sf_cli_fail("out of memory");
+    sf_search_options so;
+    sf_search_options_default(&so);
+    so.run_optcnn = run_optcnn;
+    so.run_mcmc = run_mcmc;
+    so.mcmc.seed = (uint64_t)o.seed;
+    so.mcmc.iters = o.iters;
+    so.mcmc.budget_s = o.iters ? 0 : budget_s;
+    if (o.beta_set) so.mcmc.beta = (double)o.beta;
+    so.mcmc.use_delta = !o.no_delta;
+    so.mcmc.progress = !o.json;
+    sf_search_report rep;
+    sf_strategy *best = sf_strategy_new(g);
+    sf_sim *sim = NULL;
+    if (!best) {
+        rc = sf_cli_fail("out of memory");
         goto done;
     }
-    for (int i = 0; i < NB; i++) {
-        base[i] = sf_strategy_new(g);
-        if (!base[i] || sf_strategy_baseline(base[i], base_names[i], g, m, &err) != SF_OK) {
-            rc = sf_cli_fail_err(&err);
-            goto done;
-        }
-        simulate_row(sim, base[i], base_names[i], &rows[i]);
-    }
-    if (run_optcnn) {
-        if (sf_optcnn_search(g, m, cm, NULL, opt, &orr, &err) != SF_OK) {
-            rc = sf_cli_fail_err(&err);
-            goto done;
-        }
-        simulate_row(sim, opt, "optcnn", &rows[NB]);
-    }
-    /* the best so far: baselines and OptCNN */
-    int best_row = 0;
-    for (int i = 1; i < NB + 1; i++)
-        if (better(&rows[i], &rows[best_row])) best_row = i;
-    sf_strategy_copy(best, best_row < NB ? base[best_row] : opt);
-    if (run_mcmc) {
-        sf_rng rng;
-        sf_rng_seed(&rng, (uint64_t)o.seed ^ 0x5eed5eedULL);
-        for (int i = 0; i < sf_graph_num_ops(g); i++)
-            sf_config_random(sf_graph_op(g, i), m, &rng, sf_strategy_config(rnd, i));
-        /* starts: data, owt (CNNs) or expert (RNNs), the OptCNN optimum, random.
-         * A random strategy on a large machine can have tens of times the tasks of
-         * data parallelism (parts everywhere exchanging tiles), and every proposal
-         * from it costs that much to simulate: it starts a chain only while it stays
-         * within 4x the task count of data parallelism. */
-        const sf_strategy *starts[4];
-        int ns = 0;
-        starts[ns++] = base[0];
-        starts[ns++] = rows[3].present && rows[3].iter_s != rows[0].iter_s ? base[3] : base[2];
-        if (run_optcnn) starts[ns++] = opt;
-        sf_sim_result rr, dr;
-        if (sf_sim_run(sim, base[0], &dr, &err) == SF_OK && sf_sim_run(sim, rnd, &rr, &err) == SF_OK &&
-            rr.tasks <= 4 * dr.tasks)
-            starts[ns++] = rnd;
-        sf_error_clear(&err);
-        sf_mcmc_options mo;
-        sf_mcmc_options_default(&mo);
-        mo.seed = (uint64_t)o.seed;
-        if (o.iters) {
-            mo.iters = o.iters;
-            mo.budget_s = 0;
-        } else {
-            mo.budget_s = budget_s;
-        }
-        if (o.beta_set) mo.beta = (double)o.beta;
-        mo.use_delta = !o.no_delta;
-        mo.progress = !o.json;
-        sf_strategy *mbest = sf_strategy_new(g);
-        if (!mbest || sf_mcmc_search(g, m, cm, starts, ns, &mo, mbest, &mr, &err) != SF_OK) {
-            sf_strategy_free(mbest);
-            rc = sf_cli_fail_err(&err);
-            goto done;
-        }
-        simulate_row(sim, mbest, "mcmc", &rows[NB + 1]);
-        if (better(&rows[NB + 1], &rows[best_row])) {
-            best_row = NB + 1;
-            sf_strategy_copy(best, mbest);
-        }
-        sf_strategy_free(mbest);
+    if (sf_search_run(g, m, cm, &so, best, &rep, &err) != SF_OK) {
+        rc = sf_cli_fail_err(&err);
+        goto done;
     }
     /* files first: a failure is one error line, not a report and then an error */
     sf_sim_result br;
-    if (sf_sim_run(sim, best, &br, &err) != SF_OK) {
+    sim = sf_sim_new(g, m, cm, NULL, &err);
+    if (!sim || sf_sim_run(sim, best, &br, &err) != SF_OK) {
         rc = sf_cli_fail_err(&err);
         goto done;
     }
@@ -264,7 +178,8 @@ int sf_cmd_search(int argc, char **argv) {
         rc = sf_cli_fail_err(&err);
         goto done;
     }
-    double data_s = rows[0].iter_s;
+    const sf_search_row *rows = rep.rows;
+    double data_s = rows[SF_SEARCH_DATA].iter_s;
     if (o.json) {
         json_t *j = json_object(), *b = json_object();
         if (!j || !b) {
@@ -273,30 +188,30 @@ int sf_cmd_search(int argc, char **argv) {
             rc = sf_cli_print_json(NULL);
             goto done;
         }
-        for (int i = 0; i < NB; i++)
-            if (rows[i].present) json_object_set_new(b, base_names[i], json_real(rows[i].iter_s * 1e3));
+        for (int i = SF_SEARCH_DATA; i <= SF_SEARCH_EXPERT; i++)
+            if (rows[i].present) json_object_set_new(b, rows[i].name, json_real(rows[i].iter_s * 1e3));
         json_object_set_new(j, "model", json_string(sf_graph_name(g)));
         json_object_set_new(j, "machine", json_string(sf_machine_name(m)));
         json_object_set_new(j, "devices", json_integer(sf_machine_num_devices(m)));
         json_object_set_new(j, "baselines", b);
         if (run_optcnn) {
-            json_object_set_new(j, "optcnn_ms", json_real(rows[NB].iter_s * 1e3));
-            json_object_set_new(j, "optcnn_cost_ms", json_real(orr.cost_s * 1e3));
-            json_object_set_new(j, "optcnn_exact", json_boolean(orr.exact));
-            json_object_set_new(j, "optcnn_nodes_left", json_integer(orr.nodes_left));
-            json_object_set_new(j, "optcnn_seconds", json_real(orr.seconds));
+            json_object_set_new(j, "optcnn_ms", json_real(rows[SF_SEARCH_OPTCNN].iter_s * 1e3));
+            json_object_set_new(j, "optcnn_cost_ms", json_real(rep.optcnn.cost_s * 1e3));
+            json_object_set_new(j, "optcnn_exact", json_boolean(rep.optcnn.exact));
+            json_object_set_new(j, "optcnn_nodes_left", json_integer(rep.optcnn.nodes_left));
+            json_object_set_new(j, "optcnn_seconds", json_real(rep.optcnn.seconds));
         }
         if (run_mcmc) {
-            json_object_set_new(j, "mcmc_ms", json_real(rows[NB + 1].iter_s * 1e3));
-            json_object_set_new(j, "iterations", json_integer(mr.iterations));
-            json_object_set_new(j, "accepted", json_integer(mr.accepted));
-            json_object_set_new(j, "seconds", json_real(mr.seconds));
-            json_object_set_new(j, "sims_per_s", json_real(mr.sims_per_s));
+            json_object_set_new(j, "mcmc_ms", json_real(rows[SF_SEARCH_MCMC].iter_s * 1e3));
+            json_object_set_new(j, "iterations", json_integer(rep.mcmc.iterations));
+            json_object_set_new(j, "accepted", json_integer(rep.mcmc.accepted));
+            json_object_set_new(j, "seconds", json_real(rep.mcmc.seconds));
+            json_object_set_new(j, "sims_per_s", json_real(rep.mcmc.sims_per_s));
         } else {
             json_object_set_new(j, "iterations", json_integer(0));
-            json_object_set_new(j, "seconds", json_real(orr.seconds));
+            json_object_set_new(j, "seconds", json_real(rep.optcnn.seconds));
         }
-        json_object_set_new(j, "best", json_string(rows[best_row].name));
+        json_object_set_new(j, "best", json_string(rows[rep.best].name));
         json_object_set_new(j, "best_ms", json_real(br.iter_s * 1e3));
         json_object_set_new(j, "speedup_vs_data", json_real(data_s / br.iter_s));
         json_object_set_new(j, "best_fits", json_boolean(br.fits));
@@ -309,14 +224,14 @@ int sf_cmd_search(int argc, char **argv) {
         static const char *const headers[] = {"strategy", "iteration", "speedup", "moved",
                                               "peak memory", "fits"};
         sf_cli_table *t = sf_cli_table_new(6, headers, "lrrrrl");
-        for (int i = 0; i < NB + 2; i++) {
+        for (int i = 0; i < SF_SEARCH_ROWS; i++) {
             if (!rows[i].present) continue;
             char by[32], pk[32];
-            sf_cli_table_cell(t, "%s%s", rows[i].name, i == best_row ? " *" : "");
+            sf_cli_table_cell(t, "%s%s", rows[i].name, i == rep.best ? " *" : "");
             sf_cli_table_cell(t, "%.3f ms", rows[i].iter_s * 1e3);
             sf_cli_table_cell(t, "%.2fx", data_s / rows[i].iter_s);
-            sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(rows[i].bytes, by, sizeof by));
-            sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(rows[i].peak, pk, sizeof pk));
+            sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(rows[i].moved_bytes, by, sizeof by));
+            sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(rows[i].peak_mem_bytes, pk, sizeof pk));
             sf_cli_table_cell(t, "%s", rows[i].fits ? "yes" : "no");
         }
         printf("%s on %s (%d devices), batch %lld\n\n", sf_graph_name(g), sf_machine_name(m),
@@ -327,21 +242,20 @@ int sf_cmd_search(int argc, char **argv) {
         if (run_optcnn)
             printf("optcnn: %.3f s, additive cost %.3f ms, %d of %d nodes left after "
                    "elimination (%s%s)\n",
-                   orr.seconds, orr.cost_s * 1e3, orr.nodes_left, orr.nodes_initial,
-                   orr.exact ? "exact" : "not exact: ", orr.exact ? "" : orr.method);
+                   rep.optcnn.seconds, rep.optcnn.cost_s * 1e3, rep.optcnn.nodes_left,
+                   rep.optcnn.nodes_initial, rep.optcnn.exact ? "exact" : "not exact: ",
+                   rep.optcnn.exact ? "" : rep.optcnn.method);
         if (run_mcmc)
             printf("mcmc: %lld proposals (%lld accepted) in %.1f s, %.0f simulations/s\n",
-                   (long long)mr.iterations, (long long)mr.accepted, mr.seconds, mr.sims_per_s);
-        printf("best: %s, %.3f ms, %.2fx over data parallelism%s%s\n", rows[best_row].name,
+                   (long long)rep.mcmc.iterations, (long long)rep.mcmc.accepted, rep.mcmc.seconds,
+                   rep.mcmc.sims_per_s);
+        printf("best: %s, %.3f ms, %.2fx over data parallelism%s%s\n", rows[rep.best].name,
                br.iter_s * 1e3, data_s / br.iter_s, o.out ? ", written to " : "",
                o.out ? o.out : "");
     }
 done:
     if (rc == SF_EXIT_OK) sf_cli_cost_model_report(cm);
-    for (int i = 0; i < NB; i++) sf_strategy_free(base[i]);
-    sf_strategy_free(opt);
     sf_strategy_free(best);
-    sf_strategy_free(rnd);
     sf_sim_free(sim);
     sf_cost_free(cm);
     sf_graph_free(g);

@@ -1,0 +1,113 @@
+/*
+ * search.c - the whole search, as `soapflow search` runs it: every baseline,
+ * OptCNN's dynamic program and FlexFlow's MCMC, judged by the same simulator.
+ *
+ * The searches themselves live in optcnn.c and mcmc.c; this file only decides
+ * what they start from and which answer wins, so that every front end (the CLI,
+ * benchmarks, a future service) compares strategies the same way: a strategy
+ * that fits in memory beats one that does not, then the faster one wins.
+ */
+#include "soapflow/search.h"
+
+#include <string.h>
+
+static const char *const row_names[SF_SEARCH_ROWS] = {"data",   "model",  "owt",
+                                                      "expert", "optcnn", "mcmc"};
+
+void sf_search_options_default(sf_search_options *o) {
+    memset(o, 0, sizeof *o);
+    o->run_optcnn = 1;
+    o->run_mcmc = 1;
+    sf_mcmc_options_default(&o->mcmc);
+}
+
+static void judge(sf_sim *sim, const sf_strategy *s, sf_search_row *row, sf_sim_result *res) {
+    sf_error err = {0};
+    row->present = 0;
+    if (sf_sim_run(sim, s, res, &err) != SF_OK) return;
+    row->iter_s = res->iter_s;
+    row->moved_bytes = res->transfer_bytes + res->sync_bytes;
+    row->peak_mem_bytes = res->peak_mem_bytes;
+    row->fits = res->fits;
+    row->present = 1;
+}
+
+static int better(const sf_search_row *a, const sf_search_row *b) {
+    if (!b->present) return a->present;
+    if (!a->present) return 0;
+    if (a->fits != b->fits) return a->fits;
+    return a->iter_s < b->iter_s;
+}
+
+sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                        const sf_search_options *o, sf_strategy *best, sf_search_report *rep,
+                        sf_error *err) {
+    sf_search_options defaults;
+    if (!o) {
+        sf_search_options_default(&defaults);
+        o = &defaults;
+    }
+    memset(rep, 0, sizeof *rep);
+    for (int i = 0; i < SF_SEARCH_ROWS; i++) rep->rows[i].name = row_names[i];
+    sf_status st = SF_OK;
+    sf_sim *sim = sf_sim_new(g, m, cm, NULL, err);
+    sf_strategy *base[4] = {0};
+    sf_strategy *opt = sf_strategy_new(g), *rnd = sf_strategy_new(g), *mbest = sf_strategy_new(g);
+    if (!sim) return err && err->code != SF_OK ? err->code : SF_ERR_NOMEM;
+    if (!opt || !rnd || !mbest) {
+        st = sf_error_set(err, SF_ERR_NOMEM, "search: out of memory");
+        goto done;
+    }
+    sf_sim_result res, data_res = {0};
+    for (int i = 0; i < 4; i++) {
+        base[i] = sf_strategy_new(g);
+        if (!base[i]) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "search: out of memory");
+            goto done;
+        }
+        st = sf_strategy_baseline(base[i], row_names[i], g, m, err);
+        if (st != SF_OK) goto done;
+        judge(sim, base[i], &rep->rows[i], i == 0 ? &data_res : &res);
+    }
+    if (o->run_optcnn) {
+        st = sf_optcnn_search(g, m, cm, NULL, opt, &rep->optcnn, err);
+        if (st != SF_OK) goto done;
+        judge(sim, opt, &rep->rows[SF_SEARCH_OPTCNN], &res);
+    }
+    rep->best = SF_SEARCH_DATA;
+    for (int i = 1; i <= SF_SEARCH_OPTCNN; i++)
+        if (better(&rep->rows[i], &rep->rows[rep->best])) rep->best = i;
+    sf_strategy_copy(best, rep->best == SF_SEARCH_OPTCNN ? opt : base[rep->best]);
+    if (o->run_mcmc) {
+        const sf_search_row *data = &rep->rows[SF_SEARCH_DATA];
+        const sf_search_row *expert = &rep->rows[SF_SEARCH_EXPERT];
+        const sf_strategy *starts[4];
+        int ns = 0;
+        starts[ns++] = base[SF_SEARCH_DATA];
+        starts[ns++] = expert->present && expert->iter_s != data->iter_s ? base[SF_SEARCH_EXPERT]
+                                                                         : base[SF_SEARCH_OWT];
+        if (o->run_optcnn) starts[ns++] = opt;
+        sf_rng rng;
+        sf_rng_seed(&rng, o->mcmc.seed ^ 0x5eed5eedULL);
+        for (int i = 0; i < sf_graph_num_ops(g); i++)
+            sf_config_random(sf_graph_op(g, i), m, &rng, sf_strategy_config(rnd, i));
+        sf_error ignore = {0};
+        if (data->present && sf_sim_run(sim, rnd, &res, &ignore) == SF_OK &&
+            res.tasks <= 4 * data_res.tasks)
+            starts[ns++] = rnd;
+        st = sf_mcmc_search(g, m, cm, starts, ns, &o->mcmc, mbest, &rep->mcmc, err);
+        if (st != SF_OK) goto done;
+        judge(sim, mbest, &rep->rows[SF_SEARCH_MCMC], &res);
+        if (better(&rep->rows[SF_SEARCH_MCMC], &rep->rows[rep->best])) {
+            rep->best = SF_SEARCH_MCMC;
+            sf_strategy_copy(best, mbest);
+        }
+    }
+done:
+    for (int i = 0; i < 4; i++) sf_strategy_free(base[i]);
+    sf_strategy_free(opt);
+    sf_strategy_free(rnd);
+    sf_strategy_free(mbest);
+    sf_sim_free(sim);
+    return st;
+}

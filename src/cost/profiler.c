@@ -48,7 +48,7 @@ void sf_profile_options_default(sf_profile_options *o) {
 }
 
 /* What to do with one distinct key. */
-enum { TODO_MEASURE, TODO_REUSE, TODO_NO_KERNEL };
+enum { PLAN_MEASURE, PLAN_REUSE, PLAN_NO_KERNEL };
 
 typedef struct todo {
     int op;
@@ -84,9 +84,9 @@ static sf_status add_key(enum_state *s, const sf_op *op, const sf_tile *t) {
     td->op = op->id;
     td->tile = *t;
     if (sf_profile_db_lookup(s->db, s->key))
-        td->what = TODO_REUSE;
+        td->what = PLAN_REUSE;
     else
-        td->what = sf_kernel_available(op->type, 1) ? TODO_MEASURE : TODO_NO_KERNEL;
+        td->what = sf_kernel_available(op->type, 1) ? PLAN_MEASURE : PLAN_NO_KERNEL;
     return SF_OK;
 }
 
@@ -383,9 +383,9 @@ sf_status sf_profile_model(const sf_graph *g, const sf_machine *m, sf_profile_db
     int to_measure = 0;
     for (int i = 0; st == SF_OK && i < s.n_todos; i++) {
         const todo *td = &s.todos[i];
-        if (td->what == TODO_REUSE) r->reused++;
-        if (td->what == TODO_MEASURE) to_measure++;
-        if (td->what == TODO_NO_KERNEL) {
+        if (td->what == PLAN_REUSE) r->reused++;
+        if (td->what == PLAN_MEASURE) to_measure++;
+        if (td->what == PLAN_NO_KERNEL) {
             r->skipped++;
             r->skipped_by_type[sf_graph_op(g, td->op)->type]++;
         }
@@ -406,7 +406,7 @@ sf_status sf_profile_model(const sf_graph *g, const sf_machine *m, sf_profile_db
         int done = 0;
         for (int i = 0; st == SF_OK && i < s.n_todos; i++) {
             const todo *td = &s.todos[i];
-            if (td->what != TODO_MEASURE) continue;
+            if (td->what != PLAN_MEASURE) continue;
             const sf_op *op = sf_graph_op(g, td->op);
             sf_progress_update(&pg, done, op->name);
             double fwd = 0, bwd = 0;

@@ -10,64 +10,20 @@
 #include <math.h>
 #include <cmocka.h>
 
+#include "kernel_check.h"
+
 #include "soapflow/graph.h"
 #include "soapflow/kernels.h"
 
 /* ---- helpers ----------------------------------------------------------- */
 
-static float *falloc(int64_t n) {
-    float *p = calloc((size_t)(n > 0 ? n : 1), sizeof *p);
-    assert_non_null(p);
-    return p;
-}
-
-static void fill_random(sf_rng *rng, float *p, int64_t n) {
-    for (int64_t i = 0; i < n; i++) p[i] = (float)(2.0 * sf_rng_uniform(rng) - 1.0);
-}
-
 /* max|a - b| / max|b| (the denominator at least 1e-30) */
 static double rel_err(const float *a, const float *b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - (double)b[i]);
-        if (d > num) num = d;
-        if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
-    }
-    return num / (den > 1e-30 ? den : 1e-30);
+    return err_floor(a, b, n, 1e-30);
 }
 
 static double rel_err_d(const float *a, const double *b, int64_t n) {
-    double num = 0, den = 0;
-    for (int64_t i = 0; i < n; i++) {
-        double d = fabs((double)a[i] - b[i]);
-        if (d > num) num = d;
-        if (fabs(b[i]) > den) den = fabs(b[i]);
-    }
-    return num / (den > 1e-30 ? den : 1e-30);
-}
-
-/* Offset of the element at multi-index idx (relative to tile lo) inside a full
- * tensor of shape s. */
-static int64_t full_offset(const sf_shape *s, const sf_tile *r, const int64_t *idx) {
-    int64_t off = 0;
-    for (int i = 0; i < s->ndim; i++) off = off * s->d[i] + r->lo[i] + idx[i];
-    return off;
-}
-
-/* mode 0: buf = full[region]; 1: full[region] = buf; 2: full[region] += buf */
-static void region_copy(float *full, const sf_shape *s, const sf_tile *r, float *buf, int mode) {
-    int64_t n = sf_tile_numel(r);
-    int64_t idx[SF_MAX_DIMS] = {0};
-    for (int64_t e = 0; e < n; e++) {
-        int64_t off = full_offset(s, r, idx);
-        if (mode == 0) buf[e] = full[off];
-        else if (mode == 1) full[off] = buf[e];
-        else full[off] += buf[e];
-        for (int i = s->ndim - 1; i >= 0; i--) {
-            if (++idx[i] < r->hi[i] - r->lo[i]) break;
-            idx[i] = 0;
-        }
-    }
+    return err_floor_d(a, b, n, 1e-30);
 }
 
 /* A graph holding one input and one operator of the given type. */

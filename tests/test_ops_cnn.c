@@ -9,17 +9,11 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ops_check.h"
+
 #include "soapflow/graph.h"
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static int add_input(sf_graph *g, const char *name, int nd, const int64_t *d) {
-    sf_error err = {0};
-    sf_shape s = sf_shape_make(nd, d);
-    int id = sf_graph_add_input(g, name, &s, 0, &err);
-    if (id < 0) fail_msg("input %s: %s", name, err.msg);
-    return id;
-}
 
 /* Add a one-input operator; on failure return the status with err filled. */
 static int add1(sf_graph *g, sf_op_type t, const char *name, const sf_op_params *p, int in,
@@ -36,49 +30,11 @@ static int add_ok(sf_graph *g, sf_op_type t, const char *name, const sf_op_param
     return id;
 }
 
-static void check_shape(const sf_shape *s, int nd, const int64_t *d) {
-    char a[96];
-    if (s->ndim != nd) fail_msg("rank %d, expected %d (%s)", s->ndim, nd, sf_shape_str(s, a, 96));
-    for (int i = 0; i < nd; i++) {
-        if (s->d[i] != d[i])
-            fail_msg("dim %d is %lld, expected %lld (%s)", i, (long long)s->d[i],
-                     (long long)d[i], sf_shape_str(s, a, 96));
-    }
-}
-
-static sf_tile mk_tile(int nd, const int64_t *lo, const int64_t *hi) {
-    sf_tile t;
-    memset(&t, 0, sizeof t);
-    t.ndim = nd;
-    for (int i = 0; i < nd; i++) {
-        t.lo[i] = lo[i];
-        t.hi[i] = hi[i];
-    }
-    return t;
-}
-
-static void check_tile(const sf_tile *t, int nd, const int64_t *lo, const int64_t *hi) {
-    sf_tile want = mk_tile(nd, lo, hi);
-    char a[160], b[160];
-    if (!sf_tile_equal(t, &want))
-        fail_msg("tile %s, expected %s", sf_tile_str(t, a, sizeof a),
-                 sf_tile_str(&want, b, sizeof b));
-}
-
 static void check_region(const sf_op *op, const sf_tile *t, int input, int nd, const int64_t *lo,
                          const int64_t *hi) {
     sf_tile r;
     sf_op_input_region(op, t, input, &r);
     check_tile(&r, nd, lo, hi);
-}
-
-static void check_kinds(const sf_op *op, int nd, const sf_dim_kind *k) {
-    assert_int_equal(op->space.ndim, nd);
-    for (int i = 0; i < nd; i++) {
-        if (op->kinds[i] != k[i])
-            fail_msg("%s: dimension %d is %s, expected %s", op->name, i,
-                     sf_dim_kind_name(op->kinds[i]), sf_dim_kind_name(k[i]));
-    }
 }
 
 /* The add must fail with `code` and a message that names the operator and

@@ -9,50 +9,12 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "ops_check.h"
+
 #include "ops/op_impl.h"
 #include "soapflow/graph.h"
 
 /* ---- helpers ------------------------------------------------------------ */
-
-static int add_input(sf_graph *g, const char *name, int nd, const int64_t *d) {
-    sf_error err = {0};
-    sf_shape s = sf_shape_make(nd, d);
-    int id = sf_graph_add_input(g, name, &s, 0, &err);
-    if (id < 0) fail_msg("input %s: %s", name, err.msg);
-    return id;
-}
-
-static sf_tile mk_tile(int nd, const int64_t *lo, const int64_t *hi) {
-    sf_tile t;
-    memset(&t, 0, sizeof t);
-    t.ndim = nd;
-    for (int i = 0; i < nd; i++) {
-        t.lo[i] = lo[i];
-        t.hi[i] = hi[i];
-    }
-    return t;
-}
-
-static void check_tile(const sf_tile *t, int nd, const int64_t *lo, const int64_t *hi) {
-    sf_tile want = mk_tile(nd, lo, hi);
-    char a[128], b[128];
-    if (!sf_tile_equal(t, &want))
-        fail_msg("tile %s, expected %s", sf_tile_str(t, a, sizeof a),
-                 sf_tile_str(&want, b, sizeof b));
-}
-
-static void check_shape(const sf_shape *s, int nd, const int64_t *d) {
-    sf_shape want = sf_shape_make(nd, d);
-    char a[64], b[64];
-    if (!sf_shape_equal(s, &want))
-        fail_msg("shape %s, expected %s", sf_shape_str(s, a, sizeof a),
-                 sf_shape_str(&want, b, sizeof b));
-}
-
-static void check_kinds(const sf_op *op, int nd, const sf_dim_kind *k) {
-    assert_int_equal(op->space.ndim, nd);
-    for (int i = 0; i < nd; i++) assert_int_equal(op->kinds[i], k[i]);
-}
 
 /* Adding must fail with a message naming the operator and containing `what`. */
 static void expect_fail(sf_graph *g, sf_op_type type, const char *name, const sf_op_params *p,

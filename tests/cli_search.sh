@@ -56,6 +56,17 @@ iter=$(json_num "$TMP/sim.out" iter_ms)
 awk -v b="$best" -v d="$data" 'BEGIN { exit !(b <= d) }' ||
     fail "search: best $best ms is slower than data parallelism $data ms"
 
+# ---- FlexFlow's sync model: the search and simulate agree under it too -----
+run ps "$SF" search --model lenet5 --machine 'p100-4x4[4]' --iters 200 --seed 2 --json \
+    --sync bulk --sync-scheme ps --out "$TMP/ps.json"
+expect_ok ps
+grep -q '"sync_scheme": *"ps"' "$TMP/ps.out" || fail "search --sync-scheme ps: not reported"
+run ps_sim "$SF" simulate --model lenet5 --machine 'p100-4x4[4]' --strategy "$TMP/ps.json" \
+    --json --sync bulk --sync-scheme ps
+expect_ok ps_sim
+[ "$(json_num "$TMP/ps_sim.out" iter_ms)" = "$(json_num "$TMP/ps.out" best_ms)" ] ||
+    fail "search/simulate under --sync bulk --sync-scheme ps disagree"
+
 # ---- the same seed and --iters give the same answer ----------------------
 run s2 "$SF" search --model lenet5 --machine 'p100-4x4[4]' --iters 300 --seed 3 --json \
     --out "$TMP/best2.json"

@@ -78,6 +78,26 @@ positive "$(json_num "$TMP/sim_model.out" transfer_bytes)" || fail "simulate mod
 # one device: nothing crosses a link
 [ "$(json_num "$TMP/sim_single.out" inter_bytes)" = 0 ] || fail "simulate single: inter bytes"
 
+# Sync modes: bulk waits for the backward pass, a parameter server funnels every
+# gradient through one device; both are slower than the overlapped ring here.
+run sync_ring "$SF" simulate --model alexnet --machine p100-4x4 --strategy data --json
+run sync_bulk "$SF" simulate --model alexnet --machine p100-4x4 --strategy data --json --sync bulk
+run sync_ps "$SF" simulate --model alexnet --machine p100-4x4 --strategy data --json \
+    --sync=bulk --sync-scheme ps
+for v in ring bulk ps; do expect_ok "sync_$v"; done
+grep -q '"sync": *"overlap"' "$TMP/sync_ring.out" || fail "simulate: default sync is not overlap"
+grep -q '"sync_scheme": *"ps"' "$TMP/sync_ps.out" || fail "simulate --sync-scheme ps: not reported"
+r=$(json_num "$TMP/sync_ring.out" iter_ms)
+b=$(json_num "$TMP/sync_bulk.out" iter_ms)
+p=$(json_num "$TMP/sync_ps.out" iter_ms)
+awk -v r="$r" -v b="$b" -v p="$p" 'BEGIN { exit !(r < b && b < p) }' ||
+    fail "simulate alexnet data: want overlap < bulk < ps, got $r, $b, $p"
+run sync_bad "$SF" simulate --model lenet5 --sync sometimes
+expect_error sync_bad
+grep -q "sometimes" "$TMP/sync_bad.err" || fail "--sync sometimes: value not named"
+run scheme_bad "$SF" simulate --model lenet5 --sync-scheme tree
+expect_error scheme_bad
+
 # Text mode: the breakdown and a row per device.
 run text "$SF" simulate --model lenet5 --machine p100-4x4 --strategy owt
 expect_ok text

@@ -178,6 +178,92 @@ static void test_allreduce(void **state) {
     sf_machine_free(m);
 }
 
+/* Two data-parallel linear layers on two devices, under both sync modes and
+ * both schemes. With overlap, b's sync runs while a's backward computes; in bulk
+ * mode both wait for the end of the backward pass and then share the links. */
+static void test_sync_modes(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
+    sf_graph *g = sf_graph_new("sync");
+    sf_shape xs = sf_shape_make(2, (int64_t[]){4, 8});
+    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
+    sf_op_params lp = linear_params(8);
+    int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    int b = sf_graph_add_op(g, SF_OP_LINEAR, "b", &lp, (sf_tensor_ref[]){{a, 0}}, 1, &err);
+    sf_strategy *s = sf_strategy_new(g);
+    place(s, x, 2, (int[]){2, 1}, (int[]){0, 1});
+    place(s, a, 2, (int[]){2, 1}, (int[]){0, 1});
+    place(s, b, 2, (int[]){2, 1}, (int[]){0, 1});
+    sf_cost_model cm = {&fixed_vt, NULL, m};
+    /* each device: x 0.05, a.fwd 0.5, b.fwd 0.5, b.bwd 1, a.bwd 1 -> 3.05 ms;
+     * an all-reduce of 288 bytes holds both ring links for ar */
+    double ar = 2 * 10e-6 + 288.0 / 1e6, bwd_end = 3.05e-3;
+    /* parameter server on device 0: one message of 288 bytes each way */
+    double ps = 10e-6 + 288.0 / 1e6;
+    double expect[SF_SCHEME_COUNT][SF_SYNC_MODE_COUNT] = {
+        {
+            /* ring, overlap: b's ring [2.05, 2.05 + ar] under a.bwd; b.update
+             * [3.05, 3.55]; a's ring [3.05, 3.05 + ar]; a.update [3.55, 4.05] */
+            bwd_end + 0.5e-3 + 0.5e-3,
+            /* ring, bulk: a's ring, then b's; a.update from 3.05 + ar, b.update after */
+            bwd_end + ar + 0.5e-3 + 0.5e-3,
+        },
+        {
+            /* ps, overlap: b's gradient 1 -> 0 under a.bwd; b.update [3.05, 3.55] on
+             * device 0, its return [3.55, 3.55 + ps]; a's gradient [3.05, 3.05 + ps];
+             * a.update [3.55, 4.05]; its return ends at 4.05 + ps */
+            bwd_end + 0.5e-3 + 0.5e-3 + ps,
+            /* ps, bulk: a's gradient, then b's, on link 1 -> 0; a.update from
+             * 3.05 + ps, b.update after it, then b's return */
+            bwd_end + ps + 0.5e-3 + 0.5e-3 + ps,
+        },
+    };
+    double sync_s[SF_SCHEME_COUNT] = {4 * ar, 4 * ps};
+    for (int scheme = 0; scheme < SF_SCHEME_COUNT; scheme++) {
+        for (int mode = 0; mode < SF_SYNC_MODE_COUNT; mode++) {
+            sf_sim_options o;
+            sf_sim_options_default(&o);
+            o.sync = (sf_sync_mode)mode;
+            o.scheme = (sf_sync_scheme)scheme;
+            sf_sim *sim = sf_sim_new(g, m, &cm, &o, &err);
+            assert_non_null(sim);
+            sf_sim_result r;
+            assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+            assert_true(fabs(r.iter_s - expect[scheme][mode]) < EPS);
+            assert_true(r.sync_bytes == 4 * 288.0);
+            assert_true(fabs(r.sync_s - sync_s[scheme]) < EPS);
+            /* the server (ps) keeps the momentum; a ring's replicas all do */
+            double per_weight_1 = scheme == SF_SCHEME_PS ? 2 * 288.0 : 3 * 288.0;
+            assert_true(r.device_mem_bytes[0] - r.device_mem_bytes[1] ==
+                        2 * (3 * 288.0 - per_weight_1));
+            sf_sim_free(sim);
+        }
+    }
+    sf_sim_options o;
+    sf_sim_options_default(&o);
+    assert_int_equal(o.sync, SF_SYNC_OVERLAP);
+    sf_sync_mode parsed;
+    assert_int_equal(sf_sync_mode_parse("bulk", &parsed), 0);
+    assert_int_equal(parsed, SF_SYNC_BULK);
+    assert_string_equal(sf_sync_mode_name(SF_SYNC_OVERLAP), "overlap");
+    assert_int_equal(sf_sync_mode_parse("lazy", &parsed), -1);
+    assert_null(sf_sync_mode_name(SF_SYNC_MODE_COUNT));
+    sf_sync_scheme sch;
+    assert_int_equal(sf_sync_scheme_parse("ps", &sch), 0);
+    assert_int_equal(sch, SF_SCHEME_PS);
+    assert_string_equal(sf_sync_scheme_name(SF_SCHEME_RING), "ring");
+    assert_int_equal(sf_sync_scheme_parse("tree", &sch), -1);
+    o.sync = SF_SYNC_MODE_COUNT;
+    assert_null(sf_sim_new(g, m, &cm, &o, &err));
+    o.sync = SF_SYNC_OVERLAP;
+    o.scheme = SF_SCHEME_COUNT;
+    assert_null(sf_sim_new(g, m, &cm, &o, &err));
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+}
+
 /* x on device 0 feeds a and b on device 1: both transfers need link 0->1 at
  * the same instant, so the second waits for the first. */
 static void test_link_contention(void **state) {
@@ -325,7 +411,7 @@ static void results_equal(const sf_sim_result *a, const sf_sim_result *b) {
 
 /* Delta simulation equals full simulation after every random single-operator change. */
 static void delta_vs_full(const char *model, int64_t batch, sf_machine *m, int moves,
-                          uint64_t seed) {
+                          uint64_t seed, sf_sync_mode sync, sf_sync_scheme scheme) {
     sf_error err = {0};
     sf_model_options o;
     sf_model_options_default(&o);
@@ -336,7 +422,11 @@ static void delta_vs_full(const char *model, int64_t batch, sf_machine *m, int m
     sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
     sf_strategy *s = sf_strategy_new(g);
     assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
-    sf_sim *delta = sf_sim_new(g, m, cm, NULL, &err), *full = sf_sim_new(g, m, cm, NULL, &err);
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    so.sync = sync;
+    so.scheme = scheme;
+    sf_sim *delta = sf_sim_new(g, m, cm, &so, &err), *full = sf_sim_new(g, m, cm, &so, &err);
     sf_sim_result rd, rf;
     assert_int_equal(sf_sim_run(delta, s, &rd, &err), SF_OK);
     sf_rng rng;
@@ -387,11 +477,18 @@ static void test_delta_equals_full(void **state) {
     sf_machine *k80 = sf_machine_preset("k80-16x4", &err);
     sf_machine *k8 = sf_machine_subset(k80, 8, &err);
     assert_non_null(k8);
-    delta_vs_full("lenet5", 64, p100, 1000, 1);
-    delta_vs_full("alexnet", 32, k8, 300, 2);
-    delta_vs_full("rnnlm", 32, p100, 500, 3);
-    delta_vs_full("inception_v3", 16, k8, 200, 4);
-    delta_vs_full("transformer", 8, p100, 200, 5);
+    delta_vs_full("lenet5", 64, p100, 1000, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING);
+    delta_vs_full("alexnet", 32, k8, 300, 2, SF_SYNC_OVERLAP, SF_SCHEME_RING);
+    delta_vs_full("rnnlm", 32, p100, 500, 3, SF_SYNC_OVERLAP, SF_SCHEME_RING);
+    delta_vs_full("inception_v3", 16, k8, 200, 4, SF_SYNC_OVERLAP, SF_SCHEME_RING);
+    delta_vs_full("transformer", 8, p100, 200, 5, SF_SYNC_OVERLAP, SF_SCHEME_RING);
+    /* bulk sync: the per-device barriers are kept tasks whose predecessors change */
+    delta_vs_full("lenet5", 64, p100, 400, 6, SF_SYNC_BULK, SF_SCHEME_RING);
+    delta_vs_full("rnnlm", 32, k8, 300, 7, SF_SYNC_BULK, SF_SCHEME_RING);
+    delta_vs_full("inception_v3", 16, p100, 150, 8, SF_SYNC_BULK, SF_SCHEME_RING);
+    /* parameter servers, both ways */
+    delta_vs_full("alexnet", 32, p100, 300, 9, SF_SYNC_OVERLAP, SF_SCHEME_PS);
+    delta_vs_full("rnnlm", 32, p100, 300, 10, SF_SYNC_BULK, SF_SCHEME_PS);
     sf_machine_free(k8);
     sf_machine_free(k80);
     sf_machine_free(p100);
@@ -429,6 +526,7 @@ int main(void) {
         cmocka_unit_test(test_multi_hop_route),
         cmocka_unit_test(test_allreduce),
         cmocka_unit_test(test_link_contention),
+        cmocka_unit_test(test_sync_modes),
         cmocka_unit_test(test_single_device_sum),
         cmocka_unit_test(test_relabel_symmetric),
         cmocka_unit_test(test_data_parallel_free_links),

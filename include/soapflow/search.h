@@ -79,6 +79,8 @@ typedef struct sf_mcmc_options {
     double beta;          /* acceptance: exp(-beta * delta / cost_of_start); default 50 */
     int use_delta;        /* 1: delta simulation in the loop (default); 0: full */
     int progress;         /* draw a progress bar on stderr when it is a terminal */
+    sf_sim_options sim;   /* the simulator's options (sync mode); sf_search_run judges
+                           * every candidate with these too */
 } sf_mcmc_options;
 
 void sf_mcmc_options_default(sf_mcmc_options *o);

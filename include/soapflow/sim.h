@@ -16,8 +16,13 @@
  * input region on another device, sized by the intersection and crossing the
  * links of the route (store-and-forward: one task per link, chained); gradients
  * of activations flow back along the same routes; each weight shard held by
- * several devices is all-reduced (ring over the devices in id order) after its
- * backward tasks, then updated on each replica.
+ * several devices is all-reduced (ring over the devices in id order), then
+ * updated on each replica, or (parameter-server scheme) sent to the first part's
+ * device, updated there and sent back. When the all-reduce may start is the sync mode: as
+ * soon as the shard's backward tasks are done (overlap, as PyTorch DDP and
+ * Horovod run it), or only once each replica's device has finished its whole
+ * backward pass (bulk, the bulk-synchronous model FlexFlow's simulator uses by
+ * default and OptCNN's additive cost model assumes).
  *
  * Scheduling: event-driven list scheduling. A task is ready when its predecessors
  * are done; every device and every link runs its tasks one at a time, first-in
@@ -36,9 +41,37 @@
 extern "C" {
 #endif
 
+/* When a weight shard's gradient all-reduce may start (docs/simulator.md). */
+typedef enum sf_sync_mode {
+    SF_SYNC_OVERLAP = 0, /* as soon as the shard's backward tasks are done (default) */
+    SF_SYNC_BULK,        /* after each replica device's whole backward pass */
+    SF_SYNC_MODE_COUNT
+} sf_sync_mode;
+
+/* "overlap", "bulk"; NULL for an invalid mode. */
+const char *sf_sync_mode_name(sf_sync_mode m);
+/* Parse a mode name; -1 when unknown. */
+int sf_sync_mode_parse(const char *name, sf_sync_mode *out);
+
+/* How a weight shard's replicas combine their gradients (docs/simulator.md). */
+typedef enum sf_sync_scheme {
+    SF_SCHEME_RING = 0, /* ring all-reduce over the replicas in id order (default) */
+    SF_SCHEME_PS,       /* parameter server on the first part's device: every other
+                         * replica sends its gradient there and receives the updated
+                         * shard back, as FlexFlow's simulator models it */
+    SF_SCHEME_COUNT
+} sf_sync_scheme;
+
+/* "ring", "ps"; NULL for an invalid scheme. */
+const char *sf_sync_scheme_name(sf_sync_scheme s);
+/* Parse a scheme name; -1 when unknown. */
+int sf_sync_scheme_parse(const char *name, sf_sync_scheme *out);
+
 typedef struct sf_sim_options {
     double optimizer_state_factor; /* optimizer state per weight byte (SGD momentum: 1) */
     int keep_schedule;             /* keep per-task times for traces (sf_sim_write_*) */
+    sf_sync_mode sync;             /* when gradient syncs start (default overlap) */
+    sf_sync_scheme scheme;         /* how they run (default ring) */
 } sf_sim_options;
 
 void sf_sim_options_default(sf_sim_options *o);

@@ -391,6 +391,31 @@ sf_status sf_cli_machine_desc(const char *name_or_path, sf_machine_desc *out, sf
     return SF_OK;
 }
 
+/* ---- simulator options ---------------------------------------------------- */
+
+const char sf_cli_sim_help[] =
+    "  --sync overlap|bulk    when gradient syncs start: as soon as a weight's backward\n"
+    "                         is done (overlap, default), or after each device's whole\n"
+    "                         backward pass (bulk, FlexFlow's simulator default)\n"
+    "  --sync-scheme ring|ps  ring all-reduce among a weight's replicas (default), or a\n"
+    "                         parameter server on its first part's device (FlexFlow's)\n";
+
+int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o) {
+    const char *v = NULL;
+    if (sf_cli_str(a, "--sync", NULL, &v)) {
+        if (v && sf_sync_mode_parse(v, &o->sync) != 0)
+            a->status = sf_cli_usage_error(a->cmd, "--sync must be overlap or bulk, not '%s'", v);
+        return 1;
+    }
+    if (sf_cli_str(a, "--sync-scheme", NULL, &v)) {
+        if (v && sf_sync_scheme_parse(v, &o->scheme) != 0)
+            a->status =
+                sf_cli_usage_error(a->cmd, "--sync-scheme must be ring or ps, not '%s'", v);
+        return 1;
+    }
+    return 0;
+}
+
 /* ---- cost models --------------------------------------------------------- */
 
 int sf_cli_cost_model_open(const sf_machine *m, const char *costs_path, sf_cost_model **out) {

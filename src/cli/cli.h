@@ -39,6 +39,7 @@
 #include "soapflow/cost.h"
 #include "soapflow/graph.h"
 #include "soapflow/machine.h"
+#include "soapflow/sim.h"
 #include "soapflow/strategy.h"
 
 #ifndef SOAPFLOW_VERSION
@@ -192,6 +193,12 @@ int sf_cli_strategy_open(const char *name_or_path, const sf_graph *g, const sf_m
  * measured on another device kind than the machine's. Returns an exit status;
  * *out on success. */
 int sf_cli_cost_model_open(const sf_machine *m, const char *costs_path, sf_cost_model **out);
+/* The simulator's options of simulate, search and bench sim: --sync
+ * overlap|bulk and --sync-scheme ring|ps. Returns 1 when an option was consumed
+ * (a bad value sets a->status). */
+int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o);
+extern const char sf_cli_sim_help[];
+
 /* After the model has answered: one warning line naming the operator types a
  * profiled model took from the analytic fallback ("not measured: lstm (12
  * tasks), ..."); nothing for an analytic model or when all were measured. */

@@ -50,6 +50,7 @@ static int sim_usage(FILE *out) {
             "  --reps N               full simulations timed, the best is reported (default 5)\n"
             "  --moves N              random moves for the delta figures (default 1000)\n"
             "  --seed S               seed of the random moves (default 1)\n"
+            "%s"
             "  --json                 print one JSON object: model, machine, strategy, batch,\n"
             "                         tasks, reps, moves, seed, full_us, tasks_per_s,\n"
             "                         delta_us (mean update), delta_revert_us (mean update +\n"
@@ -65,7 +66,7 @@ static int sim_usage(FILE *out) {
             "example:\n"
             "  soapflow bench sim --model inception_v3 --machine p100-4x4\n"
             "  soapflow bench sim --model nmt --machine k80-16x4 --moves 200 --json\n",
-            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY);
+            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY, sf_cli_sim_help);
     return SF_EXIT_OK;
 }
 
@@ -157,10 +158,13 @@ static int bench_sim(int argc, char **argv) {
     const char *machine = DEFAULT_MACHINE, *strategy = DEFAULT_STRATEGY;
     int64_t reps = 5, moves = 1000, seed = 1;
     int json = 0;
+    sf_sim_options so;
+    sf_sim_options_default(&so);
     sf_cli_args a;
     sf_cli_args_init(&a, argc, argv);
     while (sf_cli_next(&a)) {
         if (sf_cli_help(&a)) return sim_usage(stdout);
+        if (sf_cli_sim_option(&a, &so)) continue;
         if (sf_cli_model_option(&a, &mo)) continue;
         if (sf_cli_str(&a, "--machine", NULL, &machine)) continue;
         if (sf_cli_str(&a, "--strategy", "-s", &strategy)) continue;
@@ -188,7 +192,7 @@ static int bench_sim(int argc, char **argv) {
         rc = sf_cli_fail("out of memory");
         goto done;
     }
-    sim = sf_sim_new(g, m, cm, NULL, &err);
+    sim = sf_sim_new(g, m, cm, &so, &err);
     bench_sim_result br;
     if (!sim || measure(sim, g, m, s, reps, moves, (uint64_t)seed, &br, &err) != SF_OK) {
         rc = sf_cli_fail_err(&err);
@@ -200,9 +204,10 @@ static int bench_sim(int argc, char **argv) {
     sf_graph_stats_compute(g, &gs);
     if (json) {
         json_t *j = json_pack(
-            "{s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
-            "model",
-            sf_graph_name(g), "machine", sf_machine_name(m), "strategy", strategy, "batch",
+            "{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+            "model", sf_graph_name(g), "machine", sf_machine_name(m), "strategy", strategy,
+            "sync", sf_sync_mode_name(so.sync), "sync_scheme", sf_sync_scheme_name(so.scheme),
+            "batch",
             (json_int_t)gs.batch, "tasks", (json_int_t)br.tasks, "reps", (json_int_t)reps, "moves",
             (json_int_t)moves, "seed", (json_int_t)seed, "full_us", br.full_us, "tasks_per_s",
             tasks_per_s, "delta_us", br.delta_us, "delta_revert_us", br.delta_revert_us,

@@ -42,6 +42,7 @@ static int usage(FILE *out) {
             "  --no-delta             evaluate proposals with full instead of delta simulation\n"
             "  --costs FILE           measured task times from 'soapflow profile' (default:\n"
             "                         the analytic roofline model)\n"
+            "%s"
             "  --out FILE             write the best strategy (strategy JSON)\n"
             "  --trace FILE           Chrome trace of the best strategy's iteration\n"
             "  --svg FILE             SVG timeline of the best strategy's iteration\n"
@@ -51,7 +52,7 @@ static int usage(FILE *out) {
             "example:\n"
             "  soapflow search --model inception_v3 --machine p100-4x4 --budget 30s --out best.json\n"
             "  soapflow simulate --model inception_v3 --machine p100-4x4 --strategy best.json\n",
-            sf_cli_model_help);
+            sf_cli_model_help, sf_cli_sim_help);
     return SF_EXIT_OK;
 }
 
@@ -60,6 +61,7 @@ typedef struct search_opts {
     const char *machine, *algo, *budget, *out, *trace, *svg, *costs;
     int64_t iters, seed, beta;
     int json, no_delta, beta_set;
+    sf_sim_options sim;
 } search_opts;
 
 /* "30s", "2m", "500ms", "1.5h" or a plain number of seconds. */
@@ -84,6 +86,7 @@ int sf_cmd_search(int argc, char **argv) {
     const char *cmd = argv[0];
     search_opts o;
     memset(&o, 0, sizeof o);
+    sf_sim_options_default(&o.sim);
     o.machine = DEFAULT_MACHINE;
     o.algo = "all";
     o.seed = 1;
@@ -102,6 +105,7 @@ int sf_cmd_search(int argc, char **argv) {
             continue;
         }
         if (sf_cli_flag(&a, "--no-delta", NULL, &o.no_delta)) continue;
+        if (sf_cli_sim_option(&a, &o.sim)) continue;
         if (sf_cli_str(&a, "--out", "-o", &o.out)) continue;
         if (sf_cli_str(&a, "--costs", NULL, &o.costs)) continue;
         if (sf_cli_str(&a, "--trace", NULL, &o.trace)) continue;
@@ -147,6 +151,7 @@ int sf_cmd_search(int argc, char **argv) {
     so.mcmc.budget_s = o.iters ? 0 : budget_s;
     if (o.beta_set) so.mcmc.beta = (double)o.beta;
     so.mcmc.use_delta = !o.no_delta;
+    so.mcmc.sim = o.sim;
     so.mcmc.progress = !o.json;
     sf_search_report rep;
     sf_strategy *best = sf_strategy_new(g);
@@ -161,7 +166,7 @@ int sf_cmd_search(int argc, char **argv) {
     }
     /* files first: a failure is one error line, not a report and then an error */
     sf_sim_result br;
-    sim = sf_sim_new(g, m, cm, NULL, &err);
+    sim = sf_sim_new(g, m, cm, &so.mcmc.sim, &err);
     if (!sim || sf_sim_run(sim, best, &br, &err) != SF_OK) {
         rc = sf_cli_fail_err(&err);
         goto done;
@@ -193,6 +198,8 @@ int sf_cmd_search(int argc, char **argv) {
         json_object_set_new(j, "model", json_string(sf_graph_name(g)));
         json_object_set_new(j, "machine", json_string(sf_machine_name(m)));
         json_object_set_new(j, "devices", json_integer(sf_machine_num_devices(m)));
+        json_object_set_new(j, "sync", json_string(sf_sync_mode_name(o.sim.sync)));
+        json_object_set_new(j, "sync_scheme", json_string(sf_sync_scheme_name(o.sim.scheme)));
         json_object_set_new(j, "baselines", b);
         if (run_optcnn) {
             json_object_set_new(j, "optcnn_ms", json_real(rows[SF_SEARCH_OPTCNN].iter_s * 1e3));
@@ -234,8 +241,10 @@ int sf_cmd_search(int argc, char **argv) {
             sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(rows[i].peak_mem_bytes, pk, sizeof pk));
             sf_cli_table_cell(t, "%s", rows[i].fits ? "yes" : "no");
         }
-        printf("%s on %s (%d devices), batch %lld\n\n", sf_graph_name(g), sf_machine_name(m),
-               sf_machine_num_devices(m), (long long)sf_graph_op(g, 0)->out_shapes[0].d[0]);
+        printf("%s on %s (%d devices), batch %lld, sync %s/%s\n\n", sf_graph_name(g),
+               sf_machine_name(m), sf_machine_num_devices(m),
+               (long long)sf_graph_op(g, 0)->out_shapes[0].d[0], sf_sync_scheme_name(o.sim.scheme),
+               sf_sync_mode_name(o.sim.sync));
         rc = sf_cli_table_print(t, stdout);
         sf_cli_table_free(t);
         printf("\n");

@@ -188,6 +188,7 @@ static int usage(FILE *out) {
             "  --save-strategy FILE   write the strategy as a strategy JSON file\n"
             "  --costs FILE           measured task times ('soapflow profile'): the profiled\n"
             "                         cost model, analytic where the file has no entry\n"
+            "%s"
             "  -h, --help             show this help\n"
             "\n"
             "compute is the sum of forward, backward and update task times over all devices;\n"
@@ -199,7 +200,7 @@ static int usage(FILE *out) {
             "  soapflow simulate --model inception_v3 --machine p100-4x4 --strategy data\n"
             "  soapflow simulate --model nmt --strategy expert --json --svg nmt.svg\n"
             "  soapflow simulate --model resnet50 --strategy best.json --trace r50.trace.json\n",
-            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY);
+            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY, sf_cli_sim_help);
     return SF_EXIT_OK;
 }
 
@@ -207,6 +208,7 @@ typedef struct sim_opts {
     sf_cli_model_opts model;
     const char *machine, *strategy, *trace, *svg, *dot, *save, *costs;
     int json;
+    sf_sim_options sim;
 } sim_opts;
 
 static int parse(int argc, char **argv, sim_opts *o, const char **cmd) {
@@ -224,6 +226,7 @@ static int parse(int argc, char **argv, sim_opts *o, const char **cmd) {
         if (sf_cli_str(&a, "--dot", NULL, &o->dot)) continue;
         if (sf_cli_str(&a, "--save-strategy", NULL, &o->save)) continue;
         if (sf_cli_str(&a, "--costs", NULL, &o->costs)) continue;
+        if (sf_cli_sim_option(&a, &o->sim)) continue;
         sf_cli_unknown(&a);
     }
     if (a.status) return a.status;
@@ -310,6 +313,7 @@ typedef struct report {
     const sf_machine *m;
     const sf_sim_result *r;
     const char *strategy;
+    sf_sim_options sim;
     int64_t batch;
     double capacity; /* smallest device memory, bytes */
     int peak_dev;
@@ -327,6 +331,9 @@ static int print_json(const report *rp) {
     bad |= json_object_set_new(j, "model", json_string(sf_graph_name(rp->g)));
     bad |= json_object_set_new(j, "machine", json_string(sf_machine_name(rp->m)));
     bad |= json_object_set_new(j, "strategy", json_string(rp->strategy));
+    bad |= json_object_set_new(j, "sync", json_string(sf_sync_mode_name(rp->sim.sync)));
+    bad |= json_object_set_new(j, "sync_scheme",
+                               json_string(sf_sync_scheme_name(rp->sim.scheme)));
     bad |= json_object_set_new(j, "batch", json_integer(rp->batch));
     bad |= json_object_set_new(j, "devices", json_integer(r->n_devices));
     bad |= json_object_set_new(j, "iter_ms", json_real(r->iter_s * 1e3));
@@ -365,6 +372,12 @@ static int print_text(const report *rp) {
                       sf_machine_num_nodes(rp->m));
     sf_cli_table_cell(t, "strategy");
     sf_cli_table_cell(t, "%s", rp->strategy);
+    sf_cli_table_cell(t, "sync");
+    sf_cli_table_cell(t, "%s, %s",
+                      rp->sim.scheme == SF_SCHEME_PS ? "parameter server" : "ring all-reduce",
+                      rp->sim.sync == SF_SYNC_BULK
+                          ? "after each device's backward pass (bulk)"
+                          : "as soon as each gradient is ready (overlap)");
     sf_cli_table_cell(t, "iteration");
     sf_cli_table_cell(t, "%.3f ms", r->iter_s * 1e3);
     sf_cli_table_cell(t, "compute");
@@ -413,6 +426,7 @@ static int print_text(const report *rp) {
 int sf_cmd_simulate(int argc, char **argv) {
     sim_opts o;
     memset(&o, 0, sizeof o);
+    sf_sim_options_default(&o.sim);
     const char *cmd;
     int rc = parse(argc, argv, &o, &cmd);
     if (rc < 0) return usage(stdout);
@@ -436,7 +450,7 @@ int sf_cmd_simulate(int argc, char **argv) {
 
     rc = sf_cli_cost_model_open(m, o.costs, &cm);
     if (rc != SF_EXIT_OK) goto done;
-    sim = sf_sim_new(g, m, cm, NULL, &err);
+    sim = sf_sim_new(g, m, cm, &o.sim, &err);
     sf_sim_result r;
     if (!sim || sf_sim_run(sim, s, &r, &err) != SF_OK) {
         rc = sf_cli_fail_err(&err);
@@ -457,7 +471,7 @@ int sf_cmd_simulate(int argc, char **argv) {
         goto done;
     }
 
-    report rp = {g, m, &r, o.strategy, 0, 0, 0};
+    report rp = {g, m, &r, o.strategy, o.sim, 0, 0, 0};
     sf_graph_stats gs;
     sf_graph_stats_compute(g, &gs);
     rp.batch = gs.batch;

@@ -69,6 +69,7 @@ void sf_mcmc_options_default(sf_mcmc_options *o) {
     o->beta = 50;
     o->use_delta = 1;
     o->progress = 0;
+    sf_sim_options_default(&o->sim);
 }
 
 /* What the search needs to know about one simulated strategy. */
@@ -335,7 +336,7 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
     s.o = o;
     s.n_dev = sf_machine_num_devices(m);
     int n_ops = sf_graph_num_ops(g);
-    s.sim = sf_sim_new(g, m, cm, NULL, err);
+    s.sim = sf_sim_new(g, m, cm, &o->sim, err);
     s.best = sf_strategy_new(g);
     s.work = o->use_delta ? NULL : sf_strategy_new(g);
     s.cap_bytes = malloc((size_t)s.n_dev * sizeof *s.cap_bytes);

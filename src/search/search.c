@@ -50,7 +50,7 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
     memset(rep, 0, sizeof *rep);
     for (int i = 0; i < SF_SEARCH_ROWS; i++) rep->rows[i].name = row_names[i];
     sf_status st = SF_OK;
-    sf_sim *sim = sf_sim_new(g, m, cm, NULL, err);
+    sf_sim *sim = sf_sim_new(g, m, cm, &o->mcmc.sim, err);
     sf_strategy *base[4] = {0};
     sf_strategy *opt = sf_strategy_new(g), *rnd = sf_strategy_new(g), *mbest = sf_strategy_new(g);
     if (!sim) return err && err->code != SF_OK ? err->code : SF_ERR_NOMEM;

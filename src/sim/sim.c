@@ -58,11 +58,47 @@
 static int block_id(int op, int slot) { return op * SIM_SLOTS + slot; }
 #define SLOT_CORE 0
 #define SLOT_SYNC (SIM_SLOTS - 1)
+/* The one block that belongs to no operator: in bulk sync mode, a zero-time
+ * barrier per device that joins every backward task on the device. It is built
+ * once per full run and never rebuilt: core blocks hold the edges into it. */
+#define BARRIER_BLOCK(sim) block_id((sim)->n_ops, 0)
 
 void sf_sim_options_default(sf_sim_options *o) {
     memset(o, 0, sizeof *o);
     o->optimizer_state_factor = 1.0;
     o->keep_schedule = 1;
+    o->sync = SF_SYNC_OVERLAP;
+}
+
+static const char *const sync_names[SF_SYNC_MODE_COUNT] = {"overlap", "bulk"};
+static const char *const scheme_names[SF_SCHEME_COUNT] = {"ring", "ps"};
+
+static int name_index(const char *const *names, int n, const char *name) {
+    for (int i = 0; i < n && name; i++)
+        if (strcmp(name, names[i]) == 0) return i;
+    return -1;
+}
+
+const char *sf_sync_mode_name(sf_sync_mode m) {
+    return (int)m >= 0 && m < SF_SYNC_MODE_COUNT ? sync_names[m] : NULL;
+}
+
+int sf_sync_mode_parse(const char *name, sf_sync_mode *out) {
+    int i = name_index(sync_names, SF_SYNC_MODE_COUNT, name);
+    if (i < 0) return -1;
+    *out = (sf_sync_mode)i;
+    return 0;
+}
+
+const char *sf_sync_scheme_name(sf_sync_scheme s) {
+    return (int)s >= 0 && s < SF_SCHEME_COUNT ? scheme_names[s] : NULL;
+}
+
+int sf_sync_scheme_parse(const char *name, sf_sync_scheme *out) {
+    int i = name_index(scheme_names, SF_SCHEME_COUNT, name);
+    if (i < 0) return -1;
+    *out = (sf_sync_scheme)i;
+    return 0;
 }
 
 /* ---- growable arrays ------------------------------------------------------ */
@@ -178,13 +214,19 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
         sim->opt = *o;
     else
         sf_sim_options_default(&sim->opt);
+    if (!sf_sync_mode_name(sim->opt.sync) || !sf_sync_scheme_name(sim->opt.scheme)) {
+        int mode = (int)sim->opt.sync, scheme = (int)sim->opt.scheme;
+        free(sim);
+        sf_error_set(err, SF_ERR_INVALID, "unknown sync mode %d or scheme %d", mode, scheme);
+        return NULL;
+    }
     sim->n_ops = n_ops;
     sim->undo_op = -1;
     sim->n_dev = sf_machine_num_devices(m);
     sim->n_links = sf_machine_num_links(m);
     sim->n_res = sim->n_dev + sim->n_links;
     sim->s = sf_strategy_new(g);
-    sim->n_blocks = n_ops * SIM_SLOTS;
+    sim->n_blocks = n_ops * SIM_SLOTS + 1; /* + the barrier block */
     sim->blocks = calloc((size_t)sim->n_blocks + 1, sizeof *sim->blocks);
     sim->dirty = calloc((size_t)sim->n_blocks + 1, 1);
     sim->group_owner = malloc((size_t)(n_ops ? n_ops : 1) * sizeof *sim->group_owner);
@@ -337,23 +379,28 @@ static int build_core(sf_sim *sim, int opi) {
             if (block_task(b, SIM_BWD, dev, opi, p, d, 0) < 0) return -1;
             b->compute_s += b->tasks[b->n_tasks - 1].dur_s;
             if (block_edge(b, REF(bid, p), REF(bid, n + p))) return -1;
+            if (sim->opt.sync == SF_SYNC_BULK &&
+                block_edge(b, REF(bid, n + p), REF(BARRIER_BLOCK(sim), dev)))
+                return -1;
         }
     }
     return 0;
 }
 
-/* Add a chain of link tasks from `from` to `to` along the route a -> b. */
+/* Add a chain of link tasks from `from` to `to` (none when negative) along the
+ * route a -> b. SIM_SYNC chains count as gradient sync, the others as transfers. */
 static int add_transfer(sf_sim *sim, sim_block *b, int bid, sim_kind kind, int op, int part, int a,
                         int dst, double bytes, int64_t from, int64_t to) {
     sf_route r;
     sf_machine_route(sim->m, a, dst, &r);
     int64_t prev = from;
+    int sync = kind == SIM_SYNC;
     for (int i = 0; i < r.n_links; i++) {
         const sf_link *l = sf_machine_link(sim->m, r.links[i]);
         double d = l->latency_s + bytes / l->bandwidth_Bps;
         int idx = block_task(b, kind, sim->n_dev + r.links[i], op, part, d, bytes);
         if (idx < 0) return -1;
-        b->xfer_s += b->tasks[idx].dur_s;
+        *(sync ? &b->sync_s : &b->xfer_s) += b->tasks[idx].dur_s;
         if (l->inter_node)
             b->inter_bytes += bytes;
         else
@@ -361,8 +408,8 @@ static int add_transfer(sf_sim *sim, sim_block *b, int bid, sim_kind kind, int o
         if (block_edge(b, prev, REF(bid, idx))) return -1;
         prev = REF(bid, idx);
     }
-    if (block_edge(b, prev, to)) return -1;
-    b->xfer_bytes += bytes;
+    if (to >= 0 && block_edge(b, prev, to)) return -1;
+    *(sync ? &b->sync_bytes : &b->xfer_bytes) += bytes;
     return 0;
 }
 
@@ -488,6 +535,45 @@ static int add_ring_edge(sf_sim *sim, sim_block *b, int bid, int owner, int cls,
     return 0;
 }
 
+/* The backward tasks of class `cls` on device d (bulk: d's barrier) into `to`. */
+static int grads_done(sf_sim *sim, sim_block *b, const sync_entry *e, int64_t ne, int cls, int d,
+                      int64_t to) {
+    if (sim->opt.sync == SF_SYNC_BULK) return block_edge(b, REF(BARRIER_BLOCK(sim), d), to);
+    for (int64_t i = 0; i < ne; i++) {
+        if (e[i].cls != cls || e[i].dev != d) continue;
+        const sf_config *c = sf_strategy_get(sim->s, e[i].op);
+        if (block_edge(b, REF(block_id(e[i].op, SLOT_CORE), c->n_parts + e[i].part), to))
+            return -1;
+    }
+    return 0;
+}
+
+/* Parameter-server sync of one shard class (FlexFlow's simulator): every other
+ * replica device sends its gradient to the server's device once its backward
+ * is done; the server updates the shard and sends it back to each of them.
+ * The server holds the optimizer state; the others weights and gradients. */
+static int build_ps(sf_sim *sim, sim_block *b, int bid, int owner, int cls, const sync_entry *e,
+                    int64_t ne, int server, const sf_op *rop, const sf_tile *rt, double shard) {
+    double u = sf_cost_task_s(sim->cm, rop, rt, server, SF_PASS_UPDATE);
+    int ut = block_task(b, SIM_UPDATE, server, owner, cls, u, 0);
+    if (ut < 0) return -1;
+    b->compute_s += b->tasks[ut].dur_s;
+    if (grads_done(sim, b, e, ne, cls, server, REF(bid, ut))) return -1;
+    for (int d = 0; d < sim->n_dev; d++) {
+        if (!sim->scratch_dev[d]) continue;
+        double state = d == server ? 2.0 + sim->opt.optimizer_state_factor : 2.0;
+        if (block_mem(b, d, shard * state)) return -1;
+        if (d == server) continue;
+        int j = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
+        if (j < 0 || grads_done(sim, b, e, ne, cls, d, REF(bid, j)) ||
+            add_transfer(sim, b, bid, SIM_SYNC, owner, cls, d, server, shard, REF(bid, j),
+                         REF(bid, ut)) ||
+            add_transfer(sim, b, bid, SIM_SYNC, owner, cls, server, d, shard, REF(bid, ut), -1))
+            return -1;
+    }
+    return 0;
+}
+
 static int build_sync(sf_sim *sim, int owner) {
     int bid = block_id(owner, SLOT_SYNC);
     sim_block *b = &sim->blocks[bid];
@@ -545,17 +631,19 @@ static int build_sync(sf_sim *sim, int owner) {
         double shard_bytes = (double)sf_op_tile_weights(rop, &rt) * SF_ELEM_BYTES;
         int R = 0;
         for (int d = 0; d < sim->n_dev; d++) R += sim->scratch_dev[d];
+        if (R > 1 && sim->opt.scheme == SF_SCHEME_PS) {
+            if (build_ps(sim, b, bid, owner, cls, e, ne, e[rep].dev, rop, &rt, shard_bytes))
+                return -1;
+            continue;
+        }
         int64_t join = -1;
         if (R > 1) {
             int bar = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
             int bar2 = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
             if (bar < 0 || bar2 < 0) return -1;
-            for (int64_t i = 0; i < ne; i++) {
-                if (e[i].cls != cls) continue;
-                const sf_config *c = sf_strategy_get(sim->s, e[i].op);
-                int core = block_id(e[i].op, SLOT_CORE);
-                if (block_edge(b, REF(core, c->n_parts + e[i].part), REF(bid, bar))) return -1;
-            }
+            for (int d = 0; d < sim->n_dev; d++)
+                if (sim->scratch_dev[d] && grads_done(sim, b, e, ne, cls, d, REF(bid, bar)))
+                    return -1;
             int first = -1, prev = -1;
             double steps = 2.0 * (R - 1);
             double send = steps / R * shard_bytes;
@@ -578,16 +666,9 @@ static int build_sync(sf_sim *sim, int owner) {
             if (ut < 0) return -1;
             b->compute_s += b->tasks[ut].dur_s;
             if (block_mem(b, d, shard_bytes * (2.0 + sim->opt.optimizer_state_factor))) return -1;
-            if (join >= 0) {
-                if (block_edge(b, join, REF(bid, ut))) return -1;
-            } else {
-                for (int64_t i = 0; i < ne; i++) {
-                    if (e[i].cls != cls || e[i].dev != d) continue;
-                    const sf_config *c = sf_strategy_get(sim->s, e[i].op);
-                    int core = block_id(e[i].op, SLOT_CORE);
-                    if (block_edge(b, REF(core, c->n_parts + e[i].part), REF(bid, ut))) return -1;
-                }
-            }
+            if (join >= 0 ? block_edge(b, join, REF(bid, ut))
+                          : grads_done(sim, b, e, ne, cls, d, REF(bid, ut)))
+                return -1;
         }
     }
     return 0;
@@ -595,14 +676,31 @@ static int build_sync(sf_sim *sim, int owner) {
 
 /* ---- assembly ----------------------------------------------------------------- */
 
-/* Visit the blocks an operator can own, in canonical (id) order. */
-#define FOR_OP_BLOCKS(sim, opi, bid)                                                     \
-    for (int slot_ = 0, nin_ = sf_graph_op((sim)->g, (opi))->n_inputs; slot_ < SIM_SLOTS; \
-         slot_ = slot_ < nin_ ? slot_ + 1 : (slot_ == SLOT_SYNC ? SIM_SLOTS : SLOT_SYNC))  \
-        for (int bid = block_id((opi), slot_), once_ = 1; once_; once_ = 0)
+/* Visit every block in canonical (id) order: the core, input edge and sync
+ * blocks of each operator, then the barrier block (pseudo-operator n_ops). */
+#define FOR_ALL_BLOCKS(sim, bid)                                                            \
+    for (int op_ = 0; op_ <= (sim)->n_ops; op_++)                                           \
+        for (int slot_ = 0,                                                                 \
+                 nin_ = op_ < (sim)->n_ops ? sf_graph_op((sim)->g, op_)->n_inputs : -1;     \
+             slot_ < SIM_SLOTS;                                                             \
+             slot_ = slot_ < nin_ ? slot_ + 1                                               \
+                                  : (slot_ == SLOT_SYNC || nin_ < 0 ? SIM_SLOTS : SLOT_SYNC)) \
+            for (int bid = block_id(op_, slot_), once_ = 1; once_; once_ = 0)
+
+/* Bulk sync mode: one zero-time barrier per device (core blocks wire every
+ * backward task into its device's barrier, sync blocks start from them). */
+static int build_barriers(sf_sim *sim) {
+    sim_block *b = &sim->blocks[BARRIER_BLOCK(sim)];
+    block_reset(b);
+    if (sim->opt.sync != SF_SYNC_BULK) return 0;
+    for (int d = 0; d < sim->n_dev; d++)
+        if (block_task(b, SIM_BARRIER, SIM_NO_RES, -1, d, 0, 0) < 0) return -1;
+    return 0;
+}
 
 static int rebuild_block(sf_sim *sim, int bid) {
     int opi = bid / SIM_SLOTS, slot = bid % SIM_SLOTS;
+    if (opi == sim->n_ops) return build_barriers(sim);
     if (slot == SLOT_CORE) return build_core(sim, opi);
     if (slot == SLOT_SYNC) {
         if (sim->group_owner[opi] == opi) return build_sync(sim, opi);
@@ -623,12 +721,10 @@ static int rebuild_block(sf_sim *sim, int bid) {
  * predecessors in CSR form. */
 static int assemble(sf_sim *sim, sim_flat *f) {
     int64_t nt = 0, ne = 0;
-    for (int opi = 0; opi < sim->n_ops; opi++) {
-        FOR_OP_BLOCKS(sim, opi, bid) {
-            f->block_off[bid] = nt;
-            nt += sim->blocks[bid].n_tasks;
-            ne += sim->blocks[bid].n_edges;
-        }
+    FOR_ALL_BLOCKS(sim, bid) {
+        f->block_off[bid] = nt;
+        nt += sim->blocks[bid].n_tasks;
+        ne += sim->blocks[bid].n_edges;
     }
     if (nt >= INT32_MAX || ne >= INT32_MAX) return -1;
     if (nt + 1 > f->cap_tasks) {
@@ -662,25 +758,23 @@ static int assemble(sf_sim *sim, sim_flat *f) {
     memset(f->pred_start, 0, (size_t)(nt + 1) * sizeof *f->pred_start);
     const int64_t mask = ((int64_t)1 << SIM_IDX_BITS) - 1;
     int64_t e = 0;
-    for (int opi = 0; opi < sim->n_ops; opi++) {
-        FOR_OP_BLOCKS(sim, opi, bid) {
-            const sim_block *b = &sim->blocks[bid];
-            int64_t off = f->block_off[bid];
-            for (int i = 0; i < b->n_tasks; i++) {
-                f->dur[off + i] = b->tasks[i].dur_s;
-                f->res[off + i] = b->tasks[i].res;
-                f->key[off + i] = (uint64_t)REF(bid, i);
-            }
-            for (int i = 0; i < b->n_edges; i++) {
-                int64_t fr = b->edges[i].from, to = b->edges[i].to;
-                int64_t fg = f->block_off[fr >> SIM_IDX_BITS] + (fr & mask);
-                int64_t tg = f->block_off[to >> SIM_IDX_BITS] + (to & mask);
-                f->edge_from[e] = fg;
-                f->edge_to[e] = tg;
-                f->succ_start[fg + 1]++;
-                f->pred_start[tg + 1]++;
-                e++;
-            }
+    FOR_ALL_BLOCKS(sim, bid) {
+        const sim_block *b = &sim->blocks[bid];
+        int64_t off = f->block_off[bid];
+        for (int i = 0; i < b->n_tasks; i++) {
+            f->dur[off + i] = b->tasks[i].dur_s;
+            f->res[off + i] = b->tasks[i].res;
+            f->key[off + i] = (uint64_t)REF(bid, i);
+        }
+        for (int i = 0; i < b->n_edges; i++) {
+            int64_t fr = b->edges[i].from, to = b->edges[i].to;
+            int64_t fg = f->block_off[fr >> SIM_IDX_BITS] + (fr & mask);
+            int64_t tg = f->block_off[to >> SIM_IDX_BITS] + (to & mask);
+            f->edge_from[e] = fg;
+            f->edge_to[e] = tg;
+            f->succ_start[fg + 1]++;
+            f->pred_start[tg + 1]++;
+            e++;
         }
     }
     for (int64_t i = 0; i < nt; i++) {
@@ -879,18 +973,16 @@ static void collect(sf_sim *sim, sim_flat *f) {
         if (f->res[i] >= 0) f->res_total[f->res[i]] += f->dur[i];
     }
     memcpy(f->device_busy, f->res_total, (size_t)sim->n_dev * sizeof *f->device_busy);
-    for (int opi = 0; opi < sim->n_ops; opi++) {
-        FOR_OP_BLOCKS(sim, opi, bid) {
-            const sim_block *b = &sim->blocks[bid];
-            r->compute_s += b->compute_s;
-            r->transfer_s += b->xfer_s;
-            r->sync_s += b->sync_s;
-            r->transfer_bytes += b->xfer_bytes;
-            r->sync_bytes += b->sync_bytes;
-            r->intra_bytes += b->intra_bytes;
-            r->inter_bytes += b->inter_bytes;
-            for (int i = 0; i < b->n_mem; i++) f->device_mem[b->mem[i].dev] += b->mem[i].bytes;
-        }
+    FOR_ALL_BLOCKS(sim, bid) {
+        const sim_block *b = &sim->blocks[bid];
+        r->compute_s += b->compute_s;
+        r->transfer_s += b->xfer_s;
+        r->sync_s += b->sync_s;
+        r->transfer_bytes += b->xfer_bytes;
+        r->sync_bytes += b->sync_bytes;
+        r->intra_bytes += b->intra_bytes;
+        r->inter_bytes += b->inter_bytes;
+        for (int i = 0; i < b->n_mem; i++) f->device_mem[b->mem[i].dev] += b->mem[i].bytes;
     }
     r->fits = 1;
     for (int d = 0; d < sim->n_dev; d++) {
@@ -914,12 +1006,10 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
     sim->has_run = 0;
     /* cores first: the edge and sync blocks read every operator's part tiles */
     for (int pass = 0; pass < 2; pass++) {
-        for (int opi = 0; opi < sim->n_ops; opi++) {
-            FOR_OP_BLOCKS(sim, opi, bid) {
-                if ((bid % SIM_SLOTS == SLOT_CORE) != (pass == 0)) continue;
-                if (rebuild_block(sim, bid))
-                    return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
-            }
+        FOR_ALL_BLOCKS(sim, bid) {
+            if ((bid % SIM_SLOTS == SLOT_CORE) != (pass == 0)) continue;
+            if (rebuild_block(sim, bid))
+                return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
         }
     }
     if (assemble(sim, sim->cur))

@@ -660,6 +660,7 @@ static int assemble(sf_sim *sim, sim_flat *f) {
     f->n_edges = ne;
     memset(f->succ_start, 0, (size_t)(nt + 1) * sizeof *f->succ_start);
     memset(f->pred_start, 0, (size_t)(nt + 1) * sizeof *f->pred_start);
+    memset(f->res_total, 0, (size_t)sim->n_res * sizeof *f->res_total);
     const int64_t mask = ((int64_t)1 << SIM_IDX_BITS) - 1;
     int64_t e = 0;
     for (int opi = 0; opi < sim->n_ops; opi++) {
@@ -670,6 +671,8 @@ static int assemble(sf_sim *sim, sim_flat *f) {
                 f->dur[off + i] = b->tasks[i].dur_s;
                 f->res[off + i] = b->tasks[i].res;
                 f->key[off + i] = (uint64_t)REF(bid, i);
+                /* canonical order, full or delta: the same sums, bit for bit */
+                if (b->tasks[i].res >= 0) f->res_total[b->tasks[i].res] += b->tasks[i].dur_s;
             }
             for (int i = 0; i < b->n_edges; i++) {
                 int64_t fr = b->edges[i].from, to = b->edges[i].to;
@@ -745,6 +748,7 @@ static sf_status run_heap(sf_sim *sim, sim_flat *f, int64_t hn, int64_t expect, 
                           int *cut, sf_error *err) {
     sim_heap_item *h = sim->heap;
     int64_t done = 0;
+    double makespan = f->makespan_s; /* the callers start it at the latest carried finish */
     while (hn > 0) {
         sim_heap_item it = heap_pop(h, &hn);
         int32_t t = it.gid;
@@ -772,6 +776,7 @@ static sf_status run_heap(sf_sim *sim, sim_flat *f, int64_t hn, int64_t expect, 
         if (r >= 0) sim->res_free[r] = fin;
         f->start[t] = st;
         f->finish[t] = fin;
+        if (fin > makespan) makespan = fin;
         done++;
         for (int32_t k = f->succ_start[t]; k < f->succ_start[t + 1]; k++) {
             int32_t s = f->succ[k];
@@ -780,6 +785,7 @@ static sf_status run_heap(sf_sim *sim, sim_flat *f, int64_t hn, int64_t expect, 
                 heap_push(h, &hn, (sim_heap_item){f->ready[s], time_bits(f->ready[s]), f->key[s], s});
         }
     }
+    f->makespan_s = makespan;
     sim->last_resimulated = done;
     if (done != expect)
         return sf_error_set(err, SF_ERR_INTERNAL, "task graph has a cycle (%lld of %lld scheduled)",
@@ -792,6 +798,7 @@ static sf_status schedule_full(sf_sim *sim, sim_flat *f, sf_error *err) {
     memset(f->ready, 0, (size_t)nt * sizeof *f->ready);
     memset(sim->res_free, 0, (size_t)sim->n_res * sizeof *sim->res_free);
     memcpy(f->pending, f->npred, (size_t)nt * sizeof *f->pending);
+    f->makespan_s = 0;
     for (int64_t i = 0; i < nt; i++)
         if (f->npred[i] == 0)
             heap_push(sim->heap, &hn, (sim_heap_item){0.0, 0, f->key[i], (int32_t)i});
@@ -805,61 +812,63 @@ static sf_status schedule_full(sf_sim *sim, sim_flat *f, sf_error *err) {
  * list scheduler pops tasks in (ready, key) order, so its state after popping
  * every task ready before t0 is the same in both: those tasks keep their times,
  * each resource is free from the latest finish among them, and the event loop
- * resumes from there over the rest. */
+ * resumes from there over the rest.
+ *
+ * Two linear passes set that state up. The first walks the blocks (a rebuilt
+ * block is all new; a kept one is a run of the old layout at another offset)
+ * and carries over the tasks done before t0, marking them with pending = -1.
+ * The second releases the edges leaving done tasks, which are few when t0 is
+ * early, rather than gathering the predecessors of every task left, which are
+ * most of them; a task whose last predecessor is released goes on the heap with
+ * its final ready time. */
 static sf_status schedule_resume(sf_sim *sim, sim_flat *f, const sim_flat *o, double t0,
                                  double bound, int *cut, sf_error *err) {
     int64_t nt = f->n_tasks, hn = 0, left = 0;
-    const int64_t mask = ((int64_t)1 << SIM_IDX_BITS) - 1;
-    memset(sim->res_free, 0, (size_t)sim->n_res * sizeof *sim->res_free);
-    /* pass 1: carry over tasks done before t0; mark the rest with ready = -1 and,
-     * for a bounded run, add up the work each resource still has to do */
     int bounded = bound < INFINITY;
+    double makespan = 0;
+    memset(sim->res_free, 0, (size_t)sim->n_res * sizeof *sim->res_free);
+    /* a bounded run also adds up the work each resource still has to do */
     if (bounded) memset(sim->remaining, 0, (size_t)sim->n_res * sizeof *sim->remaining);
-    for (int64_t i = 0; i < nt; i++) {
-        uint64_t k = f->key[i];
-        int bid = (int)(k >> SIM_IDX_BITS);
-        f->ready[i] = -1;
-        if (sim->dirty[bid]) {
-            if (bounded && f->res[i] >= 0) sim->remaining[f->res[i]] += f->dur[i];
-            continue;
-        }
-        int64_t og = o->block_off[bid] + (int64_t)(k & (uint64_t)mask);
-        if (o->ready[og] < t0) {
-            f->ready[i] = o->ready[og];
-            f->start[i] = o->start[og];
-            f->finish[i] = o->finish[og];
-            int32_t r = f->res[i];
-            if (r >= 0 && f->finish[i] > sim->res_free[r]) sim->res_free[r] = f->finish[i];
-        } else if (bounded && f->res[i] >= 0) {
-            sim->remaining[f->res[i]] += f->dur[i];
-        }
-    }
-    /* pass 2: pending = predecessors not done; ready = latest done predecessor */
-    for (int64_t i = 0; i < nt; i++) {
-        if (f->ready[i] >= 0) {
-            f->pending[i] = -1;
-            continue;
-        }
-        int32_t pend = 0;
-        double rd = 0;
-        for (int32_t k = f->pred_start[i]; k < f->pred_start[i + 1]; k++) {
-            int32_t p = f->pred[k];
-            if (f->ready[p] >= 0) { /* done before t0 */
-                if (f->finish[p] > rd) rd = f->finish[p];
-            } else {
-                pend++;
+    /* pass 1: carry over tasks done before t0 */
+    for (int opi = 0; opi < sim->n_ops; opi++) {
+        FOR_OP_BLOCKS(sim, opi, bid) {
+            int64_t off = f->block_off[bid], n = sim->blocks[bid].n_tasks;
+            int64_t oo = sim->dirty[bid] ? -1 : o->block_off[bid];
+            for (int64_t i = 0; i < n; i++) {
+                int64_t g = off + i;
+                if (oo >= 0 && o->ready[oo + i] < t0) {
+                    f->ready[g] = o->ready[oo + i];
+                    f->start[g] = o->start[oo + i];
+                    f->finish[g] = o->finish[oo + i];
+                    f->pending[g] = -1;
+                    int32_t r = f->res[g];
+                    if (r >= 0 && f->finish[g] > sim->res_free[r]) sim->res_free[r] = f->finish[g];
+                    if (f->finish[g] > makespan) makespan = f->finish[g];
+                    continue;
+                }
+                f->ready[g] = 0;
+                f->pending[g] = f->npred[g];
+                left++;
+                if (bounded && f->res[g] >= 0) sim->remaining[f->res[g]] += f->dur[g];
+                if (f->npred[g] == 0)
+                    heap_push(sim->heap, &hn, (sim_heap_item){0.0, 0, f->key[g], (int32_t)g});
             }
         }
-        f->pending[i] = pend;
-        left++;
-        f->finish[i] = rd; /* parked here until pass 3 */
     }
-    for (int64_t i = 0; i < nt; i++) {
-        if (f->pending[i] < 0) continue;
-        f->ready[i] = f->finish[i];
-        if (f->pending[i] == 0)
-            heap_push(sim->heap, &hn, (sim_heap_item){f->ready[i], time_bits(f->ready[i]), f->key[i], (int32_t)i});
+    /* pass 2: release the edges out of done tasks */
+    for (int64_t p = 0; p < nt; p++) {
+        if (f->pending[p] >= 0) continue;
+        double fin = f->finish[p];
+        for (int32_t k = f->succ_start[p]; k < f->succ_start[p + 1]; k++) {
+            int32_t t = f->succ[k];
+            if (f->pending[t] < 0) continue; /* done too */
+            if (fin > f->ready[t]) f->ready[t] = fin;
+            if (--f->pending[t] == 0)
+                heap_push(sim->heap, &hn,
+                          (sim_heap_item){f->ready[t], time_bits(f->ready[t]), f->key[t], t});
+        }
     }
+    f->makespan_s = makespan;
     return run_heap(sim, f, hn, left, bound, cut, err);
 }
 
@@ -871,13 +880,8 @@ static void collect(sf_sim *sim, sim_flat *f) {
     r->tasks = f->n_tasks;
     r->rescheduled = sim->last_resimulated;
     r->n_devices = sim->n_dev;
-    memset(f->device_busy, 0, (size_t)sim->n_dev * sizeof *f->device_busy);
+    r->iter_s = f->makespan_s;
     memset(f->device_mem, 0, (size_t)sim->n_dev * sizeof *f->device_mem);
-    memset(f->res_total, 0, (size_t)sim->n_res * sizeof *f->res_total);
-    for (int64_t i = 0; i < f->n_tasks; i++) {
-        if (f->finish[i] > r->iter_s) r->iter_s = f->finish[i];
-        if (f->res[i] >= 0) f->res_total[f->res[i]] += f->dur[i];
-    }
     memcpy(f->device_busy, f->res_total, (size_t)sim->n_dev * sizeof *f->device_busy);
     for (int opi = 0; opi < sim->n_ops; opi++) {
         FOR_OP_BLOCKS(sim, opi, bid) {

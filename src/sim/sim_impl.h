@@ -86,7 +86,9 @@ typedef struct sim_flat {
     int64_t *block_off;     /* [n_blocks]: first global id of each block */
     double *device_busy;    /* [n_dev] */
     double *device_mem;     /* [n_dev] */
-    double *res_total;      /* [n_res] work (seconds) queued on each resource */
+    double *res_total;      /* [n_res] work (seconds) queued on each resource, summed in
+                             * canonical task order while laying out (assemble) */
+    double makespan_s;      /* latest finish, kept by the scheduling passes */
     sf_sim_result result;
 } sim_flat;
 

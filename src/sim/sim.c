@@ -727,19 +727,24 @@ static inline void heap_push(sim_heap_item *h, int64_t *n, sim_heap_item it) {
     h[i] = it;
 }
 
-static inline sim_heap_item heap_pop(sim_heap_item *h, int64_t *n) {
-    sim_heap_item top = h[0], last = h[--(*n)];
-    int64_t i = 0, m = *n;
+/* Put `it` where the root was and sift it down: the root's removal and a push
+ * in one pass. */
+static inline void heap_replace_top(sim_heap_item *h, int64_t m, sim_heap_item it) {
+    int64_t i = 0;
     for (;;) {
         int64_t c = 2 * i + 1;
         if (c >= m) break;
         if (c + 1 < m && heap_less(&h[c + 1], &h[c])) c++;
-        if (!heap_less(&h[c], &last)) break;
+        if (!heap_less(&h[c], &it)) break;
         h[i] = h[c];
         i = c;
     }
-    if (m > 0) h[i] = last;
-    return top;
+    h[i] = it;
+}
+
+static inline void heap_drop_top(sim_heap_item *h, int64_t *n) {
+    --(*n);
+    if (*n > 0) heap_replace_top(h, *n, h[*n]);
 }
 
 /* The event loop over whatever is in the heap; f->pending and f->ready hold the
@@ -750,7 +755,12 @@ static sf_status run_heap(sf_sim *sim, sim_flat *f, int64_t hn, int64_t expect, 
     int64_t done = 0;
     double makespan = f->makespan_s; /* the callers start it at the latest carried finish */
     while (hn > 0) {
-        sim_heap_item it = heap_pop(h, &hn);
+        /* The task leaves the heap only once its successors are known: the first
+         * one that becomes ready takes its place at the root, which saves a sift
+         * for the common chain of one task after another. The heap's order is
+         * total (ready, key), so its shape never changes what is popped. */
+        sim_heap_item it = h[0];
+        int top_free = 1;
         int32_t t = it.gid;
         int32_t r = f->res[t];
         double st = it.ready;
@@ -781,9 +791,17 @@ static sf_status run_heap(sf_sim *sim, sim_flat *f, int64_t hn, int64_t expect, 
         for (int32_t k = f->succ_start[t]; k < f->succ_start[t + 1]; k++) {
             int32_t s = f->succ[k];
             if (fin > f->ready[s]) f->ready[s] = fin;
-            if (--f->pending[s] == 0)
-                heap_push(h, &hn, (sim_heap_item){f->ready[s], time_bits(f->ready[s]), f->key[s], s});
+            if (--f->pending[s] == 0) {
+                sim_heap_item nx = {f->ready[s], time_bits(f->ready[s]), f->key[s], s};
+                if (top_free) {
+                    heap_replace_top(h, hn, nx);
+                    top_free = 0;
+                } else {
+                    heap_push(h, &hn, nx);
+                }
+            }
         }
+        if (top_free) heap_drop_top(h, &hn);
     }
     f->makespan_s = makespan;
     sim->last_resimulated = done;

@@ -7,8 +7,10 @@
  * tasks of a weight group. A full simulation builds every block; a delta
  * simulation rebuilds the blocks that one operator's config touches: its core,
  * its input edges, the input edges of its consumers and its weight group's sync.
- * Blocks are then laid out into flat arrays (one pass, no allocation once the
- * capacity is reached) and scheduled.
+ * Blocks are then laid out into flat arrays (no allocation once the capacity is
+ * reached) and scheduled. A full run lays them out with a counting sort of all
+ * edges; a delta update copies the kept blocks' runs of the old layout and
+ * renumbers their adjacency lists in sequential passes (assemble_delta).
  *
  * Scheduling is event-driven list scheduling: a binary heap of ready tasks keyed
  * by (ready time, canonical key); each device and each link is a resource that
@@ -155,6 +157,7 @@ static void flat_free(sim_flat *f) {
     free(f->res_total);
 }
 
+
 sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
                    const sf_sim_options *o, sf_error *err) {
     if (!g || !m || !cm) {
@@ -282,6 +285,7 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->tiles);
     free(sim->tiles_c);
     free(sim->sync_entries);
+    free(sim->lay);
     sf_strategy_free(sim->s);
     free(sim);
 }
@@ -619,17 +623,24 @@ static int rebuild_block(sf_sim *sim, int bid) {
             return -1;                                                     \
     } while (0)
 
-/* Lay the blocks out into f: tasks in canonical order, successors and
- * predecessors in CSR form. */
-static int assemble(sf_sim *sim, sim_flat *f) {
-    int64_t nt = 0, ne = 0;
+/* Block offsets in canonical order; returns the task count, the edge count in
+ * *ne and the edges of rebuilt blocks in *ne_dirty. */
+static int64_t layout_offsets(sf_sim *sim, sim_flat *f, int64_t *ne, int64_t *ne_dirty) {
+    int64_t nt = 0, e = 0, ed = 0;
     for (int opi = 0; opi < sim->n_ops; opi++) {
         FOR_OP_BLOCKS(sim, opi, bid) {
             f->block_off[bid] = nt;
             nt += sim->blocks[bid].n_tasks;
-            ne += sim->blocks[bid].n_edges;
+            e += sim->blocks[bid].n_edges;
+            if (sim->dirty[bid]) ed += sim->blocks[bid].n_edges;
         }
     }
+    *ne = e;
+    *ne_dirty = ed;
+    return nt;
+}
+
+static int flat_reserve(sf_sim *sim, sim_flat *f, int64_t nt, int64_t ne) {
     if (nt >= INT32_MAX || ne >= INT32_MAX) return -1;
     if (nt + 1 > f->cap_tasks) {
         int64_t oc = f->cap_tasks, need = nt + 1;
@@ -643,9 +654,7 @@ static int assemble(sf_sim *sim, sim_flat *f) {
         GROW_FLAT(f, pending, need, oc);
         GROW_FLAT(f, succ_start, need, oc);
         GROW_FLAT(f, pred_start, need, oc);
-        int64_t c = oc;
         if (grow((void **)&sim->heap, &sim->cap_heap, need, sizeof *sim->heap)) return -1;
-        (void)c;
         f->cap_tasks = need;
     }
     if (ne + 1 > f->cap_edges) {
@@ -658,9 +667,25 @@ static int assemble(sf_sim *sim, sim_flat *f) {
     }
     f->n_tasks = nt;
     f->n_edges = ne;
+    return 0;
+}
+
+/* Work queued on each resource, summed in canonical task order whichever way
+ * the layout was made: the same sums, bit for bit. */
+static void sum_res_total(sf_sim *sim, sim_flat *f) {
+    memset(f->res_total, 0, (size_t)sim->n_res * sizeof *f->res_total);
+    for (int64_t i = 0; i < f->n_tasks; i++)
+        if (f->res[i] >= 0) f->res_total[f->res[i]] += f->dur[i];
+}
+
+/* Lay the blocks out into f: tasks in canonical order, successors and
+ * predecessors in CSR form (a counting sort of every block's edges). */
+static int assemble(sf_sim *sim, sim_flat *f) {
+    int64_t ne, ne_dirty;
+    int64_t nt = layout_offsets(sim, f, &ne, &ne_dirty);
+    if (flat_reserve(sim, f, nt, ne)) return -1;
     memset(f->succ_start, 0, (size_t)(nt + 1) * sizeof *f->succ_start);
     memset(f->pred_start, 0, (size_t)(nt + 1) * sizeof *f->pred_start);
-    memset(f->res_total, 0, (size_t)sim->n_res * sizeof *f->res_total);
     const int64_t mask = ((int64_t)1 << SIM_IDX_BITS) - 1;
     int64_t e = 0;
     for (int opi = 0; opi < sim->n_ops; opi++) {
@@ -671,8 +696,6 @@ static int assemble(sf_sim *sim, sim_flat *f) {
                 f->dur[off + i] = b->tasks[i].dur_s;
                 f->res[off + i] = b->tasks[i].res;
                 f->key[off + i] = (uint64_t)REF(bid, i);
-                /* canonical order, full or delta: the same sums, bit for bit */
-                if (b->tasks[i].res >= 0) f->res_total[b->tasks[i].res] += b->tasks[i].dur_s;
             }
             for (int i = 0; i < b->n_edges; i++) {
                 int64_t fr = b->edges[i].from, to = b->edges[i].to;
@@ -686,6 +709,7 @@ static int assemble(sf_sim *sim, sim_flat *f) {
             }
         }
     }
+    sum_res_total(sim, f);
     for (int64_t i = 0; i < nt; i++) {
         f->succ_start[i + 1] += f->succ_start[i];
         f->pred_start[i + 1] += f->pred_start[i];
@@ -698,6 +722,103 @@ static int assemble(sf_sim *sim, sim_flat *f) {
     for (int64_t i = 0; i < nt; i++) f->pending[i] = f->pred_start[i];
     for (int64_t i = 0; i < ne; i++)
         f->pred[f->pending[f->edge_to[i]]++] = (int32_t)f->edge_from[i];
+    return 0;
+}
+
+/* Delta layout: f from the old layout o and the rebuilt (dirty) blocks, in
+ * sequential passes instead of a counting sort with scattered writes.
+ *
+ * It rests on where edges live. An edge owned by a rebuilt block always has an
+ * end in a rebuilt block (a transfer, or a direct edge into or out of the
+ * changed operator's core, or an edge into its group's sync), and an edge owned
+ * by a kept block joins two kept tasks (the rebuilt set holds every block that
+ * names the changed operator's tasks). So a kept task's successors are its old
+ * ones that are still there, renumbered, plus the rebuilt blocks' edges out of
+ * it; a rebuilt task's are the rebuilt blocks' edges alone. Likewise for
+ * predecessors. Edge order within a list differs from assemble's, which the
+ * scheduler never sees: ready times are maxima and the heap order is total.
+ *
+ * When most edges are rebuilt anyway the plain layout is as cheap, and it is
+ * also the answer should the edge counts ever disagree. */
+static int assemble_delta(sf_sim *sim, sim_flat *f, const sim_flat *o) {
+    int64_t ne, m;
+    int64_t nt = layout_offsets(sim, f, &ne, &m);
+    if (4 * m > ne) return assemble(sim, f);
+    if (flat_reserve(sim, f, nt, ne)) return -1;
+    int64_t ont = o->n_tasks;
+    if (grow((void **)&sim->lay, &sim->cap_lay, ont + 2 * nt + 2 * m + 1, sizeof *sim->lay))
+        return -1;
+    int32_t *remap = sim->lay;       /* [ont] old id -> new id, -1 in rebuilt blocks */
+    int32_t *head_s = remap + ont;   /* [nt] first rebuilt edge out of each task, -1: none */
+    int32_t *head_p = head_s + nt;   /* [nt] first rebuilt edge into each task */
+    int32_t *next_s = head_p + nt;   /* [m] chains of those edges */
+    int32_t *next_p = next_s + m;
+    memset(remap, 0xff, (size_t)ont * sizeof *remap);
+    memset(head_s, 0xff, (size_t)(2 * nt) * sizeof *head_s);
+    const int64_t mask = ((int64_t)1 << SIM_IDX_BITS) - 1;
+    int32_t e = 0;
+    for (int opi = 0; opi < sim->n_ops; opi++) {
+        FOR_OP_BLOCKS(sim, opi, bid) {
+            const sim_block *b = &sim->blocks[bid];
+            int64_t off = f->block_off[bid];
+            if (!sim->dirty[bid]) {
+                int64_t oo = o->block_off[bid];
+                size_t n = (size_t)b->n_tasks;
+                memcpy(f->dur + off, o->dur + oo, n * sizeof *f->dur);
+                memcpy(f->res + off, o->res + oo, n * sizeof *f->res);
+                memcpy(f->key + off, o->key + oo, n * sizeof *f->key);
+                for (int i = 0; i < b->n_tasks; i++) remap[oo + i] = (int32_t)(off + i);
+                continue;
+            }
+            for (int i = 0; i < b->n_tasks; i++) {
+                f->dur[off + i] = b->tasks[i].dur_s;
+                f->res[off + i] = b->tasks[i].res;
+                f->key[off + i] = (uint64_t)REF(bid, i);
+            }
+            for (int i = 0; i < b->n_edges; i++, e++) {
+                int64_t fr = b->edges[i].from, to = b->edges[i].to;
+                int32_t fg = (int32_t)(f->block_off[fr >> SIM_IDX_BITS] + (fr & mask));
+                int32_t tg = (int32_t)(f->block_off[to >> SIM_IDX_BITS] + (to & mask));
+                f->edge_from[e] = fg;
+                f->edge_to[e] = tg;
+                next_s[e] = head_s[fg];
+                head_s[fg] = e;
+                next_p[e] = head_p[tg];
+                head_p[tg] = e;
+            }
+        }
+    }
+    sum_res_total(sim, f);
+    int32_t ps = 0, pp = 0;
+    for (int opi = 0; opi < sim->n_ops; opi++) {
+        FOR_OP_BLOCKS(sim, opi, bid) {
+            int64_t off = f->block_off[bid], n = sim->blocks[bid].n_tasks;
+            int64_t oo = sim->dirty[bid] ? -1 : o->block_off[bid];
+            for (int64_t i = 0; i < n; i++) {
+                int64_t g = off + i;
+                f->succ_start[g] = ps;
+                f->pred_start[g] = pp;
+                if (oo >= 0) {
+                    int64_t og = oo + i;
+                    for (int32_t k = o->succ_start[og]; k < o->succ_start[og + 1]; k++) {
+                        int32_t t = remap[o->succ[k]];
+                        if (t >= 0) f->succ[ps++] = t;
+                    }
+                    for (int32_t k = o->pred_start[og]; k < o->pred_start[og + 1]; k++) {
+                        int32_t t = remap[o->pred[k]];
+                        if (t >= 0) f->pred[pp++] = t;
+                    }
+                }
+                for (int32_t j = head_s[g]; j >= 0; j = next_s[j]) f->succ[ps++] = (int32_t)f->edge_to[j];
+                for (int32_t j = head_p[g]; j >= 0; j = next_p[j]) f->pred[pp++] = (int32_t)f->edge_from[j];
+                f->npred[g] = pp - f->pred_start[g];
+                if (ps > ne || pp > ne) return assemble(sim, f);
+            }
+        }
+    }
+    f->succ_start[nt] = ps;
+    f->pred_start[nt] = pp;
+    if (ps != ne || pp != ne) return assemble(sim, f);
     return 0;
 }
 
@@ -1119,7 +1240,7 @@ sf_status sf_sim_update_bounded(sf_sim *sim, int opi, const sf_config *c, double
         }
     }
     sim_flat *o = sim->cur, *f = sim->prev;
-    if (fail || assemble(sim, f)) {
+    if (fail || assemble_delta(sim, f, o)) {
         sim->has_run = 0; /* the block set is inconsistent: a full run must follow */
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
     }

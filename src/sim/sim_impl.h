@@ -138,6 +138,8 @@ struct sf_sim {
     sf_tile *tiles;       /* [n_ops * SF_MAX_PARTS] part tiles of every operator's config */
     sf_tile undo_tiles[SF_MAX_PARTS]; /* the changed operator's tiles before the update */
 
+    int32_t *lay;         /* scratch for assemble_delta, carved into its index arrays */
+    int64_t cap_lay;
     int64_t last_resimulated; /* tasks the last schedule pass handled (sf_sim_result.rescheduled) */
 };
 

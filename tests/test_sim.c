@@ -68,10 +68,14 @@ static sf_op_params linear_params(int64_t out) {
     return p;
 }
 
-static void place(sf_strategy *s, int op, int ndim, const int *deg, const int *devs) {
+/* devs holds n_devs entries, one per part; the loop is bounded by n_devs (not
+ * c->n_parts) so the compiler can see every read stays inside the array. */
+static void place(sf_strategy *s, int op, int ndim, const int *deg, int n_devs,
+                  const int *devs) {
     sf_config *c = sf_strategy_config(s, op);
     assert_int_equal(sf_config_set_degrees(c, ndim, deg), SF_OK);
-    for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)devs[p];
+    assert_int_equal(c->n_parts, n_devs);
+    for (int p = 0; p < n_devs; p++) c->device[p] = (int16_t)devs[p];
 }
 
 #define EPS 1e-12
@@ -89,7 +93,7 @@ static void test_two_ops_two_devices(void **state) {
     int b = sf_graph_add_op(g, SF_OP_LINEAR, "b", &lp, (sf_tensor_ref[]){{a, 0}}, 1, &err);
     assert_true(b >= 0);
     sf_strategy *s = sf_strategy_new(g);
-    place(s, b, 2, (int[]){1, 1}, (int[]){1});
+    place(s, b, 2, (int[]){1, 1}, 1, (int[]){1});
     sf_cost_model cm = {&fixed_vt, NULL, m};
     sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
     assert_non_null(sim);
@@ -129,7 +133,7 @@ static void test_multi_hop_route(void **state) {
     int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
     int b = sf_graph_add_op(g, SF_OP_LINEAR, "b", &lp, (sf_tensor_ref[]){{a, 0}}, 1, &err);
     sf_strategy *s = sf_strategy_new(g);
-    place(s, b, 2, (int[]){1, 1}, (int[]){2});
+    place(s, b, 2, (int[]){1, 1}, 1, (int[]){2});
     sf_cost_model cm = {&fixed_vt, NULL, m};
     sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
     sf_sim_result r;
@@ -156,8 +160,8 @@ static void test_allreduce(void **state) {
     sf_op_params lp = linear_params(8);
     int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
     sf_strategy *s = sf_strategy_new(g);
-    place(s, x, 2, (int[]){2, 1}, (int[]){0, 1});
-    place(s, a, 2, (int[]){2, 1}, (int[]){0, 1});
+    place(s, x, 2, (int[]){2, 1}, 2, (int[]){0, 1});
+    place(s, a, 2, (int[]){2, 1}, 2, (int[]){0, 1});
     sf_cost_model cm = {&fixed_vt, NULL, m};
     sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
     sf_sim_result r;
@@ -192,9 +196,9 @@ static void test_sync_modes(void **state) {
     int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
     int b = sf_graph_add_op(g, SF_OP_LINEAR, "b", &lp, (sf_tensor_ref[]){{a, 0}}, 1, &err);
     sf_strategy *s = sf_strategy_new(g);
-    place(s, x, 2, (int[]){2, 1}, (int[]){0, 1});
-    place(s, a, 2, (int[]){2, 1}, (int[]){0, 1});
-    place(s, b, 2, (int[]){2, 1}, (int[]){0, 1});
+    place(s, x, 2, (int[]){2, 1}, 2, (int[]){0, 1});
+    place(s, a, 2, (int[]){2, 1}, 2, (int[]){0, 1});
+    place(s, b, 2, (int[]){2, 1}, 2, (int[]){0, 1});
     sf_cost_model cm = {&fixed_vt, NULL, m};
     /* each device: x 0.05, a.fwd 0.5, b.fwd 0.5, b.bwd 1, a.bwd 1 -> 3.05 ms;
      * an all-reduce of 288 bytes holds both ring links for ar */
@@ -277,8 +281,8 @@ static void test_link_contention(void **state) {
     int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
     int b = sf_graph_add_op(g, SF_OP_LINEAR, "b", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
     sf_strategy *s = sf_strategy_new(g);
-    place(s, a, 2, (int[]){1, 1}, (int[]){1});
-    place(s, b, 2, (int[]){1, 1}, (int[]){1});
+    place(s, a, 2, (int[]){1, 1}, 1, (int[]){1});
+    place(s, b, 2, (int[]){1, 1}, 1, (int[]){1});
     sf_cost_model cm = {&fixed_vt, NULL, m};
     sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
     sf_sim_result r;

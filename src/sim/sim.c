@@ -7,8 +7,10 @@
  * tasks of a weight group. A full simulation builds every block; a delta
  * simulation rebuilds the blocks that one operator's config touches: its core,
  * its input edges, the input edges of its consumers and its weight group's sync.
- * Blocks are then laid out into flat arrays (one pass, no allocation once the
- * capacity is reached) and scheduled.
+ * Blocks are then laid out into flat arrays (no allocation once the capacity is
+ * reached) and scheduled. A full run lays them out with a counting sort of all
+ * edges; a delta update copies the kept blocks' runs of the old layout and
+ * renumbers their adjacency lists in sequential passes (assemble_delta).
  *
  * Scheduling is event-driven list scheduling: a binary heap of ready tasks keyed
  * by (ready time, canonical key); each device and each link is a resource that
@@ -191,6 +193,7 @@ static void flat_free(sim_flat *f) {
     free(f->res_total);
 }
 
+
 sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
                    const sf_sim_options *o, sf_error *err) {
     if (!g || !m || !cm) {
@@ -324,6 +327,7 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->tiles);
     free(sim->tiles_c);
     free(sim->sync_entries);
+    free(sim->lay);
     sf_strategy_free(sim->s);
     free(sim);
 }
@@ -717,15 +721,22 @@ static int rebuild_block(sf_sim *sim, int bid) {
             return -1;                                                     \
     } while (0)
 
-/* Lay the blocks out into f: tasks in canonical order, successors and
- * predecessors in CSR form. */
-static int assemble(sf_sim *sim, sim_flat *f) {
-    int64_t nt = 0, ne = 0;
+/* Block offsets in canonical order; returns the task count, the edge count in
+ * *ne and the edges of rebuilt blocks in *ne_dirty. */
+static int64_t layout_offsets(sf_sim *sim, sim_flat *f, int64_t *ne, int64_t *ne_dirty) {
+    int64_t nt = 0, e = 0, ed = 0;
     FOR_ALL_BLOCKS(sim, bid) {
         f->block_off[bid] = nt;
         nt += sim->blocks[bid].n_tasks;
-        ne += sim->blocks[bid].n_edges;
+        e += sim->blocks[bid].n_edges;
+        if (sim->dirty[bid]) ed += sim->blocks[bid].n_edges;
     }
+    *ne = e;
+    *ne_dirty = ed;
+    return nt;
+}
+
+static int flat_reserve(sf_sim *sim, sim_flat *f, int64_t nt, int64_t ne) {
     if (nt >= INT32_MAX || ne >= INT32_MAX) return -1;
     if (nt + 1 > f->cap_tasks) {
         int64_t oc = f->cap_tasks, need = nt + 1;
@@ -739,9 +750,7 @@ static int assemble(sf_sim *sim, sim_flat *f) {
         GROW_FLAT(f, pending, need, oc);
         GROW_FLAT(f, succ_start, need, oc);
         GROW_FLAT(f, pred_start, need, oc);
-        int64_t c = oc;
         if (grow((void **)&sim->heap, &sim->cap_heap, need, sizeof *sim->heap)) return -1;
-        (void)c;
         f->cap_tasks = need;
     }
     if (ne + 1 > f->cap_edges) {
@@ -754,6 +763,23 @@ static int assemble(sf_sim *sim, sim_flat *f) {
     }
     f->n_tasks = nt;
     f->n_edges = ne;
+    return 0;
+}
+
+/* Work queued on each resource, summed in canonical task order whichever way
+ * the layout was made: the same sums, bit for bit. */
+static void sum_res_total(sf_sim *sim, sim_flat *f) {
+    memset(f->res_total, 0, (size_t)sim->n_res * sizeof *f->res_total);
+    for (int64_t i = 0; i < f->n_tasks; i++)
+        if (f->res[i] >= 0) f->res_total[f->res[i]] += f->dur[i];
+}
+
+/* Lay the blocks out into f: tasks in canonical order, successors and
+ * predecessors in CSR form (a counting sort of every block's edges). */
+static int assemble(sf_sim *sim, sim_flat *f) {
+    int64_t ne, ne_dirty;
+    int64_t nt = layout_offsets(sim, f, &ne, &ne_dirty);
+    if (flat_reserve(sim, f, nt, ne)) return -1;
     memset(f->succ_start, 0, (size_t)(nt + 1) * sizeof *f->succ_start);
     memset(f->pred_start, 0, (size_t)(nt + 1) * sizeof *f->pred_start);
     const int64_t mask = ((int64_t)1 << SIM_IDX_BITS) - 1;
@@ -777,6 +803,7 @@ static int assemble(sf_sim *sim, sim_flat *f) {
             e++;
         }
     }
+    sum_res_total(sim, f);
     for (int64_t i = 0; i < nt; i++) {
         f->succ_start[i + 1] += f->succ_start[i];
         f->pred_start[i + 1] += f->pred_start[i];
@@ -789,6 +816,99 @@ static int assemble(sf_sim *sim, sim_flat *f) {
     for (int64_t i = 0; i < nt; i++) f->pending[i] = f->pred_start[i];
     for (int64_t i = 0; i < ne; i++)
         f->pred[f->pending[f->edge_to[i]]++] = (int32_t)f->edge_from[i];
+    return 0;
+}
+
+/* Delta layout: f from the old layout o and the rebuilt (dirty) blocks, in
+ * sequential passes instead of a counting sort with scattered writes.
+ *
+ * It rests on where edges live. An edge owned by a rebuilt block always has an
+ * end in a rebuilt block (a transfer, or a direct edge into or out of the
+ * changed operator's core, or an edge into its group's sync), and an edge owned
+ * by a kept block joins two kept tasks (the rebuilt set holds every block that
+ * names the changed operator's tasks). So a kept task's successors are its old
+ * ones that are still there, renumbered, plus the rebuilt blocks' edges out of
+ * it; a rebuilt task's are the rebuilt blocks' edges alone. Likewise for
+ * predecessors. Edge order within a list differs from assemble's, which the
+ * scheduler never sees: ready times are maxima and the heap order is total.
+ *
+ * When most edges are rebuilt anyway the plain layout is as cheap, and it is
+ * also the answer should the edge counts ever disagree. */
+static int assemble_delta(sf_sim *sim, sim_flat *f, const sim_flat *o) {
+    int64_t ne, m;
+    int64_t nt = layout_offsets(sim, f, &ne, &m);
+    if (4 * m > ne) return assemble(sim, f);
+    if (flat_reserve(sim, f, nt, ne)) return -1;
+    int64_t ont = o->n_tasks;
+    if (grow((void **)&sim->lay, &sim->cap_lay, ont + 2 * nt + 2 * m + 1, sizeof *sim->lay))
+        return -1;
+    int32_t *remap = sim->lay;       /* [ont] old id -> new id, -1 in rebuilt blocks */
+    int32_t *head_s = remap + ont;   /* [nt] first rebuilt edge out of each task, -1: none */
+    int32_t *head_p = head_s + nt;   /* [nt] first rebuilt edge into each task */
+    int32_t *next_s = head_p + nt;   /* [m] chains of those edges */
+    int32_t *next_p = next_s + m;
+    memset(remap, 0xff, (size_t)ont * sizeof *remap);
+    memset(head_s, 0xff, (size_t)(2 * nt) * sizeof *head_s);
+    const int64_t mask = ((int64_t)1 << SIM_IDX_BITS) - 1;
+    int32_t e = 0;
+    FOR_ALL_BLOCKS(sim, bid) {
+        const sim_block *b = &sim->blocks[bid];
+        int64_t off = f->block_off[bid];
+        if (!sim->dirty[bid]) {
+            int64_t oo = o->block_off[bid];
+            size_t n = (size_t)b->n_tasks;
+            memcpy(f->dur + off, o->dur + oo, n * sizeof *f->dur);
+            memcpy(f->res + off, o->res + oo, n * sizeof *f->res);
+            memcpy(f->key + off, o->key + oo, n * sizeof *f->key);
+            for (int i = 0; i < b->n_tasks; i++) remap[oo + i] = (int32_t)(off + i);
+            continue;
+        }
+        for (int i = 0; i < b->n_tasks; i++) {
+            f->dur[off + i] = b->tasks[i].dur_s;
+            f->res[off + i] = b->tasks[i].res;
+            f->key[off + i] = (uint64_t)REF(bid, i);
+        }
+        for (int i = 0; i < b->n_edges; i++, e++) {
+            int64_t fr = b->edges[i].from, to = b->edges[i].to;
+            int32_t fg = (int32_t)(f->block_off[fr >> SIM_IDX_BITS] + (fr & mask));
+            int32_t tg = (int32_t)(f->block_off[to >> SIM_IDX_BITS] + (to & mask));
+            f->edge_from[e] = fg;
+            f->edge_to[e] = tg;
+            next_s[e] = head_s[fg];
+            head_s[fg] = e;
+            next_p[e] = head_p[tg];
+            head_p[tg] = e;
+        }
+    }
+    sum_res_total(sim, f);
+    int32_t ps = 0, pp = 0;
+    FOR_ALL_BLOCKS(sim, bid) {
+        int64_t off = f->block_off[bid], n = sim->blocks[bid].n_tasks;
+        int64_t oo = sim->dirty[bid] ? -1 : o->block_off[bid];
+        for (int64_t i = 0; i < n; i++) {
+            int64_t g = off + i;
+            f->succ_start[g] = ps;
+            f->pred_start[g] = pp;
+            if (oo >= 0) {
+                int64_t og = oo + i;
+                for (int32_t k = o->succ_start[og]; k < o->succ_start[og + 1]; k++) {
+                    int32_t t = remap[o->succ[k]];
+                    if (t >= 0) f->succ[ps++] = t;
+                }
+                for (int32_t k = o->pred_start[og]; k < o->pred_start[og + 1]; k++) {
+                    int32_t t = remap[o->pred[k]];
+                    if (t >= 0) f->pred[pp++] = t;
+                }
+            }
+            for (int32_t j = head_s[g]; j >= 0; j = next_s[j]) f->succ[ps++] = (int32_t)f->edge_to[j];
+            for (int32_t j = head_p[g]; j >= 0; j = next_p[j]) f->pred[pp++] = (int32_t)f->edge_from[j];
+            f->npred[g] = pp - f->pred_start[g];
+            if (ps > ne || pp > ne) return assemble(sim, f);
+        }
+    }
+    f->succ_start[nt] = ps;
+    f->pred_start[nt] = pp;
+    if (ps != ne || pp != ne) return assemble(sim, f);
     return 0;
 }
 
@@ -818,19 +938,24 @@ static inline void heap_push(sim_heap_item *h, int64_t *n, sim_heap_item it) {
     h[i] = it;
 }
 
-static inline sim_heap_item heap_pop(sim_heap_item *h, int64_t *n) {
-    sim_heap_item top = h[0], last = h[--(*n)];
-    int64_t i = 0, m = *n;
+/* Put `it` where the root was and sift it down: the root's removal and a push
+ * in one pass. */
+static inline void heap_replace_top(sim_heap_item *h, int64_t m, sim_heap_item it) {
+    int64_t i = 0;
     for (;;) {
         int64_t c = 2 * i + 1;
         if (c >= m) break;
         if (c + 1 < m && heap_less(&h[c + 1], &h[c])) c++;
-        if (!heap_less(&h[c], &last)) break;
+        if (!heap_less(&h[c], &it)) break;
         h[i] = h[c];
         i = c;
     }
-    if (m > 0) h[i] = last;
-    return top;
+    h[i] = it;
+}
+
+static inline void heap_drop_top(sim_heap_item *h, int64_t *n) {
+    --(*n);
+    if (*n > 0) heap_replace_top(h, *n, h[*n]);
 }
 
 /* The event loop over whatever is in the heap; f->pending and f->ready hold the
@@ -839,8 +964,14 @@ static sf_status run_heap(sf_sim *sim, sim_flat *f, int64_t hn, int64_t expect, 
                           int *cut, sf_error *err) {
     sim_heap_item *h = sim->heap;
     int64_t done = 0;
+    double makespan = f->makespan_s; /* the callers start it at the latest carried finish */
     while (hn > 0) {
-        sim_heap_item it = heap_pop(h, &hn);
+        /* The task leaves the heap only once its successors are known: the first
+         * one that becomes ready takes its place at the root, which saves a sift
+         * for the common chain of one task after another. The heap's order is
+         * total (ready, key), so its shape never changes what is popped. */
+        sim_heap_item it = h[0];
+        int top_free = 1;
         int32_t t = it.gid;
         int32_t r = f->res[t];
         double st = it.ready;
@@ -866,14 +997,24 @@ static sf_status run_heap(sf_sim *sim, sim_flat *f, int64_t hn, int64_t expect, 
         if (r >= 0) sim->res_free[r] = fin;
         f->start[t] = st;
         f->finish[t] = fin;
+        if (fin > makespan) makespan = fin;
         done++;
         for (int32_t k = f->succ_start[t]; k < f->succ_start[t + 1]; k++) {
             int32_t s = f->succ[k];
             if (fin > f->ready[s]) f->ready[s] = fin;
-            if (--f->pending[s] == 0)
-                heap_push(h, &hn, (sim_heap_item){f->ready[s], time_bits(f->ready[s]), f->key[s], s});
+            if (--f->pending[s] == 0) {
+                sim_heap_item nx = {f->ready[s], time_bits(f->ready[s]), f->key[s], s};
+                if (top_free) {
+                    heap_replace_top(h, hn, nx);
+                    top_free = 0;
+                } else {
+                    heap_push(h, &hn, nx);
+                }
+            }
         }
+        if (top_free) heap_drop_top(h, &hn);
     }
+    f->makespan_s = makespan;
     sim->last_resimulated = done;
     if (done != expect)
         return sf_error_set(err, SF_ERR_INTERNAL, "task graph has a cycle (%lld of %lld scheduled)",
@@ -886,6 +1027,7 @@ static sf_status schedule_full(sf_sim *sim, sim_flat *f, sf_error *err) {
     memset(f->ready, 0, (size_t)nt * sizeof *f->ready);
     memset(sim->res_free, 0, (size_t)sim->n_res * sizeof *sim->res_free);
     memcpy(f->pending, f->npred, (size_t)nt * sizeof *f->pending);
+    f->makespan_s = 0;
     for (int64_t i = 0; i < nt; i++)
         if (f->npred[i] == 0)
             heap_push(sim->heap, &hn, (sim_heap_item){0.0, 0, f->key[i], (int32_t)i});
@@ -899,61 +1041,61 @@ static sf_status schedule_full(sf_sim *sim, sim_flat *f, sf_error *err) {
  * list scheduler pops tasks in (ready, key) order, so its state after popping
  * every task ready before t0 is the same in both: those tasks keep their times,
  * each resource is free from the latest finish among them, and the event loop
- * resumes from there over the rest. */
+ * resumes from there over the rest.
+ *
+ * Two linear passes set that state up. The first walks the blocks (a rebuilt
+ * block is all new; a kept one is a run of the old layout at another offset)
+ * and carries over the tasks done before t0, marking them with pending = -1.
+ * The second releases the edges leaving done tasks, which are few when t0 is
+ * early, rather than gathering the predecessors of every task left, which are
+ * most of them; a task whose last predecessor is released goes on the heap with
+ * its final ready time. */
 static sf_status schedule_resume(sf_sim *sim, sim_flat *f, const sim_flat *o, double t0,
                                  double bound, int *cut, sf_error *err) {
     int64_t nt = f->n_tasks, hn = 0, left = 0;
-    const int64_t mask = ((int64_t)1 << SIM_IDX_BITS) - 1;
-    memset(sim->res_free, 0, (size_t)sim->n_res * sizeof *sim->res_free);
-    /* pass 1: carry over tasks done before t0; mark the rest with ready = -1 and,
-     * for a bounded run, add up the work each resource still has to do */
     int bounded = bound < INFINITY;
+    double makespan = 0;
+    memset(sim->res_free, 0, (size_t)sim->n_res * sizeof *sim->res_free);
+    /* a bounded run also adds up the work each resource still has to do */
     if (bounded) memset(sim->remaining, 0, (size_t)sim->n_res * sizeof *sim->remaining);
-    for (int64_t i = 0; i < nt; i++) {
-        uint64_t k = f->key[i];
-        int bid = (int)(k >> SIM_IDX_BITS);
-        f->ready[i] = -1;
-        if (sim->dirty[bid]) {
-            if (bounded && f->res[i] >= 0) sim->remaining[f->res[i]] += f->dur[i];
-            continue;
-        }
-        int64_t og = o->block_off[bid] + (int64_t)(k & (uint64_t)mask);
-        if (o->ready[og] < t0) {
-            f->ready[i] = o->ready[og];
-            f->start[i] = o->start[og];
-            f->finish[i] = o->finish[og];
-            int32_t r = f->res[i];
-            if (r >= 0 && f->finish[i] > sim->res_free[r]) sim->res_free[r] = f->finish[i];
-        } else if (bounded && f->res[i] >= 0) {
-            sim->remaining[f->res[i]] += f->dur[i];
-        }
-    }
-    /* pass 2: pending = predecessors not done; ready = latest done predecessor */
-    for (int64_t i = 0; i < nt; i++) {
-        if (f->ready[i] >= 0) {
-            f->pending[i] = -1;
-            continue;
-        }
-        int32_t pend = 0;
-        double rd = 0;
-        for (int32_t k = f->pred_start[i]; k < f->pred_start[i + 1]; k++) {
-            int32_t p = f->pred[k];
-            if (f->ready[p] >= 0) { /* done before t0 */
-                if (f->finish[p] > rd) rd = f->finish[p];
-            } else {
-                pend++;
+    /* pass 1: carry over tasks done before t0 */
+    FOR_ALL_BLOCKS(sim, bid) {
+        int64_t off = f->block_off[bid], n = sim->blocks[bid].n_tasks;
+        int64_t oo = sim->dirty[bid] ? -1 : o->block_off[bid];
+        for (int64_t i = 0; i < n; i++) {
+            int64_t g = off + i;
+            if (oo >= 0 && o->ready[oo + i] < t0) {
+                f->ready[g] = o->ready[oo + i];
+                f->start[g] = o->start[oo + i];
+                f->finish[g] = o->finish[oo + i];
+                f->pending[g] = -1;
+                int32_t r = f->res[g];
+                if (r >= 0 && f->finish[g] > sim->res_free[r]) sim->res_free[r] = f->finish[g];
+                if (f->finish[g] > makespan) makespan = f->finish[g];
+                continue;
             }
+            f->ready[g] = 0;
+            f->pending[g] = f->npred[g];
+            left++;
+            if (bounded && f->res[g] >= 0) sim->remaining[f->res[g]] += f->dur[g];
+            if (f->npred[g] == 0)
+                heap_push(sim->heap, &hn, (sim_heap_item){0.0, 0, f->key[g], (int32_t)g});
         }
-        f->pending[i] = pend;
-        left++;
-        f->finish[i] = rd; /* parked here until pass 3 */
     }
-    for (int64_t i = 0; i < nt; i++) {
-        if (f->pending[i] < 0) continue;
-        f->ready[i] = f->finish[i];
-        if (f->pending[i] == 0)
-            heap_push(sim->heap, &hn, (sim_heap_item){f->ready[i], time_bits(f->ready[i]), f->key[i], (int32_t)i});
+    /* pass 2: release the edges out of done tasks */
+    for (int64_t p = 0; p < nt; p++) {
+        if (f->pending[p] >= 0) continue;
+        double fin = f->finish[p];
+        for (int32_t k = f->succ_start[p]; k < f->succ_start[p + 1]; k++) {
+            int32_t t = f->succ[k];
+            if (f->pending[t] < 0) continue; /* done too */
+            if (fin > f->ready[t]) f->ready[t] = fin;
+            if (--f->pending[t] == 0)
+                heap_push(sim->heap, &hn,
+                          (sim_heap_item){f->ready[t], time_bits(f->ready[t]), f->key[t], t});
+        }
     }
+    f->makespan_s = makespan;
     return run_heap(sim, f, hn, left, bound, cut, err);
 }
 
@@ -965,13 +1107,8 @@ static void collect(sf_sim *sim, sim_flat *f) {
     r->tasks = f->n_tasks;
     r->rescheduled = sim->last_resimulated;
     r->n_devices = sim->n_dev;
-    memset(f->device_busy, 0, (size_t)sim->n_dev * sizeof *f->device_busy);
+    r->iter_s = f->makespan_s;
     memset(f->device_mem, 0, (size_t)sim->n_dev * sizeof *f->device_mem);
-    memset(f->res_total, 0, (size_t)sim->n_res * sizeof *f->res_total);
-    for (int64_t i = 0; i < f->n_tasks; i++) {
-        if (f->finish[i] > r->iter_s) r->iter_s = f->finish[i];
-        if (f->res[i] >= 0) f->res_total[f->res[i]] += f->dur[i];
-    }
     memcpy(f->device_busy, f->res_total, (size_t)sim->n_dev * sizeof *f->device_busy);
     FOR_ALL_BLOCKS(sim, bid) {
         const sim_block *b = &sim->blocks[bid];
@@ -1187,7 +1324,7 @@ sf_status sf_sim_update_bounded(sf_sim *sim, int opi, const sf_config *c, double
         }
     }
     sim_flat *o = sim->cur, *f = sim->prev;
-    if (fail || assemble(sim, f)) {
+    if (fail || assemble_delta(sim, f, o)) {
         sim->has_run = 0; /* the block set is inconsistent: a full run must follow */
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
     }

@@ -86,7 +86,9 @@ typedef struct sim_flat {
     int64_t *block_off;     /* [n_blocks]: first global id of each block */
     double *device_busy;    /* [n_dev] */
     double *device_mem;     /* [n_dev] */
-    double *res_total;      /* [n_res] work (seconds) queued on each resource */
+    double *res_total;      /* [n_res] work (seconds) queued on each resource, summed in
+                             * canonical task order while laying out (assemble) */
+    double makespan_s;      /* latest finish, kept by the scheduling passes */
     sf_sim_result result;
 } sim_flat;
 
@@ -136,6 +138,8 @@ struct sf_sim {
     sf_tile *tiles;       /* [n_ops * SF_MAX_PARTS] part tiles of every operator's config */
     sf_tile undo_tiles[SF_MAX_PARTS]; /* the changed operator's tiles before the update */
 
+    int32_t *lay;         /* scratch for assemble_delta, carved into its index arrays */
+    int64_t cap_lay;
     int64_t last_resimulated; /* tasks the last schedule pass handled (sf_sim_result.rescheduled) */
 };
 

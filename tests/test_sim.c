@@ -444,6 +444,9 @@ static void delta_vs_full(const char *model, int64_t batch, sf_machine *m, int m
         assert_int_equal(sf_sim_update(delta, op, &c, &rd, &err), SF_OK);
         assert_int_equal(sf_sim_run(full, s, &rf, &err), SF_OK);
         results_equal(&rd, &rf);
+        /* what changed lies inside what was scheduled again (from t0 on) */
+        int64_t changed = sf_sim_changed_starts(delta);
+        assert_true(changed >= 0 && changed <= rd.rescheduled && rd.rescheduled <= rd.tasks);
         /* the same move, bounded below its true time, is cut off and reverts cleanly */
         if (it % 7 == 0) {
             assert_int_equal(sf_sim_revert(delta, NULL, &err), SF_OK);

@@ -122,6 +122,11 @@ sf_status sf_sim_update_bounded(sf_sim *sim, int op, const sf_config *c, double 
  * and schedule it had before, and r (when non-NULL) gets that result again. The
  * MCMC search calls it for every rejected proposal. */
 sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err);
+/* After an uncut sf_sim_update: how many tasks of the new schedule are new (in a
+ * rebuilt block) or start at another time than before it. Any exact delta
+ * simulation has to produce at least these times, which bounds what it can save
+ * over a full one (bench sim reports the share). -1 when there is no such update. */
+int64_t sf_sim_changed_starts(sf_sim *sim);
 /* The strategy the simulator holds now (after run/update). */
 const sf_strategy *sf_sim_strategy(const sf_sim *sim);
 

@@ -55,7 +55,10 @@ static int sim_usage(FILE *out) {
             "                         tasks, reps, moves, seed, full_us, tasks_per_s,\n"
             "                         delta_us (mean update), delta_revert_us (mean update +\n"
             "                         revert), delta_tasks (mean tasks of the changed\n"
-            "                         strategies), speedup (full_us / delta_us)\n"
+            "                         strategies), speedup (full_us / delta_us),\n"
+            "                         delta_rescheduled_frac (share of tasks a delta update\n"
+            "                         scheduled again), delta_changed_frac (share that are new\n"
+            "                         or start at another time: what any exact delta must redo)\n"
             "  -h, --help             show this help\n"
             "\n"
             "Times are wall-clock microseconds on this machine, one thread. A random move\n"
@@ -76,6 +79,8 @@ typedef struct bench_sim_result {
     double cut_frac;    /* share of bounded updates that stopped early */
     double delta_tasks; /* mean task count of the changed strategies */
     double resched_frac; /* mean share of tasks a delta update scheduled again */
+    double changed_frac; /* mean share of tasks new or starting at another time: the
+                          * part of the schedule any exact delta method must redo */
     int64_t tasks;
 } bench_sim_result;
 
@@ -100,7 +105,7 @@ static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, co
     sf_rng rng;
     sf_rng_seed(&rng, seed);
     int n_ops = sf_graph_num_ops(g);
-    double upd = 0, both = 0, tasks = 0, resched = 0;
+    double upd = 0, both = 0, tasks = 0, resched = 0, changed = 0;
     for (int64_t i = 0; i < moves && n_ops > 0; i++) {
         int op = (int)sf_rng_below(&rng, (uint64_t)n_ops);
         sf_config c;
@@ -111,11 +116,13 @@ static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, co
         if (st != SF_OK) return st;
         tasks += (double)r.tasks;
         resched += (double)r.rescheduled / (double)r.tasks;
+        changed += (double)sf_sim_changed_starts(sim) / (double)r.tasks; /* not timed */
+        double t3 = sf_now_s();
         st = sf_sim_revert(sim, &r, err);
-        double t2 = sf_now_s();
+        double t4 = sf_now_s();
         if (st != SF_OK) return st;
         upd += t1 - t0;
-        both += t2 - t0;
+        both += (t1 - t0) + (t4 - t3);
     }
     /* The same moves again, bounded as the MCMC search bounds them: Metropolis-
      * Hastings with beta 50 draws u and accepts a proposal at most cur * (1 - ln u / 50)
@@ -142,6 +149,7 @@ static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, co
     out->delta_revert_us = moves > 0 ? both / (double)moves * 1e6 : 0;
     out->delta_tasks = moves > 0 ? tasks / (double)moves : 0;
     out->resched_frac = moves > 0 ? resched / (double)moves : 0;
+    out->changed_frac = moves > 0 ? changed / (double)moves : 0;
     /* same answer by another route: every move was undone */
     if (moves > 0 && (r.iter_s != r0.iter_s || r.tasks != r0.tasks))
         return sf_error_set(err, SF_ERR_INTERNAL,
@@ -204,7 +212,8 @@ static int bench_sim(int argc, char **argv) {
     sf_graph_stats_compute(g, &gs);
     if (json) {
         json_t *j = json_pack(
-            "{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
+            "{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
+            "s:f, s:f, s:f}",
             "model", sf_graph_name(g), "machine", sf_machine_name(m), "strategy", strategy,
             "sync", sf_sync_mode_name(so.sync), "sync_scheme", sf_sync_scheme_name(so.scheme),
             "batch",
@@ -212,7 +221,8 @@ static int bench_sim(int argc, char **argv) {
             (json_int_t)moves, "seed", (json_int_t)seed, "full_us", br.full_us, "tasks_per_s",
             tasks_per_s, "delta_us", br.delta_us, "delta_revert_us", br.delta_revert_us,
             "delta_tasks", br.delta_tasks, "speedup", speedup, "delta_bounded_us", br.bounded_us,
-            "bounded_cut_frac", br.cut_frac, "delta_rescheduled_frac", br.resched_frac);
+            "bounded_cut_frac", br.cut_frac, "delta_rescheduled_frac", br.resched_frac,
+            "delta_changed_frac", br.changed_frac);
         rc = sf_cli_print_json(j);
     } else {
         char b1[32];
@@ -225,8 +235,9 @@ static int bench_sim(int argc, char **argv) {
                    "%.2f)\n",
                    br.delta_us, (long long)moves, speedup);
             printf("delta update+revert  %12.1f us\n", br.delta_revert_us);
-            printf("tasks after a move   %12.0f     (mean; %.0f%% of them scheduled again)\n",
-                   br.delta_tasks, br.resched_frac * 100);
+            printf("tasks after a move   %12.0f     (mean; %.0f%% of them scheduled again, "
+                   "%.0f%% new or moved in time)\n",
+                   br.delta_tasks, br.resched_frac * 100, br.changed_frac * 100);
             printf("bounded update+revert %11.1f us  (bound 1.02 x the start, as MCMC bounds "
                    "moves; %.0f%% stopped early; full / bounded %.2f)\n",
                    br.bounded_us, br.cut_frac * 100, br.bounded_us > 0 ? br.full_us / br.bounded_us : 0);

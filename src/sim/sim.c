@@ -1378,6 +1378,24 @@ sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
     return SF_OK;
 }
 
+int64_t sf_sim_changed_starts(sf_sim *sim) {
+    if (sim->undo_op < 0 || !sim->has_run || sim->cut_pending) return -1;
+    for (int i = 0; i < sim->n_saved; i++) sim->dirty[sim->saved[i].bid] = 1;
+    const sim_flat *f = sim->cur, *o = sim->prev;
+    int64_t changed = 0;
+    FOR_ALL_BLOCKS(sim, bid) {
+        int n = sim->blocks[bid].n_tasks;
+        if (sim->dirty[bid]) {
+            changed += n;
+            continue;
+        }
+        const double *now = f->start + f->block_off[bid], *before = o->start + o->block_off[bid];
+        for (int k = 0; k < n; k++) changed += now[k] != before[k];
+    }
+    for (int i = 0; i < sim->n_saved; i++) sim->dirty[sim->saved[i].bid] = 0;
+    return changed;
+}
+
 const sim_task *sim_task_of(const sf_sim *sim, int64_t gid, int *block) {
     uint64_t k = sim->cur->key[gid];
     int bid = (int)(k >> SIM_IDX_BITS);

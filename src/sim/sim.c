@@ -193,7 +193,6 @@ static void flat_free(sim_flat *f) {
     free(f->res_total);
 }
 
-
 sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
                    const sf_sim_options *o, sf_error *err) {
     if (!g || !m || !cm) {
@@ -826,7 +825,7 @@ static int assemble(sf_sim *sim, sim_flat *f) {
  * end in a rebuilt block (a transfer, or a direct edge into or out of the
  * changed operator's core, or an edge into its group's sync), and an edge owned
  * by a kept block joins two kept tasks (the rebuilt set holds every block that
- * names the changed operator's tasks). So a kept task's successors are its old
+ * names the changed operator's tasks; bulk mode's barrier block owns no edges). So a kept task's successors are its old
  * ones that are still there, renumbered, plus the rebuilt blocks' edges out of
  * it; a rebuilt task's are the rebuilt blocks' edges alone. Likewise for
  * predecessors. Edge order within a list differs from assemble's, which the

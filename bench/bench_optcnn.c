@@ -51,7 +51,7 @@ static int run(const char *model, int64_t batch, sf_machine *m, sf_cost_model *c
     qsort(times, (size_t)repeats, sizeof *times, cmp_double);
     qsort(cpu, (size_t)repeats, sizeof *cpu, cmp_double);
     sf_strategy_data(data, g, m);
-    double dc = sf_optcnn_cost(g, m, cm, data);
+    double dc = sf_optcnn_cost(g, m, cm, NULL, data);
     printf("%-13s batch %5lld ops %4d  wall best %.3f median %.3f s  cpu best %.3f s  left %2d "
            "nodes %2d edges  %-20s optcnn %8.3f ms  data %8.3f ms  x%.2f\n",
            model, (long long)mo.batch, r.nodes_initial, times[0], times[repeats / 2], cpu[0],

@@ -197,7 +197,8 @@ static int check_against_exhaustive(sf_graph *g, sf_machine *m, int rugged, int 
             assert_int_equal(r.nodes_left, 0);
             assert_int_equal(r.edges_left, 0);
         }
-        double c_dp = sf_optcnn_cost(g, m, cm, dp), c_bf = sf_optcnn_cost(g, m, cm, bf);
+        double c_dp = sf_optcnn_cost(g, m, cm, NULL, dp);
+        double c_bf = sf_optcnn_cost(g, m, cm, NULL, bf);
         if (!REL_EQ(r.cost_s, best))
             fail_msg("dp %.17g vs exhaustive %.17g (%d ops, %d left)", r.cost_s, best,
                      sf_graph_num_ops(g), r.nodes_left);
@@ -330,11 +331,22 @@ static void test_cost_by_hand(void **state) {
     /* device 2 receives rows 4..8 of x: 4 x 6 floats; no gradient flows to an input */
     double xfer = sf_machine_transfer_time_s(m, 0, 2, 4 * 6 * 4.0);
     double want = node_x + fmax(c0, c1) + sync + upd + xfer;
-    double got = sf_optcnn_cost(g, m, cm, st);
+    double got = sf_optcnn_cost(g, m, cm, NULL, st);
     assert_true(fabs(got - want) <= 1e-12 * want);
+    /* a parameter server on device 0 (the first part's): the gradient from 2 in,
+     * the shard back out, and only the server updates */
+    sf_optcnn_options po;
+    sf_optcnn_options_default(&po);
+    po.scheme = SF_SCHEME_PS;
+    double ps = sf_machine_transfer_time_s(m, 2, 0, shard) +
+                sf_machine_transfer_time_s(m, 0, 2, shard);
+    double want_ps =
+        node_x + fmax(c0, c1) + ps + sf_cost_task_s(cm, oy, &t0, 0, SF_PASS_UPDATE) + xfer;
+    double got_ps = sf_optcnn_cost(g, m, cm, &po, st);
+    assert_true(fabs(got_ps - want_ps) <= 1e-12 * want_ps);
     /* a bad strategy has no cost */
     cy->device[1] = 99;
-    assert_true(isnan(sf_optcnn_cost(g, m, cm, st)));
+    assert_true(isnan(sf_optcnn_cost(g, m, cm, NULL, st)));
     sf_strategy_free(st);
     sf_graph_free(g);
     sf_cost_free(cm);
@@ -392,8 +404,8 @@ static void run_zoo(const char *model, const char *machine, zoo_run *z) {
     assert_int_equal(sf_optcnn_search(g, m, cm, NULL, s, &z->r, &err), SF_OK);
     assert_int_equal(sf_strategy_validate(s, g, m, &err), SF_OK);
     assert_int_equal(sf_strategy_data(data, g, m), SF_OK);
-    z->dp_cost = sf_optcnn_cost(g, m, cm, s);
-    z->data_cost = sf_optcnn_cost(g, m, cm, data);
+    z->dp_cost = sf_optcnn_cost(g, m, cm, NULL, s);
+    z->data_cost = sf_optcnn_cost(g, m, cm, NULL, data);
     assert_true(REL_EQ(z->dp_cost, z->r.cost_s));
     /* data parallelism is in OptCNN's space, so the optimum is never worse */
     assert_true(z->r.cost_s <= z->data_cost * (1 + 1e-12));
@@ -489,7 +501,7 @@ static void test_options_and_errors(void **state) {
     o.max_configs = 2;
     assert_int_equal(sf_optcnn_search(g, m, cm, &o, s, &capped, &err), SF_OK);
     assert_int_equal(sf_strategy_validate(s, g, m, &err), SF_OK);
-    assert_true(REL_EQ(sf_optcnn_cost(g, m, cm, s), capped.cost_s));
+    assert_true(REL_EQ(sf_optcnn_cost(g, m, cm, NULL, s), capped.cost_s));
     assert_true(capped.cost_s >= full.cost_s * (1 - 1e-12));
     /* a machine too small for anything still gets an answer */
     sf_machine *tiny = machine_2x2(1.0);
@@ -509,7 +521,7 @@ static void test_options_and_errors(void **state) {
     sf_error_clear(&err);
     double c;
     assert_int_equal(sf_exhaustive_search(g, m, cm, 0, 10, wrong, &c, &err), SF_ERR_INVALID);
-    assert_true(isnan(sf_optcnn_cost(g, m, cm, wrong)));
+    assert_true(isnan(sf_optcnn_cost(g, m, cm, NULL, wrong)));
     sf_strategy_free(wrong);
     sf_graph_free(other);
     sf_strategy_free(s);

@@ -41,6 +41,8 @@ typedef struct sf_optcnn_options {
     int max_configs;     /* per operator cap (0: no cap) */
     int check_memory;    /* drop configs whose parts do not fit on a device */
     int max_left;        /* enumerate exhaustively what is left when at most this many nodes */
+    sf_sync_scheme scheme; /* how gradient sync is priced: ring all-reduce (default) or
+                            * parameter server, as the simulator runs them */
 } sf_optcnn_options;
 
 void sf_optcnn_options_default(sf_optcnn_options *o);
@@ -60,9 +62,9 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
                            sf_error *err);
 /* OptCNN's additive cost of a strategy: sum over operators of compute (slowest
  * part, forward + backward + update) and gradient sync, plus sum over edges of
- * transfer time. */
+ * transfer time. o: its sync scheme (NULL: defaults, a ring). */
 double sf_optcnn_cost(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                      const sf_strategy *s);
+                      const sf_optcnn_options *o, const sf_strategy *s);
 
 /* Brute force over every combination of OptCNN candidate configs: the oracle.
  * Refuses (SF_ERR_RANGE) when the space exceeds max_states. */

@@ -83,14 +83,16 @@ void sf_optcnn_options_default(sf_optcnn_options *o) {
     o->max_configs = 0;
     o->check_memory = 1;
     o->max_left = 16;
+    o->scheme = SF_SCHEME_RING;
 }
 
 /* ---- scratch and routes ------------------------------------------------------ */
 
-sf_status oc_scratch_init(oc_scratch *s, int n_dev) {
+sf_status oc_scratch_init(oc_scratch *s, int n_dev, sf_sync_scheme scheme) {
     memset(s, 0, sizeof *s);
     size_t n = (size_t)(n_dev > 0 ? n_dev : 1);
     s->n_dev = n_dev;
+    s->scheme = scheme;
     s->fwd = calloc(n, sizeof *s->fwd);
     s->bwd = calloc(n, sizeof *s->bwd);
     s->upd = calloc(n, sizeof *s->upd);
@@ -173,10 +175,28 @@ double oc_node_cost(const sf_machine *m, const sf_cost_model *cm, const sf_op *o
                 done[q] = 1;
                 devs[nd++] = c->device[q];
             }
+            int server = c->device[p]; /* the shard's first part, as the simulator's */
             qsort(devs, (size_t)nd, sizeof *devs, cmp_int);
             int R = 0;
             for (int k = 0; k < nd; k++)
                 if (R == 0 || devs[R - 1] != devs[k]) devs[R++] = devs[k];
+            if (R > 1 && s->scheme == SF_SCHEME_PS) {
+                /* every other replica's gradient in and the shard back out, all
+                 * through the server's links: charged one after another */
+                double shard = (double)sf_op_tile_weights(op, &tiles[p]) * SF_ELEM_BYTES;
+                double t = 0;
+                for (int k = 0; k < R; k++) {
+                    if (devs[k] == server) continue;
+                    double lat, inv;
+                    oc_route_cost(m, devs[k], server, &lat, &inv);
+                    t += lat + shard * inv;
+                    oc_route_cost(m, server, devs[k], &lat, &inv);
+                    t += lat + shard * inv;
+                }
+                if (t > sync) sync = t;
+                s->upd[server] += sf_cost_task_s(cm, op, &tiles[p], server, SF_PASS_UPDATE);
+                continue;
+            }
             if (R > 1) {
                 double shard = (double)sf_op_tile_weights(op, &tiles[p]) * SF_ELEM_BYTES;
                 double steps = 2.0 * (R - 1);
@@ -247,14 +267,19 @@ double oc_edge_cost(const sf_machine *m, const sf_op *u, int out, const sf_confi
 }
 
 double sf_optcnn_cost(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                      const sf_strategy *s) {
+                      const sf_optcnn_options *o, const sf_strategy *s) {
+    sf_optcnn_options def;
+    if (!o) {
+        sf_optcnn_options_default(&def);
+        o = &def;
+    }
     if (!g || !m || !cm || !s || sf_strategy_num_ops(s) != sf_graph_num_ops(g)) return NAN;
     int n = sf_graph_num_ops(g);
     for (int i = 0; i < n; i++)
         if (sf_config_validate(sf_graph_op(g, i), m, sf_strategy_get(s, i), NULL) != SF_OK)
             return NAN;
     oc_scratch sc;
-    if (oc_scratch_init(&sc, sf_machine_num_devices(m)) != SF_OK) return NAN;
+    if (oc_scratch_init(&sc, sf_machine_num_devices(m), o->scheme) != SF_OK) return NAN;
     double total = 0;
     for (int vi = 0; vi < n; vi++) {
         const sf_op *v = sf_graph_op(g, vi);
@@ -334,7 +359,7 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
     int pmax = n_dev < SF_MAX_PARTS ? n_dev : SF_MAX_PARTS;
     double mem_cap = sf_machine_device_kind(m, 0)->mem_bytes;
     oc_scratch sc;
-    if (o->max_configs > 0 && oc_scratch_init(&sc, n_dev) != SF_OK)
+    if (o->max_configs > 0 && oc_scratch_init(&sc, n_dev, o->scheme) != SF_OK)
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory enumerating configs");
     sf_status st = SF_OK;
     for (int i = 0; i < sf_graph_num_ops(g) && st == SF_OK; i++) {
@@ -1142,7 +1167,7 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
     oc_scratch sc;
     memset(&sc, 0, sizeof sc);
     s.arena = sf_arena_new((size_t)1 << 22);
-    if (!s.arena || oc_scratch_init(&sc, n_dev) != SF_OK) {
+    if (!s.arena || oc_scratch_init(&sc, n_dev, o->scheme) != SF_OK) {
         st = sf_error_set(err, SF_ERR_NOMEM, "out of memory starting the OptCNN search");
         goto done;
     }
@@ -1204,7 +1229,7 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
     r->cost_s = s.constant;
     {
         /* Same answer by another route: the additive cost of the strategy found. */
-        double check = sf_optcnn_cost(g, m, cm, out);
+        double check = sf_optcnn_cost(g, m, cm, o, out);
         if (!(fabs(check - r->cost_s) <= OC_CHECK_REL * fabs(check)))
             st = sf_error_set(err, SF_ERR_INTERNAL,
                               "optcnn: optimum %.9g differs from the cost of its strategy %.9g",

@@ -24,6 +24,7 @@ typedef struct oc_cands {
 /* Per-device accumulators reused by the cost functions (no allocation per call). */
 typedef struct oc_scratch {
     int n_dev;
+    sf_sync_scheme scheme; /* how oc_node_cost prices gradient sync */
     double *fwd, *bwd;   /* [n_dev] */
     double *upd;         /* [n_dev] */
     double *busy;        /* [n_dev] */
@@ -31,7 +32,7 @@ typedef struct oc_scratch {
     unsigned char *mark; /* [n_dev] */
 } oc_scratch;
 
-sf_status oc_scratch_init(oc_scratch *s, int n_dev);
+sf_status oc_scratch_init(oc_scratch *s, int n_dev, sf_sync_scheme scheme);
 void oc_scratch_free(oc_scratch *s);
 
 /* Latency sum (s) and inverse-bandwidth sum (s/byte) of the route a -> b: a
@@ -43,7 +44,8 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
                         const sf_optcnn_options *o, sf_arena *arena, oc_cands *out, sf_error *err);
 
 /* Node cost of op under config c: slowest device's forward + backward time,
- * plus gradient sync (slowest ring edge), plus the slowest device's update. */
+ * plus gradient sync (slowest ring edge, or the server's messages in and out),
+ * plus the slowest device's update. */
 double oc_node_cost(const sf_machine *m, const sf_cost_model *cm, const sf_op *op,
                     const sf_config *c, oc_scratch *s);
 

@@ -70,7 +70,10 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         judge(sim, base[i], &rep->rows[i], i == 0 ? &data_res : &res);
     }
     if (o->run_optcnn) {
-        st = sf_optcnn_search(g, m, cm, NULL, opt, &rep->optcnn, err);
+        sf_optcnn_options oo;
+        sf_optcnn_options_default(&oo);
+        oo.scheme = o->mcmc.sim.scheme; /* price sync as the simulator runs it */
+        st = sf_optcnn_search(g, m, cm, &oo, opt, &rep->optcnn, err);
         if (st != SF_OK) goto done;
         judge(sim, opt, &rep->rows[SF_SEARCH_OPTCNN], &res);
     }

@@ -25,6 +25,10 @@
  *                   as the simulator runs it: ring edge a -> b costs, summed over
  *                   the links of the route, 2(R-1) latencies + 2(R-1)/R * shard
  *                   bytes / bandwidth; sync is the slowest ring edge of all shards
+ *                   (parameter-server scheme: for each shard, every other replica's
+ *                   message into the server, the first part's device, and back out,
+ *                   summed, since they share the server's links; the server alone
+ *                   updates)
  *                 + update: max over devices of the summed update task times of
  *                   the shards it holds
  * and over edges (input k of consumer v fed by output `out` of producer u) of

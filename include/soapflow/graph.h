@@ -62,18 +62,74 @@ int sf_shape_equal(const sf_shape *a, const sf_shape *b);
 /* "64x3x224x224" into buf; returns buf. */
 char *sf_shape_str(const sf_shape *s, char *buf, size_t n);
 
-sf_tile sf_tile_full(const sf_shape *s);
-int64_t sf_tile_numel(const sf_tile *t); /* 0 when empty */
-int sf_tile_empty(const sf_tile *t);
-/* Intersection; returns 1 when non-empty. */
-int sf_tile_intersect(const sf_tile *a, const sf_tile *b, sf_tile *out);
+/* The small tile helpers below are static inline: the simulator calls them a
+ * few dozen times per task (regions, intersections, sizes), and as out-of-line
+ * calls returning a 104-byte tile by value they were a fifth of a full
+ * simulation's time. Dimensions at or above ndim are kept zero, as everywhere. */
+
+/* The whole of shape s. */
+static inline sf_tile sf_tile_full(const sf_shape *s) {
+    sf_tile t;
+    t.ndim = s->ndim;
+    for (int i = 0; i < SF_MAX_DIMS; i++) {
+        t.lo[i] = 0;
+        t.hi[i] = i < s->ndim ? s->d[i] : 0;
+    }
+    return t;
+}
+
+/* 1 when any dimension is empty (hi <= lo). */
+static inline int sf_tile_empty(const sf_tile *t) {
+    for (int i = 0; i < t->ndim; i++)
+        if (t->hi[i] <= t->lo[i]) return 1;
+    return 0;
+}
+
+/* Elements of the tile; 0 when empty. */
+static inline int64_t sf_tile_numel(const sf_tile *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->hi[i] <= t->lo[i]) return 0;
+        n *= t->hi[i] - t->lo[i];
+    }
+    return n;
+}
+
+/* Intersection (rank: the smaller of the two) into out (may be NULL); returns
+ * 1 when non-empty. */
+static inline int sf_tile_intersect(const sf_tile *a, const sf_tile *b, sf_tile *out) {
+    sf_tile r;
+    r.ndim = a->ndim < b->ndim ? a->ndim : b->ndim;
+    int nonempty = 1;
+    for (int i = 0; i < SF_MAX_DIMS; i++) {
+        if (i < r.ndim) {
+            r.lo[i] = a->lo[i] > b->lo[i] ? a->lo[i] : b->lo[i];
+            r.hi[i] = a->hi[i] < b->hi[i] ? a->hi[i] : b->hi[i];
+            if (r.hi[i] <= r.lo[i]) nonempty = 0;
+        } else {
+            r.lo[i] = r.hi[i] = 0;
+        }
+    }
+    if (out) *out = r;
+    return nonempty;
+}
+
 int sf_tile_equal(const sf_tile *a, const sf_tile *b);
 sf_shape sf_tile_extent(const sf_tile *t); /* hi - lo per dimension */
 char *sf_tile_str(const sf_tile *t, char *buf, size_t n);
 
 /* Part `part` of `degree` equal-as-possible parts of [0, n): parts differ by at
  * most one element (floor(part*n/degree) .. floor((part+1)*n/degree)). */
-void sf_split_range(int64_t n, int degree, int part, int64_t *lo, int64_t *hi);
+static inline void sf_split_range(int64_t n, int degree, int part, int64_t *lo, int64_t *hi) {
+    if (degree < 1) degree = 1;
+    if (n >= 0 && n < ((int64_t)1 << 31)) { /* the common case: no 128-bit division */
+        *lo = n * part / degree;
+        *hi = n * (part + 1) / degree;
+        return;
+    }
+    *lo = (int64_t)((__int128)n * part / degree);
+    *hi = (int64_t)((__int128)n * (part + 1) / degree);
+}
 
 /* ---- dimension kinds (the S, A and P of SOAP) -------------------------- */
 

@@ -380,10 +380,15 @@ typedef struct sf_op_mem {
 
 /* Region of input `input` that tile `t` needs (clamped to the input's shape). */
 void sf_op_input_region(const sf_op *op, const sf_tile *t, int input, sf_tile *region);
-/* 1 when output `output` is the parallel space itself (a tile of the space is
- * the same tile of that output), which lets callers find producer parts by index
- * arithmetic instead of testing every part. */
-int sf_op_output_is_space(const sf_op *op, int output);
+/* How the pieces of output `output` follow the parallel space, which lets
+ * callers find the parts that produce a given region by index arithmetic
+ * instead of testing every part. Returns 1 and fills, for each dimension e of
+ * the output, axis[e] (a dimension of op->space) and shift[e] such that the
+ * piece sf_op_output_tile gives for any tile t lies, along e, within
+ * [t.lo[axis[e]] - shift[e], t.hi[axis[e]] - shift[e]); returns 0 when the
+ * output has no such map (then every part must be tested). Space dimensions
+ * that no output dimension names are unconstrained. */
+int sf_op_output_axes(const sf_op *op, int output, int *axis, int64_t *shift);
 /* Part of output `output` that tile `t` produces (may be empty). */
 void sf_op_output_tile(const sf_op *op, const sf_tile *t, int output, sf_tile *out);
 void sf_op_tile_cost(const sf_op *op, const sf_tile *t, sf_op_cost *c);

@@ -417,15 +417,32 @@ static int add_transfer(sf_sim *sim, sim_block *b, int bid, sim_kind kind, int o
     return 0;
 }
 
-/* Producer parts whose tiles meet region r, when the producer's output is its
- * parallel space: along each dimension the parts touching [lo, hi) form an index
- * range, found by inverting sf_split_range (part of x = ((x+1)*k - 1) / n). */
-static int grid_range(const sf_op *p, const sf_config *cp, const sf_tile *r, int *a, int *b) {
+/* Producer parts whose output pieces may meet region r (in the output's
+ * coordinates), as a box [a, b] of the producer's grid of parts. Output
+ * dimension e follows space dimension axis[e] less shift[e] (sf_op_output_axes),
+ * so a part can meet r only if its space range along axis[e] meets r's range
+ * along e moved back by the shift; along each space dimension those parts form
+ * an index range, found by inverting sf_split_range (part of x = ((x+1)*k - 1) / n).
+ * Space dimensions no output dimension follows keep every index. Returns 0 when
+ * no part can meet r. The box may hold parts that miss r (a split's piece is
+ * clipped to its slice); the caller intersects each exactly. */
+static int grid_range(const sf_op *p, const sf_config *cp, const sf_tile *r, int ond,
+                      const int *axis, const int64_t *shift, int *a, int *b) {
     for (int d = 0; d < cp->ndim; d++) {
+        a[d] = 0;
+        b[d] = cp->degree[d] - 1;
+    }
+    for (int e = 0; e < ond && e < r->ndim; e++) {
+        int d = axis[e];
         int64_t n = p->space.d[d], k = cp->degree[d];
-        if (r->hi[d] <= r->lo[d]) return 0;
-        a[d] = (int)(((r->lo[d] + 1) * k - 1) / n);
-        b[d] = (int)((r->hi[d] * k - 1) / n);
+        int64_t lo = r->lo[e] + shift[e], hi = r->hi[e] + shift[e];
+        if (lo < 0) lo = 0;
+        if (hi > n) hi = n;
+        if (hi <= lo) return 0;
+        int x = (int)(((lo + 1) * k - 1) / n), y = (int)((hi * k - 1) / n);
+        if (x > a[d]) a[d] = x;
+        if (y < b[d]) b[d] = y;
+        if (a[d] > b[d]) return 0;
     }
     return 1;
 }
@@ -468,7 +485,10 @@ static int build_edge(sf_sim *sim, int xi, int k) {
     sf_tile *tp = sim->tiles_p;
     const sf_tile *ptiles = part_tiles(sim, pi), *xtiles = part_tiles(sim, xi);
     for (int i = 0; i < cp->n_parts; i++) sf_op_output_tile(p, &ptiles[i], out, &tp[i]);
-    int grid = sf_op_output_is_space(p, out);
+    int axis[SF_MAX_DIMS];
+    int64_t shift[SF_MAX_DIMS];
+    int grid = sf_op_output_axes(p, out, axis, shift) && cp->ndim == p->space.ndim;
+    int ond = p->out_shapes[out].ndim;
     for (int j = 0; j < cx->n_parts; j++) {
         sf_tile rj, inter;
         sf_op_input_region(x, &xtiles[j], k, &rj);
@@ -484,7 +504,7 @@ static int build_edge(sf_sim *sim, int xi, int k) {
             continue;
         }
         int lo[SF_MAX_DIMS], hi[SF_MAX_DIMS], idx[SF_MAX_DIMS];
-        if (!grid_range(p, cp, &rj, lo, hi)) continue;
+        if (!grid_range(p, cp, &rj, ond, axis, shift, lo, hi)) continue;
         int nd = cp->ndim;
         for (int d = 0; d < nd; d++) idx[d] = lo[d];
         for (;;) {

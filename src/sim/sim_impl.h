@@ -65,13 +65,10 @@ typedef struct sim_block {
     double xfer_s, sync_s, compute_s;
 } sim_block;
 
-/* Heap entry for list scheduling. */
-typedef struct sim_heap_item {
-    double ready;
-    uint64_t rbits; /* bits of ready, for ordering */
-    uint64_t key;
-    int32_t gid;
-} sim_heap_item;
+/* Heap entry for list scheduling: the bits of the task's ready time in the high
+ * 64 bits, its global id in the low ones, so that one unsigned comparison
+ * orders entries by (ready, canonical key) - see sim.c's scheduling section. */
+typedef unsigned __int128 sim_heap_item;
 
 /* The task graph laid out flat, with its schedule. The simulator keeps two:
  * the current one and the one before the last delta update, so that a rejected

@@ -353,10 +353,12 @@ static int build_core(sf_sim *sim, int opi) {
      * touches the operator needs them. */
     sf_tile *tiles = part_tiles(sim, opi);
     for (int p = 0; p < n; p++) sf_config_part_tile(op, c, p, &tiles[p]);
+    double bwd_s[SF_MAX_PARTS]; /* both passes are costed at once, the backward tasks come later */
     for (int p = 0; p < n; p++) {
         const sf_tile t = tiles[p];
         int dev = c->device[p];
-        double d = sf_cost_task_s(sim->cm, op, &t, dev, SF_PASS_FWD);
+        double d;
+        sf_cost_task_fwd_bwd_s(sim->cm, op, &t, dev, &d, &bwd_s[p]);
         if (block_task(b, SIM_FWD, dev, opi, p, d, 0) < 0) return -1;
         b->compute_s += b->tasks[b->n_tasks - 1].dur_s;
         /* Activations: the part's outputs, plus whatever it saves beyond its
@@ -377,10 +379,8 @@ static int build_core(sf_sim *sim, int opi) {
     if (bwd) {
         int bid = block_id(opi, SLOT_CORE);
         for (int p = 0; p < n; p++) {
-            const sf_tile *t = &tiles[p];
             int dev = c->device[p];
-            double d = sf_cost_task_s(sim->cm, op, t, dev, SF_PASS_BWD);
-            if (block_task(b, SIM_BWD, dev, opi, p, d, 0) < 0) return -1;
+            if (block_task(b, SIM_BWD, dev, opi, p, bwd_s[p], 0) < 0) return -1;
             b->compute_s += b->tasks[b->n_tasks - 1].dur_s;
             if (block_edge(b, REF(bid, p), REF(bid, n + p))) return -1;
             if (sim->opt.sync == SF_SYNC_BULK &&
@@ -439,6 +439,7 @@ static int grid_range(const sf_op *p, const sf_config *cp, const sf_tile *r, int
         if (lo < 0) lo = 0;
         if (hi > n) hi = n;
         if (hi <= lo) return 0;
+        if (k == 1) continue; /* most dimensions are whole: skip the divisions */
         int x = (int)(((lo + 1) * k - 1) / n), y = (int)((hi * k - 1) / n);
         if (x > a[d]) a[d] = x;
         if (y < b[d]) b[d] = y;
@@ -448,7 +449,7 @@ static int grid_range(const sf_op *p, const sf_config *cp, const sf_tile *r, int
 }
 
 static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int j, int dj, int pi, int i,
-                     int di, const sf_tile *inter, int p_bwd, int np, int nx) {
+                     int di, int64_t overlap, int p_bwd, int np, int nx) {
     int core_x = block_id(xi, SLOT_CORE), core_p = block_id(pi, SLOT_CORE);
     int64_t p_fwd = REF(core_p, i), x_fwd = REF(core_x, j);
     int64_t p_b = REF(core_p, np + i), x_b = REF(core_x, nx + j);
@@ -457,19 +458,26 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int j, int dj, 
         if (p_bwd && block_edge(b, x_b, p_b)) return -1;
         return 0;
     }
-    double bytes = (double)sf_tile_numel(inter) * SF_ELEM_BYTES;
+    double bytes = (double)overlap * SF_ELEM_BYTES;
     if (add_transfer(sim, b, bid, SIM_XFER, xi, j, di, dj, bytes, p_fwd, x_fwd)) return -1;
     if (block_mem(b, dj, bytes)) return -1; /* the received copy lives on dj */
     if (p_bwd && add_transfer(sim, b, bid, SIM_GRAD, xi, j, dj, di, bytes, x_b, p_b)) return -1;
     return 0;
 }
 
-/* Cheap early-out before a full intersection: most part pairs differ in the
- * first dimension (the sample) already. */
-static inline int disjoint(const sf_tile *a, const sf_tile *b) {
-    for (int d = 0; d < a->ndim; d++)
-        if (a->hi[d] <= b->lo[d] || b->hi[d] <= a->lo[d]) return 1;
-    return 0;
+/* Elements of the intersection of a and b (sf_tile_numel of sf_tile_intersect),
+ * without building the tile: most part pairs differ in the first dimension (the
+ * sample) already, and the rest only need the count. */
+static inline int64_t overlap_numel(const sf_tile *a, const sf_tile *b) {
+    int nd = a->ndim < b->ndim ? a->ndim : b->ndim;
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) {
+        int64_t lo = a->lo[d] > b->lo[d] ? a->lo[d] : b->lo[d];
+        int64_t hi = a->hi[d] < b->hi[d] ? a->hi[d] : b->hi[d];
+        if (hi <= lo) return 0;
+        n *= hi - lo;
+    }
+    return n;
 }
 
 static int build_edge(sf_sim *sim, int xi, int k) {
@@ -490,14 +498,15 @@ static int build_edge(sf_sim *sim, int xi, int k) {
     int grid = sf_op_output_axes(p, out, axis, shift) && cp->ndim == p->space.ndim;
     int ond = p->out_shapes[out].ndim;
     for (int j = 0; j < cx->n_parts; j++) {
-        sf_tile rj, inter;
+        sf_tile rj;
         sf_op_input_region(x, &xtiles[j], k, &rj);
         if (sf_tile_empty(&rj)) continue;
         int dj = cx->device[j];
         if (!grid) {
             for (int i = 0; i < cp->n_parts; i++) {
-                if (disjoint(&tp[i], &rj) || !sf_tile_intersect(&tp[i], &rj, &inter)) continue;
-                if (edge_pair(sim, b, bid, xi, j, dj, pi, i, cp->device[i], &inter, p_bwd,
+                int64_t ov = overlap_numel(&tp[i], &rj);
+                if (ov == 0) continue;
+                if (edge_pair(sim, b, bid, xi, j, dj, pi, i, cp->device[i], ov, p_bwd,
                               cp->n_parts, cx->n_parts))
                     return -1;
             }
@@ -510,8 +519,9 @@ static int build_edge(sf_sim *sim, int xi, int k) {
         for (;;) {
             int i = 0;
             for (int d = 0; d < nd; d++) i = i * cp->degree[d] + idx[d];
-            if (sf_tile_intersect(&tp[i], &rj, &inter) &&
-                edge_pair(sim, b, bid, xi, j, dj, pi, i, cp->device[i], &inter, p_bwd,
+            int64_t ov = overlap_numel(&tp[i], &rj);
+            if (ov > 0 &&
+                edge_pair(sim, b, bid, xi, j, dj, pi, i, cp->device[i], ov, p_bwd,
                           cp->n_parts, cx->n_parts))
                 return -1;
             int d = nd - 1;

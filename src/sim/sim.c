@@ -239,13 +239,14 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->res_free = calloc((size_t)sim->n_res + 1, sizeof *sim->res_free);
     sim->remaining = calloc((size_t)sim->n_res + 1, sizeof *sim->remaining);
     sim->scratch_dev = calloc((size_t)sim->n_dev, sizeof *sim->scratch_dev);
+    sim->dev_head = calloc((size_t)sim->n_dev, sizeof *sim->dev_head);
     sim->tiles_p = calloc(SF_MAX_PARTS, sizeof *sim->tiles_p);
     sim->tiles = calloc((size_t)(n_ops ? n_ops : 1) * SF_MAX_PARTS, sizeof *sim->tiles);
     sim->tiles_c = calloc(SF_MAX_PARTS, sizeof *sim->tiles_c);
     sim->cur = &sim->flat[0];
     sim->prev = &sim->flat[1];
     if (!sim->s || !sim->blocks || !sim->dirty || !sim->group_owner || !sim->group_members ||
-        !sim->group_size || !sim->cons_start || !sim->res_free || !sim->remaining || !sim->scratch_dev ||
+        !sim->group_size || !sim->cons_start || !sim->res_free || !sim->remaining || !sim->scratch_dev || !sim->dev_head ||
         !sim->tiles_p || !sim->tiles_c || !sim->tiles || flat_alloc_fixed(&sim->flat[0], sim->n_blocks, sim->n_dev, sim->n_res) ||
         flat_alloc_fixed(&sim->flat[1], sim->n_blocks, sim->n_dev, sim->n_res))
         goto oom;
@@ -323,6 +324,7 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->res_free);
     free(sim->remaining);
     free(sim->scratch_dev);
+    free(sim->dev_head);
     free(sim->tiles_p);
     free(sim->tiles);
     free(sim->tiles_c);
@@ -540,6 +542,7 @@ static int build_edge(sf_sim *sim, int xi, int k) {
 typedef struct sync_entry {
     int64_t lo[SF_MAX_DIMS], hi[SF_MAX_DIMS];
     int op, part, dev, cls;
+    int32_t next; /* next entry of the same class on the same device, -1: none */
 } sync_entry;
 
 static int same_shard(const sync_entry *a, const sync_entry *b, int nd) {
@@ -569,12 +572,13 @@ static int add_ring_edge(sf_sim *sim, sim_block *b, int bid, int owner, int cls,
     return 0;
 }
 
-/* The backward tasks of class `cls` on device d (bulk: d's barrier) into `to`. */
-static int grads_done(sf_sim *sim, sim_block *b, const sync_entry *e, int64_t ne, int cls, int d,
-                      int64_t to) {
+/* The backward tasks of the current class on device d (bulk: d's barrier) into
+ * `to`, following the chain of d's entries (sim->dev_head, sync_entry.next) in
+ * entry order: a walk over every entry per device made wide data-parallel
+ * groups (64 devices, hundreds of entries) quadratic. */
+static int grads_done(sf_sim *sim, sim_block *b, const sync_entry *e, int d, int64_t to) {
     if (sim->opt.sync == SF_SYNC_BULK) return block_edge(b, REF(BARRIER_BLOCK(sim), d), to);
-    for (int64_t i = 0; i < ne; i++) {
-        if (e[i].cls != cls || e[i].dev != d) continue;
+    for (int32_t i = sim->dev_head[d]; i >= 0; i = e[i].next) {
         const sf_config *c = sf_strategy_get(sim->s, e[i].op);
         if (block_edge(b, REF(block_id(e[i].op, SLOT_CORE), c->n_parts + e[i].part), to))
             return -1;
@@ -587,19 +591,19 @@ static int grads_done(sf_sim *sim, sim_block *b, const sync_entry *e, int64_t ne
  * is done; the server updates the shard and sends it back to each of them.
  * The server holds the optimizer state; the others weights and gradients. */
 static int build_ps(sf_sim *sim, sim_block *b, int bid, int owner, int cls, const sync_entry *e,
-                    int64_t ne, int server, const sf_op *rop, const sf_tile *rt, double shard) {
+                    int server, const sf_op *rop, const sf_tile *rt, double shard) {
     double u = sf_cost_task_s(sim->cm, rop, rt, server, SF_PASS_UPDATE);
     int ut = block_task(b, SIM_UPDATE, server, owner, cls, u, 0);
     if (ut < 0) return -1;
     b->compute_s += b->tasks[ut].dur_s;
-    if (grads_done(sim, b, e, ne, cls, server, REF(bid, ut))) return -1;
+    if (grads_done(sim, b, e, server, REF(bid, ut))) return -1;
     for (int d = 0; d < sim->n_dev; d++) {
         if (!sim->scratch_dev[d]) continue;
         double state = d == server ? 2.0 + sim->opt.optimizer_state_factor : 2.0;
         if (block_mem(b, d, shard * state)) return -1;
         if (d == server) continue;
         int j = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
-        if (j < 0 || grads_done(sim, b, e, ne, cls, d, REF(bid, j)) ||
+        if (j < 0 || grads_done(sim, b, e, d, REF(bid, j)) ||
             add_transfer(sim, b, bid, SIM_SYNC, owner, cls, d, server, shard, REF(bid, j),
                          REF(bid, ut)) ||
             add_transfer(sim, b, bid, SIM_SYNC, owner, cls, server, d, shard, REF(bid, ut), -1))
@@ -652,13 +656,17 @@ static int build_sync(sf_sim *sim, int owner) {
         n_cls++;
     }
     for (int cls = 0; cls < n_cls; cls++) {
-        /* distinct devices of the class, in id order, and a representative entry */
+        /* distinct devices of the class, in id order, a representative entry (the
+         * first), and each device's entries chained in entry order for grads_done */
         memset(sim->scratch_dev, 0, (size_t)sim->n_dev * sizeof *sim->scratch_dev);
+        memset(sim->dev_head, 0xff, (size_t)sim->n_dev * sizeof *sim->dev_head);
         int rep = -1;
-        for (int64_t i = 0; i < ne; i++) {
+        for (int64_t i = ne - 1; i >= 0; i--) {
             if (e[i].cls != cls) continue;
-            if (rep < 0) rep = (int)i;
+            rep = (int)i;
             sim->scratch_dev[e[i].dev] = 1;
+            e[i].next = sim->dev_head[e[i].dev];
+            sim->dev_head[e[i].dev] = (int32_t)i;
         }
         const sf_op *rop = sf_graph_op(sim->g, e[rep].op);
         const sf_tile rt = part_tiles(sim, e[rep].op)[e[rep].part];
@@ -666,7 +674,7 @@ static int build_sync(sf_sim *sim, int owner) {
         int R = 0;
         for (int d = 0; d < sim->n_dev; d++) R += sim->scratch_dev[d];
         if (R > 1 && sim->opt.scheme == SF_SCHEME_PS) {
-            if (build_ps(sim, b, bid, owner, cls, e, ne, e[rep].dev, rop, &rt, shard_bytes))
+            if (build_ps(sim, b, bid, owner, cls, e, e[rep].dev, rop, &rt, shard_bytes))
                 return -1;
             continue;
         }
@@ -676,7 +684,7 @@ static int build_sync(sf_sim *sim, int owner) {
             int bar2 = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
             if (bar < 0 || bar2 < 0) return -1;
             for (int d = 0; d < sim->n_dev; d++)
-                if (sim->scratch_dev[d] && grads_done(sim, b, e, ne, cls, d, REF(bid, bar)))
+                if (sim->scratch_dev[d] && grads_done(sim, b, e, d, REF(bid, bar)))
                     return -1;
             int first = -1, prev = -1;
             double steps = 2.0 * (R - 1);
@@ -701,7 +709,7 @@ static int build_sync(sf_sim *sim, int owner) {
             b->compute_s += b->tasks[ut].dur_s;
             if (block_mem(b, d, shard_bytes * (2.0 + sim->opt.optimizer_state_factor))) return -1;
             if (join >= 0 ? block_edge(b, join, REF(bid, ut))
-                          : grads_done(sim, b, e, ne, cls, d, REF(bid, ut)))
+                          : grads_done(sim, b, e, d, REF(bid, ut)))
                 return -1;
         }
     }

@@ -129,6 +129,8 @@ struct sf_sim {
     double *res_free;     /* [n_res] */
     double *remaining;    /* [n_res] bounded runs: work still queued per resource */
     int16_t *scratch_dev; /* [n_dev] */
+    int32_t *dev_head;    /* [n_dev] build_sync: first entry of the current shard class on
+                           * each device, -1: none (the rest chained by sync_entry.next) */
     void *sync_entries;   /* scratch for build_sync */
     int64_t cap_sync_entries;
     sf_tile *tiles_p, *tiles_c; /* scratch for build_edge: [SF_MAX_PARTS] each */

@@ -10,6 +10,7 @@
 #include <cmocka.h>
 
 #include "soapflow/cost.h"
+#include "soapflow/models.h"
 
 /* P100-SXM2 of the p100-4x4 preset (DESIGN.md): 10.6 TFLOP/s fp32, 732 GB/s. */
 #define PEAK 10.6e12
@@ -210,7 +211,7 @@ static void fake_free(void *self) {
     fake_freed = 1;
     free(self);
 }
-static const sf_cost_model_vtable fake_vt = {"fake", fake_task_s, fake_free};
+static const sf_cost_model_vtable fake_vt = {"fake", fake_task_s, fake_free, NULL};
 
 static void test_vtable_dispatch(void **state) {
     fixture *f = *state;
@@ -229,6 +230,57 @@ static void test_vtable_dispatch(void **state) {
     assert_int_equal(fake_freed, 1);
 }
 
+/* sf_cost_task_fwd_bwd_s gives exactly sf_cost_task_s's two figures: through
+ * the analytic model's one-call path on every operator of several zoo models
+ * (whole tiles, halves along each dimension, an empty tile), and through the
+ * fallback (two task_s calls) for a model without it. */
+static void test_fwd_bwd_same_figures(void **state) {
+    fixture *f = *state;
+    sf_cost_model *cm = sf_cost_analytic_new(f->m, NULL);
+    assert_non_null(cm->vt->task_fwd_bwd_s);
+    const char *models[] = {"nmt", "inception_v3", "transformer", "rnntc"};
+    int checked = 0;
+    for (size_t mi = 0; mi < sizeof models / sizeof models[0]; mi++) {
+        sf_model_options o;
+        sf_model_options_default(&o);
+        o.batch = 12;
+        sf_error err = {0};
+        sf_graph *g = sf_model_build(models[mi], &o, &err);
+        assert_non_null(g);
+        for (int id = 0; id < sf_graph_num_ops(g); id++) {
+            const sf_op *op = sf_graph_op(g, id);
+            for (int d = -1; d <= op->space.ndim; d++) {
+                sf_tile t = sf_tile_full(&op->space);
+                if (d >= 0 && d < op->space.ndim) t.hi[d] = (t.hi[d] + 1) / 2;
+                if (d == op->space.ndim) t.hi[0] = t.lo[0]; /* empty */
+                double fwd, bwd;
+                sf_cost_task_fwd_bwd_s(cm, op, &t, id % 16, &fwd, &bwd);
+                if (fwd != sf_cost_task_s(cm, op, &t, id % 16, SF_PASS_FWD) ||
+                    bwd != sf_cost_task_s(cm, op, &t, id % 16, SF_PASS_BWD))
+                    fail_msg("%s %s: one-call figures differ", models[mi], op->name);
+                checked++;
+            }
+        }
+        sf_graph_free(g);
+    }
+    assert_true(checked > 500);
+    sf_cost_free(cm);
+
+    cm = calloc(1, sizeof *cm);
+    double *self = malloc(sizeof *self);
+    *self = 1.0;
+    cm->vt = &fake_vt;
+    cm->self = self;
+    cm->machine = f->m;
+    sf_tile t = sf_tile_full(&f->relu->space);
+    double fwd, bwd;
+    sf_cost_task_fwd_bwd_s(cm, f->relu, &t, 3, &fwd, &bwd);
+    assert_true(fwd == sf_cost_task_s(cm, f->relu, &t, 3, SF_PASS_FWD));
+    assert_true(bwd == sf_cost_task_s(cm, f->relu, &t, 3, SF_PASS_BWD));
+    assert_true(bwd == fwd + 1.0);
+    sf_cost_free(cm);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_defaults),
@@ -238,6 +290,7 @@ int main(void) {
         cmocka_unit_test(test_monotonic),
         cmocka_unit_test(test_params),
         cmocka_unit_test(test_vtable_dispatch),
+        cmocka_unit_test(test_fwd_bwd_same_figures),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -392,6 +392,57 @@ static void test_errors(void **state) {
     sf_graph_free(g);
 }
 
+/* sf_op_output_axes, on every output of every zoo operator: the piece
+ * sf_op_output_tile gives for a random tile lies, along each output dimension
+ * e, within the tile's range along axis[e] less shift[e]. The simulator prunes
+ * the producer parts it tests with this map, so a wrong axis or shift (say a
+ * split slice's start) would lose transfers; this catches it here. */
+static void test_output_axes_hold(void **state) {
+    (void)state;
+    sf_rng rng;
+    sf_rng_seed(&rng, 7);
+    int checked = 0;
+    for (int mi = 0; mi < sf_model_count(); mi++) {
+        sf_graph *g = build(sf_model_name(mi), 16);
+        for (int id = 0; id < sf_graph_num_ops(g); id++) {
+            const sf_op *op = sf_graph_op(g, id);
+            for (int out = 0; out < op->n_outputs; out++) {
+                int axis[SF_MAX_DIMS];
+                int64_t shift[SF_MAX_DIMS];
+                if (!sf_op_output_axes(op, out, axis, shift)) continue;
+                for (int rep = 0; rep < 50; rep++) {
+                    sf_tile t = sf_tile_full(&op->space);
+                    for (int d = 0; d < t.ndim; d++) {
+                        int64_t n = op->space.d[d];
+                        int64_t a = (int64_t)sf_rng_below(&rng, (uint64_t)n);
+                        int64_t b = a + 1 + (int64_t)sf_rng_below(&rng, (uint64_t)(n - a));
+                        t.lo[d] = a;
+                        t.hi[d] = b;
+                    }
+                    sf_tile piece;
+                    sf_op_output_tile(op, &t, out, &piece);
+                    if (sf_tile_empty(&piece)) continue;
+                    assert_int_equal(piece.ndim, op->out_shapes[out].ndim);
+                    for (int e = 0; e < piece.ndim; e++) {
+                        assert_in_range(axis[e], 0, op->space.ndim - 1);
+                        if (piece.lo[e] < t.lo[axis[e]] - shift[e] ||
+                            piece.hi[e] > t.hi[axis[e]] - shift[e])
+                            fail_msg("%s %s output %d dim %d: piece [%lld, %lld) outside "
+                                     "[%lld, %lld)",
+                                     sf_model_name(mi), op->name, out, e, (long long)piece.lo[e],
+                                     (long long)piece.hi[e],
+                                     (long long)(t.lo[axis[e]] - shift[e]),
+                                     (long long)(t.hi[axis[e]] - shift[e]));
+                    }
+                    checked++;
+                }
+            }
+        }
+        sf_graph_free(g);
+    }
+    assert_true(checked > 1000);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_registry),     cmocka_unit_test(test_all_build),
@@ -399,7 +450,7 @@ int main(void) {
         cmocka_unit_test(test_alexnet_flops), cmocka_unit_test(test_rnnlm),
         cmocka_unit_test(test_rnntc),        cmocka_unit_test(test_nmt),
         cmocka_unit_test(test_mlp),          cmocka_unit_test(test_transformer),
-        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_errors),       cmocka_unit_test(test_output_axes_hold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -175,7 +175,7 @@ static double hashed_task_s(void *self, const sf_op *op, const sf_tile *t,
     return 1e-6 * (double)(h % 97) / 8.0;
 }
 static void hashed_free(void *self) { (void)self; }
-static const sf_cost_model_vtable hashed_vt = {"hashed", hashed_task_s, hashed_free};
+static const sf_cost_model_vtable hashed_vt = {"hashed", hashed_task_s, hashed_free, NULL};
 
 /* DP against brute force on one graph; returns 0 when the space was too big to
  * compare, 1 when compared, 2 when compared and elimination left nodes. */

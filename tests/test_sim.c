@@ -33,7 +33,7 @@ static double fixed_task_s(void *self, const sf_op *op, const sf_tile *t,
     return (pass == SF_PASS_FWD ? 1e-3 : 2e-3) * frac;
 }
 static void fixed_free(void *self) { (void)self; }
-static const sf_cost_model_vtable fixed_vt = {"fixed", fixed_task_s, fixed_free};
+static const sf_cost_model_vtable fixed_vt = {"fixed", fixed_task_s, fixed_free, NULL};
 
 static sf_machine *make_machine(int nodes, int per_node, sf_intra_topology topo, double bw,
                                 double lat, int pcie_group) {

@@ -30,12 +30,19 @@ typedef enum sf_pass {
     SF_PASS_UPDATE = 2 /* optimizer step over the tile's weight shard */
 } sf_pass;
 
-/* The interface: one callback for the time of a task, plus a destructor. */
+/* The interface: one callback for the time of a task, plus a destructor, and
+ * optionally both passes of a tile at once. */
 typedef struct sf_cost_model_vtable {
     const char *name; /* "analytic", "profiled" */
     double (*task_s)(void *self, const sf_op *op, const sf_tile *t, const sf_device_kind *kind,
                      sf_pass pass);
     void (*free)(void *self);
+    /* NULL, or the forward and backward times of a tile in one call, equal bit
+     * for bit to task_s's for SF_PASS_FWD and SF_PASS_BWD: a model that derives
+     * both from the same per-tile figures (the analytic one's sf_op_tile_cost)
+     * then works them out once, which the simulator's full runs feel. */
+    void (*task_fwd_bwd_s)(void *self, const sf_op *op, const sf_tile *t,
+                           const sf_device_kind *kind, double *fwd_s, double *bwd_s);
 } sf_cost_model_vtable;
 
 typedef struct sf_cost_model {
@@ -61,6 +68,9 @@ const char *sf_cost_name(const sf_cost_model *cm);
 /* Time in seconds of the task that runs tile `t` of `op` on `device`. */
 double sf_cost_task_s(const sf_cost_model *cm, const sf_op *op, const sf_tile *t, int device,
                       sf_pass pass);
+/* Both passes of that tile: the same two figures as sf_cost_task_s, in one call. */
+void sf_cost_task_fwd_bwd_s(const sf_cost_model *cm, const sf_op *op, const sf_tile *t, int device,
+                            double *fwd_s, double *bwd_s);
 
 /* ---- the profiled model ------------------------------------------------
  *

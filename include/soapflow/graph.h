@@ -62,18 +62,74 @@ int sf_shape_equal(const sf_shape *a, const sf_shape *b);
 /* "64x3x224x224" into buf; returns buf. */
 char *sf_shape_str(const sf_shape *s, char *buf, size_t n);
 
-sf_tile sf_tile_full(const sf_shape *s);
-int64_t sf_tile_numel(const sf_tile *t); /* 0 when empty */
-int sf_tile_empty(const sf_tile *t);
-/* Intersection; returns 1 when non-empty. */
-int sf_tile_intersect(const sf_tile *a, const sf_tile *b, sf_tile *out);
+/* The small tile helpers below are static inline: the simulator calls them a
+ * few dozen times per task (regions, intersections, sizes), and as out-of-line
+ * calls returning a 104-byte tile by value they were a fifth of a full
+ * simulation's time. Dimensions at or above ndim are kept zero, as everywhere. */
+
+/* The whole of shape s. */
+static inline sf_tile sf_tile_full(const sf_shape *s) {
+    sf_tile t;
+    t.ndim = s->ndim;
+    for (int i = 0; i < SF_MAX_DIMS; i++) {
+        t.lo[i] = 0;
+        t.hi[i] = i < s->ndim ? s->d[i] : 0;
+    }
+    return t;
+}
+
+/* 1 when any dimension is empty (hi <= lo). */
+static inline int sf_tile_empty(const sf_tile *t) {
+    for (int i = 0; i < t->ndim; i++)
+        if (t->hi[i] <= t->lo[i]) return 1;
+    return 0;
+}
+
+/* Elements of the tile; 0 when empty. */
+static inline int64_t sf_tile_numel(const sf_tile *t) {
+    int64_t n = 1;
+    for (int i = 0; i < t->ndim; i++) {
+        if (t->hi[i] <= t->lo[i]) return 0;
+        n *= t->hi[i] - t->lo[i];
+    }
+    return n;
+}
+
+/* Intersection (rank: the smaller of the two) into out (may be NULL); returns
+ * 1 when non-empty. */
+static inline int sf_tile_intersect(const sf_tile *a, const sf_tile *b, sf_tile *out) {
+    sf_tile r;
+    r.ndim = a->ndim < b->ndim ? a->ndim : b->ndim;
+    int nonempty = 1;
+    for (int i = 0; i < SF_MAX_DIMS; i++) {
+        if (i < r.ndim) {
+            r.lo[i] = a->lo[i] > b->lo[i] ? a->lo[i] : b->lo[i];
+            r.hi[i] = a->hi[i] < b->hi[i] ? a->hi[i] : b->hi[i];
+            if (r.hi[i] <= r.lo[i]) nonempty = 0;
+        } else {
+            r.lo[i] = r.hi[i] = 0;
+        }
+    }
+    if (out) *out = r;
+    return nonempty;
+}
+
 int sf_tile_equal(const sf_tile *a, const sf_tile *b);
 sf_shape sf_tile_extent(const sf_tile *t); /* hi - lo per dimension */
 char *sf_tile_str(const sf_tile *t, char *buf, size_t n);
 
 /* Part `part` of `degree` equal-as-possible parts of [0, n): parts differ by at
  * most one element (floor(part*n/degree) .. floor((part+1)*n/degree)). */
-void sf_split_range(int64_t n, int degree, int part, int64_t *lo, int64_t *hi);
+static inline void sf_split_range(int64_t n, int degree, int part, int64_t *lo, int64_t *hi) {
+    if (degree < 1) degree = 1;
+    if (n >= 0 && n < ((int64_t)1 << 31)) { /* the common case: no 128-bit division */
+        *lo = n * part / degree;
+        *hi = n * (part + 1) / degree;
+        return;
+    }
+    *lo = (int64_t)((__int128)n * part / degree);
+    *hi = (int64_t)((__int128)n * (part + 1) / degree);
+}
 
 /* ---- dimension kinds (the S, A and P of SOAP) -------------------------- */
 
@@ -324,10 +380,15 @@ typedef struct sf_op_mem {
 
 /* Region of input `input` that tile `t` needs (clamped to the input's shape). */
 void sf_op_input_region(const sf_op *op, const sf_tile *t, int input, sf_tile *region);
-/* 1 when output `output` is the parallel space itself (a tile of the space is
- * the same tile of that output), which lets callers find producer parts by index
- * arithmetic instead of testing every part. */
-int sf_op_output_is_space(const sf_op *op, int output);
+/* How the pieces of output `output` follow the parallel space, which lets
+ * callers find the parts that produce a given region by index arithmetic
+ * instead of testing every part. Returns 1 and fills, for each dimension e of
+ * the output, axis[e] (a dimension of op->space) and shift[e] such that the
+ * piece sf_op_output_tile gives for any tile t lies, along e, within
+ * [t.lo[axis[e]] - shift[e], t.hi[axis[e]] - shift[e]); returns 0 when the
+ * output has no such map (then every part must be tested). Space dimensions
+ * that no output dimension names are unconstrained. */
+int sf_op_output_axes(const sf_op *op, int output, int *axis, int64_t *shift);
 /* Part of output `output` that tile `t` produces (may be empty). */
 void sf_op_output_tile(const sf_op *op, const sf_tile *t, int output, sf_tile *out);
 void sf_op_tile_cost(const sf_op *op, const sf_tile *t, sf_op_cost *c);

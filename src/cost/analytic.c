@@ -77,20 +77,10 @@ static int params_ok(const sf_analytic_params *p) {
     return 1;
 }
 
-static double analytic_task_s(void *self, const sf_op *op, const sf_tile *t,
-                              const sf_device_kind *kind, sf_pass pass) {
-    const sf_analytic_params *p = self;
-    if (sf_tile_empty(t)) return 0;
+/* The roofline of one pass from its FLOPs and bytes. */
+static double roofline_s(const sf_analytic_params *p, const sf_op *op, const sf_device_kind *kind,
+                         double flops, double bytes) {
     double bw = kind->mem_bw_Bps * p->mem_efficiency;
-    if (pass == SF_PASS_UPDATE) {
-        int64_t w = sf_op_tile_weights(op, t);
-        if (w <= 0) return 0;
-        return p->launch_s + (double)w * UPDATE_ACCESSES * SF_ELEM_BYTES / bw;
-    }
-    sf_op_cost c;
-    sf_op_tile_cost(op, t, &c);
-    double flops = pass == SF_PASS_BWD ? c.flops_bwd : c.flops_fwd;
-    double bytes = pass == SF_PASS_BWD ? c.bytes_bwd : c.bytes_fwd;
     /* A device without the requested dtype runs it at its fp32 peak. */
     double peak = kind->peak_flops[p->dtype];
     if (!(peak > 0)) peak = kind->peak_flops[SF_DTYPE_FP32];
@@ -101,12 +91,45 @@ static double analytic_task_s(void *self, const sf_op *op, const sf_tile *t,
     return p->launch_s + (compute > memory ? compute : memory);
 }
 
+static double analytic_task_s(void *self, const sf_op *op, const sf_tile *t,
+                              const sf_device_kind *kind, sf_pass pass) {
+    const sf_analytic_params *p = self;
+    if (sf_tile_empty(t)) return 0;
+    if (pass == SF_PASS_UPDATE) {
+        double bw = kind->mem_bw_Bps * p->mem_efficiency;
+        int64_t w = sf_op_tile_weights(op, t);
+        if (w <= 0) return 0;
+        return p->launch_s + (double)w * UPDATE_ACCESSES * SF_ELEM_BYTES / bw;
+    }
+    sf_op_cost c;
+    sf_op_tile_cost(op, t, &c);
+    if (pass == SF_PASS_BWD) return roofline_s(p, op, kind, c.flops_bwd, c.bytes_bwd);
+    return roofline_s(p, op, kind, c.flops_fwd, c.bytes_fwd);
+}
+
+/* Both passes from one sf_op_tile_cost: the simulator asks for both of every
+ * part, and the operator's cost callback (regions, output pieces, weights) is
+ * most of a task's price. */
+static void analytic_task_fwd_bwd_s(void *self, const sf_op *op, const sf_tile *t,
+                                    const sf_device_kind *kind, double *fwd_s, double *bwd_s) {
+    const sf_analytic_params *p = self;
+    if (sf_tile_empty(t)) {
+        *fwd_s = *bwd_s = 0;
+        return;
+    }
+    sf_op_cost c;
+    sf_op_tile_cost(op, t, &c);
+    *fwd_s = roofline_s(p, op, kind, c.flops_fwd, c.bytes_fwd);
+    *bwd_s = roofline_s(p, op, kind, c.flops_bwd, c.bytes_bwd);
+}
+
 static void analytic_free(void *self) { free(self); }
 
 static const sf_cost_model_vtable analytic_vt = {
     .name = "analytic",
     .task_s = analytic_task_s,
     .free = analytic_free,
+    .task_fwd_bwd_s = analytic_task_fwd_bwd_s,
 };
 
 sf_cost_model *sf_cost_analytic_new(const sf_machine *m, const sf_analytic_params *p) {

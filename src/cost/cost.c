@@ -22,3 +22,14 @@ double sf_cost_task_s(const sf_cost_model *cm, const sf_op *op, const sf_tile *t
                       sf_pass pass) {
     return cm->vt->task_s(cm->self, op, t, sf_machine_device_kind(cm->machine, device), pass);
 }
+
+void sf_cost_task_fwd_bwd_s(const sf_cost_model *cm, const sf_op *op, const sf_tile *t, int device,
+                            double *fwd_s, double *bwd_s) {
+    const sf_device_kind *kind = sf_machine_device_kind(cm->machine, device);
+    if (cm->vt->task_fwd_bwd_s) {
+        cm->vt->task_fwd_bwd_s(cm->self, op, t, kind, fwd_s, bwd_s);
+        return;
+    }
+    *fwd_s = cm->vt->task_s(cm->self, op, t, kind, SF_PASS_FWD);
+    *bwd_s = cm->vt->task_s(cm->self, op, t, kind, SF_PASS_BWD);
+}

@@ -3,7 +3,9 @@
  *
  * Tiles are half-open rectangles; all region arithmetic in soapflow (halos,
  * intersections for transfers) goes through these few functions so that an
- * off-by-one shows up everywhere at once and is caught by the tests.
+ * off-by-one shows up everywhere at once and is caught by the tests. The
+ * smallest ones (sf_tile_full, _empty, _numel, _intersect, sf_split_range) are
+ * static inline in graph.h, because the simulator calls them per task.
  */
 #include "soapflow/graph.h"
 
@@ -44,43 +46,6 @@ char *sf_shape_str(const sf_shape *s, char *buf, size_t n) {
     return buf;
 }
 
-sf_tile sf_tile_full(const sf_shape *s) {
-    sf_tile t;
-    memset(&t, 0, sizeof t);
-    t.ndim = s->ndim;
-    for (int i = 0; i < s->ndim; i++) t.hi[i] = s->d[i];
-    return t;
-}
-
-int sf_tile_empty(const sf_tile *t) {
-    for (int i = 0; i < t->ndim; i++)
-        if (t->hi[i] <= t->lo[i]) return 1;
-    return 0;
-}
-
-int64_t sf_tile_numel(const sf_tile *t) {
-    int64_t n = 1;
-    for (int i = 0; i < t->ndim; i++) {
-        if (t->hi[i] <= t->lo[i]) return 0;
-        n *= t->hi[i] - t->lo[i];
-    }
-    return n;
-}
-
-int sf_tile_intersect(const sf_tile *a, const sf_tile *b, sf_tile *out) {
-    sf_tile r;
-    memset(&r, 0, sizeof r);
-    r.ndim = a->ndim < b->ndim ? a->ndim : b->ndim;
-    int nonempty = 1;
-    for (int i = 0; i < r.ndim; i++) {
-        r.lo[i] = a->lo[i] > b->lo[i] ? a->lo[i] : b->lo[i];
-        r.hi[i] = a->hi[i] < b->hi[i] ? a->hi[i] : b->hi[i];
-        if (r.hi[i] <= r.lo[i]) nonempty = 0;
-    }
-    if (out) *out = r;
-    return nonempty;
-}
-
 int sf_tile_equal(const sf_tile *a, const sf_tile *b) {
     if (a->ndim != b->ndim) return 0;
     for (int i = 0; i < a->ndim; i++)
@@ -108,17 +73,6 @@ char *sf_tile_str(const sf_tile *t, char *buf, size_t n) {
     }
     if (off < n) snprintf(buf + off, n - off, "%s", t->ndim ? "]" : "[]");
     return buf;
-}
-
-void sf_split_range(int64_t n, int degree, int part, int64_t *lo, int64_t *hi) {
-    if (degree < 1) degree = 1;
-    if (n >= 0 && n < ((int64_t)1 << 31)) { /* the common case: no 128-bit division */
-        *lo = n * part / degree;
-        *hi = n * (part + 1) / degree;
-        return;
-    }
-    *lo = (int64_t)((__int128)n * part / degree);
-    *hi = (int64_t)((__int128)n * (part + 1) / degree);
 }
 
 const char *sf_dim_kind_name(sf_dim_kind k) {

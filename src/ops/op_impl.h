@@ -11,6 +11,8 @@
  * Callbacks that may be NULL fall back to defaults in registry.c:
  *   space    -> output 0's shape, every dimension SF_DIM_NONE except 0 (sample)
  *   out_tile -> the tile itself for output 0 (ops with several outputs must set it)
+ *   out_axes -> output 0 follows the space dimension for dimension (the default
+ *               out_tile); other outputs: no map (an op with out_tile should set it)
  *   memory   -> weights from sf_op_tile_weights, saved = inputs' regions, output = tile
  */
 #ifndef SOAPFLOW_OP_IMPL_H
@@ -37,6 +39,8 @@ typedef struct sf_op_class {
     void (*space)(const sf_op *op, sf_shape *space, sf_dim_kind *kinds);
     void (*region)(const sf_op *op, const sf_tile *t, int input, sf_tile *r);
     void (*out_tile)(const sf_op *op, const sf_tile *t, int output, sf_tile *o);
+    /* Where out_tile's pieces lie, see sf_op_output_axes (NULL: the default). */
+    int (*out_axes)(const sf_op *op, int output, int *axis, int64_t *shift);
     void (*cost)(const sf_op *op, const sf_tile *t, sf_op_cost *c);
     void (*memory)(const sf_op *op, const sf_tile *t, sf_op_mem *m);
 

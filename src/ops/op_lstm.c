@@ -135,6 +135,19 @@ static void lstm_out_tile(const sf_op *op, const sf_tile *t, int output, sf_tile
     o->hi[1] = t->hi[2];
 }
 
+/* y is the space itself; hT and cT (N, H) follow the space's N and H. */
+static int lstm_out_axes(const sf_op *op, int output, int *axis, int64_t *shift) {
+    (void)op;
+    static const int y_axes[3] = {0, 1, 2}, state_axes[2] = {0, 2};
+    const int *a = output == 0 ? y_axes : state_axes;
+    int nd = output == 0 ? 3 : 2;
+    for (int e = 0; e < nd; e++) {
+        axis[e] = a[e];
+        shift[e] = 0;
+    }
+    return 1;
+}
+
 static void lstm_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     if (sf_tile_empty(t)) return;
     double n = (double)(t->hi[0] - t->lo[0]), steps = (double)(t->hi[1] - t->lo[1]);
@@ -480,6 +493,7 @@ const sf_op_class sf_op_lstm_class = {
     .space = lstm_space,
     .region = lstm_region,
     .out_tile = lstm_out_tile,
+    .out_axes = lstm_out_axes,
     .cost = lstm_cost,
     .memory = lstm_memory,
     .fwd_ref = lstm_fwd_ref,

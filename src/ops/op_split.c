@@ -137,6 +137,21 @@ static void split_out_tile(const sf_op *op, const sf_tile *t, int output, sf_til
     *o = part;
 }
 
+/* Slice k's piece is the tile clipped to the slice and moved to the slice's
+ * origin: along the axis it lies within the tile's range less the slice's
+ * start; the other dimensions are the tile's. */
+static int split_out_axes(const sf_op *op, int output, int *axis, int64_t *shift) {
+    const sf_shape *in = &op->in_shapes[0];
+    int ax = split_axis(&op->params.split, in->ndim);
+    int64_t lo, hi;
+    split_slice(&op->params.split, in->d[ax], output, &lo, &hi);
+    for (int e = 0; e < in->ndim; e++) {
+        axis[e] = e;
+        shift[e] = e == ax ? lo : 0;
+    }
+    return 1;
+}
+
 static void split_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     (void)op;
     double b = (double)sf_tile_numel(t) * SF_ELEM_BYTES;
@@ -240,6 +255,7 @@ const sf_op_class sf_op_split_class = {
     .space = split_space,
     .region = split_region,
     .out_tile = split_out_tile,
+    .out_axes = split_out_axes,
     .cost = split_cost,
     .fwd_ref = split_fwd_ref,
     .fwd_fast = split_fwd_fast,

@@ -105,9 +105,19 @@ void sf_op_input_region(const sf_op *op, const sf_tile *t, int input, sf_tile *r
     c->region(op, t, input, region);
 }
 
-int sf_op_output_is_space(const sf_op *op, int output) {
+int sf_op_output_axes(const sf_op *op, int output, int *axis, int64_t *shift) {
     const sf_op_class *c = sf_op_class_get(op->type);
-    return output == 0 && !c->out_tile && sf_shape_equal(&op->space, &op->out_shapes[0]);
+    if (output < 0 || output >= op->n_outputs) return 0;
+    if (c->out_axes) return c->out_axes(op, output, axis, shift);
+    if (c->out_tile || output != 0) return 0;
+    /* the default out_tile: output 0's piece is the tile itself */
+    int nd = op->out_shapes[0].ndim;
+    if (nd > op->space.ndim) return 0;
+    for (int e = 0; e < nd; e++) {
+        axis[e] = e;
+        shift[e] = 0;
+    }
+    return 1;
 }
 
 void sf_op_output_tile(const sf_op *op, const sf_tile *t, int output, sf_tile *out) {

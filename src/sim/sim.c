@@ -238,13 +238,14 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->res_free = calloc((size_t)sim->n_res + 1, sizeof *sim->res_free);
     sim->remaining = calloc((size_t)sim->n_res + 1, sizeof *sim->remaining);
     sim->scratch_dev = calloc((size_t)sim->n_dev, sizeof *sim->scratch_dev);
+    sim->dev_head = calloc((size_t)sim->n_dev, sizeof *sim->dev_head);
     sim->tiles_p = calloc(SF_MAX_PARTS, sizeof *sim->tiles_p);
     sim->tiles = calloc((size_t)(n_ops ? n_ops : 1) * SF_MAX_PARTS, sizeof *sim->tiles);
     sim->tiles_c = calloc(SF_MAX_PARTS, sizeof *sim->tiles_c);
     sim->cur = &sim->flat[0];
     sim->prev = &sim->flat[1];
     if (!sim->s || !sim->blocks || !sim->dirty || !sim->group_owner || !sim->group_members ||
-        !sim->group_size || !sim->cons_start || !sim->res_free || !sim->remaining || !sim->scratch_dev ||
+        !sim->group_size || !sim->cons_start || !sim->res_free || !sim->remaining || !sim->scratch_dev || !sim->dev_head ||
         !sim->tiles_p || !sim->tiles_c || !sim->tiles || flat_alloc_fixed(&sim->flat[0], sim->n_blocks, sim->n_dev, sim->n_res) ||
         flat_alloc_fixed(&sim->flat[1], sim->n_blocks, sim->n_dev, sim->n_res))
         goto oom;
@@ -322,6 +323,7 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->res_free);
     free(sim->remaining);
     free(sim->scratch_dev);
+    free(sim->dev_head);
     free(sim->tiles_p);
     free(sim->tiles);
     free(sim->tiles_c);
@@ -352,10 +354,12 @@ static int build_core(sf_sim *sim, int opi) {
      * touches the operator needs them. */
     sf_tile *tiles = part_tiles(sim, opi);
     for (int p = 0; p < n; p++) sf_config_part_tile(op, c, p, &tiles[p]);
+    double bwd_s[SF_MAX_PARTS]; /* both passes are costed at once, the backward tasks come later */
     for (int p = 0; p < n; p++) {
         const sf_tile t = tiles[p];
         int dev = c->device[p];
-        double d = sf_cost_task_s(sim->cm, op, &t, dev, SF_PASS_FWD);
+        double d;
+        sf_cost_task_fwd_bwd_s(sim->cm, op, &t, dev, &d, &bwd_s[p]);
         if (block_task(b, SIM_FWD, dev, opi, p, d, 0) < 0) return -1;
         b->compute_s += b->tasks[b->n_tasks - 1].dur_s;
         /* Activations: the part's outputs, plus whatever it saves beyond its
@@ -376,10 +380,8 @@ static int build_core(sf_sim *sim, int opi) {
     if (bwd) {
         int bid = block_id(opi, SLOT_CORE);
         for (int p = 0; p < n; p++) {
-            const sf_tile *t = &tiles[p];
             int dev = c->device[p];
-            double d = sf_cost_task_s(sim->cm, op, t, dev, SF_PASS_BWD);
-            if (block_task(b, SIM_BWD, dev, opi, p, d, 0) < 0) return -1;
+            if (block_task(b, SIM_BWD, dev, opi, p, bwd_s[p], 0) < 0) return -1;
             b->compute_s += b->tasks[b->n_tasks - 1].dur_s;
             if (block_edge(b, REF(bid, p), REF(bid, n + p))) return -1;
             if (sim->opt.sync == SF_SYNC_BULK &&
@@ -416,21 +418,39 @@ static int add_transfer(sf_sim *sim, sim_block *b, int bid, sim_kind kind, int o
     return 0;
 }
 
-/* Producer parts whose tiles meet region r, when the producer's output is its
- * parallel space: along each dimension the parts touching [lo, hi) form an index
- * range, found by inverting sf_split_range (part of x = ((x+1)*k - 1) / n). */
-static int grid_range(const sf_op *p, const sf_config *cp, const sf_tile *r, int *a, int *b) {
+/* Producer parts whose output pieces may meet region r (in the output's
+ * coordinates), as a box [a, b] of the producer's grid of parts. Output
+ * dimension e follows space dimension axis[e] less shift[e] (sf_op_output_axes),
+ * so a part can meet r only if its space range along axis[e] meets r's range
+ * along e moved back by the shift; along each space dimension those parts form
+ * an index range, found by inverting sf_split_range (part of x = ((x+1)*k - 1) / n).
+ * Space dimensions no output dimension follows keep every index. Returns 0 when
+ * no part can meet r. The box may hold parts that miss r (a split's piece is
+ * clipped to its slice); the caller intersects each exactly. */
+static int grid_range(const sf_op *p, const sf_config *cp, const sf_tile *r, int ond,
+                      const int *axis, const int64_t *shift, int *a, int *b) {
     for (int d = 0; d < cp->ndim; d++) {
+        a[d] = 0;
+        b[d] = cp->degree[d] - 1;
+    }
+    for (int e = 0; e < ond && e < r->ndim; e++) {
+        int d = axis[e];
         int64_t n = p->space.d[d], k = cp->degree[d];
-        if (r->hi[d] <= r->lo[d]) return 0;
-        a[d] = (int)(((r->lo[d] + 1) * k - 1) / n);
-        b[d] = (int)((r->hi[d] * k - 1) / n);
+        int64_t lo = r->lo[e] + shift[e], hi = r->hi[e] + shift[e];
+        if (lo < 0) lo = 0;
+        if (hi > n) hi = n;
+        if (hi <= lo) return 0;
+        if (k == 1) continue; /* most dimensions are whole: skip the divisions */
+        int x = (int)(((lo + 1) * k - 1) / n), y = (int)((hi * k - 1) / n);
+        if (x > a[d]) a[d] = x;
+        if (y < b[d]) b[d] = y;
+        if (a[d] > b[d]) return 0;
     }
     return 1;
 }
 
 static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int j, int dj, int pi, int i,
-                     int di, const sf_tile *inter, int p_bwd, int np, int nx) {
+                     int di, int64_t overlap, int p_bwd, int np, int nx) {
     int core_x = block_id(xi, SLOT_CORE), core_p = block_id(pi, SLOT_CORE);
     int64_t p_fwd = REF(core_p, i), x_fwd = REF(core_x, j);
     int64_t p_b = REF(core_p, np + i), x_b = REF(core_x, nx + j);
@@ -439,19 +459,26 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int j, int dj, 
         if (p_bwd && block_edge(b, x_b, p_b)) return -1;
         return 0;
     }
-    double bytes = (double)sf_tile_numel(inter) * SF_ELEM_BYTES;
+    double bytes = (double)overlap * SF_ELEM_BYTES;
     if (add_transfer(sim, b, bid, SIM_XFER, xi, j, di, dj, bytes, p_fwd, x_fwd)) return -1;
     if (block_mem(b, dj, bytes)) return -1; /* the received copy lives on dj */
     if (p_bwd && add_transfer(sim, b, bid, SIM_GRAD, xi, j, dj, di, bytes, x_b, p_b)) return -1;
     return 0;
 }
 
-/* Cheap early-out before a full intersection: most part pairs differ in the
- * first dimension (the sample) already. */
-static inline int disjoint(const sf_tile *a, const sf_tile *b) {
-    for (int d = 0; d < a->ndim; d++)
-        if (a->hi[d] <= b->lo[d] || b->hi[d] <= a->lo[d]) return 1;
-    return 0;
+/* Elements of the intersection of a and b (sf_tile_numel of sf_tile_intersect),
+ * without building the tile: most part pairs differ in the first dimension (the
+ * sample) already, and the rest only need the count. */
+static inline int64_t overlap_numel(const sf_tile *a, const sf_tile *b) {
+    int nd = a->ndim < b->ndim ? a->ndim : b->ndim;
+    int64_t n = 1;
+    for (int d = 0; d < nd; d++) {
+        int64_t lo = a->lo[d] > b->lo[d] ? a->lo[d] : b->lo[d];
+        int64_t hi = a->hi[d] < b->hi[d] ? a->hi[d] : b->hi[d];
+        if (hi <= lo) return 0;
+        n *= hi - lo;
+    }
+    return n;
 }
 
 static int build_edge(sf_sim *sim, int xi, int k) {
@@ -467,30 +494,35 @@ static int build_edge(sf_sim *sim, int xi, int k) {
     sf_tile *tp = sim->tiles_p;
     const sf_tile *ptiles = part_tiles(sim, pi), *xtiles = part_tiles(sim, xi);
     for (int i = 0; i < cp->n_parts; i++) sf_op_output_tile(p, &ptiles[i], out, &tp[i]);
-    int grid = sf_op_output_is_space(p, out);
+    int axis[SF_MAX_DIMS];
+    int64_t shift[SF_MAX_DIMS];
+    int grid = sf_op_output_axes(p, out, axis, shift) && cp->ndim == p->space.ndim;
+    int ond = p->out_shapes[out].ndim;
     for (int j = 0; j < cx->n_parts; j++) {
-        sf_tile rj, inter;
+        sf_tile rj;
         sf_op_input_region(x, &xtiles[j], k, &rj);
         if (sf_tile_empty(&rj)) continue;
         int dj = cx->device[j];
         if (!grid) {
             for (int i = 0; i < cp->n_parts; i++) {
-                if (disjoint(&tp[i], &rj) || !sf_tile_intersect(&tp[i], &rj, &inter)) continue;
-                if (edge_pair(sim, b, bid, xi, j, dj, pi, i, cp->device[i], &inter, p_bwd,
+                int64_t ov = overlap_numel(&tp[i], &rj);
+                if (ov == 0) continue;
+                if (edge_pair(sim, b, bid, xi, j, dj, pi, i, cp->device[i], ov, p_bwd,
                               cp->n_parts, cx->n_parts))
                     return -1;
             }
             continue;
         }
         int lo[SF_MAX_DIMS], hi[SF_MAX_DIMS], idx[SF_MAX_DIMS];
-        if (!grid_range(p, cp, &rj, lo, hi)) continue;
+        if (!grid_range(p, cp, &rj, ond, axis, shift, lo, hi)) continue;
         int nd = cp->ndim;
         for (int d = 0; d < nd; d++) idx[d] = lo[d];
         for (;;) {
             int i = 0;
             for (int d = 0; d < nd; d++) i = i * cp->degree[d] + idx[d];
-            if (sf_tile_intersect(&tp[i], &rj, &inter) &&
-                edge_pair(sim, b, bid, xi, j, dj, pi, i, cp->device[i], &inter, p_bwd,
+            int64_t ov = overlap_numel(&tp[i], &rj);
+            if (ov > 0 &&
+                edge_pair(sim, b, bid, xi, j, dj, pi, i, cp->device[i], ov, p_bwd,
                           cp->n_parts, cx->n_parts))
                 return -1;
             int d = nd - 1;
@@ -509,6 +541,7 @@ static int build_edge(sf_sim *sim, int xi, int k) {
 typedef struct sync_entry {
     int64_t lo[SF_MAX_DIMS], hi[SF_MAX_DIMS];
     int op, part, dev, cls;
+    int32_t next; /* next entry of the same class on the same device, -1: none */
 } sync_entry;
 
 static int same_shard(const sync_entry *a, const sync_entry *b, int nd) {
@@ -538,12 +571,13 @@ static int add_ring_edge(sf_sim *sim, sim_block *b, int bid, int owner, int cls,
     return 0;
 }
 
-/* The backward tasks of class `cls` on device d (bulk: d's barrier) into `to`. */
-static int grads_done(sf_sim *sim, sim_block *b, const sync_entry *e, int64_t ne, int cls, int d,
-                      int64_t to) {
+/* The backward tasks of the current class on device d (bulk: d's barrier) into
+ * `to`, following the chain of d's entries (sim->dev_head, sync_entry.next) in
+ * entry order: a walk over every entry per device made wide data-parallel
+ * groups (64 devices, hundreds of entries) quadratic. */
+static int grads_done(sf_sim *sim, sim_block *b, const sync_entry *e, int d, int64_t to) {
     if (sim->opt.sync == SF_SYNC_BULK) return block_edge(b, REF(BARRIER_BLOCK(sim), d), to);
-    for (int64_t i = 0; i < ne; i++) {
-        if (e[i].cls != cls || e[i].dev != d) continue;
+    for (int32_t i = sim->dev_head[d]; i >= 0; i = e[i].next) {
         const sf_config *c = sf_strategy_get(sim->s, e[i].op);
         if (block_edge(b, REF(block_id(e[i].op, SLOT_CORE), c->n_parts + e[i].part), to))
             return -1;
@@ -556,19 +590,19 @@ static int grads_done(sf_sim *sim, sim_block *b, const sync_entry *e, int64_t ne
  * is done; the server updates the shard and sends it back to each of them.
  * The server holds the optimizer state; the others weights and gradients. */
 static int build_ps(sf_sim *sim, sim_block *b, int bid, int owner, int cls, const sync_entry *e,
-                    int64_t ne, int server, const sf_op *rop, const sf_tile *rt, double shard) {
+                    int server, const sf_op *rop, const sf_tile *rt, double shard) {
     double u = sf_cost_task_s(sim->cm, rop, rt, server, SF_PASS_UPDATE);
     int ut = block_task(b, SIM_UPDATE, server, owner, cls, u, 0);
     if (ut < 0) return -1;
     b->compute_s += b->tasks[ut].dur_s;
-    if (grads_done(sim, b, e, ne, cls, server, REF(bid, ut))) return -1;
+    if (grads_done(sim, b, e, server, REF(bid, ut))) return -1;
     for (int d = 0; d < sim->n_dev; d++) {
         if (!sim->scratch_dev[d]) continue;
         double state = d == server ? 2.0 + sim->opt.optimizer_state_factor : 2.0;
         if (block_mem(b, d, shard * state)) return -1;
         if (d == server) continue;
         int j = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
-        if (j < 0 || grads_done(sim, b, e, ne, cls, d, REF(bid, j)) ||
+        if (j < 0 || grads_done(sim, b, e, d, REF(bid, j)) ||
             add_transfer(sim, b, bid, SIM_SYNC, owner, cls, d, server, shard, REF(bid, j),
                          REF(bid, ut)) ||
             add_transfer(sim, b, bid, SIM_SYNC, owner, cls, server, d, shard, REF(bid, ut), -1))
@@ -621,13 +655,17 @@ static int build_sync(sf_sim *sim, int owner) {
         n_cls++;
     }
     for (int cls = 0; cls < n_cls; cls++) {
-        /* distinct devices of the class, in id order, and a representative entry */
+        /* distinct devices of the class, in id order, a representative entry (the
+         * first), and each device's entries chained in entry order for grads_done */
         memset(sim->scratch_dev, 0, (size_t)sim->n_dev * sizeof *sim->scratch_dev);
+        memset(sim->dev_head, 0xff, (size_t)sim->n_dev * sizeof *sim->dev_head);
         int rep = -1;
-        for (int64_t i = 0; i < ne; i++) {
+        for (int64_t i = ne - 1; i >= 0; i--) {
             if (e[i].cls != cls) continue;
-            if (rep < 0) rep = (int)i;
+            rep = (int)i;
             sim->scratch_dev[e[i].dev] = 1;
+            e[i].next = sim->dev_head[e[i].dev];
+            sim->dev_head[e[i].dev] = (int32_t)i;
         }
         const sf_op *rop = sf_graph_op(sim->g, e[rep].op);
         const sf_tile rt = part_tiles(sim, e[rep].op)[e[rep].part];
@@ -635,7 +673,7 @@ static int build_sync(sf_sim *sim, int owner) {
         int R = 0;
         for (int d = 0; d < sim->n_dev; d++) R += sim->scratch_dev[d];
         if (R > 1 && sim->opt.scheme == SF_SCHEME_PS) {
-            if (build_ps(sim, b, bid, owner, cls, e, ne, e[rep].dev, rop, &rt, shard_bytes))
+            if (build_ps(sim, b, bid, owner, cls, e, e[rep].dev, rop, &rt, shard_bytes))
                 return -1;
             continue;
         }
@@ -645,7 +683,7 @@ static int build_sync(sf_sim *sim, int owner) {
             int bar2 = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
             if (bar < 0 || bar2 < 0) return -1;
             for (int d = 0; d < sim->n_dev; d++)
-                if (sim->scratch_dev[d] && grads_done(sim, b, e, ne, cls, d, REF(bid, bar)))
+                if (sim->scratch_dev[d] && grads_done(sim, b, e, d, REF(bid, bar)))
                     return -1;
             int first = -1, prev = -1;
             double steps = 2.0 * (R - 1);
@@ -670,7 +708,7 @@ static int build_sync(sf_sim *sim, int owner) {
             b->compute_s += b->tasks[ut].dur_s;
             if (block_mem(b, d, shard_bytes * (2.0 + sim->opt.optimizer_state_factor))) return -1;
             if (join >= 0 ? block_edge(b, join, REF(bid, ut))
-                          : grads_done(sim, b, e, ne, cls, d, REF(bid, ut)))
+                          : grads_done(sim, b, e, d, REF(bid, ut)))
                 return -1;
         }
     }
@@ -913,18 +951,28 @@ static int assemble_delta(sf_sim *sim, sim_flat *f, const sim_flat *o) {
 
 /* ---- scheduling --------------------------------------------------------------- */
 
-/* Ready times are non-negative doubles, whose bit patterns order like unsigned
- * integers: comparing (bits, key) as two integers is cheaper than a floating
- * compare with a tie-break. */
-static inline uint64_t time_bits(double t) {
+/* Heap entries are 128-bit integers (sim_impl.h): ready times are non-negative
+ * doubles, whose bit patterns order like unsigned integers, and both layouts
+ * (assemble, assemble_delta) place tasks in canonical order, so a task's global
+ * id orders like its canonical key. (ready bits << 64 | id) thus orders like
+ * (ready, key), and comparing it is one wide integer compare: entries are 16
+ * bytes instead of 32 and need no tie-break branch. */
+static inline sim_heap_item heap_item(double ready, int32_t gid) {
     uint64_t u;
-    memcpy(&u, &t, sizeof u);
-    return u;
+    memcpy(&u, &ready, sizeof u);
+    return (sim_heap_item)u << 64 | (uint32_t)gid;
 }
 
-static inline int heap_less(const sim_heap_item *a, const sim_heap_item *b) {
-    return a->rbits < b->rbits || (a->rbits == b->rbits && a->key < b->key);
+static inline int32_t heap_item_gid(sim_heap_item it) { return (int32_t)(uint32_t)it; }
+
+static inline double heap_item_ready(sim_heap_item it) {
+    uint64_t u = (uint64_t)(it >> 64);
+    double t;
+    memcpy(&t, &u, sizeof t);
+    return t;
 }
+
+static inline int heap_less(const sim_heap_item *a, const sim_heap_item *b) { return *a < *b; }
 
 static inline void heap_push(sim_heap_item *h, int64_t *n, sim_heap_item it) {
     int64_t i = (*n)++;
@@ -971,9 +1019,9 @@ static sf_status run_heap(sf_sim *sim, sim_flat *f, int64_t hn, int64_t expect, 
          * total (ready, key), so its shape never changes what is popped. */
         sim_heap_item it = h[0];
         int top_free = 1;
-        int32_t t = it.gid;
+        int32_t t = heap_item_gid(it);
         int32_t r = f->res[t];
-        double st = it.ready;
+        double st = heap_item_ready(it);
         if (r >= 0 && sim->res_free[r] > st) st = sim->res_free[r];
         double fin = st + f->dur[t];
         if (bound < INFINITY) {
@@ -1002,7 +1050,7 @@ static sf_status run_heap(sf_sim *sim, sim_flat *f, int64_t hn, int64_t expect, 
             int32_t s = f->succ[k];
             if (fin > f->ready[s]) f->ready[s] = fin;
             if (--f->pending[s] == 0) {
-                sim_heap_item nx = {f->ready[s], time_bits(f->ready[s]), f->key[s], s};
+                sim_heap_item nx = heap_item(f->ready[s], s);
                 if (top_free) {
                     heap_replace_top(h, hn, nx);
                     top_free = 0;
@@ -1029,7 +1077,7 @@ static sf_status schedule_full(sf_sim *sim, sim_flat *f, sf_error *err) {
     f->makespan_s = 0;
     for (int64_t i = 0; i < nt; i++)
         if (f->npred[i] == 0)
-            heap_push(sim->heap, &hn, (sim_heap_item){0.0, 0, f->key[i], (int32_t)i});
+            heap_push(sim->heap, &hn, heap_item(0.0, (int32_t)i));
     int cut = 0;
     return run_heap(sim, f, hn, nt, INFINITY, &cut, err);
 }
@@ -1078,7 +1126,7 @@ static sf_status schedule_resume(sf_sim *sim, sim_flat *f, const sim_flat *o, do
             left++;
             if (bounded && f->res[g] >= 0) sim->remaining[f->res[g]] += f->dur[g];
             if (f->npred[g] == 0)
-                heap_push(sim->heap, &hn, (sim_heap_item){0.0, 0, f->key[g], (int32_t)g});
+                heap_push(sim->heap, &hn, heap_item(0.0, (int32_t)g));
         }
     }
     /* pass 2: release the edges out of done tasks */
@@ -1090,8 +1138,7 @@ static sf_status schedule_resume(sf_sim *sim, sim_flat *f, const sim_flat *o, do
             if (f->pending[t] < 0) continue; /* done too */
             if (fin > f->ready[t]) f->ready[t] = fin;
             if (--f->pending[t] == 0)
-                heap_push(sim->heap, &hn,
-                          (sim_heap_item){f->ready[t], time_bits(f->ready[t]), f->key[t], t});
+                heap_push(sim->heap, &hn, heap_item(f->ready[t], t));
         }
     }
     f->makespan_s = makespan;

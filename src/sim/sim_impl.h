@@ -65,13 +65,10 @@ typedef struct sim_block {
     double xfer_s, sync_s, compute_s;
 } sim_block;
 
-/* Heap entry for list scheduling. */
-typedef struct sim_heap_item {
-    double ready;
-    uint64_t rbits; /* bits of ready, for ordering */
-    uint64_t key;
-    int32_t gid;
-} sim_heap_item;
+/* Heap entry for list scheduling: the bits of the task's ready time in the high
+ * 64 bits, its global id in the low ones, so that one unsigned comparison
+ * orders entries by (ready, canonical key) - see sim.c's scheduling section. */
+typedef unsigned __int128 sim_heap_item;
 
 /* The task graph laid out flat, with its schedule. The simulator keeps two:
  * the current one and the one before the last delta update, so that a rejected
@@ -132,6 +129,8 @@ struct sf_sim {
     double *res_free;     /* [n_res] */
     double *remaining;    /* [n_res] bounded runs: work still queued per resource */
     int16_t *scratch_dev; /* [n_dev] */
+    int32_t *dev_head;    /* [n_dev] build_sync: first entry of the current shard class on
+                           * each device, -1: none (the rest chained by sync_entry.next) */
     void *sync_entries;   /* scratch for build_sync */
     int64_t cap_sync_entries;
     sf_tile *tiles_p, *tiles_c; /* scratch for build_edge: [SF_MAX_PARTS] each */

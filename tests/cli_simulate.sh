@@ -97,6 +97,19 @@ expect_error sync_bad
 grep -q "sometimes" "$TMP/sync_bad.err" || fail "--sync sometimes: value not named"
 run scheme_bad "$SF" simulate --model lenet5 --sync-scheme tree
 expect_error scheme_bad
+# Segments: multi-hop transfers (between nodes) cut into pieces, one task per
+# piece and link; the bytes moved stay the same.
+run seg4 "$SF" simulate --model alexnet --machine p100-4x4 --strategy owt --json --segments 4
+run seg1 "$SF" simulate --model alexnet --machine p100-4x4 --strategy owt --json
+expect_ok seg4
+expect_ok seg1
+grep -q '"segments": *4' "$TMP/seg4.out" || fail "simulate --segments 4: not reported"
+[ "$(json_num "$TMP/seg4.out" tasks)" -gt "$(json_num "$TMP/seg1.out" tasks)" ] ||
+    fail "simulate --segments 4: no more tasks than whole messages"
+[ "$(json_num "$TMP/seg4.out" transfer_bytes)" = "$(json_num "$TMP/seg1.out" transfer_bytes)" ] ||
+    fail "simulate --segments 4: transfer bytes changed"
+run seg_bad "$SF" simulate --model lenet5 --segments 0
+expect_error seg_bad
 
 # Text mode: the breakdown and a row per device.
 run text "$SF" simulate --model lenet5 --machine p100-4x4 --strategy owt

@@ -144,6 +144,23 @@ static void test_multi_hop_route(void **state) {
     assert_true(r.intra_bytes == 2 * 4 * 128.0);
     assert_int_equal(r.tasks, 1 + 2 + 2 + 8 + 2);
     sf_sim_free(sim);
+    /* In 2 segments of 64 bytes the hops pipeline: 4 + 2 - 1 link times of
+     * 10 us + 64 B / 1 MB/s each way, and twice the link tasks. */
+    sf_sim_options o;
+    sf_sim_options_default(&o);
+    o.segments = 2;
+    sim = sf_sim_new(g, m, &cm, &o, &err);
+    assert_non_null(sim);
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    xfer = 5 * (10e-6 + 64.0 / 1e6);
+    expect = 0.1e-3 + 1e-3 + xfer + 1e-3 + 2e-3 + xfer + 2e-3 + 0.5e-3;
+    assert_true(fabs(r.iter_s - expect) < EPS);
+    assert_true(r.intra_bytes == 2 * 4 * 128.0);
+    assert_true(r.transfer_bytes == 2 * 128.0);
+    assert_int_equal(r.tasks, 1 + 2 + 2 + 16 + 2);
+    sf_sim_free(sim);
+    o.segments = 0;
+    assert_null(sf_sim_new(g, m, &cm, &o, &err));
     sf_strategy_free(s);
     sf_graph_free(g);
     sf_machine_free(m);
@@ -415,7 +432,7 @@ static void results_equal(const sf_sim_result *a, const sf_sim_result *b) {
 
 /* Delta simulation equals full simulation after every random single-operator change. */
 static void delta_vs_full(const char *model, int64_t batch, sf_machine *m, int moves,
-                          uint64_t seed, sf_sync_mode sync, sf_sync_scheme scheme) {
+                          uint64_t seed, sf_sync_mode sync, sf_sync_scheme scheme, int segments) {
     sf_error err = {0};
     sf_model_options o;
     sf_model_options_default(&o);
@@ -430,6 +447,7 @@ static void delta_vs_full(const char *model, int64_t batch, sf_machine *m, int m
     sf_sim_options_default(&so);
     so.sync = sync;
     so.scheme = scheme;
+    so.segments = segments;
     sf_sim *delta = sf_sim_new(g, m, cm, &so, &err), *full = sf_sim_new(g, m, cm, &so, &err);
     sf_sim_result rd, rf;
     assert_int_equal(sf_sim_run(delta, s, &rd, &err), SF_OK);
@@ -484,18 +502,20 @@ static void test_delta_equals_full(void **state) {
     sf_machine *k80 = sf_machine_preset("k80-16x4", &err);
     sf_machine *k8 = sf_machine_subset(k80, 8, &err);
     assert_non_null(k8);
-    delta_vs_full("lenet5", 64, p100, 1000, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING);
-    delta_vs_full("alexnet", 32, k8, 300, 2, SF_SYNC_OVERLAP, SF_SCHEME_RING);
-    delta_vs_full("rnnlm", 32, p100, 500, 3, SF_SYNC_OVERLAP, SF_SCHEME_RING);
-    delta_vs_full("inception_v3", 16, k8, 200, 4, SF_SYNC_OVERLAP, SF_SCHEME_RING);
-    delta_vs_full("transformer", 8, p100, 200, 5, SF_SYNC_OVERLAP, SF_SCHEME_RING);
+    delta_vs_full("lenet5", 64, p100, 1000, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1);
+    delta_vs_full("alexnet", 32, k8, 300, 2, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1);
+    delta_vs_full("rnnlm", 32, p100, 500, 3, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1);
+    delta_vs_full("inception_v3", 16, k8, 200, 4, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1);
+    delta_vs_full("transformer", 8, p100, 200, 5, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1);
     /* bulk sync: the per-device barriers are kept tasks whose predecessors change */
-    delta_vs_full("lenet5", 64, p100, 400, 6, SF_SYNC_BULK, SF_SCHEME_RING);
-    delta_vs_full("rnnlm", 32, k8, 300, 7, SF_SYNC_BULK, SF_SCHEME_RING);
-    delta_vs_full("inception_v3", 16, p100, 150, 8, SF_SYNC_BULK, SF_SCHEME_RING);
+    delta_vs_full("lenet5", 64, p100, 400, 6, SF_SYNC_BULK, SF_SCHEME_RING, 1);
+    delta_vs_full("rnnlm", 32, k8, 300, 7, SF_SYNC_BULK, SF_SCHEME_RING, 1);
+    delta_vs_full("inception_v3", 16, p100, 150, 8, SF_SYNC_BULK, SF_SCHEME_RING, 1);
     /* parameter servers, both ways */
-    delta_vs_full("alexnet", 32, p100, 300, 9, SF_SYNC_OVERLAP, SF_SCHEME_PS);
-    delta_vs_full("rnnlm", 32, p100, 300, 10, SF_SYNC_BULK, SF_SCHEME_PS);
+    delta_vs_full("alexnet", 32, p100, 300, 9, SF_SYNC_OVERLAP, SF_SCHEME_PS, 1);
+    delta_vs_full("rnnlm", 32, p100, 300, 10, SF_SYNC_BULK, SF_SCHEME_PS, 1);
+    /* transfers over several links in pipelined segments (PCIe trees, NICs) */
+    delta_vs_full("alexnet", 32, k8, 200, 11, SF_SYNC_OVERLAP, SF_SCHEME_RING, 3);
     sf_machine_free(k8);
     sf_machine_free(k80);
     sf_machine_free(p100);

@@ -14,7 +14,8 @@
  * Task graph: a forward and a backward task per operator part on its device; a
  * transfer wherever a producer part's output tile intersects a consumer part's
  * input region on another device, sized by the intersection and crossing the
- * links of the route (store-and-forward: one task per link, chained); gradients
+ * links of the route (store-and-forward: one task per link, chained; optionally
+ * cut into segments that pipeline over the hops); gradients
  * of activations flow back along the same routes; each weight shard held by
  * several devices is all-reduced (ring over the devices in id order), then
  * updated on each replica, or (parameter-server scheme) sent to the first part's
@@ -72,7 +73,11 @@ typedef struct sf_sim_options {
     int keep_schedule;             /* keep per-task times for traces (sf_sim_write_*) */
     sf_sync_mode sync;             /* when gradient syncs start (default overlap) */
     sf_sync_scheme scheme;         /* how they run (default ring) */
+    int segments;                  /* pieces a transfer over several links is cut into,
+                                    * pipelined hop by hop (default 1: whole message) */
 } sf_sim_options;
+
+#define SF_SIM_MAX_SEGMENTS 64
 
 void sf_sim_options_default(sf_sim_options *o);
 

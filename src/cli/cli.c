@@ -398,13 +398,20 @@ const char sf_cli_sim_help[] =
     "                         is done (overlap, default), or after each device's whole\n"
     "                         backward pass (bulk, FlexFlow's simulator default)\n"
     "  --sync-scheme ring|ps  ring all-reduce among a weight's replicas (default), or a\n"
-    "                         parameter server on its first part's device (FlexFlow's)\n";
+    "                         parameter server on its first part's device (FlexFlow's)\n"
+    "  --segments N           cut transfers over several links into N pieces that\n"
+    "                         pipeline over the hops (default 1: store-and-forward)\n";
 
 int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o) {
     const char *v = NULL;
     if (sf_cli_str(a, "--sync", NULL, &v)) {
         if (v && sf_sync_mode_parse(v, &o->sync) != 0)
             a->status = sf_cli_usage_error(a->cmd, "--sync must be overlap or bulk, not '%s'", v);
+        return 1;
+    }
+    int64_t n = o->segments;
+    if (sf_cli_int(a, "--segments", NULL, 1, SF_SIM_MAX_SEGMENTS, &n)) {
+        o->segments = (int)n;
         return 1;
     }
     if (sf_cli_str(a, "--sync-scheme", NULL, &v)) {

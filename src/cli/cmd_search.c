@@ -200,6 +200,7 @@ int sf_cmd_search(int argc, char **argv) {
         json_object_set_new(j, "devices", json_integer(sf_machine_num_devices(m)));
         json_object_set_new(j, "sync", json_string(sf_sync_mode_name(o.sim.sync)));
         json_object_set_new(j, "sync_scheme", json_string(sf_sync_scheme_name(o.sim.scheme)));
+        json_object_set_new(j, "segments", json_integer(o.sim.segments));
         json_object_set_new(j, "baselines", b);
         if (run_optcnn) {
             json_object_set_new(j, "optcnn_ms", json_real(rows[SF_SEARCH_OPTCNN].iter_s * 1e3));

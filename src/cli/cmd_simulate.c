@@ -334,6 +334,7 @@ static int print_json(const report *rp) {
     bad |= json_object_set_new(j, "sync", json_string(sf_sync_mode_name(rp->sim.sync)));
     bad |= json_object_set_new(j, "sync_scheme",
                                json_string(sf_sync_scheme_name(rp->sim.scheme)));
+    bad |= json_object_set_new(j, "segments", json_integer(rp->sim.segments));
     bad |= json_object_set_new(j, "batch", json_integer(rp->batch));
     bad |= json_object_set_new(j, "devices", json_integer(r->n_devices));
     bad |= json_object_set_new(j, "iter_ms", json_real(r->iter_s * 1e3));

@@ -70,6 +70,7 @@ void sf_sim_options_default(sf_sim_options *o) {
     o->optimizer_state_factor = 1.0;
     o->keep_schedule = 1;
     o->sync = SF_SYNC_OVERLAP;
+    o->segments = 1;
 }
 
 static const char *const sync_names[SF_SYNC_MODE_COUNT] = {"overlap", "bulk"};
@@ -216,10 +217,13 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
         sim->opt = *o;
     else
         sf_sim_options_default(&sim->opt);
-    if (!sf_sync_mode_name(sim->opt.sync) || !sf_sync_scheme_name(sim->opt.scheme)) {
-        int mode = (int)sim->opt.sync, scheme = (int)sim->opt.scheme;
+    if (!sf_sync_mode_name(sim->opt.sync) || !sf_sync_scheme_name(sim->opt.scheme) ||
+        sim->opt.segments < 1 || sim->opt.segments > SF_SIM_MAX_SEGMENTS) {
+        int mode = (int)sim->opt.sync, scheme = (int)sim->opt.scheme, seg = sim->opt.segments;
         free(sim);
-        sf_error_set(err, SF_ERR_INVALID, "unknown sync mode %d or scheme %d", mode, scheme);
+        sf_error_set(err, SF_ERR_INVALID,
+                     "invalid simulator options: sync mode %d, scheme %d, segments %d (1 to %d)",
+                     mode, scheme, seg, SF_SIM_MAX_SEGMENTS);
         return NULL;
     }
     sim->n_ops = n_ops;
@@ -393,27 +397,32 @@ static int build_core(sf_sim *sim, int opi) {
 }
 
 /* Add a chain of link tasks from `from` to `to` (none when negative) along the
- * route a -> b. SIM_SYNC chains count as gradient sync, the others as transfers. */
+ * route a -> b, store-and-forward. A route of several links carries the message
+ * in opt.segments equal pieces, each a chain of its own: piece s crosses link i
+ * after crossing link i-1, and each link takes the pieces in order (they become
+ * ready in key order), so the hops work at once, as a pipeline. SIM_SYNC chains
+ * count as gradient sync, the others as transfers. */
 static int add_transfer(sf_sim *sim, sim_block *b, int bid, sim_kind kind, int op, int part, int a,
                         int dst, double bytes, int64_t from, int64_t to) {
     sf_route r;
     sf_machine_route(sim->m, a, dst, &r);
-    int64_t prev = from;
     int sync = kind == SIM_SYNC;
-    for (int i = 0; i < r.n_links; i++) {
-        const sf_link *l = sf_machine_link(sim->m, r.links[i]);
-        double d = l->latency_s + bytes / l->bandwidth_Bps;
-        int idx = block_task(b, kind, sim->n_dev + r.links[i], op, part, d, bytes);
-        if (idx < 0) return -1;
-        *(sync ? &b->sync_s : &b->xfer_s) += b->tasks[idx].dur_s;
-        if (l->inter_node)
-            b->inter_bytes += bytes;
-        else
-            b->intra_bytes += bytes;
-        if (block_edge(b, prev, REF(bid, idx))) return -1;
-        prev = REF(bid, idx);
+    int nseg = r.n_links > 1 ? sim->opt.segments : 1;
+    double piece = bytes / nseg;
+    for (int s = 0; s < nseg; s++) {
+        int64_t prev = from;
+        for (int i = 0; i < r.n_links; i++) {
+            const sf_link *l = sf_machine_link(sim->m, r.links[i]);
+            double d = l->latency_s + piece / l->bandwidth_Bps;
+            int idx = block_task(b, kind, sim->n_dev + r.links[i], op, part, d, piece);
+            if (idx < 0) return -1;
+            *(sync ? &b->sync_s : &b->xfer_s) += b->tasks[idx].dur_s;
+            *(l->inter_node ? &b->inter_bytes : &b->intra_bytes) += piece;
+            if (block_edge(b, prev, REF(bid, idx))) return -1;
+            prev = REF(bid, idx);
+        }
+        if (to >= 0 && block_edge(b, prev, to)) return -1;
     }
-    if (to >= 0 && block_edge(b, prev, to)) return -1;
     *(sync ? &b->sync_bytes : &b->xfer_bytes) += bytes;
     return 0;
 }

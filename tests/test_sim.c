@@ -78,6 +78,25 @@ static void place(sf_strategy *s, int op, int ndim, const int *deg, int n_devs,
     for (int p = 0; p < n_devs; p++) c->device[p] = (int16_t)devs[p];
 }
 
+/* The small graphs of the hand-computed cases: input x (4 x 8), then linear
+ * layers of 8 outputs: a reading x and, unless b is NULL, b reading a (or x
+ * when b_reads_x). */
+static sf_graph *small_graph(const char *name, int *x, int *a, int *b, int b_reads_x) {
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new(name);
+    sf_shape xs = sf_shape_make(2, (int64_t[]){4, 8});
+    *x = sf_graph_add_input(g, "x", &xs, 0, &err);
+    sf_op_params lp = linear_params(8);
+    *a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{*x, 0}}, 1, &err);
+    if (b) {
+        int from = b_reads_x ? *x : *a;
+        *b = sf_graph_add_op(g, SF_OP_LINEAR, "b", &lp, (sf_tensor_ref[]){{from, 0}}, 1, &err);
+        assert_true(*b >= 0);
+    }
+    assert_true(*a >= 0);
+    return g;
+}
+
 #define EPS 1e-12
 
 /* x (4x8) -> a = linear(8) on device 0 -> b = linear(8) on device 1. */
@@ -85,12 +104,8 @@ static void test_two_ops_two_devices(void **state) {
     (void)state;
     sf_error err = {0};
     sf_machine *m = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
-    sf_graph *g = sf_graph_new("two");
-    sf_shape xs = sf_shape_make(2, (int64_t[]){4, 8});
-    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
-    sf_op_params lp = linear_params(8);
-    int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
-    int b = sf_graph_add_op(g, SF_OP_LINEAR, "b", &lp, (sf_tensor_ref[]){{a, 0}}, 1, &err);
+    int x, a, b;
+    sf_graph *g = small_graph("two", &x, &a, &b, 0);
     assert_true(b >= 0);
     sf_strategy *s = sf_strategy_new(g);
     place(s, b, 2, (int[]){1, 1}, 1, (int[]){1});
@@ -126,12 +141,8 @@ static void test_multi_hop_route(void **state) {
     sf_route rt;
     sf_machine_route(m, 0, 2, &rt);
     assert_int_equal(rt.n_links, 4);
-    sf_graph *g = sf_graph_new("hop");
-    sf_shape xs = sf_shape_make(2, (int64_t[]){4, 8});
-    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
-    sf_op_params lp = linear_params(8);
-    int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
-    int b = sf_graph_add_op(g, SF_OP_LINEAR, "b", &lp, (sf_tensor_ref[]){{a, 0}}, 1, &err);
+    int x, a, b;
+    sf_graph *g = small_graph("hop", &x, &a, &b, 0);
     sf_strategy *s = sf_strategy_new(g);
     place(s, b, 2, (int[]){1, 1}, 1, (int[]){2});
     sf_cost_model cm = {&fixed_vt, NULL, m};
@@ -171,11 +182,8 @@ static void test_allreduce(void **state) {
     (void)state;
     sf_error err = {0};
     sf_machine *m = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
-    sf_graph *g = sf_graph_new("ar");
-    sf_shape xs = sf_shape_make(2, (int64_t[]){4, 8});
-    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
-    sf_op_params lp = linear_params(8);
-    int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    int x, a;
+    sf_graph *g = small_graph("ar", &x, &a, NULL, 0);
     sf_strategy *s = sf_strategy_new(g);
     place(s, x, 2, (int[]){2, 1}, 2, (int[]){0, 1});
     place(s, a, 2, (int[]){2, 1}, 2, (int[]){0, 1});
@@ -206,12 +214,8 @@ static void test_sync_modes(void **state) {
     (void)state;
     sf_error err = {0};
     sf_machine *m = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
-    sf_graph *g = sf_graph_new("sync");
-    sf_shape xs = sf_shape_make(2, (int64_t[]){4, 8});
-    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
-    sf_op_params lp = linear_params(8);
-    int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
-    int b = sf_graph_add_op(g, SF_OP_LINEAR, "b", &lp, (sf_tensor_ref[]){{a, 0}}, 1, &err);
+    int x, a, b;
+    sf_graph *g = small_graph("sync", &x, &a, &b, 0);
     sf_strategy *s = sf_strategy_new(g);
     place(s, x, 2, (int[]){2, 1}, 2, (int[]){0, 1});
     place(s, a, 2, (int[]){2, 1}, 2, (int[]){0, 1});
@@ -291,12 +295,8 @@ static void test_link_contention(void **state) {
     (void)state;
     sf_error err = {0};
     sf_machine *m = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
-    sf_graph *g = sf_graph_new("cont");
-    sf_shape xs = sf_shape_make(2, (int64_t[]){4, 8});
-    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
-    sf_op_params lp = linear_params(8);
-    int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
-    int b = sf_graph_add_op(g, SF_OP_LINEAR, "b", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    int x, a, b;
+    sf_graph *g = small_graph("cont", &x, &a, &b, 1);
     sf_strategy *s = sf_strategy_new(g);
     place(s, a, 2, (int[]){1, 1}, 1, (int[]){1});
     place(s, b, 2, (int[]){1, 1}, 1, (int[]){1});
@@ -525,11 +525,8 @@ static void test_update_errors(void **state) {
     (void)state;
     sf_error err = {0};
     sf_machine *m = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
-    sf_graph *g = sf_graph_new("e");
-    sf_shape xs = sf_shape_make(2, (int64_t[]){4, 8});
-    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
-    sf_op_params lp = linear_params(8);
-    int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    int x, a;
+    sf_graph *g = small_graph("e", &x, &a, NULL, 0);
     sf_cost_model cm = {&fixed_vt, NULL, m};
     sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
     sf_config c = *sf_strategy_get(sf_sim_strategy(sim), a);

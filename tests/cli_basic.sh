@@ -11,46 +11,7 @@ SRC=${2:-.}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sf-cli.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
 
-fail() {
-    echo "FAIL: $*" >&2
-    exit 1
-}
-
-# run NAME CMD...: run a command, keeping stdout, stderr and the status.
-run() {
-    local name=$1
-    shift
-    "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
-    echo $? >"$TMP/$name.rc"
-}
-rc_of() { cat "$TMP/$1.rc"; }
-
-# A failure must be a clean exit with a status of 1 or 2: not 0, and not a
-# signal (128 + n) nor a sanitizer abort.
-expect_error() {
-    local name=$1 rc
-    rc=$(rc_of "$name")
-    [ "$rc" -ne 0 ] || fail "$name: expected a non-zero status, got 0"
-    [ "$rc" -lt 128 ] || fail "$name: crashed (status $rc): $(cat "$TMP/$name.err")"
-    [ "$rc" -le 2 ] || fail "$name: expected status 1 or 2, got $rc: $(cat "$TMP/$name.err")"
-    local lines
-    lines=$(wc -l <"$TMP/$name.err")
-    [ "$lines" -eq 1 ] || fail "$name: expected one error line, got $lines: $(cat "$TMP/$name.err")"
-    grep -q '^soapflow: ' "$TMP/$name.err" || fail "$name: error line lacks 'soapflow: '"
-}
-
-expect_ok() {
-    local name=$1
-    [ "$(rc_of "$name")" -eq 0 ] ||
-        fail "$name: status $(rc_of "$name"): $(cat "$TMP/$name.err")"
-}
-
-# json_int FILE KEY: the integer value of the first "KEY": N in FILE.
-json_int() { grep -o "\"$2\": *-\?[0-9]*" "$1" | head -n 1 | sed 's/.*: *//'; }
-# json_num FILE KEY: the number value (integer or real) as written.
-json_num() { grep -o "\"$2\": *[-0-9.eE+]*" "$1" | head -n 1 | sed 's/.*: *//'; }
-
-[ -x "$SF" ] || fail "no executable at $SF"
+. "$(dirname "$0")/lib/cli.sh"
 
 # ---- models: the names only, one a line --------------------------------
 run models "$SF" models

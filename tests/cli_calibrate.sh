@@ -17,14 +17,7 @@ export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
 # soapflow's are checked by every other test.
 export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 
-fail() {
-    echo "FAIL: $*" >&2
-    exit 1
-}
-json_num() { grep -o "\"$2\": *[-0-9.eE+]*" "$1" | head -n 1 | sed 's/.*: *//'; }
-positive() { awk -v x="$1" 'BEGIN { exit !(x + 0 > 0) }'; }
-
-[ -x "$SF" ] || fail "no executable at $SF"
+. "$(dirname "$0")/lib/cli.sh"
 command -v mpirun >/dev/null 2>&1 || fail "no mpirun on PATH (Debian: openmpi-bin)"
 
 OUT="$TMP/machine.json"

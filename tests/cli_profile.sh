@@ -11,40 +11,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/sf-prof.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
 export OPENBLAS_NUM_THREADS=1
 
-fail() {
-    echo "FAIL: $*" >&2
-    exit 1
-}
-
-run() {
-    local name=$1
-    shift
-    "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
-    echo $? >"$TMP/$name.rc"
-}
-rc_of() { cat "$TMP/$1.rc"; }
-expect_ok() {
-    [ "$(rc_of "$1")" -eq 0 ] || fail "$1: status $(rc_of "$1"): $(cat "$TMP/$1.err")"
-}
-# A failure is a clean exit (1 or 2, never a signal) whose last line is "soapflow: ...".
-expect_error() {
-    local name=$1 rc
-    rc=$(rc_of "$name")
-    [ "$rc" -ne 0 ] || fail "$name: expected a non-zero status, got 0"
-    [ "$rc" -le 2 ] || fail "$name: expected status 1 or 2, got $rc: $(cat "$TMP/$name.err")"
-    tail -n 1 "$TMP/$name.err" | grep -q '^soapflow: ' ||
-        fail "$name: error line lacks 'soapflow: ': $(cat "$TMP/$name.err")"
-}
-json_num() { grep -o "\"$2\": *[-0-9.eE+]*" "$1" | head -n 1 | sed 's/.*: *//'; }
-valid_json() {
-    if command -v python3 >/dev/null 2>&1; then
-        python3 -c 'import json, sys; json.load(open(sys.argv[1]))' "$1" 2>/dev/null
-    else
-        head -c 1 "$1" | grep -q '{'
-    fi
-}
-
-[ -x "$SF" ] || fail "no executable at $SF"
+. "$(dirname "$0")/lib/cli.sh"
 COSTS="$TMP/costs.json"
 
 # ---- profile: a costs file with conv2d and linear entries ------------------
@@ -105,7 +72,7 @@ if "$SF" simulate --help 2>/dev/null | grep -q -- '--costs'; then
         fail "simulate --costs: no warning naming conv2d: $(cat "$TMP/sim1.err")"
     valid_json "$TMP/sim1.out" || fail "simulate --costs with a warning: stdout is not JSON"
     run sim_bad "$SF" simulate --model lenet5 --machine cpu --costs "$TMP/none.json"
-    expect_error sim_bad
+    expect_error_last sim_bad
     grep -q 'none.json' "$TMP/sim_bad.err" || fail "simulate --costs missing file: not named"
 else
     echo "cli_profile: simulate has no --costs yet; skipping those checks" >&2
@@ -114,20 +81,20 @@ fi
 # ---- errors: one line, a status, never a crash -----------------------------
 printf '{\n  "format": "soapflow-costs",\n  "version": 1,,\n}\n' >"$TMP/broken.json"
 run broken "$SF" profile --model lenet5 --batch 16 --max-devices 1 --out "$TMP/broken.json"
-expect_error broken
+expect_error_last broken
 grep -q 'broken.json:3:' "$TMP/broken.err" || fail "broken costs: no file:line: $(cat "$TMP/broken.err")"
 
 run kind "$SF" profile --model lenet5 --machine p100-4x4 --batch 16 --max-devices 1 --out "$COSTS"
-expect_error kind
+expect_error_last kind
 grep -q 'cpu-rank' "$TMP/kind.err" || fail "device kind mismatch: kind not said"
 
 run no_model "$SF" profile --machine cpu
-expect_error no_model
+expect_error_last no_model
 [ "$(rc_of no_model)" -eq 2 ] || fail "profile without --model: status $(rc_of no_model), want 2"
 run bad_reps "$SF" profile --model lenet5 --reps 0
-expect_error bad_reps
+expect_error_last bad_reps
 run bad_dir "$SF" profile --model lenet5 --batch 16 --max-devices 1 --out "$TMP/no/such/c.json"
-expect_error bad_dir
+expect_error_last bad_dir
 
 for args in "profile --help" "help profile" "calibrate --help"; do
     # shellcheck disable=SC2086

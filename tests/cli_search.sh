@@ -10,29 +10,7 @@ SF=${1:?usage: cli_search.sh <path-to-soapflow> <source-dir>}
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sf-search.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
 
-fail() {
-    echo "FAIL: $*" >&2
-    exit 1
-}
-run() {
-    local name=$1
-    shift
-    "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
-    echo $? >"$TMP/$name.rc"
-}
-rc_of() { cat "$TMP/$1.rc"; }
-expect_ok() {
-    [ "$(rc_of "$1")" -eq 0 ] || fail "$1: status $(rc_of "$1"): $(cat "$TMP/$1.err")"
-}
-expect_error() {
-    local rc
-    rc=$(rc_of "$1")
-    [ "$rc" -ne 0 ] || fail "$1: expected a non-zero status"
-    [ "$rc" -lt 128 ] || fail "$1: crashed (status $rc)"
-    [ "$(wc -l <"$TMP/$1.err")" -eq 1 ] || fail "$1: expected one error line: $(cat "$TMP/$1.err")"
-    grep -q '^soapflow: ' "$TMP/$1.err" || fail "$1: error line lacks 'soapflow: '"
-}
-json_num() { grep -o "\"$2\": *[-0-9.eE+]*" "$1" | head -n 1 | sed 's/.*: *//'; }
+. "$(dirname "$0")/lib/cli.sh"
 
 # ---- the JSON interface, and --out read back by simulate -----------------
 run s1 "$SF" search --model lenet5 --machine 'p100-4x4[4]' --iters 300 --seed 3 --json \

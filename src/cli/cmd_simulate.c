@@ -373,12 +373,16 @@ static int print_text(const report *rp) {
                       sf_machine_num_nodes(rp->m));
     sf_cli_table_cell(t, "strategy");
     sf_cli_table_cell(t, "%s", rp->strategy);
-    sf_cli_table_cell(t, "sync");
+    sf_cli_table_cell(t, "gradients");
     sf_cli_table_cell(t, "%s, %s",
                       rp->sim.scheme == SF_SCHEME_PS ? "parameter server" : "ring all-reduce",
                       rp->sim.sync == SF_SYNC_BULK
                           ? "after each device's backward pass (bulk)"
                           : "as soon as each gradient is ready (overlap)");
+    if (rp->sim.segments > 1) {
+        sf_cli_table_cell(t, "segments");
+        sf_cli_table_cell(t, "%d per transfer over several links", rp->sim.segments);
+    }
     sf_cli_table_cell(t, "iteration");
     sf_cli_table_cell(t, "%.3f ms", r->iter_s * 1e3);
     sf_cli_table_cell(t, "compute");

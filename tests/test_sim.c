@@ -346,6 +346,38 @@ static void test_single_device_sum(void **state) {
     sf_machine_free(m);
 }
 
+/* What a delta update changed: x -> a -> b on device 0, then a moves to device
+ * 1. Its tasks and transfers are new; x.fwd keeps its time; b.fwd, b.bwd and
+ * b.update all move. b.bwd moves exactly as much as b.fwd, the only input it
+ * has, so it is a plain shift; b.fwd's input is new, and b.update moves by
+ * another amount than b.bwd before it (a.bwd used to run between them). */
+static void test_delta_stats(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
+    int x, a, b;
+    sf_graph *g = small_graph("st", &x, &a, &b, 0);
+    sf_cost_model cm = {&fixed_vt, NULL, m};
+    sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
+    sf_strategy *s = sf_strategy_new(g);
+    sf_sim_result r;
+    sf_sim_delta_stats ds;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    assert_int_equal(sf_sim_delta_stats_get(sim, &ds, &err), SF_ERR_INVALID); /* no update */
+    sf_error_clear(&err);
+    sf_config c = *sf_strategy_get(s, a);
+    c.device[0] = 1;
+    assert_int_equal(sf_sim_update(sim, a, &c, &r, &err), SF_OK);
+    assert_int_equal(sf_sim_delta_stats_get(sim, &ds, &err), SF_OK);
+    int64_t kept = 4; /* x.fwd, b.fwd, b.bwd, b.update */
+    assert_int_equal(ds.changed, r.tasks - 1);
+    assert_int_equal(ds.uneven, r.tasks - kept + 2);
+    sf_sim_free(sim);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+}
+
 /* Relabelling the devices of a symmetric machine (a permutation inside a node of
  * a switched machine) changes nothing. */
 static void test_relabel_symmetric(void **state) {
@@ -462,8 +494,11 @@ static void delta_vs_full(const char *model, int64_t batch, sf_machine *m, int m
         assert_int_equal(sf_sim_run(full, s, &rf, &err), SF_OK);
         results_equal(&rd, &rf);
         /* what changed lies inside what was scheduled again (from t0 on) */
-        int64_t changed = sf_sim_changed_starts(delta);
-        assert_true(changed >= 0 && changed <= rd.rescheduled && rd.rescheduled <= rd.tasks);
+        sf_sim_delta_stats ds;
+        assert_int_equal(sf_sim_delta_stats_get(delta, &ds, &err), SF_OK);
+        assert_true(ds.changed >= 0 && ds.changed <= rd.rescheduled && rd.rescheduled <= rd.tasks);
+        /* a task whose inputs moved unevenly was scheduled again too */
+        assert_true(ds.uneven >= 0 && ds.uneven <= rd.rescheduled);
         /* the same move, bounded below its true time, is cut off and reverts cleanly */
         if (it % 7 == 0) {
             assert_int_equal(sf_sim_revert(delta, NULL, &err), SF_OK);
@@ -554,6 +589,7 @@ int main(void) {
         cmocka_unit_test(test_relabel_symmetric),
         cmocka_unit_test(test_data_parallel_free_links),
         cmocka_unit_test(test_update_errors),
+        cmocka_unit_test(test_delta_stats),
         cmocka_unit_test(test_delta_equals_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

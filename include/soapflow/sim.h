@@ -127,11 +127,17 @@ sf_status sf_sim_update_bounded(sf_sim *sim, int op, const sf_config *c, double 
  * and schedule it had before, and r (when non-NULL) gets that result again. The
  * MCMC search calls it for every rejected proposal. */
 sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err);
-/* After an uncut sf_sim_update: how many tasks of the new schedule are new (in a
- * rebuilt block) or start at another time than before it. Any exact delta
- * simulation has to produce at least these times, which bounds what it can save
- * over a full one (bench sim reports the share). -1 when there is no such update. */
-int64_t sf_sim_changed_starts(sf_sim *sim);
+/* What the last uncut sf_sim_update changed in the schedule: floors on what any
+ * exact delta simulation has to redo, which bound what it can save over a full
+ * one (bench sim reports the shares; docs/simulator.md). */
+typedef struct sf_sim_delta_stats {
+    int64_t changed; /* tasks new (in a rebuilt block) or starting at another time */
+    int64_t uneven;  /* tasks new, or whose predecessors did not all move by the same
+                      * amount: even a method that only shifted runs of the old
+                      * schedule would have to work out each of their times anew */
+} sf_sim_delta_stats;
+/* SF_OK and *out filled; SF_ERR_INVALID when no uncut update is there to compare. */
+sf_status sf_sim_delta_stats_get(sf_sim *sim, sf_sim_delta_stats *out, sf_error *err);
 /* The strategy the simulator holds now (after run/update). */
 const sf_strategy *sf_sim_strategy(const sf_sim *sim);
 

@@ -58,7 +58,10 @@ static int sim_usage(FILE *out) {
             "                         strategies), speedup (full_us / delta_us),\n"
             "                         delta_rescheduled_frac (share of tasks a delta update\n"
             "                         scheduled again), delta_changed_frac (share that are new\n"
-            "                         or start at another time: what any exact delta must redo)\n"
+            "                         or start at another time: what any exact delta must redo),\n"
+            "                         delta_uneven_frac (share that are new or whose inputs\n"
+            "                         moved by different amounts: what even a delta that\n"
+            "                         shifted runs of the old schedule would have to redo)\n"
             "  -h, --help             show this help\n"
             "\n"
             "Times are wall-clock microseconds on this machine, one thread. A random move\n"
@@ -81,6 +84,8 @@ typedef struct bench_sim_result {
     double resched_frac; /* mean share of tasks a delta update scheduled again */
     double changed_frac; /* mean share of tasks new or starting at another time: the
                           * part of the schedule any exact delta method must redo */
+    double uneven_frac;  /* mean share new or whose predecessors moved unevenly: what a
+                          * delta that shifted runs of the old schedule would still redo */
     int64_t tasks;
 } bench_sim_result;
 
@@ -105,7 +110,7 @@ static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, co
     sf_rng rng;
     sf_rng_seed(&rng, seed);
     int n_ops = sf_graph_num_ops(g);
-    double upd = 0, both = 0, tasks = 0, resched = 0, changed = 0;
+    double upd = 0, both = 0, tasks = 0, resched = 0, changed = 0, uneven = 0;
     for (int64_t i = 0; i < moves && n_ops > 0; i++) {
         int op = (int)sf_rng_below(&rng, (uint64_t)n_ops);
         sf_config c;
@@ -116,7 +121,11 @@ static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, co
         if (st != SF_OK) return st;
         tasks += (double)r.tasks;
         resched += (double)r.rescheduled / (double)r.tasks;
-        changed += (double)sf_sim_changed_starts(sim) / (double)r.tasks; /* not timed */
+        sf_sim_delta_stats ds; /* not timed */
+        st = sf_sim_delta_stats_get(sim, &ds, err);
+        if (st != SF_OK) return st;
+        changed += (double)ds.changed / (double)r.tasks;
+        uneven += (double)ds.uneven / (double)r.tasks;
         double t3 = sf_now_s();
         st = sf_sim_revert(sim, &r, err);
         double t4 = sf_now_s();
@@ -150,6 +159,7 @@ static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, co
     out->delta_tasks = moves > 0 ? tasks / (double)moves : 0;
     out->resched_frac = moves > 0 ? resched / (double)moves : 0;
     out->changed_frac = moves > 0 ? changed / (double)moves : 0;
+    out->uneven_frac = moves > 0 ? uneven / (double)moves : 0;
     /* same answer by another route: every move was undone */
     if (moves > 0 && (r.iter_s != r0.iter_s || r.tasks != r0.tasks))
         return sf_error_set(err, SF_ERR_INTERNAL,
@@ -213,7 +223,7 @@ static int bench_sim(int argc, char **argv) {
     if (json) {
         json_t *j = json_pack(
             "{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
-            "s:f, s:f, s:f}",
+            "s:f, s:f, s:f, s:f}",
             "model", sf_graph_name(g), "machine", sf_machine_name(m), "strategy", strategy,
             "sync", sf_sync_mode_name(so.sync), "sync_scheme", sf_sync_scheme_name(so.scheme),
             "batch",
@@ -222,7 +232,7 @@ static int bench_sim(int argc, char **argv) {
             tasks_per_s, "delta_us", br.delta_us, "delta_revert_us", br.delta_revert_us,
             "delta_tasks", br.delta_tasks, "speedup", speedup, "delta_bounded_us", br.bounded_us,
             "bounded_cut_frac", br.cut_frac, "delta_rescheduled_frac", br.resched_frac,
-            "delta_changed_frac", br.changed_frac);
+            "delta_changed_frac", br.changed_frac, "delta_uneven_frac", br.uneven_frac);
         rc = sf_cli_print_json(j);
     } else {
         char b1[32];
@@ -236,8 +246,11 @@ static int bench_sim(int argc, char **argv) {
                    br.delta_us, (long long)moves, speedup);
             printf("delta update+revert  %12.1f us\n", br.delta_revert_us);
             printf("tasks after a move   %12.0f     (mean; %.0f%% of them scheduled again, "
-                   "%.0f%% new or moved in time)\n",
-                   br.delta_tasks, br.resched_frac * 100, br.changed_frac * 100);
+                   "%.0f%% new or moved in time,\n"
+                   "                                  %.0f%% new or with inputs that moved "
+                   "unevenly)\n",
+                   br.delta_tasks, br.resched_frac * 100, br.changed_frac * 100,
+                   br.uneven_frac * 100);
             printf("bounded update+revert %11.1f us  (bound 1.02 x the start, as MCMC bounds "
                    "moves; %.0f%% stopped early; full / bounded %.2f)\n",
                    br.bounded_us, br.cut_frac * 100, br.bounded_us > 0 ? br.full_us / br.bounded_us : 0);

@@ -1433,22 +1433,72 @@ sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
     return SF_OK;
 }
 
-int64_t sf_sim_changed_starts(sf_sim *sim) {
-    if (sim->undo_op < 0 || !sim->has_run || sim->cut_pending) return -1;
-    for (int i = 0; i < sim->n_saved; i++) sim->dirty[sim->saved[i].bid] = 1;
+/* Order of the tasks on their resources in a schedule (sf_sim_delta_stats_get). */
+typedef struct res_slot {
+    int32_t res, gid;
+    double start;
+} res_slot;
+
+static int res_slot_cmp(const void *pa, const void *pb) {
+    const res_slot *a = pa, *b = pb;
+    if (a->res != b->res) return a->res < b->res ? -1 : 1;
+    if (a->start != b->start) return a->start < b->start ? -1 : 1;
+    return (a->gid > b->gid) - (a->gid < b->gid); /* ids order like canonical keys */
+}
+
+sf_status sf_sim_delta_stats_get(sf_sim *sim, sf_sim_delta_stats *out, sf_error *err) {
+    if (sim->undo_op < 0 || !sim->has_run || sim->cut_pending)
+        return sf_error_set(err, SF_ERR_INVALID, "no uncut delta update to compare with");
     const sim_flat *f = sim->cur, *o = sim->prev;
-    int64_t changed = 0;
+    int64_t nt = f->n_tasks;
+    /* how far each task moved (NaN for new ones, unequal to anything), and the task
+     * before it on its resource in the new schedule (-1: none) */
+    double *shift = malloc((size_t)(nt ? nt : 1) * sizeof *shift);
+    int32_t *before = malloc((size_t)(nt ? nt : 1) * sizeof *before);
+    res_slot *order = malloc((size_t)(nt ? nt : 1) * sizeof *order);
+    if (!shift || !before || !order) {
+        free(shift);
+        free(before);
+        free(order);
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    }
+    for (int i = 0; i < sim->n_saved; i++) sim->dirty[sim->saved[i].bid] = 1;
     FOR_ALL_BLOCKS(sim, bid) {
-        int n = sim->blocks[bid].n_tasks;
-        if (sim->dirty[bid]) {
-            changed += n;
-            continue;
-        }
-        const double *now = f->start + f->block_off[bid], *before = o->start + o->block_off[bid];
-        for (int k = 0; k < n; k++) changed += now[k] != before[k];
+        int64_t off = f->block_off[bid], oo = o->block_off[bid], n = sim->blocks[bid].n_tasks;
+        for (int64_t k = 0; k < n; k++)
+            shift[off + k] = sim->dirty[bid] ? NAN : f->start[off + k] - o->start[oo + k];
     }
     for (int i = 0; i < sim->n_saved; i++) sim->dirty[sim->saved[i].bid] = 0;
-    return changed;
+    for (int64_t g = 0; g < nt; g++)
+        order[g] = (res_slot){f->res[g], (int32_t)g, f->start[g]};
+    qsort(order, (size_t)nt, sizeof *order, res_slot_cmp);
+    for (int64_t i = 0; i < nt; i++)
+        before[order[i].gid] = order[i].res >= 0 && i > 0 && order[i - 1].res == order[i].res
+                                   ? order[i - 1].gid
+                                   : -1;
+    memset(out, 0, sizeof *out);
+    /* shifts are differences of sums, equal only up to rounding: compare them to a
+     * nanosecond per second of iteration time */
+    double tol = 1e-9 * f->makespan_s;
+    for (int64_t g = 0; g < nt; g++) {
+        /* a plain shift: the task moved by as much as every one of its inputs (its
+         * predecessors and the task before it on its resource); with none, by 0 */
+        double by = 0;
+        if (before[g] >= 0)
+            by = shift[before[g]];
+        else if (f->pred_start[g] < f->pred_start[g + 1])
+            by = shift[f->pred[f->pred_start[g]]];
+        int plain = fabs(shift[g] - by) <= tol; /* false when either is NaN */
+        if (before[g] >= 0) plain = plain && fabs(shift[before[g]] - by) <= tol;
+        for (int32_t q = f->pred_start[g]; q < f->pred_start[g + 1] && plain; q++)
+            plain = fabs(shift[f->pred[q]] - by) <= tol;
+        out->changed += !(shift[g] == 0);
+        out->uneven += !plain;
+    }
+    free(shift);
+    free(before);
+    free(order);
+    return SF_OK;
 }
 
 const sim_task *sim_task_of(const sf_sim *sim, int64_t gid, int *block) {

@@ -344,6 +344,21 @@ static void test_cost_by_hand(void **state) {
         node_x + fmax(c0, c1) + ps + sf_cost_task_s(cm, oy, &t0, 0, SF_PASS_UPDATE) + xfer;
     double got_ps = sf_optcnn_cost(g, m, cm, &po, st);
     assert_true(fabs(got_ps - want_ps) <= 1e-12 * want_ps);
+    /* a second layer reading x with fc's weights, as unrolled RNN steps share
+     * theirs, in the same config: one group, synced and updated once */
+    sf_graph *g2 = sf_graph_new("shared");
+    int x2 = sf_graph_add_input(g2, "x", &s, 0, &err);
+    int y2 = sf_graph_add_op(g2, SF_OP_LINEAR, "fc", &p, (sf_tensor_ref[]){{x2, 0}}, 1, &err);
+    int z2 = sf_graph_add_op(g2, SF_OP_LINEAR, "fc2", &p, (sf_tensor_ref[]){{x2, 0}}, 1, &err);
+    assert_int_equal(sf_graph_share_weights(g2, z2, y2, &err), SF_OK);
+    sf_strategy *st2 = sf_strategy_new(g2);
+    *sf_strategy_config(st2, y2) = *cy;
+    *sf_strategy_config(st2, z2) = *cy;
+    double want2 = node_x + 2 * (fmax(c0, c1) + xfer) + sync + upd;
+    double got2 = sf_optcnn_cost(g2, m, cm, NULL, st2);
+    assert_true(fabs(got2 - want2) <= 1e-12 * want2);
+    sf_strategy_free(st2);
+    sf_graph_free(g2);
     /* a bad strategy has no cost */
     cy->device[1] = 99;
     assert_true(isnan(sf_optcnn_cost(g, m, cm, NULL, st)));

@@ -35,7 +35,7 @@ static sf_status walk_additive(const sf_graph *g, const sf_machine *m, const sf_
     double *edge = calloc(n_edges + 1, sizeof *edge);
     int *eoff = calloc(n_ops + 1, sizeof *eoff);
     oc_scratch sc;
-    if (!node || !edge || !eoff || oc_scratch_init(&sc, sf_machine_num_devices(m), SF_SCHEME_RING) != SF_OK) {
+    if (!node || !edge || !eoff || oc_scratch_init(&sc, g, sf_machine_num_devices(m), SF_SCHEME_RING) != SF_OK) {
         free(node);
         free(edge);
         free(eoff);

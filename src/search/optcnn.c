@@ -38,9 +38,12 @@
  *                   (store-and-forward over the route, as sim.c's transfers)
  *                 + the same for activation gradients flowing back to the
  *                   producer's devices (none when the producer is an input).
- * Sync and update are charged to every operator with weights as if it owned
- * them: an operator that shares weights (unrolled RNN steps) pays its own ring,
- * which keeps the model additive (the simulator syncs the union once).
+ * Operators that share weights (the unrolled steps of an RNN layer) are synced
+ * and updated once, by the simulator as in training: each of the G operators of
+ * such a group is charged 1/G of the sync and update it would pay alone, which
+ * keeps the model additive and is exact when they share a config, as the steps
+ * of a layer do in every strategy OptCNN's candidates make sensible (the
+ * simulator syncs the union of their shards' devices).
  *
  * The dynamic program. Operators are nodes with a cost vector, edges carry a
  * cost table T[cu][cv] (an operator reading one producer twice gives parallel
@@ -92,11 +95,24 @@ void sf_optcnn_options_default(sf_optcnn_options *o) {
 
 /* ---- scratch and routes ------------------------------------------------------ */
 
-sf_status oc_scratch_init(oc_scratch *s, int n_dev, sf_sync_scheme scheme) {
+sf_status oc_scratch_init(oc_scratch *s, const sf_graph *g, int n_dev, sf_sync_scheme scheme) {
     memset(s, 0, sizeof *s);
     size_t n = (size_t)(n_dev > 0 ? n_dev : 1);
+    int n_ops = sf_graph_num_ops(g);
     s->n_dev = n_dev;
     s->scheme = scheme;
+    s->sharers = calloc((size_t)(n_ops > 0 ? n_ops : 1), sizeof *s->sharers);
+    if (!s->sharers) return SF_ERR_NOMEM;
+    /* count each group at its owner (weight_owner names the owner itself), then
+     * give every member its owner's count */
+    for (int i = 0; i < n_ops; i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        s->sharers[op->weight_owner >= 0 ? op->weight_owner : i]++;
+    }
+    for (int i = 0; i < n_ops; i++) {
+        int owner = sf_graph_op(g, i)->weight_owner;
+        if (owner >= 0) s->sharers[i] = s->sharers[owner];
+    }
     s->fwd = calloc(n, sizeof *s->fwd);
     s->bwd = calloc(n, sizeof *s->bwd);
     s->upd = calloc(n, sizeof *s->upd);
@@ -111,6 +127,7 @@ sf_status oc_scratch_init(oc_scratch *s, int n_dev, sf_sync_scheme scheme) {
 }
 
 void oc_scratch_free(oc_scratch *s) {
+    free(s->sharers);
     free(s->fwd);
     free(s->bwd);
     free(s->upd);
@@ -219,7 +236,7 @@ double oc_node_cost(const sf_machine *m, const sf_cost_model *cm, const sf_op *o
             if (s->upd[s->touched[k]] > update) update = s->upd[s->touched[k]];
     }
     for (int k = 0; k < nt; k++) s->mark[s->touched[k]] = 0;
-    return compute + sync + update;
+    return compute + (sync + update) / s->sharers[op->id];
 }
 
 double oc_edge_cost(const sf_machine *m, const sf_op *u, int out, const sf_config *cu,
@@ -283,7 +300,7 @@ double sf_optcnn_cost(const sf_graph *g, const sf_machine *m, const sf_cost_mode
         if (sf_config_validate(sf_graph_op(g, i), m, sf_strategy_get(s, i), NULL) != SF_OK)
             return NAN;
     oc_scratch sc;
-    if (oc_scratch_init(&sc, sf_machine_num_devices(m), o->scheme) != SF_OK) return NAN;
+    if (oc_scratch_init(&sc, g, sf_machine_num_devices(m), o->scheme) != SF_OK) return NAN;
     double total = 0;
     for (int vi = 0; vi < n; vi++) {
         const sf_op *v = sf_graph_op(g, vi);
@@ -363,7 +380,7 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
     int pmax = n_dev < SF_MAX_PARTS ? n_dev : SF_MAX_PARTS;
     double mem_cap = sf_machine_device_kind(m, 0)->mem_bytes;
     oc_scratch sc;
-    if (o->max_configs > 0 && oc_scratch_init(&sc, n_dev, o->scheme) != SF_OK)
+    if (o->max_configs > 0 && oc_scratch_init(&sc, g, n_dev, o->scheme) != SF_OK)
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory enumerating configs");
     sf_status st = SF_OK;
     for (int i = 0; i < sf_graph_num_ops(g) && st == SF_OK; i++) {
@@ -1171,7 +1188,7 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
     oc_scratch sc;
     memset(&sc, 0, sizeof sc);
     s.arena = sf_arena_new((size_t)1 << 22);
-    if (!s.arena || oc_scratch_init(&sc, n_dev, o->scheme) != SF_OK) {
+    if (!s.arena || oc_scratch_init(&sc, g, n_dev, o->scheme) != SF_OK) {
         st = sf_error_set(err, SF_ERR_NOMEM, "out of memory starting the OptCNN search");
         goto done;
     }

@@ -25,6 +25,8 @@ typedef struct oc_cands {
 typedef struct oc_scratch {
     int n_dev;
     sf_sync_scheme scheme; /* how oc_node_cost prices gradient sync */
+    int *sharers;        /* [n_ops]: operators using each operator's weights (the group
+                          * of an unrolled RNN layer's steps; 1 when unshared or none) */
     double *fwd, *bwd;   /* [n_dev] */
     double *upd;         /* [n_dev] */
     double *busy;        /* [n_dev] */
@@ -32,7 +34,7 @@ typedef struct oc_scratch {
     unsigned char *mark; /* [n_dev] */
 } oc_scratch;
 
-sf_status oc_scratch_init(oc_scratch *s, int n_dev, sf_sync_scheme scheme);
+sf_status oc_scratch_init(oc_scratch *s, const sf_graph *g, int n_dev, sf_sync_scheme scheme);
 void oc_scratch_free(oc_scratch *s);
 
 /* Latency sum (s) and inverse-bandwidth sum (s/byte) of the route a -> b: a
@@ -45,7 +47,8 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
 
 /* Node cost of op under config c: slowest device's forward + backward time,
  * plus gradient sync (slowest ring edge, or the server's messages in and out),
- * plus the slowest device's update. */
+ * plus the slowest device's update; the last two divided by the number of
+ * operators using op's weights (s->sharers). */
 double oc_node_cost(const sf_machine *m, const sf_cost_model *cm, const sf_op *op,
                     const sf_config *c, oc_scratch *s);
 

@@ -132,8 +132,8 @@ static void block_reset(sim_block *b) {
     b->n_tasks = 0;
     b->n_edges = 0;
     b->n_mem = 0;
-    b->xfer_bytes = b->sync_bytes = b->intra_bytes = b->inter_bytes = 0;
-    b->xfer_s = b->sync_s = b->compute_s = 0;
+    memset(&b->st, 0, sizeof b->st);
+    b->mem_inexact = 0;
 }
 
 static int block_task(sim_block *b, sim_kind kind, int res, int op, int part, double dur,
@@ -159,6 +159,7 @@ static int block_edge(sim_block *b, int64_t from, int64_t to) {
 static int block_mem(sim_block *b, int dev, double bytes) {
     if (grow_int((void **)&b->mem, &b->cap_mem, b->n_mem + 1, sizeof *b->mem)) return -1;
     b->mem[b->n_mem++] = (sim_mem){dev, bytes};
+    if (!(bytes >= 0 && bytes <= SIM_EXACT_BYTES && bytes == floor(bytes))) b->mem_inexact = 1;
     return 0;
 }
 
@@ -234,6 +235,9 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->s = sf_strategy_new(g);
     sim->n_blocks = n_ops * SIM_SLOTS + 1; /* + the barrier block */
     sim->blocks = calloc((size_t)sim->n_blocks + 1, sizeof *sim->blocks);
+    sim->order = malloc((size_t)sim->n_blocks * sizeof *sim->order);
+    sim->pos = malloc((size_t)sim->n_blocks * sizeof *sim->pos);
+    sim->stats = calloc((size_t)sim->n_blocks, sizeof *sim->stats);
     sim->dirty = calloc((size_t)sim->n_blocks + 1, 1);
     sim->group_owner = malloc((size_t)(n_ops ? n_ops : 1) * sizeof *sim->group_owner);
     sim->group_members = calloc((size_t)(n_ops ? n_ops : 1), sizeof *sim->group_members);
@@ -248,11 +252,22 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->tiles_c = calloc(SF_MAX_PARTS, sizeof *sim->tiles_c);
     sim->cur = &sim->flat[0];
     sim->prev = &sim->flat[1];
-    if (!sim->s || !sim->blocks || !sim->dirty || !sim->group_owner || !sim->group_members ||
+    if (!sim->s || !sim->blocks || !sim->order || !sim->pos || !sim->stats || !sim->dirty || !sim->group_owner || !sim->group_members ||
         !sim->group_size || !sim->cons_start || !sim->res_free || !sim->remaining || !sim->scratch_dev || !sim->dev_head ||
         !sim->tiles_p || !sim->tiles_c || !sim->tiles || flat_alloc_fixed(&sim->flat[0], sim->n_blocks, sim->n_dev, sim->n_res) ||
         flat_alloc_fixed(&sim->flat[1], sim->n_blocks, sim->n_dev, sim->n_res))
         goto oom;
+
+    /* canonical block order: each operator's core, input edges and sync, then
+     * the barrier block (pseudo-operator n_ops) */
+    for (int i = 0; i < n_ops; i++) {
+        int n_in = sf_graph_op(g, i)->n_inputs;
+        for (int slot = 0; slot <= n_in; slot++) sim->order[sim->n_order++] = block_id(i, slot);
+        sim->order[sim->n_order++] = block_id(i, SLOT_SYNC);
+    }
+    sim->order[sim->n_order++] = BARRIER_BLOCK(sim);
+    for (int b = 0; b < sim->n_blocks; b++) sim->pos[b] = -1;
+    for (int k = 0; k < sim->n_order; k++) sim->pos[sim->order[k]] = k;
 
     /* weight groups */
     for (int i = 0; i < n_ops; i++) {
@@ -318,6 +333,9 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->group_size);
     free(sim->group_owner);
     free(sim->blocks);
+    free(sim->order);
+    free(sim->pos);
+    free(sim->stats);
     free(sim->dirty);
     free(sim->cons_start);
     free(sim->cons);
@@ -365,7 +383,7 @@ static int build_core(sf_sim *sim, int opi) {
         double d;
         sf_cost_task_fwd_bwd_s(sim->cm, op, &t, dev, &d, &bwd_s[p]);
         if (block_task(b, SIM_FWD, dev, opi, p, d, 0) < 0) return -1;
-        b->compute_s += b->tasks[b->n_tasks - 1].dur_s;
+        b->st.compute_s += b->tasks[b->n_tasks - 1].dur_s;
         /* Activations: the part's outputs, plus whatever it saves beyond its
          * inputs (LSTM gates, attention scores). Inputs are the outputs of other
          * parts, counted there, or copies received from another device, counted
@@ -386,7 +404,7 @@ static int build_core(sf_sim *sim, int opi) {
         for (int p = 0; p < n; p++) {
             int dev = c->device[p];
             if (block_task(b, SIM_BWD, dev, opi, p, bwd_s[p], 0) < 0) return -1;
-            b->compute_s += b->tasks[b->n_tasks - 1].dur_s;
+            b->st.compute_s += b->tasks[b->n_tasks - 1].dur_s;
             if (block_edge(b, REF(bid, p), REF(bid, n + p))) return -1;
             if (sim->opt.sync == SF_SYNC_BULK &&
                 block_edge(b, REF(bid, n + p), REF(BARRIER_BLOCK(sim), dev)))
@@ -416,14 +434,14 @@ static int add_transfer(sf_sim *sim, sim_block *b, int bid, sim_kind kind, int o
             double d = l->latency_s + piece / l->bandwidth_Bps;
             int idx = block_task(b, kind, sim->n_dev + r.links[i], op, part, d, piece);
             if (idx < 0) return -1;
-            *(sync ? &b->sync_s : &b->xfer_s) += b->tasks[idx].dur_s;
-            *(l->inter_node ? &b->inter_bytes : &b->intra_bytes) += piece;
+            *(sync ? &b->st.sync_s : &b->st.xfer_s) += b->tasks[idx].dur_s;
+            *(l->inter_node ? &b->st.inter_bytes : &b->st.intra_bytes) += piece;
             if (block_edge(b, prev, REF(bid, idx))) return -1;
             prev = REF(bid, idx);
         }
         if (to >= 0 && block_edge(b, prev, to)) return -1;
     }
-    *(sync ? &b->sync_bytes : &b->xfer_bytes) += bytes;
+    *(sync ? &b->st.sync_bytes : &b->st.xfer_bytes) += bytes;
     return 0;
 }
 
@@ -568,15 +586,15 @@ static int add_ring_edge(sf_sim *sim, sim_block *b, int bid, int owner, int cls,
         double d = steps * l->latency_s + send / l->bandwidth_Bps;
         int idx = block_task(b, SIM_SYNC, sim->n_dev + r.links[i], owner, cls, d, send);
         if (idx < 0) return -1;
-        b->sync_s += b->tasks[idx].dur_s;
+        b->st.sync_s += b->tasks[idx].dur_s;
         if (l->inter_node)
-            b->inter_bytes += send;
+            b->st.inter_bytes += send;
         else
-            b->intra_bytes += send;
+            b->st.intra_bytes += send;
         if (block_edge(b, REF(bid, bar), REF(bid, idx))) return -1;
         if (block_edge(b, REF(bid, idx), REF(bid, bar2))) return -1;
     }
-    b->sync_bytes += send;
+    b->st.sync_bytes += send;
     return 0;
 }
 
@@ -603,7 +621,7 @@ static int build_ps(sf_sim *sim, sim_block *b, int bid, int owner, int cls, cons
     double u = sf_cost_task_s(sim->cm, rop, rt, server, SF_PASS_UPDATE);
     int ut = block_task(b, SIM_UPDATE, server, owner, cls, u, 0);
     if (ut < 0) return -1;
-    b->compute_s += b->tasks[ut].dur_s;
+    b->st.compute_s += b->tasks[ut].dur_s;
     if (grads_done(sim, b, e, server, REF(bid, ut))) return -1;
     for (int d = 0; d < sim->n_dev; d++) {
         if (!sim->scratch_dev[d]) continue;
@@ -714,7 +732,7 @@ static int build_sync(sf_sim *sim, int owner) {
             double u = sf_cost_task_s(sim->cm, rop, &rt, d, SF_PASS_UPDATE);
             int ut = block_task(b, SIM_UPDATE, d, owner, cls, u, 0);
             if (ut < 0) return -1;
-            b->compute_s += b->tasks[ut].dur_s;
+            b->st.compute_s += b->tasks[ut].dur_s;
             if (block_mem(b, d, shard_bytes * (2.0 + sim->opt.optimizer_state_factor))) return -1;
             if (join >= 0 ? block_edge(b, join, REF(bid, ut))
                           : grads_done(sim, b, e, d, REF(bid, ut)))
@@ -726,16 +744,10 @@ static int build_sync(sf_sim *sim, int owner) {
 
 /* ---- assembly ----------------------------------------------------------------- */
 
-/* Visit every block in canonical (id) order: the core, input edge and sync
- * blocks of each operator, then the barrier block (pseudo-operator n_ops). */
-#define FOR_ALL_BLOCKS(sim, bid)                                                            \
-    for (int op_ = 0; op_ <= (sim)->n_ops; op_++)                                           \
-        for (int slot_ = 0,                                                                 \
-                 nin_ = op_ < (sim)->n_ops ? sf_graph_op((sim)->g, op_)->n_inputs : -1;     \
-             slot_ < SIM_SLOTS;                                                             \
-             slot_ = slot_ < nin_ ? slot_ + 1                                               \
-                                  : (slot_ == SLOT_SYNC || nin_ < 0 ? SIM_SLOTS : SLOT_SYNC)) \
-            for (int bid = block_id(op_, slot_), once_ = 1; once_; once_ = 0)
+/* Visit every block in canonical (id) order (sim->order). */
+#define FOR_ALL_BLOCKS(sim, bid)                                                              \
+    for (int bid##_k = 0, bid = 0;                                                            \
+         bid##_k < (sim)->n_order && (bid = (sim)->order[bid##_k], 1); bid##_k++)
 
 /* Bulk sync mode: one zero-time barrier per device (core blocks wire every
  * backward task into its device's barrier, sync blocks start from them). */
@@ -748,7 +760,7 @@ static int build_barriers(sf_sim *sim) {
     return 0;
 }
 
-static int rebuild_block(sf_sim *sim, int bid) {
+static int build_block(sf_sim *sim, int bid) {
     int opi = bid / SIM_SLOTS, slot = bid % SIM_SLOTS;
     if (opi == sim->n_ops) return build_barriers(sim);
     if (slot == SLOT_CORE) return build_core(sim, opi);
@@ -758,6 +770,16 @@ static int rebuild_block(sf_sim *sim, int bid) {
         return 0;
     }
     return build_edge(sim, opi, slot - 1);
+}
+
+/* Copy a block's stats to the dense array collect reads; called whenever the
+ * block in place changes (built, or restored by a revert). */
+static void publish_stats(sf_sim *sim, int bid) { sim->stats[sim->pos[bid]] = sim->blocks[bid].st; }
+
+static int rebuild_block(sf_sim *sim, int bid) {
+    if (build_block(sim, bid)) return -1;
+    publish_stats(sim, bid);
+    return 0;
 }
 
 #define GROW_FLAT(f, field, need, oldcap)                                  \
@@ -1156,17 +1178,57 @@ static sf_status schedule_resume(sf_sim *sim, sim_flat *f, const sim_flat *o, do
 
 /* ---- results ------------------------------------------------------------------ */
 
-static void collect(sf_sim *sim, sim_flat *f) {
+/* Per-device memory summed over every block in canonical order, as a full run
+ * does; also says whether the sums are exact (see mem_delta). */
+static void mem_full(sf_sim *sim, sim_flat *f) {
+    memset(f->device_mem, 0, (size_t)sim->n_dev * sizeof *f->device_mem);
+    int exact = 1;
+    FOR_ALL_BLOCKS(sim, bid) {
+        const sim_block *b = &sim->blocks[bid];
+        exact &= !b->mem_inexact;
+        for (int i = 0; i < b->n_mem; i++) f->device_mem[b->mem[i].dev] += b->mem[i].bytes;
+    }
+    for (int d = 0; d < sim->n_dev; d++) exact &= f->device_mem[d] <= SIM_EXACT_BYTES;
+    f->mem_exact = exact;
+}
+
+/* Per-device memory after a delta update, from the totals before it (o): minus
+ * the replaced blocks' entries, plus the rebuilt ones'. That equals mem_full's
+ * sums bit for bit only when no rounding happens in either: when every entry is
+ * a whole number of bytes and every total at most 2^52 (SIM_EXACT_BYTES), all
+ * partial sums are exact integers and the order of the additions cannot show.
+ * Memory is counted in whole bytes in practice (4-byte elements, whole weight
+ * shards times 2 + a whole optimizer factor); when not, returns 0 and the
+ * caller sums everything again. */
+static int mem_delta(sf_sim *sim, sim_flat *f, const sim_flat *o) {
+    if (!o->mem_exact) return 0;
+    for (int i = 0; i < sim->n_saved; i++)
+        if (sim->blocks[sim->saved[i].bid].mem_inexact) return 0;
+    memcpy(f->device_mem, o->device_mem, (size_t)sim->n_dev * sizeof *f->device_mem);
+    for (int i = 0; i < sim->n_saved; i++) {
+        const sim_block *ob = &sim->saved[i].block, *nb = &sim->blocks[sim->saved[i].bid];
+        for (int k = 0; k < ob->n_mem; k++) f->device_mem[ob->mem[k].dev] -= ob->mem[k].bytes;
+        for (int k = 0; k < nb->n_mem; k++) f->device_mem[nb->mem[k].dev] += nb->mem[k].bytes;
+    }
+    for (int d = 0; d < sim->n_dev; d++)
+        if (f->device_mem[d] > SIM_EXACT_BYTES) return 0;
+    f->mem_exact = 1;
+    return 1;
+}
+
+/* The result of the schedule in f. o: the layout before a delta update (its
+ * memory totals are reused when exact), NULL after a full run. */
+static void collect(sf_sim *sim, sim_flat *f, const sim_flat *o) {
     sf_sim_result *r = &f->result;
     memset(r, 0, sizeof *r);
     r->tasks = f->n_tasks;
     r->rescheduled = sim->last_resimulated;
     r->n_devices = sim->n_dev;
     r->iter_s = f->makespan_s;
-    memset(f->device_mem, 0, (size_t)sim->n_dev * sizeof *f->device_mem);
     memcpy(f->device_busy, f->res_total, (size_t)sim->n_dev * sizeof *f->device_busy);
-    FOR_ALL_BLOCKS(sim, bid) {
-        const sim_block *b = &sim->blocks[bid];
+    /* each sum in canonical block order, whichever blocks changed */
+    for (int k = 0; k < sim->n_order; k++) {
+        const sim_stats *b = &sim->stats[k];
         r->compute_s += b->compute_s;
         r->transfer_s += b->xfer_s;
         r->sync_s += b->sync_s;
@@ -1174,8 +1236,8 @@ static void collect(sf_sim *sim, sim_flat *f) {
         r->sync_bytes += b->sync_bytes;
         r->intra_bytes += b->intra_bytes;
         r->inter_bytes += b->inter_bytes;
-        for (int i = 0; i < b->n_mem; i++) f->device_mem[b->mem[i].dev] += b->mem[i].bytes;
     }
+    if (!o || !mem_delta(sim, f, o)) mem_full(sim, f);
     r->fits = 1;
     for (int d = 0; d < sim->n_dev; d++) {
         if (f->device_mem[d] > r->peak_mem_bytes) r->peak_mem_bytes = f->device_mem[d];
@@ -1208,7 +1270,7 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
     st = schedule_full(sim, sim->cur, err);
     if (st != SF_OK) return st;
-    collect(sim, sim->cur);
+    collect(sim, sim->cur, NULL);
     sim->has_run = 1;
     *r = sim->cur->result;
     return SF_OK;
@@ -1401,7 +1463,7 @@ sf_status sf_sim_update_bounded(sf_sim *sim, int opi, const sf_config *c, double
         sim->cut_pending = 1;
         return SF_OK;
     }
-    collect(sim, f);
+    collect(sim, f, o);
     *r = f->result;
     return SF_OK;
 }
@@ -1416,6 +1478,7 @@ sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
         sim_block tmp = sim->blocks[sv->bid];
         sim->blocks[sv->bid] = sv->block;
         sv->block = tmp;
+        publish_stats(sim, sv->bid);
     }
     sim->n_saved = 0;
     sim->cut_pending = 0;

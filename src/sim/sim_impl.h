@@ -48,6 +48,12 @@ typedef struct sim_edge {
     int64_t from, to;
 } sim_edge;
 
+/* What a block adds to the result's sums (sf_sim_result). */
+typedef struct sim_stats {
+    double compute_s, xfer_s, sync_s;                        /* task seconds */
+    double xfer_bytes, sync_bytes, intra_bytes, inter_bytes; /* bytes */
+} sim_stats;
+
 /* Memory a block places on a device. */
 typedef struct sim_mem {
     int32_t dev;
@@ -61,9 +67,13 @@ typedef struct sim_block {
     int n_edges, cap_edges;
     sim_mem *mem;
     int n_mem, cap_mem;
-    double xfer_bytes, sync_bytes, intra_bytes, inter_bytes;
-    double xfer_s, sync_s, compute_s;
+    int mem_inexact; /* some mem[] entry is not a whole number of bytes in [0, SIM_EXACT_BYTES] */
+    sim_stats st;
 } sim_block;
+
+/* Whole numbers up to 2^52 and their sums up to 2^53 are exact in doubles, so
+ * sums of such byte counts do not depend on the order they are taken in. */
+#define SIM_EXACT_BYTES 4503599627370496.0 /* 2^52 */
 
 /* Heap entry for list scheduling: the bits of the task's ready time in the high
  * 64 bits, its global id in the low ones, so that one unsigned comparison
@@ -85,6 +95,8 @@ typedef struct sim_flat {
     double *device_mem;     /* [n_dev] */
     double *res_total;      /* [n_res] work (seconds) queued on each resource, summed in
                              * canonical task order while laying out (assemble) */
+    int mem_exact;          /* device_mem holds exact sums (every block's entries whole
+                             * numbers of bytes, every total at most SIM_EXACT_BYTES) */
     double makespan_s;      /* latest finish, kept by the scheduling passes */
     sf_sim_result result;
 } sim_flat;
@@ -120,6 +132,13 @@ struct sf_sim {
 
     sim_block *blocks;    /* [n_blocks] */
     int n_blocks;
+    int *order;           /* [n_order] the ids of every block in canonical order: each
+                           * operator's core, input edges and sync, then the barrier block */
+    int n_order;
+    int *pos;             /* [n_blocks] position of a block in order[] */
+    sim_stats *stats;     /* [n_order] each block's stats in canonical order, copied from
+                           * the block whenever it changes: collect streams them from
+                           * one dense array instead of visiting every block */
     unsigned char *dirty; /* [n_blocks] */
 
     sim_flat flat[2];

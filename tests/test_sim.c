@@ -14,6 +14,7 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "sim/sim_impl.h" /* sim_set_test_limits, sim_layout_consistent */
 #include "soapflow/cost.h"
 #include "soapflow/graph.h"
 #include "soapflow/machine.h"
@@ -472,38 +473,58 @@ static void results_equal(const sf_sim_result *a, const sf_sim_result *b) {
     }
 }
 
-/* Delta simulation equals full simulation after every random single-operator change. */
-static void delta_vs_full(const char *model, int64_t batch, sf_machine *m, int moves,
-                          uint64_t seed, sf_sync_mode sync, sf_sync_scheme scheme, int segments,
-                          double optimizer_state_factor) {
+/* One run of delta_vs_full; zero options take the simulator's defaults. */
+typedef struct delta_case {
+    const char *model;
+    int64_t batch;
+    int machine; /* DELTA_P100 or DELTA_K8 */
+    int moves;
+    uint64_t seed;
+    sf_sync_mode sync;
+    sf_sync_scheme scheme;
+    int segments;
+    double optimizer_state_factor;
+    int squeeze; /* no spare ranks and a compaction before every update (sim_set_test_limits) */
+} delta_case;
+
+enum { DELTA_P100, DELTA_K8 }; /* p100-4x4, the first 8 devices of k80-16x4 */
+
+/* Delta simulation equals full simulation after every random single-operator
+ * change, and the delta simulator's layout holds exactly its blocks' tasks and
+ * edges after every update and every revert. */
+static void delta_vs_full(const delta_case *dc, sf_machine *m) {
     sf_error err = {0};
     sf_model_options o;
     sf_model_options_default(&o);
-    o.batch = batch;
+    o.batch = dc->batch;
     o.seq_len = 8;
-    sf_graph *g = sf_model_build(model, &o, &err);
+    sf_graph *g = sf_model_build(dc->model, &o, &err);
     assert_non_null(g);
     sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
     sf_strategy *s = sf_strategy_new(g);
     assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
     sf_sim_options so;
     sf_sim_options_default(&so);
-    so.sync = sync;
-    so.scheme = scheme;
-    so.segments = segments;
-    so.optimizer_state_factor = optimizer_state_factor;
+    so.sync = dc->sync;
+    so.scheme = dc->scheme;
+    if (dc->segments) so.segments = dc->segments;
+    if (dc->optimizer_state_factor) so.optimizer_state_factor = dc->optimizer_state_factor;
     sf_sim *delta = sf_sim_new(g, m, cm, &so, &err), *full = sf_sim_new(g, m, cm, &so, &err);
+    if (dc->squeeze) sim_set_test_limits(delta, 0, -((int64_t)1 << 40));
     sf_sim_result rd, rf;
     assert_int_equal(sf_sim_run(delta, s, &rd, &err), SF_OK);
+    assert_true(sim_layout_consistent(delta));
     sf_rng rng;
-    sf_rng_seed(&rng, seed);
+    sf_rng_seed(&rng, dc->seed);
     int n = sf_graph_num_ops(g);
+    int moves = dc->moves;
     for (int it = 0; it < moves; it++) {
         int op = (int)sf_rng_below(&rng, (uint64_t)n);
         sf_config c, old = *sf_strategy_get(s, op);
         sf_config_random(sf_graph_op(g, op), m, &rng, &c);
         *sf_strategy_config(s, op) = c;
         assert_int_equal(sf_sim_update(delta, op, &c, &rd, &err), SF_OK);
+        assert_true(sim_layout_consistent(delta));
         assert_int_equal(sf_sim_run(full, s, &rf, &err), SF_OK);
         results_equal(&rd, &rf);
         /* what changed lies inside what was scheduled again (from t0 on) */
@@ -530,6 +551,7 @@ static void delta_vs_full(const char *model, int64_t batch, sf_machine *m, int m
         if (sf_rng_below(&rng, 2)) { /* a rejected proposal: undo it */
             *sf_strategy_config(s, op) = old;
             assert_int_equal(sf_sim_revert(delta, &rd, &err), SF_OK);
+            assert_true(sim_layout_consistent(delta));
             assert_int_equal(sf_sim_run(full, s, &rf, &err), SF_OK);
             results_equal(&rd, &rf);
             assert_true(sf_config_equal(sf_strategy_get(sf_sim_strategy(delta), op), &old));
@@ -542,6 +564,44 @@ static void delta_vs_full(const char *model, int64_t batch, sf_machine *m, int m
     sf_graph_free(g);
 }
 
+/* One line a case: model, batch, machine, moves, seed, then what differs from the defaults. */
+/* clang-format off */
+static const delta_case delta_cases[] = {
+    {.model = "lenet5", .batch = 64, .machine = DELTA_P100, .moves = 1000, .seed = 1},
+    {.model = "alexnet", .batch = 32, .machine = DELTA_K8, .moves = 300, .seed = 2},
+    {.model = "rnnlm", .batch = 32, .machine = DELTA_P100, .moves = 500, .seed = 3},
+    {.model = "inception_v3", .batch = 16, .machine = DELTA_K8, .moves = 200, .seed = 4},
+    {.model = "transformer", .batch = 8, .machine = DELTA_P100, .moves = 200, .seed = 5},
+    /* bulk sync: the per-device barriers are kept tasks whose predecessors change */
+    {.model = "lenet5", .batch = 64, .machine = DELTA_P100, .moves = 400, .seed = 6,
+     .sync = SF_SYNC_BULK},
+    {.model = "rnnlm", .batch = 32, .machine = DELTA_K8, .moves = 300, .seed = 7,
+     .sync = SF_SYNC_BULK},
+    {.model = "inception_v3", .batch = 16, .machine = DELTA_P100, .moves = 150, .seed = 8,
+     .sync = SF_SYNC_BULK},
+    /* parameter servers, both ways */
+    {.model = "alexnet", .batch = 32, .machine = DELTA_P100, .moves = 300, .seed = 9,
+     .scheme = SF_SCHEME_PS},
+    {.model = "rnnlm", .batch = 32, .machine = DELTA_P100, .moves = 300, .seed = 10,
+     .sync = SF_SYNC_BULK, .scheme = SF_SCHEME_PS},
+    /* transfers over several links in pipelined segments (PCIe trees, NICs) */
+    {.model = "alexnet", .batch = 32, .machine = DELTA_K8, .moves = 200, .seed = 11,
+     .segments = 3},
+    /* memory in fractions of a byte (optimizer state 0.3 per weight byte): the
+     * per-device totals cannot be patched exactly and are summed again */
+    {.model = "transformer", .batch = 8, .machine = DELTA_K8, .moves = 150, .seed = 12,
+     .optimizer_state_factor = 0.3},
+    /* the rare paths of the delta layout on every move: rank ranges drawn again
+     * whenever a block grows, a compaction before every update */
+    {.model = "lenet5", .batch = 64, .machine = DELTA_P100, .moves = 300, .seed = 13,
+     .squeeze = 1},
+    {.model = "rnnlm", .batch = 32, .machine = DELTA_K8, .moves = 200, .seed = 14,
+     .sync = SF_SYNC_BULK, .scheme = SF_SCHEME_PS, .squeeze = 1},
+    {.model = "inception_v3", .batch = 16, .machine = DELTA_K8, .moves = 100, .seed = 15,
+     .segments = 2, .squeeze = 1},
+};
+/* clang-format on */
+
 static void test_delta_equals_full(void **state) {
     (void)state;
     sf_error err = {0};
@@ -549,23 +609,8 @@ static void test_delta_equals_full(void **state) {
     sf_machine *k80 = sf_machine_preset("k80-16x4", &err);
     sf_machine *k8 = sf_machine_subset(k80, 8, &err);
     assert_non_null(k8);
-    delta_vs_full("lenet5", 64, p100, 1000, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 1.0);
-    delta_vs_full("alexnet", 32, k8, 300, 2, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 1.0);
-    delta_vs_full("rnnlm", 32, p100, 500, 3, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 1.0);
-    delta_vs_full("inception_v3", 16, k8, 200, 4, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 1.0);
-    delta_vs_full("transformer", 8, p100, 200, 5, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 1.0);
-    /* bulk sync: the per-device barriers are kept tasks whose predecessors change */
-    delta_vs_full("lenet5", 64, p100, 400, 6, SF_SYNC_BULK, SF_SCHEME_RING, 1, 1.0);
-    delta_vs_full("rnnlm", 32, k8, 300, 7, SF_SYNC_BULK, SF_SCHEME_RING, 1, 1.0);
-    delta_vs_full("inception_v3", 16, p100, 150, 8, SF_SYNC_BULK, SF_SCHEME_RING, 1, 1.0);
-    /* parameter servers, both ways */
-    delta_vs_full("alexnet", 32, p100, 300, 9, SF_SYNC_OVERLAP, SF_SCHEME_PS, 1, 1.0);
-    delta_vs_full("rnnlm", 32, p100, 300, 10, SF_SYNC_BULK, SF_SCHEME_PS, 1, 1.0);
-    /* transfers over several links in pipelined segments (PCIe trees, NICs) */
-    delta_vs_full("alexnet", 32, k8, 200, 11, SF_SYNC_OVERLAP, SF_SCHEME_RING, 3, 1.0);
-    /* memory in fractions of a byte (optimizer state 0.3 per weight byte): the
-     * per-device totals cannot be patched exactly and are summed again */
-    delta_vs_full("transformer", 8, k8, 150, 12, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 0.3);
+    for (size_t i = 0; i < sizeof delta_cases / sizeof delta_cases[0]; i++)
+        delta_vs_full(&delta_cases[i], delta_cases[i].machine == DELTA_K8 ? k8 : p100);
     sf_machine_free(k8);
     sf_machine_free(k80);
     sf_machine_free(p100);

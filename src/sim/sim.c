@@ -7,10 +7,11 @@
  * tasks of a weight group. A full simulation builds every block; a delta
  * simulation rebuilds the blocks that one operator's config touches: its core,
  * its input edges, the input edges of its consumers and its weight group's sync.
- * Blocks are then laid out into flat arrays (no allocation once the capacity is
- * reached) and scheduled. A full run lays them out with a counting sort of all
- * edges; a delta update copies the kept blocks' runs of the old layout and
- * renumbers their adjacency lists in sequential passes (assemble_delta).
+ * Blocks are then laid out into flat arrays, one slot per task (no allocation
+ * once the capacity is reached), and scheduled. A full run lays them out with a
+ * counting sort of all edges; a delta update leaves the kept blocks' slots alone
+ * and gives the rebuilt blocks fresh ones, so that it costs what it rebuilds
+ * (layout_delta; the layout section says how).
  *
  * Scheduling is event-driven list scheduling: a binary heap of ready tasks keyed
  * by (ready time, canonical key); each device and each link is a resource that
@@ -26,8 +27,9 @@
  * resumes from there (schedule_resume). The alternative, propagating changes
  * task by task through per-resource queues as FlexFlow describes, touches the
  * same tasks in practice: a changed operator shifts everything after it on its
- * devices, and "after it" is most of the iteration. Two flat layouts are kept, so
- * a rejected proposal is undone by swapping them back (sf_sim_revert), and a
+ * devices, and "after it" is most of the iteration. Two schedules are kept and
+ * the layout logs what an update changed, so a rejected proposal is undone by
+ * swapping the schedules back and replaying the log (sf_sim_revert), and a
  * bounded update (sf_sim_update_bounded) gives up as soon as the iteration is
  * sure to exceed the bound: when some resource's queued work exceeds it before
  * anything is laid out, or when a task's finish plus the work still queued on its
@@ -106,15 +108,26 @@ int sf_sync_scheme_parse(const char *name, sf_sync_scheme *out) {
 
 /* ---- growable arrays ------------------------------------------------------ */
 
-static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
-    if (need <= *cap) return 0;
-    int64_t nc = *cap ? *cap : 256;
+/* The capacity to grow an array of cap elements to so that it holds need. */
+static int64_t grown_cap(int64_t cap, int64_t need) {
+    int64_t nc = cap ? cap : 256;
     while (nc < need) nc *= 2;
+    return nc;
+}
+
+static int resize(void **p, int64_t n, size_t elem) {
     size_t bytes;
-    if (sf_mul_overflow_size((size_t)nc, elem, &bytes)) return -1;
-    void *q = realloc(*p, bytes);
+    if (sf_mul_overflow_size((size_t)n, elem, &bytes)) return -1;
+    void *q = realloc(*p, bytes ? bytes : 1);
     if (!q) return -1;
     *p = q;
+    return 0;
+}
+
+static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    int64_t nc = grown_cap(*cap, need);
+    if (resize(p, nc, elem)) return -1;
     *cap = nc;
     return 0;
 }
@@ -165,34 +178,34 @@ static int block_mem(sim_block *b, int dev, double bytes) {
 
 /* ---- setup ----------------------------------------------------------------- */
 
-static int flat_alloc_fixed(sim_flat *f, int n_blocks, int n_dev, int n_res) {
+static int sched_alloc_fixed(sim_sched *f, int n_dev, int n_res) {
     f->res_total = calloc((size_t)n_res + 1, sizeof *f->res_total);
-    if (!f->res_total) return -1;
-    f->block_off = calloc((size_t)n_blocks + 1, sizeof *f->block_off);
-    f->device_busy = calloc((size_t)n_dev, sizeof *f->device_busy);
-    f->device_mem = calloc((size_t)n_dev, sizeof *f->device_mem);
-    return f->block_off && f->device_busy && f->device_mem ? 0 : -1;
+    f->device_busy = calloc((size_t)n_dev + 1, sizeof *f->device_busy);
+    f->device_mem = calloc((size_t)n_dev + 1, sizeof *f->device_mem);
+    return f->res_total && f->device_busy && f->device_mem ? 0 : -1;
 }
 
-static void flat_free(sim_flat *f) {
-    free(f->dur);
+static void sched_free(sim_sched *f) {
     free(f->ready);
     free(f->start);
     free(f->finish);
-    free(f->key);
-    free(f->res);
-    free(f->npred);
-    free(f->pending);
-    free(f->succ_start);
-    free(f->succ);
-    free(f->pred_start);
-    free(f->pred);
-    free(f->edge_from);
-    free(f->edge_to);
-    free(f->block_off);
     free(f->device_busy);
     free(f->device_mem);
     free(f->res_total);
+}
+
+static void layout_free(sim_layout *L) {
+    free(L->span);
+    free(L->rank_base);
+    free(L->rank_cap);
+    free(L->dur);
+    free(L->res);
+    free(L->key);
+    free(L->rank);
+    free(L->sadj);
+    free(L->padj);
+    free(L->succ);
+    free(L->pred);
 }
 
 sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
@@ -250,12 +263,21 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->tiles_p = calloc(SF_MAX_PARTS, sizeof *sim->tiles_p);
     sim->tiles = calloc((size_t)(n_ops ? n_ops : 1) * SF_MAX_PARTS, sizeof *sim->tiles);
     sim->tiles_c = calloc(SF_MAX_PARTS, sizeof *sim->tiles_c);
-    sim->cur = &sim->flat[0];
-    sim->prev = &sim->flat[1];
-    if (!sim->s || !sim->blocks || !sim->order || !sim->pos || !sim->stats || !sim->dirty || !sim->group_owner || !sim->group_members ||
-        !sim->group_size || !sim->cons_start || !sim->res_free || !sim->remaining || !sim->scratch_dev || !sim->dev_head ||
-        !sim->tiles_p || !sim->tiles_c || !sim->tiles || flat_alloc_fixed(&sim->flat[0], sim->n_blocks, sim->n_dev, sim->n_res) ||
-        flat_alloc_fixed(&sim->flat[1], sim->n_blocks, sim->n_dev, sim->n_res))
+    sim->lay.span = calloc((size_t)sim->n_blocks, sizeof *sim->lay.span);
+    sim->lay.rank_base = calloc((size_t)sim->n_blocks, sizeof *sim->lay.rank_base);
+    sim->lay.rank_cap = calloc((size_t)sim->n_blocks, sizeof *sim->lay.rank_cap);
+    sim->old_span = calloc((size_t)sim->n_blocks, sizeof *sim->old_span);
+    sim->cur = &sim->sched[0];
+    sim->prev = &sim->sched[1];
+    sim->rank_room_max = UINT32_MAX;
+    sim->compact_slack = 4096;
+    if (!sim->s || !sim->blocks || !sim->order || !sim->pos || !sim->stats || !sim->dirty ||
+        !sim->group_owner || !sim->group_members || !sim->group_size || !sim->cons_start ||
+        !sim->res_free || !sim->remaining || !sim->scratch_dev || !sim->dev_head || !sim->tiles_p ||
+        !sim->tiles_c || !sim->tiles || !sim->lay.span || !sim->lay.rank_base ||
+        !sim->lay.rank_cap || !sim->old_span ||
+        sched_alloc_fixed(&sim->sched[0], sim->n_dev, sim->n_res) ||
+        sched_alloc_fixed(&sim->sched[1], sim->n_dev, sim->n_res))
         goto oom;
 
     /* canonical block order: each operator's core, input edges and sync, then
@@ -339,9 +361,16 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->dirty);
     free(sim->cons_start);
     free(sim->cons);
-    flat_free(&sim->flat[0]);
-    flat_free(&sim->flat[1]);
+    layout_free(&sim->lay);
+    sched_free(&sim->sched[0]);
+    sched_free(&sim->sched[1]);
+    free(sim->pending);
     free(sim->heap);
+    free(sim->head_s);
+    free(sim->head_p);
+    free(sim->mark);
+    free(sim->undo_adj);
+    free(sim->old_span);
     free(sim->res_free);
     free(sim->remaining);
     free(sim->scratch_dev);
@@ -350,7 +379,7 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->tiles);
     free(sim->tiles_c);
     free(sim->sync_entries);
-    free(sim->lay);
+    free(sim->scratch);
     sf_strategy_free(sim->s);
     free(sim);
 }
@@ -745,9 +774,9 @@ static int build_sync(sf_sim *sim, int owner) {
 /* ---- assembly ----------------------------------------------------------------- */
 
 /* Visit every block in canonical (id) order (sim->order). */
-#define FOR_ALL_BLOCKS(sim, bid)                                                              \
-    for (int bid##_k = 0, bid = 0;                                                            \
-         bid##_k < (sim)->n_order && (bid = (sim)->order[bid##_k], 1); bid##_k++)
+#define FOR_ALL_BLOCKS(sim, bid)                                                                   \
+    for (int bid##_k = 0, bid = 0; bid##_k < (sim)->n_order && (bid = (sim)->order[bid##_k], 1);   \
+         bid##_k++)
 
 /* Bulk sync mode: one zero-time barrier per device (core blocks wire every
  * backward task into its device's barrier, sync blocks start from them). */
@@ -782,219 +811,419 @@ static int rebuild_block(sf_sim *sim, int bid) {
     return 0;
 }
 
-#define GROW_FLAT(f, field, need, oldcap)                                  \
-    do {                                                                   \
-        int64_t c_ = (oldcap);                                             \
-        if (grow((void **)&(f)->field, &c_, (need), sizeof *(f)->field)) \
-            return -1;                                                     \
-    } while (0)
-
-/* Block offsets in canonical order; returns the task count, the edge count in
- * *ne and the edges of rebuilt blocks in *ne_dirty. */
-static int64_t layout_offsets(sf_sim *sim, sim_flat *f, int64_t *ne, int64_t *ne_dirty) {
-    int64_t nt = 0, e = 0, ed = 0;
-    FOR_ALL_BLOCKS(sim, bid) {
-        f->block_off[bid] = nt;
-        nt += sim->blocks[bid].n_tasks;
-        e += sim->blocks[bid].n_edges;
-        if (sim->dirty[bid]) ed += sim->blocks[bid].n_edges;
-    }
-    *ne = e;
-    *ne_dirty = ed;
-    return nt;
-}
-
-static int flat_reserve(sf_sim *sim, sim_flat *f, int64_t nt, int64_t ne) {
-    if (nt >= INT32_MAX || ne >= INT32_MAX) return -1;
-    if (nt + 1 > f->cap_tasks) {
-        int64_t oc = f->cap_tasks, need = nt + 1;
-        GROW_FLAT(f, dur, need, oc);
-        GROW_FLAT(f, ready, need, oc);
-        GROW_FLAT(f, start, need, oc);
-        GROW_FLAT(f, finish, need, oc);
-        GROW_FLAT(f, key, need, oc);
-        GROW_FLAT(f, res, need, oc);
-        GROW_FLAT(f, npred, need, oc);
-        GROW_FLAT(f, pending, need, oc);
-        GROW_FLAT(f, succ_start, need, oc);
-        GROW_FLAT(f, pred_start, need, oc);
-        if (grow((void **)&sim->heap, &sim->cap_heap, need, sizeof *sim->heap)) return -1;
-        f->cap_tasks = need;
-    }
-    if (ne + 1 > f->cap_edges) {
-        int64_t oc = f->cap_edges, need = ne + 1;
-        GROW_FLAT(f, succ, need, oc);
-        GROW_FLAT(f, pred, need, oc);
-        GROW_FLAT(f, edge_from, need, oc);
-        GROW_FLAT(f, edge_to, need, oc);
-        f->cap_edges = need;
-    }
-    f->n_tasks = nt;
-    f->n_edges = ne;
-    return 0;
-}
-
-/* Work queued on each resource, summed in canonical task order whichever way
- * the layout was made: the same sums, bit for bit. */
-static void sum_res_total(sf_sim *sim, sim_flat *f) {
-    memset(f->res_total, 0, (size_t)sim->n_res * sizeof *f->res_total);
-    for (int64_t i = 0; i < f->n_tasks; i++)
-        if (f->res[i] >= 0) f->res_total[f->res[i]] += f->dur[i];
-}
-
-/* Lay the blocks out into f: tasks in canonical order, successors and
- * predecessors in CSR form (a counting sort of every block's edges). */
-static int assemble(sf_sim *sim, sim_flat *f) {
-    int64_t ne, ne_dirty;
-    int64_t nt = layout_offsets(sim, f, &ne, &ne_dirty);
-    if (flat_reserve(sim, f, nt, ne)) return -1;
-    memset(f->succ_start, 0, (size_t)(nt + 1) * sizeof *f->succ_start);
-    memset(f->pred_start, 0, (size_t)(nt + 1) * sizeof *f->pred_start);
-    const int64_t mask = ((int64_t)1 << SIM_IDX_BITS) - 1;
-    int64_t e = 0;
-    FOR_ALL_BLOCKS(sim, bid) {
-        const sim_block *b = &sim->blocks[bid];
-        int64_t off = f->block_off[bid];
-        for (int i = 0; i < b->n_tasks; i++) {
-            f->dur[off + i] = b->tasks[i].dur_s;
-            f->res[off + i] = b->tasks[i].res;
-            f->key[off + i] = (uint64_t)REF(bid, i);
-        }
-        for (int i = 0; i < b->n_edges; i++) {
-            int64_t fr = b->edges[i].from, to = b->edges[i].to;
-            int64_t fg = f->block_off[fr >> SIM_IDX_BITS] + (fr & mask);
-            int64_t tg = f->block_off[to >> SIM_IDX_BITS] + (to & mask);
-            f->edge_from[e] = fg;
-            f->edge_to[e] = tg;
-            f->succ_start[fg + 1]++;
-            f->pred_start[tg + 1]++;
-            e++;
-        }
-    }
-    sum_res_total(sim, f);
-    for (int64_t i = 0; i < nt; i++) {
-        f->succ_start[i + 1] += f->succ_start[i];
-        f->pred_start[i + 1] += f->pred_start[i];
-        f->npred[i] = f->pred_start[i + 1] - f->pred_start[i];
-    }
-    /* pending doubles as the fill cursor while scattering */
-    for (int64_t i = 0; i < nt; i++) f->pending[i] = f->succ_start[i];
-    for (int64_t i = 0; i < ne; i++)
-        f->succ[f->pending[f->edge_from[i]]++] = (int32_t)f->edge_to[i];
-    for (int64_t i = 0; i < nt; i++) f->pending[i] = f->pred_start[i];
-    for (int64_t i = 0; i < ne; i++)
-        f->pred[f->pending[f->edge_to[i]]++] = (int32_t)f->edge_from[i];
-    return 0;
-}
-
-/* Delta layout: f from the old layout o and the rebuilt (dirty) blocks, in
- * sequential passes instead of a counting sort with scattered writes.
+/* ---- layout --------------------------------------------------------------------
  *
- * It rests on where edges live. An edge owned by a rebuilt block always has an
- * end in a rebuilt block (a transfer, or a direct edge into or out of the
- * changed operator's core, or an edge into its group's sync), and an edge owned
- * by a kept block joins two kept tasks (the rebuilt set holds every block that
- * names the changed operator's tasks; bulk mode's barrier block owns no edges). So a kept task's successors are its old
- * ones that are still there, renumbered, plus the rebuilt blocks' edges out of
- * it; a rebuilt task's are the rebuilt blocks' edges alone. Likewise for
- * predecessors. Edge order within a list differs from assemble's, which the
- * scheduler never sees: ready times are maxima and the heap order is total.
+ * The scheduler works on flat arrays, one slot per task (sim_layout). A full run
+ * lays every block out afresh, in canonical order and without gaps (layout_full):
+ * a counting sort of all edges into successor and predecessor lists.
  *
- * When most edges are rebuilt anyway the plain layout is as cheap, and it is
- * also the answer should the edge counts ever disagree. */
-static int assemble_delta(sf_sim *sim, sim_flat *f, const sim_flat *o) {
-    int64_t ne, m;
-    int64_t nt = layout_offsets(sim, f, &ne, &m);
-    if (4 * m > ne) return assemble(sim, f);
-    if (flat_reserve(sim, f, nt, ne)) return -1;
-    int64_t ont = o->n_tasks;
-    if (grow((void **)&sim->lay, &sim->cap_lay, ont + 2 * nt + 2 * m + 1, sizeof *sim->lay))
+ * A delta update keeps every slot of the blocks it does not rebuild, with its
+ * duration, resource and lists, and hands the rebuilt blocks fresh slots at the
+ * end (layout_delta); the replaced blocks' slots go dead. Nothing is copied or
+ * renumbered, so the work is that of the rebuilt blocks and their neighbours:
+ *
+ *  - Where edges live: an edge owned by a rebuilt block always has an end in a
+ *    rebuilt block (a transfer, a direct edge into or out of the changed
+ *    operator's core, an edge into its group's sync), and an edge owned by a
+ *    kept block joins two kept tasks (the rebuilt set holds every block that
+ *    names the changed operator's tasks; bulk mode's barrier block owns no
+ *    edges). So the lists that change are those of the rebuilt tasks (their
+ *    blocks' edges alone) and of the kept tasks at the other end of a replaced
+ *    or a new edge (their old entries into kept slots, plus the new edges).
+ *  - A slot at or above sim->fresh (the slot count before the update) holds a
+ *    rebuilt task; a slot below it a kept one, or a dead one nothing refers to.
+ *  - A rewritten list goes to the end of succ[] or pred[] and the kept task's
+ *    old lists into an undo log. A revert restores the logged lists and the
+ *    replaced blocks' spans and hands the fresh slots and entries back: the
+ *    replaced blocks' slots were never touched.
+ *  - Dead slots and list entries pile up only as updates are kept; once they
+ *    outnumber the live ones (plus some slack) the next update starts with a
+ *    compaction: layout_full, and the current schedule copied over to the new
+ *    slots (layout_compact).
+ *  - The heap breaks ties by canonical key (see the scheduling section), which
+ *    slot numbers no longer follow. Each task carries a 32-bit rank instead:
+ *    each block owns a range of ranks in canonical order, with room to grow
+ *    (assign_ranks), and a rebuilt block's tasks take the first ranks of its
+ *    range. A block that outgrows its range makes all ranges be drawn again.
+ *  - Sums over tasks that must come out as a full run's, bit for bit (res_total,
+ *    hence per-device busy time), walk the blocks in canonical order.
+ *
+ * Rejected: slots in canonical order with spare room behind each block, so that
+ * slot numbers could keep breaking ties. A move turns edge blocks of no tasks
+ * (data parallelism: all transfers local) into hundreds, so rooms overflow all
+ * the time and everything behind must move: with room for twice each block's
+ * tasks plus 64, 586 of 598 inception_v3 / p100-4x4 updates of `bench sim`
+ * overflowed, and 819 of 1500 in an MCMC search (more room helps little).
+ * Fresh slots at the end never move anything; ranks cost a 4-byte load per
+ * heap push, which does not show in the timings.
+ */
+
+#define SLOT_OF(sim, ref)                                                                          \
+    ((int64_t)(sim)->lay.span[(sim)->pos[(ref) >> SIM_IDX_BITS]].base +                            \
+     ((ref) & (((int64_t)1 << SIM_IDX_BITS) - 1)))
+
+/* Room for need slots in every per-slot array; the fresh part of head_s/head_p
+ * and mark starts in its between-updates state. */
+static int slots_reserve(sf_sim *sim, int64_t need) {
+    sim_layout *L = &sim->lay;
+    if (need <= L->cap_slots) return 0;
+    if (need >= INT32_MAX) return -1;
+    int64_t oc = L->cap_slots, nc = grown_cap(oc, need);
+    if (nc >= INT32_MAX) nc = INT32_MAX - 1;
+    if (resize((void **)&L->dur, nc, sizeof *L->dur) ||
+        resize((void **)&L->res, nc, sizeof *L->res) ||
+        resize((void **)&L->key, nc, sizeof *L->key) ||
+        resize((void **)&L->rank, nc, sizeof *L->rank) ||
+        resize((void **)&L->sadj, nc, sizeof *L->sadj) ||
+        resize((void **)&L->padj, nc, sizeof *L->padj) ||
+        resize((void **)&sim->pending, nc, sizeof *sim->pending) ||
+        resize((void **)&sim->heap, nc, sizeof *sim->heap) ||
+        resize((void **)&sim->head_s, nc, sizeof *sim->head_s) ||
+        resize((void **)&sim->head_p, nc, sizeof *sim->head_p) ||
+        resize((void **)&sim->mark, nc, sizeof *sim->mark))
         return -1;
-    int32_t *remap = sim->lay;       /* [ont] old id -> new id, -1 in rebuilt blocks */
-    int32_t *head_s = remap + ont;   /* [nt] first rebuilt edge out of each task, -1: none */
-    int32_t *head_p = head_s + nt;   /* [nt] first rebuilt edge into each task */
-    int32_t *next_s = head_p + nt;   /* [m] chains of those edges */
-    int32_t *next_p = next_s + m;
-    memset(remap, 0xff, (size_t)ont * sizeof *remap);
-    memset(head_s, 0xff, (size_t)(2 * nt) * sizeof *head_s);
-    const int64_t mask = ((int64_t)1 << SIM_IDX_BITS) - 1;
-    int32_t e = 0;
-    FOR_ALL_BLOCKS(sim, bid) {
-        const sim_block *b = &sim->blocks[bid];
-        int64_t off = f->block_off[bid];
-        if (!sim->dirty[bid]) {
-            int64_t oo = o->block_off[bid];
-            size_t n = (size_t)b->n_tasks;
-            memcpy(f->dur + off, o->dur + oo, n * sizeof *f->dur);
-            memcpy(f->res + off, o->res + oo, n * sizeof *f->res);
-            memcpy(f->key + off, o->key + oo, n * sizeof *f->key);
-            for (int i = 0; i < b->n_tasks; i++) remap[oo + i] = (int32_t)(off + i);
-            continue;
-        }
-        for (int i = 0; i < b->n_tasks; i++) {
-            f->dur[off + i] = b->tasks[i].dur_s;
-            f->res[off + i] = b->tasks[i].res;
-            f->key[off + i] = (uint64_t)REF(bid, i);
-        }
-        for (int i = 0; i < b->n_edges; i++, e++) {
-            int64_t fr = b->edges[i].from, to = b->edges[i].to;
-            int32_t fg = (int32_t)(f->block_off[fr >> SIM_IDX_BITS] + (fr & mask));
-            int32_t tg = (int32_t)(f->block_off[to >> SIM_IDX_BITS] + (to & mask));
-            f->edge_from[e] = fg;
-            f->edge_to[e] = tg;
-            next_s[e] = head_s[fg];
-            head_s[fg] = e;
-            next_p[e] = head_p[tg];
-            head_p[tg] = e;
-        }
+    for (int i = 0; i < 2; i++) {
+        sim_sched *f = &sim->sched[i];
+        if (resize((void **)&f->ready, nc, sizeof *f->ready) ||
+            resize((void **)&f->start, nc, sizeof *f->start) ||
+            resize((void **)&f->finish, nc, sizeof *f->finish))
+            return -1;
     }
-    sum_res_total(sim, f);
-    int32_t ps = 0, pp = 0;
-    FOR_ALL_BLOCKS(sim, bid) {
-        int64_t off = f->block_off[bid], n = sim->blocks[bid].n_tasks;
-        int64_t oo = sim->dirty[bid] ? -1 : o->block_off[bid];
-        for (int64_t i = 0; i < n; i++) {
-            int64_t g = off + i;
-            f->succ_start[g] = ps;
-            f->pred_start[g] = pp;
-            if (oo >= 0) {
-                int64_t og = oo + i;
-                for (int32_t k = o->succ_start[og]; k < o->succ_start[og + 1]; k++) {
-                    int32_t t = remap[o->succ[k]];
-                    if (t >= 0) f->succ[ps++] = t;
-                }
-                for (int32_t k = o->pred_start[og]; k < o->pred_start[og + 1]; k++) {
-                    int32_t t = remap[o->pred[k]];
-                    if (t >= 0) f->pred[pp++] = t;
-                }
-            }
-            for (int32_t j = head_s[g]; j >= 0; j = next_s[j]) f->succ[ps++] = (int32_t)f->edge_to[j];
-            for (int32_t j = head_p[g]; j >= 0; j = next_p[j]) f->pred[pp++] = (int32_t)f->edge_from[j];
-            f->npred[g] = pp - f->pred_start[g];
-            if (ps > ne || pp > ne) return assemble(sim, f);
-        }
-    }
-    f->succ_start[nt] = ps;
-    f->pred_start[nt] = pp;
-    if (ps != ne || pp != ne) return assemble(sim, f);
+    memset(sim->head_s + oc, 0xff, (size_t)(nc - oc) * sizeof *sim->head_s);
+    memset(sim->head_p + oc, 0xff, (size_t)(nc - oc) * sizeof *sim->head_p);
+    memset(sim->mark + oc, 0, (size_t)(nc - oc) * sizeof *sim->mark);
+    L->cap_slots = nc;
     return 0;
+}
+
+/* Room for need entries in succ[] and in pred[]. */
+static int adj_reserve(sf_sim *sim, int64_t need) {
+    sim_layout *L = &sim->lay;
+    if (need <= L->cap_adj) return 0;
+    if (need >= INT32_MAX) return -1;
+    int64_t nc = grown_cap(L->cap_adj, need);
+    if (nc >= INT32_MAX) nc = INT32_MAX - 1;
+    if (resize((void **)&L->succ, nc, sizeof *L->succ) ||
+        resize((void **)&L->pred, nc, sizeof *L->pred))
+        return -1;
+    L->cap_adj = nc;
+    return 0;
+}
+
+/* A block's tasks into slots base.. */
+static void put_tasks(sf_sim *sim, int bid, int64_t base) {
+    sim_layout *L = &sim->lay;
+    const sim_block *b = &sim->blocks[bid];
+    for (int i = 0; i < b->n_tasks; i++) {
+        L->dur[base + i] = b->tasks[i].dur_s;
+        L->res[base + i] = b->tasks[i].res;
+        L->key[base + i] = (uint64_t)REF(bid, i);
+    }
+}
+
+static void put_ranks(sim_layout *L, int k) {
+    sim_span sp = L->span[k];
+    for (int32_t i = 0; i < sp.n; i++) L->rank[sp.base + i] = L->rank_base[k] + (uint32_t)i;
+}
+
+/* Draw every block's range of ranks: its tasks, plus an equal share of the
+ * ranks left over (millions per block for the zoo's graphs, at most
+ * rank_room_max), in canonical order. The ranks handed out number n_tasks +
+ * n_order * room <= UINT32_MAX, so they fit. */
+static void assign_ranks(sf_sim *sim) {
+    sim_layout *L = &sim->lay;
+    uint64_t room = ((uint64_t)UINT32_MAX - (uint64_t)L->n_tasks) / (uint64_t)sim->n_order;
+    if (room > sim->rank_room_max) room = sim->rank_room_max;
+    uint64_t r = 0;
+    for (int k = 0; k < sim->n_order; k++) {
+        L->rank_base[k] = (uint32_t)r;
+        L->rank_cap[k] = (uint32_t)((uint64_t)L->span[k].n + room);
+        put_ranks(L, k);
+        r += L->rank_cap[k];
+    }
+}
+
+/* Lay every block out afresh: slots in canonical order without gaps, lists by
+ * a counting sort of all edges. */
+static int layout_full(sf_sim *sim) {
+    sim_layout *L = &sim->lay;
+    int64_t nt = 0, ne = 0;
+    for (int k = 0; k < sim->n_order; k++) {
+        const sim_block *b = &sim->blocks[sim->order[k]];
+        L->span[k] = (sim_span){(int32_t)nt, b->n_tasks};
+        nt += b->n_tasks;
+        ne += b->n_edges;
+        if (nt >= INT32_MAX || ne >= INT32_MAX) return -1;
+    }
+    if (slots_reserve(sim, nt + 1) || adj_reserve(sim, ne + 1) ||
+        grow((void **)&sim->scratch, &sim->cap_scratch, 2 * ne + 1, sizeof *sim->scratch))
+        return -1;
+    int32_t *from = sim->scratch, *to = sim->scratch + ne; /* [ne] each: every edge's slots */
+    memset(L->sadj, 0, (size_t)nt * sizeof *L->sadj);
+    memset(L->padj, 0, (size_t)nt * sizeof *L->padj);
+    int64_t e = 0;
+    for (int k = 0; k < sim->n_order; k++) {
+        int bid = sim->order[k];
+        const sim_block *b = &sim->blocks[bid];
+        put_tasks(sim, bid, L->span[k].base);
+        for (int i = 0; i < b->n_edges; i++, e++) {
+            from[e] = (int32_t)SLOT_OF(sim, b->edges[i].from);
+            to[e] = (int32_t)SLOT_OF(sim, b->edges[i].to);
+            L->sadj[from[e]].n++;
+            L->padj[to[e]].n++;
+        }
+    }
+    int32_t s = 0, p = 0;
+    for (int64_t i = 0; i < nt; i++) {
+        L->sadj[i].start = s;
+        L->padj[i].start = p;
+        s += L->sadj[i].n;
+        p += L->padj[i].n;
+    }
+    /* pending serves as the fill cursor */
+    for (int64_t i = 0; i < nt; i++) sim->pending[i] = L->sadj[i].start;
+    for (int64_t i = 0; i < ne; i++) L->succ[sim->pending[from[i]]++] = to[i];
+    for (int64_t i = 0; i < nt; i++) sim->pending[i] = L->padj[i].start;
+    for (int64_t i = 0; i < ne; i++) L->pred[sim->pending[to[i]]++] = from[i];
+    L->n_slots = L->n_tasks = nt;
+    L->n_succ = L->n_pred = L->n_edges = ne;
+    assign_ranks(sim);
+    return 0;
+}
+
+/* Slot g is listed as touched by layout_delta (once). */
+static inline void touch(sf_sim *sim, int32_t *list, int64_t *n, int64_t g) {
+    if (sim->mark[g]) return;
+    sim->mark[g] = 1;
+    list[(*n)++] = (int32_t)g;
+}
+
+/* After a delta update rebuilt the blocks in sim->saved: their tasks into fresh
+ * slots, and the lists that changed rewritten (see the top of this section). */
+static int layout_delta(sf_sim *sim) {
+    sim_layout *L = &sim->lay;
+    sim->fresh = L->n_slots;
+    sim->undo_succ = L->n_succ;
+    sim->undo_pred = L->n_pred;
+    sim->undo_tasks = L->n_tasks;
+    sim->undo_edges = L->n_edges;
+    sim->undo_ranks = 0;
+    sim->n_undo_adj = 0;
+    int64_t add = 0, m = 0, m_old = 0;
+    for (int i = 0; i < sim->n_saved; i++) {
+        add += sim->blocks[sim->saved[i].bid].n_tasks;
+        m += sim->blocks[sim->saved[i].bid].n_edges;
+        m_old += sim->saved[i].block.n_edges;
+    }
+    int64_t cap_touched = add + 2 * (m + m_old);
+    if (slots_reserve(sim, L->n_slots + add + 1) ||
+        grow((void **)&sim->scratch, &sim->cap_scratch, 4 * m + cap_touched + 1,
+             sizeof *sim->scratch) ||
+        grow((void **)&sim->undo_adj, &sim->cap_undo_adj, cap_touched + 1, sizeof *sim->undo_adj))
+        return -1;
+    int32_t *from = sim->scratch;  /* [m] the new edges' tails */
+    int32_t *to = from + m;        /* [m] ... and heads */
+    int32_t *next_s = to + m;      /* [m] chains of them from head_s[] */
+    int32_t *next_p = next_s + m;  /* [m] ... and from head_p[] */
+    int32_t *touched = next_p + m; /* slots whose lists are rewritten */
+    int64_t n_touched = 0;
+
+    /* the rebuilt blocks' tasks, in fresh slots */
+    for (int i = 0; i < sim->n_saved; i++) {
+        int bid = sim->saved[i].bid, k = sim->pos[bid];
+        const sim_block *nb = &sim->blocks[bid];
+        sim->saved[i].span = L->span[k];
+        L->span[k] = (sim_span){(int32_t)L->n_slots, nb->n_tasks};
+        put_tasks(sim, bid, L->n_slots);
+        if ((uint32_t)nb->n_tasks > L->rank_cap[k])
+            sim->undo_ranks = 1;
+        else
+            put_ranks(L, k);
+        for (int j = 0; j < nb->n_tasks; j++) touch(sim, touched, &n_touched, L->n_slots + j);
+        L->n_slots += nb->n_tasks;
+        L->n_tasks += nb->n_tasks - sim->saved[i].block.n_tasks;
+        L->n_edges += nb->n_edges - sim->saved[i].block.n_edges;
+    }
+    if (sim->undo_ranks) assign_ranks(sim);
+    /* their edges, chained at both ends; kept ends and the kept ends of the
+     * edges they replace are touched */
+    int64_t e = 0;
+    for (int i = 0; i < sim->n_saved; i++) {
+        const sim_block *nb = &sim->blocks[sim->saved[i].bid];
+        for (int j = 0; j < nb->n_edges; j++, e++) {
+            int64_t fg = SLOT_OF(sim, nb->edges[j].from), tg = SLOT_OF(sim, nb->edges[j].to);
+            from[e] = (int32_t)fg;
+            to[e] = (int32_t)tg;
+            next_s[e] = sim->head_s[fg];
+            sim->head_s[fg] = (int32_t)e;
+            next_p[e] = sim->head_p[tg];
+            sim->head_p[tg] = (int32_t)e;
+            touch(sim, touched, &n_touched, fg);
+            touch(sim, touched, &n_touched, tg);
+        }
+        const sim_block *ob = &sim->saved[i].block;
+        for (int j = 0; j < ob->n_edges; j++) {
+            int64_t ends[2] = {ob->edges[j].from, ob->edges[j].to};
+            for (int x = 0; x < 2; x++)
+                if (!sim->dirty[ends[x] >> SIM_IDX_BITS])
+                    touch(sim, touched, &n_touched, SLOT_OF(sim, ends[x]));
+        }
+    }
+    /* the lists of touched tasks, rewritten at the end of succ[] and pred[] */
+    int64_t need_s = L->n_succ + m, need_p = L->n_pred + m;
+    for (int64_t j = 0; j < n_touched; j++) {
+        int32_t g = touched[j];
+        if (g < sim->fresh) {
+            need_s += L->sadj[g].n;
+            need_p += L->padj[g].n;
+        }
+    }
+    if (adj_reserve(sim, (need_s > need_p ? need_s : need_p) + 1)) {
+        /* back to the between-updates state; the caller forces a full run */
+        for (int64_t j = 0; j < n_touched; j++) {
+            sim->mark[touched[j]] = 0;
+            sim->head_s[touched[j]] = sim->head_p[touched[j]] = -1;
+        }
+        return -1;
+    }
+    int32_t *succ = L->succ, *pred = L->pred;
+    int32_t ns = (int32_t)L->n_succ, np = (int32_t)L->n_pred;
+    for (int64_t j = 0; j < n_touched; j++) {
+        int32_t g = touched[j];
+        sim_adj os = L->sadj[g], op = L->padj[g];
+        int32_t s0 = ns, p0 = np;
+        if (g < sim->fresh) {
+            /* a kept task: its entries into kept slots stay, those into replaced
+             * blocks go (the rebuilt blocks' edges bring what replaces them) */
+            sim->undo_adj[sim->n_undo_adj++] = (sim_adj_undo){g, os, op};
+            for (int32_t q = os.start; q < os.start + os.n; q++)
+                if (!sim->dirty[L->key[succ[q]] >> SIM_IDX_BITS]) succ[ns++] = succ[q];
+            for (int32_t q = op.start; q < op.start + op.n; q++)
+                if (!sim->dirty[L->key[pred[q]] >> SIM_IDX_BITS]) pred[np++] = pred[q];
+        }
+        for (int32_t x = sim->head_s[g]; x >= 0; x = next_s[x]) succ[ns++] = to[x];
+        for (int32_t x = sim->head_p[g]; x >= 0; x = next_p[x]) pred[np++] = from[x];
+        L->sadj[g] = (sim_adj){s0, ns - s0};
+        L->padj[g] = (sim_adj){p0, np - p0};
+        sim->head_s[g] = sim->head_p[g] = -1;
+        sim->mark[g] = 0;
+    }
+    L->n_succ = ns;
+    L->n_pred = np;
+    return 0;
+}
+
+/* Undo layout_delta: the logged lists, the replaced blocks' spans, the counters;
+ * the fresh slots and list entries are handed back. */
+static void layout_undo(sf_sim *sim) {
+    sim_layout *L = &sim->lay;
+    for (int64_t j = sim->n_undo_adj - 1; j >= 0; j--) {
+        const sim_adj_undo *u = &sim->undo_adj[j];
+        L->sadj[u->slot] = u->s;
+        L->padj[u->slot] = u->p;
+    }
+    for (int i = 0; i < sim->n_saved; i++)
+        L->span[sim->pos[sim->saved[i].bid]] = sim->saved[i].span;
+    L->n_slots = sim->fresh;
+    L->n_succ = sim->undo_succ;
+    L->n_pred = sim->undo_pred;
+    L->n_tasks = sim->undo_tasks;
+    L->n_edges = sim->undo_edges;
+    if (sim->undo_ranks) assign_ranks(sim); /* the restored blocks' slots kept the old ranks */
+    sim->n_undo_adj = 0;
+    sim->undo_ranks = 0;
+}
+
+/* Lay everything out afresh and carry the current schedule and result over to
+ * the new slots (into the spare schedule, which becomes the current one). */
+static int layout_compact(sf_sim *sim) {
+    sim_layout *L = &sim->lay;
+    memcpy(sim->old_span, L->span, (size_t)sim->n_order * sizeof *L->span);
+    if (layout_full(sim)) return -1;
+    const sim_sched *o = sim->cur;
+    sim_sched *f = sim->prev;
+    for (int k = 0; k < sim->n_order; k++) {
+        size_t n = (size_t)L->span[k].n;
+        int32_t ob = sim->old_span[k].base, nb = L->span[k].base;
+        memcpy(f->ready + nb, o->ready + ob, n * sizeof *f->ready);
+        memcpy(f->start + nb, o->start + ob, n * sizeof *f->start);
+        memcpy(f->finish + nb, o->finish + ob, n * sizeof *f->finish);
+    }
+    memcpy(f->res_total, o->res_total, (size_t)sim->n_res * sizeof *f->res_total);
+    memcpy(f->device_busy, o->device_busy, (size_t)sim->n_dev * sizeof *f->device_busy);
+    memcpy(f->device_mem, o->device_mem, (size_t)sim->n_dev * sizeof *f->device_mem);
+    f->mem_exact = o->mem_exact;
+    f->makespan_s = o->makespan_s;
+    f->result = o->result;
+    f->result.device_busy_s = f->device_busy;
+    f->result.device_mem_bytes = f->device_mem;
+    sim->prev = sim->cur;
+    sim->cur = f;
+    return 0;
+}
+
+void sim_set_test_limits(sf_sim *sim, uint32_t rank_room, int64_t compact_slack) {
+    sim->rank_room_max = rank_room;
+    sim->compact_slack = compact_slack;
+}
+
+static int list_has(const int32_t *a, sim_adj l, int32_t x) {
+    for (int32_t q = l.start; q < l.start + l.n; q++)
+        if (a[q] == x) return 1;
+    return 0;
+}
+
+int sim_layout_consistent(const sf_sim *sim) {
+    const sim_layout *L = &sim->lay;
+    int64_t nt = 0, ne = 0, ns = 0, np = 0;
+    uint64_t last_rank = 0;
+    int first = 1;
+    for (int k = 0; k < sim->n_order; k++) {
+        int bid = sim->order[k];
+        const sim_block *b = &sim->blocks[bid];
+        sim_span sp = L->span[k];
+        if (sp.n != b->n_tasks || sp.base < 0 || sp.base + sp.n > L->n_slots) return 0;
+        if ((uint32_t)sp.n > L->rank_cap[k]) return 0;
+        for (int i = 0; i < sp.n; i++) {
+            int64_t g = sp.base + i;
+            if (L->key[g] != (uint64_t)REF(bid, i) || L->dur[g] != b->tasks[i].dur_s ||
+                L->res[g] != b->tasks[i].res)
+                return 0;
+            /* ranks order like canonical keys */
+            if (!first && L->rank[g] <= last_rank) return 0;
+            last_rank = L->rank[g];
+            first = 0;
+            ns += L->sadj[g].n;
+            np += L->padj[g].n;
+        }
+        /* every edge in both lists */
+        for (int i = 0; i < b->n_edges; i++) {
+            int64_t fg = SLOT_OF(sim, b->edges[i].from), tg = SLOT_OF(sim, b->edges[i].to);
+            if (!list_has(L->succ, L->sadj[fg], (int32_t)tg) ||
+                !list_has(L->pred, L->padj[tg], (int32_t)fg))
+                return 0;
+        }
+        nt += b->n_tasks;
+        ne += b->n_edges;
+    }
+    /* ... and nothing else: the lists hold as many entries as there are edges */
+    return nt == L->n_tasks && ne == L->n_edges && ns == ne && np == ne;
 }
 
 /* ---- scheduling --------------------------------------------------------------- */
 
 /* Heap entries are 128-bit integers (sim_impl.h): ready times are non-negative
- * doubles, whose bit patterns order like unsigned integers, and both layouts
- * (assemble, assemble_delta) place tasks in canonical order, so a task's global
- * id orders like its canonical key. (ready bits << 64 | id) thus orders like
- * (ready, key), and comparing it is one wide integer compare: entries are 16
- * bytes instead of 32 and need no tie-break branch. */
-static inline sim_heap_item heap_item(double ready, int32_t gid) {
+ * doubles, whose bit patterns order like unsigned integers, and ranks order like
+ * canonical keys (assign_ranks), so (ready bits << 64 | rank << 32 | slot)
+ * orders like (ready, key), and comparing it is one wide integer compare:
+ * entries are 16 bytes and need no tie-break branch. */
+static inline sim_heap_item heap_item(const sim_layout *L, double ready, int32_t slot) {
     uint64_t u;
     memcpy(&u, &ready, sizeof u);
-    return (sim_heap_item)u << 64 | (uint32_t)gid;
+    return (sim_heap_item)u << 64 | (sim_heap_item)L->rank[slot] << 32 | (uint32_t)slot;
 }
 
-static inline int32_t heap_item_gid(sim_heap_item it) { return (int32_t)(uint32_t)it; }
+static inline int32_t heap_item_slot(sim_heap_item it) { return (int32_t)(uint32_t)it; }
 
 static inline double heap_item_ready(sim_heap_item it) {
     uint64_t u = (uint64_t)(it >> 64);
@@ -1036,11 +1265,13 @@ static inline void heap_drop_top(sim_heap_item *h, int64_t *n) {
     if (*n > 0) heap_replace_top(h, *n, h[*n]);
 }
 
-/* The event loop over whatever is in the heap; f->pending and f->ready hold the
- * state of the tasks not yet scheduled, sim->res_free that of the resources. */
-static sf_status run_heap(sf_sim *sim, sim_flat *f, int64_t hn, int64_t expect, double bound,
+/* The event loop over whatever is in the heap; sim->pending and f->ready hold
+ * the state of the tasks not yet scheduled, sim->res_free that of the resources. */
+static sf_status run_heap(sf_sim *sim, sim_sched *f, int64_t hn, int64_t expect, double bound,
                           int *cut, sf_error *err) {
+    const sim_layout *L = &sim->lay;
     sim_heap_item *h = sim->heap;
+    int32_t *pending = sim->pending;
     int64_t done = 0;
     double makespan = f->makespan_s; /* the callers start it at the latest carried finish */
     while (hn > 0) {
@@ -1050,17 +1281,17 @@ static sf_status run_heap(sf_sim *sim, sim_flat *f, int64_t hn, int64_t expect, 
          * total (ready, key), so its shape never changes what is popped. */
         sim_heap_item it = h[0];
         int top_free = 1;
-        int32_t t = heap_item_gid(it);
-        int32_t r = f->res[t];
+        int32_t t = heap_item_slot(it);
+        int32_t r = L->res[t];
         double st = heap_item_ready(it);
         if (r >= 0 && sim->res_free[r] > st) st = sim->res_free[r];
-        double fin = st + f->dur[t];
+        double fin = st + L->dur[t];
         if (bound < INFINITY) {
             /* the makespan is at least fin, and at least fin plus the work still
              * queued for this resource, which runs one task at a time */
             double lb = fin;
             if (r >= 0) {
-                sim->remaining[r] -= f->dur[t];
+                sim->remaining[r] -= L->dur[t];
                 /* a sum taken in another order than the schedule's: keep a margin
                  * far above its rounding error so that a proposal exactly at the
                  * bound is never cut */
@@ -1077,11 +1308,12 @@ static sf_status run_heap(sf_sim *sim, sim_flat *f, int64_t hn, int64_t expect, 
         f->finish[t] = fin;
         if (fin > makespan) makespan = fin;
         done++;
-        for (int32_t k = f->succ_start[t]; k < f->succ_start[t + 1]; k++) {
-            int32_t s = f->succ[k];
+        sim_adj sa = L->sadj[t];
+        for (int32_t k = sa.start; k < sa.start + sa.n; k++) {
+            int32_t s = L->succ[k];
             if (fin > f->ready[s]) f->ready[s] = fin;
-            if (--f->pending[s] == 0) {
-                sim_heap_item nx = heap_item(f->ready[s], s);
+            if (--pending[s] == 0) {
+                sim_heap_item nx = heap_item(L, f->ready[s], s);
                 if (top_free) {
                     heap_replace_top(h, hn, nx);
                     top_free = 0;
@@ -1100,15 +1332,20 @@ static sf_status run_heap(sf_sim *sim, sim_flat *f, int64_t hn, int64_t expect, 
     return SF_OK;
 }
 
-static sf_status schedule_full(sf_sim *sim, sim_flat *f, sf_error *err) {
-    int64_t nt = f->n_tasks, hn = 0;
-    memset(f->ready, 0, (size_t)nt * sizeof *f->ready);
+/* Schedule everything, after layout_full: slots are in canonical order, so the
+ * loop adds up res_total in the same order as schedule_resume's walk. */
+static sf_status schedule_full(sf_sim *sim, sim_sched *f, sf_error *err) {
+    const sim_layout *L = &sim->lay;
+    int64_t nt = L->n_slots, hn = 0;
     memset(sim->res_free, 0, (size_t)sim->n_res * sizeof *sim->res_free);
-    memcpy(f->pending, f->npred, (size_t)nt * sizeof *f->pending);
+    memset(f->res_total, 0, (size_t)sim->n_res * sizeof *f->res_total);
     f->makespan_s = 0;
-    for (int64_t i = 0; i < nt; i++)
-        if (f->npred[i] == 0)
-            heap_push(sim->heap, &hn, heap_item(0.0, (int32_t)i));
+    for (int64_t i = 0; i < nt; i++) {
+        f->ready[i] = 0;
+        sim->pending[i] = L->padj[i].n;
+        if (L->res[i] >= 0) f->res_total[L->res[i]] += L->dur[i];
+        if (L->padj[i].n == 0) heap_push(sim->heap, &hn, heap_item(L, 0.0, (int32_t)i));
+    }
     int cut = 0;
     return run_heap(sim, f, hn, nt, INFINITY, &cut, err);
 }
@@ -1121,55 +1358,60 @@ static sf_status schedule_full(sf_sim *sim, sim_flat *f, sf_error *err) {
  * each resource is free from the latest finish among them, and the event loop
  * resumes from there over the rest.
  *
- * Two linear passes set that state up. The first walks the blocks (a rebuilt
- * block is all new; a kept one is a run of the old layout at another offset)
- * and carries over the tasks done before t0, marking them with pending = -1.
- * The second releases the edges leaving done tasks, which are few when t0 is
- * early, rather than gathering the predecessors of every task left, which are
- * most of them; a task whose last predecessor is released goes on the heap with
- * its final ready time. */
-static sf_status schedule_resume(sf_sim *sim, sim_flat *f, const sim_flat *o, double t0,
+ * Two passes set that state up. The first walks the tasks in canonical order
+ * (adding up res_total as schedule_full does); a kept task (a slot below
+ * sim->fresh) that the old schedule made ready before t0 is carried over,
+ * marked with pending = -1 and listed. The second releases the edges leaving
+ * the listed tasks, which are few when t0 is early, rather than gathering the
+ * predecessors of every task left, which are most of them; a task whose last
+ * predecessor is released goes on the heap with its final ready time. */
+static sf_status schedule_resume(sf_sim *sim, sim_sched *f, const sim_sched *o, double t0,
                                  double bound, int *cut, sf_error *err) {
-    int64_t nt = f->n_tasks, hn = 0, left = 0;
+    const sim_layout *L = &sim->lay;
+    int64_t hn = 0, left = 0, n_done = 0;
     int bounded = bound < INFINITY;
     double makespan = 0;
+    if (grow((void **)&sim->scratch, &sim->cap_scratch, L->n_tasks + 1, sizeof *sim->scratch))
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory scheduling the task graph");
+    int32_t *done = sim->scratch; /* the carried-over tasks */
+    int32_t *pending = sim->pending;
     memset(sim->res_free, 0, (size_t)sim->n_res * sizeof *sim->res_free);
+    memset(f->res_total, 0, (size_t)sim->n_res * sizeof *f->res_total);
     /* a bounded run also adds up the work each resource still has to do */
     if (bounded) memset(sim->remaining, 0, (size_t)sim->n_res * sizeof *sim->remaining);
     /* pass 1: carry over tasks done before t0 */
-    FOR_ALL_BLOCKS(sim, bid) {
-        int64_t off = f->block_off[bid], n = sim->blocks[bid].n_tasks;
-        int64_t oo = sim->dirty[bid] ? -1 : o->block_off[bid];
-        for (int64_t i = 0; i < n; i++) {
-            int64_t g = off + i;
-            if (oo >= 0 && o->ready[oo + i] < t0) {
-                f->ready[g] = o->ready[oo + i];
-                f->start[g] = o->start[oo + i];
-                f->finish[g] = o->finish[oo + i];
-                f->pending[g] = -1;
-                int32_t r = f->res[g];
+    for (int k = 0; k < sim->n_order; k++) {
+        sim_span sp = L->span[k];
+        for (int32_t g = sp.base; g < sp.base + sp.n; g++) {
+            int32_t r = L->res[g];
+            if (r >= 0) f->res_total[r] += L->dur[g];
+            if (g < sim->fresh && o->ready[g] < t0) {
+                f->ready[g] = o->ready[g];
+                f->start[g] = o->start[g];
+                f->finish[g] = o->finish[g];
+                pending[g] = -1;
+                done[n_done++] = g;
                 if (r >= 0 && f->finish[g] > sim->res_free[r]) sim->res_free[r] = f->finish[g];
                 if (f->finish[g] > makespan) makespan = f->finish[g];
                 continue;
             }
             f->ready[g] = 0;
-            f->pending[g] = f->npred[g];
+            pending[g] = L->padj[g].n;
             left++;
-            if (bounded && f->res[g] >= 0) sim->remaining[f->res[g]] += f->dur[g];
-            if (f->npred[g] == 0)
-                heap_push(sim->heap, &hn, heap_item(0.0, (int32_t)g));
+            if (bounded && r >= 0) sim->remaining[r] += L->dur[g];
+            if (L->padj[g].n == 0) heap_push(sim->heap, &hn, heap_item(L, 0.0, g));
         }
     }
     /* pass 2: release the edges out of done tasks */
-    for (int64_t p = 0; p < nt; p++) {
-        if (f->pending[p] >= 0) continue;
+    for (int64_t j = 0; j < n_done; j++) {
+        int32_t p = done[j];
         double fin = f->finish[p];
-        for (int32_t k = f->succ_start[p]; k < f->succ_start[p + 1]; k++) {
-            int32_t t = f->succ[k];
-            if (f->pending[t] < 0) continue; /* done too */
+        sim_adj sa = L->sadj[p];
+        for (int32_t k = sa.start; k < sa.start + sa.n; k++) {
+            int32_t t = L->succ[k];
+            if (pending[t] < 0) continue; /* done too */
             if (fin > f->ready[t]) f->ready[t] = fin;
-            if (--f->pending[t] == 0)
-                heap_push(sim->heap, &hn, heap_item(f->ready[t], t));
+            if (--pending[t] == 0) heap_push(sim->heap, &hn, heap_item(L, f->ready[t], t));
         }
     }
     f->makespan_s = makespan;
@@ -1180,7 +1422,7 @@ static sf_status schedule_resume(sf_sim *sim, sim_flat *f, const sim_flat *o, do
 
 /* Per-device memory summed over every block in canonical order, as a full run
  * does; also says whether the sums are exact (see mem_delta). */
-static void mem_full(sf_sim *sim, sim_flat *f) {
+static void mem_full(sf_sim *sim, sim_sched *f) {
     memset(f->device_mem, 0, (size_t)sim->n_dev * sizeof *f->device_mem);
     int exact = 1;
     FOR_ALL_BLOCKS(sim, bid) {
@@ -1200,7 +1442,7 @@ static void mem_full(sf_sim *sim, sim_flat *f) {
  * Memory is counted in whole bytes in practice (4-byte elements, whole weight
  * shards times 2 + a whole optimizer factor); when not, returns 0 and the
  * caller sums everything again. */
-static int mem_delta(sf_sim *sim, sim_flat *f, const sim_flat *o) {
+static int mem_delta(sf_sim *sim, sim_sched *f, const sim_sched *o) {
     if (!o->mem_exact) return 0;
     for (int i = 0; i < sim->n_saved; i++)
         if (sim->blocks[sim->saved[i].bid].mem_inexact) return 0;
@@ -1218,10 +1460,10 @@ static int mem_delta(sf_sim *sim, sim_flat *f, const sim_flat *o) {
 
 /* The result of the schedule in f. o: the layout before a delta update (its
  * memory totals are reused when exact), NULL after a full run. */
-static void collect(sf_sim *sim, sim_flat *f, const sim_flat *o) {
+static void collect(sf_sim *sim, sim_sched *f, const sim_sched *o) {
     sf_sim_result *r = &f->result;
     memset(r, 0, sizeof *r);
-    r->tasks = f->n_tasks;
+    r->tasks = sim->lay.n_tasks;
     r->rescheduled = sim->last_resimulated;
     r->n_devices = sim->n_dev;
     r->iter_s = f->makespan_s;
@@ -1266,7 +1508,7 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
                 return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
         }
     }
-    if (assemble(sim, sim->cur))
+    if (layout_full(sim))
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
     st = schedule_full(sim, sim->cur, err);
     if (st != SF_OK) return st;
@@ -1300,35 +1542,35 @@ static int save_block(sf_sim *sim, int bid) {
 /* The earliest time at which the schedule can change: the old ready time of every
  * removed task and of every kept task whose predecessors changed, the finish of
  * every kept task that feeds a rebuilt block, and a lower bound on the new ready
- * time of kept tasks fed by rebuilt blocks. */
-static double t0_bound(sf_sim *sim, const sim_flat *f, const sim_flat *o) {
-    const int64_t mask = ((int64_t)1 << SIM_IDX_BITS) - 1;
+ * time of kept tasks fed by rebuilt blocks. Called after layout_delta: a slot at
+ * or above sim->fresh holds a rebuilt task, a replaced block's tasks are still
+ * in their old slots (saved[].span), and kept tasks are where they were. */
+static double t0_bound(sf_sim *sim, const sim_sched *o) {
+    const sim_layout *L = &sim->lay;
     double t0 = INFINITY;
     for (int i = 0; i < sim->n_saved; i++) {
         const sim_block *old = &sim->saved[i].block;
-        int obid = sim->saved[i].bid;
+        sim_span os = sim->saved[i].span;
         for (int k = 0; k < old->n_tasks; k++) {
-            double rd = o->ready[o->block_off[obid] + k];
+            double rd = o->ready[os.base + k];
             if (rd < t0) t0 = rd;
         }
         /* old edges: a kept task that lost a predecessor */
         for (int e = 0; e < old->n_edges; e++) {
             int64_t to = old->edges[e].to;
-            int tb = (int)(to >> SIM_IDX_BITS);
-            if (sim->dirty[tb]) continue;
-            double rd = o->ready[o->block_off[tb] + (to & mask)];
+            if (sim->dirty[to >> SIM_IDX_BITS]) continue;
+            double rd = o->ready[SLOT_OF(sim, to)];
             if (rd < t0) t0 = rd;
         }
-        const sim_block *nw = &sim->blocks[obid];
+        const sim_block *nw = &sim->blocks[sim->saved[i].bid];
         for (int e = 0; e < nw->n_edges; e++) {
             int64_t fr = nw->edges[e].from, to = nw->edges[e].to;
-            int fb = (int)(fr >> SIM_IDX_BITS), tb = (int)(to >> SIM_IDX_BITS);
-            if (!sim->dirty[fb]) {
-                double fin = o->finish[o->block_off[fb] + (fr & mask)];
+            if (!sim->dirty[fr >> SIM_IDX_BITS]) {
+                double fin = o->finish[SLOT_OF(sim, fr)];
                 if (fin < t0) t0 = fin;
             }
-            if (!sim->dirty[tb]) {
-                double rd = o->ready[o->block_off[tb] + (to & mask)];
+            if (!sim->dirty[to >> SIM_IDX_BITS]) {
+                double rd = o->ready[SLOT_OF(sim, to)];
                 if (rd < t0) t0 = rd;
             }
         }
@@ -1336,25 +1578,21 @@ static double t0_bound(sf_sim *sim, const sim_flat *f, const sim_flat *o) {
     /* kept tasks whose predecessors changed may now be ready as early as the
      * latest of their kept predecessors; new tasks without predecessors at 0 */
     for (int i = 0; i < sim->n_saved && t0 > 0; i++) {
-        int obid = sim->saved[i].bid;
-        const sim_block *nw = &sim->blocks[obid];
-        for (int k = 0; k < nw->n_tasks; k++) {
-            int64_t g = f->block_off[obid] + k;
-            if (f->pred_start[g + 1] == f->pred_start[g]) t0 = 0;
-        }
+        int bid = sim->saved[i].bid;
+        const sim_block *nw = &sim->blocks[bid];
+        sim_span sp = L->span[sim->pos[bid]];
+        for (int k = 0; k < sp.n; k++)
+            if (L->padj[sp.base + k].n == 0) t0 = 0;
         for (int e = 0; e < nw->n_edges; e++) {
             int64_t to = nw->edges[e].to;
-            int tb = (int)(to >> SIM_IDX_BITS);
-            if (sim->dirty[tb]) continue;
-            int64_t g = f->block_off[tb] + (to & mask);
+            if (sim->dirty[to >> SIM_IDX_BITS]) continue;
+            sim_adj pa = L->padj[SLOT_OF(sim, to)];
             double lb = 0;
             int kept = 0;
-            for (int32_t q = f->pred_start[g]; q < f->pred_start[g + 1]; q++) {
-                int pb = (int)(f->key[f->pred[q]] >> SIM_IDX_BITS);
-                if (sim->dirty[pb]) continue;
-                uint64_t pk = f->key[f->pred[q]];
-                double fin = o->finish[o->block_off[pb] + (int64_t)(pk & (uint64_t)mask)];
-                if (fin > lb) lb = fin;
+            for (int32_t q = pa.start; q < pa.start + pa.n; q++) {
+                int32_t p = L->pred[q];
+                if (p >= sim->fresh) continue;
+                if (o->finish[p] > lb) lb = o->finish[p];
                 kept = 1;
             }
             if (kept && lb < t0) t0 = lb;
@@ -1365,20 +1603,17 @@ static double t0_bound(sf_sim *sim, const sim_flat *f, const sim_flat *o) {
         const sim_block *old = &sim->saved[i].block;
         for (int e = 0; e < old->n_edges; e++) {
             int64_t to = old->edges[e].to;
-            int tb = (int)(to >> SIM_IDX_BITS);
-            if (sim->dirty[tb]) continue;
-            int64_t g = f->block_off[tb] + (to & mask);
-            if (f->pred_start[g + 1] == f->pred_start[g]) t0 = 0;
+            if (sim->dirty[to >> SIM_IDX_BITS]) continue;
+            sim_adj pa = L->padj[SLOT_OF(sim, to)];
+            if (pa.n == 0) t0 = 0;
             double lb = 0;
-            for (int32_t q = f->pred_start[g]; q < f->pred_start[g + 1]; q++) {
-                int pb = (int)(f->key[f->pred[q]] >> SIM_IDX_BITS);
-                if (sim->dirty[pb]) {
+            for (int32_t q = pa.start; q < pa.start + pa.n; q++) {
+                int32_t p = L->pred[q];
+                if (p >= sim->fresh) {
                     lb = INFINITY; /* a rebuilt predecessor: covered by induction */
                     break;
                 }
-                uint64_t pk = f->key[f->pred[q]];
-                double fin = o->finish[o->block_off[pb] + (int64_t)(pk & (uint64_t)mask)];
-                if (fin > lb) lb = fin;
+                if (o->finish[p] > lb) lb = o->finish[p];
             }
             if (lb < t0) t0 = lb;
         }
@@ -1401,6 +1636,18 @@ sf_status sf_sim_update_bounded(sf_sim *sim, int opi, const sf_config *c, double
     if (!op) return sf_error_set(err, SF_ERR_INVALID, "operator %d out of range", opi);
     sf_status st = sf_config_validate(op, sim->m, c, err);
     if (st != SF_OK) return st;
+    /* The update before this one is kept for good: if the dead slots or list
+     * entries it and its predecessors left outnumber the live ones, lay out
+     * afresh first. */
+    const sim_layout *L = &sim->lay;
+    if (L->n_slots - L->n_tasks > L->n_tasks + sim->compact_slack ||
+        L->n_succ - L->n_edges > L->n_edges + sim->compact_slack ||
+        L->n_pred - L->n_edges > L->n_edges + sim->compact_slack) {
+        if (layout_compact(sim)) {
+            sim->has_run = 0;
+            return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
+        }
+    }
     sim->undo_op = opi;
     sim->undo_cfg = *sf_strategy_get(sim->s, opi);
     memcpy(sim->undo_tiles, part_tiles(sim, opi), sizeof sim->undo_tiles);
@@ -1440,12 +1687,12 @@ sf_status sf_sim_update_bounded(sf_sim *sim, int opi, const sf_config *c, double
             return SF_OK;
         }
     }
-    sim_flat *o = sim->cur, *f = sim->prev;
-    if (fail || assemble_delta(sim, f, o)) {
+    sim_sched *o = sim->cur, *f = sim->prev;
+    if (fail || layout_delta(sim)) {
         sim->has_run = 0; /* the block set is inconsistent: a full run must follow */
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
     }
-    double t0 = t0_bound(sim, f, o);
+    double t0 = t0_bound(sim, o);
     int cut = 0;
     st = schedule_resume(sim, f, o, t0, bound_s, &cut, err);
     for (int i = 0; i < sim->n_saved; i++) sim->dirty[sim->saved[i].bid] = 0;
@@ -1459,7 +1706,7 @@ sf_status sf_sim_update_bounded(sf_sim *sim, int opi, const sf_config *c, double
         memset(r, 0, sizeof *r);
         r->iter_s = f->result.iter_s;
         r->cut_off = 1;
-        r->tasks = f->n_tasks;
+        r->tasks = L->n_tasks;
         sim->cut_pending = 1;
         return SF_OK;
     }
@@ -1480,25 +1727,27 @@ sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
         sv->block = tmp;
         publish_stats(sim, sv->bid);
     }
-    sim->n_saved = 0;
     sim->cut_pending = 0;
-    if (sim->cut_early) { /* nothing was laid out: the current flat is still the old one */
+    sim->undo_op = -1;
+    if (sim->cut_early) { /* nothing was laid out: the layout and schedule are the old ones */
         sim->cut_early = 0;
-        sim->undo_op = -1;
+        sim->n_saved = 0;
         if (r) *r = sim->cur->result;
         return SF_OK;
     }
-    sim_flat *t = sim->cur;
+    layout_undo(sim);
+    sim->n_saved = 0;
+    sim_sched *t = sim->cur;
     sim->cur = sim->prev;
     sim->prev = t;
-    sim->undo_op = -1;
     if (r) *r = sim->cur->result;
     return SF_OK;
 }
 
 /* Order of the tasks on their resources in a schedule (sf_sim_delta_stats_get). */
 typedef struct res_slot {
-    int32_t res, gid;
+    int32_t res, slot;
+    uint32_t rank;
     double start;
 } res_slot;
 
@@ -1506,18 +1755,19 @@ static int res_slot_cmp(const void *pa, const void *pb) {
     const res_slot *a = pa, *b = pb;
     if (a->res != b->res) return a->res < b->res ? -1 : 1;
     if (a->start != b->start) return a->start < b->start ? -1 : 1;
-    return (a->gid > b->gid) - (a->gid < b->gid); /* ids order like canonical keys */
+    return (a->rank > b->rank) - (a->rank < b->rank); /* ranks order like canonical keys */
 }
 
 sf_status sf_sim_delta_stats_get(sf_sim *sim, sf_sim_delta_stats *out, sf_error *err) {
     if (sim->undo_op < 0 || !sim->has_run || sim->cut_pending)
         return sf_error_set(err, SF_ERR_INVALID, "no uncut delta update to compare with");
-    const sim_flat *f = sim->cur, *o = sim->prev;
-    int64_t nt = f->n_tasks;
-    /* how far each task moved (NaN for new ones, unequal to anything), and the task
-     * before it on its resource in the new schedule (-1: none) */
-    double *shift = malloc((size_t)(nt ? nt : 1) * sizeof *shift);
-    int32_t *before = malloc((size_t)(nt ? nt : 1) * sizeof *before);
+    const sim_layout *L = &sim->lay;
+    const sim_sched *f = sim->cur, *o = sim->prev;
+    int64_t ns = L->n_slots, nt = L->n_tasks;
+    /* by slot: how far each task moved (NaN for new ones, unequal to anything), and
+     * the task before it on its resource in the new schedule (-1: none) */
+    double *shift = malloc((size_t)(ns ? ns : 1) * sizeof *shift);
+    int32_t *before = malloc((size_t)(ns ? ns : 1) * sizeof *before);
     res_slot *order = malloc((size_t)(nt ? nt : 1) * sizeof *order);
     if (!shift || !before || !order) {
         free(shift);
@@ -1525,36 +1775,37 @@ sf_status sf_sim_delta_stats_get(sf_sim *sim, sf_sim_delta_stats *out, sf_error 
         free(order);
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     }
-    for (int i = 0; i < sim->n_saved; i++) sim->dirty[sim->saved[i].bid] = 1;
-    FOR_ALL_BLOCKS(sim, bid) {
-        int64_t off = f->block_off[bid], oo = o->block_off[bid], n = sim->blocks[bid].n_tasks;
-        for (int64_t k = 0; k < n; k++)
-            shift[off + k] = sim->dirty[bid] ? NAN : f->start[off + k] - o->start[oo + k];
+    int64_t n = 0;
+    for (int k = 0; k < sim->n_order; k++) {
+        for (int32_t g = L->span[k].base; g < L->span[k].base + L->span[k].n; g++) {
+            /* kept tasks are in the same slot in both schedules; fresh slots are new */
+            shift[g] = g >= sim->fresh ? NAN : f->start[g] - o->start[g];
+            order[n++] = (res_slot){L->res[g], g, L->rank[g], f->start[g]};
+        }
     }
-    for (int i = 0; i < sim->n_saved; i++) sim->dirty[sim->saved[i].bid] = 0;
-    for (int64_t g = 0; g < nt; g++)
-        order[g] = (res_slot){f->res[g], (int32_t)g, f->start[g]};
-    qsort(order, (size_t)nt, sizeof *order, res_slot_cmp);
-    for (int64_t i = 0; i < nt; i++)
-        before[order[i].gid] = order[i].res >= 0 && i > 0 && order[i - 1].res == order[i].res
-                                   ? order[i - 1].gid
-                                   : -1;
+    qsort(order, (size_t)n, sizeof *order, res_slot_cmp);
+    for (int64_t i = 0; i < n; i++)
+        before[order[i].slot] = order[i].res >= 0 && i > 0 && order[i - 1].res == order[i].res
+                                    ? order[i - 1].slot
+                                    : -1;
     memset(out, 0, sizeof *out);
     /* shifts are differences of sums, equal only up to rounding: compare them to a
      * nanosecond per second of iteration time */
     double tol = 1e-9 * f->makespan_s;
-    for (int64_t g = 0; g < nt; g++) {
+    for (int64_t i = 0; i < n; i++) {
+        int32_t g = order[i].slot;
+        sim_adj pa = L->padj[g];
         /* a plain shift: the task moved by as much as every one of its inputs (its
          * predecessors and the task before it on its resource); with none, by 0 */
         double by = 0;
         if (before[g] >= 0)
             by = shift[before[g]];
-        else if (f->pred_start[g] < f->pred_start[g + 1])
-            by = shift[f->pred[f->pred_start[g]]];
+        else if (pa.n > 0)
+            by = shift[L->pred[pa.start]];
         int plain = fabs(shift[g] - by) <= tol; /* false when either is NaN */
         if (before[g] >= 0) plain = plain && fabs(shift[before[g]] - by) <= tol;
-        for (int32_t q = f->pred_start[g]; q < f->pred_start[g + 1] && plain; q++)
-            plain = fabs(shift[f->pred[q]] - by) <= tol;
+        for (int32_t q = pa.start; q < pa.start + pa.n && plain; q++)
+            plain = fabs(shift[L->pred[q]] - by) <= tol;
         out->changed += !(shift[g] == 0);
         out->uneven += !plain;
     }
@@ -1564,8 +1815,8 @@ sf_status sf_sim_delta_stats_get(sf_sim *sim, sf_sim_delta_stats *out, sf_error 
     return SF_OK;
 }
 
-const sim_task *sim_task_of(const sf_sim *sim, int64_t gid, int *block) {
-    uint64_t k = sim->cur->key[gid];
+const sim_task *sim_task_of(const sf_sim *sim, int64_t slot, int *block) {
+    uint64_t k = sim->lay.key[slot];
     int bid = (int)(k >> SIM_IDX_BITS);
     if (block) *block = bid;
     return &sim->blocks[bid].tasks[k & ((1u << SIM_IDX_BITS) - 1)];

@@ -76,36 +76,70 @@ typedef struct sim_block {
 #define SIM_EXACT_BYTES 4503599627370496.0 /* 2^52 */
 
 /* Heap entry for list scheduling: the bits of the task's ready time in the high
- * 64 bits, its global id in the low ones, so that one unsigned comparison
- * orders entries by (ready, canonical key) - see sim.c's scheduling section. */
+ * 64 bits, its rank (which orders like its canonical key) in the next 32 and its
+ * slot in the low 32, so that one unsigned comparison orders entries by (ready,
+ * canonical key) - see sim.c's scheduling section. */
 typedef unsigned __int128 sim_heap_item;
 
-/* The task graph laid out flat, with its schedule. The simulator keeps two:
+/* Where a block's tasks lie in the layout: slots base .. base + n - 1. */
+typedef struct sim_span {
+    int32_t base, n;
+} sim_span;
+
+/* An adjacency list: succ[start .. start + n - 1] (or pred[]). */
+typedef struct sim_adj {
+    int32_t start, n;
+} sim_adj;
+
+/* The task graph laid out flat, one slot per task (sim.c's layout section).
+ * Slots are stable: a delta update leaves the tasks of every kept block where
+ * they are and puts the rebuilt blocks' tasks in fresh slots at the end, so it
+ * costs what it rebuilds, not what it keeps. Slots of replaced blocks are dead
+ * until a compaction lays everything out afresh; nothing live refers to them. */
+typedef struct sim_layout {
+    int64_t n_slots, cap_slots; /* slots handed out (live and dead), allocated */
+    int64_t n_succ, n_pred;     /* entries handed out in succ[] and pred[] */
+    int64_t cap_adj;            /* entries allocated in each */
+    int64_t n_tasks, n_edges;   /* live ones */
+    sim_span *span;             /* [n_order] each block's slots, in canonical order */
+    uint32_t *rank_base;        /* [n_order] first rank of each block's range */
+    uint32_t *rank_cap;         /* [n_order] ranks in the range (>= the block's tasks) */
+    /* [cap_slots] per slot */
+    double *dur;                /* seconds */
+    int32_t *res;               /* device id, n_devices + link id, or SIM_NO_RES */
+    uint64_t *key;              /* canonical key: block << SIM_IDX_BITS | index */
+    uint32_t *rank;             /* rank_base of its block + index */
+    sim_adj *sadj, *padj;       /* successor and predecessor lists */
+    int32_t *succ, *pred;       /* [cap_adj] slots */
+} sim_layout;
+
+/* A schedule of the layout's tasks, with its result. The simulator keeps two:
  * the current one and the one before the last delta update, so that a rejected
  * MCMC proposal is undone by swapping them back. */
-typedef struct sim_flat {
-    int64_t n_tasks, cap_tasks, n_edges, cap_edges;
-    double *dur, *ready, *start, *finish;
-    uint64_t *key;
-    int32_t *res;
-    int32_t *npred, *pending, *succ_start, *succ, *pred_start, *pred;
-    int64_t *edge_from, *edge_to;
-    int64_t *block_off;     /* [n_blocks]: first global id of each block */
+typedef struct sim_sched {
+    double *ready, *start, *finish; /* [cap_slots] seconds */
     double *device_busy;    /* [n_dev] */
     double *device_mem;     /* [n_dev] */
     double *res_total;      /* [n_res] work (seconds) queued on each resource, summed in
-                             * canonical task order while laying out (assemble) */
+                             * canonical task order by the scheduling passes */
     int mem_exact;          /* device_mem holds exact sums (every block's entries whole
                              * numbers of bytes, every total at most SIM_EXACT_BYTES) */
     double makespan_s;      /* latest finish, kept by the scheduling passes */
     sf_sim_result result;
-} sim_flat;
+} sim_sched;
 
-/* A block saved by a delta update, restored by a revert. */
+/* A block saved by a delta update, restored by a revert, with its slots. */
 typedef struct sim_saved_block {
     int bid;
+    sim_span span;
     sim_block block;
 } sim_saved_block;
+
+/* A kept task's adjacency lists before a delta update rewrote them. */
+typedef struct sim_adj_undo {
+    int32_t slot;
+    sim_adj s, p;
+} sim_adj_undo;
 
 struct sf_sim {
     const sf_graph *g;
@@ -141,10 +175,26 @@ struct sf_sim {
                            * one dense array instead of visiting every block */
     unsigned char *dirty; /* [n_blocks] */
 
-    sim_flat flat[2];
-    sim_flat *cur, *prev;
+    sim_layout lay;
+    sim_sched sched[2];
+    sim_sched *cur, *prev;
+    /* per slot, [cap_slots] */
+    int32_t *pending;     /* scheduling: predecessors not yet finished, -1 when carried over */
     sim_heap_item *heap;
-    int64_t cap_heap;
+    int32_t *head_s, *head_p; /* layout_delta: first new edge out of / into a slot;
+                               * -1 between updates */
+    unsigned char *mark;  /* layout_delta: slot already listed as touched; 0 between updates */
+    /* the last delta update, for a revert */
+    int64_t fresh;        /* first slot it handed out (n_slots before it) */
+    int64_t undo_succ, undo_pred, undo_tasks, undo_edges; /* layout counters before it */
+    int undo_ranks;       /* it drew the rank ranges again */
+    sim_adj_undo *undo_adj; /* kept tasks whose lists it rewrote */
+    int64_t n_undo_adj, cap_undo_adj;
+    sim_span *old_span;   /* [n_order] scratch for a compaction */
+    /* test hooks (sim_set_test_limits): the rare paths on demand */
+    uint32_t rank_room_max; /* spare ranks per block at most (default: all there are) */
+    int64_t compact_slack;  /* dead slots or list entries tolerated beyond the live ones */
+
     double *res_free;     /* [n_res] */
     double *remaining;    /* [n_res] bounded runs: work still queued per resource */
     int16_t *scratch_dev; /* [n_dev] */
@@ -156,12 +206,20 @@ struct sf_sim {
     sf_tile *tiles;       /* [n_ops * SF_MAX_PARTS] part tiles of every operator's config */
     sf_tile undo_tiles[SF_MAX_PARTS]; /* the changed operator's tiles before the update */
 
-    int32_t *lay;         /* scratch for assemble_delta, carved into its index arrays */
-    int64_t cap_lay;
+    int32_t *scratch;     /* for the layout and scheduling passes, carved into index arrays */
+    int64_t cap_scratch;
     int64_t last_resimulated; /* tasks the last schedule pass handled (sf_sim_result.rescheduled) */
 };
 
-/* Global id -> the block's task record (for traces). */
-const sim_task *sim_task_of(const sf_sim *sim, int64_t gid, int *block);
+/* Slot -> the block's task record (for traces). */
+const sim_task *sim_task_of(const sf_sim *sim, int64_t slot, int *block);
+
+/* For tests, before the first run: at most rank_room spare ranks per block, and
+ * a compaction before an update whenever dead slots (or dead list entries)
+ * outnumber the live ones by more than compact_slack; a slack below minus the
+ * task count compacts before every update. */
+void sim_set_test_limits(sf_sim *sim, uint32_t rank_room, int64_t compact_slack);
+/* For tests: 1 when the layout holds exactly the blocks' tasks and edges. */
+int sim_layout_consistent(const sf_sim *sim);
 
 #endif

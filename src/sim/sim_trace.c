@@ -2,9 +2,10 @@
  * sim_trace.c - pictures of the last simulated schedule: a Chrome trace (JSON)
  * and an SVG Gantt chart.
  *
- * Both read the flat task graph the scheduler leaves behind (sim->cur:
- * start[], finish[], res[] over global task ids) and name each task from its block record
- * (sim_task_of: kind, operator, part). Barriers hold no resource and take no
+ * Both read the flat task graph the scheduler leaves behind (sim->lay: res[]
+ * per slot; sim->cur: start[], finish[]), visiting every block's slots in
+ * canonical order, and name each task from its block record (sim_task_of:
+ * kind, operator, part). Barriers hold no resource and take no
  * time, so they are left out of both pictures.
  *
  * The trace follows the Trace Event Format that chrome://tracing and Perfetto
@@ -118,12 +119,14 @@ _Static_assert(sizeof kind_cat / sizeof kind_cat[0] == SIM_KIND_COUNT, "a catego
 
 /* Which resources hold tasks: used[r] for r in 0..n_res-1 (caller frees). */
 static unsigned char *used_resources(const sf_sim *sim) {
-    const sim_flat *f = sim->cur;
+    const sim_layout *L = &sim->lay;
     unsigned char *used = calloc((size_t)sim->n_res + 1, 1);
     if (!used) return NULL;
-    for (int64_t i = 0; i < f->n_tasks; i++) {
-        int32_t r = f->res[i];
-        if (r >= 0 && r < sim->n_res) used[r] = 1;
+    for (int k = 0; k < sim->n_order; k++) {
+        for (int64_t i = L->span[k].base; i < L->span[k].base + L->span[k].n; i++) {
+            int32_t r = L->res[i];
+            if (r >= 0 && r < sim->n_res) used[r] = 1;
+        }
     }
     return used;
 }
@@ -157,7 +160,8 @@ static void trace_sort(sf_strbuf *b, const char *what, int pid, int tid, int ind
 sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err) {
     sf_status st = check_schedule(sim, path, "trace", err);
     if (st != SF_OK) return st;
-    const sim_flat *f = sim->cur;
+    const sim_layout *L = &sim->lay;
+    const sim_sched *f = sim->cur;
     unsigned char *used = used_resources(sim);
     if (!used) return sf_error_set(err, SF_ERR_NOMEM, "%s: out of memory building the trace", path);
     sf_strbuf b = {0};
@@ -166,7 +170,7 @@ sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err)
     sf_strbuf_puts(&b, "\",\"machine\":\"");
     put_json_text(&b, sf_machine_name(sim->m));
     sf_strbuf_printf(&b, "\",\"iter_ms\":%.6f,\"tasks\":%lld},\n\"traceEvents\":[",
-                     f->result.iter_s * 1e3, (long long)f->n_tasks);
+                     f->result.iter_s * 1e3, (long long)L->n_tasks);
 
     int first = 1;
     char name[160];
@@ -187,28 +191,30 @@ sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err)
         trace_sort(&b, "thread_sort_index", PID_LINKS, l, l);
     }
 
-    for (int64_t i = 0; i < f->n_tasks && !b.oom; i++) {
-        int32_t r = f->res[i];
-        if (r < 0 || r >= sim->n_res) continue;
-        const sim_task *t = sim_task_of(sim, i, NULL);
-        const sf_op *op = sf_graph_op(sim->g, t->op);
-        int on_link = r >= sim->n_dev;
-        task_name(sim, t, name, sizeof name);
-        sf_strbuf_puts(&b, ",\n{\"ph\":\"X\",\"name\":\"");
-        put_json_text(&b, name);
-        sf_strbuf_printf(&b,
-                         "\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.4f,\"dur\":%.4f,"
-                         "\"args\":{\"op\":\"",
-                         t->kind < SIM_KIND_COUNT ? kind_cat[t->kind] : "?",
-                         on_link ? PID_LINKS : PID_DEVICES, on_link ? r - sim->n_dev : r,
-                         f->start[i] * 1e6, (f->finish[i] - f->start[i]) * 1e6);
-        put_json_text(&b, op ? op->name : "?");
-        if (on_link)
-            sf_strbuf_printf(&b, "\",\"%s\":%d,\"bytes\":%.0f}}",
-                             t->kind == SIM_SYNC ? "shard" : "part", t->part, t->bytes);
-        else
-            sf_strbuf_printf(&b, "\",\"%s\":%d}}", t->kind == SIM_UPDATE ? "shard" : "part",
-                             t->part);
+    for (int k = 0; k < sim->n_order && !b.oom; k++) {
+        for (int64_t i = L->span[k].base; i < L->span[k].base + L->span[k].n && !b.oom; i++) {
+            int32_t r = L->res[i];
+            if (r < 0 || r >= sim->n_res) continue;
+            const sim_task *t = sim_task_of(sim, i, NULL);
+            const sf_op *op = sf_graph_op(sim->g, t->op);
+            int on_link = r >= sim->n_dev;
+            task_name(sim, t, name, sizeof name);
+            sf_strbuf_puts(&b, ",\n{\"ph\":\"X\",\"name\":\"");
+            put_json_text(&b, name);
+            sf_strbuf_printf(&b,
+                             "\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.4f,\"dur\":%.4f,"
+                             "\"args\":{\"op\":\"",
+                             t->kind < SIM_KIND_COUNT ? kind_cat[t->kind] : "?",
+                             on_link ? PID_LINKS : PID_DEVICES, on_link ? r - sim->n_dev : r,
+                             f->start[i] * 1e6, (f->finish[i] - f->start[i]) * 1e6);
+            put_json_text(&b, op ? op->name : "?");
+            if (on_link)
+                sf_strbuf_printf(&b, "\",\"%s\":%d,\"bytes\":%.0f}}",
+                                 t->kind == SIM_SYNC ? "shard" : "part", t->part, t->bytes);
+            else
+                sf_strbuf_printf(&b, "\",\"%s\":%d}}", t->kind == SIM_UPDATE ? "shard" : "part",
+                                 t->part);
+        }
     }
     sf_strbuf_puts(&b, "\n]}\n");
     free(used);
@@ -236,7 +242,8 @@ _Static_assert(sizeof kind_colour / sizeof kind_colour[0] == SIM_KIND_COUNT, "a 
 
 typedef struct svg_item {
     double start, finish;
-    int64_t gid;
+    int64_t slot;
+    uint64_t key; /* canonical: ties are broken alike however the layout was made */
     int32_t row;
 } svg_item;
 
@@ -244,7 +251,7 @@ static int item_cmp(const void *pa, const void *pb) {
     const svg_item *a = pa, *b = pb;
     if (a->row != b->row) return a->row < b->row ? -1 : 1;
     if (a->start != b->start) return a->start < b->start ? -1 : 1;
-    return a->gid < b->gid ? -1 : a->gid > b->gid;
+    return a->key < b->key ? -1 : a->key > b->key;
 }
 
 /* A tick step of 1, 2 or 5 times a power of ten giving at most ~10 ticks. */
@@ -264,7 +271,7 @@ static void svg_rect(sf_strbuf *b, const sf_sim *sim, double scale, const svg_it
                      w, SVG_BAR, kind_class[kind]);
     if (n == 1) {
         char name[160];
-        task_name(sim, sim_task_of(sim, first->gid, NULL), name, sizeof name);
+        task_name(sim, sim_task_of(sim, first->slot, NULL), name, sizeof name);
         put_xml_text(b, name);
     } else {
         sf_strbuf_printf(b, "%lld %s tasks", (long long)n, kind_label[kind]);
@@ -275,10 +282,11 @@ static void svg_rect(sf_strbuf *b, const sf_sim *sim, double scale, const svg_it
 sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
     sf_status st = check_schedule(sim, path, "svg", err);
     if (st != SF_OK) return st;
-    const sim_flat *f = sim->cur;
+    const sim_layout *L = &sim->lay;
+    const sim_sched *f = sim->cur;
     unsigned char *used = used_resources(sim);
     int32_t *row_of = malloc(((size_t)sim->n_res + 1) * sizeof *row_of);
-    svg_item *items = malloc(((size_t)f->n_tasks + 1) * sizeof *items);
+    svg_item *items = malloc(((size_t)L->n_tasks + 1) * sizeof *items);
     if (!used || !row_of || !items) {
         free(used);
         free(row_of);
@@ -290,11 +298,13 @@ sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
     for (int r = 0; r < sim->n_res; r++) row_of[r] = r < sim->n_dev || used[r] ? n_rows++ : -1;
     int64_t n = 0;
     double makespan = 0;
-    for (int64_t i = 0; i < f->n_tasks; i++) {
-        int32_t r = f->res[i];
-        if (r < 0 || r >= sim->n_res) continue;
-        items[n++] = (svg_item){f->start[i], f->finish[i], i, row_of[r]};
-        if (f->finish[i] > makespan) makespan = f->finish[i];
+    for (int k = 0; k < sim->n_order; k++) {
+        for (int64_t i = L->span[k].base; i < L->span[k].base + L->span[k].n; i++) {
+            int32_t r = L->res[i];
+            if (r < 0 || r >= sim->n_res) continue;
+            items[n++] = (svg_item){f->start[i], f->finish[i], i, L->key[i], row_of[r]};
+            if (f->finish[i] > makespan) makespan = f->finish[i];
+        }
     }
     qsort(items, (size_t)n, sizeof *items, item_cmp);
 
@@ -325,7 +335,7 @@ sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
     sf_strbuf_puts(&b, " on ");
     put_xml_text(&b, sf_machine_name(sim->m));
     sf_strbuf_printf(&b, ": one iteration %.3f ms, %lld tasks</text>\n", makespan * 1e3,
-                     (long long)f->n_tasks);
+                     (long long)L->n_tasks);
 
     /* row bands and labels */
     for (int r = 0; r < sim->n_res; r++) {
@@ -370,12 +380,12 @@ sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
             sf_strbuf_printf(&b, "<g transform=\"translate(0,%.1f)\">\n",
                              SVG_TOP + cur_row * SVG_ROW + (SVG_ROW - SVG_BAR) / 2);
         }
-        int kind = sim_task_of(sim, it->gid, NULL)->kind;
+        int kind = sim_task_of(sim, it->slot, NULL)->kind;
         double s0 = it->start, f0 = it->finish;
         int64_t j = i + 1;
         if ((f0 - s0) * scale < SVG_MERGE_PX) {
             while (j < n && items[j].row == cur_row &&
-                   sim_task_of(sim, items[j].gid, NULL)->kind == kind &&
+                   sim_task_of(sim, items[j].slot, NULL)->kind == kind &&
                    (items[j].finish - items[j].start) * scale < SVG_MERGE_PX &&
                    (items[j].start - f0) * scale < SVG_MERGE_PX &&
                    (items[j].finish - s0) * scale < 4 * SVG_MERGE_PX) {

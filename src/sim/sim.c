@@ -366,9 +366,7 @@ void sf_sim_free(sf_sim *sim) {
     sched_free(&sim->sched[1]);
     free(sim->pending);
     free(sim->heap);
-    free(sim->head_s);
-    free(sim->head_p);
-    free(sim->mark);
+    free(sim->touch_ix);
     free(sim->undo_adj);
     free(sim->old_span);
     free(sim->res_free);
@@ -862,8 +860,8 @@ static int rebuild_block(sf_sim *sim, int bid) {
     ((int64_t)(sim)->lay.span[(sim)->pos[(ref) >> SIM_IDX_BITS]].base +                            \
      ((ref) & (((int64_t)1 << SIM_IDX_BITS) - 1)))
 
-/* Room for need slots in every per-slot array; the fresh part of head_s/head_p
- * and mark starts in its between-updates state. */
+/* Room for need slots in every per-slot array; the fresh part of touch_ix
+ * starts in its between-updates state. */
 static int slots_reserve(sf_sim *sim, int64_t need) {
     sim_layout *L = &sim->lay;
     if (need <= L->cap_slots) return 0;
@@ -878,9 +876,7 @@ static int slots_reserve(sf_sim *sim, int64_t need) {
         resize((void **)&L->padj, nc, sizeof *L->padj) ||
         resize((void **)&sim->pending, nc, sizeof *sim->pending) ||
         resize((void **)&sim->heap, nc, sizeof *sim->heap) ||
-        resize((void **)&sim->head_s, nc, sizeof *sim->head_s) ||
-        resize((void **)&sim->head_p, nc, sizeof *sim->head_p) ||
-        resize((void **)&sim->mark, nc, sizeof *sim->mark))
+        resize((void **)&sim->touch_ix, nc, sizeof *sim->touch_ix))
         return -1;
     for (int i = 0; i < 2; i++) {
         sim_sched *f = &sim->sched[i];
@@ -889,9 +885,7 @@ static int slots_reserve(sf_sim *sim, int64_t need) {
             resize((void **)&f->finish, nc, sizeof *f->finish))
             return -1;
     }
-    memset(sim->head_s + oc, 0xff, (size_t)(nc - oc) * sizeof *sim->head_s);
-    memset(sim->head_p + oc, 0xff, (size_t)(nc - oc) * sizeof *sim->head_p);
-    memset(sim->mark + oc, 0, (size_t)(nc - oc) * sizeof *sim->mark);
+    memset(sim->touch_ix + oc, 0xff, (size_t)(nc - oc) * sizeof *sim->touch_ix);
     L->cap_slots = nc;
     return 0;
 }
@@ -991,10 +985,10 @@ static int layout_full(sf_sim *sim) {
     return 0;
 }
 
-/* Slot g is listed as touched by layout_delta (once). */
+/* List slot g as touched by layout_delta, once: touch_ix[g] is its place. */
 static inline void touch(sf_sim *sim, int32_t *list, int64_t *n, int64_t g) {
-    if (sim->mark[g]) return;
-    sim->mark[g] = 1;
+    if (sim->touch_ix[g] >= 0) return;
+    sim->touch_ix[g] = (int32_t)*n;
     list[(*n)++] = (int32_t)g;
 }
 
@@ -1017,15 +1011,15 @@ static int layout_delta(sf_sim *sim) {
     }
     int64_t cap_touched = add + 2 * (m + m_old);
     if (slots_reserve(sim, L->n_slots + add + 1) ||
-        grow((void **)&sim->scratch, &sim->cap_scratch, 4 * m + cap_touched + 1,
+        grow((void **)&sim->scratch, &sim->cap_scratch, 2 * m + 3 * cap_touched + 1,
              sizeof *sim->scratch) ||
         grow((void **)&sim->undo_adj, &sim->cap_undo_adj, cap_touched + 1, sizeof *sim->undo_adj))
         return -1;
-    int32_t *from = sim->scratch;  /* [m] the new edges' tails */
-    int32_t *to = from + m;        /* [m] ... and heads */
-    int32_t *next_s = to + m;      /* [m] chains of them from head_s[] */
-    int32_t *next_p = next_s + m;  /* [m] ... and from head_p[] */
-    int32_t *touched = next_p + m; /* slots whose lists are rewritten */
+    int32_t *from = sim->scratch;           /* [m] the new edges' tails */
+    int32_t *to = from + m;                 /* [m] ... and heads */
+    int32_t *touched = to + m;              /* slots whose lists are rewritten */
+    int32_t *cur_s = touched + cap_touched; /* [touched] fill cursors in succ[] */
+    int32_t *cur_p = cur_s + cap_touched;   /* [touched] ... and in pred[] */
     int64_t n_touched = 0;
 
     /* the rebuilt blocks' tasks, in fresh slots */
@@ -1045,21 +1039,15 @@ static int layout_delta(sf_sim *sim) {
         L->n_edges += nb->n_edges - sim->saved[i].block.n_edges;
     }
     if (sim->undo_ranks) assign_ranks(sim);
-    /* their edges, chained at both ends; kept ends and the kept ends of the
-     * edges they replace are touched */
+    /* their edges; the kept ends of those and of the edges they replace are touched */
     int64_t e = 0;
     for (int i = 0; i < sim->n_saved; i++) {
         const sim_block *nb = &sim->blocks[sim->saved[i].bid];
         for (int j = 0; j < nb->n_edges; j++, e++) {
-            int64_t fg = SLOT_OF(sim, nb->edges[j].from), tg = SLOT_OF(sim, nb->edges[j].to);
-            from[e] = (int32_t)fg;
-            to[e] = (int32_t)tg;
-            next_s[e] = sim->head_s[fg];
-            sim->head_s[fg] = (int32_t)e;
-            next_p[e] = sim->head_p[tg];
-            sim->head_p[tg] = (int32_t)e;
-            touch(sim, touched, &n_touched, fg);
-            touch(sim, touched, &n_touched, tg);
+            from[e] = (int32_t)SLOT_OF(sim, nb->edges[j].from);
+            to[e] = (int32_t)SLOT_OF(sim, nb->edges[j].to);
+            touch(sim, touched, &n_touched, from[e]);
+            touch(sim, touched, &n_touched, to[e]);
         }
         const sim_block *ob = &sim->saved[i].block;
         for (int j = 0; j < ob->n_edges; j++) {
@@ -1069,7 +1057,10 @@ static int layout_delta(sf_sim *sim) {
                     touch(sim, touched, &n_touched, SLOT_OF(sim, ends[x]));
         }
     }
-    /* the lists of touched tasks, rewritten at the end of succ[] and pred[] */
+    /* The touched tasks' lists, rewritten at the end of succ[] and pred[]: room for
+     * a kept task's old list (its entries into kept slots stay) and for the new
+     * edges, placed by a counting sort as layout_full does. A list may end short
+     * of its room (entries into replaced blocks go); the gap is dead. */
     int64_t need_s = L->n_succ + m, need_p = L->n_pred + m;
     for (int64_t j = 0; j < n_touched; j++) {
         int32_t g = touched[j];
@@ -1077,36 +1068,50 @@ static int layout_delta(sf_sim *sim) {
             need_s += L->sadj[g].n;
             need_p += L->padj[g].n;
         }
+        cur_s[j] = cur_p[j] = 0;
     }
     if (adj_reserve(sim, (need_s > need_p ? need_s : need_p) + 1)) {
         /* back to the between-updates state; the caller forces a full run */
-        for (int64_t j = 0; j < n_touched; j++) {
-            sim->mark[touched[j]] = 0;
-            sim->head_s[touched[j]] = sim->head_p[touched[j]] = -1;
-        }
+        for (int64_t j = 0; j < n_touched; j++) sim->touch_ix[touched[j]] = -1;
         return -1;
+    }
+    const int32_t *ix = sim->touch_ix;
+    for (int64_t i = 0; i < m; i++) {
+        cur_s[ix[from[i]]]++;
+        cur_p[ix[to[i]]]++;
     }
     int32_t *succ = L->succ, *pred = L->pred;
     int32_t ns = (int32_t)L->n_succ, np = (int32_t)L->n_pred;
     for (int64_t j = 0; j < n_touched; j++) {
-        int32_t g = touched[j];
-        sim_adj os = L->sadj[g], op = L->padj[g];
-        int32_t s0 = ns, p0 = np;
+        int32_t g = touched[j], cs = cur_s[j], cp = cur_p[j];
         if (g < sim->fresh) {
-            /* a kept task: its entries into kept slots stay, those into replaced
-             * blocks go (the rebuilt blocks' edges bring what replaces them) */
+            /* a kept task: log its lists, keep their entries into kept slots */
+            sim_adj os = L->sadj[g], op = L->padj[g];
             sim->undo_adj[sim->n_undo_adj++] = (sim_adj_undo){g, os, op};
+            L->sadj[g].start = cur_s[j] = ns;
+            L->padj[g].start = cur_p[j] = np;
             for (int32_t q = os.start; q < os.start + os.n; q++)
-                if (!sim->dirty[L->key[succ[q]] >> SIM_IDX_BITS]) succ[ns++] = succ[q];
+                if (!sim->dirty[L->key[succ[q]] >> SIM_IDX_BITS]) succ[cur_s[j]++] = succ[q];
             for (int32_t q = op.start; q < op.start + op.n; q++)
-                if (!sim->dirty[L->key[pred[q]] >> SIM_IDX_BITS]) pred[np++] = pred[q];
+                if (!sim->dirty[L->key[pred[q]] >> SIM_IDX_BITS]) pred[cur_p[j]++] = pred[q];
+            ns += os.n;
+            np += op.n;
+        } else {
+            L->sadj[g].start = cur_s[j] = ns;
+            L->padj[g].start = cur_p[j] = np;
         }
-        for (int32_t x = sim->head_s[g]; x >= 0; x = next_s[x]) succ[ns++] = to[x];
-        for (int32_t x = sim->head_p[g]; x >= 0; x = next_p[x]) pred[np++] = from[x];
-        L->sadj[g] = (sim_adj){s0, ns - s0};
-        L->padj[g] = (sim_adj){p0, np - p0};
-        sim->head_s[g] = sim->head_p[g] = -1;
-        sim->mark[g] = 0;
+        ns += cs;
+        np += cp;
+    }
+    for (int64_t i = 0; i < m; i++) {
+        succ[cur_s[ix[from[i]]]++] = to[i];
+        pred[cur_p[ix[to[i]]]++] = from[i];
+    }
+    for (int64_t j = 0; j < n_touched; j++) {
+        int32_t g = touched[j];
+        L->sadj[g].n = cur_s[j] - L->sadj[g].start;
+        L->padj[g].n = cur_p[j] - L->padj[g].start;
+        sim->touch_ix[g] = -1;
     }
     L->n_succ = ns;
     L->n_pred = np;

@@ -181,9 +181,8 @@ struct sf_sim {
     /* per slot, [cap_slots] */
     int32_t *pending;     /* scheduling: predecessors not yet finished, -1 when carried over */
     sim_heap_item *heap;
-    int32_t *head_s, *head_p; /* layout_delta: first new edge out of / into a slot;
-                               * -1 between updates */
-    unsigned char *mark;  /* layout_delta: slot already listed as touched; 0 between updates */
+    int32_t *touch_ix;    /* layout_delta: a slot's place among the tasks whose lists it
+                           * rewrites; -1 between updates */
     /* the last delta update, for a revert */
     int64_t fresh;        /* first slot it handed out (n_slots before it) */
     int64_t undo_succ, undo_pred, undo_tasks, undo_edges; /* layout counters before it */

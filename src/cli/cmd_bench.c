@@ -89,6 +89,14 @@ typedef struct bench_sim_result {
     int64_t tasks;
 } bench_sim_result;
 
+/* One random single-operator move, as every pass of measure() draws them: a
+ * random operator gets a random config from its whole SOAP space. */
+static int random_move(const sf_graph *g, const sf_machine *m, sf_rng *rng, sf_config *c) {
+    int op = (int)sf_rng_below(rng, (uint64_t)sf_graph_num_ops(g));
+    sf_config_random(sf_graph_op(g, op), m, rng, c);
+    return op;
+}
+
 /* The measurements themselves; the simulator has run the starting strategy. */
 static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, const sf_strategy *s,
                          int64_t reps, int64_t moves, uint64_t seed, bench_sim_result *out,
@@ -112,9 +120,8 @@ static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, co
     int n_ops = sf_graph_num_ops(g);
     double upd = 0, both = 0, tasks = 0, resched = 0, changed = 0, uneven = 0;
     for (int64_t i = 0; i < moves && n_ops > 0; i++) {
-        int op = (int)sf_rng_below(&rng, (uint64_t)n_ops);
         sf_config c;
-        sf_config_random(sf_graph_op(g, op), m, &rng, &c);
+        int op = random_move(g, m, &rng, &c);
         double t0 = sf_now_s();
         st = sf_sim_update(sim, op, &c, &r, err);
         double t1 = sf_now_s();
@@ -135,9 +142,8 @@ static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, co
     double bnd = 0;
     int64_t cuts = 0;
     for (int64_t i = 0; i < moves && n_ops > 0; i++) {
-        int op = (int)sf_rng_below(&rng, (uint64_t)n_ops);
         sf_config c;
-        sf_config_random(sf_graph_op(g, op), m, &rng, &c);
+        int op = random_move(g, m, &rng, &c);
         double t0 = sf_now_s();
         st = sf_sim_update_bounded(sim, op, &c, r0.iter_s * 1.02, &r, err);
         if (st == SF_OK) {
@@ -152,9 +158,8 @@ static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, co
      * arrays from the caches between timed updates. */
     sf_rng_seed(&rng, seed);
     for (int64_t i = 0; i < moves && n_ops > 0; i++) {
-        int op = (int)sf_rng_below(&rng, (uint64_t)n_ops);
         sf_config c;
-        sf_config_random(sf_graph_op(g, op), m, &rng, &c);
+        int op = random_move(g, m, &rng, &c);
         sf_sim_delta_stats ds;
         st = sf_sim_update(sim, op, &c, &r, err);
         if (st == SF_OK) st = sf_sim_delta_stats_get(sim, &ds, err);

@@ -151,7 +151,7 @@ expect_error bad_svg
 run bench "$SF" bench sim --model lenet5 --machine p100-4x4 --reps 2 --moves 20 --json
 expect_ok bench
 valid_json "$TMP/bench.out" || fail "bench sim --json: not valid JSON"
-for key in full_us delta_us delta_revert_us tasks tasks_per_s; do
+for key in full_us delta_us delta_revert_us tasks tasks_per_s full_moved_us speedup_moved; do
     v=$(json_num "$TMP/bench.out" "$key")
     [ -n "$v" ] && positive "$v" || fail "bench sim: $key '$v', want > 0"
 done

@@ -61,7 +61,11 @@ static int sim_usage(FILE *out) {
             "                         or start at another time: what any exact delta must redo),\n"
             "                         delta_uneven_frac (share that are new or whose inputs\n"
             "                         moved by different amounts: what even a delta that\n"
-            "                         shifted runs of the old schedule would have to redo)\n"
+            "                         shifted runs of the old schedule would have to redo),\n"
+            "                         full_moved_us (mean full simulation of each changed\n"
+            "                         strategy, from scratch), speedup_moved (full_moved_us /\n"
+            "                         delta_us: delta against simulating the same strategy in\n"
+            "                         full)\n"
             "  -h, --help             show this help\n"
             "\n"
             "Times are wall-clock microseconds on this machine, one thread. A random move\n"
@@ -78,6 +82,8 @@ static int sim_usage(FILE *out) {
 
 typedef struct bench_sim_result {
     double full_us, delta_us, delta_revert_us;
+    double full_moved_us; /* mean full simulation of each changed strategy: what a delta
+                           * update saves over simulating that strategy from scratch */
     double bounded_us;  /* mean bounded update + revert, bound 1.02 x the start (see below) */
     double cut_frac;    /* share of bounded updates that stopped early */
     double delta_tasks; /* mean task count of the changed strategies */
@@ -97,10 +103,11 @@ static int random_move(const sf_graph *g, const sf_machine *m, sf_rng *rng, sf_c
     return op;
 }
 
-/* The measurements themselves; the simulator has run the starting strategy. */
-static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, const sf_strategy *s,
-                         int64_t reps, int64_t moves, uint64_t seed, bench_sim_result *out,
-                         sf_error *err) {
+/* The measurements themselves. sim2: a second simulator on the same graph and
+ * machine, which simulates each changed strategy in full. */
+static sf_status measure(sf_sim *sim, sf_sim *sim2, const sf_graph *g, const sf_machine *m,
+                         const sf_strategy *s, int64_t reps, int64_t moves, uint64_t seed,
+                         bench_sim_result *out, sf_error *err) {
     sf_sim_result r0, r;
     sf_status st = sf_sim_run(sim, s, &r0, err); /* warm-up: arrays reach their size */
     if (st != SF_OK) return st;
@@ -169,6 +176,25 @@ static sf_status measure(sf_sim *sim, const sf_graph *g, const sf_machine *m, co
         st = sf_sim_revert(sim, &r, err);
         if (st != SF_OK) return st;
     }
+    /* The same moves, each simulated in full from scratch by the second simulator:
+     * the cost a delta update replaces (a move often makes the graph larger). */
+    sf_rng_seed(&rng, seed);
+    sf_strategy *moved = sf_strategy_clone(s);
+    if (!moved) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    double fm = 0;
+    sf_sim_result r2;
+    for (int64_t i = 0; i < moves && n_ops > 0 && st == SF_OK; i++) {
+        sf_config c;
+        int op = random_move(g, m, &rng, &c);
+        *sf_strategy_config(moved, op) = c;
+        double t0 = sf_now_s();
+        st = sf_sim_run(sim2, moved, &r2, err);
+        fm += sf_now_s() - t0;
+        *sf_strategy_config(moved, op) = *sf_strategy_get(s, op);
+    }
+    sf_strategy_free(moved);
+    if (st != SF_OK) return st;
+    out->full_moved_us = moves > 0 ? fm / (double)moves * 1e6 : 0;
     out->bounded_us = moves > 0 ? bnd / (double)moves * 1e6 : 0;
     out->cut_frac = moves > 0 ? (double)cuts / (double)moves : 0;
     out->delta_us = moves > 0 ? upd / (double)moves * 1e6 : 0;
@@ -216,7 +242,7 @@ static int bench_sim(int argc, char **argv) {
     sf_graph *g = NULL;
     sf_strategy *s = NULL;
     sf_cost_model *cm = NULL;
-    sf_sim *sim = NULL;
+    sf_sim *sim = NULL, *sim2 = NULL;
     sf_machine *m = sf_machine_open(machine, &err);
     if (!m) return sf_cli_fail_err(&err);
     int rc = sf_cli_model_open(a.cmd, &mo, sf_machine_num_devices(m), &g);
@@ -228,19 +254,22 @@ static int bench_sim(int argc, char **argv) {
         goto done;
     }
     sim = sf_sim_new(g, m, cm, &so, &err);
-    bench_sim_result br;
-    if (!sim || measure(sim, g, m, s, reps, moves, (uint64_t)seed, &br, &err) != SF_OK) {
+    if (sim) sim2 = sf_sim_new(g, m, cm, &so, &err);
+    bench_sim_result br = {0};
+    if (!sim || !sim2 ||
+        measure(sim, sim2, g, m, s, reps, moves, (uint64_t)seed, &br, &err) != SF_OK) {
         rc = sf_cli_fail_err(&err);
         goto done;
     }
     double tasks_per_s = br.full_us > 0 ? (double)br.tasks / (br.full_us * 1e-6) : 0;
     double speedup = br.delta_us > 0 ? br.full_us / br.delta_us : 0;
+    double speedup_moved = br.delta_us > 0 ? br.full_moved_us / br.delta_us : 0;
     sf_graph_stats gs;
     sf_graph_stats_compute(g, &gs);
     if (json) {
         json_t *j = json_pack(
             "{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
-            "s:f, s:f, s:f, s:f}",
+            "s:f, s:f, s:f, s:f, s:f, s:f}",
             "model", sf_graph_name(g), "machine", sf_machine_name(m), "strategy", strategy,
             "sync", sf_sync_mode_name(so.sync), "sync_scheme", sf_sync_scheme_name(so.scheme),
             "batch",
@@ -249,7 +278,8 @@ static int bench_sim(int argc, char **argv) {
             tasks_per_s, "delta_us", br.delta_us, "delta_revert_us", br.delta_revert_us,
             "delta_tasks", br.delta_tasks, "speedup", speedup, "delta_bounded_us", br.bounded_us,
             "bounded_cut_frac", br.cut_frac, "delta_rescheduled_frac", br.resched_frac,
-            "delta_changed_frac", br.changed_frac, "delta_uneven_frac", br.uneven_frac);
+            "delta_changed_frac", br.changed_frac, "delta_uneven_frac", br.uneven_frac,
+            "full_moved_us", br.full_moved_us, "speedup_moved", speedup_moved);
         rc = sf_cli_print_json(j);
     } else {
         char b1[32];
@@ -262,6 +292,9 @@ static int bench_sim(int argc, char **argv) {
                    "%.2f)\n",
                    br.delta_us, (long long)moves, speedup);
             printf("delta update+revert  %12.1f us\n", br.delta_revert_us);
+            printf("full, changed        %12.1f us  (mean full simulation of the same changed "
+                   "strategies; full / delta %.2f)\n",
+                   br.full_moved_us, speedup_moved);
             printf("tasks after a move   %12.0f     (mean; %.0f%% of them scheduled again, "
                    "%.0f%% new or moved in time,\n"
                    "                                  %.0f%% new or with inputs that moved "
@@ -275,6 +308,7 @@ static int bench_sim(int argc, char **argv) {
     }
 done:
     sf_sim_free(sim);
+    sf_sim_free(sim2);
     sf_cost_free(cm);
     sf_strategy_free(s);
     sf_graph_free(g);

@@ -126,6 +126,7 @@ static sf_status measure(sf_sim *sim, sf_sim *sim2, const sf_graph *g, const sf_
     sf_rng_seed(&rng, seed);
     int n_ops = sf_graph_num_ops(g);
     double upd = 0, both = 0, tasks = 0, resched = 0, changed = 0, uneven = 0;
+    double iter_sum = 0; /* the moves' iteration times, summed in move order */
     for (int64_t i = 0; i < moves && n_ops > 0; i++) {
         sf_config c;
         int op = random_move(g, m, &rng, &c);
@@ -134,6 +135,7 @@ static sf_status measure(sf_sim *sim, sf_sim *sim2, const sf_graph *g, const sf_
         double t1 = sf_now_s();
         if (st != SF_OK) return st;
         tasks += (double)r.tasks;
+        iter_sum += r.iter_s;
         resched += (double)r.rescheduled / (double)r.tasks;
         double t3 = sf_now_s();
         st = sf_sim_revert(sim, &r, err);
@@ -181,7 +183,7 @@ static sf_status measure(sf_sim *sim, sf_sim *sim2, const sf_graph *g, const sf_
     sf_rng_seed(&rng, seed);
     sf_strategy *moved = sf_strategy_clone(s);
     if (!moved) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-    double fm = 0;
+    double fm = 0, full_iter_sum = 0;
     sf_sim_result r2;
     for (int64_t i = 0; i < moves && n_ops > 0 && st == SF_OK; i++) {
         sf_config c;
@@ -190,10 +192,17 @@ static sf_status measure(sf_sim *sim, sf_sim *sim2, const sf_graph *g, const sf_
         double t0 = sf_now_s();
         st = sf_sim_run(sim2, moved, &r2, err);
         fm += sf_now_s() - t0;
+        full_iter_sum += r2.iter_s;
         *sf_strategy_config(moved, op) = *sf_strategy_get(s, op);
     }
     sf_strategy_free(moved);
     if (st != SF_OK) return st;
+    /* the same sums bit for bit when every delta result equals its full run */
+    if (full_iter_sum != iter_sum)
+        return sf_error_set(err, SF_ERR_INTERNAL,
+                            "delta and full simulation disagree: the %lld moves' iteration times "
+                            "sum to %.17g s and %.17g s",
+                            (long long)moves, iter_sum, full_iter_sum);
     out->full_moved_us = moves > 0 ? fm / (double)moves * 1e6 : 0;
     out->bounded_us = moves > 0 ? bnd / (double)moves * 1e6 : 0;
     out->cut_frac = moves > 0 ? (double)cuts / (double)moves : 0;

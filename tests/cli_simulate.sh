@@ -147,6 +147,29 @@ expect_error bad_trace
 run bad_svg "$SF" simulate --model lenet5 --svg "$TMP/no/such/dir/t.svg"
 expect_error bad_svg
 
+# ---- figures that would make simulated times infinite --------------------
+# A subnormal bandwidth and a latency of 1e308 us were read as valid, gave an
+# iteration of inf ms, a trace with "inf" in it and, with --json, "out of
+# memory" after the trace, SVG and DOT had been written.
+for bad in '"bandwidth_GBps": 1e-320, "latency_us": 1.0' '"bandwidth_GBps": 10.0, "latency_us": 1e308'; do
+    cat >"$TMP/inf.json" <<JSON
+{
+  "name": "inf2x2", "nodes": 2, "devices_per_node": 2,
+  "device": {"name": "X", "peak_tflops": {"fp32": 1.0}, "mem_bw_GBps": 100.0, "mem_GB": 8.0},
+  "intra": {"topology": "switch", $bad},
+  "inter": {"nics_per_node": 1, "bandwidth_GBps": 5.0, "latency_us": 2.0}
+}
+JSON
+    rm -f "$TMP/inf.trace.json" "$TMP/inf.svg"
+    run inf_machine "$SF" simulate --model lenet5 --batch 8 --machine "$TMP/inf.json" --json \
+        --trace "$TMP/inf.trace.json" --svg "$TMP/inf.svg"
+    expect_error inf_machine
+    grep -q "inf.json: field 'intra\.[a-z_]*GBps\|inf.json: field 'intra\.latency_us'" \
+        "$TMP/inf_machine.err" || fail "machine ($bad): field not named: $(cat "$TMP/inf_machine.err")"
+    [ ! -e "$TMP/inf.trace.json" ] && [ ! -e "$TMP/inf.svg" ] ||
+        fail "machine ($bad): output files written by a failing command"
+done
+
 # ---- bench sim ---------------------------------------------------------
 run bench "$SF" bench sim --model lenet5 --machine p100-4x4 --reps 2 --moves 20 --json
 expect_ok bench

@@ -451,12 +451,18 @@ static double digits15(sf_rng *rng, double scale) {
 }
 
 static void random_desc(sf_rng *rng, sf_machine_desc *d, int short_digits) {
-    double e = (double)sf_rng_below(rng, 40) - 20, s = pow(10, e);
     static const double unit[9] = {1e12, 1e12, 1e9, 1e9, 1, 1, 1e9, 1, 1e-6};
+    /* decimal exponents from 10^-20 on, as far as each figure may go: rates
+     * (peaks, bandwidths) >= SF_MIN_RATE, latencies <= SF_MAX_LATENCY_S */
+    static const int e_lo[9] = {-10, -10, -7, -20, 2, -20, -7, 2, -20};
+    static const int e_hi[9] = {19, 19, 19, 19, 19, -1, 19, 19, 5};
     double v[9];
-    for (int i = 0; i < 9; i++)
+    for (int i = 0; i < 9; i++) {
+        double e = e_lo[i] + (double)sf_rng_below(rng, (uint64_t)(e_hi[i] - e_lo[i] + 1));
+        double s = pow(10, e);
         v[i] = short_digits ? digits15(rng, s * unit[i])
                             : (0.1 + sf_rng_uniform(rng)) * s * unit[i];
+    }
     d->kind.peak_flops[SF_DTYPE_FP32] = v[0];
     d->kind.peak_flops[SF_DTYPE_FP16] = v[1];
     d->kind.mem_bw_Bps = v[2];
@@ -590,9 +596,17 @@ static void test_json_errors(void **state) {
                       "field 'nodes': must be an integer");
     /* Values. */
     expect_json_error("negbw.json", "\"bandwidth_GBps\": 12,", "\"bandwidth_GBps\": -12,",
-                      SF_ERR_INVALID, "field 'intra.bandwidth_GBps': must be a positive number");
+                      SF_ERR_INVALID, "field 'intra.bandwidth_GBps': must be a number >= 1e-09");
     expect_json_error("neglat.json", "\"latency_us\": 2}", "\"latency_us\": -2}", SF_ERR_INVALID,
-                      "field 'inter.latency_us': must be a number >= 0");
+                      "field 'inter.latency_us': must be a number from 0 to 1e+06");
+    /* Positive or finite is not enough: a subnormal bandwidth or a latency of
+     * 1e308 us made simulated times infinite (invalid traces and JSON). */
+    expect_json_error("tinybw.json", "\"bandwidth_GBps\": 12,", "\"bandwidth_GBps\": 1e-320,",
+                      SF_ERR_INVALID, "field 'intra.bandwidth_GBps': must be a number >= 1e-09");
+    expect_json_error("biglat.json", "\"latency_us\": 2}", "\"latency_us\": 1e308}",
+                      SF_ERR_INVALID, "field 'inter.latency_us': must be a number from 0 to");
+    expect_json_error("tinyfp16.json", "\"fp16\": 20", "\"fp16\": 1e-300", SF_ERR_INVALID,
+                      "field 'device.peak_tflops.fp16': must be 0 (unsupported) or a number >= ");
     expect_json_error("topo.json", "pcie_tree", "ring", SF_ERR_INVALID,
                       "field 'intra.topology': unknown topology 'ring'");
     expect_json_error("group.json", "\"pcie_group\": 2", "\"pcie_group\": 3", SF_ERR_INVALID,
@@ -605,7 +619,7 @@ static void test_json_errors(void **state) {
                       "field 'name'");
     expect_json_error("toobig.json", "\"nodes\": 2,", "\"nodes\": 2000,", SF_ERR_RANGE, "limit");
     expect_json_error("fp32.json", "\"fp32\": 10", "\"fp32\": 0", SF_ERR_INVALID,
-                      "field 'device.peak_tflops.fp32': must be a positive number");
+                      "field 'device.peak_tflops.fp32': must be a number >= 1e-12");
 }
 
 static void test_open(void **state) {

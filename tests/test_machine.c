@@ -653,6 +653,29 @@ static void test_open(void **state) {
     assert_int_equal(err.code, SF_ERR_INVALID);
     sf_error_clear(&err);
 
+    /* NAME[N]: a device count that overflows an int is refused, not wrapped
+     * ([4294967297] was the 1-device subset), and only digits are a count */
+    m = sf_machine_open("p100-4x4[4]", &err);
+    assert_non_null(m);
+    assert_int_equal(sf_machine_num_devices(m), 4);
+    sf_machine_free(m);
+    static const char *const too_many[] = {"p100-4x4[4294967297]", "p100-4x4[99999999999999999999]",
+                                           "p100-4x4[4097]"};
+    for (int i = 0; i < 3; i++) {
+        assert_null(sf_machine_open(too_many[i], &err));
+        assert_int_equal(err.code, SF_ERR_RANGE);
+        assert_contains(err.msg, too_many[i]);
+        sf_error_clear(&err);
+    }
+    static const char *const not_counts[] = {"p100-4x4[ 4]", "p100-4x4[+4]", "p100-4x4[-1]",
+                                             "p100-4x4[0]", "p100-4x4[4x]"};
+    for (int i = 0; i < 5; i++) {
+        assert_null(sf_machine_open(not_counts[i], &err));
+        assert_int_equal(err.code, SF_ERR_INVALID);
+        assert_contains(err.msg, "device count");
+        sf_error_clear(&err);
+    }
+
     /* A bare name that is no preset but a file in the working directory. */
     char cwd[4096];
     assert_non_null(getcwd(cwd, sizeof cwd));

@@ -21,6 +21,7 @@
  * 15, that read back exactly, so files stay readable ("10.6", not
  * "10.599999999999999").
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -438,10 +439,17 @@ static sf_machine *open_subset(const char *spec, sf_error *err) {
     char base[512];
     if (!lb || spec[n - 1] != ']' || (size_t)(lb - spec) >= sizeof base) return NULL;
     char *end;
+    errno = 0;
     long k = strtol(lb + 1, &end, 10);
-    if (end != spec + n - 1 || k < 1) {
+    if (lb[1] < '0' || lb[1] > '9' || end != spec + n - 1 || k < 1) {
         sf_error_set(err, SF_ERR_INVALID, "machine '%s': the part in brackets must be a device "
                      "count, as in p100-4x4[8]", spec);
+        return NULL;
+    }
+    /* before the int conversion below: [4294967297] must not become [1] */
+    if (errno == ERANGE || k > SF_MAX_DEVICES) {
+        sf_error_set(err, SF_ERR_RANGE, "machine '%s': a machine has at most %d devices", spec,
+                     SF_MAX_DEVICES);
         return NULL;
     }
     memcpy(base, spec, (size_t)(lb - spec));

@@ -618,6 +618,24 @@ static void test_json_errors(void **state) {
     expect_json_error("name.json", "\"name\": \"mine\"", "\"name\": \"\"", SF_ERR_INVALID,
                       "field 'name'");
     expect_json_error("toobig.json", "\"nodes\": 2,", "\"nodes\": 2000,", SF_ERR_RANGE, "limit");
+    /* A NUL byte ended the text that jansson saw: a whole machine followed by
+     * a NUL and anything at all was accepted. Now the file is refused, as is a
+     * directory (with the system's reason). */
+    char path[160];
+    snprintf(path, sizeof path, "%s/nul.json", tmpdir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(base_json, 1, sizeof base_json, f); /* sizeof: the NUL too */
+    fputs("\"nodes\": -5}", f);
+    fclose(f);
+    sf_error err = {0};
+    sf_machine_desc d;
+    assert_int_equal(sf_machine_desc_load_json(path, &d, &err), SF_ERR_PARSE);
+    assert_contains(err.msg, path);
+    assert_contains(err.msg, "NUL byte");
+    sf_error_clear(&err);
+    assert_int_equal(sf_machine_desc_load_json(tmpdir, &d, &err), SF_ERR_IO);
+    assert_contains(err.msg, "directory");
     expect_json_error("fp32.json", "\"fp32\": 10", "\"fp32\": 0", SF_ERR_INVALID,
                       "field 'device.peak_tflops.fp32': must be a number >= 1e-12");
 }

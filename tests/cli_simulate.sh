@@ -126,6 +126,24 @@ grep -q 'broken.json' "$TMP/broken.err" || fail "malformed strategy: message lac
 grep -q ':3:' "$TMP/broken.err" ||
     fail "malformed strategy: no line number: $(cat "$TMP/broken.err")"
 
+# Names quoted from a file keep the message on one line and send no control
+# characters to the terminal: a model name with a newline and an escape
+# sequence (a warning), an operator name with a form feed (the error), and
+# jansson's "near" text of a stray control byte.
+printf '{"format": "soapflow-strategy", "version": 1, "model": "a\\nb\\u001b[31m",\n' \
+    >"$TMP/ctrl.json"
+printf ' "ops": {"x\\fy": {"degrees": [1, 1], "devices": [0]}}}\n' >>"$TMP/ctrl.json"
+run ctrl "$SF" simulate --model lenet5 --machine p100-4x4 --strategy "$TMP/ctrl.json"
+expect_error_last ctrl
+[ "$(wc -l <"$TMP/ctrl.err")" -eq 2 ] || fail "control characters: not two lines: $(cat "$TMP/ctrl.err")"
+grep -q "model 'a b\\\\x1b\[31m'" "$TMP/ctrl.err" || fail "warning: escape not shown: $(cat "$TMP/ctrl.err")"
+grep -q "x\\\\x0cy" "$TMP/ctrl.err" || fail "error: form feed not shown: $(cat "$TMP/ctrl.err")"
+LC_ALL=C grep -q "$(printf '[\001-\010\013-\037]')" "$TMP/ctrl.err" && fail "control characters on stderr"
+printf '{"format": "soapflow-strategy",\n "version": 1, \002}\n' >"$TMP/ctrl2.json"
+run ctrl2 "$SF" simulate --model lenet5 --machine p100-4x4 --strategy "$TMP/ctrl2.json"
+expect_error ctrl2
+grep -q "ctrl2.json:2:.*x02" "$TMP/ctrl2.err" || fail "stray byte: not shown as \\x02: $(cat "$TMP/ctrl2.err")"
+
 run unknown_strategy "$SF" simulate --model lenet5 --strategy no_such_strategy
 expect_error unknown_strategy
 grep -q 'no_such_strategy' "$TMP/unknown_strategy.err" || fail "unknown strategy: name not said"
@@ -146,6 +164,29 @@ run bad_trace "$SF" simulate --model lenet5 --trace "$TMP/no/such/dir/t.json"
 expect_error bad_trace
 run bad_svg "$SF" simulate --model lenet5 --svg "$TMP/no/such/dir/t.svg"
 expect_error bad_svg
+
+# ---- figures that would make simulated times infinite --------------------
+# A subnormal bandwidth and a latency of 1e308 us were read as valid, gave an
+# iteration of inf ms, a trace with "inf" in it and, with --json, "out of
+# memory" after the trace, SVG and DOT had been written.
+for bad in '"bandwidth_GBps": 1e-320, "latency_us": 1.0' '"bandwidth_GBps": 10.0, "latency_us": 1e308'; do
+    cat >"$TMP/inf.json" <<JSON
+{
+  "name": "inf2x2", "nodes": 2, "devices_per_node": 2,
+  "device": {"name": "X", "peak_tflops": {"fp32": 1.0}, "mem_bw_GBps": 100.0, "mem_GB": 8.0},
+  "intra": {"topology": "switch", $bad},
+  "inter": {"nics_per_node": 1, "bandwidth_GBps": 5.0, "latency_us": 2.0}
+}
+JSON
+    rm -f "$TMP/inf.trace.json" "$TMP/inf.svg"
+    run inf_machine "$SF" simulate --model lenet5 --batch 8 --machine "$TMP/inf.json" --json \
+        --trace "$TMP/inf.trace.json" --svg "$TMP/inf.svg"
+    expect_error inf_machine
+    grep -q "inf.json: field 'intra\.[a-z_]*GBps\|inf.json: field 'intra\.latency_us'" \
+        "$TMP/inf_machine.err" || fail "machine ($bad): field not named: $(cat "$TMP/inf_machine.err")"
+    [ ! -e "$TMP/inf.trace.json" ] && [ ! -e "$TMP/inf.svg" ] ||
+        fail "machine ($bad): output files written by a failing command"
+done
 
 # ---- bench sim ---------------------------------------------------------
 run bench "$SF" bench sim --model lenet5 --machine p100-4x4 --reps 2 --moves 20 --json

@@ -548,6 +548,44 @@ static void test_error_graph_messages(void **state) {
                  SF_ERR_PARSE, "inputs.json:6:", "'r' (relu)", "\"inputs\" must be an array", NULL);
 }
 
+/* Sizes that would overflow int64 arithmetic in shape inference, costs or
+ * parameter counts are refused by name (SF_MAX_EXTENT, SF_MAX_NUMEL), never
+ * computed (they were signed overflows under UBSan). */
+static void test_error_size_limits(void **state) {
+    (void)state;
+    expect_error("bigdim.json",
+                 HEAD "    {\"name\": \"y\", \"type\": \"input\", "
+                      "\"shape\": [9223372036854775807, 784]}" TAIL,
+                 SF_ERR_RANGE, "bigdim.json:6:", "'y' (input)", "attribute 'shape'", NULL);
+    expect_error("bigattr.json",
+                 HEAD "    {\"name\": \"c2\", \"type\": \"conv2d\", \"inputs\": [\"c1\"], "
+                      "\"out_channels\": 4, \"padding\": [4611686018427387904, 1]}" TAIL,
+                 SF_ERR_RANGE, "bigattr.json:6:", "'c2' (conv2d)", "attribute 'padding'", NULL);
+    /* every dimension within SF_MAX_EXTENT, the element count beyond SF_MAX_NUMEL */
+    expect_error("numel.json",
+                 HEAD "    {\"name\": \"y\", \"type\": \"input\", "
+                      "\"shape\": [1024, 1024, 1024, 2048]}" TAIL,
+                 SF_ERR_RANGE, "numel.json:6:", "'y' (input)", "1024x1024x1024x2048", "limit",
+                 NULL);
+    expect_error("flat.json",
+                 HEAD "    {\"name\": \"y\", \"type\": \"input\", "
+                      "\"shape\": [1, 65536, 65536, 16]},\n"
+                      "    {\"name\": \"f\", \"type\": \"flatten\", \"inputs\": [\"y\"]}" TAIL,
+                 SF_ERR_RANGE, "flat.json:7:", "'f' (flatten)", "output 0", NULL);
+    /* tensors within the limits, weights not: 2^31 x 2^20 x 2^10 x 2^10 */
+    expect_error("weights.json",
+                 HEAD "    {\"name\": \"y\", \"type\": \"input\", "
+                      "\"shape\": [1, 1048576, 1024, 1024]},\n"
+                      "    {\"name\": \"c2\", \"type\": \"conv2d\", \"inputs\": [\"y\"], "
+                      "\"out_channels\": 2147483648, \"kernel\": [1024, 1024]}" TAIL,
+                 SF_ERR_RANGE, "weights.json:7:", "'c2' (conv2d)", "weights", NULL);
+    expect_error("lstm.json",
+                 HEAD "    {\"name\": \"y\", \"type\": \"input\", \"shape\": [1, 1, 8]},\n"
+                      "    {\"name\": \"l\", \"type\": \"lstm\", \"inputs\": [\"y\"], "
+                      "\"hidden\": 2147483648}" TAIL,
+                 SF_ERR_RANGE, "lstm.json:7:", "'l' (lstm)", NULL);
+}
+
 static void test_error_file_level(void **state) {
     (void)state;
     char path[256];
@@ -722,6 +760,7 @@ int main(void) {
         cmocka_unit_test(test_error_syntax),
         cmocka_unit_test(test_error_operator_messages),
         cmocka_unit_test(test_error_graph_messages),
+        cmocka_unit_test(test_error_size_limits),
         cmocka_unit_test(test_error_file_level),
         cmocka_unit_test(test_error_robust_on_damaged_text),
         cmocka_unit_test(test_write_errors),

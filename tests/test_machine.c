@@ -451,12 +451,18 @@ static double digits15(sf_rng *rng, double scale) {
 }
 
 static void random_desc(sf_rng *rng, sf_machine_desc *d, int short_digits) {
-    double e = (double)sf_rng_below(rng, 40) - 20, s = pow(10, e);
     static const double unit[9] = {1e12, 1e12, 1e9, 1e9, 1, 1, 1e9, 1, 1e-6};
+    /* decimal exponents from 10^-20 on, as far as each figure may go: rates
+     * (peaks, bandwidths) >= SF_MIN_RATE, latencies <= SF_MAX_LATENCY_S */
+    static const int e_lo[9] = {-10, -10, -7, -20, 2, -20, -7, 2, -20};
+    static const int e_hi[9] = {19, 19, 19, 19, 19, -1, 19, 19, 5};
     double v[9];
-    for (int i = 0; i < 9; i++)
+    for (int i = 0; i < 9; i++) {
+        double e = e_lo[i] + (double)sf_rng_below(rng, (uint64_t)(e_hi[i] - e_lo[i] + 1));
+        double s = pow(10, e);
         v[i] = short_digits ? digits15(rng, s * unit[i])
                             : (0.1 + sf_rng_uniform(rng)) * s * unit[i];
+    }
     d->kind.peak_flops[SF_DTYPE_FP32] = v[0];
     d->kind.peak_flops[SF_DTYPE_FP16] = v[1];
     d->kind.mem_bw_Bps = v[2];
@@ -590,9 +596,17 @@ static void test_json_errors(void **state) {
                       "field 'nodes': must be an integer");
     /* Values. */
     expect_json_error("negbw.json", "\"bandwidth_GBps\": 12,", "\"bandwidth_GBps\": -12,",
-                      SF_ERR_INVALID, "field 'intra.bandwidth_GBps': must be a positive number");
+                      SF_ERR_INVALID, "field 'intra.bandwidth_GBps': must be a number >= 1e-09");
     expect_json_error("neglat.json", "\"latency_us\": 2}", "\"latency_us\": -2}", SF_ERR_INVALID,
-                      "field 'inter.latency_us': must be a number >= 0");
+                      "field 'inter.latency_us': must be a number from 0 to 1e+06");
+    /* Positive or finite is not enough: a subnormal bandwidth or a latency of
+     * 1e308 us made simulated times infinite (invalid traces and JSON). */
+    expect_json_error("tinybw.json", "\"bandwidth_GBps\": 12,", "\"bandwidth_GBps\": 1e-320,",
+                      SF_ERR_INVALID, "field 'intra.bandwidth_GBps': must be a number >= 1e-09");
+    expect_json_error("biglat.json", "\"latency_us\": 2}", "\"latency_us\": 1e308}",
+                      SF_ERR_INVALID, "field 'inter.latency_us': must be a number from 0 to");
+    expect_json_error("tinyfp16.json", "\"fp16\": 20", "\"fp16\": 1e-300", SF_ERR_INVALID,
+                      "field 'device.peak_tflops.fp16': must be 0 (unsupported) or a number >= ");
     expect_json_error("topo.json", "pcie_tree", "ring", SF_ERR_INVALID,
                       "field 'intra.topology': unknown topology 'ring'");
     expect_json_error("group.json", "\"pcie_group\": 2", "\"pcie_group\": 3", SF_ERR_INVALID,
@@ -604,8 +618,26 @@ static void test_json_errors(void **state) {
     expect_json_error("name.json", "\"name\": \"mine\"", "\"name\": \"\"", SF_ERR_INVALID,
                       "field 'name'");
     expect_json_error("toobig.json", "\"nodes\": 2,", "\"nodes\": 2000,", SF_ERR_RANGE, "limit");
+    /* A NUL byte ended the text that jansson saw: a whole machine followed by
+     * a NUL and anything at all was accepted. Now the file is refused, as is a
+     * directory (with the system's reason). */
+    char path[160];
+    snprintf(path, sizeof path, "%s/nul.json", tmpdir);
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    fwrite(base_json, 1, sizeof base_json, f); /* sizeof: the NUL too */
+    fputs("\"nodes\": -5}", f);
+    fclose(f);
+    sf_error err = {0};
+    sf_machine_desc d;
+    assert_int_equal(sf_machine_desc_load_json(path, &d, &err), SF_ERR_PARSE);
+    assert_contains(err.msg, path);
+    assert_contains(err.msg, "NUL byte");
+    sf_error_clear(&err);
+    assert_int_equal(sf_machine_desc_load_json(tmpdir, &d, &err), SF_ERR_IO);
+    assert_contains(err.msg, "directory");
     expect_json_error("fp32.json", "\"fp32\": 10", "\"fp32\": 0", SF_ERR_INVALID,
-                      "field 'device.peak_tflops.fp32': must be a positive number");
+                      "field 'device.peak_tflops.fp32': must be a number >= 1e-12");
 }
 
 static void test_open(void **state) {
@@ -638,6 +670,29 @@ static void test_open(void **state) {
     assert_null(sf_machine_open("", &err));
     assert_int_equal(err.code, SF_ERR_INVALID);
     sf_error_clear(&err);
+
+    /* NAME[N]: a device count that overflows an int is refused, not wrapped
+     * ([4294967297] was the 1-device subset), and only digits are a count */
+    m = sf_machine_open("p100-4x4[4]", &err);
+    assert_non_null(m);
+    assert_int_equal(sf_machine_num_devices(m), 4);
+    sf_machine_free(m);
+    static const char *const too_many[] = {"p100-4x4[4294967297]", "p100-4x4[99999999999999999999]",
+                                           "p100-4x4[4097]"};
+    for (int i = 0; i < 3; i++) {
+        assert_null(sf_machine_open(too_many[i], &err));
+        assert_int_equal(err.code, SF_ERR_RANGE);
+        assert_contains(err.msg, too_many[i]);
+        sf_error_clear(&err);
+    }
+    static const char *const not_counts[] = {"p100-4x4[ 4]", "p100-4x4[+4]", "p100-4x4[-1]",
+                                             "p100-4x4[0]", "p100-4x4[4x]"};
+    for (int i = 0; i < 5; i++) {
+        assert_null(sf_machine_open(not_counts[i], &err));
+        assert_int_equal(err.code, SF_ERR_INVALID);
+        assert_contains(err.msg, "device count");
+        sf_error_clear(&err);
+    }
 
     /* A bare name that is no preset but a file in the working directory. */
     char cwd[4096];

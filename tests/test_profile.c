@@ -255,6 +255,10 @@ static void test_db_strict_reading(void **state) {
     expect_parse_error(HEAD "\"entries\": [{\"key\": \"linear|a\", \"op\": \"linear\", "
                             "\"fwd_s\": -1, \"bwd_s\": 0, \"reps\": 1}]}",
                        "entries[0]: field 'fwd_s'");
+    /* finite but beyond SF_PROFILE_TIME_MAX_S: sums of such times were infinite */
+    expect_parse_error(HEAD "\"entries\": [{\"key\": \"linear|a\", \"op\": \"linear\", "
+                            "\"fwd_s\": 0, \"bwd_s\": 1e308, \"reps\": 1}]}",
+                       "entries[0]: field 'bwd_s': must be a number from 0 to 1e+09");
     expect_parse_error(HEAD "\"entries\": [{\"key\": \"linear|a\", \"op\": \"linear\", "
                             "\"fwd_s\": 1, \"bwd_s\": 0, \"reps\": 0}]}",
                        "field 'reps'");

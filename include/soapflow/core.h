@@ -149,8 +149,13 @@ void sf_log_set_sink(sf_log_sink sink, void *user);
 void sf_log_set_level(sf_log_level level);
 sf_log_level sf_log_get_level(void);
 void sf_log(sf_log_level level, const char *fmt, ...) SF_PRINTF(2, 3);
-/* Writes "soapflow: warning: msg" to stderr. */
+/* Writes "soapflow: warning: msg" to stderr, on one line (sf_fputs_line). */
 void sf_log_stderr_sink(sf_log_level level, const char *msg, void *user);
+/* Write s to f as part of one line of text: newline, return and tab become a
+ * space, other control characters \xNN. Messages quote names and text from
+ * input files, which must neither split a message in two nor send escape
+ * sequences to a terminal. */
+void sf_fputs_line(const char *s, FILE *f);
 
 #define SF_LOG_WARN_F(...) sf_log(SF_LOG_WARN, __VA_ARGS__)
 #define SF_LOG_INFO_F(...) sf_log(SF_LOG_INFO, __VA_ARGS__)

@@ -95,6 +95,10 @@ void sf_cost_task_fwd_bwd_s(const sf_cost_model *cm, const sf_op *op, const sf_t
  * and so a key of its own. The global batch never enters a key, only extents. */
 
 #define SF_PROFILE_KEY_MAX 2048 /* longest key, NUL included */
+/* Longest task time a database holds, seconds (31 years): far beyond any
+ * measurement, low enough that the simulator's sums of task times stay finite
+ * (1e308 s read from a file made the iteration time infinite). */
+#define SF_PROFILE_TIME_MAX_S 1e9
 
 typedef struct sf_profile_entry {
     const char *key;  /* owned by the database */
@@ -121,8 +125,8 @@ int sf_profile_db_count(const sf_profile_db *db);
 const sf_profile_entry *sf_profile_db_entry(const sf_profile_db *db, int i);
 /* The entry of key, or NULL. */
 const sf_profile_entry *sf_profile_db_lookup(const sf_profile_db *db, const char *key);
-/* Add an entry, or replace the times of an existing key. Times finite and
- * >= 0, reps >= 1, key non-empty and shorter than SF_PROFILE_KEY_MAX. */
+/* Add an entry, or replace the times of an existing key. Times from 0 to
+ * SF_PROFILE_TIME_MAX_S, reps >= 1, key non-empty and shorter than SF_PROFILE_KEY_MAX. */
 sf_status sf_profile_db_insert(sf_profile_db *db, const char *key, sf_op_type op, double fwd_s,
                                double bwd_s, int reps, sf_error *err);
 

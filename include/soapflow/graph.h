@@ -41,6 +41,15 @@ extern "C" {
 #define SF_MAX_DIMS 6     /* largest tensor rank */
 #define SF_MAX_SPLIT 64   /* most outputs of one split operator */
 #define SF_ELEM_BYTES 4   /* fp32 */
+/* Size limits that sf_graph_add_op enforces, so that shape, cost and memory
+ * arithmetic in int64 never overflows: every integer attribute (a channel
+ * count, a kernel size, a padding, a target shape) lies in
+ * [-SF_MAX_EXTENT, SF_MAX_EXTENT], so that the few products and sums shape
+ * inference takes of two of them fit; every tensor, parallel space and weight
+ * set has at most SF_MAX_NUMEL elements (4 TiB of fp32, far above any
+ * device), so that the product of a tile's extents fits with room to spare. */
+#define SF_MAX_EXTENT ((int64_t)1 << 31)
+#define SF_MAX_NUMEL ((int64_t)1 << 40)
 
 /* ---- shapes and tiles -------------------------------------------------- */
 
@@ -339,7 +348,8 @@ const sf_op *sf_graph_op(const sf_graph *g, int id);
 int sf_graph_find(const sf_graph *g, const char *name);
 
 /* Add an operator. Returns its id (>= 0) or a negative sf_status with err set.
- * Names must be unique; inputs must already exist. */
+ * Names must be unique; inputs must already exist; attributes and sizes must
+ * be within SF_MAX_EXTENT and SF_MAX_NUMEL (SF_ERR_RANGE). */
 int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_params *p,
                     const sf_tensor_ref *inputs, int n_inputs, sf_error *err);
 int sf_graph_add_input(sf_graph *g, const char *name, const sf_shape *shape, int is_index,

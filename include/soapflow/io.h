@@ -27,7 +27,9 @@ extern "C" {
 
 /* Write data to path atomically: path.tmp.XXXXXX, fsync-free rename over path. */
 sf_status sf_write_file_atomic(const char *path, const char *data, size_t len, sf_error *err);
-/* Read a whole file into a malloc'd NUL-terminated buffer. */
+/* Read a whole text file into a malloc'd NUL-terminated buffer. A NUL byte in
+ * the file is an error (SF_ERR_PARSE): readers that take the text as a C
+ * string would silently drop whatever follows it. */
 char *sf_read_file(const char *path, size_t *len, sf_error *err);
 
 /* ---- model files (JSON) ------------------------------------------------ */

@@ -114,10 +114,15 @@ const char *sf_intra_topology_name(sf_intra_topology t); /* "pairwise", "switch"
 typedef struct sf_machine sf_machine;
 
 /* Check a description without building it (sf_machine_build does the same):
- * counts >= 1, bandwidths > 0, latencies >= 0, pcie_group divides
- * devices_per_node, at most SF_MAX_DEVICES devices. SF_ERR_INVALID or
- * SF_ERR_RANGE with a message naming the field. */
+ * counts >= 1, peak rates and bandwidths >= SF_MIN_RATE (fp16/bf16 peaks may be
+ * 0), memory sizes > 0, latencies from 0 to SF_MAX_LATENCY_S, pcie_group
+ * divides devices_per_node, at most SF_MAX_DEVICES devices. SF_ERR_INVALID or
+ * SF_ERR_RANGE with a message naming the field. The rate and latency bounds lie
+ * far outside any real hardware; they keep every simulated time finite (a
+ * positive but subnormal bandwidth made transfer times infinite). */
 #define SF_MAX_DEVICES 4096
+#define SF_MIN_RATE 1.0      /* FLOP/s, B/s */
+#define SF_MAX_LATENCY_S 1.0 /* seconds per link */
 sf_status sf_machine_desc_validate(const sf_machine_desc *desc, sf_error *err);
 sf_machine *sf_machine_build(const sf_machine_desc *desc, sf_error *err);
 void sf_machine_free(sf_machine *m);

@@ -20,11 +20,12 @@
 /* ---- errors ------------------------------------------------------------ */
 
 /* Messages reach the user as exactly one line: a library message that holds
- * a newline (it should not) is folded rather than split. */
+ * a newline (it should not) is folded rather than split, and control
+ * characters quoted from an input file are shown as \xNN (sf_fputs_line). */
 static void put_line(const char *prefix, const char *msg, const char *suffix) {
     fputs("soapflow: ", stderr);
     fputs(prefix, stderr);
-    for (const char *p = msg; *p; p++) fputc(*p == '\n' || *p == '\r' ? ' ' : *p, stderr);
+    sf_fputs_line(msg, stderr);
     fputs(suffix, stderr);
     fputc('\n', stderr);
 }

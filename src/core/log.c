@@ -32,10 +32,23 @@ void sf_log(sf_log_level level, const char *fmt, ...) {
     g_sink(level, buf, g_sink_user);
 }
 
+void sf_fputs_line(const char *s, FILE *f) {
+    for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+        if (*p == '\n' || *p == '\r' || *p == '\t')
+            fputc(' ', f);
+        else if (*p < 0x20 || *p == 0x7f)
+            fprintf(f, "\\x%02x", *p);
+        else
+            fputc(*p, f);
+    }
+}
+
 void sf_log_stderr_sink(sf_log_level level, const char *msg, void *user) {
     (void)user;
     static const char *const names[] = {"error", "warning", "info", "debug"};
-    fprintf(stderr, "soapflow: %s: %s\n", names[level], msg);
+    fprintf(stderr, "soapflow: %s: ", names[level]);
+    sf_fputs_line(msg, stderr);
+    fputc('\n', stderr);
 }
 
 double sf_now_s(void) {

@@ -242,7 +242,7 @@ static int grow_slots(sf_profile_db *db) {
     return 0;
 }
 
-static int time_ok(double s) { return isfinite(s) && s >= 0; }
+static int time_ok(double s) { return isfinite(s) && s >= 0 && s <= SF_PROFILE_TIME_MAX_S; }
 
 sf_status sf_profile_db_insert(sf_profile_db *db, const char *key, sf_op_type op, double fwd_s,
                                double bwd_s, int reps, sf_error *err) {
@@ -255,8 +255,8 @@ sf_status sf_profile_db_insert(sf_profile_db *db, const char *key, sf_op_type op
         return sf_error_set(err, SF_ERR_INVALID, "profile entry of an unknown operator type");
     if (!time_ok(fwd_s) || !time_ok(bwd_s) || reps < 1)
         return sf_error_set(err, SF_ERR_RANGE,
-                            "profile entry '%.200s': times must be finite and >= 0, reps >= 1",
-                            key);
+                            "profile entry '%.200s': times must be from 0 to %g s, reps >= 1",
+                            key, SF_PROFILE_TIME_MAX_S);
     size_t slot = find_slot(db, key);
     if (db->slots[slot] >= 0) {
         sf_profile_entry *e = &db->entries[db->slots[slot]];
@@ -407,11 +407,13 @@ static sf_status parse_entry(sf_profile_db *db, json_t *e, size_t idx, const cha
         return sf_error_set(err, SF_ERR_PARSE, "%s: %sfield 'key' does not start with '%s|'",
                             origin, where, name);
     if (!json_is_number(fwd) || !time_ok(json_number_value(fwd)))
-        return sf_error_set(err, SF_ERR_PARSE, "%s: %sfield 'fwd_s': must be a non-negative number",
-                            origin, where);
+        return sf_error_set(err, SF_ERR_PARSE,
+                            "%s: %sfield 'fwd_s': must be a number from 0 to %g", origin, where,
+                            SF_PROFILE_TIME_MAX_S);
     if (!json_is_number(bwd) || !time_ok(json_number_value(bwd)))
-        return sf_error_set(err, SF_ERR_PARSE, "%s: %sfield 'bwd_s': must be a non-negative number",
-                            origin, where);
+        return sf_error_set(err, SF_ERR_PARSE,
+                            "%s: %sfield 'bwd_s': must be a number from 0 to %g", origin, where,
+                            SF_PROFILE_TIME_MAX_S);
     if (!json_is_integer(reps) || json_integer_value(reps) < 1 ||
         json_integer_value(reps) > INT32_MAX)
         return sf_error_set(err, SF_ERR_PARSE, "%s: %sfield 'reps': must be a positive integer",

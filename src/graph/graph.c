@@ -63,6 +63,45 @@ static void default_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) 
     for (int i = 0; i < space->ndim; i++) kinds[i] = i == 0 ? SF_DIM_SAMPLE : SF_DIM_NONE;
 }
 
+/* The first integer attribute of p (by the class's attribute table) outside
+ * [-SF_MAX_EXTENT, SF_MAX_EXTENT], with its value in *value; NULL when none.
+ * Checked before shape inference, so that no operator's arithmetic on its
+ * attributes can overflow. */
+static const sf_attr_desc *attr_out_of_range(const sf_op_class *c, const sf_op_params *p,
+                                             int64_t *value) {
+    for (int i = 0; i < c->n_attrs; i++) {
+        const sf_attr_desc *a = &c->attrs[i];
+        if (a->type != SF_ATTR_INT && a->type != SF_ATTR_INTS) continue;
+        const int64_t *v = (const int64_t *)(const void *)((const char *)p + a->offset);
+        int n = 1;
+        if (a->type == SF_ATTR_INTS) {
+            n = a->count;
+            if (n == 0) {
+                memcpy(&n, (const char *)p + a->count_offset, sizeof n);
+                n = n < 0 ? 0 : n > a->max_count ? a->max_count : n;
+            }
+        }
+        for (int k = 0; k < n; k++) {
+            if (v[k] < -SF_MAX_EXTENT || v[k] > SF_MAX_EXTENT) {
+                *value = v[k];
+                return a;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* 1 when every dimension of s lies in [0, SF_MAX_EXTENT] and its element
+ * count is at most SF_MAX_NUMEL. */
+static int shape_in_limits(const sf_shape *s) {
+    int64_t n = 1;
+    for (int i = 0; i < s->ndim; i++) {
+        if (s->d[i] < 0 || s->d[i] > SF_MAX_EXTENT) return 0;
+        if (sf_mul_overflow_i64(n, s->d[i], &n) != 0 || n > SF_MAX_NUMEL) return 0;
+    }
+    return 1;
+}
+
 int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_params *p,
                     const sf_tensor_ref *inputs, int n_inputs, sf_error *err) {
     const sf_op_class *c = sf_op_class_get(type);
@@ -109,6 +148,14 @@ int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_
         ins[i] = inputs[i];
         in_shapes[i] = src->out_shapes[inputs[i].out];
     }
+    int64_t bad_value = 0;
+    const sf_attr_desc *bad = attr_out_of_range(c, p, &bad_value);
+    if (bad)
+        return sf_error_set(err, SF_ERR_RANGE,
+                            "operator '%s' (%s): attribute '%s' is %lld, beyond the limit of "
+                            "%lld in magnitude",
+                            name, c->name, bad->name, (long long)bad_value,
+                            (long long)SF_MAX_EXTENT);
     sf_shape outs[SF_MAX_SPLIT];
     int n_out = 0;
     sf_error local = {0};
@@ -116,6 +163,16 @@ int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_
     if (st != SF_OK) {
         return sf_error_set(err, st, "operator '%s' (%s): %s", name, c->name,
                             local.msg[0] ? local.msg : sf_status_str(st));
+    }
+    for (int k = 0; k < n_out; k++) {
+        if (!shape_in_limits(&outs[k])) {
+            char buf[128];
+            return sf_error_set(err, SF_ERR_RANGE,
+                                "operator '%s' (%s): output %d of shape %s exceeds the limit of "
+                                "%lld elements (or %lld in one dimension)",
+                                name, c->name, k, sf_shape_str(&outs[k], buf, sizeof buf),
+                                (long long)SF_MAX_NUMEL, (long long)SF_MAX_EXTENT);
+        }
     }
     sf_shape *out_shapes = sf_arena_calloc(g->arena, (size_t)n_out, sizeof *out_shapes);
     if (!out_shapes) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
@@ -133,6 +190,18 @@ int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_
     op->weight_owner = -1;
     op->n_params = c->param_count ? c->param_count(p, in_shapes, n_inputs) : 0;
     (c->space ? c->space : default_space)(op, &op->space, op->kinds);
+    if (op->n_params < 0 || op->n_params > SF_MAX_NUMEL)
+        return sf_error_set(err, SF_ERR_RANGE,
+                            "operator '%s' (%s): its weights exceed the limit of %lld elements",
+                            name, c->name, (long long)SF_MAX_NUMEL);
+    if (!shape_in_limits(&op->space)) {
+        char buf[128];
+        return sf_error_set(err, SF_ERR_RANGE,
+                            "operator '%s' (%s): its parallel space %s exceeds the limit of %lld "
+                            "elements",
+                            name, c->name, sf_shape_str(&op->space, buf, sizeof buf),
+                            (long long)SF_MAX_NUMEL);
+    }
     g->ops[g->n_ops++] = op;
     return op->id;
 }

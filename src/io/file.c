@@ -68,7 +68,7 @@ char *sf_read_file(const char *path, size_t *len, sf_error *err) {
         buf = nb;
         cap *= 2;
     }
-    int bad = ferror(f);
+    int bad = ferror(f), bad_errno = errno;
     fclose(f);
     if (!buf) {
         sf_error_set(err, SF_ERR_NOMEM, "%s: out of memory", path);
@@ -76,7 +76,14 @@ char *sf_read_file(const char *path, size_t *len, sf_error *err) {
     }
     if (bad) {
         free(buf);
-        sf_error_set(err, SF_ERR_IO, "%s: read error", path);
+        sf_error_set(err, SF_ERR_IO, "%s: cannot read: %s", path, strerror(bad_errno));
+        return NULL;
+    }
+    const char *nul = memchr(buf, '\0', n);
+    if (nul) {
+        sf_error_set(err, SF_ERR_PARSE, "%s: NUL byte at offset %zu: not a text file", path,
+                     (size_t)(nul - buf));
+        free(buf);
         return NULL;
     }
     buf[n] = '\0';

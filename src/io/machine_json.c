@@ -21,6 +21,7 @@
  * 15, that read back exactly, so files stay readable ("10.6", not
  * "10.599999999999999").
  */
+#include <errno.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,7 +85,13 @@ typedef struct reader {
     sf_error *err;
 } reader;
 
-typedef enum num_rule { NUM_POSITIVE, NUM_NONNEG } num_rule;
+/* What a number may be (sf_machine_desc_validate's bounds, in file units). */
+typedef enum num_rule {
+    NUM_POSITIVE,     /* > 0: memory sizes */
+    NUM_RATE,         /* >= SF_MIN_RATE: peaks and bandwidths */
+    NUM_RATE_OR_ZERO, /* 0 (unsupported) or a rate: fp16 and bf16 peaks */
+    NUM_LATENCY       /* 0 to SF_MAX_LATENCY_S */
+} num_rule;
 
 static void join_path(char *out, size_t cap, const char *path, const char *key) {
     if (path[0])
@@ -181,10 +188,28 @@ static sf_status get_num(reader *r, const json_t *obj, const char *path, const c
     sf_status st = SF_OK;
     const json_t *v = get(r, obj, path, key, required, &st);
     if (st != SF_OK || !v) return st;
-    const char *need = rule == NUM_POSITIVE ? "must be a positive number" : "must be a number >= 0";
+    char need[96];
+    double unit = pow(10, exp10);
+    switch (rule) {
+    case NUM_POSITIVE: snprintf(need, sizeof need, "must be a positive number"); break;
+    case NUM_RATE: snprintf(need, sizeof need, "must be a number >= %g", SF_MIN_RATE / unit); break;
+    case NUM_RATE_OR_ZERO:
+        snprintf(need, sizeof need, "must be 0 (unsupported) or a number >= %g",
+                 SF_MIN_RATE / unit);
+        break;
+    case NUM_LATENCY:
+        snprintf(need, sizeof need, "must be a number from 0 to %g", SF_MAX_LATENCY_S / unit);
+        break;
+    }
     if (!json_is_number(v)) return field_error(r, SF_ERR_PARSE, path, key, need);
     double x = shift_decimal(json_number_value(v), exp10);
-    int ok = isfinite(x) && (rule == NUM_POSITIVE ? x > 0 : x >= 0);
+    int ok = isfinite(x);
+    switch (rule) {
+    case NUM_POSITIVE: ok = ok && x > 0; break;
+    case NUM_RATE: ok = ok && x >= SF_MIN_RATE; break;
+    case NUM_RATE_OR_ZERO: ok = ok && (x == 0 || x >= SF_MIN_RATE); break;
+    case NUM_LATENCY: ok = ok && x >= 0 && x <= SF_MAX_LATENCY_S; break;
+    }
     if (!ok) return field_error(r, SF_ERR_INVALID, path, key, need);
     *out = x;
     return SF_OK;
@@ -205,16 +230,16 @@ static sf_status parse_device(reader *r, const json_t *dev, sf_device_kind *k) {
     if (st == SF_OK) st = get_object(r, dev, "device", "peak_tflops", &peak);
     if (st == SF_OK) st = check_keys(r, peak, "device.peak_tflops", peak_keys);
     if (st == SF_OK)
-        st = get_num(r, peak, "device.peak_tflops", "fp32", 1, NUM_POSITIVE, 12,
+        st = get_num(r, peak, "device.peak_tflops", "fp32", 1, NUM_RATE, 12,
                      &k->peak_flops[SF_DTYPE_FP32]);
     if (st == SF_OK)
-        st = get_num(r, peak, "device.peak_tflops", "fp16", 0, NUM_NONNEG, 12,
+        st = get_num(r, peak, "device.peak_tflops", "fp16", 0, NUM_RATE_OR_ZERO, 12,
                      &k->peak_flops[SF_DTYPE_FP16]);
     if (st == SF_OK)
-        st = get_num(r, peak, "device.peak_tflops", "bf16", 0, NUM_NONNEG, 12,
+        st = get_num(r, peak, "device.peak_tflops", "bf16", 0, NUM_RATE_OR_ZERO, 12,
                      &k->peak_flops[SF_DTYPE_BF16]);
     if (st == SF_OK)
-        st = get_num(r, dev, "device", "mem_bw_GBps", 1, NUM_POSITIVE, 9, &k->mem_bw_Bps);
+        st = get_num(r, dev, "device", "mem_bw_GBps", 1, NUM_RATE, 9, &k->mem_bw_Bps);
     if (st == SF_OK) st = get_num(r, dev, "device", "mem_GB", 1, NUM_POSITIVE, 9, &k->mem_bytes);
     return st;
 }
@@ -238,9 +263,9 @@ static sf_status parse_intra(reader *r, const json_t *in, sf_machine_desc *d) {
         return field_error(r, SF_ERR_INVALID, "intra", "topology", what);
     }
     d->intra = (sf_intra_topology)found;
-    st = get_num(r, in, "intra", "bandwidth_GBps", 1, NUM_POSITIVE, 9, &d->intra_bw_Bps);
+    st = get_num(r, in, "intra", "bandwidth_GBps", 1, NUM_RATE, 9, &d->intra_bw_Bps);
     if (st == SF_OK)
-        st = get_num(r, in, "intra", "latency_us", 1, NUM_NONNEG, -6, &d->intra_latency_s);
+        st = get_num(r, in, "intra", "latency_us", 1, NUM_LATENCY, -6, &d->intra_latency_s);
     if (st != SF_OK) return st;
     int has_group = json_object_get(in, "pcie_group") != NULL;
     int has_up = json_object_get(in, "pcie_up_GBps") != NULL;
@@ -259,7 +284,7 @@ static sf_status parse_intra(reader *r, const json_t *in, sf_machine_desc *d) {
         st = field_error(r, SF_ERR_INVALID, "intra", "pcie_group", what);
     }
     if (st == SF_OK)
-        st = get_num(r, in, "intra", "pcie_up_GBps", 1, NUM_POSITIVE, 9, &d->pcie_up_bw_Bps);
+        st = get_num(r, in, "intra", "pcie_up_GBps", 1, NUM_RATE, 9, &d->pcie_up_bw_Bps);
     return st;
 }
 
@@ -281,9 +306,9 @@ static sf_status parse_root(reader *r, const json_t *root, sf_machine_desc *d) {
     if (st == SF_OK)
         st = get_int(r, inter, "inter", "nics_per_node", 1, 1024, &d->nics_per_node);
     if (st == SF_OK)
-        st = get_num(r, inter, "inter", "bandwidth_GBps", 1, NUM_POSITIVE, 9, &d->inter_bw_Bps);
+        st = get_num(r, inter, "inter", "bandwidth_GBps", 1, NUM_RATE, 9, &d->inter_bw_Bps);
     if (st == SF_OK)
-        st = get_num(r, inter, "inter", "latency_us", 1, NUM_NONNEG, -6, &d->inter_latency_s);
+        st = get_num(r, inter, "inter", "latency_us", 1, NUM_LATENCY, -6, &d->inter_latency_s);
     if (st != SF_OK) return st;
     /* What the fields cannot say alone (the device count limit). */
     st = sf_machine_desc_validate(d, r->err);
@@ -414,10 +439,17 @@ static sf_machine *open_subset(const char *spec, sf_error *err) {
     char base[512];
     if (!lb || spec[n - 1] != ']' || (size_t)(lb - spec) >= sizeof base) return NULL;
     char *end;
+    errno = 0;
     long k = strtol(lb + 1, &end, 10);
-    if (end != spec + n - 1 || k < 1) {
+    if (lb[1] < '0' || lb[1] > '9' || end != spec + n - 1 || k < 1) {
         sf_error_set(err, SF_ERR_INVALID, "machine '%s': the part in brackets must be a device "
                      "count, as in p100-4x4[8]", spec);
+        return NULL;
+    }
+    /* before the int conversion below: [4294967297] must not become [1] */
+    if (errno == ERANGE || k > SF_MAX_DEVICES) {
+        sf_error_set(err, SF_ERR_RANGE, "machine '%s': a machine has at most %d devices", spec,
+                     SF_MAX_DEVICES);
         return NULL;
     }
     memcpy(base, spec, (size_t)(lb - spec));

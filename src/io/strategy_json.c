@@ -318,13 +318,8 @@ sf_status sf_strategy_parse_json(sf_strategy *s, const char *text, const char *o
 
 sf_status sf_strategy_load_json(sf_strategy *s, const char *path, const sf_graph *g,
                                 const sf_machine *m, sf_error *err) {
-    size_t len;
-    char *text = sf_read_file(path, &len, err);
+    char *text = sf_read_file(path, NULL, err); /* refuses a NUL byte */
     if (!text) return err ? err->code : SF_ERR_IO;
-    if (strlen(text) != len) {
-        free(text);
-        return sf_error_set(err, SF_ERR_PARSE, "%s: file contains a NUL byte", path);
-    }
     sf_status st = sf_strategy_parse_json(s, text, path, g, m, err);
     free(text);
     return st;

@@ -91,7 +91,8 @@ const char *sf_intra_topology_name(sf_intra_topology t) {
 /* ---- validation -------------------------------------------------------- */
 
 static int is_positive(double x) { return isfinite(x) && x > 0; }
-static int is_nonneg(double x) { return isfinite(x) && x >= 0; }
+static int is_rate(double x) { return isfinite(x) && x >= SF_MIN_RATE; }
+static int is_latency(double x) { return isfinite(x) && x >= 0 && x <= SF_MAX_LATENCY_S; }
 
 static int name_ok(const char *s, size_t cap) {
     size_t n = strnlen(s, cap);
@@ -118,53 +119,52 @@ sf_status sf_machine_desc_validate(const sf_machine_desc *d, sf_error *err) {
         return sf_error_set(err, SF_ERR_RANGE,
                             "machine '%s': %d nodes x %d devices exceeds the limit of %d devices",
                             mn, d->nodes, d->devices_per_node, SF_MAX_DEVICES);
-    if (!is_positive(d->kind.peak_flops[SF_DTYPE_FP32]))
+    if (!is_rate(d->kind.peak_flops[SF_DTYPE_FP32]))
         return sf_error_set(err, SF_ERR_INVALID,
-                            "machine '%s': device fp32 peak must be a positive number", mn);
+                            "machine '%s': device fp32 peak must be at least 1 FLOP/s", mn);
     for (int t = 0; t < SF_DTYPE_COUNT; t++) {
-        if (!is_nonneg(d->kind.peak_flops[t]))
+        if (d->kind.peak_flops[t] != 0 && !is_rate(d->kind.peak_flops[t]))
             return sf_error_set(err, SF_ERR_INVALID,
-                                "machine '%s': device %s peak must be >= 0 (0: unsupported)", mn,
-                                dtype_names[t]);
+                                "machine '%s': device %s peak must be 0 (unsupported) or at least "
+                                "1 FLOP/s",
+                                mn, dtype_names[t]);
     }
-    if (!is_positive(d->kind.mem_bw_Bps))
+    if (!is_rate(d->kind.mem_bw_Bps))
         return sf_error_set(err, SF_ERR_INVALID,
-                            "machine '%s': device memory bandwidth must be a positive number", mn);
+                            "machine '%s': device memory bandwidth must be at least 1 B/s", mn);
     if (!is_positive(d->kind.mem_bytes))
         return sf_error_set(err, SF_ERR_INVALID,
                             "machine '%s': device memory size must be a positive number", mn);
     if ((int)d->intra < 0 || d->intra >= SF_INTRA_COUNT)
         return sf_error_set(err, SF_ERR_INVALID, "machine '%s': unknown intra-node topology %d",
                             mn, (int)d->intra);
-    if (!is_positive(d->intra_bw_Bps))
+    if (!is_rate(d->intra_bw_Bps))
         return sf_error_set(err, SF_ERR_INVALID,
-                            "machine '%s': intra-node bandwidth must be a positive number", mn);
-    if (!is_nonneg(d->intra_latency_s))
+                            "machine '%s': intra-node bandwidth must be at least 1 B/s", mn);
+    if (!is_latency(d->intra_latency_s))
         return sf_error_set(err, SF_ERR_INVALID,
-                            "machine '%s': intra-node latency must be a number >= 0", mn);
+                            "machine '%s': intra-node latency must be from 0 to 1 s", mn);
     if (d->intra == SF_INTRA_PCIE_TREE) {
         if (d->pcie_group < 1 || d->devices_per_node % d->pcie_group != 0)
             return sf_error_set(err, SF_ERR_INVALID,
                                 "machine '%s': pcie_group (%d) must be >= 1 and divide "
                                 "devices_per_node (%d)",
                                 mn, d->pcie_group, d->devices_per_node);
-        if (!is_positive(d->pcie_up_bw_Bps))
+        if (!is_rate(d->pcie_up_bw_Bps))
             return sf_error_set(err, SF_ERR_INVALID,
-                                "machine '%s': PCIe switch-to-host bandwidth must be a positive "
-                                "number",
+                                "machine '%s': PCIe switch-to-host bandwidth must be at least 1 B/s",
                                 mn);
     }
     if (d->nics_per_node < 1 || d->nics_per_node > SF_MAX_NICS)
         return sf_error_set(err, SF_ERR_INVALID,
                             "machine '%s': nics_per_node must be 1 to %d (got %d)", mn,
                             SF_MAX_NICS, d->nics_per_node);
-    if (!is_positive(d->inter_bw_Bps))
+    if (!is_rate(d->inter_bw_Bps))
         return sf_error_set(err, SF_ERR_INVALID,
-                            "machine '%s': inter-node (NIC) bandwidth must be a positive number",
-                            mn);
-    if (!is_nonneg(d->inter_latency_s))
+                            "machine '%s': inter-node (NIC) bandwidth must be at least 1 B/s", mn);
+    if (!is_latency(d->inter_latency_s))
         return sf_error_set(err, SF_ERR_INVALID,
-                            "machine '%s': inter-node latency must be a number >= 0", mn);
+                            "machine '%s': inter-node latency must be from 0 to 1 s", mn);
     return SF_OK;
 }
 

@@ -35,6 +35,9 @@ typedef struct sf_op_class {
      * every assumption about input ranks and sizes and say what is wrong. */
     sf_status (*infer)(const sf_op_params *p, const sf_shape *in, int n_in, sf_shape *out,
                        int *n_out, sf_error *err);
+    /* Trainable parameters; -1 when the count does not fit an int64_t (the
+     * graph refuses the operator). Inputs and attributes are within
+     * SF_MAX_EXTENT and SF_MAX_NUMEL, but a product of several may not be. */
     int64_t (*param_count)(const sf_op_params *p, const sf_shape *in, int n_in);
     void (*space)(const sf_op *op, sf_shape *space, sf_dim_kind *kinds);
     void (*region)(const sf_op *op, const sf_tile *t, int input, sf_tile *r);

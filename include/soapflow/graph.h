@@ -40,6 +40,11 @@ extern "C" {
 
 #define SF_MAX_DIMS 6     /* largest tensor rank */
 #define SF_MAX_SPLIT 64   /* most outputs of one split operator */
+/* Most elements of one tensor, and most trainable parameters of one operator
+ * (2^48: a PiB of fp32). sf_graph_add_op refuses an operator past it, so that
+ * the products of sizes the graph, the cost models and the simulator form in
+ * int64 (numel, bytes, FLOPs) cannot overflow. */
+#define SF_MAX_NUMEL ((int64_t)1 << 48)
 #define SF_ELEM_BYTES 4   /* fp32 */
 
 /* ---- shapes and tiles -------------------------------------------------- */

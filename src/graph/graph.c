@@ -117,6 +117,20 @@ int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_
         return sf_error_set(err, st, "operator '%s' (%s): %s", name, c->name,
                             local.msg[0] ? local.msg : sf_status_str(st));
     }
+    for (int k = 0; k < n_out; k++) {
+        int64_t numel = 1;
+        for (int d = 0; d < outs[k].ndim && numel <= SF_MAX_NUMEL; d++)
+            if (sf_mul_overflow_i64(numel, outs[k].d[d], &numel) != 0) numel = SF_MAX_NUMEL + 1;
+        if (numel > SF_MAX_NUMEL)
+            return sf_error_set(err, SF_ERR_RANGE,
+                                "operator '%s' (%s): output %d has more than 2^48 elements", name,
+                                c->name, k);
+    }
+    int64_t n_params = c->param_count ? c->param_count(p, in_shapes, n_inputs) : 0;
+    if (n_params < 0 || n_params > SF_MAX_NUMEL)
+        return sf_error_set(err, SF_ERR_RANGE,
+                            "operator '%s' (%s): more than 2^48 trainable parameters", name,
+                            c->name);
     sf_shape *out_shapes = sf_arena_calloc(g->arena, (size_t)n_out, sizeof *out_shapes);
     if (!out_shapes) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     memcpy(out_shapes, outs, (size_t)n_out * sizeof *outs);
@@ -131,7 +145,7 @@ int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_
     op->n_outputs = n_out;
     op->out_shapes = out_shapes;
     op->weight_owner = -1;
-    op->n_params = c->param_count ? c->param_count(p, in_shapes, n_inputs) : 0;
+    op->n_params = n_params;
     (c->space ? c->space : default_space)(op, &op->space, op->kinds);
     g->ops[g->n_ops++] = op;
     return op->id;

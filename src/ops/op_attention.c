@@ -126,8 +126,8 @@ static sf_status attention_infer(const sf_op_params *p, const sf_shape *in, int 
 static int64_t attention_params(const sf_op_params *p, const sf_shape *in, int n_in) {
     (void)in;
     (void)n_in;
-    int64_t d = p->attention.embed_dim;
-    return 4 * d * d + (p->attention.bias ? 4 * d : 0);
+    int64_t d = p->attention.embed_dim, d4 = sf_count_mul(4, d);
+    return sf_count_add(sf_count_mul(d4, d), p->attention.bias ? d4 : 0);
 }
 
 static void attention_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# cli_options.sh - option values at and past their edges, as fuzzing the command
+# line found them: each must give a result or one error line with status 1 or 2,
+# never a sanitizer report, a crash or an opaque message from deep inside.
+#
+# Run by CTest as: bash tests/cli_options.sh <path-to-soapflow> <source-dir>
+set -u
+
+SF=${1:?usage: cli_options.sh <path-to-soapflow> <source-dir>}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sf-options.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+
+. "$(dirname "$0")/lib/cli.sh"
+
+# ---- sizes whose products overflow int64 ----------------------------------
+# (2^40 x 2^40 weights was a signed overflow in the parameter count)
+run mlp_huge "$SF" graph --model mlp --mlp-sizes 1099511627776,1099511627776,10 --batch 1
+expect_error mlp_huge
+grep -q "operator 'fc1' (linear): more than 2^48 trainable parameters" "$TMP/mlp_huge.err" ||
+    fail "mlp 2^40 x 2^40: $(cat "$TMP/mlp_huge.err")"
+run batch_huge "$SF" graph --model transformer --seq-len 1099511627776 --batch 1099511627776
+expect_error batch_huge
+grep -q "more than 2^48 elements" "$TMP/batch_huge.err" ||
+    fail "transformer 2^40 x 2^40 tokens: $(cat "$TMP/batch_huge.err")"
+run vocab_huge "$SF" simulate --model rnnlm --vocab 1099511627776 --batch 1 --machine cpu
+expect_error vocab_huge
+grep -q "'embed' (embedding): more than 2^48 trainable parameters" "$TMP/vocab_huge.err" ||
+    fail "rnnlm --vocab 2^40: $(cat "$TMP/vocab_huge.err")"
+
+# ---- the largest chunk count the zoo builds is one the simulator takes ------
+# (64 chunks built, but the concat of 64 inputs failed in the simulator)
+run chunks64 "$SF" simulate --model rnnlm --seq-len 64 --chunk 1 --batch 8 --machine cpu --json
+expect_ok chunks64
+run chunks65 "$SF" simulate --model rnnlm --seq-len 65 --chunk 1 --batch 8 --machine cpu
+expect_error chunks65
+grep -q "at most 64 allowed" "$TMP/chunks65.err" || fail "65 chunks: $(cat "$TMP/chunks65.err")"
+
+exit 0

@@ -35,4 +35,33 @@ run chunks65 "$SF" simulate --model rnnlm --seq-len 65 --chunk 1 --batch 8 --mac
 expect_error chunks65
 grep -q "at most 64 allowed" "$TMP/chunks65.err" || fail "65 chunks: $(cat "$TMP/chunks65.err")"
 
+# ---- search --budget: above 0 and finite once scaled -----------------------
+for b in 0 0s 1e308h +1 inf; do
+    run "budget_$b" "$SF" search --model lenet5 --machine cpu --budget "$b"
+    expect_error "budget_$b"
+    [ "$(rc_of "budget_$b")" = 2 ] || fail "--budget $b: status $(rc_of "budget_$b"), want 2"
+    grep -q -- "--budget wants a duration above 0" "$TMP/budget_$b.err" ||
+        fail "--budget $b: $(cat "$TMP/budget_$b.err")"
+done
+
+# ---- an output that cannot be written is said before the work, not after ---
+# (timeout: the 20 s search or a resnet50 profile would run out its time first)
+run search_out timeout 10 "$SF" search --model lenet5 --machine cpu --budget 20s \
+    --out "$TMP/missing/best.json"
+expect_error search_out
+grep -q "missing/best.json: cannot create" "$TMP/search_out.err" ||
+    fail "search --out MISSING/: $(cat "$TMP/search_out.err")"
+run search_svg timeout 10 "$SF" search --model lenet5 --machine cpu --budget 20s --svg "$TMP"
+expect_error search_svg
+run profile_out timeout 10 "$SF" profile --model resnet50 --out "$TMP/missing/costs.json"
+expect_error profile_out
+grep -q "missing/costs.json: cannot create" "$TMP/profile_out.err" ||
+    fail "profile --out MISSING/: $(cat "$TMP/profile_out.err")"
+[ -z "$(find "$TMP" -name '*.tmp.*')" ] || fail "a probe left a temporary file"
+
+# ---- help --help: the hint of 'help' errors points to it --------------------
+run help_help "$SF" help --help
+expect_ok help_help
+grep -q '^usage: soapflow' "$TMP/help_help.out" || fail "help --help: no usage"
+
 exit 0

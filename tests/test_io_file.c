@@ -177,6 +177,31 @@ static void test_read_bound(void **state) {
     assert_int_equal(err.code, SF_ERR_RANGE);
 }
 
+/* sf_write_file_check: the errors a write would give, and nothing touched. */
+static void test_write_check(void **state) {
+    (void)state;
+    char path[128], fifo[128], missing[128];
+    snprintf(path, sizeof path, "%s/kept.json", tmp_dir);
+    snprintf(fifo, sizeof fifo, "%s/check.fifo", tmp_dir);
+    snprintf(missing, sizeof missing, "%s/no/such.json", tmp_dir);
+    sf_error err = {0};
+    assert_int_equal(sf_write_file_check(path, &err), SF_OK);
+    assert_int_equal(access(path, F_OK), -1); /* not created */
+    assert_int_equal(sf_write_file_atomic(path, "old", 3, &err), SF_OK);
+    assert_int_equal(sf_write_file_check(path, &err), SF_OK);
+    char *text = sf_read_file(path, NULL, &err);
+    assert_non_null(text);
+    assert_string_equal(text, "old"); /* not truncated */
+    free(text);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(sf_write_file_check(fifo, &err), SF_OK); /* no reader: does not wait */
+    assert_int_equal(sf_write_file_check(missing, &err), SF_ERR_IO);
+    assert_non_null(strstr(err.msg, "cannot create"));
+    sf_error_clear(&err);
+    assert_int_equal(sf_write_file_check(tmp_dir, &err), SF_ERR_IO);
+    assert_int_equal(count_temps(tmp_dir), 0);
+}
+
 /* A signal that stops the program in the middle of a write: the child passes a
  * file size limit halfway, whose SIGXFSZ comes inside write(2); its handler does
  * what soapflow's does for SIGINT and SIGTERM (sf_write_file_abort, then end). */
@@ -221,6 +246,7 @@ int main(void) {
         cmocka_unit_test(test_symlink_followed),
         cmocka_unit_test(test_directory_refused),
         cmocka_unit_test(test_read_bound),
+        cmocka_unit_test(test_write_check),
         cmocka_unit_test(test_signal_mid_write),
     };
     return cmocka_run_group_tests(tests, make_tmp_dir, remove_tmp_dir);

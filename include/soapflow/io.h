@@ -29,6 +29,10 @@ extern "C" {
  * (over the file a symbolic link names). An existing device or FIFO
  * (/dev/null) is written in place instead, never replaced. */
 sf_status sf_write_file_atomic(const char *path, const char *data, size_t len, sf_error *err);
+/* Whether sf_write_file_atomic could write path now, with its messages: the
+ * temporary file is made and removed, path itself is left alone. For a
+ * command that works for minutes before it writes. */
+sf_status sf_write_file_check(const char *path, sf_error *err);
 /* Remove the temporary file of a write in progress, if any: for a signal
  * handler that ends the program (async-signal-safe). */
 void sf_write_file_abort(void);

@@ -65,6 +65,11 @@ static int run_help(int argc, char **argv) {
         usage(stdout);
         return SF_EXIT_OK;
     }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        /* 'soapflow help --help', which our own error hint below points to */
+        usage(stdout);
+        return SF_EXIT_OK;
+    }
     if (argc > 2) return sf_cli_usage_error("help", "expects one command name");
     const sf_cli_command *c = find_command(argv[1]);
     if (!c) return sf_cli_usage_error(NULL, "unknown command '%.64s'", argv[1]);

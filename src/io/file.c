@@ -54,7 +54,11 @@ static int write_all(int fd, const char *data, size_t len) {
 /* An existing device or FIFO: opened without O_CREAT, so that it can never
  * turn into a regular file here. */
 static sf_status write_in_place(const char *path, const char *target, const char *data, size_t len,
-                                sf_error *err) {
+                                int probe, sf_error *err) {
+    if (probe) /* opening a FIFO would wait for its reader */
+        return access(target, W_OK) == 0
+                   ? SF_OK
+                   : sf_error_set(err, SF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     int fd = open(target, O_WRONLY | O_NOCTTY);
     if (fd < 0) return sf_error_set(err, SF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
     int bad = write_all(fd, data, len) != 0;
@@ -67,8 +71,9 @@ static sf_status write_in_place(const char *path, const char *target, const char
     return SF_OK;
 }
 
+/* probe: make the temporary and remove it, leaving the target alone. */
 static sf_status write_via_temp(const char *path, const char *target, const struct stat *old,
-                                const char *data, size_t len, sf_error *err) {
+                                const char *data, size_t len, int probe, sf_error *err) {
     size_t n = strlen(target);
     char *tmp = malloc(n + 16);
     if (!tmp) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
@@ -100,11 +105,11 @@ static sf_status write_via_temp(const char *path, const char *target, const stru
         ok = 0;
         e = errno;
     }
-    if (ok && rename(tmp, target) != 0) {
+    if (ok && !probe && rename(tmp, target) != 0) {
         ok = 0;
         e = errno;
     }
-    if (!ok) unlink(tmp);
+    if (!ok || probe) unlink(tmp);
     pending_tmp = NULL;
     free(tmp);
     if (!ok) return sf_error_set(err, SF_ERR_IO, "%s: cannot write: %s", path, strerror(e));
@@ -142,7 +147,8 @@ static char *follow_links(const char *path) {
     return cur;
 }
 
-sf_status sf_write_file_atomic(const char *path, const char *data, size_t len, sf_error *err) {
+static sf_status write_file(const char *path, const char *data, size_t len, int probe,
+                            sf_error *err) {
     char *target = follow_links(path);
     if (!target) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     struct stat st;
@@ -150,15 +156,23 @@ sf_status sf_write_file_atomic(const char *path, const char *data, size_t len, s
     if (lstat(target, &st) == 0 && S_ISLNK(st.st_mode))
         rc = sf_error_set(err, SF_ERR_IO, "%s: cannot write: %s", path, strerror(ELOOP));
     else if (stat(target, &st) != 0)
-        rc = write_via_temp(path, target, NULL, data, len, err);
+        rc = write_via_temp(path, target, NULL, data, len, probe, err);
     else if (S_ISDIR(st.st_mode))
         rc = sf_error_set(err, SF_ERR_IO, "%s: cannot write: %s", path, strerror(EISDIR));
     else if (S_ISREG(st.st_mode))
-        rc = write_via_temp(path, target, &st, data, len, err);
+        rc = write_via_temp(path, target, &st, data, len, probe, err);
     else
-        rc = write_in_place(path, target, data, len, err);
+        rc = write_in_place(path, target, data, len, probe, err);
     free(target);
     return rc;
+}
+
+sf_status sf_write_file_atomic(const char *path, const char *data, size_t len, sf_error *err) {
+    return write_file(path, data, len, 0, err);
+}
+
+sf_status sf_write_file_check(const char *path, sf_error *err) {
+    return write_file(path, "", 0, 1, err);
 }
 
 char *sf_read_file(const char *path, size_t *len, sf_error *err) {

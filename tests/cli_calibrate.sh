@@ -58,4 +58,13 @@ rc=$?
 [ "$rc" -eq 2 ] || fail "calibrate --sizes 64K:8: status $rc, want 2"
 grep -q '^soapflow: ' "$TMP/bad.err" || fail "calibrate bad sizes: no 'soapflow: ' line"
 
+# an --out rank 0 cannot write stops every rank before the measurements (an
+# 8192^3 SGEMM would take far longer than the timeout), with one error line
+timeout 20 mpirun -np 2 "$SF" calibrate --out "$TMP/missing/m.json" --gemm-size 8192 \
+    >/dev/null 2>"$TMP/out.err"
+rc=$?
+[ "$rc" -ne 0 ] && [ "$rc" -ne 124 ] || fail "calibrate --out MISSING/: status $rc"
+[ "$(grep -c '^soapflow: .*missing/m.json: cannot create' "$TMP/out.err")" -eq 1 ] ||
+    fail "calibrate --out MISSING/: not one error line: $(cat "$TMP/out.err")"
+
 echo "cli_calibrate: all checks passed"

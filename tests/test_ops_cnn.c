@@ -820,6 +820,40 @@ static void test_batchnorm(void **state) {
 
 /* ---- attribute tables and a whole small network ----------------------- */
 
+/* Sizes past SF_MAX_NUMEL (and attributes past SF_MAX_EXTENT) are refused with
+ * SF_ERR_RANGE, before any product of them can overflow int64 (a linear layer
+ * of 2^40 x 2^40 once made the parameter count a signed overflow: UBSan in
+ * `graph --mlp-sizes`). */
+static void test_size_bounds(void **state) {
+    (void)state;
+    sf_graph *g = sf_graph_new("t");
+    sf_error err = {0};
+    sf_shape big = {2, {(int64_t)1 << 30, (int64_t)1 << 30}};
+    check_fail(sf_graph_add_input(g, "huge", &big, 0, &err), &err, SF_ERR_RANGE, "huge",
+               "exceeds the limit");
+    sf_error_clear(&err); /* the first error is sticky */
+    int x = add_input(g, "x", 2, I64(1, (int64_t)1 << 20));
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = (int64_t)1 << 30; /* 2^50 weights */
+    check_fail(add1(g, SF_OP_LINEAR, "fc", &p, x, &err), &err, SF_ERR_RANGE, "fc",
+               "weights exceed the limit");
+    sf_error_clear(&err);
+    int ids = add_input(g, "ids", 2, I64(2, 3));
+    sf_op_params_default(SF_OP_EMBEDDING, &p);
+    p.embedding.num_embeddings = INT64_MAX / 2; /* the product alone overflows */
+    p.embedding.embedding_dim = 4;
+    check_fail(add1(g, SF_OP_EMBEDDING, "emb", &p, ids, &err), &err, SF_ERR_RANGE, "emb",
+               "beyond the limit");
+    sf_error_clear(&err);
+    sf_op_params_default(SF_OP_EMBEDDING, &p);
+    p.embedding.num_embeddings = (int64_t)1 << 31; /* each within bounds, 2^62 weights */
+    p.embedding.embedding_dim = (int64_t)1 << 31;
+    check_fail(add1(g, SF_OP_EMBEDDING, "emb2", &p, ids, &err), &err, SF_ERR_RANGE, "emb2",
+               "weights exceed the limit");
+    sf_graph_free(g);
+}
+
 static void test_attr_tables(void **state) {
     (void)state;
     for (int t = 0; t < SF_OP_COUNT; t++) {
@@ -933,7 +967,7 @@ int main(void) {
         cmocka_unit_test(test_binary),         cmocka_unit_test(test_concat),
         cmocka_unit_test(test_reshape),        cmocka_unit_test(test_flatten),
         cmocka_unit_test(test_batchnorm),      cmocka_unit_test(test_attr_tables),
-        cmocka_unit_test(test_lenet_totals),
+        cmocka_unit_test(test_lenet_totals),   cmocka_unit_test(test_size_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,12 +25,28 @@ extern "C" {
 
 /* ---- files ------------------------------------------------------------- */
 
-/* Write data to path atomically: path.tmp.XXXXXX, fsync-free rename over path. */
+/* Write data to path atomically: path.tmp.XXXXXX, fsync-free rename over path
+ * (over the file a symbolic link names). An existing device or FIFO
+ * (/dev/null) is written in place instead, never replaced. */
 sf_status sf_write_file_atomic(const char *path, const char *data, size_t len, sf_error *err);
-/* Read a whole text file into a malloc'd NUL-terminated buffer. A NUL byte in
- * the file is an error (SF_ERR_PARSE): readers that take the text as a C
- * string would silently drop whatever follows it. */
+/* Whether sf_write_file_atomic could write path now, with its messages: the
+ * temporary file is made and removed, path itself is left alone. For a
+ * command that works for minutes before it writes. */
+sf_status sf_write_file_check(const char *path, sf_error *err);
+/* Remove the temporary file of a write in progress, if any: for a signal
+ * handler that ends the program (async-signal-safe). */
+void sf_write_file_abort(void);
+
+/* The largest file sf_read_file reads (1 GiB): a bound for a path that names
+ * an endless stream such as /dev/zero. */
+#define SF_READ_FILE_MAX ((size_t)1 << 30)
+/* Read a whole text file into a malloc'd NUL-terminated buffer (SF_ERR_RANGE
+ * past SF_READ_FILE_MAX bytes). A NUL byte in the file is an error
+ * (SF_ERR_PARSE): readers that take the text as a C string would silently drop
+ * whatever follows it. */
 char *sf_read_file(const char *path, size_t *len, sf_error *err);
+/* The same with another bound. */
+char *sf_read_file_limit(const char *path, size_t max_bytes, size_t *len, sf_error *err);
 
 /* ---- model files (JSON) ------------------------------------------------ */
 

@@ -446,6 +446,21 @@ int sf_cmd_calibrate(int argc, char **argv) {
         MPI_Finalize();
         return SF_EXIT_FAIL;
     }
+    /* a file rank 0 cannot write is said before the measurements, by every
+     * rank stopping together (a rank that returned alone would hang the rest) */
+    int out_ok = 1;
+    if (rank == 0) {
+        sf_error err = {0};
+        if (sf_write_file_check(o.out, &err) != SF_OK) {
+            sf_cli_fail_err(&err);
+            out_ok = 0;
+        }
+    }
+    MPI_Bcast(&out_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    if (!out_ok) {
+        MPI_Finalize();
+        return SF_EXIT_FAIL;
+    }
     /* each rank is one single-threaded device, as in the runtime */
     openblas_set_num_threads(1);
     if (rank != 0) sf_log_set_level(SF_LOG_ERROR);

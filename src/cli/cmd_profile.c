@@ -191,6 +191,11 @@ int sf_cmd_profile(int argc, char **argv) {
         rc = err.code ? sf_cli_fail_err(&err) : sf_cli_fail("out of memory");
         goto done;
     }
+    /* measuring takes minutes: a file that cannot be written is said first */
+    if (sf_write_file_check(out, &err) != SF_OK) {
+        rc = sf_cli_fail_err(&err);
+        goto done;
+    }
 
     /* the kernels are this host's CPU kernels, whatever the machine says */
     const char *kind = sf_machine_device_kind(m, 0)->name;

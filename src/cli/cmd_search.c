@@ -64,9 +64,12 @@ typedef struct search_opts {
     sf_sim_options sim;
 } search_opts;
 
-/* "30s", "2m", "500ms", "1.5h" or a plain number of seconds. */
+/* "30s", "2m", "500ms", "1.5h" or a plain number of seconds; above 0 and
+ * finite once scaled ("1e308h" overflowed to an infinite budget, which the
+ * search then refused with status 1 and a message that did not name --budget). */
 static int parse_duration(const char *s, double *out) {
     char *end;
+    if (!((*s >= '0' && *s <= '9') || *s == '.')) return -1; /* no sign, space, "inf" */
     double v = strtod(s, &end);
     if (end == s || !(v >= 0) || !isfinite(v)) return -1;
     if (strcmp(end, "") == 0 || strcmp(end, "s") == 0)
@@ -79,7 +82,7 @@ static int parse_duration(const char *s, double *out) {
         *out = v * 3600;
     else
         return -1;
-    return 0;
+    return *out > 0 && isfinite(*out) ? 0 : -1;
 }
 
 int sf_cmd_search(int argc, char **argv) {
@@ -121,12 +124,17 @@ int sf_cmd_search(int argc, char **argv) {
         return sf_cli_usage_error(cmd, "--algo must be mcmc, optcnn or all, not '%s'", o.algo);
     double budget_s = DEFAULT_BUDGET_S;
     if (o.budget && parse_duration(o.budget, &budget_s) != 0)
-        return sf_cli_usage_error(cmd, "--budget wants a duration such as 30s, 2m or 500ms, "
-                                       "not '%s'", o.budget);
+        return sf_cli_usage_error(cmd, "--budget wants a duration above 0 such as 30s, 2m or "
+                                       "500ms, not '%s'", o.budget);
     if (o.budget && o.iters)
         return sf_cli_usage_error(cmd, "give --budget or --iters, not both");
 
     sf_error err = {0};
+    /* the search takes its budget before it writes: a file that cannot be
+     * written is said now, not after 30 s of work */
+    const char *outs[] = {o.out, o.trace, o.svg};
+    for (int i = 0; i < 3; i++)
+        if (outs[i] && sf_write_file_check(outs[i], &err) != SF_OK) return sf_cli_fail_err(&err);
     sf_machine *m = sf_machine_open(o.machine, &err);
     if (!m) return sf_cli_fail_err(&err);
     sf_graph *g = NULL;

@@ -8,10 +8,12 @@
  * sink, prints errors as one "soapflow: ..." line, and turns them into exit
  * statuses (1 for bad input, 2 for a bad command line).
  */
+#include <signal.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cli.h"
+#include "soapflow/io.h"
 
 static const sf_cli_command commands[] = {
     {"models", "list the built-in models", sf_cmd_models},
@@ -63,6 +65,11 @@ static int run_help(int argc, char **argv) {
         usage(stdout);
         return SF_EXIT_OK;
     }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+        /* 'soapflow help --help', which our own error hint below points to */
+        usage(stdout);
+        return SF_EXIT_OK;
+    }
     if (argc > 2) return sf_cli_usage_error("help", "expects one command name");
     const sf_cli_command *c = find_command(argv[1]);
     if (!c) return sf_cli_usage_error(NULL, "unknown command '%.64s'", argv[1]);
@@ -79,7 +86,34 @@ static int finish(int status) {
     return status;
 }
 
+/* An interrupt or a termination request ends the program as it would have
+ * (SA_RESETHAND: the default action once this returns), but first removes the
+ * temporary file of an output being written: outputs only ever appear whole. */
+static void on_stop_signal(int sig) {
+    sf_write_file_abort();
+    raise(sig);
+}
+
+static void install_signal_handlers(void) {
+    static const int stop[] = {SIGINT, SIGTERM, SIGHUP};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop_signal;
+    sa.sa_flags = SA_RESETHAND;
+    sigemptyset(&sa.sa_mask);
+    for (size_t i = 0; i < sizeof stop / sizeof stop[0]; i++) {
+        struct sigaction old;
+        /* a signal the shell ignores (nohup, a background job) stays ignored */
+        if (sigaction(stop[i], NULL, &old) == 0 && old.sa_handler != SIG_IGN)
+            sigaction(stop[i], &sa, NULL);
+    }
+    /* past a file size limit (ulimit -f), a write fails with EFBIG and is
+     * reported, instead of the default SIGXFSZ killing us mid-file */
+    signal(SIGXFSZ, SIG_IGN);
+}
+
 int main(int argc, char **argv) {
+    install_signal_handlers();
     sf_log_set_sink(sf_log_stderr_sink, NULL);
     sf_log_set_level(SF_LOG_WARN);
 

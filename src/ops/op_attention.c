@@ -126,10 +126,8 @@ static sf_status attention_infer(const sf_op_params *p, const sf_shape *in, int 
 static int64_t attention_params(const sf_op_params *p, const sf_shape *in, int n_in) {
     (void)in;
     (void)n_in;
-    int64_t d = p->attention.embed_dim, w;
-    /* d is at most SF_MAX_EXTENT (2^31): 4 d fits, 4 d^2 may not */
-    if (sf_mul_overflow_i64(4 * d, d, &w) != 0 || w > INT64_MAX - 4 * d) return -1;
-    return w + (p->attention.bias ? 4 * d : 0);
+    int64_t d = p->attention.embed_dim, d4 = sf_count_mul(4, d);
+    return sf_count_add(sf_count_mul(d4, d), p->attention.bias ? d4 : 0);
 }
 
 static void attention_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {

@@ -86,12 +86,9 @@ static sf_status conv2d_infer(const sf_op_params *p, const sf_shape *in, int n_i
 static int64_t conv2d_params(const sf_op_params *p, const sf_shape *in, int n_in) {
     (void)n_in;
     const sf_conv2d_params *c = &p->conv2d;
-    int64_t w = c->out_channels;
-    if (sf_mul_overflow_i64(w, in[0].d[1] / c->groups, &w) != 0 ||
-        sf_mul_overflow_i64(w, c->kernel[0], &w) != 0 ||
-        sf_mul_overflow_i64(w, c->kernel[1], &w) != 0 || w > INT64_MAX - c->out_channels)
-        return -1;
-    return w + (c->bias ? c->out_channels : 0);
+    int64_t w = sf_count_mul(sf_count_mul(c->out_channels, in[0].d[1] / c->groups),
+                             sf_count_mul(c->kernel[0], c->kernel[1]));
+    return sf_count_add(w, c->bias ? c->out_channels : 0);
 }
 
 static void conv2d_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {

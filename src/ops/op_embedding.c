@@ -67,7 +67,7 @@ static sf_status embedding_infer(const sf_op_params *p, const sf_shape *in, int 
 static int64_t embedding_params(const sf_op_params *p, const sf_shape *in, int n_in) {
     (void)in;
     (void)n_in;
-    return p->embedding.num_embeddings * p->embedding.embedding_dim;
+    return sf_count_mul(p->embedding.num_embeddings, p->embedding.embedding_dim);
 }
 
 static void embedding_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {

@@ -23,6 +23,18 @@
 struct sf_kernel_args; /* defined by the kernels module */
 typedef sf_status (*sf_kernel_fn)(const struct sf_kernel_args *args);
 
+/* Overflow-checked counts for param_count: a * b and a + b, or -1 when an
+ * operand is -1 (an earlier step overflowed), negative, or the result does not
+ * fit in int64. */
+static inline int64_t sf_count_mul(int64_t a, int64_t b) {
+    int64_t r;
+    return a < 0 || b < 0 || __builtin_mul_overflow(a, b, &r) ? -1 : r;
+}
+static inline int64_t sf_count_add(int64_t a, int64_t b) {
+    int64_t r;
+    return a < 0 || b < 0 || __builtin_add_overflow(a, b, &r) ? -1 : r;
+}
+
 typedef struct sf_op_class {
     sf_op_type type;
     const char *name;
@@ -35,9 +47,8 @@ typedef struct sf_op_class {
      * every assumption about input ranks and sizes and say what is wrong. */
     sf_status (*infer)(const sf_op_params *p, const sf_shape *in, int n_in, sf_shape *out,
                        int *n_out, sf_error *err);
-    /* Trainable parameters; -1 when the count does not fit an int64_t (the
-     * graph refuses the operator). Inputs and attributes are within
-     * SF_MAX_EXTENT and SF_MAX_NUMEL, but a product of several may not be. */
+    /* Trainable parameters; -1 when the count does not fit in int64 (the
+     * attributes may be anything a file held): see sf_count_mul. */
     int64_t (*param_count)(const sf_op_params *p, const sf_shape *in, int n_in);
     void (*space)(const sf_op *op, sf_shape *space, sf_dim_kind *kinds);
     void (*region)(const sf_op *op, const sf_tile *t, int input, sf_tile *r);

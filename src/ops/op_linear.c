@@ -50,7 +50,8 @@ static sf_status linear_infer(const sf_op_params *p, const sf_shape *in, int n_i
 static int64_t linear_params(const sf_op_params *p, const sf_shape *in, int n_in) {
     (void)n_in;
     int64_t k = in[0].d[in[0].ndim - 1];
-    return p->linear.out_features * k + (p->linear.bias ? p->linear.out_features : 0);
+    return sf_count_add(sf_count_mul(p->linear.out_features, k),
+                        p->linear.bias ? p->linear.out_features : 0);
 }
 
 static void linear_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {

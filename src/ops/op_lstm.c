@@ -99,11 +99,8 @@ static sf_status lstm_infer(const sf_op_params *p, const sf_shape *in, int n_in,
 
 static int64_t lstm_params(const sf_op_params *p, const sf_shape *in, int n_in) {
     (void)n_in;
-    int64_t h = p->lstm.hidden, i = in[0].d[2], w;
-    /* h and i are at most SF_MAX_EXTENT (2^31): i + h and 8 h fit, the
-     * products may not */
-    if (sf_mul_overflow_i64(4 * h, i + h, &w) != 0 || w > INT64_MAX - 8 * h) return -1;
-    return w + 8 * h;
+    int64_t h = p->lstm.hidden, i = in[0].d[2];
+    return sf_count_add(sf_count_mul(sf_count_mul(4, h), sf_count_add(i, h)), sf_count_mul(8, h));
 }
 
 static void lstm_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {

@@ -18,7 +18,10 @@
 
 #include "soapflow/sim.h"
 
-#define SIM_SLOTS 64      /* blocks per operator; inputs per operator <= SIM_SLOTS - 2 */
+/* Blocks per operator; inputs per operator <= SIM_SLOTS - 2. As many inputs as
+ * a split makes outputs: a zoo RNN concatenates up to SF_MAX_SPLIT chunks (at
+ * 64 slots, --seq-len 64 --chunk 1 built but would not simulate). */
+#define SIM_SLOTS (SF_MAX_SPLIT + 2)
 #define SIM_IDX_BITS 24   /* tasks per block < 2^24 */
 #define SIM_NO_RES (-1)   /* pseudo task (barrier) that holds no resource */
 

@@ -1,0 +1,72 @@
+#!/usr/bin/env bash
+# cli_options.sh - option values at and past their edges, as fuzzing the command
+# line found them: each must give a result or one error line with status 1 or 2,
+# never a sanitizer report, a crash or an opaque message from deep inside.
+#
+# Run by CTest as: bash tests/cli_options.sh <path-to-soapflow> <source-dir>
+set -u
+
+SF=${1:?usage: cli_options.sh <path-to-soapflow> <source-dir>}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sf-options.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+
+. "$(dirname "$0")/lib/cli.sh"
+
+# ---- sizes whose products overflow int64 ----------------------------------
+# (2^40 x 2^40 weights was a signed overflow in the parameter count; now each
+# size is at most 2^31 and each tensor or weight set at most 2^40 elements)
+run mlp_huge "$SF" graph --model mlp --mlp-sizes 2147483648,2147483648,10 --batch 1
+expect_error mlp_huge
+grep -q "operator 'fc1' (linear): its weights exceed the limit" "$TMP/mlp_huge.err" ||
+    fail "mlp 2^31 x 2^31: $(cat "$TMP/mlp_huge.err")"
+run mlp_wide "$SF" graph --model mlp --mlp-sizes 1099511627776,10 --batch 1
+expect_error mlp_wide
+grep -q "attribute 'shape' is 1099511627776, beyond the limit" "$TMP/mlp_wide.err" ||
+    fail "mlp input of 2^40: $(cat "$TMP/mlp_wide.err")"
+run batch_huge "$SF" graph --model transformer --seq-len 2147483648 --batch 2147483648
+expect_error batch_huge
+grep -q "exceeds the limit of 1099511627776 elements" "$TMP/batch_huge.err" ||
+    fail "transformer 2^31 x 2^31 tokens: $(cat "$TMP/batch_huge.err")"
+run vocab_huge "$SF" simulate --model rnnlm --vocab 2147483648 --batch 1 --machine cpu
+expect_error vocab_huge
+grep -q "'embed' (embedding): its weights exceed the limit" "$TMP/vocab_huge.err" ||
+    fail "rnnlm --vocab 2^31: $(cat "$TMP/vocab_huge.err")"
+
+# ---- the largest chunk count the zoo builds is one the simulator takes ------
+# (64 chunks built, but the concat of 64 inputs failed in the simulator)
+run chunks64 "$SF" simulate --model rnnlm --seq-len 64 --chunk 1 --batch 8 --machine cpu --json
+expect_ok chunks64
+run chunks65 "$SF" simulate --model rnnlm --seq-len 65 --chunk 1 --batch 8 --machine cpu
+expect_error chunks65
+grep -q "at most 64 allowed" "$TMP/chunks65.err" || fail "65 chunks: $(cat "$TMP/chunks65.err")"
+
+# ---- search --budget: above 0 and finite once scaled -----------------------
+for b in 0 0s 1e308h +1 inf; do
+    run "budget_$b" "$SF" search --model lenet5 --machine cpu --budget "$b"
+    expect_error "budget_$b"
+    [ "$(rc_of "budget_$b")" = 2 ] || fail "--budget $b: status $(rc_of "budget_$b"), want 2"
+    grep -q -- "--budget wants a duration above 0" "$TMP/budget_$b.err" ||
+        fail "--budget $b: $(cat "$TMP/budget_$b.err")"
+done
+
+# ---- an output that cannot be written is said before the work, not after ---
+# (timeout: the 20 s search or a resnet50 profile would run out its time first)
+run search_out timeout 10 "$SF" search --model lenet5 --machine cpu --budget 20s \
+    --out "$TMP/missing/best.json"
+expect_error search_out
+grep -q "missing/best.json: cannot create" "$TMP/search_out.err" ||
+    fail "search --out MISSING/: $(cat "$TMP/search_out.err")"
+run search_svg timeout 10 "$SF" search --model lenet5 --machine cpu --budget 20s --svg "$TMP"
+expect_error search_svg
+run profile_out timeout 10 "$SF" profile --model resnet50 --out "$TMP/missing/costs.json"
+expect_error profile_out
+grep -q "missing/costs.json: cannot create" "$TMP/profile_out.err" ||
+    fail "profile --out MISSING/: $(cat "$TMP/profile_out.err")"
+[ -z "$(find "$TMP" -name '*.tmp.*')" ] || fail "a probe left a temporary file"
+
+# ---- help --help: the hint of 'help' errors points to it --------------------
+run help_help "$SF" help --help
+expect_ok help_help
+grep -q '^usage: soapflow' "$TMP/help_help.out" || fail "help --help: no usage"
+
+exit 0

@@ -1,0 +1,253 @@
+/* Whole-file reads and atomic writes (io/file.c) on the paths a command line can
+ * name: devices and FIFOs are written in place and never replaced, symbolic links
+ * are followed, an endless stream is refused at the read bound, and a process
+ * stopped by a signal in the middle of a write leaves no temporary file. */
+#define _XOPEN_SOURCE 700 /* mknod */
+
+#include <dirent.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/sysmacros.h>
+#include <sys/wait.h>
+#include <unistd.h>
+/* cmocka needs setjmp.h, stdarg.h and stddef.h first */
+#include <cmocka.h>
+
+#include "soapflow/io.h"
+
+static char tmp_dir[64];
+
+static int make_tmp_dir(void **state) {
+    (void)state;
+    strcpy(tmp_dir, "/tmp/sf_io_file_XXXXXX");
+    return mkdtemp(tmp_dir) ? 0 : -1;
+}
+
+static void remove_tree(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return;
+    struct dirent *e;
+    char path[512];
+    while ((e = readdir(d)) != NULL) {
+        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+            remove_tree(path);
+        else
+            unlink(path);
+    }
+    closedir(d);
+    rmdir(dir);
+}
+
+static int remove_tmp_dir(void **state) {
+    (void)state;
+    remove_tree(tmp_dir);
+    return 0;
+}
+
+/* Files in dir whose name holds ".tmp.": stranded temporaries. */
+static int count_temps(const char *dir) {
+    DIR *d = opendir(dir);
+    assert_non_null(d);
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) n += strstr(e->d_name, ".tmp.") != NULL;
+    closedir(d);
+    return n;
+}
+
+static void test_fifo_written_in_place(void **state) {
+    (void)state;
+    char fifo[128];
+    snprintf(fifo, sizeof fifo, "%s/out.fifo", tmp_dir);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) { /* the reader: exit 0 iff it got the text */
+        alarm(10);
+        FILE *f = fopen(fifo, "rb");
+        char buf[64] = {0};
+        size_t n = f ? fread(buf, 1, sizeof buf - 1, f) : 0;
+        _exit(n == 5 && memcmp(buf, "hello", 5) == 0 ? 0 : 1);
+    }
+    sf_error err = {0};
+    assert_int_equal(sf_write_file_atomic(fifo, "hello", 5, &err), SF_OK);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    struct stat st;
+    assert_int_equal(lstat(fifo, &st), 0);
+    assert_true(S_ISFIFO(st.st_mode)); /* not renamed over with a regular file */
+    assert_int_equal(count_temps(tmp_dir), 0);
+}
+
+/* /dev/full (or, for root, who could replace the real one, a node of its own). */
+static void test_full_device(void **state) {
+    (void)state;
+    char path[128] = "/dev/full";
+    if (geteuid() == 0) {
+        snprintf(path, sizeof path, "%s/full", tmp_dir);
+        if (mknod(path, S_IFCHR | 0600, makedev(1, 7)) != 0) skip();
+    } else if (access(path, W_OK) != 0) {
+        skip();
+    }
+    sf_error err = {0};
+    assert_int_equal(sf_write_file_atomic(path, "{}\n", 3, &err), SF_ERR_IO);
+    assert_non_null(strstr(err.msg, path));
+    assert_non_null(strstr(err.msg, "No space left"));
+    struct stat st;
+    assert_int_equal(lstat(path, &st), 0);
+    assert_true(S_ISCHR(st.st_mode));
+    assert_int_equal(count_temps(tmp_dir), 0);
+}
+
+static void test_symlink_followed(void **state) {
+    (void)state;
+    char sub[128], link[128], target[160];
+    snprintf(sub, sizeof sub, "%s/sub", tmp_dir);
+    snprintf(link, sizeof link, "%s/link.json", tmp_dir);
+    snprintf(target, sizeof target, "%s/sub/target.json", tmp_dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    assert_int_equal(symlink("sub/target.json", link), 0); /* dangling, relative */
+    sf_error err = {0};
+    assert_int_equal(sf_write_file_atomic(link, "one", 3, &err), SF_OK);
+    chmod(target, 0640);
+    assert_int_equal(sf_write_file_atomic(link, "two", 3, &err), SF_OK);
+    struct stat st;
+    assert_int_equal(lstat(link, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(stat(target, &st), 0);
+    assert_int_equal(st.st_mode & 0777, 0640); /* the replaced file's mode is kept */
+    size_t len = 0;
+    char *text = sf_read_file(link, &len, &err);
+    assert_non_null(text);
+    assert_int_equal(len, 3);
+    assert_string_equal(text, "two");
+    free(text);
+
+    char loop[128];
+    snprintf(loop, sizeof loop, "%s/loop", tmp_dir);
+    assert_int_equal(symlink("loop", loop), 0);
+    assert_int_equal(sf_write_file_atomic(loop, "x", 1, &err), SF_ERR_IO);
+    assert_int_equal(lstat(loop, &st), 0);
+    assert_true(S_ISLNK(st.st_mode));
+    assert_int_equal(count_temps(tmp_dir), 0);
+    assert_int_equal(count_temps(sub), 0);
+}
+
+static void test_directory_refused(void **state) {
+    (void)state;
+    sf_error err = {0};
+    assert_int_equal(sf_write_file_atomic(tmp_dir, "x", 1, &err), SF_ERR_IO);
+    assert_non_null(strstr(err.msg, "Is a directory"));
+    assert_null(sf_read_file(tmp_dir, NULL, &err));
+    assert_non_null(strstr(err.msg, "Is a directory")); /* says why, not just "read error" */
+    assert_int_equal(count_temps(tmp_dir), 0);
+}
+
+static void test_read_bound(void **state) {
+    (void)state;
+    sf_error err = {0};
+    if (access("/dev/zero", R_OK) == 0) { /* endless: stops at the bound */
+        assert_null(sf_read_file_limit("/dev/zero", 1 << 20, NULL, &err));
+        assert_int_equal(err.code, SF_ERR_RANGE);
+        assert_non_null(strstr(err.msg, "/dev/zero"));
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/exact", tmp_dir);
+    char data[10000];
+    memset(data, 'a', sizeof data);
+    assert_int_equal(sf_write_file_atomic(path, data, sizeof data, &err), SF_OK);
+    size_t len = 0;
+    char *text = sf_read_file_limit(path, sizeof data, &len, &err); /* exactly the bound */
+    assert_non_null(text);
+    assert_int_equal(len, sizeof data);
+    free(text);
+    assert_null(sf_read_file_limit(path, sizeof data - 1, &len, &err));
+    assert_int_equal(err.code, SF_ERR_RANGE);
+}
+
+/* sf_write_file_check: the errors a write would give, and nothing touched. */
+static void test_write_check(void **state) {
+    (void)state;
+    char path[128], fifo[128], missing[128];
+    snprintf(path, sizeof path, "%s/kept.json", tmp_dir);
+    snprintf(fifo, sizeof fifo, "%s/check.fifo", tmp_dir);
+    snprintf(missing, sizeof missing, "%s/no/such.json", tmp_dir);
+    sf_error err = {0};
+    assert_int_equal(sf_write_file_check(path, &err), SF_OK);
+    assert_int_equal(access(path, F_OK), -1); /* not created */
+    assert_int_equal(sf_write_file_atomic(path, "old", 3, &err), SF_OK);
+    assert_int_equal(sf_write_file_check(path, &err), SF_OK);
+    char *text = sf_read_file(path, NULL, &err);
+    assert_non_null(text);
+    assert_string_equal(text, "old"); /* not truncated */
+    free(text);
+    assert_int_equal(mkfifo(fifo, 0600), 0);
+    assert_int_equal(sf_write_file_check(fifo, &err), SF_OK); /* no reader: does not wait */
+    assert_int_equal(sf_write_file_check(missing, &err), SF_ERR_IO);
+    assert_non_null(strstr(err.msg, "cannot create"));
+    sf_error_clear(&err);
+    assert_int_equal(sf_write_file_check(tmp_dir, &err), SF_ERR_IO);
+    assert_int_equal(count_temps(tmp_dir), 0);
+}
+
+/* A signal that stops the program in the middle of a write: the child passes a
+ * file size limit halfway, whose SIGXFSZ comes inside write(2); its handler does
+ * what soapflow's does for SIGINT and SIGTERM (sf_write_file_abort, then end). */
+static void on_xfsz(int sig) {
+    (void)sig;
+    sf_write_file_abort();
+    _exit(3);
+}
+
+static void test_signal_mid_write(void **state) {
+    (void)state;
+    char sub[128], path[160];
+    snprintf(sub, sizeof sub, "%s/sig", tmp_dir);
+    snprintf(path, sizeof path, "%s/sig/big.json", tmp_dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, on_xfsz);
+        struct rlimit rl = {64 * 1024, 64 * 1024};
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(4);
+        size_t n = 1 << 20;
+        char *data = malloc(n);
+        if (!data) _exit(5);
+        memset(data, 'x', n);
+        sf_error err = {0};
+        sf_write_file_atomic(path, data, n, &err);
+        _exit(6); /* not reached: the limit stops the write */
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 3);
+    assert_int_equal(count_temps(sub), 0);
+    assert_int_equal(access(path, F_OK), -1); /* and no half file at the path */
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fifo_written_in_place),
+        cmocka_unit_test(test_full_device),
+        cmocka_unit_test(test_symlink_followed),
+        cmocka_unit_test(test_directory_refused),
+        cmocka_unit_test(test_read_bound),
+        cmocka_unit_test(test_write_check),
+        cmocka_unit_test(test_signal_mid_write),
+    };
+    return cmocka_run_group_tests(tests, make_tmp_dir, remove_tmp_dir);
+}

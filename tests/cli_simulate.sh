@@ -77,6 +77,13 @@ for word in iteration compute transfer sync 'peak memory' tasks fits; do
 done
 [ "$(grep -c '^ *[0-9][0-9]* *[0-9] ' "$TMP/text.out")" -eq 16 ] ||
     fail "simulate text: expected 16 device rows: $(cat "$TMP/text.out")"
+grep -q '^machine  *p100-4x4, 16 devices in 4 nodes$' "$TMP/text.out" ||
+    fail "simulate text: machine line: $(grep '^machine' "$TMP/text.out")"
+# One node, one device: singular nouns.
+run text_one "$SF" simulate --model lenet5 --machine 'cpu[1]'
+expect_ok text_one
+grep -q '^machine  *cpu\[1\], 1 device in 1 node$' "$TMP/text_one.out" ||
+    fail "simulate text, one device: $(grep '^machine' "$TMP/text_one.out")"
 
 # ---- pictures ----------------------------------------------------------
 run pics "$SF" simulate --model lenet5 --machine p100-4x4 --strategy owt \

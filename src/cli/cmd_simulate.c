@@ -369,8 +369,9 @@ static int print_text(const report *rp) {
     sf_cli_table_cell(t, "%s, batch %s", sf_graph_name(rp->g),
                       sf_cli_fmt_count(rp->batch, b1, sizeof b1));
     sf_cli_table_cell(t, "machine");
-    sf_cli_table_cell(t, "%s, %d devices in %d nodes", sf_machine_name(rp->m), r->n_devices,
-                      sf_machine_num_nodes(rp->m));
+    int nodes = sf_machine_num_nodes(rp->m);
+    sf_cli_table_cell(t, "%s, %d device%s in %d node%s", sf_machine_name(rp->m), r->n_devices,
+                      r->n_devices == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s");
     sf_cli_table_cell(t, "strategy");
     sf_cli_table_cell(t, "%s", rp->strategy);
     sf_cli_table_cell(t, "gradients");

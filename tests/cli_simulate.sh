@@ -204,6 +204,16 @@ for key in full_us delta_us delta_revert_us tasks tasks_per_s full_moved_us spee
     [ -n "$v" ] && positive "$v" || fail "bench sim: $key '$v', want > 0"
 done
 grep -q '"moves": *20' "$TMP/bench.out" || fail "bench sim: moves is not 20"
+for key in delta_bounded_us bounded_cut_frac delta_tasks speedup delta_rescheduled_frac \
+    delta_changed_frac delta_uneven_frac; do
+    grep -q "\"$key\":" "$TMP/bench.out" || fail "bench sim --json: no \"$key\""
+done
+grep -q '"segments": *1' "$TMP/bench.out" || fail "bench sim --json: default segments not 1"
+# The simulator options it ran under are reported, as simulate and search report them.
+run bench_seg "$SF" bench sim --model lenet5 --reps 1 --moves 2 --json --segments 2 --sync bulk
+expect_ok bench_seg
+grep -q '"segments": *2' "$TMP/bench_seg.out" || fail "bench sim --segments 2: not reported"
+grep -q '"sync": *"bulk"' "$TMP/bench_seg.out" || fail "bench sim --sync bulk: not reported"
 
 run bench_none "$SF" bench
 expect_error bench_none

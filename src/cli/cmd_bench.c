@@ -51,11 +51,14 @@ static int sim_usage(FILE *out) {
             "  --moves N              random moves for the delta figures (default 1000)\n"
             "  --seed S               seed of the random moves (default 1)\n"
             "%s"
-            "  --json                 print one JSON object: model, machine, strategy, batch,\n"
-            "                         tasks, reps, moves, seed, full_us, tasks_per_s,\n"
-            "                         delta_us (mean update), delta_revert_us (mean update +\n"
-            "                         revert), delta_tasks (mean tasks of the changed\n"
-            "                         strategies), speedup (full_us / delta_us),\n"
+            "  --json                 print one JSON object: model, machine, strategy, sync,\n"
+            "                         sync_scheme, segments, batch, tasks, reps, moves, seed,\n"
+            "                         full_us, tasks_per_s, delta_us (mean update),\n"
+            "                         delta_revert_us (mean update + revert), delta_tasks\n"
+            "                         (mean tasks of the changed strategies), speedup\n"
+            "                         (full_us / delta_us), delta_bounded_us (mean update +\n"
+            "                         revert bounded at 1.02 x the start, as MCMC bounds\n"
+            "                         moves), bounded_cut_frac (share of those stopped early),\n"
             "                         delta_rescheduled_frac (share of tasks a delta update\n"
             "                         scheduled again), delta_changed_frac (share that are new\n"
             "                         or start at another time: what any exact delta must redo),\n"
@@ -277,13 +280,13 @@ static int bench_sim(int argc, char **argv) {
     sf_graph_stats_compute(g, &gs);
     if (json) {
         json_t *j = json_pack(
-            "{s:s, s:s, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, s:f, "
-            "s:f, s:f, s:f, s:f, s:f, s:f}",
+            "{s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, "
+            "s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
             "model", sf_graph_name(g), "machine", sf_machine_name(m), "strategy", strategy,
             "sync", sf_sync_mode_name(so.sync), "sync_scheme", sf_sync_scheme_name(so.scheme),
-            "batch",
-            (json_int_t)gs.batch, "tasks", (json_int_t)br.tasks, "reps", (json_int_t)reps, "moves",
-            (json_int_t)moves, "seed", (json_int_t)seed, "full_us", br.full_us, "tasks_per_s",
+            "segments", so.segments, "batch", (json_int_t)gs.batch, "tasks", (json_int_t)br.tasks,
+            "reps", (json_int_t)reps, "moves", (json_int_t)moves, "seed", (json_int_t)seed,
+            "full_us", br.full_us, "tasks_per_s",
             tasks_per_s, "delta_us", br.delta_us, "delta_revert_us", br.delta_revert_us,
             "delta_tasks", br.delta_tasks, "speedup", speedup, "delta_bounded_us", br.bounded_us,
             "bounded_cut_frac", br.cut_frac, "delta_rescheduled_frac", br.resched_frac,
@@ -330,10 +333,10 @@ done:
 static int kernels_usage(FILE *out) {
     fputs("usage: soapflow bench kernels [--json] [--reps N]\n"
           "\n"
-          "Time single-thread SGEMM (1024^3) and the fast conv2d and linear kernels\n"
-          "(forward + backward) at representative layer shapes, and print each kernel's\n"
-          "GFLOP/s and its ratio to SGEMM. Every figure is the best of --reps runs after\n"
-          "a warm-up.\n"
+          "Time single-thread SGEMM (1024^3) and the fast conv2d, linear, LSTM and\n"
+          "attention kernels (forward + backward) at representative layer shapes, and\n"
+          "print each kernel's GFLOP/s and its ratio to SGEMM. Every figure is the best\n"
+          "of --reps runs after a warm-up.\n"
           "\n"
           "options:\n"
           "  --reps N    runs per figure, the best is reported (default 3)\n"

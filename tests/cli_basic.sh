@@ -108,6 +108,14 @@ for key in params flops_fwd flops_bwd batch ops; do
 done
 ls "$TMP" | grep -q '\.tmp\.' && fail "a temporary file was left behind: $(ls "$TMP")"
 
+# ---- the sample in docs/formats-model.md is a model that loads -------------
+sed -n '/^```json$/,/^```$/p' "$SRC/docs/formats-model.md" | sed '1d;$d' >"$TMP/doc_model.json"
+[ -s "$TMP/doc_model.json" ] || fail "docs/formats-model.md: no JSON sample found"
+run doc_model "$SF" graph --model "$TMP/doc_model.json"
+expect_ok doc_model
+grep -q "operators    7" "$TMP/doc_model.out" ||
+    fail "docs/formats-model.md sample: $(cat "$TMP/doc_model.out")"
+
 # ---- errors: one line, a status, never a crash --------------------------
 printf '{\n  "format": "soapflow-model",\n  "version": 1,,\n  "ops": []\n}\n' >"$TMP/broken.json"
 run broken "$SF" graph --model "$TMP/broken.json"

@@ -74,7 +74,9 @@ sf_status sf_strategy_model(sf_strategy *s, const sf_graph *g, const sf_machine 
  * layers model parallel. */
 sf_status sf_strategy_owt(sf_strategy *s, const sf_graph *g, const sf_machine *m);
 /* GNMT-style expert strategy for RNNs: each layer depth on its own device within a
- * node, data parallel across nodes; non-recurrent operators follow their inputs. */
+ * node, data parallel across nodes; non-recurrent operators follow their inputs.
+ * A graph without LSTM operators (a CNN, the transformer) gets data parallelism,
+ * exactly sf_strategy_data's configs. */
 sf_status sf_strategy_expert(sf_strategy *s, const sf_graph *g, const sf_machine *m);
 /* Everything on one device, unsplit. */
 sf_status sf_strategy_single(sf_strategy *s, const sf_graph *g, int device);

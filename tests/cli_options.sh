@@ -32,6 +32,20 @@ expect_error vocab_huge
 grep -q "'embed' (embedding): its weights exceed the limit" "$TMP/vocab_huge.err" ||
     fail "rnnlm --vocab 2^31: $(cat "$TMP/vocab_huge.err")"
 
+# ---- model options a zoo model does not read are refused, not ignored ------
+run lenet_seq "$SF" graph --model lenet5 --seq-len 5
+expect_usage lenet_seq
+grep -q "\-\-seq-len does not apply to lenet5, which takes --batch" "$TMP/lenet_seq.err" ||
+    fail "lenet5 --seq-len: $(cat "$TMP/lenet_seq.err")"
+run tf_chunk "$SF" simulate --model transformer --chunk 2 --machine cpu
+expect_usage tf_chunk
+grep -q "\-\-chunk does not apply to transformer, which takes --batch, --seq-len, --hidden, --vocab" \
+    "$TMP/tf_chunk.err" || fail "transformer --chunk: $(cat "$TMP/tf_chunk.err")"
+run mlp_vocab "$SF" search --model mlp --vocab 3 --machine cpu --iters 10
+expect_usage mlp_vocab
+run rnn_ok "$SF" graph --model nmt --seq-len 8 --chunk 2 --hidden 64 --vocab 100 --batch 4
+expect_ok rnn_ok
+
 # ---- the largest chunk count the zoo builds is one the simulator takes ------
 # (64 chunks built, but the concat of 64 inputs failed in the simulator)
 run chunks64 "$SF" simulate --model rnnlm --seq-len 64 --chunk 1 --batch 8 --machine cpu --json

@@ -342,6 +342,38 @@ static void test_transformer(void **state) {
     assert_int_equal(err.code, SF_ERR_INVALID);
 }
 
+/* The options each zoo model reads: every builder's own use of sf_model_options. */
+static void test_options_taken(void **state) {
+    (void)state;
+    const unsigned rnn =
+        SF_MODEL_OPT_SEQ_LEN | SF_MODEL_OPT_CHUNK | SF_MODEL_OPT_HIDDEN | SF_MODEL_OPT_VOCAB;
+    assert_int_equal(sf_model_options_taken("resnet50"), 0);
+    assert_int_equal(sf_model_options_taken("lenet5"), 0);
+    assert_int_equal(sf_model_options_taken("rnnlm"), rnn);
+    assert_int_equal(sf_model_options_taken("nmt"), rnn);
+    assert_int_equal(sf_model_options_taken("mlp"), SF_MODEL_OPT_MLP_SIZES);
+    assert_int_equal(sf_model_options_taken("transformer"),
+                     SF_MODEL_OPT_SEQ_LEN | SF_MODEL_OPT_HIDDEN | SF_MODEL_OPT_VOCAB);
+    assert_int_equal(sf_model_options_taken("nosuch"), 0);
+    assert_int_equal(sf_model_options_taken(NULL), 0);
+    /* a model that does not take an option builds the same graph with it */
+    sf_model_options o;
+    sf_model_options_default(&o);
+    sf_error err = {0};
+    sf_graph *a = sf_model_build("lenet5", &o, &err);
+    o.seq_len = 7, o.hidden = 9, o.vocab = 11, o.chunk = 2;
+    sf_graph *b = sf_model_build("lenet5", &o, &err);
+    assert_non_null(a);
+    assert_non_null(b);
+    sf_graph_stats sa, sb;
+    sf_graph_stats_compute(a, &sa);
+    sf_graph_stats_compute(b, &sb);
+    assert_int_equal(sf_graph_num_ops(a), sf_graph_num_ops(b));
+    assert_int_equal(sa.params, sb.params);
+    sf_graph_free(a);
+    sf_graph_free(b);
+}
+
 static void test_errors(void **state) {
     (void)state;
     sf_model_options o;
@@ -450,6 +482,7 @@ int main(void) {
         cmocka_unit_test(test_alexnet_flops), cmocka_unit_test(test_rnnlm),
         cmocka_unit_test(test_rnntc),        cmocka_unit_test(test_nmt),
         cmocka_unit_test(test_mlp),          cmocka_unit_test(test_transformer),
+        cmocka_unit_test(test_options_taken),
         cmocka_unit_test(test_errors),       cmocka_unit_test(test_output_axes_hold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

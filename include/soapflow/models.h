@@ -33,6 +33,19 @@ typedef struct sf_model_options {
 
 void sf_model_options_default(sf_model_options *o); /* batch 64, everything else model default */
 
+/* The options a zoo model reads besides batch (sf_model_options_taken); the
+ * builders ignore the others, so that one options struct can serve every model. */
+enum {
+    SF_MODEL_OPT_SEQ_LEN = 1u << 0,
+    SF_MODEL_OPT_CHUNK = 1u << 1,
+    SF_MODEL_OPT_HIDDEN = 1u << 2,
+    SF_MODEL_OPT_VOCAB = 1u << 3,
+    SF_MODEL_OPT_MLP_SIZES = 1u << 4,
+};
+/* The SF_MODEL_OPT_* a zoo model reads; 0 for one that reads none, or an
+ * unknown name. */
+unsigned sf_model_options_taken(const char *name);
+
 int sf_model_count(void);
 const char *sf_model_name(int i);
 const char *sf_model_summary(int i); /* one line: what it is and its defaults */

@@ -81,8 +81,37 @@ static int parse_mlp_sizes(const char *cmd, const char *text, sf_model_options *
     return SF_EXIT_OK;
 }
 
+/* A model option the zoo model named by o does not read is a usage error
+ * rather than silently ignored (lenet5 --seq-len 5). Unknown names pass: the
+ * build says which models exist. */
+static int options_apply(const char *cmd, const sf_cli_model_opts *o) {
+    int known = 0;
+    for (int i = 0; i < sf_model_count() && !known; i++)
+        known = strcmp(sf_model_name(i), o->model) == 0;
+    if (!known) return SF_EXIT_OK;
+    static const struct {
+        const char *flag;
+        unsigned bit;
+    } opts[] = {{"--seq-len", SF_MODEL_OPT_SEQ_LEN}, {"--chunk", SF_MODEL_OPT_CHUNK},
+                {"--hidden", SF_MODEL_OPT_HIDDEN},   {"--vocab", SF_MODEL_OPT_VOCAB},
+                {"--mlp-sizes", SF_MODEL_OPT_MLP_SIZES}};
+    int given[] = {o->seq_len != 0, o->chunk != 0, o->hidden != 0, o->vocab != 0,
+                   o->mlp_sizes != NULL};
+    unsigned taken = sf_model_options_taken(o->model);
+    char list[96] = "--batch";
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
+        if (taken & opts[k].bit)
+            snprintf(list + strlen(list), sizeof list - strlen(list), ", %s", opts[k].flag);
+    for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
+        if (given[k] && !(taken & opts[k].bit))
+            return sf_cli_usage_error(cmd, "%s does not apply to %s, which takes %s",
+                                      opts[k].flag, o->model, list);
+    return SF_EXIT_OK;
+}
+
 /* The zoo options of o in *mo, or the usage error: --model missing, model options
- * given with a model file (which keeps its own), a malformed --mlp-sizes. */
+ * given with a model file (which keeps its own) or to a zoo model that does not
+ * read them, a malformed --mlp-sizes. */
 static int model_options(const char *cmd, const sf_cli_model_opts *o, int n_devices,
                          sf_model_options *mo) {
     if (!o->model) return sf_cli_usage_error(cmd, "--model is required");
@@ -96,6 +125,7 @@ static int model_options(const char *cmd, const sf_cli_model_opts *o, int n_devi
     }
     sf_model_options_default(mo);
     int rc;
+    if ((rc = options_apply(cmd, o)) != SF_EXIT_OK) return rc;
     if (o->mlp_sizes && (rc = parse_mlp_sizes(cmd, o->mlp_sizes, mo)) != SF_EXIT_OK) return rc;
     mo->batch =
         o->batch ? o->batch : (int64_t)SF_CLI_SAMPLES_PER_DEVICE * (n_devices > 0 ? n_devices : 1);

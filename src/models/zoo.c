@@ -12,40 +12,56 @@
 
 #include "zoo_impl.h"
 
+#define RNN_OPTS                                                                               \
+    (SF_MODEL_OPT_SEQ_LEN | SF_MODEL_OPT_CHUNK | SF_MODEL_OPT_HIDDEN | SF_MODEL_OPT_VOCAB)
+
 typedef sf_graph *(*zoo_build_fn)(const sf_model_options *o, sf_error *err);
 
 static const struct {
     const char *name;
     zoo_build_fn build;
     const char *summary;
+    unsigned opts; /* SF_MODEL_OPT_* it reads */
 } zoo_models[] = {
     {"lenet5", sf_zoo_lenet5,
-     "LeNet-5 on 1x28x28 (conv 6@5x5, conv 16@5x5, fc 120-84-10), 61,706 params"},
+     "LeNet-5 on 1x28x28 (conv 6@5x5, conv 16@5x5, fc 120-84-10), 61,706 params",
+     0},
     {"alexnet", sf_zoo_alexnet,
-     "AlexNet as torchvision (224x224, adaptive avg 6x6, dropout), 1000 classes, 61.1M params"},
+     "AlexNet as torchvision (224x224, adaptive avg 6x6, dropout), 1000 classes, 61.1M params",
+     0},
     {"vgg16", sf_zoo_vgg16,
-     "VGG-16 as torchvision (224x224, adaptive avg 7x7), 1000 classes, 138.4M params"},
+     "VGG-16 as torchvision (224x224, adaptive avg 7x7), 1000 classes, 138.4M params",
+     0},
     {"resnet18", sf_zoo_resnet18,
-     "ResNet-18 as torchvision (224x224, basic blocks 2-2-2-2), 1000 classes, 11.7M params"},
+     "ResNet-18 as torchvision (224x224, basic blocks 2-2-2-2), 1000 classes, 11.7M params",
+     0},
     {"resnet50", sf_zoo_resnet50,
-     "ResNet-50 v1.5 as torchvision (224x224, bottlenecks 3-4-6-3), 1000 classes, 25.6M params"},
+     "ResNet-50 v1.5 as torchvision (224x224, bottlenecks 3-4-6-3), 1000 classes, 25.6M params",
+     0},
     {"resnet101", sf_zoo_resnet101,
-     "ResNet-101 v1.5 as torchvision (224x224, bottlenecks 3-4-23-3), 1000 classes, 44.5M params"},
+     "ResNet-101 v1.5 as torchvision (224x224, bottlenecks 3-4-23-3), 1000 classes, 44.5M params",
+     0},
     {"inception_v3", sf_zoo_inception_v3,
-     "Inception-v3 as torchvision without the aux head (299x299), 1000 classes, 23.8M params"},
+     "Inception-v3 as torchvision without the aux head (299x299), 1000 classes, 23.8M params",
+     0},
     {"rnntc", sf_zoo_rnntc,
      "RNN text classifier: embedding, 4 LSTM layers, 2 classes; seq 40, chunk 4, hidden 1024, "
-     "vocab 10000"},
+     "vocab 10000",
+     RNN_OPTS},
     {"rnnlm", sf_zoo_rnnlm,
      "RNN language model: embedding, 2 LSTM layers, linear + softmax; seq 40, chunk 4, "
-     "hidden 1024, vocab 10000"},
+     "hidden 1024, vocab 10000",
+     RNN_OPTS},
     {"nmt", sf_zoo_nmt,
      "NMT: 2-layer LSTM encoder and decoder, attention (1 head), linear + softmax; seq 40, "
-     "chunk 4, hidden 1024, vocab 32768"},
-    {"mlp", sf_zoo_mlp, "multilayer perceptron with relu; sizes 784-4096-4096-10 (mlp_sizes)"},
+     "chunk 4, hidden 1024, vocab 32768",
+     RNN_OPTS},
+    {"mlp", sf_zoo_mlp, "multilayer perceptron with relu; sizes 784-4096-4096-10 (mlp_sizes)",
+     SF_MODEL_OPT_MLP_SIZES},
     {"transformer", sf_zoo_transformer,
      "BERT-base-like encoder: 12 layers, hidden 768, 12 heads, ff 3072, seq 128, vocab 30522, "
-     "MLM head"},
+     "MLM head",
+     SF_MODEL_OPT_SEQ_LEN | SF_MODEL_OPT_HIDDEN | SF_MODEL_OPT_VOCAB},
 };
 
 #define ZOO_COUNT ((int)(sizeof zoo_models / sizeof zoo_models[0]))
@@ -61,6 +77,12 @@ const char *sf_model_name(int i) { return i >= 0 && i < ZOO_COUNT ? zoo_models[i
 
 const char *sf_model_summary(int i) {
     return i >= 0 && i < ZOO_COUNT ? zoo_models[i].summary : NULL;
+}
+
+unsigned sf_model_options_taken(const char *name) {
+    for (int i = 0; name && i < ZOO_COUNT; i++)
+        if (strcmp(zoo_models[i].name, name) == 0) return zoo_models[i].opts;
+    return 0;
 }
 
 static sf_status check_options(const sf_model_options *o, sf_error *err) {

@@ -31,6 +31,12 @@ expect_error() {
     grep -q '^soapflow: ' "$TMP/$name.err" || fail "$name: error line lacks 'soapflow: '"
 }
 
+# A usage error: expect_error with status 2.
+expect_usage() {
+    expect_error "$1"
+    [ "$(rc_of "$1")" -eq 2 ] || fail "$1: status $(rc_of "$1"), want 2: $(cat "$TMP/$1.err")"
+}
+
 # The same for a command that may warn first: the last line is the error.
 expect_error_last() {
     local name=$1 rc

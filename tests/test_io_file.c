@@ -202,6 +202,31 @@ static void test_write_check(void **state) {
     assert_int_equal(count_temps(tmp_dir), 0);
 }
 
+/* A name too long to take the ".tmp.XXXXXX" suffix (NAME_MAX 255) is still
+ * written whole, through a short temporary in the same directory. */
+static void test_long_name(void **state) {
+    (void)state;
+    char sub[128], path[512];
+    snprintf(sub, sizeof sub, "%s/long", tmp_dir);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    int n = snprintf(path, sizeof path, "%s/", sub);
+    memset(path + n, 'a', 250);
+    strcpy(path + n + 250, ".json"); /* 255 bytes: the longest name there is */
+    sf_error err = {0};
+    assert_int_equal(sf_write_file_atomic(path, "{}", 2, &err), SF_OK);
+    char *text = sf_read_file(path, NULL, &err);
+    assert_non_null(text);
+    assert_string_equal(text, "{}");
+    free(text);
+    DIR *d = opendir(sub);
+    assert_non_null(d);
+    int entries = 0;
+    for (struct dirent *e; (e = readdir(d)) != NULL;) entries += e->d_name[0] != '.';
+    closedir(d);
+    assert_int_equal(entries, 1); /* the file, no temporary left */
+    assert_int_equal(count_temps(sub), 0);
+}
+
 /* A signal that stops the program in the middle of a write: the child passes a
  * file size limit halfway, whose SIGXFSZ comes inside write(2); its handler does
  * what soapflow's does for SIGINT and SIGTERM (sf_write_file_abort, then end). */
@@ -247,6 +272,7 @@ int main(void) {
         cmocka_unit_test(test_directory_refused),
         cmocka_unit_test(test_read_bound),
         cmocka_unit_test(test_write_check),
+        cmocka_unit_test(test_long_name),
         cmocka_unit_test(test_signal_mid_write),
     };
     return cmocka_run_group_tests(tests, make_tmp_dir, remove_tmp_dir);

@@ -21,6 +21,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -77,7 +78,14 @@ static sf_status write_via_temp(const char *path, const char *target, const stru
     size_t n = strlen(target);
     char *tmp = malloc(n + 16);
     if (!tmp) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-    snprintf(tmp, n + 16, "%s.tmp.XXXXXX", target);
+    /* name.tmp.XXXXXX beside the target; a name too long to take the suffix
+     * gets .soapflow.XXXXXX in the same directory instead */
+    const char *slash = strrchr(target, '/');
+    size_t dir = slash ? (size_t)(slash - target) + 1 : 0;
+    if (n - dir + sizeof ".tmp.XXXXXX" - 1 <= NAME_MAX)
+        snprintf(tmp, n + 16, "%s.tmp.XXXXXX", target);
+    else
+        snprintf(tmp, n + 16, "%.*s.soapflow.XXXXXX", (int)dir, target);
     /* remembered before it exists: a signal that comes between mkstemp and
      * here would otherwise strand it */
     pending_tmp = tmp;

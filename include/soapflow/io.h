@@ -25,7 +25,8 @@ extern "C" {
 
 /* ---- files ------------------------------------------------------------- */
 
-/* Write data to path atomically: path.tmp.XXXXXX, fsync-free rename over path
+/* Write data to path atomically: path.tmp.XXXXXX (.soapflow.XXXXXX beside it for
+ * a name too long to take that suffix), fsync-free rename over path
  * (over the file a symbolic link names). An existing device or FIFO
  * (/dev/null) is written in place instead, never replaced. */
 sf_status sf_write_file_atomic(const char *path, const char *data, size_t len, sf_error *err);

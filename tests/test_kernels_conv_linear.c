@@ -430,6 +430,75 @@ static void test_conv_forward_vs_double(void **state) {
     }
 }
 
+/* The fast kernels stay inside the workspace they declare, forward and backward
+ * each with its own size: every tile of a few partitions runs with exactly
+ * sf_kernel_workspace_bytes of NaN followed by guard values that must survive.
+ * The last case has tiles whose windows lie wholly in the left padding
+ * (padding 3 wider than a 1-wide kernel's span plus a 1- or 2-column tile): the
+ * direct kernels' padded copy of the input once wrote its zero columns past
+ * the row, and past the end of the workspace. */
+#define WS_GUARD 16
+
+static void run_with_guard(const sf_kernel_args *a0, int backward) {
+    size_t bytes = sf_kernel_workspace_bytes(a0->op, &a0->tile, backward);
+    size_t n = bytes / sizeof(float);
+    float *buf = falloc((int64_t)(n + WS_GUARD));
+    for (size_t i = 0; i < n; i++) buf[i] = NAN;
+    for (size_t i = n; i < n + WS_GUARD; i++) buf[i] = 12345.0f;
+    sf_kernel_args a = *a0;
+    a.workspace = bytes ? buf : NULL;
+    a.workspace_bytes = bytes;
+    sf_status s = backward ? sf_kernel_backward(&a, 1) : sf_kernel_forward(&a, 1);
+    assert_int_equal(s, SF_OK);
+    for (size_t i = n; i < n + WS_GUARD; i++)
+        if (buf[i] != 12345.0f)
+            fail_msg("conv tile [%lld,%lld)x[%lld,%lld) %s wrote past its workspace (%zu bytes)",
+                     (long long)a.tile.lo[2], (long long)a.tile.hi[2], (long long)a.tile.lo[3],
+                     (long long)a.tile.hi[3], backward ? "backward" : "forward", bytes);
+    free(buf);
+}
+
+static void test_conv_workspace_bounds(void **state) {
+    (void)state;
+    static const conv_case all_padding = {3, 2, 10, 3, 1, 2, 1, 1, 1, 2, 3, 3, 2, 1, 0};
+    static const int degs[][4] = {{1, 1, 4, 4}, {2, 1, 3, 2}, {1, 1, 1, 9}};
+    for (int i = 0; i <= N_CONV_CASES; i++) {
+        one_op o;
+        conv_make(&o, i < N_CONV_CASES ? &conv_cases[i] : &all_padding);
+        sf_rng rng;
+        sf_rng_seed(&rng, 800 + (uint64_t)i);
+        float *x = falloc(o.n_in), *w = falloc(o.n_w), *dy = falloc(o.n_out);
+        float *dw = falloc(o.n_w), *y = falloc(o.n_out), *y_ref = falloc(o.n_out);
+        fill_random(&rng, x, o.n_in);
+        fill_random(&rng, w, o.n_w);
+        fill_random(&rng, dy, o.n_out);
+        for (int d = 0; d < (int)(sizeof degs / sizeof degs[0]); d++)
+            for (int p = 0; p < partition_count(degs[d], 4); p++) {
+                sf_tile t = partition_tile(&o.op->space, degs[d], p);
+                tile_run tr;
+                tile_run_init(&tr, o.op, &t, x, w, dy, dw);
+                run_with_guard(&tr.a, 0);
+                run_with_guard(&tr.a, 1);
+                if (!sf_tile_empty(&t)) region_copy(y, &o.op->out_shapes[0], &tr.o, tr.y, 1);
+                tile_run_free(&tr);
+            }
+        sf_tile whole = sf_tile_full(&o.op->space);
+        tile_run tr;
+        tile_run_init(&tr, o.op, &whole, x, w, NULL, NULL);
+        assert_int_equal(sf_kernel_forward(&tr.a, 0), SF_OK);
+        memcpy(y_ref, tr.y, (size_t)o.n_out * sizeof *y_ref);
+        tile_run_free(&tr);
+        assert_true(rel_err(y, y_ref, o.n_out) < 1e-5); /* the last partition, stitched */
+        free(x);
+        free(w);
+        free(dy);
+        free(dw);
+        free(y);
+        free(y_ref);
+        sf_graph_free(o.g);
+    }
+}
+
 /* ---- linear ------------------------------------------------------------ */
 
 typedef struct linear_case {
@@ -597,6 +666,7 @@ int main(void) {
         cmocka_unit_test(test_conv_forward_vs_double),
         cmocka_unit_test(test_conv_big_tiles),
         cmocka_unit_test(test_conv_gradients_fd),
+        cmocka_unit_test(test_conv_workspace_bounds),
         cmocka_unit_test(test_linear_tiles_fast_vs_ref),
         cmocka_unit_test(test_linear_gradients_fd),
         cmocka_unit_test(test_accumulation),

@@ -375,9 +375,12 @@ static void conv_direct_pad_input(const conv_geom *g, const conv_direct *d, cons
         for (int64_t ci = 0; ci < g->cin_g; ci++) {
             const float *src = x + (n * g->crn + ci) * g->ihn * g->iwn;
             float *dst = xp + (n * g->cin_g + ci) * d->ph * d->pw;
-            /* columns q0 <= q < q1 of a padded row are inside the region */
+            /* columns q0 <= q < q1 of a padded row are inside the region; a tile
+             * whose windows lie wholly in the left padding (padding wider than
+             * the kernel's span plus the tile) has none: q0 is clamped to the row */
             int64_t off = g->ow0 - d->pad_w - g->iw0;
             int64_t q0 = off < 0 ? -off : 0, q1 = g->iwn - off;
+            if (q0 > d->pw) q0 = d->pw;
             if (q1 > d->pw) q1 = d->pw;
             if (q1 < q0) q1 = q0;
             for (int64_t r = 0; r < d->ph; r++) {

@@ -55,12 +55,30 @@ static inline double err_floor_d(const float *a, const double *b, int64_t n, dou
 }
 
 /* A workspace of `bytes` filled with NaN: a kernel that reads scratch memory it
- * did not write first turns its results into NaN, which the checks catch. */
+ * did not write first turns its results into NaN, which the checks catch. Guard
+ * values follow the last declared byte; ws_free checks that they survived, so a
+ * kernel that writes past the workspace it declares fails the test in any build
+ * (one overran a conv tile's padding row where a float of slack hid it). */
+#define WS_GUARDS 16
+#define WS_GUARD_VALUE 1234.5f
+
 static inline float *ws_alloc(size_t bytes) {
-    int64_t n = (int64_t)(bytes / sizeof(float)) + 1;
-    float *p = falloc(n);
+    int64_t n = (int64_t)((bytes + sizeof(float) - 1) / sizeof(float));
+    float *p = falloc(n + WS_GUARDS);
     for (int64_t i = 0; i < n; i++) p[i] = NAN;
+    /* the bytes of a partial last float count as the workspace's */
+    for (int64_t i = n; i < n + WS_GUARDS; i++) p[i] = WS_GUARD_VALUE;
     return p;
+}
+
+static inline void ws_free(float *p, size_t bytes) {
+    if (!p) return;
+    int64_t n = (int64_t)((bytes + sizeof(float) - 1) / sizeof(float));
+    for (int64_t i = n; i < n + WS_GUARDS; i++)
+        if (p[i] != WS_GUARD_VALUE)
+            fail_msg("workspace of %zu bytes: written past its end (float %lld after it)", bytes,
+                     (long long)(i - n));
+    free(p);
 }
 
 /* mode 0: buf = full[region]; 1: full[region] = buf; 2: full[region] += buf.

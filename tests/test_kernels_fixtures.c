@@ -242,7 +242,7 @@ static void run_tile(const sf_op *op, const fixture *f, const sf_tile *t, int fa
         free(yb[i]);
         free(dyb[i]);
     }
-    free(wsp);
+    ws_free(wsp, ws);
 }
 
 static void expect_close(const char *c, const char *what, int fast, int parts, const float *got,

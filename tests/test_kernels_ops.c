@@ -168,6 +168,7 @@ static void kres_free(kres *r, const kop *o) {
 typedef struct ktile {
     sf_tile t, r[MAXIO], ot[MAXIO];
     float *x[MAXIO], *dx[MAXIO], *y[MAXIO], *dy[MAXIO], *ws;
+    size_t ws_bytes;
     const float *in_arr[MAXIO];
     const float *dy_arr[MAXIO];
     int32_t *labels;
@@ -215,7 +216,8 @@ static void ktile_init(ktile *kt, const kop *o, const sf_tile *t, const kdata *d
     }
     size_t wsb = sf_kernel_workspace_bytes(op, t, 0), wsb_b = sf_kernel_workspace_bytes(op, t, 1);
     if (wsb_b > wsb) wsb = wsb_b;
-    kt->ws = falloc((int64_t)(wsb / sizeof(float)) + 2);
+    kt->ws = ws_alloc(wsb);
+    kt->ws_bytes = wsb;
     kt->a = (sf_kernel_args){
         .op = op, .tile = *t, .n_inputs = o->n_in, .in = kt->in_arr, .in_region = kt->r,
         .n_outputs = o->n_out, .out = kt->y, .weights = o->n_w > 0 ? d->w : NULL,
@@ -234,7 +236,7 @@ static void ktile_free(ktile *kt, const kop *o) {
         free(kt->y[k]);
         free(kt->dy[k]);
     }
-    free(kt->ws);
+    ws_free(kt->ws, kt->ws_bytes);
     free(kt->labels);
 }
 

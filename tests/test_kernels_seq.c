@@ -164,7 +164,7 @@ static sf_status run_tile(const opx *o, const sf_tile *t, int fast, tensors *T) 
         free(yb[i]);
         free(dyb[i]);
     }
-    free(wsp);
+    ws_free(wsp, ws);
     return s;
 }
 
@@ -700,7 +700,7 @@ static void check_accumulates(const opx *o, const int *deg, int part, uint64_t s
         free(yb[i]);
         free(dyb[i]);
     }
-    free(wsp);
+    ws_free(wsp, ws);
     free(dw1);
     free(dw2);
     tensors_free(&T, o);

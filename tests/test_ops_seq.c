@@ -199,7 +199,7 @@ static void test_lstm_params_and_shapes(void **state) {
     check_shape(&op->out_shapes[0], 3, (int64_t[]){64, 40, 1024});
     check_shape(&op->out_shapes[1], 2, (int64_t[]){64, 1024});
     check_shape(&op->out_shapes[2], 2, (int64_t[]){64, 1024});
-    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_NONE, SF_DIM_PARAMETER});
+    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_NONE, SF_DIM_NONE});
 
     /* torch.nn.LSTM(512, 256): 4*256*(512+256) + 8*256 = 788480 */
     int x2 = add_input(g, "x2", 3, (int64_t[]){2, 3, 512});
@@ -245,34 +245,35 @@ static void test_lstm_tiles_and_flops(void **state) {
     assert_true(c.flops_fwd == 5 * (1728.0 + 240.0));
     assert_true(c.flops_bwd == 5 * (2 * 1728.0 + 240.0));
 
-    /* samples [0, 2), hidden units [2, 5): gemm 2*2*12*9 = 432, elementwise 60 */
-    sf_tile t = mk_tile(3, (int64_t[]){0, 0, 2}, (int64_t[]){2, 5, 5});
+    /* samples [0, 2), all steps and units (H is not split: op_lstm.c):
+     * gemm 2*2*24*9 = 864, elementwise 10*2*6 = 120 */
+    sf_tile t = mk_tile(3, (int64_t[]){0, 0, 0}, (int64_t[]){2, 5, 6});
     sf_op_tile_cost(op, &t, &c);
-    assert_true(c.flops_fwd == 5 * (432.0 + 60.0));
-    assert_true(c.flops_bwd == 5 * (864.0 + 60.0));
+    assert_true(c.flops_fwd == 5 * (864.0 + 120.0));
+    assert_true(c.flops_bwd == 5 * (1728.0 + 120.0));
     sf_tile r;
     sf_op_input_region(op, &t, 0, &r);
     check_tile(&r, 3, (int64_t[]){0, 0, 0}, (int64_t[]){2, 5, 3});
-    sf_op_input_region(op, &t, 1, &r); /* the whole previous h */
+    sf_op_input_region(op, &t, 1, &r);
     check_tile(&r, 2, (int64_t[]){0, 0}, (int64_t[]){2, 6});
-    sf_op_input_region(op, &t, 2, &r); /* only its own cells */
-    check_tile(&r, 2, (int64_t[]){0, 2}, (int64_t[]){2, 5});
+    sf_op_input_region(op, &t, 2, &r);
+    check_tile(&r, 2, (int64_t[]){0, 0}, (int64_t[]){2, 6});
     sf_tile o;
     sf_op_output_tile(op, &t, 0, &o);
-    check_tile(&o, 3, (int64_t[]){0, 0, 2}, (int64_t[]){2, 5, 5});
+    check_tile(&o, 3, (int64_t[]){0, 0, 0}, (int64_t[]){2, 5, 6});
     sf_op_output_tile(op, &t, 1, &o);
-    check_tile(&o, 2, (int64_t[]){0, 2}, (int64_t[]){2, 5});
+    check_tile(&o, 2, (int64_t[]){0, 0}, (int64_t[]){2, 6});
     sf_op_output_tile(op, &t, 2, &o);
-    check_tile(&o, 2, (int64_t[]){0, 2}, (int64_t[]){2, 5});
+    check_tile(&o, 2, (int64_t[]){0, 0}, (int64_t[]){2, 6});
     sf_op_output_tile(op, &t, 3, &o); /* no such output */
     assert_int_equal(o.ndim, 0);
-    assert_true(sf_op_tile_weights(op, &t) == (op->n_params + 1) / 2);
+    assert_true(sf_op_tile_weights(op, &t) == op->n_params); /* replicas, never shards */
 
     sf_op_mem m;
     sf_op_tile_memory(op, &t, &m);
-    assert_true(m.output_bytes == (30.0 + 6 + 6) * 4);
-    /* inputs 30 + 12 + 6, gates and cells 5 * 30 */
-    assert_true(m.saved_bytes == (48.0 + 150.0) * 4);
+    assert_true(m.output_bytes == (60.0 + 12 + 12) * 4);
+    /* inputs 30 + 12 + 12, gates and cells 5 * 60 */
+    assert_true(m.saved_bytes == (54.0 + 300.0) * 4);
 
     /* last of three uneven sample parts of 4: [2, 4) (sf_split_range) */
     int64_t lo, hi;
@@ -301,7 +302,7 @@ static void test_attention_params(void **state) {
     const sf_op *op = sf_graph_op(g, id);
     assert_true(op->n_params == 2362368); /* torch.nn.MultiheadAttention(768, 12) */
     check_shape(&op->out_shapes[0], 3, (int64_t[]){8, 128, 768});
-    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_PARAMETER});
+    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_NONE});
     p.attention.bias = 0;
     id = add_ok(g, SF_OP_ATTENTION, "mha_nobias", &p, (sf_tensor_ref[]){{x, 0}}, 1);
     assert_true(sf_graph_op(g, id)->n_params == 4 * 768 * 768);
@@ -353,12 +354,13 @@ static void test_attention_tiles_and_flops(void **state) {
     assert_true(c.flops_fwd == 5696.0);
     assert_true(c.flops_bwd == 2 * 5696.0);
 
-    /* self attention split on Tq: the one input is needed in all T rows */
-    sf_tile t = mk_tile(3, (int64_t[]){0, 1, 0}, (int64_t[]){1, 3, 4});
+    /* self attention split on Tq (D is never split: op_attention.c): the one
+     * input is needed in all T rows, and the tile holds all the weights */
+    sf_tile t = mk_tile(3, (int64_t[]){0, 1, 0}, (int64_t[]){1, 3, 8});
     sf_tile r;
     sf_op_input_region(op, &t, 0, &r);
     check_tile(&r, 3, (int64_t[]){0, 0, 0}, (int64_t[]){1, 4, 8});
-    assert_true(sf_op_tile_weights(op, &t) == 144);
+    assert_true(sf_op_tile_weights(op, &t) == 288);
 
     /* causal: rows [1, 3) need keys [0, 3) only */
     p.attention.causal = 1;
@@ -368,14 +370,14 @@ static void test_attention_tiles_and_flops(void **state) {
     check_tile(&r, 3, (int64_t[]){0, 0, 0}, (int64_t[]){1, 3, 8});
     sf_op_tile_cost(op, &full, &c);
     assert_true(c.flops_fwd == 5696.0); /* the full tile sees every key */
-    /* rows [1, 3), D [0, 4) project and score keys [0, 3): Q 128, K+V 384,
-     * scores + context 96, output 128, softmax 30, bias adds 8 + 24 + 8 */
+    /* rows [1, 3) project and score keys [0, 3): Q 256, K+V 768, scores +
+     * context 192, output 256, softmax 5*2*2*3 = 60, bias adds 16 + 48 + 16 */
     sf_op_tile_cost(op, &t, &c);
-    assert_true(c.flops_fwd == 806.0);
+    assert_true(c.flops_fwd == 1612.0);
 
-    /* cross attention without bias, Tk = 6: tile n=1, rows [1, 3), D [0, 4):
-     * Q 2*1*2*8*4 = 128, K+V 4*1*6*8*4 = 768, scores + context 2*96,
-     * output 128, softmax 5*1*1*2*6 = 60 */
+    /* cross attention without bias, Tk = 6: tile n=1, rows [1, 3):
+     * Q 2*1*2*8*8 = 256, K+V 4*1*6*8*8 = 1536, scores + context 2*192,
+     * output 256, softmax 5*1*2*2*6 = 120 */
     p.attention.causal = 0;
     p.attention.bias = 0;
     int cross = add_ok(g, SF_OP_ATTENTION, "cross", &p, (sf_tensor_ref[]){{q, 0}, {mem, 0}}, 2);
@@ -386,13 +388,13 @@ static void test_attention_tiles_and_flops(void **state) {
     sf_op_input_region(op, &t, 1, &r);
     check_tile(&r, 3, (int64_t[]){0, 0, 0}, (int64_t[]){1, 6, 8});
     sf_op_tile_cost(op, &t, &c);
-    assert_true(c.flops_fwd == 1276.0);
-    /* saved: query rows 16 + memory 48, Q 8, K+V 48, probabilities 12, context 8 */
+    assert_true(c.flops_fwd == 2552.0);
+    /* saved: query rows 16 + memory 48, Q 16, K+V 96, probabilities 24, context 16 */
     sf_op_mem m;
     sf_op_tile_memory(op, &t, &m);
-    assert_true(m.saved_bytes == 140.0 * 4);
-    assert_true(m.output_bytes == 8.0 * 4);
-    assert_true(m.weight_bytes == 128.0 * 4);
+    assert_true(m.saved_bytes == 216.0 * 4);
+    assert_true(m.output_bytes == 16.0 * 4);
+    assert_true(m.weight_bytes == 256.0 * 4);
     sf_graph_free(g);
 }
 

@@ -146,7 +146,7 @@ typedef enum sf_dim_kind {
     SF_DIM_NONE = 0,      /* cannot be split (degree must be 1) */
     SF_DIM_SAMPLE = 1,    /* the batch */
     SF_DIM_ATTRIBUTE = 2, /* splitting keeps weights whole: height, width, sequence */
-    SF_DIM_PARAMETER = 3, /* splitting splits the weights: channels, vocabulary, heads */
+    SF_DIM_PARAMETER = 3, /* splitting splits the weights: channels, features, embedding columns */
     SF_DIM_KIND_COUNT
 } sf_dim_kind;
 

@@ -9,15 +9,20 @@
  *
  * Parallel space: the output (N, Tq, D). N is the sample dimension; Tq an
  * attribute (a block of query rows needs every key and value, so the K and V
- * projections are recomputed by each Tq part, which the cost below counts); D is
- * a parameter dimension standing for the heads: a part holding a share f of D
- * holds f of the Q, K, V projection rows (f of the heads) and f of the output
- * projection's rows, and computes f of the heads and f of the output columns.
- * Strictly, each output column needs the context of *every* head, so a head split
- * implies a gather of head outputs before the output projection (Megatron-style
- * would instead reduce partial outputs). That exchange is folded into this
- * approximation: it is neither a region of an input nor a separate transfer.
- * D tiles are not forced onto head boundaries; shares are fractional.
+ * projections are recomputed by each Tq part, which the cost below counts); D
+ * cannot be split (SF_DIM_NONE). It was a parameter dimension standing for the
+ * heads, priced as if a part holding a share f of D held and updated f of every
+ * projection. The kernels cannot run that: a D part computes its output columns
+ * exactly only by computing the context of *every* head (each output column
+ * reads all of them), so it reads and accumulates into ALL of W_q, W_k, W_v and
+ * their biases, and only its rows of W_o and b_o (see the kernels below). Its
+ * weight shard is then not "its share": the simulator's sync (an all-reduce of
+ * f of the weights among the replicas of that share) would be wrong, the head
+ * computation would be repeated by every part, and a head split proper (a part
+ * owning whole heads) would need a gather of the heads' contexts, or Megatron's
+ * reduction of partial outputs, that no tile region expresses. So a tile holds
+ * all of D, all the weights are replicas of one shard, and the kernels' D
+ * support (exact by accumulation, tested) is left for a future head split.
  *
  * Regions: the query rows of the tile (all D: every projection reads all input
  * features); the memory: all Tk rows. For self-attention the one input is both,
@@ -44,11 +49,11 @@
  * N and Tq splits are exact: the tile's query rows attend to every key its
  * region holds (self-attention: region rows [0, T), or [0, q1) when causal,
  * where the query rows sit at offset q0; cross: the query region is the tile's
- * rows, the memory all Tk). A D split is computed exactly too, not by heads:
+ * rows, the memory all Tk). The kernels also take a tile with a part of D,
+ * which the space never offers (see above): computed exactly, not by heads,
  * the tile computes the context of *all* heads for its rows, then only its
- * output columns y = ctx W_o[d0:d1]^T + b_o[d0:d1]. Correctness first: every D
- * part recomputes the whole attention (the cost model's share is an
- * approximation). Backward is exact by linearity: the tile's dy gives a partial
+ * output columns y = ctx W_o[d0:d1]^T + b_o[d0:d1], so every D part recomputes
+ * the whole attention. Backward is exact by linearity: the tile's dy gives a partial
  * dctx = dy W_o[d0:d1], whose gradients into W_q, W_k, W_v, their biases and the
  * inputs are summed over the D parts by accumulation, so a D-split tile
  * accumulates into ALL rows of W_q, W_k, W_v and their biases (beyond the rows
@@ -134,7 +139,7 @@ static void attention_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds
     *space = op->out_shapes[0];
     kinds[0] = SF_DIM_SAMPLE;
     kinds[1] = SF_DIM_ATTRIBUTE;
-    kinds[2] = SF_DIM_PARAMETER;
+    kinds[2] = SF_DIM_NONE; /* a D part uses all of W_q, W_k, W_v: see the header */
 }
 
 static void attention_region(const sf_op *op, const sf_tile *t, int input, sf_tile *r) {

@@ -10,13 +10,21 @@
  * Parallel space: y (N, T, H). N is the sample dimension. T cannot be split
  * inside one operator: step t needs h(t-1), so the steps are sequential; FlexFlow
  * gets parallelism across time by unrolling the RNN into one operator per chunk
- * of steps (models do that), not by splitting T here. H is a parameter dimension:
- * a part owns the rows of W_ih and W_hh (and biases) of its hidden units' four
- * gates, so it computes its units' gates and cell state alone, but the recurrent
- * product W_hh h(t-1) needs the *whole* previous h. The implied all-gather of h
- * every step is part of this operator's internal cost, not a graph transfer;
- * the regions say what the tile needs from its inputs: all of x's features, all
- * of h0, and only its own units of c0.
+ * of steps (models do that), not by splitting T here. H cannot be split either
+ * (SF_DIM_NONE), although it looks like a parameter dimension: a part owning
+ * the gate rows of its hidden units computes their gates and cell state alone,
+ * but the recurrent product W_hh h(t-1) needs the *whole* previous h, produced
+ * by the other parts at step t-1. That is an all-gather of h after every step,
+ * which neither a kernel call (one call runs every step) nor the task graph
+ * (whose transfers are regions of operator inputs, once per iteration) can
+ * express, and which the simulator never priced. Recomputing every unit in each
+ * part is no way out: the weight gradients would land on rows the part does not
+ * own. It was a parameter dimension until the runtime had to execute what the
+ * planner offers (the `model` baseline split rnnlm's LSTMs 16 ways on H, which
+ * the kernels refuse); splitting H end to end would need that per-step exchange
+ * in the task graph, the simulator and the runtime. So the only split is N, and
+ * the weights are never sharded, only replicated. The regions: all of x's
+ * features, all of h0 and c0, for the tile's samples.
  *
  * FLOPs per step, for a tile with n samples and h hidden units: the gate gemm
  * 2 * n * 4h * (I + H), plus LSTM_EW_FLOPS elementwise operations per hidden unit
@@ -30,16 +38,10 @@
  * Per step, gates (n, 4H) = x_t W_ih^T + h_{t-1} W_hh^T + b_ih + b_hh;
  * i, f, o = sigmoid, g = tanh; c_t = f c_{t-1} + i g; h_t = o tanh(c_t).
  *
- * Supported tiles: an N range with the whole of T and of H. A tile with a part
- * of H owns only its units' gates, yet step t needs the whole h_{t-1}, produced
- * by the other H parts at step t-1: it can only be computed step by step with an
- * exchange (all-gather) of h between the parts after every step, which a single
- * kernel call cannot do. Recomputing every unit redundantly in each part is not
- * possible either: c0's region holds only the tile's own units, and the weight
- * gradients would land on rows the part does not own. So a partial H range (and
- * a partial T range, whose final states would not be hT and cT) returns
- * SF_ERR_UNSUPPORTED; the runtime splits an LSTM on N only (or unrolls T into
- * chunk operators).
+ * Supported tiles: an N range with the whole of T and of H, which is every tile
+ * of the space. A tile with a part of H or of T (outside the space, see above:
+ * the exchange of h, and final states that would not be hT and cT) returns
+ * SF_ERR_UNSUPPORTED from both kernels.
  *
  * Workspace (floats), forward: gates (n, T, 4H) (activated), the hidden states
  * hs (n, T+1, H) with hs[:, 0] = h0 and the cell states cs (n, T+1, H) with
@@ -107,7 +109,7 @@ static void lstm_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {
     *space = op->out_shapes[0];
     kinds[0] = SF_DIM_SAMPLE;
     kinds[1] = SF_DIM_NONE;
-    kinds[2] = SF_DIM_PARAMETER;
+    kinds[2] = SF_DIM_NONE; /* the exchange of h each step: see the header */
 }
 
 static void lstm_region(const sf_op *op, const sf_tile *t, int input, sf_tile *r) {
@@ -115,7 +117,7 @@ static void lstm_region(const sf_op *op, const sf_tile *t, int input, sf_tile *r
     *r = sf_tile_full(in);
     r->lo[0] = t->lo[0];
     r->hi[0] = t->hi[0];
-    if (input == 2) { /* c0: only the tile's own hidden units */
+    if (input == 2) { /* c0: the tile's own hidden units (all of them: H is never split) */
         r->lo[1] = t->lo[2];
         r->hi[1] = t->hi[2];
     }

@@ -15,9 +15,10 @@
  *           one when it has several (ties: the first), into
  *           min(devices, size, SF_MAX_PARTS) parts, part i on device i.
  *           Operators without weights, and those whose weights have no
- *           parameter dimension to split (layernorm), are data parallel:
- *           model parallelism says nothing about them, and data parallelism is
- *           what OptCNN's baseline did between the layers it split.
+ *           parameter dimension to split (layernorm, lstm, attention), are
+ *           data parallel: model parallelism says nothing about them, and data
+ *           parallelism is what OptCNN's baseline did between the layers it
+ *           split.
  *   owt     Krizhevsky's "one weird trick": linear layers as in `model`
  *           (parameter dimension over all devices); every other operator
  *           (convolutions, pools, norms, activations, and the elementwise

@@ -408,6 +408,56 @@ void sf_op_tile_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m);
  * hold replicas of the same shard). */
 int64_t sf_op_tile_weights(const sf_op *op, const sf_tile *t);
 
+/* ---- the weights of an operator: slices and parameter tensors ---------- */
+
+/* Positions below are in the operator's full parameter layout (soapflow/kernels.h
+ * gives each operator's), the one buffer of n_params floats its kernels read.
+ * An operator that shares another's weights (weight_owner >= 0) has the same
+ * layout, and answers for it as the owner would. */
+
+#define SF_MAX_WEIGHT_SLICES 4
+/* A strided run of elements in an operator's full parameter layout (soapflow/kernels.h):
+ * `count` rows of `len` contiguous elements, the first at `offset`, each `stride` after the previous. */
+typedef struct sf_weight_slice {
+    int64_t offset, len, stride, count;
+} sf_weight_slice;
+
+/* The weight elements that tile t reads forward and accumulates into backward: fills out[]
+ * (capacity SF_MAX_WEIGHT_SLICES) and returns how many; 0 for an operator without weights.
+ * Their elements add up to sf_op_tile_weights(op, t); tiles that differ on a parameter
+ * dimension get disjoint slices; the slices of a tile whole on its parameter dimensions cover
+ * the whole parameter layout. The slices are disjoint, in increasing order, none empty,
+ * contiguous neighbours merged (a slice with count 1 has stride len); an empty tile reads
+ * nothing and gets none. The runtime all-reduces and updates exactly these elements among
+ * the replicas of a shard. */
+int sf_op_weight_slices(const sf_op *op, const sf_tile *t, sf_weight_slice *out);
+
+#define SF_MAX_PARAMS 4
+/* How a parameter tensor starts training (PyTorch's default for its module). */
+typedef enum sf_param_init {
+    SF_INIT_UNIFORM = 0, /* U(-a, a) */
+    SF_INIT_NORMAL,      /* N(0, a^2) */
+    SF_INIT_CONST,       /* every element a */
+    SF_INIT_COUNT
+} sf_param_init;
+
+/* One parameter tensor of an operator: a contiguous piece of its layout. */
+typedef struct sf_param_desc {
+    const char *name;   /* PyTorch's name: "weight", "bias", "weight_ih_l0", "in_proj_weight", "out_proj.weight" ... */
+    sf_shape shape;     /* PyTorch's shape */
+    int64_t offset;     /* first element in the full parameter layout */
+    sf_param_init init; /* PyTorch's default initialization of the module */
+    double a;           /* UNIFORM: bound (U(-a, a)); NORMAL: std; CONST: value */
+} sf_param_desc;
+
+/* The parameter tensors of op's full layout, in layout order, contiguous, adding up to the
+ * layout's size (op->n_params); fills out[] (capacity SF_MAX_PARAMS) and returns how many (0:
+ * none). Checkpoints name them "<op>.<name>" (safetensors); an operator sharing weights
+ * describes its owner's tensors, stored once under the owner's name. */
+int sf_op_param_descs(const sf_op *op, sf_param_desc *out);
+/* "uniform", "normal", "const"; "?" when out of range. */
+const char *sf_param_init_name(sf_param_init init);
+
 #ifdef __cplusplus
 }
 #endif

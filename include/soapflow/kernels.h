@@ -24,7 +24,8 @@
  *
  * Weights are the operator's whole parameter tensor, always in full layout; a
  * tile split on a parameter dimension reads (and, backward, accumulates into)
- * only the rows it owns. Layouts (fp32, row-major, bias right after weights):
+ * only the rows it owns: exactly the elements sf_op_weight_slices gives
+ * (soapflow/graph.h), whose sf_op_param_descs name the tensors below. Layouts (fp32, row-major, bias right after weights):
  *   conv2d  W (C_out, C_in/groups, kh, kw), then bias (C_out) when bias is on
  *   linear  W (out_features, in_features),   then bias (out_features) when on
  *   batchnorm  scale (C), then shift (C), when affine (else no weights)

@@ -24,6 +24,12 @@
  * all of D, all the weights are replicas of one shard, and the kernels' D
  * support (exact by accumulation, tested) is left for a future head split.
  *
+ * Every tile reads and accumulates into all the weights (the default
+ * sf_op_weight_slices). The parameter tensors are torch.nn.MultiheadAttention's,
+ * in this layout's order: in_proj_weight (3D, D) by xavier_uniform, out_proj.weight
+ * (D, D) as a Linear's, and, with bias, in_proj_bias (3D) and out_proj.bias (D),
+ * both zero.
+ *
  * Regions: the query rows of the tile (all D: every projection reads all input
  * features); the memory: all Tk rows. For self-attention the one input is both,
  * so a tile needs all T rows of it, or rows [0, hi) with a causal mask, since
@@ -194,6 +200,24 @@ static void attention_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) 
     double mid_b = (s.q + s.kv + s.scores + s.ctx) * SF_ELEM_BYTES; /* written, read back */
     cost->bytes_fwd = in_b + w_b + out_b + 2 * mid_b;
     cost->bytes_bwd = 2 * in_b + 2 * w_b + out_b + 2 * mid_b;
+}
+
+/* torch.nn.MultiheadAttention(D, heads, bias): in_proj_weight (3D, D) by
+ * xavier_uniform (bound sqrt(6 / (fan_in + fan_out)) = sqrt(6 / 4D)), out_proj
+ * as a Linear(D, D) (U(+-1/sqrt(D))), both biases zero; in this file's layout
+ * order (both weights, then both biases), not PyTorch's registration order. No
+ * weight_slices: D is never split, every tile uses all the weights. */
+static int attention_param_descs(const sf_op *op, sf_param_desc *out) {
+    int64_t d = op->params.attention.embed_dim;
+    out[0] = sf_param_make("in_proj_weight", 2, (int64_t[]){3 * d, d}, 0, SF_INIT_UNIFORM,
+                           sqrt(6.0 / (double)(4 * d)));
+    out[1] = sf_param_make("out_proj.weight", 2, (int64_t[]){d, d}, 3 * d * d, SF_INIT_UNIFORM,
+                           1.0 / sqrt((double)d));
+    if (!op->params.attention.bias) return 2;
+    out[2] = sf_param_make("in_proj_bias", 1, (int64_t[]){3 * d}, 4 * d * d, SF_INIT_CONST, 0.0);
+    out[3] = sf_param_make("out_proj.bias", 1, (int64_t[]){d}, 4 * d * d + 3 * d, SF_INIT_CONST,
+                           0.0);
+    return 4;
 }
 
 static void attention_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
@@ -549,6 +573,7 @@ const sf_op_class sf_op_attention_class = {
     .region = attention_region,
     .cost = attention_cost,
     .memory = attention_memory,
+    .param_descs = attention_param_descs,
     .fwd_ref = attention_fwd_ref,
     .fwd_fast = attention_fwd_fast,
     .bwd_ref = attention_bwd_ref,

@@ -12,6 +12,16 @@
  * Splitting N or the spatial dimensions makes each part normalize with its own
  * statistics (per-device batch norm, as data-parallel frameworks do by default).
  *
+ * What runs exactly, on both kernels: every split. A tile reads and accumulates
+ * into the scale and shift of its channels only (sf_op_weight_slices: two runs,
+ * [c0, c1) and C + [c0, c1)); parameter tensors as torch.nn.BatchNorm*d's,
+ * weight (C) ones and bias (C) zeros. A split on N or on the positions is
+ * exact per part but is not what one device computes: each part normalizes
+ * with its own statistics (see the kernels below), so P ranks train a slightly
+ * different model from one rank. That is kept on purpose: it is what
+ * data-parallel training without SyncBatchNorm does, and taking N out of the
+ * space would leave a CNN with batch norm no data parallelism at all.
+ *
  * FLOPs per element: forward 8 with affine (1 for the mean, 3 for the variance,
  * 2 to normalize, 2 to scale and shift), 6 without; backward 12 with affine
  * (2 for the scale and shift gradients, 10 for the input gradient's two
@@ -102,6 +112,22 @@ static void batchnorm_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) 
     /* backward reads input and output gradient twice (reductions, then the
      * input gradient) and writes the input gradient and the weight gradients */
     cost->bytes_bwd = 4 * b + b + 2 * w_b;
+}
+
+/* The scale and the shift of the tile's channels [c0, c1). */
+static int batchnorm_weight_slices(const sf_op *op, const sf_tile *t, sf_weight_slice *out) {
+    int64_t c = op->in_shapes[0].d[1], c0 = t->lo[1], ct = t->hi[1] - t->lo[1];
+    out[0] = sf_weight_run(c0, ct);
+    out[1] = sf_weight_run(c + c0, ct);
+    return 2;
+}
+
+/* torch.nn.BatchNorm*d(affine=True): weight (C) ones, bias (C) zeros. */
+static int batchnorm_param_descs(const sf_op *op, sf_param_desc *out) {
+    int64_t c = op->in_shapes[0].d[1];
+    out[0] = sf_param_make("weight", 1, (int64_t[]){c}, 0, SF_INIT_CONST, 1.0);
+    out[1] = sf_param_make("bias", 1, (int64_t[]){c}, c, SF_INIT_CONST, 0.0);
+    return 2;
 }
 
 /* ---- kernels ----------------------------------------------------------- */
@@ -309,6 +335,8 @@ const sf_op_class sf_op_batchnorm_class = {
     .space = batchnorm_space,
     .region = batchnorm_region,
     .cost = batchnorm_cost,
+    .weight_slices = batchnorm_weight_slices,
+    .param_descs = batchnorm_param_descs,
     .fwd_ref = batchnorm_fwd_ref,
     .fwd_fast = batchnorm_fwd_fast,
     .bwd_ref = batchnorm_bwd_ref,

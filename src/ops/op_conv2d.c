@@ -5,6 +5,13 @@
  * C_out a parameter dimension (splitting it splits the filters), H and W attribute
  * dimensions (splitting them keeps the filters whole but needs a halo of input rows).
  *
+ * Every split runs exactly on both kernels (tests/test_ops_slices.c): a tile reads
+ * and, backward, accumulates into the filters of its output channels (rows
+ * [c0, c1) of W) and their biases, which is what sf_op_weight_slices gives, so
+ * parts that differ on C_out own disjoint shards and the others replicate them.
+ * The parameter tensors are torch.nn.Conv2d's: weight (C_out, C_in/groups, kh, kw)
+ * and bias (C_out), both U(+-1/sqrt(fan_in)), fan_in = C_in/groups * kh * kw.
+ *
  * FLOPs count a multiply-add as two. Forward: 2 * MACs, plus one add per output
  * element for the bias. Backward: the input gradient and the weight gradient each
  * cost as much as the forward pass (2 * 2 * MACs), plus the bias gradient's sum.
@@ -24,6 +31,7 @@
  * Per-image im2col of the whole tile was rejected: (K, N*H*W) columns of a ResNet
  * layer are hundreds of MiB.
  */
+#include <math.h>
 #include <stddef.h>
 #include <string.h>
 
@@ -136,6 +144,38 @@ static void conv2d_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     cost->bytes_fwd = in_b + w_b + out_b;
     /* backward reads input, weights and output gradient; writes both gradients */
     cost->bytes_bwd = 2 * in_b + 2 * w_b + out_b;
+}
+
+/* Filter elements per output channel: C_in/groups * kh * kw. */
+static int64_t conv2d_fan_in(const sf_op *op) {
+    const sf_conv2d_params *c = &op->params.conv2d;
+    return op->in_shapes[0].d[1] / c->groups * c->kernel[0] * c->kernel[1];
+}
+
+/* The filters of the tile's output channels (rows [c0, c1) of W), then their biases. */
+static int conv2d_weight_slices(const sf_op *op, const sf_tile *t, sf_weight_slice *out) {
+    const sf_conv2d_params *c = &op->params.conv2d;
+    int64_t k = conv2d_fan_in(op), c0 = t->lo[1], ct = t->hi[1] - t->lo[1];
+    out[0] = sf_weight_run(c0 * k, ct * k);
+    if (!c->bias) return 1;
+    out[1] = sf_weight_run(c->out_channels * k + c0, ct);
+    return 2;
+}
+
+/* torch.nn.Conv2d: weight and bias both U(+-1/sqrt(fan_in)) (kaiming_uniform
+ * with a = sqrt(5) gives that bound for the weight). */
+static int conv2d_param_descs(const sf_op *op, sf_param_desc *out) {
+    const sf_conv2d_params *c = &op->params.conv2d;
+    int64_t k = conv2d_fan_in(op);
+    double bound = 1.0 / sqrt((double)k);
+    out[0] = sf_param_make("weight", 4,
+                           (int64_t[]){c->out_channels, op->in_shapes[0].d[1] / c->groups,
+                                       c->kernel[0], c->kernel[1]},
+                           0, SF_INIT_UNIFORM, bound);
+    if (!c->bias) return 1;
+    out[1] = sf_param_make("bias", 1, (int64_t[]){c->out_channels}, c->out_channels * k,
+                           SF_INIT_UNIFORM, bound);
+    return 2;
 }
 
 /* ---- kernels ----------------------------------------------------------- */
@@ -1095,6 +1135,8 @@ const sf_op_class sf_op_conv2d_class = {
     .space = conv2d_space,
     .region = conv2d_region,
     .cost = conv2d_cost,
+    .weight_slices = conv2d_weight_slices,
+    .param_descs = conv2d_param_descs,
     .fwd_ref = conv2d_fwd_ref,
     .fwd_fast = conv2d_fwd_fast,
     .bwd_ref = conv2d_bwd_ref,

@@ -11,6 +11,13 @@
  * partial outputs, which a tile of the output cannot express; D is the split that
  * maps to a rectangle of the output.
  *
+ * A tile owns columns [d0, d1) of every row of the table (sf_op_weight_slices:
+ * V rows of d1 - d0 elements, D apart): it reads and accumulates into no other
+ * column, on every split, with both kernels. Its backward pass touches only the
+ * rows of the ids it saw, but those depend on the data; the slice is what the
+ * part owns and synchronizes. The parameter tensor is torch.nn.Embedding's
+ * weight (V, D), N(0, 1).
+ *
  * FLOPs: the forward pass is a gather: no arithmetic, only bytes (the ids, the
  * gathered rows, the output). The backward pass scatter-adds the output gradient
  * into the table gradient: D adds per token.
@@ -98,6 +105,27 @@ static void embedding_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) 
     cost->bytes_bwd = ids_b + 3 * outs * SF_ELEM_BYTES;
 }
 
+/* Columns [d0, d1) of every row of the table: V rows of d1 - d0, D apart. A
+ * backward pass adds only into the rows of the ids it saw, but which those are
+ * depends on the data; the slice is what the part owns and synchronizes. */
+static int embedding_weight_slices(const sf_op *op, const sf_tile *t, sf_weight_slice *out) {
+    const sf_embedding_params *e = &op->params.embedding;
+    int last = t->ndim - 1;
+    out[0] = (sf_weight_slice){.offset = t->lo[last],
+                               .len = t->hi[last] - t->lo[last],
+                               .stride = e->embedding_dim,
+                               .count = e->num_embeddings};
+    return 1;
+}
+
+/* torch.nn.Embedding: weight (V, D), N(0, 1). */
+static int embedding_param_descs(const sf_op *op, sf_param_desc *out) {
+    const sf_embedding_params *e = &op->params.embedding;
+    out[0] = sf_param_make("weight", 2, (int64_t[]){e->num_embeddings, e->embedding_dim}, 0,
+                           SF_INIT_NORMAL, 1.0);
+    return 1;
+}
+
 /* ---- kernels ----------------------------------------------------------- */
 
 /* The id of token value v, or -1 when it is not an integer in [0, V). */
@@ -181,6 +209,8 @@ const sf_op_class sf_op_embedding_class = {
     .space = embedding_space,
     .region = embedding_region,
     .cost = embedding_cost,
+    .weight_slices = embedding_weight_slices,
+    .param_descs = embedding_param_descs,
     .fwd_ref = embedding_fwd_ref,
     .fwd_fast = embedding_fwd_fast,
     .bwd_ref = embedding_bwd_ref,

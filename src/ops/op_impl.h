@@ -14,6 +14,12 @@
  *   out_axes -> output 0 follows the space dimension for dimension (the default
  *               out_tile); other outputs: no map (an op with out_tile should set it)
  *   memory   -> weights from sf_op_tile_weights, saved = inputs' regions, output = tile
+ *   weight_slices -> one slice of all n_params elements: right for an operator
+ *               without parameter dimensions (layernorm, lstm, attention), wrong
+ *               for one with (each must say which elements a tile owns)
+ *   param_descs   -> one flat tensor "weight" of n_params zeros (a placeholder
+ *               that keeps checkpoints complete; every operator with weights sets
+ *               its own, and tests/test_ops_slices.c checks that they do)
  */
 #ifndef SOAPFLOW_OP_IMPL_H
 #define SOAPFLOW_OP_IMPL_H
@@ -58,6 +64,16 @@ typedef struct sf_op_class {
     void (*cost)(const sf_op *op, const sf_tile *t, sf_op_cost *c);
     void (*memory)(const sf_op *op, const sf_tile *t, sf_op_mem *m);
 
+    /* The weight elements a tile reads and accumulates into (sf_op_weight_slices):
+     * fills out (capacity SF_MAX_WEIGHT_SLICES), returns how many. Called only
+     * for non-empty tiles of operators with weights; the registry drops empty
+     * slices and merges contiguous ones. NULL: the whole layout. */
+    int (*weight_slices)(const sf_op *op, const sf_tile *t, sf_weight_slice *out);
+    /* The parameter tensors of the full layout (sf_op_param_descs): fills out
+     * (capacity SF_MAX_PARAMS), returns how many. Called only for operators with
+     * weights. NULL: a placeholder (see above). */
+    int (*param_descs)(const sf_op *op, sf_param_desc *out);
+
     /* Kernels (see soapflow/kernels.h): reference and fast, forward and backward,
      * and the scratch memory a tile needs (NULL: none). */
     sf_kernel_fn fwd_ref, fwd_fast, bwd_ref, bwd_fast;
@@ -76,6 +92,17 @@ void sf_window_range(int64_t lo, int64_t hi, int64_t stride, int64_t pad, int64_
                      int64_t n, int64_t *in_lo, int64_t *in_hi);
 /* Fraction of dimension i covered by the tile. */
 double sf_tile_frac(const sf_tile *t, const sf_shape *s, int i);
+/* A contiguous slice [offset, offset + len) (count 1). */
+static inline sf_weight_slice sf_weight_run(int64_t offset, int64_t len) {
+    sf_weight_slice s = {offset, len, len, 1};
+    return s;
+}
+/* A parameter descriptor with shape d[0..ndim). */
+static inline sf_param_desc sf_param_make(const char *name, int ndim, const int64_t *d,
+                                          int64_t offset, sf_param_init init, double a) {
+    sf_param_desc p = {name, sf_shape_make(ndim, d), offset, init, a};
+    return p;
+}
 
 /* Every class, defined in its operator file. */
 extern const sf_op_class sf_op_input_class;

@@ -9,6 +9,11 @@
  * attributes, and D cannot be split: each row's mean and variance need all of
  * it. The weights are therefore never split, only replicated. Region: the tile.
  *
+ * Every tile holds all of D, so it reads and accumulates into all of the scale
+ * and the shift (the default sf_op_weight_slices: the whole layout), and parts
+ * hold replicas. Parameter tensors: torch.nn.LayerNorm's weight (D) ones and
+ * bias (D) zeros.
+ *
  * FLOPs per element: forward mean (1), variance (3: subtract, square, add),
  * normalize (2), and scale and shift (2) when affine; backward about 8 (the two
  * row reductions of the input gradient and its combination) plus 2 for the
@@ -93,6 +98,15 @@ static void layernorm_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) 
     cost->bytes_fwd = 2 * io_b + w_b;
     /* backward reads input and output gradient, writes the input gradient */
     cost->bytes_bwd = 3 * io_b + 2 * w_b;
+}
+
+/* torch.nn.LayerNorm(D): weight (D) ones, bias (D) zeros. No weight_slices:
+ * D is never split, so every tile reads and accumulates into all of both. */
+static int layernorm_param_descs(const sf_op *op, sf_param_desc *out) {
+    int64_t d = op->in_shapes[0].d[op->in_shapes[0].ndim - 1];
+    out[0] = sf_param_make("weight", 1, (int64_t[]){d}, 0, SF_INIT_CONST, 1.0);
+    out[1] = sf_param_make("bias", 1, (int64_t[]){d}, d, SF_INIT_CONST, 0.0);
+    return 2;
 }
 
 /* ---- kernels ----------------------------------------------------------- */
@@ -264,6 +278,7 @@ const sf_op_class sf_op_layernorm_class = {
     .space = layernorm_space,
     .region = layernorm_region,
     .cost = layernorm_cost,
+    .param_descs = layernorm_param_descs,
     .fwd_ref = layernorm_fwd_ref,
     .fwd_fast = layernorm_fwd_fast,
     .bwd_ref = layernorm_bwd_ref,

@@ -7,6 +7,11 @@
  * parameter dimension: splitting it splits W by rows, and each part then needs
  * the whole input row (every input feature).
  *
+ * Every split runs exactly on both kernels: a tile reads and accumulates into
+ * rows [o0, o1) of W and of the bias (sf_op_weight_slices), nothing else. The
+ * parameter tensors are torch.nn.Linear's: weight (out, in) and bias (out), both
+ * U(+-1/sqrt(in)).
+ *
  * FLOPs: forward 2 * MACs (+ bias adds); backward 4 * MACs (+ bias sums).
  *
  * Kernels (buffers and weight layout in soapflow/kernels.h): a tile is rows
@@ -21,6 +26,7 @@
  * transposing add touches R * kin elements, 4096 times fewer than the GEMM's
  * flops. Forward and other tiles need no workspace.
  */
+#include <math.h>
 #include <stddef.h>
 
 #include "kernels/kernels_impl.h"
@@ -84,6 +90,28 @@ static void linear_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     double out_b = outs * SF_ELEM_BYTES;
     cost->bytes_fwd = in_b + w_b + out_b;
     cost->bytes_bwd = 2 * in_b + 2 * w_b + out_b;
+}
+
+/* Rows [o0, o1) of W (the tile's output features), then their biases. */
+static int linear_weight_slices(const sf_op *op, const sf_tile *t, sf_weight_slice *out) {
+    int last = t->ndim - 1;
+    int64_t kin = op->in_shapes[0].d[op->in_shapes[0].ndim - 1];
+    int64_t o0 = t->lo[last], ot = t->hi[last] - t->lo[last];
+    out[0] = sf_weight_run(o0 * kin, ot * kin);
+    if (!op->params.linear.bias) return 1;
+    out[1] = sf_weight_run(op->params.linear.out_features * kin + o0, ot);
+    return 2;
+}
+
+/* torch.nn.Linear: weight (out, in) and bias (out), both U(+-1/sqrt(in)). */
+static int linear_param_descs(const sf_op *op, sf_param_desc *out) {
+    int64_t kin = op->in_shapes[0].d[op->in_shapes[0].ndim - 1];
+    int64_t nout = op->params.linear.out_features;
+    double bound = 1.0 / sqrt((double)kin);
+    out[0] = sf_param_make("weight", 2, (int64_t[]){nout, kin}, 0, SF_INIT_UNIFORM, bound);
+    if (!op->params.linear.bias) return 1;
+    out[1] = sf_param_make("bias", 1, (int64_t[]){nout}, nout * kin, SF_INIT_UNIFORM, bound);
+    return 2;
 }
 
 /* ---- kernels ----------------------------------------------------------- */
@@ -217,6 +245,8 @@ const sf_op_class sf_op_linear_class = {
     .space = linear_space,
     .region = linear_region,
     .cost = linear_cost,
+    .weight_slices = linear_weight_slices,
+    .param_descs = linear_param_descs,
     .fwd_ref = linear_fwd_ref,
     .fwd_fast = linear_fwd_fast,
     .bwd_ref = linear_bwd_ref,

@@ -26,6 +26,11 @@
  * the weights are never sharded, only replicated. The regions: all of x's
  * features, all of h0 and c0, for the tile's samples.
  *
+ * Every tile reads and accumulates into all the weights (the default
+ * sf_op_weight_slices). The parameter tensors are torch.nn.LSTM's for one layer,
+ * weight_ih_l0 (4H, I), weight_hh_l0 (4H, H), bias_ih_l0 and bias_hh_l0 (4H),
+ * every one U(+-1/sqrt(H)).
+ *
  * FLOPs per step, for a tile with n samples and h hidden units: the gate gemm
  * 2 * n * 4h * (I + H), plus LSTM_EW_FLOPS elementwise operations per hidden unit
  * (two bias adds per gate folded in with three sigmoids, two tanh, and the cell
@@ -176,6 +181,19 @@ static void lstm_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     double saved_b = 5 * n * h * steps * SF_ELEM_BYTES;
     cost->bytes_fwd = in_b + w_b + out_b + saved_b;
     cost->bytes_bwd = 2 * in_b + 2 * w_b + out_b + saved_b;
+}
+
+/* torch.nn.LSTM(I, H) of one layer: every tensor U(+-1/sqrt(H)). No
+ * weight_slices: H is never split, every tile uses all the weights. */
+static int lstm_param_descs(const sf_op *op, sf_param_desc *out) {
+    int64_t h = op->params.lstm.hidden, i = op->in_shapes[0].d[2], g = 4 * h;
+    double bound = 1.0 / sqrt((double)h);
+    out[0] = sf_param_make("weight_ih_l0", 2, (int64_t[]){g, i}, 0, SF_INIT_UNIFORM, bound);
+    out[1] = sf_param_make("weight_hh_l0", 2, (int64_t[]){g, h}, g * i, SF_INIT_UNIFORM, bound);
+    out[2] = sf_param_make("bias_ih_l0", 1, (int64_t[]){g}, g * (i + h), SF_INIT_UNIFORM, bound);
+    out[3] = sf_param_make("bias_hh_l0", 1, (int64_t[]){g}, g * (i + h) + g, SF_INIT_UNIFORM,
+                           bound);
+    return 4;
 }
 
 static void lstm_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
@@ -498,6 +516,7 @@ const sf_op_class sf_op_lstm_class = {
     .out_axes = lstm_out_axes,
     .cost = lstm_cost,
     .memory = lstm_memory,
+    .param_descs = lstm_param_descs,
     .fwd_ref = lstm_fwd_ref,
     .fwd_fast = lstm_fwd_fast,
     .bwd_ref = lstm_bwd_ref,

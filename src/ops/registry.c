@@ -166,3 +166,46 @@ void sf_op_tile_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
         m->output_bytes += (double)sf_tile_numel(&o) * SF_ELEM_BYTES;
     }
 }
+
+/* ---- weights: slices and parameter tensors ----------------------------- */
+
+int sf_op_weight_slices(const sf_op *op, const sf_tile *t, sf_weight_slice *out) {
+    if (op->n_params <= 0 || sf_tile_empty(t)) return 0;
+    const sf_op_class *c = sf_op_class_get(op->type);
+    sf_weight_slice s[SF_MAX_WEIGHT_SLICES];
+    int n = 1;
+    if (c->weight_slices) n = c->weight_slices(op, t, s);
+    else s[0] = sf_weight_run(0, op->n_params);
+    int m = 0;
+    for (int i = 0; i < n; i++) {
+        sf_weight_slice x = s[i];
+        if (x.len <= 0 || x.count <= 0) continue;
+        if (x.count > 1 && x.stride == x.len) { /* rows that touch: one run */
+            x.len *= x.count;
+            x.count = 1;
+        }
+        if (x.count == 1) x.stride = x.len;
+        sf_weight_slice *p = m > 0 ? &out[m - 1] : NULL;
+        if (p && p->count == 1 && x.count == 1 && p->offset + p->len == x.offset) {
+            p->len += x.len;
+            p->stride = p->len;
+            continue;
+        }
+        out[m++] = x;
+    }
+    return m;
+}
+
+int sf_op_param_descs(const sf_op *op, sf_param_desc *out) {
+    if (op->n_params <= 0) return 0;
+    const sf_op_class *c = sf_op_class_get(op->type);
+    if (c->param_descs) return c->param_descs(op, out);
+    out[0] = sf_param_make("weight", 1, (int64_t[]){op->n_params}, 0, SF_INIT_CONST, 0.0);
+    return 1;
+}
+
+const char *sf_param_init_name(sf_param_init init) {
+    static const char *const names[] = {"uniform", "normal", "const"};
+    _Static_assert(sizeof names / sizeof names[0] == SF_INIT_COUNT, "a name per init");
+    return (unsigned)init < SF_INIT_COUNT ? names[init] : "?";
+}

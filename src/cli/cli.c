@@ -458,3 +458,12 @@ void sf_cli_cost_model_report(const sf_cost_model *cm) {
                   "model and machine)",
                   buf);
 }
+
+int sf_cli_launcher_rank(void) {
+    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
+    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
+        const char *v = getenv(vars[i]);
+        if (v && *v) return atoi(v);
+    }
+    return 0;
+}

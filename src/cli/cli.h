@@ -66,6 +66,12 @@ int sf_cmd_search(int argc, char **argv);    /* cmd_search.c */
 int sf_cmd_bench(int argc, char **argv);     /* cmd_bench.c: sub-commands sim, kernels */
 int sf_cmd_profile(int argc, char **argv);   /* cmd_profile.c */
 int sf_cmd_calibrate(int argc, char **argv); /* cmd_calibrate.c: MPI, under mpirun */
+int sf_cmd_train(int argc, char **argv);     /* cmd_train.c: MPI, under mpirun */
+
+/* The rank the launcher gave this process, read before MPI_Init from
+ * OpenMPI's, PMIx's or PMI's environment; 0 without a launcher. Only rank 0
+ * prints help and errors. */
+int sf_cli_launcher_rank(void);
 
 /* ---- errors ------------------------------------------------------------ */
 

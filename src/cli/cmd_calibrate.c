@@ -137,17 +137,6 @@ static int parse(int argc, char **argv, calib_opts *o) {
     return SF_EXIT_OK;
 }
 
-/* The rank the launcher gave this process, before MPI_Init: only rank 0 (or
- * a process started without mpirun) prints help. */
-static int launcher_rank(void) {
-    static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
-    for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {
-        const char *v = getenv(vars[i]);
-        if (v && *v) return atoi(v);
-    }
-    return 0;
-}
-
 static int cmp_double(const void *a, const void *b) {
     double x = *(const double *)a, y = *(const double *)b;
     return x < y ? -1 : x > y;
@@ -434,7 +423,7 @@ done:
 int sf_cmd_calibrate(int argc, char **argv) {
     calib_opts o = {DEFAULT_OUT, DEFAULT_NAME, NULL, DEFAULT_GEMM, DEFAULT_MIN, DEFAULT_MAX};
     int rc = parse(argc, argv, &o);
-    if (rc < 0) return launcher_rank() == 0 ? usage(stdout) : SF_EXIT_OK;
+    if (rc < 0) return sf_cli_launcher_rank() == 0 ? usage(stdout) : SF_EXIT_OK;
     if (rc != SF_EXIT_OK) return rc;
 
     if (MPI_Init(NULL, NULL) != MPI_SUCCESS) return sf_cli_fail("calibrate: MPI_Init failed");

@@ -28,6 +28,8 @@ static const sf_cli_command commands[] = {
      sf_cmd_profile},
     {"calibrate", "under mpirun: measure this host's ranks, links and BLAS into a machine file",
      sf_cmd_calibrate},
+    {"train", "under mpirun: train a model with a strategy, measured beside the prediction",
+     sf_cmd_train},
 };
 
 #define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))

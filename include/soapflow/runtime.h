@@ -1,0 +1,203 @@
+/*
+ * soapflow/runtime.h - train with a strategy: one rank per device, the real
+ * kernels, real messages, real gradient all-reduces.
+ *
+ *     sf_comm *c = sf_comm_mpi_new(&err);            // or sf_comm_local_run
+ *     sf_runtime_options o;
+ *     sf_runtime_options_default(&o);
+ *     sf_runtime *rt = sf_runtime_new(g, s, c, &o, &err);   // collective
+ *     sf_runtime_set_params(rt, SF_RT_WEIGHTS, w, &err);   // the same on every rank
+ *     for (...) sf_runtime_step(rt, &batch, &loss, &err);
+ *     sf_runtime_get_params(rt, SF_RT_WEIGHTS, w, &err);   // gathered on rank 0
+ *     sf_runtime_free(rt);
+ *     sf_comm_free(c);
+ *
+ * The runtime executes the task graph of soapflow/taskgraph.h on the ranks:
+ * rank r is device r of the strategy. Every rank derives the same static
+ * schedule: forward over the operators in id order, backward in reverse,
+ * each rank running the parts it holds. Every pair of the task graph whose
+ * producer and consumer parts sit on different ranks is one message of
+ * exactly its region (posted as soon as the producer part is done, received
+ * into a buffer posted before the iteration starts), and its gradient goes
+ * back the same way. Each weight shard held by several ranks is summed by one
+ * nonblocking all-reduce among exactly those ranks, on a group made once per
+ * distinct set of ranks: posted as soon as every rank's tasks of the shard are
+ * done (overlap), or after the backward pass (bulk), in the same global order
+ * on every rank (the shard's lowest operator, latest first). Then every rank
+ * updates the weight elements of its shards with SGD (momentum, weight decay,
+ * PyTorch's formula: v = mu v + g + wd w; w -= lr v).
+ *
+ * Memory: the output and output-gradient tiles of the parts a rank runs, the
+ * input regions (and their gradients) they read, one send buffer per message
+ * out and one receive buffer per message in, and the full parameter layout
+ * (weights, gradient, momentum) of every weight group the rank takes part in
+ * (kernels take weights in full layout; only the shard's elements are read,
+ * reduced and updated). All of it is sized first and reserved at once: a step
+ * allocates nothing.
+ */
+#ifndef SOAPFLOW_RUNTIME_H
+#define SOAPFLOW_RUNTIME_H
+
+#include "soapflow/core.h"
+#include "soapflow/graph.h"
+#include "soapflow/strategy.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- communication --------------------------------------------------------- */
+
+typedef struct sf_comm sf_comm;
+
+/* This process as one of the ranks mpirun started (MPI_Init). Without mpirun,
+ * a world of one rank. */
+sf_comm *sf_comm_mpi_new(sf_error *err);
+/* Run fn on n ranks that are threads of this process, each with its own comm;
+ * returns when all have returned: SF_OK, or the status and message (prefixed
+ * "rank R: ") of the lowest rank that failed. A rank that fails makes the
+ * others' pending waits fail too, so nobody hangs. */
+typedef sf_status (*sf_comm_rank_fn)(sf_comm *c, void *arg);
+sf_status sf_comm_local_run(int n, sf_comm_rank_fn fn, void *arg, sf_error *err);
+int sf_comm_rank(const sf_comm *c);
+int sf_comm_size(const sf_comm *c);
+const char *sf_comm_kind(const sf_comm *c); /* "MPI", "threads" */
+void sf_comm_free(sf_comm *c);
+/* Every rank passes its own status; all learn whether any failed, and the
+ * message of the lowest failing rank (prefixed "rank R: " when there are
+ * several ranks) lands in err on every rank. Returns that rank's status, or
+ * SF_OK when none failed. Collective. */
+sf_status sf_comm_agree(sf_comm *c, sf_status st, sf_error *err);
+/* Blocking world-wide helpers for the commands: sum of doubles, max of ints,
+ * broadcast of bytes from root. */
+sf_status sf_comm_sum(sf_comm *c, double *v, int n);
+sf_status sf_comm_max(sf_comm *c, int *v, int n);
+sf_status sf_comm_bcast(sf_comm *c, void *buf, size_t bytes, int root);
+
+/* ---- the runtime ------------------------------------------------------------ */
+
+typedef struct sf_runtime_options {
+    double lr;           /* learning rate (default 0.01) */
+    double momentum;     /* SGD momentum (default 0.9) */
+    double weight_decay; /* L2, added to the gradient (default 0) */
+    int bulk_sync;       /* 1: all-reduces after the backward pass (simulator's --sync bulk) */
+    int fast_kernels;    /* 1: the fast kernels (default), 0: the reference ones */
+    uint64_t seed;       /* dropout masks: step s uses a hash of (seed, s) */
+} sf_runtime_options;
+
+void sf_runtime_options_default(sf_runtime_options *o);
+
+typedef struct sf_runtime sf_runtime;
+
+/* Set up rank sf_comm_rank(c) for strategy s (validated by the caller for a
+ * machine of sf_comm_size(c) devices; a part on a device >= the rank count is
+ * SF_ERR_INVALID). Collective: every rank must call it with the same graph
+ * and strategy. */
+sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
+                           const sf_runtime_options *o, sf_error *err);
+void sf_runtime_free(sf_runtime *rt);
+
+/* One batch: the whole input tensors and labels (every rank takes the tiles
+ * it needs from them). */
+typedef struct sf_batch {
+    const float *const *inputs;   /* [n_ops]: each input operator's whole tensor
+                                   * (token ids as floats); NULL for the others */
+    const int32_t *const *labels; /* [n_ops]: each softmax_ce operator's class per
+                                   * row (its leading dimensions, row-major) */
+} sf_batch;
+
+/* One training iteration; *loss (when non-NULL) gets the summed loss of every
+ * softmax_ce operator, the same on every rank. Collective. */
+sf_status sf_runtime_step(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err);
+/* Forward only (no gradients, no update): the loss, and, for classification,
+ * the number of rows whose largest probability is at their label (correct),
+ * summed over every softmax_ce operator. Collective. */
+sf_status sf_runtime_eval(sf_runtime *rt, const sf_batch *b, double *loss, int64_t *correct,
+                          sf_error *err);
+
+typedef enum sf_rt_params {
+    SF_RT_WEIGHTS = 0,
+    SF_RT_MOMENTUM,
+    SF_RT_PARAMS_COUNT
+} sf_rt_params;
+
+/* Set every weight group's full layout (or momentum) from bufs[owner op]
+ * (NULL for operators that own no weights); every rank passes the same. */
+sf_status sf_runtime_set_params(sf_runtime *rt, sf_rt_params which, const float *const *bufs,
+                                sf_error *err);
+/* Gather them on rank 0 into bufs[owner op] (other ranks may pass NULL):
+ * each shard's elements come from its first device. Collective. */
+sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const *bufs,
+                                sf_error *err);
+/* Steps taken (sf_runtime_step calls, or as set for a resumed run). */
+int64_t sf_runtime_steps(const sf_runtime *rt);
+void sf_runtime_set_steps(sf_runtime *rt, int64_t steps);
+/* Bytes this rank reserved (tensors, buffers, parameters, workspace). */
+int64_t sf_runtime_reserved_bytes(const sf_runtime *rt);
+
+/* What this rank did in its last step, for a measured timeline. */
+typedef enum sf_rt_event_kind {
+    SF_RT_FWD = 0,
+    SF_RT_BWD,
+    SF_RT_UPDATE,
+    SF_RT_XFER,   /* an activation message this rank received: posted .. arrived */
+    SF_RT_GRAD,   /* an activation-gradient message received */
+    SF_RT_SYNC,   /* an all-reduce: posted .. done */
+    SF_RT_EVENT_KIND_COUNT
+} sf_rt_event_kind;
+
+typedef struct sf_rt_event {
+    double t0_s, t1_s; /* seconds since the step began */
+    int op, part;      /* for SYNC: the group's owner op and the shard */
+    int peer;          /* XFER/GRAD: the sending rank; SYNC: -1 */
+    uint8_t kind;      /* sf_rt_event_kind */
+    int64_t bytes;
+} sf_rt_event;
+
+int sf_runtime_events(const sf_runtime *rt, const sf_rt_event **events);
+
+/* A Chrome trace (Perfetto) of one measured step of n_ranks ranks on machine m
+ * (ranks are its devices): the tracks and task names of the simulator's trace
+ * (sf_sim_write_trace), so the two open side by side. Compute on the device
+ * tracks; a message on each link of its route, from the moment its receiver
+ * waited for it to its arrival; an all-reduce on the links from the rank to
+ * the next one. Written atomically. */
+struct sf_machine;
+sf_status sf_runtime_write_trace(const char *path, const sf_graph *g, const struct sf_machine *m,
+                                 int n_ranks, const sf_rt_event *const *events, const int *counts,
+                                 sf_error *err);
+
+/* ---- parameters in full layout ------------------------------------------------- */
+
+/* A malloc'd full-layout buffer for every operator that owns weights (NULL for
+ * the others; the array has sf_graph_num_ops entries), initialized as
+ * PyTorch's modules are (sf_op_params) from a generator seeded with seed, or
+ * zero when zero is non-zero. The same seed gives the same weights whatever
+ * the strategy. */
+float **sf_params_new(const sf_graph *g, uint64_t seed, int zero, sf_error *err);
+void sf_params_free(const sf_graph *g, float **bufs);
+
+/* ---- batches held in memory ------------------------------------------------------ */
+
+/* Whole-batch buffers for every input and softmax_ce operator of a graph,
+ * with the sf_batch that points at them. */
+typedef struct sf_batch_bufs {
+    int n_ops;
+    float **inputs;   /* [n_ops] */
+    int32_t **labels; /* [n_ops] */
+    int64_t *numel;   /* [n_ops] elements of inputs[op] or labels[op] */
+    int64_t *bound;   /* [n_ops] index inputs: ids < bound (the embedding's rows);
+                       * labels: classes; 0 otherwise */
+    sf_batch batch;
+} sf_batch_bufs;
+
+sf_batch_bufs *sf_batch_bufs_new(const sf_graph *g, sf_error *err);
+void sf_batch_bufs_free(sf_batch_bufs *b);
+/* Synthetic data, a function of (seed, step): inputs uniform in [0, 1) (token
+ * ids uniform below their bound), labels uniform over the classes. */
+void sf_batch_synthetic(sf_batch_bufs *b, const sf_graph *g, uint64_t seed, int64_t step);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,636 @@
+/*
+ * cmd_train.c - `soapflow train`: train a model with a strategy on MPI ranks,
+ * one rank per device of the strategy, and put the measured iteration time
+ * beside the simulator's prediction for the same strategy and machine.
+ *
+ *     mpirun -n 2 soapflow train --model lenet5 --strategy data --epochs 1
+ *
+ * Every rank parses the same command line and builds the same model, machine
+ * and strategy; every check that can fail runs on every rank before any
+ * training, and the ranks agree on the outcome (sf_comm_agree), so a bad
+ * strategy or file stops all of them with one message, printed by rank 0.
+ * Other ranks keep quiet: their standard error goes to /dev/null once MPI is
+ * up, and what they have to say reaches rank 0 through the agreement.
+ *
+ * Data: Fashion-MNIST (the default for models that read 1x28x28 or 784
+ * inputs into 10 classes), MNIST, or synthetic batches for any model. Every
+ * rank holds the dataset and takes, per step, the global batch of the epoch's
+ * seeded order (sf_data_shuffle); the runtime gives each part its tile.
+ * Checkpoints are safetensors files of the full-layout weights (`<op>.<param>`,
+ * PyTorch's names and shapes), written by rank 0 after gathering the shards;
+ * --save also stores the momentum ("<op>.<param>.momentum") and, in the
+ * metadata, the step, the seed and the data position, so --resume continues
+ * exactly where the run stopped.
+ */
+#include "cli.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cblas.h>
+
+#include "soapflow/data.h"
+#include "soapflow/io.h"
+#include "soapflow/models.h"
+#include "soapflow/runtime.h"
+#include "soapflow/safetensors.h"
+#include "soapflow/sim.h"
+
+#define DEFAULT_STRATEGY "data"
+#define DEFAULT_BATCH 64
+#define MAX_STEPS ((int64_t)1 << 40)
+
+static int usage(FILE *out) {
+    fprintf(out,
+            "usage: mpirun -n P soapflow train --model NAME|FILE [options]\n"
+            "\n"
+            "Train a model with a strategy on P MPI ranks, one rank per device of the\n"
+            "strategy's machine, with the real kernels, messages and all-reduces. Prints the\n"
+            "loss as it goes, the measured iteration time (median after warm-up) beside the\n"
+            "simulator's prediction for the same strategy and machine, and, for image\n"
+            "classification data, the test accuracy. Without mpirun it runs as one rank.\n"
+            "\n"
+            "options:\n"
+            "%s"
+            "  --machine NAME|FILE    the machine the strategy is planned for; it must have P\n"
+            "                         devices (default: cpu[P], the cpu preset's P ranks)\n"
+            "  -s, --strategy S       data, model, owt, expert, single, or a strategy file\n"
+            "                         (default data)\n"
+            "  --data D               fashion-mnist, mnist or synthetic (default: fashion-mnist\n"
+            "                         for models of 1x28x28 or 784 inputs and 10 classes,\n"
+            "                         else synthetic)\n"
+            "  --data-dir DIR         folder holding the dataset's IDX files\n"
+            "  --epochs E             passes over the training data (default 1)\n"
+            "  --iters N              steps instead of epochs (synthetic data: default 100)\n"
+            "  --lr X                 learning rate (default 0.01)\n"
+            "  --momentum X           SGD momentum (default 0.9)\n"
+            "  --weight-decay X       L2 weight decay (default 0)\n"
+            "  --seed S               initial weights, data order and dropout (default 1)\n"
+            "  --init F.safetensors   initial weights from a checkpoint (names and shapes checked)\n"
+            "  --save F.safetensors   write the trained weights (and momentum, step) at the end\n"
+            "  --resume F             continue a run saved with --save: weights, momentum,\n"
+            "                         step and data order\n"
+            "  --trace FILE           Chrome trace of one measured iteration (the tracks and\n"
+            "                         task names of 'simulate --trace')\n"
+            "  --costs FILE           task costs for the prediction (soapflow profile)\n"
+            "  --sync overlap|bulk    when all-reduces start (default overlap)\n"
+            "  --log-every N          steps between loss lines (default: about 10 per epoch)\n"
+            "  --reference-kernels    the plain reference kernels instead of the fast ones\n"
+            "  --json                 print a JSON summary instead of the report\n"
+            "  -h, --help             this help\n"
+            "\n"
+            "As root, OpenMPI needs OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;\n"
+            "more ranks than cores need OMPI_MCA_rmaps_base_oversubscribe=1.\n",
+            sf_cli_model_help);
+    return SF_EXIT_OK;
+}
+
+typedef struct train_opts {
+    sf_cli_model_opts model;
+    const char *machine, *strategy, *data, *data_dir, *init, *save, *resume, *trace, *costs;
+    const char *sync;
+    int64_t epochs, iters, seed, log_every;
+    double lr, momentum, weight_decay;
+    int json, reference, help;
+} train_opts;
+
+static int parse_double(sf_cli_args *a, const char *name, double lo, double hi, double *out) {
+    const char *v;
+    if (!sf_cli_str(a, name, NULL, &v)) return 0;
+    if (!v) return 1;
+    char *end;
+    double x = strtod(v, &end);
+    if (*end || !(x >= lo && x <= hi)) {
+        sf_cli_usage_error(a->cmd, "%s wants a number in [%g, %g], got '%.64s'", name, lo, hi, v);
+        a->status = SF_EXIT_USAGE;
+        return 1;
+    }
+    *out = x;
+    return 1;
+}
+
+static int parse(int argc, char **argv, train_opts *o) {
+    memset(o, 0, sizeof *o);
+    o->strategy = DEFAULT_STRATEGY;
+    o->lr = 0.01;
+    o->momentum = 0.9;
+    o->seed = 1;
+    o->sync = "overlap";
+    sf_cli_args a;
+    sf_cli_args_init(&a, argc, argv);
+    while (sf_cli_next(&a)) {
+        if (sf_cli_help(&a)) {
+            o->help = 1;
+            return SF_EXIT_OK;
+        }
+        if (sf_cli_model_option(&a, &o->model) || sf_cli_str(&a, "--machine", NULL, &o->machine) ||
+            sf_cli_str(&a, "--strategy", "-s", &o->strategy) ||
+            sf_cli_str(&a, "--data", NULL, &o->data) ||
+            sf_cli_str(&a, "--data-dir", NULL, &o->data_dir) ||
+            sf_cli_int(&a, "--epochs", NULL, 1, 1000000, &o->epochs) ||
+            sf_cli_int(&a, "--iters", NULL, 1, MAX_STEPS, &o->iters) ||
+            parse_double(&a, "--lr", 0, 1e6, &o->lr) ||
+            parse_double(&a, "--momentum", 0, 1, &o->momentum) ||
+            parse_double(&a, "--weight-decay", 0, 1e6, &o->weight_decay) ||
+            sf_cli_int(&a, "--seed", NULL, 0, INT64_MAX, &o->seed) ||
+            sf_cli_str(&a, "--init", NULL, &o->init) || sf_cli_str(&a, "--save", NULL, &o->save) ||
+            sf_cli_str(&a, "--resume", NULL, &o->resume) ||
+            sf_cli_str(&a, "--trace", NULL, &o->trace) ||
+            sf_cli_str(&a, "--costs", NULL, &o->costs) ||
+            sf_cli_str(&a, "--sync", NULL, &o->sync) ||
+            sf_cli_int(&a, "--log-every", NULL, 1, MAX_STEPS, &o->log_every) ||
+            sf_cli_flag(&a, "--reference-kernels", NULL, &o->reference) ||
+            sf_cli_flag(&a, "--json", NULL, &o->json))
+            continue;
+        sf_cli_unknown(&a);
+    }
+    if (a.status) return a.status;
+    if (!o->model.model) return sf_cli_usage_error("train", "--model is required");
+    if (o->epochs && o->iters)
+        return sf_cli_usage_error("train", "--epochs and --iters exclude each other");
+    if (o->init && o->resume)
+        return sf_cli_usage_error("train", "--init and --resume exclude each other");
+    if (strcmp(o->sync, "overlap") && strcmp(o->sync, "bulk"))
+        return sf_cli_usage_error("train", "--sync is overlap or bulk, got '%.64s'", o->sync);
+    if (o->data && strcmp(o->data, "fashion-mnist") && strcmp(o->data, "mnist") &&
+        strcmp(o->data, "synthetic"))
+        return sf_cli_usage_error("train", "--data is fashion-mnist, mnist or synthetic, got '%.64s'",
+                                  o->data);
+    return SF_EXIT_OK;
+}
+
+/* ---- data ----------------------------------------------------------------------- */
+
+/* The operators the dataset feeds: one image input of 784 elements a sample
+ * and one softmax_ce of 10 classes over (N) rows. -1s when the model does not
+ * take such data. */
+static void image_model(const sf_graph *g, int *input, int *loss) {
+    *input = *loss = -1;
+    int n_in = 0, n_loss = 0;
+    for (int i = 0; i < sf_graph_num_ops(g); i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        if (op->type == SF_OP_INPUT) {
+            n_in++;
+            const sf_shape *s = &op->out_shapes[0];
+            if (!op->params.input.is_index && sf_shape_numel(s) == s->d[0] * 784) *input = i;
+        } else if (op->type == SF_OP_SOFTMAX_CE) {
+            n_loss++;
+            const sf_shape *s = &op->out_shapes[0];
+            if (s->ndim == 2 && s->d[1] == 10) *loss = i;
+        }
+    }
+    if (n_in != 1 || n_loss != 1 || *input < 0 || *loss < 0) *input = *loss = -1;
+}
+
+static void fill_batch(sf_batch_bufs *bb, const sf_dataset *ds, const int64_t *order,
+                       int64_t first, int64_t batch, int input, int loss) {
+    for (int64_t i = 0; i < batch; i++) {
+        int64_t k = order[(first + i) % ds->n];
+        memcpy(bb->inputs[input] + i * 784, ds->images + k * 784, 784 * sizeof(float));
+        bb->labels[loss][i] = ds->labels[k];
+    }
+}
+
+/* ---- checkpoints ---------------------------------------------------------------- */
+
+#define MOMENTUM_SUFFIX ".momentum"
+
+/* Write the gathered weights (and momentum) of g as safetensors, on rank 0. */
+static sf_status save_checkpoint(const char *path, const sf_graph *g, float **w, float **v,
+                                 int64_t step, int64_t seed, sf_error *err) {
+    int n = sf_graph_num_ops(g), cap = 0;
+    for (int i = 0; i < n; i++) cap += 2 * SF_MAX_PARAMS;
+    sf_st_tensor *t = calloc((size_t)(cap ? cap : 1), sizeof *t);
+    char (*names)[160] = calloc((size_t)(cap ? cap : 1), sizeof *names);
+    if (!t || !names) {
+        free(t);
+        free(names);
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    }
+    int nt = 0;
+    for (int pass = 0; pass < (v ? 2 : 1); pass++) {
+        float **src = pass ? v : w;
+        for (int i = 0; i < n; i++) {
+            if (!src[i]) continue;
+            const sf_op *op = sf_graph_op(g, i);
+            sf_param_desc d[SF_MAX_PARAMS];
+            int np = sf_op_param_descs(op, d);
+            for (int k = 0; k < np; k++) {
+                snprintf(names[nt], sizeof names[nt], "%s.%s%s", op->name, d[k].name,
+                         pass ? MOMENTUM_SUFFIX : "");
+                t[nt].name = names[nt];
+                t[nt].ndim = d[k].shape.ndim;
+                for (int q = 0; q < d[k].shape.ndim; q++) t[nt].shape[q] = d[k].shape.d[q];
+                t[nt].numel = sf_shape_numel(&d[k].shape);
+                t[nt].data = src[i] + d[k].offset;
+                nt++;
+            }
+        }
+    }
+    char step_s[32], seed_s[32];
+    snprintf(step_s, sizeof step_s, "%lld", (long long)step);
+    snprintf(seed_s, sizeof seed_s, "%lld", (long long)seed);
+    const char *keys[] = {"format", "soapflow.model", "soapflow.step", "soapflow.seed"};
+    const char *vals[] = {"pt", sf_graph_name(g), step_s, seed_s};
+    sf_status st = sf_safetensors_write(path, t, (size_t)nt, keys, vals, v ? 4 : 2, err);
+    free(t);
+    free(names);
+    return st;
+}
+
+/* Load weights (and momentum, for a resume) into w and v from a checkpoint:
+ * every tensor of the model must be there with its shape; mismatches are listed. */
+static sf_status load_checkpoint(const char *path, const sf_graph *g, float **w, float **v,
+                                 int64_t *step, int64_t *seed, sf_error *err) {
+    sf_st_file *f = sf_safetensors_read(path, err);
+    if (!f) return err->code ? err->code : SF_ERR_IO;
+    char bad[SF_ERRMSG_MAX] = "";
+    int n_bad = 0;
+    for (int pass = 0; pass < (v ? 2 : 1); pass++) {
+        float **dst = pass ? v : w;
+        for (int i = 0; i < sf_graph_num_ops(g); i++) {
+            if (!dst[i]) continue;
+            const sf_op *op = sf_graph_op(g, i);
+            sf_param_desc d[SF_MAX_PARAMS];
+            int np = sf_op_param_descs(op, d);
+            for (int k = 0; k < np; k++) {
+                char name[160];
+                snprintf(name, sizeof name, "%s.%s%s", op->name, d[k].name,
+                         pass ? MOMENTUM_SUFFIX : "");
+                const sf_st_tensor *tp = sf_safetensors_find(f, name);
+                int ok = tp && tp->ndim == d[k].shape.ndim;
+                for (int q = 0; ok && q < tp->ndim; q++) ok = tp->shape[q] == d[k].shape.d[q];
+                if (!ok) {
+                    if (n_bad++ < 4)
+                        snprintf(bad + strlen(bad), sizeof bad - strlen(bad), "%s%s",
+                                 n_bad > 1 ? ", " : "", name);
+                    continue;
+                }
+                memcpy(dst[i] + d[k].offset, tp->data,
+                       (size_t)sf_shape_numel(&d[k].shape) * sizeof(float));
+            }
+        }
+    }
+    sf_status st = SF_OK;
+    if (n_bad) {
+        st = sf_error_set(err, SF_ERR_SHAPE, "%s: %d tensor%s missing or of another shape: %s%s",
+                          path, n_bad, n_bad > 1 ? "s" : "", bad, n_bad > 4 ? ", ..." : "");
+    } else if (step || seed) {
+        const char *sv = sf_safetensors_meta(f, "soapflow.step");
+        const char *dv = sf_safetensors_meta(f, "soapflow.seed");
+        if (!sv || !dv || sf_cli_parse_int(sv, 0, INT64_MAX, step) ||
+            sf_cli_parse_int(dv, 0, INT64_MAX, seed))
+            st = sf_error_set(err, SF_ERR_PARSE,
+                              "%s: not a checkpoint saved by 'train --save' (no step and seed "
+                              "metadata)",
+                              path);
+    }
+    sf_safetensors_free(f);
+    return st;
+}
+
+/* ---- the command ---------------------------------------------------------------- */
+
+static int cmp_double(const void *a, const void *b) {
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+typedef struct train_state {
+    train_opts o;
+    sf_comm *comm;
+    int rank, ranks;
+    sf_graph *g;
+    sf_machine *m;
+    sf_strategy *s;
+    sf_runtime *rt;
+    sf_dataset train, test;
+    int input, loss;
+    sf_batch_bufs *bb;
+    float **w, **v;
+    int64_t *order;
+    double predicted_s;
+    double predicted_peak;
+} train_state;
+
+/* Everything that can fail before training, on every rank alike. */
+static int setup(train_state *t, sf_error *err) {
+    const train_opts *o = &t->o;
+    int rc = sf_cli_model_open("train", &o->model, 1, &t->g);
+    if (rc != SF_EXIT_OK) return rc;
+    if (!o->model.batch && !sf_cli_is_path(o->model.model)) {
+        /* the zoo's default is 64 per device of a planning machine; train's is 64 in all */
+        sf_graph_free(t->g);
+        sf_cli_model_opts mo = o->model;
+        mo.batch = DEFAULT_BATCH;
+        rc = sf_cli_model_open("train", &mo, 1, &t->g);
+        if (rc != SF_EXIT_OK) return rc;
+    }
+    char mname[64];
+    snprintf(mname, sizeof mname, "cpu[%d]", t->ranks);
+    t->m = sf_machine_open(o->machine ? o->machine : mname, err);
+    if (!t->m) return sf_cli_fail_err(err);
+    if (sf_machine_num_devices(t->m) != t->ranks)
+        return sf_cli_fail("train: machine %s has %d devices, but there are %d ranks: run "
+                           "'mpirun -n %d' or give a machine of %d devices",
+                           sf_machine_name(t->m), sf_machine_num_devices(t->m), t->ranks,
+                           sf_machine_num_devices(t->m), t->ranks);
+    rc = sf_cli_strategy_open(o->strategy, t->g, t->m, &t->s);
+    if (rc != SF_EXIT_OK) return rc;
+    if (o->save && sf_write_file_check(o->save, err) != SF_OK) return sf_cli_fail_err(err);
+    if (o->trace && sf_write_file_check(o->trace, err) != SF_OK) return sf_cli_fail_err(err);
+
+    /* data */
+    image_model(t->g, &t->input, &t->loss);
+    const char *data = o->data ? o->data : t->input >= 0 ? "fashion-mnist" : "synthetic";
+    t->o.data = data;
+    if (strcmp(data, "synthetic")) {
+        if (t->input < 0)
+            return sf_cli_fail("train: --data %s needs a model with one input of 784 values a "
+                               "sample (1x28x28) and 10 classes; %s is not one (use --data "
+                               "synthetic)",
+                               data, sf_graph_name(t->g));
+        if (sf_dataset_load(data, "train", o->data_dir, &t->train, err) != SF_OK ||
+            sf_dataset_load(data, "test", o->data_dir, &t->test, err) != SF_OK)
+            return sf_cli_fail_err(err);
+        int64_t batch = sf_graph_op(t->g, t->input)->out_shapes[0].d[0];
+        if (batch > t->train.n)
+            return sf_cli_fail("train: batch %lld exceeds the %lld training samples",
+                               (long long)batch, (long long)t->train.n);
+        t->order = malloc((size_t)t->train.n * sizeof *t->order);
+        if (!t->order) return sf_cli_fail("out of memory");
+    }
+    t->bb = sf_batch_bufs_new(t->g, err);
+    t->w = sf_params_new(t->g, (uint64_t)o->seed, 0, err);
+    t->v = sf_params_new(t->g, 0, 1, err);
+    if (!t->bb || !t->w || !t->v) return sf_cli_fail_err(err);
+    return SF_EXIT_OK;
+}
+
+/* The simulator's prediction for the strategy on the machine. */
+static int predict(train_state *t, sf_error *err) {
+    sf_cost_model *cm = NULL;
+    int rc = sf_cli_cost_model_open(t->m, t->o.costs, &cm);
+    if (rc != SF_EXIT_OK) return rc;
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    so.sync = strcmp(t->o.sync, "bulk") ? SF_SYNC_OVERLAP : SF_SYNC_BULK;
+    sf_sim *sim = sf_sim_new(t->g, t->m, cm, &so, err);
+    sf_sim_result r;
+    if (!sim || sf_sim_run(sim, t->s, &r, err) != SF_OK) {
+        sf_sim_free(sim);
+        sf_cost_free(cm);
+        return sf_cli_fail_err(err);
+    }
+    t->predicted_s = r.iter_s;
+    t->predicted_peak = r.peak_mem_bytes;
+    sf_sim_free(sim);
+    sf_cost_free(cm);
+    return SF_EXIT_OK;
+}
+
+/* Gather every rank's events of the last step on rank 0 and write the trace there. */
+static sf_status write_trace(train_state *t, sf_error *err) {
+    const sf_rt_event *mine;
+    int n = sf_runtime_events(t->rt, &mine);
+    sf_rt_event **all = calloc((size_t)t->ranks, sizeof *all);
+    int *count = calloc((size_t)t->ranks, sizeof *count);
+    sf_status st = all && count ? SF_OK : SF_ERR_NOMEM;
+    for (int r = 0; r < t->ranks && st == SF_OK; r++) {
+        int k = r == t->rank ? n : 0;
+        st = sf_comm_bcast(t->comm, &k, sizeof k, r);
+        if (st != SF_OK) break;
+        count[r] = k;
+        all[r] = malloc((size_t)(k ? k : 1) * sizeof *all[r]);
+        if (!all[r]) {
+            st = SF_ERR_NOMEM; /* the others would wait: the step's agreement catches it */
+            break;
+        }
+        if (r == t->rank) memcpy(all[r], mine, (size_t)k * sizeof *mine);
+        st = sf_comm_bcast(t->comm, all[r], (size_t)k * sizeof *all[r], r);
+    }
+    if (st == SF_OK && t->rank == 0)
+        st = sf_runtime_write_trace(t->o.trace, t->g, t->m, t->ranks,
+                                    (const sf_rt_event *const *)all, count, err);
+    for (int r = 0; all && r < t->ranks; r++) free(all[r]);
+    free(all);
+    free(count);
+    return st;
+}
+
+static void state_free(train_state *t) {
+    sf_runtime_free(t->rt);
+    sf_batch_bufs_free(t->bb);
+    if (t->g) {
+        sf_params_free(t->g, t->w);
+        sf_params_free(t->g, t->v);
+    }
+    free(t->order);
+    sf_dataset_free(&t->train);
+    sf_dataset_free(&t->test);
+    sf_strategy_free(t->s);
+    sf_machine_free(t->m);
+    sf_graph_free(t->g);
+}
+
+/* Test accuracy over the full batches of the test split. */
+static sf_status evaluate(train_state *t, double *acc, int64_t *seen, sf_error *err) {
+    int64_t batch = sf_graph_op(t->g, t->input)->out_shapes[0].d[0], ok = 0;
+    int64_t *ident = malloc((size_t)t->test.n * sizeof *ident);
+    if (!ident) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    for (int64_t i = 0; i < t->test.n; i++) ident[i] = i;
+    int64_t done = 0;
+    sf_status st = SF_OK;
+    for (; done + batch <= t->test.n && st == SF_OK; done += batch) {
+        fill_batch(t->bb, &t->test, ident, done, batch, t->input, t->loss);
+        int64_t c = 0;
+        st = sf_runtime_eval(t->rt, &t->bb->batch, NULL, &c, err);
+        ok += c;
+    }
+    free(ident);
+    *seen = done;
+    *acc = done ? (double)ok / (double)done : 0;
+    return st;
+}
+
+int sf_cmd_train(int argc, char **argv) {
+    train_state t;
+    memset(&t, 0, sizeof t);
+    int quiet = sf_cli_launcher_rank() > 0;
+    int rc = parse(argc, argv, &t.o);
+    if (t.o.help) return quiet ? SF_EXIT_OK : usage(stdout);
+    if (rc != SF_EXIT_OK) return rc;
+    sf_error err = {0};
+    if (quiet && !freopen("/dev/null", "w", stderr)) return SF_EXIT_FAIL;
+    t.comm = sf_comm_mpi_new(&err);
+    if (!t.comm) return sf_cli_fail_err(&err);
+    t.rank = sf_comm_rank(t.comm);
+    t.ranks = sf_comm_size(t.comm);
+    openblas_set_num_threads(1); /* one BLAS thread per rank */
+
+    rc = setup(&t, &err);
+    if (rc == SF_EXIT_OK) rc = predict(&t, &err);
+    int64_t step0 = 0, seed = t.o.seed;
+    if (rc == SF_EXIT_OK && (t.o.init || t.o.resume)) {
+        if (load_checkpoint(t.o.init ? t.o.init : t.o.resume, t.g, t.w, t.o.resume ? t.v : NULL,
+                            t.o.resume ? &step0 : NULL, t.o.resume ? &seed : NULL,
+                            &err) != SF_OK)
+            rc = sf_cli_fail_err(&err);
+    }
+    /* all ranks agree that set-up worked before the runtime's collectives */
+    sf_error agree = {0};
+    if (rc != SF_EXIT_OK) sf_error_set(&agree, SF_ERR_INVALID, "set-up failed on this rank");
+    if (sf_comm_agree(t.comm, rc != SF_EXIT_OK ? SF_ERR_INVALID : SF_OK, &agree) != SF_OK) {
+        if (rc == SF_EXIT_OK && !quiet) sf_cli_fail_err(&agree);
+        state_free(&t);
+        sf_comm_free(t.comm);
+        return rc != SF_EXIT_OK ? rc : SF_EXIT_FAIL;
+    }
+
+    sf_runtime_options ro;
+    sf_runtime_options_default(&ro);
+    ro.lr = t.o.lr;
+    ro.momentum = t.o.momentum;
+    ro.weight_decay = t.o.weight_decay;
+    ro.bulk_sync = strcmp(t.o.sync, "bulk") == 0;
+    ro.fast_kernels = !t.o.reference;
+    ro.seed = (uint64_t)seed;
+    t.rt = sf_runtime_new(t.g, t.s, t.comm, &ro, &err);
+    sf_status st = t.rt ? SF_OK : err.code;
+    if (st == SF_OK) st = sf_runtime_set_params(t.rt, SF_RT_WEIGHTS, (const float *const *)t.w, &err);
+    if (st == SF_OK && t.o.resume)
+        st = sf_runtime_set_params(t.rt, SF_RT_MOMENTUM, (const float *const *)t.v, &err);
+    if (st == SF_OK) sf_runtime_set_steps(t.rt, step0);
+
+    int synthetic = strcmp(t.o.data, "synthetic") == 0;
+    sf_graph_stats gs;
+    sf_graph_stats_compute(t.g, &gs);
+    int64_t batch = gs.batch;
+    int64_t per_epoch = synthetic ? 0 : t.train.n / batch;
+    int64_t total = t.o.iters      ? t.o.iters
+                    : synthetic    ? (t.o.epochs ? t.o.epochs * 100 : 100)
+                                   : per_epoch * (t.o.epochs ? t.o.epochs : 1);
+    int64_t log_every = t.o.log_every ? t.o.log_every : (total >= 10 ? total / 10 : 1);
+    double *times = malloc((size_t)(total ? total : 1) * sizeof *times);
+    double *losses = malloc((size_t)(total ? total : 1) * sizeof *losses);
+    if (!times || !losses) st = sf_error_set(&err, SF_ERR_NOMEM, "out of memory");
+    int report = t.rank == 0 && !t.o.json;
+    if (report && st == SF_OK)
+        printf("%s on %d rank%s (%s), strategy %s, batch %lld, data %s, %lld steps\n",
+               sf_graph_name(t.g), t.ranks, t.ranks > 1 ? "s" : "", sf_comm_kind(t.comm),
+               t.o.strategy, (long long)batch, t.o.data, (long long)total);
+    sf_progress prog;
+    if (t.rank == 0 && !t.o.json) sf_progress_start(&prog, stderr, "train", (double)total);
+    int64_t epoch_loaded = -1, traced = 0;
+    double acc = -1;
+    int64_t acc_seen = 0;
+    for (int64_t i = 0; i < total && st == SF_OK; i++) {
+        int64_t step = step0 + i;
+        if (synthetic) {
+            sf_batch_synthetic(t.bb, t.g, (uint64_t)seed, step);
+        } else {
+            int64_t epoch = step / per_epoch;
+            if (epoch != epoch_loaded) {
+                sf_data_shuffle((uint64_t)seed, (uint64_t)epoch, t.order, t.train.n);
+                epoch_loaded = epoch;
+            }
+            fill_batch(t.bb, &t.train, t.order, (step % per_epoch) * batch, batch, t.input,
+                       t.loss);
+        }
+        double t0 = sf_now_s(), loss = 0;
+        st = sf_runtime_step(t.rt, &t.bb->batch, &loss, &err);
+        times[i] = sf_now_s() - t0;
+        losses[i] = loss;
+        if (st != SF_OK) break;
+        if (t.o.trace && !traced && (i == total / 2 || i == total - 1)) {
+            st = write_trace(&t, &err);
+            traced = 1;
+        }
+        if (t.rank == 0 && !t.o.json) {
+            char extra[64];
+            snprintf(extra, sizeof extra, "loss %.4f", loss);
+            sf_progress_update(&prog, (double)(i + 1), extra);
+            if ((i + 1) % log_every == 0 || i + 1 == total)
+                fprintf(stdout, "step %6lld  loss %.4f  %.2f ms\n", (long long)(step + 1), loss,
+                        times[i] * 1e3);
+        }
+    }
+    if (t.rank == 0 && !t.o.json) sf_progress_finish(&prog);
+    if (st == SF_OK && !synthetic) st = evaluate(&t, &acc, &acc_seen, &err);
+    if (st == SF_OK && t.o.save) {
+        st = sf_runtime_get_params(t.rt, SF_RT_WEIGHTS, t.rank == 0 ? t.w : NULL, &err);
+        if (st == SF_OK)
+            st = sf_runtime_get_params(t.rt, SF_RT_MOMENTUM, t.rank == 0 ? t.v : NULL, &err);
+        sf_status ws = SF_OK;
+        if (st == SF_OK && t.rank == 0)
+            ws = save_checkpoint(t.o.save, t.g, t.w, t.v, step0 + total, seed, &err);
+        if (st == SF_OK) st = sf_comm_agree(t.comm, ws, &err);
+    }
+    /* every rank's reserved bytes, for the report */
+    double *peak = calloc((size_t)t.ranks, sizeof *peak);
+    if (st == SF_OK && peak) {
+        peak[t.rank] = (double)sf_runtime_reserved_bytes(t.rt);
+        st = sf_comm_sum(t.comm, peak, t.ranks);
+    }
+    if (st != SF_OK) {
+        if (t.rank == 0) sf_cli_fail_err(&err);
+        rc = SF_EXIT_FAIL;
+    } else if (t.rank == 0) {
+        int64_t warm = total > 10 ? total / 10 : (total > 1 ? 1 : 0);
+        int64_t nm = total - warm;
+        qsort(times + warm, (size_t)nm, sizeof *times, cmp_double);
+        double med = nm % 2 ? times[warm + nm / 2] : 0.5 * (times[warm + nm / 2 - 1] + times[warm + nm / 2]);
+        double peak_max = 0;
+        for (int r = 0; r < t.ranks; r++) peak_max = fmax(peak_max, peak[r]);
+        if (t.o.json) {
+            json_t *j = json_object();
+            json_object_set_new(j, "model", json_string(sf_graph_name(t.g)));
+            json_object_set_new(j, "machine", json_string(sf_machine_name(t.m)));
+            json_object_set_new(j, "strategy", json_string(t.o.strategy));
+            json_object_set_new(j, "ranks", json_integer(t.ranks));
+            json_object_set_new(j, "batch", json_integer(batch));
+            json_object_set_new(j, "data", json_string(t.o.data));
+            json_object_set_new(j, "steps", json_integer(total));
+            json_object_set_new(j, "loss_first", sf_cli_json_number(losses[0]));
+            json_object_set_new(j, "loss_last", sf_cli_json_number(losses[total - 1]));
+            json_t *ls = json_array();
+            for (int64_t i = 0; i < total; i++) json_array_append_new(ls, sf_cli_json_number(losses[i]));
+            json_object_set_new(j, "losses", ls);
+            json_object_set_new(j, "iter_ms", sf_cli_json_number(med * 1e3));
+            json_object_set_new(j, "images_per_s", sf_cli_json_number((double)batch / med));
+            json_object_set_new(j, "predicted_iter_ms", sf_cli_json_number(t.predicted_s * 1e3));
+            json_t *pk = json_array();
+            for (int r = 0; r < t.ranks; r++) json_array_append_new(pk, json_integer((json_int_t)peak[r]));
+            json_object_set_new(j, "reserved_bytes", pk);
+            json_object_set_new(j, "predicted_peak_bytes", sf_cli_json_number(t.predicted_peak));
+            if (acc >= 0) {
+                json_object_set_new(j, "test_accuracy", sf_cli_json_number(acc));
+                json_object_set_new(j, "test_samples", json_integer(acc_seen));
+            }
+            sf_cli_print_json(j);
+        } else {
+            char b1[32], b2[32];
+            printf("iteration     measured %.3f ms (median of %lld after %lld warm-up), "
+                   "predicted %.3f ms (%+.0f%%)\n",
+                   med * 1e3, (long long)nm, (long long)warm, t.predicted_s * 1e3,
+                   (t.predicted_s / med - 1) * 100);
+            printf("throughput    %.0f images/s\n", (double)batch / med);
+            printf("memory        %s reserved on the largest rank, %s predicted peak\n",
+                   sf_cli_fmt_bytes(peak_max, b1, sizeof b1),
+                   sf_cli_fmt_bytes(t.predicted_peak, b2, sizeof b2));
+            printf("loss          %.4f -> %.4f\n", losses[0], losses[total - 1]);
+            if (acc >= 0)
+                printf("test accuracy %.2f%% (%lld samples of %s)\n", acc * 100,
+                       (long long)acc_seen, t.o.data);
+            if (t.o.save) printf("saved         %s\n", t.o.save);
+            if (t.o.trace) printf("trace         %s\n", t.o.trace);
+        }
+    }
+    free(peak);
+    free(times);
+    free(losses);
+    state_free(&t);
+    sf_comm_free(t.comm);
+    return rc;
+}

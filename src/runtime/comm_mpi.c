@@ -1,0 +1,191 @@
+/*
+ * comm_mpi.c - the runtime's communication interface over MPI, one rank per
+ * process. The only file of soapflow that includes <mpi.h> besides the
+ * calibrate command.
+ *
+ * Errors come back as values (MPI_ERRORS_RETURN on every communicator), with
+ * MPI's own text in the message. A rank that dies is noticed by mpirun, which
+ * ends the job: the other ranks are killed, mpirun exits non-zero and names
+ * the rank (OpenMPI's "exited on signal" report).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include <mpi.h>
+
+#include "comm_impl.h"
+
+typedef struct comm_mpi {
+    sf_comm base;
+    MPI_Request *req;
+    int n_req, cap_req;
+    int *free_req; /* stack of ids to reuse */
+    int n_free;
+    MPI_Comm *groups;
+    int n_groups, cap_groups;
+    int inited; /* 1: this object called MPI_Init and finalizes */
+} comm_mpi;
+
+static int mpi_fail(int rc) {
+    (void)rc;
+    return SF_ERR_IO;
+}
+
+static int new_req(comm_mpi *m) {
+    if (m->n_free > 0) return m->free_req[--m->n_free];
+    if (m->n_req == m->cap_req) {
+        int cap = m->cap_req ? m->cap_req * 2 : 64;
+        MPI_Request *r = realloc(m->req, (size_t)cap * sizeof *r);
+        if (!r) return SF_ERR_NOMEM;
+        m->req = r;
+        int *f = realloc(m->free_req, (size_t)cap * sizeof *f);
+        if (!f) return SF_ERR_NOMEM;
+        m->free_req = f;
+        m->cap_req = cap;
+    }
+    m->req[m->n_req] = MPI_REQUEST_NULL;
+    return m->n_req++;
+}
+
+/* Messages are counted in bytes as MPI_BYTE; one above INT_MAX bytes goes as
+ * 4-byte words (every runtime message is floats). */
+static void count_type(size_t bytes, int *count, MPI_Datatype *t) {
+    if (bytes <= (size_t)0x7fffffff) {
+        *count = (int)bytes;
+        *t = MPI_BYTE;
+    } else {
+        *count = (int)(bytes / 4);
+        *t = MPI_FLOAT;
+    }
+}
+
+static int m_isend(sf_comm *c, const void *buf, size_t bytes, int dst, int tag) {
+    comm_mpi *m = (comm_mpi *)c;
+    int id = new_req(m);
+    if (id < 0) return id;
+    int n;
+    MPI_Datatype t;
+    count_type(bytes, &n, &t);
+    int rc = MPI_Isend(buf, n, t, dst, tag, MPI_COMM_WORLD, &m->req[id]);
+    return rc == MPI_SUCCESS ? id : mpi_fail(rc);
+}
+
+static int m_irecv(sf_comm *c, void *buf, size_t bytes, int src, int tag) {
+    comm_mpi *m = (comm_mpi *)c;
+    int id = new_req(m);
+    if (id < 0) return id;
+    int n;
+    MPI_Datatype t;
+    count_type(bytes, &n, &t);
+    int rc = MPI_Irecv(buf, n, t, src, tag, MPI_COMM_WORLD, &m->req[id]);
+    return rc == MPI_SUCCESS ? id : mpi_fail(rc);
+}
+
+static int m_iallreduce(sf_comm *c, float *buf, int64_t n, int group) {
+    comm_mpi *m = (comm_mpi *)c;
+    if (n > 0x7fffffff || group < 0 || group >= m->n_groups) return SF_ERR_INVALID;
+    int id = new_req(m);
+    if (id < 0) return id;
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, m->groups[group],
+                            &m->req[id]);
+    return rc == MPI_SUCCESS ? id : mpi_fail(rc);
+}
+
+static sf_status m_wait(sf_comm *c, int id) {
+    comm_mpi *m = (comm_mpi *)c;
+    if (id < 0 || id >= m->n_req) return SF_ERR_INVALID;
+    int rc = MPI_Wait(&m->req[id], MPI_STATUS_IGNORE);
+    m->free_req[m->n_free++] = id;
+    return rc == MPI_SUCCESS ? SF_OK : SF_ERR_IO;
+}
+
+static sf_status m_group_new(sf_comm *c, const int *ranks, int n, int *group) {
+    comm_mpi *m = (comm_mpi *)c;
+    if (m->n_groups == m->cap_groups) {
+        int cap = m->cap_groups ? m->cap_groups * 2 : 16;
+        MPI_Comm *g = realloc(m->groups, (size_t)cap * sizeof *g);
+        if (!g) return SF_ERR_NOMEM;
+        m->groups = g;
+        m->cap_groups = cap;
+    }
+    MPI_Group world, sub;
+    MPI_Comm_group(MPI_COMM_WORLD, &world);
+    MPI_Group_incl(world, n, ranks, &sub);
+    MPI_Comm nc;
+    int rc = MPI_Comm_create_group(MPI_COMM_WORLD, sub, 0, &nc);
+    MPI_Group_free(&sub);
+    MPI_Group_free(&world);
+    if (rc != MPI_SUCCESS) return SF_ERR_IO;
+    MPI_Comm_set_errhandler(nc, MPI_ERRORS_RETURN);
+    m->groups[m->n_groups] = nc;
+    *group = m->n_groups++;
+    return SF_OK;
+}
+
+static sf_status m_sum_doubles(sf_comm *c, double *buf, int n) {
+    (void)c;
+    return MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD) == MPI_SUCCESS
+               ? SF_OK
+               : SF_ERR_IO;
+}
+
+static sf_status m_max_ints(sf_comm *c, int *buf, int n) {
+    (void)c;
+    return MPI_Allreduce(MPI_IN_PLACE, buf, n, MPI_INT, MPI_MAX, MPI_COMM_WORLD) == MPI_SUCCESS
+               ? SF_OK
+               : SF_ERR_IO;
+}
+
+static sf_status m_bcast(sf_comm *c, void *buf, size_t bytes, int root) {
+    (void)c;
+    int n;
+    MPI_Datatype t;
+    count_type(bytes, &n, &t);
+    return MPI_Bcast(buf, n, t, root, MPI_COMM_WORLD) == MPI_SUCCESS ? SF_OK : SF_ERR_IO;
+}
+
+static void m_free(sf_comm *c) {
+    comm_mpi *m = (comm_mpi *)c;
+    for (int i = 0; i < m->n_groups; i++) MPI_Comm_free(&m->groups[i]);
+    free(m->groups);
+    free(m->req);
+    free(m->free_req);
+    if (m->inited) MPI_Finalize();
+    free(m);
+}
+
+static const sf_comm_vt mpi_vt = {
+    .isend = m_isend,
+    .irecv = m_irecv,
+    .iallreduce = m_iallreduce,
+    .wait = m_wait,
+    .group_new = m_group_new,
+    .sum_doubles = m_sum_doubles,
+    .max_ints = m_max_ints,
+    .bcast = m_bcast,
+    .free = m_free,
+};
+
+sf_comm *sf_comm_mpi_new(sf_error *err) {
+    comm_mpi *m = calloc(1, sizeof *m);
+    if (!m) {
+        sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    int flag = 0;
+    MPI_Initialized(&flag);
+    if (!flag) {
+        if (MPI_Init(NULL, NULL) != MPI_SUCCESS) {
+            free(m);
+            sf_error_set(err, SF_ERR_IO, "MPI_Init failed");
+            return NULL;
+        }
+        m->inited = 1;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    m->base.vt = &mpi_vt;
+    MPI_Comm_rank(MPI_COMM_WORLD, &m->base.rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &m->base.size);
+    strcpy(m->base.what, "MPI");
+    return &m->base;
+}

@@ -1,0 +1,55 @@
+/*
+ * params.c - full-layout parameter buffers of a graph and their initial
+ * values, PyTorch's defaults per module (sf_op_params gives each tensor's
+ * place and rule). Values are drawn tensor by tensor in layout order from one
+ * generator, so they depend on the graph and the seed only.
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "soapflow/runtime.h"
+
+static double normal(sf_rng *r) {
+    /* Box-Muller; 1 - u keeps the logarithm finite */
+    double u = 1.0 - sf_rng_uniform(r), v = sf_rng_uniform(r);
+    return sqrt(-2.0 * log(u)) * cos(6.283185307179586 * v);
+}
+
+void sf_params_free(const sf_graph *g, float **bufs) {
+    if (!bufs) return;
+    for (int i = 0; i < sf_graph_num_ops(g); i++) free(bufs[i]);
+    free(bufs);
+}
+
+float **sf_params_new(const sf_graph *g, uint64_t seed, int zero, sf_error *err) {
+    int n = sf_graph_num_ops(g);
+    float **b = calloc((size_t)(n ? n : 1), sizeof *b);
+    if (!b) goto oom;
+    sf_rng rng;
+    sf_rng_seed(&rng, seed);
+    for (int i = 0; i < n; i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        if (op->weight_owner >= 0 || op->n_params <= 0) continue;
+        b[i] = calloc((size_t)op->n_params, sizeof *b[i]);
+        if (!b[i]) goto oom;
+        if (zero) continue;
+        sf_param_desc d[SF_MAX_PARAMS];
+        int np = sf_op_param_descs(op, d);
+        for (int k = 0; k < np; k++) {
+            int64_t m = sf_shape_numel(&d[k].shape);
+            float *w = b[i] + d[k].offset;
+            for (int64_t q = 0; q < m; q++) {
+                switch (d[k].init) {
+                case SF_INIT_UNIFORM: w[q] = (float)(d[k].a * (2.0 * sf_rng_uniform(&rng) - 1.0)); break;
+                case SF_INIT_NORMAL: w[q] = (float)(d[k].a * normal(&rng)); break;
+                default: w[q] = (float)d[k].a; break;
+                }
+            }
+        }
+    }
+    return b;
+oom:
+    sf_params_free(g, b);
+    sf_error_set(err, SF_ERR_NOMEM, "out of memory for the parameters");
+    return NULL;
+}

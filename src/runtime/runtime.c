@@ -1,0 +1,1029 @@
+/*
+ * runtime.c - one rank of a training run: executes the task graph of
+ * soapflow/taskgraph.h with the real kernels (soapflow/kernels.h) and the
+ * communication interface of comm_impl.h. The schedule and the memory are
+ * described in soapflow/runtime.h; this file says how.
+ *
+ * Set-up walks the task graph once, in the same order on every rank: the
+ * pairs of every (operator, input) in id order give the messages (a message's
+ * number in that walk is its tag, 2n forward and 2n + 1 for its gradient), the
+ * weight groups give the shards. Every rank sees every record and keeps those
+ * that touch it, so that all ranks agree on tags, on the groups made for the
+ * all-reduces and on the order the all-reduces are posted in, without
+ * talking. Then it sizes every buffer, reserves them in one block, and carves
+ * it (the same walk twice: once counting, once placing).
+ *
+ * A step posts every receive first (activations and gradients), then runs the
+ * forward pass: a part copies the regions of local producers into its input
+ * buffers and unpacks the messages of remote ones as they arrive, runs its
+ * kernel and sends each remote consumer its region at once. Backward runs the
+ * parts in reverse; a part's output gradient is the sum of what its consumers'
+ * input gradients give back over the same pairs. A shard's all-reduce is
+ * posted when the backward loop passes the lowest operator with an entry of
+ * the shard (every rank has then done its entries), so all ranks post in one
+ * order. Finally each rank waits for its all-reduces, updates its shards and
+ * waits for its sends.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "comm_impl.h"
+#include "soapflow/kernels.h"
+#include "soapflow/taskgraph.h"
+
+#define ALIGN 64
+
+typedef struct rt_part rt_part;
+
+/* One pair of the task graph that touches this rank. */
+typedef struct rt_link {
+    int k;          /* the consumer's input */
+    int out;        /* the producer's output */
+    rt_part *prod;  /* the producer part when local, else NULL */
+    rt_part *cons;  /* the consumer part when local, else NULL */
+    int peer;       /* the other rank; -1 for a local pair */
+    int cons_op, cons_part; /* the consumer (names the message in traces) */
+    int tag;        /* forward tag (2n); the gradient goes back with tag + 1 */
+    int grad;       /* the producer has a backward pass: the gradient goes back */
+    sf_tile region; /* in the coordinates of the producer's output */
+    int64_t numel;
+    float *fbuf, *gbuf; /* remote: the region's activations and gradients */
+    int freq, greq;     /* requests in flight, -1 when none */
+} rt_link;
+
+struct rt_part {
+    int op, part;
+    sf_tile tile;
+    const sf_op *o;
+    float **out, **gout;  /* [n_outputs] output tiles and their gradients */
+    sf_tile *out_tile;    /* [n_outputs] */
+    float **in, **gin;    /* [n_inputs] input regions and their gradients (gin[k]
+                           * NULL when the producer has no backward) */
+    sf_tile *in_region;   /* [n_inputs] */
+    int32_t *labels;      /* softmax_ce: the tile's rows' labels */
+    int64_t rows;         /* softmax_ce: rows of the tile */
+    int cons_start, n_cons; /* links where this part consumes: rt->cons_links[] */
+    int prod_start, n_prod; /* remote links where it produces: rt->prod_links[] */
+    int group;            /* rt->groups index of its weight group, -1 when none */
+};
+
+typedef struct rt_group {
+    int owner;
+    int64_t n; /* elements of the full layout */
+    float *w, *g, *v;
+} rt_group;
+
+/* A weight shard held by this rank. */
+typedef struct rt_shard {
+    int global;        /* its position in the global order */
+    int owner, group;  /* owner op, rt->groups index */
+    int key_op;        /* lowest operator with an entry of the shard */
+    int n_devs, first_dev;
+    int comm_group;    /* communication group, -1 when held by this rank only */
+    int n_slices;
+    sf_weight_slice sl[SF_MAX_WEIGHT_SLICES];
+    int64_t numel;
+    float *buf;        /* packed gradient for the all-reduce */
+    int req;
+} rt_shard;
+
+struct sf_runtime {
+    const sf_graph *g;
+    sf_strategy *s;
+    sf_comm *c;
+    sf_runtime_options o;
+    sf_taskgraph *tg;
+    int rank, n_ops;
+    rt_part *parts;
+    int n_parts;
+    rt_part **part_of; /* [n_ops * SF_MAX_PARTS] */
+    rt_link *links;
+    int n_links;
+    rt_link **cons_links, **prod_links;
+    rt_link **recv_links; /* remote links where this rank consumes */
+    int n_recv;
+    rt_link **send_links; /* remote links where this rank produces */
+    int n_send;
+    rt_group *groups;
+    int n_groups;
+    int *group_of; /* [n_ops] owner -> groups index, -1 */
+    rt_shard *shards;
+    int n_shards;
+    /* the shards in the global order and, for each, whether this rank holds it
+     * is in rt->shards; shards_at[op]: first rt->shards index with key_op op */
+    unsigned char *block;
+    size_t block_bytes, used;
+    int sizing;
+    float *zero_start; /* activation gradients, zeroed at each step: [zero_start, zero_end) */
+    float *zero_end;
+    void *ws;
+    size_t ws_bytes;
+    sf_rt_event *ev;
+    int n_ev, cap_ev;
+    double t_begin;
+    int64_t steps;
+};
+
+void sf_runtime_options_default(sf_runtime_options *o) {
+    memset(o, 0, sizeof *o);
+    o->lr = 0.01;
+    o->momentum = 0.9;
+    o->weight_decay = 0;
+    o->bulk_sync = 0;
+    o->fast_kernels = 1;
+    o->seed = 1;
+}
+
+static double now_s(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ---- boxes ---------------------------------------------------------------- */
+
+/* Copy (add) the elements of region r from a buffer laid out as tile a to one
+ * laid out as tile b (both row-major over their own extents, both holding r).
+ * 4-byte elements: floats, or int32 labels copied as such. */
+static void box_move(const void *src, const sf_tile *a, void *dst, const sf_tile *b,
+                     const sf_tile *r, int add) {
+    int nd = r->ndim;
+    if (nd == 0) {
+        if (add)
+            *(float *)dst += *(const float *)src;
+        else
+            memcpy(dst, src, 4);
+        return;
+    }
+    int64_t sa[SF_MAX_DIMS], sb[SF_MAX_DIMS], idx[SF_MAX_DIMS];
+    int64_t xa = 1, xb = 1;
+    for (int d = nd - 1; d >= 0; d--) {
+        sa[d] = xa;
+        sb[d] = xb;
+        xa *= a->hi[d] - a->lo[d];
+        xb *= b->hi[d] - b->lo[d];
+    }
+    int64_t run = r->hi[nd - 1] - r->lo[nd - 1];
+    if (run <= 0) return;
+    for (int d = 0; d < nd; d++) {
+        idx[d] = r->lo[d];
+        if (r->hi[d] <= r->lo[d]) return;
+    }
+    for (;;) {
+        int64_t oa = 0, ob = 0;
+        for (int d = 0; d < nd; d++) {
+            oa += (idx[d] - a->lo[d]) * sa[d];
+            ob += (idx[d] - b->lo[d]) * sb[d];
+        }
+        if (add) {
+            const float *s = (const float *)src + oa;
+            float *t = (float *)dst + ob;
+            for (int64_t q = 0; q < run; q++) t[q] += s[q];
+        } else {
+            memcpy((uint32_t *)dst + ob, (const uint32_t *)src + oa, (size_t)run * 4);
+        }
+        int d = nd - 2;
+        while (d >= 0 && ++idx[d] == r->hi[d]) {
+            idx[d] = r->lo[d];
+            d--;
+        }
+        if (d < 0) break;
+    }
+}
+
+/* Pack (unpack) the elements of a shard's slices of a full layout. */
+static void slices_move(const rt_shard *sh, float *full, float *packed, int pack) {
+    int64_t q = 0;
+    for (int i = 0; i < sh->n_slices; i++) {
+        const sf_weight_slice *s = &sh->sl[i];
+        for (int64_t r = 0; r < s->count; r++) {
+            float *f = full + s->offset + r * s->stride;
+            if (pack)
+                memcpy(packed + q, f, (size_t)s->len * sizeof *f);
+            else
+                memcpy(f, packed + q, (size_t)s->len * sizeof *f);
+            q += s->len;
+        }
+    }
+}
+
+/* ---- set-up ---------------------------------------------------------------- */
+
+/* Reserve n bytes of the block (counted only, in the sizing pass). */
+static void *carve(sf_runtime *rt, size_t n) {
+    size_t at = (rt->used + ALIGN - 1) / ALIGN * ALIGN;
+    rt->used = at + n;
+    if (rt->sizing) return NULL;
+    return rt->block + at;
+}
+
+static float *carve_f(sf_runtime *rt, int64_t n) { return carve(rt, (size_t)n * sizeof(float)); }
+
+static int op_has_bwd(const sf_op *op) { return op->type != SF_OP_INPUT; }
+
+/* Rows of a softmax_ce tile: the product of its leading dimensions. */
+static int64_t tile_rows(const sf_tile *t) {
+    int64_t r = 1;
+    for (int d = 0; d + 1 < t->ndim; d++) r *= t->hi[d] - t->lo[d];
+    return r;
+}
+
+/* The tensors of every part, in two passes: activations and their inputs
+ * first, then (contiguous, for one memset per step) the gradients. */
+static void place_tensors(sf_runtime *rt) {
+    for (int i = 0; i < rt->n_parts; i++) {
+        rt_part *p = &rt->parts[i];
+        const sf_op *o = p->o;
+        for (int k = 0; k < o->n_outputs; k++) p->out[k] = carve_f(rt, sf_tile_numel(&p->out_tile[k]));
+        for (int k = 0; k < o->n_inputs; k++) p->in[k] = carve_f(rt, sf_tile_numel(&p->in_region[k]));
+        if (o->type == SF_OP_SOFTMAX_CE)
+            p->labels = carve(rt, (size_t)(p->rows > 0 ? p->rows : 1) * sizeof(int32_t));
+    }
+    for (int i = 0; i < rt->n_links; i++) {
+        rt_link *l = &rt->links[i];
+        if (l->peer < 0) continue;
+        l->fbuf = carve_f(rt, l->numel);
+    }
+    size_t zero_from = (rt->used + ALIGN - 1) / ALIGN * ALIGN;
+    for (int i = 0; i < rt->n_parts; i++) {
+        rt_part *p = &rt->parts[i];
+        const sf_op *o = p->o;
+        for (int k = 0; k < o->n_outputs; k++)
+            p->gout[k] = carve_f(rt, sf_tile_numel(&p->out_tile[k]));
+        for (int k = 0; k < o->n_inputs; k++) {
+            const sf_op *src = sf_graph_op(rt->g, o->inputs[k].op);
+            p->gin[k] = op_has_bwd(o) && op_has_bwd(src)
+                            ? carve_f(rt, sf_tile_numel(&p->in_region[k]))
+                            : NULL;
+        }
+    }
+    size_t zero_to = rt->used;
+    for (int i = 0; i < rt->n_links; i++) {
+        rt_link *l = &rt->links[i];
+        if (l->peer >= 0 && l->grad) l->gbuf = carve_f(rt, l->numel);
+    }
+    for (int i = 0; i < rt->n_groups; i++) {
+        rt_group *gr = &rt->groups[i];
+        gr->w = carve_f(rt, gr->n);
+        gr->g = carve_f(rt, gr->n);
+        gr->v = carve_f(rt, gr->n);
+    }
+    for (int i = 0; i < rt->n_shards; i++)
+        if (rt->shards[i].comm_group >= 0) rt->shards[i].buf = carve_f(rt, rt->shards[i].numel);
+    rt->ws = carve(rt, rt->ws_bytes);
+    if (!rt->sizing) {
+        rt->zero_start = (float *)(rt->block + zero_from);
+        rt->zero_end = (float *)(rt->block + (zero_to > zero_from ? zero_to : zero_from));
+    }
+}
+
+static sf_status setup_parts(sf_runtime *rt, sf_error *err) {
+    int n = 0;
+    for (int op = 0; op < rt->n_ops; op++) {
+        const sf_config *c = sf_strategy_get(rt->s, op);
+        for (int p = 0; p < c->n_parts; p++) {
+            if (c->device[p] >= sf_comm_size(rt->c))
+                return sf_error_set(err, SF_ERR_INVALID,
+                                    "operator '%s' part %d is on device %d, but there are %d ranks",
+                                    sf_graph_op(rt->g, op)->name, p, c->device[p],
+                                    sf_comm_size(rt->c));
+            if (c->device[p] == rt->rank) n++;
+        }
+    }
+    rt->parts = calloc((size_t)(n ? n : 1), sizeof *rt->parts);
+    rt->part_of = calloc((size_t)(rt->n_ops ? rt->n_ops : 1) * SF_MAX_PARTS, sizeof *rt->part_of);
+    if (!rt->parts || !rt->part_of) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    for (int op = 0; op < rt->n_ops; op++) {
+        const sf_op *o = sf_graph_op(rt->g, op);
+        const sf_config *c = sf_strategy_get(rt->s, op);
+        const sf_tile *tiles = sf_taskgraph_tiles(rt->tg, op);
+        for (int p = 0; p < c->n_parts; p++) {
+            if (c->device[p] != rt->rank) continue;
+            rt_part *q = &rt->parts[rt->n_parts++];
+            rt->part_of[(size_t)op * SF_MAX_PARTS + p] = q;
+            q->op = op;
+            q->part = p;
+            q->o = o;
+            q->tile = tiles[p];
+            q->group = -1;
+            q->out = calloc((size_t)o->n_outputs, sizeof *q->out);
+            q->gout = calloc((size_t)o->n_outputs, sizeof *q->gout);
+            q->out_tile = calloc((size_t)o->n_outputs, sizeof *q->out_tile);
+            int ni = o->n_inputs ? o->n_inputs : 1;
+            q->in = calloc((size_t)ni, sizeof *q->in);
+            q->gin = calloc((size_t)ni, sizeof *q->gin);
+            q->in_region = calloc((size_t)ni, sizeof *q->in_region);
+            if (!q->out || !q->gout || !q->out_tile || !q->in || !q->gin || !q->in_region)
+                return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            for (int k = 0; k < o->n_outputs; k++) sf_op_output_tile(o, &q->tile, k, &q->out_tile[k]);
+            for (int k = 0; k < o->n_inputs; k++) sf_op_input_region(o, &q->tile, k, &q->in_region[k]);
+            if (o->type == SF_OP_SOFTMAX_CE) q->rows = tile_rows(&q->tile);
+            for (int b = 0; b < 2; b++) {
+                size_t w = sf_kernel_workspace_bytes(o, &q->tile, b);
+                if (w > rt->ws_bytes) rt->ws_bytes = w;
+            }
+            if (o->type != SF_OP_INPUT && !sf_kernel_available(o->type, rt->o.fast_kernels))
+                return sf_error_set(err, SF_ERR_UNSUPPORTED,
+                                    "operator '%s': no %s kernel for type %s", o->name,
+                                    rt->o.fast_kernels ? "fast" : "reference",
+                                    sf_op_type_name(o->type));
+        }
+    }
+    return SF_OK;
+}
+
+/* Every pair of the task graph, in the same order on every rank; those that
+ * touch this rank become links. Two walks: count, then fill. */
+static sf_status setup_links(sf_runtime *rt, sf_error *err) {
+    for (int pass = 0; pass < 2; pass++) {
+        int tag = 0, nl = 0;
+        for (int x = 0; x < rt->n_ops; x++) {
+            const sf_op *o = sf_graph_op(rt->g, x);
+            for (int k = 0; k < o->n_inputs; k++) {
+                const sf_tg_pair *pr;
+                int np = sf_taskgraph_edge(rt->tg, x, k, &pr);
+                if (np < 0) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+                const sf_op *po = sf_graph_op(rt->g, o->inputs[k].op);
+                for (int i = 0; i < np; i++) {
+                    int remote = pr[i].src_dev != pr[i].dst_dev;
+                    int t = remote ? 2 * tag++ : -1;
+                    if (tag > (1 << 29))
+                        return sf_error_set(err, SF_ERR_RANGE, "too many messages in the task graph");
+                    if (pr[i].src_dev != rt->rank && pr[i].dst_dev != rt->rank) continue;
+                    if (pass == 0) {
+                        nl++;
+                        continue;
+                    }
+                    rt_link *l = &rt->links[nl++];
+                    memset(l, 0, sizeof *l);
+                    l->k = k;
+                    l->cons_op = x;
+                    l->cons_part = pr[i].cons_part;
+                    l->out = o->inputs[k].out;
+                    l->prod = pr[i].src_dev == rt->rank
+                                  ? rt->part_of[(size_t)o->inputs[k].op * SF_MAX_PARTS + pr[i].prod_part]
+                                  : NULL;
+                    l->cons = pr[i].dst_dev == rt->rank
+                                  ? rt->part_of[(size_t)x * SF_MAX_PARTS + pr[i].cons_part]
+                                  : NULL;
+                    l->peer = !remote ? -1 : l->prod ? pr[i].dst_dev : pr[i].src_dev;
+                    l->tag = t;
+                    l->grad = op_has_bwd(po) && op_has_bwd(o);
+                    l->region = pr[i].region;
+                    l->numel = pr[i].numel;
+                    l->freq = l->greq = -1;
+                }
+            }
+        }
+        if (pass == 0) {
+            rt->links = calloc((size_t)(nl ? nl : 1), sizeof *rt->links);
+            if (!rt->links) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        }
+        rt->n_links = nl;
+    }
+    /* per-part lists, by counting */
+    size_t nl1 = (size_t)(rt->n_links ? rt->n_links : 1);
+    rt->cons_links = malloc(nl1 * sizeof *rt->cons_links);
+    rt->prod_links = malloc(nl1 * sizeof *rt->prod_links);
+    rt->recv_links = malloc(nl1 * sizeof *rt->recv_links);
+    rt->send_links = malloc(nl1 * sizeof *rt->send_links);
+    if (!rt->cons_links || !rt->prod_links || !rt->recv_links || !rt->send_links)
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < rt->n_links; i++) {
+        rt_link *l = &rt->links[i];
+        if (l->cons) l->cons->n_cons++;
+        if (l->prod && l->peer >= 0) l->prod->n_prod++;
+    }
+    int ac = 0, ap = 0;
+    for (int i = 0; i < rt->n_parts; i++) {
+        rt->parts[i].cons_start = ac;
+        rt->parts[i].prod_start = ap;
+        ac += rt->parts[i].n_cons;
+        ap += rt->parts[i].n_prod;
+        rt->parts[i].n_cons = rt->parts[i].n_prod = 0;
+    }
+    for (int i = 0; i < rt->n_links; i++) {
+        rt_link *l = &rt->links[i];
+        if (l->cons) rt->cons_links[l->cons->cons_start + l->cons->n_cons++] = l;
+        if (l->prod && l->peer >= 0) rt->prod_links[l->prod->prod_start + l->prod->n_prod++] = l;
+        if (l->peer >= 0 && l->cons) rt->recv_links[rt->n_recv++] = l;
+        if (l->peer >= 0 && l->prod) rt->send_links[rt->n_send++] = l;
+    }
+    return SF_OK;
+}
+
+/* A shard of the global list, before this rank keeps the ones it holds. */
+typedef struct g_shard {
+    int owner, idx, key_op, n_devs, dev_start;
+    int rep_op, rep_part;
+    int64_t numel;
+} g_shard;
+
+static const int16_t *g_devs_of(const int16_t *devs, const g_shard *s) { return devs + s->dev_start; }
+
+static int g_shard_cmp(const void *pa, const void *pb) {
+    const g_shard *a = pa, *b = pb;
+    if (a->key_op != b->key_op) return a->key_op > b->key_op ? -1 : 1; /* latest first */
+    if (a->owner != b->owner) return a->owner < b->owner ? -1 : 1;
+    return a->idx < b->idx ? -1 : a->idx > b->idx;
+}
+
+static int same_devs(const int16_t *devs, const g_shard *a, const g_shard *b) {
+    if (a->n_devs != b->n_devs) return 0;
+    return !memcmp(g_devs_of(devs, a), g_devs_of(devs, b), (size_t)a->n_devs * sizeof *devs);
+}
+
+static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
+    sf_status st = SF_OK;
+    g_shard *gs = NULL;
+    int16_t *devs = NULL;
+    int *comm_of = NULL;
+    int n = 0, cap = 0, nd = 0, cap_d = 0;
+    /* groups this rank takes part in */
+    rt->group_of = malloc((size_t)(rt->n_ops ? rt->n_ops : 1) * sizeof *rt->group_of);
+    rt->groups = calloc((size_t)(rt->n_ops ? rt->n_ops : 1), sizeof *rt->groups);
+    if (!rt->group_of || !rt->groups) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    for (int op = 0; op < rt->n_ops; op++) rt->group_of[op] = -1;
+    for (int i = 0; i < rt->n_parts; i++) {
+        int ow = sf_taskgraph_owner(rt->tg, rt->parts[i].op);
+        if (ow < 0) continue;
+        if (rt->group_of[ow] < 0) {
+            rt->group_of[ow] = rt->n_groups;
+            rt->groups[rt->n_groups++] = (rt_group){.owner = ow, .n = sf_graph_op(rt->g, ow)->n_params};
+        }
+        rt->parts[i].group = rt->group_of[ow];
+    }
+    /* every shard of every group, as every rank sees them */
+    for (int ow = 0; ow < rt->n_ops; ow++) {
+        if (sf_taskgraph_owner(rt->tg, ow) != ow) continue;
+        sf_tg_sync sy;
+        if (sf_taskgraph_sync(rt->tg, ow, &sy) != SF_OK) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int s = 0; s < sy.n_shards; s++) {
+            const sf_tg_shard *sh = &sy.shards[s];
+            if (n == cap) {
+                cap = cap ? 2 * cap : 64;
+                g_shard *q = realloc(gs, (size_t)cap * sizeof *q);
+                if (!q) goto oom;
+                gs = q;
+            }
+            if (nd + sh->n_devs > cap_d) {
+                cap_d = (nd + sh->n_devs) * 2;
+                int16_t *q = realloc(devs, (size_t)cap_d * sizeof *q);
+                if (!q) goto oom;
+                devs = q;
+            }
+            int key = rt->n_ops;
+            int e0 = sy.ent_start[sh->dev_start], e1 = sy.ent_start[sh->dev_start + sh->n_devs];
+            for (int e = e0; e < e1; e++)
+                if (sy.ents[e].op < key) key = sy.ents[e].op;
+            memcpy(devs + nd, sy.devs + sh->dev_start, (size_t)sh->n_devs * sizeof *devs);
+            gs[n++] = (g_shard){.owner = ow, .idx = s, .key_op = key, .n_devs = sh->n_devs,
+                                .dev_start = nd, .rep_op = sh->rep_op, .rep_part = sh->rep_part,
+                                .numel = sh->numel};
+            nd += sh->n_devs;
+        }
+    }
+    if (n > 1) qsort(gs, (size_t)n, sizeof *gs, g_shard_cmp);
+    /* one communication group per distinct set of devices, made in order of
+     * first appearance by the members of each */
+    comm_of = malloc((size_t)(n ? n : 1) * sizeof *comm_of);
+    rt->shards = calloc((size_t)(n ? n : 1), sizeof *rt->shards);
+    if (!comm_of || !rt->shards) goto oom;
+    for (int i = 0; i < n; i++) {
+        comm_of[i] = -1;
+        if (gs[i].n_devs < 2) continue;
+        int prev = -1;
+        for (int j = 0; j < i && prev < 0; j++)
+            if (gs[j].n_devs > 1 && same_devs(devs, &gs[i], &gs[j])) prev = j;
+        if (prev >= 0) {
+            comm_of[i] = comm_of[prev];
+            continue;
+        }
+        const int16_t *d = g_devs_of(devs, &gs[i]);
+        int member = 0;
+        for (int q = 0; q < gs[i].n_devs; q++) member |= d[q] == rt->rank;
+        if (!member) continue;
+        int *rk = malloc((size_t)gs[i].n_devs * sizeof *rk);
+        if (!rk) goto oom;
+        for (int q = 0; q < gs[i].n_devs; q++) rk[q] = d[q];
+        sf_status gst = rt->c->vt->group_new(rt->c, rk, gs[i].n_devs, &comm_of[i]);
+        free(rk);
+        if (gst != SF_OK) {
+            st = sf_error_set(err, gst, "cannot make a communication group of %d ranks",
+                              gs[i].n_devs);
+            goto done;
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        const int16_t *d = g_devs_of(devs, &gs[i]);
+        int member = 0;
+        for (int q = 0; q < gs[i].n_devs; q++) member |= d[q] == rt->rank;
+        if (!member) continue;
+        rt_shard *sh = &rt->shards[rt->n_shards++];
+        sh->global = i;
+        sh->owner = gs[i].owner;
+        sh->group = rt->group_of[gs[i].owner];
+        sh->key_op = gs[i].key_op;
+        sh->n_devs = gs[i].n_devs;
+        sh->first_dev = d[0];
+        sh->comm_group = gs[i].n_devs > 1 ? comm_of[i] : -1;
+        const sf_op *rop = sf_graph_op(rt->g, gs[i].rep_op);
+        sh->n_slices =
+            sf_op_weight_slices(rop, &sf_taskgraph_tiles(rt->tg, gs[i].rep_op)[gs[i].rep_part], sh->sl);
+        int64_t m = 0;
+        for (int q = 0; q < sh->n_slices; q++) m += sh->sl[q].len * sh->sl[q].count;
+        sh->numel = m;
+        sh->req = -1;
+        if (sh->group < 0) {
+            st = sf_error_set(err, SF_ERR_INTERNAL, "shard of '%s' on rank %d without its group",
+                              rop->name, rt->rank);
+            goto done;
+        }
+    }
+    goto done;
+oom:
+    st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+done:
+    free(gs);
+    free(devs);
+    free(comm_of);
+    return st;
+}
+
+sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
+                           const sf_runtime_options *o, sf_error *err) {
+    sf_runtime *rt = calloc(1, sizeof *rt);
+    sf_status st = SF_OK;
+    if (!rt) {
+        st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    } else {
+        rt->g = g;
+        rt->c = c;
+        rt->rank = sf_comm_rank(c);
+        rt->n_ops = sf_graph_num_ops(g);
+        if (o)
+            rt->o = *o;
+        else
+            sf_runtime_options_default(&rt->o);
+        rt->s = sf_strategy_clone(s);
+        rt->tg = sf_taskgraph_new(g, sf_comm_size(c), err);
+        if (!rt->s || !rt->tg) st = err && err->code ? err->code : SF_ERR_NOMEM;
+    }
+    if (st == SF_OK) {
+        sf_taskgraph_set_strategy(rt->tg, rt->s);
+        for (int op = 0; op < rt->n_ops; op++) sf_taskgraph_set_tiles(rt->tg, op);
+        st = setup_parts(rt, err);
+    }
+    /* agree before anything collective: a bad strategy stops every rank here */
+    st = sf_comm_agree(c, st, err);
+    if (st == SF_OK) st = setup_links(rt, err);
+    if (st == SF_OK) st = setup_shards(rt, err);
+    if (st == SF_OK) {
+        rt->cap_ev = 2 * rt->n_parts + 2 * rt->n_recv + 2 * rt->n_send + 2 * rt->n_shards + 8;
+        rt->ev = malloc((size_t)rt->cap_ev * sizeof *rt->ev);
+        rt->sizing = 1;
+        rt->used = 0;
+        place_tensors(rt);
+        rt->block_bytes = rt->used + ALIGN;
+        rt->block = rt->ev ? aligned_alloc(ALIGN, (rt->block_bytes + ALIGN - 1) / ALIGN * ALIGN) : NULL;
+        if (!rt->block) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory reserving %.0f MiB",
+                              (double)rt->block_bytes / 1048576.0);
+        } else {
+            memset(rt->block, 0, rt->block_bytes);
+            rt->sizing = 0;
+            rt->used = 0;
+            place_tensors(rt);
+        }
+    }
+    st = sf_comm_agree(c, st, err);
+    if (st != SF_OK) {
+        sf_runtime_free(rt);
+        return NULL;
+    }
+    return rt;
+}
+
+void sf_runtime_free(sf_runtime *rt) {
+    if (!rt) return;
+    for (int i = 0; i < rt->n_parts; i++) {
+        rt_part *p = &rt->parts[i];
+        free(p->out);
+        free(p->gout);
+        free(p->out_tile);
+        free(p->in);
+        free(p->gin);
+        free(p->in_region);
+    }
+    free(rt->parts);
+    free(rt->part_of);
+    free(rt->links);
+    free(rt->cons_links);
+    free(rt->prod_links);
+    free(rt->recv_links);
+    free(rt->send_links);
+    free(rt->groups);
+    free(rt->group_of);
+    free(rt->shards);
+    free(rt->block);
+    free(rt->ev);
+    sf_taskgraph_free(rt->tg);
+    sf_strategy_free(rt->s);
+    free(rt);
+}
+
+/* ---- a step ------------------------------------------------------------------ */
+
+static void event(sf_runtime *rt, sf_rt_event_kind k, double t0, int op, int part, int peer,
+                  int64_t bytes) {
+    if (rt->n_ev >= rt->cap_ev) return;
+    rt->ev[rt->n_ev++] = (sf_rt_event){.t0_s = t0 - rt->t_begin, .t1_s = now_s() - rt->t_begin,
+                                       .op = op, .part = part, .peer = peer, .kind = (uint8_t)k,
+                                       .bytes = bytes};
+}
+
+#define COMM(call, what)                                                                           \
+    do {                                                                                           \
+        int rc_ = (call);                                                                          \
+        if (rc_ < 0)                                                                               \
+            return sf_error_set(err, (sf_status)rc_, "rank %d: %s failed", rt->rank, what);        \
+    } while (0)
+
+static sf_status post_receives(sf_runtime *rt, int train, sf_error *err) {
+    for (int i = 0; i < rt->n_recv; i++) {
+        rt_link *l = rt->recv_links[i];
+        int id = rt->c->vt->irecv(rt->c, l->fbuf, (size_t)l->numel * 4, l->peer, l->tag);
+        COMM(id, "posting a receive");
+        l->freq = id;
+    }
+    if (!train) return SF_OK;
+    for (int i = 0; i < rt->n_send; i++) {
+        rt_link *l = rt->send_links[i];
+        if (!l->grad) continue;
+        int id = rt->c->vt->irecv(rt->c, l->gbuf, (size_t)l->numel * 4, l->peer, l->tag + 1);
+        COMM(id, "posting a receive");
+        l->greq = id;
+    }
+    return SF_OK;
+}
+
+static uint64_t mix64(uint64_t x) {
+    x ^= x >> 30;
+    x *= 0xbf58476d1ce4e5b9ULL;
+    x ^= x >> 27;
+    x *= 0x94d049bb133111ebULL;
+    return x ^ (x >> 31);
+}
+
+static sf_status run_kernel(sf_runtime *rt, rt_part *p, int backward, double *loss,
+                            sf_error *err) {
+    const sf_op *o = p->o;
+    sf_kernel_args a;
+    memset(&a, 0, sizeof a);
+    a.op = o;
+    a.tile = p->tile;
+    a.n_inputs = o->n_inputs;
+    a.in = (const float *const *)p->in;
+    a.in_region = p->in_region;
+    a.n_outputs = o->n_outputs;
+    a.out = p->out;
+    a.weights = p->group >= 0 ? rt->groups[p->group].w : NULL;
+    a.workspace = rt->ws;
+    a.workspace_bytes = rt->ws_bytes;
+    a.seed = mix64(rt->o.seed ^ mix64((uint64_t)rt->steps + 1));
+    a.labels = p->labels;
+    a.loss = backward ? NULL : loss;
+    if (backward) {
+        a.grad_out = (const float *const *)p->gout;
+        a.grad_in = p->gin;
+        a.grad_weights = p->group >= 0 ? rt->groups[p->group].g : NULL;
+    }
+    sf_status st = backward ? sf_kernel_backward(&a, rt->o.fast_kernels)
+                            : sf_kernel_forward(&a, rt->o.fast_kernels);
+    if (st != SF_OK)
+        return sf_error_set(err, st, "operator '%s' part %d: %s kernel failed: %s", o->name,
+                            p->part, backward ? "backward" : "forward", sf_status_str(st));
+    return SF_OK;
+}
+
+/* The forward task of part p: gather its inputs, run it, send its pieces. */
+static sf_status forward_part(sf_runtime *rt, rt_part *p, const sf_batch *b, double *loss,
+                              sf_error *err) {
+    const sf_op *o = p->o;
+    for (int i = 0; i < p->n_cons; i++) {
+        rt_link *l = rt->cons_links[p->cons_start + i];
+        if (l->peer < 0) {
+            box_move(l->prod->out[l->out], &l->prod->out_tile[l->out], p->in[l->k],
+                     &p->in_region[l->k], &l->region, 0);
+            continue;
+        }
+        double t0 = now_s();
+        COMM(rt->c->vt->wait(rt->c, l->freq), "receiving activations");
+        l->freq = -1;
+        event(rt, SF_RT_XFER, t0, p->op, p->part, l->peer, l->numel * 4);
+        box_move(l->fbuf, &l->region, p->in[l->k], &p->in_region[l->k], &l->region, 0);
+    }
+    double t0 = now_s();
+    if (o->type == SF_OP_INPUT) {
+        if (!b->inputs || !b->inputs[p->op])
+            return sf_error_set(err, SF_ERR_INVALID, "no data for input '%s'", o->name);
+        sf_tile whole = sf_tile_full(&o->out_shapes[0]);
+        box_move(b->inputs[p->op], &whole, p->out[0], &p->out_tile[0], &p->out_tile[0], 0);
+    } else {
+        if (o->type == SF_OP_SOFTMAX_CE) {
+            if (!b->labels || !b->labels[p->op])
+                return sf_error_set(err, SF_ERR_INVALID, "no labels for '%s'", o->name);
+            sf_tile whole = sf_tile_full(&o->out_shapes[0]), rows = p->tile;
+            whole.ndim--;
+            rows.ndim--;
+            box_move(b->labels[p->op], &whole, p->labels, &rows, &rows, 0);
+        }
+        sf_status st = run_kernel(rt, p, 0, loss, err);
+        if (st != SF_OK) return st;
+    }
+    event(rt, SF_RT_FWD, t0, p->op, p->part, -1, 0);
+    for (int i = 0; i < p->n_prod; i++) {
+        rt_link *l = rt->prod_links[p->prod_start + i];
+        box_move(p->out[l->out], &p->out_tile[l->out], l->fbuf, &l->region, &l->region, 0);
+        int id = rt->c->vt->isend(rt->c, l->fbuf, (size_t)l->numel * 4, l->peer, l->tag);
+        COMM(id, "sending activations");
+        l->freq = id;
+    }
+    return SF_OK;
+}
+
+/* The backward task of part p: collect its output gradient, run it, give
+ * its input gradients back. */
+static sf_status backward_part(sf_runtime *rt, rt_part *p, sf_error *err) {
+    for (int i = 0; i < p->n_prod; i++) {
+        rt_link *l = rt->prod_links[p->prod_start + i];
+        if (!l->grad) continue;
+        double t0 = now_s();
+        COMM(rt->c->vt->wait(rt->c, l->greq), "receiving gradients");
+        l->greq = -1;
+        event(rt, SF_RT_GRAD, t0, l->cons_op, l->cons_part, l->peer, l->numel * 4);
+        box_move(l->gbuf, &l->region, p->gout[l->out], &p->out_tile[l->out], &l->region, 1);
+    }
+    double t0 = now_s();
+    sf_status st = run_kernel(rt, p, 1, NULL, err);
+    if (st != SF_OK) return st;
+    event(rt, SF_RT_BWD, t0, p->op, p->part, -1, 0);
+    for (int i = 0; i < p->n_cons; i++) {
+        rt_link *l = rt->cons_links[p->cons_start + i];
+        if (!l->grad) continue;
+        if (l->peer < 0) {
+            box_move(p->gin[l->k], &p->in_region[l->k], l->prod->gout[l->out],
+                     &l->prod->out_tile[l->out], &l->region, 1);
+            continue;
+        }
+        box_move(p->gin[l->k], &p->in_region[l->k], l->gbuf, &l->region, &l->region, 0);
+        int id = rt->c->vt->isend(rt->c, l->gbuf, (size_t)l->numel * 4, l->peer, l->tag + 1);
+        COMM(id, "sending gradients");
+        l->greq = id;
+    }
+    return SF_OK;
+}
+
+static sf_status post_sync(sf_runtime *rt, rt_shard *sh, sf_error *err) {
+    if (sh->comm_group < 0) return SF_OK;
+    slices_move(sh, rt->groups[sh->group].g, sh->buf, 1);
+    int id = rt->c->vt->iallreduce(rt->c, sh->buf, sh->numel, sh->comm_group);
+    COMM(id, "posting an all-reduce");
+    sh->req = id;
+    return SF_OK;
+}
+
+/* SGD with momentum and weight decay on the shard's elements. */
+static void update_shard(sf_runtime *rt, rt_shard *sh) {
+    rt_group *gr = &rt->groups[sh->group];
+    const float lr = (float)rt->o.lr, mu = (float)rt->o.momentum, wd = (float)rt->o.weight_decay;
+    for (int i = 0; i < sh->n_slices; i++) {
+        const sf_weight_slice *s = &sh->sl[i];
+        for (int64_t r = 0; r < s->count; r++) {
+            int64_t at = s->offset + r * s->stride;
+            float *w = gr->w + at, *g = gr->g + at, *v = gr->v + at;
+            for (int64_t q = 0; q < s->len; q++) {
+                float d = g[q] + wd * w[q];
+                v[q] = mu * v[q] + d;
+                w[q] -= lr * v[q];
+            }
+        }
+    }
+}
+
+static sf_status wait_sends(sf_runtime *rt, int train, sf_error *err) {
+    for (int i = 0; i < rt->n_send; i++) {
+        rt_link *l = rt->send_links[i];
+        if (l->freq >= 0) COMM(rt->c->vt->wait(rt->c, l->freq), "sending activations");
+        l->freq = -1;
+    }
+    if (!train) return SF_OK;
+    for (int i = 0; i < rt->n_recv; i++) {
+        rt_link *l = rt->recv_links[i];
+        if (l->greq >= 0) COMM(rt->c->vt->wait(rt->c, l->greq), "sending gradients");
+        l->greq = -1;
+    }
+    return SF_OK;
+}
+
+static sf_status forward_pass(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
+    for (int i = 0; i < rt->n_parts; i++) {
+        sf_status st = forward_part(rt, &rt->parts[i], b, loss, err);
+        if (st != SF_OK) return st;
+    }
+    return SF_OK;
+}
+
+static sf_status step_local(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
+    rt->n_ev = 0;
+    rt->t_begin = now_s();
+    for (int i = 0; i < rt->n_groups; i++)
+        memset(rt->groups[i].g, 0, (size_t)rt->groups[i].n * sizeof(float));
+    if (rt->zero_end > rt->zero_start)
+        memset(rt->zero_start, 0, (size_t)(rt->zero_end - rt->zero_start) * sizeof(float));
+    sf_status st = post_receives(rt, 1, err);
+    if (st == SF_OK) st = forward_pass(rt, b, loss, err);
+    /* backward in reverse, with each shard's all-reduce posted once the loop
+     * has passed its lowest operator (rt->shards are in that order) */
+    int next = 0;
+    int pi = rt->n_parts - 1;
+    for (int op = rt->n_ops - 1; op >= 0 && st == SF_OK; op--) {
+        for (; pi >= 0 && rt->parts[pi].op == op && st == SF_OK; pi--)
+            if (op_has_bwd(rt->parts[pi].o)) st = backward_part(rt, &rt->parts[pi], err);
+        if (rt->o.bulk_sync) continue;
+        for (; next < rt->n_shards && rt->shards[next].key_op == op && st == SF_OK; next++)
+            st = post_sync(rt, &rt->shards[next], err);
+    }
+    for (; next < rt->n_shards && st == SF_OK; next++) st = post_sync(rt, &rt->shards[next], err);
+    for (int i = 0; i < rt->n_shards && st == SF_OK; i++) {
+        rt_shard *sh = &rt->shards[i];
+        double t0 = now_s();
+        if (sh->req >= 0) {
+            int rc = rt->c->vt->wait(rt->c, sh->req);
+            sh->req = -1;
+            if (rc < 0) {
+                st = sf_error_set(err, (sf_status)rc, "rank %d: all-reduce failed", rt->rank);
+                break;
+            }
+            event(rt, SF_RT_SYNC, t0, sh->owner, sh->global, -1, sh->numel * 4);
+            slices_move(sh, rt->groups[sh->group].g, sh->buf, 0);
+        }
+        t0 = now_s();
+        update_shard(rt, sh);
+        event(rt, SF_RT_UPDATE, t0, sh->owner, sh->global, -1, 0);
+    }
+    if (st == SF_OK) st = wait_sends(rt, 1, err);
+    return st;
+}
+
+sf_status sf_runtime_step(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
+    double l = 0;
+    sf_status st = step_local(rt, b, &l, err);
+    /* one small world-wide sum: the loss, and whether every rank succeeded */
+    double v[2] = {l, st != SF_OK ? 1.0 : 0.0};
+    sf_status cs = rt->c->vt->sum_doubles(rt->c, v, 2);
+    if (st != SF_OK) return st;
+    if (cs != SF_OK) return sf_error_set(err, cs, "rank %d: communication failed", rt->rank);
+    if (v[1] > 0) return sf_error_set(err, SF_ERR_IO, "another rank failed during the step");
+    rt->steps++;
+    if (loss) *loss = v[0];
+    return SF_OK;
+}
+
+sf_status sf_runtime_eval(sf_runtime *rt, const sf_batch *b, double *loss, int64_t *correct,
+                          sf_error *err) {
+    double l = 0, ok = 0;
+    rt->n_ev = 0;
+    rt->t_begin = now_s();
+    sf_status st = post_receives(rt, 0, err);
+    if (st == SF_OK) st = forward_pass(rt, b, &l, err);
+    if (st == SF_OK) st = wait_sends(rt, 0, err);
+    for (int i = 0; i < rt->n_parts && st == SF_OK; i++) {
+        rt_part *p = &rt->parts[i];
+        if (p->o->type != SF_OP_SOFTMAX_CE) continue;
+        int nd = p->tile.ndim;
+        int64_t C = p->tile.hi[nd - 1] - p->tile.lo[nd - 1];
+        for (int64_t r = 0; r < p->rows; r++) {
+            const float *row = p->out[0] + r * C;
+            int64_t best = 0;
+            for (int64_t c = 1; c < C; c++)
+                if (row[c] > row[best]) best = c;
+            ok += best == p->labels[r];
+        }
+    }
+    double v[3] = {l, ok, st != SF_OK ? 1.0 : 0.0};
+    sf_status cs = rt->c->vt->sum_doubles(rt->c, v, 3);
+    if (st != SF_OK) return st;
+    if (cs != SF_OK) return sf_error_set(err, cs, "rank %d: communication failed", rt->rank);
+    if (v[2] > 0) return sf_error_set(err, SF_ERR_IO, "another rank failed during evaluation");
+    if (loss) *loss = v[0];
+    if (correct) *correct = (int64_t)llround(v[1]);
+    return SF_OK;
+}
+
+/* ---- parameters ------------------------------------------------------------------ */
+
+static float *group_buf(rt_group *gr, sf_rt_params which) {
+    return which == SF_RT_WEIGHTS ? gr->w : gr->v;
+}
+
+sf_status sf_runtime_set_params(sf_runtime *rt, sf_rt_params which, const float *const *bufs,
+                                sf_error *err) {
+    if (which < 0 || which >= SF_RT_PARAMS_COUNT)
+        return sf_error_set(err, SF_ERR_INVALID, "bad parameter kind");
+    for (int i = 0; i < rt->n_groups; i++) {
+        rt_group *gr = &rt->groups[i];
+        float *dst = group_buf(gr, which);
+        if (bufs && bufs[gr->owner])
+            memcpy(dst, bufs[gr->owner], (size_t)gr->n * sizeof *dst);
+        else
+            memset(dst, 0, (size_t)gr->n * sizeof *dst);
+    }
+    return SF_OK;
+}
+
+sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const *bufs,
+                                sf_error *err) {
+    if (which < 0 || which >= SF_RT_PARAMS_COUNT)
+        return sf_error_set(err, SF_ERR_INVALID, "bad parameter kind");
+    /* Each shard from its first device, in the global order on every rank:
+     * rank 0 takes them one by one. Tags above every message tag. */
+    sf_status st = SF_OK;
+    float *tmp = NULL;
+    int64_t tmp_n = 0;
+    for (int i = 0; i < rt->n_shards; i++) {
+        int64_t m = rt->shards[i].numel;
+        if (m > tmp_n) tmp_n = m;
+    }
+    /* rank 0 needs room for shards it does not hold: size by every group */
+    if (rt->rank == 0)
+        for (int op = 0; op < rt->n_ops; op++)
+            if (sf_taskgraph_owner(rt->tg, op) == op && sf_graph_op(rt->g, op)->n_params > tmp_n)
+                tmp_n = sf_graph_op(rt->g, op)->n_params;
+    tmp = malloc((size_t)(tmp_n ? tmp_n : 1) * sizeof *tmp);
+    if (!tmp) st = SF_ERR_NOMEM;
+    st = sf_comm_agree(rt->c, st, err);
+    if (st != SF_OK) {
+        free(tmp);
+        return st;
+    }
+    /* Walk the global shard list again (every rank can: the task graph is the
+     * same), so rank 0 knows what to receive even for shards it does not hold. */
+    int gidx = 0;
+    for (int ow = 0; ow < rt->n_ops && st == SF_OK; ow++) {
+        if (sf_taskgraph_owner(rt->tg, ow) != ow) continue;
+        sf_tg_sync sy;
+        if (sf_taskgraph_sync(rt->tg, ow, &sy) != SF_OK) {
+            st = SF_ERR_NOMEM;
+            break;
+        }
+        for (int s = 0; s < sy.n_shards && st == SF_OK; s++, gidx++) {
+            const sf_tg_shard *sh = &sy.shards[s];
+            int src = sy.devs[sh->dev_start];
+            rt_shard tmp_sh;
+            memset(&tmp_sh, 0, sizeof tmp_sh);
+            tmp_sh.n_slices = sf_op_weight_slices(
+                sf_graph_op(rt->g, sh->rep_op), &sf_taskgraph_tiles(rt->tg, sh->rep_op)[sh->rep_part],
+                tmp_sh.sl);
+            int64_t m = 0;
+            for (int q = 0; q < tmp_sh.n_slices; q++) m += tmp_sh.sl[q].len * tmp_sh.sl[q].count;
+            int tag = (1 << 30) + (gidx & 0x3fffffff);
+            if (src == rt->rank) {
+                rt_group *gr = &rt->groups[rt->group_of[ow]];
+                if (rt->rank == 0) {
+                    if (bufs && bufs[ow]) {
+                        slices_move(&tmp_sh, group_buf(gr, which), tmp, 1);
+                        slices_move(&tmp_sh, bufs[ow], tmp, 0);
+                    }
+                } else {
+                    slices_move(&tmp_sh, group_buf(gr, which), tmp, 1);
+                    int id = rt->c->vt->isend(rt->c, tmp, (size_t)m * 4, 0, tag);
+                    if (id < 0 || rt->c->vt->wait(rt->c, id) != SF_OK) st = SF_ERR_IO;
+                }
+            } else if (rt->rank == 0) {
+                int id = rt->c->vt->irecv(rt->c, tmp, (size_t)m * 4, src, tag);
+                if (id < 0 || rt->c->vt->wait(rt->c, id) != SF_OK) st = SF_ERR_IO;
+                if (st == SF_OK && bufs && bufs[ow]) slices_move(&tmp_sh, bufs[ow], tmp, 0);
+            }
+        }
+    }
+    free(tmp);
+    st = sf_comm_agree(rt->c, st, err);
+    if (st != SF_OK && err && !err->msg[0])
+        sf_error_set(err, st, "gathering parameters failed");
+    return st;
+}
+
+int64_t sf_runtime_steps(const sf_runtime *rt) { return rt->steps; }
+void sf_runtime_set_steps(sf_runtime *rt, int64_t steps) { rt->steps = steps; }
+int64_t sf_runtime_reserved_bytes(const sf_runtime *rt) { return (int64_t)rt->block_bytes; }
+
+int sf_runtime_events(const sf_runtime *rt, const sf_rt_event **events) {
+    *events = rt->ev;
+    return rt->n_ev;
+}

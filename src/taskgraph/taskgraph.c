@@ -1,0 +1,375 @@
+/*
+ * taskgraph.c - the structure of a training iteration (soapflow/taskgraph.h),
+ * shared by the simulator, which prices it, and the runtime, which runs it.
+ *
+ * Pairs: for each consumer part j, the region of input k it needs is met by the
+ * producer parts whose output pieces intersect it. Most operators' outputs
+ * follow their parallel space by index arithmetic (sf_op_output_axes), so the
+ * producer parts that can meet a region form a box of the producer's grid of
+ * parts, found by inverting sf_split_range; only those are intersected. An
+ * output with no such map has every part tested.
+ *
+ * Shards: the entries of a weight group (every part of every member) whose
+ * tiles agree on every parameter dimension use the same weight elements; they
+ * form one shard, in order of first appearance, with its distinct devices in
+ * id order and each device's entries in entry order. Grouping compares each
+ * unassigned entry with the later ones: quadratic in the entries of a group,
+ * which are at most members x SF_MAX_PARTS and, in practice, a few hundred.
+ *
+ * Everything here is a function of the strategy alone; scratch arrays grow
+ * and are kept, so that the simulator's delta updates do not allocate.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "soapflow/taskgraph.h"
+
+struct sf_taskgraph {
+    const sf_graph *g;
+    const sf_strategy *s;
+    int n_ops, n_dev;
+    int *owner;        /* [n_ops] */
+    int *mem_start;    /* [n_ops + 1] members of owner i: mem[mem_start[i] .. mem_start[i+1]] */
+    int *mem;
+    int *cons_start;   /* [n_ops + 1] */
+    sf_tensor_ref *cons;
+    sf_tile *tiles;    /* [n_ops * SF_MAX_PARTS] */
+    sf_tile tp[SF_MAX_PARTS]; /* producer output pieces, scratch for edge */
+    sf_tg_pair *pairs;
+    int cap_pairs;
+    /* sync scratch */
+    struct tg_ent {
+        int64_t lo[SF_MAX_DIMS], hi[SF_MAX_DIMS];
+        int op, part, dev, cls;
+    } *ents;
+    int64_t cap_ents;
+    sf_tg_shard *shards;
+    int64_t cap_shards;
+    int16_t *devs;
+    int32_t *ent_start;
+    int64_t cap_devs, cap_ent_start;
+    sf_tg_entry *out_ents;
+    int64_t cap_out_ents;
+    int32_t *dev_count; /* [n_dev] entries of the shard on each device, then its row */
+    int32_t *cursor;    /* [n_dev] next free entry of each row */
+};
+
+static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    int64_t n = *cap ? *cap : 16;
+    while (n < need) n *= 2;
+    void *q = realloc(*p, (size_t)n * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = n;
+    return 0;
+}
+
+sf_taskgraph *sf_taskgraph_new(const sf_graph *g, int n_devices, sf_error *err) {
+    sf_taskgraph *tg = calloc(1, sizeof *tg);
+    if (!tg) goto oom;
+    int n = sf_graph_num_ops(g);
+    tg->g = g;
+    tg->n_ops = n;
+    tg->n_dev = n_devices;
+    size_t n1 = (size_t)n + 1;
+    tg->owner = malloc(n1 * sizeof *tg->owner);
+    tg->mem_start = calloc(n1 + 1, sizeof *tg->mem_start);
+    tg->mem = malloc(n1 * sizeof *tg->mem);
+    tg->cons_start = calloc(n1 + 1, sizeof *tg->cons_start);
+    tg->tiles = calloc(n1 * SF_MAX_PARTS, sizeof *tg->tiles);
+    tg->dev_count = calloc((size_t)(n_devices > 0 ? n_devices : 1), sizeof *tg->dev_count);
+    tg->cursor = calloc((size_t)(n_devices > 0 ? n_devices : 1), sizeof *tg->cursor);
+    if (!tg->owner || !tg->mem_start || !tg->mem || !tg->cons_start || !tg->tiles ||
+        !tg->dev_count || !tg->cursor)
+        goto oom;
+    /* weight groups, as counting sorts: members of each owner in id order */
+    for (int i = 0; i < n; i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        tg->owner[i] = op->weight_owner >= 0 ? op->weight_owner : op->n_params > 0 ? i : -1;
+        if (tg->owner[i] >= 0) tg->mem_start[tg->owner[i] + 1]++;
+    }
+    for (int i = 0; i < n; i++) tg->mem_start[i + 1] += tg->mem_start[i];
+    {
+        int *fill = calloc(n1, sizeof *fill);
+        if (!fill) goto oom;
+        for (int i = 0; i < n; i++)
+            if (tg->owner[i] >= 0) tg->mem[tg->mem_start[tg->owner[i]] + fill[tg->owner[i]]++] = i;
+        free(fill);
+    }
+    /* consumers, as (op, input index) */
+    int n_cons = 0;
+    for (int i = 0; i < n; i++) n_cons += sf_graph_op(g, i)->n_inputs;
+    tg->cons = malloc((size_t)(n_cons ? n_cons : 1) * sizeof *tg->cons);
+    if (!tg->cons) goto oom;
+    for (int i = 0; i < n; i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        for (int k = 0; k < op->n_inputs; k++) tg->cons_start[op->inputs[k].op + 1]++;
+    }
+    for (int i = 0; i < n; i++) tg->cons_start[i + 1] += tg->cons_start[i];
+    {
+        int *fill = calloc(n1, sizeof *fill);
+        if (!fill) goto oom;
+        for (int i = 0; i < n; i++) {
+            const sf_op *op = sf_graph_op(g, i);
+            for (int k = 0; k < op->n_inputs; k++) {
+                int p = op->inputs[k].op;
+                tg->cons[tg->cons_start[p] + fill[p]++] = (sf_tensor_ref){i, k};
+            }
+        }
+        free(fill);
+    }
+    return tg;
+oom:
+    sf_taskgraph_free(tg);
+    sf_error_set(err, SF_ERR_NOMEM, "out of memory creating the task graph");
+    return NULL;
+}
+
+void sf_taskgraph_free(sf_taskgraph *tg) {
+    if (!tg) return;
+    free(tg->owner);
+    free(tg->mem_start);
+    free(tg->mem);
+    free(tg->cons_start);
+    free(tg->cons);
+    free(tg->tiles);
+    free(tg->pairs);
+    free(tg->ents);
+    free(tg->shards);
+    free(tg->devs);
+    free(tg->ent_start);
+    free(tg->out_ents);
+    free(tg->dev_count);
+    free(tg->cursor);
+    free(tg);
+}
+
+void sf_taskgraph_set_strategy(sf_taskgraph *tg, const sf_strategy *s) { tg->s = s; }
+const sf_graph *sf_taskgraph_graph(const sf_taskgraph *tg) { return tg->g; }
+
+sf_tile *sf_taskgraph_tiles(sf_taskgraph *tg, int op) {
+    return &tg->tiles[(size_t)op * SF_MAX_PARTS];
+}
+
+void sf_taskgraph_set_tiles(sf_taskgraph *tg, int opi) {
+    const sf_op *op = sf_graph_op(tg->g, opi);
+    const sf_config *c = sf_strategy_get(tg->s, opi);
+    sf_tile *t = sf_taskgraph_tiles(tg, opi);
+    for (int p = 0; p < c->n_parts; p++) sf_config_part_tile(op, c, p, &t[p]);
+}
+
+int sf_taskgraph_owner(const sf_taskgraph *tg, int op) { return tg->owner[op]; }
+
+int sf_taskgraph_members(const sf_taskgraph *tg, int owner, const int **members) {
+    *members = &tg->mem[tg->mem_start[owner]];
+    return tg->mem_start[owner + 1] - tg->mem_start[owner];
+}
+
+int sf_taskgraph_consumers(const sf_taskgraph *tg, int op, const sf_tensor_ref **cons) {
+    *cons = &tg->cons[tg->cons_start[op]];
+    return tg->cons_start[op + 1] - tg->cons_start[op];
+}
+
+/* ---- pairs ---------------------------------------------------------------- */
+
+/* Producer parts whose output pieces may meet region r (in the output's
+ * coordinates), as a box [a, b] of the producer's grid of parts. Output
+ * dimension e follows space dimension axis[e] less shift[e] (sf_op_output_axes),
+ * so a part can meet r only if its space range along axis[e] meets r's range
+ * along e moved back by the shift; along each space dimension those parts form
+ * an index range, found by inverting sf_split_range (part of x = ((x+1)*k - 1) / n).
+ * Space dimensions no output dimension follows keep every index. Returns 0 when
+ * no part can meet r. The box may hold parts that miss r (a split's piece is
+ * clipped to its slice); the caller intersects each exactly. */
+static int grid_range(const sf_op *p, const sf_config *cp, const sf_tile *r, int ond,
+                      const int *axis, const int64_t *shift, int *a, int *b) {
+    for (int d = 0; d < cp->ndim; d++) {
+        a[d] = 0;
+        b[d] = cp->degree[d] - 1;
+    }
+    for (int e = 0; e < ond && e < r->ndim; e++) {
+        int d = axis[e];
+        int64_t n = p->space.d[d], k = cp->degree[d];
+        int64_t lo = r->lo[e] + shift[e], hi = r->hi[e] + shift[e];
+        if (lo < 0) lo = 0;
+        if (hi > n) hi = n;
+        if (hi <= lo) return 0;
+        if (k == 1) continue; /* most dimensions are whole: skip the divisions */
+        int x = (int)(((lo + 1) * k - 1) / n), y = (int)((hi * k - 1) / n);
+        if (x > a[d]) a[d] = x;
+        if (y < b[d]) b[d] = y;
+        if (a[d] > b[d]) return 0;
+    }
+    return 1;
+}
+
+/* Add the pair (i, j) when piece i meets region rj. Most part pairs differ in
+ * the first dimension (the sample) already, so the test stops at the first
+ * empty dimension before building the intersection. */
+static int try_pair(sf_taskgraph *tg, int *n, const sf_tile *piece, const sf_tile *rj, int i,
+                    int j, int di, int dj) {
+    int nd = piece->ndim < rj->ndim ? piece->ndim : rj->ndim;
+    for (int d = 0; d < nd; d++) {
+        int64_t lo = piece->lo[d] > rj->lo[d] ? piece->lo[d] : rj->lo[d];
+        int64_t hi = piece->hi[d] < rj->hi[d] ? piece->hi[d] : rj->hi[d];
+        if (hi <= lo) return 0;
+    }
+    int64_t cap = tg->cap_pairs;
+    if (grow((void **)&tg->pairs, &cap, *n + 1, sizeof *tg->pairs)) return -1;
+    tg->cap_pairs = (int)cap;
+    sf_tg_pair *q = &tg->pairs[(*n)++];
+    q->prod_part = i;
+    q->cons_part = j;
+    q->src_dev = di;
+    q->dst_dev = dj;
+    sf_tile_intersect(piece, rj, &q->region);
+    q->numel = sf_tile_numel(&q->region);
+    return 0;
+}
+
+int sf_taskgraph_edge(sf_taskgraph *tg, int xi, int k, const sf_tg_pair **pairs) {
+    const sf_op *x = sf_graph_op(tg->g, xi);
+    int pi = x->inputs[k].op, out = x->inputs[k].out;
+    const sf_op *p = sf_graph_op(tg->g, pi);
+    const sf_config *cx = sf_strategy_get(tg->s, xi);
+    const sf_config *cp = sf_strategy_get(tg->s, pi);
+    const sf_tile *ptiles = sf_taskgraph_tiles(tg, pi), *xtiles = sf_taskgraph_tiles(tg, xi);
+    sf_tile *tp = tg->tp;
+    for (int i = 0; i < cp->n_parts; i++) sf_op_output_tile(p, &ptiles[i], out, &tp[i]);
+    int axis[SF_MAX_DIMS];
+    int64_t shift[SF_MAX_DIMS];
+    int grid = sf_op_output_axes(p, out, axis, shift) && cp->ndim == p->space.ndim;
+    int ond = p->out_shapes[out].ndim;
+    int n = 0;
+    for (int j = 0; j < cx->n_parts; j++) {
+        sf_tile rj;
+        sf_op_input_region(x, &xtiles[j], k, &rj);
+        if (sf_tile_empty(&rj)) continue;
+        int dj = cx->device[j];
+        if (!grid) {
+            for (int i = 0; i < cp->n_parts; i++)
+                if (try_pair(tg, &n, &tp[i], &rj, i, j, cp->device[i], dj)) return -1;
+            continue;
+        }
+        int lo[SF_MAX_DIMS], hi[SF_MAX_DIMS], idx[SF_MAX_DIMS];
+        if (!grid_range(p, cp, &rj, ond, axis, shift, lo, hi)) continue;
+        int nd = cp->ndim;
+        for (int d = 0; d < nd; d++) idx[d] = lo[d];
+        for (;;) {
+            int i = 0;
+            for (int d = 0; d < nd; d++) i = i * cp->degree[d] + idx[d];
+            if (try_pair(tg, &n, &tp[i], &rj, i, j, cp->device[i], dj)) return -1;
+            int d = nd - 1;
+            while (d >= 0 && idx[d] == hi[d]) {
+                idx[d] = lo[d];
+                d--;
+            }
+            if (d < 0) break;
+            idx[d]++;
+        }
+    }
+    *pairs = tg->pairs;
+    return n;
+}
+
+/* ---- shards --------------------------------------------------------------- */
+
+static int same_shard(const struct tg_ent *a, const struct tg_ent *b, int nd) {
+    for (int i = 0; i < nd; i++)
+        if (a->lo[i] != b->lo[i] || a->hi[i] != b->hi[i]) return 0;
+    return 1;
+}
+
+sf_status sf_taskgraph_sync(sf_taskgraph *tg, int owner, sf_tg_sync *out) {
+    const int *members;
+    int nm = sf_taskgraph_members(tg, owner, &members);
+    int64_t n_ent = 0;
+    for (int i = 0; i < nm; i++) n_ent += sf_strategy_get(tg->s, members[i])->n_parts;
+    if (grow((void **)&tg->ents, &tg->cap_ents, n_ent, sizeof *tg->ents) ||
+        grow((void **)&tg->shards, &tg->cap_shards, n_ent, sizeof *tg->shards) ||
+        grow((void **)&tg->out_ents, &tg->cap_out_ents, n_ent, sizeof *tg->out_ents))
+        return SF_ERR_NOMEM;
+    /* at most one (shard, device) row per entry, and ent_start's end mark */
+    if (grow((void **)&tg->devs, &tg->cap_devs, n_ent + 1, sizeof *tg->devs) ||
+        grow((void **)&tg->ent_start, &tg->cap_ent_start, n_ent + 1, sizeof *tg->ent_start))
+        return SF_ERR_NOMEM;
+    struct tg_ent *e = tg->ents;
+    const sf_op *own = sf_graph_op(tg->g, owner);
+    int nd = own->space.ndim;
+    int64_t ne = 0;
+    for (int i = 0; i < nm; i++) {
+        const sf_op *op = sf_graph_op(tg->g, members[i]);
+        const sf_config *c = sf_strategy_get(tg->s, members[i]);
+        const sf_tile *mt = sf_taskgraph_tiles(tg, members[i]);
+        for (int p = 0; p < c->n_parts; p++) {
+            struct tg_ent *x = &e[ne++];
+            memset(x, 0, sizeof *x);
+            for (int d = 0; d < nd && d < mt[p].ndim; d++) {
+                if (op->kinds[d] == SF_DIM_PARAMETER) {
+                    x->lo[d] = mt[p].lo[d];
+                    x->hi[d] = mt[p].hi[d];
+                }
+            }
+            x->op = members[i];
+            x->part = p;
+            x->dev = c->device[p];
+            x->cls = -1;
+        }
+    }
+    int n_cls = 0;
+    for (int64_t i = 0; i < ne; i++) {
+        if (e[i].cls >= 0) continue;
+        e[i].cls = n_cls;
+        for (int64_t j = i + 1; j < ne; j++)
+            if (e[j].cls < 0 && same_shard(&e[i], &e[j], nd)) e[j].cls = n_cls;
+        n_cls++;
+    }
+    /* Lay each shard out: its devices in id order with their entries in entry
+     * order, by counting the entries per device. A shard's first entry in
+     * entry order is its representative. */
+    int n_dev_rows = 0, n_out = 0;
+    int64_t first = 0;
+    for (int cls = 0; cls < n_cls; cls++) {
+        while (e[first].cls != cls) first++; /* classes are numbered in first-appearance order */
+        sf_tg_shard *sh = &tg->shards[cls];
+        sh->rep_op = e[first].op;
+        sh->rep_part = e[first].part;
+        sh->numel = sf_op_tile_weights(sf_graph_op(tg->g, e[first].op),
+                                       &sf_taskgraph_tiles(tg, e[first].op)[e[first].part]);
+        sh->dev_start = n_dev_rows;
+        int lo_dev = tg->n_dev, hi_dev = -1;
+        for (int64_t i = first; i < ne; i++) {
+            if (e[i].cls != cls) continue;
+            if (tg->dev_count[e[i].dev]++ == 0) {
+                if (e[i].dev < lo_dev) lo_dev = e[i].dev;
+                if (e[i].dev > hi_dev) hi_dev = e[i].dev;
+            }
+        }
+        /* devices of the shard in id order; ent_start rows become running offsets */
+        int rows = 0;
+        for (int d = lo_dev; d <= hi_dev; d++) {
+            if (!tg->dev_count[d]) continue;
+            tg->devs[n_dev_rows + rows] = (int16_t)d;
+            tg->ent_start[n_dev_rows + rows] = n_out;
+            n_out += tg->dev_count[d];
+            tg->dev_count[d] = rows; /* now the row of d within the shard */
+            rows++;
+        }
+        sh->n_devs = rows;
+        for (int r = 0; r < rows; r++) tg->cursor[r] = tg->ent_start[n_dev_rows + r];
+        for (int64_t i = first; i < ne; i++)
+            if (e[i].cls == cls)
+                tg->out_ents[tg->cursor[tg->dev_count[e[i].dev]]++] =
+                    (sf_tg_entry){e[i].op, e[i].part};
+        for (int d = lo_dev; d <= hi_dev; d++) tg->dev_count[d] = 0;
+        n_dev_rows += rows;
+    }
+    tg->ent_start[n_dev_rows] = n_out; /* the end of the last row */
+    out->n_shards = n_cls;
+    out->shards = tg->shards;
+    out->devs = tg->devs;
+    out->ent_start = tg->ent_start;
+    out->ents = tg->out_ents;
+    return SF_OK;
+}

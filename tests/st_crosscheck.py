@@ -35,7 +35,7 @@ def main(d):
             continue
         lines = []
         try:
-            with safe_open(os.path.join(d, name), framework="np") as f:
+            with safe_open(os.path.join(d, name), framework="numpy") as f:
                 for key in sorted(f.keys()):
                     t = f.get_tensor(key)
                     shape = "x".join(str(x) for x in t.shape) or "scalar"

@@ -1,0 +1,344 @@
+/*
+ * runtime_cases.h - what the runtime tests train and how they compare, shared
+ * by test_runtime.c (ranks as threads) and mpi_runtime.c (ranks under mpirun).
+ *
+ * A case is a model and a strategy; it passes when P ranks give the losses and
+ * final weights of one rank within a relative 1e-4 after RC_ITERS steps of SGD
+ * with momentum and weight decay on synthetic batches (different each step).
+ * The models: lenet5, an MLP, a small residual CNN, a small LSTM language model
+ * and a small transformer. The strategies: data, model, one weird trick, random
+ * strategies over the whole SOAP space, one found by MCMC, and (lenet5) a
+ * strategy that alternates attribute splits with halos, parameter splits and
+ * sample splits between consecutive operators, so every edge re-partitions.
+ */
+#ifndef SOAPFLOW_TESTS_RUNTIME_CASES_H
+#define SOAPFLOW_TESTS_RUNTIME_CASES_H
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "soapflow/cost.h"
+#include "soapflow/io.h"
+#include "soapflow/machine.h"
+#include "soapflow/models.h"
+#include "soapflow/runtime.h"
+#include "soapflow/search.h"
+#include "soapflow/strategy.h"
+#include "soapflow/taskgraph.h"
+
+#define RC_ITERS 10
+#define RC_MAX_RANKS 8
+#define RC_TOL 1e-4
+
+typedef struct rc_job {
+    const sf_graph *g;
+    const sf_strategy *s;
+    int bulk;
+    float **w0;
+    double losses[RC_ITERS];
+    float **w_out;
+    sf_error err[RC_MAX_RANKS];
+} rc_job;
+
+/* One rank's training: the same on every rank, whatever the back end. */
+static sf_status rc_rank_main(sf_comm *c, void *arg) {
+    rc_job *j = arg;
+    int r = sf_comm_rank(c);
+    sf_error *e = &j->err[r < RC_MAX_RANKS ? r : RC_MAX_RANKS - 1];
+    sf_runtime_options o;
+    sf_runtime_options_default(&o);
+    o.lr = 0.05;
+    o.momentum = 0.9;
+    o.weight_decay = 1e-3;
+    o.bulk_sync = j->bulk;
+    sf_runtime *rt = sf_runtime_new(j->g, j->s, c, &o, e);
+    if (!rt) return e->code ? e->code : SF_ERR_INTERNAL;
+    sf_status st = sf_runtime_set_params(rt, SF_RT_WEIGHTS, (const float *const *)j->w0, e);
+    sf_batch_bufs *bb = sf_batch_bufs_new(j->g, e);
+    if (!bb) st = SF_ERR_NOMEM;
+    for (int it = 0; it < RC_ITERS && st == SF_OK; it++) {
+        sf_batch_synthetic(bb, j->g, 7, it);
+        double loss = 0;
+        st = sf_runtime_step(rt, &bb->batch, &loss, e);
+        if (r == 0) j->losses[it] = loss;
+    }
+    if (st == SF_OK) st = sf_runtime_get_params(rt, SF_RT_WEIGHTS, r == 0 ? j->w_out : NULL, e);
+    sf_batch_bufs_free(bb);
+    sf_runtime_free(rt);
+    return st;
+}
+
+static int rc_job_init(rc_job *j, const sf_graph *g, const sf_strategy *s, int bulk) {
+    sf_error err = {0};
+    memset(j, 0, sizeof *j);
+    j->g = g;
+    j->s = s;
+    j->bulk = bulk;
+    j->w0 = sf_params_new(g, 42, 0, &err);
+    j->w_out = sf_params_new(g, 0, 1, &err);
+    return j->w0 && j->w_out ? 0 : -1;
+}
+
+static void rc_job_free(rc_job *j) {
+    sf_params_free(j->g, j->w0);
+    sf_params_free(j->g, j->w_out);
+}
+
+/* Train with `s` as one rank, on threads of this process. */
+static sf_status rc_train_one(rc_job *j, const sf_graph *g, int bulk) {
+    sf_strategy *one = sf_strategy_new(g);
+    sf_strategy_single(one, g, 0);
+    sf_error err = {0};
+    sf_status st = rc_job_init(j, g, one, bulk) ? SF_ERR_NOMEM : sf_comm_local_run(1, rc_rank_main, j, &err);
+    j->s = NULL;
+    sf_strategy_free(one);
+    return st;
+}
+
+/* Largest relative difference of the losses, and of the weights (per group,
+ * ||a - b|| / ||b||); *worst_op names the group. Returns 0 when within
+ * tolerance, finite, and training moved the loss. */
+static int rc_compare(const rc_job *a, const rc_job *b, const char *what) {
+    double worst_loss = 0, worst_w = 0;
+    const char *worst_op = "";
+    for (int i = 0; i < RC_ITERS; i++) {
+        double d = fabs(a->losses[i] - b->losses[i]) / fmax(fabs(b->losses[i]), 1e-12);
+        if (!(d <= worst_loss)) worst_loss = d; /* NaN sticks */
+    }
+    for (int op = 0; op < sf_graph_num_ops(a->g); op++) {
+        if (!a->w_out[op]) continue;
+        double num = 0, den = 0;
+        for (int64_t q = 0; q < sf_graph_op(a->g, op)->n_params; q++) {
+            double d = (double)a->w_out[op][q] - (double)b->w_out[op][q];
+            num += d * d;
+            den += (double)b->w_out[op][q] * b->w_out[op][q];
+        }
+        double rel = sqrt(num) / fmax(sqrt(den), 1e-12);
+        if (!(rel <= worst_w)) {
+            worst_w = rel;
+            worst_op = sf_graph_op(a->g, op)->name;
+        }
+    }
+    int moved = fabs(b->losses[RC_ITERS - 1] - b->losses[0]) > 1e-6;
+    int ok = worst_loss <= RC_TOL && worst_w <= RC_TOL && moved;
+    if (!ok)
+        fprintf(stderr, "%s: loss differs by %.3g, weights by %.3g (%s); final loss %g vs %g%s\n",
+                what, worst_loss, worst_w, worst_op, a->losses[RC_ITERS - 1],
+                b->losses[RC_ITERS - 1], moved ? "" : "; training did not move the loss");
+    return ok ? 0 : -1;
+}
+
+/* Every consumer part's input region is covered exactly once by its pairs,
+ * each pair inside the region. Returns 0 when so. */
+static int rc_check_coverage(const sf_graph *g, const sf_strategy *s, int n_dev) {
+    sf_error err = {0};
+    sf_taskgraph *tg = sf_taskgraph_new(g, n_dev, &err);
+    if (!tg) return -1;
+    sf_taskgraph_set_strategy(tg, s);
+    for (int op = 0; op < sf_graph_num_ops(g); op++) sf_taskgraph_set_tiles(tg, op);
+    int bad = 0;
+    for (int x = 0; x < sf_graph_num_ops(g) && !bad; x++) {
+        const sf_op *o = sf_graph_op(g, x);
+        const sf_config *c = sf_strategy_get(s, x);
+        for (int k = 0; k < o->n_inputs && !bad; k++) {
+            const sf_tg_pair *pr;
+            int np = sf_taskgraph_edge(tg, x, k, &pr);
+            if (np < 0) bad = 1;
+            for (int j = 0; j < c->n_parts && !bad; j++) {
+                sf_tile rj;
+                sf_op_input_region(o, &sf_taskgraph_tiles(tg, x)[j], k, &rj);
+                int64_t want = sf_tile_numel(&rj), got = 0;
+                for (int i = 0; i < np && !bad; i++) {
+                    if (pr[i].cons_part != j) continue;
+                    got += pr[i].numel;
+                    sf_tile in;
+                    if (!sf_tile_intersect(&pr[i].region, &rj, &in) ||
+                        sf_tile_numel(&in) != pr[i].numel)
+                        bad = 1;
+                    for (int i2 = 0; i2 < i && !bad; i2++)
+                        if (pr[i2].cons_part == j &&
+                            sf_tile_intersect(&pr[i].region, &pr[i2].region, NULL))
+                            bad = 1;
+                }
+                if (got != want) bad = 1;
+                if (bad)
+                    fprintf(stderr, "%s input %d part %d: pairs cover %lld of %lld elements%s\n",
+                            o->name, k, j, (long long)got, (long long)want,
+                            got == want ? " (overlapping or outside)" : "");
+            }
+        }
+    }
+    sf_taskgraph_free(tg);
+    return bad ? -1 : 0;
+}
+
+static sf_machine *rc_machine(int n) {
+    char name[32];
+    snprintf(name, sizeof name, "cpu[%d]", n);
+    sf_error err = {0};
+    sf_machine *m = sf_machine_open(name, &err);
+    if (!m) fprintf(stderr, "%s\n", err.msg);
+    return m;
+}
+
+/* ---- the models ------------------------------------------------------------------ */
+
+/* input -> conv -> relu -> conv -> add(skip) -> relu -> global pool -> flatten -> fc -> loss */
+static sf_graph *rc_resnet_tiny(void) {
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("resnet_tiny");
+    sf_shape in = {4, {4, 3, 8, 8}};
+    int x = sf_graph_add_input(g, "x", &in, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONV2D, &p);
+    p.conv2d.out_channels = 4;
+    p.conv2d.kernel[0] = p.conv2d.kernel[1] = 3;
+    p.conv2d.padding[0] = p.conv2d.padding[1] = 1;
+    int c1 = sf_graph_add_op(g, SF_OP_CONV2D, "conv1", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    sf_op_params q;
+    sf_op_params_default(SF_OP_RELU, &q);
+    int r1 = sf_graph_add_op(g, SF_OP_RELU, "relu1", &q, (sf_tensor_ref[]){{c1, 0}}, 1, &err);
+    int c2 = sf_graph_add_op(g, SF_OP_CONV2D, "conv2", &p, (sf_tensor_ref[]){{r1, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_ADD, &q);
+    int a = sf_graph_add_op(g, SF_OP_ADD, "add", &q, (sf_tensor_ref[]){{c2, 0}, {r1, 0}}, 2, &err);
+    sf_op_params_default(SF_OP_RELU, &q);
+    int r2 = sf_graph_add_op(g, SF_OP_RELU, "relu2", &q, (sf_tensor_ref[]){{a, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_POOL2D, &q);
+    q.pool2d.mode = SF_POOL_ADAPTIVE_AVG;
+    q.pool2d.output_size[0] = q.pool2d.output_size[1] = 1;
+    int pl = sf_graph_add_op(g, SF_OP_POOL2D, "pool", &q, (sf_tensor_ref[]){{r2, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_FLATTEN, &q);
+    q.flatten.start_dim = 1;
+    int f = sf_graph_add_op(g, SF_OP_FLATTEN, "flat", &q, (sf_tensor_ref[]){{pl, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_LINEAR, &q);
+    q.linear.out_features = 10;
+    int fc = sf_graph_add_op(g, SF_OP_LINEAR, "fc", &q, (sf_tensor_ref[]){{f, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_SOFTMAX_CE, &q);
+    int l = sf_graph_add_op(g, SF_OP_SOFTMAX_CE, "loss", &q, (sf_tensor_ref[]){{fc, 0}}, 1, &err);
+    if (l < 0) {
+        fprintf(stderr, "resnet_tiny: %s\n", err.msg);
+        sf_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+#define RC_MODELS 5
+
+/* Model i of the cases: small sizes, so that a case trains in milliseconds. */
+static sf_graph *rc_model(int i) {
+    sf_model_options o;
+    sf_model_options_default(&o);
+    const char *name = NULL;
+    switch (i) {
+    case 0:
+        name = "lenet5";
+        o.batch = 8;
+        break;
+    case 1:
+        name = "mlp";
+        o.batch = 8;
+        o.n_mlp = 4;
+        o.mlp_sizes[0] = 32;
+        o.mlp_sizes[1] = 24;
+        o.mlp_sizes[2] = 16;
+        o.mlp_sizes[3] = 10;
+        break;
+    case 2: return rc_resnet_tiny();
+    case 3:
+        name = "rnnlm";
+        o.batch = 4;
+        o.seq_len = 4;
+        o.chunk = 2;
+        o.hidden = 8;
+        o.vocab = 16;
+        break;
+    default:
+        name = "transformer";
+        o.batch = 2;
+        o.seq_len = 4;
+        o.hidden = 24;
+        o.vocab = 16;
+        break;
+    }
+    sf_error err = {0};
+    sf_graph *g = sf_model_build(name, &o, &err);
+    if (!g) fprintf(stderr, "%s: %s\n", name, err.msg);
+    return g;
+}
+
+/* ---- the strategies ---------------------------------------------------------------- */
+
+/* Alternate attribute splits (conv rows: halos), channel splits and sample
+ * splits between consecutive operators, devices rotated by the operator, so
+ * that every edge re-partitions. */
+static void rc_halo_strategy(const sf_graph *g, sf_strategy *s, int n) {
+    for (int op = 0; op < sf_graph_num_ops(g); op++) {
+        const sf_op *x = sf_graph_op(g, op);
+        sf_config *c = sf_strategy_config(s, op);
+        int deg[SF_MAX_DIMS] = {1, 1, 1, 1, 1, 1};
+        int d = op % 3 == 0 ? 0 : x->space.ndim == 4 ? 2 : x->space.ndim - 1;
+        if (x->kinds[d] == SF_DIM_NONE || x->space.d[d] < n) d = 0;
+        deg[d] = x->space.d[d] >= n ? n : 1;
+        sf_config_set_degrees(c, x->space.ndim, deg);
+        for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)((p + op) % n);
+    }
+}
+
+/* Strategy k for graph g on n ranks, named into what; 0 when there is no
+ * strategy k. 0-2 baselines, 3 MCMC, 4 the halo strategy (lenet5 only),
+ * then n_random random ones. *bulk: run this case with bulk sync. */
+static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strategy *s, char *what,
+                       size_t cap, int *bulk) {
+    sf_machine *m = rc_machine(n);
+    if (!m) return 0;
+    sf_error err = {0};
+    int ok = 1;
+    *bulk = k & 1;
+    static const char *const base[] = {"data", "model", "owt"};
+    if (k < 3) {
+        ok = sf_strategy_baseline(s, base[k], g, m, &err) == SF_OK ? 1 : -1;
+        snprintf(what, cap, "%s %s on %d ranks", sf_graph_name(g), base[k], n);
+    } else if (k == 3) {
+        sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+        sf_strategy *start = sf_strategy_new(g);
+        sf_strategy_data(start, g, m);
+        const sf_strategy *starts[1] = {start};
+        sf_mcmc_options mo;
+        sf_mcmc_options_default(&mo);
+        mo.iters = 300;
+        mo.seed = 5;
+        mo.progress = 0;
+        sf_mcmc_result mr;
+        ok = cm && sf_mcmc_search(g, m, cm, starts, 1, &mo, s, &mr, &err) == SF_OK ? 1 : -1;
+        sf_strategy_free(start);
+        sf_cost_free(cm);
+        snprintf(what, cap, "%s searched on %d ranks", sf_graph_name(g), n);
+    } else if (k == 4) {
+        if (strcmp(sf_graph_name(g), "lenet5")) {
+            sf_machine_free(m);
+            return rc_strategy(g, n, k + 1, n_random, s, what, cap, bulk);
+        }
+        rc_halo_strategy(g, s, n);
+        snprintf(what, cap, "%s halos and re-partitioning on %d ranks", sf_graph_name(g), n);
+    } else if (k < 5 + n_random) {
+        sf_rng rng;
+        sf_rng_seed(&rng, 1234 + (uint64_t)k * 7 + (uint64_t)n);
+        for (int op = 0; op < sf_graph_num_ops(g); op++)
+            sf_config_random(sf_graph_op(g, op), m, &rng, sf_strategy_config(s, op));
+        snprintf(what, cap, "%s random #%d on %d ranks", sf_graph_name(g), k - 5, n);
+    } else {
+        ok = 0;
+    }
+    if (ok < 0) fprintf(stderr, "%s: %s\n", what, err.msg);
+    if (ok > 0 && sf_strategy_validate(s, g, m, &err) != SF_OK) {
+        fprintf(stderr, "%s: %s\n", what, err.msg);
+        ok = -1;
+    }
+    sf_machine_free(m);
+    return ok;
+}
+
+#endif

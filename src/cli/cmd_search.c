@@ -250,10 +250,13 @@ int sf_cmd_search(int argc, char **argv) {
             sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(rows[i].peak_mem_bytes, pk, sizeof pk));
             sf_cli_table_cell(t, "%s", rows[i].fits ? "yes" : "no");
         }
+        /* the batch as simulate reports it (dimension 0 of the first input),
+         * not read from operator 0, which a graph need not have */
+        sf_graph_stats gs;
+        sf_graph_stats_compute(g, &gs);
         printf("%s on %s (%d devices), batch %lld, sync %s/%s\n\n", sf_graph_name(g),
-               sf_machine_name(m), sf_machine_num_devices(m),
-               (long long)sf_graph_op(g, 0)->out_shapes[0].d[0], sf_sync_scheme_name(o.sim.scheme),
-               sf_sync_mode_name(o.sim.sync));
+               sf_machine_name(m), sf_machine_num_devices(m), (long long)gs.batch,
+               sf_sync_scheme_name(o.sim.scheme), sf_sync_mode_name(o.sim.sync));
         rc = sf_cli_table_print(t, stdout);
         sf_cli_table_free(t);
         printf("\n");

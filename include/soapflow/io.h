@@ -30,11 +30,26 @@ extern "C" {
  * (over the file a symbolic link names). An existing device or FIFO
  * (/dev/null) is written in place instead, never replaced. */
 sf_status sf_write_file_atomic(const char *path, const char *data, size_t len, sf_error *err);
+/* One file of a group written together. */
+typedef struct sf_write_item {
+    const char *path;
+    const char *data;
+    size_t len; /* bytes of data */
+} sf_write_item;
+/* The most files one sf_write_files_atomic call takes. */
+#define SF_WRITE_FILES_MAX 8
+/* Write n files (at most SF_WRITE_FILES_MAX) all or nothing, as
+ * sf_write_file_atomic writes one: every path is checked and every temporary
+ * written and closed before any target is touched, so that one failure (a
+ * missing directory, a full disk) replaces none of the others. Then devices
+ * and FIFOs are written in place, then the temporaries renamed over their
+ * targets in order (which fails only if the directories change meanwhile). */
+sf_status sf_write_files_atomic(const sf_write_item *files, int n, sf_error *err);
 /* Whether sf_write_file_atomic could write path now, with its messages: the
  * temporary file is made and removed, path itself is left alone. For a
  * command that works for minutes before it writes. */
 sf_status sf_write_file_check(const char *path, sf_error *err);
-/* Remove the temporary file of a write in progress, if any: for a signal
+/* Remove the temporary files of a write in progress, if any: for a signal
  * handler that ends the program (async-signal-safe). */
 void sf_write_file_abort(void);
 

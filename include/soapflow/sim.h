@@ -143,10 +143,15 @@ const sf_strategy *sf_sim_strategy(const sf_sim *sim);
 
 /* ---- pictures of the last schedule ---------------------------------------- */
 
-/* Chrome trace JSON (Perfetto): a track per device and per link. */
+/* Chrome trace JSON (Perfetto): a track per device and per link. Needs a
+ * simulator made with keep_schedule (the default) that has run. */
 sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err);
 /* SVG Gantt chart. */
 sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err);
+/* The same pictures as malloc'd text (caller frees; NULL and err on failure),
+ * for a caller that writes several files as one (sf_write_files_atomic). */
+char *sf_sim_trace_to_json(const sf_sim *sim, sf_error *err);
+char *sf_sim_to_svg(const sf_sim *sim, sf_error *err);
 
 #ifdef __cplusplus
 }

@@ -133,12 +133,13 @@ int sf_cmd_search(int argc, char **argv) {
     /* the search takes its budget before it writes: a file that cannot be
      * written is said now, not after 30 s of work */
     const char *outs[] = {o.out, o.trace, o.svg};
-    for (int i = 0; i < 3; i++)
-        if (outs[i] && sf_write_file_check(outs[i], &err) != SF_OK) return sf_cli_fail_err(&err);
+    int rc = sf_cli_model_check(cmd, &o.model);
+    if (rc == SF_EXIT_OK) rc = sf_cli_outputs_check(outs, 3);
+    if (rc != SF_EXIT_OK) return rc;
     sf_machine *m = sf_machine_open(o.machine, &err);
     if (!m) return sf_cli_fail_err(&err);
     sf_graph *g = NULL;
-    int rc = sf_cli_model_open(cmd, &o.model, sf_machine_num_devices(m), &g);
+    rc = sf_cli_model_open(cmd, &o.model, sf_machine_num_devices(m), &g);
     if (rc != SF_EXIT_OK) {
         sf_machine_free(m);
         return rc;
@@ -164,6 +165,7 @@ int sf_cmd_search(int argc, char **argv) {
     sf_search_report rep;
     sf_strategy *best = sf_strategy_new(g);
     sf_sim *sim = NULL;
+    sf_cli_outputs files = {0};
     if (!best) {
         rc = sf_cli_fail("out of memory");
         goto done;
@@ -179,18 +181,14 @@ int sf_cmd_search(int argc, char **argv) {
         rc = sf_cli_fail_err(&err);
         goto done;
     }
-    if (o.trace && sf_sim_write_trace(sim, o.trace, &err) != SF_OK) {
-        rc = sf_cli_fail_err(&err);
-        goto done;
-    }
-    if (o.svg && sf_sim_write_svg(sim, o.svg, &err) != SF_OK) {
-        rc = sf_cli_fail_err(&err);
-        goto done;
-    }
-    if (o.out && sf_strategy_save_json_for(best, g, m, o.out, &err) != SF_OK) {
-        rc = sf_cli_fail_err(&err);
-        goto done;
-    }
+    /* all or none: a failure on one replaces none of the files there */
+    if (o.trace) rc = sf_cli_outputs_add(&files, o.trace, sf_sim_trace_to_json(sim, &err), &err);
+    if (rc == SF_EXIT_OK && o.svg)
+        rc = sf_cli_outputs_add(&files, o.svg, sf_sim_to_svg(sim, &err), &err);
+    if (rc == SF_EXIT_OK && o.out)
+        rc = sf_cli_outputs_add(&files, o.out, sf_strategy_to_json_for(best, g, m, &err), &err);
+    if (rc == SF_EXIT_OK) rc = sf_cli_outputs_write(&files);
+    if (rc != SF_EXIT_OK) goto done;
     const sf_search_row *rows = rep.rows;
     double data_s = rows[SF_SEARCH_DATA].iter_s;
     if (o.json) {
@@ -276,6 +274,7 @@ int sf_cmd_search(int argc, char **argv) {
     }
 done:
     if (rc == SF_EXIT_OK) sf_cli_cost_model_report(cm);
+    sf_cli_outputs_free(&files);
     sf_strategy_free(best);
     sf_sim_free(sim);
     sf_cost_free(cm);

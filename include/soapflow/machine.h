@@ -114,15 +114,20 @@ const char *sf_intra_topology_name(sf_intra_topology t); /* "pairwise", "switch"
 typedef struct sf_machine sf_machine;
 
 /* Check a description without building it (sf_machine_build does the same):
- * counts >= 1, peak rates and bandwidths >= SF_MIN_RATE (fp16/bf16 peaks may be
- * 0), memory sizes > 0, latencies from 0 to SF_MAX_LATENCY_S, pcie_group
- * divides devices_per_node, at most SF_MAX_DEVICES devices. SF_ERR_INVALID or
- * SF_ERR_RANGE with a message naming the field. The rate and latency bounds lie
- * far outside any real hardware; they keep every simulated time finite (a
- * positive but subnormal bandwidth made transfer times infinite). */
+ * counts >= 1, peak rates and bandwidths from SF_MIN_RATE to SF_MAX_RATE
+ * (fp16/bf16 peaks may be 0), memory sizes above 0 and at most
+ * SF_MAX_MEM_BYTES, latencies from 0 to SF_MAX_LATENCY_S, pcie_group divides
+ * devices_per_node, at most SF_MAX_DEVICES devices. SF_ERR_INVALID or
+ * SF_ERR_RANGE with a message naming the field. The bounds lie far outside
+ * any real hardware (an H100 is 1e15 FLOP/s, 3.35e12 B/s, 8e10 bytes); they
+ * keep every figure and every simulated time finite: a positive but subnormal
+ * bandwidth made transfer times infinite, and 1e300 TFLOPS or GB overflowed
+ * to infinity once in FLOP/s or bytes. */
 #define SF_MAX_DEVICES 4096
-#define SF_MIN_RATE 1.0      /* FLOP/s, B/s */
-#define SF_MAX_LATENCY_S 1.0 /* seconds per link */
+#define SF_MIN_RATE 1.0       /* FLOP/s, B/s */
+#define SF_MAX_RATE 1e30      /* FLOP/s, B/s (1e18 TFLOPS, 1e21 GB/s) */
+#define SF_MAX_MEM_BYTES 1e30 /* bytes per device (1e21 GB) */
+#define SF_MAX_LATENCY_S 1.0  /* seconds per link */
 sf_status sf_machine_desc_validate(const sf_machine_desc *desc, sf_error *err);
 sf_machine *sf_machine_build(const sf_machine_desc *desc, sf_error *err);
 void sf_machine_free(sf_machine *m);

@@ -292,7 +292,7 @@ static void test_subset(void **state) {
 
     assert_null(sf_machine_subset(m, 6, &err)); /* not whole nodes */
     assert_int_equal(err.code, SF_ERR_INVALID);
-    assert_contains(err.msg, "whole nodes");
+    assert_contains(err.msg, "whole nodes: N must be at most 4 or a multiple of 4");
     sf_error_clear(&err);
     assert_null(sf_machine_subset(m, 17, &err));
     assert_int_equal(err.code, SF_ERR_RANGE);
@@ -319,6 +319,7 @@ static void test_subset(void **state) {
     sf_machine_free(s);
     assert_null(sf_machine_subset(m, 3, &err)); /* half a PCIe switch after a full one */
     assert_int_equal(err.code, SF_ERR_INVALID);
+    assert_contains(err.msg, "N must be below or a multiple of its pcie_group 2");
     sf_machine_free(m);
 }
 
@@ -743,6 +744,35 @@ static void test_open(void **state) {
         assert_contains(err.msg, "device count");
         sf_error_clear(&err);
     }
+
+    /* NAME[N] of a file: the message names the file as written, not the
+     * file's "name" field (base_json: 2 nodes of 4, PCIe switches of 2) */
+    const char *file = write_variant("sub.json", NULL, NULL);
+    char spec[256];
+    snprintf(spec, sizeof spec, "%s[6]", file);
+    assert_null(sf_machine_open(spec, &err));
+    assert_int_equal(err.code, SF_ERR_INVALID);
+    assert_contains(err.msg, "machine '");
+    assert_contains(err.msg, spec);
+    assert_contains(err.msg, "N must be at most 4 or a multiple of 4");
+    if (strstr(err.msg, "'mine'")) fail_msg("names the file's name field: %s", err.msg);
+    sf_error_clear(&err);
+    snprintf(spec, sizeof spec, "%s[3]", file);
+    assert_null(sf_machine_open(spec, &err));
+    assert_contains(err.msg, spec);
+    assert_contains(err.msg, "pcie_group 2");
+    if (strstr(err.msg, "'mine'")) fail_msg("names the file's name field: %s", err.msg);
+    sf_error_clear(&err);
+    snprintf(spec, sizeof spec, "%s[9]", file);
+    assert_null(sf_machine_open(spec, &err));
+    assert_int_equal(err.code, SF_ERR_RANGE);
+    assert_contains(err.msg, spec);
+    sf_error_clear(&err);
+    snprintf(spec, sizeof spec, "%s[2]", file);
+    m = sf_machine_open(spec, &err);
+    if (!m) fail_msg("%s", err.msg);
+    assert_int_equal(sf_machine_num_devices(m), 2);
+    sf_machine_free(m);
 
     /* A bare name that is no preset but a file in the working directory. */
     char cwd[4096];

@@ -81,7 +81,11 @@ sf_status sf_machine_desc_load_json(const char *path, sf_machine_desc *out, sf_e
 char *sf_machine_desc_to_json(const sf_machine_desc *d, sf_error *err);
 sf_status sf_machine_desc_save_json(const sf_machine_desc *d, const char *path, sf_error *err);
 /* A preset name or a JSON file path; "NAME[N]" takes the first N devices of it
- * (sf_machine_subset), e.g. "p100-4x4[8]" is two nodes of the P100 cluster. */
+ * (sf_machine_subset), e.g. "p100-4x4[8]" is two nodes of the P100 cluster.
+ * N must be at most one node's devices or a whole number of nodes (on a
+ * pcie_tree node, within one node: below its pcie_group or a multiple of it):
+ * p100-4x4 takes 1 to 4, 8, 12 or 16. A message names the machine as written
+ * ("machine 'my.json[3]': ..."), not by the file's "name" field. */
 sf_machine *sf_machine_open(const char *name_or_path, sf_error *err);
 
 /* ---- strategy files (JSON) --------------------------------------------- */

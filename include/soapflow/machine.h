@@ -138,8 +138,12 @@ const char *sf_machine_preset_name(int i);
 const char *sf_machine_preset_summary(int i); /* one line for `soapflow machines` */
 sf_status sf_machine_preset_desc(const char *name, sf_machine_desc *out, sf_error *err);
 sf_machine *sf_machine_preset(const char *name, sf_error *err);
-/* A machine made of the first n devices of m (n <= its device count),
- * keeping their topology: "4- and 8-device parts" of a cluster. */
+/* A machine made of the first n devices of m, keeping their topology: "4-
+ * and 8-device parts" of a cluster. The first n devices must make a machine
+ * of one description: n is at most one node's devices (on a pcie_tree node,
+ * below its pcie_group or a multiple of it, so that no switch is left half
+ * used after a full one), or a whole number of nodes, and at most m's device
+ * count. p100-4x4 takes 1 to 4, 8, 12 or 16. */
 sf_machine *sf_machine_subset(const sf_machine *m, int n, sf_error *err);
 
 const char *sf_machine_name(const sf_machine *m);

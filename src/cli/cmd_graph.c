@@ -37,6 +37,8 @@ static int usage(FILE *out) {
             "                         the machine); a model file keeps its own batch\n"
             "  --machine NAME|FILE    machine preset or machine JSON file that sets the\n"
             "                         default batch (default: %s, 16 devices => 1024)\n"
+            "                         NAME[N]: its first N devices, N at most one node's\n"
+            "                         devices or whole nodes (p100-4x4[8]: two nodes)\n"
             "%s"
             "  --ops                  add a table of every operator: type, output shape,\n"
             "                         parameters, forward GFLOP and parallel dimensions\n"

@@ -34,6 +34,8 @@ static int usage(FILE *out) {
             "%s"
             "  --machine NAME|FILE    machine preset or machine JSON (default " DEFAULT_MACHINE
             ")\n"
+            "                         NAME[N]: its first N devices, N at most one node's\n"
+            "                         devices or whole nodes (p100-4x4[8]: two nodes)\n"
             "  --algo mcmc|optcnn|all which searches to run (default all)\n"
             "  --budget TIME          MCMC time budget: 30s, 2m, 500ms, or seconds (default 30s)\n"
             "  --iters N              MCMC budget in proposals instead (reproducible)\n"

@@ -204,6 +204,8 @@ static int usage(FILE *out) {
             "options:\n"
             "%s"
             "  --machine NAME|FILE    machine preset or machine JSON file (default: %s)\n"
+            "                         NAME[N]: its first N devices, N at most one node's\n"
+            "                         devices or whole nodes (p100-4x4[8]: two nodes)\n"
             "  -s, --strategy S       a baseline: data, model, owt, expert, single; or a\n"
             "                         strategy JSON file (default: %s)\n"
             "  --json                 print one JSON object: iter_ms, compute_ms, transfer_ms,\n"

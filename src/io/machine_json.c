@@ -463,7 +463,17 @@ static sf_machine *open_subset(const char *spec, sf_error *err) {
     base[lb - spec] = '\0';
     sf_machine *whole = sf_machine_open(base, err);
     if (!whole) return NULL;
-    sf_machine *part = sf_machine_subset(whole, (int)k, err);
+    sf_error local = {0};
+    sf_machine *part = sf_machine_subset(whole, (int)k, &local);
+    if (!part) {
+        /* the subset names the machine by its "name" field, which for a file
+         * is not what was typed: name the spec (the file and the count) */
+        char pre[SF_NAME_MAX + 16];
+        snprintf(pre, sizeof pre, "machine '%s': ", sf_machine_name(whole));
+        const char *why = local.msg;
+        if (strncmp(why, pre, strlen(pre)) == 0) why += strlen(pre);
+        sf_error_set(err, local.code, "machine '%s': %s", spec, why);
+    }
     sf_machine_free(whole);
     return part;
 }

@@ -441,8 +441,9 @@ sf_machine *sf_machine_subset(const sf_machine *m, int n, sf_error *err) {
                 s.pcie_group = n;
             } else {
                 sf_error_set(err, SF_ERR_INVALID,
-                             "machine '%s': %d devices would leave a PCIe switch half used "
-                             "(pcie_group %d)",
+                             "machine '%s': the first %d devices would leave a PCIe switch half "
+                             "used: within a node, N must be below or a multiple of its "
+                             "pcie_group %d",
                              d->name, n, d->pcie_group);
                 return NULL;
             }
@@ -450,8 +451,9 @@ sf_machine *sf_machine_subset(const sf_machine *m, int n, sf_error *err) {
     } else {
         if (n % d->devices_per_node != 0) {
             sf_error_set(err, SF_ERR_INVALID,
-                         "machine '%s': a subset of %d devices is not whole nodes of %d", d->name,
-                         n, d->devices_per_node);
+                         "machine '%s': the first %d devices are neither within one node nor "
+                         "whole nodes: N must be at most %d or a multiple of %d",
+                         d->name, n, d->devices_per_node, d->devices_per_node);
             return NULL;
         }
         s.nodes = n / d->devices_per_node;

@@ -3,8 +3,9 @@
  *
  *     sf_error err = {0};
  *     sf_graph *g = sf_model_load_json("net.json", &err);
- *     if (!g) fprintf(stderr, "%s\n", err.msg);   // "net.json:12:5: operator 'fc1': ..."
+ *     if (!g) { fprintf(stderr, "%s\n", err.msg); return 1; } // "net.json:12:5: operator ..."
  *     sf_model_save_json(g, "copy.json", &err);    // written to a temporary, then renamed
+ *     sf_graph_free(g);
  *
  * Formats are documented in docs/formats.md. Every writer writes to a temporary
  * file beside the target and renames it, so a failure never leaves a half file.

@@ -8,7 +8,11 @@
  *     const sf_device *d = sf_machine_device(m, 5);           // node 1, local index 1
  *     sf_route r;
  *     sf_machine_route(m, 0, 5, &r);                           // links a transfer crosses
- *     for (int i = 0; i < r.n_links; i++) sf_machine_link(m, r.links[i])->bandwidth_Bps;
+ *     double t = 0;                                            // 1 MB alone, link by link
+ *     for (int i = 0; i < r.n_links; i++) {
+ *         const sf_link *l = sf_machine_link(m, r.links[i]);
+ *         t += l->latency_s + 1e6 / l->bandwidth_Bps;
+ *     }                                           // == sf_machine_transfer_time_s(m, 0, 5, 1e6)
  *     sf_machine_free(m);
  *
  * A machine is devices grouped into nodes, and directed links, each a resource

@@ -4,10 +4,10 @@
  *
  *     sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
  *     sf_sim_result r;
- *     sf_sim_run(sim, strategy, &r);              // full: build and schedule everything
+ *     sf_sim_run(sim, strategy, &r, &err);        // full: build and schedule everything
  *     sf_config c = *sf_strategy_get(strategy, op);
  *     c.device[0] = 3;
- *     sf_sim_update(sim, op, &c, &r);             // delta: replace one operator's config
+ *     sf_sim_update(sim, op, &c, &r, &err);       // delta: replace one operator's config
  *     // r equals what sf_sim_run would give for the changed strategy, exactly
  *     sf_sim_free(sim);
  *

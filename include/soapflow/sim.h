@@ -22,8 +22,9 @@
  * device, updated there and sent back. When the all-reduce may start is the sync mode: as
  * soon as the shard's backward tasks are done (overlap, as PyTorch DDP and
  * Horovod run it), or only once each replica's device has finished its whole
- * backward pass (bulk, the bulk-synchronous model FlexFlow's simulator uses by
- * default and OptCNN's additive cost model assumes).
+ * backward pass (bulk, the bulk-synchronous model that the simulator of
+ * FlexFlow's Legion runtime uses by default and OptCNN's additive cost model
+ * assumes).
  *
  * Scheduling: event-driven list scheduling. A task is ready when its predecessors
  * are done; every device and every link runs its tasks one at a time, first-in
@@ -59,7 +60,9 @@ typedef enum sf_sync_scheme {
     SF_SCHEME_RING = 0, /* ring all-reduce over the replicas in id order (default) */
     SF_SCHEME_PS,       /* parameter server on the first part's device: every other
                          * replica sends its gradient there and receives the updated
-                         * shard back, as FlexFlow's simulator models it */
+                         * shard back, as the simulator of FlexFlow's 2020-21 Legion
+                         * runtime models it (with SF_SYNC_BULK); not its 2018
+                         * prototype, which added a formula after the makespan */
     SF_SCHEME_COUNT
 } sf_sync_scheme;
 

@@ -437,9 +437,12 @@ sf_status sf_cli_machine_desc(const char *name_or_path, sf_machine_desc *out, sf
 const char sf_cli_sim_help[] =
     "  --sync overlap|bulk    when gradient syncs start: as soon as a weight's backward\n"
     "                         is done (overlap, default), or after each device's whole\n"
-    "                         backward pass (bulk, FlexFlow's simulator default)\n"
+    "                         backward pass (bulk, the default of FlexFlow's Legion-\n"
+    "                         runtime simulator)\n"
     "  --sync-scheme ring|ps  ring all-reduce among a weight's replicas (default), or a\n"
-    "                         parameter server on its first part's device (FlexFlow's)\n"
+    "                         parameter server on its first part's device (with bulk:\n"
+    "                         FlexFlow's 2020-21 Legion-runtime simulator, not its 2018\n"
+    "                         prototype; see docs/simulator.md)\n"
     "  --segments N           cut transfers over several links into N pieces that\n"
     "                         pipeline over the hops (default 1: store-and-forward)\n";
 

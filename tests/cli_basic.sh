@@ -123,6 +123,19 @@ expect_error broken
 grep -q "broken.json" "$TMP/broken.err" || fail "malformed model: message lacks the file name"
 grep -q ":3:" "$TMP/broken.err" || fail "malformed model: message lacks ':3:': $(cat "$TMP/broken.err")"
 
+# A model without operators has nothing to plan: every command refuses it at
+# load, with the same line naming the file (search's table once crashed on it).
+printf '{"format": "soapflow-model", "version": 1, "name": "e", "ops": []}\n' >"$TMP/no_ops.json"
+for args in "graph" "graph --json" "simulate" "simulate --json" "search --iters 10" \
+    "search --iters 10 --json" "bench sim --moves 2" "profile --out $TMP/no_ops_costs.json"; do
+    # shellcheck disable=SC2086
+    run no_ops "$SF" $args --model "$TMP/no_ops.json" --machine cpu
+    expect_error no_ops
+    grep -q "no_ops.json:1:[0-9]*: \"ops\" is empty: a model needs at least one operator" \
+        "$TMP/no_ops.err" || fail "$args on a model without operators: $(cat "$TMP/no_ops.err")"
+done
+[ ! -e "$TMP/no_ops_costs.json" ] || fail "profile on a model without operators wrote a file"
+
 run missing_file "$SF" graph --model "$TMP/nope.json"
 expect_error missing_file
 

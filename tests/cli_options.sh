@@ -78,6 +78,42 @@ grep -q "missing/costs.json: cannot create" "$TMP/profile_out.err" ||
     fail "profile --out MISSING/: $(cat "$TMP/profile_out.err")"
 [ -z "$(find "$TMP" -name '*.tmp.*')" ] || fail "a probe left a temporary file"
 
+# ---- NAME[N]: within one node or whole nodes, said as such; a file by its path --
+run sub6 "$SF" simulate --model lenet5 --machine 'p100-4x4[6]'
+expect_error sub6
+grep -q "machine 'p100-4x4\[6\]': the first 6 devices are neither within one node nor whole nodes: N must be at most 4 or a multiple of 4" \
+    "$TMP/sub6.err" || fail "p100-4x4[6]: $(cat "$TMP/sub6.err")"
+for n in 3 8 12; do
+    run "sub$n" "$SF" graph --model lenet5 --machine "p100-4x4[$n]" --json
+    expect_ok "sub$n"
+done
+cat >"$TMP/m.json" <<'JSON'
+{
+  "name": "field-name",
+  "nodes": 2,
+  "devices_per_node": 2,
+  "device": {"name": "X", "peak_tflops": {"fp32": 1.0}, "mem_bw_GBps": 100.0, "mem_GB": 8.0},
+  "intra": {"topology": "switch", "bandwidth_GBps": 10.0, "latency_us": 1.0},
+  "inter": {"nics_per_node": 1, "bandwidth_GBps": 5.0, "latency_us": 2.0}
+}
+JSON
+for cmd in "graph" "simulate" "search --iters 5" "bench sim --moves 2"; do
+    # shellcheck disable=SC2086
+    run subf "$SF" $cmd --model lenet5 --machine "$TMP/m.json[3]"
+    expect_error subf
+    grep -q "machine '$TMP/m.json\[3\]': the first 3 devices" "$TMP/subf.err" ||
+        fail "$cmd --machine FILE[3]: $(cat "$TMP/subf.err")"
+    if grep -q "field-name" "$TMP/subf.err"; then
+        fail "$cmd --machine FILE[3]: names the file's name field: $(cat "$TMP/subf.err")"
+    fi
+done
+for cmd in graph simulate search profile "bench sim"; do
+    # shellcheck disable=SC2086
+    run subhelp "$SF" $cmd --help
+    grep -q "NAME\[N\]: its first N devices, N at most one node's" "$TMP/subhelp.out" ||
+        fail "$cmd --help: says nothing of NAME[N]'s rule"
+done
+
 # ---- help --help: the hint of 'help' errors points to it --------------------
 run help_help "$SF" help --help
 expect_ok help_help

@@ -34,7 +34,7 @@ iter=$(json_num "$TMP/sim.out" iter_ms)
 awk -v b="$best" -v d="$data" 'BEGIN { exit !(b <= d) }' ||
     fail "search: best $best ms is slower than data parallelism $data ms"
 
-# ---- FlexFlow's sync model: the search and simulate agree under it too -----
+# ---- FlexFlow's Legion-runtime sync model: search and simulate agree under it too --
 run ps "$SF" search --model lenet5 --machine 'p100-4x4[4]' --iters 200 --seed 2 --json \
     --sync bulk --sync-scheme ps --out "$TMP/ps.json"
 expect_ok ps

@@ -202,6 +202,71 @@ static void test_write_check(void **state) {
     assert_int_equal(count_temps(tmp_dir), 0);
 }
 
+/* The text of path, or fail. */
+static void assert_file_text(const char *path, const char *want) {
+    sf_error err = {0};
+    char *text = sf_read_file(path, NULL, &err);
+    if (!text) fail_msg("%s: %s", path, err.msg);
+    assert_string_equal(text, want);
+    free(text);
+}
+
+/* sf_write_files_atomic: one file that cannot be written, wherever it comes in
+ * the group, and none of the others is replaced; all good, all written. */
+static void test_write_group_all_or_none(void **state) {
+    (void)state;
+    char sub[128], a[160], b[160], missing[160], full[160] = "/dev/full";
+    snprintf(sub, sizeof sub, "%s/group", tmp_dir);
+    snprintf(a, sizeof a, "%s/a.json", sub);
+    snprintf(b, sizeof b, "%s/b.json", sub);
+    snprintf(missing, sizeof missing, "%s/no/such.json", sub);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    sf_error err = {0};
+    assert_int_equal(sf_write_file_atomic(a, "old a", 5, &err), SF_OK);
+    assert_int_equal(sf_write_file_atomic(b, "old b", 5, &err), SF_OK);
+
+    /* a missing directory last: the files before it are not replaced */
+    sf_write_item bad_last[] = {{a, "new a", 5}, {b, "new b", 5}, {missing, "x", 1}};
+    assert_int_equal(sf_write_files_atomic(bad_last, 3, &err), SF_ERR_IO);
+    assert_non_null(strstr(err.msg, missing));
+    assert_file_text(a, "old a");
+    assert_file_text(b, "old b");
+    /* a directory first: the same */
+    sf_write_item bad_first[] = {{sub, "x", 1}, {a, "new a", 5}};
+    sf_error_clear(&err);
+    assert_int_equal(sf_write_files_atomic(bad_first, 2, &err), SF_ERR_IO);
+    assert_file_text(a, "old a");
+    /* a device that fails as it is written (no check finds that beforehand):
+     * the regular files are still not replaced */
+    int have_full = 1;
+    if (geteuid() == 0) {
+        snprintf(full, sizeof full, "%s/full", sub);
+        have_full = mknod(full, S_IFCHR | 0600, makedev(1, 7)) == 0;
+    } else {
+        have_full = access(full, W_OK) == 0;
+    }
+    if (have_full) {
+        sf_write_item bad_dev[] = {{a, "new a", 5}, {full, "{}", 2}, {b, "new b", 5}};
+        sf_error_clear(&err);
+        assert_int_equal(sf_write_files_atomic(bad_dev, 3, &err), SF_ERR_IO);
+        assert_non_null(strstr(err.msg, "No space left"));
+        assert_file_text(a, "old a");
+        assert_file_text(b, "old b");
+    }
+    assert_int_equal(count_temps(sub), 0);
+
+    sf_write_item good[] = {{a, "new a", 5}, {b, "new b", 5}};
+    assert_int_equal(sf_write_files_atomic(good, 2, &err), SF_OK);
+    assert_file_text(a, "new a");
+    assert_file_text(b, "new b");
+    assert_int_equal(count_temps(sub), 0);
+    /* more than the group takes is refused before anything is touched */
+    sf_write_item many[SF_WRITE_FILES_MAX + 1];
+    for (int i = 0; i <= SF_WRITE_FILES_MAX; i++) many[i] = (sf_write_item){a, "many", 4};
+    assert_int_equal(sf_write_files_atomic(many, SF_WRITE_FILES_MAX + 1, &err), SF_ERR_INVALID);
+    assert_file_text(a, "new a");
+}
+
 /* A name too long to take the ".tmp.XXXXXX" suffix (NAME_MAX 255) is still
  * written whole, through a short temporary in the same directory. */
 static void test_long_name(void **state) {
@@ -264,9 +329,44 @@ static void test_signal_mid_write(void **state) {
     assert_int_equal(access(path, F_OK), -1); /* and no half file at the path */
 }
 
+/* A signal in the middle of the second file of a group: the first one's
+ * temporary, already written and waiting for its rename, goes too. */
+static void test_signal_mid_group(void **state) {
+    (void)state;
+    char sub[128], small[160], big[160];
+    snprintf(sub, sizeof sub, "%s/siggroup", tmp_dir);
+    snprintf(small, sizeof small, "%s/small.json", sub);
+    snprintf(big, sizeof big, "%s/big.json", sub);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, on_xfsz);
+        struct rlimit rl = {64 * 1024, 64 * 1024};
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(4);
+        size_t n = 1 << 20;
+        char *data = malloc(n);
+        if (!data) _exit(5);
+        memset(data, 'x', n);
+        sf_write_item items[] = {{small, "{}", 2}, {big, data, n}};
+        sf_error err = {0};
+        sf_write_files_atomic(items, 2, &err);
+        _exit(6); /* not reached: the limit stops the write */
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 3);
+    assert_int_equal(count_temps(sub), 0);
+    assert_int_equal(access(small, F_OK), -1);
+    assert_int_equal(access(big, F_OK), -1);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fifo_written_in_place),
+        cmocka_unit_test(test_write_group_all_or_none),
+        cmocka_unit_test(test_signal_mid_group),
         cmocka_unit_test(test_full_device),
         cmocka_unit_test(test_symlink_followed),
         cmocka_unit_test(test_directory_refused),

@@ -373,10 +373,24 @@ static void test_round_trip_colon_names(void **state) {
     sf_graph_free(g);
 }
 
-static void test_round_trip_empty_graph(void **state) {
+/* A model without operators has nothing to plan: the writer does not write one
+ * (the reader would refuse it back), and nothing is left at the path. */
+static void test_empty_graph_not_written(void **state) {
     (void)state;
     sf_graph *g = sf_graph_new("empty");
-    assert_round_trip(g, "empty.json");
+    sf_error err = {0};
+    assert_null(sf_model_to_json(g, &err));
+    assert_int_equal(err.code, SF_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "no operators"));
+    char path[256];
+    tmp_path(path, sizeof path, "empty_graph.json");
+    remove(path);
+    sf_error e2 = {0};
+    assert_int_equal(sf_model_save_json(g, path, &e2), SF_ERR_INVALID);
+    assert_non_null(strstr(e2.msg, path));
+    FILE *f = fopen(path, "rb");
+    if (f) fclose(f);
+    assert_null(f);
     sf_graph_free(g);
 }
 
@@ -608,6 +622,10 @@ static void test_error_file_level(void **state) {
                  "noops.json:1:1:", "missing \"ops\"", NULL);
     expect_error("opsobj.json", "{\"format\": \"soapflow-model\", \"version\": 1,\n \"ops\": {}}",
                  SF_ERR_PARSE, "opsobj.json:2:2:", "\"ops\" must be an array", NULL);
+    /* "ops": [] names the file and where "ops" is: every command refuses it alike */
+    expect_error("noopsleft.json",
+                 "{\"format\": \"soapflow-model\", \"version\": 1,\n \"ops\": []}", SF_ERR_INVALID,
+                 "noopsleft.json:2:2:", "\"ops\" is empty", "at least one operator", NULL);
     expect_error("extra.json",
                  "{\"format\": \"soapflow-model\", \"version\": 1, \"ops\": [],\n"
                  "  \"batch\": 3}",
@@ -754,7 +772,7 @@ int main(void) {
         cmocka_unit_test(test_round_trip_cnn),
         cmocka_unit_test(test_round_trip_seq),
         cmocka_unit_test(test_round_trip_colon_names),
-        cmocka_unit_test(test_round_trip_empty_graph),
+        cmocka_unit_test(test_empty_graph_not_written),
         cmocka_unit_test(test_round_trip_zoo),
         cmocka_unit_test(test_read_defaults_and_layout),
         cmocka_unit_test(test_error_syntax),

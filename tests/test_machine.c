@@ -292,7 +292,7 @@ static void test_subset(void **state) {
 
     assert_null(sf_machine_subset(m, 6, &err)); /* not whole nodes */
     assert_int_equal(err.code, SF_ERR_INVALID);
-    assert_contains(err.msg, "whole nodes");
+    assert_contains(err.msg, "whole nodes: N must be at most 4 or a multiple of 4");
     sf_error_clear(&err);
     assert_null(sf_machine_subset(m, 17, &err));
     assert_int_equal(err.code, SF_ERR_RANGE);
@@ -319,6 +319,7 @@ static void test_subset(void **state) {
     sf_machine_free(s);
     assert_null(sf_machine_subset(m, 3, &err)); /* half a PCIe switch after a full one */
     assert_int_equal(err.code, SF_ERR_INVALID);
+    assert_contains(err.msg, "N must be below or a multiple of its pcie_group 2");
     sf_machine_free(m);
 }
 
@@ -362,6 +363,25 @@ static void test_validation(void **state) {
     expect_invalid(&d, SF_ERR_INVALID, "memory bandwidth");
     d = base, d.intra = SF_INTRA_COUNT;
     expect_invalid(&d, SF_ERR_INVALID, "topology");
+    /* finite but past the upper bounds, which the messages state */
+    d = base, d.kind.peak_flops[SF_DTYPE_FP32] = 1e300;
+    expect_invalid(&d, SF_ERR_INVALID, "fp32 peak must be from 1 to 1e+30 FLOP/s");
+    d = base, d.kind.peak_flops[SF_DTYPE_FP16] = 2e30;
+    expect_invalid(&d, SF_ERR_INVALID, "fp16 peak must be 0 (unsupported) or from 1 to 1e+30");
+    d = base, d.kind.mem_bw_Bps = 1e300;
+    expect_invalid(&d, SF_ERR_INVALID, "memory bandwidth must be from 1 to 1e+30 B/s");
+    d = base, d.kind.mem_bytes = 1e300;
+    expect_invalid(&d, SF_ERR_INVALID, "memory size must be above 0 and at most 1e+30 bytes");
+    d = base, d.intra_bw_Bps = 1e300;
+    expect_invalid(&d, SF_ERR_INVALID, "intra-node bandwidth must be from 1 to 1e+30");
+    d = base, d.inter_bw_Bps = 1e300;
+    expect_invalid(&d, SF_ERR_INVALID, "inter-node (NIC) bandwidth must be from 1 to 1e+30");
+    d = base, d.intra = SF_INTRA_PCIE_TREE, d.pcie_group = 2, d.pcie_up_bw_Bps = 1e300;
+    expect_invalid(&d, SF_ERR_INVALID, "PCIe switch-to-host bandwidth must be from 1 to 1e+30");
+    /* the bounds themselves are allowed */
+    d = base, d.kind.peak_flops[SF_DTYPE_FP32] = SF_MAX_RATE, d.kind.mem_bytes = SF_MAX_MEM_BYTES;
+    d.intra_bw_Bps = d.inter_bw_Bps = d.kind.mem_bw_Bps = SF_MAX_RATE;
+    assert_int_equal(sf_machine_desc_validate(&d, NULL), SF_OK);
     d = base, d.name[0] = '\0';
     expect_invalid(&d, SF_ERR_INVALID, "name");
     /* A non-PCIe topology ignores the PCIe fields. */
@@ -453,9 +473,10 @@ static double digits15(sf_rng *rng, double scale) {
 static void random_desc(sf_rng *rng, sf_machine_desc *d, int short_digits) {
     static const double unit[9] = {1e12, 1e12, 1e9, 1e9, 1, 1, 1e9, 1, 1e-6};
     /* decimal exponents from 10^-20 on, as far as each figure may go: rates
-     * (peaks, bandwidths) >= SF_MIN_RATE, latencies <= SF_MAX_LATENCY_S */
+     * (peaks, bandwidths) from SF_MIN_RATE to SF_MAX_RATE, memory up to
+     * SF_MAX_MEM_BYTES, latencies <= SF_MAX_LATENCY_S */
     static const int e_lo[9] = {-10, -10, -7, -20, 2, -20, -7, 2, -20};
-    static const int e_hi[9] = {19, 19, 19, 19, 19, -1, 19, 19, 5};
+    static const int e_hi[9] = {17, 17, 19, 19, 19, -1, 19, 19, 5}; /* <= SF_MAX_RATE, _MEM_BYTES */
     double v[9];
     for (int i = 0; i < 9; i++) {
         double e = e_lo[i] + (double)sf_rng_below(rng, (uint64_t)(e_hi[i] - e_lo[i] + 1));
@@ -596,17 +617,19 @@ static void test_json_errors(void **state) {
                       "field 'nodes': must be an integer");
     /* Values. */
     expect_json_error("negbw.json", "\"bandwidth_GBps\": 12,", "\"bandwidth_GBps\": -12,",
-                      SF_ERR_INVALID, "field 'intra.bandwidth_GBps': must be a number >= 1e-09");
+                      SF_ERR_INVALID,
+                      "field 'intra.bandwidth_GBps': must be a number from 1e-09 to 1e+21");
     expect_json_error("neglat.json", "\"latency_us\": 2}", "\"latency_us\": -2}", SF_ERR_INVALID,
                       "field 'inter.latency_us': must be a number from 0 to 1e+06");
     /* Positive or finite is not enough: a subnormal bandwidth or a latency of
      * 1e308 us made simulated times infinite (invalid traces and JSON). */
     expect_json_error("tinybw.json", "\"bandwidth_GBps\": 12,", "\"bandwidth_GBps\": 1e-320,",
-                      SF_ERR_INVALID, "field 'intra.bandwidth_GBps': must be a number >= 1e-09");
+                      SF_ERR_INVALID,
+                      "field 'intra.bandwidth_GBps': must be a number from 1e-09 to 1e+21");
     expect_json_error("biglat.json", "\"latency_us\": 2}", "\"latency_us\": 1e308}",
                       SF_ERR_INVALID, "field 'inter.latency_us': must be a number from 0 to");
     expect_json_error("tinyfp16.json", "\"fp16\": 20", "\"fp16\": 1e-300", SF_ERR_INVALID,
-                      "field 'device.peak_tflops.fp16': must be 0 (unsupported) or a number >= ");
+                      "field 'device.peak_tflops.fp16': must be 0 (unsupported) or a number from ");
     expect_json_error("topo.json", "pcie_tree", "ring", SF_ERR_INVALID,
                       "field 'intra.topology': unknown topology 'ring'");
     expect_json_error("group.json", "\"pcie_group\": 2", "\"pcie_group\": 3", SF_ERR_INVALID,
@@ -637,7 +660,35 @@ static void test_json_errors(void **state) {
     assert_int_equal(sf_machine_desc_load_json(tmpdir, &d, &err), SF_ERR_IO);
     assert_contains(err.msg, "directory");
     expect_json_error("fp32.json", "\"fp32\": 10", "\"fp32\": 0", SF_ERR_INVALID,
-                      "field 'device.peak_tflops.fp32': must be a number >= 1e-12");
+                      "field 'device.peak_tflops.fp32': must be a number from 1e-12 to 1e+18");
+    /* 1e300 is >= the lower bound but overflowed once in base units: the
+     * message gives the upper bound too, in the file's units */
+    expect_json_error("bigfp32.json", "\"fp32\": 10", "\"fp32\": 1e300", SF_ERR_INVALID,
+                      "field 'device.peak_tflops.fp32': must be a number from 1e-12 to 1e+18");
+    expect_json_error("bigfp16.json", "\"fp16\": 20", "\"fp16\": 1.1e18", SF_ERR_INVALID,
+                      "field 'device.peak_tflops.fp16': must be 0 (unsupported) or a number "
+                      "from 1e-12 to 1e+18");
+    expect_json_error("bigmembw.json", "\"mem_bw_GBps\": 700", "\"mem_bw_GBps\": 1e300",
+                      SF_ERR_INVALID,
+                      "field 'device.mem_bw_GBps': must be a number from 1e-09 to 1e+21");
+    expect_json_error("bigmem.json", "\"mem_GB\": 16", "\"mem_GB\": 1e300", SF_ERR_INVALID,
+                      "field 'device.mem_GB': must be a number above 0 and at most 1e+21");
+    expect_json_error("bigintra.json", "\"bandwidth_GBps\": 12,", "\"bandwidth_GBps\": 1e300,",
+                      SF_ERR_INVALID,
+                      "field 'intra.bandwidth_GBps': must be a number from 1e-09 to 1e+21");
+    expect_json_error("bigup.json", "\"pcie_up_GBps\": 16", "\"pcie_up_GBps\": 2e21",
+                      SF_ERR_INVALID,
+                      "field 'intra.pcie_up_GBps': must be a number from 1e-09 to 1e+21");
+    expect_json_error("biginter.json", "\"bandwidth_GBps\": 12.5", "\"bandwidth_GBps\": 1e300",
+                      SF_ERR_INVALID,
+                      "field 'inter.bandwidth_GBps': must be a number from 1e-09 to 1e+21");
+    /* the upper bounds themselves read */
+    const char *at_bound = write_variant("bound.json", "\"fp32\": 10", "\"fp32\": 1e18");
+    sf_error_clear(&err);
+    sf_machine *mb = sf_machine_open(at_bound, &err);
+    if (!mb) fail_msg("%s", err.msg);
+    assert_true(sf_machine_get_desc(mb)->kind.peak_flops[SF_DTYPE_FP32] == SF_MAX_RATE);
+    sf_machine_free(mb);
 }
 
 static void test_open(void **state) {
@@ -693,6 +744,35 @@ static void test_open(void **state) {
         assert_contains(err.msg, "device count");
         sf_error_clear(&err);
     }
+
+    /* NAME[N] of a file: the message names the file as written, not the
+     * file's "name" field (base_json: 2 nodes of 4, PCIe switches of 2) */
+    const char *file = write_variant("sub.json", NULL, NULL);
+    char spec[256];
+    snprintf(spec, sizeof spec, "%s[6]", file);
+    assert_null(sf_machine_open(spec, &err));
+    assert_int_equal(err.code, SF_ERR_INVALID);
+    assert_contains(err.msg, "machine '");
+    assert_contains(err.msg, spec);
+    assert_contains(err.msg, "N must be at most 4 or a multiple of 4");
+    if (strstr(err.msg, "'mine'")) fail_msg("names the file's name field: %s", err.msg);
+    sf_error_clear(&err);
+    snprintf(spec, sizeof spec, "%s[3]", file);
+    assert_null(sf_machine_open(spec, &err));
+    assert_contains(err.msg, spec);
+    assert_contains(err.msg, "pcie_group 2");
+    if (strstr(err.msg, "'mine'")) fail_msg("names the file's name field: %s", err.msg);
+    sf_error_clear(&err);
+    snprintf(spec, sizeof spec, "%s[9]", file);
+    assert_null(sf_machine_open(spec, &err));
+    assert_int_equal(err.code, SF_ERR_RANGE);
+    assert_contains(err.msg, spec);
+    sf_error_clear(&err);
+    snprintf(spec, sizeof spec, "%s[2]", file);
+    m = sf_machine_open(spec, &err);
+    if (!m) fail_msg("%s", err.msg);
+    assert_int_equal(sf_machine_num_devices(m), 2);
+    sf_machine_free(m);
 
     /* A bare name that is no preset but a file in the working directory. */
     char cwd[4096];

@@ -6,7 +6,7 @@
  *     sf_error err = {0};
  *     sf_graph *g = sf_graph_new("tiny");
  *     sf_shape s = sf_shape_make(4, (int64_t[]){64, 3, 32, 32});
- *     int x = sf_graph_add_input(g, "x", &s, &err);
+ *     int x = sf_graph_add_input(g, "x", &s, 0, &err);   // 0: floats, not token ids
  *     sf_op_params p;
  *     sf_op_params_default(SF_OP_CONV2D, &p);
  *     p.conv2d.out_channels = 16; p.conv2d.kernel[0] = p.conv2d.kernel[1] = 3;

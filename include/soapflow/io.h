@@ -3,8 +3,9 @@
  *
  *     sf_error err = {0};
  *     sf_graph *g = sf_model_load_json("net.json", &err);
- *     if (!g) fprintf(stderr, "%s\n", err.msg);   // "net.json:12:5: operator 'fc1': ..."
+ *     if (!g) { fprintf(stderr, "%s\n", err.msg); return 1; } // "net.json:12:5: operator ..."
  *     sf_model_save_json(g, "copy.json", &err);    // written to a temporary, then renamed
+ *     sf_graph_free(g);
  *
  * Formats are documented in docs/formats.md. Every writer writes to a temporary
  * file beside the target and renames it, so a failure never leaves a half file.
@@ -30,11 +31,26 @@ extern "C" {
  * (over the file a symbolic link names). An existing device or FIFO
  * (/dev/null) is written in place instead, never replaced. */
 sf_status sf_write_file_atomic(const char *path, const char *data, size_t len, sf_error *err);
+/* One file of a group written together. */
+typedef struct sf_write_item {
+    const char *path;
+    const char *data;
+    size_t len; /* bytes of data */
+} sf_write_item;
+/* The most files one sf_write_files_atomic call takes. */
+#define SF_WRITE_FILES_MAX 8
+/* Write n files (at most SF_WRITE_FILES_MAX) all or nothing, as
+ * sf_write_file_atomic writes one: every path is checked and every temporary
+ * written and closed before any target is touched, so that one failure (a
+ * missing directory, a full disk) replaces none of the others. Then devices
+ * and FIFOs are written in place, then the temporaries renamed over their
+ * targets in order (which fails only if the directories change meanwhile). */
+sf_status sf_write_files_atomic(const sf_write_item *files, int n, sf_error *err);
 /* Whether sf_write_file_atomic could write path now, with its messages: the
  * temporary file is made and removed, path itself is left alone. For a
  * command that works for minutes before it writes. */
 sf_status sf_write_file_check(const char *path, sf_error *err);
-/* Remove the temporary file of a write in progress, if any: for a signal
+/* Remove the temporary files of a write in progress, if any: for a signal
  * handler that ends the program (async-signal-safe). */
 void sf_write_file_abort(void);
 
@@ -66,7 +82,11 @@ sf_status sf_machine_desc_load_json(const char *path, sf_machine_desc *out, sf_e
 char *sf_machine_desc_to_json(const sf_machine_desc *d, sf_error *err);
 sf_status sf_machine_desc_save_json(const sf_machine_desc *d, const char *path, sf_error *err);
 /* A preset name or a JSON file path; "NAME[N]" takes the first N devices of it
- * (sf_machine_subset), e.g. "p100-4x4[8]" is two nodes of the P100 cluster. */
+ * (sf_machine_subset), e.g. "p100-4x4[8]" is two nodes of the P100 cluster.
+ * N must be at most one node's devices or a whole number of nodes (on a
+ * pcie_tree node, within one node: below its pcie_group or a multiple of it):
+ * p100-4x4 takes 1 to 4, 8, 12 or 16. A message names the machine as written
+ * ("machine 'my.json[3]': ..."), not by the file's "name" field. */
 sf_machine *sf_machine_open(const char *name_or_path, sf_error *err);
 
 /* ---- strategy files (JSON) --------------------------------------------- */

@@ -3,16 +3,18 @@
  *
  * Quick tour (forward of one tile of a conv2d, fast kernel):
  *
- *     sf_tile t = ...;                          // a tile of op->space
+ *     sf_tile t = sf_tile_full(&op->space);     // a tile of op->space (here all of it)
  *     sf_tile r;  sf_op_input_region(op, &t, 0, &r);
  *     sf_tile o;  sf_op_output_tile(op, &t, 0, &o);
  *     const float *in[1] = {x_region};          // sf_tile_numel(&r) floats, row-major
  *     float *out[1] = {y_tile};                 // sf_tile_numel(&o) floats, row-major
  *     size_t ws = sf_kernel_workspace_bytes(op, &t, 0);
+ *     void *buf = ws ? malloc(ws) : NULL;
  *     sf_kernel_args a = {.op = op, .tile = t, .n_inputs = 1, .in = in, .in_region = &r,
  *                         .n_outputs = 1, .out = out, .weights = w,
  *                         .workspace = buf, .workspace_bytes = ws};
  *     sf_status s = sf_kernel_forward(&a, 1);   // 1: fast, 0: reference
+ *     free(buf);
  *
  * Every buffer holds exactly one rectangle of a tensor, row-major, with the
  * rectangle's own extents as its shape: input i holds in_region[i] (the region

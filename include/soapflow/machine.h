@@ -8,7 +8,11 @@
  *     const sf_device *d = sf_machine_device(m, 5);           // node 1, local index 1
  *     sf_route r;
  *     sf_machine_route(m, 0, 5, &r);                           // links a transfer crosses
- *     for (int i = 0; i < r.n_links; i++) sf_machine_link(m, r.links[i])->bandwidth_Bps;
+ *     double t = 0;                                            // 1 MB alone, link by link
+ *     for (int i = 0; i < r.n_links; i++) {
+ *         const sf_link *l = sf_machine_link(m, r.links[i]);
+ *         t += l->latency_s + 1e6 / l->bandwidth_Bps;
+ *     }                                           // == sf_machine_transfer_time_s(m, 0, 5, 1e6)
  *     sf_machine_free(m);
  *
  * A machine is devices grouped into nodes, and directed links, each a resource
@@ -114,15 +118,20 @@ const char *sf_intra_topology_name(sf_intra_topology t); /* "pairwise", "switch"
 typedef struct sf_machine sf_machine;
 
 /* Check a description without building it (sf_machine_build does the same):
- * counts >= 1, peak rates and bandwidths >= SF_MIN_RATE (fp16/bf16 peaks may be
- * 0), memory sizes > 0, latencies from 0 to SF_MAX_LATENCY_S, pcie_group
- * divides devices_per_node, at most SF_MAX_DEVICES devices. SF_ERR_INVALID or
- * SF_ERR_RANGE with a message naming the field. The rate and latency bounds lie
- * far outside any real hardware; they keep every simulated time finite (a
- * positive but subnormal bandwidth made transfer times infinite). */
+ * counts >= 1, peak rates and bandwidths from SF_MIN_RATE to SF_MAX_RATE
+ * (fp16/bf16 peaks may be 0), memory sizes above 0 and at most
+ * SF_MAX_MEM_BYTES, latencies from 0 to SF_MAX_LATENCY_S, pcie_group divides
+ * devices_per_node, at most SF_MAX_DEVICES devices. SF_ERR_INVALID or
+ * SF_ERR_RANGE with a message naming the field. The bounds lie far outside
+ * any real hardware (an H100 is 1e15 FLOP/s, 3.35e12 B/s, 8e10 bytes); they
+ * keep every figure and every simulated time finite: a positive but subnormal
+ * bandwidth made transfer times infinite, and 1e300 TFLOPS or GB overflowed
+ * to infinity once in FLOP/s or bytes. */
 #define SF_MAX_DEVICES 4096
-#define SF_MIN_RATE 1.0      /* FLOP/s, B/s */
-#define SF_MAX_LATENCY_S 1.0 /* seconds per link */
+#define SF_MIN_RATE 1.0       /* FLOP/s, B/s */
+#define SF_MAX_RATE 1e30      /* FLOP/s, B/s (1e18 TFLOPS, 1e21 GB/s) */
+#define SF_MAX_MEM_BYTES 1e30 /* bytes per device (1e21 GB) */
+#define SF_MAX_LATENCY_S 1.0  /* seconds per link */
 sf_status sf_machine_desc_validate(const sf_machine_desc *desc, sf_error *err);
 sf_machine *sf_machine_build(const sf_machine_desc *desc, sf_error *err);
 void sf_machine_free(sf_machine *m);
@@ -133,8 +142,12 @@ const char *sf_machine_preset_name(int i);
 const char *sf_machine_preset_summary(int i); /* one line for `soapflow machines` */
 sf_status sf_machine_preset_desc(const char *name, sf_machine_desc *out, sf_error *err);
 sf_machine *sf_machine_preset(const char *name, sf_error *err);
-/* A machine made of the first n devices of m (n <= its device count),
- * keeping their topology: "4- and 8-device parts" of a cluster. */
+/* A machine made of the first n devices of m, keeping their topology: "4-
+ * and 8-device parts" of a cluster. The first n devices must make a machine
+ * of one description: n is at most one node's devices (on a pcie_tree node,
+ * below its pcie_group or a multiple of it, so that no switch is left half
+ * used after a full one), or a whole number of nodes, and at most m's device
+ * count. p100-4x4 takes 1 to 4, 8, 12 or 16. */
 sf_machine *sf_machine_subset(const sf_machine *m, int n, sf_error *err);
 
 const char *sf_machine_name(const sf_machine *m);

@@ -3,7 +3,7 @@
  *
  *     sf_mcmc_options mo;
  *     sf_mcmc_options_default(&mo);
- *     mo.budget_s = 30;
+ *     mo.iters = 2000;                 // proposals over all starts; or budget_s = 30 (seconds)
  *     sf_strategy *best = sf_strategy_new(g);
  *     sf_mcmc_result mr;
  *     sf_mcmc_search(g, m, cm, starts, n_starts, &mo, best, &mr, &err);

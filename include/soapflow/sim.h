@@ -4,10 +4,10 @@
  *
  *     sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
  *     sf_sim_result r;
- *     sf_sim_run(sim, strategy, &r);              // full: build and schedule everything
+ *     sf_sim_run(sim, strategy, &r, &err);        // full: build and schedule everything
  *     sf_config c = *sf_strategy_get(strategy, op);
  *     c.device[0] = 3;
- *     sf_sim_update(sim, op, &c, &r);             // delta: replace one operator's config
+ *     sf_sim_update(sim, op, &c, &r, &err);       // delta: replace one operator's config
  *     // r equals what sf_sim_run would give for the changed strategy, exactly
  *     sf_sim_free(sim);
  *
@@ -22,8 +22,9 @@
  * device, updated there and sent back. When the all-reduce may start is the sync mode: as
  * soon as the shard's backward tasks are done (overlap, as PyTorch DDP and
  * Horovod run it), or only once each replica's device has finished its whole
- * backward pass (bulk, the bulk-synchronous model FlexFlow's simulator uses by
- * default and OptCNN's additive cost model assumes).
+ * backward pass (bulk, the bulk-synchronous model that the simulator of
+ * FlexFlow's Legion runtime uses by default and OptCNN's additive cost model
+ * assumes).
  *
  * Scheduling: event-driven list scheduling. A task is ready when its predecessors
  * are done; every device and every link runs its tasks one at a time, first-in
@@ -59,7 +60,9 @@ typedef enum sf_sync_scheme {
     SF_SCHEME_RING = 0, /* ring all-reduce over the replicas in id order (default) */
     SF_SCHEME_PS,       /* parameter server on the first part's device: every other
                          * replica sends its gradient there and receives the updated
-                         * shard back, as FlexFlow's simulator models it */
+                         * shard back, as the simulator of FlexFlow's 2020-21 Legion
+                         * runtime models it (with SF_SYNC_BULK); not its 2018
+                         * prototype, which added a formula after the makespan */
     SF_SCHEME_COUNT
 } sf_sync_scheme;
 
@@ -143,10 +146,15 @@ const sf_strategy *sf_sim_strategy(const sf_sim *sim);
 
 /* ---- pictures of the last schedule ---------------------------------------- */
 
-/* Chrome trace JSON (Perfetto): a track per device and per link. */
+/* Chrome trace JSON (Perfetto): a track per device and per link. Needs a
+ * simulator made with keep_schedule (the default) that has run. */
 sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err);
 /* SVG Gantt chart. */
 sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err);
+/* The same pictures as malloc'd text (caller frees; NULL and err on failure),
+ * for a caller that writes several files as one (sf_write_files_atomic). */
+char *sf_sim_trace_to_json(const sf_sim *sim, sf_error *err);
+char *sf_sim_to_svg(const sf_sim *sim, sf_error *err);
 
 #ifdef __cplusplus
 }

@@ -63,6 +63,46 @@ int sf_cli_usage_error(const char *cmd, const char *fmt, ...) {
     return SF_EXIT_USAGE;
 }
 
+/* ---- output files ------------------------------------------------------ */
+
+int sf_cli_outputs_check(const char *const *paths, int n) {
+    for (int i = 0; i < n; i++) {
+        sf_error err = {0};
+        if (paths[i] && sf_write_file_check(paths[i], &err) != SF_OK) return sf_cli_fail_err(&err);
+    }
+    return SF_EXIT_OK;
+}
+
+int sf_cli_outputs_add(sf_cli_outputs *o, const char *path, char *text, const sf_error *err) {
+    if (!text) {
+        const char *msg = err && err->msg[0] ? err->msg : sf_status_str(err ? err->code : 0);
+        return sf_cli_fail("%s: %s", path, msg);
+    }
+    if (o->n == SF_CLI_MAX_OUTPUTS) {
+        free(text);
+        return sf_cli_fail("%s: more than %d output files", path, SF_CLI_MAX_OUTPUTS);
+    }
+    o->path[o->n] = path;
+    o->text[o->n++] = text;
+    return SF_EXIT_OK;
+}
+
+int sf_cli_outputs_write(sf_cli_outputs *o) {
+    _Static_assert(SF_CLI_MAX_OUTPUTS <= SF_WRITE_FILES_MAX, "one group of writes");
+    sf_write_item items[SF_CLI_MAX_OUTPUTS];
+    for (int i = 0; i < o->n; i++)
+        items[i] = (sf_write_item){o->path[i], o->text[i], strlen(o->text[i])};
+    sf_error err = {0};
+    sf_status st = o->n ? sf_write_files_atomic(items, o->n, &err) : SF_OK;
+    sf_cli_outputs_free(o);
+    return st == SF_OK ? SF_EXIT_OK : sf_cli_fail_err(&err);
+}
+
+void sf_cli_outputs_free(sf_cli_outputs *o) {
+    for (int i = 0; i < o->n; i++) free(o->text[i]);
+    o->n = 0;
+}
+
 /* ---- the argv walker --------------------------------------------------- */
 
 void sf_cli_args_init(sf_cli_args *a, int argc, char **argv) {
@@ -397,9 +437,12 @@ sf_status sf_cli_machine_desc(const char *name_or_path, sf_machine_desc *out, sf
 const char sf_cli_sim_help[] =
     "  --sync overlap|bulk    when gradient syncs start: as soon as a weight's backward\n"
     "                         is done (overlap, default), or after each device's whole\n"
-    "                         backward pass (bulk, FlexFlow's simulator default)\n"
+    "                         backward pass (bulk, the default of FlexFlow's Legion-\n"
+    "                         runtime simulator)\n"
     "  --sync-scheme ring|ps  ring all-reduce among a weight's replicas (default), or a\n"
-    "                         parameter server on its first part's device (FlexFlow's)\n"
+    "                         parameter server on its first part's device (with bulk:\n"
+    "                         FlexFlow's 2020-21 Legion-runtime simulator, not its 2018\n"
+    "                         prototype; see docs/simulator.md)\n"
     "  --segments N           cut transfers over several links into N pieces that\n"
     "                         pipeline over the hops (default 1: store-and-forward)\n";
 

@@ -48,6 +48,9 @@
 
 enum { SF_EXIT_OK = 0, SF_EXIT_FAIL = 1, SF_EXIT_USAGE = 2 };
 
+/* The most output files one command writes (sf_cli_outputs). */
+#define SF_CLI_MAX_OUTPUTS 4
+
 /* ---- the command table ------------------------------------------------ */
 
 typedef int (*sf_cli_fn)(int argc, char **argv);
@@ -147,6 +150,30 @@ json_t *sf_cli_json_number(double v);
 char *sf_cli_fmt_count(int64_t v, char *buf, size_t n);
 /* Bytes in binary units: "512 B", "97.5 MiB", "12.3 GiB". Returns buf. */
 char *sf_cli_fmt_bytes(double bytes, char *buf, size_t n);
+
+/* ---- output files -------------------------------------------------------- */
+
+/* The files one command writes (--out, --trace, --svg, --dot, ...), written
+ * all or none: their paths are checked before any work, their texts are made
+ * in memory once the work is done, and sf_write_files_atomic writes them as
+ * one group, so that a failure on any replaces none of the files already
+ * there. Start from `sf_cli_outputs o = {0};`. */
+typedef struct sf_cli_outputs {
+    int n;
+    const char *path[SF_CLI_MAX_OUTPUTS];
+    char *text[SF_CLI_MAX_OUTPUTS]; /* malloc'd, owned */
+} sf_cli_outputs;
+
+/* Whether each of the n paths (NULL ones skipped) could be written now, as
+ * sf_write_file_check says; the first failure is reported. An exit status. */
+int sf_cli_outputs_check(const char *const *paths, int n);
+/* Queue text (taken over) for path. NULL text means its making failed: err is
+ * reported with path in front, and the status is SF_EXIT_FAIL. */
+int sf_cli_outputs_add(sf_cli_outputs *o, const char *path, char *text, const sf_error *err);
+/* Write everything queued as one group, then free it. An exit status. */
+int sf_cli_outputs_write(sf_cli_outputs *o);
+/* Drop what is queued without writing (after a failure). */
+void sf_cli_outputs_free(sf_cli_outputs *o);
 
 /* ---- shared lookups ---------------------------------------------------- */
 

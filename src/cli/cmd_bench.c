@@ -45,6 +45,8 @@ static int sim_usage(FILE *out) {
             "options:\n"
             "%s"
             "  --machine NAME|FILE    machine preset or machine JSON file (default: %s)\n"
+            "                         NAME[N]: its first N devices, N at most one node's\n"
+            "                         devices or whole nodes (p100-4x4[8]: two nodes)\n"
             "  -s, --strategy S       starting strategy: a baseline or a strategy JSON file\n"
             "                         (default: %s)\n"
             "  --reps N               full simulations timed, the best is reported (default 5)\n"

@@ -8,8 +8,10 @@
  * written in it, so model options are refused with a file rather than
  * silently ignored. The same numbers come out as a table for people or one
  * JSON object for programs; --dot and --save write the picture and the model
- * file, and they are written before anything is printed, so that a failure
- * shows as one error line and a non-zero status, never after a full report.
+ * file: both paths are checked before any work, and both files are written
+ * together before anything is printed, so that a failure shows as one error
+ * line and a non-zero status, never after a full report, and replaces neither
+ * file.
  */
 #include "cli.h"
 
@@ -35,6 +37,8 @@ static int usage(FILE *out) {
             "                         the machine); a model file keeps its own batch\n"
             "  --machine NAME|FILE    machine preset or machine JSON file that sets the\n"
             "                         default batch (default: %s, 16 devices => 1024)\n"
+            "                         NAME[N]: its first N devices, N at most one node's\n"
+            "                         devices or whole nodes (p100-4x4[8]: two nodes)\n"
             "%s"
             "  --ops                  add a table of every operator: type, output shape,\n"
             "                         parameters, forward GFLOP and parallel dimensions\n"
@@ -297,6 +301,8 @@ int sf_cmd_graph(int argc, char **argv) {
     int rc = parse(argc, argv, &o, &cmd);
     if (rc < 0) return usage(stdout);
     if (rc != SF_EXIT_OK) return rc;
+    const char *outs[] = {o.dot, o.save};
+    if ((rc = sf_cli_outputs_check(outs, 2)) != SF_EXIT_OK) return rc;
 
     /* The machine only sets the default batch here, so its description is
      * enough; it is still read when --machine is given, to catch a typo. */
@@ -322,13 +328,15 @@ int sf_cmd_graph(int argc, char **argv) {
     if ((rc = sf_cli_model_open(cmd, &o.model, devices, &g)) != SF_EXIT_OK) return rc;
     SF_LOG_INFO_F("%s: %d operators", sf_graph_name(g), sf_graph_num_ops(g));
 
-    if (o.dot && sf_graph_write_dot(g, o.dot, NULL, NULL, &err) != SF_OK) {
+    sf_cli_outputs files = {0};
+    if (o.dot) rc = sf_cli_outputs_add(&files, o.dot, sf_graph_to_dot(g, NULL, NULL, &err), &err);
+    if (rc == SF_EXIT_OK && o.save)
+        rc = sf_cli_outputs_add(&files, o.save, sf_model_to_json(g, &err), &err);
+    if (rc == SF_EXIT_OK) rc = sf_cli_outputs_write(&files);
+    if (rc != SF_EXIT_OK) {
+        sf_cli_outputs_free(&files);
         sf_graph_free(g);
-        return sf_cli_fail_err(&err);
-    }
-    if (o.save && sf_model_save_json(g, o.save, &err) != SF_OK) {
-        sf_graph_free(g);
-        return sf_cli_fail_err(&err);
+        return rc;
     }
 
     sf_graph_stats st;

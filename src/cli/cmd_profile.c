@@ -36,6 +36,8 @@ static int usage(FILE *out) {
             "%s"
             "  --machine NAME|FILE    machine preset or machine JSON file whose device kind\n"
             "                         this host stands for (default: %s; see 'calibrate')\n"
+            "                         NAME[N]: its first N devices, N at most one node's\n"
+            "                         devices or whole nodes (p100-4x4[8]: two nodes)\n"
             "  -o, --out FILE         costs file to extend and write\n"
             "                         (default: costs-MODEL-MACHINE.json)\n"
             "  --reps N               timed runs per task; the median is kept (default: 10)\n"

@@ -34,6 +34,8 @@ static int usage(FILE *out) {
             "%s"
             "  --machine NAME|FILE    machine preset or machine JSON (default " DEFAULT_MACHINE
             ")\n"
+            "                         NAME[N]: its first N devices, N at most one node's\n"
+            "                         devices or whole nodes (p100-4x4[8]: two nodes)\n"
             "  --algo mcmc|optcnn|all which searches to run (default all)\n"
             "  --budget TIME          MCMC time budget: 30s, 2m, 500ms, or seconds (default 30s)\n"
             "  --iters N              MCMC budget in proposals instead (reproducible)\n"
@@ -133,12 +135,13 @@ int sf_cmd_search(int argc, char **argv) {
     /* the search takes its budget before it writes: a file that cannot be
      * written is said now, not after 30 s of work */
     const char *outs[] = {o.out, o.trace, o.svg};
-    for (int i = 0; i < 3; i++)
-        if (outs[i] && sf_write_file_check(outs[i], &err) != SF_OK) return sf_cli_fail_err(&err);
+    int rc = sf_cli_model_check(cmd, &o.model);
+    if (rc == SF_EXIT_OK) rc = sf_cli_outputs_check(outs, 3);
+    if (rc != SF_EXIT_OK) return rc;
     sf_machine *m = sf_machine_open(o.machine, &err);
     if (!m) return sf_cli_fail_err(&err);
     sf_graph *g = NULL;
-    int rc = sf_cli_model_open(cmd, &o.model, sf_machine_num_devices(m), &g);
+    rc = sf_cli_model_open(cmd, &o.model, sf_machine_num_devices(m), &g);
     if (rc != SF_EXIT_OK) {
         sf_machine_free(m);
         return rc;
@@ -164,6 +167,7 @@ int sf_cmd_search(int argc, char **argv) {
     sf_search_report rep;
     sf_strategy *best = sf_strategy_new(g);
     sf_sim *sim = NULL;
+    sf_cli_outputs files = {0};
     if (!best) {
         rc = sf_cli_fail("out of memory");
         goto done;
@@ -179,18 +183,14 @@ int sf_cmd_search(int argc, char **argv) {
         rc = sf_cli_fail_err(&err);
         goto done;
     }
-    if (o.trace && sf_sim_write_trace(sim, o.trace, &err) != SF_OK) {
-        rc = sf_cli_fail_err(&err);
-        goto done;
-    }
-    if (o.svg && sf_sim_write_svg(sim, o.svg, &err) != SF_OK) {
-        rc = sf_cli_fail_err(&err);
-        goto done;
-    }
-    if (o.out && sf_strategy_save_json_for(best, g, m, o.out, &err) != SF_OK) {
-        rc = sf_cli_fail_err(&err);
-        goto done;
-    }
+    /* all or none: a failure on one replaces none of the files there */
+    if (o.trace) rc = sf_cli_outputs_add(&files, o.trace, sf_sim_trace_to_json(sim, &err), &err);
+    if (rc == SF_EXIT_OK && o.svg)
+        rc = sf_cli_outputs_add(&files, o.svg, sf_sim_to_svg(sim, &err), &err);
+    if (rc == SF_EXIT_OK && o.out)
+        rc = sf_cli_outputs_add(&files, o.out, sf_strategy_to_json_for(best, g, m, &err), &err);
+    if (rc == SF_EXIT_OK) rc = sf_cli_outputs_write(&files);
+    if (rc != SF_EXIT_OK) goto done;
     const sf_search_row *rows = rep.rows;
     double data_s = rows[SF_SEARCH_DATA].iter_s;
     if (o.json) {
@@ -250,10 +250,13 @@ int sf_cmd_search(int argc, char **argv) {
             sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(rows[i].peak_mem_bytes, pk, sizeof pk));
             sf_cli_table_cell(t, "%s", rows[i].fits ? "yes" : "no");
         }
+        /* the batch as simulate reports it (dimension 0 of the first input),
+         * not read from operator 0, which a graph need not have */
+        sf_graph_stats gs;
+        sf_graph_stats_compute(g, &gs);
         printf("%s on %s (%d devices), batch %lld, sync %s/%s\n\n", sf_graph_name(g),
-               sf_machine_name(m), sf_machine_num_devices(m),
-               (long long)sf_graph_op(g, 0)->out_shapes[0].d[0], sf_sync_scheme_name(o.sim.scheme),
-               sf_sync_mode_name(o.sim.sync));
+               sf_machine_name(m), sf_machine_num_devices(m), (long long)gs.batch,
+               sf_sync_scheme_name(o.sim.scheme), sf_sync_mode_name(o.sim.sync));
         rc = sf_cli_table_print(t, stdout);
         sf_cli_table_free(t);
         printf("\n");
@@ -273,6 +276,7 @@ int sf_cmd_search(int argc, char **argv) {
     }
 done:
     if (rc == SF_EXIT_OK) sf_cli_cost_model_report(cm);
+    sf_cli_outputs_free(&files);
     sf_strategy_free(best);
     sf_sim_free(sim);
     sf_cost_free(cm);

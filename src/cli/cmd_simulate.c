@@ -9,9 +9,10 @@
  * same command. The cost model is the analytic roofline, or with --costs the
  * profiled model over a costs file (misses fall back to the roofline, and a
  * warning names their operator types). Files asked for (--trace, --svg, --dot,
- * --save-strategy) are written before anything is printed, as `graph` does,
- * so a failure shows as one error line and a non-zero status rather than
- * after a full report. A strategy that does not fit in memory is a result,
+ * --save-strategy) are checked before any work and written together before
+ * anything is printed, as `graph` and `search` do: a failure shows as one
+ * error line and a non-zero status rather than after a full report, and
+ * replaces none of the files already there. A strategy that does not fit in memory is a result,
  * not an error: it is reported ("fits": false) and the status stays 0.
  */
 #include "cli.h"
@@ -203,6 +204,8 @@ static int usage(FILE *out) {
             "options:\n"
             "%s"
             "  --machine NAME|FILE    machine preset or machine JSON file (default: %s)\n"
+            "                         NAME[N]: its first N devices, N at most one node's\n"
+            "                         devices or whole nodes (p100-4x4[8]: two nodes)\n"
             "  -s, --strategy S       a baseline: data, model, owt, expert, single; or a\n"
             "                         strategy JSON file (default: %s)\n"
             "  --json                 print one JSON object: iter_ms, compute_ms, transfer_ms,\n"
@@ -299,19 +302,18 @@ static int same_layout(const sf_config *a, const sf_config *b) {
     return 1;
 }
 
-static int write_dot(const sf_graph *g, const sf_strategy *s, const char *path) {
+/* The graph in DOT, each operator labelled with its config and coloured by
+ * its layout (malloc'd text; NULL and err when out of memory). */
+static char *dot_text(const sf_graph *g, const sf_strategy *s, sf_error *err) {
     int n = sf_graph_num_ops(g);
     size_t cnt = (size_t)(n > 0 ? n : 1);
     char *text = malloc(cnt * 160); /* labels, 128 bytes each */
     char **labels = malloc(cnt * sizeof *labels), **colours = malloc(cnt * sizeof *colours);
     int *cls = malloc(cnt * sizeof *cls), *rep = malloc(cnt * sizeof *rep);
+    char *dot = NULL;
     if (!text || !labels || !colours || !cls || !rep) {
-        free(text);
-        free(labels);
-        free(colours);
-        free(cls);
-        free(rep);
-        return sf_cli_fail("out of memory");
+        sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        goto done;
     }
     int n_cls = 0;
     for (int i = 0; i < n; i++) {
@@ -328,15 +330,14 @@ static int write_dot(const sf_graph *g, const sf_strategy *s, const char *path) 
         }
         config_colour(cls[i], colours[i], 32);
     }
-    sf_error err = {0};
-    sf_status st = sf_graph_write_dot(g, path, (const char *const *)labels,
-                                      (const char *const *)colours, &err);
+    dot = sf_graph_to_dot(g, (const char *const *)labels, (const char *const *)colours, err);
+done:
     free(text);
     free(labels);
     free(colours);
     free(cls);
     free(rep);
-    return st == SF_OK ? SF_EXIT_OK : sf_cli_fail_err(&err);
+    return dot;
 }
 
 typedef struct report {
@@ -471,12 +472,20 @@ int sf_cmd_simulate(int argc, char **argv) {
     if (!o.machine) o.machine = DEFAULT_MACHINE;
     if (!o.strategy) o.strategy = DEFAULT_STRATEGY;
 
+    /* every output is checked before any work, and all are written together
+     * once the work is done: a failure replaces none of the files there */
+    const char *outs[] = {o.save, o.dot, o.trace, o.svg};
+    if ((rc = sf_cli_model_check(cmd, &o.model)) != SF_EXIT_OK ||
+        (rc = sf_cli_outputs_check(outs, 4)) != SF_EXIT_OK)
+        return rc;
+
     sf_error err = {0};
     sf_machine *m = NULL;
     sf_graph *g = NULL;
     sf_strategy *s = NULL;
     sf_cost_model *cm = NULL;
     sf_sim *sim = NULL;
+    sf_cli_outputs files = {0};
 
     m = sf_machine_open(o.machine, &err);
     if (!m) return sf_cli_fail_err(&err);
@@ -497,16 +506,16 @@ int sf_cmd_simulate(int argc, char **argv) {
     SF_LOG_INFO_F("%s on %s under %s: %lld tasks, %.3f ms", sf_graph_name(g), sf_machine_name(m),
                   o.strategy, (long long)r.tasks, r.iter_s * 1e3);
 
-    if (o.save && sf_strategy_save_json_for(s, g, m, o.save, &err) != SF_OK) {
-        rc = sf_cli_fail_err(&err);
-        goto done;
-    }
-    if (o.dot && (rc = write_dot(g, s, o.dot)) != SF_EXIT_OK) goto done;
-    if ((o.trace && sf_sim_write_trace(sim, o.trace, &err) != SF_OK) ||
-        (o.svg && sf_sim_write_svg(sim, o.svg, &err) != SF_OK)) {
-        rc = sf_cli_fail_err(&err);
-        goto done;
-    }
+    if (o.save)
+        rc = sf_cli_outputs_add(&files, o.save, sf_strategy_to_json_for(s, g, m, &err), &err);
+    if (rc == SF_EXIT_OK && o.dot)
+        rc = sf_cli_outputs_add(&files, o.dot, dot_text(g, s, &err), &err);
+    if (rc == SF_EXIT_OK && o.trace)
+        rc = sf_cli_outputs_add(&files, o.trace, sf_sim_trace_to_json(sim, &err), &err);
+    if (rc == SF_EXIT_OK && o.svg)
+        rc = sf_cli_outputs_add(&files, o.svg, sf_sim_to_svg(sim, &err), &err);
+    if (rc == SF_EXIT_OK) rc = sf_cli_outputs_write(&files);
+    if (rc != SF_EXIT_OK) goto done;
 
     report rp = {g, m, &r, o.strategy, o.sim, 0, 0, 0};
     sf_graph_stats gs;
@@ -520,6 +529,7 @@ int sf_cmd_simulate(int argc, char **argv) {
     }
     rc = o.json ? print_json(&rp) : print_text(&rp);
 done:
+    sf_cli_outputs_free(&files);
     sf_sim_free(sim);
     sf_cost_free(cm);
     sf_strategy_free(s);

@@ -4,8 +4,12 @@
  * Writers never leave half a file: the text goes to a temporary file in the
  * target's directory (so rename is atomic on one file system) and is renamed
  * over the target only when every byte is written and the file is closed.
- * The temporary being written is remembered, so that a program that stops on
- * a signal can remove it (sf_write_file_abort) rather than leave it behind.
+ * A command that writes several files (a strategy, a trace and a picture)
+ * writes them as one group (sf_write_files_atomic): every temporary is written
+ * and closed before the first rename, so a failure on any of them (a missing
+ * directory, a full disk) replaces none of the files already there.
+ * The temporaries being written are remembered, so that a program that stops on
+ * a signal can remove them (sf_write_file_abort) rather than leave them behind.
  * Blocking the signals while it exists was the other way; it does not work
  * once a library (OpenBLAS) has started threads that do not block them, as
  * the signal then kills the process from one of those.
@@ -30,12 +34,15 @@
 
 #include "soapflow/io.h"
 
-/* The temporary file being written, or NULL: one at a time, as writes are. */
-static char *volatile pending_tmp;
+/* The temporaries of the write in progress (NULL where none): one write at a
+ * time, of at most SF_WRITE_FILES_MAX files. */
+static char *volatile pending_tmp[SF_WRITE_FILES_MAX];
 
 void sf_write_file_abort(void) {
-    char *tmp = pending_tmp;
-    if (tmp) unlink(tmp); /* async-signal-safe */
+    for (int i = 0; i < SF_WRITE_FILES_MAX; i++) {
+        char *tmp = pending_tmp[i];
+        if (tmp) unlink(tmp); /* async-signal-safe */
+    }
 }
 
 /* Write all of data to fd; 0, or -1 with errno set. */
@@ -50,78 +57,6 @@ static int write_all(int fd, const char *data, size_t len) {
         len -= (size_t)k;
     }
     return 0;
-}
-
-/* An existing device or FIFO: opened without O_CREAT, so that it can never
- * turn into a regular file here. */
-static sf_status write_in_place(const char *path, const char *target, const char *data, size_t len,
-                                int probe, sf_error *err) {
-    if (probe) /* opening a FIFO would wait for its reader */
-        return access(target, W_OK) == 0
-                   ? SF_OK
-                   : sf_error_set(err, SF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    int fd = open(target, O_WRONLY | O_NOCTTY);
-    if (fd < 0) return sf_error_set(err, SF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-    int bad = write_all(fd, data, len) != 0;
-    int e = errno;
-    if (close(fd) != 0 && !bad) {
-        bad = 1;
-        e = errno;
-    }
-    if (bad) return sf_error_set(err, SF_ERR_IO, "%s: cannot write: %s", path, strerror(e));
-    return SF_OK;
-}
-
-/* probe: make the temporary and remove it, leaving the target alone. */
-static sf_status write_via_temp(const char *path, const char *target, const struct stat *old,
-                                const char *data, size_t len, int probe, sf_error *err) {
-    size_t n = strlen(target);
-    char *tmp = malloc(n + 16);
-    if (!tmp) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-    /* name.tmp.XXXXXX beside the target; a name too long to take the suffix
-     * gets .soapflow.XXXXXX in the same directory instead */
-    const char *slash = strrchr(target, '/');
-    size_t dir = slash ? (size_t)(slash - target) + 1 : 0;
-    if (n - dir + sizeof ".tmp.XXXXXX" - 1 <= NAME_MAX)
-        snprintf(tmp, n + 16, "%s.tmp.XXXXXX", target);
-    else
-        snprintf(tmp, n + 16, "%.*s.soapflow.XXXXXX", (int)dir, target);
-    /* remembered before it exists: a signal that comes between mkstemp and
-     * here would otherwise strand it */
-    pending_tmp = tmp;
-    int fd = mkstemp(tmp);
-    if (fd < 0) {
-        sf_status st = sf_error_set(err, SF_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
-        pending_tmp = NULL;
-        free(tmp);
-        return st;
-    }
-    /* mkstemp makes the file 0600: keep the mode of the file it replaces, or
-     * give it the one a plain fopen would */
-    mode_t mode;
-    if (old) {
-        mode = old->st_mode & 07777;
-    } else {
-        mode_t mask = umask(0);
-        umask(mask);
-        mode = 0666 & ~mask;
-    }
-    (void)fchmod(fd, mode);
-    int ok = write_all(fd, data, len) == 0;
-    int e = errno;
-    if (close(fd) != 0 && ok) {
-        ok = 0;
-        e = errno;
-    }
-    if (ok && !probe && rename(tmp, target) != 0) {
-        ok = 0;
-        e = errno;
-    }
-    if (!ok || probe) unlink(tmp);
-    pending_tmp = NULL;
-    free(tmp);
-    if (!ok) return sf_error_set(err, SF_ERR_IO, "%s: cannot write: %s", path, strerror(e));
-    return SF_OK;
 }
 
 /* The file path names once symbolic links are followed, whether or not it
@@ -155,32 +90,173 @@ static char *follow_links(const char *path) {
     return cur;
 }
 
-static sf_status write_file(const char *path, const char *data, size_t len, int probe,
-                            sf_error *err) {
-    char *target = follow_links(path);
-    if (!target) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+/* One file of a write, from its target's kind to its temporary. */
+typedef struct staged {
+    const char *path; /* as given, for messages */
+    char *target;     /* links followed */
+    int in_place;     /* an existing device or FIFO: written through, never replaced */
+    int has_old;      /* a regular file is there: its mode is kept */
+    mode_t old_mode;
+    int slot;  /* index in pending_tmp while tmp exists, else -1 */
+    char *tmp; /* the written temporary, waiting to be renamed over target */
+} staged;
+
+/* What path names, or the error a write to it would give (nothing made). */
+static sf_status classify(staged *f, sf_error *err) {
+    f->target = follow_links(f->path);
+    if (!f->target) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     struct stat st;
-    sf_status rc;
-    if (lstat(target, &st) == 0 && S_ISLNK(st.st_mode))
-        rc = sf_error_set(err, SF_ERR_IO, "%s: cannot write: %s", path, strerror(ELOOP));
-    else if (stat(target, &st) != 0)
-        rc = write_via_temp(path, target, NULL, data, len, probe, err);
-    else if (S_ISDIR(st.st_mode))
-        rc = sf_error_set(err, SF_ERR_IO, "%s: cannot write: %s", path, strerror(EISDIR));
-    else if (S_ISREG(st.st_mode))
-        rc = write_via_temp(path, target, &st, data, len, probe, err);
+    if (lstat(f->target, &st) == 0 && S_ISLNK(st.st_mode))
+        return sf_error_set(err, SF_ERR_IO, "%s: cannot write: %s", f->path, strerror(ELOOP));
+    if (stat(f->target, &st) != 0) return SF_OK; /* a new file */
+    if (S_ISDIR(st.st_mode))
+        return sf_error_set(err, SF_ERR_IO, "%s: cannot write: %s", f->path, strerror(EISDIR));
+    if (S_ISREG(st.st_mode)) {
+        f->has_old = 1;
+        f->old_mode = st.st_mode & 07777;
+    } else {
+        f->in_place = 1;
+    }
+    return SF_OK;
+}
+
+/* Write data to a temporary beside f->target (name.tmp.XXXXXX; a name too long
+ * to take the suffix gets .soapflow.XXXXXX in the same directory), closed and
+ * left for commit or discard. */
+static sf_status stage(staged *f, const char *data, size_t len, sf_error *err) {
+    size_t n = strlen(f->target);
+    char *tmp = malloc(n + 16);
+    if (!tmp) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    const char *slash = strrchr(f->target, '/');
+    size_t dir = slash ? (size_t)(slash - f->target) + 1 : 0;
+    if (n - dir + sizeof ".tmp.XXXXXX" - 1 <= NAME_MAX)
+        snprintf(tmp, n + 16, "%s.tmp.XXXXXX", f->target);
     else
-        rc = write_in_place(path, target, data, len, probe, err);
-    free(target);
-    return rc;
+        snprintf(tmp, n + 16, "%.*s.soapflow.XXXXXX", (int)dir, f->target);
+    /* remembered before it exists: a signal that comes between mkstemp and
+     * here would otherwise strand it */
+    f->tmp = tmp;
+    pending_tmp[f->slot] = tmp;
+    int fd = mkstemp(tmp);
+    if (fd < 0) {
+        sf_status st =
+            sf_error_set(err, SF_ERR_IO, "%s: cannot create: %s", f->path, strerror(errno));
+        pending_tmp[f->slot] = NULL;
+        f->tmp = NULL;
+        free(tmp);
+        return st;
+    }
+    /* mkstemp makes the file 0600: keep the mode of the file it replaces, or
+     * give it the one a plain fopen would */
+    mode_t mode;
+    if (f->has_old) {
+        mode = f->old_mode;
+    } else {
+        mode_t mask = umask(0);
+        umask(mask);
+        mode = 0666 & ~mask;
+    }
+    (void)fchmod(fd, mode);
+    int ok = write_all(fd, data, len) == 0;
+    int e = errno;
+    if (close(fd) != 0 && ok) {
+        ok = 0;
+        e = errno;
+    }
+    if (!ok) return sf_error_set(err, SF_ERR_IO, "%s: cannot write: %s", f->path, strerror(e));
+    return SF_OK;
+}
+
+/* An existing device or FIFO: opened without O_CREAT, so that it can never
+ * turn into a regular file here. probe: only whether it could be opened
+ * (opening a FIFO would wait for its reader). */
+static sf_status write_in_place(const staged *f, const char *data, size_t len, int probe,
+                                sf_error *err) {
+    if (probe)
+        return access(f->target, W_OK) == 0
+                   ? SF_OK
+                   : sf_error_set(err, SF_ERR_IO, "%s: cannot open: %s", f->path, strerror(errno));
+    int fd = open(f->target, O_WRONLY | O_NOCTTY);
+    if (fd < 0)
+        return sf_error_set(err, SF_ERR_IO, "%s: cannot open: %s", f->path, strerror(errno));
+    int bad = write_all(fd, data, len) != 0;
+    int e = errno;
+    if (close(fd) != 0 && !bad) {
+        bad = 1;
+        e = errno;
+    }
+    if (bad) return sf_error_set(err, SF_ERR_IO, "%s: cannot write: %s", f->path, strerror(e));
+    return SF_OK;
+}
+
+/* Remove f's temporary, if any, and forget it. */
+static void discard(staged *f) {
+    if (!f->tmp) return;
+    unlink(f->tmp);
+    pending_tmp[f->slot] = NULL;
+    free(f->tmp);
+    f->tmp = NULL;
+}
+
+/* All of files, or (probe) only whether they could be written now. Every
+ * check and every temporary comes before the first file is touched: a target
+ * that cannot be written, a temporary that cannot be made or filled (a full
+ * disk, a file size limit), and nothing is replaced. Then devices and FIFOs
+ * are written through (a failure there still replaces no regular file), then
+ * the temporaries are renamed over their targets, which fails only when the
+ * directories change underneath. */
+static sf_status write_files(const sf_write_item *files, int n, int probe, sf_error *err) {
+    if (n < 0 || n > SF_WRITE_FILES_MAX || (n > 0 && !files))
+        return sf_error_set(err, SF_ERR_INVALID, "sf_write_files_atomic: %d files (at most %d)", n,
+                            SF_WRITE_FILES_MAX);
+    staged f[SF_WRITE_FILES_MAX];
+    memset(f, 0, sizeof f);
+    sf_status st = SF_OK;
+    int i;
+    for (i = 0; i < n; i++) {
+        f[i].path = files[i].path;
+        f[i].slot = i;
+        if (!files[i].path || (!files[i].data && files[i].len > 0)) {
+            st = sf_error_set(err, SF_ERR_INVALID, "sf_write_files_atomic: file %d: no %s", i,
+                              files[i].path ? "data" : "path");
+            break;
+        }
+        if ((st = classify(&f[i], err)) != SF_OK) break;
+    }
+    for (i = 0; st == SF_OK && i < n; i++)
+        if (!f[i].in_place)
+            st = stage(&f[i], probe ? "" : files[i].data, probe ? 0 : files[i].len, err);
+    for (i = 0; st == SF_OK && i < n; i++)
+        if (f[i].in_place) st = write_in_place(&f[i], files[i].data, files[i].len, probe, err);
+    for (i = 0; st == SF_OK && !probe && i < n; i++) {
+        if (!f[i].tmp) continue;
+        if (rename(f[i].tmp, f[i].target) != 0) {
+            st = sf_error_set(err, SF_ERR_IO, "%s: cannot write: %s", f[i].path, strerror(errno));
+            break;
+        }
+        pending_tmp[f[i].slot] = NULL;
+        free(f[i].tmp);
+        f[i].tmp = NULL;
+    }
+    for (i = 0; i < n; i++) {
+        discard(&f[i]);
+        free(f[i].target);
+    }
+    return st;
+}
+
+sf_status sf_write_files_atomic(const sf_write_item *files, int n, sf_error *err) {
+    return write_files(files, n, 0, err);
 }
 
 sf_status sf_write_file_atomic(const char *path, const char *data, size_t len, sf_error *err) {
-    return write_file(path, data, len, 0, err);
+    sf_write_item one = {path, data, len};
+    return write_files(&one, 1, 0, err);
 }
 
 sf_status sf_write_file_check(const char *path, sf_error *err) {
-    return write_file(path, "", 0, 1, err);
+    sf_write_item one = {path, "", 0};
+    return write_files(&one, 1, 1, err);
 }
 
 char *sf_read_file(const char *path, size_t *len, sf_error *err) {

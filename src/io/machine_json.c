@@ -6,7 +6,8 @@
  * reader is strict: duplicate keys, unknown keys and missing keys are errors,
  * so a typo never silently falls back to a default. Syntax errors name
  * FILE:LINE:COL from jansson; semantic errors name the field path
- * ("m.json: field 'intra.bandwidth_GBps': must be a positive number"), since
+ * ("m.json: field 'intra.bandwidth_GBps': must be a number from 1e-09 to
+ * 1e+21"), since
  * jansson keeps no positions for values.
  *
  * Units are converted by shifting the decimal exponent of the number's
@@ -87,8 +88,8 @@ typedef struct reader {
 
 /* What a number may be (sf_machine_desc_validate's bounds, in file units). */
 typedef enum num_rule {
-    NUM_POSITIVE,     /* > 0: memory sizes */
-    NUM_RATE,         /* >= SF_MIN_RATE: peaks and bandwidths */
+    NUM_MEM,          /* > 0 and <= SF_MAX_MEM_BYTES: memory sizes */
+    NUM_RATE,         /* SF_MIN_RATE to SF_MAX_RATE: peaks and bandwidths */
     NUM_RATE_OR_ZERO, /* 0 (unsupported) or a rate: fp16 and bf16 peaks */
     NUM_LATENCY       /* 0 to SF_MAX_LATENCY_S */
 } num_rule;
@@ -191,11 +192,17 @@ static sf_status get_num(reader *r, const json_t *obj, const char *path, const c
     char need[96];
     double unit = pow(10, exp10);
     switch (rule) {
-    case NUM_POSITIVE: snprintf(need, sizeof need, "must be a positive number"); break;
-    case NUM_RATE: snprintf(need, sizeof need, "must be a number >= %g", SF_MIN_RATE / unit); break;
+    case NUM_MEM:
+        snprintf(need, sizeof need, "must be a number above 0 and at most %g",
+                 SF_MAX_MEM_BYTES / unit);
+        break;
+    case NUM_RATE:
+        snprintf(need, sizeof need, "must be a number from %g to %g", SF_MIN_RATE / unit,
+                 SF_MAX_RATE / unit);
+        break;
     case NUM_RATE_OR_ZERO:
-        snprintf(need, sizeof need, "must be 0 (unsupported) or a number >= %g",
-                 SF_MIN_RATE / unit);
+        snprintf(need, sizeof need, "must be 0 (unsupported) or a number from %g to %g",
+                 SF_MIN_RATE / unit, SF_MAX_RATE / unit);
         break;
     case NUM_LATENCY:
         snprintf(need, sizeof need, "must be a number from 0 to %g", SF_MAX_LATENCY_S / unit);
@@ -205,9 +212,9 @@ static sf_status get_num(reader *r, const json_t *obj, const char *path, const c
     double x = shift_decimal(json_number_value(v), exp10);
     int ok = isfinite(x);
     switch (rule) {
-    case NUM_POSITIVE: ok = ok && x > 0; break;
-    case NUM_RATE: ok = ok && x >= SF_MIN_RATE; break;
-    case NUM_RATE_OR_ZERO: ok = ok && (x == 0 || x >= SF_MIN_RATE); break;
+    case NUM_MEM: ok = ok && x > 0 && x <= SF_MAX_MEM_BYTES; break;
+    case NUM_RATE: ok = ok && x >= SF_MIN_RATE && x <= SF_MAX_RATE; break;
+    case NUM_RATE_OR_ZERO: ok = ok && (x == 0 || (x >= SF_MIN_RATE && x <= SF_MAX_RATE)); break;
     case NUM_LATENCY: ok = ok && x >= 0 && x <= SF_MAX_LATENCY_S; break;
     }
     if (!ok) return field_error(r, SF_ERR_INVALID, path, key, need);
@@ -240,7 +247,7 @@ static sf_status parse_device(reader *r, const json_t *dev, sf_device_kind *k) {
                      &k->peak_flops[SF_DTYPE_BF16]);
     if (st == SF_OK)
         st = get_num(r, dev, "device", "mem_bw_GBps", 1, NUM_RATE, 9, &k->mem_bw_Bps);
-    if (st == SF_OK) st = get_num(r, dev, "device", "mem_GB", 1, NUM_POSITIVE, 9, &k->mem_bytes);
+    if (st == SF_OK) st = get_num(r, dev, "device", "mem_GB", 1, NUM_MEM, 9, &k->mem_bytes);
     return st;
 }
 
@@ -456,7 +463,17 @@ static sf_machine *open_subset(const char *spec, sf_error *err) {
     base[lb - spec] = '\0';
     sf_machine *whole = sf_machine_open(base, err);
     if (!whole) return NULL;
-    sf_machine *part = sf_machine_subset(whole, (int)k, err);
+    sf_error local = {0};
+    sf_machine *part = sf_machine_subset(whole, (int)k, &local);
+    if (!part) {
+        /* the subset names the machine by its "name" field, which for a file
+         * is not what was typed: name the spec (the file and the count) */
+        char pre[SF_NAME_MAX + 16];
+        snprintf(pre, sizeof pre, "machine '%s': ", sf_machine_name(whole));
+        const char *why = local.msg;
+        if (strncmp(why, pre, strlen(pre)) == 0) why += strlen(pre);
+        sf_error_set(err, local.code, "machine '%s': %s", spec, why);
+    }
     sf_machine_free(whole);
     return part;
 }

@@ -408,6 +408,11 @@ static sf_status read_model(reader *r, json_t *root) {
     if (!r->ops) return fail_at(r, NULL, 0, NULL, SF_ERR_PARSE, "missing \"ops\"");
     if (!json_is_array(r->ops))
         return fail_at(r, at, 1, NULL, SF_ERR_PARSE, "\"ops\" must be an array of operators");
+    /* nothing can be planned, simulated or profiled on no operators; refused
+     * here, so that every command says the same line (search once crashed on it) */
+    if (json_array_size(r->ops) == 0)
+        return fail_at(r, at, 1, NULL, SF_ERR_INVALID,
+                       "\"ops\" is empty: a model needs at least one operator");
 
     r->g = sf_graph_new(jname ? json_string_value(jname) : "model");
     r->ids = json_object();
@@ -595,6 +600,13 @@ static char *op_line(const sf_graph *g, const sf_op *op, sf_error *err) {
 }
 
 char *sf_model_to_json(const sf_graph *g, sf_error *err) {
+    /* the reader refuses a model without operators: never write one */
+    if (sf_graph_num_ops(g) == 0) {
+        sf_error_set(err, SF_ERR_INVALID,
+                     "model '%s' has no operators: a model file needs at least one",
+                     sf_graph_name(g));
+        return NULL;
+    }
     sf_strbuf b = {0};
     json_t *jname = json_string(sf_graph_name(g));
     char *qname = jname ? json_dumps(jname, JSON_ENCODE_ANY) : NULL;
@@ -607,7 +619,7 @@ char *sf_model_to_json(const sf_graph *g, sf_error *err) {
     sf_strbuf_puts(&b, qname);
     free(qname);
     int n = sf_graph_num_ops(g);
-    sf_strbuf_puts(&b, n ? ",\n  \"ops\": [\n" : ",\n  \"ops\": [");
+    sf_strbuf_puts(&b, ",\n  \"ops\": [\n");
     for (int i = 0; i < n; i++) {
         char *line = op_line(g, sf_graph_op(g, i), err);
         if (!line) {

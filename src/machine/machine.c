@@ -90,8 +90,8 @@ const char *sf_intra_topology_name(sf_intra_topology t) {
 
 /* ---- validation -------------------------------------------------------- */
 
-static int is_positive(double x) { return isfinite(x) && x > 0; }
-static int is_rate(double x) { return isfinite(x) && x >= SF_MIN_RATE; }
+static int is_mem(double x) { return isfinite(x) && x > 0 && x <= SF_MAX_MEM_BYTES; }
+static int is_rate(double x) { return isfinite(x) && x >= SF_MIN_RATE && x <= SF_MAX_RATE; }
 static int is_latency(double x) { return isfinite(x) && x >= 0 && x <= SF_MAX_LATENCY_S; }
 
 static int name_ok(const char *s, size_t cap) {
@@ -121,26 +121,31 @@ sf_status sf_machine_desc_validate(const sf_machine_desc *d, sf_error *err) {
                             mn, d->nodes, d->devices_per_node, SF_MAX_DEVICES);
     if (!is_rate(d->kind.peak_flops[SF_DTYPE_FP32]))
         return sf_error_set(err, SF_ERR_INVALID,
-                            "machine '%s': device fp32 peak must be at least 1 FLOP/s", mn);
+                            "machine '%s': device fp32 peak must be from 1 to %g FLOP/s", mn,
+                            SF_MAX_RATE);
     for (int t = 0; t < SF_DTYPE_COUNT; t++) {
         if (d->kind.peak_flops[t] != 0 && !is_rate(d->kind.peak_flops[t]))
             return sf_error_set(err, SF_ERR_INVALID,
-                                "machine '%s': device %s peak must be 0 (unsupported) or at least "
-                                "1 FLOP/s",
-                                mn, dtype_names[t]);
+                                "machine '%s': device %s peak must be 0 (unsupported) or from 1 "
+                                "to %g FLOP/s",
+                                mn, dtype_names[t], SF_MAX_RATE);
     }
     if (!is_rate(d->kind.mem_bw_Bps))
         return sf_error_set(err, SF_ERR_INVALID,
-                            "machine '%s': device memory bandwidth must be at least 1 B/s", mn);
-    if (!is_positive(d->kind.mem_bytes))
+                            "machine '%s': device memory bandwidth must be from 1 to %g B/s", mn,
+                            SF_MAX_RATE);
+    if (!is_mem(d->kind.mem_bytes))
         return sf_error_set(err, SF_ERR_INVALID,
-                            "machine '%s': device memory size must be a positive number", mn);
+                            "machine '%s': device memory size must be above 0 and at most %g "
+                            "bytes",
+                            mn, SF_MAX_MEM_BYTES);
     if ((int)d->intra < 0 || d->intra >= SF_INTRA_COUNT)
         return sf_error_set(err, SF_ERR_INVALID, "machine '%s': unknown intra-node topology %d",
                             mn, (int)d->intra);
     if (!is_rate(d->intra_bw_Bps))
         return sf_error_set(err, SF_ERR_INVALID,
-                            "machine '%s': intra-node bandwidth must be at least 1 B/s", mn);
+                            "machine '%s': intra-node bandwidth must be from 1 to %g B/s", mn,
+                            SF_MAX_RATE);
     if (!is_latency(d->intra_latency_s))
         return sf_error_set(err, SF_ERR_INVALID,
                             "machine '%s': intra-node latency must be from 0 to 1 s", mn);
@@ -152,8 +157,9 @@ sf_status sf_machine_desc_validate(const sf_machine_desc *d, sf_error *err) {
                                 mn, d->pcie_group, d->devices_per_node);
         if (!is_rate(d->pcie_up_bw_Bps))
             return sf_error_set(err, SF_ERR_INVALID,
-                                "machine '%s': PCIe switch-to-host bandwidth must be at least 1 B/s",
-                                mn);
+                                "machine '%s': PCIe switch-to-host bandwidth must be from 1 to "
+                                "%g B/s",
+                                mn, SF_MAX_RATE);
     }
     if (d->nics_per_node < 1 || d->nics_per_node > SF_MAX_NICS)
         return sf_error_set(err, SF_ERR_INVALID,
@@ -161,7 +167,8 @@ sf_status sf_machine_desc_validate(const sf_machine_desc *d, sf_error *err) {
                             SF_MAX_NICS, d->nics_per_node);
     if (!is_rate(d->inter_bw_Bps))
         return sf_error_set(err, SF_ERR_INVALID,
-                            "machine '%s': inter-node (NIC) bandwidth must be at least 1 B/s", mn);
+                            "machine '%s': inter-node (NIC) bandwidth must be from 1 to %g B/s", mn,
+                            SF_MAX_RATE);
     if (!is_latency(d->inter_latency_s))
         return sf_error_set(err, SF_ERR_INVALID,
                             "machine '%s': inter-node latency must be from 0 to 1 s", mn);
@@ -434,8 +441,9 @@ sf_machine *sf_machine_subset(const sf_machine *m, int n, sf_error *err) {
                 s.pcie_group = n;
             } else {
                 sf_error_set(err, SF_ERR_INVALID,
-                             "machine '%s': %d devices would leave a PCIe switch half used "
-                             "(pcie_group %d)",
+                             "machine '%s': the first %d devices would leave a PCIe switch half "
+                             "used: within a node, N must be below or a multiple of its "
+                             "pcie_group %d",
                              d->name, n, d->pcie_group);
                 return NULL;
             }
@@ -443,8 +451,9 @@ sf_machine *sf_machine_subset(const sf_machine *m, int n, sf_error *err) {
     } else {
         if (n % d->devices_per_node != 0) {
             sf_error_set(err, SF_ERR_INVALID,
-                         "machine '%s': a subset of %d devices is not whole nodes of %d", d->name,
-                         n, d->devices_per_node);
+                         "machine '%s': the first %d devices are neither within one node nor "
+                         "whole nodes: N must be at most %d or a multiple of %d",
+                         d->name, n, d->devices_per_node, d->devices_per_node);
             return NULL;
         }
         s.nodes = n / d->devices_per_node;

@@ -639,7 +639,8 @@ static int grads_done(sf_sim *sim, sim_block *b, const sync_entry *e, int d, int
     return 0;
 }
 
-/* Parameter-server sync of one shard class (FlexFlow's simulator): every other
+/* Parameter-server sync of one shard class (as the simulator of FlexFlow's
+ * Legion runtime, 2020-21, priced it; not its 2018 prototype): every other
  * replica device sends its gradient to the server's device once its backward
  * is done; the server updates the shard and sends it back to each of them.
  * The server holds the optimizer state; the others weights and gradients. */

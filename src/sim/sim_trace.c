@@ -24,8 +24,10 @@
  * than the tasks and loses nothing one could see. Colours live in a <style>
  * block (one class per kind) so that a rectangle costs ~100 bytes.
  *
- * Both files are built in memory and written with sf_write_file_atomic, so a
- * failure never leaves half a picture. Text is built in an sf_strbuf, whose
+ * Both are built in memory (sf_sim_trace_to_json, sf_sim_to_svg) and written
+ * with sf_write_file_atomic, so a failure never leaves half a picture; a
+ * caller that writes several files at once takes the text and writes them
+ * together (sf_write_files_atomic). Text is built in an sf_strbuf, whose
  * out-of-memory state is sticky (checked once at the end).
  */
 #include <math.h>
@@ -74,31 +76,37 @@ static void put_xml_text(sf_strbuf *b, const char *s) {
 
 /* ---- what both pictures share ------------------------------------------------- */
 
-static sf_status check_schedule(const sf_sim *sim, const char *path, const char *what,
-                                sf_error *err) {
-    if (!sim || !path)
-        return sf_error_set(err, SF_ERR_INVALID, "%s: needs a simulator and a path", what);
+/* Messages without a path: the writers below and a caller that writes the text
+ * itself (the CLI, which writes all its files as one group) put it in front. */
+static sf_status check_schedule(const sf_sim *sim, sf_error *err) {
+    if (!sim) return sf_error_set(err, SF_ERR_INVALID, "no simulator, no schedule to draw");
     if (!sim->has_run)
-        return sf_error_set(err, SF_ERR_INVALID, "%s: nothing simulated yet, no schedule to draw",
-                            path);
+        return sf_error_set(err, SF_ERR_INVALID, "nothing simulated yet, no schedule to draw");
     if (!sim->opt.keep_schedule)
         return sf_error_set(err, SF_ERR_INVALID,
-                            "%s: the simulator was made without keep_schedule, no task times kept",
-                            path);
+                            "the simulator was made without keep_schedule, no task times kept");
     return SF_OK;
 }
 
-static sf_status write_out(sf_strbuf *b, const char *path, const char *what, sf_error *err) {
-    sf_status st;
-    if (b->oom)
-        st = sf_error_set(err, SF_ERR_NOMEM, "%s: out of memory building the %s", path, what);
-    else
-        st = sf_write_file_atomic(path, b->s ? b->s : "", b->len, err);
-    sf_strbuf_free(b);
+/* The text b holds, taken (NULL after out of memory, which b remembers). */
+static char *take_text(sf_strbuf *b, const char *what, sf_error *err) {
+    char *text = sf_strbuf_take(b);
+    if (!text) sf_error_set(err, SF_ERR_NOMEM, "out of memory building the %s", what);
+    return text;
+}
+
+/* Write a picture's text to path, with path in front of every message. */
+static sf_status write_text(const char *path, char *(*build)(const sf_sim *, sf_error *),
+                            const sf_sim *sim, sf_error *err) {
+    if (!path) return sf_error_set(err, SF_ERR_INVALID, "no path to write the schedule to");
+    sf_error local = {0};
+    char *text = build(sim, &local);
+    if (!text) return sf_error_set(err, local.code, "%s: %s", path, local.msg);
+    sf_status st = sf_write_file_atomic(path, text, strlen(text), err);
+    free(text);
     return st;
 }
 
-/* "conv1 fwd p3", "xfer fc1 p0", "allreduce conv1", ... */
 static void task_name(const sf_sim *sim, const sim_task *t, char *buf, size_t n) {
     const sf_op *op = sf_graph_op(sim->g, t->op);
     const char *name = op ? op->name : "?";
@@ -157,13 +165,15 @@ static void trace_sort(sf_strbuf *b, const char *what, int pid, int tid, int ind
     sf_strbuf_printf(b, ",\"args\":{\"sort_index\":%d}}", index);
 }
 
-sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err) {
-    sf_status st = check_schedule(sim, path, "trace", err);
-    if (st != SF_OK) return st;
+char *sf_sim_trace_to_json(const sf_sim *sim, sf_error *err) {
+    if (check_schedule(sim, err) != SF_OK) return NULL;
     const sim_layout *L = &sim->lay;
     const sim_sched *f = sim->cur;
     unsigned char *used = used_resources(sim);
-    if (!used) return sf_error_set(err, SF_ERR_NOMEM, "%s: out of memory building the trace", path);
+    if (!used) {
+        sf_error_set(err, SF_ERR_NOMEM, "out of memory building the trace");
+        return NULL;
+    }
     sf_strbuf b = {0};
     sf_strbuf_puts(&b, "{\"displayTimeUnit\":\"ms\",\"otherData\":{\"model\":\"");
     put_json_text(&b, sf_graph_name(sim->g));
@@ -218,7 +228,11 @@ sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err)
     }
     sf_strbuf_puts(&b, "\n]}\n");
     free(used);
-    return write_out(&b, path, "trace", err);
+    return take_text(&b, "trace", err);
+}
+
+sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err) {
+    return write_text(path, sf_sim_trace_to_json, sim, err);
 }
 
 /* ---- SVG Gantt chart -------------------------------------------------------------- */
@@ -279,9 +293,8 @@ static void svg_rect(sf_strbuf *b, const sf_sim *sim, double scale, const svg_it
     sf_strbuf_printf(b, ": %.4f-%.4f ms</title></rect>\n", start * 1e3, finish * 1e3);
 }
 
-sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
-    sf_status st = check_schedule(sim, path, "svg", err);
-    if (st != SF_OK) return st;
+char *sf_sim_to_svg(const sf_sim *sim, sf_error *err) {
+    if (check_schedule(sim, err) != SF_OK) return NULL;
     const sim_layout *L = &sim->lay;
     const sim_sched *f = sim->cur;
     unsigned char *used = used_resources(sim);
@@ -291,7 +304,8 @@ sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
         free(used);
         free(row_of);
         free(items);
-        return sf_error_set(err, SF_ERR_NOMEM, "%s: out of memory building the svg", path);
+        sf_error_set(err, SF_ERR_NOMEM, "out of memory building the svg");
+        return NULL;
     }
     /* rows: every device, then the links that carried something, by id */
     int n_rows = 0;
@@ -412,5 +426,9 @@ sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
     free(used);
     free(row_of);
     free(items);
-    return write_out(&b, path, "svg", err);
+    return take_text(&b, "svg", err);
+}
+
+sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
+    return write_text(path, sf_sim_to_svg, sim, err);
 }

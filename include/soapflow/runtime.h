@@ -2,15 +2,14 @@
  * soapflow/runtime.h - train with a strategy: one rank per device, the real
  * kernels, real messages, real gradient all-reduces.
  *
- *     sf_comm *c = sf_comm_mpi_new(&err);            // or sf_comm_local_run
- *     sf_runtime_options o;
- *     sf_runtime_options_default(&o);
- *     sf_runtime *rt = sf_runtime_new(g, s, c, &o, &err);   // collective
- *     sf_runtime_set_params(rt, SF_RT_WEIGHTS, w, &err);   // the same on every rank
- *     for (...) sf_runtime_step(rt, &batch, &loss, &err);
+ *     sf_runtime_options o;                                // on every rank, with its comm
+ *     sf_runtime_options_default(&o);                      // c: sf_comm_mpi_new under mpirun,
+ *     sf_runtime *rt = sf_runtime_new(g, s, c, &o, &err);  // or from sf_comm_local_run
+ *     sf_runtime_set_params(rt, SF_RT_WEIGHTS, (const float *const *)w, &err); // same on all
+ *     double loss = 0;
+ *     for (int i = 0; i < 10; i++) sf_runtime_step(rt, batch, &loss, &err);
  *     sf_runtime_get_params(rt, SF_RT_WEIGHTS, w, &err);   // gathered on rank 0
  *     sf_runtime_free(rt);
- *     sf_comm_free(c);
  *
  * The runtime executes the task graph of soapflow/taskgraph.h on the ranks:
  * rank r is device r of the strategy. Every rank derives the same static

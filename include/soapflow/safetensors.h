@@ -10,7 +10,7 @@
  *
  *     sf_st_file *f = sf_safetensors_read("ckpt.safetensors", &err);
  *     if (!f) fprintf(stderr, "%s\n", err.msg);  // "ckpt.safetensors: tensor 'fc3.bias': ..."
- *     const sf_st_tensor *w = sf_safetensors_find(f, "fc3.weight");  // NULL when absent
+ *     const sf_st_tensor *wt = sf_safetensors_find(f, "fc3.weight"); // NULL when absent
  *     for (size_t i = 0; i < sf_safetensors_count(f); i++) puts(sf_safetensors_at(f, i)->name);
  *     const char *step = sf_safetensors_meta(f, "step");                // NULL when absent
  *     sf_safetensors_free(f);

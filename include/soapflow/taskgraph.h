@@ -8,11 +8,14 @@
  *
  *     sf_taskgraph *tg = sf_taskgraph_new(g, n_devices, &err);
  *     sf_taskgraph_set_strategy(tg, s);          // s stays the caller's
- *     for (int op = 0; op < n_ops; op++) sf_taskgraph_set_tiles(tg, op);
+ *     for (int i = 0; i < n_ops; i++) sf_taskgraph_set_tiles(tg, i);
  *     const sf_tg_pair *pairs;
  *     int n = sf_taskgraph_edge(tg, op, k, &pairs); // who feeds input k of op
+ *     int messages = 0;                          // pairs across devices
+ *     for (int i = 0; i < n; i++) messages += pairs[i].src_dev != pairs[i].dst_dev;
  *     sf_tg_sync sync;
  *     sf_taskgraph_sync(tg, owner, &sync);       // shards of owner's weights
+ *     int replicas = sync.n_shards ? sync.shards[0].n_devs : 0;
  *     sf_taskgraph_free(tg);
  *
  * Tasks of one iteration, for every operator part p on device d:

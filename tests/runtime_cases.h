@@ -309,6 +309,7 @@ static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strateg
         sf_mcmc_options mo;
         sf_mcmc_options_default(&mo);
         mo.iters = 300;
+        mo.budget_s = 0; /* an iteration budget: the same strategy on every rank */
         mo.seed = 5;
         mo.progress = 0;
         sf_mcmc_result mr;

@@ -289,6 +289,76 @@ static void test_sync_modes(void **state) {
     sf_machine_free(m);
 }
 
+/* Ties at a link are broken by canonical key even when readiness passes through
+ * zero-time barriers (bulk mode's per-device barriers, the parameter server's
+ * per-replica barriers). x -> a -> b, all data parallel over 2 nodes x 2
+ * devices (0, 1 on node 0; 2, 3 on node 1), bulk sync through parameter
+ * servers on device 0. Batch 4, one sample a part; every link has 10 us latency
+ * and 7.2 MB/s, so a 288-byte shard (8*8+8 floats) crosses a link in
+ * t = 10 us + 288 B / 7.2 MB/s = 50 us.
+ *
+ * Each device runs a quarter of every operator (fixed_vt): x.fwd 0.025, a.fwd
+ * 0.25, b.fwd 0.25, b.bwd 0.5, a.bwd 0.5 ms, so the four devices' barriers are
+ * all at T = 1.525 ms, and every gradient is ready to leave then: 1 -> 0 over
+ * their pair link, 2 -> 0 and 3 -> 0 over node 1's NIC out, then node 0's NIC
+ * in. Updates take 0.5 ms, on the server alone. Canonical order puts a's sync block before
+ * b's, and inside a block replica 2 before replica 3, so node 1's NIC out takes
+ * a2, a3, b2, b3 in [T, T+t], [T+t, T+2t], [T+2t, T+3t], [T+3t, T+4t], and
+ * node 0's NIC in the same one t later, ending a3 at T+3t and b3 at T+5t. (Taken
+ * in the order the barriers are passed, device 2's then device 3's, it would be
+ * a2, b2, a3, b3: a3 in at T+4t.) Device 0 updates a over [T+3t, T+3t+0.5]
+ * and b over [T+3t+0.5, T+3t+1] (b's gradients are in at T+5t, earlier). The
+ * returns of b then leave at U = T+3t+1 = 2.675 ms: 0 -> 1 in [U, U+t]; node 0's
+ * NIC out takes b's copies for 2 and 3 in [U, U+t], [U+t, U+2t], node 1's NIC in
+ * one t later, so the last lands at U + 3t = 2.825 ms (a's returns, from
+ * T+3t+0.5, are done by T+6t+0.5). Barrier order would give 2.875 ms. */
+static void test_barrier_ties_by_key(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = make_machine(2, 2, SF_INTRA_PAIRWISE, 7.2e6, 10e-6, 0);
+    int x, a, b;
+    sf_graph *g = small_graph("ties", &x, &a, &b, 0);
+    sf_strategy *s = sf_strategy_new(g);
+    const int devs[4] = {0, 1, 2, 3};
+    place(s, x, 2, (int[]){4, 1}, 4, devs);
+    place(s, a, 2, (int[]){4, 1}, 4, devs);
+    place(s, b, 2, (int[]){4, 1}, 4, devs);
+    sf_cost_model cm = {&fixed_vt, NULL, m};
+    sf_sim_options o;
+    sf_sim_options_default(&o);
+    o.sync = SF_SYNC_BULK;
+    o.scheme = SF_SCHEME_PS;
+    sf_sim *sim = sf_sim_new(g, m, &cm, &o, &err);
+    assert_non_null(sim);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    double t = 10e-6 + 288.0 / 7.2e6;
+    assert_true(fabs(t - 50e-6) < EPS);
+    assert_true(fabs(r.iter_s - (1.525e-3 + 3 * t + 1e-3 + 3 * t)) < EPS);
+    /* per operator 3 gradients and 3 returns of 288 B; those of devices 2 and 3
+     * cross two NIC links each way, that of device 1 one pair link */
+    assert_true(r.sync_bytes == 2 * 6 * 288);
+    assert_true(r.inter_bytes == 2 * 2 * 2 * 2 * 288);
+    assert_true(r.intra_bytes == 2 * 2 * 288);
+    /* the same strategy reached by delta updates from data parallelism on the
+     * first two devices schedules the same ties the same way */
+    sf_strategy *s2 = sf_strategy_new(g);
+    const int two[4] = {0, 1, 0, 1};
+    place(s2, x, 2, (int[]){4, 1}, 4, two);
+    place(s2, a, 2, (int[]){4, 1}, 4, two);
+    place(s2, b, 2, (int[]){4, 1}, 4, two);
+    sf_sim_result rd;
+    assert_int_equal(sf_sim_run(sim, s2, &rd, &err), SF_OK);
+    for (int op = 0; op < 3; op++)
+        assert_int_equal(sf_sim_update(sim, op, sf_strategy_get(s, op), &rd, &err), SF_OK);
+    assert_true(rd.iter_s == r.iter_s);
+    sf_sim_free(sim);
+    sf_strategy_free(s2);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+}
+
 /* x on device 0 feeds a and b on device 1: both transfers need link 0->1 at
  * the same instant, so the second waits for the first. */
 static void test_link_contention(void **state) {
@@ -654,6 +724,7 @@ int main(void) {
         cmocka_unit_test(test_allreduce),
         cmocka_unit_test(test_link_contention),
         cmocka_unit_test(test_sync_modes),
+        cmocka_unit_test(test_barrier_ties_by_key),
         cmocka_unit_test(test_single_device_sum),
         cmocka_unit_test(test_relabel_symmetric),
         cmocka_unit_test(test_data_parallel_free_links),

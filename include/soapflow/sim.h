@@ -27,7 +27,8 @@
  *
  * Scheduling: event-driven list scheduling. A task is ready when its predecessors
  * are done; every device and every link runs its tasks one at a time, first-in
- * first-out in ready order, ties broken by a canonical task key, so the schedule
+ * first-out in ready order, ties broken by a canonical task key (also for tasks
+ * made ready through the zero-time barriers that join syncs), so the schedule
  * is a function of the strategy alone. The iteration time is the makespan.
  */
 #ifndef SOAPFLOW_SIM_H

@@ -13,12 +13,12 @@
  * and gives the rebuilt blocks fresh ones, so that it costs what it rebuilds
  * (layout_delta; the layout section says how).
  *
- * Scheduling is event-driven list scheduling: a binary heap of ready tasks keyed
- * by (ready time, canonical key); each device and each link is a resource that
- * runs one task at a time in the order tasks become ready. Every resource-holding
- * task has a positive duration, so a successor is always ready strictly after its
- * predecessor is, and (ready, key) order is a valid execution order. Because keys
- * are canonical, the schedule of a patched task graph is identical to that of a
+ * Scheduling is event-driven list scheduling: each device and each link is a
+ * resource that runs one task at a time in the order tasks become ready, ties
+ * broken by canonical key. A binary heap of ready tasks keyed by (ready time,
+ * barriers first, canonical key) gives that order even where zero-time barriers
+ * pass readiness on (the scheduling section says why). Because keys are
+ * canonical, the schedule of a patched task graph is identical to that of a
  * graph built from scratch: delta equals full, bit for bit.
  *
  * Delta scheduling does not start over: nothing can differ before t0, the
@@ -839,7 +839,8 @@ static int rebuild_block(sf_sim *sim, int bid) {
  *    compaction: layout_full, and the current schedule copied over to the new
  *    slots (layout_compact).
  *  - The heap breaks ties by canonical key (see the scheduling section), which
- *    slot numbers no longer follow. Each task carries a 32-bit rank instead:
+ *    slot numbers no longer follow. Each task carries a 31-bit rank instead
+ *    (in a 32-bit order word whose top bit says whether it holds a resource):
  *    each block owns a range of ranks in canonical order, with room to grow
  *    (assign_ranks), and a rebuilt block's tasks take the first ranks of its
  *    range. A block that outgrows its range makes all ranges be drawn again.
@@ -915,18 +916,22 @@ static void put_tasks(sf_sim *sim, int bid, int64_t base) {
     }
 }
 
+/* A block's order words (sim_layout.rank), after put_tasks has placed it. */
 static void put_ranks(sim_layout *L, int k) {
     sim_span sp = L->span[k];
-    for (int32_t i = 0; i < sp.n; i++) L->rank[sp.base + i] = L->rank_base[k] + (uint32_t)i;
+    for (int32_t i = 0; i < sp.n; i++) {
+        int32_t g = sp.base + i;
+        L->rank[g] = (L->rank_base[k] + (uint32_t)i) | (L->res[g] >= 0 ? SIM_RANK_HOLDS : 0);
+    }
 }
 
 /* Draw every block's range of ranks: its tasks, plus an equal share of the
- * ranks left over (millions per block for the zoo's graphs, at most
+ * ranks left over (hundreds of thousands or more per block for the zoo's graphs, at most
  * rank_room_max), in canonical order. The ranks handed out number n_tasks +
- * n_order * room <= UINT32_MAX, so they fit. */
+ * n_order * room <= SIM_RANK_MAX, so they fit in 31 bits. */
 static void assign_ranks(sf_sim *sim) {
     sim_layout *L = &sim->lay;
-    uint64_t room = ((uint64_t)UINT32_MAX - (uint64_t)L->n_tasks) / (uint64_t)sim->n_order;
+    uint64_t room = ((uint64_t)SIM_RANK_MAX - (uint64_t)L->n_tasks) / (uint64_t)sim->n_order;
     if (room > sim->rank_room_max) room = sim->rank_room_max;
     uint64_t r = 0;
     for (int k = 0; k < sim->n_order; k++) {
@@ -1194,9 +1199,11 @@ int sim_layout_consistent(const sf_sim *sim) {
             if (L->key[g] != (uint64_t)REF(bid, i) || L->dur[g] != b->tasks[i].dur_s ||
                 L->res[g] != b->tasks[i].res)
                 return 0;
-            /* ranks order like canonical keys */
-            if (!first && L->rank[g] <= last_rank) return 0;
-            last_rank = L->rank[g];
+            /* ranks order like canonical keys; the flag says whether it holds a resource */
+            uint32_t rk = L->rank[g] & SIM_RANK_MAX;
+            if (!first && rk <= last_rank) return 0;
+            if (((L->rank[g] & SIM_RANK_HOLDS) != 0) != (L->res[g] >= 0)) return 0;
+            last_rank = rk;
             first = 0;
             ns += L->sadj[g].n;
             np += L->padj[g].n;
@@ -1215,13 +1222,35 @@ int sim_layout_consistent(const sf_sim *sim) {
     return nt == L->n_tasks && ne == L->n_edges && ns == ne && np == ne;
 }
 
-/* ---- scheduling --------------------------------------------------------------- */
-
-/* Heap entries are 128-bit integers (sim_impl.h): ready times are non-negative
- * doubles, whose bit patterns order like unsigned integers, and ranks order like
- * canonical keys (assign_ranks), so (ready bits << 64 | rank << 32 | slot)
- * orders like (ready, key), and comparing it is one wide integer compare:
- * entries are 16 bytes and need no tie-break branch. */
+/* ---- scheduling ---------------------------------------------------------------
+ *
+ * The rule (docs/simulator.md): every device and link takes its tasks in the
+ * order they become ready, ties broken by canonical key. The event loop pops
+ * tasks from a heap ordered by (ready time, barrier before resource-holding
+ * task, key) and starts each at max(ready, its resource's free time), which
+ * gives that rule exactly:
+ *
+ *  - pops never go back in time: what a resource-holding task releases is ready
+ *    strictly after it (it lasts at least MIN_TASK_S), what a barrier releases
+ *    no earlier than the barrier;
+ *  - at one instant t, barriers come first: every barrier ready at t, including
+ *    those that other barriers make ready at t, is passed before any
+ *    resource-holding task ready at t is popped. So when the first of those is
+ *    popped, all of them are in the heap, whatever chain of barriers made them
+ *    ready, and they pop in key order.
+ *
+ * Ordering by (ready, key) alone is not enough: a barrier ready at t that comes
+ * late in key order releases tasks ready at t after tasks of later keys have
+ * already taken their links, which then run in the barriers' order
+ * (test_barrier_ties_by_key in tests/test_sim.c).
+ *
+ * Heap entries are 128-bit integers (sim_impl.h): ready times are non-negative
+ * doubles, whose bit patterns order like unsigned integers, and order words
+ * (sim_layout.rank: SIM_RANK_HOLDS for a resource-holding task, then a rank
+ * that orders like the canonical key, assign_ranks) order like (barrier first,
+ * key), so (ready bits << 64 | order word << 32 | slot) orders as the rule
+ * needs, and comparing it is one wide integer compare: entries are 16 bytes
+ * and need no tie-break branch. */
 static inline sim_heap_item heap_item(const sim_layout *L, double ready, int32_t slot) {
     uint64_t u;
     memcpy(&u, &ready, sizeof u);
@@ -1283,7 +1312,8 @@ static sf_status run_heap(sf_sim *sim, sim_sched *f, int64_t hn, int64_t expect,
         /* The task leaves the heap only once its successors are known: the first
          * one that becomes ready takes its place at the root, which saves a sift
          * for the common chain of one task after another. The heap's order is
-         * total (ready, key), so its shape never changes what is popped. */
+         * total (ready, barriers first, key), so its shape never changes what is
+         * popped. */
         sim_heap_item it = h[0];
         int top_free = 1;
         int32_t t = heap_item_slot(it);
@@ -1358,10 +1388,10 @@ static sf_status schedule_full(sf_sim *sim, sim_sched *f, sf_error *err) {
 /* Delta scheduling. Before time t0 nothing differs between the old schedule (o)
  * and the new one (f): every task whose block was rebuilt, whose predecessors
  * changed, or that was removed becomes ready at t0 or later (see t0_bound). The
- * list scheduler pops tasks in (ready, key) order, so its state after popping
- * every task ready before t0 is the same in both: those tasks keep their times,
- * each resource is free from the latest finish among them, and the event loop
- * resumes from there over the rest.
+ * list scheduler pops tasks in order of ready time first (the scheduling
+ * section), so its state after popping every task ready before t0 is the same
+ * in both: those tasks keep their times, each resource is free from the latest
+ * finish among them, and the event loop resumes from there over the rest.
  *
  * Two passes set that state up. The first walks the tasks in canonical order
  * (adding up res_total as schedule_full does); a kept task (a slot below
@@ -1785,7 +1815,7 @@ sf_status sf_sim_delta_stats_get(sf_sim *sim, sf_sim_delta_stats *out, sf_error 
         for (int32_t g = L->span[k].base; g < L->span[k].base + L->span[k].n; g++) {
             /* kept tasks are in the same slot in both schedules; fresh slots are new */
             shift[g] = g >= sim->fresh ? NAN : f->start[g] - o->start[g];
-            order[n++] = (res_slot){L->res[g], g, L->rank[g], f->start[g]};
+            order[n++] = (res_slot){L->res[g], g, L->rank[g] & SIM_RANK_MAX, f->start[g]};
         }
     }
     qsort(order, (size_t)n, sizeof *order, res_slot_cmp);

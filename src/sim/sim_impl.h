@@ -79,10 +79,17 @@ typedef struct sim_block {
 #define SIM_EXACT_BYTES 4503599627370496.0 /* 2^52 */
 
 /* Heap entry for list scheduling: the bits of the task's ready time in the high
- * 64 bits, its rank (which orders like its canonical key) in the next 32 and its
- * slot in the low 32, so that one unsigned comparison orders entries by (ready,
- * canonical key) - see sim.c's scheduling section. */
+ * 64 bits, its order word (sim_layout.rank: whether it holds a resource, then
+ * its rank, which orders like its canonical key) in the next 32 and its slot in
+ * the low 32, so that one unsigned comparison orders entries by (ready, barriers
+ * first, canonical key) - see sim.c's scheduling section. */
 typedef unsigned __int128 sim_heap_item;
+
+/* The order word of a task (sim_layout.rank): its rank in the low 31 bits, and
+ * bit 31 set when it holds a resource, so that at one instant every barrier is
+ * passed before any device or link takes a task. */
+#define SIM_RANK_HOLDS (UINT32_C(1) << 31)
+#define SIM_RANK_MAX (SIM_RANK_HOLDS - 1) /* ranks are below it */
 
 /* Where a block's tasks lie in the layout: slots base .. base + n - 1. */
 typedef struct sim_span {
@@ -111,7 +118,8 @@ typedef struct sim_layout {
     double *dur;                /* seconds */
     int32_t *res;               /* device id, n_devices + link id, or SIM_NO_RES */
     uint64_t *key;              /* canonical key: block << SIM_IDX_BITS | index */
-    uint32_t *rank;             /* rank_base of its block + index */
+    uint32_t *rank;             /* rank_base of its block + index, | SIM_RANK_HOLDS
+                                 * when it holds a resource */
     sim_adj *sadj, *padj;       /* successor and predecessor lists */
     int32_t *succ, *pred;       /* [cap_adj] slots */
 } sim_layout;

@@ -120,8 +120,8 @@ static void test_two_ops_two_devices(void **state) {
     double expect = 0.1e-3 + 1e-3 + xfer + 1e-3 + 2e-3 + xfer + 2e-3 + 0.5e-3;
     assert_true(fabs(r.iter_s - expect) < EPS);
     assert_true(fabs(r.compute_s - 7.1e-3) < EPS);
-    assert_true(r.transfer_bytes == 256.0);
-    assert_true(r.sync_bytes == 0.0);
+    assert_int_equal(r.transfer_bytes, 256);
+    assert_int_equal(r.sync_bytes, 0);
     assert_true(fabs(r.transfer_s - 2 * xfer) < EPS);
     /* x: 1, a: 2, b: 2, two transfers, two updates */
     assert_int_equal(r.tasks, 1 + 2 + 2 + 2 + 2);
@@ -152,7 +152,7 @@ static void test_multi_hop_route(void **state) {
     double xfer = 4 * (10e-6 + 128.0 / 1e6);
     double expect = 0.1e-3 + 1e-3 + xfer + 1e-3 + 2e-3 + xfer + 2e-3 + 0.5e-3;
     assert_true(fabs(r.iter_s - expect) < EPS);
-    assert_true(r.intra_bytes == 2 * 4 * 128.0);
+    assert_int_equal(r.intra_bytes, 2 * 4 * 128);
     assert_int_equal(r.tasks, 1 + 2 + 2 + 8 + 2);
     sf_sim_free(sim);
     /* In 2 segments of 64 bytes the hops pipeline: 4 + 2 - 1 link times of
@@ -166,9 +166,25 @@ static void test_multi_hop_route(void **state) {
     xfer = 5 * (10e-6 + 64.0 / 1e6);
     expect = 0.1e-3 + 1e-3 + xfer + 1e-3 + 2e-3 + xfer + 2e-3 + 0.5e-3;
     assert_true(fabs(r.iter_s - expect) < EPS);
-    assert_true(r.intra_bytes == 2 * 4 * 128.0);
-    assert_true(r.transfer_bytes == 2 * 128.0);
+    assert_int_equal(r.intra_bytes, 2 * 4 * 128);
+    assert_int_equal(r.transfer_bytes, 2 * 128);
     assert_int_equal(r.tasks, 1 + 2 + 2 + 16 + 2);
+    sf_sim_free(sim);
+    /* In 3 segments the pieces are whole bytes, 43, 43 and 42, each 10 us + its
+     * bytes / 1 MB/s: the first two take 53 us a link, the last 52 us. The last
+     * piece leaves the first link at 106 + 52 = 158 us but waits for the second
+     * piece on every later link, and is in at 265 + 52 = 317 us = (4 + 3 - 1) *
+     * 53 - 1 us, each way. The bytes add up exactly. */
+    o.segments = 3;
+    sim = sf_sim_new(g, m, &cm, &o, &err);
+    assert_non_null(sim);
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    xfer = 317e-6;
+    expect = 0.1e-3 + 1e-3 + xfer + 1e-3 + 2e-3 + xfer + 2e-3 + 0.5e-3;
+    assert_true(fabs(r.iter_s - expect) < EPS);
+    assert_int_equal(r.intra_bytes, 2 * 4 * 128);
+    assert_int_equal(r.transfer_bytes, 2 * 128);
+    assert_int_equal(r.tasks, 1 + 2 + 2 + 24 + 2);
     sf_sim_free(sim);
     o.segments = 0;
     assert_null(sf_sim_new(g, m, &cm, &o, &err));
@@ -196,11 +212,50 @@ static void test_allreduce(void **state) {
     double ar = 2 * 10e-6 + 288.0 / 1e6;
     double expect = 0.05e-3 + 0.5e-3 + 1e-3 + ar + 0.5e-3;
     assert_true(fabs(r.iter_s - expect) < EPS);
-    assert_true(r.sync_bytes == 2 * 288.0);
-    assert_true(r.transfer_bytes == 0.0);
+    assert_int_equal(r.sync_bytes, 2 * 288);
+    assert_int_equal(r.transfer_bytes, 0);
     assert_true(fabs(r.sync_s - 2 * ar) < EPS);
     /* memory: weights + grads + momentum on each device */
     assert_true(r.device_mem_bytes[0] >= 288.0 * 3);
+    sf_sim_free(sim);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+}
+
+/* A ring of 3 over a shard of 25 floats (x is 3 x 4, a = linear(5): 4*5 + 5
+ * weights), which 3 does not divide: the chunks are 9, 8 and 8 floats, and each
+ * position sends every chunk but two (reduce-scatter and all-gather each skip
+ * one): 50 - 16 = 34 floats from device 0, 50 - 17 = 33 from devices 1 and 2,
+ * 100 floats = 400 bytes in all, over one pair link each. (Counted as 3 times
+ * (4/3) * 100 bytes, they summed to 399.99999999999994.) The time is that of
+ * the mean, (4/3) * 100 B: x.fwd 0.1/3, a.fwd 1/3, a.bwd 2/3 ms on each device,
+ * the ring 4 * 10 us + (4/3) * 100 B / 1 MB/s, the update 0.5 ms. */
+static void test_ring_bytes_whole(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = make_machine(1, 3, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
+    sf_graph *g = sf_graph_new("ring3");
+    sf_shape xs = sf_shape_make(2, (int64_t[]){3, 4});
+    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
+    sf_op_params lp = linear_params(5);
+    int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    assert_true(x >= 0 && a >= 0);
+    sf_strategy *s = sf_strategy_new(g);
+    const int devs[3] = {0, 1, 2};
+    place(s, x, 2, (int[]){3, 1}, 3, devs);
+    place(s, a, 2, (int[]){3, 1}, 3, devs);
+    sf_cost_model cm = {&fixed_vt, NULL, m};
+    sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
+    assert_non_null(sim);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    assert_int_equal(r.sync_bytes, 400);
+    assert_int_equal(r.intra_bytes, 400);
+    assert_int_equal(r.inter_bytes, 0);
+    double ar = 4 * 10e-6 + (4.0 / 3.0) * 100.0 / 1e6;
+    double expect = 0.1e-3 / 3 + 1e-3 / 3 + 2e-3 / 3 + ar + 0.5e-3;
+    assert_true(fabs(r.iter_s - expect) < EPS);
     sf_sim_free(sim);
     sf_strategy_free(s);
     sf_graph_free(g);
@@ -256,7 +311,7 @@ static void test_sync_modes(void **state) {
             sf_sim_result r;
             assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
             assert_true(fabs(r.iter_s - expect[scheme][mode]) < EPS);
-            assert_true(r.sync_bytes == 4 * 288.0);
+            assert_int_equal(r.sync_bytes, 4 * 288);
             assert_true(fabs(r.sync_s - sync_s[scheme]) < EPS);
             /* the server (ps) keeps the momentum; a ring's replicas all do */
             double per_weight_1 = scheme == SF_SCHEME_PS ? 2 * 288.0 : 3 * 288.0;
@@ -337,9 +392,9 @@ static void test_barrier_ties_by_key(void **state) {
     assert_true(fabs(r.iter_s - (1.525e-3 + 3 * t + 1e-3 + 3 * t)) < EPS);
     /* per operator 3 gradients and 3 returns of 288 B; those of devices 2 and 3
      * cross two NIC links each way, that of device 1 one pair link */
-    assert_true(r.sync_bytes == 2 * 6 * 288);
-    assert_true(r.inter_bytes == 2 * 2 * 2 * 2 * 288);
-    assert_true(r.intra_bytes == 2 * 2 * 288);
+    assert_int_equal(r.sync_bytes, 2 * 6 * 288);
+    assert_int_equal(r.inter_bytes, 2 * 2 * 2 * 2 * 288);
+    assert_int_equal(r.intra_bytes, 2 * 2 * 288);
     /* the same strategy reached by delta updates from data parallelism on the
      * first two devices schedules the same ties the same way */
     sf_strategy *s2 = sf_strategy_new(g);
@@ -381,7 +436,7 @@ static void test_link_contention(void **state) {
      * The input gets no gradient. */
     double t = 10e-6 + 128.0 / 1e6;
     assert_true(fabs(r.iter_s - (7.1e-3 + t)) < EPS);
-    assert_true(r.transfer_bytes == 256.0);
+    assert_int_equal(r.transfer_bytes, 256);
     sf_sim_free(sim);
     sf_strategy_free(s);
     sf_graph_free(g);
@@ -483,8 +538,8 @@ static void test_relabel_symmetric(void **state) {
         assert_int_equal(sf_sim_run(sim, s, &r1, &err), SF_OK);
         assert_int_equal(sf_sim_run(sim, t, &r2, &err), SF_OK);
         assert_true(fabs(r1.iter_s - r2.iter_s) <= 1e-12 * r1.iter_s);
-        assert_true(r1.transfer_bytes == r2.transfer_bytes);
-        assert_true(r1.sync_bytes == r2.sync_bytes);
+        assert_int_equal(r1.transfer_bytes, r2.transfer_bytes);
+        assert_int_equal(r1.sync_bytes, r2.sync_bytes);
         assert_true(r1.peak_mem_bytes == r2.peak_mem_bytes);
         sf_sim_free(sim);
     }
@@ -537,10 +592,10 @@ static void results_equal(const sf_sim_result *a, const sf_sim_result *b) {
     assert_true(a->compute_s == b->compute_s);
     assert_true(a->transfer_s == b->transfer_s);
     assert_true(a->sync_s == b->sync_s);
-    assert_true(a->transfer_bytes == b->transfer_bytes);
-    assert_true(a->sync_bytes == b->sync_bytes);
-    assert_true(a->intra_bytes == b->intra_bytes);
-    assert_true(a->inter_bytes == b->inter_bytes);
+    assert_int_equal(a->transfer_bytes, b->transfer_bytes);
+    assert_int_equal(a->sync_bytes, b->sync_bytes);
+    assert_int_equal(a->intra_bytes, b->intra_bytes);
+    assert_int_equal(a->inter_bytes, b->inter_bytes);
     assert_true(a->peak_mem_bytes == b->peak_mem_bytes);
     assert_int_equal(a->fits, b->fits);
     assert_int_equal(a->tasks, b->tasks);
@@ -722,6 +777,7 @@ int main(void) {
         cmocka_unit_test(test_two_ops_two_devices),
         cmocka_unit_test(test_multi_hop_route),
         cmocka_unit_test(test_allreduce),
+        cmocka_unit_test(test_ring_bytes_whole),
         cmocka_unit_test(test_link_contention),
         cmocka_unit_test(test_sync_modes),
         cmocka_unit_test(test_barrier_ties_by_key),

@@ -150,7 +150,7 @@ static void block_reset(sim_block *b) {
 }
 
 static int block_task(sim_block *b, sim_kind kind, int res, int op, int part, double dur,
-                      double bytes) {
+                      int64_t bytes) {
     if (grow_int((void **)&b->tasks, &b->cap_tasks, b->n_tasks + 1, sizeof *b->tasks)) return -1;
     sim_task *t = &b->tasks[b->n_tasks];
     t->dur_s = res == SIM_NO_RES ? 0.0 : (dur > MIN_TASK_S ? dur : MIN_TASK_S);
@@ -443,22 +443,23 @@ static int build_core(sf_sim *sim, int opi) {
 
 /* Add a chain of link tasks from `from` to `to` (none when negative) along the
  * route a -> b, store-and-forward. A route of several links carries the message
- * in opt.segments equal pieces, each a chain of its own: piece s crosses link i
- * after crossing link i-1, and each link takes the pieces in order (they become
- * ready in key order), so the hops work at once, as a pipeline. SIM_SYNC chains
- * count as gradient sync, the others as transfers. */
+ * in opt.segments pieces of whole bytes (the first bytes % segments of them one
+ * byte longer), each a chain of its own: piece s crosses link i after crossing
+ * link i-1, and each link takes the pieces in order (they become ready in key
+ * order), so the hops work at once, as a pipeline. SIM_SYNC chains count as
+ * gradient sync, the others as transfers. */
 static int add_transfer(sf_sim *sim, sim_block *b, int bid, sim_kind kind, int op, int part, int a,
-                        int dst, double bytes, int64_t from, int64_t to) {
+                        int dst, int64_t bytes, int64_t from, int64_t to) {
     sf_route r;
     sf_machine_route(sim->m, a, dst, &r);
     int sync = kind == SIM_SYNC;
     int nseg = r.n_links > 1 ? sim->opt.segments : 1;
-    double piece = bytes / nseg;
     for (int s = 0; s < nseg; s++) {
+        int64_t piece = bytes / nseg + (s < bytes % nseg);
         int64_t prev = from;
         for (int i = 0; i < r.n_links; i++) {
             const sf_link *l = sf_machine_link(sim->m, r.links[i]);
-            double d = l->latency_s + piece / l->bandwidth_Bps;
+            double d = l->latency_s + (double)piece / l->bandwidth_Bps;
             int idx = block_task(b, kind, sim->n_dev + r.links[i], op, part, d, piece);
             if (idx < 0) return -1;
             *(sync ? &b->st.sync_s : &b->st.xfer_s) += b->tasks[idx].dur_s;
@@ -513,9 +514,9 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int j, int dj, 
         if (p_bwd && block_edge(b, x_b, p_b)) return -1;
         return 0;
     }
-    double bytes = (double)overlap * SF_ELEM_BYTES;
+    int64_t bytes = overlap * SF_ELEM_BYTES;
     if (add_transfer(sim, b, bid, SIM_XFER, xi, j, di, dj, bytes, p_fwd, x_fwd)) return -1;
-    if (block_mem(b, dj, bytes)) return -1; /* the received copy lives on dj */
+    if (block_mem(b, dj, (double)bytes)) return -1; /* the received copy lives on dj */
     if (p_bwd && add_transfer(sim, b, bid, SIM_GRAD, xi, j, dj, di, bytes, x_b, p_b)) return -1;
     return 0;
 }
@@ -604,24 +605,38 @@ static int same_shard(const sync_entry *a, const sync_entry *b, int nd) {
     return 1;
 }
 
+/* Bytes that position i of a ring of R sends in the all-reduce of a shard of n
+ * elements, cut into R chunks of whole elements (n / R, the first n % R of them
+ * one more): every chunk but one in the reduce-scatter (all but chunk i + 1)
+ * and every chunk but one in the all-gather (all but i + 2). The R positions
+ * send 2(R-1) n elements in all. */
+static int64_t ring_send_bytes(int64_t n, int R, int i) {
+    int64_t q = n / R, rem = n % R;
+    int64_t skip = q + ((i + 1) % R < rem) + q + ((i + 2) % R < rem);
+    return (2 * n - skip) * SF_ELEM_BYTES;
+}
+
+/* One ring edge a -> dst: each link of its route held for the whole all-reduce,
+ * for steps latencies and send bytes (the mean over the ring's positions), and
+ * counted as the `bytes` this position sends (ring_send_bytes). */
 static int add_ring_edge(sf_sim *sim, sim_block *b, int bid, int owner, int cls, int a, int dst,
-                         double steps, double send, int bar, int bar2) {
+                         double steps, double send, int64_t bytes, int bar, int bar2) {
     sf_route r;
     sf_machine_route(sim->m, a, dst, &r);
     for (int i = 0; i < r.n_links; i++) {
         const sf_link *l = sf_machine_link(sim->m, r.links[i]);
         double d = steps * l->latency_s + send / l->bandwidth_Bps;
-        int idx = block_task(b, SIM_SYNC, sim->n_dev + r.links[i], owner, cls, d, send);
+        int idx = block_task(b, SIM_SYNC, sim->n_dev + r.links[i], owner, cls, d, bytes);
         if (idx < 0) return -1;
         b->st.sync_s += b->tasks[idx].dur_s;
         if (l->inter_node)
-            b->st.inter_bytes += send;
+            b->st.inter_bytes += bytes;
         else
-            b->st.intra_bytes += send;
+            b->st.intra_bytes += bytes;
         if (block_edge(b, REF(bid, bar), REF(bid, idx))) return -1;
         if (block_edge(b, REF(bid, idx), REF(bid, bar2))) return -1;
     }
-    b->st.sync_bytes += send;
+    b->st.sync_bytes += bytes;
     return 0;
 }
 
@@ -644,7 +659,7 @@ static int grads_done(sf_sim *sim, sim_block *b, const sync_entry *e, int d, int
  * is done; the server updates the shard and sends it back to each of them.
  * The server holds the optimizer state; the others weights and gradients. */
 static int build_ps(sf_sim *sim, sim_block *b, int bid, int owner, int cls, const sync_entry *e,
-                    int server, const sf_op *rop, const sf_tile *rt, double shard) {
+                    int server, const sf_op *rop, const sf_tile *rt, int64_t shard) {
     double u = sf_cost_task_s(sim->cm, rop, rt, server, SF_PASS_UPDATE);
     int ut = block_task(b, SIM_UPDATE, server, owner, cls, u, 0);
     if (ut < 0) return -1;
@@ -653,7 +668,7 @@ static int build_ps(sf_sim *sim, sim_block *b, int bid, int owner, int cls, cons
     for (int d = 0; d < sim->n_dev; d++) {
         if (!sim->scratch_dev[d]) continue;
         double state = d == server ? 2.0 + sim->opt.optimizer_state_factor : 2.0;
-        if (block_mem(b, d, shard * state)) return -1;
+        if (block_mem(b, d, (double)shard * state)) return -1;
         if (d == server) continue;
         int j = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
         if (j < 0 || grads_done(sim, b, e, d, REF(bid, j)) ||
@@ -723,7 +738,7 @@ static int build_sync(sf_sim *sim, int owner) {
         }
         const sf_op *rop = sf_graph_op(sim->g, e[rep].op);
         const sf_tile rt = part_tiles(sim, e[rep].op)[e[rep].part];
-        double shard_bytes = (double)sf_op_tile_weights(rop, &rt) * SF_ELEM_BYTES;
+        int64_t shard_el = sf_op_tile_weights(rop, &rt), shard_bytes = shard_el * SF_ELEM_BYTES;
         int R = 0;
         for (int d = 0; d < sim->n_dev; d++) R += sim->scratch_dev[d];
         if (R > 1 && sim->opt.scheme == SF_SCHEME_PS) {
@@ -739,18 +754,19 @@ static int build_sync(sf_sim *sim, int owner) {
             for (int d = 0; d < sim->n_dev; d++)
                 if (sim->scratch_dev[d] && grads_done(sim, b, e, d, REF(bid, bar)))
                     return -1;
-            int first = -1, prev = -1;
+            int first = -1, prev = -1, pos = 0;
             double steps = 2.0 * (R - 1);
-            double send = steps / R * shard_bytes;
+            double send = steps / R * (double)shard_bytes;
             for (int d = 0; d < sim->n_dev; d++) {
                 if (!sim->scratch_dev[d]) continue;
                 if (first < 0) first = d;
-                if (prev >= 0 &&
-                    add_ring_edge(sim, b, bid, owner, cls, prev, d, steps, send, bar, bar2))
+                if (prev >= 0 && add_ring_edge(sim, b, bid, owner, cls, prev, d, steps, send,
+                                               ring_send_bytes(shard_el, R, pos++), bar, bar2))
                     return -1;
                 prev = d;
             }
-            if (add_ring_edge(sim, b, bid, owner, cls, prev, first, steps, send, bar, bar2))
+            if (add_ring_edge(sim, b, bid, owner, cls, prev, first, steps, send,
+                              ring_send_bytes(shard_el, R, pos), bar, bar2))
                 return -1;
             join = REF(bid, bar2);
         }
@@ -760,7 +776,8 @@ static int build_sync(sf_sim *sim, int owner) {
             int ut = block_task(b, SIM_UPDATE, d, owner, cls, u, 0);
             if (ut < 0) return -1;
             b->st.compute_s += b->tasks[ut].dur_s;
-            if (block_mem(b, d, shard_bytes * (2.0 + sim->opt.optimizer_state_factor))) return -1;
+            if (block_mem(b, d, (double)shard_bytes * (2.0 + sim->opt.optimizer_state_factor)))
+                return -1;
             if (join >= 0 ? block_edge(b, join, REF(bid, ut))
                           : grads_done(sim, b, e, d, REF(bid, ut)))
                 return -1;

@@ -38,7 +38,7 @@ typedef enum sim_kind {
 
 typedef struct sim_task {
     double dur_s;
-    double bytes;     /* transfers: bytes carried */
+    int64_t bytes;    /* link tasks: bytes carried */
     int32_t res;      /* device id, n_devices + link id, or SIM_NO_RES */
     int32_t op;       /* operator it belongs to */
     int16_t part;     /* part of op (or ring position for sync) */
@@ -53,8 +53,8 @@ typedef struct sim_edge {
 
 /* What a block adds to the result's sums (sf_sim_result). */
 typedef struct sim_stats {
-    double compute_s, xfer_s, sync_s;                        /* task seconds */
-    double xfer_bytes, sync_bytes, intra_bytes, inter_bytes; /* bytes */
+    double compute_s, xfer_s, sync_s;                         /* task seconds */
+    int64_t xfer_bytes, sync_bytes, intra_bytes, inter_bytes; /* whole bytes */
 } sim_stats;
 
 /* Memory a block places on a device. */

@@ -943,9 +943,9 @@ static void put_ranks(sim_layout *L, int k) {
 }
 
 /* Draw every block's range of ranks: its tasks, plus an equal share of the
- * ranks left over (hundreds of thousands or more per block for the zoo's graphs, at most
- * rank_room_max), in canonical order. The ranks handed out number n_tasks +
- * n_order * room <= SIM_RANK_MAX, so they fit in 31 bits. */
+ * ranks left over (hundreds of thousands or more per block for the zoo's
+ * graphs, at most rank_room_max), in canonical order. The ranks handed out
+ * number n_tasks + n_order * room <= SIM_RANK_MAX, so they fit in 31 bits. */
 static void assign_ranks(sf_sim *sim) {
     sim_layout *L = &sim->lay;
     uint64_t room = ((uint64_t)SIM_RANK_MAX - (uint64_t)L->n_tasks) / (uint64_t)sim->n_order;

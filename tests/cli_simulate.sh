@@ -66,6 +66,19 @@ grep -q '"segments": *4' "$TMP/seg4.out" || fail "simulate --segments 4: not rep
     fail "simulate --segments 4: no more tasks than whole messages"
 [ "$(json_num "$TMP/seg4.out" transfer_bytes)" = "$(json_num "$TMP/seg1.out" transfer_bytes)" ] ||
     fail "simulate --segments 4: transfer bytes changed"
+# Bytes are whole numbers: 3 pieces of a message get floor/ceil shares that add
+# up to it, so every link carries what it carries in one piece (issue 20: the
+# counters read 115342032.00000025 here).
+run seg3 "$SF" simulate --model lenet5 --machine p100-4x4 --strategy owt --json --segments 3
+run seg3_1 "$SF" simulate --model lenet5 --machine p100-4x4 --strategy owt --json
+expect_ok seg3
+expect_ok seg3_1
+for key in transfer_bytes sync_bytes intra_bytes inter_bytes; do
+    v=$(json_num "$TMP/seg3.out" $key)
+    [[ "$v" =~ ^[0-9]+$ ]] || fail "simulate --segments 3: $key is '$v', want a whole number"
+    [ "$v" = "$(json_num "$TMP/seg3_1.out" $key)" ] ||
+        fail "simulate --segments 3: $key $v, whole messages give $(json_num "$TMP/seg3_1.out" $key)"
+done
 run seg_bad "$SF" simulate --model lenet5 --segments 0
 expect_error seg_bad
 

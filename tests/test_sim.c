@@ -120,8 +120,8 @@ static void test_two_ops_two_devices(void **state) {
     double expect = 0.1e-3 + 1e-3 + xfer + 1e-3 + 2e-3 + xfer + 2e-3 + 0.5e-3;
     assert_true(fabs(r.iter_s - expect) < EPS);
     assert_true(fabs(r.compute_s - 7.1e-3) < EPS);
-    assert_true(r.transfer_bytes == 256.0);
-    assert_true(r.sync_bytes == 0.0);
+    assert_int_equal(r.transfer_bytes, 256);
+    assert_int_equal(r.sync_bytes, 0);
     assert_true(fabs(r.transfer_s - 2 * xfer) < EPS);
     /* x: 1, a: 2, b: 2, two transfers, two updates */
     assert_int_equal(r.tasks, 1 + 2 + 2 + 2 + 2);
@@ -152,7 +152,7 @@ static void test_multi_hop_route(void **state) {
     double xfer = 4 * (10e-6 + 128.0 / 1e6);
     double expect = 0.1e-3 + 1e-3 + xfer + 1e-3 + 2e-3 + xfer + 2e-3 + 0.5e-3;
     assert_true(fabs(r.iter_s - expect) < EPS);
-    assert_true(r.intra_bytes == 2 * 4 * 128.0);
+    assert_int_equal(r.intra_bytes, 2 * 4 * 128);
     assert_int_equal(r.tasks, 1 + 2 + 2 + 8 + 2);
     sf_sim_free(sim);
     /* In 2 segments of 64 bytes the hops pipeline: 4 + 2 - 1 link times of
@@ -166,9 +166,25 @@ static void test_multi_hop_route(void **state) {
     xfer = 5 * (10e-6 + 64.0 / 1e6);
     expect = 0.1e-3 + 1e-3 + xfer + 1e-3 + 2e-3 + xfer + 2e-3 + 0.5e-3;
     assert_true(fabs(r.iter_s - expect) < EPS);
-    assert_true(r.intra_bytes == 2 * 4 * 128.0);
-    assert_true(r.transfer_bytes == 2 * 128.0);
+    assert_int_equal(r.intra_bytes, 2 * 4 * 128);
+    assert_int_equal(r.transfer_bytes, 2 * 128);
     assert_int_equal(r.tasks, 1 + 2 + 2 + 16 + 2);
+    sf_sim_free(sim);
+    /* In 3 segments the pieces are whole bytes, 43, 43 and 42, each 10 us + its
+     * bytes / 1 MB/s: the first two take 53 us a link, the last 52 us. The last
+     * piece leaves the first link at 106 + 52 = 158 us but waits for the second
+     * piece on every later link, and is in at 265 + 52 = 317 us = (4 + 3 - 1) *
+     * 53 - 1 us, each way. The bytes add up exactly. */
+    o.segments = 3;
+    sim = sf_sim_new(g, m, &cm, &o, &err);
+    assert_non_null(sim);
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    xfer = 317e-6;
+    expect = 0.1e-3 + 1e-3 + xfer + 1e-3 + 2e-3 + xfer + 2e-3 + 0.5e-3;
+    assert_true(fabs(r.iter_s - expect) < EPS);
+    assert_int_equal(r.intra_bytes, 2 * 4 * 128);
+    assert_int_equal(r.transfer_bytes, 2 * 128);
+    assert_int_equal(r.tasks, 1 + 2 + 2 + 24 + 2);
     sf_sim_free(sim);
     o.segments = 0;
     assert_null(sf_sim_new(g, m, &cm, &o, &err));
@@ -196,11 +212,50 @@ static void test_allreduce(void **state) {
     double ar = 2 * 10e-6 + 288.0 / 1e6;
     double expect = 0.05e-3 + 0.5e-3 + 1e-3 + ar + 0.5e-3;
     assert_true(fabs(r.iter_s - expect) < EPS);
-    assert_true(r.sync_bytes == 2 * 288.0);
-    assert_true(r.transfer_bytes == 0.0);
+    assert_int_equal(r.sync_bytes, 2 * 288);
+    assert_int_equal(r.transfer_bytes, 0);
     assert_true(fabs(r.sync_s - 2 * ar) < EPS);
     /* memory: weights + grads + momentum on each device */
     assert_true(r.device_mem_bytes[0] >= 288.0 * 3);
+    sf_sim_free(sim);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+}
+
+/* A ring of 3 over a shard of 25 floats (x is 3 x 4, a = linear(5): 4*5 + 5
+ * weights), which 3 does not divide: the chunks are 9, 8 and 8 floats, and each
+ * position sends every chunk but two (reduce-scatter and all-gather each skip
+ * one): 50 - 16 = 34 floats from device 0, 50 - 17 = 33 from devices 1 and 2,
+ * 100 floats = 400 bytes in all, over one pair link each. (Counted as 3 times
+ * (4/3) * 100 bytes, they summed to 399.99999999999994.) The time is that of
+ * the mean, (4/3) * 100 B: x.fwd 0.1/3, a.fwd 1/3, a.bwd 2/3 ms on each device,
+ * the ring 4 * 10 us + (4/3) * 100 B / 1 MB/s, the update 0.5 ms. */
+static void test_ring_bytes_whole(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = make_machine(1, 3, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
+    sf_graph *g = sf_graph_new("ring3");
+    sf_shape xs = sf_shape_make(2, (int64_t[]){3, 4});
+    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
+    sf_op_params lp = linear_params(5);
+    int a = sf_graph_add_op(g, SF_OP_LINEAR, "a", &lp, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    assert_true(x >= 0 && a >= 0);
+    sf_strategy *s = sf_strategy_new(g);
+    const int devs[3] = {0, 1, 2};
+    place(s, x, 2, (int[]){3, 1}, 3, devs);
+    place(s, a, 2, (int[]){3, 1}, 3, devs);
+    sf_cost_model cm = {&fixed_vt, NULL, m};
+    sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
+    assert_non_null(sim);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    assert_int_equal(r.sync_bytes, 400);
+    assert_int_equal(r.intra_bytes, 400);
+    assert_int_equal(r.inter_bytes, 0);
+    double ar = 4 * 10e-6 + (4.0 / 3.0) * 100.0 / 1e6;
+    double expect = 0.1e-3 / 3 + 1e-3 / 3 + 2e-3 / 3 + ar + 0.5e-3;
+    assert_true(fabs(r.iter_s - expect) < EPS);
     sf_sim_free(sim);
     sf_strategy_free(s);
     sf_graph_free(g);
@@ -256,7 +311,7 @@ static void test_sync_modes(void **state) {
             sf_sim_result r;
             assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
             assert_true(fabs(r.iter_s - expect[scheme][mode]) < EPS);
-            assert_true(r.sync_bytes == 4 * 288.0);
+            assert_int_equal(r.sync_bytes, 4 * 288);
             assert_true(fabs(r.sync_s - sync_s[scheme]) < EPS);
             /* the server (ps) keeps the momentum; a ring's replicas all do */
             double per_weight_1 = scheme == SF_SCHEME_PS ? 2 * 288.0 : 3 * 288.0;
@@ -289,6 +344,76 @@ static void test_sync_modes(void **state) {
     sf_machine_free(m);
 }
 
+/* Ties at a link are broken by canonical key even when readiness passes through
+ * zero-time barriers (bulk mode's per-device barriers, the parameter server's
+ * per-replica barriers). x -> a -> b, all data parallel over 2 nodes x 2
+ * devices (0, 1 on node 0; 2, 3 on node 1), bulk sync through parameter
+ * servers on device 0. Batch 4, one sample a part; every link has 10 us latency
+ * and 7.2 MB/s, so a 288-byte shard (8*8+8 floats) crosses a link in
+ * t = 10 us + 288 B / 7.2 MB/s = 50 us.
+ *
+ * Each device runs a quarter of every operator (fixed_vt): x.fwd 0.025, a.fwd
+ * 0.25, b.fwd 0.25, b.bwd 0.5, a.bwd 0.5 ms, so the four devices' barriers are
+ * all at T = 1.525 ms, and every gradient is ready to leave then: 1 -> 0 over
+ * their pair link, 2 -> 0 and 3 -> 0 over node 1's NIC out, then node 0's NIC
+ * in. Updates take 0.5 ms, on the server alone. Canonical order puts a's sync block before
+ * b's, and inside a block replica 2 before replica 3, so node 1's NIC out takes
+ * a2, a3, b2, b3 in [T, T+t], [T+t, T+2t], [T+2t, T+3t], [T+3t, T+4t], and
+ * node 0's NIC in the same one t later, ending a3 at T+3t and b3 at T+5t. (Taken
+ * in the order the barriers are passed, device 2's then device 3's, it would be
+ * a2, b2, a3, b3: a3 in at T+4t.) Device 0 updates a over [T+3t, T+3t+0.5]
+ * and b over [T+3t+0.5, T+3t+1] (b's gradients are in at T+5t, earlier). The
+ * returns of b then leave at U = T+3t+1 = 2.675 ms: 0 -> 1 in [U, U+t]; node 0's
+ * NIC out takes b's copies for 2 and 3 in [U, U+t], [U+t, U+2t], node 1's NIC in
+ * one t later, so the last lands at U + 3t = 2.825 ms (a's returns, from
+ * T+3t+0.5, are done by T+6t+0.5). Barrier order would give 2.875 ms. */
+static void test_barrier_ties_by_key(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = make_machine(2, 2, SF_INTRA_PAIRWISE, 7.2e6, 10e-6, 0);
+    int x, a, b;
+    sf_graph *g = small_graph("ties", &x, &a, &b, 0);
+    sf_strategy *s = sf_strategy_new(g);
+    const int devs[4] = {0, 1, 2, 3};
+    place(s, x, 2, (int[]){4, 1}, 4, devs);
+    place(s, a, 2, (int[]){4, 1}, 4, devs);
+    place(s, b, 2, (int[]){4, 1}, 4, devs);
+    sf_cost_model cm = {&fixed_vt, NULL, m};
+    sf_sim_options o;
+    sf_sim_options_default(&o);
+    o.sync = SF_SYNC_BULK;
+    o.scheme = SF_SCHEME_PS;
+    sf_sim *sim = sf_sim_new(g, m, &cm, &o, &err);
+    assert_non_null(sim);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    double t = 10e-6 + 288.0 / 7.2e6;
+    assert_true(fabs(t - 50e-6) < EPS);
+    assert_true(fabs(r.iter_s - (1.525e-3 + 3 * t + 1e-3 + 3 * t)) < EPS);
+    /* per operator 3 gradients and 3 returns of 288 B; those of devices 2 and 3
+     * cross two NIC links each way, that of device 1 one pair link */
+    assert_int_equal(r.sync_bytes, 2 * 6 * 288);
+    assert_int_equal(r.inter_bytes, 2 * 2 * 2 * 2 * 288);
+    assert_int_equal(r.intra_bytes, 2 * 2 * 288);
+    /* the same strategy reached by delta updates from data parallelism on the
+     * first two devices schedules the same ties the same way */
+    sf_strategy *s2 = sf_strategy_new(g);
+    const int two[4] = {0, 1, 0, 1};
+    place(s2, x, 2, (int[]){4, 1}, 4, two);
+    place(s2, a, 2, (int[]){4, 1}, 4, two);
+    place(s2, b, 2, (int[]){4, 1}, 4, two);
+    sf_sim_result rd;
+    assert_int_equal(sf_sim_run(sim, s2, &rd, &err), SF_OK);
+    for (int op = 0; op < 3; op++)
+        assert_int_equal(sf_sim_update(sim, op, sf_strategy_get(s, op), &rd, &err), SF_OK);
+    assert_true(rd.iter_s == r.iter_s);
+    sf_sim_free(sim);
+    sf_strategy_free(s2);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+}
+
 /* x on device 0 feeds a and b on device 1: both transfers need link 0->1 at
  * the same instant, so the second waits for the first. */
 static void test_link_contention(void **state) {
@@ -311,7 +436,7 @@ static void test_link_contention(void **state) {
      * The input gets no gradient. */
     double t = 10e-6 + 128.0 / 1e6;
     assert_true(fabs(r.iter_s - (7.1e-3 + t)) < EPS);
-    assert_true(r.transfer_bytes == 256.0);
+    assert_int_equal(r.transfer_bytes, 256);
     sf_sim_free(sim);
     sf_strategy_free(s);
     sf_graph_free(g);
@@ -413,8 +538,8 @@ static void test_relabel_symmetric(void **state) {
         assert_int_equal(sf_sim_run(sim, s, &r1, &err), SF_OK);
         assert_int_equal(sf_sim_run(sim, t, &r2, &err), SF_OK);
         assert_true(fabs(r1.iter_s - r2.iter_s) <= 1e-12 * r1.iter_s);
-        assert_true(r1.transfer_bytes == r2.transfer_bytes);
-        assert_true(r1.sync_bytes == r2.sync_bytes);
+        assert_int_equal(r1.transfer_bytes, r2.transfer_bytes);
+        assert_int_equal(r1.sync_bytes, r2.sync_bytes);
         assert_true(r1.peak_mem_bytes == r2.peak_mem_bytes);
         sf_sim_free(sim);
     }
@@ -467,10 +592,10 @@ static void results_equal(const sf_sim_result *a, const sf_sim_result *b) {
     assert_true(a->compute_s == b->compute_s);
     assert_true(a->transfer_s == b->transfer_s);
     assert_true(a->sync_s == b->sync_s);
-    assert_true(a->transfer_bytes == b->transfer_bytes);
-    assert_true(a->sync_bytes == b->sync_bytes);
-    assert_true(a->intra_bytes == b->intra_bytes);
-    assert_true(a->inter_bytes == b->inter_bytes);
+    assert_int_equal(a->transfer_bytes, b->transfer_bytes);
+    assert_int_equal(a->sync_bytes, b->sync_bytes);
+    assert_int_equal(a->intra_bytes, b->intra_bytes);
+    assert_int_equal(a->inter_bytes, b->inter_bytes);
     assert_true(a->peak_mem_bytes == b->peak_mem_bytes);
     assert_int_equal(a->fits, b->fits);
     assert_int_equal(a->tasks, b->tasks);
@@ -652,8 +777,10 @@ int main(void) {
         cmocka_unit_test(test_two_ops_two_devices),
         cmocka_unit_test(test_multi_hop_route),
         cmocka_unit_test(test_allreduce),
+        cmocka_unit_test(test_ring_bytes_whole),
         cmocka_unit_test(test_link_contention),
         cmocka_unit_test(test_sync_modes),
+        cmocka_unit_test(test_barrier_ties_by_key),
         cmocka_unit_test(test_single_device_sum),
         cmocka_unit_test(test_relabel_symmetric),
         cmocka_unit_test(test_data_parallel_free_links),

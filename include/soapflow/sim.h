@@ -24,11 +24,14 @@
  * Horovod run it), or only once each replica's device has finished its whole
  * backward pass (bulk, the bulk-synchronous model that the simulator of
  * FlexFlow's Legion runtime uses by default and OptCNN's additive cost model
- * assumes).
+ * assumes). Bytes are counted in whole numbers: a segmented message's pieces
+ * and a ring's chunks are floor/ceil shares that add up to the message or the
+ * shard exactly.
  *
  * Scheduling: event-driven list scheduling. A task is ready when its predecessors
  * are done; every device and every link runs its tasks one at a time, first-in
- * first-out in ready order, ties broken by a canonical task key, so the schedule
+ * first-out in ready order, ties broken by a canonical task key (also for tasks
+ * made ready through the zero-time barriers that join syncs), so the schedule
  * is a function of the strategy alone. The iteration time is the makespan.
  */
 #ifndef SOAPFLOW_SIM_H
@@ -91,10 +94,10 @@ typedef struct sf_sim_result {
     double compute_s;       /* sum of compute task times (forward, backward, update) */
     double transfer_s;      /* sum over link tasks carrying activations/gradients */
     double sync_s;          /* sum over link tasks of gradient all-reduces */
-    double transfer_bytes;  /* activation + activation-gradient bytes moved between devices */
-    double sync_bytes;      /* bytes sent by all-reduces */
-    double intra_bytes;     /* bytes over intra-node links (per link crossed) */
-    double inter_bytes;     /* bytes over inter-node links */
+    int64_t transfer_bytes; /* activation + activation-gradient bytes moved between devices */
+    int64_t sync_bytes;     /* bytes sent by gradient syncs (all-reduces, parameter servers) */
+    int64_t intra_bytes;    /* bytes over intra-node links (per link crossed) */
+    int64_t inter_bytes;    /* bytes over inter-node links */
     double peak_mem_bytes;  /* largest per-device memory */
     int fits;               /* 1 when every device's memory fits its capacity */
     int64_t tasks;          /* tasks in the task graph */

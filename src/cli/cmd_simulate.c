@@ -373,10 +373,10 @@ static int print_json(const report *rp) {
     bad |= json_object_set_new(j, "compute_ms", json_real(r->compute_s * 1e3));
     bad |= json_object_set_new(j, "transfer_ms", json_real(r->transfer_s * 1e3));
     bad |= json_object_set_new(j, "sync_ms", json_real(r->sync_s * 1e3));
-    bad |= json_object_set_new(j, "transfer_bytes", sf_cli_json_number(r->transfer_bytes));
-    bad |= json_object_set_new(j, "sync_bytes", sf_cli_json_number(r->sync_bytes));
-    bad |= json_object_set_new(j, "intra_bytes", sf_cli_json_number(r->intra_bytes));
-    bad |= json_object_set_new(j, "inter_bytes", sf_cli_json_number(r->inter_bytes));
+    bad |= json_object_set_new(j, "transfer_bytes", json_integer((json_int_t)r->transfer_bytes));
+    bad |= json_object_set_new(j, "sync_bytes", json_integer((json_int_t)r->sync_bytes));
+    bad |= json_object_set_new(j, "intra_bytes", json_integer((json_int_t)r->intra_bytes));
+    bad |= json_object_set_new(j, "inter_bytes", json_integer((json_int_t)r->inter_bytes));
     bad |= json_object_set_new(j, "peak_mem_bytes", sf_cli_json_number(r->peak_mem_bytes));
     bad |= json_object_set_new(j, "mem_capacity_bytes", sf_cli_json_number(rp->capacity));
     bad |= json_object_set_new(j, "fits", json_boolean(r->fits));
@@ -422,14 +422,14 @@ static int print_text(const report *rp) {
     sf_cli_table_cell(t, "%.3f ms (sum over devices)", r->compute_s * 1e3);
     sf_cli_table_cell(t, "transfer");
     sf_cli_table_cell(t, "%.3f ms, %s (activations and their gradients)", r->transfer_s * 1e3,
-                      sf_cli_fmt_bytes(r->transfer_bytes, b1, sizeof b1));
+                      sf_cli_fmt_bytes((double)r->transfer_bytes, b1, sizeof b1));
     sf_cli_table_cell(t, "sync");
     sf_cli_table_cell(t, "%.3f ms, %s (gradient all-reduce)", r->sync_s * 1e3,
-                      sf_cli_fmt_bytes(r->sync_bytes, b1, sizeof b1));
+                      sf_cli_fmt_bytes((double)r->sync_bytes, b1, sizeof b1));
     sf_cli_table_cell(t, "link traffic");
     sf_cli_table_cell(t, "%s intra-node, %s inter-node",
-                      sf_cli_fmt_bytes(r->intra_bytes, b1, sizeof b1),
-                      sf_cli_fmt_bytes(r->inter_bytes, b2, sizeof b2));
+                      sf_cli_fmt_bytes((double)r->intra_bytes, b1, sizeof b1),
+                      sf_cli_fmt_bytes((double)r->inter_bytes, b2, sizeof b2));
     sf_cli_table_cell(t, "peak memory");
     sf_cli_table_cell(t, "%s on device %d of %s: %s",
                       sf_cli_fmt_bytes(r->peak_mem_bytes, b1, sizeof b1), rp->peak_dev,

@@ -26,7 +26,7 @@ static void judge(sf_sim *sim, const sf_strategy *s, sf_search_row *row, sf_sim_
     row->present = 0;
     if (sf_sim_run(sim, s, res, &err) != SF_OK) return;
     row->iter_s = res->iter_s;
-    row->moved_bytes = res->transfer_bytes + res->sync_bytes;
+    row->moved_bytes = (double)(res->transfer_bytes + res->sync_bytes);
     row->peak_mem_bytes = res->peak_mem_bytes;
     row->fits = res->fits;
     row->present = 1;

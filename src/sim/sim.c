@@ -13,12 +13,12 @@
  * and gives the rebuilt blocks fresh ones, so that it costs what it rebuilds
  * (layout_delta; the layout section says how).
  *
- * Scheduling is event-driven list scheduling: a binary heap of ready tasks keyed
- * by (ready time, canonical key); each device and each link is a resource that
- * runs one task at a time in the order tasks become ready. Every resource-holding
- * task has a positive duration, so a successor is always ready strictly after its
- * predecessor is, and (ready, key) order is a valid execution order. Because keys
- * are canonical, the schedule of a patched task graph is identical to that of a
+ * Scheduling is event-driven list scheduling: each device and each link is a
+ * resource that runs one task at a time in the order tasks become ready, ties
+ * broken by canonical key. A binary heap of ready tasks keyed by (ready time,
+ * barriers first, canonical key) gives that order even where zero-time barriers
+ * pass readiness on (the scheduling section says why). Because keys are
+ * canonical, the schedule of a patched task graph is identical to that of a
  * graph built from scratch: delta equals full, bit for bit.
  *
  * Delta scheduling does not start over: nothing can differ before t0, the
@@ -150,7 +150,7 @@ static void block_reset(sim_block *b) {
 }
 
 static int block_task(sim_block *b, sim_kind kind, int res, int op, int part, double dur,
-                      double bytes) {
+                      int64_t bytes) {
     if (grow_int((void **)&b->tasks, &b->cap_tasks, b->n_tasks + 1, sizeof *b->tasks)) return -1;
     sim_task *t = &b->tasks[b->n_tasks];
     t->dur_s = res == SIM_NO_RES ? 0.0 : (dur > MIN_TASK_S ? dur : MIN_TASK_S);
@@ -443,22 +443,23 @@ static int build_core(sf_sim *sim, int opi) {
 
 /* Add a chain of link tasks from `from` to `to` (none when negative) along the
  * route a -> b, store-and-forward. A route of several links carries the message
- * in opt.segments equal pieces, each a chain of its own: piece s crosses link i
- * after crossing link i-1, and each link takes the pieces in order (they become
- * ready in key order), so the hops work at once, as a pipeline. SIM_SYNC chains
- * count as gradient sync, the others as transfers. */
+ * in opt.segments pieces of whole bytes (the first bytes % segments of them one
+ * byte longer), each a chain of its own: piece s crosses link i after crossing
+ * link i-1, and each link takes the pieces in order (they become ready in key
+ * order), so the hops work at once, as a pipeline. SIM_SYNC chains count as
+ * gradient sync, the others as transfers. */
 static int add_transfer(sf_sim *sim, sim_block *b, int bid, sim_kind kind, int op, int part, int a,
-                        int dst, double bytes, int64_t from, int64_t to) {
+                        int dst, int64_t bytes, int64_t from, int64_t to) {
     sf_route r;
     sf_machine_route(sim->m, a, dst, &r);
     int sync = kind == SIM_SYNC;
     int nseg = r.n_links > 1 ? sim->opt.segments : 1;
-    double piece = bytes / nseg;
     for (int s = 0; s < nseg; s++) {
+        int64_t piece = bytes / nseg + (s < bytes % nseg);
         int64_t prev = from;
         for (int i = 0; i < r.n_links; i++) {
             const sf_link *l = sf_machine_link(sim->m, r.links[i]);
-            double d = l->latency_s + piece / l->bandwidth_Bps;
+            double d = l->latency_s + (double)piece / l->bandwidth_Bps;
             int idx = block_task(b, kind, sim->n_dev + r.links[i], op, part, d, piece);
             if (idx < 0) return -1;
             *(sync ? &b->st.sync_s : &b->st.xfer_s) += b->tasks[idx].dur_s;
@@ -513,9 +514,9 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int j, int dj, 
         if (p_bwd && block_edge(b, x_b, p_b)) return -1;
         return 0;
     }
-    double bytes = (double)overlap * SF_ELEM_BYTES;
+    int64_t bytes = overlap * SF_ELEM_BYTES;
     if (add_transfer(sim, b, bid, SIM_XFER, xi, j, di, dj, bytes, p_fwd, x_fwd)) return -1;
-    if (block_mem(b, dj, bytes)) return -1; /* the received copy lives on dj */
+    if (block_mem(b, dj, (double)bytes)) return -1; /* the received copy lives on dj */
     if (p_bwd && add_transfer(sim, b, bid, SIM_GRAD, xi, j, dj, di, bytes, x_b, p_b)) return -1;
     return 0;
 }
@@ -604,24 +605,38 @@ static int same_shard(const sync_entry *a, const sync_entry *b, int nd) {
     return 1;
 }
 
+/* Bytes that position i of a ring of R sends in the all-reduce of a shard of n
+ * elements, cut into R chunks of whole elements (n / R, the first n % R of them
+ * one more): every chunk but one in the reduce-scatter (all but chunk i + 1)
+ * and every chunk but one in the all-gather (all but i + 2). The R positions
+ * send 2(R-1) n elements in all. */
+static int64_t ring_send_bytes(int64_t n, int R, int i) {
+    int64_t q = n / R, rem = n % R;
+    int64_t skip = q + ((i + 1) % R < rem) + q + ((i + 2) % R < rem);
+    return (2 * n - skip) * SF_ELEM_BYTES;
+}
+
+/* One ring edge a -> dst: each link of its route held for the whole all-reduce,
+ * for steps latencies and send bytes (the mean over the ring's positions), and
+ * counted as the `bytes` this position sends (ring_send_bytes). */
 static int add_ring_edge(sf_sim *sim, sim_block *b, int bid, int owner, int cls, int a, int dst,
-                         double steps, double send, int bar, int bar2) {
+                         double steps, double send, int64_t bytes, int bar, int bar2) {
     sf_route r;
     sf_machine_route(sim->m, a, dst, &r);
     for (int i = 0; i < r.n_links; i++) {
         const sf_link *l = sf_machine_link(sim->m, r.links[i]);
         double d = steps * l->latency_s + send / l->bandwidth_Bps;
-        int idx = block_task(b, SIM_SYNC, sim->n_dev + r.links[i], owner, cls, d, send);
+        int idx = block_task(b, SIM_SYNC, sim->n_dev + r.links[i], owner, cls, d, bytes);
         if (idx < 0) return -1;
         b->st.sync_s += b->tasks[idx].dur_s;
         if (l->inter_node)
-            b->st.inter_bytes += send;
+            b->st.inter_bytes += bytes;
         else
-            b->st.intra_bytes += send;
+            b->st.intra_bytes += bytes;
         if (block_edge(b, REF(bid, bar), REF(bid, idx))) return -1;
         if (block_edge(b, REF(bid, idx), REF(bid, bar2))) return -1;
     }
-    b->st.sync_bytes += send;
+    b->st.sync_bytes += bytes;
     return 0;
 }
 
@@ -645,7 +660,7 @@ static int grads_done(sf_sim *sim, sim_block *b, const sync_entry *e, int d, int
  * is done; the server updates the shard and sends it back to each of them.
  * The server holds the optimizer state; the others weights and gradients. */
 static int build_ps(sf_sim *sim, sim_block *b, int bid, int owner, int cls, const sync_entry *e,
-                    int server, const sf_op *rop, const sf_tile *rt, double shard) {
+                    int server, const sf_op *rop, const sf_tile *rt, int64_t shard) {
     double u = sf_cost_task_s(sim->cm, rop, rt, server, SF_PASS_UPDATE);
     int ut = block_task(b, SIM_UPDATE, server, owner, cls, u, 0);
     if (ut < 0) return -1;
@@ -654,7 +669,7 @@ static int build_ps(sf_sim *sim, sim_block *b, int bid, int owner, int cls, cons
     for (int d = 0; d < sim->n_dev; d++) {
         if (!sim->scratch_dev[d]) continue;
         double state = d == server ? 2.0 + sim->opt.optimizer_state_factor : 2.0;
-        if (block_mem(b, d, shard * state)) return -1;
+        if (block_mem(b, d, (double)shard * state)) return -1;
         if (d == server) continue;
         int j = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
         if (j < 0 || grads_done(sim, b, e, d, REF(bid, j)) ||
@@ -724,7 +739,7 @@ static int build_sync(sf_sim *sim, int owner) {
         }
         const sf_op *rop = sf_graph_op(sim->g, e[rep].op);
         const sf_tile rt = part_tiles(sim, e[rep].op)[e[rep].part];
-        double shard_bytes = (double)sf_op_tile_weights(rop, &rt) * SF_ELEM_BYTES;
+        int64_t shard_el = sf_op_tile_weights(rop, &rt), shard_bytes = shard_el * SF_ELEM_BYTES;
         int R = 0;
         for (int d = 0; d < sim->n_dev; d++) R += sim->scratch_dev[d];
         if (R > 1 && sim->opt.scheme == SF_SCHEME_PS) {
@@ -740,18 +755,19 @@ static int build_sync(sf_sim *sim, int owner) {
             for (int d = 0; d < sim->n_dev; d++)
                 if (sim->scratch_dev[d] && grads_done(sim, b, e, d, REF(bid, bar)))
                     return -1;
-            int first = -1, prev = -1;
+            int first = -1, prev = -1, pos = 0;
             double steps = 2.0 * (R - 1);
-            double send = steps / R * shard_bytes;
+            double send = steps / R * (double)shard_bytes;
             for (int d = 0; d < sim->n_dev; d++) {
                 if (!sim->scratch_dev[d]) continue;
                 if (first < 0) first = d;
-                if (prev >= 0 &&
-                    add_ring_edge(sim, b, bid, owner, cls, prev, d, steps, send, bar, bar2))
+                if (prev >= 0 && add_ring_edge(sim, b, bid, owner, cls, prev, d, steps, send,
+                                               ring_send_bytes(shard_el, R, pos++), bar, bar2))
                     return -1;
                 prev = d;
             }
-            if (add_ring_edge(sim, b, bid, owner, cls, prev, first, steps, send, bar, bar2))
+            if (add_ring_edge(sim, b, bid, owner, cls, prev, first, steps, send,
+                              ring_send_bytes(shard_el, R, pos), bar, bar2))
                 return -1;
             join = REF(bid, bar2);
         }
@@ -761,7 +777,8 @@ static int build_sync(sf_sim *sim, int owner) {
             int ut = block_task(b, SIM_UPDATE, d, owner, cls, u, 0);
             if (ut < 0) return -1;
             b->st.compute_s += b->tasks[ut].dur_s;
-            if (block_mem(b, d, shard_bytes * (2.0 + sim->opt.optimizer_state_factor))) return -1;
+            if (block_mem(b, d, (double)shard_bytes * (2.0 + sim->opt.optimizer_state_factor)))
+                return -1;
             if (join >= 0 ? block_edge(b, join, REF(bid, ut))
                           : grads_done(sim, b, e, d, REF(bid, ut)))
                 return -1;
@@ -840,7 +857,8 @@ static int rebuild_block(sf_sim *sim, int bid) {
  *    compaction: layout_full, and the current schedule copied over to the new
  *    slots (layout_compact).
  *  - The heap breaks ties by canonical key (see the scheduling section), which
- *    slot numbers no longer follow. Each task carries a 32-bit rank instead:
+ *    slot numbers no longer follow. Each task carries a 31-bit rank instead
+ *    (in a 32-bit order word whose top bit says whether it holds a resource):
  *    each block owns a range of ranks in canonical order, with room to grow
  *    (assign_ranks), and a rebuilt block's tasks take the first ranks of its
  *    range. A block that outgrows its range makes all ranges be drawn again.
@@ -916,18 +934,22 @@ static void put_tasks(sf_sim *sim, int bid, int64_t base) {
     }
 }
 
+/* A block's order words (sim_layout.rank), after put_tasks has placed it. */
 static void put_ranks(sim_layout *L, int k) {
     sim_span sp = L->span[k];
-    for (int32_t i = 0; i < sp.n; i++) L->rank[sp.base + i] = L->rank_base[k] + (uint32_t)i;
+    for (int32_t i = 0; i < sp.n; i++) {
+        int32_t g = sp.base + i;
+        L->rank[g] = (L->rank_base[k] + (uint32_t)i) | (L->res[g] >= 0 ? SIM_RANK_HOLDS : 0);
+    }
 }
 
 /* Draw every block's range of ranks: its tasks, plus an equal share of the
- * ranks left over (millions per block for the zoo's graphs, at most
- * rank_room_max), in canonical order. The ranks handed out number n_tasks +
- * n_order * room <= UINT32_MAX, so they fit. */
+ * ranks left over (hundreds of thousands or more per block for the zoo's
+ * graphs, at most rank_room_max), in canonical order. The ranks handed out
+ * number n_tasks + n_order * room <= SIM_RANK_MAX, so they fit in 31 bits. */
 static void assign_ranks(sf_sim *sim) {
     sim_layout *L = &sim->lay;
-    uint64_t room = ((uint64_t)UINT32_MAX - (uint64_t)L->n_tasks) / (uint64_t)sim->n_order;
+    uint64_t room = ((uint64_t)SIM_RANK_MAX - (uint64_t)L->n_tasks) / (uint64_t)sim->n_order;
     if (room > sim->rank_room_max) room = sim->rank_room_max;
     uint64_t r = 0;
     for (int k = 0; k < sim->n_order; k++) {
@@ -1195,9 +1217,11 @@ int sim_layout_consistent(const sf_sim *sim) {
             if (L->key[g] != (uint64_t)REF(bid, i) || L->dur[g] != b->tasks[i].dur_s ||
                 L->res[g] != b->tasks[i].res)
                 return 0;
-            /* ranks order like canonical keys */
-            if (!first && L->rank[g] <= last_rank) return 0;
-            last_rank = L->rank[g];
+            /* ranks order like canonical keys; the flag says whether it holds a resource */
+            uint32_t rk = L->rank[g] & SIM_RANK_MAX;
+            if (!first && rk <= last_rank) return 0;
+            if (((L->rank[g] & SIM_RANK_HOLDS) != 0) != (L->res[g] >= 0)) return 0;
+            last_rank = rk;
             first = 0;
             ns += L->sadj[g].n;
             np += L->padj[g].n;
@@ -1216,13 +1240,35 @@ int sim_layout_consistent(const sf_sim *sim) {
     return nt == L->n_tasks && ne == L->n_edges && ns == ne && np == ne;
 }
 
-/* ---- scheduling --------------------------------------------------------------- */
-
-/* Heap entries are 128-bit integers (sim_impl.h): ready times are non-negative
- * doubles, whose bit patterns order like unsigned integers, and ranks order like
- * canonical keys (assign_ranks), so (ready bits << 64 | rank << 32 | slot)
- * orders like (ready, key), and comparing it is one wide integer compare:
- * entries are 16 bytes and need no tie-break branch. */
+/* ---- scheduling ---------------------------------------------------------------
+ *
+ * The rule (docs/simulator.md): every device and link takes its tasks in the
+ * order they become ready, ties broken by canonical key. The event loop pops
+ * tasks from a heap ordered by (ready time, barrier before resource-holding
+ * task, key) and starts each at max(ready, its resource's free time), which
+ * gives that rule exactly:
+ *
+ *  - pops never go back in time: what a resource-holding task releases is ready
+ *    strictly after it (it lasts at least MIN_TASK_S), what a barrier releases
+ *    no earlier than the barrier;
+ *  - at one instant t, barriers come first: every barrier ready at t, including
+ *    those that other barriers make ready at t, is passed before any
+ *    resource-holding task ready at t is popped. So when the first of those is
+ *    popped, all of them are in the heap, whatever chain of barriers made them
+ *    ready, and they pop in key order.
+ *
+ * Ordering by (ready, key) alone is not enough: a barrier ready at t that comes
+ * late in key order releases tasks ready at t after tasks of later keys have
+ * already taken their links, which then run in the barriers' order
+ * (test_barrier_ties_by_key in tests/test_sim.c).
+ *
+ * Heap entries are 128-bit integers (sim_impl.h): ready times are non-negative
+ * doubles, whose bit patterns order like unsigned integers, and order words
+ * (sim_layout.rank: SIM_RANK_HOLDS for a resource-holding task, then a rank
+ * that orders like the canonical key, assign_ranks) order like (barrier first,
+ * key), so (ready bits << 64 | order word << 32 | slot) orders as the rule
+ * needs, and comparing it is one wide integer compare: entries are 16 bytes
+ * and need no tie-break branch. */
 static inline sim_heap_item heap_item(const sim_layout *L, double ready, int32_t slot) {
     uint64_t u;
     memcpy(&u, &ready, sizeof u);
@@ -1284,7 +1330,8 @@ static sf_status run_heap(sf_sim *sim, sim_sched *f, int64_t hn, int64_t expect,
         /* The task leaves the heap only once its successors are known: the first
          * one that becomes ready takes its place at the root, which saves a sift
          * for the common chain of one task after another. The heap's order is
-         * total (ready, key), so its shape never changes what is popped. */
+         * total (ready, barriers first, key), so its shape never changes what is
+         * popped. */
         sim_heap_item it = h[0];
         int top_free = 1;
         int32_t t = heap_item_slot(it);
@@ -1359,10 +1406,10 @@ static sf_status schedule_full(sf_sim *sim, sim_sched *f, sf_error *err) {
 /* Delta scheduling. Before time t0 nothing differs between the old schedule (o)
  * and the new one (f): every task whose block was rebuilt, whose predecessors
  * changed, or that was removed becomes ready at t0 or later (see t0_bound). The
- * list scheduler pops tasks in (ready, key) order, so its state after popping
- * every task ready before t0 is the same in both: those tasks keep their times,
- * each resource is free from the latest finish among them, and the event loop
- * resumes from there over the rest.
+ * list scheduler pops tasks in order of ready time first (the scheduling
+ * section), so its state after popping every task ready before t0 is the same
+ * in both: those tasks keep their times, each resource is free from the latest
+ * finish among them, and the event loop resumes from there over the rest.
  *
  * Two passes set that state up. The first walks the tasks in canonical order
  * (adding up res_total as schedule_full does); a kept task (a slot below
@@ -1786,7 +1833,7 @@ sf_status sf_sim_delta_stats_get(sf_sim *sim, sf_sim_delta_stats *out, sf_error 
         for (int32_t g = L->span[k].base; g < L->span[k].base + L->span[k].n; g++) {
             /* kept tasks are in the same slot in both schedules; fresh slots are new */
             shift[g] = g >= sim->fresh ? NAN : f->start[g] - o->start[g];
-            order[n++] = (res_slot){L->res[g], g, L->rank[g], f->start[g]};
+            order[n++] = (res_slot){L->res[g], g, L->rank[g] & SIM_RANK_MAX, f->start[g]};
         }
     }
     qsort(order, (size_t)n, sizeof *order, res_slot_cmp);

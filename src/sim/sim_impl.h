@@ -38,7 +38,7 @@ typedef enum sim_kind {
 
 typedef struct sim_task {
     double dur_s;
-    double bytes;     /* transfers: bytes carried */
+    int64_t bytes;    /* link tasks: bytes carried */
     int32_t res;      /* device id, n_devices + link id, or SIM_NO_RES */
     int32_t op;       /* operator it belongs to */
     int16_t part;     /* part of op (or ring position for sync) */
@@ -53,8 +53,8 @@ typedef struct sim_edge {
 
 /* What a block adds to the result's sums (sf_sim_result). */
 typedef struct sim_stats {
-    double compute_s, xfer_s, sync_s;                        /* task seconds */
-    double xfer_bytes, sync_bytes, intra_bytes, inter_bytes; /* bytes */
+    double compute_s, xfer_s, sync_s;                         /* task seconds */
+    int64_t xfer_bytes, sync_bytes, intra_bytes, inter_bytes; /* whole bytes */
 } sim_stats;
 
 /* Memory a block places on a device. */
@@ -79,10 +79,17 @@ typedef struct sim_block {
 #define SIM_EXACT_BYTES 4503599627370496.0 /* 2^52 */
 
 /* Heap entry for list scheduling: the bits of the task's ready time in the high
- * 64 bits, its rank (which orders like its canonical key) in the next 32 and its
- * slot in the low 32, so that one unsigned comparison orders entries by (ready,
- * canonical key) - see sim.c's scheduling section. */
+ * 64 bits, its order word (sim_layout.rank: whether it holds a resource, then
+ * its rank, which orders like its canonical key) in the next 32 and its slot in
+ * the low 32, so that one unsigned comparison orders entries by (ready, barriers
+ * first, canonical key) - see sim.c's scheduling section. */
 typedef unsigned __int128 sim_heap_item;
+
+/* The order word of a task (sim_layout.rank): its rank in the low 31 bits, and
+ * bit 31 set when it holds a resource, so that at one instant every barrier is
+ * passed before any device or link takes a task. */
+#define SIM_RANK_HOLDS (UINT32_C(1) << 31)
+#define SIM_RANK_MAX (SIM_RANK_HOLDS - 1) /* ranks are below it */
 
 /* Where a block's tasks lie in the layout: slots base .. base + n - 1. */
 typedef struct sim_span {
@@ -111,7 +118,8 @@ typedef struct sim_layout {
     double *dur;                /* seconds */
     int32_t *res;               /* device id, n_devices + link id, or SIM_NO_RES */
     uint64_t *key;              /* canonical key: block << SIM_IDX_BITS | index */
-    uint32_t *rank;             /* rank_base of its block + index */
+    uint32_t *rank;             /* rank_base of its block + index, | SIM_RANK_HOLDS
+                                 * when it holds a resource */
     sim_adj *sadj, *padj;       /* successor and predecessor lists */
     int32_t *succ, *pred;       /* [cap_adj] slots */
 } sim_layout;

@@ -219,8 +219,9 @@ char *sf_sim_trace_to_json(const sf_sim *sim, sf_error *err) {
                              f->start[i] * 1e6, (f->finish[i] - f->start[i]) * 1e6);
             put_json_text(&b, op ? op->name : "?");
             if (on_link)
-                sf_strbuf_printf(&b, "\",\"%s\":%d,\"bytes\":%.0f}}",
-                                 t->kind == SIM_SYNC ? "shard" : "part", t->part, t->bytes);
+                sf_strbuf_printf(&b, "\",\"%s\":%d,\"bytes\":%lld}}",
+                                 t->kind == SIM_SYNC ? "shard" : "part", t->part,
+                                 (long long)t->bytes);
             else
                 sf_strbuf_printf(&b, "\",\"%s\":%d}}", t->kind == SIM_UPDATE ? "shard" : "part",
                                  t->part);

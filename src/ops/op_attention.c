@@ -215,8 +215,8 @@ static int attention_param_descs(const sf_op *op, sf_param_desc *out) {
                            1.0 / sqrt((double)d));
     if (!op->params.attention.bias) return 2;
     out[2] = sf_param_make("in_proj_bias", 1, (int64_t[]){3 * d}, 4 * d * d, SF_INIT_CONST, 0.0);
-    out[3] = sf_param_make("out_proj.bias", 1, (int64_t[]){d}, 4 * d * d + 3 * d, SF_INIT_CONST,
-                           0.0);
+    out[3] =
+        sf_param_make("out_proj.bias", 1, (int64_t[]){d}, 4 * d * d + 3 * d, SF_INIT_CONST, 0.0);
     return 4;
 }
 

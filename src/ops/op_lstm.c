@@ -191,8 +191,8 @@ static int lstm_param_descs(const sf_op *op, sf_param_desc *out) {
     out[0] = sf_param_make("weight_ih_l0", 2, (int64_t[]){g, i}, 0, SF_INIT_UNIFORM, bound);
     out[1] = sf_param_make("weight_hh_l0", 2, (int64_t[]){g, h}, g * i, SF_INIT_UNIFORM, bound);
     out[2] = sf_param_make("bias_ih_l0", 1, (int64_t[]){g}, g * (i + h), SF_INIT_UNIFORM, bound);
-    out[3] = sf_param_make("bias_hh_l0", 1, (int64_t[]){g}, g * (i + h) + g, SF_INIT_UNIFORM,
-                           bound);
+    out[3] =
+        sf_param_make("bias_hh_l0", 1, (int64_t[]){g}, g * (i + h) + g, SF_INIT_UNIFORM, bound);
     return 4;
 }
 

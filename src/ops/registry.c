@@ -173,9 +173,8 @@ int sf_op_weight_slices(const sf_op *op, const sf_tile *t, sf_weight_slice *out)
     if (op->n_params <= 0 || sf_tile_empty(t)) return 0;
     const sf_op_class *c = sf_op_class_get(op->type);
     sf_weight_slice s[SF_MAX_WEIGHT_SLICES];
-    int n = 1;
-    if (c->weight_slices) n = c->weight_slices(op, t, s);
-    else s[0] = sf_weight_run(0, op->n_params);
+    s[0] = sf_weight_run(0, op->n_params);
+    int n = c->weight_slices ? c->weight_slices(op, t, s) : 1;
     int m = 0;
     for (int i = 0; i < n; i++) {
         sf_weight_slice x = s[i];

@@ -18,8 +18,9 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
+# Plan lenet5 for 2 local ranks, then train it with the plan (scripts/run.sh).
 run: build
-	./$(BUILD)/soapflow search --model inception_v3 --machine p100-4x4 --budget 30s --out $(BUILD)/best-strategy.json
+	@bash scripts/run.sh $(BUILD)
 
 test: build
 	cd $(BUILD) && ctest --output-on-failure -j $(JOBS)

@@ -64,6 +64,7 @@ typedef struct sf_tg_entry {
  * whose tiles use the same weight elements, and the devices they are on. */
 typedef struct sf_tg_shard {
     int rep_op, rep_part; /* the first entry: its tile names the shard */
+    int rep_dev;          /* its device (a parameter server's) */
     int64_t numel;        /* weight elements of the shard (sf_op_tile_weights) */
     int n_devs;           /* distinct devices; > 1: its gradient is all-reduced */
     int dev_start;        /* its devices: sf_tg_sync.devs[dev_start .. + n_devs], id order */

@@ -246,23 +246,15 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->n_links = sf_machine_num_links(m);
     sim->n_res = sim->n_dev + sim->n_links;
     sim->s = sf_strategy_new(g);
+    sim->tg = sf_taskgraph_new(g, sim->n_dev, NULL);
     sim->n_blocks = n_ops * SIM_SLOTS + 1; /* + the barrier block */
     sim->blocks = calloc((size_t)sim->n_blocks + 1, sizeof *sim->blocks);
     sim->order = malloc((size_t)sim->n_blocks * sizeof *sim->order);
     sim->pos = malloc((size_t)sim->n_blocks * sizeof *sim->pos);
     sim->stats = calloc((size_t)sim->n_blocks, sizeof *sim->stats);
     sim->dirty = calloc((size_t)sim->n_blocks + 1, 1);
-    sim->group_owner = malloc((size_t)(n_ops ? n_ops : 1) * sizeof *sim->group_owner);
-    sim->group_members = calloc((size_t)(n_ops ? n_ops : 1), sizeof *sim->group_members);
-    sim->group_size = calloc((size_t)(n_ops ? n_ops : 1), sizeof *sim->group_size);
-    sim->cons_start = calloc((size_t)n_ops + 1, sizeof *sim->cons_start);
     sim->res_free = calloc((size_t)sim->n_res + 1, sizeof *sim->res_free);
     sim->remaining = calloc((size_t)sim->n_res + 1, sizeof *sim->remaining);
-    sim->scratch_dev = calloc((size_t)sim->n_dev, sizeof *sim->scratch_dev);
-    sim->dev_head = calloc((size_t)sim->n_dev, sizeof *sim->dev_head);
-    sim->tiles_p = calloc(SF_MAX_PARTS, sizeof *sim->tiles_p);
-    sim->tiles = calloc((size_t)(n_ops ? n_ops : 1) * SF_MAX_PARTS, sizeof *sim->tiles);
-    sim->tiles_c = calloc(SF_MAX_PARTS, sizeof *sim->tiles_c);
     sim->lay.span = calloc((size_t)sim->n_blocks, sizeof *sim->lay.span);
     sim->lay.rank_base = calloc((size_t)sim->n_blocks, sizeof *sim->lay.rank_base);
     sim->lay.rank_cap = calloc((size_t)sim->n_blocks, sizeof *sim->lay.rank_cap);
@@ -272,9 +264,7 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->rank_room_max = UINT32_MAX;
     sim->compact_slack = 4096;
     if (!sim->s || !sim->blocks || !sim->order || !sim->pos || !sim->stats || !sim->dirty ||
-        !sim->group_owner || !sim->group_members || !sim->group_size || !sim->cons_start ||
-        !sim->res_free || !sim->remaining || !sim->scratch_dev || !sim->dev_head || !sim->tiles_p ||
-        !sim->tiles_c || !sim->tiles || !sim->lay.span || !sim->lay.rank_base ||
+        !sim->tg || !sim->res_free || !sim->remaining || !sim->lay.span || !sim->lay.rank_base ||
         !sim->lay.rank_cap || !sim->old_span ||
         sched_alloc_fixed(&sim->sched[0], sim->n_dev, sim->n_res) ||
         sched_alloc_fixed(&sim->sched[1], sim->n_dev, sim->n_res))
@@ -291,45 +281,7 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     for (int b = 0; b < sim->n_blocks; b++) sim->pos[b] = -1;
     for (int k = 0; k < sim->n_order; k++) sim->pos[sim->order[k]] = k;
 
-    /* weight groups */
-    for (int i = 0; i < n_ops; i++) {
-        const sf_op *op = sf_graph_op(g, i);
-        sim->group_owner[i] = op->weight_owner >= 0 ? op->weight_owner : op->n_params > 0 ? i : -1;
-        if (sim->group_owner[i] >= 0) sim->group_size[sim->group_owner[i]]++;
-    }
-    for (int i = 0; i < n_ops; i++) {
-        if (sim->group_size[i] > 0) {
-            sim->group_members[i] = malloc((size_t)sim->group_size[i] * sizeof(int));
-            if (!sim->group_members[i]) goto oom;
-            sim->group_size[i] = 0;
-        }
-    }
-    for (int i = 0; i < n_ops; i++) {
-        int ow = sim->group_owner[i];
-        if (ow >= 0) sim->group_members[ow][sim->group_size[ow]++] = i;
-    }
-    /* consumers, as (op, input index) */
-    int n_cons = 0;
-    for (int i = 0; i < n_ops; i++) n_cons += sf_graph_op(g, i)->n_inputs;
-    sim->cons = malloc((size_t)(n_cons ? n_cons : 1) * sizeof *sim->cons);
-    if (!sim->cons) goto oom;
-    for (int i = 0; i < n_ops; i++) {
-        const sf_op *op = sf_graph_op(g, i);
-        for (int k = 0; k < op->n_inputs; k++) sim->cons_start[op->inputs[k].op + 1]++;
-    }
-    for (int i = 0; i < n_ops; i++) sim->cons_start[i + 1] += sim->cons_start[i];
-    {
-        int *fill = calloc((size_t)n_ops + 1, sizeof *fill);
-        if (!fill) goto oom;
-        for (int i = 0; i < n_ops; i++) {
-            const sf_op *op = sf_graph_op(g, i);
-            for (int k = 0; k < op->n_inputs; k++) {
-                int p = op->inputs[k].op;
-                sim->cons[sim->cons_start[p] + fill[p]++] = (sf_tensor_ref){i, k};
-            }
-        }
-        free(fill);
-    }
+    sf_taskgraph_set_strategy(sim->tg, sim->s);
     return sim;
 oom:
     sf_sim_free(sim);
@@ -349,18 +301,12 @@ void sf_sim_free(sf_sim *sim) {
         for (int i = 0; i < sim->n_blocks; i++) block_free(&sim->blocks[i]);
     for (int i = 0; i < sim->cap_saved; i++) block_free(&sim->saved[i].block);
     free(sim->saved);
-    if (sim->group_members)
-        for (int i = 0; i < sim->n_ops; i++) free(sim->group_members[i]);
-    free(sim->group_members);
-    free(sim->group_size);
-    free(sim->group_owner);
+    sf_taskgraph_free(sim->tg);
     free(sim->blocks);
     free(sim->order);
     free(sim->pos);
     free(sim->stats);
     free(sim->dirty);
-    free(sim->cons_start);
-    free(sim->cons);
     layout_free(&sim->lay);
     sched_free(&sim->sched[0]);
     sched_free(&sim->sched[1]);
@@ -371,12 +317,6 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->old_span);
     free(sim->res_free);
     free(sim->remaining);
-    free(sim->scratch_dev);
-    free(sim->dev_head);
-    free(sim->tiles_p);
-    free(sim->tiles);
-    free(sim->tiles_c);
-    free(sim->sync_entries);
     free(sim->scratch);
     sf_strategy_free(sim->s);
     free(sim);
@@ -388,9 +328,7 @@ const sf_strategy *sf_sim_strategy(const sf_sim *sim) { return sim->s; }
 
 static int op_has_bwd(const sf_op *op) { return op->type != SF_OP_INPUT; }
 
-static sf_tile *part_tiles(const sf_sim *sim, int opi) {
-    return &sim->tiles[(size_t)opi * SF_MAX_PARTS];
-}
+static sf_tile *part_tiles(const sf_sim *sim, int opi) { return sf_taskgraph_tiles(sim->tg, opi); }
 
 static int build_core(sf_sim *sim, int opi) {
     sim_block *b = &sim->blocks[block_id(opi, SLOT_CORE)];
@@ -398,11 +336,11 @@ static int build_core(sf_sim *sim, int opi) {
     const sf_op *op = sf_graph_op(sim->g, opi);
     const sf_config *c = sf_strategy_get(sim->s, opi);
     int n = c->n_parts, bwd = op_has_bwd(op);
-    /* The part tiles, cached for the edge and sync blocks of this operator and
-     * of its neighbours: computing them costs divisions, and every block that
-     * touches the operator needs them. */
-    sf_tile *tiles = part_tiles(sim, opi);
-    for (int p = 0; p < n; p++) sf_config_part_tile(op, c, p, &tiles[p]);
+    /* The part tiles, kept by the task graph for the edge and sync blocks of
+     * this operator and of its neighbours: computing them costs divisions, and
+     * every block that touches the operator needs them. */
+    sf_taskgraph_set_tiles(sim->tg, opi);
+    const sf_tile *tiles = part_tiles(sim, opi);
     double bwd_s[SF_MAX_PARTS]; /* both passes are costed at once, the backward tasks come later */
     for (int p = 0; p < n; p++) {
         const sf_tile t = tiles[p];
@@ -473,37 +411,6 @@ static int add_transfer(sf_sim *sim, sim_block *b, int bid, sim_kind kind, int o
     return 0;
 }
 
-/* Producer parts whose output pieces may meet region r (in the output's
- * coordinates), as a box [a, b] of the producer's grid of parts. Output
- * dimension e follows space dimension axis[e] less shift[e] (sf_op_output_axes),
- * so a part can meet r only if its space range along axis[e] meets r's range
- * along e moved back by the shift; along each space dimension those parts form
- * an index range, found by inverting sf_split_range (part of x = ((x+1)*k - 1) / n).
- * Space dimensions no output dimension follows keep every index. Returns 0 when
- * no part can meet r. The box may hold parts that miss r (a split's piece is
- * clipped to its slice); the caller intersects each exactly. */
-static int grid_range(const sf_op *p, const sf_config *cp, const sf_tile *r, int ond,
-                      const int *axis, const int64_t *shift, int *a, int *b) {
-    for (int d = 0; d < cp->ndim; d++) {
-        a[d] = 0;
-        b[d] = cp->degree[d] - 1;
-    }
-    for (int e = 0; e < ond && e < r->ndim; e++) {
-        int d = axis[e];
-        int64_t n = p->space.d[d], k = cp->degree[d];
-        int64_t lo = r->lo[e] + shift[e], hi = r->hi[e] + shift[e];
-        if (lo < 0) lo = 0;
-        if (hi > n) hi = n;
-        if (hi <= lo) return 0;
-        if (k == 1) continue; /* most dimensions are whole: skip the divisions */
-        int x = (int)(((lo + 1) * k - 1) / n), y = (int)((hi * k - 1) / n);
-        if (x > a[d]) a[d] = x;
-        if (y < b[d]) b[d] = y;
-        if (a[d] > b[d]) return 0;
-    }
-    return 1;
-}
-
 static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int j, int dj, int pi, int i,
                      int di, int64_t overlap, int p_bwd, int np, int nx) {
     int core_x = block_id(xi, SLOT_CORE), core_p = block_id(pi, SLOT_CORE);
@@ -521,88 +428,23 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int j, int dj, 
     return 0;
 }
 
-/* Elements of the intersection of a and b (sf_tile_numel of sf_tile_intersect),
- * without building the tile: most part pairs differ in the first dimension (the
- * sample) already, and the rest only need the count. */
-static inline int64_t overlap_numel(const sf_tile *a, const sf_tile *b) {
-    int nd = a->ndim < b->ndim ? a->ndim : b->ndim;
-    int64_t n = 1;
-    for (int d = 0; d < nd; d++) {
-        int64_t lo = a->lo[d] > b->lo[d] ? a->lo[d] : b->lo[d];
-        int64_t hi = a->hi[d] < b->hi[d] ? a->hi[d] : b->hi[d];
-        if (hi <= lo) return 0;
-        n *= hi - lo;
-    }
-    return n;
-}
-
+/* The transfers and dependencies that feed input k of xi: the task graph's
+ * pairs (taskgraph.c), priced. */
 static int build_edge(sf_sim *sim, int xi, int k) {
     int bid = block_id(xi, 1 + k);
     sim_block *b = &sim->blocks[bid];
     block_reset(b);
-    const sf_op *x = sf_graph_op(sim->g, xi);
-    int pi = x->inputs[k].op, out = x->inputs[k].out;
-    const sf_op *p = sf_graph_op(sim->g, pi);
-    const sf_config *cx = sf_strategy_get(sim->s, xi);
-    const sf_config *cp = sf_strategy_get(sim->s, pi);
-    int p_bwd = op_has_bwd(p);
-    sf_tile *tp = sim->tiles_p;
-    const sf_tile *ptiles = part_tiles(sim, pi), *xtiles = part_tiles(sim, xi);
-    for (int i = 0; i < cp->n_parts; i++) sf_op_output_tile(p, &ptiles[i], out, &tp[i]);
-    int axis[SF_MAX_DIMS];
-    int64_t shift[SF_MAX_DIMS];
-    int grid = sf_op_output_axes(p, out, axis, shift) && cp->ndim == p->space.ndim;
-    int ond = p->out_shapes[out].ndim;
-    for (int j = 0; j < cx->n_parts; j++) {
-        sf_tile rj;
-        sf_op_input_region(x, &xtiles[j], k, &rj);
-        if (sf_tile_empty(&rj)) continue;
-        int dj = cx->device[j];
-        if (!grid) {
-            for (int i = 0; i < cp->n_parts; i++) {
-                int64_t ov = overlap_numel(&tp[i], &rj);
-                if (ov == 0) continue;
-                if (edge_pair(sim, b, bid, xi, j, dj, pi, i, cp->device[i], ov, p_bwd,
-                              cp->n_parts, cx->n_parts))
-                    return -1;
-            }
-            continue;
-        }
-        int lo[SF_MAX_DIMS], hi[SF_MAX_DIMS], idx[SF_MAX_DIMS];
-        if (!grid_range(p, cp, &rj, ond, axis, shift, lo, hi)) continue;
-        int nd = cp->ndim;
-        for (int d = 0; d < nd; d++) idx[d] = lo[d];
-        for (;;) {
-            int i = 0;
-            for (int d = 0; d < nd; d++) i = i * cp->degree[d] + idx[d];
-            int64_t ov = overlap_numel(&tp[i], &rj);
-            if (ov > 0 &&
-                edge_pair(sim, b, bid, xi, j, dj, pi, i, cp->device[i], ov, p_bwd,
-                          cp->n_parts, cx->n_parts))
-                return -1;
-            int d = nd - 1;
-            while (d >= 0 && idx[d] == hi[d]) {
-                idx[d] = lo[d];
-                d--;
-            }
-            if (d < 0) break;
-            idx[d]++;
-        }
-    }
+    int pi = sf_graph_op(sim->g, xi)->inputs[k].op;
+    int p_bwd = op_has_bwd(sf_graph_op(sim->g, pi));
+    int np = sf_strategy_get(sim->s, pi)->n_parts, nx = sf_strategy_get(sim->s, xi)->n_parts;
+    const sf_tg_pair *pr;
+    int n = sf_taskgraph_edge(sim->tg, xi, k, &pr);
+    if (n < 0) return -1;
+    for (int q = 0; q < n; q++)
+        if (edge_pair(sim, b, bid, xi, pr[q].cons_part, pr[q].dst_dev, pi, pr[q].prod_part,
+                      pr[q].src_dev, pr[q].numel, p_bwd, np, nx))
+            return -1;
     return 0;
-}
-
-/* One (op, part) of a weight group, with the key of its parameter shard. */
-typedef struct sync_entry {
-    int64_t lo[SF_MAX_DIMS], hi[SF_MAX_DIMS];
-    int op, part, dev, cls;
-    int32_t next; /* next entry of the same class on the same device, -1: none */
-} sync_entry;
-
-static int same_shard(const sync_entry *a, const sync_entry *b, int nd) {
-    for (int i = 0; i < nd; i++)
-        if (a->lo[i] != b->lo[i] || a->hi[i] != b->hi[i]) return 0;
-    return 1;
 }
 
 /* Bytes that position i of a ring of R sends in the all-reduce of a shard of n
@@ -640,39 +482,42 @@ static int add_ring_edge(sf_sim *sim, sim_block *b, int bid, int owner, int cls,
     return 0;
 }
 
-/* The backward tasks of the current class on device d (bulk: d's barrier) into
- * `to`, following the chain of d's entries (sim->dev_head, sync_entry.next) in
- * entry order: a walk over every entry per device made wide data-parallel
- * groups (64 devices, hundreds of entries) quadratic. */
-static int grads_done(sf_sim *sim, sim_block *b, const sync_entry *e, int d, int64_t to) {
+/* The backward tasks of shard row `row` (one device d of a shard: its entries,
+ * in entry order) into `to`; in bulk mode d's barrier instead. */
+static int grads_done(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, int row, int d,
+                      int64_t to) {
     if (sim->opt.sync == SF_SYNC_BULK) return block_edge(b, REF(BARRIER_BLOCK(sim), d), to);
-    for (int32_t i = sim->dev_head[d]; i >= 0; i = e[i].next) {
-        const sf_config *c = sf_strategy_get(sim->s, e[i].op);
-        if (block_edge(b, REF(block_id(e[i].op, SLOT_CORE), c->n_parts + e[i].part), to))
-            return -1;
+    for (int32_t i = sy->ent_start[row]; i < sy->ent_start[row + 1]; i++) {
+        const sf_tg_entry *e = &sy->ents[i];
+        const sf_config *c = sf_strategy_get(sim->s, e->op);
+        if (block_edge(b, REF(block_id(e->op, SLOT_CORE), c->n_parts + e->part), to)) return -1;
     }
     return 0;
 }
 
-/* Parameter-server sync of one shard class (as the simulator of FlexFlow's
- * Legion runtime, 2020-21, priced it; not its 2018 prototype): every other
- * replica device sends its gradient to the server's device once its backward
- * is done; the server updates the shard and sends it back to each of them.
- * The server holds the optimizer state; the others weights and gradients. */
-static int build_ps(sf_sim *sim, sim_block *b, int bid, int owner, int cls, const sync_entry *e,
-                    int server, const sf_op *rop, const sf_tile *rt, int64_t shard) {
+/* Parameter-server sync of one shard (as the simulator of FlexFlow's Legion
+ * runtime, 2020-21, priced it; not its 2018 prototype): every other replica
+ * device sends its gradient to the server, the device of the shard's first
+ * entry, once its backward is done; the server updates the shard and sends it
+ * back to each of them. The server holds the optimizer state; the others
+ * weights and gradients. */
+static int build_ps(sf_sim *sim, sim_block *b, int bid, int owner, int cls, const sf_tg_sync *sy,
+                    const sf_tg_shard *sh, const sf_op *rop, const sf_tile *rt, int64_t shard) {
+    int server = sh->rep_dev, srow = -1;
+    for (int r = 0; r < sh->n_devs; r++)
+        if (sy->devs[sh->dev_start + r] == server) srow = sh->dev_start + r;
     double u = sf_cost_task_s(sim->cm, rop, rt, server, SF_PASS_UPDATE);
     int ut = block_task(b, SIM_UPDATE, server, owner, cls, u, 0);
     if (ut < 0) return -1;
     b->st.compute_s += b->tasks[ut].dur_s;
-    if (grads_done(sim, b, e, server, REF(bid, ut))) return -1;
-    for (int d = 0; d < sim->n_dev; d++) {
-        if (!sim->scratch_dev[d]) continue;
+    if (grads_done(sim, b, sy, srow, server, REF(bid, ut))) return -1;
+    for (int r = sh->dev_start; r < sh->dev_start + sh->n_devs; r++) {
+        int d = sy->devs[r];
         double state = d == server ? 2.0 + sim->opt.optimizer_state_factor : 2.0;
         if (block_mem(b, d, (double)shard * state)) return -1;
         if (d == server) continue;
         int j = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
-        if (j < 0 || grads_done(sim, b, e, d, REF(bid, j)) ||
+        if (j < 0 || grads_done(sim, b, sy, r, d, REF(bid, j)) ||
             add_transfer(sim, b, bid, SIM_SYNC, owner, cls, d, server, shard, REF(bid, j),
                          REF(bid, ut)) ||
             add_transfer(sim, b, bid, SIM_SYNC, owner, cls, server, d, shard, REF(bid, ut), -1))
@@ -681,70 +526,24 @@ static int build_ps(sf_sim *sim, sim_block *b, int bid, int owner, int cls, cons
     return 0;
 }
 
+/* The gradient sync and update of every shard of owner's weight group (the
+ * task graph's shards, taskgraph.c): a ring all-reduce over the shard's devices
+ * in id order, or a parameter server, then an update on each replica. */
 static int build_sync(sf_sim *sim, int owner) {
     int bid = block_id(owner, SLOT_SYNC);
     sim_block *b = &sim->blocks[bid];
     block_reset(b);
-    const int *members = sim->group_members[owner];
-    int nm = sim->group_size[owner];
-    int64_t n_ent = 0;
-    for (int i = 0; i < nm; i++) n_ent += sf_strategy_get(sim->s, members[i])->n_parts;
-    if (grow((void **)&sim->sync_entries, &sim->cap_sync_entries, n_ent, sizeof(sync_entry)))
-        return -1;
-    sync_entry *e = sim->sync_entries;
-    const sf_op *own = sf_graph_op(sim->g, owner);
-    int nd = own->space.ndim;
-    int64_t ne = 0;
-    for (int i = 0; i < nm; i++) {
-        const sf_op *op = sf_graph_op(sim->g, members[i]);
-        const sf_config *c = sf_strategy_get(sim->s, members[i]);
-        const sf_tile *mt = part_tiles(sim, members[i]);
-        for (int p = 0; p < c->n_parts; p++) {
-            const sf_tile t = mt[p];
-            sync_entry *x = &e[ne++];
-            memset(x, 0, sizeof *x);
-            for (int d = 0; d < nd && d < t.ndim; d++) {
-                if (op->kinds[d] == SF_DIM_PARAMETER) {
-                    x->lo[d] = t.lo[d];
-                    x->hi[d] = t.hi[d];
-                }
-            }
-            x->op = members[i];
-            x->part = p;
-            x->dev = c->device[p];
-            x->cls = -1;
-        }
-    }
-    /* Group entries into shard classes, in order of first appearance. */
-    int n_cls = 0;
-    for (int64_t i = 0; i < ne; i++) {
-        if (e[i].cls >= 0) continue;
-        e[i].cls = n_cls;
-        for (int64_t j = i + 1; j < ne; j++)
-            if (e[j].cls < 0 && same_shard(&e[i], &e[j], nd)) e[j].cls = n_cls;
-        n_cls++;
-    }
-    for (int cls = 0; cls < n_cls; cls++) {
-        /* distinct devices of the class, in id order, a representative entry (the
-         * first), and each device's entries chained in entry order for grads_done */
-        memset(sim->scratch_dev, 0, (size_t)sim->n_dev * sizeof *sim->scratch_dev);
-        memset(sim->dev_head, 0xff, (size_t)sim->n_dev * sizeof *sim->dev_head);
-        int rep = -1;
-        for (int64_t i = ne - 1; i >= 0; i--) {
-            if (e[i].cls != cls) continue;
-            rep = (int)i;
-            sim->scratch_dev[e[i].dev] = 1;
-            e[i].next = sim->dev_head[e[i].dev];
-            sim->dev_head[e[i].dev] = (int32_t)i;
-        }
-        const sf_op *rop = sf_graph_op(sim->g, e[rep].op);
-        const sf_tile rt = part_tiles(sim, e[rep].op)[e[rep].part];
-        int64_t shard_el = sf_op_tile_weights(rop, &rt), shard_bytes = shard_el * SF_ELEM_BYTES;
-        int R = 0;
-        for (int d = 0; d < sim->n_dev; d++) R += sim->scratch_dev[d];
+    sf_tg_sync sy;
+    if (sf_taskgraph_sync(sim->tg, owner, &sy) != SF_OK) return -1;
+    for (int cls = 0; cls < sy.n_shards; cls++) {
+        const sf_tg_shard *sh = &sy.shards[cls];
+        const int16_t *devs = sy.devs + sh->dev_start;
+        const sf_op *rop = sf_graph_op(sim->g, sh->rep_op);
+        const sf_tile rt = part_tiles(sim, sh->rep_op)[sh->rep_part];
+        int64_t shard_el = sh->numel, shard_bytes = shard_el * SF_ELEM_BYTES;
+        int R = sh->n_devs;
         if (R > 1 && sim->opt.scheme == SF_SCHEME_PS) {
-            if (build_ps(sim, b, bid, owner, cls, e, e[rep].dev, rop, &rt, shard_bytes))
-                return -1;
+            if (build_ps(sim, b, bid, owner, cls, &sy, sh, rop, &rt, shard_bytes)) return -1;
             continue;
         }
         int64_t join = -1;
@@ -752,27 +551,21 @@ static int build_sync(sf_sim *sim, int owner) {
             int bar = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
             int bar2 = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
             if (bar < 0 || bar2 < 0) return -1;
-            for (int d = 0; d < sim->n_dev; d++)
-                if (sim->scratch_dev[d] && grads_done(sim, b, e, d, REF(bid, bar)))
-                    return -1;
-            int first = -1, prev = -1, pos = 0;
+            for (int r = 0; r < R; r++)
+                if (grads_done(sim, b, &sy, sh->dev_start + r, devs[r], REF(bid, bar))) return -1;
             double steps = 2.0 * (R - 1);
             double send = steps / R * (double)shard_bytes;
-            for (int d = 0; d < sim->n_dev; d++) {
-                if (!sim->scratch_dev[d]) continue;
-                if (first < 0) first = d;
-                if (prev >= 0 && add_ring_edge(sim, b, bid, owner, cls, prev, d, steps, send,
-                                               ring_send_bytes(shard_el, R, pos++), bar, bar2))
+            for (int r = 1; r < R; r++)
+                if (add_ring_edge(sim, b, bid, owner, cls, devs[r - 1], devs[r], steps, send,
+                                  ring_send_bytes(shard_el, R, r - 1), bar, bar2))
                     return -1;
-                prev = d;
-            }
-            if (add_ring_edge(sim, b, bid, owner, cls, prev, first, steps, send,
-                              ring_send_bytes(shard_el, R, pos), bar, bar2))
+            if (add_ring_edge(sim, b, bid, owner, cls, devs[R - 1], devs[0], steps, send,
+                              ring_send_bytes(shard_el, R, R - 1), bar, bar2))
                 return -1;
             join = REF(bid, bar2);
         }
-        for (int d = 0; d < sim->n_dev; d++) {
-            if (!sim->scratch_dev[d]) continue;
+        for (int r = 0; r < R; r++) {
+            int d = devs[r];
             double u = sf_cost_task_s(sim->cm, rop, &rt, d, SF_PASS_UPDATE);
             int ut = block_task(b, SIM_UPDATE, d, owner, cls, u, 0);
             if (ut < 0) return -1;
@@ -780,7 +573,7 @@ static int build_sync(sf_sim *sim, int owner) {
             if (block_mem(b, d, (double)shard_bytes * (2.0 + sim->opt.optimizer_state_factor)))
                 return -1;
             if (join >= 0 ? block_edge(b, join, REF(bid, ut))
-                          : grads_done(sim, b, e, d, REF(bid, ut)))
+                          : grads_done(sim, b, &sy, sh->dev_start + r, d, REF(bid, ut)))
                 return -1;
         }
     }
@@ -810,7 +603,7 @@ static int build_block(sf_sim *sim, int bid) {
     if (opi == sim->n_ops) return build_barriers(sim);
     if (slot == SLOT_CORE) return build_core(sim, opi);
     if (slot == SLOT_SYNC) {
-        if (sim->group_owner[opi] == opi) return build_sync(sim, opi);
+        if (sf_taskgraph_owner(sim->tg, opi) == opi) return build_sync(sim, opi);
         block_reset(&sim->blocks[bid]);
         return 0;
     }
@@ -1709,10 +1502,11 @@ sf_status sf_sim_update_bounded(sf_sim *sim, int opi, const sf_config *c, double
     int fail = save_block(sim, block_id(opi, SLOT_CORE));
     for (int k = 0; k < op->n_inputs; k++) fail |= save_block(sim, block_id(opi, 1 + k));
     /* cons[] pairs are (consumer op, input index) */
-    for (int i = sim->cons_start[opi]; i < sim->cons_start[opi + 1]; i++)
-        fail |= save_block(sim, block_id(sim->cons[i].op, 1 + sim->cons[i].out));
-    if (sim->group_owner[opi] >= 0)
-        fail |= save_block(sim, block_id(sim->group_owner[opi], SLOT_SYNC));
+    const sf_tensor_ref *cons;
+    int n_cons = sf_taskgraph_consumers(sim->tg, opi, &cons);
+    for (int i = 0; i < n_cons; i++) fail |= save_block(sim, block_id(cons[i].op, 1 + cons[i].out));
+    int owner = sf_taskgraph_owner(sim->tg, opi);
+    if (owner >= 0) fail |= save_block(sim, block_id(owner, SLOT_SYNC));
     for (int i = 0; i < sim->n_saved && !fail; i++) fail |= rebuild_block(sim, sim->saved[i].bid);
     if (!fail && bound_s < INFINITY) {
         /* Before laying anything out: a resource runs one task at a time, so the

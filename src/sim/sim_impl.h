@@ -17,6 +17,7 @@
 #define SOAPFLOW_SIM_IMPL_H
 
 #include "soapflow/sim.h"
+#include "soapflow/taskgraph.h"
 
 /* Blocks per operator; inputs per operator <= SIM_SLOTS - 2. As many inputs as
  * a split makes outputs: a zoo RNN concatenates up to SF_MAX_SPLIT chunks (at
@@ -167,13 +168,9 @@ struct sf_sim {
     sim_saved_block *saved;
     int n_saved, cap_saved;
 
-    /* weight groups: owner of each op's weights (itself when it owns them) */
-    int *group_owner;    /* [n_ops]: op id of the owner, -1 when no weights */
-    int **group_members; /* [n_ops] for owners: member op ids (owner first) */
-    int *group_size;
-    /* consumers: for each op, (consumer op, input index) pairs in cons[cons_start[op]..] */
-    int *cons_start;
-    sf_tensor_ref *cons;
+    /* the task graph's structure: part tiles, pairs, shards, weight groups and
+     * consumers (taskgraph.c); the blocks below price it */
+    sf_taskgraph *tg;
 
     sim_block *blocks;    /* [n_blocks] */
     int n_blocks;
@@ -207,13 +204,6 @@ struct sf_sim {
 
     double *res_free;     /* [n_res] */
     double *remaining;    /* [n_res] bounded runs: work still queued per resource */
-    int16_t *scratch_dev; /* [n_dev] */
-    int32_t *dev_head;    /* [n_dev] build_sync: first entry of the current shard class on
-                           * each device, -1: none (the rest chained by sync_entry.next) */
-    void *sync_entries;   /* scratch for build_sync */
-    int64_t cap_sync_entries;
-    sf_tile *tiles_p, *tiles_c; /* scratch for build_edge: [SF_MAX_PARTS] each */
-    sf_tile *tiles;       /* [n_ops * SF_MAX_PARTS] part tiles of every operator's config */
     sf_tile undo_tiles[SF_MAX_PARTS]; /* the changed operator's tiles before the update */
 
     int32_t *scratch;     /* for the layout and scheduling passes, carved into index arrays */

@@ -335,6 +335,7 @@ sf_status sf_taskgraph_sync(sf_taskgraph *tg, int owner, sf_tg_sync *out) {
         sf_tg_shard *sh = &tg->shards[cls];
         sh->rep_op = e[first].op;
         sh->rep_part = e[first].part;
+        sh->rep_dev = e[first].dev;
         sh->numel = sf_op_tile_weights(sf_graph_op(tg->g, e[first].op),
                                        &sf_taskgraph_tiles(tg, e[first].op)[e[first].part]);
         sh->dev_start = n_dev_rows;

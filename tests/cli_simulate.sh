@@ -215,6 +215,23 @@ expect_ok bench_seg
 grep -q '"segments": *2' "$TMP/bench_seg.out" || fail "bench sim --segments 2: not reported"
 grep -q '"sync": *"bulk"' "$TMP/bench_seg.out" || fail "bench sim --sync bulk: not reported"
 
+# ---- bench machine: a reshaped preset, the figures and the shape it ran on --------
+run bench_m "$SF" bench machine --machine p100-4x4 --topology switch --nodes 3 \
+    --devices-per-node 5 --reps 1 --moves 5 --pairs 100 --json
+expect_ok bench_m
+valid_json "$TMP/bench_m.out" || fail "bench machine --json: not valid JSON"
+for key in build_ms route_ns sim_new_ms full_ms delta_us peak_rss_MiB tasks; do
+    v=$(json_num "$TMP/bench_m.out" "$key")
+    [ -n "$v" ] && positive "$v" || fail "bench machine: $key '$v', want > 0"
+done
+[ "$(json_num "$TMP/bench_m.out" devices)" = 15 ] || fail "bench machine: devices is not 3 x 5"
+# switch: 2 links per device, 2 NIC links per node
+[ "$(json_num "$TMP/bench_m.out" links)" = 36 ] || fail "bench machine: links is not 3 x (10 + 2)"
+grep -q '"topology": *"switch"' "$TMP/bench_m.out" || fail "bench machine: topology not reported"
+run bench_mtop "$SF" bench machine --topology mesh
+expect_error bench_mtop
+grep -q "mesh" "$TMP/bench_mtop.err" || fail "bench machine --topology mesh: name not said"
+
 run bench_none "$SF" bench
 expect_error bench_none
 run bench_unknown "$SF" bench frobnicate
@@ -224,7 +241,7 @@ run bench_badopt "$SF" bench sim --model lenet5 --moves -1
 expect_error bench_badopt
 
 for args in "simulate --help" "help simulate" "bench --help" "bench sim --help" \
-    "bench kernels --help"; do
+    "bench kernels --help" "bench machine --help"; do
     # shellcheck disable=SC2086
     run help "$SF" $args
     expect_ok help

@@ -500,7 +500,8 @@ static int bench_machine(int argc, char **argv) {
         sf_route r;
         sf_machine_route(m, x, y, &r);
         for (int k = 0; k < r.n_links; k++) {
-            const sf_link *l = sf_machine_link(m, r.links[k]);
+            sf_link lb;
+            const sf_link *l = sf_machine_link(m, r.links[k], &lb);
             sink += l->latency_s + 1.0 / l->bandwidth_Bps;
         }
     }

@@ -457,7 +457,8 @@ static int add_transfer(sf_sim *sim, sim_block *b, int bid, sim_kind kind, int o
     for (int s = 0; s < nseg; s++) {
         int64_t prev = from;
         for (int i = 0; i < r.n_links; i++) {
-            const sf_link *l = sf_machine_link(sim->m, r.links[i]);
+            sf_link lb;
+            const sf_link *l = sf_machine_link(sim->m, r.links[i], &lb);
             double d = l->latency_s + piece / l->bandwidth_Bps;
             int idx = block_task(b, kind, sim->n_dev + r.links[i], op, part, d, piece);
             if (idx < 0) return -1;
@@ -609,7 +610,8 @@ static int add_ring_edge(sf_sim *sim, sim_block *b, int bid, int owner, int cls,
     sf_route r;
     sf_machine_route(sim->m, a, dst, &r);
     for (int i = 0; i < r.n_links; i++) {
-        const sf_link *l = sf_machine_link(sim->m, r.links[i]);
+        sf_link lb;
+        const sf_link *l = sf_machine_link(sim->m, r.links[i], &lb);
         double d = steps * l->latency_s + send / l->bandwidth_Bps;
         int idx = block_task(b, SIM_SYNC, sim->n_dev + r.links[i], owner, cls, d, send);
         if (idx < 0) return -1;

@@ -185,8 +185,11 @@ sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err)
     }
     for (int l = 0; l < sim->n_links; l++) {
         if (!used[sim->n_dev + l]) continue;
-        const sf_link *lk = sf_machine_link(sim->m, l);
-        snprintf(name, sizeof name, "%s (%s)", lk->name, sf_link_type_name(lk->type));
+        sf_link lk;
+        char ln[SF_LINK_NAME_MAX];
+        sf_machine_link(sim->m, l, &lk);
+        sf_machine_link_name(sim->m, l, ln, sizeof ln);
+        snprintf(name, sizeof name, "%s (%s)", ln, sf_link_type_name(lk.type));
         trace_meta(&b, &first, "thread_name", PID_LINKS, l, name);
         trace_sort(&b, "thread_sort_index", PID_LINKS, l, l);
     }
@@ -349,8 +352,7 @@ sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err) {
         if (r < sim->n_dev) {
             device_label(sim, r, label, sizeof label);
         } else {
-            const sf_link *lk = sf_machine_link(sim->m, r - sim->n_dev);
-            snprintf(label, sizeof label, "%s", lk->name);
+            sf_machine_link_name(sim->m, r - sim->n_dev, label, sizeof label);
         }
         sf_strbuf_printf(&b, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">", SVG_LEFT - 8,
                          y + SVG_ROW - 5);

@@ -215,6 +215,27 @@ expect_ok bench_seg
 grep -q '"segments": *2' "$TMP/bench_seg.out" || fail "bench sim --segments 2: not reported"
 grep -q '"sync": *"bulk"' "$TMP/bench_seg.out" || fail "bench sim --sync bulk: not reported"
 
+# ---- the largest machines simulate: a pairwise node of 4096 devices (16.8 M links) and
+# two of 2000, from files, with the model baseline (a part per operator)
+for shape in "1 4096" "2 2000"; do
+    set -- $shape
+    cat >"$TMP/pw$1.json" <<EOF
+{"name": "pw$1x$2", "nodes": $1, "devices_per_node": $2,
+ "device": {"name": "G", "peak_tflops": {"fp32": 10.6}, "mem_bw_GBps": 732, "mem_GB": 16},
+ "intra": {"topology": "pairwise", "bandwidth_GBps": 20, "latency_us": 2},
+ "inter": {"nics_per_node": 1, "bandwidth_GBps": 12.5, "latency_us": 2.5}}
+EOF
+    run big "$SF" simulate --model mlp --mlp-sizes 784,10 -b 4096 --machine "$TMP/pw$1.json" \
+        --strategy model --json --trace "$TMP/big.trace.json"
+    expect_ok big
+    [ "$(json_num "$TMP/big.out" devices)" = $(($1 * $2)) ] || fail "pw$1x$2: devices not $(($1 * $2))"
+    positive "$(json_num "$TMP/big.out" iter_ms)" || fail "pw$1x$2: no iteration time"
+    grep -q '(nvlink)' "$TMP/big.trace.json" || fail "pw$1x$2: no NVLink track in the trace"
+    run bigm "$SF" machines --json "$TMP/pw$1.json"
+    expect_ok bigm
+    grep -q "\"devices\": *$(($1 * $2))" "$TMP/bigm.out" || fail "machines pw$1x$2: devices"
+done
+
 # ---- bench machine: a reshaped preset, the figures and the shape it ran on --------
 run bench_m "$SF" bench machine --machine p100-4x4 --topology switch --nodes 3 \
     --devices-per-node 5 --reps 1 --moves 5 --pairs 100 --json

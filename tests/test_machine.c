@@ -291,11 +291,11 @@ typedef struct ref_machine {
     int *by_name; /* link indices sorted by name */
 } ref_machine;
 
-static void ref_add(ref_machine *r, const sf_machine_desc *d, sf_link_type type, int node,
-                    int src, int dst, const char *fmt, ...) SF_PRINTF(7, 8);
+static void ref_add(ref_machine *r, const sf_machine_desc *d, sf_link_type type, int node, int src,
+                    int dst, const char *fmt, ...) SF_PRINTF(7, 8);
 
-static void ref_add(ref_machine *r, const sf_machine_desc *d, sf_link_type type, int node,
-                    int src, int dst, const char *fmt, ...) {
+static void ref_add(ref_machine *r, const sf_machine_desc *d, sf_link_type type, int node, int src,
+                    int dst, const char *fmt, ...) {
     if (r->n == r->cap) {
         r->cap = r->cap ? 2 * r->cap : 64;
         r->links = realloc(r->links, (size_t)r->cap * sizeof *r->links);
@@ -309,9 +309,12 @@ static void ref_add(ref_machine *r, const sf_machine_desc *d, sf_link_type type,
     x->l.src_dev = src;
     x->l.dst_dev = dst;
     x->l.inter_node = type == SF_LINK_NIC_OUT || type == SF_LINK_NIC_IN;
-    x->l.bandwidth_Bps = x->l.inter_node ? d->inter_bw_Bps
-                         : type == SF_LINK_PCIE_UP || type == SF_LINK_PCIE_DOWN ? d->pcie_up_bw_Bps
-                                                                                 : d->intra_bw_Bps;
+    if (x->l.inter_node)
+        x->l.bandwidth_Bps = d->inter_bw_Bps;
+    else if (type == SF_LINK_PCIE_UP || type == SF_LINK_PCIE_DOWN)
+        x->l.bandwidth_Bps = d->pcie_up_bw_Bps;
+    else
+        x->l.bandwidth_Bps = d->intra_bw_Bps;
     x->l.latency_s = x->l.inter_node ? d->inter_latency_s : d->intra_latency_s;
     va_list ap;
     va_start(ap, fmt);
@@ -321,7 +324,8 @@ static void ref_add(ref_machine *r, const sf_machine_desc *d, sf_link_type type,
 
 static const ref_machine *ref_sorting; /* qsort has no context argument */
 static int ref_cmp(const void *a, const void *b) {
-    return strcmp(ref_sorting->links[*(const int *)a].name, ref_sorting->links[*(const int *)b].name);
+    return strcmp(ref_sorting->links[*(const int *)a].name,
+                  ref_sorting->links[*(const int *)b].name);
 }
 
 static void ref_build(ref_machine *r, const sf_machine_desc *d) {
@@ -343,8 +347,8 @@ static void ref_build(ref_machine *r, const sf_machine_desc *d) {
             for (int i = 0; i < D; i++) {
                 ref_add(r, d, SF_LINK_SWITCH_UP, n, g0 + i, -1, "n%d.d%d->n%d.sw%d", n, i, n,
                         i / G);
-                ref_add(r, d, SF_LINK_SWITCH_DOWN, n, -1, g0 + i, "n%d.sw%d->n%d.d%d", n, i / G,
-                        n, i);
+                ref_add(r, d, SF_LINK_SWITCH_DOWN, n, -1, g0 + i, "n%d.sw%d->n%d.d%d", n, i / G, n,
+                        i);
             }
             if (d->intra == SF_INTRA_PCIE_TREE)
                 for (int s = 0; s < D / G; s++) {
@@ -463,7 +467,8 @@ static void check_against_ref(const sf_machine_desc *d) {
                 if (got.links[k] != want.links[k])
                     fail_msg("%s %d->%d hop %d: link %d, want %d (%s)", d->name, a, b, k,
                              got.links[k], want.links[k], r.links[want.links[k]].name);
-                t += r.links[want.links[k]].l.latency_s + 1e6 / r.links[want.links[k]].l.bandwidth_Bps;
+                t += r.links[want.links[k]].l.latency_s +
+                     1e6 / r.links[want.links[k]].l.bandwidth_Bps;
             }
             assert_true(sf_machine_transfer_time_s(m, a, b, 1e6) == t);
         }
@@ -486,10 +491,10 @@ static void test_links_routes_match_explicit(void **state) {
         sf_intra_topology t;
         int nodes, dpn, nics, group;
     } shapes[] = {
-        {SF_INTRA_PAIRWISE, 3, 5, 2, 0}, {SF_INTRA_PAIRWISE, 4, 1, 1, 0},
-        {SF_INTRA_PAIRWISE, 1, 9, 3, 0}, {SF_INTRA_SHM, 1, 6, 1, 0},
-        {SF_INTRA_SHM, 2, 3, 4, 0},      {SF_INTRA_SWITCH, 2, 7, 3, 0},
-        {SF_INTRA_SWITCH, 5, 1, 2, 0},   {SF_INTRA_PCIE_TREE, 3, 8, 2, 2},
+        {SF_INTRA_PAIRWISE, 3, 5, 2, 0},  {SF_INTRA_PAIRWISE, 4, 1, 1, 0},
+        {SF_INTRA_PAIRWISE, 1, 9, 3, 0},  {SF_INTRA_SHM, 1, 6, 1, 0},
+        {SF_INTRA_SHM, 2, 3, 4, 0},       {SF_INTRA_SWITCH, 2, 7, 3, 0},
+        {SF_INTRA_SWITCH, 5, 1, 2, 0},    {SF_INTRA_PCIE_TREE, 3, 8, 2, 2},
         {SF_INTRA_PCIE_TREE, 2, 6, 1, 6}, {SF_INTRA_PCIE_TREE, 2, 4, 5, 1},
     };
     for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {

@@ -467,8 +467,10 @@ static int bench_machine(int argc, char **argv) {
         while (t < SF_INTRA_COUNT && strcmp(sf_intra_topology_name((sf_intra_topology)t), topology))
             t++;
         if (t == SF_INTRA_COUNT)
-            return sf_cli_usage_error(a.cmd, "unknown topology '%.64s' (pairwise, switch, "
-                                      "pcie_tree, shm)", topology);
+            return sf_cli_usage_error(a.cmd,
+                                      "unknown topology '%.64s' (pairwise, switch, "
+                                      "pcie_tree, shm)",
+                                      topology);
         d.intra = (sf_intra_topology)t;
     }
     if (nodes || dpn || topology) {
@@ -496,7 +498,8 @@ static int bench_machine(int argc, char **argv) {
     double sink = 0;
     double t0 = sf_now_s();
     for (int64_t i = 0; i < pairs; i++) {
-        int x = (int)sf_rng_below(&rng, (uint64_t)n_dev), y = (int)sf_rng_below(&rng, (uint64_t)n_dev);
+        int x = (int)sf_rng_below(&rng, (uint64_t)n_dev),
+            y = (int)sf_rng_below(&rng, (uint64_t)n_dev);
         sf_route r;
         sf_machine_route(m, x, y, &r);
         for (int k = 0; k < r.n_links; k++) {

@@ -445,7 +445,7 @@ const char *sf_machine_link_name(const sf_machine *m, int id, char *buf, size_t 
     case SF_LINK_NIC_OUT:
     case SF_LINK_NIC_IN:
         snprintf(buf, cap, "n%d.nic%d.%s", n, (o - m->intra_per_node) / 2,
-                     l.type == SF_LINK_NIC_OUT ? "out" : "in");
+                 l.type == SF_LINK_NIC_OUT ? "out" : "in");
         break;
     case SF_LINK_TYPE_COUNT: break;
     }

@@ -155,7 +155,8 @@ int sf_machine_num_links(const sf_machine *m);
 const sf_device *sf_machine_device(const sf_machine *m, int id);
 const sf_device_kind *sf_machine_device_kind(const sf_machine *m, int device);
 /* Link `id` into *out, and out; NULL (and *out untouched) when there is no such
- * link. Computed from the id, so as cheap as a table lookup and thread-safe. */
+ * link. Computed from the id (a few integer divisions, nothing stored), so
+ * thread-safe. */
 const sf_link *sf_machine_link(const sf_machine *m, int id, sf_link *out);
 /* The link's name into buf (cap bytes, SF_LINK_NAME_MAX always enough): "n0.d1->n0.d2"
  * (pairwise, shm), "n0.d1->n0.sw0" and back (switch and PCIe switch links),

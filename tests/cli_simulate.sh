@@ -228,6 +228,44 @@ expect_ok bench_seg
 grep -q '"segments": *2' "$TMP/bench_seg.out" || fail "bench sim --segments 2: not reported"
 grep -q '"sync": *"bulk"' "$TMP/bench_seg.out" || fail "bench sim --sync bulk: not reported"
 
+# ---- the largest machines simulate: a pairwise node of 4096 devices (16.8 M links) and
+# two of 2000, from files, with the model baseline (a part per operator)
+for shape in "1 4096" "2 2000"; do
+    set -- $shape
+    cat >"$TMP/pw$1.json" <<EOF
+{"name": "pw$1x$2", "nodes": $1, "devices_per_node": $2,
+ "device": {"name": "G", "peak_tflops": {"fp32": 10.6}, "mem_bw_GBps": 732, "mem_GB": 16},
+ "intra": {"topology": "pairwise", "bandwidth_GBps": 20, "latency_us": 2},
+ "inter": {"nics_per_node": 1, "bandwidth_GBps": 12.5, "latency_us": 2.5}}
+EOF
+    run big "$SF" simulate --model mlp --mlp-sizes 784,10 -b 4096 --machine "$TMP/pw$1.json" \
+        --strategy model --json --trace "$TMP/big.trace.json"
+    expect_ok big
+    [ "$(json_num "$TMP/big.out" devices)" = $(($1 * $2)) ] || fail "pw$1x$2: devices not $(($1 * $2))"
+    positive "$(json_num "$TMP/big.out" iter_ms)" || fail "pw$1x$2: no iteration time"
+    grep -q '(nvlink)' "$TMP/big.trace.json" || fail "pw$1x$2: no NVLink track in the trace"
+    run bigm "$SF" machines --json "$TMP/pw$1.json"
+    expect_ok bigm
+    grep -q "\"devices\": *$(($1 * $2))" "$TMP/bigm.out" || fail "machines pw$1x$2: devices"
+done
+
+# ---- bench machine: a reshaped preset, the figures and the shape it ran on --------
+run bench_m "$SF" bench machine --machine p100-4x4 --topology switch --nodes 3 \
+    --devices-per-node 5 --reps 1 --moves 5 --pairs 100 --json
+expect_ok bench_m
+valid_json "$TMP/bench_m.out" || fail "bench machine --json: not valid JSON"
+for key in build_ms route_ns sim_new_ms full_ms delta_us peak_rss_MiB tasks; do
+    v=$(json_num "$TMP/bench_m.out" "$key")
+    [ -n "$v" ] && positive "$v" || fail "bench machine: $key '$v', want > 0"
+done
+[ "$(json_num "$TMP/bench_m.out" devices)" = 15 ] || fail "bench machine: devices is not 3 x 5"
+# switch: 2 links per device, 2 NIC links per node
+[ "$(json_num "$TMP/bench_m.out" links)" = 36 ] || fail "bench machine: links is not 3 x (10 + 2)"
+grep -q '"topology": *"switch"' "$TMP/bench_m.out" || fail "bench machine: topology not reported"
+run bench_mtop "$SF" bench machine --topology mesh
+expect_error bench_mtop
+grep -q "mesh" "$TMP/bench_mtop.err" || fail "bench machine --topology mesh: name not said"
+
 run bench_none "$SF" bench
 expect_error bench_none
 run bench_unknown "$SF" bench frobnicate
@@ -237,7 +275,7 @@ run bench_badopt "$SF" bench sim --model lenet5 --moves -1
 expect_error bench_badopt
 
 for args in "simulate --help" "help simulate" "bench --help" "bench sim --help" \
-    "bench kernels --help"; do
+    "bench kernels --help" "bench machine --help"; do
     # shellcheck disable=SC2086
     run help "$SF" $args
     expect_ok help

@@ -42,6 +42,19 @@ static sf_machine *preset(const char *name) {
     return m;
 }
 
+/* Link `id`, which must exist. */
+static sf_link link_of(const sf_machine *m, int id) {
+    sf_link l;
+    if (!sf_machine_link(m, id, &l)) fail_msg("%s: no link %d", sf_machine_name(m), id);
+    return l;
+}
+
+static const char *link_name(const sf_machine *m, int id, char buf[SF_LINK_NAME_MAX]) {
+    if (!sf_machine_link_name(m, id, buf, SF_LINK_NAME_MAX))
+        fail_msg("%s: no link %d", sf_machine_name(m), id);
+    return buf;
+}
+
 static void test_names(void **state) {
     (void)state;
     assert_string_equal(sf_dtype_name(SF_DTYPE_BF16), "bf16");
@@ -78,7 +91,12 @@ static void test_presets_build(void **state) {
         assert_int_equal(sf_machine_num_devices(m), want[p].devices);
         assert_int_equal(sf_machine_num_links(m), want[p].links);
         assert_null(sf_machine_device(m, want[p].devices));
-        assert_null(sf_machine_link(m, -1));
+        sf_link none;
+        char nb[SF_LINK_NAME_MAX];
+        assert_null(sf_machine_link(m, -1, &none));
+        assert_null(sf_machine_link(m, want[p].links, &none));
+        assert_null(sf_machine_link_name(m, want[p].links, nb, sizeof nb));
+        assert_string_equal(nb, "");
         int dpn = want[p].devices / want[p].nodes;
         for (int d = 0; d < want[p].devices; d++) {
             const sf_device *dev = sf_machine_device(m, d);
@@ -88,13 +106,12 @@ static void test_presets_build(void **state) {
             assert_true(sf_machine_device_kind(m, d)->peak_flops[SF_DTYPE_FP32] > 0);
         }
         for (int l = 0; l < want[p].links; l++) {
-            const sf_link *k = sf_machine_link(m, l);
-            assert_int_equal(k->id, l);
-            assert_true(k->bandwidth_Bps > 0 && k->latency_s >= 0);
-            assert_int_equal(k->inter_node,
-                             k->type == SF_LINK_NIC_OUT || k->type == SF_LINK_NIC_IN);
-            assert_true(k->node >= 0 && k->node < want[p].nodes);
-            assert_true(strlen(k->name) > 0);
+            sf_link k = link_of(m, l);
+            assert_int_equal(k.id, l);
+            assert_true(k.bandwidth_Bps > 0 && k.latency_s >= 0);
+            assert_int_equal(k.inter_node, k.type == SF_LINK_NIC_OUT || k.type == SF_LINK_NIC_IN);
+            assert_true(k.node >= 0 && k.node < want[p].nodes);
+            assert_true(strlen(link_name(m, l, nb)) > 0);
         }
         sf_machine_free(m);
     }
@@ -105,7 +122,7 @@ static void expect_route(const sf_machine *m, int a, int b, int n, const sf_link
     sf_machine_route(m, a, b, &r);
     if (r.n_links != n) fail_msg("%s %d->%d: %d links, want %d", sf_machine_name(m), a, b,
                                  r.n_links, n);
-    for (int i = 0; i < n; i++) assert_int_equal(sf_machine_link(m, r.links[i])->type, types[i]);
+    for (int i = 0; i < n; i++) assert_int_equal(link_of(m, r.links[i]).type, types[i]);
 }
 
 static void test_route_shapes(void **state) {
@@ -117,8 +134,8 @@ static void test_route_shapes(void **state) {
     expect_route(m, 7, 7, 0, NULL);
     sf_route r;
     sf_machine_route(m, 0, 5, &r);
-    assert_int_equal(sf_machine_link(m, r.links[0])->node, 0);
-    assert_int_equal(sf_machine_link(m, r.links[1])->node, 1);
+    assert_int_equal(link_of(m, r.links[0]).node, 0);
+    assert_int_equal(link_of(m, r.links[1]).node, 1);
     sf_machine_route(m, 0, 99, &r); /* no such device */
     assert_int_equal(r.n_links, 0);
     sf_machine_free(m);
@@ -138,8 +155,9 @@ static void test_route_shapes(void **state) {
     expect_route(m, 0, 7, 2, (sf_link_type[]){SF_LINK_SWITCH_UP, SF_LINK_SWITCH_DOWN});
     expect_route(m, 3, 13, 2, (sf_link_type[]){SF_LINK_NIC_OUT, SF_LINK_NIC_IN});
     sf_machine_route(m, 3, 13, &r); /* device local 3 uses NIC 3; local 5 of node 1 NIC 5 */
-    assert_string_equal(sf_machine_link(m, r.links[0])->name, "n0.nic3.out");
-    assert_string_equal(sf_machine_link(m, r.links[1])->name, "n1.nic5.in");
+    char nb[SF_LINK_NAME_MAX];
+    assert_string_equal(link_name(m, r.links[0], nb), "n0.nic3.out");
+    assert_string_equal(link_name(m, r.links[1], nb), "n1.nic5.in");
     sf_machine_free(m);
 
     m = preset("dgx-h100");
@@ -153,16 +171,18 @@ static void test_route_shapes(void **state) {
 
 /* Split a link into the places it joins. Intra links are named "from->to";
  * NIC links "nK.nicI.out"/"nK.nicI.in" join the NIC to the network "net". */
-static void link_ends(const sf_link *l, char *from, char *to) {
-    const char *arrow = strstr(l->name, "->");
+static void link_ends(const sf_machine *m, const sf_link *l, char *from, char *to) {
+    char name[SF_LINK_NAME_MAX];
+    link_name(m, l->id, name);
+    const char *arrow = strstr(name, "->");
     if (arrow) {
-        snprintf(from, 64, "%.*s", (int)(arrow - l->name), l->name);
+        snprintf(from, 64, "%.*s", (int)(arrow - name), name);
         snprintf(to, 64, "%s", arrow + 2);
         return;
     }
     assert_true(l->inter_node);
     char nic[64];
-    snprintf(nic, sizeof nic, "%s", l->name);
+    snprintf(nic, sizeof nic, "%s", name);
     *strrchr(nic, '.') = '\0';
     snprintf(from, 64, "%s", l->type == SF_LINK_NIC_OUT ? nic : "net");
     snprintf(to, 64, "%s", l->type == SF_LINK_NIC_OUT ? "net" : nic);
@@ -195,11 +215,12 @@ static void check_routes(const sf_machine *m) {
             char here[64], from[64], to[64];
             snprintf(here, sizeof here, "n%d.d%d", a / dpn, a % dpn);
             for (int i = 0; i < r.n_links; i++) {
-                const sf_link *l = sf_machine_link(m, r.links[i]);
+                sf_link lb;
+                const sf_link *l = sf_machine_link(m, r.links[i], &lb);
                 assert_non_null(l);
                 used[l->id] = 1;
                 for (int k = 0; k < i; k++) assert_int_not_equal(r.links[k], r.links[i]);
-                link_ends(l, from, to);
+                link_ends(m, l, from, to);
                 if (strcmp(here, from) != 0) {
                     /* Handing over to a NIC: from the device itself or, on a
                      * PCIe tree, from the host root; always in the same node. */
@@ -236,8 +257,10 @@ static void check_routes(const sf_machine *m) {
     /* No dead links: every link carries some route when there is a network. */
     if (sf_machine_num_nodes(m) > 1)
         for (int l = 0; l < nl; l++)
-            if (!used[l]) fail_msg("%s: link %s is on no route", sf_machine_name(m),
-                                   sf_machine_link(m, l)->name);
+            if (!used[l]) {
+                char nb[SF_LINK_NAME_MAX];
+                fail_msg("%s: link %s is on no route", sf_machine_name(m), link_name(m, l, nb));
+            }
     free(used);
 }
 
@@ -246,6 +269,301 @@ static void test_route_connectivity(void **state) {
     for (int p = 0; p < sf_machine_preset_count(); p++) {
         sf_machine *m = preset(sf_machine_preset_name(p));
         check_routes(m);
+        sf_machine_free(m);
+    }
+}
+
+/* ---- the explicit representation, as the machine once stored it ----------- */
+
+/* A link as the machine stored it before links and routes became rules: every
+ * link enumerated in the documented order (machine.c: node by node, a node's
+ * intra links, then its NICs out and in), named by hand, and every route put
+ * together from link names by the rule docs/formats-machine.md states. The
+ * machine must give the same records, names and routes, computed from ids. */
+typedef struct ref_link {
+    sf_link l;
+    char name[SF_LINK_NAME_MAX];
+} ref_link;
+
+typedef struct ref_machine {
+    ref_link *links;
+    int n, cap;
+    int *by_name; /* link indices sorted by name */
+} ref_machine;
+
+static void ref_add(ref_machine *r, const sf_machine_desc *d, sf_link_type type, int node, int src,
+                    int dst, const char *fmt, ...) SF_PRINTF(7, 8);
+
+static void ref_add(ref_machine *r, const sf_machine_desc *d, sf_link_type type, int node, int src,
+                    int dst, const char *fmt, ...) {
+    if (r->n == r->cap) {
+        r->cap = r->cap ? 2 * r->cap : 64;
+        r->links = realloc(r->links, (size_t)r->cap * sizeof *r->links);
+        assert_non_null(r->links);
+    }
+    ref_link *x = &r->links[r->n];
+    memset(x, 0, sizeof *x);
+    x->l.id = r->n++;
+    x->l.type = type;
+    x->l.node = node;
+    x->l.src_dev = src;
+    x->l.dst_dev = dst;
+    x->l.inter_node = type == SF_LINK_NIC_OUT || type == SF_LINK_NIC_IN;
+    if (x->l.inter_node)
+        x->l.bandwidth_Bps = d->inter_bw_Bps;
+    else if (type == SF_LINK_PCIE_UP || type == SF_LINK_PCIE_DOWN)
+        x->l.bandwidth_Bps = d->pcie_up_bw_Bps;
+    else
+        x->l.bandwidth_Bps = d->intra_bw_Bps;
+    x->l.latency_s = x->l.inter_node ? d->inter_latency_s : d->intra_latency_s;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(x->name, sizeof x->name, fmt, ap);
+    va_end(ap);
+}
+
+static const ref_machine *ref_sorting; /* qsort has no context argument */
+static int ref_cmp(const void *a, const void *b) {
+    return strcmp(ref_sorting->links[*(const int *)a].name,
+                  ref_sorting->links[*(const int *)b].name);
+}
+
+static void ref_build(ref_machine *r, const sf_machine_desc *d) {
+    memset(r, 0, sizeof *r);
+    int D = d->devices_per_node, G = d->intra == SF_INTRA_PCIE_TREE ? d->pcie_group : D;
+    for (int n = 0; n < d->nodes; n++) {
+        int g0 = n * D;
+        switch (d->intra) {
+        case SF_INTRA_PAIRWISE:
+        case SF_INTRA_SHM:
+            for (int i = 0; i < D; i++)
+                for (int j = 0; j < D; j++)
+                    if (i != j)
+                        ref_add(r, d, d->intra == SF_INTRA_SHM ? SF_LINK_SHM : SF_LINK_NVLINK, n,
+                                g0 + i, g0 + j, "n%d.d%d->n%d.d%d", n, i, n, j);
+            break;
+        case SF_INTRA_SWITCH:
+        case SF_INTRA_PCIE_TREE:
+            for (int i = 0; i < D; i++) {
+                ref_add(r, d, SF_LINK_SWITCH_UP, n, g0 + i, -1, "n%d.d%d->n%d.sw%d", n, i, n,
+                        i / G);
+                ref_add(r, d, SF_LINK_SWITCH_DOWN, n, -1, g0 + i, "n%d.sw%d->n%d.d%d", n, i / G, n,
+                        i);
+            }
+            if (d->intra == SF_INTRA_PCIE_TREE)
+                for (int s = 0; s < D / G; s++) {
+                    ref_add(r, d, SF_LINK_PCIE_UP, n, -1, -1, "n%d.sw%d->n%d.root", n, s, n);
+                    ref_add(r, d, SF_LINK_PCIE_DOWN, n, -1, -1, "n%d.root->n%d.sw%d", n, n, s);
+                }
+            break;
+        case SF_INTRA_COUNT: fail_msg("bad topology");
+        }
+        for (int k = 0; k < d->nics_per_node; k++) {
+            ref_add(r, d, SF_LINK_NIC_OUT, n, -1, -1, "n%d.nic%d.out", n, k);
+            ref_add(r, d, SF_LINK_NIC_IN, n, -1, -1, "n%d.nic%d.in", n, k);
+        }
+    }
+    r->by_name = malloc((size_t)(r->n ? r->n : 1) * sizeof *r->by_name);
+    assert_non_null(r->by_name);
+    for (int i = 0; i < r->n; i++) r->by_name[i] = i;
+    ref_sorting = r;
+    qsort(r->by_name, (size_t)r->n, sizeof *r->by_name, ref_cmp);
+}
+
+static void ref_free(ref_machine *r) {
+    free(r->links);
+    free(r->by_name);
+}
+
+/* Push the link of that name onto the route. */
+static void ref_hop(const ref_machine *r, sf_route *rt, const char *fmt, ...) SF_PRINTF(3, 4);
+
+static void ref_hop(const ref_machine *r, sf_route *rt, const char *fmt, ...) {
+    char name[SF_LINK_NAME_MAX];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    int lo = 0, hi = r->n - 1;
+    while (lo <= hi) {
+        int mid = (lo + hi) / 2, c = strcmp(r->links[r->by_name[mid]].name, name);
+        if (c == 0) {
+            assert_true(rt->n_links < SF_MAX_ROUTE);
+            rt->links[rt->n_links++] = r->by_name[mid];
+            return;
+        }
+        if (c < 0)
+            lo = mid + 1;
+        else
+            hi = mid - 1;
+    }
+    fail_msg("no link named %s", name);
+}
+
+/* The documented route from a to b (docs/formats-machine.md), by link names. */
+static void ref_route(const ref_machine *r, const sf_machine_desc *d, int a, int b, sf_route *rt) {
+    int D = d->devices_per_node, K = d->nics_per_node;
+    int na = a / D, i = a % D, nb = b / D, j = b % D;
+    int pcie = d->intra == SF_INTRA_PCIE_TREE, G = pcie ? d->pcie_group : D;
+    rt->n_links = 0;
+    if (a == b) return;
+    if (na == nb && (d->intra == SF_INTRA_PAIRWISE || d->intra == SF_INTRA_SHM)) {
+        ref_hop(r, rt, "n%d.d%d->n%d.d%d", na, i, na, j);
+        return;
+    }
+    if (na == nb) {
+        ref_hop(r, rt, "n%d.d%d->n%d.sw%d", na, i, na, i / G);
+        if (i / G != j / G) {
+            ref_hop(r, rt, "n%d.sw%d->n%d.root", na, i / G, na);
+            ref_hop(r, rt, "n%d.root->n%d.sw%d", na, na, j / G);
+        }
+        ref_hop(r, rt, "n%d.sw%d->n%d.d%d", na, j / G, na, j);
+        return;
+    }
+    if (pcie) {
+        ref_hop(r, rt, "n%d.d%d->n%d.sw%d", na, i, na, i / G);
+        ref_hop(r, rt, "n%d.sw%d->n%d.root", na, i / G, na);
+    }
+    ref_hop(r, rt, "n%d.nic%d.out", na, i % K);
+    ref_hop(r, rt, "n%d.nic%d.in", nb, j % K);
+    if (pcie) {
+        ref_hop(r, rt, "n%d.root->n%d.sw%d", nb, nb, j / G);
+        ref_hop(r, rt, "n%d.sw%d->n%d.d%d", nb, j / G, nb, j);
+    }
+}
+
+static void check_against_ref(const sf_machine_desc *d) {
+    sf_error err = {0};
+    sf_machine *m = sf_machine_build(d, &err);
+    if (!m) fail_msg("%s: %s", d->name, err.msg);
+    ref_machine r;
+    ref_build(&r, d);
+    assert_int_equal(sf_machine_num_links(m), r.n);
+    for (int id = 0; id < r.n; id++) {
+        sf_link l = link_of(m, id);
+        const sf_link *w = &r.links[id].l;
+        char nb[SF_LINK_NAME_MAX];
+        if (strcmp(link_name(m, id, nb), r.links[id].name) != 0)
+            fail_msg("%s link %d: named %s, want %s", d->name, id, nb, r.links[id].name);
+        assert_int_equal(l.id, w->id);
+        assert_int_equal(l.type, w->type);
+        assert_int_equal(l.node, w->node);
+        assert_int_equal(l.src_dev, w->src_dev);
+        assert_int_equal(l.dst_dev, w->dst_dev);
+        assert_int_equal(l.inter_node, w->inter_node);
+        assert_true(l.bandwidth_Bps == w->bandwidth_Bps);
+        assert_true(l.latency_s == w->latency_s);
+    }
+    int n = sf_machine_num_devices(m);
+    for (int a = 0; a < n; a++) {
+        for (int b = 0; b < n; b++) {
+            sf_route got, want;
+            sf_machine_route(m, a, b, &got);
+            ref_route(&r, d, a, b, &want);
+            if (got.n_links != want.n_links)
+                fail_msg("%s %d->%d: %d links, want %d", d->name, a, b, got.n_links, want.n_links);
+            double t = 0;
+            for (int k = 0; k < got.n_links; k++) {
+                if (got.links[k] != want.links[k])
+                    fail_msg("%s %d->%d hop %d: link %d, want %d (%s)", d->name, a, b, k,
+                             got.links[k], want.links[k], r.links[want.links[k]].name);
+                t += r.links[want.links[k]].l.latency_s +
+                     1e6 / r.links[want.links[k]].l.bandwidth_Bps;
+            }
+            assert_true(sf_machine_transfer_time_s(m, a, b, 1e6) == t);
+        }
+    }
+    ref_free(&r);
+    sf_machine_free(m);
+}
+
+/* Every preset, and small machines of every topology with several nodes and
+ * NICs (more NICs than devices, one device per node, PCIe groups of 1 and of
+ * a whole node): records, names and routes as the explicit tables had them. */
+static void test_links_routes_match_explicit(void **state) {
+    (void)state;
+    for (int p = 0; p < sf_machine_preset_count(); p++) {
+        sf_machine_desc d;
+        assert_int_equal(sf_machine_preset_desc(sf_machine_preset_name(p), &d, NULL), SF_OK);
+        check_against_ref(&d);
+    }
+    static const struct {
+        sf_intra_topology t;
+        int nodes, dpn, nics, group;
+    } shapes[] = {
+        {SF_INTRA_PAIRWISE, 3, 5, 2, 0},  {SF_INTRA_PAIRWISE, 4, 1, 1, 0},
+        {SF_INTRA_PAIRWISE, 1, 9, 3, 0},  {SF_INTRA_SHM, 1, 6, 1, 0},
+        {SF_INTRA_SHM, 2, 3, 4, 0},       {SF_INTRA_SWITCH, 2, 7, 3, 0},
+        {SF_INTRA_SWITCH, 5, 1, 2, 0},    {SF_INTRA_PCIE_TREE, 3, 8, 2, 2},
+        {SF_INTRA_PCIE_TREE, 2, 6, 1, 6}, {SF_INTRA_PCIE_TREE, 2, 4, 5, 1},
+    };
+    for (size_t k = 0; k < sizeof shapes / sizeof shapes[0]; k++) {
+        sf_machine_desc d;
+        assert_int_equal(sf_machine_preset_desc("k80-16x4", &d, NULL), SF_OK);
+        d.intra = shapes[k].t;
+        d.nodes = shapes[k].nodes;
+        d.devices_per_node = shapes[k].dpn;
+        d.nics_per_node = shapes[k].nics;
+        d.pcie_group = shapes[k].group;
+        snprintf(d.name, sizeof d.name, "%s-%dx%d-k%d-g%d", sf_intra_topology_name(d.intra),
+                 d.nodes, d.devices_per_node, d.nics_per_node, d.pcie_group);
+        check_against_ref(&d);
+    }
+}
+
+/* The largest machines: a pairwise node of SF_MAX_DEVICES devices builds (it
+ * once took 2 GB) and its 16.8 M links are the ordered pairs, one each: on
+ * random pairs the route's one link joins them, and on random link ids the
+ * pair the link joins routes over it. Likewise two nodes of 2000. */
+static void test_large_pairwise(void **state) {
+    (void)state;
+    static const int shape[2][2] = {{1, SF_MAX_DEVICES}, {2, 2000}};
+    for (int k = 0; k < 2; k++) {
+        sf_machine_desc d;
+        assert_int_equal(sf_machine_preset_desc("p100-4x4", &d, NULL), SF_OK);
+        d.nodes = shape[k][0];
+        d.devices_per_node = shape[k][1];
+        sf_error err = {0};
+        sf_machine *m = sf_machine_build(&d, &err);
+        if (!m) fail_msg("%s", err.msg);
+        int D = d.devices_per_node, n = sf_machine_num_devices(m);
+        assert_int_equal(n, d.nodes * D);
+        assert_int_equal(sf_machine_num_links(m), d.nodes * (D * (D - 1) + 2));
+        sf_rng rng;
+        sf_rng_seed(&rng, 7);
+        for (int it = 0; it < 20000; it++) {
+            int a = (int)sf_rng_below(&rng, (uint64_t)n), b = (int)sf_rng_below(&rng, (uint64_t)n);
+            sf_route r;
+            sf_machine_route(m, a, b, &r);
+            if (a == b) {
+                assert_int_equal(r.n_links, 0);
+            } else if (a / D == b / D) {
+                assert_int_equal(r.n_links, 1);
+                sf_link l = link_of(m, r.links[0]);
+                assert_int_equal(l.type, SF_LINK_NVLINK);
+                assert_int_equal(l.src_dev, a);
+                assert_int_equal(l.dst_dev, b);
+                char nb[SF_LINK_NAME_MAX], want[SF_LINK_NAME_MAX];
+                snprintf(want, sizeof want, "n%d.d%d->n%d.d%d", a / D, a % D, b / D, b % D);
+                assert_string_equal(link_name(m, r.links[0], nb), want);
+            } else {
+                assert_int_equal(r.n_links, 2);
+                assert_int_equal(link_of(m, r.links[0]).type, SF_LINK_NIC_OUT);
+                assert_int_equal(link_of(m, r.links[1]).type, SF_LINK_NIC_IN);
+            }
+            int id = (int)sf_rng_below(&rng, (uint64_t)sf_machine_num_links(m));
+            sf_link l = link_of(m, id);
+            if (l.type == SF_LINK_NVLINK) {
+                sf_machine_route(m, l.src_dev, l.dst_dev, &r);
+                assert_int_equal(r.n_links, 1);
+                assert_int_equal(r.links[0], id);
+            }
+        }
+        /* the name of the longest kind fits */
+        char nb[SF_LINK_NAME_MAX];
+        sf_route r;
+        sf_machine_route(m, n - 1, n - 2, &r);
+        assert_true(strlen(link_name(m, r.links[0], nb)) < SF_LINK_NAME_MAX - 1);
         sf_machine_free(m);
     }
 }
@@ -801,6 +1119,8 @@ int main(void) {
         cmocka_unit_test(test_presets_build),
         cmocka_unit_test(test_route_shapes),
         cmocka_unit_test(test_route_connectivity),
+        cmocka_unit_test(test_links_routes_match_explicit),
+        cmocka_unit_test(test_large_pairwise),
         cmocka_unit_test(test_transfer_time),
         cmocka_unit_test(test_subset),
         cmocka_unit_test(test_validation),

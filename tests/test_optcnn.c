@@ -320,7 +320,8 @@ static void test_cost_by_hand(void **state) {
         sf_machine_route(m, dir ? 2 : 0, dir ? 0 : 2, &r);
         double t = 0;
         for (int i = 0; i < r.n_links; i++) {
-            const sf_link *l = sf_machine_link(m, r.links[i]);
+            sf_link lb;
+            const sf_link *l = sf_machine_link(m, r.links[i], &lb);
             t += 2 * l->latency_s + shard / l->bandwidth_Bps;
         }
         sync = fmax(sync, t);

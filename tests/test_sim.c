@@ -11,12 +11,15 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <cmocka.h>
 
 #include "sim/sim_impl.h" /* sim_set_test_limits, sim_layout_consistent */
 #include "soapflow/cost.h"
 #include "soapflow/graph.h"
+#include "soapflow/io.h"
 #include "soapflow/machine.h"
 #include "soapflow/models.h"
 #include "soapflow/sim.h"
@@ -610,7 +613,7 @@ static void results_equal(const sf_sim_result *a, const sf_sim_result *b) {
 typedef struct delta_case {
     const char *model;
     int64_t batch;
-    int machine; /* DELTA_P100 or DELTA_K8 */
+    int machine; /* DELTA_P100, DELTA_K8 or DELTA_PW */
     int moves;
     uint64_t seed;
     sf_sync_mode sync;
@@ -620,7 +623,9 @@ typedef struct delta_case {
     int squeeze; /* no spare ranks and a compaction before every update (sim_set_test_limits) */
 } delta_case;
 
-enum { DELTA_P100, DELTA_K8 }; /* p100-4x4, the first 8 devices of k80-16x4 */
+/* p100-4x4, the first 8 devices of k80-16x4, and a pairwise 2 x 40 (3,120 NVLinks)
+ * on which random moves meet links in an order of their own in each simulator */
+enum { DELTA_P100, DELTA_K8, DELTA_PW };
 
 /* Delta simulation equals full simulation after every random single-operator
  * change, and the delta simulator's layout holds exactly its blocks' tasks and
@@ -732,6 +737,10 @@ static const delta_case delta_cases[] = {
      .sync = SF_SYNC_BULK, .scheme = SF_SCHEME_PS, .squeeze = 1},
     {.model = "inception_v3", .batch = 16, .machine = DELTA_K8, .moves = 100, .seed = 15,
      .segments = 2, .squeeze = 1},
+    /* link resources numbered as the delta and the full simulator each met them */
+    {.model = "lenet5", .batch = 64, .machine = DELTA_PW, .moves = 300, .seed = 16},
+    {.model = "alexnet", .batch = 32, .machine = DELTA_PW, .moves = 100, .seed = 17,
+     .sync = SF_SYNC_BULK, .segments = 2},
 };
 /* clang-format on */
 
@@ -742,11 +751,149 @@ static void test_delta_equals_full(void **state) {
     sf_machine *k80 = sf_machine_preset("k80-16x4", &err);
     sf_machine *k8 = sf_machine_subset(k80, 8, &err);
     assert_non_null(k8);
-    for (size_t i = 0; i < sizeof delta_cases / sizeof delta_cases[0]; i++)
-        delta_vs_full(&delta_cases[i], delta_cases[i].machine == DELTA_K8 ? k8 : p100);
+    sf_machine_desc d = *sf_machine_get_desc(p100);
+    d.nodes = 2;
+    d.devices_per_node = 40;
+    sf_machine *pw = sf_machine_build(&d, &err);
+    assert_non_null(pw);
+    for (size_t i = 0; i < sizeof delta_cases / sizeof delta_cases[0]; i++) {
+        int w = delta_cases[i].machine;
+        delta_vs_full(&delta_cases[i], w == DELTA_K8 ? k8 : w == DELTA_PW ? pw : p100);
+    }
+    sf_machine_free(pw);
     sf_machine_free(k8);
     sf_machine_free(k80);
     sf_machine_free(p100);
+}
+
+/* A file's bytes, which must exist. */
+static char *slurp(const char *path, size_t *len) {
+    sf_error err = {0};
+    char *t = sf_read_file(path, len, &err);
+    if (!t) fail_msg("%s", err.msg);
+    return t;
+}
+
+/* Links become resources only as tasks use them (sim_links.c): on a pairwise
+ * 2 x 2000 machine, 8 M links, an operator over four devices and its input on
+ * a fifth hold a handful; each keeps its resource; and the trace names a link's
+ * track by its machine link id and name. */
+static void test_link_resources(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = make_machine(2, 2000, SF_INTRA_PAIRWISE, 1e9, 1e-6, 0);
+    int x, a;
+    sf_graph *g = small_graph("pw", &x, &a, NULL, 0);
+    sf_cost_model cm = {&fixed_vt, NULL, m};
+    sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
+    assert_non_null(sim);
+    sf_strategy *s = sf_strategy_new(g);
+    place(s, a, 2, (int[]){4, 1}, 4, (int[]){1, 7, 2000, 3999}); /* x stays on device 0 */
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    /* transfers 0 -> 1, 7 (NVLink), 2000, 3999 (NICs); the ring 1, 7, 2000, 3999 */
+    assert_int_equal(sim->n_res, 4000 + sim->n_links);
+    assert_true(sim->n_links >= 4 && sim->n_links <= 12);
+    assert_true(sim->cap_res < 4000 + 1024);
+    int n_links = sim->n_links;
+    for (int i = 0; i < n_links; i++) {
+        int id = sim_res_link(sim, 4000 + i);
+        assert_true(id >= 0 && id < sf_machine_num_links(m));
+        for (int k = 0; k < i; k++) assert_int_not_equal(sim_res_link(sim, 4000 + k), id);
+        assert_int_equal(sim_link_res(sim, id), 4000 + i); /* met again: the same resource */
+    }
+    assert_int_equal(sim->n_links, n_links);
+    assert_int_equal(sim_res_link(sim, 3), -1);
+    /* the same run again: nothing new */
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    assert_int_equal(sim->n_links, n_links);
+
+    char dir[64], path[96], want[96];
+    snprintf(dir, sizeof dir, "/tmp/sf_test_sim_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    snprintf(path, sizeof path, "%s/t.json", dir);
+    assert_int_equal(sf_sim_write_trace(sim, path, &err), SF_OK);
+    size_t len;
+    char *t = slurp(path, &len);
+    sf_route rt;
+    sf_machine_route(m, 0, 7, &rt);
+    assert_int_equal(rt.n_links, 1);
+    snprintf(want, sizeof want, "\"tid\":%d,\"args\":{\"name\":\"n0.d0->n0.d7 (nvlink)\"}",
+             rt.links[0]);
+    if (!strstr(t, want)) fail_msg("no '%s' in the trace", want);
+    free(t);
+    remove(path);
+    rmdir(dir);
+    sf_sim_free(sim);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+}
+
+/* The pictures do not depend on the order links were met: after random moves a
+ * delta simulator has numbered its links otherwise than a fresh simulator of
+ * the final strategy, and both write the same trace and SVG, byte for byte. */
+static void test_pictures_independent_of_link_order(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = make_machine(2, 12, SF_INTRA_PAIRWISE, 1e9, 1e-6, 0);
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = 48;
+    sf_graph *g = sf_model_build("lenet5", &o, &err);
+    assert_non_null(g);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    sf_strategy *s = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
+    sf_sim *delta = sf_sim_new(g, m, cm, NULL, &err);
+    sf_sim_result rd, rf;
+    assert_int_equal(sf_sim_run(delta, s, &rd, &err), SF_OK);
+    sf_rng rng;
+    sf_rng_seed(&rng, 99);
+    for (int it = 0; it < 40; it++) {
+        int op = (int)sf_rng_below(&rng, (uint64_t)sf_graph_num_ops(g));
+        sf_config c;
+        sf_config_random(sf_graph_op(g, op), m, &rng, &c);
+        *sf_strategy_config(s, op) = c;
+        assert_int_equal(sf_sim_update(delta, op, &c, &rd, &err), SF_OK);
+    }
+    sf_sim *full = sf_sim_new(g, m, cm, NULL, &err);
+    assert_int_equal(sf_sim_run(full, s, &rf, &err), SF_OK);
+    results_equal(&rd, &rf);
+    /* the two met the links in different orders */
+    int differ = delta->n_links != full->n_links;
+    for (int i = 0; i < delta->n_links && i < full->n_links; i++)
+        differ |= delta->res_link[i] != full->res_link[i];
+    assert_true(differ);
+    char dir[64], p1[96], p2[96];
+    snprintf(dir, sizeof dir, "/tmp/sf_test_sim_XXXXXX");
+    assert_non_null(mkdtemp(dir));
+    for (int k = 0; k < 2; k++) {
+        snprintf(p1, sizeof p1, "%s/delta.%s", dir, k ? "svg" : "json");
+        snprintf(p2, sizeof p2, "%s/full.%s", dir, k ? "svg" : "json");
+        if (k) {
+            assert_int_equal(sf_sim_write_svg(delta, p1, &err), SF_OK);
+            assert_int_equal(sf_sim_write_svg(full, p2, &err), SF_OK);
+        } else {
+            assert_int_equal(sf_sim_write_trace(delta, p1, &err), SF_OK);
+            assert_int_equal(sf_sim_write_trace(full, p2, &err), SF_OK);
+        }
+        size_t n1, n2;
+        char *a = slurp(p1, &n1), *b = slurp(p2, &n2);
+        assert_true(n1 == n2 && memcmp(a, b, n1) == 0);
+        assert_non_null(strstr(a, "n0.d"));
+        free(a);
+        free(b);
+        remove(p1);
+        remove(p2);
+    }
+    rmdir(dir);
+    sf_sim_free(delta);
+    sf_sim_free(full);
+    sf_strategy_free(s);
+    sf_cost_free(cm);
+    sf_graph_free(g);
+    sf_machine_free(m);
 }
 
 static void test_update_errors(void **state) {
@@ -787,6 +934,8 @@ int main(void) {
         cmocka_unit_test(test_update_errors),
         cmocka_unit_test(test_delta_stats),
         cmocka_unit_test(test_delta_equals_full),
+        cmocka_unit_test(test_link_resources),
+        cmocka_unit_test(test_pictures_independent_of_link_order),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

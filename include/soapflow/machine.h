@@ -10,7 +10,8 @@
  *     sf_machine_route(m, 0, 5, &r);                           // links a transfer crosses
  *     double t = 0;                                            // 1 MB alone, link by link
  *     for (int i = 0; i < r.n_links; i++) {
- *         const sf_link *l = sf_machine_link(m, r.links[i]);
+ *         sf_link lb;
+ *         const sf_link *l = sf_machine_link(m, r.links[i], &lb);
  *         t += l->latency_s + 1e6 / l->bandwidth_Bps;
  *     }                                           // == sf_machine_transfer_time_s(m, 0, 5, 1e6)
  *     sf_machine_free(m);
@@ -20,9 +21,16 @@
  * topology (direct pairwise links as NVLink meshes, a non-blocking switch as
  * NVSwitch, or PCIe switches shared by groups of devices under a host root);
  * nodes are joined by NICs (one or more per node) into a non-blocking fabric.
- * Every ordered pair of devices has a fixed route (a list of links), computed
- * when the machine is built; a transfer of B bytes over a route takes, on each
- * link, latency + B / bandwidth (the simulator decides how they overlap).
+ * Every ordered pair of devices has a fixed route (a list of links); a
+ * transfer of B bytes over a route takes, on each link, latency + B / bandwidth
+ * (the simulator decides how they overlap).
+ *
+ * Links and routes follow from the description by a rule, so none is stored:
+ * sf_machine_link and sf_machine_route compute what they return (a few integer
+ * divisions), and a machine takes memory for its devices only, even a pairwise
+ * node of 4096 devices and its 16.8 M links. Link ids are dense (0 to
+ * sf_machine_num_links - 1); a program that keeps state per link should keep it
+ * for the links it meets, not for every id (the simulator does).
  */
 #ifndef SOAPFLOW_MACHINE_H
 #define SOAPFLOW_MACHINE_H
@@ -74,7 +82,8 @@ typedef enum sf_link_type {
 
 const char *sf_link_type_name(sf_link_type t);
 
-/* A directed link: a resource that carries one transfer at a time. */
+/* A directed link: a resource that carries one transfer at a time. A plain
+ * value, filled by sf_machine_link; its name comes from sf_machine_link_name. */
 typedef struct sf_link {
     int id;
     sf_link_type type;
@@ -83,8 +92,9 @@ typedef struct sf_link {
     int src_dev, dst_dev;/* devices at its ends, -1 for a switch or the network */
     double bandwidth_Bps;/* bytes per second */
     double latency_s;    /* seconds per message */
-    char name[48];       /* "n0.d1->n0.d2", "n2.nic0.out" */
 } sf_link;
+
+#define SF_LINK_NAME_MAX 48 /* bytes a link name needs at most, the '\0' included */
 
 typedef struct sf_route {
     int n_links;
@@ -157,8 +167,17 @@ int sf_machine_num_nodes(const sf_machine *m);
 int sf_machine_num_links(const sf_machine *m);
 const sf_device *sf_machine_device(const sf_machine *m, int id);
 const sf_device_kind *sf_machine_device_kind(const sf_machine *m, int device);
-const sf_link *sf_machine_link(const sf_machine *m, int id);
-/* Route from device a to device b; an empty route when a == b. */
+/* Link `id` into *out, and out; NULL (and *out untouched) when there is no such
+ * link. Computed from the id (a few integer divisions, nothing stored), so
+ * thread-safe. */
+const sf_link *sf_machine_link(const sf_machine *m, int id, sf_link *out);
+/* The link's name into buf (cap bytes, SF_LINK_NAME_MAX always enough): "n0.d1->n0.d2"
+ * (pairwise, shm), "n0.d1->n0.sw0" and back (switch and PCIe switch links),
+ * "n0.sw1->n0.root" and back (PCIe switch and host root), "n2.nic0.out",
+ * "n2.nic0.in". Returns buf; NULL (buf "") when there is no such link. */
+const char *sf_machine_link_name(const sf_machine *m, int id, char *buf, size_t cap);
+/* Route from device a to device b; an empty route when a == b (or either is
+ * no device). Computed from a and b: no table. */
 void sf_machine_route(const sf_machine *m, int a, int b, sf_route *out);
 /* Time for `bytes` to cross the route alone, store-and-forward: sum over links. */
 double sf_machine_transfer_time_s(const sf_machine *m, int a, int b, double bytes);

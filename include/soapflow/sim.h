@@ -87,7 +87,11 @@ typedef struct sf_sim_options {
 
 void sf_sim_options_default(sf_sim_options *o);
 
-#define SF_SIM_MAX_DEVICES 1024
+/* The simulator takes every machine sf_machine_build makes: up to SF_MAX_DEVICES
+ * (4096) devices, whatever their links (a pairwise node of 4096 has 16.8 M). What it
+ * keeps per link follows the links its tasks use, not the machine's (sim_links.c),
+ * so a large machine costs a strategy's links, not the cluster's. */
+#define SF_SIM_MAX_DEVICES SF_MAX_DEVICES
 
 typedef struct sf_sim_result {
     double iter_s;          /* makespan of one iteration */

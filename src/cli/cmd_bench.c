@@ -15,6 +15,12 @@
  *                  the first is what an accepted move costs, the second a
  *                  rejected one. After the moves the simulator must give the
  *                  starting result again, bit for bit; it is checked.
+ *   bench machine  planning on a large machine: building it (sf_machine_build),
+ *                  looking up routes and their links, creating a simulator,
+ *                  a full simulation and delta updates of a small model on it,
+ *                  and the process's peak memory. A machine file or preset can
+ *                  be reshaped (--nodes, --devices-per-node, --topology), so a
+ *                  4096-device pairwise node needs no file.
  *   bench kernels  the fast CPU kernels against single-thread SGEMM
  *                  (sf_bench_kernels).
  */
@@ -22,6 +28,7 @@
 
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 
 #include "soapflow/cost.h"
 #include "soapflow/io.h"
@@ -330,6 +337,226 @@ done:
     return rc;
 }
 
+/* ---- bench machine -------------------------------------------------------------- */
+
+static int machine_usage(FILE *out) {
+    fprintf(out,
+            "usage: soapflow bench machine [options]\n"
+            "\n"
+            "Time planning on a large machine: building it, route lookups, creating a\n"
+            "simulator, a full simulation and delta updates of a small model, and the\n"
+            "process's peak memory. The machine can be reshaped, so that a 4096-device\n"
+            "pairwise node needs no file.\n"
+            "\n"
+            "options:\n"
+            "  --machine NAME|FILE    machine preset or machine JSON file (default: %s)\n"
+            "  --nodes N              reshape: number of nodes\n"
+            "  --devices-per-node D   reshape: devices per node\n"
+            "  --topology T           reshape: pairwise, switch, pcie_tree or shm\n"
+            "  -m, --model NAME|FILE  the model simulated (default: mlp with --mlp-sizes\n"
+            "                         784,10: input, linear, softmax)\n"
+            "  -b, --batch N          global batch (default: 64 per device)\n"
+            "  --seq-len N, --chunk N, --hidden N, --vocab N, --mlp-sizes A,B,...\n"
+            "                         the zoo model's sizes, as for simulate\n"
+            "  -s, --strategy S       a baseline or a strategy JSON file (default: %s)\n"
+            "  --reps N               machine builds, simulators and full simulations timed,\n"
+            "                         the best of each is reported (default 3)\n"
+            "  --moves N              random moves for the delta figure (default 100)\n"
+            "  --pairs N              random device pairs for the route figure (default 1000000)\n"
+            "  --seed S               seed of the pairs and moves (default 1)\n"
+            "  --json                 print one JSON object: machine, devices, nodes, links,\n"
+            "                         topology, model, strategy, tasks, reps, moves, pairs,\n"
+            "                         build_ms, route_ns (route and its links' figures, mean\n"
+            "                         per pair), sim_new_ms, full_ms, delta_us (mean update +\n"
+            "                         revert), peak_rss_MiB (the whole process, all of the above)\n"
+            "  -h, --help             show this help\n"
+            "\n"
+            "example:\n"
+            "  soapflow bench machine --topology pairwise --nodes 1 --devices-per-node 4096\n"
+            "  soapflow bench machine --machine dgx-h100 --nodes 500 --json\n",
+            DEFAULT_MACHINE, DEFAULT_STRATEGY);
+    return SF_EXIT_OK;
+}
+
+typedef struct bench_machine_result {
+    double build_s, route_s, sim_new_s, full_s, delta_s; /* best, mean per pair, best, best, mean */
+    int64_t tasks;
+} bench_machine_result;
+
+/* The simulator part: a fresh simulator and one full run per rep (the first run of
+ * a simulator is what planning pays), then delta updates on the last one. */
+static sf_status measure_machine_sim(const sf_graph *g, const sf_machine *m, const sf_strategy *s,
+                                     int64_t reps, int64_t moves, uint64_t seed,
+                                     bench_machine_result *out, sf_error *err) {
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    if (!cm) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    so.keep_schedule = 0;
+    sf_sim *sim = NULL;
+    sf_sim_result r;
+    sf_status st = SF_OK;
+    out->sim_new_s = out->full_s = 1e300;
+    for (int64_t i = 0; i < reps && st == SF_OK; i++) {
+        sf_sim_free(sim);
+        double t0 = sf_now_s();
+        sim = sf_sim_new(g, m, cm, &so, err);
+        double t1 = sf_now_s();
+        if (!sim) {
+            st = err && err->code != SF_OK ? err->code : SF_ERR_NOMEM;
+            break;
+        }
+        st = sf_sim_run(sim, s, &r, err);
+        double t2 = sf_now_s();
+        if (t1 - t0 < out->sim_new_s) out->sim_new_s = t1 - t0;
+        if (t2 - t1 < out->full_s) out->full_s = t2 - t1;
+        out->tasks = r.tasks;
+    }
+    sf_rng rng;
+    sf_rng_seed(&rng, seed);
+    double sum = 0;
+    int n_ops = sf_graph_num_ops(g);
+    for (int64_t i = 0; i < moves && n_ops > 0 && st == SF_OK; i++) {
+        sf_config c;
+        int op = random_move(g, m, &rng, &c);
+        double t0 = sf_now_s();
+        st = sf_sim_update(sim, op, &c, &r, err);
+        if (st == SF_OK) st = sf_sim_revert(sim, &r, err);
+        sum += sf_now_s() - t0;
+    }
+    out->delta_s = moves > 0 ? sum / (double)moves : 0;
+    sf_sim_free(sim);
+    sf_cost_free(cm);
+    return st;
+}
+
+static int bench_machine(int argc, char **argv) {
+    sf_cli_model_opts mo;
+    memset(&mo, 0, sizeof mo);
+    const char *machine = DEFAULT_MACHINE, *strategy = DEFAULT_STRATEGY, *topology = NULL;
+    int64_t nodes = 0, dpn = 0, reps = 3, moves = 100, pairs = 1000000, seed = 1;
+    int json = 0;
+    sf_cli_args a;
+    sf_cli_args_init(&a, argc, argv);
+    while (sf_cli_next(&a)) {
+        if (sf_cli_help(&a)) return machine_usage(stdout);
+        if (sf_cli_model_option(&a, &mo)) continue;
+        if (sf_cli_str(&a, "--machine", NULL, &machine)) continue;
+        if (sf_cli_int(&a, "--nodes", NULL, 1, SF_MAX_DEVICES, &nodes)) continue;
+        if (sf_cli_int(&a, "--devices-per-node", NULL, 1, SF_MAX_DEVICES, &dpn)) continue;
+        if (sf_cli_str(&a, "--topology", NULL, &topology)) continue;
+        if (sf_cli_str(&a, "--strategy", "-s", &strategy)) continue;
+        if (sf_cli_int(&a, "--reps", NULL, 1, 1000000, &reps)) continue;
+        if (sf_cli_int(&a, "--moves", NULL, 0, 100000000, &moves)) continue;
+        if (sf_cli_int(&a, "--pairs", NULL, 0, INT64_MAX / 2, &pairs)) continue;
+        if (sf_cli_int(&a, "--seed", NULL, 0, INT64_MAX, &seed)) continue;
+        if (sf_cli_flag(&a, "--json", NULL, &json)) continue;
+        sf_cli_unknown(&a);
+    }
+    if (a.status) return a.status;
+    if (!mo.model) {
+        mo.model = "mlp";
+        if (!mo.mlp_sizes) mo.mlp_sizes = "784,10";
+    }
+
+    sf_error err = {0};
+    sf_machine_desc d;
+    if (sf_cli_machine_desc(machine, &d, &err) != SF_OK) return sf_cli_fail_err(&err);
+    if (nodes) d.nodes = (int)nodes;
+    if (dpn) d.devices_per_node = (int)dpn;
+    if (topology) {
+        int t = 0;
+        while (t < SF_INTRA_COUNT && strcmp(sf_intra_topology_name((sf_intra_topology)t), topology))
+            t++;
+        if (t == SF_INTRA_COUNT)
+            return sf_cli_usage_error(a.cmd,
+                                      "unknown topology '%.64s' (pairwise, switch, "
+                                      "pcie_tree, shm)",
+                                      topology);
+        d.intra = (sf_intra_topology)t;
+    }
+    if (nodes || dpn || topology) {
+        char name[SF_NAME_MAX];
+        snprintf(name, sizeof name, "%.32s-%dx%d-%s", d.name, d.nodes, d.devices_per_node,
+                 sf_intra_topology_name(d.intra));
+        memcpy(d.name, name, sizeof d.name);
+    }
+
+    bench_machine_result br = {0};
+    br.build_s = 1e300;
+    sf_machine *m = NULL;
+    for (int64_t i = 0; i < reps; i++) {
+        sf_machine_free(m);
+        double t0 = sf_now_s();
+        m = sf_machine_build(&d, &err);
+        double dt = sf_now_s() - t0;
+        if (!m) return sf_cli_fail_err(&err);
+        if (dt < br.build_s) br.build_s = dt;
+    }
+    /* routes between random pairs, and what a simulator reads of their links */
+    int n_dev = sf_machine_num_devices(m);
+    sf_rng rng;
+    sf_rng_seed(&rng, (uint64_t)seed);
+    double sink = 0;
+    double t0 = sf_now_s();
+    for (int64_t i = 0; i < pairs; i++) {
+        int x = (int)sf_rng_below(&rng, (uint64_t)n_dev),
+            y = (int)sf_rng_below(&rng, (uint64_t)n_dev);
+        sf_route r;
+        sf_machine_route(m, x, y, &r);
+        for (int k = 0; k < r.n_links; k++) {
+            sf_link lb;
+            const sf_link *l = sf_machine_link(m, r.links[k], &lb);
+            sink += l->latency_s + 1.0 / l->bandwidth_Bps;
+        }
+    }
+    br.route_s = pairs > 0 ? (sf_now_s() - t0) / (double)pairs : 0;
+    if (!(sink >= 0)) return sf_cli_fail("bench machine: a route has a negative time");
+
+    sf_graph *g = NULL;
+    sf_strategy *s = NULL;
+    int rc = sf_cli_model_open(a.cmd, &mo, n_dev, &g);
+    if (rc == SF_EXIT_OK) rc = sf_cli_strategy_open(strategy, g, m, &s);
+    if (rc == SF_EXIT_OK &&
+        measure_machine_sim(g, m, s, reps, moves, (uint64_t)seed, &br, &err) != SF_OK)
+        rc = sf_cli_fail_err(&err);
+    struct rusage ru;
+    double rss_MiB = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : 0;
+    if (rc == SF_EXIT_OK && json) {
+        json_t *j = json_pack(
+            "{s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, "
+            "s:f}",
+            "machine", sf_machine_name(m), "devices", n_dev, "nodes", sf_machine_num_nodes(m),
+            "links", sf_machine_num_links(m), "topology", sf_intra_topology_name(d.intra), "model",
+            sf_graph_name(g), "strategy", strategy, "tasks", (json_int_t)br.tasks, "reps",
+            (json_int_t)reps, "moves", (json_int_t)moves, "pairs", (json_int_t)pairs, "build_ms",
+            br.build_s * 1e3, "route_ns", br.route_s * 1e9, "sim_new_ms", br.sim_new_s * 1e3,
+            "full_ms", br.full_s * 1e3, "delta_us", br.delta_s * 1e6, "peak_rss_MiB", rss_MiB);
+        rc = sf_cli_print_json(j);
+    } else if (rc == SF_EXIT_OK) {
+        char b1[32], b2[32];
+        printf("%s: %d devices in %d nodes (%s), %s links\n", sf_machine_name(m), n_dev,
+               sf_machine_num_nodes(m), sf_intra_topology_name(d.intra),
+               sf_cli_fmt_count(sf_machine_num_links(m), b1, sizeof b1));
+        printf("build machine     %12.3f ms  (best of %lld)\n", br.build_s * 1e3, (long long)reps);
+        printf("route + links     %12.1f ns  (mean of %lld random pairs)\n", br.route_s * 1e9,
+               (long long)pairs);
+        printf("new simulator     %12.3f ms  (best of %lld; %s, strategy %s, %s tasks)\n",
+               br.sim_new_s * 1e3, (long long)reps, sf_graph_name(g), strategy,
+               sf_cli_fmt_count(br.tasks, b2, sizeof b2));
+        printf("full simulation   %12.3f ms  (best of %lld, each a simulator's first run)\n",
+               br.full_s * 1e3, (long long)reps);
+        if (moves > 0)
+            printf("delta update+revert %10.1f us  (mean of %lld random moves)\n", br.delta_s * 1e6,
+                   (long long)moves);
+        printf("peak memory       %12.1f MiB (the whole process)\n", rss_MiB);
+    }
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+    return rc;
+}
+
 /* ---- bench kernels ------------------------------------------------------------ */
 
 static int kernels_usage(FILE *out) {
@@ -380,6 +607,8 @@ static int bench_kernels(int argc, char **argv) {
 /* One line per benchmark; name is what follows `bench`. */
 static const sf_cli_command benches[] = {
     {"sim", "full and delta simulation time of a model on a machine", bench_sim},
+    {"machine", "planning on a large machine: build, routes, simulator, peak memory",
+     bench_machine},
     {"kernels", "fast CPU kernels against single-thread SGEMM", bench_kernels},
 };
 
@@ -399,6 +628,7 @@ static int usage(FILE *out) {
           "\n"
           "example:\n"
           "  soapflow bench sim --model resnet101 --machine k80-16x4 --json\n"
+          "  soapflow bench machine --topology pairwise --nodes 2 --devices-per-node 2000\n"
           "  soapflow bench kernels\n",
           out);
     return SF_EXIT_OK;
@@ -414,7 +644,7 @@ int sf_cmd_bench(int argc, char **argv) {
         sf_cli_unknown(&a);
     }
     if (a.status) return a.status;
-    if (!what) return sf_cli_usage_error(a.cmd, "which benchmark? (sim, kernels)");
+    if (!what) return sf_cli_usage_error(a.cmd, "which benchmark? (sim, machine, kernels)");
     const sf_cli_command *b = NULL;
     for (int i = 0; i < N_BENCHES; i++)
         if (strcmp(benches[i].name, what) == 0) b = &benches[i];

@@ -1,6 +1,6 @@
 /*
  * machine.c - a cluster built from an sf_machine_desc: devices, directed links
- * and a precomputed route for every ordered pair of devices.
+ * and a route for every ordered pair of devices, both given by a rule.
  *
  * Layout. Devices are numbered node by node (device id = node * D + local, D =
  * devices_per_node). Links are numbered node by node too: first the node's
@@ -36,9 +36,22 @@
  * and L store-and-forward copies in sf_machine_transfer_time_s; the simulator
  * decides how the hops of one transfer overlap.
  *
- * Memory: one allocation holds the machine, its links, devices and the n*n
- * route matrix, sized with overflow checks before anything is written, so a
- * machine is freed by one call and never allocates after sf_machine_build.
+ * Nothing is stored per link or per pair of devices: a link's record is
+ * decoded from its id (link_fill), its name printed from it on demand
+ * (sf_machine_link_name), and a route computed from the two devices
+ * (compute_route), each in a few integer divisions. The machine used to hold
+ * a link record per link and a route per ordered pair: 16 M routes at 4000
+ * devices whatever the topology, and a pairwise node of D devices D(D-1)
+ * records, which made a 4096-device pairwise node 2 GB and 7-20 s to build
+ * (bench/RESULTS.md, "Large machines"). A table lookup is no faster than the
+ * arithmetic once the table outgrows the caches, and a machine's topology is
+ * regular by construction (one rule per node, every node alike), so the rule
+ * is the representation. A simulator that needs state per link keeps it only
+ * for the links its tasks use (sim.c).
+ *
+ * Memory: one allocation holds the machine and its devices, sized with
+ * overflow checks before anything is written, so a machine is freed by one
+ * call and never allocates after sf_machine_build.
  */
 #include "soapflow/machine.h"
 
@@ -56,8 +69,6 @@ struct sf_machine {
     int links_per_node;  /* intra links + 2 * nics */
     int intra_per_node;  /* intra links only */
     sf_device *devices;  /* (n_devices) */
-    sf_link *links;      /* (n_links) */
-    sf_route *routes;    /* (n_devices, n_devices), row = source */
 };
 
 static const char *const dtype_names[] = {"fp32", "fp16", "bf16"};
@@ -218,96 +229,45 @@ static int nic_in_link(const sf_machine *m, int node, int nic) {
     return nic_out_link(m, node, nic) + 1;
 }
 
-/* ---- building ---------------------------------------------------------- */
+/* ---- links from their ids ------------------------------------------------ */
 
-static size_t round16(size_t x) { return (x + 15) & ~(size_t)15; }
-
-/* Fill one link; the name is "from->to" ("n0.d1->n0.sw0") or "n2.nic0.out". */
-static sf_status set_link(sf_machine *m, int id, sf_link_type type, int node, int src, int dst,
-                          const char *from, const char *to, sf_error *err) {
-    assert(id >= 0 && id < m->n_links);
-    sf_link *l = &m->links[id];
-    l->id = id;
-    l->type = type;
-    l->node = node;
-    l->src_dev = src;
-    l->dst_dev = dst;
-    l->inter_node = type == SF_LINK_NIC_OUT || type == SF_LINK_NIC_IN;
-    if (l->inter_node) {
-        l->bandwidth_Bps = m->desc.inter_bw_Bps;
-        l->latency_s = m->desc.inter_latency_s;
-    } else if (type == SF_LINK_PCIE_UP || type == SF_LINK_PCIE_DOWN) {
-        l->bandwidth_Bps = m->desc.pcie_up_bw_Bps;
-        l->latency_s = m->desc.intra_latency_s;
-    } else {
-        l->bandwidth_Bps = m->desc.intra_bw_Bps;
-        l->latency_s = m->desc.intra_latency_s;
-    }
-    int w = to ? snprintf(l->name, sizeof l->name, "%s->%s", from, to)
-               : snprintf(l->name, sizeof l->name, "%s", from);
-    if (w < 0 || (size_t)w >= sizeof l->name)
-        return sf_error_set(err, SF_ERR_INTERNAL, "link name '%s' too long", from);
-    return SF_OK;
-}
-
-static sf_status build_links(sf_machine *m, sf_error *err) {
+/* Everything about link `id` (0 <= id < n_links) but its name: the inverse of the
+ * numbering above. Pairwise offset o = i * (D - 1) + (j < i ? j : j - 1). */
+static void link_fill(const sf_machine *m, int id, sf_link *l) {
     const sf_machine_desc *d = &m->desc;
     int nd = d->devices_per_node;
-    char a[32], b[32]; /* "n4095.nic1023.out" and the like: ids are bounded by validation */
-    sf_status st = SF_OK;
-    for (int node = 0; node < m->n_nodes && st == SF_OK; node++) {
-        int g0 = node * nd; /* global id of local device 0 */
-        switch (d->intra) {
-        case SF_INTRA_PAIRWISE:
-        case SF_INTRA_SHM: {
-            sf_link_type t = d->intra == SF_INTRA_SHM ? SF_LINK_SHM : SF_LINK_NVLINK;
-            for (int i = 0; i < nd && st == SF_OK; i++) {
-                for (int j = 0; j < nd && st == SF_OK; j++) {
-                    if (i == j) continue;
-                    snprintf(a, sizeof a, "n%d.d%d", node, i);
-                    snprintf(b, sizeof b, "n%d.d%d", node, j);
-                    st = set_link(m, pair_link(m, node, i, j), t, node, g0 + i, g0 + j, a, b, err);
-                }
-            }
-            break;
-        }
-        case SF_INTRA_SWITCH:
-        case SF_INTRA_PCIE_TREE:
-            for (int i = 0; i < nd && st == SF_OK; i++) {
-                int s = d->intra == SF_INTRA_SWITCH ? 0 : i / d->pcie_group;
-                snprintf(a, sizeof a, "n%d.d%d", node, i);
-                snprintf(b, sizeof b, "n%d.sw%d", node, s);
-                st = set_link(m, dev_up_link(m, node, i), SF_LINK_SWITCH_UP, node, g0 + i, -1, a, b,
-                              err);
-                if (st == SF_OK)
-                    st = set_link(m, dev_down_link(m, node, i), SF_LINK_SWITCH_DOWN, node, -1,
-                                  g0 + i, b, a, err);
-            }
-            if (d->intra == SF_INTRA_PCIE_TREE) {
-                for (int s = 0; s < nd / d->pcie_group && st == SF_OK; s++) {
-                    snprintf(a, sizeof a, "n%d.sw%d", node, s);
-                    snprintf(b, sizeof b, "n%d.root", node);
-                    st = set_link(m, sw_up_link(m, node, s), SF_LINK_PCIE_UP, node, -1, -1, a, b,
-                                  err);
-                    if (st == SF_OK)
-                        st = set_link(m, sw_down_link(m, node, s), SF_LINK_PCIE_DOWN, node, -1, -1,
-                                      b, a, err);
-                }
-            }
-            break;
-        case SF_INTRA_COUNT: return sf_error_set(err, SF_ERR_INTERNAL, "bad topology");
-        }
-        for (int k = 0; k < d->nics_per_node && st == SF_OK; k++) {
-            snprintf(a, sizeof a, "n%d.nic%d.out", node, k);
-            st = set_link(m, nic_out_link(m, node, k), SF_LINK_NIC_OUT, node, -1, -1, a, NULL, err);
-            snprintf(a, sizeof a, "n%d.nic%d.in", node, k);
-            if (st == SF_OK)
-                st = set_link(m, nic_in_link(m, node, k), SF_LINK_NIC_IN, node, -1, -1, a, NULL,
-                              err);
-        }
+    int node = id / m->links_per_node, o = id % m->links_per_node, g0 = node * nd;
+    l->id = id;
+    l->node = node;
+    l->src_dev = l->dst_dev = -1;
+    if (o >= m->intra_per_node) {
+        l->type = (o - m->intra_per_node) % 2 == 0 ? SF_LINK_NIC_OUT : SF_LINK_NIC_IN;
+    } else if (d->intra == SF_INTRA_PAIRWISE || d->intra == SF_INTRA_SHM) {
+        int i = o / (nd - 1), r = o % (nd - 1);
+        l->type = d->intra == SF_INTRA_SHM ? SF_LINK_SHM : SF_LINK_NVLINK;
+        l->src_dev = g0 + i;
+        l->dst_dev = g0 + (r < i ? r : r + 1);
+    } else if (o < 2 * nd) {
+        int up = o % 2 == 0;
+        l->type = up ? SF_LINK_SWITCH_UP : SF_LINK_SWITCH_DOWN;
+        *(up ? &l->src_dev : &l->dst_dev) = g0 + o / 2;
+    } else {
+        l->type = (o - 2 * nd) % 2 == 0 ? SF_LINK_PCIE_UP : SF_LINK_PCIE_DOWN;
     }
-    return st;
+    l->inter_node = l->type == SF_LINK_NIC_OUT || l->type == SF_LINK_NIC_IN;
+    if (l->inter_node) {
+        l->bandwidth_Bps = d->inter_bw_Bps;
+        l->latency_s = d->inter_latency_s;
+    } else if (l->type == SF_LINK_PCIE_UP || l->type == SF_LINK_PCIE_DOWN) {
+        l->bandwidth_Bps = d->pcie_up_bw_Bps;
+        l->latency_s = d->intra_latency_s;
+    } else {
+        l->bandwidth_Bps = d->intra_bw_Bps;
+        l->latency_s = d->intra_latency_s;
+    }
 }
+
+/* ---- routes --------------------------------------------------------------- */
 
 static void route_push(sf_route *r, int link) {
     assert(r->n_links < SF_MAX_ROUTE);
@@ -354,6 +314,10 @@ static void compute_route(const sf_machine *m, int a, int b, sf_route *r) {
     }
 }
 
+/* ---- building ---------------------------------------------------------- */
+
+static size_t round16(size_t x) { return (x + 15) & ~(size_t)15; }
+
 sf_machine *sf_machine_build(const sf_machine_desc *desc, sf_error *err) {
     if (sf_machine_desc_validate(desc, err) != SF_OK) return NULL;
     /* Validation bounds devices by SF_MAX_DEVICES and NICs by SF_MAX_NICS, so
@@ -366,22 +330,13 @@ sf_machine *sf_machine_build(const sf_machine_desc *desc, sf_error *err) {
         sf_error_set(err, SF_ERR_RANGE, "machine '%s': too many links", desc->name);
         return NULL;
     }
-    size_t links_bytes, devs_bytes, pairs, routes_bytes;
-    if (sf_mul_overflow_size((size_t)n_links64, sizeof(sf_link), &links_bytes) != 0 ||
-        sf_mul_overflow_size((size_t)n_dev, sizeof(sf_device), &devs_bytes) != 0 ||
-        sf_mul_overflow_size((size_t)n_dev, (size_t)n_dev, &pairs) != 0 ||
-        sf_mul_overflow_size(pairs, sizeof(sf_route), &routes_bytes) != 0) {
+    size_t devs_bytes;
+    if (sf_mul_overflow_size((size_t)n_dev, sizeof(sf_device), &devs_bytes) != 0) {
         sf_error_set(err, SF_ERR_RANGE, "machine '%s': too large", desc->name);
         return NULL;
     }
-    size_t off_links = round16(sizeof(sf_machine));
-    size_t off_devs = off_links + round16(links_bytes);
-    size_t off_routes = off_devs + round16(devs_bytes);
-    size_t total = off_routes + routes_bytes;
-    if (off_devs < off_links || off_routes < off_devs || total < off_routes) {
-        sf_error_set(err, SF_ERR_RANGE, "machine '%s': too large", desc->name);
-        return NULL;
-    }
+    size_t off_devs = round16(sizeof(sf_machine));
+    size_t total = off_devs + devs_bytes;
     unsigned char *block = calloc(1, total);
     if (!block) {
         sf_error_set(err, SF_ERR_NOMEM, "machine '%s': out of memory (%zu bytes)", desc->name,
@@ -395,22 +350,13 @@ sf_machine *sf_machine_build(const sf_machine_desc *desc, sf_error *err) {
     m->n_links = (int)n_links64;
     m->intra_per_node = (int)intra;
     m->links_per_node = (int)per_node;
-    m->links = (sf_link *)(void *)(block + off_links);
     m->devices = (sf_device *)(void *)(block + off_devs);
-    m->routes = (sf_route *)(void *)(block + off_routes);
-
     for (int id = 0; id < n_dev; id++) {
         m->devices[id].id = id;
         m->devices[id].node = id / desc->devices_per_node;
         m->devices[id].local = id % desc->devices_per_node;
         m->devices[id].kind = 0;
     }
-    if (build_links(m, err) != SF_OK) {
-        free(block);
-        return NULL;
-    }
-    for (int a = 0; a < n_dev; a++)
-        for (int b = 0; b < n_dev; b++) compute_route(m, a, b, &m->routes[(size_t)a * n_dev + b]);
     return m;
 }
 
@@ -481,9 +427,38 @@ const sf_device_kind *sf_machine_device_kind(const sf_machine *m, int device) {
     return &m->desc.kind;
 }
 
-const sf_link *sf_machine_link(const sf_machine *m, int id) {
+const sf_link *sf_machine_link(const sf_machine *m, int id, sf_link *out) {
     if (id < 0 || id >= m->n_links) return NULL;
-    return &m->links[id];
+    link_fill(m, id, out);
+    return out;
+}
+
+const char *sf_machine_link_name(const sf_machine *m, int id, char *buf, size_t cap) {
+    if (cap == 0) return NULL;
+    buf[0] = '\0';
+    if (id < 0 || id >= m->n_links) return NULL;
+    sf_link l;
+    link_fill(m, id, &l);
+    int n = l.node, nd = m->desc.devices_per_node;
+    int i = l.src_dev - n * nd, j = l.dst_dev - n * nd; /* local indices, when devices */
+    int o = id % m->links_per_node;
+    int g = m->desc.intra == SF_INTRA_PCIE_TREE ? m->desc.pcie_group : nd;
+    int s = (o - 2 * nd) / 2; /* PCIe links: the switch */
+    switch (l.type) {
+    case SF_LINK_NVLINK:
+    case SF_LINK_SHM: snprintf(buf, cap, "n%d.d%d->n%d.d%d", n, i, n, j); break;
+    case SF_LINK_SWITCH_UP: snprintf(buf, cap, "n%d.d%d->n%d.sw%d", n, i, n, i / g); break;
+    case SF_LINK_SWITCH_DOWN: snprintf(buf, cap, "n%d.sw%d->n%d.d%d", n, j / g, n, j); break;
+    case SF_LINK_PCIE_UP: snprintf(buf, cap, "n%d.sw%d->n%d.root", n, s, n); break;
+    case SF_LINK_PCIE_DOWN: snprintf(buf, cap, "n%d.root->n%d.sw%d", n, n, s); break;
+    case SF_LINK_NIC_OUT:
+    case SF_LINK_NIC_IN:
+        snprintf(buf, cap, "n%d.nic%d.%s", n, (o - m->intra_per_node) / 2,
+                 l.type == SF_LINK_NIC_OUT ? "out" : "in");
+        break;
+    case SF_LINK_TYPE_COUNT: break;
+    }
+    return buf; /* snprintf cut a name longer than cap */
 }
 
 void sf_machine_route(const sf_machine *m, int a, int b, sf_route *out) {
@@ -491,7 +466,7 @@ void sf_machine_route(const sf_machine *m, int a, int b, sf_route *out) {
         out->n_links = 0; /* no such device: no route, and no time */
         return;
     }
-    *out = m->routes[(size_t)a * (size_t)m->n_devices + (size_t)b];
+    compute_route(m, a, b, out);
 }
 
 double sf_machine_transfer_time_s(const sf_machine *m, int a, int b, double bytes) {
@@ -499,8 +474,9 @@ double sf_machine_transfer_time_s(const sf_machine *m, int a, int b, double byte
     sf_machine_route(m, a, b, &r);
     double t = 0;
     for (int i = 0; i < r.n_links; i++) {
-        const sf_link *l = &m->links[r.links[i]];
-        t += l->latency_s + bytes / l->bandwidth_Bps;
+        sf_link l;
+        link_fill(m, r.links[i], &l);
+        t += l.latency_s + bytes / l.bandwidth_Bps;
     }
     return t;
 }

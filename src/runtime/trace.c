@@ -94,8 +94,11 @@ sf_status sf_runtime_write_trace(const char *path, const sf_graph *g, const sf_m
     }
     for (int l = 0; l < n_links; l++) {
         if (!used[l]) continue;
-        const sf_link *lk = sf_machine_link(m, l);
-        snprintf(name, sizeof name, "%s (%s)", lk->name, sf_link_type_name(lk->type));
+        sf_link lb;
+        const sf_link *lk = sf_machine_link(m, l, &lb);
+        char lname[96];
+        sf_machine_link_name(m, l, lname, sizeof lname);
+        snprintf(name, sizeof name, "%s (%s)", lname, lk ? sf_link_type_name(lk->type) : "?");
         meta(ev, "thread_name", PID_LINKS, l, name);
     }
     free(used);

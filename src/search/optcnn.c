@@ -142,7 +142,8 @@ void oc_route_cost(const sf_machine *m, int a, int b, double *lat_s, double *inv
     sf_machine_route(m, a, b, &r);
     double lat = 0, inv = 0;
     for (int i = 0; i < r.n_links; i++) {
-        const sf_link *l = sf_machine_link(m, r.links[i]);
+        sf_link lb;
+        const sf_link *l = sf_machine_link(m, r.links[i], &lb);
         lat += l->latency_s;
         inv += 1.0 / l->bandwidth_Bps;
     }

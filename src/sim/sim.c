@@ -243,8 +243,10 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->n_ops = n_ops;
     sim->undo_op = -1;
     sim->n_dev = sf_machine_num_devices(m);
-    sim->n_links = sf_machine_num_links(m);
-    sim->n_res = sim->n_dev + sim->n_links;
+    /* links become resources as tasks use them (sim_links.c) */
+    sim->n_links = 0;
+    sim->n_res = sim->n_dev;
+    sim->cap_res = sim->n_dev + 256;
     sim->s = sf_strategy_new(g);
     sim->tg = sf_taskgraph_new(g, sim->n_dev, NULL);
     sim->n_blocks = n_ops * SIM_SLOTS + 1; /* + the barrier block */
@@ -253,8 +255,8 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->pos = malloc((size_t)sim->n_blocks * sizeof *sim->pos);
     sim->stats = calloc((size_t)sim->n_blocks, sizeof *sim->stats);
     sim->dirty = calloc((size_t)sim->n_blocks + 1, 1);
-    sim->res_free = calloc((size_t)sim->n_res + 1, sizeof *sim->res_free);
-    sim->remaining = calloc((size_t)sim->n_res + 1, sizeof *sim->remaining);
+    sim->res_free = calloc((size_t)sim->cap_res + 1, sizeof *sim->res_free);
+    sim->remaining = calloc((size_t)sim->cap_res + 1, sizeof *sim->remaining);
     sim->lay.span = calloc((size_t)sim->n_blocks, sizeof *sim->lay.span);
     sim->lay.rank_base = calloc((size_t)sim->n_blocks, sizeof *sim->lay.rank_base);
     sim->lay.rank_cap = calloc((size_t)sim->n_blocks, sizeof *sim->lay.rank_cap);
@@ -266,8 +268,8 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     if (!sim->s || !sim->blocks || !sim->order || !sim->pos || !sim->stats || !sim->dirty ||
         !sim->tg || !sim->res_free || !sim->remaining || !sim->lay.span || !sim->lay.rank_base ||
         !sim->lay.rank_cap || !sim->old_span ||
-        sched_alloc_fixed(&sim->sched[0], sim->n_dev, sim->n_res) ||
-        sched_alloc_fixed(&sim->sched[1], sim->n_dev, sim->n_res))
+        sched_alloc_fixed(&sim->sched[0], sim->n_dev, sim->cap_res) ||
+        sched_alloc_fixed(&sim->sched[1], sim->n_dev, sim->cap_res))
         goto oom;
 
     /* canonical block order: each operator's core, input edges and sync, then
@@ -317,6 +319,7 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->old_span);
     free(sim->res_free);
     free(sim->remaining);
+    sim_links_free(sim);
     free(sim->scratch);
     sf_strategy_free(sim->s);
     free(sim);
@@ -396,9 +399,11 @@ static int add_transfer(sf_sim *sim, sim_block *b, int bid, sim_kind kind, int o
         int64_t piece = bytes / nseg + (s < bytes % nseg);
         int64_t prev = from;
         for (int i = 0; i < r.n_links; i++) {
-            const sf_link *l = sf_machine_link(sim->m, r.links[i]);
+            sf_link lb;
+            const sf_link *l = sf_machine_link(sim->m, r.links[i], &lb);
             double d = l->latency_s + (double)piece / l->bandwidth_Bps;
-            int idx = block_task(b, kind, sim->n_dev + r.links[i], op, part, d, piece);
+            int res = sim_link_res(sim, r.links[i]);
+            int idx = res < 0 ? -1 : block_task(b, kind, res, op, part, d, piece);
             if (idx < 0) return -1;
             *(sync ? &b->st.sync_s : &b->st.xfer_s) += b->tasks[idx].dur_s;
             *(l->inter_node ? &b->st.inter_bytes : &b->st.intra_bytes) += piece;
@@ -466,9 +471,11 @@ static int add_ring_edge(sf_sim *sim, sim_block *b, int bid, int owner, int cls,
     sf_route r;
     sf_machine_route(sim->m, a, dst, &r);
     for (int i = 0; i < r.n_links; i++) {
-        const sf_link *l = sf_machine_link(sim->m, r.links[i]);
+        sf_link lb;
+        const sf_link *l = sf_machine_link(sim->m, r.links[i], &lb);
         double d = steps * l->latency_s + send / l->bandwidth_Bps;
-        int idx = block_task(b, SIM_SYNC, sim->n_dev + r.links[i], owner, cls, d, bytes);
+        int res = sim_link_res(sim, r.links[i]);
+        int idx = res < 0 ? -1 : block_task(b, SIM_SYNC, res, owner, cls, d, bytes);
         if (idx < 0) return -1;
         b->st.sync_s += b->tasks[idx].dur_s;
         if (l->inter_node)

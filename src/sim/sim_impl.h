@@ -40,7 +40,7 @@ typedef enum sim_kind {
 typedef struct sim_task {
     double dur_s;
     int64_t bytes;    /* link tasks: bytes carried */
-    int32_t res;      /* device id, n_devices + link id, or SIM_NO_RES */
+    int32_t res;      /* device id, a link resource (sim_link_res), or SIM_NO_RES */
     int32_t op;       /* operator it belongs to */
     int16_t part;     /* part of op (or ring position for sync) */
     uint8_t kind;     /* sim_kind */
@@ -117,7 +117,7 @@ typedef struct sim_layout {
     uint32_t *rank_cap;         /* [n_order] ranks in the range (>= the block's tasks) */
     /* [cap_slots] per slot */
     double *dur;                /* seconds */
-    int32_t *res;               /* device id, n_devices + link id, or SIM_NO_RES */
+    int32_t *res;               /* device id, a link resource (sim_link_res), or SIM_NO_RES */
     uint64_t *key;              /* canonical key: block << SIM_IDX_BITS | index */
     uint32_t *rank;             /* rank_base of its block + index, | SIM_RANK_HOLDS
                                  * when it holds a resource */
@@ -159,7 +159,14 @@ struct sf_sim {
     const sf_cost_model *cm;
     sf_sim_options opt;
     sf_strategy *s; /* current strategy */
-    int n_ops, n_dev, n_links, n_res;
+    int n_ops, n_dev;
+    /* resources: devices 0..n_dev-1, then the links tasks have used (sim_links.c),
+     * n_dev..n_res-1; the per-resource arrays hold cap_res + 1 entries */
+    int n_links, n_res, cap_res;
+    int32_t *res_link;    /* [n_links] machine link id of resource n_dev + i */
+    int cap_res_link;
+    int32_t *link_hash;   /* [link_hash_cap] machine link id -> i, -1 empty (a power of 2) */
+    int link_hash_cap;
     int has_run;
     int undo_op;          /* operator changed by the last update, -1 when none */
     int cut_pending;      /* the last update was cut off: only a revert or a run may follow */
@@ -202,7 +209,7 @@ struct sf_sim {
     uint32_t rank_room_max; /* spare ranks per block at most (default: all there are) */
     int64_t compact_slack;  /* dead slots or list entries tolerated beyond the live ones */
 
-    double *res_free;     /* [n_res] */
+    double *res_free;     /* [n_res] (cap_res + 1 allocated) */
     double *remaining;    /* [n_res] bounded runs: work still queued per resource */
     sf_tile undo_tiles[SF_MAX_PARTS]; /* the changed operator's tiles before the update */
 
@@ -221,5 +228,17 @@ const sim_task *sim_task_of(const sf_sim *sim, int64_t slot, int *block);
 void sim_set_test_limits(sf_sim *sim, uint32_t rank_room, int64_t compact_slack);
 /* For tests: 1 when the layout holds exactly the blocks' tasks and edges. */
 int sim_layout_consistent(const sf_sim *sim);
+
+/* ---- link resources (sim_links.c) ---- */
+
+/* The resource of machine link `link`, numbered on first use (n_dev + i); the
+ * per-resource arrays grow as needed. -1 when out of memory. */
+int sim_link_res(sf_sim *sim, int link);
+/* The machine link id of link resource res; -1 for a device or no resource. */
+int sim_res_link(const sf_sim *sim, int res);
+/* The link resources (n_links of them) in machine link id order; the caller
+ * frees it. NULL when out of memory. */
+int32_t *sim_link_res_sorted(const sf_sim *sim);
+void sim_links_free(sf_sim *sim);
 
 #endif

@@ -170,7 +170,10 @@ char *sf_sim_trace_to_json(const sf_sim *sim, sf_error *err) {
     const sim_layout *L = &sim->lay;
     const sim_sched *f = sim->cur;
     unsigned char *used = used_resources(sim);
-    if (!used) {
+    int32_t *links = sim_link_res_sorted(sim);
+    if (!used || !links) {
+        free(used);
+        free(links);
         sf_error_set(err, SF_ERR_NOMEM, "out of memory building the trace");
         return NULL;
     }
@@ -193,10 +196,15 @@ char *sf_sim_trace_to_json(const sf_sim *sim, sf_error *err) {
         trace_meta(&b, &first, "thread_name", PID_DEVICES, d, name);
         trace_sort(&b, "thread_sort_index", PID_DEVICES, d, d);
     }
-    for (int l = 0; l < sim->n_links; l++) {
-        if (!used[sim->n_dev + l]) continue;
-        const sf_link *lk = sf_machine_link(sim->m, l);
-        snprintf(name, sizeof name, "%s (%s)", lk->name, sf_link_type_name(lk->type));
+    /* a link's thread is its machine link id; the links in id order */
+    for (int k = 0; k < sim->n_links; k++) {
+        if (!used[links[k]]) continue;
+        int l = sim_res_link(sim, links[k]);
+        sf_link lk;
+        char ln[SF_LINK_NAME_MAX];
+        sf_machine_link(sim->m, l, &lk);
+        sf_machine_link_name(sim->m, l, ln, sizeof ln);
+        snprintf(name, sizeof name, "%s (%s)", ln, sf_link_type_name(lk.type));
         trace_meta(&b, &first, "thread_name", PID_LINKS, l, name);
         trace_sort(&b, "thread_sort_index", PID_LINKS, l, l);
     }
@@ -215,7 +223,7 @@ char *sf_sim_trace_to_json(const sf_sim *sim, sf_error *err) {
                              "\",\"cat\":\"%s\",\"pid\":%d,\"tid\":%d,\"ts\":%.4f,\"dur\":%.4f,"
                              "\"args\":{\"op\":\"",
                              t->kind < SIM_KIND_COUNT ? kind_cat[t->kind] : "?",
-                             on_link ? PID_LINKS : PID_DEVICES, on_link ? r - sim->n_dev : r,
+                             on_link ? PID_LINKS : PID_DEVICES, on_link ? sim_res_link(sim, r) : r,
                              f->start[i] * 1e6, (f->finish[i] - f->start[i]) * 1e6);
             put_json_text(&b, op ? op->name : "?");
             if (on_link)
@@ -229,6 +237,7 @@ char *sf_sim_trace_to_json(const sf_sim *sim, sf_error *err) {
     }
     sf_strbuf_puts(&b, "\n]}\n");
     free(used);
+    free(links);
     return take_text(&b, "trace", err);
 }
 
@@ -299,18 +308,27 @@ char *sf_sim_to_svg(const sf_sim *sim, sf_error *err) {
     const sim_layout *L = &sim->lay;
     const sim_sched *f = sim->cur;
     unsigned char *used = used_resources(sim);
+    int32_t *links = sim_link_res_sorted(sim);
     int32_t *row_of = malloc(((size_t)sim->n_res + 1) * sizeof *row_of);
+    int32_t *row_res = malloc(((size_t)sim->n_res + 1) * sizeof *row_res);
     svg_item *items = malloc(((size_t)L->n_tasks + 1) * sizeof *items);
-    if (!used || !row_of || !items) {
+    if (!used || !links || !row_of || !row_res || !items) {
         free(used);
+        free(links);
         free(row_of);
+        free(row_res);
         free(items);
         sf_error_set(err, SF_ERR_NOMEM, "out of memory building the svg");
         return NULL;
     }
-    /* rows: every device, then the links that carried something, by id */
+    /* rows: every device, then the links that carried something, by machine link id */
     int n_rows = 0;
-    for (int r = 0; r < sim->n_res; r++) row_of[r] = r < sim->n_dev || used[r] ? n_rows++ : -1;
+    for (int r = 0; r < sim->n_dev; r++) row_res[row_of[r] = n_rows++] = r;
+    for (int k = 0; k < sim->n_links; k++) {
+        int r = links[k];
+        row_of[r] = used[r] ? n_rows : -1;
+        if (used[r]) row_res[n_rows++] = r;
+    }
     int64_t n = 0;
     double makespan = 0;
     for (int k = 0; k < sim->n_order; k++) {
@@ -353,9 +371,8 @@ char *sf_sim_to_svg(const sf_sim *sim, sf_error *err) {
                      (long long)L->n_tasks);
 
     /* row bands and labels */
-    for (int r = 0; r < sim->n_res; r++) {
-        int row = row_of[r];
-        if (row < 0) continue;
+    for (int row = 0; row < n_rows; row++) {
+        int r = row_res[row];
         double y = SVG_TOP + row * SVG_ROW;
         if (row % 2 == 0)
             sf_strbuf_printf(
@@ -364,8 +381,7 @@ char *sf_sim_to_svg(const sf_sim *sim, sf_error *err) {
         if (r < sim->n_dev) {
             device_label(sim, r, label, sizeof label);
         } else {
-            const sf_link *lk = sf_machine_link(sim->m, r - sim->n_dev);
-            snprintf(label, sizeof label, "%s", lk->name);
+            sf_machine_link_name(sim->m, sim_res_link(sim, r), label, sizeof label);
         }
         sf_strbuf_printf(&b, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">", SVG_LEFT - 8,
                          y + SVG_ROW - 5);
@@ -425,7 +441,9 @@ char *sf_sim_to_svg(const sf_sim *sim, sf_error *err) {
     }
     sf_strbuf_puts(&b, "</svg>\n");
     free(used);
+    free(links);
     free(row_of);
+    free(row_res);
     free(items);
     return take_text(&b, "svg", err);
 }

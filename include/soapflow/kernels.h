@@ -118,6 +118,14 @@ size_t sf_kernel_workspace_bytes(const sf_op *op, const sf_tile *t, int backward
 sf_status sf_kernel_forward(const sf_kernel_args *args, int fast);
 sf_status sf_kernel_backward(const sf_kernel_args *args, int fast);
 
+/* The BLAS behind the fast kernels: "OpenBLAS" (the soapflow library), or
+ * "reference" (the planning library, soapflow_plan, which links without BLAS
+ * and runs the same kernels over plain loops). */
+const char *sf_kernels_blas(void);
+/* Threads BLAS may use from now on (1: one a rank, as the runtime and the
+ * profiler run it); nothing for the reference BLAS, which has one. */
+void sf_kernels_set_threads(int n);
+
 /* 1 when the operator type has the kernel (fast or reference, forward and
  * backward alike), else 0. */
 int sf_kernel_available(sf_op_type t, int fast);

@@ -28,10 +28,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "soapflow/data.h"
 #include "soapflow/io.h"
+#include "soapflow/kernels.h"
 #include "soapflow/models.h"
 #include "soapflow/runtime.h"
 #include "soapflow/safetensors.h"
@@ -467,7 +466,7 @@ int sf_cmd_train(int argc, char **argv) {
     if (!t.comm) return sf_cli_fail_err(&err);
     t.rank = sf_comm_rank(t.comm);
     t.ranks = sf_comm_size(t.comm);
-    openblas_set_num_threads(1); /* one BLAS thread per rank */
+    sf_kernels_set_threads(1); /* one BLAS thread per rank */
 
     rc = setup(&t, &err);
     if (rc == SF_EXIT_OK) rc = predict(&t, &err);

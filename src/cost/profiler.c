@@ -33,8 +33,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "soapflow/kernels.h"
 #include "soapflow/strategy.h"
 
@@ -396,7 +394,7 @@ sf_status sf_profile_model(const sf_graph *g, const sf_machine *m, sf_profile_db
     if (st == SF_OK && !times) st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     if (st == SF_OK && to_measure > 0) {
         /* one device of a CPU machine is one single-threaded rank */
-        openblas_set_num_threads(1);
+        sf_kernels_set_threads(1);
         double max_bytes = opt->max_bytes > 0 ? opt->max_bytes : kind->mem_bytes;
         workbuf wb = {NULL, 0};
         sf_rng rng;

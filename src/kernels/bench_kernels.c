@@ -18,8 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "kernels_impl.h"
 
 typedef struct bench_case {
@@ -166,7 +164,7 @@ done:
 
 sf_status sf_bench_kernels(FILE *out, int json, int reps, sf_error *err) {
     if (!out || reps < 1) return sf_error_set(err, SF_ERR_INVALID, "bench: reps must be >= 1");
-    openblas_set_num_threads(1);
+    sf_kernels_set_threads(1);
     enum { N_CASES = (int)(sizeof bench_cases / sizeof bench_cases[0]) };
     double rate[N_CASES];
     sf_status st;

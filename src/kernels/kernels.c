@@ -10,6 +10,10 @@
  * Workspace sizes come from the operator class's workspace callback; operators
  * that need no scratch memory leave it NULL.
  *
+ * The BLAS calls (sf_sgemm, sf_saxpy) live in blas.c, over OpenBLAS, or in
+ * blas_ref.c, plain loops, for the planning library (soapflow_plan), which
+ * links without BLAS: the same kernels, slower.
+ *
  * im2col/col2im work on a *region* of the input: the rectangle with its own
  * (ih0, iw0) that a tile needs. Positions outside the region are padding (the
  * region is the needed window clamped to the tensor), and read as zero.
@@ -20,30 +24,7 @@
 #include <limits.h>
 #include <string.h>
 
-#include <cblas.h>
-
 #include "ops/op_impl.h"
-
-/* ---- BLAS -------------------------------------------------------------- */
-
-void sf_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
-              const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
-              int64_t ldc) {
-    assert(m >= 0 && n >= 0 && k >= 0);
-    assert(m <= INT_MAX && n <= INT_MAX && k <= INT_MAX);
-    assert(lda <= INT_MAX && ldb <= INT_MAX && ldc <= INT_MAX);
-    if (m == 0 || n == 0) return;
-    if (k == 0) {
-        /* BLAS would scale C by beta; do the same without reading A and B. */
-        for (int64_t i = 0; i < m; i++)
-            for (int64_t j = 0; j < n; j++)
-                c[i * ldc + j] = beta == 0.0f ? 0.0f : beta * c[i * ldc + j];
-        return;
-    }
-    cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda,
-                b, (int)ldb, beta, c, (int)ldc);
-}
 
 /* ---- im2col / col2im --------------------------------------------------- */
 
@@ -133,7 +114,7 @@ void sf_col2im(const sf_window2d *g, const float *col, int64_t ld, int64_t col0,
                     float *dst = xc + (hbase + oh * g->sh) * g->iwn;
                     int64_t nvalid = whi - wlo;
                     if (sw == 1 && nvalid >= COL2IM_AXPY_MIN) {
-                        cblas_saxpy((int)nvalid, 1.0f, src + wlo, 1, dst + (wbase + wlo), 1);
+                        sf_saxpy(nvalid, 1.0f, src + wlo, dst + (wbase + wlo));
                     } else if (sw == 1) {
                         add_short(dst + (wbase + wlo), src + wlo, nvalid);
                     } else {

@@ -1,7 +1,7 @@
 /*
  * kernels_impl.h - helpers shared by the kernels of operator files (internal).
  *
- * A row-major SGEMM wrapper over cblas_sgemm, im2col/col2im over one image of
+ * A row-major SGEMM (blas.c over OpenBLAS, or blas_ref.c), im2col/col2im over one image of
  * an input *region* (a rectangle of the input tensor with its own lo, so that
  * halos and padding of tiles are handled in one place), and the workspace
  * sizing functions of the operators that need scratch memory.
@@ -19,6 +19,8 @@
 void sf_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float alpha,
               const float *a, int64_t lda, const float *b, int64_t ldb, float beta, float *c,
               int64_t ldc);
+/* y[0 .. n) += alpha * x[0 .. n) (n fits in an int). */
+void sf_saxpy(int64_t n, float alpha, const float *x, float *y);
 
 /* The geometry of a sliding window from an input region to an output tile,
  * both in global coordinates of their tensors. */

@@ -72,6 +72,12 @@ sf_status sf_comm_agree(sf_comm *c, sf_status st, sf_error *err);
 sf_status sf_comm_sum(sf_comm *c, double *v, int n);
 sf_status sf_comm_max(sf_comm *c, int *v, int n);
 sf_status sf_comm_bcast(sf_comm *c, void *buf, size_t bytes, int root);
+/* Blocking point-to-point messages, an in-place sum of floats over every rank
+ * and a barrier, for the commands that measure the ranks (calibrate). */
+sf_status sf_comm_send(sf_comm *c, const void *buf, size_t bytes, int dst, int tag);
+sf_status sf_comm_recv(sf_comm *c, void *buf, size_t bytes, int src, int tag);
+sf_status sf_comm_sum_floats(sf_comm *c, float *buf, int64_t n);
+sf_status sf_comm_barrier(sf_comm *c);
 
 /* ---- the runtime ------------------------------------------------------------ */
 

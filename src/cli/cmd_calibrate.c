@@ -23,8 +23,10 @@
  *    device memory bandwidth each rank gets while all of them run;
  *  - physical memory (sysconf) divided by the rank count: each rank's memory.
  *
- * MPI is initialised here and nowhere else, so every other command runs
- * without mpirun; MPI is linked to the executable only, never to the library.
+ * MPI comes through the runtime's communication interface (runtime.h; its
+ * MPI back end, comm_mpi.c, is the one file that includes <mpi.h>), and only
+ * the commands that run ranks start it, so every other command runs without
+ * mpirun.
  * With one rank there is no pair to measure: the link keeps the "cpu"
  * preset's figures, and the summary says so. Only rank 0 prints and writes;
  * the file is written atomically.
@@ -36,9 +38,10 @@
 #include <unistd.h>
 
 #include <cblas.h>
-#include <mpi.h>
 
 #include "soapflow/io.h"
+#include "soapflow/kernels.h"
+#include "soapflow/runtime.h"
 
 #define DEFAULT_OUT "machine.json"
 #define DEFAULT_NAME "local"
@@ -183,41 +186,46 @@ static double copy_rate(unsigned char *src, unsigned char *dst, size_t bytes) {
 
 /* Half round trip (s) of `bytes` between rank 0 and `peer`, best of TRIALS
  * averages; valid on rank 0. Ranks other than 0 and peer do nothing. */
-static double pingpong(int rank, int peer, unsigned char *buf, int64_t bytes) {
+static double pingpong(sf_comm *cm, int rank, int peer, unsigned char *buf, int64_t bytes) {
     int64_t iters = PINGPONG_BYTES_PER_TRIAL / bytes;
     if (iters < 2) iters = 2;
     if (iters > 200) iters = 200;
     double best = 1e30;
-    int n = (int)bytes;
+    size_t n = (size_t)bytes;
     for (int trial = 0; trial <= TRIALS; trial++) { /* trial 0 warms up */
         if (rank == 0) {
             double t0 = sf_now_s();
             for (int64_t i = 0; i < iters; i++) {
-                MPI_Send(buf, n, MPI_BYTE, peer, 0, MPI_COMM_WORLD);
-                MPI_Recv(buf, n, MPI_BYTE, peer, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
+                sf_comm_send(cm, buf, n, peer, 0);
+                sf_comm_recv(cm, buf, n, peer, 0);
             }
             double dt = (sf_now_s() - t0) / (2.0 * (double)iters);
             if (trial > 0 && dt < best) best = dt;
         } else if (rank == peer) {
             for (int64_t i = 0; i < iters; i++) {
-                MPI_Recv(buf, n, MPI_BYTE, 0, 0, MPI_COMM_WORLD, MPI_STATUS_IGNORE);
-                MPI_Send(buf, n, MPI_BYTE, 0, 0, MPI_COMM_WORLD);
+                sf_comm_recv(cm, buf, n, 0, 0);
+                sf_comm_send(cm, buf, n, 0, 0);
             }
         }
     }
     return best;
 }
 
-/* Time (s) of one MPI_Allreduce (sum) of `count` floats: the slowest rank of
- * each trial, the best trial. Valid on every rank. */
-static double allreduce_time(float *send, float *recv, int count) {
+/* Time (s) of one all-reduce (sum, MPI_Iallreduce and its wait through the runtime's
+ * communication interface) of `count` floats: the slowest rank of each trial,
+ * the best trial. Valid on every rank; times[] has a slot per rank. */
+static double allreduce_time(sf_comm *cm, float *buf, int count, double *times) {
     double best = 1e30;
+    int rank = sf_comm_rank(cm), ranks = sf_comm_size(cm);
     for (int trial = 0; trial <= TRIALS; trial++) {
-        MPI_Barrier(MPI_COMM_WORLD);
+        sf_comm_barrier(cm);
         double t0 = sf_now_s();
-        MPI_Allreduce(send, recv, count, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD);
-        double dt = sf_now_s() - t0, slowest;
-        MPI_Allreduce(&dt, &slowest, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
+        sf_comm_sum_floats(cm, buf, count);
+        memset(times, 0, (size_t)ranks * sizeof *times);
+        times[rank] = sf_now_s() - t0;
+        sf_comm_sum(cm, times, ranks);
+        double slowest = 0;
+        for (int r = 0; r < ranks; r++) slowest = times[r] > slowest ? times[r] : slowest;
         if (trial > 0 && slowest < best) best = slowest;
     }
     return best;
@@ -325,7 +333,8 @@ static int make_desc(const results *r, const calib_opts *o, sf_machine_desc *d) 
 }
 
 /* Every rank runs this, in the same order: the collectives must match. */
-static int calibrate(const calib_opts *o, int rank, int ranks) {
+static int calibrate(const calib_opts *o, sf_comm *cm) {
+    int rank = sf_comm_rank(cm), ranks = sf_comm_size(cm);
     results r;
     memset(&r, 0, sizeof r);
     r.ranks = ranks;
@@ -345,12 +354,14 @@ static int calibrate(const calib_opts *o, int rank, int ranks) {
     unsigned char *buf = malloc(msg);
     float *mats = malloc(3 * gn * sizeof *mats);
     unsigned char *stream = malloc(2 * STREAM_BYTES);
-    float *ar_send = malloc(ar), *ar_recv = malloc(ar);
+    float *ar_buf = malloc(ar);
+    double *times = calloc((size_t)ranks, sizeof *times);
     double *per_pair = malloc((size_t)(ranks > 1 ? ranks - 1 : 1) * MAX_SIZES * sizeof(double));
-    r.gemm = malloc((size_t)ranks * sizeof *r.gemm);
-    r.copy = malloc((size_t)ranks * sizeof *r.copy);
-    int ok = buf && mats && stream && ar_send && ar_recv && per_pair && r.gemm && r.copy, all_ok;
-    MPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, MPI_COMM_WORLD);
+    r.gemm = calloc((size_t)ranks, sizeof *r.gemm);
+    r.copy = calloc((size_t)ranks, sizeof *r.copy);
+    int failed = !(buf && mats && stream && ar_buf && times && per_pair && r.gemm && r.copy);
+    sf_comm_max(cm, &failed, 1);
+    int all_ok = !failed;
     int rc = SF_EXIT_OK;
     if (!all_ok) {
         if (rank == 0)
@@ -360,24 +371,26 @@ static int calibrate(const calib_opts *o, int rank, int ranks) {
         goto done;
     }
     memset(buf, 0, msg);
-    memset(ar_send, 0, ar);
+    memset(ar_buf, 0, ar);
 
     /* compute and memory first, every rank at once, as they will run */
-    MPI_Barrier(MPI_COMM_WORLD);
+    sf_comm_barrier(cm);
     double g = gemm_rate((int)o->gemm, mats, mats + gn, mats + 2 * gn);
-    MPI_Barrier(MPI_COMM_WORLD);
+    sf_comm_barrier(cm);
     double c = copy_rate(stream, stream + STREAM_BYTES, STREAM_BYTES);
-    MPI_Gather(&g, 1, MPI_DOUBLE, r.gemm, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
-    MPI_Gather(&c, 1, MPI_DOUBLE, r.copy, 1, MPI_DOUBLE, 0, MPI_COMM_WORLD);
+    r.gemm[rank] = g; /* gathered as sums of one slot per rank */
+    r.copy[rank] = c;
+    sf_comm_sum(cm, r.gemm, ranks);
+    sf_comm_sum(cm, r.copy, ranks);
 
     /* links: rank 0 with each other rank in turn, the others idle */
     for (int peer = 1; peer < ranks; peer++) {
         for (int i = 0; i < r.n_sizes; i++)
-            per_pair[(peer - 1) * MAX_SIZES + i] = pingpong(rank, peer, buf, r.sizes[i]);
-        MPI_Barrier(MPI_COMM_WORLD);
+            per_pair[(peer - 1) * MAX_SIZES + i] = pingpong(cm, rank, peer, buf, r.sizes[i]);
+        sf_comm_barrier(cm);
     }
     for (int i = 0; i < r.n_ar; i++)
-        r.ar_s[i] = allreduce_time(ar_send, ar_recv, (int)(r.ar_bytes[i] / (int64_t)sizeof(float)));
+        r.ar_s[i] = allreduce_time(cm, ar_buf, (int)(r.ar_bytes[i] / (int64_t)sizeof(float)), times);
 
     if (rank == 0) {
         double tmp[SF_MAX_DEVICES];
@@ -412,8 +425,8 @@ done:
     free(buf);
     free(mats);
     free(stream);
-    free(ar_send);
-    free(ar_recv);
+    free(ar_buf);
+    free(times);
     free(per_pair);
     free(r.gemm);
     free(r.copy);
@@ -426,34 +439,31 @@ int sf_cmd_calibrate(int argc, char **argv) {
     if (rc < 0) return sf_cli_launcher_rank() == 0 ? usage(stdout) : SF_EXIT_OK;
     if (rc != SF_EXIT_OK) return rc;
 
-    if (MPI_Init(NULL, NULL) != MPI_SUCCESS) return sf_cli_fail("calibrate: MPI_Init failed");
-    int rank = 0, ranks = 1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &ranks);
+    sf_error err = {0};
+    sf_comm *cm = sf_comm_mpi_new(&err);
+    if (!cm) return sf_cli_fail("calibrate: %s", err.msg);
+    int rank = sf_comm_rank(cm), ranks = sf_comm_size(cm);
     if (ranks > SF_MAX_DEVICES) {
         if (rank == 0) sf_cli_fail("calibrate: at most %d ranks", SF_MAX_DEVICES);
-        MPI_Finalize();
+        sf_comm_free(cm);
         return SF_EXIT_FAIL;
     }
     /* a file rank 0 cannot write is said before the measurements, by every
      * rank stopping together (a rank that returned alone would hang the rest) */
     int out_ok = 1;
-    if (rank == 0) {
-        sf_error err = {0};
-        if (sf_write_file_check(o.out, &err) != SF_OK) {
-            sf_cli_fail_err(&err);
-            out_ok = 0;
-        }
+    if (rank == 0 && sf_write_file_check(o.out, &err) != SF_OK) {
+        sf_cli_fail_err(&err);
+        out_ok = 0;
     }
-    MPI_Bcast(&out_ok, 1, MPI_INT, 0, MPI_COMM_WORLD);
+    sf_comm_bcast(cm, &out_ok, sizeof out_ok, 0);
     if (!out_ok) {
-        MPI_Finalize();
+        sf_comm_free(cm);
         return SF_EXIT_FAIL;
     }
     /* each rank is one single-threaded device, as in the runtime */
-    openblas_set_num_threads(1);
+    sf_kernels_set_threads(1);
     if (rank != 0) sf_log_set_level(SF_LOG_ERROR);
-    rc = calibrate(&o, rank, ranks);
-    MPI_Finalize();
+    rc = calibrate(&o, cm);
+    sf_comm_free(cm);
     return rc;
 }

@@ -50,3 +50,23 @@ sf_status sf_comm_agree(sf_comm *c, sf_status st, sf_error *err) {
     }
     return (sf_status)m.code;
 }
+
+sf_status sf_comm_send(sf_comm *c, const void *buf, size_t bytes, int dst, int tag) {
+    int id = c->vt->isend(c, buf, bytes, dst, tag);
+    return id < 0 ? (sf_status)id : c->vt->wait(c, id);
+}
+
+sf_status sf_comm_recv(sf_comm *c, void *buf, size_t bytes, int src, int tag) {
+    int id = c->vt->irecv(c, buf, bytes, src, tag);
+    return id < 0 ? (sf_status)id : c->vt->wait(c, id);
+}
+
+sf_status sf_comm_sum_floats(sf_comm *c, float *buf, int64_t n) {
+    int id = c->vt->iallreduce(c, buf, n, c->world_group);
+    return id < 0 ? (sf_status)id : c->vt->wait(c, id);
+}
+
+sf_status sf_comm_barrier(sf_comm *c) {
+    double x = 0;
+    return c->vt->sum_doubles(c, &x, 1);
+}

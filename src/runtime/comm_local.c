@@ -409,6 +409,7 @@ sf_status sf_comm_local_run(int n, sf_comm_rank_fn fn, void *arg, sf_error *err)
             goto done;
         }
         l->world_group = world_group;
+        l->base.world_group = world_group;
         args[i] = (rank_arg){l, fn, arg, SF_OK};
     }
     for (; started < n; started++) {

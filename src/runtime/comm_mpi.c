@@ -187,5 +187,18 @@ sf_comm *sf_comm_mpi_new(sf_error *err) {
     MPI_Comm_rank(MPI_COMM_WORLD, &m->base.rank);
     MPI_Comm_size(MPI_COMM_WORLD, &m->base.size);
     strcpy(m->base.what, "MPI");
+    /* group 0: every rank, on a communicator of its own */
+    m->groups = malloc(16 * sizeof *m->groups);
+    if (!m->groups || MPI_Comm_dup(MPI_COMM_WORLD, &m->groups[0]) != MPI_SUCCESS) {
+        free(m->groups);
+        if (m->inited) MPI_Finalize();
+        free(m);
+        sf_error_set(err, SF_ERR_IO, "MPI: cannot make the world's communicator");
+        return NULL;
+    }
+    MPI_Comm_set_errhandler(m->groups[0], MPI_ERRORS_RETURN);
+    m->n_groups = 1;
+    m->cap_groups = 16;
+    m->base.world_group = 0;
     return &m->base;
 }

@@ -134,6 +134,8 @@ sf_status sf_runtime_set_params(sf_runtime *rt, sf_rt_params which, const float 
  * each shard's elements come from its first device. Collective. */
 sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const *bufs,
                                 sf_error *err);
+/* The learning rate of the next steps (a schedule sets it before each). */
+void sf_runtime_set_lr(sf_runtime *rt, double lr);
 /* Steps taken (sf_runtime_step calls, or as set for a resumed run). */
 int64_t sf_runtime_steps(const sf_runtime *rt);
 void sf_runtime_set_steps(sf_runtime *rt, int64_t steps);

@@ -63,6 +63,9 @@ static int usage(FILE *out) {
             "  --epochs E             passes over the training data (default 1)\n"
             "  --iters N              steps instead of epochs (synthetic data: default 100)\n"
             "  --lr X                 learning rate (default 0.01)\n"
+            "  --lr-schedule S        constant (default) or cosine: lr * (1 + cos(pi t / T)) / 2\n"
+            "                         at step t of the run's T steps (a resumed run keeps the T\n"
+            "                         it was saved with)\n"
             "  --momentum X           SGD momentum (default 0.9)\n"
             "  --weight-decay X       L2 weight decay (default 0)\n"
             "  --seed S               initial weights, data order and dropout (default 1)\n"
@@ -88,7 +91,7 @@ static int usage(FILE *out) {
 typedef struct train_opts {
     sf_cli_model_opts model;
     const char *machine, *strategy, *data, *data_dir, *init, *save, *resume, *trace, *costs;
-    const char *sync;
+    const char *sync, *schedule;
     int64_t epochs, iters, seed, log_every;
     double lr, momentum, weight_decay;
     int json, reference, help;
@@ -116,6 +119,7 @@ static int parse(int argc, char **argv, train_opts *o) {
     o->momentum = 0.9;
     o->seed = 1;
     o->sync = "overlap";
+    o->schedule = "constant";
     sf_cli_args a;
     sf_cli_args_init(&a, argc, argv);
     while (sf_cli_next(&a)) {
@@ -138,6 +142,7 @@ static int parse(int argc, char **argv, train_opts *o) {
             sf_cli_str(&a, "--trace", NULL, &o->trace) ||
             sf_cli_str(&a, "--costs", NULL, &o->costs) ||
             sf_cli_str(&a, "--sync", NULL, &o->sync) ||
+            sf_cli_str(&a, "--lr-schedule", NULL, &o->schedule) ||
             sf_cli_int(&a, "--log-every", NULL, 1, MAX_STEPS, &o->log_every) ||
             sf_cli_flag(&a, "--reference-kernels", NULL, &o->reference) ||
             sf_cli_flag(&a, "--json", NULL, &o->json))
@@ -152,6 +157,9 @@ static int parse(int argc, char **argv, train_opts *o) {
         return sf_cli_usage_error("train", "--init and --resume exclude each other");
     if (strcmp(o->sync, "overlap") && strcmp(o->sync, "bulk"))
         return sf_cli_usage_error("train", "--sync is overlap or bulk, got '%.64s'", o->sync);
+    if (strcmp(o->schedule, "constant") && strcmp(o->schedule, "cosine"))
+        return sf_cli_usage_error("train", "--lr-schedule is constant or cosine, got '%.64s'",
+                                  o->schedule);
     if (o->data && strcmp(o->data, "fashion-mnist") && strcmp(o->data, "mnist") &&
         strcmp(o->data, "synthetic"))
         return sf_cli_usage_error("train", "--data is fashion-mnist, mnist or synthetic, got '%.64s'",
@@ -197,7 +205,7 @@ static void fill_batch(sf_batch_bufs *bb, const sf_dataset *ds, const int64_t *o
 
 /* Write the gathered weights (and momentum) of g as safetensors, on rank 0. */
 static sf_status save_checkpoint(const char *path, const sf_graph *g, float **w, float **v,
-                                 int64_t step, int64_t seed, sf_error *err) {
+                                 int64_t step, int64_t seed, int64_t lr_steps, sf_error *err) {
     int n = sf_graph_num_ops(g), cap = 0;
     for (int i = 0; i < n; i++) cap += 2 * SF_MAX_PARAMS;
     sf_st_tensor *t = calloc((size_t)(cap ? cap : 1), sizeof *t);
@@ -227,12 +235,14 @@ static sf_status save_checkpoint(const char *path, const sf_graph *g, float **w,
             }
         }
     }
-    char step_s[32], seed_s[32];
+    char step_s[32], seed_s[32], lr_s[32];
     snprintf(step_s, sizeof step_s, "%lld", (long long)step);
     snprintf(seed_s, sizeof seed_s, "%lld", (long long)seed);
-    const char *keys[] = {"format", "soapflow.model", "soapflow.step", "soapflow.seed"};
-    const char *vals[] = {"pt", sf_graph_name(g), step_s, seed_s};
-    sf_status st = sf_safetensors_write(path, t, (size_t)nt, keys, vals, v ? 4 : 2, err);
+    snprintf(lr_s, sizeof lr_s, "%lld", (long long)lr_steps);
+    const char *keys[] = {"format", "soapflow.model", "soapflow.step", "soapflow.seed",
+                          "soapflow.lr_steps"};
+    const char *vals[] = {"pt", sf_graph_name(g), step_s, seed_s, lr_s};
+    sf_status st = sf_safetensors_write(path, t, (size_t)nt, keys, vals, v ? 5 : 2, err);
     free(t);
     free(names);
     return st;
@@ -241,7 +251,7 @@ static sf_status save_checkpoint(const char *path, const sf_graph *g, float **w,
 /* Load weights (and momentum, for a resume) into w and v from a checkpoint:
  * every tensor of the model must be there with its shape; mismatches are listed. */
 static sf_status load_checkpoint(const char *path, const sf_graph *g, float **w, float **v,
-                                 int64_t *step, int64_t *seed, sf_error *err) {
+                                 int64_t *step, int64_t *seed, int64_t *lr_steps, sf_error *err) {
     sf_st_file *f = sf_safetensors_read(path, err);
     if (!f) return err->code ? err->code : SF_ERR_IO;
     char bad[SF_ERRMSG_MAX] = "";
@@ -278,6 +288,8 @@ static sf_status load_checkpoint(const char *path, const sf_graph *g, float **w,
     } else if (step || seed) {
         const char *sv = sf_safetensors_meta(f, "soapflow.step");
         const char *dv = sf_safetensors_meta(f, "soapflow.seed");
+        const char *lv = sf_safetensors_meta(f, "soapflow.lr_steps");
+        if (lv && lr_steps) sf_cli_parse_int(lv, 0, INT64_MAX, lr_steps);
         if (!sv || !dv || sf_cli_parse_int(sv, 0, INT64_MAX, step) ||
             sf_cli_parse_int(dv, 0, INT64_MAX, seed))
             st = sf_error_set(err, SF_ERR_PARSE,
@@ -470,11 +482,11 @@ int sf_cmd_train(int argc, char **argv) {
 
     rc = setup(&t, &err);
     if (rc == SF_EXIT_OK) rc = predict(&t, &err);
-    int64_t step0 = 0, seed = t.o.seed;
+    int64_t step0 = 0, seed = t.o.seed, lr_steps = 0;
     if (rc == SF_EXIT_OK && (t.o.init || t.o.resume)) {
         if (load_checkpoint(t.o.init ? t.o.init : t.o.resume, t.g, t.w, t.o.resume ? t.v : NULL,
                             t.o.resume ? &step0 : NULL, t.o.resume ? &seed : NULL,
-                            &err) != SF_OK)
+                            t.o.resume ? &lr_steps : NULL, &err) != SF_OK)
             rc = sf_cli_fail_err(&err);
     }
     /* all ranks agree that set-up worked before the runtime's collectives */
@@ -511,6 +523,8 @@ int sf_cmd_train(int argc, char **argv) {
                     : synthetic    ? (t.o.epochs ? t.o.epochs * 100 : 100)
                                    : per_epoch * (t.o.epochs ? t.o.epochs : 1);
     int64_t log_every = t.o.log_every ? t.o.log_every : (total >= 10 ? total / 10 : 1);
+    if (!lr_steps) lr_steps = step0 + total; /* the schedule's T */
+    int cosine = strcmp(t.o.schedule, "cosine") == 0;
     double *times = malloc((size_t)(total ? total : 1) * sizeof *times);
     double *losses = malloc((size_t)(total ? total : 1) * sizeof *losses);
     if (!times || !losses) st = sf_error_set(&err, SF_ERR_NOMEM, "out of memory");
@@ -537,6 +551,10 @@ int sf_cmd_train(int argc, char **argv) {
             fill_batch(t.bb, &t.train, t.order, (step % per_epoch) * batch, batch, t.input,
                        t.loss);
         }
+        if (cosine)
+            sf_runtime_set_lr(t.rt, t.o.lr * 0.5 *
+                                        (1 + cos(3.14159265358979323846 * (double)step /
+                                                 (double)lr_steps)));
         double t0 = sf_now_s(), loss = 0;
         st = sf_runtime_step(t.rt, &t.bb->batch, &loss, &err);
         times[i] = sf_now_s() - t0;
@@ -563,7 +581,7 @@ int sf_cmd_train(int argc, char **argv) {
             st = sf_runtime_get_params(t.rt, SF_RT_MOMENTUM, t.rank == 0 ? t.v : NULL, &err);
         sf_status ws = SF_OK;
         if (st == SF_OK && t.rank == 0)
-            ws = save_checkpoint(t.o.save, t.g, t.w, t.v, step0 + total, seed, &err);
+            ws = save_checkpoint(t.o.save, t.g, t.w, t.v, step0 + total, seed, lr_steps, &err);
         if (st == SF_OK) st = sf_comm_agree(t.comm, ws, &err);
     }
     /* every rank's reserved bytes, for the report */

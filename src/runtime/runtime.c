@@ -1019,6 +1019,7 @@ sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const
     return st;
 }
 
+void sf_runtime_set_lr(sf_runtime *rt, double lr) { rt->o.lr = lr; }
 int64_t sf_runtime_steps(const sf_runtime *rt) { return rt->steps; }
 void sf_runtime_set_steps(sf_runtime *rt, int64_t steps) { rt->steps = steps; }
 int64_t sf_runtime_reserved_bytes(const sf_runtime *rt) { return (int64_t)rt->block_bytes; }

@@ -67,7 +67,8 @@ static int usage(FILE *out) {
             "  --momentum X           SGD momentum (default 0.9)\n"
             "  --weight-decay X       L2 weight decay (default 0)\n"
             "  --seed S               initial weights, data order and dropout (default 1)\n"
-            "  --init F.safetensors   initial weights from a checkpoint (names and shapes checked)\n"
+            "  --init F.safetensors   initial weights from a checkpoint (names and shapes checked);\n"
+            "                         an ONNX model starts from its initializers when it has them\n"
             "  --save F.safetensors   write the trained weights (and momentum, step) at the end\n"
             "  --resume F             continue a run saved with --save: weights, momentum,\n"
             "                         step and data order\n"
@@ -317,7 +318,9 @@ typedef struct train_state {
 /* Everything that can fail before training, on every rank alike. */
 static int setup(train_state *t, sf_error *err) {
     const train_opts *o = &t->o;
-    int rc = sf_cli_model_open("train", &o->model, 1, &t->g);
+    /* an ONNX file's initializers, when it has them all, are the initial weights
+     * (sf_params_new's layout; --init and --resume overwrite them) */
+    int rc = sf_cli_model_open_weights("train", &o->model, 1, &t->g, &t->w);
     if (rc != SF_EXIT_OK) return rc;
     if (!o->model.batch && !sf_cli_is_path(o->model.model)) {
         /* the zoo's default is 64 per device of a planning machine; train's is 64 in all */
@@ -362,7 +365,7 @@ static int setup(train_state *t, sf_error *err) {
         if (!t->order) return sf_cli_fail("out of memory");
     }
     t->bb = sf_batch_bufs_new(t->g, err);
-    t->w = sf_params_new(t->g, (uint64_t)o->seed, 0, err);
+    if (!t->w) t->w = sf_params_new(t->g, (uint64_t)o->seed, 0, err);
     t->v = sf_params_new(t->g, 0, 1, err);
     if (!t->bb || !t->w || !t->v) return sf_cli_fail_err(err);
     return SF_EXIT_OK;

@@ -25,6 +25,9 @@ that the imported graph and weights compute the same loss.
                  linear over the vocabulary
   transformer    nn.TransformerEncoderLayer between an embedding and a linear head
                  (opset 17: LayerNormalization; the attention as torch exports it)
+  transformer_op14
+                 the same with GELU at torch's default opset, 14: layer normalization and
+                 GELU spelled out in ReduceMean, Sub, Pow, Sqrt, Div, Erf ...
   misc_op9, misc_op13
                  activations and shapes: LeakyReLU, ReLU6 (Clip by attributes at 9, by
                  inputs at 13), Sigmoid, Tanh, a product, a concatenation, average and
@@ -104,10 +107,11 @@ class LstmLM(nn.Module):
 
 
 class TransformerLM(nn.Module):
-    def __init__(self, vocab=50, d=32, heads=4, ff=64):
+    def __init__(self, vocab=50, d=32, heads=4, ff=64, activation="relu"):
         super().__init__()
         self.embed = nn.Embedding(vocab, d)
-        self.layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True)
+        self.layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True,
+                                                activation=activation)
         self.fc = nn.Linear(d, vocab)
 
     def forward(self, tokens):
@@ -175,6 +179,8 @@ def small(outdir):
         ("resblock", ResBlock(), torch.randn(BATCH, 8, 16, 16), 13, True, 10, True),
         ("lstm_lm", LstmLM(), torch.randint(0, 100, (BATCH, 12)), 13, False, 100, True),
         ("transformer", TransformerLM(), torch.randint(0, 50, (BATCH, 10)), 17, False, 50, True),
+        ("transformer_op14", TransformerLM(activation="gelu"), torch.randint(0, 50, (BATCH, 10)),
+         14, False, 50, True),
         ("misc_op9", misc, img16, 9, False, 10, True),
         ("misc_op13", misc, img16, 13, False, 10, True),
     ]

@@ -36,8 +36,9 @@
 #include "soapflow/runtime.h"
 #include "soapflow/sim.h"
 
-static const char *const fixtures[] = {"lenet5",      "lenet5_op9", "resblock", "lstm_lm",
-                                       "transformer", "misc_op9",   "misc_op13"};
+static const char *const fixtures[] = {"lenet5",    "lenet5_op9", "resblock",
+                                       "lstm_lm",   "transformer", "transformer_op14",
+                                       "misc_op9",  "misc_op13"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 static void fixture_path(char *buf, size_t cap, const char *name, const char *ext) {
@@ -98,7 +99,7 @@ static void test_op_table(void **state) {
         assert_true(!(e->can & OX_CAN_ACT) == !e->act);
         assert_ptr_equal(ox_op_find(e->op_type), e);
     }
-    assert_null(ox_op_find("Erf"));
+    assert_null(ox_op_find("HardSwish"));
     assert_null(ox_op_find(""));
     assert_null(ox_op_find(NULL));
 }
@@ -451,27 +452,27 @@ static void test_unsupported_listed(void **state) {
     Onnx__GraphProto *g = m->graph;
     int r0 = find_node(g, "Relu", 0), r1 = find_node(g, "Relu", 2), mp = find_node(g, "MaxPool", 1);
     int fl = find_node(g, "Flatten", 0);
-    char *o0 = retype(g->node[r0], "Erf"), *o1 = retype(g->node[r1], "Erf");
+    char *o0 = retype(g->node[r0], "HardSwish"), *o1 = retype(g->node[r1], "HardSwish");
     char *o2 = retype(g->node[mp], "FancyPool");
     char *dom = g->node[fl]->domain;
     g->node[fl]->domain = (char *)"com.example";
     size_t len;
     uint8_t *buf = encode(m, &len);
     char want[256];
-    snprintf(want, sizeof want, "Erf x2 (first: node #%d '%s')", r0, g->node[r0]->name);
+    snprintf(want, sizeof want, "HardSwish x2 (first: node #%d '%s')", r0, g->node[r0]->name);
     expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "4 unsupported operators (3 types)", want);
     snprintf(want, sizeof want, "FancyPool x1 (first: node #%d '%s')", mp, g->node[mp]->name);
     expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, want, "com.example.Flatten x1");
     free(buf);
-    /* a supported type in a way that is not: Sub of activations */
+    /* a supported type in a way that is not: Neg of activations (it folds constants) */
     retype(g->node[r0], "Relu");
     retype(g->node[r1], "Relu");
     retype(g->node[mp], "MaxPool");
     g->node[fl]->domain = dom;
     int gm = find_node(g, "Gemm", 0);
-    char *o3 = retype(g->node[gm], "Sub");
+    char *o3 = retype(g->node[gm], "Neg");
     buf = encode(m, &len);
-    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "Sub on activations x1", g->node[gm]->name);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "Neg on activations x1", g->node[gm]->name);
     free(buf);
     g->node[r0]->op_type = o0;
     g->node[r1]->op_type = o1;
@@ -618,8 +619,9 @@ static void test_graph_errors(void **state) {
     onnx__model_proto__free_unpacked(m, NULL);
 }
 
-/* The attention pattern, broken: a Softmax over another axis is not torch's. */
-static void test_attention_departures(void **state) {
+/* The recognized patterns, broken: a Softmax over another axis is not torch's
+ * attention, a Sqrt turned Erf not its layer normalization, a squared GELU no GELU. */
+static void test_pattern_departures(void **state) {
     (void)state;
     Onnx__ModelProto *m = decode_fixture("transformer");
     Onnx__GraphProto *g = m->graph;
@@ -642,6 +644,34 @@ static void test_attention_departures(void **state) {
     expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "attention", g->node[mm]->name);
     free(buf);
     g->node[mm]->input[1] = v_in;
+    onnx__model_proto__free_unpacked(m, NULL);
+
+    /* layer normalization in steps (opset 14), with a step that is not torch's */
+    m = decode_fixture("transformer_op14");
+    g = m->graph;
+    int sq = find_node(g, "Sqrt", 0), rm = find_node(g, "ReduceMean", 0);
+    char *old = retype(g->node[sq], "Erf");
+    buf = encode(m, &len);
+    char want[256];
+    snprintf(want, sizeof want, "a step of the layer normalization that starts at node #%d '%s'",
+             rm, g->node[rm]->name);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, want, g->node[sq]->name);
+    free(buf);
+    g->node[sq]->op_type = old;
+    /* GELU's last step, the product by 0.5, made a square: not GELU */
+    int half = -1;
+    for (size_t i = 1; i < g->n_node && half < 0; i++)
+        if (!strcmp(g->node[i]->op_type, "Mul") && !strcmp(g->node[i - 1]->op_type, "Constant") &&
+            i >= 2 && !strcmp(g->node[i - 2]->op_type, "Mul") &&
+            !strcmp(g->node[i]->input[0], g->node[i - 2]->output[0]))
+            half = (int)i;
+    assert_true(half > 0);
+    char *c_in = g->node[half]->input[1];
+    g->node[half]->input[1] = g->node[half]->input[0];
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "a step of the GELU", g->node[half]->name);
+    free(buf);
+    g->node[half]->input[1] = c_in;
     onnx__model_proto__free_unpacked(m, NULL);
 }
 
@@ -768,7 +798,7 @@ int main(void) {
         cmocka_unit_test(test_wire_type),
         cmocka_unit_test(test_unsupported_listed),
         cmocka_unit_test(test_graph_errors),
-        cmocka_unit_test(test_attention_departures),
+        cmocka_unit_test(test_pattern_departures),
         cmocka_unit_test(test_debian_testdata),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

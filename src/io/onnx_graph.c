@@ -738,6 +738,7 @@ sf_status ox_act(ox_ctx *c, int v) {
     case OX_INPUT: return make_input(c, v);
     case OX_PEND:
         if (x->pend == OX_PEND_LINEAR) return force_linear(c, v);
+        if (x->pend == OX_PEND_PAT) return ox_pat_force(c, v);
         return ox_attn_refuse(c, v);
     case OX_CONST:
     case OX_WEIGHT:
@@ -1345,7 +1346,8 @@ sf_status ox_import_graph(ox_ctx *c) {
     if (st == SF_OK) st = sort_nodes(c);
     if (st != SF_OK) return st;
     c->attn_val = calloc((size_t)c->n_vals, sizeof *c->attn_val);
-    if (!c->attn_val) return oom(c);
+    c->pat_stage = calloc((size_t)c->n_vals, sizeof *c->pat_stage);
+    if (!c->attn_val || !c->pat_stage) return oom(c);
     mark_live(c);
     if ((st = check_supported(c)) != SF_OK) return st;
     /* named after the file: exporters name the graph after themselves
@@ -1410,4 +1412,6 @@ void ox_ctx_free(ox_ctx *c) {
     free(c->lin);
     free(c->attn);
     free(c->attn_val);
+    free(c->pat);
+    free(c->pat_stage);
 }

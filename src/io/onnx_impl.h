@@ -9,6 +9,7 @@
  *   onnx_ops.c    nodes that become soapflow operators (Conv, Gemm, LSTM, ...)
  *   onnx_fold.c   nodes evaluated on constants: the shape glue of PyTorch's exports
  *   onnx_attn.c   torch's nn.MultiheadAttention export, recognized as one attention
+ *   onnx_norm.c   torch's layer normalization and GELU spelled out in steps (opsets < 17)
  *
  * Every ONNX value (a node output, a graph input, an initializer) is one ox_value:
  * its ONNX shape, always known (the batch is bound before anything is read), and
@@ -63,7 +64,8 @@ typedef enum ox_kind {
 
 typedef enum ox_pend_kind {
     OX_PEND_LINEAR = 0, /* MatMul by a constant (K, N): a linear layer, bias to come */
-    OX_PEND_ATTN        /* a stage of an attention (onnx_attn.c) */
+    OX_PEND_ATTN,       /* a stage of an attention (onnx_attn.c) */
+    OX_PEND_PAT         /* a step of a layer normalization or a GELU (onnx_norm.c) */
 } ox_pend_kind;
 
 typedef struct ox_value {
@@ -113,6 +115,14 @@ typedef struct ox_attn {
     sf_tensor_ref out;
 } ox_attn;
 
+/* A layer normalization or GELU spelled out in steps (onnx_norm.c). */
+typedef struct ox_pat {
+    int x;      /* the value normalized (or activated) */
+    int node;   /* the node where it starts */
+    int w;      /* the scale constant, or -1 */
+    double eps;
+} ox_pat;
+
 /* What a PEND ATTN value holds (onnx_attn.c): a stage, the part (0 q, 1 k, 2 v)
  * for the per-part stages, and the order of (T, N*heads, head_dim) it is in. */
 typedef struct ox_attn_val {
@@ -144,6 +154,9 @@ typedef struct ox_ctx {
     ox_attn *attn;
     int n_attn, cap_attn;
     ox_attn_val *attn_val; /* [n_vals]: what each PEND ATTN value holds */
+    ox_pat *pat;
+    int n_pat, cap_pat;
+    int *pat_stage; /* [n_vals]: the step each PEND PAT value is */
 
     sf_graph *g;
     int want_weights;  /* the caller asked for the weights */
@@ -254,6 +267,13 @@ int ox_attn_slice(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st);
 int ox_attn_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st);
 /* An error for a node that reads an attention stage it cannot take. */
 sf_status ox_attn_refuse(ox_ctx *c, int v);
+
+/* onnx_norm.c: the steps of a layer normalization or a GELU; as ox_attn_node
+ * (also the nodes that start one). */
+int ox_pat_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st);
+/* A step read as an activation: the layernorm it completes, or an error. */
+sf_status ox_pat_force(ox_ctx *c, int v);
+sf_status ox_pat_refuse(ox_ctx *c, int v);
 
 /* ---- onnx_wire.c ------------------------------------------------------------- */
 

@@ -36,6 +36,7 @@
  *   Identity, Cast              nothing: the same tensor
  *   LSTM                        lstm (forward, default activations; torch's gate order)
  *   torch's MultiheadAttention  attention (onnx_attn.c)
+ *   torch's LayerNorm, GELU     layernorm, gelu, from their steps before opset 17 (onnx_norm.c)
  */
 #include <math.h>
 #include <stdlib.h>
@@ -675,6 +676,7 @@ static sf_status binary(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type) {
     if (ox_attn_node(c, n, &st)) return st;
     int a = ox_in(c, n, 0), b = ox_in(c, n, 1);
     if (type == SF_OP_ADD && (fuse_bias(c, n, a, b) || fuse_bias(c, n, b, a))) return SF_OK;
+    if (ox_pat_node(c, n, &st)) return st;
     ox_kind ka = c->vals[a].kind, kb = c->vals[b].kind;
     if (ka == OX_CONST || kb == OX_CONST)
         return ox_fail(c, SF_ERR_UNSUPPORTED,
@@ -723,9 +725,21 @@ static sf_status act_mul(ox_ctx *c, const Onnx__NodeProto *n) { return binary(c,
 static sf_status act_div(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_status st;
     if (ox_attn_node(c, n, &st)) return st;
+    if (ox_pat_node(c, n, &st)) return st;
     return ox_fail(c, SF_ERR_UNSUPPORTED,
-                   "a division of activations: soapflow has no such operator (a division by "
-                   "a constant is taken inside the attention pattern only)");
+                   "a division of activations: soapflow has no such operator (one is taken "
+                   "only as a step of torch's attention, layer normalization or GELU)");
+}
+
+/* Sub, Pow, Sqrt, ReduceMean, Erf: only as steps of torch's layer normalization
+ * and GELU (onnx_norm.c). */
+static sf_status act_steps_only(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_pat_node(c, n, &st)) return st;
+    return ox_fail(c, SF_ERR_UNSUPPORTED,
+                   "%s of an activation: soapflow has no such operator (one is taken only as "
+                   "a step of torch's layer normalization or GELU)",
+                   n->op_type);
 }
 
 /* ---- shapes: concat, split, flatten, reshape, views ---------------------------------- */
@@ -1475,6 +1489,7 @@ static const ox_op_entry table[] = {
     {"Div", FOLD | ACT, ox_fold_node, act_div},
     {"Dropout", ACT, NULL, act_dropout},
     {"Equal", FOLD, ox_fold_node, NULL},
+    {"Erf", ACT, NULL, act_steps_only},
     {"Expand", FOLD, ox_fold_node, NULL},
     {"Flatten", FOLD | ACT, ox_fold_node, act_flatten},
     {"Floor", FOLD, ox_fold_node, NULL},
@@ -1496,9 +1511,10 @@ static const ox_op_entry table[] = {
     {"Mul", FOLD | ACT, ox_fold_node, act_mul},
     {"Neg", FOLD, ox_fold_node, NULL},
     {"Not", FOLD, ox_fold_node, NULL},
-    {"Pow", FOLD, ox_fold_node, NULL},
+    {"Pow", FOLD | ACT, ox_fold_node, act_steps_only},
     {"Range", FOLD, ox_fold_node, NULL},
     {"Reciprocal", FOLD, ox_fold_node, NULL},
+    {"ReduceMean", ACT, NULL, act_steps_only},
     {"ReduceProd", FOLD, ox_fold_node, NULL},
     {"ReduceSum", FOLD, ox_fold_node, NULL},
     {"Relu", ACT, NULL, act_relu},
@@ -1509,9 +1525,9 @@ static const ox_op_entry table[] = {
     {"Slice", FOLD | ACT, ox_fold_node, act_slice},
     {"Softmax", ACT, NULL, act_softmax},
     {"Split", ACT, NULL, act_split},
-    {"Sqrt", FOLD, ox_fold_node, NULL},
+    {"Sqrt", FOLD | ACT, ox_fold_node, act_steps_only},
     {"Squeeze", FOLD | ACT, ox_fold_node, act_squeeze},
-    {"Sub", FOLD, ox_fold_node, NULL},
+    {"Sub", FOLD | ACT, ox_fold_node, act_steps_only},
     {"Tanh", ACT, NULL, act_tanh},
     {"Transpose", FOLD | ACT, ox_fold_node, act_transpose},
     {"Unsqueeze", FOLD | ACT, ox_fold_node, act_unsqueeze},

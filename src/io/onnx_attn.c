@@ -281,7 +281,8 @@ int ox_attn_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st) {
         for (int k = 0; k < cnt; k++) /* 0 copies (no allowzero in torch's export) */
             if (s[k] == 0 && k < c->vals[v].ndim) s[k] = c->vals[v].d[k];
         if (av.stage == AT_PART && cnt == 3 && s[0] == a->t && s[1] > 0 && s[2] > 0 &&
-            s[1] % a->n == 0 && (s[1] / a->n) * s[2] == a->d) {
+            s[1] % a->n == 0 && s[1] / a->n <= a->d && s[2] <= a->d &&
+            (s[1] / a->n) * s[2] == a->d) {
             int64_t heads = s[1] / a->n;
             if (a->heads && a->heads != heads) TAKE(ox_attn_refuse(c, v));
             a->heads = heads;

@@ -138,10 +138,17 @@ static sf_status int_op(ox_ctx *c, bop op, int64_t a, int64_t b, int64_t *r) {
         return SF_OK;
     case B_POW: {
         if (b < 0) return ox_fail(c, SF_ERR_RANGE, "integer power %lld", (long long)b);
-        int64_t x = 1;
+        if (a == 0 || a == 1) { /* no overflow however large b is: do not loop b times */
+            *r = b == 0 ? 1 : a;
+            return SF_OK;
+        }
+        if (a == -1) {
+            *r = b % 2 ? -1 : 1;
+            return SF_OK;
+        }
+        int64_t x = 1; /* |a| >= 2: overflows within 64 steps */
         for (int64_t k = 0; k < b; k++)
-            if (__builtin_mul_overflow(x, a, &x) || k > 64)
-                return ox_fail(c, SF_ERR_RANGE, "integer overflow");
+            if (__builtin_mul_overflow(x, a, &x)) return ox_fail(c, SF_ERR_RANGE, "integer overflow");
         *r = x;
         return SF_OK;
     }
@@ -604,6 +611,8 @@ static sf_status fold_slice(ox_ctx *c, const Onnx__NodeProto *n) {
             return ox_fail(c, SF_ERR_PARSE, "slice axes out of range or repeated");
         int64_t len = x->d[a], s = nst >= 0 ? steps[k] : 1, b = starts[k], e = ends[k];
         if (s == 0) return ox_fail(c, SF_ERR_PARSE, "step 0");
+        if (s < -SF_MAX_NUMEL) s = -SF_MAX_NUMEL; /* past any axis: the same slice, no overflow */
+        if (s > SF_MAX_NUMEL) s = SF_MAX_NUMEL;
         if (b < 0) b = b < -len ? 0 : b + len; /* saturate huge values (INT64_MAX means "all") */
         if (e < 0) e = e < -len ? -1 : e + len;
         if (s > 0) {
@@ -776,10 +785,17 @@ static sf_status fold_range(ox_ctx *c, const Onnx__NodeProto *n) {
     void *data = alloc_data(c, len, ints);
     if (!data) return c->err->code;
     for (int64_t k = 0; k < len; k++) {
-        if (ints)
-            ((int64_t *)data)[k] = s->i[0] + k * dl->i[0];
-        else
+        if (ints) {
+            int64_t step, v;
+            if (__builtin_mul_overflow(k, dl->i[0], &step) ||
+                __builtin_add_overflow(s->i[0], step, &v)) {
+                free(data);
+                return ox_fail(c, SF_ERR_RANGE, "integer overflow");
+            }
+            ((int64_t *)data)[k] = v;
+        } else {
             ((float *)data)[k] = (float)(start + (double)k * delta);
+        }
     }
     return ox_set_const(c, o, 1, &len, ints, data);
 }

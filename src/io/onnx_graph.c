@@ -549,18 +549,16 @@ static sf_status grow_weights(ox_ctx *c, int id) {
     return SF_OK;
 }
 
-/* Add an operator named name (already unique); the weights buffer is made. */
+/* Add an operator named name (already unique). Its weights buffer is made when
+ * the first parameter with data is put into it (weights_buffer): a file without
+ * its weights declares sizes it never backs with data, so nothing is allocated
+ * for them. */
 static int add_named(ox_ctx *c, sf_op_type type, const char *name, const sf_op_params *p,
                      const sf_tensor_ref *in, int n_in) {
     sf_error local = {0};
     int id = sf_graph_add_op(c->g, type, name, p, in, n_in, &local);
     if (id < 0) return ox_fail(c, local.code, "%s", local.msg);
     if (grow_weights(c, id) != SF_OK) return SF_ERR_NOMEM;
-    const sf_op *op = sf_graph_op(c->g, id);
-    if (c->want_weights && op->n_params > 0) {
-        c->w[id] = calloc((size_t)op->n_params, sizeof(float));
-        if (!c->w[id]) return oom(c);
-    }
     return id;
 }
 
@@ -840,6 +838,15 @@ static const sf_param_desc *find_param(const ox_ctx *c, int op, const char *pnam
     return NULL;
 }
 
+/* The full-layout buffer of op (calloc'd on first use), or NULL with err set. */
+static float *weights_buffer(ox_ctx *c, int op) {
+    if (c->w[op]) return c->w[op];
+    int64_t n = sf_graph_op(c->g, op)->n_params;
+    c->w[op] = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
+    if (!c->w[op]) oom(c);
+    return c->w[op];
+}
+
 sf_status ox_put_param(ox_ctx *c, int op, const char *pname, const float *src, int64_t numel) {
     sf_param_desc d[SF_MAX_PARAMS];
     const sf_param_desc *pd = find_param(c, op, pname, d);
@@ -854,8 +861,10 @@ sf_status ox_put_param(ox_ctx *c, int op, const char *pname, const float *src, i
         c->weights_missing = 1;
         return SF_OK;
     }
-    if (!c->want_weights) return SF_OK;
-    memcpy(c->w[op] + pd->offset, src, (size_t)numel * sizeof *src);
+    if (!c->want_weights || c->weights_missing) return SF_OK; /* nothing will be returned */
+    float *w = weights_buffer(c, op);
+    if (!w) return SF_ERR_NOMEM;
+    memcpy(w + pd->offset, src, (size_t)numel * sizeof *src);
     return SF_OK;
 }
 
@@ -867,8 +876,10 @@ sf_status ox_fill_param(ox_ctx *c, int op, const char *pname, float value) {
                        sf_graph_op(c->g, op)->name, pname);
     int64_t numel = sf_shape_numel(&pd->shape);
     c->filled += numel;
-    if (!c->want_weights) return SF_OK;
-    for (int64_t k = 0; k < numel; k++) c->w[op][pd->offset + k] = value;
+    if (!c->want_weights || c->weights_missing) return SF_OK;
+    float *w = weights_buffer(c, op);
+    if (!w) return SF_ERR_NOMEM;
+    for (int64_t k = 0; k < numel; k++) w[pd->offset + k] = value;
     return SF_OK;
 }
 

@@ -211,6 +211,9 @@ static sf_status spatial_pads(ox_ctx *c, const Onnx__NodeProto *n, const int64_t
     int np;
     TRY(ox_attr_ints(c, n, "pads", pads, 4, &np));
     if (np >= 0 && np != 4) return ox_fail(c, SF_ERR_PARSE, "pads has %d values, 4 expected", np);
+    for (int i = 0; i < 4; i++)
+        if (pads[i] < 0 || pads[i] > SF_MAX_EXTENT)
+            return ox_fail(c, SF_ERR_RANGE, "pads value %lld out of [0, 2^31]", (long long)pads[i]);
     if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
         for (int i = 0; i < 2; i++) {
             int64_t out = (in_hw[i] + s[i] - 1) / s[i];
@@ -243,7 +246,8 @@ static sf_status spatial_pads(ox_ctx *c, const Onnx__NodeProto *n, const int64_t
     return SF_OK;
 }
 
-/* Two spatial values of an attribute (default dflt), 2-D only. */
+/* Two spatial values of an attribute (default dflt), 2-D only, each in
+ * [dflt ? 1 : 0, 2^31] so that the arithmetic on them cannot overflow. */
 static sf_status pair_attr(ox_ctx *c, const Onnx__NodeProto *n, const char *name, int64_t dflt,
                            int64_t *out) {
     int64_t v[OX_MAX_RANK];
@@ -255,8 +259,12 @@ static sf_status pair_attr(ox_ctx *c, const Onnx__NodeProto *n, const char *name
     }
     if (cnt != 2)
         return ox_fail(c, SF_ERR_UNSUPPORTED, "%s has %d values; soapflow's are 2-D", name, cnt);
-    out[0] = v[0];
-    out[1] = v[1];
+    for (int i = 0; i < 2; i++) {
+        if (v[i] < 1 || v[i] > SF_MAX_EXTENT)
+            return ox_fail(c, SF_ERR_RANGE, "%s value %lld out of [1, 2^31]", name,
+                           (long long)v[i]);
+        out[i] = v[i];
+    }
     return SF_OK;
 }
 
@@ -293,11 +301,12 @@ static sf_status act_conv(ox_ctx *c, const Onnx__NodeProto *n) {
         return ox_fail(c, SF_ERR_SHAPE, "kernel_shape %lldx%lld but the weight is %lldx%lld",
                        (long long)ks[0], (long long)ks[1], (long long)Wv->d[2],
                        (long long)Wv->d[3]);
-    if (Wv->d[1] * group != X->d[1])
+    if (group > X->d[1] || Wv->d[1] * group != X->d[1])
         return ox_fail(c, SF_ERR_SHAPE,
                        "the weight takes %lld input channels (%lld per group, %lld groups), the "
                        "input has %lld",
-                       (long long)(Wv->d[1] * group), (long long)Wv->d[1], (long long)group,
+                       (long long)(group > X->d[1] ? -1 : Wv->d[1] * group),
+                       (long long)Wv->d[1], (long long)group,
                        (long long)X->d[1]);
     p.conv2d.out_channels = Wv->d[0];
     p.conv2d.kernel[0] = Wv->d[2];
@@ -870,7 +879,8 @@ static sf_status act_split(ox_ctx *c, const Onnx__NodeProto *n) {
     }
     for (int k = 0; k < parts; k++) {
         if (sizes[k] < 1) return ox_fail(c, SF_ERR_UNSUPPORTED, "an empty piece");
-        sum += sizes[k];
+        if (sizes[k] > len) return ox_fail(c, SF_ERR_SHAPE, "a piece longer than the axis");
+        sum += sizes[k]; /* at most 64 pieces of at most 2^40: no overflow */
     }
     if (sum != len)
         return ox_fail(c, SF_ERR_SHAPE, "sizes add up to %lld, the axis has %lld", (long long)sum,

@@ -36,9 +36,8 @@
 #include "soapflow/runtime.h"
 #include "soapflow/sim.h"
 
-static const char *const fixtures[] = {"lenet5",    "lenet5_op9", "resblock",
-                                       "lstm_lm",   "transformer", "transformer_op14",
-                                       "misc_op9",  "misc_op13"};
+static const char *const fixtures[] = {"lenet5",      "lenet5_op9",       "resblock", "lstm_lm",
+                                       "transformer", "transformer_op14", "misc_op9", "misc_op13"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 static void fixture_path(char *buf, size_t cap, const char *name, const char *ext) {
@@ -682,17 +681,34 @@ static void test_pattern_departures(void **state) {
 /* Single-operator tests of ONNX's own suite that soapflow takes, with the
  * output shape the suite's data gives. */
 static const char *const must_import[] = {
-    "node/test_relu", "node/test_sigmoid", "node/test_tanh", "node/test_leakyrelu",
-    "node/test_leakyrelu_default", "node/test_conv_with_strides_padding",
-    "node/test_conv_with_strides_no_padding", "node/test_maxpool_2d_default",
-    "node/test_maxpool_2d_strides", "node/test_maxpool_2d_ceil",
+    "node/test_relu",
+    "node/test_sigmoid",
+    "node/test_tanh",
+    "node/test_leakyrelu",
+    "node/test_leakyrelu_default",
+    "node/test_conv_with_strides_padding",
+    "node/test_conv_with_strides_no_padding",
+    "node/test_maxpool_2d_default",
+    "node/test_maxpool_2d_strides",
+    "node/test_maxpool_2d_ceil",
     "node/test_averagepool_2d_default",
-    "node/test_averagepool_2d_strides", "node/test_batchnorm_example", "node/test_batchnorm_epsilon",
-    "node/test_concat_2d_axis_1", "node/test_concat_3d_axis_1", "node/test_flatten_axis1",
-    "node/test_flatten_default_axis", "node/test_gemm_default_vector_bias",
-    "node/test_gemm_transposeB", "node/test_gemm_alpha", "node/test_matmul_2d",
-    "node/test_matmul_3d", "node/test_lstm_batchwise", "node/test_add", "node/test_mul",
-    "node/test_layer_normalization_3d_axis_negative_1_epsilon", "node/test_softmax_example",
+    "node/test_averagepool_2d_strides",
+    "node/test_batchnorm_example",
+    "node/test_batchnorm_epsilon",
+    "node/test_concat_2d_axis_1",
+    "node/test_concat_3d_axis_1",
+    "node/test_flatten_axis1",
+    "node/test_flatten_default_axis",
+    "node/test_gemm_default_vector_bias",
+    "node/test_gemm_transposeB",
+    "node/test_gemm_alpha",
+    "node/test_matmul_2d",
+    "node/test_matmul_3d",
+    "node/test_lstm_batchwise",
+    "node/test_add",
+    "node/test_mul",
+    "node/test_layer_normalization_3d_axis_negative_1_epsilon",
+    "node/test_softmax_example",
 };
 
 static int file_exists(const char *p) {
@@ -779,8 +795,11 @@ static void test_debian_testdata(void **state) {
             for (int i = 0; same && i < na; i++) same = a1[i] == b1[i];
             char a[96], b[96] = "";
             for (int i = 0; i < nd; i++)
-                snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", i ? "x" : "", (long long)d[i]);
-            if (!same) fail_msg("%s: output %s, ONNX's %s", must_import[k], sf_shape_str(s, a, sizeof a), b);
+                snprintf(b + strlen(b), sizeof b - strlen(b), "%s%lld", i ? "x" : "",
+                         (long long)d[i]);
+            if (!same)
+                fail_msg("%s: output %s, ONNX's %s", must_import[k], sf_shape_str(s, a, sizeof a),
+                         b);
         }
         sf_graph_free(g);
     }

@@ -26,10 +26,11 @@
 /* The ModelProto of len bytes, or the reason there is none. protobuf-c checks
  * every length against what is left of its input before it allocates, so a
  * hostile length field cannot make it ask for more than the input holds. */
-static sf_status decode(const uint8_t *buf, size_t len, const char *origin,
-                        Onnx__ModelProto **out, sf_error *err) {
+static sf_status decode(const uint8_t *buf, size_t len, const char *origin, Onnx__ModelProto **out,
+                        sf_error *err) {
     *out = NULL;
-    if (len == 0) return sf_error_set(err, SF_ERR_PARSE, "%s: empty file, not an ONNX model", origin);
+    if (len == 0)
+        return sf_error_set(err, SF_ERR_PARSE, "%s: empty file, not an ONNX model", origin);
     Onnx__ModelProto *m = onnx__model_proto__unpack(NULL, len, buf);
     if (!m) {
         if (ox_wire_check(buf, len, origin, err) != SF_OK) return err ? err->code : SF_ERR_PARSE;

@@ -168,7 +168,9 @@ static int compose(const int *p, const int64_t *q, int *out) {
                : -1;
 }
 
-static int perm_is(const int *p, int a, int b, int cc) { return p[0] == a && p[1] == b && p[2] == cc; }
+static int perm_is(const int *p, int a, int b, int cc) {
+    return p[0] == a && p[1] == b && p[2] == cc;
+}
 
 /* A causal mask: (T, T) (with leading 1s) of 0 on and below the diagonal and a
  * large negative number above it. */

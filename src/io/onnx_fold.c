@@ -148,7 +148,8 @@ static sf_status int_op(ox_ctx *c, bop op, int64_t a, int64_t b, int64_t *r) {
         }
         int64_t x = 1; /* |a| >= 2: overflows within 64 steps */
         for (int64_t k = 0; k < b; k++)
-            if (__builtin_mul_overflow(x, a, &x)) return ox_fail(c, SF_ERR_RANGE, "integer overflow");
+            if (__builtin_mul_overflow(x, a, &x))
+                return ox_fail(c, SF_ERR_RANGE, "integer overflow");
         *r = x;
         return SF_OK;
     }
@@ -278,12 +279,18 @@ static sf_status fold_unary(ox_ctx *c, const Onnx__NodeProto *n) {
             ((int64_t *)data)[e] = r;
         } else {
             double v = get_d(x, e), r;
-            if (!strcmp(t, "Neg")) r = -v;
-            else if (!strcmp(t, "Abs")) r = fabs(v);
-            else if (!strcmp(t, "Sqrt")) r = sqrt(v);
-            else if (!strcmp(t, "Floor")) r = floor(v);
-            else if (!strcmp(t, "Ceil")) r = ceil(v);
-            else r = 1.0 / v; /* Reciprocal */
+            if (!strcmp(t, "Neg"))
+                r = -v;
+            else if (!strcmp(t, "Abs"))
+                r = fabs(v);
+            else if (!strcmp(t, "Sqrt"))
+                r = sqrt(v);
+            else if (!strcmp(t, "Floor"))
+                r = floor(v);
+            else if (!strcmp(t, "Ceil"))
+                r = ceil(v);
+            else
+                r = 1.0 / v; /* Reciprocal */
             ((float *)data)[e] = (float)r;
         }
     }
@@ -328,7 +335,8 @@ static sf_status fold_shape(ox_ctx *c, const Onnx__NodeProto *n) {
     if (v <= 0) return ox_fail(c, SF_ERR_PARSE, "no input");
     const ox_value *x = &c->vals[v];
     if (x->kind == OX_NONE || x->kind == OX_UNSET || x->kind == OX_ABSENT)
-        return ox_fail(c, SF_ERR_UNSUPPORTED, "the shape of '%.100s', which has none here", x->name);
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "the shape of '%.100s', which has none here",
+                       x->name);
     int o = ox_out(c, n, 0);
     if (o < 0) return SF_OK;
     if (!strcmp(n->op_type, "Size")) {
@@ -379,7 +387,8 @@ static sf_status fold_squeeze(ox_ctx *c, const Onnx__NodeProto *n, int unsq) {
         if (r > OX_MAX_RANK) return ox_fail(c, SF_ERR_UNSUPPORTED, "rank %d", r);
         for (int k = 0; k < cnt; k++) {
             int a;
-            if (norm_axis(axes[k], r, &a) != 0 || ins[a]++) return ox_fail(c, SF_ERR_PARSE, "bad axes");
+            if (norm_axis(axes[k], r, &a) != 0 || ins[a]++)
+                return ox_fail(c, SF_ERR_PARSE, "bad axes");
         }
         for (int k = 0, j = 0; k < r; k++) d[k] = ins[k] ? 1 : x->d[j++];
         m = r;
@@ -418,7 +427,8 @@ static sf_status fold_reshape(ox_ctx *c, const Onnx__NodeProto *n) {
             continue;
         }
         if (shape[k] < 0) return ox_fail(c, SF_ERR_SHAPE, "dimension %lld", (long long)shape[k]);
-        if (sf_mul_overflow_i64(known, shape[k], &known)) return ox_fail(c, SF_ERR_RANGE, "overflow");
+        if (sf_mul_overflow_i64(known, shape[k], &known))
+            return ox_fail(c, SF_ERR_RANGE, "overflow");
     }
     if (infer >= 0) {
         if (known == 0 || x->numel % known) return ox_fail(c, SF_ERR_SHAPE, "cannot infer the -1");
@@ -594,7 +604,8 @@ static sf_status fold_slice(ox_ctx *c, const Onnx__NodeProto *n) {
         TRY(ox_const_ints(c, ox_in(c, n, 1), "starts", starts, OX_MAX_RANK, &ns));
         TRY(ox_const_ints(c, ox_in(c, n, 2), "ends", ends, OX_MAX_RANK, &ne));
         if (has_in(c, n, 3)) TRY(ox_const_ints(c, ox_in(c, n, 3), "axes", axes, OX_MAX_RANK, &na));
-        if (has_in(c, n, 4)) TRY(ox_const_ints(c, ox_in(c, n, 4), "steps", steps, OX_MAX_RANK, &nst));
+        if (has_in(c, n, 4))
+            TRY(ox_const_ints(c, ox_in(c, n, 4), "steps", steps, OX_MAX_RANK, &nst));
     }
     if (ns < 0 || ne != ns || (na >= 0 && na != ns) || (nst >= 0 && nst != ns))
         return ox_fail(c, SF_ERR_PARSE, "starts, ends, axes and steps differ in length");
@@ -817,7 +828,8 @@ static sf_status fold_reduce(ox_ctx *c, const Onnx__NodeProto *n, int prod) {
     for (int k = 0; k < x->ndim; k++) red[k] = cnt <= 0;
     for (int k = 0; k < cnt; k++) {
         int a;
-        if (norm_axis(axes[k], x->ndim, &a) != 0) return ox_fail(c, SF_ERR_PARSE, "axis out of range");
+        if (norm_axis(axes[k], x->ndim, &a) != 0)
+            return ox_fail(c, SF_ERR_PARSE, "axis out of range");
         red[a] = 1;
     }
     int64_t d[OX_MAX_RANK], full[OX_MAX_RANK], numel = 1;
@@ -843,7 +855,8 @@ static sf_status fold_reduce(ox_ctx *c, const Onnx__NodeProto *n, int prod) {
         for (int k = 0; k < x->ndim; k++) dst = dst * full[k] + (red[k] ? 0 : idx[k]);
         if (x->is_index) {
             int64_t *p = &((int64_t *)data)[dst];
-            if (prod ? __builtin_mul_overflow(*p, x->i[e], p) : __builtin_add_overflow(*p, x->i[e], p)) {
+            if (prod ? __builtin_mul_overflow(*p, x->i[e], p)
+                     : __builtin_add_overflow(*p, x->i[e], p)) {
                 free(data);
                 return ox_fail(c, SF_ERR_RANGE, "integer overflow");
             }

@@ -85,7 +85,9 @@ sf_status ox_fail_node(ox_ctx *c, int node, sf_status st, const char *fmt, ...) 
     return r;
 }
 
-static sf_status oom(ox_ctx *c) { return sf_error_set(c->err, SF_ERR_NOMEM, "%s: out of memory", c->origin); }
+static sf_status oom(ox_ctx *c) {
+    return sf_error_set(c->err, SF_ERR_NOMEM, "%s: out of memory", c->origin);
+}
 
 /* "2x3x224x224" of an ONNX shape. */
 static const char *dims_str(int ndim, const int64_t *d, char *buf, size_t cap) {
@@ -208,7 +210,8 @@ sf_status ox_attr_float(ox_ctx *c, const Onnx__NodeProto *n, const char *name, d
     *out = dflt;
     if (!a) return SF_OK;
     int t = attr_type(a);
-    if (t == ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT) { /* lenient: an integer where a float goes */
+    if (t ==
+        ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__INT) { /* lenient: an integer where a float goes */
         *out = (double)a->i;
         return SF_OK;
     }
@@ -220,8 +223,8 @@ sf_status ox_attr_float(ox_ctx *c, const Onnx__NodeProto *n, const char *name, d
     return SF_OK;
 }
 
-sf_status ox_attr_ints(ox_ctx *c, const Onnx__NodeProto *n, const char *name, int64_t *out,
-                       int cap, int *count) {
+sf_status ox_attr_ints(ox_ctx *c, const Onnx__NodeProto *n, const char *name, int64_t *out, int cap,
+                       int *count) {
     const Onnx__AttributeProto *a = ox_attr(n, name);
     *count = -1;
     if (!a) return SF_OK;
@@ -299,8 +302,8 @@ sf_status ox_const_ints(ox_ctx *c, int v, const char *what, int64_t *out, int ca
     if (ox_const_data(c, v) != SF_OK) return c->err->code;
     const ox_value *x = v >= 0 ? &c->vals[v] : NULL;
     if (!x || x->kind != OX_CONST)
-        return ox_fail(c, SF_ERR_UNSUPPORTED, "%s must be a constant (it is computed from an input)",
-                       what);
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "%s must be a constant (it is computed from an input)", what);
     if (x->numel > cap)
         return ox_fail(c, SF_ERR_UNSUPPORTED, "%s has %lld values, at most %d taken", what,
                        (long long)x->numel, cap);
@@ -416,8 +419,10 @@ sf_status ox_tensor_to_value_lazy(ox_ctx *c, const Onnx__TensorProto *t, int v, 
     case ONNX__TENSOR_PROTO__DATA_TYPE__UINT8:
     case ONNX__TENSOR_PROTO__DATA_TYPE__BOOL: is_int = 1, elsize = 1; break;
     default:
-        return ox_fail(c, SF_ERR_UNSUPPORTED, "tensor '%.100s' has element type %d, which soapflow "
-                       "does not read (numbers only)", nm, dt);
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "tensor '%.100s' has element type %d, which soapflow "
+                       "does not read (numbers only)",
+                       nm, dt);
     }
     size_t bytes;
     if (sf_mul_overflow_size((size_t)numel, is_int ? sizeof(int64_t) : sizeof(float), &bytes))
@@ -451,10 +456,9 @@ sf_status ox_tensor_to_value_lazy(ox_ctx *c, const Onnx__TensorProto *t, int v, 
                            "tensor '%.100s': raw_data of %zu bytes is not a whole number of "
                            "%d-byte elements",
                            nm, t->raw_data.len, elsize);
-        return ox_fail(c, SF_ERR_PARSE,
-                       "tensor '%.100s' of shape %s needs %lld elements, its %s holds %zu", nm,
-                       dims_str((int)t->n_dims, d, (char[96]){0}, 96), (long long)numel, field,
-                       have);
+        return ox_fail(
+            c, SF_ERR_PARSE, "tensor '%.100s' of shape %s needs %lld elements, its %s holds %zu",
+            nm, dims_str((int)t->n_dims, d, (char[96]){0}, 96), (long long)numel, field, have);
     }
     if (!convert) {
         free(data);
@@ -482,15 +486,21 @@ sf_status ox_tensor_to_value_lazy(ox_ctx *c, const Onnx__TensorProto *t, int v, 
             case ONNX__TENSOR_PROTO__DATA_TYPE__INT32: xi = (int32_t)(uint32_t)u; break;
             case ONNX__TENSOR_PROTO__DATA_TYPE__INT16: xi = (int16_t)(uint16_t)u; break;
             case ONNX__TENSOR_PROTO__DATA_TYPE__INT8: xi = (int8_t)(uint8_t)u; break;
-            case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64: xi = (int64_t)u; break; /* wraps past 2^63 */
+            case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64:
+                xi = (int64_t)u;
+                break; /* wraps past 2^63 */
             default: xi = (int64_t)u; break;
             }
         } else {
             switch (dt) {
             case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: x = t->float_data[k]; break;
             case ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE: x = t->double_data[k]; break;
-            case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16: x = half_to_float((uint16_t)t->int32_data[k]); break;
-            case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16: x = bf16_to_float((uint16_t)t->int32_data[k]); break;
+            case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT16:
+                x = half_to_float((uint16_t)t->int32_data[k]);
+                break;
+            case ONNX__TENSOR_PROTO__DATA_TYPE__BFLOAT16:
+                x = bf16_to_float((uint16_t)t->int32_data[k]);
+                break;
             case ONNX__TENSOR_PROTO__DATA_TYPE__INT64: xi = t->int64_data[k]; break;
             case ONNX__TENSOR_PROTO__DATA_TYPE__UINT64:
             case ONNX__TENSOR_PROTO__DATA_TYPE__UINT32: xi = (int64_t)t->uint64_data[k]; break;
@@ -597,7 +607,8 @@ static void module_path(const char *name, char *buf, size_t cap) {
     if (!path[0]) {
         /* a top-level call ("/Flatten", "/Add_1"): the type, lower case */
         size_t n = strlen(p) < cap - 1 ? strlen(p) : cap - 1;
-        for (size_t i = 0; i < n; i++) buf[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] + 32 : p[i]);
+        for (size_t i = 0; i < n; i++)
+            buf[i] = (char)(p[i] >= 'A' && p[i] <= 'Z' ? p[i] + 32 : p[i]);
         buf[n] = '\0';
         return;
     }
@@ -886,8 +897,10 @@ sf_status ox_fill_param(ox_ctx *c, int op, const char *pname, float value) {
 /* ---- set-up: values, order, liveness --------------------------------------------- */
 
 static int elem_is_index(int32_t et) {
-    return et == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 || et == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ||
-           et == ONNX__TENSOR_PROTO__DATA_TYPE__INT16 || et == ONNX__TENSOR_PROTO__DATA_TYPE__INT8 ||
+    return et == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ||
+           et == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ||
+           et == ONNX__TENSOR_PROTO__DATA_TYPE__INT16 ||
+           et == ONNX__TENSOR_PROTO__DATA_TYPE__INT8 ||
            et == ONNX__TENSOR_PROTO__DATA_TYPE__UINT8 ||
            et == ONNX__TENSOR_PROTO__DATA_TYPE__UINT16 ||
            et == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 ||
@@ -901,7 +914,8 @@ static sf_status graph_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, int v) {
         return ox_fail(c, SF_ERR_UNSUPPORTED, "graph input '%.100s' is not a tensor", x->name);
     const Onnx__TypeProto__Tensor *tt = t->tensor_type;
     int32_t et = tt->has_elem_type ? tt->elem_type : 0;
-    if (et == ONNX__TENSOR_PROTO__DATA_TYPE__STRING || et == ONNX__TENSOR_PROTO__DATA_TYPE__COMPLEX64 ||
+    if (et == ONNX__TENSOR_PROTO__DATA_TYPE__STRING ||
+        et == ONNX__TENSOR_PROTO__DATA_TYPE__COMPLEX64 ||
         et == ONNX__TENSOR_PROTO__DATA_TYPE__COMPLEX128)
         return ox_fail(c, SF_ERR_UNSUPPORTED, "graph input '%.100s' holds element type %d", x->name,
                        et);
@@ -932,10 +946,10 @@ static sf_status graph_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, int v) {
             return ox_fail(c, SF_ERR_PARSE, "graph input '%.100s': dimension %d is %lld", x->name,
                            k, (long long)dm->dim_value);
         /* symbolic (dim_param) or unknown: the batch */
-        const char *pn = dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM &&
-                                 dm->dim_param
-                             ? dm->dim_param
-                             : "?";
+        const char *pn =
+            dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dm->dim_param
+                ? dm->dim_param
+                : "?";
         if (x->batch_dim >= 0)
             return ox_fail(c, SF_ERR_UNSUPPORTED,
                            "graph input '%.100s' has dynamic dimensions %d ('%.40s') and %d "
@@ -985,7 +999,8 @@ static sf_status make_values(ox_ctx *c) {
             return ox_fail(c, SF_ERR_PARSE, "graph input #%zu has no name", i);
         int v = find_value(c, vi->name);
         if (v >= 0 && c->vals[v].from_initializer) continue; /* an initializer listed as input */
-        if (v >= 0) return ox_fail(c, SF_ERR_PARSE, "graph input '%.100s' is listed twice", vi->name);
+        if (v >= 0)
+            return ox_fail(c, SF_ERR_PARSE, "graph input '%.100s' is listed twice", vi->name);
         if ((v = new_value(c, vi->name, -1)) < 0) return SF_ERR_NOMEM;
         sf_status st = graph_input(c, vi, v);
         if (st != SF_OK) return st;
@@ -1231,8 +1246,9 @@ static sf_status check_supported(ox_ctx *c) {
     sf_status st = SF_OK;
     if (n_list) {
         char msg[SF_ERRMSG_MAX];
-        size_t off = (size_t)snprintf(msg, sizeof msg, "%d unsupported operator%s (%d type%s): ",
-                                      total, total > 1 ? "s" : "", n_list, n_list > 1 ? "s" : "");
+        size_t off =
+            (size_t)snprintf(msg, sizeof msg, "%d unsupported operator%s (%d type%s): ", total,
+                             total > 1 ? "s" : "", n_list, n_list > 1 ? "s" : "");
         int shown = 0;
         for (int f = 0; f < n_list; f++) {
             const Onnx__NodeProto *n = gr->node[list[f].first];
@@ -1247,8 +1263,9 @@ static sf_status check_supported(ox_ctx *c) {
             off += (size_t)snprintf(msg + off, sizeof msg - off, "%s", item);
             shown++;
         }
-        if (shown < n_list) snprintf(msg + off, sizeof msg - off, ", and %d more type%s",
-                                     n_list - shown, n_list - shown > 1 ? "s" : "");
+        if (shown < n_list)
+            snprintf(msg + off, sizeof msg - off, ", and %d more type%s", n_list - shown,
+                     n_list - shown > 1 ? "s" : "");
         one_line(msg);
         st = sf_error_set(c->err, SF_ERR_UNSUPPORTED, "%s: %s", c->origin, msg);
     }
@@ -1391,7 +1408,8 @@ sf_status ox_import_graph(ox_ctx *c) {
         st = check_declared(c, c->graph->value_info[k]);
     if (st != SF_OK) return st;
     int n_in = 0;
-    for (int i = 0; i < sf_graph_num_ops(c->g); i++) n_in += sf_graph_op(c->g, i)->type == SF_OP_INPUT;
+    for (int i = 0; i < sf_graph_num_ops(c->g); i++)
+        n_in += sf_graph_op(c->g, i)->type == SF_OP_INPUT;
     if (n_in == 0)
         return sf_error_set(c->err, SF_ERR_UNSUPPORTED,
                             "%s: no graph output depends on a graph input: nothing to plan",

@@ -46,7 +46,7 @@
 #include "onnx.pb-c.h"
 #include "soapflow/io.h"
 
-#define OX_MAX_RANK 8              /* largest ONNX tensor rank the importer takes */
+#define OX_MAX_RANK 8                  /* largest ONNX tensor rank the importer takes */
 #define OX_MAX_FOLD ((int64_t)1 << 24) /* most elements of a constant made by folding */
 #define OX_OPSET_MIN 9
 #define OX_OPSET_MAX 17
@@ -96,11 +96,11 @@ typedef struct ox_value {
 
 /* A MatMul by a constant waiting for its bias (OX_PEND_LINEAR). */
 typedef struct ox_linear {
-    int x;          /* the value multiplied (ACT, or INPUT) */
-    int w;          /* the constant (K, N) */
-    int b;          /* the bias constant (N), or -1 */
-    int node;       /* the MatMul node, for names and messages */
-    int attn;       /* the attention record this projection starts, or -1 */
+    int x;    /* the value multiplied (ACT, or INPUT) */
+    int w;    /* the constant (K, N) */
+    int b;    /* the bias constant (N), or -1 */
+    int node; /* the MatMul node, for names and messages */
+    int attn; /* the attention record this projection starts, or -1 */
     int64_t k, n;
 } ox_linear;
 
@@ -117,9 +117,9 @@ typedef struct ox_attn {
 
 /* A layer normalization or GELU spelled out in steps (onnx_norm.c). */
 typedef struct ox_pat {
-    int x;      /* the value normalized (or activated) */
-    int node;   /* the node where it starts */
-    int w;      /* the scale constant, or -1 */
+    int x;    /* the value normalized (or activated) */
+    int node; /* the node where it starts */
+    int w;    /* the scale constant, or -1 */
     double eps;
 } ox_pat;
 
@@ -146,8 +146,8 @@ typedef struct ox_ctx {
     size_t hash_cap;
 
     int n_nodes;
-    int *order;     /* node indices in topological order */
-    uint8_t *live;  /* [n_nodes] 1: an output is read (or is a graph output) */
+    int *order;    /* node indices in topological order */
+    uint8_t *live; /* [n_nodes] 1: an output is read (or is a graph output) */
 
     ox_linear *lin;
     int n_lin, cap_lin;
@@ -159,13 +159,13 @@ typedef struct ox_ctx {
     int *pat_stage; /* [n_vals]: the step each PEND PAT value is */
 
     sf_graph *g;
-    int want_weights;  /* the caller asked for the weights */
-    float **w;         /* [cap_w] full-layout weights by operator id (want_weights) */
+    int want_weights; /* the caller asked for the weights */
+    float **w;        /* [cap_w] full-layout weights by operator id (want_weights) */
     int cap_w;
     int weights_missing; /* some parameter has no data in the file */
     int64_t filled;      /* parameter elements set (or marked missing): a check */
-    int loss_op;       /* the softmax_ce a final Softmax became, or -1 */
-    int cur_node;      /* the node being imported, for messages (-1: none) */
+    int loss_op;         /* the softmax_ce a final Softmax became, or -1 */
+    int cur_node;        /* the node being imported, for messages (-1: none) */
 } ox_ctx;
 
 /* ---- onnx_graph.c ---------------------------------------------------------- */
@@ -191,8 +191,8 @@ sf_status ox_attr_int(ox_ctx *c, const Onnx__NodeProto *n, const char *name, int
 sf_status ox_attr_float(ox_ctx *c, const Onnx__NodeProto *n, const char *name, double dflt,
                         double *out);
 /* An INTS attribute: *count of them into out (capacity cap); absent: *count = -1. */
-sf_status ox_attr_ints(ox_ctx *c, const Onnx__NodeProto *n, const char *name, int64_t *out,
-                       int cap, int *count);
+sf_status ox_attr_ints(ox_ctx *c, const Onnx__NodeProto *n, const char *name, int64_t *out, int cap,
+                       int *count);
 /* A STRING attribute (NUL-terminated copy into buf), or dflt when absent. */
 sf_status ox_attr_str(ox_ctx *c, const Onnx__NodeProto *n, const char *name, const char *dflt,
                       char *buf, size_t cap);
@@ -206,8 +206,8 @@ sf_status ox_natural(ox_ctx *c, int v, sf_tensor_ref *out);
 sf_status ox_act(ox_ctx *c, int v);
 /* Make value v an ACT: soapflow tensor ref in view map (ndim entries) with ONNX
  * shape d. */
-void ox_set_act(ox_ctx *c, int v, sf_tensor_ref ref, int ndim, const int64_t *d,
-                const int8_t *map, int is_index);
+void ox_set_act(ox_ctx *c, int v, sf_tensor_ref ref, int ndim, const int64_t *d, const int8_t *map,
+                int is_index);
 /* Set v to CONST: floats (is_index 0) or int64 (1), taking ownership of data. */
 sf_status ox_set_const(ox_ctx *c, int v, int ndim, const int64_t *d, int is_index, void *data);
 /* A constant input as int64s: ok when CONST (floats are truncated); counts. */
@@ -218,8 +218,8 @@ sf_status ox_const_scalar(ox_ctx *c, int v, const char *what, double *out);
 /* Add an operator for the node being imported, named from the node (and from the
  * weight initializer named wname, when it ends in ".weight"); returns its id or a
  * negative status with the node in the message. */
-int ox_add_op(ox_ctx *c, sf_op_type type, const sf_op_params *p, const sf_tensor_ref *in,
-              int n_in, const char *wname);
+int ox_add_op(ox_ctx *c, sf_op_type type, const sf_op_params *p, const sf_tensor_ref *in, int n_in,
+              const char *wname);
 /* Copy a constant into parameter `pname` of operator `op` (its full layout): the
  * descriptor's shape must hold exactly numel elements. src NULL: the value has no
  * data (a WEIGHT), the weights are marked missing. */
@@ -249,8 +249,8 @@ enum { OX_CAN_FOLD = 1, OX_CAN_ACT = 2 };
 typedef struct ox_op_entry {
     const char *op_type;
     int can;
-    ox_handler fold;  /* all inputs constant (NULL: cannot) */
-    ox_handler act;   /* some input an activation (NULL: cannot) */
+    ox_handler fold; /* all inputs constant (NULL: cannot) */
+    ox_handler act;  /* some input an activation (NULL: cannot) */
 } ox_op_entry;
 
 /* The table (onnx_ops.c), sorted by op_type. */

@@ -51,8 +51,7 @@
     } while (0)
 
 /* Output k of node n is output `out` of operator id, in the identity view. */
-static void set_natural(ox_ctx *c, const Onnx__NodeProto *n, int k, int id, int out,
-                        int is_index) {
+static void set_natural(ox_ctx *c, const Onnx__NodeProto *n, int k, int id, int out, int is_index) {
     const sf_shape *s = &sf_graph_op(c->g, id)->out_shapes[out];
     int64_t d[OX_MAX_RANK];
     int8_t map[OX_MAX_RANK];
@@ -65,8 +64,7 @@ static void set_natural(ox_ctx *c, const Onnx__NodeProto *n, int k, int id, int 
 
 /* Output k in the view of value like (same ONNX shape but last dimension last_d,
  * or unchanged when last_d is 0), holding operator id's output. */
-static void set_like(ox_ctx *c, const Onnx__NodeProto *n, int k, int id, int like,
-                     int64_t last_d) {
+static void set_like(ox_ctx *c, const Onnx__NodeProto *n, int k, int id, int like, int64_t last_d) {
     const ox_value *x = &c->vals[like];
     int64_t d[OX_MAX_RANK];
     int8_t map[OX_MAX_RANK];
@@ -158,8 +156,8 @@ static sf_status act_clip(ox_ctx *c, const Onnx__NodeProto *n) {
     if (lo == 0 && hi == 6) return simple_unary(c, n, SF_OP_RELU6);
     if (lo == 0 && isinf(hi) && hi > 0) return simple_unary(c, n, SF_OP_RELU);
     return ox_fail(c, SF_ERR_UNSUPPORTED,
-                   "Clip(min %g, max %g): soapflow has Clip(0, 6) (relu6) and Clip(0) (relu)",
-                   lo, hi);
+                   "Clip(min %g, max %g): soapflow has Clip(0, 6) (relu6) and Clip(0) (relu)", lo,
+                   hi);
 }
 
 static sf_status act_dropout(ox_ctx *c, const Onnx__NodeProto *n) {
@@ -305,9 +303,8 @@ static sf_status act_conv(ox_ctx *c, const Onnx__NodeProto *n) {
         return ox_fail(c, SF_ERR_SHAPE,
                        "the weight takes %lld input channels (%lld per group, %lld groups), the "
                        "input has %lld",
-                       (long long)(group > X->d[1] ? -1 : Wv->d[1] * group),
-                       (long long)Wv->d[1], (long long)group,
-                       (long long)X->d[1]);
+                       (long long)(group > X->d[1] ? -1 : Wv->d[1] * group), (long long)Wv->d[1],
+                       (long long)group, (long long)X->d[1]);
     p.conv2d.out_channels = Wv->d[0];
     p.conv2d.kernel[0] = Wv->d[2];
     p.conv2d.kernel[1] = Wv->d[3];
@@ -345,8 +342,7 @@ static sf_status pool(ox_ctx *c, const Onnx__NodeProto *n, int mode) {
     TRY(pair_attr(c, n, "kernel_shape", 0, ks));
     if (!ks[0]) return ox_fail(c, SF_ERR_PARSE, "kernel_shape is required");
     TRY(pair_attr(c, n, "dilations", 1, dil));
-    if (dil[0] != 1 || dil[1] != 1)
-        return ox_fail(c, SF_ERR_UNSUPPORTED, "dilated pooling");
+    if (dil[0] != 1 || dil[1] != 1) return ox_fail(c, SF_ERR_UNSUPPORTED, "dilated pooling");
     p.pool2d.kernel[0] = ks[0];
     p.pool2d.kernel[1] = ks[1];
     TRY(pair_attr(c, n, "strides", 1, p.pool2d.stride));
@@ -381,8 +377,7 @@ static sf_status pool(ox_ctx *c, const Onnx__NodeProto *n, int mode) {
         }
     }
     if (!p.pool2d.ceil_mode || ceil_mode)
-        TRY(spatial_pads(c, n, X->d + 2, p.pool2d.kernel, p.pool2d.stride, dil,
-                         p.pool2d.padding));
+        TRY(spatial_pads(c, n, X->d + 2, p.pool2d.kernel, p.pool2d.stride, dil, p.pool2d.padding));
     if (mode == SF_POOL_AVG) {
         TRY(ox_attr_int(c, n, "count_include_pad", 0, &cip));
         p.pool2d.count_include_pad = cip != 0;
@@ -397,8 +392,12 @@ static sf_status pool(ox_ctx *c, const Onnx__NodeProto *n, int mode) {
     return SF_OK;
 }
 
-static sf_status act_maxpool(ox_ctx *c, const Onnx__NodeProto *n) { return pool(c, n, SF_POOL_MAX); }
-static sf_status act_avgpool(ox_ctx *c, const Onnx__NodeProto *n) { return pool(c, n, SF_POOL_AVG); }
+static sf_status act_maxpool(ox_ctx *c, const Onnx__NodeProto *n) {
+    return pool(c, n, SF_POOL_MAX);
+}
+static sf_status act_avgpool(ox_ctx *c, const Onnx__NodeProto *n) {
+    return pool(c, n, SF_POOL_AVG);
+}
 
 static sf_status global_pool(ox_ctx *c, const Onnx__NodeProto *n, int max) {
     sf_tensor_ref in;
@@ -636,7 +635,8 @@ static sf_status act_matmul(ox_ctx *c, const Onnx__NodeProto *n) {
         return SF_OK;
     }
     if (c->vals[a].kind == OX_CONST)
-        return ox_fail(c, SF_ERR_UNSUPPORTED, "a constant times an activation (B x A is not a "
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a constant times an activation (B x A is not a "
                        "linear layer of soapflow's)");
     sf_tensor_ref in[2];
     int ta, tb;
@@ -785,7 +785,8 @@ static sf_status act_concat(ox_ctx *c, const Onnx__NodeProto *n) {
         const ox_value *x = &c->vals[ox_in(c, n, k)];
         const sf_shape *s = &sf_graph_op(c->g, x->ref.op)->out_shapes[x->ref.out];
         if (x->ndim != A->ndim)
-            return ox_fail(c, SF_ERR_SHAPE, "input %d has rank %d, input 0 %d", k, x->ndim, A->ndim);
+            return ox_fail(c, SF_ERR_SHAPE, "input %d has rank %d, input 0 %d", k, x->ndim,
+                           A->ndim);
         for (int j = 0; j < A->ndim; j++) {
             if (j != axis && x->d[j] != A->d[j])
                 return ox_fail(c, SF_ERR_SHAPE, "input %d is %lld on axis %d, input 0 %lld", k,
@@ -1007,7 +1008,8 @@ static sf_status act_gather(ox_ctx *c, const Onnx__NodeProto *n) {
     /* an embedding: a table of vectors looked up by token ids */
     int64_t axis;
     TRY(ox_attr_int(c, n, "axis", 0, &axis));
-    if (axis != 0) return ox_fail(c, SF_ERR_UNSUPPORTED, "a lookup along axis %lld", (long long)axis);
+    if (axis != 0)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "a lookup along axis %lld", (long long)axis);
     int ok;
     const float *table = ox_weight(c, dv, "table", &ok);
     if (!ok) return c->err->code;
@@ -1020,7 +1022,8 @@ static sf_status act_gather(ox_ctx *c, const Onnx__NodeProto *n) {
     if (!I->is_index)
         return ox_fail(c, SF_ERR_UNSUPPORTED, "indices '%.100s' are not integers (token ids)",
                        I->name);
-    if (I->ndim + 1 > OX_MAX_RANK) return ox_fail(c, SF_ERR_UNSUPPORTED, "indices of rank %d", I->ndim);
+    if (I->ndim + 1 > OX_MAX_RANK)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "indices of rank %d", I->ndim);
     sf_op_params p;
     sf_op_params_default(SF_OP_EMBEDDING, &p);
     p.embedding.num_embeddings = D->d[0];
@@ -1115,7 +1118,8 @@ static sf_status act_reshape(ox_ctx *c, const Onnx__NodeProto *n) {
     int infer = -1;
     for (int k = 0; k < cnt; k++) {
         if (shape[k] == 0 && !allowzero) {
-            if (k >= X->ndim) return ox_fail(c, SF_ERR_SHAPE, "shape copies dimension %d of %d", k, X->ndim);
+            if (k >= X->ndim)
+                return ox_fail(c, SF_ERR_SHAPE, "shape copies dimension %d of %d", k, X->ndim);
             shape[k] = X->d[k];
         }
         if (shape[k] == -1) {
@@ -1123,7 +1127,8 @@ static sf_status act_reshape(ox_ctx *c, const Onnx__NodeProto *n) {
             infer = k;
             continue;
         }
-        if (shape[k] < 1) return ox_fail(c, SF_ERR_UNSUPPORTED, "shape dimension %lld", (long long)shape[k]);
+        if (shape[k] < 1)
+            return ox_fail(c, SF_ERR_UNSUPPORTED, "shape dimension %lld", (long long)shape[k]);
         if (sf_mul_overflow_i64(known, shape[k], &known))
             return ox_fail(c, SF_ERR_RANGE, "the shape overflows");
     }
@@ -1136,9 +1141,10 @@ static sf_status act_reshape(ox_ctx *c, const Onnx__NodeProto *n) {
         char a[96], b[96];
         int64_t sd[OX_MAX_RANK];
         for (int k = 0; k < cnt; k++) sd[k] = shape[k];
-        return ox_fail(c, SF_ERR_SHAPE, "%s elements cannot be reshaped to %s",
-                       (snprintf(a, sizeof a, "%lld", (long long)total), a),
-                       (snprintf(b, sizeof b, "%d dims: %lld..", cnt, (long long)(cnt ? sd[0] : 0)), b));
+        return ox_fail(
+            c, SF_ERR_SHAPE, "%s elements cannot be reshaped to %s",
+            (snprintf(a, sizeof a, "%lld", (long long)total), a),
+            (snprintf(b, sizeof b, "%d dims: %lld..", cnt, (long long)(cnt ? sd[0] : 0)), b));
     }
     int o = ox_out(c, n, 0);
     if (o < 0) return SF_OK;
@@ -1188,7 +1194,8 @@ static sf_status act_transpose(ox_ctx *c, const Onnx__NodeProto *n) {
         cnt = X->ndim;
         for (int k = 0; k < cnt; k++) perm[k] = cnt - 1 - k;
     }
-    if (cnt != X->ndim) return ox_fail(c, SF_ERR_SHAPE, "perm has %d entries for rank %d", cnt, X->ndim);
+    if (cnt != X->ndim)
+        return ox_fail(c, SF_ERR_SHAPE, "perm has %d entries for rank %d", cnt, X->ndim);
     int seen[OX_MAX_RANK] = {0};
     int64_t d[OX_MAX_RANK];
     int8_t map[OX_MAX_RANK];
@@ -1221,8 +1228,10 @@ static sf_status act_squeeze(ox_ctx *c, const Onnx__NodeProto *n) {
     for (int k = 0; k < X->ndim; k++) drop[k] = cnt < 0 && X->d[k] == 1;
     for (int k = 0; k < cnt; k++) {
         int a;
-        if (norm_axis(axes[k], X->ndim, &a) != 0) return ox_fail(c, SF_ERR_PARSE, "axis out of range");
-        if (X->d[a] != 1) return ox_fail(c, SF_ERR_SHAPE, "squeezes axis %d of size %lld", a, (long long)X->d[a]);
+        if (norm_axis(axes[k], X->ndim, &a) != 0)
+            return ox_fail(c, SF_ERR_PARSE, "axis out of range");
+        if (X->d[a] != 1)
+            return ox_fail(c, SF_ERR_SHAPE, "squeezes axis %d of size %lld", a, (long long)X->d[a]);
         drop[a] = 1;
     }
     int64_t d[OX_MAX_RANK];
@@ -1285,10 +1294,13 @@ static sf_status act_softmax(ox_ctx *c, const Onnx__NodeProto *n) {
     int64_t axis64;
     TRY(ox_attr_int(c, n, "axis", c->opset < 13 ? 1 : -1, &axis64));
     int axis;
-    if (norm_axis(axis64, X->ndim, &axis) != 0) return ox_fail(c, SF_ERR_PARSE, "axis out of range");
+    if (norm_axis(axis64, X->ndim, &axis) != 0)
+        return ox_fail(c, SF_ERR_PARSE, "axis out of range");
     if (axis != X->ndim - 1)
-        return ox_fail(c, SF_ERR_UNSUPPORTED, "a softmax over axis %d of %d; soapflow's is over "
-                       "the last", axis, X->ndim);
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a softmax over axis %d of %d; soapflow's is over "
+                       "the last",
+                       axis, X->ndim);
     const sf_shape *xs = &sf_graph_op(c->g, X->ref.op)->out_shapes[X->ref.out];
     sf_tensor_ref in = X->ref;
     if (X->map[X->ndim - 1] != xs->ndim - 1) TRY(ox_natural(c, x, &in));
@@ -1347,7 +1359,8 @@ static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
         for (size_t k = 0; ok && k < 3; k++)
             ok = acts->strings[k].len == strlen(dflt[k]) &&
                  memcmp(acts->strings[k].data, dflt[k], acts->strings[k].len) == 0;
-        if (!ok) return ox_fail(c, SF_ERR_UNSUPPORTED, "activations other than Sigmoid, Tanh, Tanh");
+        if (!ok)
+            return ox_fail(c, SF_ERR_UNSUPPORTED, "activations other than Sigmoid, Tanh, Tanh");
     }
     if (present(c, n, 7)) return ox_fail(c, SF_ERR_UNSUPPORTED, "peephole connections (P)");
     int x = ox_in(c, n, 0);
@@ -1377,11 +1390,14 @@ static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
     if (!ok) return c->err->code;
     const ox_value *Wv = &c->vals[ox_in(c, n, 1)], *Rv = &c->vals[ox_in(c, n, 2)];
     if (hidden < 1 && Wv->ndim == 3) hidden = Wv->d[1] / 4;
-    if (hidden < 1 || hidden > SF_MAX_EXTENT) return ox_fail(c, SF_ERR_PARSE, "hidden_size %lld", (long long)hidden);
+    if (hidden < 1 || hidden > SF_MAX_EXTENT)
+        return ox_fail(c, SF_ERR_PARSE, "hidden_size %lld", (long long)hidden);
     if (Wv->ndim != 3 || Wv->d[0] != 1 || Wv->d[1] != 4 * hidden || Wv->d[2] != isz)
-        return ox_fail(c, SF_ERR_SHAPE, "W must be 1x%lldx%lld", (long long)(4 * hidden), (long long)isz);
+        return ox_fail(c, SF_ERR_SHAPE, "W must be 1x%lldx%lld", (long long)(4 * hidden),
+                       (long long)isz);
     if (Rv->ndim != 3 || Rv->d[0] != 1 || Rv->d[1] != 4 * hidden || Rv->d[2] != hidden)
-        return ox_fail(c, SF_ERR_SHAPE, "R must be 1x%lldx%lld", (long long)(4 * hidden), (long long)hidden);
+        return ox_fail(c, SF_ERR_SHAPE, "R must be 1x%lldx%lld", (long long)(4 * hidden),
+                       (long long)hidden);
     const float *B = NULL;
     int has_b = present(c, n, 3);
     if (has_b) {
@@ -1405,8 +1421,9 @@ static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
     if (h0 < 0 || c0 < 0)
         return ox_fail(c, SF_ERR_UNSUPPORTED, "a constant non-zero initial state");
     if (h0 != c0)
-        return ox_fail(c, SF_ERR_UNSUPPORTED,
-                       "one initial state given and the other zero; soapflow takes both or neither");
+        return ox_fail(
+            c, SF_ERR_UNSUPPORTED,
+            "one initial state given and the other zero; soapflow takes both or neither");
     int n_in = 1;
     if (h0) {
         for (int k = 0; k < 2; k++) {
@@ -1419,7 +1436,8 @@ static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
             if (S->ndim != 3 || S->d[ud] != 1 || S->d[nd] != nb || S->d[2] != hidden ||
                 ss->ndim != 2 || S->map[nd] != 0 || S->map[2] != 1)
                 return ox_fail(c, SF_ERR_UNSUPPORTED,
-                               "initial state '%.100s' is not a batch-first (N, H) tensor", S->name);
+                               "initial state '%.100s' is not a batch-first (N, H) tensor",
+                               S->name);
             in[1 + k] = S->ref;
         }
         n_in = 3;

@@ -29,10 +29,10 @@ enum { WT_VARINT = 0, WT_I64 = 1, WT_LEN = 2, WT_SGROUP = 3, WT_EGROUP = 4, WT_I
 typedef struct wmsg wmsg;
 typedef struct wfield {
     int num;
-    int wt;            /* the wire type of one element */
-    const wmsg *sub;   /* length-delimited message, or NULL */
+    int wt;          /* the wire type of one element */
+    const wmsg *sub; /* length-delimited message, or NULL */
     const char *name;
-    int packable;      /* a repeated scalar that may come packed (length-delimited) */
+    int packable; /* a repeated scalar that may come packed (length-delimited) */
 } wfield;
 
 struct wmsg {
@@ -47,8 +47,8 @@ struct wmsg {
 
 /* Declared first: messages refer to each other. */
 static const wmsg m_model, m_graph, m_node, m_attr, m_tensor, m_segment, m_value_info, m_type,
-    m_type_tensor, m_type_seq, m_type_map, m_type_opt, m_shape, m_dim, m_opset, m_sse,
-    m_training, m_function, m_sparse, m_annotation;
+    m_type_tensor, m_type_seq, m_type_map, m_type_opt, m_shape, m_dim, m_opset, m_sse, m_training,
+    m_function, m_sparse, m_annotation;
 
 static const wfield f_sse[] = {{1, WT_LEN, NULL, "key", 0}, {2, WT_LEN, NULL, "value", 0}};
 WMSG(m_sse, "entry", f_sse, 1);
@@ -98,45 +98,58 @@ static const wfield f_sparse[] = {{1, WT_LEN, &m_tensor, "values", 0},
                                   {2, WT_LEN, &m_tensor, "indices", 0},
                                   {3, WT_VARINT, NULL, "dims", 1}};
 WMSG(m_sparse, "sparse tensor", f_sparse, 0);
-static const wfield f_attr[] = {
-    {1, WT_LEN, NULL, "name", 0},           {2, WT_I32, NULL, "f", 0},
-    {3, WT_VARINT, NULL, "i", 0},           {4, WT_LEN, NULL, "s", 0},
-    {5, WT_LEN, &m_tensor, "t", 0},         {6, WT_LEN, &m_graph, "g", 0},
-    {7, WT_I32, NULL, "floats", 1},         {8, WT_VARINT, NULL, "ints", 1},
-    {9, WT_LEN, NULL, "strings", 0},        {10, WT_LEN, &m_tensor, "tensors", 0},
-    {11, WT_LEN, &m_graph, "graphs", 0},    {13, WT_LEN, NULL, "doc_string", 0},
-    {14, WT_LEN, &m_type, "tp", 0},         {15, WT_LEN, &m_type, "type_protos", 0},
-    {20, WT_VARINT, NULL, "type", 0},       {21, WT_LEN, NULL, "ref_attr_name", 0},
-    {22, WT_LEN, &m_sparse, "sparse_tensor", 0}, {23, WT_LEN, &m_sparse, "sparse_tensors", 0}};
+static const wfield f_attr[] = {{1, WT_LEN, NULL, "name", 0},
+                                {2, WT_I32, NULL, "f", 0},
+                                {3, WT_VARINT, NULL, "i", 0},
+                                {4, WT_LEN, NULL, "s", 0},
+                                {5, WT_LEN, &m_tensor, "t", 0},
+                                {6, WT_LEN, &m_graph, "g", 0},
+                                {7, WT_I32, NULL, "floats", 1},
+                                {8, WT_VARINT, NULL, "ints", 1},
+                                {9, WT_LEN, NULL, "strings", 0},
+                                {10, WT_LEN, &m_tensor, "tensors", 0},
+                                {11, WT_LEN, &m_graph, "graphs", 0},
+                                {13, WT_LEN, NULL, "doc_string", 0},
+                                {14, WT_LEN, &m_type, "tp", 0},
+                                {15, WT_LEN, &m_type, "type_protos", 0},
+                                {20, WT_VARINT, NULL, "type", 0},
+                                {21, WT_LEN, NULL, "ref_attr_name", 0},
+                                {22, WT_LEN, &m_sparse, "sparse_tensor", 0},
+                                {23, WT_LEN, &m_sparse, "sparse_tensors", 0}};
 WMSG(m_attr, "attribute", f_attr, 1);
-static const wfield f_node[] = {{1, WT_LEN, NULL, "input", 0},    {2, WT_LEN, NULL, "output", 0},
-                                {3, WT_LEN, NULL, "name", 0},     {4, WT_LEN, NULL, "op_type", 0},
-                                {5, WT_LEN, &m_attr, "attribute", 0},
-                                {6, WT_LEN, NULL, "doc_string", 0},
-                                {7, WT_LEN, NULL, "domain", 0}};
+static const wfield f_node[] = {
+    {1, WT_LEN, NULL, "input", 0},        {2, WT_LEN, NULL, "output", 0},
+    {3, WT_LEN, NULL, "name", 0},         {4, WT_LEN, NULL, "op_type", 0},
+    {5, WT_LEN, &m_attr, "attribute", 0}, {6, WT_LEN, NULL, "doc_string", 0},
+    {7, WT_LEN, NULL, "domain", 0}};
 WMSG(m_node, "node", f_node, 3);
 static const wfield f_annotation[] = {{1, WT_LEN, NULL, "tensor_name", 0},
                                       {2, WT_LEN, &m_sse, "quant_parameter_tensor_names", 0}};
 WMSG(m_annotation, "quantization_annotation", f_annotation, 0);
-static const wfield f_graph[] = {
-    {1, WT_LEN, &m_node, "node", 0},           {2, WT_LEN, NULL, "name", 0},
-    {5, WT_LEN, &m_tensor, "initializer", 0},  {10, WT_LEN, NULL, "doc_string", 0},
-    {11, WT_LEN, &m_value_info, "input", 0},   {12, WT_LEN, &m_value_info, "output", 0},
-    {13, WT_LEN, &m_value_info, "value_info", 0},
-    {14, WT_LEN, &m_annotation, "quantization_annotation", 0},
-    {15, WT_LEN, &m_sparse, "sparse_initializer", 0}};
+static const wfield f_graph[] = {{1, WT_LEN, &m_node, "node", 0},
+                                 {2, WT_LEN, NULL, "name", 0},
+                                 {5, WT_LEN, &m_tensor, "initializer", 0},
+                                 {10, WT_LEN, NULL, "doc_string", 0},
+                                 {11, WT_LEN, &m_value_info, "input", 0},
+                                 {12, WT_LEN, &m_value_info, "output", 0},
+                                 {13, WT_LEN, &m_value_info, "value_info", 0},
+                                 {14, WT_LEN, &m_annotation, "quantization_annotation", 0},
+                                 {15, WT_LEN, &m_sparse, "sparse_initializer", 0}};
 WMSG(m_graph, "graph", f_graph, 0);
 static const wfield f_training[] = {{1, WT_LEN, &m_graph, "initialization", 0},
                                     {2, WT_LEN, &m_graph, "algorithm", 0},
                                     {3, WT_LEN, &m_sse, "initialization_binding", 0},
                                     {4, WT_LEN, &m_sse, "update_binding", 0}};
 WMSG(m_training, "training_info", f_training, 0);
-static const wfield f_function[] = {
-    {1, WT_LEN, NULL, "name", 0},        {4, WT_LEN, NULL, "input", 0},
-    {5, WT_LEN, NULL, "output", 0},      {6, WT_LEN, NULL, "attribute", 0},
-    {7, WT_LEN, &m_node, "node", 0},     {8, WT_LEN, NULL, "doc_string", 0},
-    {9, WT_LEN, &m_opset, "opset_import", 0}, {10, WT_LEN, NULL, "domain", 0},
-    {11, WT_LEN, &m_attr, "attribute_proto", 0}};
+static const wfield f_function[] = {{1, WT_LEN, NULL, "name", 0},
+                                    {4, WT_LEN, NULL, "input", 0},
+                                    {5, WT_LEN, NULL, "output", 0},
+                                    {6, WT_LEN, NULL, "attribute", 0},
+                                    {7, WT_LEN, &m_node, "node", 0},
+                                    {8, WT_LEN, NULL, "doc_string", 0},
+                                    {9, WT_LEN, &m_opset, "opset_import", 0},
+                                    {10, WT_LEN, NULL, "domain", 0},
+                                    {11, WT_LEN, &m_attr, "attribute_proto", 0}};
 WMSG(m_function, "function", f_function, 1);
 static const wfield f_model[] = {
     {1, WT_VARINT, NULL, "ir_version", 0},     {2, WT_LEN, NULL, "producer_name", 0},
@@ -228,8 +241,7 @@ static int skip_value(walker *w, const uint8_t **p, const uint8_t *end, int wt, 
 }
 
 /* A shallow look for the name field (a string) of a message in [p, end). */
-static void peek_name(const uint8_t *p, const uint8_t *end, int name_field, char *out,
-                      size_t cap) {
+static void peek_name(const uint8_t *p, const uint8_t *end, int name_field, char *out, size_t cap) {
     out[0] = '\0';
     while (p < end) {
         uint64_t key, v;
@@ -301,8 +313,8 @@ static int walk(walker *w, const wmsg *m, const uint8_t *p, const uint8_t *end) 
         int wt = (int)(key & 7);
         uint64_t num64 = key >> 3;
         if (num64 == 0) return fail(w, at, "field number 0 (not a protobuf field)");
-        if (num64 > 536870911u) return fail(w, at, "field number %llu out of range",
-                                           (unsigned long long)num64);
+        if (num64 > 536870911u)
+            return fail(w, at, "field number %llu out of range", (unsigned long long)num64);
         int num = (int)num64;
         const wfield *f = find_field(m, num);
         const char *fname = f ? f->name : "unknown";
@@ -311,8 +323,8 @@ static int walk(walker *w, const wmsg *m, const uint8_t *p, const uint8_t *end) 
                         fname, wt, wt_name(wt));
         if (wt == 6 || wt == 7) return fail(w, at, "field %d: invalid wire type %d", num, wt);
         if (f && wt != f->wt && !(f->packable && wt == WT_LEN))
-            return fail(w, at, "field %d (%s) has wire type %d (%s), expected %d (%s)", num,
-                        fname, wt, wt_name(wt), f->wt, wt_name(f->wt));
+            return fail(w, at, "field %d (%s) has wire type %d (%s), expected %d (%s)", num, fname,
+                        wt, wt_name(wt), f->wt, wt_name(f->wt));
         if (wt != WT_LEN) {
             if (skip_value(w, &p, end, wt, num, fname) != 0) return -1;
             continue;
@@ -340,7 +352,8 @@ static int walk(walker *w, const wmsg *m, const uint8_t *p, const uint8_t *end) 
                 if (walk(w, f->sub, p, end) != 0) return -1;
                 w->depth--;
             }
-            return fail(w, at, "field %d (%s) is %llu bytes long but only %zu are left (the "
+            return fail(w, at,
+                        "field %d (%s) is %llu bytes long but only %zu are left (the "
                         "file is truncated or corrupt)",
                         num, fname, (unsigned long long)n, (size_t)(end - p));
         }

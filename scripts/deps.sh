@@ -10,7 +10,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 PKGS=(build-essential cmake pkg-config libjansson-dev libcmocka-dev libopenblas-dev
       libopenmpi-dev openmpi-bin libprotobuf-c-dev protobuf-c-compiler libonnx-dev
-      zlib1g-dev dataset-fashion-mnist)
+      libonnx-testdata zlib1g-dev dataset-fashion-mnist)
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -342,6 +342,8 @@ static void unary_d(const sf_op *op, double *const *x, const double *w, double *
         case SF_OP_RELU: y[0][i] = v > 0 ? v : 0; break;
         case SF_OP_SIGMOID: y[0][i] = 1 / (1 + exp(-v)); break;
         case SF_OP_TANH: y[0][i] = tanh(v); break;
+        case SF_OP_RELU6: y[0][i] = v > 0 ? (v < 6 ? v : 6) : 0; break;
+        case SF_OP_LEAKY_RELU: y[0][i] = v > 0 ? v : op->params.leaky_relu.alpha * v; break;
         default: y[0][i] = 0.5 * v * (1 + erf(v / sqrt(2.0))); break;
         }
     }
@@ -670,7 +672,8 @@ static sf_shape shp(int nd, int64_t a, int64_t b, int64_t c, int64_t d) {
 
 static void test_unary(void **state) {
     (void)state;
-    static const sf_op_type types[] = {SF_OP_RELU, SF_OP_SIGMOID, SF_OP_TANH, SF_OP_GELU};
+    static const sf_op_type types[] = {SF_OP_RELU, SF_OP_SIGMOID, SF_OP_TANH,
+                                       SF_OP_GELU, SF_OP_RELU6,   SF_OP_LEAKY_RELU};
     const sf_shape shapes[] = {shp(1, 1, 0, 0, 0), shp(2, 3, 37, 0, 0), shp(4, 2, 3, 5, 7),
                                shp(3, 1, 1, 13, 0)};
     for (int t = 0; t < N_OF(types); t++)
@@ -678,8 +681,12 @@ static void test_unary(void **state) {
             kop o;
             sf_op_params p;
             sf_op_params_default(types[t], &p);
+            if (types[t] == SF_OP_LEAKY_RELU) p.leaky_relu.alpha = 0.2;
             kop_make(&o, types[t], &shapes[s], 1, &p);
-            int fm[1] = {types[t] == SF_OP_RELU ? FILL_AWAY0 : FILL_UNIFORM};
+            /* away from the kinks at 0 (relu, relu6, leaky_relu) */
+            int kink = types[t] == SF_OP_RELU || types[t] == SF_OP_RELU6 ||
+                       types[t] == SF_OP_LEAKY_RELU;
+            int fm[1] = {kink ? FILL_AWAY0 : FILL_UNIFORM};
             check_op(&o, unary_d, DEGS4, N_OF(DEGS4), 100 + (uint64_t)(t * 10 + s), fm, 1e-3);
             sf_graph_free(o.g);
         }
@@ -758,6 +765,46 @@ static void test_relu_at_zero(void **state) {
     }
     kdata_free(&d, &o);
     sf_graph_free(o.g);
+}
+
+/* relu6 and leaky_relu at and around their kinks (0, and relu6's 6), exactly,
+ * both kernels: PyTorch's values and its gradient choices (hardtanh's 0 at both
+ * kinks of relu6, alpha at 0 for leaky_relu). */
+static void test_relu6_leaky_kinks(void **state) {
+    (void)state;
+    static const float xs[] = {-3.0f, -0.5f, 0.0f, 0.5f, 5.5f, 6.0f, 6.5f, 100.0f};
+    static const float relu6_y[] = {0, 0, 0, 0.5f, 5.5f, 6, 6, 6};
+    static const float relu6_g[] = {0, 0, 0, 1, 1, 0, 0, 0};
+    const int n = N_OF(xs);
+    for (int leaky = 0; leaky < 2; leaky++) {
+        sf_shape s = shp(2, 1, n, 0, 0);
+        sf_op_type type = leaky ? SF_OP_LEAKY_RELU : SF_OP_RELU6;
+        kop o;
+        sf_op_params p;
+        sf_op_params_default(type, &p);
+        if (leaky) p.leaky_relu.alpha = 0.25; /* a power of two: products are exact */
+        kop_make(&o, type, &s, 1, &p);
+        kdata d;
+        kdata_make(&d, &o, 161, NULL);
+        for (int i = 0; i < n; i++) {
+            d.x[0][i] = xs[i];
+            d.dy[0][i] = 1.0f;
+        }
+        for (int fast = 0; fast < 2; fast++) {
+            kres r;
+            kres_make(&r, &o);
+            run_partition(&o, WHOLE, fast, &d, &r);
+            for (int i = 0; i < n; i++) {
+                float y = leaky ? (xs[i] > 0 ? xs[i] : 0.25f * xs[i]) : relu6_y[i];
+                float g = leaky ? (xs[i] > 0 ? 1.0f : 0.25f) : relu6_g[i];
+                assert_true(r.y[0][i] == y);
+                assert_true(r.dx[0][i] == g);
+            }
+            kres_free(&r, &o);
+        }
+        kdata_free(&d, &o);
+        sf_graph_free(o.g);
+    }
 }
 
 /* ---- binary ------------------------------------------------------------ */
@@ -1410,7 +1457,7 @@ static void test_availability(void **state) {
         SF_OP_POOL2D, SF_OP_EMBEDDING, SF_OP_RELU, SF_OP_SIGMOID, SF_OP_TANH,
         SF_OP_GELU, SF_OP_ADD, SF_OP_MUL, SF_OP_CONCAT, SF_OP_SPLIT,
         SF_OP_RESHAPE, SF_OP_FLATTEN, SF_OP_SOFTMAX_CE, SF_OP_BATCHNORM, SF_OP_LAYERNORM,
-        SF_OP_DROPOUT,
+        SF_OP_DROPOUT, SF_OP_RELU6, SF_OP_LEAKY_RELU,
     };
     for (int i = 0; i < N_OF(types); i++)
         assert_true(sf_kernel_available(types[i], 0) && sf_kernel_available(types[i], 1));
@@ -1437,6 +1484,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_unary),
         cmocka_unit_test(test_unary_range),
+        cmocka_unit_test(test_relu6_leaky_kinks),
         cmocka_unit_test(test_relu_at_zero),
         cmocka_unit_test(test_binary),
         cmocka_unit_test(test_pool2d),

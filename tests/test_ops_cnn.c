@@ -2,6 +2,7 @@
  * tanh/gelu, add/mul, concat, reshape/flatten, batchnorm, dropout. Shapes against
  * PyTorch's formulas, parameter counts, FLOPs computed by hand, the input region
  * of awkward tiles, and every error path with the operator's name in the message. */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -453,10 +454,11 @@ static void test_unary(void **state) {
     sf_graph *g = sf_graph_new("t");
     sf_error err = {0};
     int x = add_input(g, "x", 3, I64(2, 3, 4));
-    const sf_op_type types[] = {SF_OP_RELU, SF_OP_SIGMOID, SF_OP_TANH, SF_OP_GELU};
-    const char *names[] = {"relu", "sigmoid", "tanh", "gelu"};
-    const double fwd[] = {1, 4, 5, 8}, bwd[] = {1, 3, 3, 12};
-    for (int i = 0; i < 4; i++) {
+    const sf_op_type types[] = {SF_OP_RELU, SF_OP_SIGMOID, SF_OP_TANH,
+                                SF_OP_GELU, SF_OP_RELU6,   SF_OP_LEAKY_RELU};
+    const char *names[] = {"relu", "sigmoid", "tanh", "gelu", "relu6", "leaky_relu"};
+    const double fwd[] = {1, 4, 5, 8, 2, 2}, bwd[] = {1, 3, 3, 12, 2, 2};
+    for (int i = 0; i < 6; i++) {
         assert_string_equal(sf_op_type_name(types[i]), names[i]);
         sf_op_type back;
         assert_int_equal(sf_op_type_from_name(names[i], &back), SF_OK);
@@ -480,9 +482,22 @@ static void test_unary(void **state) {
                    &err, SF_ERR_INVALID, "bad", "needs 1..1 inputs, got 2");
         sf_error_clear(&err);
     }
+    /* leaky_relu's slope: 0.01 by default (torch), an attribute, finite */
+    sf_op_params lp;
+    sf_op_params_default(SF_OP_LEAKY_RELU, &lp);
+    assert_true(lp.leaky_relu.alpha == 0.01);
+    int na = 0;
+    const sf_attr_desc *la = sf_op_attrs(SF_OP_LEAKY_RELU, &na);
+    assert_int_equal(na, 1);
+    assert_string_equal(la[0].name, "alpha");
+    lp.leaky_relu.alpha = INFINITY;
+    check_fail(sf_graph_add_op(g, SF_OP_LEAKY_RELU, "bad_alpha", &lp, (sf_tensor_ref[]){{x, 0}},
+                               1, &err),
+               &err, SF_ERR_INVALID, "bad_alpha", "alpha must be a finite number");
+    sf_error_clear(&err);
     /* a tile of rank 6 passes through unchanged */
     int y = add_input(g, "y", 6, I64(2, 2, 2, 2, 2, 3));
-    int r = add_ok(g, SF_OP_RELU, "relu6", &(sf_op_params){0},
+    int r = add_ok(g, SF_OP_RELU, "relu_rank6", &(sf_op_params){0},
                    (sf_tensor_ref[]){{y, 0}}, 1);
     sf_tile t = mk_tile(6, I64(0, 1, 0, 1, 0, 1), I64(1, 2, 2, 2, 1, 3));
     check_region(sf_graph_op(g, r), &t, 0, 6, I64(0, 1, 0, 1, 0, 1), I64(1, 2, 2, 2, 1, 3));

@@ -177,6 +177,8 @@ typedef enum sf_op_type {
     SF_OP_BATCHNORM,
     SF_OP_LAYERNORM,
     SF_OP_DROPOUT,
+    SF_OP_RELU6,      /* min(max(x, 0), 6): torch.nn.ReLU6, ONNX Clip(0, 6) */
+    SF_OP_LEAKY_RELU, /* x, or alpha * x below 0 */
     SF_OP_COUNT
 } sf_op_type;
 
@@ -263,6 +265,10 @@ typedef struct sf_dropout_params {
     double p;
 } sf_dropout_params;
 
+typedef struct sf_leaky_relu_params {
+    double alpha; /* slope below 0 (torch's negative_slope, ONNX's alpha) */
+} sf_leaky_relu_params;
+
 typedef union sf_op_params {
     sf_input_params input;
     sf_conv2d_params conv2d;
@@ -278,6 +284,7 @@ typedef union sf_op_params {
     sf_flatten_params flatten;
     sf_norm_params norm; /* batchnorm, layernorm */
     sf_dropout_params dropout;
+    sf_leaky_relu_params leaky_relu;
 } sf_op_params;
 
 const char *sf_op_type_name(sf_op_type t); /* "conv2d"; "?" when out of range */

@@ -1,5 +1,6 @@
 /*
- * soapflow/io.h - reading and writing files: model JSON, machine JSON, DOT.
+ * soapflow/io.h - reading and writing files: model JSON and ONNX, machine JSON, strategy
+ * JSON, DOT.
  *
  *     sf_error err = {0};
  *     sf_graph *g = sf_model_load_json("net.json", &err);
@@ -64,6 +65,9 @@ void sf_write_file_abort(void);
 char *sf_read_file(const char *path, size_t *len, sf_error *err);
 /* The same with another bound. */
 char *sf_read_file_limit(const char *path, size_t max_bytes, size_t *len, sf_error *err);
+/* A whole binary file (NUL bytes and all) into a malloc'd buffer of *len bytes
+ * (plus a NUL after them), at most max_bytes (SF_ERR_RANGE past them). */
+void *sf_read_file_bytes(const char *path, size_t max_bytes, size_t *len, sf_error *err);
 
 /* ---- model files (JSON) ------------------------------------------------ */
 
@@ -73,6 +77,28 @@ sf_graph *sf_model_parse_json(const char *text, const char *origin, sf_error *er
 /* malloc'd JSON text (caller frees), indented, stable field order. */
 char *sf_model_to_json(const sf_graph *g, sf_error *err);
 sf_status sf_model_save_json(const sf_graph *g, const char *path, sf_error *err);
+
+/* ---- ONNX models (docs/formats-onnx.md) -------------------------------- */
+
+/* Import an ONNX model (opsets 9 to 17) as a graph. `batch` is the size given to
+ * a dynamic (symbolic) batch dimension of the graph inputs; a file whose inputs
+ * have fixed shapes keeps its batch and ignores it. With weights non-NULL, the
+ * initializers become the operators' weights: *weights gets a malloc'd
+ * full-layout buffer for every operator that owns weights (NULL for the others,
+ * sf_graph_num_ops entries, as sf_params_new makes them; free with
+ * sf_onnx_weights_free), or NULL when the file does not hold every weight (a
+ * model exported without its parameters). Every failure is one line naming the
+ * file and, where there is one, the node: unsupported operators (each type, its
+ * count and its first node, all in one message), malformed protobuf (the byte
+ * offset and the field), cycles, shape mismatches. */
+sf_status sf_onnx_load(const char *path, int64_t batch, sf_graph **g, float ***weights,
+                       sf_error *err);
+/* The same from len bytes in memory; `origin` names them in messages. */
+sf_status sf_onnx_parse(const void *data, size_t len, const char *origin, int64_t batch,
+                        sf_graph **g, float ***weights, sf_error *err);
+void sf_onnx_weights_free(const sf_graph *g, float **weights);
+/* 1 when name ends in ".onnx". */
+int sf_onnx_is_path(const char *name);
 
 /* ---- machine files (JSON) ---------------------------------------------- */
 

@@ -417,7 +417,8 @@ char *sf_cli_fmt_bytes(double bytes, char *buf, size_t n) {
 
 int sf_cli_is_path(const char *name) {
     size_t n = strlen(name);
-    return strchr(name, '/') != NULL || (n >= 5 && strcmp(name + n - 5, ".json") == 0);
+    return strchr(name, '/') != NULL || (n >= 5 && strcmp(name + n - 5, ".json") == 0) ||
+           (n >= 5 && strcmp(name + n - 5, ".onnx") == 0);
 }
 
 /* The same rule as sf_machine_open, without building the machine: a path is

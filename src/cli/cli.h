@@ -178,7 +178,7 @@ void sf_cli_outputs_free(sf_cli_outputs *o);
 /* ---- shared lookups ---------------------------------------------------- */
 
 /* A model argument names a file (rather than a zoo model) when it holds a '/'
- * or ends with ".json". */
+ * or ends with ".json" or ".onnx". */
 int sf_cli_is_path(const char *name);
 /* The description of a machine preset or machine JSON file, found as
  * sf_machine_open finds machines (without building the machine). */
@@ -193,7 +193,7 @@ sf_status sf_cli_machine_desc(const char *name_or_path, sf_machine_desc *out, sf
 /* The model options of the commands that plan (simulate, bench sim, ...):
  * -m/--model, -b/--batch, --seq-len, --chunk, --hidden, --vocab, --mlp-sizes. */
 typedef struct sf_cli_model_opts {
-    const char *model;                            /* zoo name or model JSON file */
+    const char *model;                            /* zoo name, model JSON or ONNX file */
     const char *mlp_sizes;                        /* "784,4096,10" */
     int64_t batch, seq_len, chunk, hidden, vocab; /* 0: default */
 } sf_cli_model_opts;
@@ -212,6 +212,12 @@ int sf_cli_model_check(const char *cmd, const sf_cli_model_opts *o);
  * n_devices devices unless --batch says otherwise; a file keeps its batch (and
  * refuses the model options). Returns an exit status; *out on success. */
 int sf_cli_model_open(const char *cmd, const sf_cli_model_opts *o, int n_devices, sf_graph **out);
+/* The same, and for an ONNX file its weights (sf_onnx_load's, NULL when the file
+ * lacks some, or for other models) in *weights when weights is non-NULL. An ONNX
+ * file takes --batch for its dynamic batch dimension (default as a zoo model's)
+ * and refuses a --batch its fixed batch contradicts. */
+int sf_cli_model_open_weights(const char *cmd, const sf_cli_model_opts *o, int n_devices,
+                              sf_graph **out, float ***weights);
 /* A baseline name (data, model, owt, expert, single) or a strategy JSON file:
  * a name holding '/' or ending in .json, or an existing file that is not a
  * baseline name. Returns an exit status; *out on success. */

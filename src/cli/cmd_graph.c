@@ -1,11 +1,12 @@
 /*
  * cmd_graph.c - `soapflow graph`: build a model and say what it costs.
  *
- * The model is a zoo name or a model JSON file (an argument holding '/' or
- * ending in ".json"). A zoo model gets the batch the papers used, 64 samples
- * per device of the machine it will be planned for (--machine, default
- * p100-4x4 => 1024), unless --batch says otherwise; a file keeps the batch
- * written in it, so model options are refused with a file rather than
+ * The model is a zoo name, a model JSON file (an argument holding '/' or
+ * ending in ".json") or an ONNX file (".onnx"). A zoo model gets the batch the
+ * papers used, 64 samples per device of the machine it will be planned for
+ * (--machine, default p100-4x4 => 1024), unless --batch says otherwise, and so
+ * does the dynamic batch dimension of an ONNX file; a model JSON file keeps the
+ * batch written in it, so model options are refused with a file rather than
  * silently ignored. The same numbers come out as a table for people or one
  * JSON object for programs; --dot and --save write the picture and the model
  * file: both paths are checked before any work, and both files are written
@@ -27,14 +28,16 @@ static int usage(FILE *out) {
     fprintf(out,
             "usage: soapflow graph --model NAME|FILE [options]\n"
             "\n"
-            "Build a zoo model (see 'soapflow models') or load a model JSON file, and\n"
-            "print its operators, trainable parameters, FLOPs and memory at its batch.\n"
+            "Build a zoo model (see 'soapflow models') or load a model JSON or ONNX file,\n"
+            "and print its operators, trainable parameters, FLOPs and memory at its batch.\n"
             "\n"
             "options:\n"
-            "  -m, --model NAME|FILE  a zoo model, or a model file (a name holding '/' or\n"
-            "                         ending in .json; see docs/formats-model.md)\n"
-            "  -b, --batch N          global batch of a zoo model (default: 64 per device of\n"
-            "                         the machine); a model file keeps its own batch\n"
+            "  -m, --model NAME|FILE  a zoo model, a model file (a name holding '/' or ending\n"
+            "                         in .json; see docs/formats-model.md) or an ONNX file\n"
+            "                         (.onnx; see docs/formats-onnx.md)\n"
+            "  -b, --batch N          global batch of a zoo model or of an ONNX file's dynamic\n"
+            "                         batch (default: 64 per device of the machine); a model\n"
+            "                         JSON file keeps its own batch\n"
             "  --machine NAME|FILE    machine preset or machine JSON file that sets the\n"
             "                         default batch (default: %s, 16 devices => 1024)\n"
             "                         NAME[N]: its first N devices, N at most one node's\n"
@@ -306,7 +309,10 @@ int sf_cmd_graph(int argc, char **argv) {
 
     /* The machine only sets the default batch here, so its description is
      * enough; it is still read when --machine is given, to catch a typo. */
-    int is_file = sf_cli_is_path(o.model.model);
+    /* a model JSON file keeps its batch; an ONNX file's dynamic batch is planned
+     * like a zoo model's */
+    int is_onnx = sf_onnx_is_path(o.model.model);
+    int is_file = sf_cli_is_path(o.model.model) && !is_onnx;
     sf_error err = {0};
     char batch_note[160] = "";
     const char *machine = o.machine;
@@ -326,6 +332,13 @@ int sf_cmd_graph(int argc, char **argv) {
 
     sf_graph *g;
     if ((rc = sf_cli_model_open(cmd, &o.model, devices, &g)) != SF_EXIT_OK) return rc;
+    if (is_onnx) {
+        sf_graph_stats bs;
+        sf_graph_stats_compute(g, &bs);
+        int64_t asked = o.model.batch ? o.model.batch
+                                      : (int64_t)SF_CLI_SAMPLES_PER_DEVICE * (devices ? devices : 1);
+        if (bs.batch != asked) snprintf(batch_note, sizeof batch_note, " (fixed by the file)");
+    }
     SF_LOG_INFO_F("%s: %d operators", sf_graph_name(g), sf_graph_num_ops(g));
 
     sf_cli_outputs files = {0};

@@ -41,8 +41,10 @@
     "  --mlp-sizes A,B,...    mlp: input, hidden..., classes (e.g. 784,4096,10)\n"
 
 #define MODEL_NAME_HELP                                                                            \
-    "  -m, --model NAME|FILE  a zoo model (see 'soapflow models'), or a model JSON file\n"         \
-    "  -b, --batch N          global batch of a zoo model (default: 64 per device)\n"
+    "  -m, --model NAME|FILE  a zoo model (see 'soapflow models'), a model JSON file, or an\n"     \
+    "                         ONNX file (.onnx)\n"                                                 \
+    "  -b, --batch N          global batch of a zoo model or of an ONNX file's dynamic batch\n"    \
+    "                         dimension (default: 64 per device)\n"
 
 const char sf_cli_model_help[] = MODEL_NAME_HELP MODEL_SIZE_HELP;
 const char sf_cli_model_size_help[] = MODEL_SIZE_HELP;
@@ -116,6 +118,17 @@ static int options_apply(const char *cmd, const sf_cli_model_opts *o) {
 static int model_options(const char *cmd, const sf_cli_model_opts *o, int n_devices,
                          sf_model_options *mo) {
     if (!o->model) return sf_cli_usage_error(cmd, "--model is required");
+    if (sf_onnx_is_path(o->model)) { /* takes --batch for a dynamic batch dimension */
+        if (o->seq_len || o->chunk || o->hidden || o->vocab || o->mlp_sizes)
+            return sf_cli_usage_error(cmd,
+                                      "the model options other than --batch apply to zoo "
+                                      "models; the ONNX file '%.200s' keeps its own",
+                                      o->model);
+        mo->batch =
+            o->batch ? o->batch
+                     : (int64_t)SF_CLI_SAMPLES_PER_DEVICE * (n_devices > 0 ? n_devices : 1);
+        return SF_EXIT_OK;
+    }
     if (sf_cli_is_path(o->model)) {
         if (o->batch || o->seq_len || o->chunk || o->hidden || o->vocab || o->mlp_sizes)
             return sf_cli_usage_error(cmd,
@@ -142,15 +155,38 @@ int sf_cli_model_check(const char *cmd, const sf_cli_model_opts *o) {
     return model_options(cmd, o, 1, &mo);
 }
 
-int sf_cli_model_open(const char *cmd, const sf_cli_model_opts *o, int n_devices, sf_graph **out) {
+int sf_cli_model_open_weights(const char *cmd, const sf_cli_model_opts *o, int n_devices,
+                              sf_graph **out, float ***weights) {
     *out = NULL;
+    if (weights) *weights = NULL;
     sf_model_options mo;
     int rc = model_options(cmd, o, n_devices, &mo);
     if (rc != SF_EXIT_OK) return rc;
     sf_error err = {0};
+    if (sf_onnx_is_path(o->model)) {
+        if (sf_onnx_load(o->model, mo.batch, out, weights, &err) != SF_OK)
+            return sf_cli_fail_err(&err);
+        sf_graph_stats st;
+        sf_graph_stats_compute(*out, &st);
+        if (o->batch && st.batch != o->batch) {
+            sf_onnx_weights_free(*out, weights ? *weights : NULL);
+            if (weights) *weights = NULL;
+            sf_graph_free(*out);
+            *out = NULL;
+            return sf_cli_usage_error(cmd,
+                                      "--batch %lld: the ONNX file '%.200s' fixes the batch at "
+                                      "%lld (export it with a dynamic batch dimension)",
+                                      (long long)o->batch, o->model, (long long)st.batch);
+        }
+        return SF_EXIT_OK;
+    }
     *out = sf_cli_is_path(o->model) ? sf_model_load_json(o->model, &err)
                                     : sf_model_build(o->model, &mo, &err);
     return *out ? SF_EXIT_OK : sf_cli_fail_err(&err);
+}
+
+int sf_cli_model_open(const char *cmd, const sf_cli_model_opts *o, int n_devices, sf_graph **out) {
+    return sf_cli_model_open_weights(cmd, o, n_devices, out, NULL);
 }
 
 static int is_baseline(const char *name) {

@@ -69,7 +69,8 @@ static int usage(FILE *out) {
             "  --momentum X           SGD momentum (default 0.9)\n"
             "  --weight-decay X       L2 weight decay (default 0)\n"
             "  --seed S               initial weights, data order and dropout (default 1)\n"
-            "  --init F.safetensors   initial weights from a checkpoint (names and shapes checked)\n"
+            "  --init F.safetensors   initial weights from a checkpoint (names and shapes checked);\n"
+            "                         an ONNX model starts from its initializers when it has them\n"
             "  --save F.safetensors   write the trained weights (and momentum, step) at the end\n"
             "  --resume F             continue a run saved with --save: weights, momentum,\n"
             "                         step and data order\n"
@@ -242,7 +243,10 @@ static sf_status save_checkpoint(const char *path, const sf_graph *g, float **w,
     const char *keys[] = {"format", "soapflow.model", "soapflow.step", "soapflow.seed",
                           "soapflow.lr_steps"};
     const char *vals[] = {"pt", sf_graph_name(g), step_s, seed_s, lr_s};
-    sf_status st = sf_safetensors_write(path, t, (size_t)nt, keys, vals, v ? 5 : 2, err);
+    /* a schedule's T only when there is one (lr_steps > 0), so that a constant
+     * rate's checkpoints do not depend on how a run was cut */
+    size_t n_meta = v ? (lr_steps > 0 ? 5 : 4) : 2;
+    sf_status st = sf_safetensors_write(path, t, (size_t)nt, keys, vals, n_meta, err);
     free(t);
     free(names);
     return st;
@@ -328,7 +332,9 @@ typedef struct train_state {
 /* Everything that can fail before training, on every rank alike. */
 static int setup(train_state *t, sf_error *err) {
     const train_opts *o = &t->o;
-    int rc = sf_cli_model_open("train", &o->model, 1, &t->g);
+    /* an ONNX file's initializers, when it has them all, are the initial weights
+     * (sf_params_new's layout; --init and --resume overwrite them) */
+    int rc = sf_cli_model_open_weights("train", &o->model, 1, &t->g, &t->w);
     if (rc != SF_EXIT_OK) return rc;
     if (!o->model.batch && !sf_cli_is_path(o->model.model)) {
         /* the zoo's default is 64 per device of a planning machine; train's is 64 in all */
@@ -373,7 +379,7 @@ static int setup(train_state *t, sf_error *err) {
         if (!t->order) return sf_cli_fail("out of memory");
     }
     t->bb = sf_batch_bufs_new(t->g, err);
-    t->w = sf_params_new(t->g, (uint64_t)o->seed, 0, err);
+    if (!t->w) t->w = sf_params_new(t->g, (uint64_t)o->seed, 0, err);
     t->v = sf_params_new(t->g, 0, 1, err);
     if (!t->bb || !t->w || !t->v) return sf_cli_fail_err(err);
     return SF_EXIT_OK;
@@ -581,7 +587,8 @@ int sf_cmd_train(int argc, char **argv) {
             st = sf_runtime_get_params(t.rt, SF_RT_MOMENTUM, t.rank == 0 ? t.v : NULL, &err);
         sf_status ws = SF_OK;
         if (st == SF_OK && t.rank == 0)
-            ws = save_checkpoint(t.o.save, t.g, t.w, t.v, step0 + total, seed, lr_steps, &err);
+            ws = save_checkpoint(t.o.save, t.g, t.w, t.v, step0 + total, seed,
+                                 cosine ? lr_steps : 0, &err);
         if (st == SF_OK) st = sf_comm_agree(t.comm, ws, &err);
     }
     /* every rank's reserved bytes, for the report */

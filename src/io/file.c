@@ -263,7 +263,8 @@ char *sf_read_file(const char *path, size_t *len, sf_error *err) {
     return sf_read_file_limit(path, SF_READ_FILE_MAX, len, err);
 }
 
-char *sf_read_file_limit(const char *path, size_t max_bytes, size_t *len, sf_error *err) {
+/* The whole file, NUL-terminated (one byte past its length), or NULL with err set. */
+static char *read_all(const char *path, size_t max_bytes, size_t *len, sf_error *err) {
     FILE *f = fopen(path, "rb");
     if (!f) {
         sf_error_set(err, SF_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
@@ -307,6 +308,15 @@ char *sf_read_file_limit(const char *path, size_t max_bytes, size_t *len, sf_err
             sf_error_set(err, SF_ERR_IO, "%s: cannot read: %s", path, strerror(bad_errno));
         return NULL;
     }
+    buf[n] = '\0';
+    *len = n;
+    return buf;
+}
+
+char *sf_read_file_limit(const char *path, size_t max_bytes, size_t *len, sf_error *err) {
+    size_t n = 0;
+    char *buf = read_all(path, max_bytes, &n, err);
+    if (!buf) return NULL;
     const char *nul = memchr(buf, '\0', n);
     if (nul) {
         sf_error_set(err, SF_ERR_PARSE, "%s: NUL byte at offset %zu: not a text file", path,
@@ -314,7 +324,13 @@ char *sf_read_file_limit(const char *path, size_t max_bytes, size_t *len, sf_err
         free(buf);
         return NULL;
     }
-    buf[n] = '\0';
     if (len) *len = n;
+    return buf;
+}
+
+void *sf_read_file_bytes(const char *path, size_t max_bytes, size_t *len, sf_error *err) {
+    size_t n = 0;
+    char *buf = read_all(path, max_bytes, &n, err);
+    if (buf && len) *len = n;
     return buf;
 }

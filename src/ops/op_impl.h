@@ -2,7 +2,7 @@
  * op_impl.h - the table of callbacks behind every operator (internal).
  *
  * One operator lives in one file (op_conv2d.c, ...) that defines one const
- * sf_op_class (or a few, when types share all code, as relu/sigmoid/tanh/gelu do)
+ * sf_op_class (or a few, when types share all code, as the activations of op_unary.c do)
  * holding everything about it: shape inference, parameter count, its parallel
  * space with dimension kinds, the input region of an output tile, FLOPs and
  * bytes, memory, and (filled by the kernels work) reference and fast kernels.
@@ -127,5 +127,7 @@ extern const sf_op_class sf_op_softmax_ce_class;
 extern const sf_op_class sf_op_batchnorm_class;
 extern const sf_op_class sf_op_layernorm_class;
 extern const sf_op_class sf_op_dropout_class;
+extern const sf_op_class sf_op_relu6_class;
+extern const sf_op_class sf_op_leaky_relu_class;
 
 #endif

@@ -1,8 +1,10 @@
 /*
- * op_unary.c - element-wise activations: relu, sigmoid, tanh, gelu.
+ * op_unary.c - element-wise activations: relu, sigmoid, tanh, gelu, relu6,
+ * leaky_relu.
  *
- * The four share every callback and differ only in their FLOPs per element,
- * so one file holds four classes over one set of static functions. Any rank;
+ * The six share every callback and differ only in their FLOPs per element (and
+ * leaky_relu in its one attribute, the slope alpha below zero), so one file
+ * holds six classes over one set of static functions. Any rank;
  * the output has the input's shape and a tile needs exactly the same region of
  * the input. Parallel space: dimension 0 is the sample, all others attributes.
  *
@@ -12,6 +14,8 @@
  *   tanh     5 / 3   (as two exps and a divide; g * (1 - t * t))
  *   gelu     8 / 12  (tanh approximation: cube, 2 mul-adds, tanh, 1 + t, halve, scale;
  *                     the derivative also needs 1 - t * t and the inner derivative)
+ *   relu6    2 / 2   (max and min; two compares select the gradient)
+ *   leaky    2 / 2   (compare, multiply; compare, multiply)
  * Bytes: forward reads the input and writes the output; backward reads the output
  * gradient and the saved input, and writes the input gradient.
  *
@@ -27,6 +31,10 @@
  *            models and imported ONNX Gelu nodes match; f' = Phi(x) + x * phi(x).
  *            (The FLOP counts above, from the tanh approximation, are close enough
  *            for the cost model: erf costs about as much as tanh.)
+ *   relu6    f = min(max(x, 0), 6); f' = 1 on (0, 6), else 0 (PyTorch's hardtanh
+ *            gradient, which is 0 at both kinks)
+ *   leaky    f = x for x > 0, else alpha * x; f' = 1 for x > 0, else alpha
+ *            (PyTorch: the slope at 0 is alpha)
  * The reference kernels call libm (expf, tanhf, erff) element by element. Such
  * calls keep a compiler from vectorizing the loop, so the fast kernels evaluate
  * e^x with their own branch-free polynomial (fast_expf: Cody-Waite range
@@ -52,6 +60,8 @@ static void unary_flops(sf_op_type type, double *fwd, double *bwd) {
     case SF_OP_SIGMOID: *fwd = 4, *bwd = 3; break;
     case SF_OP_TANH: *fwd = 5, *bwd = 3; break;
     case SF_OP_GELU: *fwd = 8, *bwd = 12; break;
+    case SF_OP_RELU6: *fwd = 2, *bwd = 2; break;
+    case SF_OP_LEAKY_RELU: *fwd = 2, *bwd = 2; break;
     default: *fwd = *bwd = 0; break;
     }
 }
@@ -92,18 +102,21 @@ static void unary_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
 #define SQRT1_2 0.70710678118654752440 /* 1 / sqrt(2) */
 #define INV_SQRT_2PI 0.39894228040143267794
 
-/* The reference: f and f' by definition, one element at a time, with libm. */
-static float unary_ref_f(sf_op_type type, float x) {
+/* The reference: f and f' by definition, one element at a time, with libm.
+ * alpha is leaky_relu's slope (unused by the others). */
+static float unary_ref_f(sf_op_type type, float alpha, float x) {
     switch (type) {
     case SF_OP_RELU: return x > 0.0f ? x : 0.0f;
     case SF_OP_SIGMOID: return 1.0f / (1.0f + expf(-x));
     case SF_OP_TANH: return tanhf(x);
     case SF_OP_GELU: return 0.5f * x * (1.0f + erff(x * (float)SQRT1_2));
+    case SF_OP_RELU6: return x > 0.0f ? (x < 6.0f ? x : 6.0f) : 0.0f;
+    case SF_OP_LEAKY_RELU: return x > 0.0f ? x : alpha * x;
     default: return 0.0f;
     }
 }
 
-static float unary_ref_df(sf_op_type type, float x) {
+static float unary_ref_df(sf_op_type type, float alpha, float x) {
     switch (type) {
     case SF_OP_RELU: return x > 0.0f ? 1.0f : 0.0f;
     case SF_OP_SIGMOID: {
@@ -119,8 +132,14 @@ static float unary_ref_df(sf_op_type type, float x) {
         float pdf = (float)INV_SQRT_2PI * expf(-0.5f * x * x);
         return cdf + x * pdf;
     }
+    case SF_OP_RELU6: return x > 0.0f && x < 6.0f ? 1.0f : 0.0f;
+    case SF_OP_LEAKY_RELU: return x > 0.0f ? 1.0f : alpha;
     default: return 0.0f;
     }
+}
+
+static float leaky_alpha(const sf_op *op) {
+    return op->type == SF_OP_LEAKY_RELU ? (float)op->params.leaky_relu.alpha : 0.0f;
 }
 
 /* y (numel) = f(x) */
@@ -128,7 +147,8 @@ static sf_status unary_fwd_ref(const sf_kernel_args *a) {
     int64_t n = sf_tile_numel(&a->tile);
     const float *x = a->in[0];
     float *y = a->out[0];
-    for (int64_t i = 0; i < n; i++) y[i] = unary_ref_f(a->op->type, x[i]);
+    float alpha = leaky_alpha(a->op);
+    for (int64_t i = 0; i < n; i++) y[i] = unary_ref_f(a->op->type, alpha, x[i]);
     return SF_OK;
 }
 
@@ -138,7 +158,8 @@ static sf_status unary_bwd_ref(const sf_kernel_args *a) {
     int64_t n = sf_tile_numel(&a->tile);
     const float *x = a->in[0], *dy = a->grad_out[0];
     float *dx = a->grad_in[0];
-    for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * unary_ref_df(a->op->type, x[i]);
+    float alpha = leaky_alpha(a->op);
+    for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * unary_ref_df(a->op->type, alpha, x[i]);
     return SF_OK;
 }
 
@@ -216,6 +237,17 @@ static sf_status unary_fwd_fast(const sf_kernel_args *a) {
         for (int64_t i = 0; i < n; i++)
             y[i] = 0.5f * x[i] * (1.0f + fast_erff(x[i] * (float)SQRT1_2));
         break;
+    case SF_OP_RELU6:
+        for (int64_t i = 0; i < n; i++) {
+            float v = x[i] > 0.0f ? x[i] : 0.0f;
+            y[i] = v < 6.0f ? v : 6.0f;
+        }
+        break;
+    case SF_OP_LEAKY_RELU: {
+        const float alpha = leaky_alpha(a->op);
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : alpha * x[i];
+        break;
+    }
     default: return SF_ERR_UNSUPPORTED;
     }
     return SF_OK;
@@ -251,18 +283,42 @@ static sf_status unary_bwd_fast(const sf_kernel_args *a) {
             dx[i] += dy[i] * (cdf + v * pdf);
         }
         break;
+    case SF_OP_RELU6:
+        for (int64_t i = 0; i < n; i++) dx[i] += x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f;
+        break;
+    case SF_OP_LEAKY_RELU: {
+        const float alpha = leaky_alpha(a->op);
+        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (x[i] > 0.0f ? 1.0f : alpha);
+        break;
+    }
     default: return SF_ERR_UNSUPPORTED;
     }
     return SF_OK;
 }
 
-#define SF_UNARY_CLASS(var, type_, name_)                                                          \
+static const sf_attr_desc leaky_relu_attrs[] = {
+    {.name = "alpha", .type = SF_ATTR_FLOAT, .offset = offsetof(sf_op_params, leaky_relu.alpha)},
+};
+
+static void leaky_relu_defaults(sf_op_params *p) { p->leaky_relu.alpha = 0.01; }
+
+static sf_status leaky_relu_infer(const sf_op_params *p, const sf_shape *in, int n_in,
+                                  sf_shape *out, int *n_out, sf_error *err) {
+    if (!isfinite(p->leaky_relu.alpha))
+        return sf_error_set(err, SF_ERR_INVALID, "alpha must be a finite number");
+    return unary_infer(p, in, n_in, out, n_out, err);
+}
+
+#define SF_UNARY_CLASS(var, type_, name_, attrs_, n_attrs_, defaults_, infer_)                     \
     const sf_op_class var = {                                                                      \
         .type = type_,                                                                             \
         .name = name_,                                                                             \
         .min_inputs = 1,                                                                           \
         .max_inputs = 1,                                                                           \
-        .infer = unary_infer,                                                                      \
+        .attrs = attrs_,                                                                           \
+        .n_attrs = n_attrs_,                                                                       \
+        .defaults = defaults_,                                                                     \
+        .infer = infer_,                                                                           \
         .space = unary_space,                                                                      \
         .region = unary_region,                                                                    \
         .cost = unary_cost,                                                                        \
@@ -272,7 +328,11 @@ static sf_status unary_bwd_fast(const sf_kernel_args *a) {
         .bwd_fast = unary_bwd_fast,                                                                \
     }
 
-SF_UNARY_CLASS(sf_op_relu_class, SF_OP_RELU, "relu");
-SF_UNARY_CLASS(sf_op_sigmoid_class, SF_OP_SIGMOID, "sigmoid");
-SF_UNARY_CLASS(sf_op_tanh_class, SF_OP_TANH, "tanh");
-SF_UNARY_CLASS(sf_op_gelu_class, SF_OP_GELU, "gelu");
+SF_UNARY_CLASS(sf_op_relu_class, SF_OP_RELU, "relu", NULL, 0, NULL, unary_infer);
+SF_UNARY_CLASS(sf_op_sigmoid_class, SF_OP_SIGMOID, "sigmoid", NULL, 0, NULL, unary_infer);
+SF_UNARY_CLASS(sf_op_tanh_class, SF_OP_TANH, "tanh", NULL, 0, NULL, unary_infer);
+SF_UNARY_CLASS(sf_op_gelu_class, SF_OP_GELU, "gelu", NULL, 0, NULL, unary_infer);
+SF_UNARY_CLASS(sf_op_relu6_class, SF_OP_RELU6, "relu6", NULL, 0, NULL, unary_infer);
+SF_UNARY_CLASS(sf_op_leaky_relu_class, SF_OP_LEAKY_RELU, "leaky_relu", leaky_relu_attrs,
+               (int)(sizeof leaky_relu_attrs / sizeof leaky_relu_attrs[0]), leaky_relu_defaults,
+               leaky_relu_infer);

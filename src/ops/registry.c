@@ -33,6 +33,8 @@ static const sf_op_class *const op_classes[] = {
     [SF_OP_BATCHNORM] = &sf_op_batchnorm_class,
     [SF_OP_LAYERNORM] = &sf_op_layernorm_class,
     [SF_OP_DROPOUT] = &sf_op_dropout_class,
+    [SF_OP_RELU6] = &sf_op_relu6_class,
+    [SF_OP_LEAKY_RELU] = &sf_op_leaky_relu_class,
 };
 _Static_assert(sizeof op_classes / sizeof op_classes[0] == SF_OP_COUNT,
                "every operator type has a class");

@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# check_onnx_models.sh - the torchvision models and the LSTM language model that
+# `scripts/make_onnx_fixtures.py --big DIR` exported: each must import with
+# PyTorch's parameter count (DIR/expected.json), and `soapflow search` must run
+# on it. Prints one line per model with the figures bench/RESULTS.md records.
+#
+#   /usr/bin/python3 scripts/make_onnx_fixtures.py --big /tmp/onnx-big
+#   scripts/check_onnx_models.sh /tmp/onnx-big [build/soapflow] [search options...]
+#
+# The default search is --machine p100-4x4 --iters 2000 (the default batch:
+# 64 per device). Exits non-zero at the first model that does not hold.
+set -u
+DIR=${1:?usage: check_onnx_models.sh DIR [soapflow] [search options...]}
+SF=${2:-"$(cd "$(dirname "$0")/.." && pwd)/build/soapflow"}
+shift $(($# >= 2 ? 2 : 1))
+SEARCH=("$@")
+[ ${#SEARCH[@]} -gt 0 ] || SEARCH=(--machine p100-4x4 --iters 2000)
+[ -x "$SF" ] || { echo "check_onnx_models: no soapflow at $SF" >&2; exit 1; }
+[ -f "$DIR/expected.json" ] || { echo "check_onnx_models: no $DIR/expected.json" >&2; exit 1; }
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sf-onnx-big.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+
+# name file params, one line each, from expected.json (no jq needed)
+python3 - "$DIR/expected.json" >"$TMP/list" <<'PY' || exit 1
+import json, sys
+for name, e in json.load(open(sys.argv[1])).items():
+    print(name, e["file"], e["params"])
+PY
+
+status=0
+printf '%-14s %12s %12s %5s %12s %10s %10s %8s %8s\n' model params torch ops \
+    "fwd GFLOP" "data ms" "best ms" speedup search_s
+while read -r name file want; do
+    if ! "$SF" graph --model "$DIR/$file" --json >"$TMP/g.json" 2>"$TMP/g.err"; then
+        echo "$name: import failed: $(cat "$TMP/g.err")" >&2
+        status=1
+        continue
+    fi
+    got=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["params"])' "$TMP/g.json")
+    ops=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["ops"])' "$TMP/g.json")
+    gf=$(python3 -c 'import json,sys; print("%.1f" % (json.load(open(sys.argv[1]))["flops_fwd"] / 1e9))' "$TMP/g.json")
+    if [ "$got" != "$want" ]; then
+        echo "$name: $got parameters imported, PyTorch has $want" >&2
+        status=1
+    fi
+    t0=$(date +%s.%N)
+    if ! "$SF" search --model "$DIR/$file" "${SEARCH[@]}" --json >"$TMP/s.json" 2>"$TMP/s.err"; then
+        echo "$name: search failed: $(cat "$TMP/s.err")" >&2
+        status=1
+        continue
+    fi
+    t1=$(date +%s.%N)
+    python3 - "$TMP/s.json" "$name" "$got" "$want" "$ops" "$gf" "$t0" "$t1" <<'PY'
+import json, sys
+s = json.load(open(sys.argv[1]))
+name, got, want, ops, gf, t0, t1 = sys.argv[2:9]
+print("%-14s %12s %12s %5s %12s %10.3f %10.3f %7.2fx %8.1f  (%s)" % (
+    name, got, want, ops, gf, s["baselines"]["data"], s["best_ms"], s["speedup_vs_data"],
+    float(t1) - float(t0), s["best"]))
+PY
+done <"$TMP/list"
+exit $status

@@ -1,0 +1,237 @@
+#!/usr/bin/python3
+"""Make the ONNX files soapflow's importer is tested on, with Debian's PyTorch.
+
+    /usr/bin/python3 scripts/make_onnx_fixtures.py            # tests/fixtures/onnx/
+    /usr/bin/python3 scripts/make_onnx_fixtures.py --big DIR  # torchvision models into DIR
+
+Needs Debian's python3-torch and python3-torchvision (and python3-onnx for
+--check): `apt-get install python3-torch python3-torchvision python3-onnx`. They
+are not build dependencies of soapflow: the small files this writes are
+committed, so the build and the tests never need PyTorch.
+
+Default: small models exported once with torch.onnx.export into
+tests/fixtures/onnx/ (a few hundred KB in all), each with <name>.json beside it:
+the trainable parameter count PyTorch gives, one input batch with its labels and
+the cross-entropy loss PyTorch computes on it (train mode: batch norm on the
+batch's statistics, as soapflow's kernels do; no dropout), so a test can check
+that the imported graph and weights compute the same loss.
+
+  lenet5         the zoo's LeNet-5, layer for layer (opset 13)
+  lenet5_op9     the same at opset 9, exported without its parameters (they are graph
+                 inputs: the graph imports, the weights do not)
+  resblock       a ResNet basic block with a downsampling shortcut, batch norm kept
+                 (exported in training mode, as torchvision's models below)
+  lstm_lm        an LSTM language model: embedding, 2-layer nn.LSTM (batch first),
+                 linear over the vocabulary
+  transformer    nn.TransformerEncoderLayer between an embedding and a linear head
+                 (opset 17: LayerNormalization; the attention as torch exports it)
+  transformer_op14
+                 the same with GELU at torch's default opset, 14: layer normalization and
+                 GELU spelled out in ReduceMean, Sub, Pow, Sqrt, Div, Erf ...
+  misc_op9, misc_op13
+                 activations and shapes: LeakyReLU, ReLU6 (Clip by attributes at 9, by
+                 inputs at 13), Sigmoid, Tanh, a product, a concatenation, average and
+                 ceil-mode max pooling, log-softmax at the end
+
+--big DIR: torchvision's squeezenet1_0, mobilenet_v2 and resnet18 (training mode,
+so batch norm stays a layer with its parameters) and an nn.LSTM language model
+(vocabulary 10000, 2 layers of 1024, as the zoo's rnnlm), with DIR/expected.json
+holding PyTorch's parameter count of each; scripts/check_onnx_models.sh checks
+soapflow's import against it and runs `soapflow search` on each.
+"""
+import argparse
+import json
+import os
+import sys
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "..", "tests", "fixtures", "onnx")
+BATCH = 2
+
+
+class LeNet5(nn.Module):
+    """The zoo's lenet5 (src/models/zoo_cnn.c): 61,706 parameters."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 6, 5, padding=2)
+        self.conv2 = nn.Conv2d(6, 16, 5)
+        self.fc1 = nn.Linear(16 * 5 * 5, 120)
+        self.fc2 = nn.Linear(120, 84)
+        self.fc3 = nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(F.relu(self.conv2(x)), 2)
+        x = torch.flatten(x, 1)
+        x = F.relu(self.fc1(x))
+        x = F.relu(self.fc2(x))
+        return self.fc3(x)
+
+
+class ResBlock(nn.Module):
+    """A torchvision BasicBlock with a downsample, then a classifier."""
+
+    def __init__(self, cin=8, cout=16, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(cin, cout, 3, stride=2, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(cout)
+        self.conv2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False)
+        self.bn2 = nn.BatchNorm2d(cout)
+        self.downsample = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=2, bias=False),
+                                        nn.BatchNorm2d(cout))
+        self.fc = nn.Linear(cout, classes)
+
+    def forward(self, x):
+        y = F.relu(self.bn1(self.conv1(x)))
+        y = self.bn2(self.conv2(y))
+        y = F.relu(y + self.downsample(x))
+        y = F.adaptive_avg_pool2d(y, 1)
+        return self.fc(torch.flatten(y, 1))
+
+
+class LstmLM(nn.Module):
+    def __init__(self, vocab=100, hidden=32, layers=2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.lstm = nn.LSTM(hidden, hidden, layers, batch_first=True)
+        self.fc = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens):
+        y, _ = self.lstm(self.embed(tokens))
+        return self.fc(y)
+
+
+class TransformerLM(nn.Module):
+    def __init__(self, vocab=50, d=32, heads=4, ff=64, activation="relu"):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.layer = nn.TransformerEncoderLayer(d, heads, ff, dropout=0.0, batch_first=True,
+                                                activation=activation)
+        self.fc = nn.Linear(d, vocab)
+
+    def forward(self, tokens):
+        return self.fc(self.layer(self.embed(tokens)))
+
+
+class Misc(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.conv_b = nn.Conv2d(3, 8, 1)
+        self.fc1 = nn.Linear(16 * 4 * 4, 32)
+        self.fc2 = nn.Linear(32, 10)
+
+    def forward(self, x):
+        a = F.leaky_relu(self.conv(x), 0.1)
+        b = torch.sigmoid(self.conv_b(x)) * torch.tanh(self.conv_b(x))
+        y = torch.cat([a, b], 1)
+        y = F.avg_pool2d(y, 2, count_include_pad=False)
+        y = F.max_pool2d(y, 3, stride=2, ceil_mode=True)
+        y = F.relu6(self.fc1(torch.flatten(y, 1)))
+        return F.log_softmax(self.fc2(y), dim=1)
+
+
+def params(m):
+    return sum(p.numel() for p in m.parameters())
+
+
+def export(m, x, path, opset, training=False, names=("input",), weights=True):
+    m.train(training)
+    mode = torch.onnx.TrainingMode.TRAINING if training else torch.onnx.TrainingMode.EVAL
+    torch.onnx.export(m, (x,), path, opset_version=opset, training=mode,
+                      do_constant_folding=not training, input_names=list(names),
+                      output_names=["output"], dynamic_axes={names[0]: {0: "batch"}},
+                      export_params=weights)
+
+
+def expectation(m, x, classes, path):
+    """PyTorch's loss on one batch, in train mode (batch statistics, no dropout).
+    A model ending in log_softmax gives log-probabilities, on which cross-entropy
+    is the same as on the logits (soapflow's softmax_ce takes the logits)."""
+    torch.manual_seed(1)
+    m.train(True)
+    with torch.no_grad():
+        out = m(x)
+    rows = out.reshape(-1, classes)
+    labels = torch.randint(0, classes, (rows.shape[0],))
+    loss = F.cross_entropy(rows, labels)
+    with open(path, "w") as f:
+        json.dump({"batch": x.shape[0], "input_shape": list(x.shape),
+                   "input": [round(float(v), 7) for v in x.flatten().tolist()],
+                   "labels": labels.tolist(), "loss": float(loss), "params": params(m)},
+                  f)
+        f.write("\n")
+
+
+def small(outdir):
+    os.makedirs(outdir, exist_ok=True)
+    torch.manual_seed(0)
+    lenet, misc = LeNet5(), Misc()
+    img28, img16 = torch.randn(BATCH, 1, 28, 28), torch.randn(BATCH, 3, 16, 16)
+    jobs = [  # name, model, input, opset, training-mode export, classes, with weights
+        ("lenet5", lenet, img28, 13, False, 10, True),
+        ("lenet5_op9", lenet, img28, 9, False, 10, False),
+        ("resblock", ResBlock(), torch.randn(BATCH, 8, 16, 16), 13, True, 10, True),
+        ("lstm_lm", LstmLM(), torch.randint(0, 100, (BATCH, 12)), 13, False, 100, True),
+        ("transformer", TransformerLM(), torch.randint(0, 50, (BATCH, 10)), 17, False, 50, True),
+        ("transformer_op14", TransformerLM(activation="gelu"), torch.randint(0, 50, (BATCH, 10)),
+         14, False, 50, True),
+        ("misc_op9", misc, img16, 9, False, 10, True),
+        ("misc_op13", misc, img16, 13, False, 10, True),
+    ]
+    for name, m, x, opset, training, classes, weights in jobs:
+        path = os.path.join(outdir, name + ".onnx")
+        tokens = x.dtype == torch.long
+        export(m, x, path, opset, training, names=("tokens",) if tokens else ("input",),
+               weights=weights)
+        if weights:
+            expectation(m, x, classes, os.path.join(outdir, name + ".json"))
+        else:  # the parameter count only: there are no weights to compute with
+            with open(os.path.join(outdir, name + ".json"), "w") as f:
+                json.dump({"params": params(m), "weights": False}, f)
+                f.write("\n")
+        print("%-12s opset %2d  %8d params  %7d bytes" % (name, opset, params(m),
+                                                          os.path.getsize(path)))
+
+
+def big(outdir):
+    import torchvision
+    os.makedirs(outdir, exist_ok=True)
+    torch.manual_seed(0)
+    expected = {}
+    for name in ["squeezenet1_0", "mobilenet_v2", "resnet18"]:
+        m = getattr(torchvision.models, name)()
+        path = os.path.join(outdir, name + ".onnx")
+        export(m, torch.randn(BATCH, 3, 224, 224), path, 13, training=True)
+        expected[name] = {"file": name + ".onnx", "params": params(m), "source": "torchvision"}
+        print("%-14s %10d params" % (name, params(m)))
+    lm = LstmLM(vocab=10000, hidden=1024, layers=2)
+    path = os.path.join(outdir, "lstm_lm.onnx")
+    export(lm, torch.randint(0, 10000, (BATCH, 40)), path, 13, names=("tokens",))
+    expected["lstm_lm"] = {"file": "lstm_lm.onnx", "params": params(lm),
+                           "source": "nn.Embedding(10000, 1024) + nn.LSTM(1024, 1024, 2) + "
+                                     "nn.Linear(1024, 10000), 40 steps"}
+    print("%-14s %10d params" % ("lstm_lm", params(lm)))
+    with open(os.path.join(outdir, "expected.json"), "w") as f:
+        json.dump(expected, f, indent=2)
+        f.write("\n")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", default=FIXTURES, help="folder of the small fixtures")
+    ap.add_argument("--big", metavar="DIR", help="export the torchvision models into DIR")
+    a = ap.parse_args()
+    if a.big:
+        big(a.big)
+    else:
+        small(os.path.normpath(a.out))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,286 @@
+/*
+ * onnx_norm.c - layer normalization and GELU as torch.onnx.export writes them
+ * before ONNX had operators for them, recognized as soapflow's layernorm and
+ * gelu.
+ *
+ * LayerNormalization is an ONNX operator from opset 17 only, and Gelu from 20,
+ * so an export at torch's default opset (14) spells them out. Torch 1.13 writes
+ *
+ *   nn.LayerNorm     m = ReduceMean(x, -1); d = x - m; v = ReduceMean(d ^ 2, -1);
+ *                    y = d / Sqrt(v + eps)  [* weight + bias]
+ *   GELU (exact)     y = x * (Erf(x / sqrt 2) + 1) * 0.5
+ *
+ * Each step is a PEND PAT value that knows its stage, as in onnx_attn.c: the
+ * pattern starts at the ReduceMean (or the division by sqrt 2), moves on only
+ * when the next node is the next step on the same x, and makes the operator at
+ * its last step (the Add of the bias, the Mul by 0.5). A layer normalization
+ * read before its scale (no elementwise_affine) becomes a layernorm without
+ * affine parameters; read after the scale and before the bias, one whose bias is
+ * zero. Anything else that reads a step is refused, naming the node the pattern
+ * started at. The constants are checked (sqrt 2 and 0.5 to 1e-4, the exponent
+ * 2, a positive epsilon, weights of the normalized width).
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_impl.h"
+
+enum {
+    LN_MEAN = 1, /* ReduceMean(x) */
+    LN_CENT,     /* x - mean */
+    LN_SQ,       /* (x - mean) ^ 2 */
+    LN_VAR,      /* ReduceMean of it */
+    LN_VAREPS,   /* + eps */
+    LN_STD,      /* Sqrt */
+    LN_NORM,     /* (x - mean) / std: a layernorm without affine parameters */
+    LN_SCALED,   /* * weight */
+    GELU_DIV,    /* x / sqrt 2 */
+    GELU_ERF,    /* Erf */
+    GELU_ERF1,   /* + 1 */
+    GELU_MUL,    /* x * (...) */
+};
+
+#define TAKE(expr)                                                                                 \
+    do {                                                                                           \
+        *st = (expr);                                                                              \
+        return 1;                                                                                  \
+    } while (0)
+
+static int is_pat(const ox_ctx *c, int v) {
+    return v > 0 && c->vals[v].kind == OX_PEND && c->vals[v].pend == OX_PEND_PAT;
+}
+
+static void set_stage(ox_ctx *c, int o, int rec, int stage, const ox_value *like, int64_t last) {
+    if (o < 0) return;
+    ox_value *x = &c->vals[o];
+    x->kind = OX_PEND;
+    x->pend = OX_PEND_PAT;
+    x->rec = rec;
+    x->ndim = like->ndim;
+    for (int k = 0; k < like->ndim; k++) x->d[k] = like->d[k];
+    if (last && x->ndim) x->d[x->ndim - 1] = last;
+    c->pat_stage[o] = stage;
+}
+
+/* A constant scalar in v, or NaN. */
+static double scalar(ox_ctx *c, int v) {
+    if (v <= 0 || c->vals[v].kind != OX_CONST || ox_const_data(c, v) != SF_OK) return NAN;
+    const ox_value *x = &c->vals[v];
+    if (x->numel != 1) return NAN;
+    return x->is_index ? (double)x->i[0] : (double)x->f[0];
+}
+
+static int near(double a, double b) { return fabs(a - b) <= 1e-4 * fabs(b); }
+
+/* A ReduceMean over the last axis, keeping it. */
+static int mean_of_last(ox_ctx *c, const Onnx__NodeProto *n, int rank) {
+    int64_t axes[OX_MAX_RANK], keep;
+    int cnt;
+    if (ox_attr_ints(c, n, "axes", axes, OX_MAX_RANK, &cnt) != SF_OK) return -1;
+    if (ox_attr_int(c, n, "keepdims", 1, &keep) != SF_OK) return -1;
+    return cnt == 1 && (axes[0] == -1 || axes[0] == rank - 1) && keep ? 1 : 0;
+}
+
+static sf_status new_rec(ox_ctx *c, int x, int *rec) {
+    if (c->n_pat == c->cap_pat) {
+        int cap = c->cap_pat ? c->cap_pat * 2 : 8;
+        ox_pat *np = realloc(c->pat, (size_t)cap * sizeof *np);
+        if (!np) return sf_error_set(c->err, SF_ERR_NOMEM, "%s: out of memory", c->origin);
+        c->pat = np;
+        c->cap_pat = cap;
+    }
+    *rec = c->n_pat++;
+    ox_pat *p = &c->pat[*rec];
+    memset(p, 0, sizeof *p);
+    p->x = x;
+    p->node = c->cur_node;
+    p->w = -1;
+    return SF_OK;
+}
+
+sf_status ox_pat_refuse(ox_ctx *c, int v) {
+    const ox_pat *p = &c->pat[c->vals[v].rec];
+    int stage = c->pat_stage[v];
+    char where[240];
+    return ox_fail(c, SF_ERR_UNSUPPORTED,
+                   "reads '%.100s', a step of the %s that starts at %s; soapflow takes torch's "
+                   "export of it as one operator, and the graph departs from it here",
+                   c->vals[v].name, stage >= GELU_DIV ? "GELU" : "layer normalization",
+                   ox_node_str(c, p->node, where, sizeof where));
+}
+
+/* The layernorm of pattern rec, from value v (NORM, SCALED) or its bias b. */
+static sf_status emit_ln(ox_ctx *c, int v, int rec, int bias) {
+    ox_pat *p = &c->pat[rec];
+    int x = p->x;
+    const ox_value *X = &c->vals[x];
+    const sf_shape *xs = &sf_graph_op(c->g, X->ref.op)->out_shapes[X->ref.out];
+    sf_tensor_ref in = X->ref;
+    int natural = 0;
+    if (X->map[X->ndim - 1] != xs->ndim - 1) {
+        sf_status st = ox_natural(c, x, &in);
+        if (st != SF_OK) return st;
+        natural = 1;
+    }
+    X = &c->vals[x];
+    int64_t d = X->d[X->ndim - 1];
+    int affine = c->pat_stage[v] == LN_SCALED || bias > 0;
+    sf_op_params prm;
+    sf_op_params_default(SF_OP_LAYERNORM, &prm);
+    prm.norm.eps = p->eps;
+    prm.norm.affine = affine;
+    int id = ox_add_op(c, SF_OP_LAYERNORM, &prm, &in, 1, affine ? c->vals[p->w].name : NULL);
+    if (id < 0) return (sf_status)id;
+    sf_status st = SF_OK;
+    if (affine) {
+        int ok;
+        const float *w = ox_weight(c, p->w, "scale", &ok);
+        if (!ok) return c->err->code;
+        st = ox_put_param(c, id, "weight", w, d);
+        if (st == SF_OK && bias > 0) {
+            const float *b = ox_weight(c, bias, "bias", &ok);
+            if (!ok) return c->err->code;
+            st = ox_put_param(c, id, "bias", b, d);
+        } else if (st == SF_OK) {
+            st = ox_fill_param(c, id, "bias", 0.0f); /* no bias in the file */
+        }
+    }
+    if (st != SF_OK) return st;
+    X = &c->vals[x];
+    int8_t map[OX_MAX_RANK];
+    for (int k = 0; k < X->ndim; k++) map[k] = natural ? (int8_t)k : X->map[k];
+    int64_t dims[OX_MAX_RANK];
+    for (int k = 0; k < X->ndim; k++) dims[k] = X->d[k];
+    ox_set_act(c, v, (sf_tensor_ref){id, 0}, X->ndim, dims, map, 0);
+    return SF_OK;
+}
+
+sf_status ox_pat_force(ox_ctx *c, int v) {
+    int stage = c->pat_stage[v];
+    if (stage == LN_NORM || stage == LN_SCALED) return emit_ln(c, v, c->vals[v].rec, -1);
+    return ox_pat_refuse(c, v);
+}
+
+/* x is an activation (made one: an INPUT, a pending linear layer). */
+static int act_value(ox_ctx *c, int x, sf_status *st) {
+    if (x <= 0) return 0;
+    ox_kind k = c->vals[x].kind;
+    if (k == OX_INPUT || (k == OX_PEND && c->vals[x].pend == OX_PEND_LINEAR)) {
+        *st = ox_act(c, x);
+        return *st == SF_OK;
+    }
+    return k == OX_ACT && !c->vals[x].is_index;
+}
+
+/* A start: ReduceMean(x, -1) or x / sqrt 2 (x * 1/sqrt 2). */
+static int start(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st) {
+    const char *t = n->op_type;
+    int x = ox_in(c, n, 0), o = ox_out(c, n, 0), rec;
+    *st = SF_OK;
+    if (!strcmp(t, "ReduceMean")) {
+        if (!act_value(c, x, st)) return *st != SF_OK;
+        int last = mean_of_last(c, n, c->vals[x].ndim);
+        if (last < 0) TAKE(c->err->code);
+        if (!last || c->opset >= 18) return 0;
+        if ((*st = new_rec(c, x, &rec)) != SF_OK) return 1;
+        set_stage(c, o, rec, LN_MEAN, &c->vals[x], 1);
+        TAKE(SF_OK);
+    }
+    if (!strcmp(t, "Div") || !strcmp(t, "Mul")) {
+        int k = ox_in(c, n, 1);
+        double s = scalar(c, k);
+        if (!strcmp(t, "Mul") && !isnan(s)) s = 1.0 / s;
+        if (isnan(s) || !near(s, sqrt(2.0))) return 0;
+        if (!act_value(c, x, st)) return *st != SF_OK;
+        if ((*st = new_rec(c, x, &rec)) != SF_OK) return 1;
+        set_stage(c, o, rec, GELU_DIV, &c->vals[x], 0);
+        TAKE(SF_OK);
+    }
+    return 0;
+}
+
+int ox_pat_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st) {
+    int v = -1;
+    for (size_t k = 0; k < n->n_input && v < 0; k++)
+        if (is_pat(c, ox_in(c, n, (int)k))) v = ox_in(c, n, (int)k);
+    if (v < 0) return start(c, n, st);
+    int rec = c->vals[v].rec, stage = c->pat_stage[v];
+    const char *t = n->op_type;
+    int a = ox_in(c, n, 0), b = ox_in(c, n, 1), o = ox_out(c, n, 0);
+    int other = a == v ? b : a;
+    int same_rec = is_pat(c, other) && c->vals[other].rec == rec;
+    const ox_value *X = &c->vals[c->pat[rec].x];
+    int64_t d = X->ndim ? X->d[X->ndim - 1] : 0;
+    ox_pat *p = &c->pat[rec];
+
+    if (!strcmp(t, "Sub") && stage == LN_MEAN && b == v && a == p->x) {
+        set_stage(c, o, rec, LN_CENT, X, 0);
+        TAKE(SF_OK);
+    }
+    if (stage == LN_CENT && ((!strcmp(t, "Pow") && a == v && scalar(c, b) == 2.0) ||
+                             (!strcmp(t, "Mul") && a == v && b == v))) {
+        set_stage(c, o, rec, LN_SQ, X, 0);
+        TAKE(SF_OK);
+    }
+    if (!strcmp(t, "ReduceMean") && stage == LN_SQ) {
+        int last = mean_of_last(c, n, X->ndim);
+        if (last < 0) TAKE(c->err->code);
+        if (last) {
+            set_stage(c, o, rec, LN_VAR, X, 1);
+            TAKE(SF_OK);
+        }
+    }
+    if (!strcmp(t, "Add") && stage == LN_VAR) {
+        double eps = scalar(c, other);
+        if (eps > 0 && eps < 1) {
+            p->eps = eps;
+            set_stage(c, o, rec, LN_VAREPS, X, 1);
+            TAKE(SF_OK);
+        }
+    }
+    if (!strcmp(t, "Sqrt") && stage == LN_VAREPS) {
+        set_stage(c, o, rec, LN_STD, X, 1);
+        TAKE(SF_OK);
+    }
+    if (!strcmp(t, "Div") && stage == LN_CENT && a == v && same_rec && c->pat_stage[b] == LN_STD) {
+        set_stage(c, o, rec, LN_NORM, X, 0);
+        TAKE(SF_OK);
+    }
+    if (!strcmp(t, "Mul") && stage == LN_NORM && c->vals[other].kind == OX_CONST &&
+        c->vals[other].numel == d && !c->vals[other].is_index && c->vals[v].uses == 1) {
+        p->w = other;
+        set_stage(c, o, rec, LN_SCALED, X, 0);
+        TAKE(SF_OK);
+    }
+    if (!strcmp(t, "Add") && stage == LN_SCALED && c->vals[other].kind == OX_CONST &&
+        c->vals[other].numel == d && !c->vals[other].is_index && c->vals[v].uses == 1) {
+        if (o < 0) TAKE(SF_OK);
+        set_stage(c, o, rec, LN_SCALED, X, 0); /* the output holds the operator below */
+        TAKE(emit_ln(c, o, rec, other));
+    }
+    if (!strcmp(t, "Erf") && stage == GELU_DIV) {
+        set_stage(c, o, rec, GELU_ERF, X, 0);
+        TAKE(SF_OK);
+    }
+    if (!strcmp(t, "Add") && stage == GELU_ERF && scalar(c, other) == 1.0) {
+        set_stage(c, o, rec, GELU_ERF1, X, 0);
+        TAKE(SF_OK);
+    }
+    if (!strcmp(t, "Mul") && stage == GELU_ERF1 && other == p->x) {
+        set_stage(c, o, rec, GELU_MUL, X, 0);
+        TAKE(SF_OK);
+    }
+    if (!strcmp(t, "Mul") && stage == GELU_MUL && near(scalar(c, other), 0.5)) {
+        sf_op_params prm;
+        sf_op_params_default(SF_OP_GELU, &prm);
+        sf_tensor_ref in = X->ref;
+        int id = ox_add_op(c, SF_OP_GELU, &prm, &in, 1, NULL);
+        if (id < 0) TAKE((sf_status)id);
+        X = &c->vals[c->pat[rec].x];
+        ox_set_act(c, o, (sf_tensor_ref){id, 0}, X->ndim, X->d, X->map, 0);
+        TAKE(SF_OK);
+    }
+    if (stage == LN_NORM || stage == LN_SCALED) return 0; /* a layernorm, read as one */
+    TAKE(ox_pat_refuse(c, v));
+}

@@ -1,0 +1,1576 @@
+/*
+ * onnx_ops.c - ONNX nodes that become soapflow operators, and the table of every
+ * node type the importer knows.
+ *
+ * One handler per node type, for a node some input of which is an activation
+ * (nodes on constants only are folded: onnx_fold.c). A handler reads its
+ * attributes and constant inputs, checks what soapflow's operator cannot do
+ * (asymmetric padding, a bidirectional LSTM, a Clip that is not ReLU6) with a
+ * message naming the node, adds the operator, copies the weights into its full
+ * layout, and sets its outputs' values: an ACT in the view the ONNX value has
+ * (onnx_impl.h). Operators that work element by element (activations, dropout)
+ * or on the last dimension (linear, layer norm) take any view and keep it, so a
+ * sequence-first LSTM output flows into a linear layer without a transpose.
+ *
+ * What maps where:
+ *   Conv (2-D)                  conv2d; pads must be symmetric, auto_pad SAME only when even
+ *   Gemm, MatMul by a constant  linear (a following Add of a constant vector is its bias;
+ *                               alpha and beta are folded into the weights)
+ *   MatMul of two activations   matmul (a transposed last pair of dimensions is transpose_a/b)
+ *   Relu, Sigmoid, Tanh         relu, sigmoid, tanh
+ *   Clip(0, 6), Clip(0)         relu6, relu (others: unsupported)
+ *   LeakyRelu                   leaky_relu
+ *   MaxPool, AveragePool        pool2d (max, avg); GlobalAveragePool: adaptive avg 1x1;
+ *                               GlobalMaxPool: max over the whole plane
+ *   BatchNormalization          batchnorm (running statistics are buffers: not imported)
+ *   LayerNormalization          layernorm over the last axis
+ *   Add, Mul                    add, mul (same rank, broadcasting 1s)
+ *   Concat, Split, Slice        concat, split (a Slice of one axis, step 1, is a split
+ *                               and one of its outputs)
+ *   Flatten, Reshape            flatten, reshape (the batch must stay dimension 0);
+ *                               Squeeze, Unsqueeze, Transpose change the view only
+ *   Gather                      embedding (a constant table indexed by token ids), or a
+ *                               split when it picks one position of an activation
+ *   Softmax, LogSoftmax         softmax_ce when it is the graph's output
+ *   Dropout                     dropout (identity when training_mode is false)
+ *   Identity, Cast              nothing: the same tensor
+ *   LSTM                        lstm (forward, default activations; torch's gate order)
+ *   torch's MultiheadAttention  attention (onnx_attn.c)
+ *   torch's LayerNorm, GELU     layernorm, gelu, from their steps before opset 17 (onnx_norm.c)
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "onnx_impl.h"
+
+#define TRY(x)                                                                                     \
+    do {                                                                                           \
+        sf_status st_ = (x);                                                                       \
+        if (st_ != SF_OK) return st_;                                                              \
+    } while (0)
+
+/* Output k of node n is output `out` of operator id, in the identity view. */
+static void set_natural(ox_ctx *c, const Onnx__NodeProto *n, int k, int id, int out, int is_index) {
+    const sf_shape *s = &sf_graph_op(c->g, id)->out_shapes[out];
+    int64_t d[OX_MAX_RANK];
+    int8_t map[OX_MAX_RANK];
+    for (int i = 0; i < s->ndim; i++) {
+        d[i] = s->d[i];
+        map[i] = (int8_t)i;
+    }
+    ox_set_act(c, ox_out(c, n, k), (sf_tensor_ref){id, out}, s->ndim, d, map, is_index);
+}
+
+/* Output k in the view of value like (same ONNX shape but last dimension last_d,
+ * or unchanged when last_d is 0), holding operator id's output. */
+static void set_like(ox_ctx *c, const Onnx__NodeProto *n, int k, int id, int like, int64_t last_d) {
+    const ox_value *x = &c->vals[like];
+    int64_t d[OX_MAX_RANK];
+    int8_t map[OX_MAX_RANK];
+    for (int i = 0; i < x->ndim; i++) {
+        d[i] = x->d[i];
+        map[i] = x->map[i];
+    }
+    if (last_d && x->ndim) d[x->ndim - 1] = last_d;
+    ox_set_act(c, ox_out(c, n, k), (sf_tensor_ref){id, 0}, x->ndim, d, map, 0);
+}
+
+/* Outputs from k on are not modelled: reading them is an error. */
+static void set_none_from(ox_ctx *c, const Onnx__NodeProto *n, int k) {
+    for (int j = k; j < (int)n->n_output; j++) {
+        int v = ox_out(c, n, j);
+        if (v > 0) c->vals[v].kind = OX_NONE;
+    }
+}
+
+static int present(const ox_ctx *c, const Onnx__NodeProto *n, int k) {
+    int v = ox_in(c, n, k);
+    return v > 0 && c->vals[v].kind != OX_ABSENT;
+}
+
+/* Value v (any view) is an identity copy into output 0 of n. */
+static sf_status alias(ox_ctx *c, const Onnx__NodeProto *n, int v) {
+    TRY(ox_act(c, v));
+    int o = ox_out(c, n, 0);
+    if (o < 0) return SF_OK;
+    const ox_value *x = &c->vals[v];
+    ox_set_act(c, o, x->ref, x->ndim, x->d, x->map, x->is_index);
+    return SF_OK;
+}
+
+/* ---- element-wise activations -------------------------------------------------- */
+
+static sf_status unary(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type,
+                       const sf_op_params *p) {
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    if (c->vals[x].is_index)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "an activation of integers (token ids)");
+    sf_tensor_ref in = c->vals[x].ref;
+    int id = ox_add_op(c, type, p, &in, 1, NULL);
+    if (id < 0) return (sf_status)id;
+    set_like(c, n, 0, id, x, 0);
+    return SF_OK;
+}
+
+static sf_status simple_unary(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type) {
+    sf_op_params p;
+    sf_op_params_default(type, &p);
+    return unary(c, n, type, &p);
+}
+
+static sf_status act_relu(ox_ctx *c, const Onnx__NodeProto *n) {
+    return simple_unary(c, n, SF_OP_RELU);
+}
+static sf_status act_sigmoid(ox_ctx *c, const Onnx__NodeProto *n) {
+    return simple_unary(c, n, SF_OP_SIGMOID);
+}
+static sf_status act_tanh(ox_ctx *c, const Onnx__NodeProto *n) {
+    return simple_unary(c, n, SF_OP_TANH);
+}
+
+static sf_status act_leaky_relu(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LEAKY_RELU, &p);
+    TRY(ox_attr_float(c, n, "alpha", 0.01, &p.leaky_relu.alpha));
+    return unary(c, n, SF_OP_LEAKY_RELU, &p);
+}
+
+static sf_status act_clip(ox_ctx *c, const Onnx__NodeProto *n) {
+    double lo = -INFINITY, hi = INFINITY;
+    if (c->opset < 11) {
+        TRY(ox_attr_float(c, n, "min", -INFINITY, &lo));
+        TRY(ox_attr_float(c, n, "max", INFINITY, &hi));
+    } else {
+        if (present(c, n, 1)) TRY(ox_const_scalar(c, ox_in(c, n, 1), "the minimum", &lo));
+        if (present(c, n, 2)) TRY(ox_const_scalar(c, ox_in(c, n, 2), "the maximum", &hi));
+    }
+    /* torch writes ReLU6 as Relu then Clip(max 6) at some opsets: on a relu's
+     * output (never negative) a minimum of 0 or below clips nothing */
+    int x = ox_in(c, n, 0);
+    if (lo < 0 && x > 0 && c->vals[x].kind == OX_ACT) {
+        sf_op_type pt = sf_graph_op(c->g, c->vals[x].ref.op)->type;
+        if (pt == SF_OP_RELU || pt == SF_OP_RELU6) lo = 0;
+    }
+    if (lo == 0 && hi == 6) return simple_unary(c, n, SF_OP_RELU6);
+    if (lo == 0 && isinf(hi) && hi > 0) return simple_unary(c, n, SF_OP_RELU);
+    return ox_fail(c, SF_ERR_UNSUPPORTED,
+                   "Clip(min %g, max %g): soapflow has Clip(0, 6) (relu6) and Clip(0) (relu)", lo,
+                   hi);
+}
+
+static sf_status act_dropout(ox_ctx *c, const Onnx__NodeProto *n) {
+    double ratio = 0.5;
+    int training = 1;
+    if (c->opset < 12) {
+        TRY(ox_attr_float(c, n, "ratio", 0.5, &ratio));
+    } else {
+        if (present(c, n, 1)) TRY(ox_const_scalar(c, ox_in(c, n, 1), "the ratio", &ratio));
+        double t = 0;
+        if (present(c, n, 2)) TRY(ox_const_scalar(c, ox_in(c, n, 2), "training_mode", &t));
+        training = t != 0;
+    }
+    set_none_from(c, n, 1);
+    if (!training || ratio == 0) return alias(c, n, ox_in(c, n, 0));
+    if (!(ratio >= 0 && ratio < 1))
+        return ox_fail(c, SF_ERR_INVALID, "dropout ratio %g is not in [0, 1)", ratio);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_DROPOUT, &p);
+    p.dropout.p = ratio;
+    return unary(c, n, SF_OP_DROPOUT, &p);
+}
+
+static sf_status act_identity(ox_ctx *c, const Onnx__NodeProto *n) {
+    return alias(c, n, ox_in(c, n, 0));
+}
+
+static sf_status act_cast(ox_ctx *c, const Onnx__NodeProto *n) {
+    int64_t to;
+    TRY(ox_attr_int(c, n, "to", 1, &to));
+    int x = ox_in(c, n, 0);
+    TRY(alias(c, n, x));
+    int o = ox_out(c, n, 0);
+    /* a cast of token ids to floats (or back) keeps the ids exact: soapflow's
+     * ids are floats already */
+    if (o > 0) c->vals[o].is_index = c->vals[x].is_index;
+    return SF_OK;
+}
+
+/* ---- convolution and pooling ------------------------------------------------------ */
+
+/* Symmetric padding (h, w) from ONNX pads [hb, wb, he, we] or auto_pad. */
+static sf_status spatial_pads(ox_ctx *c, const Onnx__NodeProto *n, const int64_t *in_hw,
+                              const int64_t *k, const int64_t *s, const int64_t *dil,
+                              int64_t *pad) {
+    char ap[32];
+    TRY(ox_attr_str(c, n, "auto_pad", "NOTSET", ap, sizeof ap));
+    int64_t pads[4] = {0, 0, 0, 0};
+    int np;
+    TRY(ox_attr_ints(c, n, "pads", pads, 4, &np));
+    if (np >= 0 && np != 4) return ox_fail(c, SF_ERR_PARSE, "pads has %d values, 4 expected", np);
+    for (int i = 0; i < 4; i++)
+        if (pads[i] < 0 || pads[i] > SF_MAX_EXTENT)
+            return ox_fail(c, SF_ERR_RANGE, "pads value %lld out of [0, 2^31]", (long long)pads[i]);
+    if (!strcmp(ap, "SAME_UPPER") || !strcmp(ap, "SAME_LOWER")) {
+        for (int i = 0; i < 2; i++) {
+            int64_t out = (in_hw[i] + s[i] - 1) / s[i];
+            int64_t total = (out - 1) * s[i] + (k[i] - 1) * dil[i] + 1 - in_hw[i];
+            if (total < 0) total = 0;
+            if (total % 2)
+                return ox_fail(c, SF_ERR_UNSUPPORTED,
+                               "auto_pad %s pads %lld in total on axis %d: uneven, and soapflow "
+                               "pads symmetrically",
+                               ap, (long long)total, i + 2);
+            pad[i] = total / 2;
+        }
+        return SF_OK;
+    }
+    if (!strcmp(ap, "VALID")) {
+        pad[0] = pad[1] = 0;
+        return SF_OK;
+    }
+    if (strcmp(ap, "NOTSET"))
+        return ox_fail(c, SF_ERR_PARSE, "auto_pad '%s' is not an ONNX value", ap);
+    for (int i = 0; i < 2; i++) {
+        if (pads[i] != pads[i + 2])
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "asymmetric padding (%lld before, %lld after on axis %d); soapflow "
+                           "pads both sides alike",
+                           (long long)pads[i], (long long)pads[i + 2], i + 2);
+        if (pads[i] < 0) return ox_fail(c, SF_ERR_PARSE, "negative padding");
+        pad[i] = pads[i];
+    }
+    return SF_OK;
+}
+
+/* Two spatial values of an attribute (default dflt), 2-D only, each in
+ * [dflt ? 1 : 0, 2^31] so that the arithmetic on them cannot overflow. */
+static sf_status pair_attr(ox_ctx *c, const Onnx__NodeProto *n, const char *name, int64_t dflt,
+                           int64_t *out) {
+    int64_t v[OX_MAX_RANK];
+    int cnt;
+    TRY(ox_attr_ints(c, n, name, v, OX_MAX_RANK, &cnt));
+    if (cnt < 0) {
+        out[0] = out[1] = dflt;
+        return SF_OK;
+    }
+    if (cnt != 2)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "%s has %d values; soapflow's are 2-D", name, cnt);
+    for (int i = 0; i < 2; i++) {
+        if (v[i] < 1 || v[i] > SF_MAX_EXTENT)
+            return ox_fail(c, SF_ERR_RANGE, "%s value %lld out of [1, 2^31]", name,
+                           (long long)v[i]);
+        out[i] = v[i];
+    }
+    return SF_OK;
+}
+
+static sf_status input_4d(ox_ctx *c, const Onnx__NodeProto *n, const char *what,
+                          sf_tensor_ref *in) {
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    if (c->vals[x].ndim != 4)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a %s over %d spatial dimension%s; soapflow's is 2-D (N x C x H x W)", what,
+                       c->vals[x].ndim - 2, c->vals[x].ndim == 3 ? "" : "s");
+    return ox_natural(c, x, in);
+}
+
+static sf_status act_conv(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_tensor_ref in;
+    TRY(input_4d(c, n, "convolution", &in));
+    const ox_value *X = &c->vals[ox_in(c, n, 0)];
+    int wv = ox_in(c, n, 1), ok;
+    const float *W = ox_weight(c, wv, "weight", &ok);
+    if (!ok) return c->err->code;
+    const ox_value *Wv = &c->vals[wv];
+    if (Wv->ndim != 4)
+        return ox_fail(c, SF_ERR_SHAPE, "the weight has rank %d, 4 expected", Wv->ndim);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONV2D, &p);
+    int64_t group;
+    TRY(ox_attr_int(c, n, "group", 1, &group));
+    if (group < 1 || group > SF_MAX_EXTENT)
+        return ox_fail(c, SF_ERR_PARSE, "group %lld", (long long)group);
+    int64_t ks[2];
+    TRY(pair_attr(c, n, "kernel_shape", 0, ks));
+    if (ks[0] && (ks[0] != Wv->d[2] || ks[1] != Wv->d[3]))
+        return ox_fail(c, SF_ERR_SHAPE, "kernel_shape %lldx%lld but the weight is %lldx%lld",
+                       (long long)ks[0], (long long)ks[1], (long long)Wv->d[2],
+                       (long long)Wv->d[3]);
+    if (group > X->d[1] || Wv->d[1] * group != X->d[1])
+        return ox_fail(c, SF_ERR_SHAPE,
+                       "the weight takes %lld input channels (%lld per group, %lld groups), the "
+                       "input has %lld",
+                       (long long)(group > X->d[1] ? -1 : Wv->d[1] * group), (long long)Wv->d[1],
+                       (long long)group, (long long)X->d[1]);
+    p.conv2d.out_channels = Wv->d[0];
+    p.conv2d.kernel[0] = Wv->d[2];
+    p.conv2d.kernel[1] = Wv->d[3];
+    p.conv2d.groups = group;
+    TRY(pair_attr(c, n, "strides", 1, p.conv2d.stride));
+    TRY(pair_attr(c, n, "dilations", 1, p.conv2d.dilation));
+    TRY(spatial_pads(c, n, X->d + 2, p.conv2d.kernel, p.conv2d.stride, p.conv2d.dilation,
+                     p.conv2d.padding));
+    int has_b = present(c, n, 2);
+    p.conv2d.bias = has_b;
+    const float *B = NULL;
+    if (has_b) {
+        B = ox_weight(c, ox_in(c, n, 2), "bias", &ok);
+        if (!ok) return c->err->code;
+        if (c->vals[ox_in(c, n, 2)].numel != Wv->d[0])
+            return ox_fail(c, SF_ERR_SHAPE, "the bias has %lld values for %lld output channels",
+                           (long long)c->vals[ox_in(c, n, 2)].numel, (long long)Wv->d[0]);
+    }
+    int id = ox_add_op(c, SF_OP_CONV2D, &p, &in, 1, Wv->name);
+    if (id < 0) return (sf_status)id;
+    TRY(ox_put_param(c, id, "weight", W, Wv->d[0] * Wv->d[1] * Wv->d[2] * Wv->d[3]));
+    if (has_b) TRY(ox_put_param(c, id, "bias", B, Wv->d[0]));
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
+static sf_status pool(ox_ctx *c, const Onnx__NodeProto *n, int mode) {
+    sf_tensor_ref in;
+    TRY(input_4d(c, n, mode == SF_POOL_MAX ? "max pooling" : "average pooling", &in));
+    const ox_value *X = &c->vals[ox_in(c, n, 0)];
+    sf_op_params p;
+    sf_op_params_default(SF_OP_POOL2D, &p);
+    p.pool2d.mode = mode;
+    int64_t ks[2], dil[2];
+    TRY(pair_attr(c, n, "kernel_shape", 0, ks));
+    if (!ks[0]) return ox_fail(c, SF_ERR_PARSE, "kernel_shape is required");
+    TRY(pair_attr(c, n, "dilations", 1, dil));
+    if (dil[0] != 1 || dil[1] != 1) return ox_fail(c, SF_ERR_UNSUPPORTED, "dilated pooling");
+    p.pool2d.kernel[0] = ks[0];
+    p.pool2d.kernel[1] = ks[1];
+    TRY(pair_attr(c, n, "strides", 1, p.pool2d.stride));
+    int64_t ceil_mode = 0, cip = 0, order = 0;
+    TRY(ox_attr_int(c, n, "ceil_mode", 0, &ceil_mode));
+    p.pool2d.ceil_mode = ceil_mode != 0;
+    int64_t pads[4];
+    int np;
+    TRY(ox_attr_ints(c, n, "pads", pads, 4, &np));
+    if (mode == SF_POOL_MAX && !ceil_mode && np == 4 &&
+        (pads[0] != pads[2] || pads[1] != pads[3])) {
+        /* Before opset 10 MaxPool had no ceil_mode, and torch pads the end for it.
+         * Padding never wins a max, so that is ceil mode with the front padding
+         * when both give the same output size. */
+        int same = 1;
+        for (int i = 0; i < 2 && same; i++) {
+            int64_t h = X->d[2 + i], k = ks[i], st = p.pool2d.stride[i], pb = pads[i],
+                    pe = pads[i + 2];
+            if (pe < pb || st < 1) {
+                same = 0;
+                break;
+            }
+            int64_t want = (h + pb + pe - k) / st + 1;
+            int64_t got = (h + 2 * pb - k + st - 1) / st + 1;
+            if ((got - 1) * st >= h + pb) got--;
+            same = want == got;
+        }
+        if (same) {
+            p.pool2d.padding[0] = pads[0];
+            p.pool2d.padding[1] = pads[1];
+            p.pool2d.ceil_mode = 1;
+        }
+    }
+    if (!p.pool2d.ceil_mode || ceil_mode)
+        TRY(spatial_pads(c, n, X->d + 2, p.pool2d.kernel, p.pool2d.stride, dil, p.pool2d.padding));
+    if (mode == SF_POOL_AVG) {
+        TRY(ox_attr_int(c, n, "count_include_pad", 0, &cip));
+        p.pool2d.count_include_pad = cip != 0;
+    } else {
+        TRY(ox_attr_int(c, n, "storage_order", 0, &order));
+        if (order) return ox_fail(c, SF_ERR_UNSUPPORTED, "storage_order 1 (column major)");
+        set_none_from(c, n, 1); /* the indices */
+    }
+    int id = ox_add_op(c, SF_OP_POOL2D, &p, &in, 1, NULL);
+    if (id < 0) return (sf_status)id;
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
+static sf_status act_maxpool(ox_ctx *c, const Onnx__NodeProto *n) {
+    return pool(c, n, SF_POOL_MAX);
+}
+static sf_status act_avgpool(ox_ctx *c, const Onnx__NodeProto *n) {
+    return pool(c, n, SF_POOL_AVG);
+}
+
+static sf_status global_pool(ox_ctx *c, const Onnx__NodeProto *n, int max) {
+    sf_tensor_ref in;
+    TRY(input_4d(c, n, max ? "global max pooling" : "global average pooling", &in));
+    const ox_value *X = &c->vals[ox_in(c, n, 0)];
+    sf_op_params p;
+    sf_op_params_default(SF_OP_POOL2D, &p);
+    if (max) { /* one window over the whole plane */
+        p.pool2d.mode = SF_POOL_MAX;
+        p.pool2d.kernel[0] = p.pool2d.stride[0] = X->d[2];
+        p.pool2d.kernel[1] = p.pool2d.stride[1] = X->d[3];
+    } else {
+        p.pool2d.mode = SF_POOL_ADAPTIVE_AVG;
+        p.pool2d.output_size[0] = p.pool2d.output_size[1] = 1;
+    }
+    int id = ox_add_op(c, SF_OP_POOL2D, &p, &in, 1, NULL);
+    if (id < 0) return (sf_status)id;
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
+static sf_status act_gap(ox_ctx *c, const Onnx__NodeProto *n) { return global_pool(c, n, 0); }
+static sf_status act_gmp(ox_ctx *c, const Onnx__NodeProto *n) { return global_pool(c, n, 1); }
+
+/* ---- normalization ------------------------------------------------------------------- */
+
+/* A weight input k of n with exactly count elements, or an error naming what. */
+static sf_status vec_weight(ox_ctx *c, const Onnx__NodeProto *n, int k, const char *what,
+                            int64_t count, const float **out) {
+    int ok;
+    *out = ox_weight(c, ox_in(c, n, k), what, &ok);
+    if (!ok) return c->err->code;
+    const ox_value *v = &c->vals[ox_in(c, n, k)];
+    int64_t numel = 1;
+    for (int i = 0; i < v->ndim; i++) numel *= v->d[i];
+    if (numel != count)
+        return ox_fail(c, SF_ERR_SHAPE, "the %s has %lld values, %lld expected", what,
+                       (long long)numel, (long long)count);
+    return SF_OK;
+}
+
+static sf_status act_batchnorm(ox_ctx *c, const Onnx__NodeProto *n) {
+    int x = ox_in(c, n, 0);
+    sf_tensor_ref in;
+    TRY(ox_natural(c, x, &in));
+    const ox_value *X = &c->vals[x];
+    if (X->ndim < 2 || X->ndim > 5)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "batch normalization of rank %d (2 to 5)", X->ndim);
+    int64_t ch = X->d[1];
+    const float *scale, *bias, *unused;
+    TRY(vec_weight(c, n, 1, "scale", ch, &scale));
+    TRY(vec_weight(c, n, 2, "bias", ch, &bias));
+    TRY(vec_weight(c, n, 3, "running mean", ch, &unused));
+    TRY(vec_weight(c, n, 4, "running variance", ch, &unused));
+    sf_op_params p;
+    sf_op_params_default(SF_OP_BATCHNORM, &p);
+    TRY(ox_attr_float(c, n, "epsilon", 1e-5, &p.norm.eps));
+    p.norm.affine = 1;
+    int id = ox_add_op(c, SF_OP_BATCHNORM, &p, &in, 1, c->vals[ox_in(c, n, 1)].name);
+    if (id < 0) return (sf_status)id;
+    TRY(ox_put_param(c, id, "weight", scale, ch));
+    TRY(ox_put_param(c, id, "bias", bias, ch));
+    set_natural(c, n, 0, id, 0, 0);
+    set_none_from(c, n, 1); /* running mean and variance, saved statistics */
+    return SF_OK;
+}
+
+static sf_status act_layernorm(ox_ctx *c, const Onnx__NodeProto *n) {
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    const ox_value *X = &c->vals[x];
+    int64_t axis;
+    TRY(ox_attr_int(c, n, "axis", -1, &axis));
+    if (axis < 0) axis += X->ndim;
+    if (axis != X->ndim - 1)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "layer normalization over axes %lld.. of %d; soapflow normalizes the last",
+                       (long long)axis, X->ndim);
+    const sf_shape *xs = &sf_graph_op(c->g, X->ref.op)->out_shapes[X->ref.out];
+    sf_tensor_ref in = X->ref;
+    if (X->map[X->ndim - 1] != xs->ndim - 1) TRY(ox_natural(c, x, &in));
+    X = &c->vals[x];
+    int64_t d = X->d[X->ndim - 1];
+    const float *scale, *bias = NULL;
+    TRY(vec_weight(c, n, 1, "scale", d, &scale));
+    int has_b = present(c, n, 2);
+    if (has_b) TRY(vec_weight(c, n, 2, "bias", d, &bias));
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LAYERNORM, &p);
+    TRY(ox_attr_float(c, n, "epsilon", 1e-5, &p.norm.eps));
+    p.norm.affine = 1;
+    int id = ox_add_op(c, SF_OP_LAYERNORM, &p, &in, 1, c->vals[ox_in(c, n, 1)].name);
+    if (id < 0) return (sf_status)id;
+    TRY(ox_put_param(c, id, "weight", scale, d));
+    if (has_b)
+        TRY(ox_put_param(c, id, "bias", bias, d));
+    else
+        TRY(ox_fill_param(c, id, "bias", 0.0f)); /* ONNX's default: no shift */
+    /* the operator keeps its input's view, or the order it was given */
+    if (in.op == c->vals[x].ref.op && in.out == c->vals[x].ref.out)
+        set_like(c, n, 0, id, x, 0);
+    else
+        set_natural(c, n, 0, id, 0, 0);
+    set_none_from(c, n, 1);
+    return SF_OK;
+}
+
+/* ---- linear layers and products ---------------------------------------------------- */
+
+static sf_status act_gemm(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_attn_node(c, n, &st)) return st;
+    int64_t ta, tb;
+    double alpha, beta;
+    TRY(ox_attr_int(c, n, "transA", 0, &ta));
+    TRY(ox_attr_int(c, n, "transB", 0, &tb));
+    TRY(ox_attr_float(c, n, "alpha", 1.0, &alpha));
+    TRY(ox_attr_float(c, n, "beta", 1.0, &beta));
+    if (ta) return ox_fail(c, SF_ERR_UNSUPPORTED, "transA: a transposed activation");
+    int a = ox_in(c, n, 0);
+    sf_tensor_ref in;
+    TRY(ox_natural(c, a, &in));
+    const ox_value *A = &c->vals[a];
+    if (A->ndim != 2) return ox_fail(c, SF_ERR_SHAPE, "input A has rank %d, 2 expected", A->ndim);
+    int bv = ox_in(c, n, 1), ok;
+    const float *B = ox_weight(c, bv, "weight (B)", &ok);
+    if (!ok) return c->err->code;
+    const ox_value *Bv = &c->vals[bv];
+    if (Bv->ndim != 2) return ox_fail(c, SF_ERR_SHAPE, "B has rank %d, 2 expected", Bv->ndim);
+    int64_t k = tb ? Bv->d[1] : Bv->d[0], nout = tb ? Bv->d[0] : Bv->d[1];
+    if (k != A->d[1])
+        return ox_fail(c, SF_ERR_SHAPE, "A has %lld columns but B%s has %lld rows",
+                       (long long)A->d[1], tb ? " transposed" : "", (long long)k);
+    const float *C = NULL;
+    int has_c = present(c, n, 2);
+    int64_t c_numel = 0;
+    if (has_c) {
+        C = ox_weight(c, ox_in(c, n, 2), "bias (C)", &ok);
+        if (!ok) return c->err->code;
+        const ox_value *Cv = &c->vals[ox_in(c, n, 2)];
+        c_numel = 1;
+        for (int i = 0; i < Cv->ndim; i++) c_numel *= Cv->d[i];
+        int row = Cv->ndim == 1 || (Cv->ndim == 2 && Cv->d[0] == 1);
+        if (!(c_numel == 1 || (row && c_numel == nout)))
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "C of %lld values: soapflow's bias is one value per output (%lld)",
+                           (long long)c_numel, (long long)nout);
+    }
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = nout;
+    p.linear.bias = has_c && beta != 0;
+    int id = ox_add_op(c, SF_OP_LINEAR, &p, &in, 1, Bv->name);
+    if (id < 0) return (sf_status)id;
+    float *w = NULL, *b = NULL;
+    if (c->want_weights && B) {
+        w = malloc((size_t)(k * nout) * sizeof *w);
+        if (!w) return sf_error_set(c->err, SF_ERR_NOMEM, "%s: out of memory", c->origin);
+        for (int64_t j = 0; j < nout; j++)
+            for (int64_t i = 0; i < k; i++)
+                w[j * k + i] = (float)(alpha * (tb ? B[j * k + i] : B[i * nout + j]));
+    }
+    st = ox_put_param(c, id, "weight", B ? w : NULL, k * nout);
+    free(w);
+    TRY(st);
+    if (p.linear.bias) {
+        if (c->want_weights && C) {
+            b = malloc((size_t)nout * sizeof *b);
+            if (!b) return sf_error_set(c->err, SF_ERR_NOMEM, "%s: out of memory", c->origin);
+            for (int64_t j = 0; j < nout; j++) b[j] = (float)(beta * C[c_numel == 1 ? 0 : j]);
+        }
+        st = ox_put_param(c, id, "bias", C ? b : NULL, nout);
+        free(b);
+        TRY(st);
+    }
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
+/* For a two-activation product: the tensor and whether it is read transposed. */
+static sf_status matmul_operand(ox_ctx *c, int v, sf_tensor_ref *ref, int *trans) {
+    TRY(ox_act(c, v));
+    const ox_value *x = &c->vals[v];
+    const sf_shape *s = &sf_graph_op(c->g, x->ref.op)->out_shapes[x->ref.out];
+    *trans = 0;
+    int r = x->ndim;
+    if (r >= 2 && s->ndim == r) {
+        int swapped = x->map[r - 1] == r - 2 && x->map[r - 2] == r - 1;
+        for (int k = 0; swapped && k < r - 2; k++) swapped = x->map[k] == k;
+        if (swapped && r - 2 >= 1) { /* keep the batch in dimension 0 */
+            *ref = x->ref;
+            *trans = 1;
+            return SF_OK;
+        }
+    }
+    return ox_natural(c, v, ref);
+}
+
+static sf_status act_matmul(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_attn_node(c, n, &st)) return st;
+    int a = ox_in(c, n, 0), b = ox_in(c, n, 1);
+    ox_value *B = &c->vals[b];
+    if (B->kind == OX_CONST || B->kind == OX_WEIGHT) {
+        if (B->ndim != 2)
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "a product with a constant of rank %d (a linear layer's is 2)", B->ndim);
+        if (B->kind == OX_CONST && B->is_index)
+            return ox_fail(c, SF_ERR_UNSUPPORTED, "a product with integers");
+        ox_value *A = &c->vals[a];
+        if (A->kind == OX_PEND && A->pend == OX_PEND_ATTN) return ox_attn_refuse(c, a);
+        if (A->kind == OX_CONST || A->kind == OX_WEIGHT)
+            return ox_fail(c, SF_ERR_UNSUPPORTED, "a product of two constants on activations");
+        if (A->ndim < 1 || A->d[A->ndim - 1] != B->d[0])
+            return ox_fail(c, SF_ERR_SHAPE, "A's last dimension is %lld, B has %lld rows",
+                           (long long)(A->ndim ? A->d[A->ndim - 1] : 0), (long long)B->d[0]);
+        if (c->n_lin == c->cap_lin) {
+            int cap = c->cap_lin ? c->cap_lin * 2 : 16;
+            ox_linear *nl = realloc(c->lin, (size_t)cap * sizeof *nl);
+            if (!nl) return sf_error_set(c->err, SF_ERR_NOMEM, "%s: out of memory", c->origin);
+            c->lin = nl;
+            c->cap_lin = cap;
+        }
+        int r = c->n_lin++;
+        c->lin[r] = (ox_linear){a, b, -1, c->cur_node, -1, B->d[0], B->d[1]};
+        int o = ox_out(c, n, 0);
+        if (o < 0) return SF_OK;
+        ox_value *O = &c->vals[o];
+        O->kind = OX_PEND;
+        O->pend = OX_PEND_LINEAR;
+        O->rec = r;
+        O->ndim = A->ndim;
+        for (int k = 0; k < A->ndim; k++) O->d[k] = A->d[k];
+        O->d[A->ndim - 1] = B->d[1];
+        return SF_OK;
+    }
+    if (c->vals[a].kind == OX_CONST)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a constant times an activation (B x A is not a "
+                       "linear layer of soapflow's)");
+    sf_tensor_ref in[2];
+    int ta, tb;
+    TRY(matmul_operand(c, a, &in[0], &ta));
+    TRY(matmul_operand(c, b, &in[1], &tb));
+    if (c->vals[a].ndim != c->vals[b].ndim)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a product of ranks %d and %d; soapflow's operands have equal ranks",
+                       c->vals[a].ndim, c->vals[b].ndim);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_MATMUL, &p);
+    p.matmul.transpose_a = ta;
+    p.matmul.transpose_b = tb;
+    int id = ox_add_op(c, SF_OP_MATMUL, &p, in, 2, NULL);
+    if (id < 0) return (sf_status)id;
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
+/* ---- element-wise binary ------------------------------------------------------------ */
+
+/* Add of a pending linear layer (not yet biased, read only here) and a constant
+ * vector of its width: the layer's bias. Returns 1 when fused. */
+static int fuse_bias(ox_ctx *c, const Onnx__NodeProto *n, int lv, int bv) {
+    ox_value *L = &c->vals[lv], *B = &c->vals[bv];
+    if (L->kind != OX_PEND || L->pend != OX_PEND_LINEAR || L->uses != 1) return 0;
+    if (B->kind != OX_CONST || B->is_index) return 0;
+    ox_linear *rec = &c->lin[L->rec];
+    if (rec->b >= 0 || B->numel != rec->n || B->ndim > L->ndim) return 0;
+    for (int k = 0; k + 1 < B->ndim; k++)
+        if (B->d[k] != 1) return 0;
+    rec->b = bv;
+    int o = ox_out(c, n, 0);
+    if (o < 0) return 1;
+    ox_value *O = &c->vals[o];
+    O->kind = OX_PEND;
+    O->pend = OX_PEND_LINEAR;
+    O->rec = L->rec;
+    O->ndim = L->ndim;
+    for (int k = 0; k < L->ndim; k++) O->d[k] = L->d[k];
+    return 1;
+}
+
+static sf_status binary(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type) {
+    sf_status st;
+    if (ox_attn_node(c, n, &st)) return st;
+    int a = ox_in(c, n, 0), b = ox_in(c, n, 1);
+    if (type == SF_OP_ADD && (fuse_bias(c, n, a, b) || fuse_bias(c, n, b, a))) return SF_OK;
+    if (ox_pat_node(c, n, &st)) return st;
+    ox_kind ka = c->vals[a].kind, kb = c->vals[b].kind;
+    if (ka == OX_CONST || kb == OX_CONST)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "%s of an activation and a constant: soapflow has no such operator (a "
+                       "bias after a MatMul is folded into its linear layer)",
+                       type == SF_OP_ADD ? "a sum" : "a product");
+    TRY(ox_act(c, a));
+    TRY(ox_act(c, b));
+    const ox_value *A = &c->vals[a], *B = &c->vals[b];
+    if (A->ndim != B->ndim)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "operands of ranks %d and %d; soapflow broadcasts only between equal ranks",
+                       A->ndim, B->ndim);
+    int64_t d[OX_MAX_RANK];
+    for (int k = 0; k < A->ndim; k++) {
+        if (A->d[k] != B->d[k] && A->d[k] != 1 && B->d[k] != 1)
+            return ox_fail(c, SF_ERR_SHAPE, "dimension %d: %lld and %lld do not broadcast", k,
+                           (long long)A->d[k], (long long)B->d[k]);
+        d[k] = A->d[k] > B->d[k] ? A->d[k] : B->d[k];
+    }
+    sf_tensor_ref in[2] = {A->ref, B->ref};
+    int8_t map[OX_MAX_RANK];
+    int same = 1;
+    for (int k = 0; k < A->ndim; k++) same = same && A->map[k] == B->map[k] && A->map[k] >= 0;
+    const sf_shape *sa = &sf_graph_op(c->g, A->ref.op)->out_shapes[A->ref.out];
+    const sf_shape *sb = &sf_graph_op(c->g, B->ref.op)->out_shapes[B->ref.out];
+    same = same && sa->ndim == A->ndim && sb->ndim == B->ndim;
+    if (same) {
+        for (int k = 0; k < A->ndim; k++) map[k] = A->map[k];
+    } else {
+        TRY(ox_natural(c, a, &in[0]));
+        TRY(ox_natural(c, b, &in[1]));
+        for (int k = 0; k < A->ndim; k++) map[k] = (int8_t)k;
+    }
+    sf_op_params p;
+    sf_op_params_default(type, &p);
+    int id = ox_add_op(c, type, &p, in, 2, NULL);
+    if (id < 0) return (sf_status)id;
+    ox_set_act(c, ox_out(c, n, 0), (sf_tensor_ref){id, 0}, c->vals[a].ndim, d, map, 0);
+    return SF_OK;
+}
+
+static sf_status act_add(ox_ctx *c, const Onnx__NodeProto *n) { return binary(c, n, SF_OP_ADD); }
+static sf_status act_mul(ox_ctx *c, const Onnx__NodeProto *n) { return binary(c, n, SF_OP_MUL); }
+
+static sf_status act_div(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_attn_node(c, n, &st)) return st;
+    if (ox_pat_node(c, n, &st)) return st;
+    return ox_fail(c, SF_ERR_UNSUPPORTED,
+                   "a division of activations: soapflow has no such operator (one is taken "
+                   "only as a step of torch's attention, layer normalization or GELU)");
+}
+
+/* Sub, Pow, Sqrt, ReduceMean, Erf: only as steps of torch's layer normalization
+ * and GELU (onnx_norm.c). */
+static sf_status act_steps_only(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_pat_node(c, n, &st)) return st;
+    return ox_fail(c, SF_ERR_UNSUPPORTED,
+                   "%s of an activation: soapflow has no such operator (one is taken only as "
+                   "a step of torch's layer normalization or GELU)",
+                   n->op_type);
+}
+
+/* ---- shapes: concat, split, flatten, reshape, views ---------------------------------- */
+
+static int norm_axis(int64_t axis, int rank, int *out) {
+    if (axis < -rank || axis >= rank) return -1;
+    *out = (int)(axis < 0 ? axis + rank : axis);
+    return 0;
+}
+
+static sf_status act_concat(ox_ctx *c, const Onnx__NodeProto *n) {
+    int64_t axis64;
+    TRY(ox_attr_int(c, n, "axis", 1, &axis64));
+    int nin = (int)n->n_input;
+    if (nin < 1) return ox_fail(c, SF_ERR_PARSE, "no inputs");
+    if (nin > SF_MAX_SPLIT)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "%d inputs (at most %d)", nin, SF_MAX_SPLIT);
+    for (int k = 0; k < nin; k++) {
+        int v = ox_in(c, n, k);
+        if (c->vals[v].kind == OX_CONST)
+            return ox_fail(c, SF_ERR_UNSUPPORTED, "concatenates a constant with activations");
+        TRY(ox_act(c, v));
+    }
+    if (nin == 1) return alias(c, n, ox_in(c, n, 0));
+    const ox_value *A = &c->vals[ox_in(c, n, 0)];
+    int axis;
+    if (norm_axis(axis64, A->ndim, &axis) != 0)
+        return ox_fail(c, SF_ERR_PARSE, "axis %lld of rank %d", (long long)axis64, A->ndim);
+    int64_t d[OX_MAX_RANK];
+    for (int k = 0; k < A->ndim; k++) d[k] = A->d[k];
+    d[axis] = 0;
+    int same = 1;
+    for (int k = 0; k < nin; k++) {
+        const ox_value *x = &c->vals[ox_in(c, n, k)];
+        const sf_shape *s = &sf_graph_op(c->g, x->ref.op)->out_shapes[x->ref.out];
+        if (x->ndim != A->ndim)
+            return ox_fail(c, SF_ERR_SHAPE, "input %d has rank %d, input 0 %d", k, x->ndim,
+                           A->ndim);
+        for (int j = 0; j < A->ndim; j++) {
+            if (j != axis && x->d[j] != A->d[j])
+                return ox_fail(c, SF_ERR_SHAPE, "input %d is %lld on axis %d, input 0 %lld", k,
+                               (long long)x->d[j], j, (long long)A->d[j]);
+            same = same && x->map[j] == A->map[j];
+        }
+        same = same && s->ndim == x->ndim;
+        d[axis] += x->d[axis];
+    }
+    same = same && A->map[axis] >= 0;
+    sf_tensor_ref in[SF_MAX_SPLIT];
+    int8_t map[OX_MAX_RANK];
+    for (int k = 0; k < nin; k++) {
+        const ox_value *x = &c->vals[ox_in(c, n, k)];
+        if (same)
+            in[k] = x->ref;
+        else
+            TRY(ox_natural(c, ox_in(c, n, k), &in[k]));
+    }
+    A = &c->vals[ox_in(c, n, 0)];
+    for (int k = 0; k < A->ndim; k++) map[k] = same ? A->map[k] : (int8_t)k;
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONCAT, &p);
+    p.concat.axis = same ? A->map[axis] : axis;
+    int id = ox_add_op(c, SF_OP_CONCAT, &p, in, nin, NULL);
+    if (id < 0) return (sf_status)id;
+    ox_set_act(c, ox_out(c, n, 0), (sf_tensor_ref){id, 0}, A->ndim, d, map, 0);
+    return SF_OK;
+}
+
+/* A split along ONNX axis `axis` of value x into pieces sizes[0..parts), emitted as
+ * one split operator; piece k goes to value outv[k] (-1: unused). */
+static sf_status split_into(ox_ctx *c, int x, int axis, const int64_t *sizes, int parts,
+                            const int *outv) {
+    TRY(ox_act(c, x));
+    ox_value *X = &c->vals[x];
+    int sfax = X->map[axis];
+    if (sfax < 0) { /* a size-1 dimension the tensor does not have: each piece is it */
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "a split of a dimension of size 1");
+    }
+    if (sfax == 0)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a slice of the batch dimension: soapflow keeps every sample");
+    if (parts > SF_MAX_SPLIT)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "%d pieces (at most %d)", parts, SF_MAX_SPLIT);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_SPLIT, &p);
+    p.split.axis = sfax;
+    p.split.parts = parts;
+    for (int k = 0; k < parts; k++) p.split.sizes[k] = sizes[k];
+    sf_tensor_ref in = X->ref;
+    int id = ox_add_op(c, SF_OP_SPLIT, &p, &in, 1, NULL);
+    if (id < 0) return (sf_status)id;
+    X = &c->vals[x];
+    for (int k = 0; k < parts; k++) {
+        if (outv[k] < 0) continue;
+        int64_t d[OX_MAX_RANK];
+        for (int j = 0; j < X->ndim; j++) d[j] = X->d[j];
+        d[axis] = sizes[k];
+        ox_set_act(c, outv[k], (sf_tensor_ref){id, k}, X->ndim, d, X->map, X->is_index);
+    }
+    return SF_OK;
+}
+
+static sf_status act_split(ox_ctx *c, const Onnx__NodeProto *n) {
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    const ox_value *X = &c->vals[x];
+    int64_t axis64;
+    TRY(ox_attr_int(c, n, "axis", 0, &axis64));
+    int axis;
+    if (norm_axis(axis64, X->ndim, &axis) != 0)
+        return ox_fail(c, SF_ERR_PARSE, "axis %lld of rank %d", (long long)axis64, X->ndim);
+    int parts = (int)n->n_output;
+    if (parts < 1 || parts > SF_MAX_SPLIT)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "%d outputs (1 to %d)", parts, SF_MAX_SPLIT);
+    int64_t sizes[SF_MAX_SPLIT];
+    int cnt = -1;
+    if (c->opset < 13)
+        TRY(ox_attr_ints(c, n, "split", sizes, SF_MAX_SPLIT, &cnt));
+    else if (present(c, n, 1))
+        TRY(ox_const_ints(c, ox_in(c, n, 1), "split", sizes, SF_MAX_SPLIT, &cnt));
+    int64_t len = X->d[axis], sum = 0;
+    if (cnt < 0) {
+        if (len % parts)
+            return ox_fail(c, SF_ERR_SHAPE, "%lld does not split into %d equal parts",
+                           (long long)len, parts);
+        for (int k = 0; k < parts; k++) sizes[k] = len / parts;
+    } else if (cnt != parts) {
+        return ox_fail(c, SF_ERR_SHAPE, "%d sizes for %d outputs", cnt, parts);
+    }
+    for (int k = 0; k < parts; k++) {
+        if (sizes[k] < 1) return ox_fail(c, SF_ERR_UNSUPPORTED, "an empty piece");
+        if (sizes[k] > len) return ox_fail(c, SF_ERR_SHAPE, "a piece longer than the axis");
+        sum += sizes[k]; /* at most 64 pieces of at most 2^40: no overflow */
+    }
+    if (sum != len)
+        return ox_fail(c, SF_ERR_SHAPE, "sizes add up to %lld, the axis has %lld", (long long)sum,
+                       (long long)len);
+    int outv[SF_MAX_SPLIT];
+    for (int k = 0; k < parts; k++) outv[k] = ox_out(c, n, k);
+    return split_into(c, x, axis, sizes, parts, outv);
+}
+
+/* Positions [lo, hi) of an axis of length len as a split: pieces before, the
+ * slice, after; out gets the index of the slice among the pieces. */
+static int slice_pieces(int64_t lo, int64_t hi, int64_t len, int64_t *sizes, int *which) {
+    int parts = 0;
+    if (lo > 0) sizes[parts++] = lo;
+    *which = parts;
+    sizes[parts++] = hi - lo;
+    if (hi < len) sizes[parts++] = len - hi;
+    return parts;
+}
+
+static sf_status act_slice(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_attn_slice(c, n, &st)) return st;
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    const ox_value *X = &c->vals[x];
+    int64_t starts[OX_MAX_RANK], ends[OX_MAX_RANK], axes[OX_MAX_RANK], steps[OX_MAX_RANK];
+    int ns, ne, na = -1, nst = -1;
+    if (c->opset < 10) {
+        TRY(ox_attr_ints(c, n, "starts", starts, OX_MAX_RANK, &ns));
+        TRY(ox_attr_ints(c, n, "ends", ends, OX_MAX_RANK, &ne));
+        TRY(ox_attr_ints(c, n, "axes", axes, OX_MAX_RANK, &na));
+    } else {
+        TRY(ox_const_ints(c, ox_in(c, n, 1), "starts", starts, OX_MAX_RANK, &ns));
+        TRY(ox_const_ints(c, ox_in(c, n, 2), "ends", ends, OX_MAX_RANK, &ne));
+        if (present(c, n, 3)) TRY(ox_const_ints(c, ox_in(c, n, 3), "axes", axes, OX_MAX_RANK, &na));
+        if (present(c, n, 4))
+            TRY(ox_const_ints(c, ox_in(c, n, 4), "steps", steps, OX_MAX_RANK, &nst));
+    }
+    if (ns != 1 || ne != 1 || (na >= 0 && na != 1) || (nst >= 0 && nst != 1))
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a slice of an activation along %d axes; soapflow takes one", ns);
+    if (nst == 1 && steps[0] != 1)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "a slice with step %lld", (long long)steps[0]);
+    int axis;
+    if (norm_axis(na == 1 ? axes[0] : 0, X->ndim, &axis) != 0)
+        return ox_fail(c, SF_ERR_PARSE, "slice axis out of range");
+    int64_t len = X->d[axis], lo = starts[0], hi = ends[0];
+    if (lo < 0) lo += len;
+    if (hi < 0) hi += len;
+    lo = lo < 0 ? 0 : lo > len ? len : lo;
+    hi = hi < 0 ? 0 : hi > len ? len : hi;
+    if (hi <= lo) return ox_fail(c, SF_ERR_UNSUPPORTED, "an empty slice");
+    if (lo == 0 && hi == len) return alias(c, n, x);
+    int64_t sizes[3];
+    int which, outv[3] = {-1, -1, -1};
+    int parts = slice_pieces(lo, hi, len, sizes, &which);
+    outv[which] = ox_out(c, n, 0);
+    return split_into(c, x, axis, sizes, parts, outv);
+}
+
+/* Gather on an activation: one constant position of a non-batch axis, as a
+ * split piece without that axis (a view). */
+static sf_status gather_position(ox_ctx *c, const Onnx__NodeProto *n, int x, int iv) {
+    TRY(ox_act(c, x));
+    const ox_value *I = &c->vals[iv];
+    const ox_value *X = &c->vals[x];
+    int64_t axis64;
+    TRY(ox_attr_int(c, n, "axis", 0, &axis64));
+    int axis;
+    if (norm_axis(axis64, X->ndim, &axis) != 0)
+        return ox_fail(c, SF_ERR_PARSE, "axis %lld of rank %d", (long long)axis64, X->ndim);
+    if (I->numel != 1 || I->ndim > 1 || !I->is_index)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a gather of an activation at %lld positions; soapflow takes one constant "
+                       "position",
+                       (long long)I->numel);
+    int64_t len = X->d[axis], pos = I->i[0];
+    if (pos < 0) pos += len;
+    if (pos < 0 || pos >= len)
+        return ox_fail(c, SF_ERR_RANGE, "index %lld out of [0, %lld)", (long long)I->i[0],
+                       (long long)len);
+    int o = ox_out(c, n, 0);
+    if (o < 0) return SF_OK;
+    int8_t map[OX_MAX_RANK];
+    int64_t d[OX_MAX_RANK];
+    sf_tensor_ref ref = X->ref;
+    int nd = X->ndim;
+    for (int k = 0; k < nd; k++) {
+        map[k] = X->map[k];
+        d[k] = X->d[k];
+    }
+    if (len > 1) {
+        int64_t sizes[3];
+        int which, outv[3] = {-1, -1, -1};
+        int parts = slice_pieces(pos, pos + 1, len, sizes, &which);
+        outv[which] = o;
+        TRY(split_into(c, x, axis, sizes, parts, outv));
+        ref = c->vals[o].ref;
+    }
+    /* drop the axis: (with a scalar index) the dimension goes */
+    int k2 = 0;
+    int8_t m2[OX_MAX_RANK];
+    int64_t d2[OX_MAX_RANK];
+    for (int k = 0; k < nd; k++) {
+        if (k == axis && I->ndim == 0) continue;
+        m2[k2] = map[k];
+        d2[k2] = k == axis ? 1 : d[k];
+        k2++;
+    }
+    ox_set_act(c, o, ref, k2, d2, m2, c->vals[x].is_index);
+    return SF_OK;
+}
+
+static sf_status act_gather(ox_ctx *c, const Onnx__NodeProto *n) {
+    int dv = ox_in(c, n, 0), iv = ox_in(c, n, 1);
+    ox_value *D = &c->vals[dv];
+    if (D->kind != OX_CONST && D->kind != OX_WEIGHT && D->kind != OX_INPUT) {
+        if (c->vals[iv].kind != OX_CONST)
+            return ox_fail(c, SF_ERR_UNSUPPORTED, "a gather of an activation by computed indices");
+        return gather_position(c, n, dv, iv);
+    }
+    if (D->kind == OX_INPUT && c->vals[iv].kind == OX_CONST) return gather_position(c, n, dv, iv);
+    /* an embedding: a table of vectors looked up by token ids */
+    int64_t axis;
+    TRY(ox_attr_int(c, n, "axis", 0, &axis));
+    if (axis != 0)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "a lookup along axis %lld", (long long)axis);
+    int ok;
+    const float *table = ox_weight(c, dv, "table", &ok);
+    if (!ok) return c->err->code;
+    D = &c->vals[dv];
+    if (D->ndim != 2)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "a lookup table of rank %d (an embedding's is 2)",
+                       D->ndim);
+    TRY(ox_act(c, iv));
+    const ox_value *I = &c->vals[iv];
+    if (!I->is_index)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "indices '%.100s' are not integers (token ids)",
+                       I->name);
+    if (I->ndim + 1 > OX_MAX_RANK)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "indices of rank %d", I->ndim);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_EMBEDDING, &p);
+    p.embedding.num_embeddings = D->d[0];
+    p.embedding.embedding_dim = D->d[1];
+    sf_tensor_ref in = I->ref;
+    int id = ox_add_op(c, SF_OP_EMBEDDING, &p, &in, 1, D->name);
+    if (id < 0) return (sf_status)id;
+    TRY(ox_put_param(c, id, "weight", table, D->d[0] * D->d[1]));
+    /* the output appends D to the ids' view */
+    I = &c->vals[iv];
+    const sf_shape *is = &sf_graph_op(c->g, I->ref.op)->out_shapes[I->ref.out];
+    int64_t d[OX_MAX_RANK];
+    int8_t map[OX_MAX_RANK];
+    for (int k = 0; k < I->ndim; k++) {
+        d[k] = I->d[k];
+        map[k] = I->map[k];
+    }
+    d[I->ndim] = D->d[1];
+    map[I->ndim] = (int8_t)is->ndim;
+    ox_set_act(c, ox_out(c, n, 0), (sf_tensor_ref){id, 0}, I->ndim + 1, d, map, 0);
+    return SF_OK;
+}
+
+static sf_status act_flatten(ox_ctx *c, const Onnx__NodeProto *n) {
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    const ox_value *X = &c->vals[x];
+    int64_t axis64;
+    TRY(ox_attr_int(c, n, "axis", 1, &axis64));
+    int axis;
+    if (axis64 == X->ndim)
+        axis = X->ndim;
+    else if (norm_axis(axis64, X->ndim, &axis) != 0)
+        return ox_fail(c, SF_ERR_PARSE, "axis %lld of rank %d", (long long)axis64, X->ndim);
+    int64_t lead = 1, rest = 1;
+    for (int k = 0; k < X->ndim; k++) {
+        if (k < axis)
+            lead *= X->d[k];
+        else
+            rest *= X->d[k];
+    }
+    if (axis == 0 || lead != X->d[0])
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "flattens the batch dimension into others (axis %d of %d)", axis, X->ndim);
+    sf_tensor_ref in;
+    TRY(ox_natural(c, x, &in));
+    X = &c->vals[x];
+    if (X->ndim == 2 && axis == 1) return alias(c, n, x);
+    sf_op_params p;
+    int id;
+    if (axis == 1) {
+        sf_op_params_default(SF_OP_FLATTEN, &p);
+        p.flatten.start_dim = 1;
+        id = ox_add_op(c, SF_OP_FLATTEN, &p, &in, 1, NULL);
+    } else { /* dimensions 1..axis-1 are all 1: the same as flattening from 1 */
+        sf_op_params_default(SF_OP_RESHAPE, &p);
+        p.reshape.ndim = 2;
+        p.reshape.shape[0] = 0;
+        p.reshape.shape[1] = rest;
+        id = ox_add_op(c, SF_OP_RESHAPE, &p, &in, 1, NULL);
+    }
+    if (id < 0) return (sf_status)id;
+    set_natural(c, n, 0, id, 0, c->vals[x].is_index);
+    return SF_OK;
+}
+
+/* The dimensions of size other than 1, in order. */
+static int big_dims(int ndim, const int64_t *d, int64_t *out, int *pos) {
+    int m = 0;
+    for (int k = 0; k < ndim; k++)
+        if (d[k] != 1) {
+            out[m] = d[k];
+            if (pos) pos[m] = k;
+            m++;
+        }
+    return m;
+}
+
+static sf_status act_reshape(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_attn_node(c, n, &st)) return st;
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    int64_t shape[OX_MAX_RANK];
+    int cnt;
+    TRY(ox_const_ints(c, ox_in(c, n, 1), "the shape", shape, OX_MAX_RANK, &cnt));
+    int64_t allowzero;
+    TRY(ox_attr_int(c, n, "allowzero", 0, &allowzero));
+    const ox_value *X = &c->vals[x];
+    int64_t total = 1, known = 1;
+    for (int k = 0; k < X->ndim; k++) total *= X->d[k];
+    int infer = -1;
+    for (int k = 0; k < cnt; k++) {
+        if (shape[k] == 0 && !allowzero) {
+            if (k >= X->ndim)
+                return ox_fail(c, SF_ERR_SHAPE, "shape copies dimension %d of %d", k, X->ndim);
+            shape[k] = X->d[k];
+        }
+        if (shape[k] == -1) {
+            if (infer >= 0) return ox_fail(c, SF_ERR_SHAPE, "shape has two -1s");
+            infer = k;
+            continue;
+        }
+        if (shape[k] < 1)
+            return ox_fail(c, SF_ERR_UNSUPPORTED, "shape dimension %lld", (long long)shape[k]);
+        if (sf_mul_overflow_i64(known, shape[k], &known))
+            return ox_fail(c, SF_ERR_RANGE, "the shape overflows");
+    }
+    if (infer >= 0) {
+        if (known == 0 || total % known) return ox_fail(c, SF_ERR_SHAPE, "cannot infer the -1");
+        shape[infer] = total / known;
+        known = total;
+    }
+    if (known != total) {
+        char a[96], b[96];
+        int64_t sd[OX_MAX_RANK];
+        for (int k = 0; k < cnt; k++) sd[k] = shape[k];
+        return ox_fail(
+            c, SF_ERR_SHAPE, "%s elements cannot be reshaped to %s",
+            (snprintf(a, sizeof a, "%lld", (long long)total), a),
+            (snprintf(b, sizeof b, "%d dims: %lld..", cnt, (long long)(cnt ? sd[0] : 0)), b));
+    }
+    int o = ox_out(c, n, 0);
+    if (o < 0) return SF_OK;
+    /* only dimensions of size 1 change: a view */
+    int64_t bx[OX_MAX_RANK], by[OX_MAX_RANK];
+    int px[OX_MAX_RANK];
+    int mx = big_dims(X->ndim, X->d, bx, px), my = big_dims(cnt, shape, by, NULL);
+    int same = mx == my;
+    for (int k = 0; same && k < mx; k++) same = bx[k] == by[k];
+    if (same) {
+        int8_t map[OX_MAX_RANK];
+        for (int k = 0, j = 0; k < cnt; k++) map[k] = shape[k] == 1 ? -1 : X->map[px[j++]];
+        /* a batch of 1 keeps its place */
+        if (X->ndim && cnt && X->d[0] == 1 && shape[0] == 1 && X->map[0] >= 0) map[0] = X->map[0];
+        ox_set_act(c, o, X->ref, cnt, shape, map, X->is_index);
+        return SF_OK;
+    }
+    if (cnt > SF_MAX_DIMS) return ox_fail(c, SF_ERR_UNSUPPORTED, "a shape of rank %d", cnt);
+    if (cnt < 1 || shape[0] != X->d[0])
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a reshape that changes the batch dimension (%lld to %lld): soapflow "
+                       "keeps samples apart",
+                       (long long)X->d[0], (long long)(cnt ? shape[0] : 0));
+    sf_tensor_ref in;
+    TRY(ox_natural(c, x, &in));
+    sf_op_params p;
+    sf_op_params_default(SF_OP_RESHAPE, &p);
+    p.reshape.ndim = cnt;
+    p.reshape.shape[0] = 0;
+    for (int k = 1; k < cnt; k++) p.reshape.shape[k] = shape[k];
+    int id = ox_add_op(c, SF_OP_RESHAPE, &p, &in, 1, NULL);
+    if (id < 0) return (sf_status)id;
+    set_natural(c, n, 0, id, 0, c->vals[x].is_index);
+    return SF_OK;
+}
+
+static sf_status act_transpose(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_attn_node(c, n, &st)) return st;
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    const ox_value *X = &c->vals[x];
+    int64_t perm[OX_MAX_RANK];
+    int cnt;
+    TRY(ox_attr_ints(c, n, "perm", perm, OX_MAX_RANK, &cnt));
+    if (cnt < 0) {
+        cnt = X->ndim;
+        for (int k = 0; k < cnt; k++) perm[k] = cnt - 1 - k;
+    }
+    if (cnt != X->ndim)
+        return ox_fail(c, SF_ERR_SHAPE, "perm has %d entries for rank %d", cnt, X->ndim);
+    int seen[OX_MAX_RANK] = {0};
+    int64_t d[OX_MAX_RANK];
+    int8_t map[OX_MAX_RANK];
+    for (int k = 0; k < cnt; k++) {
+        if (perm[k] < 0 || perm[k] >= cnt || seen[perm[k]]++)
+            return ox_fail(c, SF_ERR_PARSE, "perm is not a permutation");
+        d[k] = X->d[perm[k]];
+        map[k] = X->map[perm[k]];
+    }
+    ox_set_act(c, ox_out(c, n, 0), X->ref, cnt, d, map, X->is_index);
+    return SF_OK;
+}
+
+/* Axes of Squeeze/Unsqueeze: attribute before opset 13, input from 13. */
+static sf_status squeeze_axes(ox_ctx *c, const Onnx__NodeProto *n, int64_t *axes, int *cnt) {
+    if (c->opset < 13) return ox_attr_ints(c, n, "axes", axes, OX_MAX_RANK, cnt);
+    *cnt = -1;
+    if (present(c, n, 1)) return ox_const_ints(c, ox_in(c, n, 1), "axes", axes, OX_MAX_RANK, cnt);
+    return SF_OK;
+}
+
+static sf_status act_squeeze(ox_ctx *c, const Onnx__NodeProto *n) {
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    const ox_value *X = &c->vals[x];
+    int64_t axes[OX_MAX_RANK];
+    int cnt;
+    TRY(squeeze_axes(c, n, axes, &cnt));
+    int drop[OX_MAX_RANK] = {0};
+    for (int k = 0; k < X->ndim; k++) drop[k] = cnt < 0 && X->d[k] == 1;
+    for (int k = 0; k < cnt; k++) {
+        int a;
+        if (norm_axis(axes[k], X->ndim, &a) != 0)
+            return ox_fail(c, SF_ERR_PARSE, "axis out of range");
+        if (X->d[a] != 1)
+            return ox_fail(c, SF_ERR_SHAPE, "squeezes axis %d of size %lld", a, (long long)X->d[a]);
+        drop[a] = 1;
+    }
+    int64_t d[OX_MAX_RANK];
+    int8_t map[OX_MAX_RANK];
+    int m = 0;
+    for (int k = 0; k < X->ndim; k++)
+        if (!drop[k]) {
+            d[m] = X->d[k];
+            map[m++] = X->map[k];
+        }
+    ox_set_act(c, ox_out(c, n, 0), X->ref, m, d, map, X->is_index);
+    return SF_OK;
+}
+
+static sf_status act_unsqueeze(ox_ctx *c, const Onnx__NodeProto *n) {
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    const ox_value *X = &c->vals[x];
+    int64_t axes[OX_MAX_RANK];
+    int cnt;
+    TRY(squeeze_axes(c, n, axes, &cnt));
+    if (cnt < 1) return ox_fail(c, SF_ERR_PARSE, "no axes");
+    int r = X->ndim + cnt;
+    if (r > OX_MAX_RANK) return ox_fail(c, SF_ERR_UNSUPPORTED, "rank %d", r);
+    int ins[OX_MAX_RANK] = {0};
+    for (int k = 0; k < cnt; k++) {
+        int a;
+        if (norm_axis(axes[k], r, &a) != 0 || ins[a]++) return ox_fail(c, SF_ERR_PARSE, "bad axes");
+    }
+    int64_t d[OX_MAX_RANK];
+    int8_t map[OX_MAX_RANK];
+    for (int k = 0, j = 0; k < r; k++) {
+        if (ins[k]) {
+            d[k] = 1;
+            map[k] = -1;
+        } else {
+            d[k] = X->d[j];
+            map[k] = X->map[j++];
+        }
+    }
+    ox_set_act(c, ox_out(c, n, 0), X->ref, r, d, map, X->is_index);
+    return SF_OK;
+}
+
+/* ---- the head ----------------------------------------------------------------------- */
+
+static sf_status act_softmax(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_attn_node(c, n, &st)) return st;
+    int x = ox_in(c, n, 0), o = ox_out(c, n, 0);
+    const Onnx__GraphProto *gr = c->graph;
+    int final = o > 0 && gr->n_output > 0 && gr->output[0]->name &&
+                strcmp(gr->output[0]->name, c->vals[o].name) == 0 && c->vals[o].uses == 1;
+    if (!final)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a softmax inside the model: soapflow has softmax only with the loss at "
+                       "the end (and inside attention)");
+    TRY(ox_act(c, x));
+    const ox_value *X = &c->vals[x];
+    int64_t axis64;
+    TRY(ox_attr_int(c, n, "axis", c->opset < 13 ? 1 : -1, &axis64));
+    int axis;
+    if (norm_axis(axis64, X->ndim, &axis) != 0)
+        return ox_fail(c, SF_ERR_PARSE, "axis out of range");
+    if (axis != X->ndim - 1)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a softmax over axis %d of %d; soapflow's is over "
+                       "the last",
+                       axis, X->ndim);
+    const sf_shape *xs = &sf_graph_op(c->g, X->ref.op)->out_shapes[X->ref.out];
+    sf_tensor_ref in = X->ref;
+    if (X->map[X->ndim - 1] != xs->ndim - 1) TRY(ox_natural(c, x, &in));
+    sf_op_params p;
+    sf_op_params_default(SF_OP_SOFTMAX_CE, &p);
+    int id = ox_add_op(c, SF_OP_SOFTMAX_CE, &p, &in, 1, NULL);
+    if (id < 0) return (sf_status)id;
+    c->loss_op = id;
+    if (in.op == c->vals[x].ref.op && in.out == c->vals[x].ref.out)
+        set_like(c, n, 0, id, x, 0);
+    else
+        set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
+/* ---- LSTM ---------------------------------------------------------------------------- */
+
+/* ONNX gate blocks i, o, f, c to PyTorch's i, f, g, o: torch block t is ONNX block
+ * from[t]. */
+static const int gate_from[4] = {0, 2, 3, 1};
+
+static void reorder_gates(const float *src, float *dst, int64_t h, int64_t row) {
+    for (int t = 0; t < 4; t++)
+        memcpy(dst + (size_t)(t * h * row), src + (size_t)(gate_from[t] * h * row),
+               (size_t)(h * row) * sizeof *dst);
+}
+
+/* An initial state input: absent or all zeros (0), an activation (1), else -1. */
+static int lstm_state(ox_ctx *c, const Onnx__NodeProto *n, int k) {
+    if (!present(c, n, k)) return 0;
+    if (ox_const_data(c, ox_in(c, n, k)) != SF_OK) return -2;
+    const ox_value *v = &c->vals[ox_in(c, n, k)];
+    if (v->kind == OX_CONST) {
+        for (int64_t i = 0; i < v->numel; i++)
+            if (v->is_index ? v->i[i] != 0 : v->f[i] != 0) return -1;
+        return 0;
+    }
+    return 1;
+}
+
+static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
+    char dir[32];
+    TRY(ox_attr_str(c, n, "direction", "forward", dir, sizeof dir));
+    if (strcmp(dir, "forward"))
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "a %s LSTM; soapflow's runs forward", dir);
+    int64_t hidden, layout = 0, input_forget = 0;
+    TRY(ox_attr_int(c, n, "hidden_size", 0, &hidden));
+    TRY(ox_attr_int(c, n, "layout", 0, &layout));
+    TRY(ox_attr_int(c, n, "input_forget", 0, &input_forget));
+    if (input_forget) return ox_fail(c, SF_ERR_UNSUPPORTED, "input_forget (coupled gates)");
+    if (ox_attr(n, "clip")) return ox_fail(c, SF_ERR_UNSUPPORTED, "cell clipping");
+    const Onnx__AttributeProto *acts = ox_attr(n, "activations");
+    if (acts) {
+        static const char *const dflt[3] = {"Sigmoid", "Tanh", "Tanh"};
+        int ok = acts->n_strings == 3;
+        for (size_t k = 0; ok && k < 3; k++)
+            ok = acts->strings[k].len == strlen(dflt[k]) &&
+                 memcmp(acts->strings[k].data, dflt[k], acts->strings[k].len) == 0;
+        if (!ok)
+            return ox_fail(c, SF_ERR_UNSUPPORTED, "activations other than Sigmoid, Tanh, Tanh");
+    }
+    if (present(c, n, 7)) return ox_fail(c, SF_ERR_UNSUPPORTED, "peephole connections (P)");
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    const ox_value *X = &c->vals[x];
+    if (X->ndim != 3) return ox_fail(c, SF_ERR_SHAPE, "X has rank %d, 3 expected", X->ndim);
+    /* ONNX dimension of the batch, the sequence and the features */
+    int bd = layout ? 0 : 1, td = layout ? 1 : 0;
+    const sf_shape *xs = &sf_graph_op(c->g, X->ref.op)->out_shapes[X->ref.out];
+    sf_tensor_ref in[3];
+    if (xs->ndim == 3 && X->map[bd] == 0 && X->map[td] == 1 && X->map[2] == 2) {
+        in[0] = X->ref;
+    } else if (layout) {
+        TRY(ox_natural(c, x, &in[0]));
+    } else {
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "X (sequence first) is not a view of a batch-first tensor: soapflow's LSTM "
+                       "takes (N, T, I) (export with batch_first=True, or a dynamic batch "
+                       "dimension on the inputs)");
+    }
+    X = &c->vals[x];
+    int64_t t = X->d[td], nb = X->d[bd], isz = X->d[2];
+    int ok;
+    const float *W = ox_weight(c, ox_in(c, n, 1), "W", &ok);
+    if (!ok) return c->err->code;
+    const float *R = ox_weight(c, ox_in(c, n, 2), "R", &ok);
+    if (!ok) return c->err->code;
+    const ox_value *Wv = &c->vals[ox_in(c, n, 1)], *Rv = &c->vals[ox_in(c, n, 2)];
+    if (hidden < 1 && Wv->ndim == 3) hidden = Wv->d[1] / 4;
+    if (hidden < 1 || hidden > SF_MAX_EXTENT)
+        return ox_fail(c, SF_ERR_PARSE, "hidden_size %lld", (long long)hidden);
+    if (Wv->ndim != 3 || Wv->d[0] != 1 || Wv->d[1] != 4 * hidden || Wv->d[2] != isz)
+        return ox_fail(c, SF_ERR_SHAPE, "W must be 1x%lldx%lld", (long long)(4 * hidden),
+                       (long long)isz);
+    if (Rv->ndim != 3 || Rv->d[0] != 1 || Rv->d[1] != 4 * hidden || Rv->d[2] != hidden)
+        return ox_fail(c, SF_ERR_SHAPE, "R must be 1x%lldx%lld", (long long)(4 * hidden),
+                       (long long)hidden);
+    const float *B = NULL;
+    int has_b = present(c, n, 3);
+    if (has_b) {
+        B = ox_weight(c, ox_in(c, n, 3), "B", &ok);
+        if (!ok) return c->err->code;
+        const ox_value *Bv = &c->vals[ox_in(c, n, 3)];
+        if (Bv->ndim != 2 || Bv->d[0] != 1 || Bv->d[1] != 8 * hidden)
+            return ox_fail(c, SF_ERR_SHAPE, "B must be 1x%lld", (long long)(8 * hidden));
+    }
+    if (present(c, n, 4)) {
+        TRY(ox_const_data(c, ox_in(c, n, 4)));
+        const ox_value *sl = &c->vals[ox_in(c, n, 4)];
+        if (sl->kind != OX_CONST)
+            return ox_fail(c, SF_ERR_UNSUPPORTED, "sequence_lens computed by the model");
+        for (int64_t i = 0; i < sl->numel; i++)
+            if ((sl->is_index ? sl->i[i] : (int64_t)sl->f[i]) != t)
+                return ox_fail(c, SF_ERR_UNSUPPORTED, "sequences of different lengths");
+    }
+    int h0 = lstm_state(c, n, 5), c0 = lstm_state(c, n, 6);
+    if (h0 == -2 || c0 == -2) return c->err->code;
+    if (h0 < 0 || c0 < 0)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "a constant non-zero initial state");
+    if (h0 != c0)
+        return ox_fail(
+            c, SF_ERR_UNSUPPORTED,
+            "one initial state given and the other zero; soapflow takes both or neither");
+    int n_in = 1;
+    if (h0) {
+        for (int k = 0; k < 2; k++) {
+            int v = ox_in(c, n, 5 + k);
+            TRY(ox_act(c, v));
+            const ox_value *S = &c->vals[v];
+            const sf_shape *ss = &sf_graph_op(c->g, S->ref.op)->out_shapes[S->ref.out];
+            /* (1, N, H) (layout 0) or (N, 1, H) (layout 1) of a soapflow (N, H) */
+            int nd = layout ? 0 : 1, ud = layout ? 1 : 0;
+            if (S->ndim != 3 || S->d[ud] != 1 || S->d[nd] != nb || S->d[2] != hidden ||
+                ss->ndim != 2 || S->map[nd] != 0 || S->map[2] != 1)
+                return ox_fail(c, SF_ERR_UNSUPPORTED,
+                               "initial state '%.100s' is not a batch-first (N, H) tensor",
+                               S->name);
+            in[1 + k] = S->ref;
+        }
+        n_in = 3;
+    }
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LSTM, &p);
+    p.lstm.hidden = hidden;
+    int id = ox_add_op(c, SF_OP_LSTM, &p, in, n_in, NULL);
+    if (id < 0) return (sf_status)id;
+    int64_t g4 = 4 * hidden;
+    float *buf = NULL;
+    if (c->want_weights && W && R) {
+        size_t need = (size_t)(g4 * (isz > hidden ? isz : hidden));
+        buf = malloc((need > (size_t)(2 * g4) ? need : (size_t)(2 * g4)) * sizeof *buf);
+        if (!buf) return sf_error_set(c->err, SF_ERR_NOMEM, "%s: out of memory", c->origin);
+    }
+    sf_status st = SF_OK;
+    if (buf) reorder_gates(W, buf, hidden, isz);
+    st = ox_put_param(c, id, "weight_ih_l0", W ? buf : NULL, g4 * isz);
+    if (buf && st == SF_OK) reorder_gates(R, buf, hidden, hidden);
+    if (st == SF_OK) st = ox_put_param(c, id, "weight_hh_l0", R ? buf : NULL, g4 * hidden);
+    if (st == SF_OK && has_b) {
+        if (buf && B) reorder_gates(B, buf, hidden, 1);
+        st = ox_put_param(c, id, "bias_ih_l0", buf && B ? buf : NULL, g4);
+        if (buf && B) reorder_gates(B + g4, buf, hidden, 1);
+        if (st == SF_OK) st = ox_put_param(c, id, "bias_hh_l0", buf && B ? buf : NULL, g4);
+    } else if (st == SF_OK) { /* ONNX's default: no bias */
+        st = ox_fill_param(c, id, "bias_ih_l0", 0.0f);
+        if (st == SF_OK) st = ox_fill_param(c, id, "bias_hh_l0", 0.0f);
+    }
+    free(buf);
+    TRY(st);
+    /* Y: (T, 1, N, H) or (N, T, 1, H) of the soapflow (N, T, H) */
+    int64_t dy[4];
+    int8_t my[4];
+    if (layout) {
+        dy[0] = nb, dy[1] = t, dy[2] = 1, dy[3] = hidden;
+        my[0] = 0, my[1] = 1, my[2] = -1, my[3] = 2;
+    } else {
+        dy[0] = t, dy[1] = 1, dy[2] = nb, dy[3] = hidden;
+        my[0] = 1, my[1] = -1, my[2] = 0, my[3] = 2;
+    }
+    ox_set_act(c, ox_out(c, n, 0), (sf_tensor_ref){id, 0}, 4, dy, my, 0);
+    /* Y_h, Y_c: (1, N, H) or (N, 1, H) of the soapflow (N, H) */
+    int64_t ds[3];
+    int8_t ms[3];
+    if (layout) {
+        ds[0] = nb, ds[1] = 1, ds[2] = hidden;
+        ms[0] = 0, ms[1] = -1, ms[2] = 1;
+    } else {
+        ds[0] = 1, ds[1] = nb, ds[2] = hidden;
+        ms[0] = -1, ms[1] = 0, ms[2] = 1;
+    }
+    ox_set_act(c, ox_out(c, n, 1), (sf_tensor_ref){id, 1}, 3, ds, ms, 0);
+    ox_set_act(c, ox_out(c, n, 2), (sf_tensor_ref){id, 2}, 3, ds, ms, 0);
+    return SF_OK;
+}
+
+/* ---- the table ------------------------------------------------------------------------ */
+
+#define FOLD OX_CAN_FOLD
+#define ACT OX_CAN_ACT
+
+/* Sorted by op_type (strcmp), for bsearch. */
+static const ox_op_entry table[] = {
+    {"Abs", FOLD, ox_fold_node, NULL},
+    {"Add", FOLD | ACT, ox_fold_node, act_add},
+    {"AveragePool", ACT, NULL, act_avgpool},
+    {"BatchNormalization", ACT, NULL, act_batchnorm},
+    {"Cast", FOLD | ACT, ox_fold_node, act_cast},
+    {"Ceil", FOLD, ox_fold_node, NULL},
+    {"Clip", ACT, NULL, act_clip},
+    {"Concat", FOLD | ACT, ox_fold_node, act_concat},
+    {"Constant", FOLD, ox_fold_node, NULL},
+    {"ConstantOfShape", FOLD, ox_fold_node, NULL},
+    {"Conv", ACT, NULL, act_conv},
+    {"Div", FOLD | ACT, ox_fold_node, act_div},
+    {"Dropout", ACT, NULL, act_dropout},
+    {"Equal", FOLD, ox_fold_node, NULL},
+    {"Erf", ACT, NULL, act_steps_only},
+    {"Expand", FOLD, ox_fold_node, NULL},
+    {"Flatten", FOLD | ACT, ox_fold_node, act_flatten},
+    {"Floor", FOLD, ox_fold_node, NULL},
+    {"Gather", FOLD | ACT, ox_fold_node, act_gather},
+    {"Gemm", ACT, NULL, act_gemm},
+    {"GlobalAveragePool", ACT, NULL, act_gap},
+    {"GlobalMaxPool", ACT, NULL, act_gmp},
+    {"Greater", FOLD, ox_fold_node, NULL},
+    {"Identity", FOLD | ACT, ox_fold_node, act_identity},
+    {"LSTM", ACT, NULL, act_lstm},
+    {"LayerNormalization", ACT, NULL, act_layernorm},
+    {"LeakyRelu", ACT, NULL, act_leaky_relu},
+    {"Less", FOLD, ox_fold_node, NULL},
+    {"LogSoftmax", ACT, NULL, act_softmax},
+    {"MatMul", ACT, NULL, act_matmul},
+    {"Max", FOLD, ox_fold_node, NULL},
+    {"MaxPool", ACT, NULL, act_maxpool},
+    {"Min", FOLD, ox_fold_node, NULL},
+    {"Mul", FOLD | ACT, ox_fold_node, act_mul},
+    {"Neg", FOLD, ox_fold_node, NULL},
+    {"Not", FOLD, ox_fold_node, NULL},
+    {"Pow", FOLD | ACT, ox_fold_node, act_steps_only},
+    {"Range", FOLD, ox_fold_node, NULL},
+    {"Reciprocal", FOLD, ox_fold_node, NULL},
+    {"ReduceMean", ACT, NULL, act_steps_only},
+    {"ReduceProd", FOLD, ox_fold_node, NULL},
+    {"ReduceSum", FOLD, ox_fold_node, NULL},
+    {"Relu", ACT, NULL, act_relu},
+    {"Reshape", FOLD | ACT, ox_fold_node, act_reshape},
+    {"Shape", FOLD, ox_fold_node, NULL},
+    {"Sigmoid", ACT, NULL, act_sigmoid},
+    {"Size", FOLD, ox_fold_node, NULL},
+    {"Slice", FOLD | ACT, ox_fold_node, act_slice},
+    {"Softmax", ACT, NULL, act_softmax},
+    {"Split", ACT, NULL, act_split},
+    {"Sqrt", FOLD | ACT, ox_fold_node, act_steps_only},
+    {"Squeeze", FOLD | ACT, ox_fold_node, act_squeeze},
+    {"Sub", FOLD | ACT, ox_fold_node, act_steps_only},
+    {"Tanh", ACT, NULL, act_tanh},
+    {"Transpose", FOLD | ACT, ox_fold_node, act_transpose},
+    {"Unsqueeze", FOLD | ACT, ox_fold_node, act_unsqueeze},
+    {"Where", FOLD, ox_fold_node, NULL},
+};
+
+static int cmp_entry(const void *key, const void *e) {
+    return strcmp((const char *)key, ((const ox_op_entry *)e)->op_type);
+}
+
+const ox_op_entry *ox_op_find(const char *op_type) {
+    if (!op_type) return NULL;
+    return bsearch(op_type, table, sizeof table / sizeof table[0], sizeof table[0], cmp_entry);
+}
+
+int ox_op_count(void) { return (int)(sizeof table / sizeof table[0]); }
+
+const ox_op_entry *ox_op_at(int i) { return i >= 0 && i < ox_op_count() ? &table[i] : NULL; }

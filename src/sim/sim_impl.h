@@ -152,10 +152,11 @@ struct sf_sim {
     sf_strategy *s; /* current strategy */
     int n_ops, n_dev, n_links, n_res;
     int has_run;
-    int undo_op;          /* operator changed by the last update, -1 when none */
+    int n_undo;           /* operators changed by the last update, 0 when none to revert */
+    int undo_ops[SF_SIM_MAX_UPDATE_OPS]; /* which */
     int cut_pending;      /* the last update was cut off: only a revert or a run may follow */
     int cut_early;        /* ... before its task graph was laid out */
-    sf_config undo_cfg;   /* its config before that update */
+    sf_config undo_cfg[SF_SIM_MAX_UPDATE_OPS]; /* their configs before that update */
     sim_saved_block *saved;
     int n_saved, cap_saved;
 
@@ -206,7 +207,8 @@ struct sf_sim {
     int64_t cap_sync_entries;
     sf_tile *tiles_p, *tiles_c; /* scratch for build_edge: [SF_MAX_PARTS] each */
     sf_tile *tiles;       /* [n_ops * SF_MAX_PARTS] part tiles of every operator's config */
-    sf_tile undo_tiles[SF_MAX_PARTS]; /* the changed operator's tiles before the update */
+    sf_tile undo_tiles[SF_SIM_MAX_UPDATE_OPS][SF_MAX_PARTS]; /* the changed operators' tiles
+                                                               * before the update */
 
     int32_t *scratch;     /* for the layout and scheduling passes, carved into index arrays */
     int64_t cap_scratch;

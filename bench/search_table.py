@@ -7,7 +7,7 @@ table: simulated iteration time of data parallelism, of the best other
 baseline, of OptCNN and of the best strategy found, the speedups, OptCNN's time
 and reduced graph size, the MCMC search time and simulations per second.
 
-usage: bench/search_table.py SOAPFLOW [--budget 30s | --iters N] [--models a,b]
+usage: bench/search_table.py SOAPFLOW [--budget 30s | --iters N] [--seed S] [--models a,b]
            [--machines x,y] [--parts 4,8] [--batch N] [--sync overlap|bulk]
            [--sync-scheme ring|ps]
 
@@ -31,6 +31,7 @@ def main():
     ap.add_argument("--budget", default="30s")
     ap.add_argument("--iters", type=int,
                     help="MCMC budget in proposals instead of --budget (reproducible)")
+    ap.add_argument("--seed", type=int, default=1, help="soapflow search --seed (default 1)")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--machines", default=",".join(MACHINES))
     ap.add_argument("--parts", default="4,8", help="device counts of parts ('' for none)")
@@ -46,7 +47,7 @@ def main():
         if val:
             extra += [opt, val]
     print(f"Command: `bench/search_table.py {shlex.join(sys.argv[1:])}` "
-          f"(soapflow search --json per row, analytic cost model, seed 1).\n")
+          f"(soapflow search --json per row, analytic cost model, seed {a.seed}).\n")
     print("| model | machine | devices | data ms | best other baseline | OptCNN ms "
           "(nodes left, s) | best ms | vs data | vs best baseline | search s | sims/s | note |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -57,7 +58,7 @@ def main():
         for label, mpath, n in targets:
             for model in models:
                 cmd = [sf, "search", "--model", model, "--machine", mpath,
-                       "--json", "--seed", "1"] + extra
+                       "--json", "--seed", str(a.seed)] + extra
                 out = subprocess.run(cmd, capture_output=True, text=True)
                 if out.returncode != 0:
                     print(f"| {model} | {label} | | error: {out.stderr.strip()} |||||||||")

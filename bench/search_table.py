@@ -7,8 +7,13 @@ table: simulated iteration time of data parallelism, of the best other
 baseline, of OptCNN and of the best strategy found, the speedups, OptCNN's time
 and reduced graph size, the MCMC search time and simulations per second.
 
-usage: bench/search_table.py SOAPFLOW [--budget 30s] [--models a,b] [--machines x,y]
-           [--parts 4,8] [--batch N] [--sync overlap|bulk] [--sync-scheme ring|ps]
+usage: bench/search_table.py SOAPFLOW [--budget 30s | --iters N] [--seed S] [--models a,b]
+           [--machines x,y] [--parts 4,8] [--batch N] [--sync overlap|bulk]
+           [--sync-scheme ring|ps]
+
+With --iters the MCMC budget is N proposals instead of seconds, so every row is
+the same on any machine (bit for bit with the same build); "search s" then
+varies with the machine's speed.
 """
 import argparse
 import shlex
@@ -24,6 +29,9 @@ def main():
     ap = argparse.ArgumentParser(description="Fill the search table of bench/RESULTS.md.")
     ap.add_argument("soapflow")
     ap.add_argument("--budget", default="30s")
+    ap.add_argument("--iters", type=int,
+                    help="MCMC budget in proposals instead of --budget (reproducible)")
+    ap.add_argument("--seed", type=int, default=1, help="soapflow search --seed (default 1)")
     ap.add_argument("--models", default=",".join(MODELS))
     ap.add_argument("--machines", default=",".join(MACHINES))
     ap.add_argument("--parts", default="4,8", help="device counts of parts ('' for none)")
@@ -34,12 +42,12 @@ def main():
     sf = a.soapflow
     models, machines = a.models.split(","), a.machines.split(",")
     parts = [int(n) for n in a.parts.split(",") if n]
-    extra = ["--budget", a.budget]
+    extra = ["--iters", str(a.iters)] if a.iters else ["--budget", a.budget]
     for opt, val in (("--batch", a.batch), ("--sync", a.sync), ("--sync-scheme", a.sync_scheme)):
         if val:
             extra += [opt, val]
     print(f"Command: `bench/search_table.py {shlex.join(sys.argv[1:])}` "
-          f"(soapflow search --json per row, analytic cost model, seed 1).\n")
+          f"(soapflow search --json per row, analytic cost model, seed {a.seed}).\n")
     print("| model | machine | devices | data ms | best other baseline | OptCNN ms "
           "(nodes left, s) | best ms | vs data | vs best baseline | search s | sims/s | note |")
     print("|---|---|---|---|---|---|---|---|---|---|---|---|")
@@ -50,7 +58,7 @@ def main():
         for label, mpath, n in targets:
             for model in models:
                 cmd = [sf, "search", "--model", model, "--machine", mpath,
-                       "--json", "--seed", "1"] + extra
+                       "--json", "--seed", str(a.seed)] + extra
                 out = subprocess.run(cmd, capture_output=True, text=True)
                 if out.returncode != 0:
                     print(f"| {model} | {label} | | error: {out.stderr.strip()} |||||||||")

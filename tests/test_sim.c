@@ -621,15 +621,36 @@ typedef struct delta_case {
     int segments;
     double optimizer_state_factor;
     int squeeze; /* no spare ranks and a compaction before every update (sim_set_test_limits) */
+    int multi;   /* each move changes 1 to SF_SIM_MAX_UPDATE_OPS operators in one
+                  * sf_sim_update_ops: a first one, then producers of the ones before
+                  * (a producer and its consumer, as MCMC's pair moves) or any other */
 } delta_case;
 
 /* p100-4x4, the first 8 devices of k80-16x4, and a pairwise 2 x 40 (3,120 NVLinks)
  * on which random moves meet links in an order of their own in each simulator */
 enum { DELTA_P100, DELTA_K8, DELTA_PW };
 
-/* Delta simulation equals full simulation after every random single-operator
- * change, and the delta simulator's layout holds exactly its blocks' tasks and
- * edges after every update and every revert. */
+/* Operators for one move of a multi case: ops[0] given, then up to
+ * SF_SIM_MAX_UPDATE_OPS - 1 more, distinct; returns how many. */
+static int multi_ops(const sf_graph *g, sf_rng *rng, int *ops) {
+    int n = sf_graph_num_ops(g), k = 1;
+    int want = 1 + (int)sf_rng_below(rng, SF_SIM_MAX_UPDATE_OPS);
+    for (int tries = 0; k < want && tries < 20; tries++) {
+        const sf_op *last = sf_graph_op(g, ops[k - 1]);
+        int cand = (int)sf_rng_below(rng, (uint64_t)n);
+        if (last->n_inputs > 0 && sf_rng_below(rng, 4) != 0)
+            cand = last->inputs[sf_rng_below(rng, (uint64_t)last->n_inputs)].op;
+        int dup = 0;
+        for (int i = 0; i < k; i++) dup |= ops[i] == cand;
+        if (!dup) ops[k++] = cand;
+    }
+    return k;
+}
+
+/* Delta simulation equals full simulation after every random change of one
+ * operator (or of several at once: multi), and the delta simulator's layout
+ * holds exactly its blocks' tasks and edges after every update and every
+ * revert. */
 static void delta_vs_full(const delta_case *dc, sf_machine *m) {
     sf_error err = {0};
     sf_model_options o;
@@ -657,11 +678,19 @@ static void delta_vs_full(const delta_case *dc, sf_machine *m) {
     int n = sf_graph_num_ops(g);
     int moves = dc->moves;
     for (int it = 0; it < moves; it++) {
-        int op = (int)sf_rng_below(&rng, (uint64_t)n);
-        sf_config c, old = *sf_strategy_get(s, op);
-        sf_config_random(sf_graph_op(g, op), m, &rng, &c);
-        *sf_strategy_config(s, op) = c;
-        assert_int_equal(sf_sim_update(delta, op, &c, &rd, &err), SF_OK);
+        int ops[SF_SIM_MAX_UPDATE_OPS], nops = 1;
+        sf_config cs[SF_SIM_MAX_UPDATE_OPS], old[SF_SIM_MAX_UPDATE_OPS];
+        ops[0] = (int)sf_rng_below(&rng, (uint64_t)n);
+        if (dc->multi) nops = multi_ops(g, &rng, ops);
+        for (int j = 0; j < nops; j++) {
+            old[j] = *sf_strategy_get(s, ops[j]);
+            sf_config_random(sf_graph_op(g, ops[j]), m, &rng, &cs[j]);
+            *sf_strategy_config(s, ops[j]) = cs[j];
+        }
+        if (dc->multi)
+            assert_int_equal(sf_sim_update_ops(delta, nops, ops, cs, INFINITY, &rd, &err), SF_OK);
+        else
+            assert_int_equal(sf_sim_update(delta, ops[0], &cs[0], &rd, &err), SF_OK);
         assert_true(sim_layout_consistent(delta));
         assert_int_equal(sf_sim_run(full, s, &rf, &err), SF_OK);
         results_equal(&rd, &rf);
@@ -675,24 +704,26 @@ static void delta_vs_full(const delta_case *dc, sf_machine *m) {
         if (it % 7 == 0) {
             assert_int_equal(sf_sim_revert(delta, NULL, &err), SF_OK);
             sf_sim_result rb;
-            assert_int_equal(sf_sim_update_bounded(delta, op, &c, rf.iter_s * 0.999, &rb, &err),
+            assert_int_equal(sf_sim_update_ops(delta, nops, ops, cs, rf.iter_s * 0.999, &rb, &err),
                              SF_OK);
             assert_int_equal(rb.cut_off, 1);
             assert_true(rb.iter_s > rf.iter_s * 0.999);
-            assert_int_not_equal(sf_sim_update(delta, op, &c, &rd, &err), SF_OK);
+            assert_int_not_equal(sf_sim_update(delta, ops[0], &cs[0], &rd, &err), SF_OK);
             sf_error_clear(&err);
             assert_int_equal(sf_sim_revert(delta, NULL, &err), SF_OK);
-            assert_int_equal(sf_sim_update_bounded(delta, op, &c, rf.iter_s, &rd, &err), SF_OK);
+            assert_int_equal(sf_sim_update_ops(delta, nops, ops, cs, rf.iter_s, &rd, &err), SF_OK);
             assert_int_equal(rd.cut_off, 0);
             results_equal(&rd, &rf);
         }
         if (sf_rng_below(&rng, 2)) { /* a rejected proposal: undo it */
-            *sf_strategy_config(s, op) = old;
+            for (int j = 0; j < nops; j++) *sf_strategy_config(s, ops[j]) = old[j];
             assert_int_equal(sf_sim_revert(delta, &rd, &err), SF_OK);
             assert_true(sim_layout_consistent(delta));
             assert_int_equal(sf_sim_run(full, s, &rf, &err), SF_OK);
             results_equal(&rd, &rf);
-            assert_true(sf_config_equal(sf_strategy_get(sf_sim_strategy(delta), op), &old));
+            for (int j = 0; j < nops; j++)
+                assert_true(
+                    sf_config_equal(sf_strategy_get(sf_sim_strategy(delta), ops[j]), &old[j]));
         }
     }
     sf_sim_free(delta);
@@ -741,6 +772,15 @@ static const delta_case delta_cases[] = {
     {.model = "lenet5", .batch = 64, .machine = DELTA_PW, .moves = 300, .seed = 16},
     {.model = "alexnet", .batch = 32, .machine = DELTA_PW, .moves = 100, .seed = 17,
      .sync = SF_SYNC_BULK, .segments = 2},
+    /* several operators in one update (MCMC's pair moves), under each sync setting */
+    {.model = "lenet5", .batch = 64, .machine = DELTA_P100, .moves = 400, .seed = 16,
+     .multi = 1},
+    {.model = "rnnlm", .batch = 32, .machine = DELTA_K8, .moves = 300, .seed = 17,
+     .sync = SF_SYNC_BULK, .scheme = SF_SCHEME_PS, .multi = 1},
+    {.model = "inception_v3", .batch = 16, .machine = DELTA_P100, .moves = 100, .seed = 18,
+     .sync = SF_SYNC_BULK, .multi = 1},
+    {.model = "alexnet", .batch = 32, .machine = DELTA_K8, .moves = 200, .seed = 19,
+     .segments = 3, .squeeze = 1, .multi = 1},
 };
 /* clang-format on */
 
@@ -913,6 +953,42 @@ static void test_update_errors(void **state) {
     sf_error_clear(&err);
     assert_int_not_equal(sf_sim_update(sim, a, &c, &r, &err), SF_OK);
     assert_non_null(strstr(err.msg, "a"));
+    /* several operators at once: 1 to SF_SIM_MAX_UPDATE_OPS distinct ones, each valid */
+    sf_config cs[SF_SIM_MAX_UPDATE_OPS + 1];
+    int ops[SF_SIM_MAX_UPDATE_OPS + 1];
+    for (int j = 0; j <= SF_SIM_MAX_UPDATE_OPS; j++) {
+        ops[j] = j % 2 ? x : a;
+        cs[j] = *sf_strategy_get(s, ops[j]);
+    }
+    sf_error_clear(&err);
+    assert_int_equal(sf_sim_update_ops(sim, 0, ops, cs, INFINITY, &r, &err), SF_ERR_INVALID);
+    sf_error_clear(&err);
+    assert_int_equal(sf_sim_update_ops(sim, SF_SIM_MAX_UPDATE_OPS + 1, ops, cs, INFINITY, &r, &err),
+                     SF_ERR_INVALID);
+    sf_error_clear(&err);
+    ops[1] = a;
+    assert_int_equal(sf_sim_update_ops(sim, 2, ops, cs, INFINITY, &r, &err), SF_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "twice"));
+    ops[1] = x;
+    cs[1].device[0] = 5;
+    sf_error_clear(&err);
+    assert_int_not_equal(sf_sim_update_ops(sim, 2, ops, cs, INFINITY, &r, &err), SF_OK);
+    /* a refused update changed nothing: there is nothing to revert */
+    sf_error_clear(&err);
+    assert_int_equal(sf_sim_revert(sim, NULL, &err), SF_ERR_INVALID);
+    /* both moved to device 1 together, then back in one revert */
+    sf_sim_result r0, r2;
+    assert_int_equal(sf_sim_run(sim, s, &r0, &err), SF_OK);
+    cs[0].device[0] = 1;
+    cs[1].device[0] = 1;
+    assert_int_equal(sf_sim_update_ops(sim, 2, ops, cs, INFINITY, &r, &err), SF_OK);
+    assert_int_equal(sf_strategy_get(sf_sim_strategy(sim), a)->device[0], 1);
+    assert_int_equal(sf_strategy_get(sf_sim_strategy(sim), x)->device[0], 1);
+    assert_true(r.iter_s == r0.iter_s); /* the same schedule, mirrored */
+    assert_int_equal(sf_sim_revert(sim, &r2, &err), SF_OK);
+    assert_true(sf_config_equal(sf_strategy_get(sf_sim_strategy(sim), a), sf_strategy_get(s, a)));
+    assert_true(sf_config_equal(sf_strategy_get(sf_sim_strategy(sim), x), sf_strategy_get(s, x)));
+    assert_true(r2.iter_s == r0.iter_s);
     sf_sim_free(sim);
     sf_strategy_free(s);
     sf_graph_free(g);

@@ -133,9 +133,17 @@ sf_status sf_sim_update(sf_sim *sim, int op, const sf_config *c, sf_sim_result *
  * proposal may be and still be accepted, so most bad proposals end early. */
 sf_status sf_sim_update_bounded(sf_sim *sim, int op, const sf_config *c, double bound_s,
                                 sf_sim_result *r, sf_error *err);
-/* Undo the last sf_sim_update (one level): the simulator returns to the strategy
- * and schedule it had before, and r (when non-NULL) gets that result again. The
- * MCMC search calls it for every rejected proposal. */
+/* One delta update that changes n operators at once (1 <= n <=
+ * SF_SIM_MAX_UPDATE_OPS, no operator twice): ops[j] gets cfgs[j]. The result
+ * equals sf_sim_run on the changed strategy, bound_s acts as in
+ * sf_sim_update_bounded (INFINITY: none), and one sf_sim_revert undoes the whole
+ * change. The MCMC search moves a producer and its consumer together with it. */
+#define SF_SIM_MAX_UPDATE_OPS 4
+sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config *cfgs,
+                            double bound_s, sf_sim_result *r, sf_error *err);
+/* Undo the last sf_sim_update, _bounded or _ops (one level): the simulator
+ * returns to the strategy and schedule it had before, and r (when non-NULL) gets
+ * that result again. The MCMC search calls it for every rejected proposal. */
 sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err);
 /* What the last uncut sf_sim_update changed in the schedule: floors on what any
  * exact delta simulation has to redo, which bound what it can save over a full

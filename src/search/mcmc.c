@@ -11,8 +11,8 @@
  * strategy by delta simulation, which rebuilds only that operator's tasks. While
  * the current strategy fits, the uniform number of the Metropolis test is drawn
  * before simulating, which turns the test into a bound on the proposal's time:
- * the simulation stops as soon as the bound is passed (sf_sim_update_bounded),
- * so a bad proposal costs a fraction of a simulation. A proposal is
+ * the simulation stops as soon as the bound is passed (sf_sim_update_ops with a
+ * bound), so a bad proposal costs a fraction of a simulation. A proposal is
  *
  *   - rejected outright when it does not fit in device memory (while the current
  *     strategy fits): memory is a hard constraint;
@@ -44,15 +44,30 @@
  * the later ones) and stops early once it has not improved its own best for half
  * of its share, as the paper does.
  *
- * Determinism: one sf_rng seeded from o->seed, consumed in a fixed order (the
- * operator, the proposal, then the uniform of the Metropolis test). Delta simulation is exact, so full and delta modes
- * (o->use_delta) follow the same trajectory and, with an iteration budget, the
- * same seed gives the same strategy bit for bit. A wall-clock budget makes the
- * number of iterations depend on the machine's speed.
+ * Pair moves (o->pair_moves, the default): what the chains leave of the budget
+ * by stopping early goes to one more chain, from the best strategy seen, in
+ * which half the proposals change an operator and a neighbour together, in one
+ * delta update that one revert undoes (sf_sim_update_ops). Single moves stop
+ * short of optima that two connected operators must reach together (propose
+ * says why); the last chain goes after them. It comes after the others, not
+ * mixed into them, so that the search up to it is the one without pair moves,
+ * draw for draw, and with an iteration budget the answer can only get better
+ * than without them (the last chain also stops after half of what it got
+ * without improvement). Mixed in from the start, pair moves cost the single
+ * moves a share of every chain's budget, and on the RNNs of the search tables
+ * that lost more than they found (bench/RESULTS.md).
  *
- * Memory: strategies (best, and the working copy of full mode) and a per-device
- * capacity table are allocated once per search; the loop itself keeps a config
- * on the stack and never allocates (the simulator reuses its own buffers).
+ * Determinism: one sf_rng seeded from o->seed, consumed in a fixed order (the
+ * operator, the proposal, then the uniform of the Metropolis test). Delta
+ * simulation is exact, so full and delta modes (o->use_delta) follow the same
+ * trajectory and, with an iteration budget, the same seed gives the same
+ * strategy bit for bit. A wall-clock budget makes the number of iterations
+ * depend on the machine's speed.
+ *
+ * Memory: strategies (best, the last chain's start, and the working copy of
+ * full mode) and a per-device capacity table are allocated once per search; the
+ * loop itself keeps a move (two configs) on the stack and never allocates (the
+ * simulator reuses its own buffers).
  */
 #include "soapflow/search.h"
 
@@ -68,6 +83,7 @@ void sf_mcmc_options_default(sf_mcmc_options *o) {
     o->seed = 1;
     o->beta = 50;
     o->use_delta = 1;
+    o->pair_moves = 1;
     o->progress = 0;
     sf_sim_options_default(&o->sim);
 }
@@ -95,6 +111,7 @@ typedef struct mc_search {
     sf_sim *sim;
     sf_strategy *work;   /* full mode: the current strategy, edited in place */
     sf_strategy *best;   /* best seen over all chains */
+    sf_strategy *polish; /* pair moves: the last chain's start, a copy of best */
     double *cap_bytes;   /* [n_dev] device memory capacities */
     int *movable;        /* [n_movable] operators a proposal can change */
     int n_movable;
@@ -105,6 +122,7 @@ typedef struct mc_search {
     int have_best;
     int best_start;
     int64_t iterations, accepted, sims;
+    int64_t pair_proposals, pair_accepted;
     double t0_s;
     sf_progress bar;
 } mc_search;
@@ -165,7 +183,54 @@ static void offer_best(mc_search *s, const mc_point *p, const sf_strategy *strat
     s->have_best = 1;
 }
 
-/* Draw a proposal for operator `opi` given its current config `cur`:
+/* A proposal: the operators it changes and their new configs. */
+typedef struct mc_move {
+    int n;    /* operators changed: 0 (the current strategy again), 1 or 2 */
+    int pair; /* drawn as a pair move */
+    int op[2];
+    sf_config cfg[2];
+} mc_move;
+
+/* The config of `op` that lines it up with a neighbour's config c: c itself
+ * when valid for op; otherwise, dimension by dimension, c's degree where op can
+ * take it (the dimension exists, can be split and is that large) and 1
+ * elsewhere, each part on the device of c's part with the same coordinates (0
+ * in the dimensions dropped). Either way the parts of the two operators that
+ * cover the same indices share a device where the shapes allow. */
+static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, sf_config *out) {
+    if (c->ndim == op->space.ndim && sf_config_validate(op, m, c, NULL) == SF_OK) {
+        *out = *c;
+        return;
+    }
+    int nd = op->space.ndim, degree[SF_MAX_DIMS];
+    for (int i = 0; i < nd; i++) {
+        int d = i < c->ndim ? c->degree[i] : 1;
+        degree[i] = d > 1 && op->kinds[i] != SF_DIM_NONE && d <= op->space.d[i] ? d : 1;
+    }
+    memset(out, 0, sizeof *out);
+    sf_config_set_degrees(out, nd, degree); /* at most c's parts: cannot fail */
+    for (int p = 0; p < out->n_parts; p++) {
+        /* p's coordinates, last dimension fastest (sf_config_part_tile), into
+         * the index of c's part at the same coordinates */
+        int coord[SF_MAX_DIMS] = {0}, rest = p, idx = 0;
+        for (int i = nd - 1; i >= 0; i--) {
+            coord[i] = rest % degree[i];
+            rest /= degree[i];
+        }
+        for (int i = 0; i < c->ndim; i++) idx = idx * c->degree[i] + (i < nd ? coord[i] : 0);
+        out->device[p] = c->device[idx];
+    }
+}
+
+/* The same degrees as cur on a contiguous run of devices from a random first one. */
+static void shift_devices(mc_search *s, const sf_config *cur, sf_config *c) {
+    *c = *cur;
+    int first = (int)sf_rng_below(&s->rng, (uint64_t)s->n_dev);
+    for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)((first + p) % s->n_dev);
+}
+
+/* Draw a proposal for operator `opi` given its current config `cur`. A single
+ * move changes opi alone:
  *   1/2  a random config from the whole SOAP space (FlexFlow's proposal);
  *   1/4  the config of a random neighbour (producer or consumer) when it is valid
  *        for this operator: lining an operator up with its neighbour removes the
@@ -173,32 +238,58 @@ static void offer_best(mc_search *s, const mc_point *p, const sf_strategy *strat
  *        large machine;
  *   1/4  the same degrees on other devices (a contiguous run from a random first
  *        device): placement alone, the O of SOAP.
- * All three are valid configs of the operator, so the chain still explores the
- * whole space; the mix only makes useful moves likelier. */
-static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, const sf_config *cur,
-                    sf_config *c) {
+ * In the last chain (`pairs` set: see sf_mcmc_search), half the proposals are
+ * pair moves instead: opi and a random neighbour (a producer or a consumer, so
+ * also an operator and its loss) change together, opi to a random config or its
+ * degrees moved (half and half), the neighbour to the config lined up with it
+ * (line_up). A move of one operator that its neighbour has to follow passes
+ * through a strategy where the two disagree and their tiles cross between
+ * devices; on small models that intermediate can be tens of percent slower,
+ * which the Metropolis test almost never accepts, so single moves alone stop
+ * short of such optima. The coin for a pair move is drawn only when `pairs` is
+ * set, so the other chains draw exactly what they drew without pair moves.
+ * Every move gives valid configs, so the chain still explores the whole space;
+ * the mix only makes useful moves likelier. */
+static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, int pairs,
+                    mc_move *mv) {
     const sf_op *op = sf_graph_op(s->g, opi);
+    const sf_config *cur = sf_strategy_get(cur_strat, opi);
+    int n_nb = s->nbr_start[opi + 1] - s->nbr_start[opi];
+    mv->n = 1;
+    mv->pair = 0;
+    mv->op[0] = opi;
+    sf_config *c = &mv->cfg[0];
+    if (pairs && n_nb > 0 && sf_rng_below(&s->rng, 2)) {
+        int nb = s->nbr[s->nbr_start[opi] + (int)sf_rng_below(&s->rng, (uint64_t)n_nb)];
+        if (sf_rng_below(&s->rng, 2))
+            sf_config_random(op, s->m, &s->rng, c);
+        else
+            shift_devices(s, cur, c);
+        mv->n = 2;
+        mv->pair = 1;
+        mv->op[1] = nb;
+        line_up(sf_graph_op(s->g, nb), s->m, c, &mv->cfg[1]);
+        return;
+    }
     uint64_t kind = sf_rng_below(&s->rng, 4);
-    if (kind == 2 && s->nbr_start[opi + 1] > s->nbr_start[opi]) {
-        int n = s->nbr_start[opi + 1] - s->nbr_start[opi];
-        int nb = s->nbr[s->nbr_start[opi] + (int)sf_rng_below(&s->rng, (uint64_t)n)];
+    if (kind == 2 && n_nb > 0) {
+        int nb = s->nbr[s->nbr_start[opi] + (int)sf_rng_below(&s->rng, (uint64_t)n_nb)];
         const sf_config *nc = sf_strategy_get(cur_strat, nb);
         if (nc->ndim == op->space.ndim && sf_config_validate(op, s->m, nc, NULL) == SF_OK) {
             *c = *nc;
             return;
         }
     } else if (kind == 3) {
-        *c = *cur;
-        int first = (int)sf_rng_below(&s->rng, (uint64_t)s->n_dev);
-        for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)((first + p) % s->n_dev);
+        shift_devices(s, cur, c);
         return;
     }
     sf_config_random(op, s->m, &s->rng, c);
 }
 
-/* One chain from starts[i] with a budget of share_it iterations (has_it) and
- * share_s seconds (budget_s > 0). */
-static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int has_it,
+/* One chain from `start` with a budget of share_it iterations (has_it) and
+ * share_s seconds (budget_s > 0); what it finds is credited to start i. pairs:
+ * half of its proposals are pair moves. */
+static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pairs, int has_it,
                            int64_t share_it, double share_s, mc_point *start_pt,
                            sf_error *err) {
     const sf_mcmc_options *o = s->o;
@@ -222,8 +313,8 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int ha
     int64_t stall_it = (share_it + 1) / 2;
     double chain_t0 = sf_now_s(), last_improve_s = chain_t0;
     double deadline_s = chain_t0 + share_s;
-    sf_config saved; /* full mode: the config a rejected proposal replaced */
-    memset(&saved, 0, sizeof saved);
+    sf_config saved[2]; /* full mode: the configs a rejected proposal replaced */
+    memset(saved, 0, sizeof saved);
 
     while (s->n_movable > 0) {
         if (has_it && (it >= share_it || it - last_improve_it >= stall_it)) break;
@@ -233,15 +324,24 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int ha
         }
         if (o->progress && (s->iterations & 63) == 0) draw_progress(s, sf_now_s());
         int opi = s->movable[sf_rng_below(&s->rng, (uint64_t)s->n_movable)];
-        sf_config c;
         const sf_strategy *cur_strat = o->use_delta ? sf_sim_strategy(s->sim) : s->work;
-        propose(s, cur_strat, opi, sf_strategy_get(cur_strat, opi), &c);
+        mc_move mv;
+        propose(s, cur_strat, opi, pairs, &mv);
         it++;
         s->iterations++;
-
-        if (sf_config_equal(&c, sf_strategy_get(cur_strat, opi))) {
+        s->pair_proposals += mv.pair;
+        /* keep only the operators whose config changes */
+        int n = 0;
+        for (int j = 0; j < mv.n; j++) {
+            if (sf_config_equal(&mv.cfg[j], sf_strategy_get(cur_strat, mv.op[j]))) continue;
+            mv.op[n] = mv.op[j];
+            mv.cfg[n++] = mv.cfg[j];
+        }
+        mv.n = n;
+        if (mv.n == 0) {
             /* the same strategy: a self-transition, accepted without simulating */
             s->accepted++;
+            s->pair_accepted += mv.pair;
             continue;
         }
         /* While the current strategy fits, the Metropolis test is decided by a
@@ -254,11 +354,13 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int ha
             if (o->beta > 0 && u > 0) bound = cur.cost_s - ref.cost_s * log(u) / o->beta;
         }
         if (o->use_delta) {
-            st = sf_sim_update_bounded(s->sim, opi, &c, bound, &r, err);
+            st = sf_sim_update_ops(s->sim, mv.n, mv.op, mv.cfg, bound, &r, err);
         } else {
-            sf_config *wc = sf_strategy_config(s->work, opi);
-            saved = *wc;
-            *wc = c;
+            for (int j = 0; j < mv.n; j++) {
+                sf_config *wc = sf_strategy_config(s->work, mv.op[j]);
+                saved[j] = *wc;
+                *wc = mv.cfg[j];
+            }
             st = sf_sim_run(s->sim, s->work, &r, err);
         }
         if (st != SF_OK) return st;
@@ -275,6 +377,7 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int ha
         if (ok) {
             cur = p;
             s->accepted++;
+            s->pair_accepted += mv.pair;
             if (point_better(&p, &local)) {
                 local = p;
                 last_improve_it = it;
@@ -285,7 +388,7 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int ha
             st = sf_sim_revert(s->sim, NULL, err);
             if (st != SF_OK) return st;
         } else {
-            *sf_strategy_config(s->work, opi) = saved;
+            for (int j = mv.n - 1; j >= 0; j--) *sf_strategy_config(s->work, mv.op[j]) = saved[j];
         }
     }
     return SF_OK;
@@ -297,6 +400,7 @@ static void search_free(mc_search *s) {
     sf_sim_free(s->sim);
     sf_strategy_free(s->work);
     sf_strategy_free(s->best);
+    sf_strategy_free(s->polish);
     free(s->cap_bytes);
     free(s->movable);
 }
@@ -339,13 +443,15 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
     s.sim = sf_sim_new(g, m, cm, &o->sim, err);
     s.best = sf_strategy_new(g);
     s.work = o->use_delta ? NULL : sf_strategy_new(g);
+    s.polish = o->pair_moves ? sf_strategy_new(g) : NULL;
     s.cap_bytes = malloc((size_t)s.n_dev * sizeof *s.cap_bytes);
     s.movable = malloc((size_t)(n_ops > 0 ? n_ops : 1) * sizeof *s.movable);
     if (!s.sim) {
         search_free(&s);
         return err && err->code != SF_OK ? err->code : SF_ERR_NOMEM;
     }
-    if (!s.best || (!o->use_delta && !s.work) || !s.cap_bytes || !s.movable) {
+    if (!s.best || (!o->use_delta && !s.work) || (o->pair_moves && !s.polish) || !s.cap_bytes ||
+        !s.movable) {
         search_free(&s);
         return sf_error_set(err, SF_ERR_NOMEM, "mcmc: out of memory");
     }
@@ -402,10 +508,23 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
             if (share_s < 0) share_s = 0;
         }
         mc_point sp;
-        st = run_chain(&s, starts[i], i, o->iters > 0, share_it, share_s, &sp, err);
+        st = run_chain(&s, starts[i], i, 0, o->iters > 0, share_it, share_s, &sp, err);
         if (st == SF_OK && (!have_start_best || point_better(&sp, &start_best))) {
             start_best = sp;
             have_start_best = 1;
+        }
+    }
+    /* What the chains left of the budget by stopping early goes to one more
+     * chain, from the best strategy seen, with pair moves (see the top of the
+     * file); it is credited to the start that strategy came from. */
+    if (st == SF_OK && o->pair_moves) {
+        int64_t left_it = o->iters > 0 ? o->iters - s.iterations : 0;
+        double left_s = o->budget_s > 0 ? o->budget_s - (sf_now_s() - s.t0_s) : 0;
+        if ((o->iters <= 0 || left_it > 0) && (!(o->budget_s > 0) || left_s > 0)) {
+            sf_strategy_copy(s.polish, s.best);
+            mc_point sp;
+            st = run_chain(&s, s.polish, s.best_start, 1, o->iters > 0, left_it, left_s, &sp,
+                           err);
         }
     }
     if (o->progress) sf_progress_finish(&s.bar);
@@ -418,6 +537,8 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
             r->best_start = s.best_start;
             r->iterations = s.iterations;
             r->accepted = s.accepted;
+            r->pair_proposals = s.pair_proposals;
+            r->pair_accepted = s.pair_accepted;
             r->seconds = sf_now_s() - s.t0_s;
             /* simulations that priced a strategy (starts and proposals); a revert
              * after a rejection is part of a proposal's cost, not a simulation */

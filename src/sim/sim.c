@@ -241,7 +241,7 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
         return NULL;
     }
     sim->n_ops = n_ops;
-    sim->undo_op = -1;
+    sim->n_undo = 0;
     sim->n_dev = sf_machine_num_devices(m);
     /* links become resources as tasks use them (sim_links.c) */
     sim->n_links = 0;
@@ -1348,7 +1348,7 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
     sf_status st = sf_strategy_validate(s, sim->g, sim->m, err);
     if (st != SF_OK) return st;
     sf_strategy_copy(sim->s, s);
-    sim->undo_op = -1;
+    sim->n_undo = 0;
     sim->cut_pending = 0;
     sim->cut_early = 0;
     sim->n_saved = 0;
@@ -1476,19 +1476,38 @@ static double t0_bound(sf_sim *sim, const sim_sched *o) {
 
 sf_status sf_sim_update(sf_sim *sim, int opi, const sf_config *c, sf_sim_result *r,
                         sf_error *err) {
-    return sf_sim_update_bounded(sim, opi, c, INFINITY, r, err);
+    return sf_sim_update_ops(sim, 1, &opi, c, INFINITY, r, err);
 }
 
 sf_status sf_sim_update_bounded(sf_sim *sim, int opi, const sf_config *c, double bound_s,
                                 sf_sim_result *r, sf_error *err) {
+    return sf_sim_update_ops(sim, 1, &opi, c, bound_s, r, err);
+}
+
+/* Several operators change in one update: the blocks rebuilt are the union of
+ * what each one's change rebuilds (save_block skips a block already saved), so
+ * the layout, t0 and the resumed schedule see one set of rebuilt blocks as for
+ * one operator, and a revert swaps them all back. */
+sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config *cfgs,
+                            double bound_s, sf_sim_result *r, sf_error *err) {
     if (!sim->has_run)
         return sf_error_set(err, SF_ERR_INVALID, "delta simulation before a full simulation");
     if (sim->cut_pending)
         return sf_error_set(err, SF_ERR_INVALID, "a bounded update was cut off: revert it first");
-    const sf_op *op = sf_graph_op(sim->g, opi);
-    if (!op) return sf_error_set(err, SF_ERR_INVALID, "operator %d out of range", opi);
-    sf_status st = sf_config_validate(op, sim->m, c, err);
-    if (st != SF_OK) return st;
+    if (n < 1 || n > SF_SIM_MAX_UPDATE_OPS)
+        return sf_error_set(err, SF_ERR_INVALID, "an update changes 1 to %d operators, not %d",
+                            SF_SIM_MAX_UPDATE_OPS, n);
+    for (int j = 0; j < n; j++) {
+        const sf_op *op = sf_graph_op(sim->g, ops[j]);
+        if (!op) return sf_error_set(err, SF_ERR_INVALID, "operator %d out of range", ops[j]);
+        for (int i = 0; i < j; i++)
+            if (ops[i] == ops[j])
+                return sf_error_set(err, SF_ERR_INVALID,
+                                    "operator '%s' changed twice in one update", op->name);
+        sf_status st = sf_config_validate(op, sim->m, &cfgs[j], err);
+        if (st != SF_OK) return st;
+    }
+    sf_status st;
     /* The update before this one is kept for good: if the dead slots or list
      * entries it and its predecessors left outnumber the live ones, lay out
      * afresh first. */
@@ -1501,19 +1520,30 @@ sf_status sf_sim_update_bounded(sf_sim *sim, int opi, const sf_config *c, double
             return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
         }
     }
-    sim->undo_op = opi;
-    sim->undo_cfg = *sf_strategy_get(sim->s, opi);
-    memcpy(sim->undo_tiles, part_tiles(sim, opi), sizeof sim->undo_tiles);
-    *sf_strategy_config(sim->s, opi) = *c;
+    sim->n_undo = n;
     sim->n_saved = 0;
-    int fail = save_block(sim, block_id(opi, SLOT_CORE));
-    for (int k = 0; k < op->n_inputs; k++) fail |= save_block(sim, block_id(opi, 1 + k));
-    /* cons[] pairs are (consumer op, input index) */
-    const sf_tensor_ref *cons;
-    int n_cons = sf_taskgraph_consumers(sim->tg, opi, &cons);
-    for (int i = 0; i < n_cons; i++) fail |= save_block(sim, block_id(cons[i].op, 1 + cons[i].out));
-    int owner = sf_taskgraph_owner(sim->tg, opi);
-    if (owner >= 0) fail |= save_block(sim, block_id(owner, SLOT_SYNC));
+    int fail = 0;
+    for (int j = 0; j < n; j++) {
+        sim->undo_ops[j] = ops[j];
+        sim->undo_cfg[j] = *sf_strategy_get(sim->s, ops[j]);
+        memcpy(sim->undo_tiles[j], part_tiles(sim, ops[j]), sizeof sim->undo_tiles[j]);
+        *sf_strategy_config(sim->s, ops[j]) = cfgs[j];
+        /* cores first: they are rebuilt in this order, and the edge and sync
+         * blocks read the part tiles of every operator they join */
+        fail |= save_block(sim, block_id(ops[j], SLOT_CORE));
+    }
+    for (int j = 0; j < n; j++) {
+        int opi = ops[j];
+        const sf_op *op = sf_graph_op(sim->g, opi);
+        for (int k = 0; k < op->n_inputs; k++) fail |= save_block(sim, block_id(opi, 1 + k));
+        /* cons[] pairs are (consumer op, input index) */
+        const sf_tensor_ref *cons;
+        int n_cons = sf_taskgraph_consumers(sim->tg, opi, &cons);
+        for (int i = 0; i < n_cons; i++)
+            fail |= save_block(sim, block_id(cons[i].op, 1 + cons[i].out));
+        int owner = sf_taskgraph_owner(sim->tg, opi);
+        if (owner >= 0) fail |= save_block(sim, block_id(owner, SLOT_SYNC));
+    }
     for (int i = 0; i < sim->n_saved && !fail; i++) fail |= rebuild_block(sim, sim->saved[i].bid);
     if (!fail && bound_s < INFINITY) {
         /* Before laying anything out: a resource runs one task at a time, so the
@@ -1570,10 +1600,12 @@ sf_status sf_sim_update_bounded(sf_sim *sim, int opi, const sf_config *c, double
 }
 
 sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
-    if (sim->undo_op < 0 || !sim->has_run)
+    if (sim->n_undo == 0 || !sim->has_run)
         return sf_error_set(err, SF_ERR_INVALID, "nothing to revert");
-    *sf_strategy_config(sim->s, sim->undo_op) = sim->undo_cfg;
-    memcpy(part_tiles(sim, sim->undo_op), sim->undo_tiles, sizeof sim->undo_tiles);
+    for (int j = 0; j < sim->n_undo; j++) {
+        *sf_strategy_config(sim->s, sim->undo_ops[j]) = sim->undo_cfg[j];
+        memcpy(part_tiles(sim, sim->undo_ops[j]), sim->undo_tiles[j], sizeof sim->undo_tiles[j]);
+    }
     for (int i = sim->n_saved - 1; i >= 0; i--) {
         sim_saved_block *sv = &sim->saved[i];
         sim_block tmp = sim->blocks[sv->bid];
@@ -1582,7 +1614,7 @@ sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
         publish_stats(sim, sv->bid);
     }
     sim->cut_pending = 0;
-    sim->undo_op = -1;
+    sim->n_undo = 0;
     if (sim->cut_early) { /* nothing was laid out: the layout and schedule are the old ones */
         sim->cut_early = 0;
         sim->n_saved = 0;
@@ -1613,7 +1645,7 @@ static int res_slot_cmp(const void *pa, const void *pb) {
 }
 
 sf_status sf_sim_delta_stats_get(sf_sim *sim, sf_sim_delta_stats *out, sf_error *err) {
-    if (sim->undo_op < 0 || !sim->has_run || sim->cut_pending)
+    if (sim->n_undo == 0 || !sim->has_run || sim->cut_pending)
         return sf_error_set(err, SF_ERR_INVALID, "no uncut delta update to compare with");
     const sim_layout *L = &sim->lay;
     const sim_sched *f = sim->cur, *o = sim->prev;

@@ -168,10 +168,11 @@ struct sf_sim {
     int32_t *link_hash;   /* [link_hash_cap] machine link id -> i, -1 empty (a power of 2) */
     int link_hash_cap;
     int has_run;
-    int undo_op;          /* operator changed by the last update, -1 when none */
+    int n_undo;           /* operators changed by the last update, 0 when none to revert */
+    int undo_ops[SF_SIM_MAX_UPDATE_OPS]; /* which */
     int cut_pending;      /* the last update was cut off: only a revert or a run may follow */
     int cut_early;        /* ... before its task graph was laid out */
-    sf_config undo_cfg;   /* its config before that update */
+    sf_config undo_cfg[SF_SIM_MAX_UPDATE_OPS]; /* their configs before that update */
     sim_saved_block *saved;
     int n_saved, cap_saved;
 
@@ -211,7 +212,8 @@ struct sf_sim {
 
     double *res_free;     /* [n_res] (cap_res + 1 allocated) */
     double *remaining;    /* [n_res] bounded runs: work still queued per resource */
-    sf_tile undo_tiles[SF_MAX_PARTS]; /* the changed operator's tiles before the update */
+    sf_tile undo_tiles[SF_SIM_MAX_UPDATE_OPS][SF_MAX_PARTS]; /* the changed operators' tiles
+                                                               * before the update */
 
     int32_t *scratch;     /* for the layout and scheduling passes, carved into index arrays */
     int64_t cap_scratch;

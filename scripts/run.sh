@@ -15,4 +15,5 @@ echo "== plan: lenet5, batch 64, on 2 local ranks (the cpu preset's figures)"
 "$SF" search --model lenet5 --batch 64 --machine 'cpu[2]' --budget 5s --out "$PLAN"
 echo
 echo "== train: the plan on 2 MPI ranks, Fashion-MNIST, one epoch"
-mpirun -n 2 "$SF" train --model lenet5 --batch 64 --strategy "$PLAN" --epochs 1 --lr 0.05
+mpirun -n 2 "$SF" train --model lenet5 --batch 64 --strategy "$PLAN" --epochs 1 --lr 0.03 \
+    --weight-decay 0.0005 --lr-schedule cosine

@@ -27,7 +27,6 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "comm_impl.h"
 #include "soapflow/kernels.h"
@@ -109,10 +108,8 @@ struct sf_runtime {
     rt_group *groups;
     int n_groups;
     int *group_of; /* [n_ops] owner -> groups index, -1 */
-    rt_shard *shards;
+    rt_shard *shards; /* the shards this rank holds, in the global order (latest key_op first) */
     int n_shards;
-    /* the shards in the global order and, for each, whether this rank holds it
-     * is in rt->shards; shards_at[op]: first rt->shards index with key_op op */
     unsigned char *block;
     size_t block_bytes, used;
     int sizing;
@@ -136,11 +133,6 @@ void sf_runtime_options_default(sf_runtime_options *o) {
     o->seed = 1;
 }
 
-static double now_s(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- boxes ---------------------------------------------------------------- */
 
@@ -642,7 +634,7 @@ void sf_runtime_free(sf_runtime *rt) {
 static void event(sf_runtime *rt, sf_rt_event_kind k, double t0, int op, int part, int peer,
                   int64_t bytes) {
     if (rt->n_ev >= rt->cap_ev) return;
-    rt->ev[rt->n_ev++] = (sf_rt_event){.t0_s = t0 - rt->t_begin, .t1_s = now_s() - rt->t_begin,
+    rt->ev[rt->n_ev++] = (sf_rt_event){.t0_s = t0 - rt->t_begin, .t1_s = sf_now_s() - rt->t_begin,
                                        .op = op, .part = part, .peer = peer, .kind = (uint8_t)k,
                                        .bytes = bytes};
 }
@@ -722,13 +714,13 @@ static sf_status forward_part(sf_runtime *rt, rt_part *p, const sf_batch *b, dou
                      &p->in_region[l->k], &l->region, 0);
             continue;
         }
-        double t0 = now_s();
+        double t0 = sf_now_s();
         COMM(rt->c->vt->wait(rt->c, l->freq), "receiving activations");
         l->freq = -1;
         event(rt, SF_RT_XFER, t0, p->op, p->part, l->peer, l->numel * 4);
         box_move(l->fbuf, &l->region, p->in[l->k], &p->in_region[l->k], &l->region, 0);
     }
-    double t0 = now_s();
+    double t0 = sf_now_s();
     if (o->type == SF_OP_INPUT) {
         if (!b->inputs || !b->inputs[p->op])
             return sf_error_set(err, SF_ERR_INVALID, "no data for input '%s'", o->name);
@@ -763,13 +755,13 @@ static sf_status backward_part(sf_runtime *rt, rt_part *p, sf_error *err) {
     for (int i = 0; i < p->n_prod; i++) {
         rt_link *l = rt->prod_links[p->prod_start + i];
         if (!l->grad) continue;
-        double t0 = now_s();
+        double t0 = sf_now_s();
         COMM(rt->c->vt->wait(rt->c, l->greq), "receiving gradients");
         l->greq = -1;
         event(rt, SF_RT_GRAD, t0, l->cons_op, l->cons_part, l->peer, l->numel * 4);
         box_move(l->gbuf, &l->region, p->gout[l->out], &p->out_tile[l->out], &l->region, 1);
     }
-    double t0 = now_s();
+    double t0 = sf_now_s();
     sf_status st = run_kernel(rt, p, 1, NULL, err);
     if (st != SF_OK) return st;
     event(rt, SF_RT_BWD, t0, p->op, p->part, -1, 0);
@@ -841,7 +833,7 @@ static sf_status forward_pass(sf_runtime *rt, const sf_batch *b, double *loss, s
 
 static sf_status step_local(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
     rt->n_ev = 0;
-    rt->t_begin = now_s();
+    rt->t_begin = sf_now_s();
     for (int i = 0; i < rt->n_groups; i++)
         memset(rt->groups[i].g, 0, (size_t)rt->groups[i].n * sizeof(float));
     if (rt->zero_end > rt->zero_start)
@@ -862,7 +854,7 @@ static sf_status step_local(sf_runtime *rt, const sf_batch *b, double *loss, sf_
     for (; next < rt->n_shards && st == SF_OK; next++) st = post_sync(rt, &rt->shards[next], err);
     for (int i = 0; i < rt->n_shards && st == SF_OK; i++) {
         rt_shard *sh = &rt->shards[i];
-        double t0 = now_s();
+        double t0 = sf_now_s();
         if (sh->req >= 0) {
             int rc = rt->c->vt->wait(rt->c, sh->req);
             sh->req = -1;
@@ -873,7 +865,7 @@ static sf_status step_local(sf_runtime *rt, const sf_batch *b, double *loss, sf_
             event(rt, SF_RT_SYNC, t0, sh->owner, sh->global, -1, sh->numel * 4);
             slices_move(sh, rt->groups[sh->group].g, sh->buf, 0);
         }
-        t0 = now_s();
+        t0 = sf_now_s();
         update_shard(rt, sh);
         event(rt, SF_RT_UPDATE, t0, sh->owner, sh->global, -1, 0);
     }
@@ -899,7 +891,7 @@ sf_status sf_runtime_eval(sf_runtime *rt, const sf_batch *b, double *loss, int64
                           sf_error *err) {
     double l = 0, ok = 0;
     rt->n_ev = 0;
-    rt->t_begin = now_s();
+    rt->t_begin = sf_now_s();
     sf_status st = post_receives(rt, 0, err);
     if (st == SF_OK) st = forward_pass(rt, b, &l, err);
     if (st == SF_OK) st = wait_sends(rt, 0, err);

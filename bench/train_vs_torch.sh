@@ -36,7 +36,7 @@ while [ $# -gt 0 ]; do
     --epochs) LEN=(--epochs "$2"); shift 2 ;;
     --iters) LEN=(--iters "$2"); shift 2 ;;
     --mpi-args) MPI_ARGS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,25p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "train_vs_torch.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done

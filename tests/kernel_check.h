@@ -32,10 +32,15 @@ static inline void fill_random(sf_rng *rng, float *p, int64_t n) {
     for (int64_t i = 0; i < n; i++) p[i] = (float)(2.0 * sf_rng_uniform(rng) - 1.0);
 }
 
-/* max|a - b| / max(max|b|, floor). */
+/* max|a - b| / max(max|b|, floor); infinite where one of a pair is NaN and the
+ * other is not (a NaN difference would fail every "d > num" and pass as 0). */
 static inline double err_floor(const float *a, const float *b, int64_t n, double floor) {
     double num = 0, den = floor;
     for (int64_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i])) {
+            if (isnan(a[i]) && isnan(b[i])) continue;
+            return INFINITY;
+        }
         double d = fabs((double)a[i] - (double)b[i]);
         if (d > num) num = d;
         if (fabs((double)b[i]) > den) den = fabs((double)b[i]);
@@ -47,6 +52,10 @@ static inline double err_floor(const float *a, const float *b, int64_t n, double
 static inline double err_floor_d(const float *a, const double *b, int64_t n, double floor) {
     double num = 0, den = floor;
     for (int64_t i = 0; i < n; i++) {
+        if (isnan(a[i]) || isnan(b[i])) {
+            if (isnan(a[i]) && isnan(b[i])) continue;
+            return INFINITY;
+        }
         double d = fabs((double)a[i] - b[i]);
         if (d > num) num = d;
         if (fabs(b[i]) > den) den = fabs(b[i]);

@@ -331,6 +331,11 @@ static const conv_case conv_cases[] = {
     /* dW blocks of 2 kernel rows x 5 taps (kw 5, no dilation across) */
     {2, 2, 10, 12, 17, 3, 5, 1, 1, 1, 0, 2, 1, 1, 1}, /* rows 2 + 1, width 8 = 5 + 3, 17 filters */
     {1, 3, 6, 16, 4, 2, 5, 1, 1, 0, 1, 1, 2, 1, 0},   /* kw 5 dilated across: 8-tap blocks */
+    /* at most 8 output channels on planes of many pixels: the narrow kernels
+     * (positions in the lanes, padded rows, a last block past the plane) */
+    {2, 1, 20, 17, 6, 5, 5, 1, 1, 2, 2, 1, 1, 1, 1},  /* LeNet's conv1, smaller: 4 + 2 channels */
+    {3, 2, 12, 30, 7, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  /* 4 + 3 channels, planes of whole blocks */
+    {1, 2, 16, 40, 5, 3, 3, 1, 1, 2, 1, 2, 2, 1, 0},  /* dilation 2, uneven padding, no bias */
 };
 #define N_CONV_CASES ((int)(sizeof conv_cases / sizeof conv_cases[0]))
 

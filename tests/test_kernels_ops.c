@@ -847,6 +847,9 @@ static const pool_case pool_cases[] = {
     {SF_POOL_MAX, 2, 1, 5, 5, 2, 2, 2, 2, 0, 0, 1, 1, 0, 0},   /* ceil: a partial window */
     {SF_POOL_MAX, 3, 2, 8, 7, 3, 3, 1, 1, 1, 1, 0, 1, 0, 0},   /* overlapping, stride 1 */
     {SF_POOL_MAX, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 1, 0, 0},
+    {SF_POOL_MAX, 3, 2, 8, 12, 2, 2, 2, 2, 0, 0, 0, 1, 0, 0},  /* 2x2 stride 2: its own loops */
+    {SF_POOL_MAX, 2, 3, 9, 7, 2, 2, 2, 2, 0, 0, 0, 1, 0, 0},   /* the same, odd: a row and a
+                                                                * column left out */
     {SF_POOL_AVG, 2, 3, 7, 11, 3, 3, 2, 2, 1, 1, 0, 1, 0, 0},
     {SF_POOL_AVG, 2, 3, 7, 11, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0},  /* count_include_pad off */
     {SF_POOL_AVG, 1, 2, 13, 9, 3, 2, 2, 3, 1, 1, 1, 1, 0, 0},  /* ceil past the padding */
@@ -889,14 +892,17 @@ static void test_pool2d(void **state) {
 }
 
 /* Ties: the gradient goes to one element per window (the first maximum), the
- * same one in both kernels. */
-static void test_pool2d_ties(void **state) {
-    (void)state;
+ * same one in both kernels. Inputs of 0s and 1s: every third element, or
+ * scattered bits (a 2x2 window of every third element always holds exactly
+ * one 1 when the rows are 7 wide, so it would test no tie). */
+static void pool2d_ties(const pool_case *k, int scattered) {
     kop o;
-    pool_make(&o, &pool_cases[3]);
+    pool_make(&o, k);
     kdata d;
     kdata_make(&d, &o, 350, NULL);
-    for (int64_t i = 0; i < o.n_x[0]; i++) d.x[0][i] = (float)(i % 3 == 0);
+    for (int64_t i = 0; i < o.n_x[0]; i++)
+        d.x[0][i] = scattered ? (float)(((uint32_t)i * 0x9E3779B1u >> 13) & 1u)
+                              : (float)(i % 3 == 0);
     for (int64_t i = 0; i < o.n_y[0]; i++) d.dy[0][i] = 1.0f;
     kres r0, r1;
     kres_make(&r0, &o);
@@ -913,6 +919,13 @@ static void test_pool2d_ties(void **state) {
     kres_free(&r1, &o);
     kdata_free(&d, &o);
     sf_graph_free(o.g);
+}
+
+static void test_pool2d_ties(void **state) {
+    (void)state;
+    pool2d_ties(&pool_cases[3], 0); /* overlapping windows */
+    pool2d_ties(&pool_cases[3], 1);
+    pool2d_ties(&pool_cases[6], 1); /* 2x2 stride 2, odd sizes */
 }
 
 /* ---- concat, split, reshape, flatten ----------------------------------- */

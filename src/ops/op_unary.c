@@ -261,7 +261,16 @@ static sf_status unary_bwd_fast(const sf_kernel_args *a) {
     float *restrict dx = a->grad_in[0];
     switch (a->op->type) {
     case SF_OP_RELU:
-        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (x[i] > 0.0f ? 1.0f : 0.0f);
+        /* a select, not dy * (x > 0 ? 1 : 0): GCC keeps the multiply by zero
+         * (it can trap, and -0 and NaN must come out), so it branched on the
+         * sign of x, mispredicted half the time on pre-activations; the select
+         * compiles to compare-and-mask, vectorized (about 20x faster on
+         * LeNet's relu1, bench/RESULTS.md). dy is 0 where x <= 0, as in
+         * PyTorch's threshold_backward. */
+        for (int64_t i = 0; i < n; i++) {
+            float g = dy[i];
+            dx[i] += x[i] > 0.0f ? g : 0.0f;
+        }
         break;
     case SF_OP_SIGMOID:
         for (int64_t i = 0; i < n; i++) {

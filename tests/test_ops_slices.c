@@ -214,6 +214,8 @@ static int b_relu(sf_graph *g) { return act(g, SF_OP_RELU); }
 static int b_sigmoid(sf_graph *g) { return act(g, SF_OP_SIGMOID); }
 static int b_tanh(sf_graph *g) { return act(g, SF_OP_TANH); }
 static int b_gelu(sf_graph *g) { return act(g, SF_OP_GELU); }
+static int b_relu6(sf_graph *g) { return act(g, SF_OP_RELU6); }
+static int b_leaky_relu(sf_graph *g) { return act(g, SF_OP_LEAKY_RELU); }
 
 static int binary(sf_graph *g, sf_op_type t, const int64_t *a, const int64_t *b) {
     sf_op_params p;
@@ -315,6 +317,8 @@ static const op_case cases[] = {
     {"sigmoid", b_sigmoid},
     {"tanh", b_tanh},
     {"gelu", b_gelu},
+    {"relu6", b_relu6},
+    {"leaky_relu", b_leaky_relu},
     {"add", b_add},
     {"mul", b_mul},
     {"concat", b_concat},

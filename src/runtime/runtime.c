@@ -48,6 +48,11 @@ typedef struct rt_link {
     int grad;       /* the producer has a backward pass: the gradient goes back */
     sf_tile region; /* in the coordinates of the producer's output */
     int64_t numel;
+    int alias;      /* local, and the region is the producer's whole piece and the
+                     * consumer's whole input: the consumer reads the producer's output
+                     * in place (no copy); 2: its input gradient is also the producer's
+                     * output gradient, accumulated in place (the producer's piece has
+                     * no other consumer) */
     float *fbuf, *gbuf; /* remote: the region's activations and gradients */
     int freq, greq;     /* requests in flight, -1 when none */
 } rt_link;
@@ -61,6 +66,7 @@ struct rt_part {
     float **in, **gin;    /* [n_inputs] input regions and their gradients (gin[k]
                            * NULL when the producer has no backward) */
     sf_tile *in_region;   /* [n_inputs] */
+    rt_link **in_alias;   /* [n_inputs] the aliasing link of each input, or NULL */
     int32_t *labels;      /* softmax_ce: the tile's rows' labels */
     int64_t rows;         /* softmax_ce: rows of the tile */
     int cons_start, n_cons; /* links where this part consumes: rt->cons_links[] */
@@ -229,7 +235,10 @@ static void place_tensors(sf_runtime *rt) {
         rt_part *p = &rt->parts[i];
         const sf_op *o = p->o;
         for (int k = 0; k < o->n_outputs; k++) p->out[k] = carve_f(rt, sf_tile_numel(&p->out_tile[k]));
-        for (int k = 0; k < o->n_inputs; k++) p->in[k] = carve_f(rt, sf_tile_numel(&p->in_region[k]));
+        for (int k = 0; k < o->n_inputs; k++) {
+            const rt_link *l = p->in_alias[k];
+            p->in[k] = l ? l->prod->out[l->out] : carve_f(rt, sf_tile_numel(&p->in_region[k]));
+        }
         if (o->type == SF_OP_SOFTMAX_CE)
             p->labels = carve(rt, (size_t)(p->rows > 0 ? p->rows : 1) * sizeof(int32_t));
     }
@@ -246,9 +255,13 @@ static void place_tensors(sf_runtime *rt) {
             p->gout[k] = carve_f(rt, sf_tile_numel(&p->out_tile[k]));
         for (int k = 0; k < o->n_inputs; k++) {
             const sf_op *src = sf_graph_op(rt->g, o->inputs[k].op);
-            p->gin[k] = op_has_bwd(o) && op_has_bwd(src)
-                            ? carve_f(rt, sf_tile_numel(&p->in_region[k]))
-                            : NULL;
+            const rt_link *l = p->in_alias[k];
+            if (!op_has_bwd(o) || !op_has_bwd(src))
+                p->gin[k] = NULL;
+            else if (l && l->alias == 2)
+                p->gin[k] = l->prod->gout[l->out];
+            else
+                p->gin[k] = carve_f(rt, sf_tile_numel(&p->in_region[k]));
         }
     }
     size_t zero_to = rt->used;
@@ -307,7 +320,9 @@ static sf_status setup_parts(sf_runtime *rt, sf_error *err) {
             q->in = calloc((size_t)ni, sizeof *q->in);
             q->gin = calloc((size_t)ni, sizeof *q->gin);
             q->in_region = calloc((size_t)ni, sizeof *q->in_region);
-            if (!q->out || !q->gout || !q->out_tile || !q->in || !q->gin || !q->in_region)
+            q->in_alias = calloc((size_t)ni, sizeof *q->in_alias);
+            if (!q->out || !q->gout || !q->out_tile || !q->in || !q->gin || !q->in_region ||
+                !q->in_alias)
                 return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
             for (int k = 0; k < o->n_outputs; k++) sf_op_output_tile(o, &q->tile, k, &q->out_tile[k]);
             for (int k = 0; k < o->n_inputs; k++) sf_op_input_region(o, &q->tile, k, &q->in_region[k]);
@@ -324,6 +339,27 @@ static sf_status setup_parts(sf_runtime *rt, sf_error *err) {
         }
     }
     return SF_OK;
+}
+
+/* Local links whose region is the producer's whole piece and the consumer's
+ * whole input need no copy: the consumer reads the producer's output tile in
+ * place. When that piece feeds nothing else, the consumer's kernel also
+ * accumulates its input gradient straight into the producer's output gradient
+ * (kernels accumulate into grad_in, soapflow/kernels.h); with other consumers
+ * each keeps its own buffer, so that no kernel call gets two grad_in that
+ * alias. Most edges of a chain split the same way on both sides are such. */
+static void set_aliases(sf_runtime *rt) {
+    for (int i = 0; i < rt->n_links; i++) {
+        rt_link *l = &rt->links[i];
+        if (l->peer >= 0 || !sf_tile_equal(&l->region, &l->prod->out_tile[l->out]) ||
+            !sf_tile_equal(&l->region, &l->cons->in_region[l->k]))
+            continue;
+        int uses = 0; /* links that read this producer piece (all are on this rank) */
+        for (int j = 0; j < rt->n_links; j++)
+            uses += rt->links[j].prod == l->prod && rt->links[j].out == l->out;
+        l->alias = uses == 1 ? 2 : 1;
+        l->cons->in_alias[l->k] = l;
+    }
 }
 
 /* Every pair of the task graph, in the same order on every rank; those that
@@ -403,6 +439,7 @@ static sf_status setup_links(sf_runtime *rt, sf_error *err) {
         if (l->peer >= 0 && l->cons) rt->recv_links[rt->n_recv++] = l;
         if (l->peer >= 0 && l->prod) rt->send_links[rt->n_send++] = l;
     }
+    set_aliases(rt);
     return SF_OK;
 }
 
@@ -611,6 +648,7 @@ void sf_runtime_free(sf_runtime *rt) {
         free(p->in);
         free(p->gin);
         free(p->in_region);
+        free(p->in_alias);
     }
     free(rt->parts);
     free(rt->part_of);
@@ -710,8 +748,9 @@ static sf_status forward_part(sf_runtime *rt, rt_part *p, const sf_batch *b, dou
     for (int i = 0; i < p->n_cons; i++) {
         rt_link *l = rt->cons_links[p->cons_start + i];
         if (l->peer < 0) {
-            box_move(l->prod->out[l->out], &l->prod->out_tile[l->out], p->in[l->k],
-                     &p->in_region[l->k], &l->region, 0);
+            if (!l->alias)
+                box_move(l->prod->out[l->out], &l->prod->out_tile[l->out], p->in[l->k],
+                         &p->in_region[l->k], &l->region, 0);
             continue;
         }
         double t0 = sf_now_s();
@@ -769,8 +808,9 @@ static sf_status backward_part(sf_runtime *rt, rt_part *p, sf_error *err) {
         rt_link *l = rt->cons_links[p->cons_start + i];
         if (!l->grad) continue;
         if (l->peer < 0) {
-            box_move(p->gin[l->k], &p->in_region[l->k], l->prod->gout[l->out],
-                     &l->prod->out_tile[l->out], &l->region, 1);
+            if (l->alias != 2)
+                box_move(p->gin[l->k], &p->in_region[l->k], l->prod->gout[l->out],
+                         &l->prod->out_tile[l->out], &l->region, 1);
             continue;
         }
         box_move(p->gin[l->k], &p->in_region[l->k], l->gbuf, &l->region, &l->region, 0);

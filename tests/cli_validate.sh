@@ -66,6 +66,12 @@ assert abs(j["median_abs_error_pct"] - (errs[1] + errs[2]) / 2) < 1e-6
 assert j["worst"]["name"] in [r["name"] for r in rows]
 assert abs(abs(j["worst"]["error_pct"]) - errs[-1]) < 1e-6
 assert j["kendall_tau"] is None or -1 <= j["kendall_tau"] <= 1
+models = ("overlap/ring", "bulk/ring", "overlap/ps", "bulk/ps")
+assert sorted(j["sync_models"]) == sorted(models), j["sync_models"]
+for r in rows:
+    alt = r["predicted_ms_by_sync_model"]
+    assert all(math.isfinite(alt[k]) and alt[k] > 0 for k in models), alt
+    assert abs(alt["overlap/ring"] - r["predicted_ms"]) <= 1e-9 * r["predicted_ms"], alt
 EOF
 for i in 1-data 2-model 3-random1 4-search_40; do
     for side in predicted measured; do
@@ -94,6 +100,8 @@ for name in data mine model single; do
     [ "$(grep -cE "^[1-4]  +$name " "$out")" -eq 2 ] || fail "validate: no rows for $name"
 done
 grep -q '^median |error| [0-9.]*%, worst .*, Kendall tau' "$out" || fail "validate: no summary line"
+grep -q "^the simulator's sync models against the same measurements: overlap/ring" "$out" ||
+    fail "validate: no line for the sync models"
 grep -q 'profiled costs' "$out" || fail "validate: does not say the costs are profiled"
 ! grep -q 'nan\|inf' "$out" || fail "validate: a figure is not finite: $(cat "$out")"
 [ "$(grep -c 'warning: .*costs.json does not cover' "$TMP/text.err")" -eq 1 ] ||

@@ -68,6 +68,14 @@ enum {
     K_COUNT
 };
 static const char *const kind_name[K_COUNT] = {"compute", "transfer", "sync", "update", "idle"};
+
+/* The simulator's sync models, each judged against the same measurements: which
+ * one the runtime behaves like (docs/simulator.md). */
+#define N_SYNC_MODELS 4
+static const sf_sync_mode alt_mode[N_SYNC_MODELS] = {SF_SYNC_OVERLAP, SF_SYNC_BULK, SF_SYNC_OVERLAP,
+                                                     SF_SYNC_BULK};
+static const sf_sync_scheme alt_scheme[N_SYNC_MODELS] = {SF_SCHEME_RING, SF_SCHEME_RING,
+                                                         SF_SCHEME_PS, SF_SCHEME_PS};
 _Static_assert(SF_SIM_TOTAL_COUNT == 4 && (int)K_IDLE == (int)SF_SIM_TOTAL_COUNT, "kinds line up");
 
 static int usage(FILE *out) {
@@ -177,8 +185,9 @@ typedef struct entry {
     sf_strategy *s;
     /* predicted */
     double pred_s;
-    int crit;             /* the device the simulator keeps busiest */
-    double pred[K_COUNT]; /* seconds on crit, by kind */
+    double alt_s[N_SYNC_MODELS]; /* predicted under each sync model (alt_mode, alt_scheme) */
+    int crit;                    /* the device the simulator keeps busiest */
+    double pred[K_COUNT];        /* seconds on crit, by kind */
     int fits;
     /* measured (crit's rank for the kinds) */
     double meas_s;
@@ -416,6 +425,21 @@ static int predict(vstate *v) {
         v->asked = ps.hits + ps.misses;
     }
     sf_sim_free(sim);
+    for (int a = 0; a < N_SYNC_MODELS && rc == SF_EXIT_OK; a++) {
+        sf_sim_options so = v->so;
+        so.keep_schedule = 0;
+        so.sync = alt_mode[a];
+        so.scheme = alt_scheme[a];
+        sim = sf_sim_new(v->g, v->m, v->cm, &so, &err);
+        if (!sim) return sf_cli_fail_err(&err);
+        for (int i = 0; i < v->n && rc == SF_EXIT_OK; i++) {
+            sf_sim_result r;
+            if (sf_sim_run(sim, v->e[i].s, &r, &err) != SF_OK)
+                rc = sf_cli_fail("validate: %s: %s", v->e[i].name, err.msg);
+            v->e[i].alt_s[a] = r.iter_s;
+        }
+        sf_sim_free(sim);
+    }
     return rc;
 }
 
@@ -588,13 +612,19 @@ static double kendall_tau(const double *x, const double *y, int n) {
     return d > 0 ? (conc - disc) / d : NAN;
 }
 
-typedef struct summary {
+typedef struct fit {
     double median_abs; /* median |error| */
     int worst;         /* entry of the largest |error| */
     double tau;
+} fit;
+
+typedef struct summary {
+    fit main;               /* the predictions of the table (--sync, ring) */
+    fit alt[N_SYNC_MODELS]; /* under each sync model */
 } summary;
 
-static int summarize(const vstate *v, summary *s) {
+/* How predictions (alt < 0: the table's, else alt_s[alt]) fit the measurements. */
+static int fit_of(const vstate *v, int alt, fit *f) {
     double *abs_err = malloc((size_t)v->n * sizeof *abs_err);
     double *p = malloc((size_t)v->n * sizeof *p), *m = malloc((size_t)v->n * sizeof *m);
     if (!abs_err || !p || !m) {
@@ -603,19 +633,25 @@ static int summarize(const vstate *v, summary *s) {
         free(m);
         return sf_cli_fail("validate: out of memory");
     }
-    s->worst = 0;
+    f->worst = 0;
     for (int i = 0; i < v->n; i++) {
-        abs_err[i] = fabs(v->e[i].error);
-        p[i] = v->e[i].pred_s;
+        p[i] = alt < 0 ? v->e[i].pred_s : v->e[i].alt_s[alt];
         m[i] = v->e[i].meas_s;
-        if (abs_err[i] > fabs(v->e[s->worst].error)) s->worst = i;
+        abs_err[i] = fabs(p[i] / m[i] - 1);
+        if (abs_err[i] > abs_err[f->worst]) f->worst = i;
     }
-    s->tau = kendall_tau(p, m, v->n);
-    s->median_abs = median(abs_err, v->n);
+    f->tau = kendall_tau(p, m, v->n);
+    f->median_abs = median(abs_err, v->n);
     free(abs_err);
     free(p);
     free(m);
     return SF_EXIT_OK;
+}
+
+static int summarize(const vstate *v, summary *s) {
+    int rc = fit_of(v, -1, &s->main);
+    for (int a = 0; a < N_SYNC_MODELS && rc == SF_EXIT_OK; a++) rc = fit_of(v, a, &s->alt[a]);
+    return rc;
 }
 
 /* The kind whose measured time is furthest from its prediction. */
@@ -659,6 +695,14 @@ static int print_json(const vstate *v, const summary *s) {
         bad |= json_object_set_new(row, "index", json_integer(i + 1));
         bad |= json_object_set_new(row, "name", json_string(e->name));
         bad |= json_object_set_new(row, "predicted_ms", json_real(e->pred_s * 1e3));
+        json_t *alt = json_object();
+        for (int a = 0; a < N_SYNC_MODELS && alt; a++) {
+            char key[32];
+            snprintf(key, sizeof key, "%s/%s", sf_sync_mode_name(alt_mode[a]),
+                     sf_sync_scheme_name(alt_scheme[a]));
+            bad |= json_object_set_new(alt, key, json_real(e->alt_s[a] * 1e3));
+        }
+        bad |= json_object_set_new(row, "predicted_ms_by_sync_model", alt);
         bad |= json_object_set_new(row, "measured_ms", json_real(e->meas_s * 1e3));
         bad |= json_object_set_new(row, "error_pct", num_or_null(e->error * 100));
         bad |= json_object_set_new(row, "fits", json_boolean(e->fits));
@@ -673,12 +717,30 @@ static int print_json(const vstate *v, const summary *s) {
         bad |= json_array_append_new(arr, row);
     }
     bad |= json_object_set_new(j, "strategies", arr);
-    bad |= json_object_set_new(j, "median_abs_error_pct", num_or_null(s->median_abs * 100));
+    bad |= json_object_set_new(j, "median_abs_error_pct", num_or_null(s->main.median_abs * 100));
     bad |= json_object_set_new(j, "worst",
-                               json_pack("{s:s,s:o}", "name", v->e[s->worst].name, "error_pct",
-                                         num_or_null(v->e[s->worst].error * 100)));
-    bad |= json_object_set_new(j, "kendall_tau", num_or_null(s->tau));
+                               json_pack("{s:s,s:o}", "name", v->e[s->main.worst].name, "error_pct",
+                                         num_or_null(v->e[s->main.worst].error * 100)));
+    bad |= json_object_set_new(j, "kendall_tau", num_or_null(s->main.tau));
+    json_t *models = json_object();
+    for (int a = 0; a < N_SYNC_MODELS && models; a++) {
+        char key[32];
+        snprintf(key, sizeof key, "%s/%s", sf_sync_mode_name(alt_mode[a]),
+                 sf_sync_scheme_name(alt_scheme[a]));
+        bad |= json_object_set_new(models, key,
+                                   json_pack("{s:o,s:o}", "median_abs_error_pct",
+                                             num_or_null(s->alt[a].median_abs * 100), "kendall_tau",
+                                             num_or_null(s->alt[a].tau)));
+    }
+    bad |= json_object_set_new(j, "sync_models", models);
     return sf_cli_print_json_built(j, bad);
+}
+
+static void fmt_tau(double tau, char *buf, size_t n) {
+    if (isfinite(tau))
+        snprintf(buf, n, "%.2f", tau);
+    else
+        snprintf(buf, n, "undefined");
 }
 
 static int print_text(const vstate *v, const summary *s) {
@@ -702,13 +764,17 @@ static int print_text(const vstate *v, const summary *s) {
     sf_cli_table_free(t);
     if (rc != SF_EXIT_OK) return rc;
     char tau[32];
-    if (isfinite(s->tau))
-        snprintf(tau, sizeof tau, "%.2f", s->tau);
-    else
-        snprintf(tau, sizeof tau, "undefined");
+    fmt_tau(s->main.tau, tau, sizeof tau);
     printf("\nmedian |error| %.1f%%, worst %s (%+.1f%%), Kendall tau %s over %d strateg%s\n",
-           s->median_abs * 100, v->e[s->worst].name, v->e[s->worst].error * 100, tau, v->n,
-           v->n == 1 ? "y" : "ies");
+           s->main.median_abs * 100, v->e[s->main.worst].name, v->e[s->main.worst].error * 100, tau,
+           v->n, v->n == 1 ? "y" : "ies");
+    printf("the simulator's sync models against the same measurements:");
+    for (int a = 0; a < N_SYNC_MODELS; a++) {
+        fmt_tau(s->alt[a].tau, tau, sizeof tau);
+        printf("%s %s/%s %.1f%% (tau %s)", a ? "," : "", sf_sync_mode_name(alt_mode[a]),
+               sf_sync_scheme_name(alt_scheme[a]), s->alt[a].median_abs * 100, tau);
+    }
+    printf("\n");
 
     printf("\non each strategy's critical device, predicted / measured ms:\n");
     static const char *const h2[] = {"#",    "strategy", "device", "compute",    "transfer",
@@ -762,11 +828,11 @@ static int write_svg(const vstate *v, const summary *s) {
     sf_strbuf_printf(&b,
                      "<text x=\"%.0f\" y=\"24\" font-size=\"14\">%s on %d ranks, %s: median "
                      "|error| %.1f%%, Kendall tau ",
-                     L, sf_graph_name(v->g), v->ranks, sf_machine_name(v->m), s->median_abs * 100);
-    if (isfinite(s->tau))
-        sf_strbuf_printf(&b, "%.2f</text>\n", s->tau);
-    else
-        sf_strbuf_puts(&b, "undefined</text>\n");
+                     L, sf_graph_name(v->g), v->ranks, sf_machine_name(v->m),
+                     s->main.median_abs * 100);
+    char tau[32];
+    fmt_tau(s->main.tau, tau, sizeof tau);
+    sf_strbuf_printf(&b, "%s</text>\n", tau);
     /* the band |predicted / measured - 1| <= 30%, and the line */
     sf_strbuf_printf(&b,
                      "<polygon points=\"%.1f,%.1f %.1f,%.1f %.1f,%.1f\" fill=\"#e8f0fb\"/>\n"

@@ -44,16 +44,18 @@ python3 - "$TMP/json.out" <<'EOF' || fail "validate --json: $(cat "$TMP/json.err
 import json, math, sys
 j = json.load(open(sys.argv[1]))
 for k in ("model", "machine", "ranks", "batch", "cost_model", "sync", "iters", "warmup",
-          "strategies", "median_abs_error_pct", "worst", "kendall_tau"):
+          "rounds", "strategies", "median_abs_error_pct", "worst", "kendall_tau",
+          "fastest_steps"):
     assert k in j, "no key " + k
 assert j["ranks"] == 2 and j["machine"] == "cpu[2]" and j["model"] == "lenet5", j
+assert j["iters"] == 3 and j["rounds"] == 3, j  # --rounds 4 shrinks to one step a round
 rows = j["strategies"]
 assert [r["name"] for r in rows] == ["data", "model", "random1", "search:40"], rows
 for i, r in enumerate(rows):
     assert r["index"] == i + 1
-    for k in ("predicted_ms", "measured_ms", "error_pct"):
+    for k in ("predicted_ms", "measured_ms", "measured_min_ms", "error_pct"):
         assert isinstance(r[k], (int, float)) and math.isfinite(r[k]), (r["name"], k, r[k])
-    assert r["predicted_ms"] > 0 and r["measured_ms"] > 0
+    assert r["predicted_ms"] > 0 and 0 < r["measured_min_ms"] <= r["measured_ms"]
     assert abs(r["error_pct"] - 100 * (r["predicted_ms"] / r["measured_ms"] - 1)) < 1e-6
     assert r["critical_device"] in (0, 1)
     for kind in ("compute", "transfer", "sync", "update", "idle"):

@@ -53,7 +53,8 @@
 
 #define DEFAULT_BATCH 64
 #define DEFAULT_ITERS 20
-#define DEFAULT_WARMUP 3
+#define DEFAULT_WARMUP 2
+#define DEFAULT_ROUNDS 4
 #define DEFAULT_SEARCH_ITERS 1000
 #define MAX_STRATEGIES 256
 #define MAX_STEPS 100000
@@ -105,7 +106,9 @@ static int usage(FILE *out) {
             "                         alike (default overlap)\n"
             "  --iters N              measured steps per strategy; the median is kept\n"
             "                         (default %d)\n"
-            "  --warmup N             untimed steps before them (default %d)\n"
+            "  --rounds R             measure in R rounds over all strategies, each a share of\n"
+            "                         the steps (default %d): load on a shared host spreads\n"
+            "  --warmup N             untimed steps before each round's (default %d)\n"
             "  --seed S               random strategies, the search, weights, data (default 1)\n"
             "  --search-iters N       proposals of 'search' (default %d)\n"
             "  --trace-dir DIR        write DIR/<i>-<name>.predicted.json and .measured.json,\n"
@@ -124,7 +127,7 @@ static int usage(FILE *out) {
             "      --out build/costs.json\n"
             "  mpirun -n 2 soapflow validate --model lenet5 --machine build/local.json \\\n"
             "      --costs build/costs.json --strategies data,model,owt,random:8,search\n",
-            DEFAULT_BATCH, sf_cli_model_size_help, DEFAULT_ITERS, DEFAULT_WARMUP,
+            DEFAULT_BATCH, sf_cli_model_size_help, DEFAULT_ITERS, DEFAULT_ROUNDS, DEFAULT_WARMUP,
             DEFAULT_SEARCH_ITERS);
     return SF_EXIT_OK;
 }
@@ -133,7 +136,7 @@ typedef struct validate_opts {
     sf_cli_model_opts model;
     const char *machine, *costs, *strategies, *trace_dir, *svg;
     sf_sync_mode sync;
-    int64_t iters, warmup, seed, search_iters;
+    int64_t iters, warmup, rounds, seed, search_iters;
     int json, help;
 } validate_opts;
 
@@ -141,6 +144,7 @@ static int parse(int argc, char **argv, validate_opts *o) {
     memset(o, 0, sizeof *o);
     o->iters = DEFAULT_ITERS;
     o->warmup = DEFAULT_WARMUP;
+    o->rounds = DEFAULT_ROUNDS;
     o->seed = 1;
     o->search_iters = DEFAULT_SEARCH_ITERS;
     o->sync = SF_SYNC_OVERLAP;
@@ -165,6 +169,7 @@ static int parse(int argc, char **argv, validate_opts *o) {
             sf_cli_str(&a, "--svg", NULL, &o->svg) ||
             sf_cli_int(&a, "--iters", NULL, 1, MAX_STEPS, &o->iters) ||
             sf_cli_int(&a, "--warmup", NULL, 0, MAX_STEPS, &o->warmup) ||
+            sf_cli_int(&a, "--rounds", NULL, 1, MAX_STEPS, &o->rounds) ||
             sf_cli_int(&a, "--seed", NULL, 0, INT64_MAX, &o->seed) ||
             sf_cli_int(&a, "--search-iters", NULL, 1, 100000000, &o->search_iters) ||
             sf_cli_flag(&a, "--json", NULL, &o->json))
@@ -190,7 +195,8 @@ typedef struct entry {
     double pred[K_COUNT];        /* seconds on crit, by kind */
     int fits;
     /* measured (crit's rank for the kinds) */
-    double meas_s;
+    double meas_s;     /* median step */
+    double meas_min_s; /* fastest step */
     double meas[K_COUNT];
     int meas_crit; /* the rank with the most compute + update */
     double error;  /* pred_s / meas_s - 1 */
@@ -490,15 +496,18 @@ static void step_kinds(const sf_runtime *rt, double out[SF_SIM_TOTAL_COUNT]) {
 typedef struct measure_bufs {
     sf_batch_bufs *bb;
     float **w;
-    double *times; /* [iters] */
-    double *kinds; /* [SF_SIM_TOTAL_COUNT * iters] */
-    double *all;   /* [ranks * SF_SIM_TOTAL_COUNT] */
+    double *times;   /* [n][iters] step seconds */
+    double *kinds;   /* [n][SF_SIM_TOTAL_COUNT][iters] this rank's task time by kind */
+    double *scratch; /* [iters] */
+    double *all;     /* [ranks * SF_SIM_TOTAL_COUNT] */
 } measure_bufs;
 
-/* Train with e's strategy: warm-up, then the timed steps; the medians land on
- * every rank (the kinds of every rank through one sum). Collective. */
-static sf_status measure(vstate *v, entry *e, measure_bufs *mb, sf_progress *prog, int64_t *done,
-                         sf_error *err) {
+/* One round of strategy i: a fresh runtime from the initial weights, the
+ * warm-up, then its timed steps lo .. hi - 1; the trace on the last timed
+ * step of the last round. Collective. */
+static sf_status run_round(vstate *v, int i, int64_t lo, int64_t hi, int last, measure_bufs *mb,
+                           sf_progress *prog, int64_t *done, sf_error *err) {
+    entry *e = &v->e[i];
     sf_runtime_options ro;
     sf_runtime_options_default(&ro);
     ro.bulk_sync = v->o.sync == SF_SYNC_BULK;
@@ -506,21 +515,23 @@ static sf_status measure(vstate *v, entry *e, measure_bufs *mb, sf_progress *pro
     sf_runtime *rt = sf_runtime_new(v->g, e->s, v->comm, &ro, err);
     if (!rt) return err->code ? err->code : SF_ERR_NOMEM;
     sf_status st = sf_runtime_set_params(rt, SF_RT_WEIGHTS, (const float *const *)mb->w, err);
-    int64_t total = v->o.warmup + v->o.iters, it = v->o.iters;
-    for (int64_t i = 0; i < total && st == SF_OK; i++) {
-        sf_batch_synthetic(mb->bb, v->g, (uint64_t)v->o.seed, i);
+    int64_t it = v->o.iters, warm = v->o.warmup;
+    double *times = mb->times + (size_t)i * (size_t)it;
+    double *kinds = mb->kinds + (size_t)i * SF_SIM_TOTAL_COUNT * (size_t)it;
+    for (int64_t k = -warm; k < hi - lo && st == SF_OK; k++) {
+        sf_batch_synthetic(mb->bb, v->g, (uint64_t)v->o.seed, lo + k + warm);
         double t0 = sf_now_s();
         st = sf_runtime_step(rt, &mb->bb->batch, NULL, err);
         double t = sf_now_s() - t0;
         if (st != SF_OK) break;
-        if (i >= v->o.warmup) {
-            int64_t j = i - v->o.warmup;
-            mb->times[j] = t;
-            double k[SF_SIM_TOTAL_COUNT];
-            step_kinds(rt, k);
-            for (int q = 0; q < SF_SIM_TOTAL_COUNT; q++) mb->kinds[q * it + j] = k[q];
+        if (k >= 0) {
+            int64_t j = lo + k;
+            times[j] = t;
+            double kind[SF_SIM_TOTAL_COUNT];
+            step_kinds(rt, kind);
+            for (int q = 0; q < SF_SIM_TOTAL_COUNT; q++) kinds[q * it + j] = kind[q];
         }
-        if (v->o.trace_dir && i == total - 1) {
+        if (v->o.trace_dir && last && k == hi - lo - 1) {
             char path[4096];
             snprintf(path, sizeof path, "%s/%s.measured.json", v->o.trace_dir, e->file);
             st = sf_cli_write_measured_trace(v->comm, rt, path, v->g, v->m, err);
@@ -529,19 +540,32 @@ static sf_status measure(vstate *v, entry *e, measure_bufs *mb, sf_progress *pro
         if (v->rank == 0) sf_progress_update(prog, (double)++*done, e->name);
     }
     sf_runtime_free(rt);
-    if (st != SF_OK) return st;
-    e->meas_s = median(mb->times, it);
-    memset(mb->all, 0, (size_t)v->ranks * SF_SIM_TOTAL_COUNT * sizeof *mb->all);
-    for (int q = 0; q < SF_SIM_TOTAL_COUNT; q++)
-        mb->all[v->rank * SF_SIM_TOTAL_COUNT + q] = median(mb->kinds + q * it, it);
-    st = sf_comm_sum(v->comm, mb->all, v->ranks * SF_SIM_TOTAL_COUNT);
-    if (st != SF_OK) return sf_error_set(err, st, "gathering the measured breakdown failed");
-    /* the step time is rank 0's (steps end with a world-wide sum, so every
-     * rank's is within a message latency of it): the same on every rank */
-    double ms[1] = {v->rank == 0 ? e->meas_s : 0};
-    st = sf_comm_sum(v->comm, ms, 1);
+    return st;
+}
+
+/* Strategy i's medians, the same on every rank: the step time is rank 0's
+ * (steps end with a world-wide sum, so every rank's is within a message
+ * latency of it), the kinds every rank's, through one sum. Collective. */
+static sf_status finish_entry(vstate *v, int i, measure_bufs *mb, sf_error *err) {
+    entry *e = &v->e[i];
+    int64_t it = v->o.iters;
+    const double *times = mb->times + (size_t)i * (size_t)it;
+    const double *kinds = mb->kinds + (size_t)i * SF_SIM_TOTAL_COUNT * (size_t)it;
+    size_t nr = (size_t)v->ranks * SF_SIM_TOTAL_COUNT;
+    memset(mb->all, 0, (nr + 2) * sizeof *mb->all);
+    for (int q = 0; q < SF_SIM_TOTAL_COUNT; q++) {
+        memcpy(mb->scratch, kinds + q * it, (size_t)it * sizeof *mb->scratch);
+        mb->all[v->rank * SF_SIM_TOTAL_COUNT + q] = median(mb->scratch, it);
+    }
+    if (v->rank == 0) {
+        memcpy(mb->scratch, times, (size_t)it * sizeof *mb->scratch);
+        mb->all[nr] = median(mb->scratch, it);
+        mb->all[nr + 1] = mb->scratch[0]; /* sorted by median() */
+    }
+    sf_status st = sf_comm_sum(v->comm, mb->all, (int)nr + 2);
     if (st != SF_OK) return sf_error_set(err, st, "gathering the measured times failed");
-    e->meas_s = ms[0];
+    e->meas_s = mb->all[nr];
+    e->meas_min_s = mb->all[nr + 1];
     const double *row = mb->all + e->crit * SF_SIM_TOTAL_COUNT;
     for (int q = 0; q < SF_SIM_TOTAL_COUNT; q++) e->meas[q] = row[q];
     e->meas[K_IDLE] = fmax(0, e->meas_s - e->meas[K_COMPUTE] - e->meas[K_UPDATE]);
@@ -555,33 +579,50 @@ static sf_status measure(vstate *v, entry *e, measure_bufs *mb, sf_progress *pro
     return SF_OK;
 }
 
+static int64_t rounds_of(const vstate *v) {
+    return v->o.rounds < v->o.iters ? v->o.rounds : v->o.iters;
+}
+
+/* Train with every strategy in rounds: each round runs every strategy in
+ * turn, a share of its timed steps after its own warm-up, so that a burst of
+ * load on a shared host spreads over all strategies instead of landing on
+ * one and reordering them. */
 static sf_status measure_all(vstate *v, sf_error *err) {
     measure_bufs mb = {0};
-    size_t it = (size_t)v->o.iters;
+    size_t it = (size_t)v->o.iters, n = (size_t)v->n;
     mb.bb = sf_batch_bufs_new(v->g, err);
     mb.w = sf_params_new(v->g, (uint64_t)v->o.seed, 0, err);
-    mb.times = malloc(it * sizeof *mb.times);
-    mb.kinds = malloc(it * SF_SIM_TOTAL_COUNT * sizeof *mb.kinds);
-    mb.all = malloc((size_t)v->ranks * SF_SIM_TOTAL_COUNT * sizeof *mb.all);
-    sf_status st = mb.bb && mb.w && mb.times && mb.kinds && mb.all ? SF_OK : SF_ERR_NOMEM;
+    mb.times = malloc(n * it * sizeof *mb.times);
+    mb.kinds = malloc(n * it * SF_SIM_TOTAL_COUNT * sizeof *mb.kinds);
+    mb.scratch = malloc(it * sizeof *mb.scratch);
+    mb.all = malloc(((size_t)v->ranks * SF_SIM_TOTAL_COUNT + 2) * sizeof *mb.all);
+    sf_status st =
+        mb.bb && mb.w && mb.times && mb.kinds && mb.scratch && mb.all ? SF_OK : SF_ERR_NOMEM;
     if (st != SF_OK && !err->msg[0]) sf_error_set(err, st, "out of memory");
     st = sf_comm_agree(v->comm, st, err);
+    int64_t rounds = rounds_of(v);
     sf_progress prog;
     int64_t done = 0;
     if (v->rank == 0)
-        sf_progress_start(&prog, stderr, "validate", (double)(v->n * (v->o.warmup + v->o.iters)));
-    for (int i = 0; i < v->n && st == SF_OK; i++) {
-        st = measure(v, &v->e[i], &mb, &prog, &done, err);
-        if (st != SF_OK && !strstr(err->msg, v->e[i].name)) {
-            sf_error inner = *err;
-            sf_error_set(err, st, "%s: %s", v->e[i].name, inner.msg);
+        sf_progress_start(&prog, stderr, "validate",
+                          (double)v->n * (double)(rounds * v->o.warmup + v->o.iters));
+    for (int64_t r = 0; r < rounds && st == SF_OK; r++) {
+        int64_t lo = v->o.iters * r / rounds, hi = v->o.iters * (r + 1) / rounds;
+        for (int i = 0; i < v->n && st == SF_OK; i++) {
+            st = run_round(v, i, lo, hi, r == rounds - 1, &mb, &prog, &done, err);
+            if (st != SF_OK && !strstr(err->msg, v->e[i].name)) {
+                sf_error inner = *err;
+                sf_error_set(err, st, "%s: %s", v->e[i].name, inner.msg);
+            }
         }
     }
+    for (int i = 0; i < v->n && st == SF_OK; i++) st = finish_entry(v, i, &mb, err);
     if (v->rank == 0) sf_progress_finish(&prog);
     sf_batch_bufs_free(mb.bb);
     if (mb.w) sf_params_free(v->g, mb.w);
     free(mb.times);
     free(mb.kinds);
+    free(mb.scratch);
     free(mb.all);
     return st;
 }
@@ -620,11 +661,13 @@ typedef struct fit {
 
 typedef struct summary {
     fit main;               /* the predictions of the table (--sync, ring) */
+    fit fastest;            /* the same against each strategy's fastest step */
     fit alt[N_SYNC_MODELS]; /* under each sync model */
 } summary;
 
-/* How predictions (alt < 0: the table's, else alt_s[alt]) fit the measurements. */
-static int fit_of(const vstate *v, int alt, fit *f) {
+/* How predictions (alt < 0: the table's, else alt_s[alt]) fit the measurements
+ * (the median steps, or the fastest ones). */
+static int fit_of(const vstate *v, int alt, int fastest, fit *f) {
     double *abs_err = malloc((size_t)v->n * sizeof *abs_err);
     double *p = malloc((size_t)v->n * sizeof *p), *m = malloc((size_t)v->n * sizeof *m);
     if (!abs_err || !p || !m) {
@@ -636,7 +679,7 @@ static int fit_of(const vstate *v, int alt, fit *f) {
     f->worst = 0;
     for (int i = 0; i < v->n; i++) {
         p[i] = alt < 0 ? v->e[i].pred_s : v->e[i].alt_s[alt];
-        m[i] = v->e[i].meas_s;
+        m[i] = fastest ? v->e[i].meas_min_s : v->e[i].meas_s;
         abs_err[i] = fabs(p[i] / m[i] - 1);
         if (abs_err[i] > abs_err[f->worst]) f->worst = i;
     }
@@ -649,8 +692,9 @@ static int fit_of(const vstate *v, int alt, fit *f) {
 }
 
 static int summarize(const vstate *v, summary *s) {
-    int rc = fit_of(v, -1, &s->main);
-    for (int a = 0; a < N_SYNC_MODELS && rc == SF_EXIT_OK; a++) rc = fit_of(v, a, &s->alt[a]);
+    int rc = fit_of(v, -1, 0, &s->main);
+    if (rc == SF_EXIT_OK) rc = fit_of(v, -1, 1, &s->fastest);
+    for (int a = 0; a < N_SYNC_MODELS && rc == SF_EXIT_OK; a++) rc = fit_of(v, a, 0, &s->alt[a]);
     return rc;
 }
 
@@ -682,6 +726,7 @@ static int print_json(const vstate *v, const summary *s) {
     bad |= json_object_set_new(j, "sync", json_string(sf_sync_mode_name(v->o.sync)));
     bad |= json_object_set_new(j, "iters", json_integer(v->o.iters));
     bad |= json_object_set_new(j, "warmup", json_integer(v->o.warmup));
+    bad |= json_object_set_new(j, "rounds", json_integer(rounds_of(v)));
     bad |= json_object_set_new(j, "seed", json_integer(v->o.seed));
     for (int i = 0; i < v->n && !bad; i++) {
         const entry *e = &v->e[i];
@@ -704,6 +749,7 @@ static int print_json(const vstate *v, const summary *s) {
         }
         bad |= json_object_set_new(row, "predicted_ms_by_sync_model", alt);
         bad |= json_object_set_new(row, "measured_ms", json_real(e->meas_s * 1e3));
+        bad |= json_object_set_new(row, "measured_min_ms", json_real(e->meas_min_s * 1e3));
         bad |= json_object_set_new(row, "error_pct", num_or_null(e->error * 100));
         bad |= json_object_set_new(row, "fits", json_boolean(e->fits));
         bad |= json_object_set_new(row, "critical_device", json_integer(e->crit));
@@ -722,6 +768,10 @@ static int print_json(const vstate *v, const summary *s) {
                                json_pack("{s:s,s:o}", "name", v->e[s->main.worst].name, "error_pct",
                                          num_or_null(v->e[s->main.worst].error * 100)));
     bad |= json_object_set_new(j, "kendall_tau", num_or_null(s->main.tau));
+    bad |= json_object_set_new(j, "fastest_steps",
+                               json_pack("{s:o,s:o}", "median_abs_error_pct",
+                                         num_or_null(s->fastest.median_abs * 100), "kendall_tau",
+                                         num_or_null(s->fastest.tau)));
     json_t *models = json_object();
     for (int a = 0; a < N_SYNC_MODELS && models; a++) {
         char key[32];
@@ -748,8 +798,9 @@ static int print_text(const vstate *v, const summary *s) {
            sf_graph_name(v->g), v->ranks, v->ranks > 1 ? "s" : "", sf_comm_kind(v->comm),
            sf_machine_name(v->m), (long long)v->batch, sf_cost_name(v->cm),
            v->o.costs ? " from " : "", v->o.costs ? v->o.costs : "", sf_sync_mode_name(v->o.sync));
-    printf("measured: median of %lld steps after %lld warm-up, synthetic data\n\n",
-           (long long)v->o.iters, (long long)v->o.warmup);
+    printf("measured: median of %lld steps in %lld rounds over the strategies, each after %lld "
+           "warm-up, synthetic data\n\n",
+           (long long)v->o.iters, (long long)rounds_of(v), (long long)v->o.warmup);
     static const char *const h1[] = {"#", "strategy", "predicted ms", "measured ms", "error"};
     sf_cli_table *t = sf_cli_table_new(5, h1, "rlrrr");
     for (int i = 0; i < v->n; i++) {
@@ -768,6 +819,9 @@ static int print_text(const vstate *v, const summary *s) {
     printf("\nmedian |error| %.1f%%, worst %s (%+.1f%%), Kendall tau %s over %d strateg%s\n",
            s->main.median_abs * 100, v->e[s->main.worst].name, v->e[s->main.worst].error * 100, tau,
            v->n, v->n == 1 ? "y" : "ies");
+    fmt_tau(s->fastest.tau, tau, sizeof tau);
+    printf("against each strategy's fastest step: median |error| %.1f%%, Kendall tau %s\n",
+           s->fastest.median_abs * 100, tau);
     printf("the simulator's sync models against the same measurements:");
     for (int a = 0; a < N_SYNC_MODELS; a++) {
         fmt_tau(s->alt[a].tau, tau, sizeof tau);

@@ -647,6 +647,18 @@ static int multi_ops(const sf_graph *g, sf_rng *rng, int *ops) {
     return k;
 }
 
+/* sf_sim_kind_totals of two simulators of the same strategy, device by device:
+ * equal bit for bit (both sum in canonical task order). */
+static void kind_totals_equal(const sf_sim *a, const sf_sim *b, int n_dev) {
+    sf_error err = {0};
+    for (int d = 0; d < n_dev; d++) {
+        double ta[SF_SIM_TOTAL_COUNT], tb[SF_SIM_TOTAL_COUNT];
+        assert_int_equal(sf_sim_kind_totals(a, d, ta, &err), SF_OK);
+        assert_int_equal(sf_sim_kind_totals(b, d, tb, &err), SF_OK);
+        for (int k = 0; k < SF_SIM_TOTAL_COUNT; k++) assert_true(ta[k] == tb[k]);
+    }
+}
+
 /* Delta simulation equals full simulation after every random change of one
  * operator (or of several at once: multi), and the delta simulator's layout
  * holds exactly its blocks' tasks and edges after every update and every
@@ -694,6 +706,7 @@ static void delta_vs_full(const delta_case *dc, sf_machine *m) {
         assert_true(sim_layout_consistent(delta));
         assert_int_equal(sf_sim_run(full, s, &rf, &err), SF_OK);
         results_equal(&rd, &rf);
+        if (it % 10 == 0) kind_totals_equal(delta, full, sf_machine_num_devices(m));
         /* what changed lies inside what was scheduled again (from t0 on) */
         sf_sim_delta_stats ds;
         assert_int_equal(sf_sim_delta_stats_get(delta, &ds, &err), SF_OK);
@@ -870,6 +883,92 @@ static void test_link_resources(void **state) {
     sf_machine_free(m);
 }
 
+static int close_to(double a, double b) {
+    return fabs(a - b) <= 1e-9 * fmax(fabs(a), fabs(b)) + 1e-15;
+}
+
+/* Per-device kind totals add up to what the result says by another route: compute +
+ * update is each device's busy time and, over all devices, compute_s; on a machine
+ * of single-link routes (shared memory between ranks) transfer and sync add up to
+ * transfer_s and sync_s, for ring all-reduces and parameter servers, random
+ * strategies and data parallelism. Bad arguments are refused. */
+static void test_kind_totals(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = sf_machine_open("cpu[4]", &err);
+    assert_non_null(m);
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = 16;
+    sf_graph *g = sf_model_build("lenet5", &o, &err);
+    assert_non_null(g);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    sf_strategy *s = sf_strategy_new(g);
+    sf_rng rng;
+    sf_rng_seed(&rng, 77);
+    for (int scheme = 0; scheme < SF_SCHEME_COUNT; scheme++) {
+        sf_sim_options so;
+        sf_sim_options_default(&so);
+        so.scheme = (sf_sync_scheme)scheme;
+        sf_sim *sim = sf_sim_new(g, m, cm, &so, &err);
+        double t[SF_SIM_TOTAL_COUNT];
+        assert_int_equal(sf_sim_kind_totals(sim, 0, t, &err), SF_ERR_INVALID); /* before a run */
+        for (int trial = 0; trial < 20; trial++) {
+            if (trial == 0) {
+                assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
+            } else {
+                for (int i = 0; i < sf_graph_num_ops(g); i++)
+                    sf_config_random(sf_graph_op(g, i), m, &rng, sf_strategy_config(s, i));
+            }
+            sf_sim_result r;
+            assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+            double sum[SF_SIM_TOTAL_COUNT] = {0};
+            for (int d = 0; d < r.n_devices; d++) {
+                assert_int_equal(sf_sim_kind_totals(sim, d, t, &err), SF_OK);
+                assert_true(
+                    close_to(t[SF_SIM_TOTAL_COMPUTE] + t[SF_SIM_TOTAL_UPDATE], r.device_busy_s[d]));
+                for (int k = 0; k < SF_SIM_TOTAL_COUNT; k++) sum[k] += t[k];
+            }
+            assert_true(
+                close_to(sum[SF_SIM_TOTAL_COMPUTE] + sum[SF_SIM_TOTAL_UPDATE], r.compute_s));
+            assert_true(close_to(sum[SF_SIM_TOTAL_TRANSFER], r.transfer_s));
+            assert_true(close_to(sum[SF_SIM_TOTAL_SYNC], r.sync_s));
+            if (trial == 0) assert_true(sum[SF_SIM_TOTAL_SYNC] > 0); /* data parallel syncs */
+        }
+        assert_int_equal(sf_sim_kind_totals(sim, 4, t, &err), SF_ERR_INVALID);
+        assert_int_equal(sf_sim_kind_totals(sim, -1, t, &err), SF_ERR_INVALID);
+        sf_sim_free(sim);
+    }
+    sf_strategy_free(s);
+    sf_cost_free(cm);
+    sf_graph_free(g);
+    sf_machine_free(m);
+
+    /* by hand: input x on device 0 feeds a on device 1; x has no backward, so
+     * the one message goes 0 -> 1 and is charged to its receiver */
+    m = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
+    int x, a;
+    g = small_graph("k", &x, &a, NULL, 0);
+    s = sf_strategy_new(g);
+    place(s, a, 2, (int[]){1, 1}, 1, (int[]){1});
+    sf_cost_model fixed = {&fixed_vt, NULL, m};
+    sf_sim *sim = sf_sim_new(g, m, &fixed, NULL, &err);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    double t0[SF_SIM_TOTAL_COUNT], t1[SF_SIM_TOTAL_COUNT];
+    assert_int_equal(sf_sim_kind_totals(sim, 0, t0, &err), SF_OK);
+    assert_int_equal(sf_sim_kind_totals(sim, 1, t1, &err), SF_OK);
+    assert_true(fabs(t0[SF_SIM_TOTAL_COMPUTE] - 0.1e-3) < EPS && t0[SF_SIM_TOTAL_TRANSFER] == 0);
+    assert_true(fabs(t1[SF_SIM_TOTAL_COMPUTE] - 3e-3) < EPS);
+    assert_true(fabs(t1[SF_SIM_TOTAL_TRANSFER] - (10e-6 + 128.0 / 1e6)) < EPS);
+    assert_true(fabs(t1[SF_SIM_TOTAL_UPDATE] - 0.5e-3) < EPS && t0[SF_SIM_TOTAL_UPDATE] == 0);
+    assert_true(t0[SF_SIM_TOTAL_SYNC] == 0 && t1[SF_SIM_TOTAL_SYNC] == 0);
+    sf_sim_free(sim);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+}
+
 /* The pictures do not depend on the order links were met: after random moves a
  * delta simulator has numbered its links otherwise than a fresh simulator of
  * the final strategy, and both write the same trace and SVG, byte for byte. */
@@ -935,6 +1034,7 @@ static void test_pictures_independent_of_link_order(void **state) {
     sf_graph_free(g);
     sf_machine_free(m);
 }
+
 
 static void test_update_errors(void **state) {
     (void)state;
@@ -1008,6 +1108,7 @@ int main(void) {
         cmocka_unit_test(test_relabel_symmetric),
         cmocka_unit_test(test_data_parallel_free_links),
         cmocka_unit_test(test_update_errors),
+        cmocka_unit_test(test_kind_totals),
         cmocka_unit_test(test_delta_stats),
         cmocka_unit_test(test_delta_equals_full),
         cmocka_unit_test(test_link_resources),

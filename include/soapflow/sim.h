@@ -159,6 +159,30 @@ sf_status sf_sim_delta_stats_get(sf_sim *sim, sf_sim_delta_stats *out, sf_error 
 /* The strategy the simulator holds now (after run/update). */
 const sf_strategy *sf_sim_strategy(const sf_sim *sim);
 
+/* ---- where one device's time goes ------------------------------------------ */
+
+/* Kinds of task time charged to one device (sf_sim_kind_totals). */
+typedef enum sf_sim_total {
+    SF_SIM_TOTAL_COMPUTE = 0, /* its forward and backward tasks */
+    SF_SIM_TOTAL_TRANSFER,    /* activation and activation-gradient link tasks on links
+                               * into it (the hop that delivers a message it receives) */
+    SF_SIM_TOTAL_SYNC,        /* gradient-sync link tasks on links out of it (its ring
+                               * edge; parameter server: what it sends) */
+    SF_SIM_TOTAL_UPDATE,      /* its update tasks */
+    SF_SIM_TOTAL_COUNT
+} sf_sim_total;
+
+/* Seconds of task time of the last schedule that fall to `device`, by kind:
+ * sums of task durations (link tasks hold their link, overlap or not), in
+ * canonical task order, so a delta update gives exactly what a full run of
+ * the same strategy gives. compute + update is device_busy_s[device]; summed
+ * over every device, compute + update is sf_sim_result.compute_s, and on a
+ * machine of single-link routes transfer and sync are transfer_s and sync_s.
+ * SF_ERR_INVALID when nothing (or only a cut-off update) was simulated or
+ * device is out of range. */
+sf_status sf_sim_kind_totals(const sf_sim *sim, int device, double out[SF_SIM_TOTAL_COUNT],
+                             sf_error *err);
+
 /* ---- pictures of the last schedule ---------------------------------------- */
 
 /* Chrome trace JSON (Perfetto): a track per device and per link. Needs a

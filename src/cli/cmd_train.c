@@ -407,16 +407,19 @@ static int predict(train_state *t, sf_error *err) {
     return SF_EXIT_OK;
 }
 
-/* Gather every rank's events of the last step on rank 0 and write the trace there. */
-static sf_status write_trace(train_state *t, sf_error *err) {
+/* Gather every rank's events of the last step on rank 0 and write the trace
+ * there (validate writes its measured traces with it too). */
+sf_status sf_cli_write_measured_trace(sf_comm *c, const sf_runtime *rt, const char *path,
+                                      const sf_graph *g, const sf_machine *m, sf_error *err) {
+    int rank = sf_comm_rank(c), ranks = sf_comm_size(c);
     const sf_rt_event *mine;
-    int n = sf_runtime_events(t->rt, &mine);
-    sf_rt_event **all = calloc((size_t)t->ranks, sizeof *all);
-    int *count = calloc((size_t)t->ranks, sizeof *count);
+    int n = sf_runtime_events(rt, &mine);
+    sf_rt_event **all = calloc((size_t)ranks, sizeof *all);
+    int *count = calloc((size_t)ranks, sizeof *count);
     sf_status st = all && count ? SF_OK : SF_ERR_NOMEM;
-    for (int r = 0; r < t->ranks && st == SF_OK; r++) {
-        int k = r == t->rank ? n : 0;
-        st = sf_comm_bcast(t->comm, &k, sizeof k, r);
+    for (int r = 0; r < ranks && st == SF_OK; r++) {
+        int k = r == rank ? n : 0;
+        st = sf_comm_bcast(c, &k, sizeof k, r);
         if (st != SF_OK) break;
         count[r] = k;
         all[r] = malloc((size_t)(k ? k : 1) * sizeof *all[r]);
@@ -424,13 +427,12 @@ static sf_status write_trace(train_state *t, sf_error *err) {
             st = SF_ERR_NOMEM; /* the others would wait: the step's agreement catches it */
             break;
         }
-        if (r == t->rank) memcpy(all[r], mine, (size_t)k * sizeof *mine);
-        st = sf_comm_bcast(t->comm, all[r], (size_t)k * sizeof *all[r], r);
+        if (r == rank) memcpy(all[r], mine, (size_t)k * sizeof *mine);
+        st = sf_comm_bcast(c, all[r], (size_t)k * sizeof *all[r], r);
     }
-    if (st == SF_OK && t->rank == 0)
-        st = sf_runtime_write_trace(t->o.trace, t->g, t->m, t->ranks,
-                                    (const sf_rt_event *const *)all, count, err);
-    for (int r = 0; all && r < t->ranks; r++) free(all[r]);
+    if (st == SF_OK && rank == 0)
+        st = sf_runtime_write_trace(path, g, m, ranks, (const sf_rt_event *const *)all, count, err);
+    for (int r = 0; all && r < ranks; r++) free(all[r]);
     free(all);
     free(count);
     return st;
@@ -567,7 +569,7 @@ int sf_cmd_train(int argc, char **argv) {
         losses[i] = loss;
         if (st != SF_OK) break;
         if (t.o.trace && !traced && (i == total / 2 || i == total - 1)) {
-            st = write_trace(&t, &err);
+            st = sf_cli_write_measured_trace(t.comm, t.rt, t.o.trace, t.g, t.m, &err);
             traced = 1;
         }
         if (t.rank == 0 && !t.o.json) {

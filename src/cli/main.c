@@ -30,6 +30,8 @@ static const sf_cli_command commands[] = {
      sf_cmd_calibrate},
     {"train", "under mpirun: train a model with a strategy, measured beside the prediction",
      sf_cmd_train},
+    {"validate", "under mpirun: predicted vs measured iteration time, strategy by strategy",
+     sf_cmd_validate},
 };
 
 #define N_COMMANDS ((int)(sizeof commands / sizeof commands[0]))

@@ -1707,3 +1707,48 @@ const sim_task *sim_task_of(const sf_sim *sim, int64_t slot, int *block) {
     if (block) *block = bid;
     return &sim->blocks[bid].tasks[k & ((1u << SIM_IDX_BITS) - 1)];
 }
+
+/* ---- where one device's time goes ------------------------------------------------ */
+
+/* A walk over the blocks in canonical order, charging each task to the device
+ * it runs on or, for a link task, to the device at the end of its link that
+ * the runtime measures it on: the receiver of a message, the sender of a
+ * gradient-sync message. The blocks hold every task's duration, so this needs
+ * no kept schedule. */
+sf_status sf_sim_kind_totals(const sf_sim *sim, int device, double out[SF_SIM_TOTAL_COUNT],
+                             sf_error *err) {
+    if (!sim || !sim->has_run || sim->cut_pending)
+        return sf_error_set(err, SF_ERR_INVALID, "no simulated schedule to sum");
+    if (device < 0 || device >= sim->n_dev)
+        return sf_error_set(err, SF_ERR_INVALID, "device %d is not one of the %d devices", device,
+                            sim->n_dev);
+    for (int k = 0; k < SF_SIM_TOTAL_COUNT; k++) out[k] = 0;
+    for (int k = 0; k < sim->n_order; k++) {
+        const sim_block *b = &sim->blocks[sim->order[k]];
+        for (int i = 0; i < b->n_tasks; i++) {
+            const sim_task *t = &b->tasks[i];
+            if (t->res == SIM_NO_RES) continue;
+            sf_link lb;
+            int link = sim_res_link(sim, t->res);
+            const sf_link *l = link >= 0 ? sf_machine_link(sim->m, link, &lb) : NULL;
+            switch ((sim_kind)t->kind) {
+            case SIM_FWD:
+            case SIM_BWD:
+                if (t->res == device) out[SF_SIM_TOTAL_COMPUTE] += t->dur_s;
+                break;
+            case SIM_UPDATE:
+                if (t->res == device) out[SF_SIM_TOTAL_UPDATE] += t->dur_s;
+                break;
+            case SIM_XFER:
+            case SIM_GRAD:
+                if (l && l->dst_dev == device) out[SF_SIM_TOTAL_TRANSFER] += t->dur_s;
+                break;
+            case SIM_SYNC:
+                if (l && l->src_dev == device) out[SF_SIM_TOTAL_SYNC] += t->dur_s;
+                break;
+            default: break;
+            }
+        }
+    }
+    return SF_OK;
+}

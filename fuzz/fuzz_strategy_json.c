@@ -1,0 +1,70 @@
+/*
+ * fuzz_strategy_json.c - the strategy JSON reader (sf_strategy_parse_json,
+ * io.h) on any text, against one model and machine built once: lenet5 at
+ * batch 8 on p100-4x4 (16 devices). An error, or a strategy that validates,
+ * simulates (a strategy the reader accepts goes straight to the simulator in
+ * `soapflow simulate --strategy`), and writes, reads back and writes the same.
+ */
+#include "fuzz.h"
+#include "soapflow/cost.h"
+#include "soapflow/io.h"
+#include "soapflow/models.h"
+#include "soapflow/sim.h"
+#include "soapflow/strategy.h"
+
+static sf_graph *g;
+static sf_machine *m;
+static sf_cost_model *cm;
+static sf_sim *sim;
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc;
+    (void)argv;
+    sf_log_set_level(SF_LOG_ERROR); /* the reader warns when "model" names another model */
+    sf_error err = {0};
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = 8;
+    g = sf_model_build("lenet5", &o, &err);
+    m = g ? sf_machine_preset("p100-4x4", &err) : NULL;
+    cm = m ? sf_cost_analytic_new(m, NULL) : NULL;
+    sim = cm ? sf_sim_new(g, m, cm, NULL, &err) : NULL;
+    FUZZ_CHECK(sim, "set-up: %s", err.msg);
+    return 0;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    char *text = fuzz_text(data, size);
+    if (!text) return FUZZ_REJECT;
+    sf_strategy *s = sf_strategy_new(g);
+    FUZZ_CHECK(s, "out of memory");
+    sf_error err = {0};
+    sf_status st = sf_strategy_parse_json(s, text, "strategy.json", g, m, &err);
+    free(text);
+    if (st != SF_OK) {
+        fuzz_check_error(st, &err, "strategy.json");
+        sf_strategy_free(s);
+        return 0;
+    }
+    FUZZ_CHECK(sf_strategy_validate(s, g, m, &err) == SF_OK, "read but invalid: %s", err.msg);
+    sf_sim_result r;
+    FUZZ_CHECK(sf_sim_run(sim, s, &r, &err) == SF_OK, "read but does not simulate: %s", err.msg);
+    FUZZ_CHECK(r.iter_s > 0 && r.iter_s < 1e300, "iteration time %g s", r.iter_s);
+    char *j1 = sf_strategy_to_json_for(s, g, m, &err);
+    FUZZ_CHECK(j1, "a strategy that was read does not write: %s", err.msg);
+    sf_strategy *s2 = sf_strategy_new(g);
+    sf_error err2 = {0};
+    FUZZ_CHECK(s2 && sf_strategy_parse_json(s2, j1, "written.json", g, m, &err2) == SF_OK,
+               "what the writer wrote does not read back: %s\n%s", err2.msg, j1);
+    for (int i = 0; i < sf_strategy_num_ops(s); i++)
+        FUZZ_CHECK(sf_config_equal(sf_strategy_get(s, i), sf_strategy_get(s2, i)),
+                   "operator %d reads back another config", i);
+    char *j2 = sf_strategy_to_json_for(s2, g, m, &err2);
+    FUZZ_CHECK(j2 && strcmp(j1, j2) == 0, "written twice, not the same text:\n%s\n%s", j1,
+               j2 ? j2 : err2.msg);
+    free(j2);
+    free(j1);
+    sf_strategy_free(s2);
+    sf_strategy_free(s);
+    return 0;
+}

@@ -5,10 +5,11 @@
  *
  * Seeds are small valid files as soapflow's own writers write them, so that
  * the fuzzer starts from inputs that reach deep into each reader: zoo models
- * at tiny sizes, every machine preset, the baseline strategies of the
- * strategy harness's model (lenet5 at batch 8 on p100-4x4), costs files of
- * real profile keys (timed by the analytic model, so the files are the same
- * on every run), IDX files plain and gzipped, and safetensors checkpoints.
+ * at tiny sizes, every machine preset, the baseline and random strategies of
+ * the strategy harness's models (lenet5 on p100-4x4, nmt on k80-16x4), costs
+ * files of real profile keys (timed by the analytic model, so the files are
+ * the same on every run), IDX files plain and gzipped, and safetensors
+ * checkpoints.
  * Hand-written seeds (docs examples, a model with the operator types no small
  * zoo model has) sit beside them in fuzz/corpus/ and are not touched.
  */
@@ -92,16 +93,16 @@ static void machines(void) {
     }
 }
 
-static void strategies(void) {
-    sf_graph *g = model("lenet5", 8, 0, 0, 0);
-    sf_machine *m = sf_machine_preset("p100-4x4", &err);
+/* The baselines and two random strategies of g on machine, as PREFIX_NAME.json. */
+static void strategies_of(sf_graph *g, const char *machine, const char *prefix) {
+    sf_machine *m = sf_machine_preset(machine, &err);
     sf_strategy *s = sf_strategy_new(g);
     if (!m || !s) die("strategies");
-    const char *names[] = {"data", "model", "owt", "single"};
+    const char *names[] = {"data", "model", "owt", "expert", "single"};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
         if (sf_strategy_baseline(s, names[i], g, m, &err) != SF_OK) die(names[i]);
         char name[64];
-        snprintf(name, sizeof name, "%s.json", names[i]);
+        snprintf(name, sizeof name, "%s_%s.json", prefix, names[i]);
         put_text("strategy_json", name, sf_strategy_to_json_for(s, g, m, &err));
     }
     /* random configs: splits on several dimensions, scattered devices */
@@ -111,12 +112,18 @@ static void strategies(void) {
         for (int i = 0; i < sf_graph_num_ops(g); i++)
             sf_config_random(sf_graph_op(g, i), m, &rng, sf_strategy_config(s, i));
         char name[64];
-        snprintf(name, sizeof name, "random%d.json", k);
+        snprintf(name, sizeof name, "%s_random%d.json", prefix, k);
         put_text("strategy_json", name, sf_strategy_to_json_for(s, g, m, &err));
     }
     sf_strategy_free(s);
     sf_machine_free(m);
     sf_graph_free(g);
+}
+
+/* The two contexts of fuzz_strategy_json.c. */
+static void strategies(void) {
+    strategies_of(model("lenet5", 8, 0, 0, 0), "p100-4x4", "lenet5");
+    strategies_of(model("nmt", 4, 4, 8, 16), "k80-16x4", "nmt");
 }
 
 /* A costs file of the keys of one baseline of a model, timed analytically. */

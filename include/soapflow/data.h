@@ -60,6 +60,11 @@ typedef struct sf_idx {
  * file ends at 123" or, gzipped, "...gz: byte 16 of the decompressed data: truncated
  * gzip stream: ...". */
 sf_status sf_idx_read(const char *path, const char *what, sf_idx *out, sf_error *err);
+/* The same on len bytes in memory (plain or gzipped, told apart the same way;
+ * the bytes are not kept): the same errors and messages, with `origin` (NULL:
+ * "IDX data") where sf_idx_read names the file. */
+sf_status sf_idx_parse(const void *bytes, size_t len, const char *origin, const char *what,
+                       sf_idx *out, sf_error *err);
 void sf_idx_free(sf_idx *x);
 
 /* ---- datasets ---------------------------------------------------------- */

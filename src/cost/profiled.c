@@ -257,6 +257,11 @@ sf_status sf_profile_db_insert(sf_profile_db *db, const char *key, sf_op_type op
         return sf_error_set(err, SF_ERR_RANGE,
                             "profile entry '%.200s': times must be from 0 to %g s, reps >= 1",
                             key, SF_PROFILE_TIME_MAX_S);
+    /* -0 passes the range check; stored as it is, it would be written "-0",
+     * which JSON readers take for the integer 0: store 0, which writes "0"
+     * and reads back as itself */
+    if (fwd_s == 0) fwd_s = 0;
+    if (bwd_s == 0) bwd_s = 0;
     size_t slot = find_slot(db, key);
     if (db->slots[slot] >= 0) {
         sf_profile_entry *e = &db->entries[db->slots[slot]];

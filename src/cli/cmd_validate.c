@@ -443,7 +443,8 @@ static int predict(vstate *v) {
             sf_sim_result r;
             if (sf_sim_run(sim, v->e[i].s, &r, &err) != SF_OK)
                 rc = sf_cli_fail("validate: %s: %s", v->e[i].name, err.msg);
-            v->e[i].alt_s[a] = r.iter_s;
+            else
+                v->e[i].alt_s[a] = r.iter_s;
         }
         sf_sim_free(sim);
     }

@@ -12,7 +12,7 @@ Kendall tau, worst strategy, which task kind carries the error) and, with
 
 usage: bench/validate_table.py SOAPFLOW [--ranks 2,4] [--models lenet5,mlp]
            [--strategies LIST] [--iters N] [--out DIR] [--analytic] [--rows]
-           [--sync overlap|bulk] [--reuse]
+           [--sync overlap|bulk] [--reuse] [--threshold LOAD]
 """
 import argparse
 import collections
@@ -21,6 +21,7 @@ import os
 import shlex
 import subprocess
 import sys
+import time
 
 STRATEGIES = "data,model,owt,random:6,search"
 ENV = {"OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
@@ -36,9 +37,19 @@ def run(cmd, log):
     return r
 
 
+def tau(x):
+    return "n/a" if x is None else f"{x:.2f}"
+
+
 def load():
     with open("/proc/loadavg") as f:
         return float(f.read().split()[0])
+
+
+def wait_quiet(threshold):
+    """Wait until the 1-minute load average is below threshold (0: do not wait)."""
+    while threshold and load() >= threshold:
+        time.sleep(10)
 
 
 def main():
@@ -48,6 +59,8 @@ def main():
     ap.add_argument("--models", default="lenet5,mlp")
     ap.add_argument("--strategies", default=STRATEGIES)
     ap.add_argument("--iters", default="20")
+    ap.add_argument("--threshold", type=float, default=0,
+                    help="wait before each run until the 1-minute load is below this")
     ap.add_argument("--out", default="build/validate")
     ap.add_argument("--sync")
     ap.add_argument("--analytic", action="store_true",
@@ -62,10 +75,12 @@ def main():
     for p in [int(x) for x in a.ranks.split(",")]:
         machine = f"{a.out}/local-{p}.json"
         if not (a.reuse and os.path.exists(machine)):
+            wait_quiet(a.threshold)
             run(["mpirun", "-n", str(p), sf, "calibrate", "--out", machine], log)
         for model in a.models.split(","):
             costs = f"{a.out}/costs-{model}-{p}.json"
             if not (a.reuse and os.path.exists(costs)):
+                wait_quiet(a.threshold)
                 run([sf, "profile", "--model", model, "--batch", "64", "--machine", machine,
                      "--out", costs], log)
             variants = [("profiled", ["--costs", costs])]
@@ -78,6 +93,7 @@ def main():
                        "--svg", f"{a.out}/{model}-{p}-{label}.svg"]
                 if a.sync:
                     cmd += ["--sync", a.sync]
+                wait_quiet(a.threshold)
                 before = load()
                 r = run(cmd, log)
                 after = load()
@@ -91,25 +107,35 @@ def main():
         print(c)
     print("```\n")
     print("| ranks | model | costs | strategies (not data) | median abs error | Kendall tau "
-          "| worst | largest gap (count) | load |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| fastest steps: error, tau | worst | largest gap (count) | load |")
+    print("|---|---|---|---|---|---|---|---|---|---|")
     for j in results:
         rows = j["strategies"]
         nd = sum(1 for r in rows if r["name"] != "data")
         gaps = collections.Counter(r["largest_gap"] for r in rows).most_common()
-        tau = j["kendall_tau"]
+        f = j["fastest_steps"]
         print(f"| {j['ranks']} | {j['model']} | {j['_label']} | {len(rows)} ({nd}) "
-              f"| {j['median_abs_error_pct']:.1f}% "
-              f"| {'n/a' if tau is None else f'{tau:.2f}'} "
+              f"| {j['median_abs_error_pct']:.1f}% | {tau(j['kendall_tau'])} "
+              f"| {f['median_abs_error_pct']:.1f}%, {tau(f['kendall_tau'])} "
               f"| {j['worst']['name']} ({j['worst']['error_pct']:+.1f}%) "
               f"| {', '.join(f'{k} ({n})' for k, n in gaps)} "
               f"| {j['_load'][0]:.1f}-{j['_load'][1]:.1f} |")
+    models = list(results[0]["sync_models"]) if results else []
+    print("\nThe simulator's sync models against the same measurements "
+          "(median abs error, Kendall tau):\n")
+    print("| ranks | model | costs | " + " | ".join(models) + " |")
+    print("|---|---|---|" + "---|" * len(models))
+    for j in results:
+        sm = j["sync_models"]
+        print(f"| {j['ranks']} | {j['model']} | {j['_label']} | "
+              + " | ".join(f"{sm[k]['median_abs_error_pct']:.1f}%, {tau(sm[k]['kendall_tau'])}"
+                           for k in models) + " |")
     if a.rows:
         kinds = ["compute", "transfer", "sync", "update", "idle"]
         print("\nPer strategy (ms; breakdown on the critical device, predicted / measured):\n")
-        print("| ranks | model | costs | strategy | predicted | measured | error | "
+        print("| ranks | model | costs | strategy | predicted | measured | fastest | error | "
               + " | ".join(kinds) + " |")
-        print("|---|---|---|---|---|---|---|" + "---|" * len(kinds))
+        print("|---|---|---|---|---|---|---|---|" + "---|" * len(kinds))
         for j in results:
             for r in j["strategies"]:
                 b = r["breakdown"]
@@ -117,6 +143,7 @@ def main():
                                    for k in kinds)
                 print(f"| {j['ranks']} | {j['model']} | {j['_label']} | {r['name']} "
                       f"| {r['predicted_ms']:.2f} | {r['measured_ms']:.2f} "
+                      f"| {r['measured_min_ms']:.2f} "
                       f"| {r['error_pct']:+.1f}% | {cells} |")
     warns = [j["_warn"] for j in results if j["_warn"]]
     if warns:

@@ -108,7 +108,8 @@ grep -q 'profiled costs' "$out" || fail "validate: does not say the costs are pr
 ! grep -q 'nan\|inf' "$out" || fail "validate: a figure is not finite: $(cat "$out")"
 [ "$(grep -c 'warning: .*costs.json does not cover' "$TMP/text.err")" -eq 1 ] ||
     fail "validate: want one warning about the costs file, got: $(cat "$TMP/text.err")"
-[ "$(grep -c '^soapflow: ' "$TMP/text.err")" -eq 1 ] ||
+# (on a host of one core, 2 ranks also get the warning that they share it)
+[ "$(grep '^soapflow: ' "$TMP/text.err" | grep -vc 'ranks on [0-9]* cores')" -eq 1 ] ||
     fail "validate: want nothing on stderr but the warning: $(cat "$TMP/text.err")"
 
 echo "cli_validate: ok"

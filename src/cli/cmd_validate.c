@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <cblas.h>
 
@@ -442,7 +443,8 @@ static int predict(vstate *v) {
             sf_sim_result r;
             if (sf_sim_run(sim, v->e[i].s, &r, &err) != SF_OK)
                 rc = sf_cli_fail("validate: %s: %s", v->e[i].name, err.msg);
-            v->e[i].alt_s[a] = r.iter_s;
+            else
+                v->e[i].alt_s[a] = r.iter_s;
         }
         sf_sim_free(sim);
     }
@@ -459,6 +461,18 @@ static void warn_costs(const vstate *v) {
                   "--machine %s --out %s'",
                   v->o.costs, (long long)v->missed, (long long)v->asked, buf, v->o.model.model,
                   (long long)v->batch, sf_machine_name(v->m), v->o.costs);
+}
+
+/* One line when the ranks outnumber the host's cores: the simulator gives every
+ * device its own core, and ranks that share one wait for each other's turn
+ * (docs/simulator.md, "How close the simulator is"). */
+static void warn_cores(const vstate *v) {
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    if (v->rank != 0 || cores <= 0 || v->ranks <= cores) return;
+    SF_LOG_WARN_F("%d ranks on %ld cores: ranks share cores, which the simulator does not model "
+                  "(it gives every device its own); expect measured times well above the "
+                  "predictions",
+                  v->ranks, cores);
 }
 
 /* ---- measured ------------------------------------------------------------------------- */
@@ -985,6 +999,7 @@ int sf_cmd_validate(int argc, char **argv) {
         return rc != SF_EXIT_OK ? rc : SF_EXIT_FAIL;
     }
     warn_costs(&v);
+    warn_cores(&v);
 
     sf_status st = measure_all(&v, &err);
     if (st != SF_OK) {

@@ -52,8 +52,7 @@ int main(void) {
     }
     int v[1] = {failed};
     sf_comm_max(c, v, 1);
-    if (rank == 0)
-        printf("mpi_runtime: %d cases on %d ranks, %d failed\n", cases, n, v[0]);
+    if (rank == 0) printf("mpi_runtime: %d cases on %d ranks, %d failed\n", cases, n, v[0]);
     sf_comm_free(c);
     return v[0] ? 1 : 0;
 }

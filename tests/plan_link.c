@@ -19,7 +19,7 @@
 #define CHECK(c)                                                                                   \
     do {                                                                                           \
         if (!(c)) {                                                                                \
-            fprintf(stderr, "plan_link: %s failed: %s\n", #c, err.msg);                             \
+            fprintf(stderr, "plan_link: %s failed: %s\n", #c, err.msg);                            \
             return 1;                                                                              \
         }                                                                                          \
     } while (0)
@@ -66,8 +66,15 @@ int main(void) {
     for (int64_t i = 0; i < conv->n_params; i++) w[i] = (float)((i * 13) % 29) / 29.0f - 0.5f;
     const float *in[1] = {x};
     float *out[1] = {y0};
-    sf_kernel_args a = {.op = conv, .tile = t, .n_inputs = 1, .in = in, .in_region = &rg,
-                        .n_outputs = 1, .out = out, .weights = w, .workspace = buf,
+    sf_kernel_args a = {.op = conv,
+                        .tile = t,
+                        .n_inputs = 1,
+                        .in = in,
+                        .in_region = &rg,
+                        .n_outputs = 1,
+                        .out = out,
+                        .weights = w,
+                        .workspace = buf,
                         .workspace_bytes = ws};
     CHECK(sf_kernel_forward(&a, 0) == SF_OK);
     out[0] = y1;

@@ -91,7 +91,8 @@ static sf_status rc_train_one(rc_job *j, const sf_graph *g, int bulk) {
     sf_strategy *one = sf_strategy_new(g);
     sf_strategy_single(one, g, 0);
     sf_error err = {0};
-    sf_status st = rc_job_init(j, g, one, bulk) ? SF_ERR_NOMEM : sf_comm_local_run(1, rc_rank_main, j, &err);
+    sf_status st =
+        rc_job_init(j, g, one, bulk) ? SF_ERR_NOMEM : sf_comm_local_run(1, rc_rank_main, j, &err);
     j->s = NULL;
     sf_strategy_free(one);
     return st;

@@ -120,11 +120,7 @@ sf_status sf_runtime_step(sf_runtime *rt, const sf_batch *b, double *loss, sf_er
 sf_status sf_runtime_eval(sf_runtime *rt, const sf_batch *b, double *loss, int64_t *correct,
                           sf_error *err);
 
-typedef enum sf_rt_params {
-    SF_RT_WEIGHTS = 0,
-    SF_RT_MOMENTUM,
-    SF_RT_PARAMS_COUNT
-} sf_rt_params;
+typedef enum sf_rt_params { SF_RT_WEIGHTS = 0, SF_RT_MOMENTUM, SF_RT_PARAMS_COUNT } sf_rt_params;
 
 /* Set every weight group's full layout (or momentum) from bufs[owner op]
  * (NULL for operators that own no weights); every rank passes the same. */
@@ -147,9 +143,9 @@ typedef enum sf_rt_event_kind {
     SF_RT_FWD = 0,
     SF_RT_BWD,
     SF_RT_UPDATE,
-    SF_RT_XFER,   /* an activation message this rank received: posted .. arrived */
-    SF_RT_GRAD,   /* an activation-gradient message received */
-    SF_RT_SYNC,   /* an all-reduce: posted .. done */
+    SF_RT_XFER, /* an activation message this rank received: posted .. arrived */
+    SF_RT_GRAD, /* an activation-gradient message received */
+    SF_RT_SYNC, /* an all-reduce: posted .. done */
     SF_RT_EVENT_KIND_COUNT
 } sf_rt_event_kind;
 

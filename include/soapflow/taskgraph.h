@@ -45,14 +45,14 @@ extern "C" {
 
 /* One producer part feeding one consumer part through input k of an operator. */
 typedef struct sf_tg_pair {
-    int prod_part;   /* part of the producer operator (op->inputs[k].op) */
-    int cons_part;   /* part of the consumer operator */
-    int src_dev;     /* device of the producer part */
-    int dst_dev;     /* device of the consumer part; == src_dev: no transfer */
-    int64_t numel;   /* elements of region (> 0) */
-    sf_tile region;  /* the intersection of the producer part's output piece and the
-                      * consumer part's input region, in the coordinates of the tensor
-                      * op->inputs[k] */
+    int prod_part;  /* part of the producer operator (op->inputs[k].op) */
+    int cons_part;  /* part of the consumer operator */
+    int src_dev;    /* device of the producer part */
+    int dst_dev;    /* device of the consumer part; == src_dev: no transfer */
+    int64_t numel;  /* elements of region (> 0) */
+    sf_tile region; /* the intersection of the producer part's output piece and the
+                     * consumer part's input region, in the coordinates of the tensor
+                     * op->inputs[k] */
 } sf_tg_pair;
 
 /* One (operator, part) holding a weight shard. */
@@ -74,7 +74,7 @@ typedef struct sf_tg_shard {
 typedef struct sf_tg_sync {
     int n_shards;
     const sf_tg_shard *shards;
-    const int16_t *devs;         /* devices of every shard, see sf_tg_shard */
+    const int16_t *devs; /* devices of every shard, see sf_tg_shard */
     /* entries of shard s on its i-th device, in entry order (the group's members
      * in order, parts in order): ents[ent_start[dev_start + i] ..
      * ent_start[dev_start + i + 1]] */

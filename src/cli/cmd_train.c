@@ -41,51 +41,52 @@
 #define MAX_STEPS ((int64_t)1 << 40)
 
 static int usage(FILE *out) {
-    fprintf(out,
-            "usage: mpirun -n P soapflow train --model NAME|FILE [options]\n"
-            "\n"
-            "Train a model with a strategy on P MPI ranks, one rank per device of the\n"
-            "strategy's machine, with the real kernels, messages and all-reduces. Prints the\n"
-            "loss as it goes, the measured iteration time (median after warm-up) beside the\n"
-            "simulator's prediction for the same strategy and machine, and, for image\n"
-            "classification data, the test accuracy. Without mpirun it runs as one rank.\n"
-            "\n"
-            "options:\n"
-            "%s"
-            "  --machine NAME|FILE    the machine the strategy is planned for; it must have P\n"
-            "                         devices (default: cpu[P], the cpu preset's P ranks)\n"
-            "  -s, --strategy S       data, model, owt, expert, single, or a strategy file\n"
-            "                         (default data)\n"
-            "  --data D               fashion-mnist, mnist or synthetic (default: fashion-mnist\n"
-            "                         for models of 1x28x28 or 784 inputs and 10 classes,\n"
-            "                         else synthetic)\n"
-            "  --data-dir DIR         folder holding the dataset's IDX files\n"
-            "  --epochs E             passes over the training data (default 1)\n"
-            "  --iters N              steps instead of epochs (synthetic data: default 100)\n"
-            "  --lr X                 learning rate (default 0.01)\n"
-            "  --lr-schedule S        constant (default) or cosine: lr * (1 + cos(pi t / T)) / 2\n"
-            "                         at step t of the run's T steps (a resumed run keeps the T\n"
-            "                         it was saved with)\n"
-            "  --momentum X           SGD momentum (default 0.9)\n"
-            "  --weight-decay X       L2 weight decay (default 0)\n"
-            "  --seed S               initial weights, data order and dropout (default 1)\n"
-            "  --init F.safetensors   initial weights from a checkpoint (names and shapes checked);\n"
-            "                         an ONNX model starts from its initializers when it has them\n"
-            "  --save F.safetensors   write the trained weights (and momentum, step) at the end\n"
-            "  --resume F             continue a run saved with --save: weights, momentum,\n"
-            "                         step and data order\n"
-            "  --trace FILE           Chrome trace of one measured iteration (the tracks and\n"
-            "                         task names of 'simulate --trace')\n"
-            "  --costs FILE           task costs for the prediction (soapflow profile)\n"
-            "  --sync overlap|bulk    when all-reduces start (default overlap)\n"
-            "  --log-every N          steps between loss lines (default: about 10 per epoch)\n"
-            "  --reference-kernels    the plain reference kernels instead of the fast ones\n"
-            "  --json                 print a JSON summary instead of the report\n"
-            "  -h, --help             this help\n"
-            "\n"
-            "As root, OpenMPI needs OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;\n"
-            "more ranks than cores need OMPI_MCA_rmaps_base_oversubscribe=1.\n",
-            sf_cli_model_help);
+    fprintf(
+        out,
+        "usage: mpirun -n P soapflow train --model NAME|FILE [options]\n"
+        "\n"
+        "Train a model with a strategy on P MPI ranks, one rank per device of the\n"
+        "strategy's machine, with the real kernels, messages and all-reduces. Prints the\n"
+        "loss as it goes, the measured iteration time (median after warm-up) beside the\n"
+        "simulator's prediction for the same strategy and machine, and, for image\n"
+        "classification data, the test accuracy. Without mpirun it runs as one rank.\n"
+        "\n"
+        "options:\n"
+        "%s"
+        "  --machine NAME|FILE    the machine the strategy is planned for; it must have P\n"
+        "                         devices (default: cpu[P], the cpu preset's P ranks)\n"
+        "  -s, --strategy S       data, model, owt, expert, single, or a strategy file\n"
+        "                         (default data)\n"
+        "  --data D               fashion-mnist, mnist or synthetic (default: fashion-mnist\n"
+        "                         for models of 1x28x28 or 784 inputs and 10 classes,\n"
+        "                         else synthetic)\n"
+        "  --data-dir DIR         folder holding the dataset's IDX files\n"
+        "  --epochs E             passes over the training data (default 1)\n"
+        "  --iters N              steps instead of epochs (synthetic data: default 100)\n"
+        "  --lr X                 learning rate (default 0.01)\n"
+        "  --lr-schedule S        constant (default) or cosine: lr * (1 + cos(pi t / T)) / 2\n"
+        "                         at step t of the run's T steps (a resumed run keeps the T\n"
+        "                         it was saved with)\n"
+        "  --momentum X           SGD momentum (default 0.9)\n"
+        "  --weight-decay X       L2 weight decay (default 0)\n"
+        "  --seed S               initial weights, data order and dropout (default 1)\n"
+        "  --init F.safetensors   initial weights from a checkpoint (names and shapes checked);\n"
+        "                         an ONNX model starts from its initializers when it has them\n"
+        "  --save F.safetensors   write the trained weights (and momentum, step) at the end\n"
+        "  --resume F             continue a run saved with --save: weights, momentum,\n"
+        "                         step and data order\n"
+        "  --trace FILE           Chrome trace of one measured iteration (the tracks and\n"
+        "                         task names of 'simulate --trace')\n"
+        "  --costs FILE           task costs for the prediction (soapflow profile)\n"
+        "  --sync overlap|bulk    when all-reduces start (default overlap)\n"
+        "  --log-every N          steps between loss lines (default: about 10 per epoch)\n"
+        "  --reference-kernels    the plain reference kernels instead of the fast ones\n"
+        "  --json                 print a JSON summary instead of the report\n"
+        "  -h, --help             this help\n"
+        "\n"
+        "As root, OpenMPI needs OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;\n"
+        "more ranks than cores need OMPI_MCA_rmaps_base_oversubscribe=1.\n",
+        sf_cli_model_help);
     return SF_EXIT_OK;
 }
 
@@ -163,8 +164,8 @@ static int parse(int argc, char **argv, train_opts *o) {
                                   o->schedule);
     if (o->data && strcmp(o->data, "fashion-mnist") && strcmp(o->data, "mnist") &&
         strcmp(o->data, "synthetic"))
-        return sf_cli_usage_error("train", "--data is fashion-mnist, mnist or synthetic, got '%.64s'",
-                                  o->data);
+        return sf_cli_usage_error(
+            "train", "--data is fashion-mnist, mnist or synthetic, got '%.64s'", o->data);
     return SF_EXIT_OK;
 }
 
@@ -191,8 +192,8 @@ static void image_model(const sf_graph *g, int *input, int *loss) {
     if (n_in != 1 || n_loss != 1 || *input < 0 || *loss < 0) *input = *loss = -1;
 }
 
-static void fill_batch(sf_batch_bufs *bb, const sf_dataset *ds, const int64_t *order,
-                       int64_t first, int64_t batch, int input, int loss) {
+static void fill_batch(sf_batch_bufs *bb, const sf_dataset *ds, const int64_t *order, int64_t first,
+                       int64_t batch, int input, int loss) {
     for (int64_t i = 0; i < batch; i++) {
         int64_t k = order[(first + i) % ds->n];
         memcpy(bb->inputs[input] + i * 784, ds->images + k * 784, 784 * sizeof(float));
@@ -210,7 +211,7 @@ static sf_status save_checkpoint(const char *path, const sf_graph *g, float **w,
     int n = sf_graph_num_ops(g), cap = 0;
     for (int i = 0; i < n; i++) cap += 2 * SF_MAX_PARAMS;
     sf_st_tensor *t = calloc((size_t)(cap ? cap : 1), sizeof *t);
-    char (*names)[160] = calloc((size_t)(cap ? cap : 1), sizeof *names);
+    char(*names)[160] = calloc((size_t)(cap ? cap : 1), sizeof *names);
     if (!t || !names) {
         free(t);
         free(names);
@@ -517,7 +518,8 @@ int sf_cmd_train(int argc, char **argv) {
     ro.seed = (uint64_t)seed;
     t.rt = sf_runtime_new(t.g, t.s, t.comm, &ro, &err);
     sf_status st = t.rt ? SF_OK : err.code;
-    if (st == SF_OK) st = sf_runtime_set_params(t.rt, SF_RT_WEIGHTS, (const float *const *)t.w, &err);
+    if (st == SF_OK)
+        st = sf_runtime_set_params(t.rt, SF_RT_WEIGHTS, (const float *const *)t.w, &err);
     if (st == SF_OK && t.o.resume)
         st = sf_runtime_set_params(t.rt, SF_RT_MOMENTUM, (const float *const *)t.v, &err);
     if (st == SF_OK) sf_runtime_set_steps(t.rt, step0);
@@ -527,9 +529,9 @@ int sf_cmd_train(int argc, char **argv) {
     sf_graph_stats_compute(t.g, &gs);
     int64_t batch = gs.batch;
     int64_t per_epoch = synthetic ? 0 : t.train.n / batch;
-    int64_t total = t.o.iters      ? t.o.iters
-                    : synthetic    ? (t.o.epochs ? t.o.epochs * 100 : 100)
-                                   : per_epoch * (t.o.epochs ? t.o.epochs : 1);
+    int64_t total = t.o.iters   ? t.o.iters
+                    : synthetic ? (t.o.epochs ? t.o.epochs * 100 : 100)
+                                : per_epoch * (t.o.epochs ? t.o.epochs : 1);
     int64_t log_every = t.o.log_every ? t.o.log_every : (total >= 10 ? total / 10 : 1);
     if (!lr_steps) lr_steps = step0 + total; /* the schedule's T */
     int cosine = strcmp(t.o.schedule, "cosine") == 0;
@@ -556,13 +558,12 @@ int sf_cmd_train(int argc, char **argv) {
                 sf_data_shuffle((uint64_t)seed, (uint64_t)epoch, t.order, t.train.n);
                 epoch_loaded = epoch;
             }
-            fill_batch(t.bb, &t.train, t.order, (step % per_epoch) * batch, batch, t.input,
-                       t.loss);
+            fill_batch(t.bb, &t.train, t.order, (step % per_epoch) * batch, batch, t.input, t.loss);
         }
         if (cosine)
-            sf_runtime_set_lr(t.rt, t.o.lr * 0.5 *
-                                        (1 + cos(3.14159265358979323846 * (double)step /
-                                                 (double)lr_steps)));
+            sf_runtime_set_lr(
+                t.rt,
+                t.o.lr * 0.5 * (1 + cos(3.14159265358979323846 * (double)step / (double)lr_steps)));
         double t0 = sf_now_s(), loss = 0;
         st = sf_runtime_step(t.rt, &t.bb->batch, &loss, &err);
         times[i] = sf_now_s() - t0;
@@ -606,7 +607,8 @@ int sf_cmd_train(int argc, char **argv) {
         int64_t warm = total > 10 ? total / 10 : (total > 1 ? 1 : 0);
         int64_t nm = total - warm;
         qsort(times + warm, (size_t)nm, sizeof *times, cmp_double);
-        double med = nm % 2 ? times[warm + nm / 2] : 0.5 * (times[warm + nm / 2 - 1] + times[warm + nm / 2]);
+        double med =
+            nm % 2 ? times[warm + nm / 2] : 0.5 * (times[warm + nm / 2 - 1] + times[warm + nm / 2]);
         double peak_max = 0;
         for (int r = 0; r < t.ranks; r++) peak_max = fmax(peak_max, peak[r]);
         if (t.o.json) {
@@ -621,13 +623,15 @@ int sf_cmd_train(int argc, char **argv) {
             json_object_set_new(j, "loss_first", sf_cli_json_number(losses[0]));
             json_object_set_new(j, "loss_last", sf_cli_json_number(losses[total - 1]));
             json_t *ls = json_array();
-            for (int64_t i = 0; i < total; i++) json_array_append_new(ls, sf_cli_json_number(losses[i]));
+            for (int64_t i = 0; i < total; i++)
+                json_array_append_new(ls, sf_cli_json_number(losses[i]));
             json_object_set_new(j, "losses", ls);
             json_object_set_new(j, "iter_ms", sf_cli_json_number(med * 1e3));
             json_object_set_new(j, "images_per_s", sf_cli_json_number((double)batch / med));
             json_object_set_new(j, "predicted_iter_ms", sf_cli_json_number(t.predicted_s * 1e3));
             json_t *pk = json_array();
-            for (int r = 0; r < t.ranks; r++) json_array_append_new(pk, json_integer((json_int_t)peak[r]));
+            for (int r = 0; r < t.ranks; r++)
+                json_array_append_new(pk, json_integer((json_int_t)peak[r]));
             json_object_set_new(j, "reserved_bytes", pk);
             json_object_set_new(j, "predicted_peak_bytes", sf_cli_json_number(t.predicted_peak));
             if (acc >= 0) {

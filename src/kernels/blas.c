@@ -29,8 +29,8 @@ void sf_sgemm(int trans_a, int trans_b, int64_t m, int64_t n, int64_t k, float a
         return;
     }
     cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-                trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda,
-                b, (int)ldb, beta, c, (int)ldc);
+                trans_b ? CblasTrans : CblasNoTrans, (int)m, (int)n, (int)k, alpha, a, (int)lda, b,
+                (int)ldb, beta, c, (int)ldc);
 }
 
 void sf_saxpy(int64_t n, float alpha, const float *x, float *y) {

@@ -44,7 +44,8 @@ sf_batch_bufs *sf_batch_bufs_new(const sf_graph *g, sf_error *err) {
                 b->bound[i] = 1;
                 for (int u = 0; u < nu && u < 8; u++) {
                     const sf_op *c = sf_graph_op(g, users[u].op);
-                    if (c->type == SF_OP_EMBEDDING) b->bound[i] = c->params.embedding.num_embeddings;
+                    if (c->type == SF_OP_EMBEDDING)
+                        b->bound[i] = c->params.embedding.num_embeddings;
                 }
             }
         } else if (op->type == SF_OP_SOFTMAX_CE) {

@@ -42,7 +42,7 @@ struct sf_comm {
     const sf_comm_vt *vt;
     int rank, size;
     int world_group; /* the group of every rank, made with the comm */
-    char what[64]; /* "MPI" or "threads" */
+    char what[64];   /* "MPI" or "threads" */
 };
 
 #endif

@@ -186,8 +186,8 @@ static int coll_post(comm_local *l, int group, coll_op op, const void *buf, size
     pthread_cond_broadcast(&w->cv);
     pthread_mutex_unlock(&w->mu);
     if (rc) return rc;
-    l->req[id] = (lreq){.kind = KIND_COLL, .used = 1, .buf = (void *)buf, .bytes = bytes,
-                        .coll = k, .pos = pos};
+    l->req[id] = (lreq){
+        .kind = KIND_COLL, .used = 1, .buf = (void *)buf, .bytes = bytes, .coll = k, .pos = pos};
     return id;
 }
 

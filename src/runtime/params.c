@@ -40,7 +40,9 @@ float **sf_params_new(const sf_graph *g, uint64_t seed, int zero, sf_error *err)
             float *w = b[i] + d[k].offset;
             for (int64_t q = 0; q < m; q++) {
                 switch (d[k].init) {
-                case SF_INIT_UNIFORM: w[q] = (float)(d[k].a * (2.0 * sf_rng_uniform(&rng) - 1.0)); break;
+                case SF_INIT_UNIFORM:
+                    w[q] = (float)(d[k].a * (2.0 * sf_rng_uniform(&rng) - 1.0));
+                    break;
                 case SF_INIT_NORMAL: w[q] = (float)(d[k].a * normal(&rng)); break;
                 default: w[q] = (float)d[k].a; break;
                 }

@@ -38,21 +38,21 @@ typedef struct rt_part rt_part;
 
 /* One pair of the task graph that touches this rank. */
 typedef struct rt_link {
-    int k;          /* the consumer's input */
-    int out;        /* the producer's output */
-    rt_part *prod;  /* the producer part when local, else NULL */
-    rt_part *cons;  /* the consumer part when local, else NULL */
-    int peer;       /* the other rank; -1 for a local pair */
+    int k;                  /* the consumer's input */
+    int out;                /* the producer's output */
+    rt_part *prod;          /* the producer part when local, else NULL */
+    rt_part *cons;          /* the consumer part when local, else NULL */
+    int peer;               /* the other rank; -1 for a local pair */
     int cons_op, cons_part; /* the consumer (names the message in traces) */
-    int tag;        /* forward tag (2n); the gradient goes back with tag + 1 */
-    int grad;       /* the producer has a backward pass: the gradient goes back */
-    sf_tile region; /* in the coordinates of the producer's output */
+    int tag;                /* forward tag (2n); the gradient goes back with tag + 1 */
+    int grad;               /* the producer has a backward pass: the gradient goes back */
+    sf_tile region;         /* in the coordinates of the producer's output */
     int64_t numel;
-    int alias;      /* local, and the region is the producer's whole piece and the
-                     * consumer's whole input: the consumer reads the producer's output
-                     * in place (no copy); 2: its input gradient is also the producer's
-                     * output gradient, accumulated in place (the producer's piece has
-                     * no other consumer) */
+    int alias;          /* local, and the region is the producer's whole piece and the
+                         * consumer's whole input: the consumer reads the producer's output
+                         * in place (no copy); 2: its input gradient is also the producer's
+                         * output gradient, accumulated in place (the producer's piece has
+                         * no other consumer) */
     float *fbuf, *gbuf; /* remote: the region's activations and gradients */
     int freq, greq;     /* requests in flight, -1 when none */
 } rt_link;
@@ -61,17 +61,17 @@ struct rt_part {
     int op, part;
     sf_tile tile;
     const sf_op *o;
-    float **out, **gout;  /* [n_outputs] output tiles and their gradients */
-    sf_tile *out_tile;    /* [n_outputs] */
-    float **in, **gin;    /* [n_inputs] input regions and their gradients (gin[k]
-                           * NULL when the producer has no backward) */
-    sf_tile *in_region;   /* [n_inputs] */
-    rt_link **in_alias;   /* [n_inputs] the aliasing link of each input, or NULL */
-    int32_t *labels;      /* softmax_ce: the tile's rows' labels */
-    int64_t rows;         /* softmax_ce: rows of the tile */
+    float **out, **gout;    /* [n_outputs] output tiles and their gradients */
+    sf_tile *out_tile;      /* [n_outputs] */
+    float **in, **gin;      /* [n_inputs] input regions and their gradients (gin[k]
+                             * NULL when the producer has no backward) */
+    sf_tile *in_region;     /* [n_inputs] */
+    rt_link **in_alias;     /* [n_inputs] the aliasing link of each input, or NULL */
+    int32_t *labels;        /* softmax_ce: the tile's rows' labels */
+    int64_t rows;           /* softmax_ce: rows of the tile */
     int cons_start, n_cons; /* links where this part consumes: rt->cons_links[] */
     int prod_start, n_prod; /* remote links where it produces: rt->prod_links[] */
-    int group;            /* rt->groups index of its weight group, -1 when none */
+    int group;              /* rt->groups index of its weight group, -1 when none */
 };
 
 typedef struct rt_group {
@@ -82,15 +82,15 @@ typedef struct rt_group {
 
 /* A weight shard held by this rank. */
 typedef struct rt_shard {
-    int global;        /* its position in the global order */
-    int owner, group;  /* owner op, rt->groups index */
-    int key_op;        /* lowest operator with an entry of the shard */
+    int global;       /* its position in the global order */
+    int owner, group; /* owner op, rt->groups index */
+    int key_op;       /* lowest operator with an entry of the shard */
     int n_devs, first_dev;
-    int comm_group;    /* communication group, -1 when held by this rank only */
+    int comm_group; /* communication group, -1 when held by this rank only */
     int n_slices;
     sf_weight_slice sl[SF_MAX_WEIGHT_SLICES];
     int64_t numel;
-    float *buf;        /* packed gradient for the all-reduce */
+    float *buf; /* packed gradient for the all-reduce */
     int req;
 } rt_shard;
 
@@ -113,7 +113,7 @@ struct sf_runtime {
     int n_send;
     rt_group *groups;
     int n_groups;
-    int *group_of; /* [n_ops] owner -> groups index, -1 */
+    int *group_of;    /* [n_ops] owner -> groups index, -1 */
     rt_shard *shards; /* the shards this rank holds, in the global order (latest key_op first) */
     int n_shards;
     unsigned char *block;
@@ -138,7 +138,6 @@ void sf_runtime_options_default(sf_runtime_options *o) {
     o->fast_kernels = 1;
     o->seed = 1;
 }
-
 
 /* ---- boxes ---------------------------------------------------------------- */
 
@@ -234,7 +233,8 @@ static void place_tensors(sf_runtime *rt) {
     for (int i = 0; i < rt->n_parts; i++) {
         rt_part *p = &rt->parts[i];
         const sf_op *o = p->o;
-        for (int k = 0; k < o->n_outputs; k++) p->out[k] = carve_f(rt, sf_tile_numel(&p->out_tile[k]));
+        for (int k = 0; k < o->n_outputs; k++)
+            p->out[k] = carve_f(rt, sf_tile_numel(&p->out_tile[k]));
         for (int k = 0; k < o->n_inputs; k++) {
             const rt_link *l = p->in_alias[k];
             p->in[k] = l ? l->prod->out[l->out] : carve_f(rt, sf_tile_numel(&p->in_region[k]));
@@ -324,18 +324,19 @@ static sf_status setup_parts(sf_runtime *rt, sf_error *err) {
             if (!q->out || !q->gout || !q->out_tile || !q->in || !q->gin || !q->in_region ||
                 !q->in_alias)
                 return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-            for (int k = 0; k < o->n_outputs; k++) sf_op_output_tile(o, &q->tile, k, &q->out_tile[k]);
-            for (int k = 0; k < o->n_inputs; k++) sf_op_input_region(o, &q->tile, k, &q->in_region[k]);
+            for (int k = 0; k < o->n_outputs; k++)
+                sf_op_output_tile(o, &q->tile, k, &q->out_tile[k]);
+            for (int k = 0; k < o->n_inputs; k++)
+                sf_op_input_region(o, &q->tile, k, &q->in_region[k]);
             if (o->type == SF_OP_SOFTMAX_CE) q->rows = tile_rows(&q->tile);
             for (int b = 0; b < 2; b++) {
                 size_t w = sf_kernel_workspace_bytes(o, &q->tile, b);
                 if (w > rt->ws_bytes) rt->ws_bytes = w;
             }
             if (o->type != SF_OP_INPUT && !sf_kernel_available(o->type, rt->o.fast_kernels))
-                return sf_error_set(err, SF_ERR_UNSUPPORTED,
-                                    "operator '%s': no %s kernel for type %s", o->name,
-                                    rt->o.fast_kernels ? "fast" : "reference",
-                                    sf_op_type_name(o->type));
+                return sf_error_set(
+                    err, SF_ERR_UNSUPPORTED, "operator '%s': no %s kernel for type %s", o->name,
+                    rt->o.fast_kernels ? "fast" : "reference", sf_op_type_name(o->type));
         }
     }
     return SF_OK;
@@ -378,7 +379,8 @@ static sf_status setup_links(sf_runtime *rt, sf_error *err) {
                     int remote = pr[i].src_dev != pr[i].dst_dev;
                     int t = remote ? 2 * tag++ : -1;
                     if (tag > (1 << 29))
-                        return sf_error_set(err, SF_ERR_RANGE, "too many messages in the task graph");
+                        return sf_error_set(err, SF_ERR_RANGE,
+                                            "too many messages in the task graph");
                     if (pr[i].src_dev != rt->rank && pr[i].dst_dev != rt->rank) continue;
                     if (pass == 0) {
                         nl++;
@@ -390,9 +392,10 @@ static sf_status setup_links(sf_runtime *rt, sf_error *err) {
                     l->cons_op = x;
                     l->cons_part = pr[i].cons_part;
                     l->out = o->inputs[k].out;
-                    l->prod = pr[i].src_dev == rt->rank
-                                  ? rt->part_of[(size_t)o->inputs[k].op * SF_MAX_PARTS + pr[i].prod_part]
-                                  : NULL;
+                    l->prod =
+                        pr[i].src_dev == rt->rank
+                            ? rt->part_of[(size_t)o->inputs[k].op * SF_MAX_PARTS + pr[i].prod_part]
+                            : NULL;
                     l->cons = pr[i].dst_dev == rt->rank
                                   ? rt->part_of[(size_t)x * SF_MAX_PARTS + pr[i].cons_part]
                                   : NULL;
@@ -450,7 +453,9 @@ typedef struct g_shard {
     int64_t numel;
 } g_shard;
 
-static const int16_t *g_devs_of(const int16_t *devs, const g_shard *s) { return devs + s->dev_start; }
+static const int16_t *g_devs_of(const int16_t *devs, const g_shard *s) {
+    return devs + s->dev_start;
+}
 
 static int g_shard_cmp(const void *pa, const void *pb) {
     const g_shard *a = pa, *b = pb;
@@ -480,7 +485,8 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
         if (ow < 0) continue;
         if (rt->group_of[ow] < 0) {
             rt->group_of[ow] = rt->n_groups;
-            rt->groups[rt->n_groups++] = (rt_group){.owner = ow, .n = sf_graph_op(rt->g, ow)->n_params};
+            rt->groups[rt->n_groups++] =
+                (rt_group){.owner = ow, .n = sf_graph_op(rt->g, ow)->n_params};
         }
         rt->parts[i].group = rt->group_of[ow];
     }
@@ -511,8 +517,13 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
             for (int e = e0; e < e1; e++)
                 if (sy.ents[e].op < key) key = sy.ents[e].op;
             memcpy(devs + nd, sy.devs + sh->dev_start, (size_t)sh->n_devs * sizeof *devs);
-            gs[n++] = (g_shard){.owner = ow, .idx = s, .key_op = key, .n_devs = sh->n_devs,
-                                .dev_start = nd, .rep_op = sh->rep_op, .rep_part = sh->rep_part,
+            gs[n++] = (g_shard){.owner = ow,
+                                .idx = s,
+                                .key_op = key,
+                                .n_devs = sh->n_devs,
+                                .dev_start = nd,
+                                .rep_op = sh->rep_op,
+                                .rep_part = sh->rep_part,
                                 .numel = sh->numel};
             nd += sh->n_devs;
         }
@@ -562,8 +573,8 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
         sh->first_dev = d[0];
         sh->comm_group = gs[i].n_devs > 1 ? comm_of[i] : -1;
         const sf_op *rop = sf_graph_op(rt->g, gs[i].rep_op);
-        sh->n_slices =
-            sf_op_weight_slices(rop, &sf_taskgraph_tiles(rt->tg, gs[i].rep_op)[gs[i].rep_part], sh->sl);
+        sh->n_slices = sf_op_weight_slices(
+            rop, &sf_taskgraph_tiles(rt->tg, gs[i].rep_op)[gs[i].rep_part], sh->sl);
         int64_t m = 0;
         for (int q = 0; q < sh->n_slices; q++) m += sh->sl[q].len * sh->sl[q].count;
         sh->numel = m;
@@ -619,7 +630,8 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
         rt->used = 0;
         place_tensors(rt);
         rt->block_bytes = rt->used + ALIGN;
-        rt->block = rt->ev ? aligned_alloc(ALIGN, (rt->block_bytes + ALIGN - 1) / ALIGN * ALIGN) : NULL;
+        rt->block =
+            rt->ev ? aligned_alloc(ALIGN, (rt->block_bytes + ALIGN - 1) / ALIGN * ALIGN) : NULL;
         if (!rt->block) {
             st = sf_error_set(err, SF_ERR_NOMEM, "out of memory reserving %.0f MiB",
                               (double)rt->block_bytes / 1048576.0);
@@ -672,8 +684,12 @@ void sf_runtime_free(sf_runtime *rt) {
 static void event(sf_runtime *rt, sf_rt_event_kind k, double t0, int op, int part, int peer,
                   int64_t bytes) {
     if (rt->n_ev >= rt->cap_ev) return;
-    rt->ev[rt->n_ev++] = (sf_rt_event){.t0_s = t0 - rt->t_begin, .t1_s = sf_now_s() - rt->t_begin,
-                                       .op = op, .part = part, .peer = peer, .kind = (uint8_t)k,
+    rt->ev[rt->n_ev++] = (sf_rt_event){.t0_s = t0 - rt->t_begin,
+                                       .t1_s = sf_now_s() - rt->t_begin,
+                                       .op = op,
+                                       .part = part,
+                                       .peer = peer,
+                                       .kind = (uint8_t)k,
                                        .bytes = bytes};
 }
 
@@ -710,8 +726,7 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-static sf_status run_kernel(sf_runtime *rt, rt_part *p, int backward, double *loss,
-                            sf_error *err) {
+static sf_status run_kernel(sf_runtime *rt, rt_part *p, int backward, double *loss, sf_error *err) {
     const sf_op *o = p->o;
     sf_kernel_args a;
     memset(&a, 0, sizeof a);
@@ -1020,8 +1035,8 @@ sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const
             rt_shard tmp_sh;
             memset(&tmp_sh, 0, sizeof tmp_sh);
             tmp_sh.n_slices = sf_op_weight_slices(
-                sf_graph_op(rt->g, sh->rep_op), &sf_taskgraph_tiles(rt->tg, sh->rep_op)[sh->rep_part],
-                tmp_sh.sl);
+                sf_graph_op(rt->g, sh->rep_op),
+                &sf_taskgraph_tiles(rt->tg, sh->rep_op)[sh->rep_part], tmp_sh.sl);
             int64_t m = 0;
             for (int q = 0; q < tmp_sh.n_slices; q++) m += tmp_sh.sl[q].len * tmp_sh.sl[q].count;
             int tag = (1 << 30) + (gidx & 0x3fffffff);
@@ -1046,8 +1061,7 @@ sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const
     }
     free(tmp);
     st = sf_comm_agree(rt->c, st, err);
-    if (st != SF_OK && err && !err->msg[0])
-        sf_error_set(err, st, "gathering parameters failed");
+    if (st != SF_OK && err && !err->msg[0]) sf_error_set(err, st, "gathering parameters failed");
     return st;
 }
 

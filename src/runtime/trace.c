@@ -19,8 +19,8 @@
 
 enum { PID_DEVICES = 1, PID_LINKS = 2 };
 
-static const char *const cat[SF_RT_EVENT_KIND_COUNT] = {"fwd", "bwd", "update", "xfer", "grad",
-                                                        "sync"};
+static const char *const cat[SF_RT_EVENT_KIND_COUNT] = {"fwd",  "bwd",  "update",
+                                                        "xfer", "grad", "sync"};
 
 static void meta(json_t *ev, const char *what, int pid, int tid, const char *name) {
     json_t *e = json_pack("{s:s,s:s,s:i,s:{s:s}}", "ph", "M", "name", what, "pid", pid, "args",
@@ -32,8 +32,8 @@ static void meta(json_t *ev, const char *what, int pid, int tid, const char *nam
 static void task(json_t *ev, const char *name, const char *c, int pid, int tid, double t0,
                  double t1, const char *op, int part, int64_t bytes) {
     json_t *e = json_pack("{s:s,s:s,s:s,s:i,s:i,s:f,s:f,s:{s:s,s:i}}", "ph", "X", "name", name,
-                          "cat", c, "pid", pid, "tid", tid, "ts", t0 * 1e6, "dur",
-                          (t1 - t0) * 1e6, "args", "op", op, "part", part);
+                          "cat", c, "pid", pid, "tid", tid, "ts", t0 * 1e6, "dur", (t1 - t0) * 1e6,
+                          "args", "op", op, "part", part);
     if (bytes) json_object_set_new(json_object_get(e, "args"), "bytes", json_integer(bytes));
     json_array_append_new(ev, e);
 }
@@ -65,7 +65,8 @@ sf_status sf_runtime_write_trace(const char *path, const sf_graph *g, const sf_m
     for (int r = 0; r < n_ranks; r++) {
         for (int i = 0; i < counts[r]; i++) {
             const sf_rt_event *e = &events[r][i];
-            const sf_op *op = e->op >= 0 && e->op < sf_graph_num_ops(g) ? sf_graph_op(g, e->op) : NULL;
+            const sf_op *op =
+                e->op >= 0 && e->op < sf_graph_num_ops(g) ? sf_graph_op(g, e->op) : NULL;
             const char *on = op ? op->name : "?";
             switch (e->kind) {
             case SF_RT_FWD: snprintf(name, sizeof name, "%s fwd p%d", on, e->part); break;

@@ -28,12 +28,12 @@ struct sf_taskgraph {
     const sf_graph *g;
     const sf_strategy *s;
     int n_ops, n_dev;
-    int *owner;        /* [n_ops] */
-    int *mem_start;    /* [n_ops + 1] members of owner i: mem[mem_start[i] .. mem_start[i+1]] */
+    int *owner;     /* [n_ops] */
+    int *mem_start; /* [n_ops + 1] members of owner i: mem[mem_start[i] .. mem_start[i+1]] */
     int *mem;
-    int *cons_start;   /* [n_ops + 1] */
+    int *cons_start; /* [n_ops + 1] */
     sf_tensor_ref *cons;
-    sf_tile *tiles;    /* [n_ops * SF_MAX_PARTS] */
+    sf_tile *tiles;           /* [n_ops * SF_MAX_PARTS] */
     sf_tile tp[SF_MAX_PARTS]; /* producer output pieces, scratch for edge */
     sf_tg_pair *pairs;
     int cap_pairs;
@@ -41,7 +41,7 @@ struct sf_taskgraph {
     struct tg_ent {
         int64_t lo[SF_MAX_DIMS], hi[SF_MAX_DIMS];
         int op, part, dev, cls;
-    } *ents;
+    } * ents;
     int64_t cap_ents;
     sf_tg_shard *shards;
     int64_t cap_shards;
@@ -207,8 +207,8 @@ static int grid_range(const sf_op *p, const sf_config *cp, const sf_tile *r, int
 /* Add the pair (i, j) when piece i meets region rj. Most part pairs differ in
  * the first dimension (the sample) already, so the test stops at the first
  * empty dimension before building the intersection. */
-static int try_pair(sf_taskgraph *tg, int *n, const sf_tile *piece, const sf_tile *rj, int i,
-                    int j, int di, int dj) {
+static int try_pair(sf_taskgraph *tg, int *n, const sf_tile *piece, const sf_tile *rj, int i, int j,
+                    int di, int dj) {
     int nd = piece->ndim < rj->ndim ? piece->ndim : rj->ndim;
     for (int d = 0; d < nd; d++) {
         int64_t lo = piece->lo[d] > rj->lo[d] ? piece->lo[d] : rj->lo[d];

@@ -14,8 +14,10 @@ int main(void) {
     if (err.code == SF_OK) {
         char *seen = calloc((size_t)ds.n, 1);
         for (int64_t i = 0; seen && i < ds.n; i++) {
-            if (order[i] < 0 || order[i] >= ds.n || seen[order[i]]) rc = 1;
-            else seen[order[i]] = 1;
+            if (order[i] < 0 || order[i] >= ds.n || seen[order[i]])
+                rc = 1;
+            else
+                seen[order[i]] = 1;
         }
         free(seen);
     } else if (err.code != SF_ERR_NOTFOUND) {

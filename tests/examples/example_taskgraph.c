@@ -9,8 +9,8 @@
 #include "soapflow/models.h"
 #include "soapflow/taskgraph.h"
 
-static int example(const sf_graph *g, const sf_strategy *s, int n_devices, int op, int k,
-                   int owner, int *n_pairs, int *local, int *shards, int *devs) {
+static int example(const sf_graph *g, const sf_strategy *s, int n_devices, int op, int k, int owner,
+                   int *n_pairs, int *local, int *shards, int *devs) {
     sf_error err = {0};
     int n_ops = sf_graph_num_ops(g);
 #include "taskgraph_example.inc"

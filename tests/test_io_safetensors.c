@@ -265,6 +265,17 @@ static void test_foreign_files(void **state) {
     assert_int_equal(err.code, SF_ERR_UNSUPPORTED);
     assert_has(err.msg, "doc.safetensors: tensor 'test': dtype I32 is not supported");
     free(b);
+    /* a tensor named "": the format allows it and so does the reader (a fuzzer
+     * met one); only the writer refuses it (test_writer_refuses), since every
+     * tensor soapflow writes is a parameter, which has a name */
+    b = craft("{\"\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]}}", 4, &len);
+    sf_error_clear(&err);
+    f = sf_safetensors_parse(b, len, "empty-name", &err);
+    assert_non_null(f);
+    assert_string_equal(sf_safetensors_at(f, 0)->name, "");
+    assert_ptr_equal(sf_safetensors_find(f, ""), sf_safetensors_at(f, 0));
+    sf_safetensors_free(f);
+    free(b);
 }
 
 /* ---- truncation -------------------------------------------------------- */

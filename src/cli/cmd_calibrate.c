@@ -140,16 +140,6 @@ static int parse(int argc, char **argv, calib_opts *o) {
     return SF_EXIT_OK;
 }
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *v, int n) {
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
-
 /* ---- measurements ------------------------------------------------------- */
 
 /* Best SGEMM rate (FLOP/s) of n x n x n on one thread. */
@@ -397,7 +387,7 @@ static int calibrate(const calib_opts *o, sf_comm *cm) {
         int np = ranks - 1 < SF_MAX_DEVICES ? ranks - 1 : SF_MAX_DEVICES;
         for (int i = 0; i < r.n_sizes && np > 0; i++) {
             for (int p = 0; p < np; p++) tmp[p] = per_pair[p * MAX_SIZES + i];
-            r.half_rtt[i] = median(tmp, np);
+            r.half_rtt[i] = sf_cli_median(tmp, np);
         }
         if (np > 0) {
             r.latency_s = r.half_rtt[0];
@@ -409,8 +399,8 @@ static int calibrate(const calib_opts *o, sf_comm *cm) {
         int n = ranks < SF_MAX_DEVICES ? ranks : SF_MAX_DEVICES;
         memcpy(tg, r.gemm, (size_t)n * sizeof *tg);
         memcpy(tc, r.copy, (size_t)n * sizeof *tc);
-        r.peak_flops = median(tg, n);
-        r.mem_bw = median(tc, n);
+        r.peak_flops = sf_cli_median(tg, n);
+        r.mem_bw = sf_cli_median(tc, n);
         long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
         r.mem_bytes = pages > 0 && page > 0 ? (double)pages * (double)page / ranks : 4e9;
 

@@ -308,11 +308,6 @@ static sf_status load_checkpoint(const char *path, const sf_graph *g, float **w,
 
 /* ---- the command ---------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
 typedef struct train_state {
     train_opts o;
     sf_comm *comm;
@@ -606,9 +601,7 @@ int sf_cmd_train(int argc, char **argv) {
     } else if (t.rank == 0) {
         int64_t warm = total > 10 ? total / 10 : (total > 1 ? 1 : 0);
         int64_t nm = total - warm;
-        qsort(times + warm, (size_t)nm, sizeof *times, cmp_double);
-        double med =
-            nm % 2 ? times[warm + nm / 2] : 0.5 * (times[warm + nm / 2 - 1] + times[warm + nm / 2]);
+        double med = sf_cli_median(times + warm, nm);
         double peak_max = 0;
         for (int r = 0; r < t.ranks; r++) peak_max = fmax(peak_max, peak[r]);
         if (t.o.json) {

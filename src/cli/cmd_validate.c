@@ -477,17 +477,6 @@ static void warn_cores(const vstate *v) {
 
 /* ---- measured ------------------------------------------------------------------------- */
 
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-static double median(double *x, int64_t n) {
-    if (n <= 0) return NAN;
-    qsort(x, (size_t)n, sizeof *x, cmp_double);
-    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
-}
-
 /* This rank's task time of the last step, by kind. */
 static void step_kinds(const sf_runtime *rt, double out[SF_SIM_TOTAL_COUNT]) {
     const sf_rt_event *ev;
@@ -569,12 +558,12 @@ static sf_status finish_entry(vstate *v, int i, measure_bufs *mb, sf_error *err)
     memset(mb->all, 0, (nr + 2) * sizeof *mb->all);
     for (int q = 0; q < SF_SIM_TOTAL_COUNT; q++) {
         memcpy(mb->scratch, kinds + q * it, (size_t)it * sizeof *mb->scratch);
-        mb->all[v->rank * SF_SIM_TOTAL_COUNT + q] = median(mb->scratch, it);
+        mb->all[v->rank * SF_SIM_TOTAL_COUNT + q] = sf_cli_median(mb->scratch, it);
     }
     if (v->rank == 0) {
         memcpy(mb->scratch, times, (size_t)it * sizeof *mb->scratch);
-        mb->all[nr] = median(mb->scratch, it);
-        mb->all[nr + 1] = mb->scratch[0]; /* sorted by median() */
+        mb->all[nr] = sf_cli_median(mb->scratch, it);
+        mb->all[nr + 1] = mb->scratch[0]; /* sorted by sf_cli_median() */
     }
     sf_status st = sf_comm_sum(v->comm, mb->all, (int)nr + 2);
     if (st != SF_OK) return sf_error_set(err, st, "gathering the measured times failed");
@@ -698,7 +687,7 @@ static int fit_of(const vstate *v, int alt, int fastest, fit *f) {
         if (abs_err[i] > abs_err[f->worst]) f->worst = i;
     }
     f->tau = kendall_tau(p, m, v->n);
-    f->median_abs = median(abs_err, v->n);
+    f->median_abs = sf_cli_median(abs_err, v->n);
     free(abs_err);
     free(p);
     free(m);

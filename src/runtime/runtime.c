@@ -85,7 +85,7 @@ typedef struct rt_shard {
     int global;       /* its position in the global order */
     int owner, group; /* owner op, rt->groups index */
     int key_op;       /* lowest operator with an entry of the shard */
-    int n_devs, first_dev;
+    int n_devs;
     int comm_group; /* communication group, -1 when held by this rank only */
     int n_slices;
     sf_weight_slice sl[SF_MAX_WEIGHT_SLICES];
@@ -570,7 +570,6 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
         sh->group = rt->group_of[gs[i].owner];
         sh->key_op = gs[i].key_op;
         sh->n_devs = gs[i].n_devs;
-        sh->first_dev = d[0];
         sh->comm_group = gs[i].n_devs > 1 ? comm_of[i] : -1;
         const sf_op *rop = sf_graph_op(rt->g, gs[i].rep_op);
         sh->n_slices = sf_op_weight_slices(

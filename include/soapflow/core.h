@@ -170,9 +170,9 @@ void sf_fputs_line(const char *s, FILE *f);
  * itself when finished. When not a terminal it draws nothing at all. */
 typedef struct sf_progress {
     FILE *out;
-    int enabled;          /* 1 when out is a terminal */
-    double total;         /* units of work, e.g. iterations or seconds */
-    double start_s;       /* monotonic clock at start */
+    int enabled;    /* 1 when out is a terminal */
+    double total;   /* units of work, e.g. iterations or seconds */
+    double start_s; /* monotonic clock at start */
     double last_draw_s;
     char label[64];
 } sf_progress;

@@ -53,10 +53,10 @@ typedef struct sf_cost_model {
 
 /* Parameters of the analytic model; see docs/cost-model.md for sources. */
 typedef struct sf_analytic_params {
-    double launch_s;                  /* per-task overhead (kernel launch + framework) */
-    double efficiency[SF_OP_COUNT];   /* fraction of peak FLOP/s each operator reaches */
-    double mem_efficiency;            /* fraction of peak memory bandwidth reached */
-    sf_dtype dtype;                   /* which peak to use */
+    double launch_s;                /* per-task overhead (kernel launch + framework) */
+    double efficiency[SF_OP_COUNT]; /* fraction of peak FLOP/s each operator reaches */
+    double mem_efficiency;          /* fraction of peak memory bandwidth reached */
+    sf_dtype dtype;                 /* which peak to use */
 } sf_analytic_params;
 
 void sf_analytic_params_default(sf_analytic_params *p);
@@ -101,11 +101,11 @@ void sf_cost_task_fwd_bwd_s(const sf_cost_model *cm, const sf_op *op, const sf_t
 #define SF_PROFILE_TIME_MAX_S 1e9
 
 typedef struct sf_profile_entry {
-    const char *key;  /* owned by the database */
+    const char *key; /* owned by the database */
     sf_op_type op;
-    double fwd_s;     /* median forward time, seconds */
-    double bwd_s;     /* median backward time, seconds */
-    int reps;         /* timed repetitions behind the medians */
+    double fwd_s; /* median forward time, seconds */
+    double bwd_s; /* median backward time, seconds */
+    int reps;     /* timed repetitions behind the medians */
 } sf_profile_entry;
 
 typedef struct sf_profile_db sf_profile_db;
@@ -177,27 +177,27 @@ int sf_cost_profiled_misses(const sf_cost_model *cm, char *buf, size_t n);
  * OpenBLAS to one thread for the rest of the process (openblas_set_num_threads),
  * as one device of a CPU machine is one single-threaded rank. */
 typedef struct sf_profile_options {
-    int reps;           /* timed runs per key, >= 1 (default 10) */
-    int warmup;         /* untimed runs before them, >= 0 (default 2) */
-    int max_devices;    /* cap on parts of a config; 0: the machine's devices */
-    double max_bytes;   /* skip keys whose buffers need more; 0: the device memory */
-    FILE *progress;     /* progress bar (drawn only on a terminal), or NULL */
-    uint64_t seed;      /* for the random contents of the buffers */
+    int reps;         /* timed runs per key, >= 1 (default 10) */
+    int warmup;       /* untimed runs before them, >= 0 (default 2) */
+    int max_devices;  /* cap on parts of a config; 0: the machine's devices */
+    double max_bytes; /* skip keys whose buffers need more; 0: the device memory */
+    FILE *progress;   /* progress bar (drawn only on a terminal), or NULL */
+    uint64_t seed;    /* for the random contents of the buffers */
 } sf_profile_options;
 
 void sf_profile_options_default(sf_profile_options *o);
 
 typedef struct sf_profile_report {
-    int keys;           /* distinct keys of the search space (input operators aside) */
-    int measured;       /* new entries */
-    int reused;         /* already in db */
-    int skipped;        /* not measured: no kernel, too large, or a kernel error */
-    int too_large;      /* of skipped: over max_bytes */
-    int failed;         /* of skipped: the kernel returned another error */
+    int keys;      /* distinct keys of the search space (input operators aside) */
+    int measured;  /* new entries */
+    int reused;    /* already in db */
+    int skipped;   /* not measured: no kernel, too large, or a kernel error */
+    int too_large; /* of skipped: over max_bytes */
+    int failed;    /* of skipped: the kernel returned another error */
     int skipped_by_type[SF_OP_COUNT]; /* keys skipped for want of a fast kernel (for
                                        * the type, or SF_ERR_UNSUPPORTED for the tile) */
-    double seconds;     /* wall time of the whole run */
-    char first_failure[256]; /* the first kernel error, or "" */
+    double seconds;                   /* wall time of the whole run */
+    char first_failure[256];          /* the first kernel error, or "" */
 } sf_profile_report;
 
 /* db's device kind must be unset or equal to m's (device 0's) kind: SF_ERR_INVALID

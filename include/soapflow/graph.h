@@ -38,9 +38,9 @@
 extern "C" {
 #endif
 
-#define SF_MAX_DIMS 6     /* largest tensor rank */
-#define SF_MAX_SPLIT 64   /* most outputs of one split operator */
-#define SF_ELEM_BYTES 4   /* fp32 */
+#define SF_MAX_DIMS 6   /* largest tensor rank */
+#define SF_MAX_SPLIT 64 /* most outputs of one split operator */
+#define SF_ELEM_BYTES 4 /* fp32 */
 /* Size limits that sf_graph_add_op enforces, so that shape, cost and memory
  * arithmetic in int64 never overflows: every integer attribute (a channel
  * count, a kernel size, a padding, a target shape) lies in
@@ -190,8 +190,8 @@ typedef enum sf_pool_mode {
 
 /* Parameters of each operator type: plain values, one struct per type. */
 typedef struct sf_input_params {
-    sf_shape shape;       /* full shape including the batch in dimension 0 */
-    int is_index;         /* 1: token ids / class ids (still 4-byte elements) */
+    sf_shape shape; /* full shape including the batch in dimension 0 */
+    int is_index;   /* 1: token ids / class ids (still 4-byte elements) */
 } sf_input_params;
 
 typedef struct sf_conv2d_params {
@@ -298,21 +298,21 @@ void sf_op_params_default(sf_op_type t, sf_op_params *p);
 /* Each operator describes its attributes with a table, so that readers and
  * writers of model files work for every operator without knowing any. */
 typedef enum sf_attr_type {
-    SF_ATTR_INT = 0,   /* int64_t */
-    SF_ATTR_INTS,      /* int64_t[count]; count 0 means variable (see count_offset) */
-    SF_ATTR_BOOL,      /* int */
-    SF_ATTR_FLOAT,     /* double */
-    SF_ATTR_ENUM,      /* int, written as one of enum_names */
-    SF_ATTR_SMALLINT   /* int (axis, counts) */
+    SF_ATTR_INT = 0, /* int64_t */
+    SF_ATTR_INTS,    /* int64_t[count]; count 0 means variable (see count_offset) */
+    SF_ATTR_BOOL,    /* int */
+    SF_ATTR_FLOAT,   /* double */
+    SF_ATTR_ENUM,    /* int, written as one of enum_names */
+    SF_ATTR_SMALLINT /* int (axis, counts) */
 } sf_attr_type;
 
 typedef struct sf_attr_desc {
     const char *name;
     sf_attr_type type;
-    size_t offset;                /* into sf_op_params */
-    int count;                    /* SF_ATTR_INTS: fixed number of elements (0: variable) */
-    size_t count_offset;          /* SF_ATTR_INTS with count 0: offset of an int holding it */
-    int max_count;                /* SF_ATTR_INTS with count 0: capacity */
+    size_t offset;       /* into sf_op_params */
+    int count;           /* SF_ATTR_INTS: fixed number of elements (0: variable) */
+    size_t count_offset; /* SF_ATTR_INTS with count 0: offset of an int holding it */
+    int max_count;       /* SF_ATTR_INTS with count 0: capacity */
     const char *const *enum_names;
     int n_enum;
 } sf_attr_desc;
@@ -335,12 +335,12 @@ typedef struct sf_op {
     sf_op_params params;
     int n_inputs;
     const sf_tensor_ref *inputs;
-    const sf_shape *in_shapes;   /* [n_inputs] */
+    const sf_shape *in_shapes; /* [n_inputs] */
     int n_outputs;
-    const sf_shape *out_shapes;  /* [n_outputs] */
-    int weight_owner;            /* -1, or the operator whose weights this one shares */
-    int64_t n_params;            /* trainable parameters it needs (even when shared) */
-    sf_shape space;              /* parallel space: normally out_shapes[0] */
+    const sf_shape *out_shapes; /* [n_outputs] */
+    int weight_owner;           /* -1, or the operator whose weights this one shares */
+    int64_t n_params;           /* trainable parameters it needs (even when shared) */
+    sf_shape space;             /* parallel space: normally out_shapes[0] */
     sf_dim_kind kinds[SF_MAX_DIMS];
 } sf_op;
 
@@ -372,12 +372,12 @@ int sf_graph_consumers(const sf_graph *g, int op, int out, sf_tensor_ref *users,
 /* Totals over the graph at its batch. */
 typedef struct sf_graph_stats {
     int ops;
-    int64_t params;          /* trainable, shared weights counted once */
-    double flops_fwd;        /* one forward pass */
+    int64_t params;   /* trainable, shared weights counted once */
+    double flops_fwd; /* one forward pass */
     double flops_bwd;
     double activation_bytes; /* all operator outputs */
     double weight_bytes;
-    int64_t batch;           /* dimension 0 of the first input */
+    int64_t batch; /* dimension 0 of the first input */
 } sf_graph_stats;
 
 void sf_graph_stats_compute(const sf_graph *g, sf_graph_stats *st);
@@ -424,7 +424,8 @@ int64_t sf_op_tile_weights(const sf_op *op, const sf_tile *t);
 
 #define SF_MAX_WEIGHT_SLICES 4
 /* A strided run of elements in an operator's full parameter layout (soapflow/kernels.h):
- * `count` rows of `len` contiguous elements, the first at `offset`, each `stride` after the previous. */
+ * `count` rows of `len` contiguous elements, the first at `offset`, each `stride` after the
+ * previous. */
 typedef struct sf_weight_slice {
     int64_t offset, len, stride, count;
 } sf_weight_slice;
@@ -450,7 +451,8 @@ typedef enum sf_param_init {
 
 /* One parameter tensor of an operator: a contiguous piece of its layout. */
 typedef struct sf_param_desc {
-    const char *name;   /* PyTorch's name: "weight", "bias", "weight_ih_l0", "in_proj_weight", "out_proj.weight" ... */
+    const char *name;   /* PyTorch's name: "weight", "bias", "weight_ih_l0", "in_proj_weight",
+                           "out_proj.weight" ... */
     sf_shape shape;     /* PyTorch's shape */
     int64_t offset;     /* first element in the full parameter layout */
     sf_param_init init; /* PyTorch's default initialization of the module */

@@ -27,22 +27,17 @@
  * Weights are the operator's whole parameter tensor, always in full layout; a
  * tile split on a parameter dimension reads (and, backward, accumulates into)
  * only the rows it owns: exactly the elements sf_op_weight_slices gives
- * (soapflow/graph.h), whose sf_op_param_descs name the tensors below. Layouts (fp32, row-major, bias right after weights):
- *   conv2d  W (C_out, C_in/groups, kh, kw), then bias (C_out) when bias is on
- *   linear  W (out_features, in_features),   then bias (out_features) when on
- *   batchnorm  scale (C), then shift (C), when affine (else no weights)
- *   layernorm  scale (D), then shift (D), when affine (else no weights)
- *   embedding  table (num_embeddings, embedding_dim)
- *   lstm       W_ih (4H, I), W_hh (4H, H), b_ih (4H), b_hh (4H): PyTorch's,
- *              gate order i, f, g, o; kernels take tiles split on N only (a
- *              part of H or T is SF_ERR_UNSUPPORTED, and the space splits
- *              neither, see op_lstm.c)
- *   attention  in_proj (3D, D) = [W_q; W_k; W_v], W_o (D, D), then, when bias
- *              is on, in_proj_bias (3D) and out_proj bias (D) (PyTorch's); a
- *              tile split on D (which the space does not offer) accumulates
- *              into all of W_q, W_k, W_v and their biases, not only its rows
- *              (see op_attention.c)
- *   matmul     no weights
+ * (soapflow/graph.h), whose sf_op_param_descs name the tensors below. Layouts (fp32, row-major,
+ * bias right after weights): conv2d  W (C_out, C_in/groups, kh, kw), then bias (C_out) when bias is
+ * on linear  W (out_features, in_features),   then bias (out_features) when on batchnorm  scale
+ * (C), then shift (C), when affine (else no weights) layernorm  scale (D), then shift (D), when
+ * affine (else no weights) embedding  table (num_embeddings, embedding_dim) lstm       W_ih (4H,
+ * I), W_hh (4H, H), b_ih (4H), b_hh (4H): PyTorch's, gate order i, f, g, o; kernels take tiles
+ * split on N only (a part of H or T is SF_ERR_UNSUPPORTED, and the space splits neither, see
+ * op_lstm.c) attention  in_proj (3D, D) = [W_q; W_k; W_v], W_o (D, D), then, when bias is on,
+ * in_proj_bias (3D) and out_proj bias (D) (PyTorch's); a tile split on D (which the space does not
+ * offer) accumulates into all of W_q, W_k, W_v and their biases, not only its rows (see
+ * op_attention.c) matmul     no weights
  *
  * Semantics: forward OVERWRITES the output tiles. Backward ACCUMULATES into
  * grad_in (input-region layout) and grad_weights (full layout): the caller
@@ -72,18 +67,18 @@ extern "C" {
 /* Everything one kernel call needs, for one tile of op->space. */
 typedef struct sf_kernel_args {
     const sf_op *op;
-    sf_tile tile;                 /* rectangle of op->space to compute */
+    sf_tile tile; /* rectangle of op->space to compute */
 
-    int n_inputs;                 /* op->n_inputs */
-    const float *const *in;       /* [n_inputs] each numel(in_region[i]) floats */
-    const sf_tile *in_region;     /* [n_inputs] == sf_op_input_region(op, &tile, i) */
+    int n_inputs;             /* op->n_inputs */
+    const float *const *in;   /* [n_inputs] each numel(in_region[i]) floats */
+    const sf_tile *in_region; /* [n_inputs] == sf_op_input_region(op, &tile, i) */
 
-    int n_outputs;                /* op->n_outputs */
-    float *const *out;            /* [n_outputs] forward: written; backward: the
-                                   * forward result, read by ops that need it */
+    int n_outputs;     /* op->n_outputs */
+    float *const *out; /* [n_outputs] forward: written; backward: the
+                        * forward result, read by ops that need it */
 
-    const float *weights;         /* full parameter tensor (layouts above), or NULL
-                                   * for operators without parameters */
+    const float *weights; /* full parameter tensor (layouts above), or NULL
+                           * for operators without parameters */
 
     /* backward only */
     const float *const *grad_out; /* [n_outputs] same layout as out */
@@ -91,20 +86,20 @@ typedef struct sf_kernel_args {
                                    * NULL entries: not wanted. Accumulated. */
     float *grad_weights;          /* full layout, accumulated; NULL: not wanted */
 
-    void *workspace;              /* scratch owned by the caller */
-    size_t workspace_bytes;       /* >= sf_kernel_workspace_bytes(op, &tile, backward) */
+    void *workspace;        /* scratch owned by the caller */
+    size_t workspace_bytes; /* >= sf_kernel_workspace_bytes(op, &tile, backward) */
 
     /* Per-call data of a few operators (ignored by the others; zero is fine). */
-    uint64_t seed;                /* dropout: the mask is a hash of (seed, op->id, global
-                                   * element index), so any tiling draws the same mask and
-                                   * backward recomputes it; pass the same seed to the
-                                   * forward and backward of one iteration */
-    const int32_t *labels;        /* softmax_ce: class of each row of the tile (rows are
-                                   * the leading dimensions, row-major), in [0, C); needed
-                                   * by backward, and by forward when loss is set */
-    double *loss;                 /* softmax_ce forward: NULL, or accumulates the tile's
-                                   * share of the mean cross-entropy (sum over its rows
-                                   * of -log p[label] / rows of the whole tensor) */
+    uint64_t seed;         /* dropout: the mask is a hash of (seed, op->id, global
+                            * element index), so any tiling draws the same mask and
+                            * backward recomputes it; pass the same seed to the
+                            * forward and backward of one iteration */
+    const int32_t *labels; /* softmax_ce: class of each row of the tile (rows are
+                            * the leading dimensions, row-major), in [0, C); needed
+                            * by backward, and by forward when loss is set */
+    double *loss;          /* softmax_ce forward: NULL, or accumulates the tile's
+                            * share of the mean cross-entropy (sum over its rows
+                            * of -log p[label] / rows of the whole tensor) */
 } sf_kernel_args;
 
 /* Scratch bytes the kernels of `op` need for tile `t` (forward when backward is

@@ -41,42 +41,37 @@
 extern "C" {
 #endif
 
-#define SF_MAX_ROUTE 8     /* most links on one route */
+#define SF_MAX_ROUTE 8 /* most links on one route */
 #define SF_NAME_MAX 64
 
-typedef enum sf_dtype {
-    SF_DTYPE_FP32 = 0,
-    SF_DTYPE_FP16,
-    SF_DTYPE_BF16,
-    SF_DTYPE_COUNT
-} sf_dtype;
+typedef enum sf_dtype { SF_DTYPE_FP32 = 0, SF_DTYPE_FP16, SF_DTYPE_BF16, SF_DTYPE_COUNT } sf_dtype;
 
 const char *sf_dtype_name(sf_dtype t); /* "fp32", "fp16", "bf16" */
 
 /* A kind of device, with the figures of its data sheet. */
 typedef struct sf_device_kind {
-    char name[SF_NAME_MAX];                /* "P100-SXM2" */
-    double peak_flops[SF_DTYPE_COUNT];     /* FLOP/s; 0 when the dtype is unsupported */
-    double mem_bw_Bps;                     /* device memory bandwidth, bytes/s */
-    double mem_bytes;                      /* device memory size, bytes */
+    char name[SF_NAME_MAX];            /* "P100-SXM2" */
+    double peak_flops[SF_DTYPE_COUNT]; /* FLOP/s; 0 when the dtype is unsupported */
+    double mem_bw_Bps;                 /* device memory bandwidth, bytes/s */
+    double mem_bytes;                  /* device memory size, bytes */
 } sf_device_kind;
 
 typedef struct sf_device {
-    int id;          /* global index 0..n-1 */
-    int node;        /* node index */
-    int local;       /* index within its node */
-    int kind;        /* index into the machine's kinds */
+    int id;    /* global index 0..n-1 */
+    int node;  /* node index */
+    int local; /* index within its node */
+    int kind;  /* index into the machine's kinds */
 } sf_device;
 
 typedef enum sf_link_type {
-    SF_LINK_NVLINK = 0, /* direct device-device link */
-    SF_LINK_SWITCH_UP,  /* device -> intra-node switch (NVSwitch, PCIe switch) */
-    SF_LINK_SWITCH_DOWN,/* intra-node switch -> device */
-    SF_LINK_PCIE_UP,    /* PCIe switch -> host root */
-    SF_LINK_PCIE_DOWN,  /* host root -> PCIe switch */
-    SF_LINK_SHM,        /* shared memory between ranks on one host */
-    SF_LINK_NIC_OUT,    /* node -> network */
-    SF_LINK_NIC_IN,     /* network -> node */
+    SF_LINK_NVLINK = 0,  /* direct device-device link */
+    SF_LINK_SWITCH_UP,   /* device -> intra-node switch (NVSwitch, PCIe switch) */
+    SF_LINK_SWITCH_DOWN, /* intra-node switch -> device */
+    SF_LINK_PCIE_UP,     /* PCIe switch -> host root */
+    SF_LINK_PCIE_DOWN,   /* host root -> PCIe switch */
+    SF_LINK_SHM,         /* shared memory between ranks on one host */
+    SF_LINK_NIC_OUT,     /* node -> network */
+    SF_LINK_NIC_IN,      /* network -> node */
     SF_LINK_TYPE_COUNT
 } sf_link_type;
 
@@ -87,11 +82,11 @@ const char *sf_link_type_name(sf_link_type t);
 typedef struct sf_link {
     int id;
     sf_link_type type;
-    int inter_node;      /* 1 for NIC links */
-    int node;            /* node it belongs to */
-    int src_dev, dst_dev;/* devices at its ends, -1 for a switch or the network */
-    double bandwidth_Bps;/* bytes per second */
-    double latency_s;    /* seconds per message */
+    int inter_node;       /* 1 for NIC links */
+    int node;             /* node it belongs to */
+    int src_dev, dst_dev; /* devices at its ends, -1 for a switch or the network */
+    double bandwidth_Bps; /* bytes per second */
+    double latency_s;     /* seconds per message */
 } sf_link;
 
 #define SF_LINK_NAME_MAX 48 /* bytes a link name needs at most, the '\0' included */
@@ -114,13 +109,25 @@ typedef struct sf_machine_desc {
     char name[SF_NAME_MAX];
     int nodes;
     int devices_per_node;
-    sf_device_kind kind;             /* every device is of this kind */
+    sf_device_kind kind; /* every device is of this kind */
     sf_intra_topology intra;
-    double intra_bw_Bps, intra_latency_s;  /* per link */
-    int pcie_group;                  /* PCIE_TREE: devices per switch */
-    double pcie_up_bw_Bps;           /* PCIE_TREE: switch <-> host link bandwidth */
-    int nics_per_node;               /* device d uses NIC (local % nics) */
+    double intra_bw_Bps, intra_latency_s; /* per link */
+    int pcie_group;                       /* PCIE_TREE: devices per switch */
+    double pcie_up_bw_Bps;                /* PCIE_TREE: switch <-> host link bandwidth */
+    int nics_per_node;                    /* device d uses NIC (local % nics) */
     double inter_bw_Bps, inter_latency_s; /* per NIC, each way */
+    /* What a host runtime adds, as `soapflow calibrate` measures it for MPI
+     * ranks on CPU cores; 0 leaves each out (the presets: GPUs, where kernels
+     * and NCCL do this work, as FlexFlow's simulator assumes). */
+    int cores_per_node; /* cores the node's devices share: local device l computes on
+                         * core l % cores, so devices on one core take turns; 0 or
+                         * >= devices_per_node: a core each */
+    double copy_bw_Bps; /* the runtime's copies of tile regions (bytes read and written
+                         * per second): local pairs not in place, packing and unpacking
+                         * of messages and of all-reduced shards; 0: not priced */
+    double sync_bw_Bps; /* per-link bandwidth of a ring all-reduce's steps, in place of
+                         * the link's (MPI_Allreduce on shared memory reduces on the
+                         * ranks' cores, far below the ping-pong rate); 0: the link's */
 } sf_machine_desc;
 
 const char *sf_intra_topology_name(sf_intra_topology t); /* "pairwise", "switch", ... */
@@ -131,7 +138,8 @@ typedef struct sf_machine sf_machine;
  * counts >= 1, peak rates and bandwidths from SF_MIN_RATE to SF_MAX_RATE
  * (fp16/bf16 peaks may be 0), memory sizes above 0 and at most
  * SF_MAX_MEM_BYTES, latencies from 0 to SF_MAX_LATENCY_S, pcie_group divides
- * devices_per_node, at most SF_MAX_DEVICES devices. SF_ERR_INVALID or
+ * devices_per_node, at most SF_MAX_DEVICES devices, cores_per_node from 0 to
+ * SF_MAX_DEVICES, copy and sync bandwidths 0 or rates. SF_ERR_INVALID or
  * SF_ERR_RANGE with a message naming the field. The bounds lie far outside
  * any real hardware (an H100 is 1e15 FLOP/s, 3.35e12 B/s, 8e10 bytes); they
  * keep every figure and every simulated time finite: a positive but subnormal

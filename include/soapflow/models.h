@@ -22,12 +22,12 @@ extern "C" {
 #define SF_MLP_MAX_LAYERS 16
 
 typedef struct sf_model_options {
-    int64_t batch;       /* global batch; must be >= 1 */
-    int64_t seq_len;     /* RNN unrolled steps / transformer sequence (0: model default) */
-    int64_t chunk;       /* RNN steps per operator (0: default 4) */
-    int64_t hidden;      /* RNN hidden/embedding size (0: model default) */
-    int64_t vocab;       /* vocabulary (0: model default) */
-    int n_mlp;           /* mlp: number of sizes in mlp_sizes (input, hidden..., classes) */
+    int64_t batch;   /* global batch; must be >= 1 */
+    int64_t seq_len; /* RNN unrolled steps / transformer sequence (0: model default) */
+    int64_t chunk;   /* RNN steps per operator (0: default 4) */
+    int64_t hidden;  /* RNN hidden/embedding size (0: model default) */
+    int64_t vocab;   /* vocabulary (0: model default) */
+    int n_mlp;       /* mlp: number of sizes in mlp_sizes (input, hidden..., classes) */
     int64_t mlp_sizes[SF_MLP_MAX_LAYERS + 1];
 } sf_model_options;
 

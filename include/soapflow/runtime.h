@@ -146,6 +146,8 @@ typedef enum sf_rt_event_kind {
     SF_RT_XFER, /* an activation message this rank received: posted .. arrived */
     SF_RT_GRAD, /* an activation-gradient message received */
     SF_RT_SYNC, /* an all-reduce: posted .. done */
+    SF_RT_COPY, /* a copy of a tile region (into an input, a message, a gradient)
+                 * or of a shard (packed for its all-reduce, unpacked after) */
     SF_RT_EVENT_KIND_COUNT
 } sf_rt_event_kind;
 

@@ -38,9 +38,9 @@ extern "C" {
  * count (p <= devices), part i on device i: contiguous devices from 0, as in
  * OptCNN. */
 typedef struct sf_optcnn_options {
-    int max_configs;     /* per operator cap (0: no cap) */
-    int check_memory;    /* drop configs whose parts do not fit on a device */
-    int max_left;        /* enumerate exhaustively what is left when at most this many nodes */
+    int max_configs;       /* per operator cap (0: no cap) */
+    int check_memory;      /* drop configs whose parts do not fit on a device */
+    int max_left;          /* enumerate exhaustively what is left when at most this many nodes */
     sf_sync_scheme scheme; /* how gradient sync is priced: ring all-reduce (default) or
                             * parameter server, as the simulator runs them */
 } sf_optcnn_options;
@@ -48,13 +48,13 @@ typedef struct sf_optcnn_options {
 void sf_optcnn_options_default(sf_optcnn_options *o);
 
 typedef struct sf_optcnn_result {
-    double cost_s;         /* optimum of the additive cost model */
-    int nodes_initial;     /* operators in the graph */
-    int nodes_left;        /* nodes left after elimination */
+    double cost_s;     /* optimum of the additive cost model */
+    int nodes_initial; /* operators in the graph */
+    int nodes_left;    /* nodes left after elimination */
     int edges_left;
-    int exact;             /* 1 when the answer is the exact optimum */
-    const char *method;    /* how the rest was solved ("exhaustive", "greedy ..."): static text */
-    double seconds;        /* search time */
+    int exact;          /* 1 when the answer is the exact optimum */
+    const char *method; /* how the rest was solved ("exhaustive", "greedy ..."): static text */
+    double seconds;     /* search time */
 } sf_optcnn_result;
 
 sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
@@ -75,27 +75,27 @@ sf_status sf_exhaustive_search(const sf_graph *g, const sf_machine *m, const sf_
 /* ---- MCMC --------------------------------------------------------------------- */
 
 typedef struct sf_mcmc_options {
-    double budget_s;      /* wall-clock budget over all starts (0: none) */
-    int64_t iters;        /* iteration budget over all starts (0: none) */
+    double budget_s; /* wall-clock budget over all starts (0: none) */
+    int64_t iters;   /* iteration budget over all starts (0: none) */
     uint64_t seed;
-    double beta;          /* acceptance: exp(-beta * delta / cost_of_start); default 50 */
-    int use_delta;        /* 1: delta simulation in the loop (default); 0: full */
-    int pair_moves;       /* 1 (default): the budget the chains leave by stopping early
-                           * goes to a last chain from the best strategy, half of whose
-                           * proposals change an operator and a neighbour together;
-                           * 0: no last chain (docs/search.md) */
-    int progress;         /* draw a progress bar on stderr when it is a terminal */
-    sf_sim_options sim;   /* the simulator's options (sync mode); sf_search_run judges
-                           * every candidate with these too */
+    double beta;        /* acceptance: exp(-beta * delta / cost_of_start); default 50 */
+    int use_delta;      /* 1: delta simulation in the loop (default); 0: full */
+    int pair_moves;     /* 1 (default): the budget the chains leave by stopping early
+                         * goes to a last chain from the best strategy, half of whose
+                         * proposals change an operator and a neighbour together;
+                         * 0: no last chain (docs/search.md) */
+    int progress;       /* draw a progress bar on stderr when it is a terminal */
+    sf_sim_options sim; /* the simulator's options (sync mode); sf_search_run judges
+                         * every candidate with these too */
 } sf_mcmc_options;
 
 void sf_mcmc_options_default(sf_mcmc_options *o);
 
 typedef struct sf_mcmc_result {
-    double best_s;        /* simulated iteration time of the best strategy */
-    double start_best_s;  /* best over the starting strategies */
-    int best_start;       /* index of the start that led to it */
-    int64_t iterations;   /* proposals evaluated */
+    double best_s;       /* simulated iteration time of the best strategy */
+    double start_best_s; /* best over the starting strategies */
+    int best_start;      /* index of the start that led to it */
+    int64_t iterations;  /* proposals evaluated */
     int64_t accepted;
     int64_t pair_proposals; /* of the proposals, those drawn as pair moves */
     int64_t pair_accepted;  /* ... and accepted */
@@ -109,9 +109,8 @@ typedef struct sf_mcmc_result {
  * strategy seen, never worse than the best start. Strategies that do not fit in
  * memory are rejected. */
 sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                         const sf_strategy *const *starts, int n_starts,
-                         const sf_mcmc_options *o, sf_strategy *best, sf_mcmc_result *r,
-                         sf_error *err);
+                         const sf_strategy *const *starts, int n_starts, const sf_mcmc_options *o,
+                         sf_strategy *best, sf_mcmc_result *r, sf_error *err);
 
 /* ---- the whole search: baselines, OptCNN and MCMC side by side ----------- */
 
@@ -127,8 +126,8 @@ typedef enum sf_search_row_id {
 
 /* One candidate, as the simulator judges it. */
 typedef struct sf_search_row {
-    const char *name;  /* "data", "model", "owt", "expert", "optcnn", "mcmc" */
-    int present;       /* 0 when not run (or its simulation failed) */
+    const char *name; /* "data", "model", "owt", "expert", "optcnn", "mcmc" */
+    int present;      /* 0 when not run (or its simulation failed) */
     double iter_s;
     double moved_bytes; /* transfers + all-reduce traffic */
     double peak_mem_bytes;
@@ -137,16 +136,16 @@ typedef struct sf_search_row {
 
 typedef struct sf_search_options {
     int run_optcnn, run_mcmc;
-    sf_mcmc_options mcmc;  /* its seed also draws the random start */
+    sf_mcmc_options mcmc; /* its seed also draws the random start */
 } sf_search_options;
 
 void sf_search_options_default(sf_search_options *o); /* both searches, MCMC defaults */
 
 typedef struct sf_search_report {
     sf_search_row rows[SF_SEARCH_ROWS];
-    int best;                 /* row of the best strategy: fits first, then time */
-    sf_optcnn_result optcnn;  /* when run */
-    sf_mcmc_result mcmc;      /* when run */
+    int best;                /* row of the best strategy: fits first, then time */
+    sf_optcnn_result optcnn; /* when run */
+    sf_mcmc_result mcmc;     /* when run */
 } sf_search_report;
 
 /* Simulate the baselines, run OptCNN's DP and then the MCMC search started from

@@ -109,7 +109,7 @@ typedef struct sf_sim_result {
     int64_t rescheduled;    /* tasks this call scheduled: all of them for a full run, those
                              * from the earliest change on for a delta update */
     int n_devices;
-    double *device_busy_s;  /* [n_devices], owned by the simulator, valid until next call */
+    double *device_busy_s;    /* [n_devices], owned by the simulator, valid until next call */
     double *device_mem_bytes; /* [n_devices] */
 } sf_sim_result;
 
@@ -124,8 +124,7 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
 /* Delta simulation: change operator `op` of the last simulated strategy to `c`,
  * rebuild only its tasks and the transfers and syncs that touch them, and
  * re-propagate times. The result equals sf_sim_run on the changed strategy. */
-sf_status sf_sim_update(sf_sim *sim, int op, const sf_config *c, sf_sim_result *r,
-                        sf_error *err);
+sf_status sf_sim_update(sf_sim *sim, int op, const sf_config *c, sf_sim_result *r, sf_error *err);
 /* sf_sim_update that gives up as soon as the iteration is sure to take longer
  * than bound_s: then r->cut_off is 1, r->iter_s is a lower bound above bound_s,
  * the other fields are not filled, and the next call must be sf_sim_revert (or
@@ -169,14 +168,16 @@ typedef enum sf_sim_total {
     SF_SIM_TOTAL_SYNC,        /* gradient-sync link tasks on links out of it (its ring
                                * edge; parameter server: what it sends) */
     SF_SIM_TOTAL_UPDATE,      /* its update tasks */
+    SF_SIM_TOTAL_COPY,        /* its copies of tile regions and shards (machines with
+                               * copy_bw_Bps only) */
     SF_SIM_TOTAL_COUNT
 } sf_sim_total;
 
 /* Seconds of task time of the last schedule that fall to `device`, by kind:
  * sums of task durations (link tasks hold their link, overlap or not), in
  * canonical task order, so a delta update gives exactly what a full run of
- * the same strategy gives. compute + update is device_busy_s[device]; summed
- * over every device, compute + update is sf_sim_result.compute_s, and on a
+ * the same strategy gives. compute + update + copy is device_busy_s[device];
+ * summed over every device, it is sf_sim_result.compute_s, and on a
  * machine of single-link routes transfer and sync are transfer_s and sync_s.
  * SF_ERR_INVALID when nothing (or only a cut-off update) was simulated or
  * device is out of range. */

@@ -25,8 +25,8 @@ extern "C" {
 #define SF_MAX_PARTS 64 /* most parts of one operator */
 
 typedef struct sf_config {
-    int ndim;                     /* = the operator's space rank */
-    int n_parts;                  /* product of degrees */
+    int ndim;    /* = the operator's space rank */
+    int n_parts; /* product of degrees */
     int degree[SF_MAX_DIMS];
     int16_t device[SF_MAX_PARTS]; /* device of each part */
 } sf_config;

@@ -21,7 +21,8 @@
  * Tasks of one iteration, for every operator part p on device d:
  *   forward(op, p)   needs, for each input k, every pair of sf_taskgraph_edge
  *                    (op, k) with cons_part p: a local copy when the producer
- *                    part is on d, else one message of `region` from src_dev;
+ *                    part is on d (none when in_place), else one message of
+ *                    `region` from src_dev;
  *   backward(op, p)  after the backward of every consumer part it fed, whose
  *                    gradients come back along the same pairs, reversed;
  *   sync(shard)      an all-reduce of the shard's gradient among its devices,
@@ -53,6 +54,12 @@ typedef struct sf_tg_pair {
     sf_tile region; /* the intersection of the producer part's output piece and the
                      * consumer part's input region, in the coordinates of the tensor
                      * op->inputs[k] */
+    int in_place;   /* a local pair whose region is the producer's whole piece and the
+                     * consumer's whole input: 1, the consumer reads the piece where it
+                     * lies; 2, also its input gradient is accumulated straight into
+                     * the producer's output gradient (the tensor has no other reader
+                     * and the piece feeds no other pair). 0: the region is copied (a
+                     * message is packed and unpacked, its gradient too) */
 } sf_tg_pair;
 
 /* One (operator, part) holding a weight shard. */

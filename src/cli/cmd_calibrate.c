@@ -13,14 +13,16 @@
  *    transfer latency + bytes / bandwidth, so this fits both ends of it). The
  *    median over rank pairs becomes the shared-memory (SHM) link of a
  *    one-node machine;
- *  - MPI_Allreduce of a few sizes: printed, to compare with the simulator's
- *    all-reduce; the machine format has no field for it;
+ *  - MPI_Allreduce of a few sizes: printed, and the largest fitted to the
+ *    simulator's ring as the per-link bandwidth of its steps (the machine's
+ *    runtime.allreduce_GBps, ring_bandwidth);
  *  - SGEMM on one thread (OpenBLAS set to one thread) on every rank at once:
  *    the median rate is the device's fp32 peak, so the analytic model's
  *    efficiencies apply to what BLAS reaches on this core, not to a data-sheet
  *    figure this host never sees;
  *  - a STREAM-like copy on every rank at once (2 x bytes moved / time): the
- *    device memory bandwidth each rank gets while all of them run;
+ *    device memory bandwidth each rank gets while all of them run, and the
+ *    rate of the runtime's copies of tile regions (runtime.copy_GBps);
  *  - physical memory (sysconf) divided by the rank count: each rank's memory.
  *
  * MPI comes through the runtime's communication interface (runtime.h; its
@@ -235,7 +237,23 @@ typedef struct results {
     double *gemm; /* [ranks] FLOP/s */
     double *copy; /* [ranks] B/s */
     double peak_flops, mem_bw, mem_bytes;
+    double sync_bw; /* per-link bandwidth of the ring steps, fitted to the largest all-reduce */
 } results;
+
+/* The per-link bandwidth that makes the simulator's ring all-reduce of the
+ * largest size measured take what MPI_Allreduce took: the ring prices
+ * 2(P-1) steps of latency and sends 2(P-1)/P of the buffer over each link, so
+ * bw = 2(P-1)/P N / (T - 2(P-1) latency). On shared memory the reduction is
+ * the ranks' own work and runs far below the ping-pong bandwidth. 0 (the
+ * link's bandwidth) when the fit has no time left for the bytes. */
+static double ring_bandwidth(const results *r) {
+    if (r->ranks < 2 || r->n_ar == 0) return 0;
+    int i = r->n_ar - 1;
+    double steps = 2.0 * (r->ranks - 1);
+    double t = r->ar_s[i] - steps * r->latency_s;
+    double bw = t > 0 ? steps / r->ranks * (double)r->ar_bytes[i] / t : 0;
+    return bw >= SF_MIN_RATE && bw <= SF_MAX_RATE ? bw : 0;
+}
 
 static int print_summary(const results *r, const sf_machine_desc *d, const char *out) {
     char b1[48], b2[48];
@@ -291,6 +309,11 @@ static int print_summary(const results *r, const sf_machine_desc *d, const char 
                           "one rank, nothing to measure: kept the cpu preset's %.2f us, "
                           "%.2f GB/s",
                           d->intra_latency_s * 1e6, d->intra_bw_Bps * 1e-9);
+    sf_cli_table_cell(t, "runtime");
+    sf_cli_table_cell(t, "copies at %.2f GB/s; all-reduce steps at %.2f GB/s a link%s",
+                      d->copy_bw_Bps * 1e-9,
+                      (d->sync_bw_Bps > 0 ? d->sync_bw_Bps : d->intra_bw_Bps) * 1e-9,
+                      d->sync_bw_Bps > 0 ? " (fitted to the largest MPI_Allreduce)" : "");
     sf_cli_table_cell(t, "written");
     sf_cli_table_cell(t, "%s (machine '%s', %d device%s)", out, d->name, d->devices_per_node,
                       d->devices_per_node == 1 ? "" : "s");
@@ -317,7 +340,9 @@ static int make_desc(const results *r, const calib_opts *o, sf_machine_desc *d) 
     if (r->ranks > 1) {
         d->intra_latency_s = r->latency_s;
         d->intra_bw_Bps = r->bw_Bps;
+        d->sync_bw_Bps = r->sync_bw;
     }
+    d->copy_bw_Bps = r->mem_bw; /* the runtime's copies run at what a rank's memcpy reaches */
     if (sf_machine_desc_validate(d, &err) != SF_OK) return sf_cli_fail_err(&err);
     return SF_EXIT_OK;
 }
@@ -380,7 +405,8 @@ static int calibrate(const calib_opts *o, sf_comm *cm) {
         sf_comm_barrier(cm);
     }
     for (int i = 0; i < r.n_ar; i++)
-        r.ar_s[i] = allreduce_time(cm, ar_buf, (int)(r.ar_bytes[i] / (int64_t)sizeof(float)), times);
+        r.ar_s[i] =
+            allreduce_time(cm, ar_buf, (int)(r.ar_bytes[i] / (int64_t)sizeof(float)), times);
 
     if (rank == 0) {
         double tmp[SF_MAX_DEVICES];
@@ -401,6 +427,7 @@ static int calibrate(const calib_opts *o, sf_comm *cm) {
         memcpy(tc, r.copy, (size_t)n * sizeof *tc);
         r.peak_flops = sf_cli_median(tg, n);
         r.mem_bw = sf_cli_median(tc, n);
+        r.sync_bw = ring_bandwidth(&r);
         long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
         r.mem_bytes = pages > 0 && page > 0 ? (double)pages * (double)page / ranks : 4e9;
 

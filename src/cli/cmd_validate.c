@@ -18,8 +18,10 @@
  *
  * Where the error comes from: on each strategy's critical device (the one the
  * simulator keeps busiest), predicted and measured seconds by task kind:
- * compute (forward and backward kernels), transfer, sync, update, and idle
- * (the iteration less compute and update). Predicted transfer and sync are
+ * compute (forward and backward kernels), transfer, sync, update, copy (of
+ * tile regions and shards; predicted only on a machine with a copy bandwidth,
+ * as calibrate writes) and idle (the iteration less compute, update and
+ * copy). Predicted transfer and sync are
  * link time (sf_sim_kind_totals: the messages the device receives, the
  * all-reduce traffic it sends); measured ones are the time the rank waited
  * for its messages and all-reduces (sf_runtime_events), which is what a CPU
@@ -60,16 +62,18 @@
 #define MAX_STRATEGIES 256
 #define MAX_STEPS 100000
 
-/* Task kinds of the breakdown: the simulator's four, then idle. */
+/* Task kinds of the breakdown: the simulator's five, then idle. */
 enum {
     K_COMPUTE = SF_SIM_TOTAL_COMPUTE,
     K_TRANSFER = SF_SIM_TOTAL_TRANSFER,
     K_SYNC = SF_SIM_TOTAL_SYNC,
     K_UPDATE = SF_SIM_TOTAL_UPDATE,
+    K_COPY = SF_SIM_TOTAL_COPY,
     K_IDLE,
     K_COUNT
 };
-static const char *const kind_name[K_COUNT] = {"compute", "transfer", "sync", "update", "idle"};
+static const char *const kind_name[K_COUNT] = {"compute", "transfer", "sync",
+                                               "update",  "copy",     "idle"};
 
 /* The simulator's sync models, each judged against the same measurements: which
  * one the runtime behaves like (docs/simulator.md). */
@@ -78,7 +82,7 @@ static const sf_sync_mode alt_mode[N_SYNC_MODELS] = {SF_SYNC_OVERLAP, SF_SYNC_BU
                                                      SF_SYNC_BULK};
 static const sf_sync_scheme alt_scheme[N_SYNC_MODELS] = {SF_SCHEME_RING, SF_SCHEME_RING,
                                                          SF_SCHEME_PS, SF_SCHEME_PS};
-_Static_assert(SF_SIM_TOTAL_COUNT == 4 && (int)K_IDLE == (int)SF_SIM_TOTAL_COUNT, "kinds line up");
+_Static_assert(SF_SIM_TOTAL_COUNT == 5 && (int)K_IDLE == (int)SF_SIM_TOTAL_COUNT, "kinds line up");
 
 static int usage(FILE *out) {
     fprintf(out,
@@ -120,7 +124,7 @@ static int usage(FILE *out) {
             "\n"
             "error = predicted / measured - 1. Predicted transfer and sync are link time;\n"
             "measured ones are the time a rank waited for its messages and all-reduces; idle\n"
-            "is the iteration less compute and update. See docs/simulator.md.\n"
+            "is the iteration less compute, update and copy. See docs/simulator.md.\n"
             "\n"
             "example:\n"
             "  mpirun -n 2 soapflow calibrate --out build/local.json\n"
@@ -419,7 +423,8 @@ static int predict(vstate *v) {
             rc = sf_cli_fail_err(&err);
             break;
         }
-        e->pred[K_IDLE] = fmax(0, r.iter_s - e->pred[K_COMPUTE] - e->pred[K_UPDATE]);
+        e->pred[K_IDLE] =
+            fmax(0, r.iter_s - e->pred[K_COMPUTE] - e->pred[K_UPDATE] - e->pred[K_COPY]);
         if (v->rank == 0 && v->o.trace_dir) {
             char path[4096];
             snprintf(path, sizeof path, "%s/%s.predicted.json", v->o.trace_dir, e->file);
@@ -491,6 +496,7 @@ static void step_kinds(const sf_runtime *rt, double out[SF_SIM_TOTAL_COUNT]) {
         case SF_RT_GRAD: out[K_TRANSFER] += d; break;
         case SF_RT_SYNC: out[K_SYNC] += d; break;
         case SF_RT_UPDATE: out[K_UPDATE] += d; break;
+        case SF_RT_COPY: out[K_COPY] += d; break;
         default: break;
         }
     }
@@ -571,7 +577,7 @@ static sf_status finish_entry(vstate *v, int i, measure_bufs *mb, sf_error *err)
     e->meas_min_s = mb->all[nr + 1];
     const double *row = mb->all + e->crit * SF_SIM_TOTAL_COUNT;
     for (int q = 0; q < SF_SIM_TOTAL_COUNT; q++) e->meas[q] = row[q];
-    e->meas[K_IDLE] = fmax(0, e->meas_s - e->meas[K_COMPUTE] - e->meas[K_UPDATE]);
+    e->meas[K_IDLE] = fmax(0, e->meas_s - e->meas[K_COMPUTE] - e->meas[K_UPDATE] - e->meas[K_COPY]);
     e->meas_crit = 0;
     for (int r = 1; r < v->ranks; r++) {
         const double *a = mb->all + r * SF_SIM_TOTAL_COUNT;
@@ -834,9 +840,9 @@ static int print_text(const vstate *v, const summary *s) {
     printf("\n");
 
     printf("\non each strategy's critical device, predicted / measured ms:\n");
-    static const char *const h2[] = {"#",    "strategy", "device", "compute",    "transfer",
-                                     "sync", "update",   "idle",   "largest gap"};
-    t = sf_cli_table_new(9, h2, "rlrrrrrrl");
+    static const char *const h2[] = {"#",    "strategy", "device", "compute", "transfer",
+                                     "sync", "update",   "copy",   "idle",    "largest gap"};
+    t = sf_cli_table_new(10, h2, "rlrrrrrrrl");
     for (int i = 0; i < v->n; i++) {
         const entry *e = &v->e[i];
         sf_cli_table_cell(t, "%d", i + 1);

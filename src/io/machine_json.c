@@ -222,8 +222,9 @@ static sf_status get_num(reader *r, const json_t *obj, const char *path, const c
     return SF_OK;
 }
 
-static const char *const top_keys[] = {"name", "nodes", "devices_per_node", "device",
-                                       "intra", "inter", NULL};
+static const char *const top_keys[] = {"name",  "nodes", "devices_per_node", "device",
+                                       "intra", "inter", "runtime",          NULL};
+static const char *const runtime_keys[] = {"cores_per_node", "copy_GBps", "allreduce_GBps", NULL};
 static const char *const device_keys[] = {"name", "peak_tflops", "mem_bw_GBps", "mem_GB", NULL};
 static const char *const peak_keys[] = {"fp32", "fp16", "bf16", NULL};
 static const char *const intra_keys[] = {"topology",   "bandwidth_GBps", "latency_us",
@@ -245,8 +246,7 @@ static sf_status parse_device(reader *r, const json_t *dev, sf_device_kind *k) {
     if (st == SF_OK)
         st = get_num(r, peak, "device.peak_tflops", "bf16", 0, NUM_RATE_OR_ZERO, 12,
                      &k->peak_flops[SF_DTYPE_BF16]);
-    if (st == SF_OK)
-        st = get_num(r, dev, "device", "mem_bw_GBps", 1, NUM_RATE, 9, &k->mem_bw_Bps);
+    if (st == SF_OK) st = get_num(r, dev, "device", "mem_bw_GBps", 1, NUM_RATE, 9, &k->mem_bw_Bps);
     if (st == SF_OK) st = get_num(r, dev, "device", "mem_GB", 1, NUM_MEM, 9, &k->mem_bytes);
     return st;
 }
@@ -310,12 +310,20 @@ static sf_status parse_root(reader *r, const json_t *root, sf_machine_desc *d) {
     if (st == SF_OK) st = parse_intra(r, intra, d);
     if (st == SF_OK) st = get_object(r, root, "", "inter", &inter);
     if (st == SF_OK) st = check_keys(r, inter, "inter", inter_keys);
-    if (st == SF_OK)
-        st = get_int(r, inter, "inter", "nics_per_node", 1, 1024, &d->nics_per_node);
+    if (st == SF_OK) st = get_int(r, inter, "inter", "nics_per_node", 1, 1024, &d->nics_per_node);
     if (st == SF_OK)
         st = get_num(r, inter, "inter", "bandwidth_GBps", 1, NUM_RATE, 9, &d->inter_bw_Bps);
     if (st == SF_OK)
         st = get_num(r, inter, "inter", "latency_us", 1, NUM_LATENCY, -6, &d->inter_latency_s);
+    const json_t *rtm = json_object_get(root, "runtime");
+    if (st == SF_OK && rtm) st = get_object(r, root, "", "runtime", &rtm);
+    if (st == SF_OK && rtm) st = check_keys(r, rtm, "runtime", runtime_keys);
+    if (st == SF_OK && rtm && json_object_get(rtm, "cores_per_node"))
+        st = get_int(r, rtm, "runtime", "cores_per_node", 0, SF_MAX_DEVICES, &d->cores_per_node);
+    if (st == SF_OK && rtm)
+        st = get_num(r, rtm, "runtime", "copy_GBps", 0, NUM_RATE_OR_ZERO, 9, &d->copy_bw_Bps);
+    if (st == SF_OK && rtm)
+        st = get_num(r, rtm, "runtime", "allreduce_GBps", 0, NUM_RATE_OR_ZERO, 9, &d->sync_bw_Bps);
     if (st != SF_OK) return st;
     /* What the fields cannot say alone (the device count limit). */
     st = sf_machine_desc_validate(d, r->err);
@@ -398,6 +406,15 @@ char *sf_machine_desc_to_json(const sf_machine_desc *d, sf_error *err) {
         put_num(&w, inter, "bandwidth_GBps", d->inter_bw_Bps, 9);
         put_num(&w, inter, "latency_us", d->inter_latency_s, -6);
         put(&w, root, "inter", json_incref(inter));
+        if (d->cores_per_node || d->copy_bw_Bps > 0 || d->sync_bw_Bps > 0) {
+            json_t *rtm = json_object();
+            if (!rtm) w.ok = 0;
+            if (rtm && d->cores_per_node)
+                put(&w, rtm, "cores_per_node", json_integer(d->cores_per_node));
+            if (rtm && d->copy_bw_Bps > 0) put_num(&w, rtm, "copy_GBps", d->copy_bw_Bps, 9);
+            if (rtm && d->sync_bw_Bps > 0) put_num(&w, rtm, "allreduce_GBps", d->sync_bw_Bps, 9);
+            if (rtm) put(&w, root, "runtime", rtm);
+        }
     }
     char *text = NULL;
     if (w.ok) {
@@ -449,8 +466,10 @@ static sf_machine *open_subset(const char *spec, sf_error *err) {
     errno = 0;
     long k = strtol(lb + 1, &end, 10);
     if (lb[1] < '0' || lb[1] > '9' || end != spec + n - 1 || k < 1) {
-        sf_error_set(err, SF_ERR_INVALID, "machine '%s': the part in brackets must be a device "
-                     "count, as in p100-4x4[8]", spec);
+        sf_error_set(err, SF_ERR_INVALID,
+                     "machine '%s': the part in brackets must be a device "
+                     "count, as in p100-4x4[8]",
+                     spec);
         return NULL;
     }
     /* before the int conversion below: [4294967297] must not become [1] */

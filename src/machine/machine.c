@@ -66,9 +66,9 @@
 struct sf_machine {
     sf_machine_desc desc;
     int n_devices, n_nodes, n_links;
-    int links_per_node;  /* intra links + 2 * nics */
-    int intra_per_node;  /* intra links only */
-    sf_device *devices;  /* (n_devices) */
+    int links_per_node; /* intra links + 2 * nics */
+    int intra_per_node; /* intra links only */
+    sf_device *devices; /* (n_devices) */
 };
 
 static const char *const dtype_names[] = {"fp32", "fp16", "bf16"};
@@ -116,8 +116,10 @@ sf_status sf_machine_desc_validate(const sf_machine_desc *d, sf_error *err) {
         return sf_error_set(err, SF_ERR_INVALID, "machine name must be 1 to %d characters",
                             SF_NAME_MAX - 1);
     if (!name_ok(d->kind.name, sizeof d->kind.name))
-        return sf_error_set(err, SF_ERR_INVALID, "machine '%s': device name must be 1 to %d "
-                            "characters", d->name, SF_NAME_MAX - 1);
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': device name must be 1 to %d "
+                            "characters",
+                            d->name, SF_NAME_MAX - 1);
     const char *mn = d->name;
     if (d->nodes < 1)
         return sf_error_set(err, SF_ERR_INVALID, "machine '%s': nodes must be >= 1 (got %d)", mn,
@@ -151,8 +153,8 @@ sf_status sf_machine_desc_validate(const sf_machine_desc *d, sf_error *err) {
                             "bytes",
                             mn, SF_MAX_MEM_BYTES);
     if ((int)d->intra < 0 || d->intra >= SF_INTRA_COUNT)
-        return sf_error_set(err, SF_ERR_INVALID, "machine '%s': unknown intra-node topology %d",
-                            mn, (int)d->intra);
+        return sf_error_set(err, SF_ERR_INVALID, "machine '%s': unknown intra-node topology %d", mn,
+                            (int)d->intra);
     if (!is_rate(d->intra_bw_Bps))
         return sf_error_set(err, SF_ERR_INVALID,
                             "machine '%s': intra-node bandwidth must be from 1 to %g B/s", mn,
@@ -174,8 +176,8 @@ sf_status sf_machine_desc_validate(const sf_machine_desc *d, sf_error *err) {
     }
     if (d->nics_per_node < 1 || d->nics_per_node > SF_MAX_NICS)
         return sf_error_set(err, SF_ERR_INVALID,
-                            "machine '%s': nics_per_node must be 1 to %d (got %d)", mn,
-                            SF_MAX_NICS, d->nics_per_node);
+                            "machine '%s': nics_per_node must be 1 to %d (got %d)", mn, SF_MAX_NICS,
+                            d->nics_per_node);
     if (!is_rate(d->inter_bw_Bps))
         return sf_error_set(err, SF_ERR_INVALID,
                             "machine '%s': inter-node (NIC) bandwidth must be from 1 to %g B/s", mn,
@@ -183,6 +185,18 @@ sf_status sf_machine_desc_validate(const sf_machine_desc *d, sf_error *err) {
     if (!is_latency(d->inter_latency_s))
         return sf_error_set(err, SF_ERR_INVALID,
                             "machine '%s': inter-node latency must be from 0 to 1 s", mn);
+    if (d->cores_per_node < 0 || d->cores_per_node > SF_MAX_DEVICES)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': cores_per_node must be 0 to %d (got %d)", mn,
+                            SF_MAX_DEVICES, d->cores_per_node);
+    if (d->copy_bw_Bps != 0 && !is_rate(d->copy_bw_Bps))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': copy bandwidth must be 0 or from 1 to %g B/s", mn,
+                            SF_MAX_RATE);
+    if (d->sync_bw_Bps != 0 && !is_rate(d->sync_bw_Bps))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': all-reduce bandwidth must be 0 or from 1 to %g B/s", mn,
+                            SF_MAX_RATE);
     return SF_OK;
 }
 
@@ -218,9 +232,7 @@ static int dev_down_link(const sf_machine *m, int node, int i) {
 static int sw_up_link(const sf_machine *m, int node, int s) {
     return node_base(m, node) + 2 * m->desc.devices_per_node + 2 * s;
 }
-static int sw_down_link(const sf_machine *m, int node, int s) {
-    return sw_up_link(m, node, s) + 1;
-}
+static int sw_down_link(const sf_machine *m, int node, int s) { return sw_up_link(m, node, s) + 1; }
 
 static int nic_out_link(const sf_machine *m, int node, int nic) {
     return node_base(m, node) + m->intra_per_node + 2 * nic;

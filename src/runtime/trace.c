@@ -19,8 +19,8 @@
 
 enum { PID_DEVICES = 1, PID_LINKS = 2 };
 
-static const char *const cat[SF_RT_EVENT_KIND_COUNT] = {"fwd",  "bwd",  "update",
-                                                        "xfer", "grad", "sync"};
+static const char *const cat[SF_RT_EVENT_KIND_COUNT] = {"fwd",  "bwd",  "update", "xfer",
+                                                        "grad", "sync", "copy"};
 
 static void meta(json_t *ev, const char *what, int pid, int tid, const char *name) {
     json_t *e = json_pack("{s:s,s:s,s:i,s:{s:s}}", "ph", "M", "name", what, "pid", pid, "args",
@@ -74,10 +74,12 @@ sf_status sf_runtime_write_trace(const char *path, const sf_graph *g, const sf_m
             case SF_RT_UPDATE: snprintf(name, sizeof name, "update %s", on); break;
             case SF_RT_XFER: snprintf(name, sizeof name, "xfer %s p%d", on, e->part); break;
             case SF_RT_GRAD: snprintf(name, sizeof name, "grad %s p%d", on, e->part); break;
+            case SF_RT_COPY: snprintf(name, sizeof name, "copy %s p%d", on, e->part); break;
             default: snprintf(name, sizeof name, "allreduce %s", on); break;
             }
             const char *c = e->kind < SF_RT_EVENT_KIND_COUNT ? cat[e->kind] : "?";
-            if (e->kind == SF_RT_FWD || e->kind == SF_RT_BWD || e->kind == SF_RT_UPDATE) {
+            if (e->kind == SF_RT_FWD || e->kind == SF_RT_BWD || e->kind == SF_RT_UPDATE ||
+                e->kind == SF_RT_COPY) {
                 task(ev, name, c, PID_DEVICES, r, e->t0_s, e->t1_s, on, e->part, 0);
                 continue;
             }

@@ -227,6 +227,8 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->g = g;
     sim->m = m;
     sim->cm = cm;
+    sim->copy_bw = sf_machine_get_desc(m)->copy_bw_Bps;
+    sim->sync_bw = sf_machine_get_desc(m)->sync_bw_Bps;
     if (o)
         sim->opt = *o;
     else
@@ -416,21 +418,59 @@ static int add_transfer(sf_sim *sim, sim_block *b, int bid, sim_kind kind, int o
     return 0;
 }
 
-static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int j, int dj, int pi, int i,
-                     int di, int64_t overlap, int p_bwd, int np, int nx) {
+/* A copy on dev that moves `moved` bytes (read plus written) at the machine's
+ * copy bandwidth (sim->copy_bw > 0), after `from` (none when negative): its
+ * reference, -1 when out of memory. */
+static int64_t add_copy(sf_sim *sim, sim_block *b, int bid, int op, int part, int dev, double moved,
+                        int64_t from) {
+    int idx = block_task(b, SIM_COPY, dev, op, part, moved / sim->copy_bw, 0);
+    if (idx < 0) return -1;
+    b->st.compute_s += b->tasks[idx].dur_s;
+    if (from >= 0 && block_edge(b, from, REF(bid, idx))) return -1;
+    return REF(bid, idx);
+}
+
+/* The tasks of one pair. On a machine that prices copies, also the copies the
+ * runtime makes (runtime.c): a local pair not in place copies its region into
+ * the consumer's input (read + write) and, unless in place for gradients,
+ * accumulates the input gradient back into the producer's (read, read,
+ * write); a message is packed on the sender and unpacked on the receiver, and
+ * its gradient packed on the consumer and accumulated on the producer. */
+static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int pi, const sf_tg_pair *pr,
+                     int p_bwd, int np, int nx) {
     int core_x = block_id(xi, SLOT_CORE), core_p = block_id(pi, SLOT_CORE);
+    int i = pr->prod_part, j = pr->cons_part, di = pr->src_dev, dj = pr->dst_dev;
     int64_t p_fwd = REF(core_p, i), x_fwd = REF(core_x, j);
     int64_t p_b = REF(core_p, np + i), x_b = REF(core_x, nx + j);
+    int64_t bytes = pr->numel * SF_ELEM_BYTES;
+    double by = (double)bytes;
+    int copies = sim->copy_bw > 0;
     if (di == dj) {
-        if (block_edge(b, p_fwd, x_fwd)) return -1;
-        if (p_bwd && block_edge(b, x_b, p_b)) return -1;
-        return 0;
+        int64_t f =
+            !copies || pr->in_place ? p_fwd : add_copy(sim, b, bid, xi, j, dj, 2 * by, p_fwd);
+        if (f < 0 || block_edge(b, f, x_fwd)) return -1;
+        if (!p_bwd) return 0;
+        int64_t g =
+            !copies || pr->in_place == 2 ? x_b : add_copy(sim, b, bid, xi, j, dj, 3 * by, x_b);
+        return g < 0 || block_edge(b, g, p_b) ? -1 : 0;
     }
-    int64_t bytes = overlap * SF_ELEM_BYTES;
-    if (add_transfer(sim, b, bid, SIM_XFER, xi, j, di, dj, bytes, p_fwd, x_fwd)) return -1;
-    if (block_mem(b, dj, (double)bytes)) return -1; /* the received copy lives on dj */
-    if (p_bwd && add_transfer(sim, b, bid, SIM_GRAD, xi, j, dj, di, bytes, x_b, p_b)) return -1;
-    return 0;
+    int64_t from = p_fwd, to = x_fwd;
+    if (copies) {
+        from = add_copy(sim, b, bid, xi, j, di, 2 * by, p_fwd);
+        to = add_copy(sim, b, bid, xi, j, dj, 2 * by, -1);
+        if (from < 0 || to < 0 || block_edge(b, to, x_fwd)) return -1;
+    }
+    if (add_transfer(sim, b, bid, SIM_XFER, xi, j, di, dj, bytes, from, to)) return -1;
+    if (block_mem(b, dj, by)) return -1; /* the received copy lives on dj */
+    if (!p_bwd) return 0;
+    from = x_b;
+    to = p_b;
+    if (copies) {
+        from = add_copy(sim, b, bid, xi, j, dj, 2 * by, x_b);
+        to = add_copy(sim, b, bid, xi, j, di, 3 * by, -1);
+        if (from < 0 || to < 0 || block_edge(b, to, p_b)) return -1;
+    }
+    return add_transfer(sim, b, bid, SIM_GRAD, xi, j, dj, di, bytes, from, to);
 }
 
 /* The transfers and dependencies that feed input k of xi: the task graph's
@@ -446,9 +486,7 @@ static int build_edge(sf_sim *sim, int xi, int k) {
     int n = sf_taskgraph_edge(sim->tg, xi, k, &pr);
     if (n < 0) return -1;
     for (int q = 0; q < n; q++)
-        if (edge_pair(sim, b, bid, xi, pr[q].cons_part, pr[q].dst_dev, pi, pr[q].prod_part,
-                      pr[q].src_dev, pr[q].numel, p_bwd, np, nx))
-            return -1;
+        if (edge_pair(sim, b, bid, xi, pi, &pr[q], p_bwd, np, nx)) return -1;
     return 0;
 }
 
@@ -473,7 +511,8 @@ static int add_ring_edge(sf_sim *sim, sim_block *b, int bid, int owner, int cls,
     for (int i = 0; i < r.n_links; i++) {
         sf_link lb;
         const sf_link *l = sf_machine_link(sim->m, r.links[i], &lb);
-        double d = steps * l->latency_s + send / l->bandwidth_Bps;
+        double bw = sim->sync_bw > 0 ? sim->sync_bw : l->bandwidth_Bps;
+        double d = steps * l->latency_s + send / bw;
         int res = sim_link_res(sim, r.links[i]);
         int idx = res < 0 ? -1 : block_task(b, SIM_SYNC, res, owner, cls, d, bytes);
         if (idx < 0) return -1;
@@ -491,8 +530,7 @@ static int add_ring_edge(sf_sim *sim, sim_block *b, int bid, int owner, int cls,
 
 /* The backward tasks of shard row `row` (one device d of a shard: its entries,
  * in entry order) into `to`; in bulk mode d's barrier instead. */
-static int grads_done(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, int row, int d,
-                      int64_t to) {
+static int grads_done(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, int row, int d, int64_t to) {
     if (sim->opt.sync == SF_SYNC_BULK) return block_edge(b, REF(BARRIER_BLOCK(sim), d), to);
     for (int32_t i = sy->ent_start[row]; i < sy->ent_start[row + 1]; i++) {
         const sf_tg_entry *e = &sy->ents[i];
@@ -558,8 +596,15 @@ static int build_sync(sf_sim *sim, int owner) {
             int bar = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
             int bar2 = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
             if (bar < 0 || bar2 < 0) return -1;
-            for (int r = 0; r < R; r++)
-                if (grads_done(sim, b, &sy, sh->dev_start + r, devs[r], REF(bid, bar))) return -1;
+            for (int r = 0; r < R; r++) {
+                /* the runtime packs the shard's slices into one buffer first */
+                int64_t pk = REF(bid, bar);
+                if (sim->copy_bw > 0) {
+                    pk = add_copy(sim, b, bid, owner, cls, devs[r], 2.0 * (double)shard_bytes, -1);
+                    if (pk < 0 || block_edge(b, pk, REF(bid, bar))) return -1;
+                }
+                if (grads_done(sim, b, &sy, sh->dev_start + r, devs[r], pk)) return -1;
+            }
             double steps = 2.0 * (R - 1);
             double send = steps / R * (double)shard_bytes;
             for (int r = 1; r < R; r++)
@@ -579,8 +624,13 @@ static int build_sync(sf_sim *sim, int owner) {
             b->st.compute_s += b->tasks[ut].dur_s;
             if (block_mem(b, d, (double)shard_bytes * (2.0 + sim->opt.optimizer_state_factor)))
                 return -1;
-            if (join >= 0 ? block_edge(b, join, REF(bid, ut))
-                          : grads_done(sim, b, &sy, sh->dev_start + r, d, REF(bid, ut)))
+            int64_t after = join;
+            if (join >= 0 && sim->copy_bw > 0) { /* and unpacks the sums */
+                after = add_copy(sim, b, bid, owner, cls, d, 2.0 * (double)shard_bytes, join);
+                if (after < 0) return -1;
+            }
+            if (after >= 0 ? block_edge(b, after, REF(bid, ut))
+                           : grads_done(sim, b, &sy, sh->dev_start + r, d, REF(bid, ut)))
                 return -1;
         }
     }
@@ -1474,8 +1524,7 @@ static double t0_bound(sf_sim *sim, const sim_sched *o) {
     return t0;
 }
 
-sf_status sf_sim_update(sf_sim *sim, int opi, const sf_config *c, sf_sim_result *r,
-                        sf_error *err) {
+sf_status sf_sim_update(sf_sim *sim, int opi, const sf_config *c, sf_sim_result *r, sf_error *err) {
     return sf_sim_update_ops(sim, 1, &opi, c, INFINITY, r, err);
 }
 
@@ -1671,9 +1720,8 @@ sf_status sf_sim_delta_stats_get(sf_sim *sim, sf_sim_delta_stats *out, sf_error 
     }
     qsort(order, (size_t)n, sizeof *order, res_slot_cmp);
     for (int64_t i = 0; i < n; i++)
-        before[order[i].slot] = order[i].res >= 0 && i > 0 && order[i - 1].res == order[i].res
-                                    ? order[i - 1].slot
-                                    : -1;
+        before[order[i].slot] =
+            order[i].res >= 0 && i > 0 && order[i - 1].res == order[i].res ? order[i - 1].slot : -1;
     memset(out, 0, sizeof *out);
     /* shifts are differences of sums, equal only up to rounding: compare them to a
      * nanosecond per second of iteration time */
@@ -1738,6 +1786,9 @@ sf_status sf_sim_kind_totals(const sf_sim *sim, int device, double out[SF_SIM_TO
                 break;
             case SIM_UPDATE:
                 if (t->res == device) out[SF_SIM_TOTAL_UPDATE] += t->dur_s;
+                break;
+            case SIM_COPY:
+                if (t->res == device) out[SF_SIM_TOTAL_COPY] += t->dur_s;
                 break;
             case SIM_XFER:
             case SIM_GRAD:

@@ -33,6 +33,8 @@ typedef enum sim_kind {
     SIM_XFER,     /* activation transfer (forward) */
     SIM_GRAD,     /* activation-gradient transfer (backward) */
     SIM_SYNC,     /* all-reduce traffic on one link */
+    SIM_COPY,     /* the runtime's copy of a tile region or a shard on a device
+                   * (priced only when the machine has copy_bw_Bps) */
     SIM_BARRIER,  /* zero-time join */
     SIM_KIND_COUNT
 } sim_kind;
@@ -160,6 +162,7 @@ struct sf_sim {
     sf_sim_options opt;
     sf_strategy *s; /* current strategy */
     int n_ops, n_dev;
+    double copy_bw, sync_bw; /* the machine's copy_bw_Bps and sync_bw_Bps (0: none) */
     /* resources: devices 0..n_dev-1, then the links tasks have used (sim_links.c),
      * n_dev..n_res-1; the per-resource arrays hold cap_res + 1 entries */
     int n_links, n_res, cap_res;

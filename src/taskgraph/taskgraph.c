@@ -225,7 +225,36 @@ static int try_pair(sf_taskgraph *tg, int *n, const sf_tile *piece, const sf_til
     q->dst_dev = dj;
     sf_tile_intersect(piece, rj, &q->region);
     q->numel = sf_tile_numel(&q->region);
+    q->in_place = 0;
     return 0;
+}
+
+/* 1 when input k of x is the only reader of the tensor it reads. */
+static int sole_reader(const sf_taskgraph *tg, const sf_op *x, int k) {
+    const sf_tensor_ref *cons;
+    int n = sf_taskgraph_consumers(tg, x->inputs[k].op, &cons), readers = 0;
+    for (int i = 0; i < n; i++)
+        readers += sf_graph_op(tg->g, cons[i].op)->inputs[cons[i].out].out == x->inputs[k].out;
+    return readers == 1;
+}
+
+/* sf_tg_pair.in_place of the n pairs of input k of x. The region is the
+ * intersection of the piece and the input region, so it is either whole when
+ * its element count is. */
+static void set_in_place(const sf_taskgraph *tg, const sf_op *x, int k, const sf_tile *tp,
+                         const sf_tile *xtiles, sf_tg_pair *pr, int n) {
+    int sole = -1; /* not yet known */
+    for (int q = 0; q < n; q++) {
+        sf_tg_pair *a = &pr[q];
+        if (a->src_dev != a->dst_dev || a->numel != sf_tile_numel(&tp[a->prod_part])) continue;
+        sf_tile rj;
+        sf_op_input_region(x, &xtiles[a->cons_part], k, &rj);
+        if (a->numel != sf_tile_numel(&rj)) continue;
+        if (sole < 0) sole = sole_reader(tg, x, k);
+        int feeds = 0;
+        for (int i = 0; i < n && sole; i++) feeds += pr[i].prod_part == a->prod_part;
+        a->in_place = sole && feeds == 1 ? 2 : 1;
+    }
 }
 
 int sf_taskgraph_edge(sf_taskgraph *tg, int xi, int k, const sf_tg_pair **pairs) {
@@ -269,6 +298,7 @@ int sf_taskgraph_edge(sf_taskgraph *tg, int xi, int k, const sf_tg_pair **pairs)
             idx[d]++;
         }
     }
+    set_in_place(tg, x, k, tp, xtiles, tg->pairs, n);
     *pairs = tg->pairs;
     return n;
 }

@@ -42,6 +42,26 @@ for key in peak_flops_fp32 mem_bw_Bps mem_bytes intra_bw_Bps intra_latency_s; do
     positive "$v" || fail "calibrated machine: $key '$v', want > 0"
 done
 
+# what the runtime adds: its copies' rate always, the all-reduce rate with pairs
+python3 - "$OUT" <<'EOF' || fail "calibrated machine: bad runtime object: $(cat "$OUT")"
+import json, sys
+rt = json.load(open(sys.argv[1]))["runtime"]
+assert rt["copy_GBps"] > 0, rt
+assert rt.get("allreduce_GBps", 1) > 0, rt
+assert "cores_per_node" not in rt, rt  # 2 ranks on a machine of at least 2 cores
+EOF
+# more ranks than cores: the cores are written, and every rank is pinned to one
+CORES=$(nproc)
+NP=$((CORES + 1))
+timeout 60 mpirun -np "$NP" "$SF" calibrate --out "$TMP/over.json" --sizes 8:4K --gemm-size 64 \
+    >"$TMP/over.out" 2>"$TMP/over.err" ||
+    fail "mpirun -np $NP soapflow calibrate: status $?: $(cat "$TMP/over.err")"
+grep -q "$NP ranks on $CORES cores" "$TMP/over.out" || fail "calibrate on $NP ranks: no cores line"
+python3 - "$TMP/over.json" "$CORES" <<'EOF' || fail "oversubscribed machine: $(cat "$TMP/over.json")"
+import json, sys
+assert json.load(open(sys.argv[1]))["runtime"]["cores_per_node"] == int(sys.argv[2])
+EOF
+
 # the planning commands take it as a machine
 "$SF" graph --model lenet5 --machine "$OUT" --json >"$TMP/g.out" 2>"$TMP/g.err" ||
     fail "graph --machine calibrated.json: $(cat "$TMP/g.err")"

@@ -58,7 +58,7 @@ for i, r in enumerate(rows):
     assert r["predicted_ms"] > 0 and 0 < r["measured_min_ms"] <= r["measured_ms"]
     assert abs(r["error_pct"] - 100 * (r["predicted_ms"] / r["measured_ms"] - 1)) < 1e-6
     assert r["critical_device"] in (0, 1)
-    for kind in ("compute", "transfer", "sync", "update", "idle"):
+    for kind in ("compute", "transfer", "sync", "update", "copy", "idle"):
         b = r["breakdown"][kind]
         assert math.isfinite(b["predicted_ms"]) and b["predicted_ms"] >= 0, (r["name"], kind)
         assert math.isfinite(b["measured_ms"]) and b["measured_ms"] >= 0, (r["name"], kind)

@@ -679,6 +679,12 @@ static void test_validation(void **state) {
     expect_invalid(&d, SF_ERR_INVALID, "memory size");
     d = base, d.kind.mem_bw_Bps = INFINITY;
     expect_invalid(&d, SF_ERR_INVALID, "memory bandwidth");
+    d = base, d.cores_per_node = -1;
+    expect_invalid(&d, SF_ERR_INVALID, "cores_per_node");
+    d = base, d.copy_bw_Bps = NAN;
+    expect_invalid(&d, SF_ERR_INVALID, "copy bandwidth");
+    d = base, d.sync_bw_Bps = 0.5;
+    expect_invalid(&d, SF_ERR_INVALID, "all-reduce bandwidth");
     d = base, d.intra = SF_INTRA_COUNT;
     expect_invalid(&d, SF_ERR_INVALID, "topology");
     /* finite but past the upper bounds, which the messages state */
@@ -729,6 +735,9 @@ static void assert_desc_equal(const sf_machine_desc *a, const sf_machine_desc *b
     assert_int_equal(a->nics_per_node, b->nics_per_node);
     assert_true(a->inter_bw_Bps == b->inter_bw_Bps);
     assert_true(a->inter_latency_s == b->inter_latency_s);
+    assert_int_equal(a->cores_per_node, b->cores_per_node);
+    assert_true(a->copy_bw_Bps == b->copy_bw_Bps);
+    assert_true(a->sync_bw_Bps == b->sync_bw_Bps);
 }
 
 static void test_json_roundtrip_presets(void **state) {
@@ -811,6 +820,11 @@ static void random_desc(sf_rng *rng, sf_machine_desc *d, int short_digits) {
     d->pcie_up_bw_Bps = v[6];
     d->inter_bw_Bps = v[7];
     d->inter_latency_s = v[8];
+    /* the runtime object: absent, or any of its three fields */
+    int r = (int)sf_rng_below(rng, 8);
+    d->cores_per_node = r & 1 ? 1 + (int)sf_rng_below(rng, 64) : 0;
+    d->copy_bw_Bps = r & 2 ? v[2] : 0;
+    d->sync_bw_Bps = r & 4 ? v[4] : 0;
 }
 
 static int within_ulp(double a, double b) { return a == b || nextafter(a, b) == b; }
@@ -842,6 +856,9 @@ static void test_json_roundtrip_random(void **state) {
             if (!within_ulp(d.inter_bw_Bps, back.inter_bw_Bps))
                 fail_msg("%.17g -> %.17g\n%s", d.inter_bw_Bps, back.inter_bw_Bps, text);
             assert_true(within_ulp(d.inter_latency_s, back.inter_latency_s));
+            assert_int_equal(d.cores_per_node, back.cores_per_node);
+            assert_true(within_ulp(d.copy_bw_Bps, back.copy_bw_Bps));
+            assert_true(within_ulp(d.sync_bw_Bps, back.sync_bw_Bps));
         }
         free(text);
     }
@@ -909,6 +926,26 @@ static void test_json_base_ok(void **state) {
     assert_true(d->intra_latency_s == 1e-6);
     assert_true(d->pcie_up_bw_Bps == 16e9);
     assert_int_equal(sf_machine_num_devices(m), 8);
+    assert_int_equal(d->cores_per_node, 0); /* no runtime object: none of its costs */
+    assert_true(d->copy_bw_Bps == 0 && d->sync_bw_Bps == 0);
+    sf_machine_free(m);
+    /* the runtime object, as calibrate writes it; any field may be left out */
+    path = write_variant("runtime.json", "\"inter\": {",
+                         "\"runtime\": {\"cores_per_node\": 2, \"copy_GBps\": 25.5, "
+                         "\"allreduce_GBps\": 1.25},\n  \"inter\": {");
+    m = sf_machine_open(path, &err);
+    if (!m) fail_msg("%s", err.msg);
+    d = sf_machine_get_desc(m);
+    assert_int_equal(d->cores_per_node, 2);
+    assert_true(d->copy_bw_Bps == 25.5e9);
+    assert_true(d->sync_bw_Bps == 1.25e9);
+    sf_machine_free(m);
+    path = write_variant("runtime1.json", "\"inter\": {",
+                         "\"runtime\": {\"copy_GBps\": 3},\n  \"inter\": {");
+    m = sf_machine_open(path, &err);
+    if (!m) fail_msg("%s", err.msg);
+    d = sf_machine_get_desc(m);
+    assert_true(d->cores_per_node == 0 && d->copy_bw_Bps == 3e9 && d->sync_bw_Bps == 0);
     sf_machine_free(m);
 }
 
@@ -1000,6 +1037,18 @@ static void test_json_errors(void **state) {
     expect_json_error("biginter.json", "\"bandwidth_GBps\": 12.5", "\"bandwidth_GBps\": 1e300",
                       SF_ERR_INVALID,
                       "field 'inter.bandwidth_GBps': must be a number from 1e-09 to 1e+21");
+    expect_json_error("rtkey.json", "\"inter\": {", "\"runtime\": {\"cores\": 2}, \"inter\": {",
+                      SF_ERR_PARSE, "field 'runtime.cores': unknown field");
+    expect_json_error("rttype.json", "\"inter\": {", "\"runtime\": 2, \"inter\": {", SF_ERR_PARSE,
+                      "field 'runtime': must be an object");
+    expect_json_error("rtcores.json", "\"inter\": {",
+                      "\"runtime\": {\"cores_per_node\": -1}, \"inter\": {", SF_ERR_INVALID,
+                      "field 'runtime.cores_per_node': must be an integer from 0 to 4096");
+    expect_json_error("rtcopy.json", "\"inter\": {", "\"runtime\": {\"copy_GBps\": -3}, \"inter\": {",
+                      SF_ERR_INVALID, "field 'runtime.copy_GBps': must be 0 (unsupported) or a number");
+    expect_json_error("rtsync.json", "\"inter\": {",
+                      "\"runtime\": {\"allreduce_GBps\": 1e300}, \"inter\": {", SF_ERR_INVALID,
+                      "field 'runtime.allreduce_GBps': must be 0 (unsupported) or a number");
     /* the upper bounds themselves read */
     const char *at_bound = write_variant("bound.json", "\"fp32\": 10", "\"fp32\": 1e18");
     sf_error_clear(&err);

@@ -135,6 +135,51 @@ static void test_two_ops_two_devices(void **state) {
     sf_machine_free(m);
 }
 
+/* The same with the runtime's copies priced (copy_bw 1 MB/s): the message is
+ * packed on device 0 and unpacked on device 1 (2 x 128 B moved each), its
+ * gradient packed on 1 (2 x 128 B) and accumulated on 0 (3 x 128 B). x feeds
+ * a in place (a local pair, x's whole tile, a's whole input): no copy. */
+static void test_copies_priced(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m0 = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
+    sf_machine_desc d = *sf_machine_get_desc(m0);
+    d.copy_bw_Bps = 1e6;
+    sf_machine *m = sf_machine_build(&d, &err);
+    assert_non_null(m);
+    int x, a, b;
+    sf_graph *g = small_graph("copies", &x, &a, &b, 0);
+    sf_strategy *s = sf_strategy_new(g);
+    place(s, b, 2, (int[]){1, 1}, 1, (int[]){1});
+    sf_cost_model cm = {&fixed_vt, NULL, m};
+    sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
+    assert_non_null(sim);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    double xfer = 10e-6 + 128.0 / 1e6, two = 256.0 / 1e6, three = 384.0 / 1e6;
+    double expect = 0.1e-3 + 1e-3 + two + xfer + two + 1e-3 + 2e-3 + two + xfer + three + 2e-3 +
+                    0.5e-3;
+    if (fabs(r.iter_s - expect) > EPS) fail_msg("%.9g, expected %.9g", r.iter_s, expect);
+    assert_true(fabs(r.compute_s - (7.1e-3 + 3 * two + three)) < EPS);
+    assert_int_equal(r.tasks, 1 + 2 + 2 + 2 + 2 + 4);
+    double t0[SF_SIM_TOTAL_COUNT], t1[SF_SIM_TOTAL_COUNT];
+    assert_int_equal(sf_sim_kind_totals(sim, 0, t0, &err), SF_OK);
+    assert_int_equal(sf_sim_kind_totals(sim, 1, t1, &err), SF_OK);
+    assert_true(fabs(t0[SF_SIM_TOTAL_COPY] - (two + three)) < EPS);
+    assert_true(fabs(t1[SF_SIM_TOTAL_COPY] - 2 * two) < EPS);
+    sf_sim_free(sim);
+    /* the same strategy without the copy bandwidth: as test_two_ops_two_devices */
+    cm.machine = m0;
+    sim = sf_sim_new(g, m0, &cm, NULL, &err);
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    assert_true(fabs(r.iter_s - (expect - 3 * two - three)) < EPS);
+    sf_sim_free(sim);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+    sf_machine_free(m0);
+}
+
 /* The same on a PCIe tree where devices 0 and 2 sit under different switches:
  * four links, store-and-forward, each latency + bytes / bandwidth. */
 static void test_multi_hop_route(void **state) {
@@ -224,6 +269,93 @@ static void test_allreduce(void **state) {
     sf_strategy_free(s);
     sf_graph_free(g);
     sf_machine_free(m);
+}
+
+/* sf_tg_pair.in_place, which the runtime follows (no copy) and the simulator
+ * prices (copies of the others): a local pair of whole pieces is read in place,
+ * and its gradient accumulated in place when the tensor has no other reader;
+ * a piece that covers part of the input is copied; a message is never in place. */
+static int edge_in_place(sf_taskgraph *tg, int op, int k, int q) {
+    const sf_tg_pair *pr;
+    int n = sf_taskgraph_edge(tg, op, k, &pr);
+    assert_true(q < n);
+    return pr[q].in_place;
+}
+
+static void test_in_place(void **state) {
+    (void)state;
+    sf_error err = {0};
+    for (int reads_x = 0; reads_x < 2; reads_x++) {
+        int x, a, b;
+        sf_graph *g = small_graph("inplace", &x, &a, &b, reads_x);
+        sf_strategy *s = sf_strategy_new(g);
+        sf_taskgraph *tg = sf_taskgraph_new(g, 2, &err);
+        assert_non_null(tg);
+        sf_taskgraph_set_strategy(tg, s);
+        for (int op = 0; op < sf_graph_num_ops(g); op++) sf_taskgraph_set_tiles(tg, op);
+        /* all on device 0: x feeds a whole; with b reading x too, x has two readers */
+        assert_int_equal(edge_in_place(tg, a, 0, 0), reads_x ? 1 : 2);
+        /* b on device 1: a message */
+        place(s, b, 2, (int[]){1, 1}, 1, (int[]){1});
+        sf_taskgraph_set_tiles(tg, b);
+        assert_int_equal(edge_in_place(tg, b, 0, 0), 0);
+        /* a in two sample halves on device 0, b whole on 0: each half is copied
+         * into b's input; a reads x's rows (a part of x's piece): copied too */
+        place(s, a, 2, (int[]){2, 1}, 2, (int[]){0, 0});
+        place(s, b, 2, (int[]){1, 1}, 1, (int[]){0});
+        sf_taskgraph_set_tiles(tg, a);
+        sf_taskgraph_set_tiles(tg, b);
+        if (!reads_x) {
+            assert_int_equal(edge_in_place(tg, b, 0, 0), 0);
+            assert_int_equal(edge_in_place(tg, b, 0, 1), 0);
+        }
+        assert_int_equal(edge_in_place(tg, a, 0, 0), 0);
+        sf_taskgraph_free(tg);
+        sf_strategy_free(s);
+        sf_graph_free(g);
+    }
+}
+
+/* test_allreduce's data parallelism on a machine whose two devices share one
+ * core (cores_per_node 1) and whose all-reduce steps run at 2 MB/s: the core
+ * runs both x.fwd (0.05 ms), both a.fwd (0.5), both a.bwd (1), then the ring
+ * (2 latencies + 288 B / 2 MB/s), then both updates (0.5). Each device keeps
+ * its own task time in sf_sim_kind_totals; device_busy_s is the core's. */
+static void test_shared_core(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m0 = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
+    sf_machine_desc d = *sf_machine_get_desc(m0);
+    d.cores_per_node = 1;
+    d.sync_bw_Bps = 2e6;
+    sf_machine *m = sf_machine_build(&d, &err);
+    assert_non_null(m);
+    int x, a;
+    sf_graph *g = small_graph("core", &x, &a, NULL, 0);
+    sf_strategy *s = sf_strategy_new(g);
+    place(s, x, 2, (int[]){2, 1}, 2, (int[]){0, 1});
+    place(s, a, 2, (int[]){2, 1}, 2, (int[]){0, 1});
+    sf_cost_model cm = {&fixed_vt, NULL, m};
+    sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    double ar = 2 * 10e-6 + 288.0 / 2e6;
+    double expect = 2 * (0.05e-3 + 0.5e-3 + 1e-3) + ar + 2 * 0.5e-3;
+    if (fabs(r.iter_s - expect) > EPS) fail_msg("%.9g, expected %.9g", r.iter_s, expect);
+    assert_true(fabs(r.device_busy_s[0] - 2 * (0.05e-3 + 0.5e-3 + 1e-3 + 0.5e-3)) < EPS);
+    assert_true(r.device_busy_s[1] == 0);
+    for (int dev = 0; dev < 2; dev++) {
+        double t[SF_SIM_TOTAL_COUNT];
+        assert_int_equal(sf_sim_kind_totals(sim, dev, t, &err), SF_OK);
+        assert_true(fabs(t[SF_SIM_TOTAL_COMPUTE] - 1.55e-3) < EPS);
+        assert_true(fabs(t[SF_SIM_TOTAL_UPDATE] - 0.5e-3) < EPS);
+        assert_true(fabs(t[SF_SIM_TOTAL_SYNC] - ar) < EPS);
+    }
+    sf_sim_free(sim);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+    sf_machine_free(m0);
 }
 
 /* A ring of 3 over a shard of 25 floats (x is 3 x 4, a = linear(5): 4*5 + 5
@@ -613,7 +745,7 @@ static void results_equal(const sf_sim_result *a, const sf_sim_result *b) {
 typedef struct delta_case {
     const char *model;
     int64_t batch;
-    int machine; /* DELTA_P100, DELTA_K8 or DELTA_PW */
+    int machine; /* DELTA_P100, DELTA_K8, DELTA_PW or DELTA_HOST */
     int moves;
     uint64_t seed;
     sf_sync_mode sync;
@@ -628,7 +760,7 @@ typedef struct delta_case {
 
 /* p100-4x4, the first 8 devices of k80-16x4, and a pairwise 2 x 40 (3,120 NVLinks)
  * on which random moves meet links in an order of their own in each simulator */
-enum { DELTA_P100, DELTA_K8, DELTA_PW };
+enum { DELTA_P100, DELTA_K8, DELTA_PW, DELTA_HOST };
 
 /* Operators for one move of a multi case: ops[0] given, then up to
  * SF_SIM_MAX_UPDATE_OPS - 1 more, distinct; returns how many. */
@@ -794,6 +926,13 @@ static const delta_case delta_cases[] = {
      .sync = SF_SYNC_BULK, .multi = 1},
     {.model = "alexnet", .batch = 32, .machine = DELTA_K8, .moves = 200, .seed = 19,
      .segments = 3, .squeeze = 1, .multi = 1},
+    /* what a host runtime adds (the machine's runtime object): copies, all-reduce
+     * steps at their own rate, and 4 devices a node on 2 cores */
+    {.model = "lenet5", .batch = 64, .machine = DELTA_HOST, .moves = 400, .seed = 20},
+    {.model = "rnnlm", .batch = 32, .machine = DELTA_HOST, .moves = 300, .seed = 21,
+     .sync = SF_SYNC_BULK, .multi = 1},
+    {.model = "inception_v3", .batch = 16, .machine = DELTA_HOST, .moves = 100, .seed = 22,
+     .squeeze = 1, .multi = 1},
 };
 /* clang-format on */
 
@@ -809,10 +948,20 @@ static void test_delta_equals_full(void **state) {
     d.devices_per_node = 40;
     sf_machine *pw = sf_machine_build(&d, &err);
     assert_non_null(pw);
+    d = *sf_machine_get_desc(p100);
+    d.cores_per_node = 2;
+    d.copy_bw_Bps = 2e10;
+    d.sync_bw_Bps = 5e9;
+    sf_machine *host = sf_machine_build(&d, &err);
+    assert_non_null(host);
     for (size_t i = 0; i < sizeof delta_cases / sizeof delta_cases[0]; i++) {
         int w = delta_cases[i].machine;
-        delta_vs_full(&delta_cases[i], w == DELTA_K8 ? k8 : w == DELTA_PW ? pw : p100);
+        delta_vs_full(&delta_cases[i], w == DELTA_K8     ? k8
+                                       : w == DELTA_PW   ? pw
+                                       : w == DELTA_HOST ? host
+                                                         : p100);
     }
+    sf_machine_free(host);
     sf_machine_free(pw);
     sf_machine_free(k8);
     sf_machine_free(k80);
@@ -1100,6 +1249,9 @@ int main(void) {
         cmocka_unit_test(test_two_ops_two_devices),
         cmocka_unit_test(test_multi_hop_route),
         cmocka_unit_test(test_allreduce),
+        cmocka_unit_test(test_copies_priced),
+        cmocka_unit_test(test_in_place),
+        cmocka_unit_test(test_shared_core),
         cmocka_unit_test(test_ring_bytes_whole),
         cmocka_unit_test(test_link_contention),
         cmocka_unit_test(test_sync_modes),

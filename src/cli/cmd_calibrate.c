@@ -238,6 +238,7 @@ typedef struct results {
     double *copy; /* [ranks] B/s */
     double peak_flops, mem_bw, mem_bytes;
     double sync_bw; /* per-link bandwidth of the ring steps, fitted to the largest all-reduce */
+    int cores;      /* the host's cores when the ranks outnumber them, else 0 */
 } results;
 
 /* The per-link bandwidth that makes the simulator's ring all-reduce of the
@@ -314,6 +315,13 @@ static int print_summary(const results *r, const sf_machine_desc *d, const char 
                       d->copy_bw_Bps * 1e-9,
                       (d->sync_bw_Bps > 0 ? d->sync_bw_Bps : d->intra_bw_Bps) * 1e-9,
                       d->sync_bw_Bps > 0 ? " (fitted to the largest MPI_Allreduce)" : "");
+    if (r->cores > 0) {
+        sf_cli_table_cell(t, "cores");
+        sf_cli_table_cell(t,
+                          "%d ranks on %d cores: ranks of one core take turns (pinned, waits "
+                          "yield); rates measured one rank a core",
+                          r->ranks, r->cores);
+    }
     sf_cli_table_cell(t, "written");
     sf_cli_table_cell(t, "%s (machine '%s', %d device%s)", out, d->name, d->devices_per_node,
                       d->devices_per_node == 1 ? "" : "s");
@@ -343,6 +351,7 @@ static int make_desc(const results *r, const calib_opts *o, sf_machine_desc *d) 
         d->sync_bw_Bps = r->sync_bw;
     }
     d->copy_bw_Bps = r->mem_bw; /* the runtime's copies run at what a rank's memcpy reaches */
+    d->cores_per_node = r->cores;
     if (sf_machine_desc_validate(d, &err) != SF_OK) return sf_cli_fail_err(&err);
     return SF_EXIT_OK;
 }
@@ -388,11 +397,16 @@ static int calibrate(const calib_opts *o, sf_comm *cm) {
     memset(buf, 0, msg);
     memset(ar_buf, 0, ar);
 
-    /* compute and memory first, every rank at once, as they will run */
+    /* compute and memory first, every rank at once, as they will run; with
+     * more ranks than cores, one rank a core (the ranks of a core take turns,
+     * as the machine's cores_per_node tells the simulator) */
+    long online = sysconf(_SC_NPROCESSORS_ONLN);
+    r.cores = online >= 1 && online < ranks ? (int)online : 0;
+    int measures = r.cores == 0 || rank < r.cores;
     sf_comm_barrier(cm);
-    double g = gemm_rate((int)o->gemm, mats, mats + gn, mats + 2 * gn);
+    double g = measures ? gemm_rate((int)o->gemm, mats, mats + gn, mats + 2 * gn) : 0;
     sf_comm_barrier(cm);
-    double c = copy_rate(stream, stream + STREAM_BYTES, STREAM_BYTES);
+    double c = measures ? copy_rate(stream, stream + STREAM_BYTES, STREAM_BYTES) : 0;
     r.gemm[rank] = g; /* gathered as sums of one slot per rank */
     r.copy[rank] = c;
     sf_comm_sum(cm, r.gemm, ranks);
@@ -423,6 +437,7 @@ static int calibrate(const calib_opts *o, sf_comm *cm) {
         }
         double tg[SF_MAX_DEVICES], tc[SF_MAX_DEVICES];
         int n = ranks < SF_MAX_DEVICES ? ranks : SF_MAX_DEVICES;
+        if (r.cores > 0 && r.cores < n) n = r.cores; /* the ranks that measured */
         memcpy(tg, r.gemm, (size_t)n * sizeof *tg);
         memcpy(tc, r.copy, (size_t)n * sizeof *tc);
         r.peak_flops = sf_cli_median(tg, n);

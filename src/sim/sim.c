@@ -158,9 +158,23 @@ static int block_task(sim_block *b, sim_kind kind, int res, int op, int part, do
     t->res = res;
     t->op = op;
     t->part = (int16_t)part;
+    t->dev = -1;
     t->kind = (uint8_t)kind;
     t->pad = 0;
     return b->n_tasks++;
+}
+
+/* A task that runs on device dev: on the resource of the core dev computes on
+ * when the machine's devices share cores (local device l on core l % cores, a
+ * core's resource being that of the node's device of its number), so that
+ * devices of one core take turns; else on dev's own. */
+static int device_task(const sf_sim *sim, sim_block *b, sim_kind kind, int dev, int op, int part,
+                       double dur) {
+    int res = dev;
+    if (sim->cores > 0) res = dev - dev % sim->per_node + dev % sim->per_node % sim->cores;
+    int idx = block_task(b, kind, res, op, part, dur, 0);
+    if (idx >= 0) b->tasks[idx].dev = (int16_t)dev;
+    return idx;
 }
 
 static int block_edge(sim_block *b, int64_t from, int64_t to) {
@@ -229,6 +243,9 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->cm = cm;
     sim->copy_bw = sf_machine_get_desc(m)->copy_bw_Bps;
     sim->sync_bw = sf_machine_get_desc(m)->sync_bw_Bps;
+    sim->per_node = sf_machine_get_desc(m)->devices_per_node;
+    if (sf_machine_get_desc(m)->cores_per_node < sim->per_node)
+        sim->cores = sf_machine_get_desc(m)->cores_per_node;
     if (o)
         sim->opt = *o;
     else
@@ -352,7 +369,7 @@ static int build_core(sf_sim *sim, int opi) {
         int dev = c->device[p];
         double d;
         sf_cost_task_fwd_bwd_s(sim->cm, op, &t, dev, &d, &bwd_s[p]);
-        if (block_task(b, SIM_FWD, dev, opi, p, d, 0) < 0) return -1;
+        if (device_task(sim, b, SIM_FWD, dev, opi, p, d) < 0) return -1;
         b->st.compute_s += b->tasks[b->n_tasks - 1].dur_s;
         /* Activations: the part's outputs, plus whatever it saves beyond its
          * inputs (LSTM gates, attention scores). Inputs are the outputs of other
@@ -373,7 +390,7 @@ static int build_core(sf_sim *sim, int opi) {
         int bid = block_id(opi, SLOT_CORE);
         for (int p = 0; p < n; p++) {
             int dev = c->device[p];
-            if (block_task(b, SIM_BWD, dev, opi, p, bwd_s[p], 0) < 0) return -1;
+            if (device_task(sim, b, SIM_BWD, dev, opi, p, bwd_s[p]) < 0) return -1;
             b->st.compute_s += b->tasks[b->n_tasks - 1].dur_s;
             if (block_edge(b, REF(bid, p), REF(bid, n + p))) return -1;
             if (sim->opt.sync == SF_SYNC_BULK &&
@@ -423,7 +440,7 @@ static int add_transfer(sf_sim *sim, sim_block *b, int bid, sim_kind kind, int o
  * reference, -1 when out of memory. */
 static int64_t add_copy(sf_sim *sim, sim_block *b, int bid, int op, int part, int dev, double moved,
                         int64_t from) {
-    int idx = block_task(b, SIM_COPY, dev, op, part, moved / sim->copy_bw, 0);
+    int idx = device_task(sim, b, SIM_COPY, dev, op, part, moved / sim->copy_bw);
     if (idx < 0) return -1;
     b->st.compute_s += b->tasks[idx].dur_s;
     if (from >= 0 && block_edge(b, from, REF(bid, idx))) return -1;
@@ -552,7 +569,7 @@ static int build_ps(sf_sim *sim, sim_block *b, int bid, int owner, int cls, cons
     for (int r = 0; r < sh->n_devs; r++)
         if (sy->devs[sh->dev_start + r] == server) srow = sh->dev_start + r;
     double u = sf_cost_task_s(sim->cm, rop, rt, server, SF_PASS_UPDATE);
-    int ut = block_task(b, SIM_UPDATE, server, owner, cls, u, 0);
+    int ut = device_task(sim, b, SIM_UPDATE, server, owner, cls, u);
     if (ut < 0) return -1;
     b->st.compute_s += b->tasks[ut].dur_s;
     if (grads_done(sim, b, sy, srow, server, REF(bid, ut))) return -1;
@@ -619,7 +636,7 @@ static int build_sync(sf_sim *sim, int owner) {
         for (int r = 0; r < R; r++) {
             int d = devs[r];
             double u = sf_cost_task_s(sim->cm, rop, &rt, d, SF_PASS_UPDATE);
-            int ut = block_task(b, SIM_UPDATE, d, owner, cls, u, 0);
+            int ut = device_task(sim, b, SIM_UPDATE, d, owner, cls, u);
             if (ut < 0) return -1;
             b->st.compute_s += b->tasks[ut].dur_s;
             if (block_mem(b, d, (double)shard_bytes * (2.0 + sim->opt.optimizer_state_factor)))
@@ -1782,13 +1799,13 @@ sf_status sf_sim_kind_totals(const sf_sim *sim, int device, double out[SF_SIM_TO
             switch ((sim_kind)t->kind) {
             case SIM_FWD:
             case SIM_BWD:
-                if (t->res == device) out[SF_SIM_TOTAL_COMPUTE] += t->dur_s;
+                if (t->dev == device) out[SF_SIM_TOTAL_COMPUTE] += t->dur_s;
                 break;
             case SIM_UPDATE:
-                if (t->res == device) out[SF_SIM_TOTAL_UPDATE] += t->dur_s;
+                if (t->dev == device) out[SF_SIM_TOTAL_UPDATE] += t->dur_s;
                 break;
             case SIM_COPY:
-                if (t->res == device) out[SF_SIM_TOTAL_COPY] += t->dur_s;
+                if (t->dev == device) out[SF_SIM_TOTAL_COPY] += t->dur_s;
                 break;
             case SIM_XFER:
             case SIM_GRAD:

@@ -23,29 +23,30 @@
  * a split makes outputs: a zoo RNN concatenates up to SF_MAX_SPLIT chunks (at
  * 64 slots, --seq-len 64 --chunk 1 built but would not simulate). */
 #define SIM_SLOTS (SF_MAX_SPLIT + 2)
-#define SIM_IDX_BITS 24   /* tasks per block < 2^24 */
-#define SIM_NO_RES (-1)   /* pseudo task (barrier) that holds no resource */
+#define SIM_IDX_BITS 24 /* tasks per block < 2^24 */
+#define SIM_NO_RES (-1) /* pseudo task (barrier) that holds no resource */
 
 typedef enum sim_kind {
     SIM_FWD = 0,
     SIM_BWD,
     SIM_UPDATE,
-    SIM_XFER,     /* activation transfer (forward) */
-    SIM_GRAD,     /* activation-gradient transfer (backward) */
-    SIM_SYNC,     /* all-reduce traffic on one link */
-    SIM_COPY,     /* the runtime's copy of a tile region or a shard on a device
-                   * (priced only when the machine has copy_bw_Bps) */
-    SIM_BARRIER,  /* zero-time join */
+    SIM_XFER,    /* activation transfer (forward) */
+    SIM_GRAD,    /* activation-gradient transfer (backward) */
+    SIM_SYNC,    /* all-reduce traffic on one link */
+    SIM_COPY,    /* the runtime's copy of a tile region or a shard on a device
+                  * (priced only when the machine has copy_bw_Bps) */
+    SIM_BARRIER, /* zero-time join */
     SIM_KIND_COUNT
 } sim_kind;
 
 typedef struct sim_task {
     double dur_s;
-    int64_t bytes;    /* link tasks: bytes carried */
-    int32_t res;      /* device id, a link resource (sim_link_res), or SIM_NO_RES */
-    int32_t op;       /* operator it belongs to */
-    int16_t part;     /* part of op (or ring position for sync) */
-    uint8_t kind;     /* sim_kind */
+    int64_t bytes; /* link tasks: bytes carried */
+    int32_t res;   /* device id, a link resource (sim_link_res), or SIM_NO_RES */
+    int32_t op;    /* operator it belongs to */
+    int16_t part;  /* part of op (or ring position for sync) */
+    int16_t dev;   /* device tasks: the device (res is its core's resource) */
+    uint8_t kind;  /* sim_kind */
     uint8_t pad;
 } sim_task;
 
@@ -118,13 +119,13 @@ typedef struct sim_layout {
     uint32_t *rank_base;        /* [n_order] first rank of each block's range */
     uint32_t *rank_cap;         /* [n_order] ranks in the range (>= the block's tasks) */
     /* [cap_slots] per slot */
-    double *dur;                /* seconds */
-    int32_t *res;               /* device id, a link resource (sim_link_res), or SIM_NO_RES */
-    uint64_t *key;              /* canonical key: block << SIM_IDX_BITS | index */
-    uint32_t *rank;             /* rank_base of its block + index, | SIM_RANK_HOLDS
-                                 * when it holds a resource */
-    sim_adj *sadj, *padj;       /* successor and predecessor lists */
-    int32_t *succ, *pred;       /* [cap_adj] slots */
+    double *dur;          /* seconds */
+    int32_t *res;         /* device id, a link resource (sim_link_res), or SIM_NO_RES */
+    uint64_t *key;        /* canonical key: block << SIM_IDX_BITS | index */
+    uint32_t *rank;       /* rank_base of its block + index, | SIM_RANK_HOLDS
+                           * when it holds a resource */
+    sim_adj *sadj, *padj; /* successor and predecessor lists */
+    int32_t *succ, *pred; /* [cap_adj] slots */
 } sim_layout;
 
 /* A schedule of the layout's tasks, with its result. The simulator keeps two:
@@ -132,13 +133,13 @@ typedef struct sim_layout {
  * MCMC proposal is undone by swapping them back. */
 typedef struct sim_sched {
     double *ready, *start, *finish; /* [cap_slots] seconds */
-    double *device_busy;    /* [n_dev] */
-    double *device_mem;     /* [n_dev] */
-    double *res_total;      /* [n_res] work (seconds) queued on each resource, summed in
-                             * canonical task order by the scheduling passes */
-    int mem_exact;          /* device_mem holds exact sums (every block's entries whole
-                             * numbers of bytes, every total at most SIM_EXACT_BYTES) */
-    double makespan_s;      /* latest finish, kept by the scheduling passes */
+    double *device_busy;            /* [n_dev] */
+    double *device_mem;             /* [n_dev] */
+    double *res_total;              /* [n_res] work (seconds) queued on each resource, summed in
+                                     * canonical task order by the scheduling passes */
+    int mem_exact;                  /* device_mem holds exact sums (every block's entries whole
+                                     * numbers of bytes, every total at most SIM_EXACT_BYTES) */
+    double makespan_s;              /* latest finish, kept by the scheduling passes */
     sf_sim_result result;
 } sim_sched;
 
@@ -163,18 +164,19 @@ struct sf_sim {
     sf_strategy *s; /* current strategy */
     int n_ops, n_dev;
     double copy_bw, sync_bw; /* the machine's copy_bw_Bps and sync_bw_Bps (0: none) */
+    int cores, per_node;     /* cores_per_node when fewer than devices_per_node, else 0 */
     /* resources: devices 0..n_dev-1, then the links tasks have used (sim_links.c),
      * n_dev..n_res-1; the per-resource arrays hold cap_res + 1 entries */
     int n_links, n_res, cap_res;
-    int32_t *res_link;    /* [n_links] machine link id of resource n_dev + i */
+    int32_t *res_link; /* [n_links] machine link id of resource n_dev + i */
     int cap_res_link;
-    int32_t *link_hash;   /* [link_hash_cap] machine link id -> i, -1 empty (a power of 2) */
+    int32_t *link_hash; /* [link_hash_cap] machine link id -> i, -1 empty (a power of 2) */
     int link_hash_cap;
     int has_run;
-    int n_undo;           /* operators changed by the last update, 0 when none to revert */
+    int n_undo; /* operators changed by the last update, 0 when none to revert */
     int undo_ops[SF_SIM_MAX_UPDATE_OPS]; /* which */
-    int cut_pending;      /* the last update was cut off: only a revert or a run may follow */
-    int cut_early;        /* ... before its task graph was laid out */
+    int cut_pending; /* the last update was cut off: only a revert or a run may follow */
+    int cut_early;   /* ... before its task graph was laid out */
     sf_config undo_cfg[SF_SIM_MAX_UPDATE_OPS]; /* their configs before that update */
     sim_saved_block *saved;
     int n_saved, cap_saved;
@@ -183,10 +185,10 @@ struct sf_sim {
      * consumers (taskgraph.c); the blocks below price it */
     sf_taskgraph *tg;
 
-    sim_block *blocks;    /* [n_blocks] */
+    sim_block *blocks; /* [n_blocks] */
     int n_blocks;
-    int *order;           /* [n_order] the ids of every block in canonical order: each
-                           * operator's core, input edges and sync, then the barrier block */
+    int *order; /* [n_order] the ids of every block in canonical order: each
+                 * operator's core, input edges and sync, then the barrier block */
     int n_order;
     int *pos;             /* [n_blocks] position of a block in order[] */
     sim_stats *stats;     /* [n_order] each block's stats in canonical order, copied from
@@ -198,27 +200,27 @@ struct sf_sim {
     sim_sched sched[2];
     sim_sched *cur, *prev;
     /* per slot, [cap_slots] */
-    int32_t *pending;     /* scheduling: predecessors not yet finished, -1 when carried over */
+    int32_t *pending; /* scheduling: predecessors not yet finished, -1 when carried over */
     sim_heap_item *heap;
-    int32_t *touch_ix;    /* layout_delta: a slot's place among the tasks whose lists it
-                           * rewrites; -1 between updates */
+    int32_t *touch_ix; /* layout_delta: a slot's place among the tasks whose lists it
+                        * rewrites; -1 between updates */
     /* the last delta update, for a revert */
-    int64_t fresh;        /* first slot it handed out (n_slots before it) */
+    int64_t fresh; /* first slot it handed out (n_slots before it) */
     int64_t undo_succ, undo_pred, undo_tasks, undo_edges; /* layout counters before it */
-    int undo_ranks;       /* it drew the rank ranges again */
-    sim_adj_undo *undo_adj; /* kept tasks whose lists it rewrote */
+    int undo_ranks;                                       /* it drew the rank ranges again */
+    sim_adj_undo *undo_adj;                               /* kept tasks whose lists it rewrote */
     int64_t n_undo_adj, cap_undo_adj;
-    sim_span *old_span;   /* [n_order] scratch for a compaction */
+    sim_span *old_span; /* [n_order] scratch for a compaction */
     /* test hooks (sim_set_test_limits): the rare paths on demand */
     uint32_t rank_room_max; /* spare ranks per block at most (default: all there are) */
     int64_t compact_slack;  /* dead slots or list entries tolerated beyond the live ones */
 
-    double *res_free;     /* [n_res] (cap_res + 1 allocated) */
-    double *remaining;    /* [n_res] bounded runs: work still queued per resource */
+    double *res_free;  /* [n_res] (cap_res + 1 allocated) */
+    double *remaining; /* [n_res] bounded runs: work still queued per resource */
     sf_tile undo_tiles[SF_SIM_MAX_UPDATE_OPS][SF_MAX_PARTS]; /* the changed operators' tiles
-                                                               * before the update */
+                                                              * before the update */
 
-    int32_t *scratch;     /* for the layout and scheduling passes, carved into index arrays */
+    int32_t *scratch; /* for the layout and scheduling passes, carved into index arrays */
     int64_t cap_scratch;
     int64_t last_resimulated; /* tasks the last schedule pass handled (sf_sim_result.rescheduled) */
 };

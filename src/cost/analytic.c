@@ -11,7 +11,9 @@
  * with flops and bytes from sf_op_tile_cost and w the weight elements of the
  * tile's shard (sf_op_tile_weights). The update is SGD with momentum, which
  * reads the weight, its gradient and the momentum and writes the momentum and
- * the weight: five 4-byte accesses per element, a few FLOPs each, so it is
+ * the weight, and zeroes the gradient for the next step (soapflow's runtime
+ * does it in the same loop; a framework's zero_grad is the same store): six
+ * 4-byte accesses per element, a few FLOPs each, so it is
  * bandwidth-bound on every device. An empty tile, or an update of a tile
  * without weights, is no task: 0 s.
  *
@@ -31,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define UPDATE_ACCESSES 5.0 /* read w, g, m; write m, w (SGD with momentum) */
+#define UPDATE_ACCESSES 6.0 /* read w, g, m; write m, w, g = 0 (SGD with momentum) */
 
 /*
  * Defaults (docs/cost-model.md has the longer argument):

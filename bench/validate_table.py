@@ -131,7 +131,7 @@ def main():
               + " | ".join(f"{sm[k]['median_abs_error_pct']:.1f}%, {tau(sm[k]['kendall_tau'])}"
                            for k in models) + " |")
     if a.rows:
-        kinds = ["compute", "transfer", "sync", "update", "idle"]
+        kinds = ["compute", "transfer", "sync", "update", "copy", "idle"]
         print("\nPer strategy (ms; breakdown on the critical device, predicted / measured):\n")
         print("| ranks | model | costs | strategy | predicted | measured | fastest | error | "
               + " | ".join(kinds) + " |")

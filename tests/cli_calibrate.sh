@@ -47,7 +47,9 @@ python3 - "$OUT" <<'EOF' || fail "calibrated machine: bad runtime object: $(cat 
 import json, sys
 rt = json.load(open(sys.argv[1]))["runtime"]
 assert rt["copy_GBps"] > 0, rt
-assert rt.get("allreduce_GBps", 1) > 0, rt
+pts = rt.get("allreduce", [])
+assert all(p["bytes"] >= 1 and p["link_GBps"] > 0 for p in pts), rt
+assert [p["bytes"] for p in pts] == sorted(set(p["bytes"] for p in pts)), rt
 assert "cores_per_node" not in rt, rt  # 2 ranks on a machine of at least 2 cores
 EOF
 # more ranks than cores: the cores are written, and every rank is pinned to one

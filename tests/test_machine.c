@@ -683,8 +683,20 @@ static void test_validation(void **state) {
     expect_invalid(&d, SF_ERR_INVALID, "cores_per_node");
     d = base, d.copy_bw_Bps = NAN;
     expect_invalid(&d, SF_ERR_INVALID, "copy bandwidth");
-    d = base, d.sync_bw_Bps = 0.5;
-    expect_invalid(&d, SF_ERR_INVALID, "all-reduce bandwidth");
+    d = base, d.n_sync = SF_MAX_SYNC_POINTS + 1;
+    expect_invalid(&d, SF_ERR_INVALID, "all-reduce curve");
+    d = base, d.n_sync = 1, d.sync_bytes[0] = 4096, d.sync_bw_Bps[0] = 0.5;
+    expect_invalid(&d, SF_ERR_INVALID, "all-reduce point 0: bandwidth");
+    d = base, d.n_sync = 2, d.sync_bytes[0] = 4096, d.sync_bytes[1] = 4096;
+    d.sync_bw_Bps[0] = d.sync_bw_Bps[1] = 1e9;
+    expect_invalid(&d, SF_ERR_INVALID, "all-reduce point 1: sizes must increase");
+    /* the curve: its ends beyond them, linear in log(bytes) between points */
+    d = base, d.n_sync = 2, d.sync_bytes[0] = 1e3, d.sync_bytes[1] = 1e5;
+    d.sync_bw_Bps[0] = 4e9, d.sync_bw_Bps[1] = 2e9;
+    assert_true(sf_machine_sync_bw(&d, 10) == 4e9);
+    assert_true(sf_machine_sync_bw(&d, 1e9) == 2e9);
+    assert_true(fabs(sf_machine_sync_bw(&d, 1e4) - 3e9) < 1e-3);
+    assert_true(sf_machine_sync_bw(&base, 1e4) == 0); /* no curve: the links' */
     d = base, d.intra = SF_INTRA_COUNT;
     expect_invalid(&d, SF_ERR_INVALID, "topology");
     /* finite but past the upper bounds, which the messages state */
@@ -737,7 +749,11 @@ static void assert_desc_equal(const sf_machine_desc *a, const sf_machine_desc *b
     assert_true(a->inter_latency_s == b->inter_latency_s);
     assert_int_equal(a->cores_per_node, b->cores_per_node);
     assert_true(a->copy_bw_Bps == b->copy_bw_Bps);
-    assert_true(a->sync_bw_Bps == b->sync_bw_Bps);
+    assert_int_equal(a->n_sync, b->n_sync);
+    for (int i = 0; i < a->n_sync; i++) {
+        assert_true(a->sync_bytes[i] == b->sync_bytes[i]);
+        assert_true(a->sync_bw_Bps[i] == b->sync_bw_Bps[i]);
+    }
 }
 
 static void test_json_roundtrip_presets(void **state) {
@@ -824,7 +840,11 @@ static void random_desc(sf_rng *rng, sf_machine_desc *d, int short_digits) {
     int r = (int)sf_rng_below(rng, 8);
     d->cores_per_node = r & 1 ? 1 + (int)sf_rng_below(rng, 64) : 0;
     d->copy_bw_Bps = r & 2 ? v[2] : 0;
-    d->sync_bw_Bps = r & 4 ? v[4] : 0;
+    d->n_sync = r & 4 ? 1 + (int)sf_rng_below(rng, SF_MAX_SYNC_POINTS) : 0;
+    for (int i = 0; i < d->n_sync; i++) {
+        d->sync_bytes[i] = (double)((int64_t)1 << (2 * i + (int)sf_rng_below(rng, 2)));
+        d->sync_bw_Bps[i] = i % 2 ? v[7] : v[4]; /* rates, short digits when asked */
+    }
 }
 
 static int within_ulp(double a, double b) { return a == b || nextafter(a, b) == b; }
@@ -858,7 +878,11 @@ static void test_json_roundtrip_random(void **state) {
             assert_true(within_ulp(d.inter_latency_s, back.inter_latency_s));
             assert_int_equal(d.cores_per_node, back.cores_per_node);
             assert_true(within_ulp(d.copy_bw_Bps, back.copy_bw_Bps));
-            assert_true(within_ulp(d.sync_bw_Bps, back.sync_bw_Bps));
+            assert_int_equal(d.n_sync, back.n_sync);
+            for (int i = 0; i < d.n_sync; i++) {
+                assert_true(d.sync_bytes[i] == back.sync_bytes[i]);
+                assert_true(within_ulp(d.sync_bw_Bps[i], back.sync_bw_Bps[i]));
+            }
         }
         free(text);
     }
@@ -927,25 +951,28 @@ static void test_json_base_ok(void **state) {
     assert_true(d->pcie_up_bw_Bps == 16e9);
     assert_int_equal(sf_machine_num_devices(m), 8);
     assert_int_equal(d->cores_per_node, 0); /* no runtime object: none of its costs */
-    assert_true(d->copy_bw_Bps == 0 && d->sync_bw_Bps == 0);
+    assert_true(d->copy_bw_Bps == 0 && d->n_sync == 0);
     sf_machine_free(m);
     /* the runtime object, as calibrate writes it; any field may be left out */
     path = write_variant("runtime.json", "\"inter\": {",
                          "\"runtime\": {\"cores_per_node\": 2, \"copy_GBps\": 25.5, "
-                         "\"allreduce_GBps\": 1.25},\n  \"inter\": {");
+                         "\"allreduce\": [{\"bytes\": 4096, \"link_GBps\": 0.75}, "
+                         "{\"bytes\": 67108864, \"link_GBps\": 1.25}]},\n  \"inter\": {");
     m = sf_machine_open(path, &err);
     if (!m) fail_msg("%s", err.msg);
     d = sf_machine_get_desc(m);
     assert_int_equal(d->cores_per_node, 2);
     assert_true(d->copy_bw_Bps == 25.5e9);
-    assert_true(d->sync_bw_Bps == 1.25e9);
+    assert_int_equal(d->n_sync, 2);
+    assert_true(d->sync_bytes[0] == 4096 && d->sync_bw_Bps[0] == 0.75e9);
+    assert_true(d->sync_bytes[1] == 67108864 && d->sync_bw_Bps[1] == 1.25e9);
     sf_machine_free(m);
     path = write_variant("runtime1.json", "\"inter\": {",
                          "\"runtime\": {\"copy_GBps\": 3},\n  \"inter\": {");
     m = sf_machine_open(path, &err);
     if (!m) fail_msg("%s", err.msg);
     d = sf_machine_get_desc(m);
-    assert_true(d->cores_per_node == 0 && d->copy_bw_Bps == 3e9 && d->sync_bw_Bps == 0);
+    assert_true(d->cores_per_node == 0 && d->copy_bw_Bps == 3e9 && d->n_sync == 0);
     sf_machine_free(m);
 }
 
@@ -1047,8 +1074,21 @@ static void test_json_errors(void **state) {
     expect_json_error("rtcopy.json", "\"inter\": {", "\"runtime\": {\"copy_GBps\": -3}, \"inter\": {",
                       SF_ERR_INVALID, "field 'runtime.copy_GBps': must be 0 (unsupported) or a number");
     expect_json_error("rtsync.json", "\"inter\": {",
-                      "\"runtime\": {\"allreduce_GBps\": 1e300}, \"inter\": {", SF_ERR_INVALID,
-                      "field 'runtime.allreduce_GBps': must be 0 (unsupported) or a number");
+                      "\"runtime\": {\"allreduce\": [{\"bytes\": 8, \"link_GBps\": 1e300}]}, "
+                      "\"inter\": {",
+                      SF_ERR_INVALID,
+                      "field 'runtime.allreduce[0].link_GBps': must be a number from 1e-09");
+    expect_json_error("rtsync2.json", "\"inter\": {",
+                      "\"runtime\": {\"allreduce\": [{\"bytes\": 8, \"link_GBps\": 1}, "
+                      "{\"bytes\": 8, \"link_GBps\": 1}]}, \"inter\": {",
+                      SF_ERR_INVALID,
+                      "field 'runtime.allreduce[1].bytes': must be at least 1 and above");
+    expect_json_error("rtsync3.json", "\"inter\": {",
+                      "\"runtime\": {\"allreduce\": {\"bytes\": 8}}, \"inter\": {", SF_ERR_PARSE,
+                      "field 'runtime.allreduce': must be an array");
+    expect_json_error("rtsync4.json", "\"inter\": {",
+                      "\"runtime\": {\"allreduce\": [{\"bytes\": 8, \"GBps\": 1}]}, \"inter\": {",
+                      SF_ERR_PARSE, "field 'runtime.allreduce[0].GBps': unknown field");
     /* the upper bounds themselves read */
     const char *at_bound = write_variant("bound.json", "\"fp32\": 10", "\"fp32\": 1e18");
     sf_error_clear(&err);

@@ -327,7 +327,9 @@ static void test_shared_core(void **state) {
     sf_machine *m0 = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
     sf_machine_desc d = *sf_machine_get_desc(m0);
     d.cores_per_node = 1;
-    d.sync_bw_Bps = 2e6;
+    d.n_sync = 1; /* one point: the same rate at every size */
+    d.sync_bytes[0] = 1e6;
+    d.sync_bw_Bps[0] = 2e6;
     sf_machine *m = sf_machine_build(&d, &err);
     assert_non_null(m);
     int x, a;
@@ -951,7 +953,11 @@ static void test_delta_equals_full(void **state) {
     d = *sf_machine_get_desc(p100);
     d.cores_per_node = 2;
     d.copy_bw_Bps = 2e10;
-    d.sync_bw_Bps = 5e9;
+    d.n_sync = 2;
+    d.sync_bytes[0] = 4096;
+    d.sync_bw_Bps[0] = 5e9;
+    d.sync_bytes[1] = 64e6;
+    d.sync_bw_Bps[1] = 1e9;
     sf_machine *host = sf_machine_build(&d, &err);
     assert_non_null(host);
     for (size_t i = 0; i < sizeof delta_cases / sizeof delta_cases[0]; i++) {

@@ -105,6 +105,8 @@ typedef enum sf_intra_topology {
 } sf_intra_topology;
 
 /* The description a machine is built from: what the JSON format holds. */
+#define SF_MAX_SYNC_POINTS 8 /* points of sf_machine_desc's all-reduce curve */
+
 typedef struct sf_machine_desc {
     char name[SF_NAME_MAX];
     int nodes;
@@ -125,9 +127,14 @@ typedef struct sf_machine_desc {
     double copy_bw_Bps; /* the runtime's copies of tile regions (bytes read and written
                          * per second): local pairs not in place, packing and unpacking
                          * of messages and of all-reduced shards; 0: not priced */
-    double sync_bw_Bps; /* per-link bandwidth of a ring all-reduce's steps, in place of
-                         * the link's (MPI_Allreduce on shared memory reduces on the
-                         * ranks' cores, far below the ping-pong rate); 0: the link's */
+    int n_sync;         /* points of the all-reduce curve below; 0: the link's bandwidth */
+    double sync_bytes[SF_MAX_SYNC_POINTS]; /* all-reduced buffer sizes, increasing */
+    double
+        sync_bw_Bps[SF_MAX_SYNC_POINTS]; /* at each size: per-link bandwidth of a ring
+                                          * all-reduce's steps (sf_machine_sync_bw), in place of
+                                          * the link's (MPI_Allreduce on shared memory reduces on
+                                          * the ranks' cores, far below the ping-pong rate, and at a
+                                          * rate that falls as the buffer outgrows the caches) */
 } sf_machine_desc;
 
 const char *sf_intra_topology_name(sf_intra_topology t); /* "pairwise", "switch", ... */
@@ -139,7 +146,9 @@ typedef struct sf_machine sf_machine;
  * (fp16/bf16 peaks may be 0), memory sizes above 0 and at most
  * SF_MAX_MEM_BYTES, latencies from 0 to SF_MAX_LATENCY_S, pcie_group divides
  * devices_per_node, at most SF_MAX_DEVICES devices, cores_per_node from 0 to
- * SF_MAX_DEVICES, copy and sync bandwidths 0 or rates. SF_ERR_INVALID or
+ * SF_MAX_DEVICES, a copy bandwidth 0 or a rate, 0 to SF_MAX_SYNC_POINTS
+ * all-reduce points of increasing sizes from 1 to SF_MAX_MEM_BYTES bytes and
+ * rates. SF_ERR_INVALID or
  * SF_ERR_RANGE with a message naming the field. The bounds lie far outside
  * any real hardware (an H100 is 1e15 FLOP/s, 3.35e12 B/s, 8e10 bytes); they
  * keep every figure and every simulated time finite: a positive but subnormal
@@ -152,6 +161,10 @@ typedef struct sf_machine sf_machine;
 #define SF_MAX_LATENCY_S 1.0  /* seconds per link */
 sf_status sf_machine_desc_validate(const sf_machine_desc *desc, sf_error *err);
 sf_machine *sf_machine_build(const sf_machine_desc *desc, sf_error *err);
+/* The per-link bandwidth of the ring steps of an all-reduce of `bytes` from
+ * the description's curve: linear in log(bytes) between its points, the end
+ * points' beyond them; 0 (price with the links) when it has none. */
+double sf_machine_sync_bw(const sf_machine_desc *d, double bytes);
 void sf_machine_free(sf_machine *m);
 
 /* Built-in presets: "p100-4x4", "k80-16x4", "dgx-a100", "dgx-h100", "cpu". */

@@ -13,9 +13,9 @@
  *    transfer latency + bytes / bandwidth, so this fits both ends of it). The
  *    median over rank pairs becomes the shared-memory (SHM) link of a
  *    one-node machine;
- *  - MPI_Allreduce of a few sizes: printed, and the largest fitted to the
- *    simulator's ring as the per-link bandwidth of its steps (the machine's
- *    runtime.allreduce_GBps, ring_bandwidth);
+ *  - MPI_Allreduce of a few sizes: printed, and each fitted to the
+ *    simulator's ring as the per-link bandwidth of its steps at that size
+ *    (the machine's runtime.allreduce curve, ring_bandwidth);
  *  - SGEMM on one thread (OpenBLAS set to one thread) on every rank at once:
  *    the median rate is the device's fp32 peak, so the analytic model's
  *    efficiencies apply to what BLAS reaches on this core, not to a data-sheet
@@ -237,19 +237,18 @@ typedef struct results {
     double *gemm; /* [ranks] FLOP/s */
     double *copy; /* [ranks] B/s */
     double peak_flops, mem_bw, mem_bytes;
-    double sync_bw; /* per-link bandwidth of the ring steps, fitted to the largest all-reduce */
-    int cores;      /* the host's cores when the ranks outnumber them, else 0 */
+    int cores; /* the host's cores when the ranks outnumber them, else 0 */
 } results;
 
 /* The per-link bandwidth that makes the simulator's ring all-reduce of the
- * largest size measured take what MPI_Allreduce took: the ring prices
- * 2(P-1) steps of latency and sends 2(P-1)/P of the buffer over each link, so
- * bw = 2(P-1)/P N / (T - 2(P-1) latency). On shared memory the reduction is
- * the ranks' own work and runs far below the ping-pong bandwidth. 0 (the
- * link's bandwidth) when the fit has no time left for the bytes. */
-static double ring_bandwidth(const results *r) {
-    if (r->ranks < 2 || r->n_ar == 0) return 0;
-    int i = r->n_ar - 1;
+ * i-th size measured take what MPI_Allreduce took: the ring prices 2(P-1)
+ * steps of latency and sends 2(P-1)/P of the buffer over each link, so bw =
+ * 2(P-1)/P N / (T - 2(P-1) latency). On shared memory the reduction is the
+ * ranks' own work and runs far below the ping-pong bandwidth, slower still
+ * once the buffers outgrow the caches. 0 (no point) when the fit has no time
+ * left for the bytes. */
+static double ring_bandwidth(const results *r, int i) {
+    if (r->ranks < 2) return 0;
     double steps = 2.0 * (r->ranks - 1);
     double t = r->ar_s[i] - steps * r->latency_s;
     double bw = t > 0 ? steps / r->ranks * (double)r->ar_bytes[i] / t : 0;
@@ -311,10 +310,21 @@ static int print_summary(const results *r, const sf_machine_desc *d, const char 
                           "%.2f GB/s",
                           d->intra_latency_s * 1e6, d->intra_bw_Bps * 1e-9);
     sf_cli_table_cell(t, "runtime");
-    sf_cli_table_cell(t, "copies at %.2f GB/s; all-reduce steps at %.2f GB/s a link%s",
-                      d->copy_bw_Bps * 1e-9,
-                      (d->sync_bw_Bps > 0 ? d->sync_bw_Bps : d->intra_bw_Bps) * 1e-9,
-                      d->sync_bw_Bps > 0 ? " (fitted to the largest MPI_Allreduce)" : "");
+    double lo = 0, hi = 0;
+    for (int i = 0; i < d->n_sync; i++) {
+        lo = i == 0 || d->sync_bw_Bps[i] < lo ? d->sync_bw_Bps[i] : lo;
+        hi = d->sync_bw_Bps[i] > hi ? d->sync_bw_Bps[i] : hi;
+    }
+    if (d->n_sync > 0)
+        sf_cli_table_cell(t,
+                          "copies at %.2f GB/s; all-reduce steps at %.2f-%.2f GB/s a link over "
+                          "%s-%s (fitted to each MPI_Allreduce above)",
+                          d->copy_bw_Bps * 1e-9, lo * 1e-9, hi * 1e-9,
+                          sf_cli_fmt_bytes(d->sync_bytes[0], b1, sizeof b1),
+                          sf_cli_fmt_bytes(d->sync_bytes[d->n_sync - 1], b2, sizeof b2));
+    else
+        sf_cli_table_cell(t, "copies at %.2f GB/s; all-reduce steps at the link's bandwidth",
+                          d->copy_bw_Bps * 1e-9);
     if (r->cores > 0) {
         sf_cli_table_cell(t, "cores");
         sf_cli_table_cell(t,
@@ -348,7 +358,12 @@ static int make_desc(const results *r, const calib_opts *o, sf_machine_desc *d) 
     if (r->ranks > 1) {
         d->intra_latency_s = r->latency_s;
         d->intra_bw_Bps = r->bw_Bps;
-        d->sync_bw_Bps = r->sync_bw;
+        for (int i = 0; i < r->n_ar && d->n_sync < SF_MAX_SYNC_POINTS; i++) {
+            double bw = ring_bandwidth(r, i);
+            if (bw <= 0) continue;
+            d->sync_bytes[d->n_sync] = (double)r->ar_bytes[i];
+            d->sync_bw_Bps[d->n_sync++] = bw;
+        }
     }
     d->copy_bw_Bps = r->mem_bw; /* the runtime's copies run at what a rank's memcpy reaches */
     d->cores_per_node = r->cores;
@@ -442,7 +457,6 @@ static int calibrate(const calib_opts *o, sf_comm *cm) {
         memcpy(tc, r.copy, (size_t)n * sizeof *tc);
         r.peak_flops = sf_cli_median(tg, n);
         r.mem_bw = sf_cli_median(tc, n);
-        r.sync_bw = ring_bandwidth(&r);
         long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
         r.mem_bytes = pages > 0 && page > 0 ? (double)pages * (double)page / ranks : 4e9;
 

@@ -224,7 +224,36 @@ static sf_status get_num(reader *r, const json_t *obj, const char *path, const c
 
 static const char *const top_keys[] = {"name",  "nodes", "devices_per_node", "device",
                                        "intra", "inter", "runtime",          NULL};
-static const char *const runtime_keys[] = {"cores_per_node", "copy_GBps", "allreduce_GBps", NULL};
+static const char *const runtime_keys[] = {"cores_per_node", "copy_GBps", "allreduce", NULL};
+static const char *const point_keys[] = {"bytes", "link_GBps", NULL};
+
+/* runtime.allreduce: [{"bytes": B, "link_GBps": X}, ...], sizes increasing. */
+static sf_status parse_allreduce(reader *r, const json_t *rtm, sf_machine_desc *d) {
+    const json_t *a = json_object_get(rtm, "allreduce");
+    if (!a) return SF_OK;
+    if (!json_is_array(a) || json_array_size(a) > SF_MAX_SYNC_POINTS) {
+        char what[96];
+        snprintf(what, sizeof what, "must be an array of at most %d points", SF_MAX_SYNC_POINTS);
+        return field_error(r, SF_ERR_PARSE, "runtime", "allreduce", what);
+    }
+    d->n_sync = (int)json_array_size(a);
+    for (int i = 0; i < d->n_sync; i++) {
+        char path[48];
+        snprintf(path, sizeof path, "runtime.allreduce[%d]", i);
+        const json_t *pt = json_array_get(a, (size_t)i);
+        if (!json_is_object(pt))
+            return field_error(r, SF_ERR_PARSE, "runtime", path + 8, "must be an object");
+        sf_status st = check_keys(r, pt, path, point_keys);
+        if (st == SF_OK) st = get_num(r, pt, path, "bytes", 1, NUM_MEM, 0, &d->sync_bytes[i]);
+        if (st == SF_OK &&
+            (d->sync_bytes[i] < 1 || (i > 0 && d->sync_bytes[i] <= d->sync_bytes[i - 1])))
+            st = field_error(r, SF_ERR_INVALID, path, "bytes",
+                             "must be at least 1 and above the point before");
+        if (st == SF_OK) st = get_num(r, pt, path, "link_GBps", 1, NUM_RATE, 9, &d->sync_bw_Bps[i]);
+        if (st != SF_OK) return st;
+    }
+    return SF_OK;
+}
 static const char *const device_keys[] = {"name", "peak_tflops", "mem_bw_GBps", "mem_GB", NULL};
 static const char *const peak_keys[] = {"fp32", "fp16", "bf16", NULL};
 static const char *const intra_keys[] = {"topology",   "bandwidth_GBps", "latency_us",
@@ -322,8 +351,7 @@ static sf_status parse_root(reader *r, const json_t *root, sf_machine_desc *d) {
         st = get_int(r, rtm, "runtime", "cores_per_node", 0, SF_MAX_DEVICES, &d->cores_per_node);
     if (st == SF_OK && rtm)
         st = get_num(r, rtm, "runtime", "copy_GBps", 0, NUM_RATE_OR_ZERO, 9, &d->copy_bw_Bps);
-    if (st == SF_OK && rtm)
-        st = get_num(r, rtm, "runtime", "allreduce_GBps", 0, NUM_RATE_OR_ZERO, 9, &d->sync_bw_Bps);
+    if (st == SF_OK && rtm) st = parse_allreduce(r, rtm, d);
     if (st != SF_OK) return st;
     /* What the fields cannot say alone (the device count limit). */
     st = sf_machine_desc_validate(d, r->err);
@@ -406,13 +434,28 @@ char *sf_machine_desc_to_json(const sf_machine_desc *d, sf_error *err) {
         put_num(&w, inter, "bandwidth_GBps", d->inter_bw_Bps, 9);
         put_num(&w, inter, "latency_us", d->inter_latency_s, -6);
         put(&w, root, "inter", json_incref(inter));
-        if (d->cores_per_node || d->copy_bw_Bps > 0 || d->sync_bw_Bps > 0) {
+        if (d->cores_per_node || d->copy_bw_Bps > 0 || d->n_sync > 0) {
             json_t *rtm = json_object();
             if (!rtm) w.ok = 0;
             if (rtm && d->cores_per_node)
                 put(&w, rtm, "cores_per_node", json_integer(d->cores_per_node));
             if (rtm && d->copy_bw_Bps > 0) put_num(&w, rtm, "copy_GBps", d->copy_bw_Bps, 9);
-            if (rtm && d->sync_bw_Bps > 0) put_num(&w, rtm, "allreduce_GBps", d->sync_bw_Bps, 9);
+            json_t *pts = d->n_sync > 0 ? json_array() : NULL;
+            for (int i = 0; pts && i < d->n_sync; i++) {
+                json_t *pt = json_object();
+                if (!pt) {
+                    w.ok = 0;
+                    break;
+                }
+                put_num(&w, pt, "bytes", d->sync_bytes[i], 0);
+                put_num(&w, pt, "link_GBps", d->sync_bw_Bps[i], 9);
+                if (json_array_append_new(pts, pt) != 0) w.ok = 0;
+            }
+            if (d->n_sync > 0 && !pts) w.ok = 0;
+            if (rtm && pts)
+                put(&w, rtm, "allreduce", pts);
+            else if (pts)
+                json_decref(pts);
             if (rtm) put(&w, root, "runtime", rtm);
         }
     }

@@ -193,11 +193,35 @@ sf_status sf_machine_desc_validate(const sf_machine_desc *d, sf_error *err) {
         return sf_error_set(err, SF_ERR_INVALID,
                             "machine '%s': copy bandwidth must be 0 or from 1 to %g B/s", mn,
                             SF_MAX_RATE);
-    if (d->sync_bw_Bps != 0 && !is_rate(d->sync_bw_Bps))
+    if (d->n_sync < 0 || d->n_sync > SF_MAX_SYNC_POINTS)
         return sf_error_set(err, SF_ERR_INVALID,
-                            "machine '%s': all-reduce bandwidth must be 0 or from 1 to %g B/s", mn,
-                            SF_MAX_RATE);
+                            "machine '%s': the all-reduce curve has 0 to %d points (got %d)", mn,
+                            SF_MAX_SYNC_POINTS, d->n_sync);
+    for (int i = 0; i < d->n_sync; i++) {
+        double b = d->sync_bytes[i];
+        if (!(b >= 1 && b <= SF_MAX_MEM_BYTES) || (i > 0 && !(b > d->sync_bytes[i - 1])))
+            return sf_error_set(err, SF_ERR_INVALID,
+                                "machine '%s': all-reduce point %d: sizes must increase, from 1 "
+                                "to %g bytes",
+                                mn, i, SF_MAX_MEM_BYTES);
+        if (!is_rate(d->sync_bw_Bps[i]))
+            return sf_error_set(err, SF_ERR_INVALID,
+                                "machine '%s': all-reduce point %d: bandwidth must be from 1 to "
+                                "%g B/s",
+                                mn, i, SF_MAX_RATE);
+    }
     return SF_OK;
+}
+
+double sf_machine_sync_bw(const sf_machine_desc *d, double bytes) {
+    int n = d->n_sync;
+    if (n <= 0) return 0;
+    if (bytes <= d->sync_bytes[0]) return d->sync_bw_Bps[0];
+    if (bytes >= d->sync_bytes[n - 1]) return d->sync_bw_Bps[n - 1];
+    int i = 1;
+    while (d->sync_bytes[i] < bytes) i++;
+    double f = log(bytes / d->sync_bytes[i - 1]) / log(d->sync_bytes[i] / d->sync_bytes[i - 1]);
+    return d->sync_bw_Bps[i - 1] + f * (d->sync_bw_Bps[i] - d->sync_bw_Bps[i - 1]);
 }
 
 /* ---- link numbering ---------------------------------------------------- */

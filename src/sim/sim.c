@@ -242,7 +242,6 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->m = m;
     sim->cm = cm;
     sim->copy_bw = sf_machine_get_desc(m)->copy_bw_Bps;
-    sim->sync_bw = sf_machine_get_desc(m)->sync_bw_Bps;
     sim->per_node = sf_machine_get_desc(m)->devices_per_node;
     if (sf_machine_get_desc(m)->cores_per_node < sim->per_node)
         sim->cores = sf_machine_get_desc(m)->cores_per_node;
@@ -519,16 +518,19 @@ static int64_t ring_send_bytes(int64_t n, int R, int i) {
 }
 
 /* One ring edge a -> dst: each link of its route held for the whole all-reduce,
- * for steps latencies and send bytes (the mean over the ring's positions), and
- * counted as the `bytes` this position sends (ring_send_bytes). */
+ * for steps latencies and send bytes (the mean over the ring's positions) at
+ * sync_bw (the machine's all-reduce curve at the shard's size) or, when 0, at
+ * the link's bandwidth, and counted as the `bytes` this position sends
+ * (ring_send_bytes). */
 static int add_ring_edge(sf_sim *sim, sim_block *b, int bid, int owner, int cls, int a, int dst,
-                         double steps, double send, int64_t bytes, int bar, int bar2) {
+                         double steps, double send, double sync_bw, int64_t bytes, int bar,
+                         int bar2) {
     sf_route r;
     sf_machine_route(sim->m, a, dst, &r);
     for (int i = 0; i < r.n_links; i++) {
         sf_link lb;
         const sf_link *l = sf_machine_link(sim->m, r.links[i], &lb);
-        double bw = sim->sync_bw > 0 ? sim->sync_bw : l->bandwidth_Bps;
+        double bw = sync_bw > 0 ? sync_bw : l->bandwidth_Bps;
         double d = steps * l->latency_s + send / bw;
         int res = sim_link_res(sim, r.links[i]);
         int idx = res < 0 ? -1 : block_task(b, SIM_SYNC, res, owner, cls, d, bytes);
@@ -624,11 +626,12 @@ static int build_sync(sf_sim *sim, int owner) {
             }
             double steps = 2.0 * (R - 1);
             double send = steps / R * (double)shard_bytes;
+            double sbw = sf_machine_sync_bw(sf_machine_get_desc(sim->m), (double)shard_bytes);
             for (int r = 1; r < R; r++)
-                if (add_ring_edge(sim, b, bid, owner, cls, devs[r - 1], devs[r], steps, send,
+                if (add_ring_edge(sim, b, bid, owner, cls, devs[r - 1], devs[r], steps, send, sbw,
                                   ring_send_bytes(shard_el, R, r - 1), bar, bar2))
                     return -1;
-            if (add_ring_edge(sim, b, bid, owner, cls, devs[R - 1], devs[0], steps, send,
+            if (add_ring_edge(sim, b, bid, owner, cls, devs[R - 1], devs[0], steps, send, sbw,
                               ring_send_bytes(shard_el, R, R - 1), bar, bar2))
                 return -1;
             join = REF(bid, bar2);

@@ -163,8 +163,8 @@ struct sf_sim {
     sf_sim_options opt;
     sf_strategy *s; /* current strategy */
     int n_ops, n_dev;
-    double copy_bw, sync_bw; /* the machine's copy_bw_Bps and sync_bw_Bps (0: none) */
-    int cores, per_node;     /* cores_per_node when fewer than devices_per_node, else 0 */
+    double copy_bw;      /* the machine's copy_bw_Bps (0: copies not priced) */
+    int cores, per_node; /* cores_per_node when fewer than devices_per_node, else 0 */
     /* resources: devices 0..n_dev-1, then the links tasks have used (sim_links.c),
      * n_dev..n_res-1; the per-resource arrays hold cap_res + 1 entries */
     int n_links, n_res, cap_res;

@@ -468,16 +468,20 @@ static void warn_costs(const vstate *v) {
                   (long long)v->batch, sf_machine_name(v->m), v->o.costs);
 }
 
-/* One line when the ranks outnumber the host's cores: the simulator gives every
- * device its own core, and ranks that share one wait for each other's turn
- * (docs/simulator.md, "How close the simulator is"). */
+/* One line when the ranks outnumber the host's cores but the machine does not
+ * say its devices share them (runtime.cores_per_node, which calibrate writes):
+ * the simulator then gives every device a core of its own, and ranks that
+ * share one wait for each other's turn (docs/simulator.md, "How close the
+ * simulator is"). */
 static void warn_cores(const vstate *v) {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     if (v->rank != 0 || cores <= 0 || v->ranks <= cores) return;
-    SF_LOG_WARN_F("%d ranks on %ld cores: ranks share cores, which the simulator does not model "
-                  "(it gives every device its own); expect measured times well above the "
-                  "predictions",
-                  v->ranks, cores);
+    int said = sf_machine_get_desc(v->m)->cores_per_node;
+    if (said > 0 && said < sf_machine_get_desc(v->m)->devices_per_node) return;
+    SF_LOG_WARN_F("%d ranks on %ld cores, but machine '%s' gives every device a core of its own "
+                  "(no runtime.cores_per_node): expect measured times well above the "
+                  "predictions; a machine file from 'mpirun -n %d soapflow calibrate' says so",
+                  v->ranks, cores, sf_machine_name(v->m), v->ranks);
 }
 
 /* ---- measured ------------------------------------------------------------------------- */

@@ -582,6 +582,25 @@ static void test_graph_errors(void **state) {
     free(buf);
     pads->ints[3] = p3;
 
+    /* too few inputs, or a required one named "": said before any handler reads them
+     * (the fuzzer found a MatMul of one input read before the start of the values;
+     * tests/fuzz/onnx/matmul-one-input.onnx) */
+    int fc = find_node(g, "Gemm", 0);
+    size_t fc_in = g->node[fc]->n_input;
+    g->node[fc]->n_input = 1;
+    buf = encode(m, &len);
+    snprintf(want, sizeof want, "node #%d '%s' (Gemm)", fc, g->node[fc]->name);
+    expect_fail(buf, len, 2, SF_ERR_PARSE, want, "1 input, Gemm takes at least 2");
+    free(buf);
+    g->node[fc]->n_input = fc_in;
+    char *w_in = g->node[c0]->input[1];
+    g->node[c0]->input[1] = (char *)"";
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_PARSE, "input 1 is required, and its name is empty",
+                g->node[c0]->name);
+    free(buf);
+    g->node[c0]->input[1] = w_in;
+
     /* opsets outside 9..17, and none */
     int64_t ver = m->opset_import[0]->version;
     m->opset_import[0]->version = 8;
@@ -744,6 +763,14 @@ static void test_pattern_departures(void **state) {
                 g->node[sm]->name);
     free(buf);
     ax->i = keep;
+    /* a product of one input, where the attention is recognized */
+    int mm0 = find_node(g, "MatMul", 0);
+    assert_int_equal(g->node[mm0]->n_input, 2);
+    g->node[mm0]->n_input = 1;
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_PARSE, "1 input, MatMul takes at least 2", g->node[mm0]->name);
+    free(buf);
+    g->node[mm0]->n_input = 2;
     /* a product of the scores with something else */
     int mm = find_node(g, "MatMul", 2); /* probabilities x values */
     char *v_in = g->node[mm]->input[1];

@@ -1400,6 +1400,13 @@ static sf_status import_node(ox_ctx *c, int i) {
     const Onnx__NodeProto *n = c->graph->node[i];
     c->cur_node = i;
     const ox_op_entry *e = ox_op_find(n->op_type);
+    /* the inputs ONNX requires, before any handler (or pattern) reads one */
+    if (e && n->n_input < (size_t)e->min_in)
+        return ox_fail(c, SF_ERR_PARSE, "%zu input%s, %s takes at least %d", n->n_input,
+                       n->n_input == 1 ? "" : "s", e->op_type, e->min_in);
+    for (int k = 0; e && k < e->min_in; k++)
+        if (!n->input[k] || !n->input[k][0])
+            return ox_fail(c, SF_ERR_PARSE, "input %d is required, and its name is empty", k);
     int any_act = 0;
     for (size_t k = 0; k < n->n_input; k++) {
         int v = ox_in(c, n, (int)k);

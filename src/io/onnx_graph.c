@@ -26,9 +26,10 @@
  * initializer's name without ".weight" ("layer1.0.conv1") when there is one,
  * else the module path torch writes into node names ("/layer1/layer1.0/relu/Relu"
  * gives "layer1.0.relu", "/lstm/LSTM_1" gives "lstm_1"), else the node name, else
- * "<type>_<node index>"; "_2", "_3" ... make a name unique. Checkpoint tensors
- * are "<operator>.<parameter>", so a torchvision model's come out under their
- * state-dict names ("layer1.0.conv1.weight").
+ * "<type>_<node index>"; "_2", "_3" ... make a name unique; bytes that are not
+ * UTF-8 become '?' (unique_name). Checkpoint tensors are "<operator>.<parameter>",
+ * so a torchvision model's come out under their state-dict names
+ * ("layer1.0.conv1.weight").
  */
 #include <math.h>
 #include <stdarg.h>
@@ -540,10 +541,67 @@ static const sf_shape *sf_shape_of(const ox_ctx *c, sf_tensor_ref r) {
     return &sf_graph_op(c->g, r.op)->out_shapes[r.out];
 }
 
-/* A unique operator name from base into buf. */
+/* Length of the UTF-8 character s starts (RFC 3629: no overlong forms, no
+ * surrogates, nothing past U+10FFFF; what jansson accepts), or 0 when s[0]
+ * starts none. s is NUL-terminated: a NUL fails the continuation test before
+ * anything past it is read. */
+static size_t utf8_char(const unsigned char *s) {
+    unsigned char b = s[0];
+    if (b < 0x80) return 1;
+    if (b >= 0xc2 && b <= 0xdf) return (s[1] & 0xc0) == 0x80 ? 2 : 0;
+    if (b >= 0xe0 && b <= 0xef) {
+        unsigned char lo = b == 0xe0 ? 0xa0 : 0x80, hi = b == 0xed ? 0x9f : 0xbf;
+        return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 ? 3 : 0;
+    }
+    if (b >= 0xf0 && b <= 0xf4) {
+        unsigned char lo = b == 0xf0 ? 0x90 : 0x80, hi = b == 0xf4 ? 0x8f : 0xbf;
+        return s[1] >= lo && s[1] <= hi && (s[2] & 0xc0) == 0x80 && (s[3] & 0xc0) == 0x80 ? 4 : 0;
+    }
+    return 0;
+}
+
+/* 1 when s holds the first bytes of a character and then ends: what is left of
+ * a character that a cut of the string split. */
+static int utf8_cut_short(const unsigned char *s) {
+    if (s[0] < 0xc2 || s[0] > 0xf4) return 0;
+    size_t need = s[0] >= 0xf0 ? 4 : s[0] >= 0xe0 ? 3 : 2, i = 1;
+    while (i < need && (s[i] & 0xc0) == 0x80) i++;
+    return i < need && s[i] == '\0';
+}
+
+/* src into dst (cap bytes, NUL included) as valid UTF-8: a byte that starts no
+ * character becomes '?', except the rest of a character split by a cut at the
+ * end of src (the names below are cut to their buffers), which is left out; the
+ * copy ends before a character that would not fit whole. */
+static void utf8_copy(char *dst, size_t cap, const char *src) {
+    const unsigned char *s = (const unsigned char *)src;
+    size_t n = 0;
+    while (*s) {
+        size_t k = utf8_char(s);
+        if (!k && utf8_cut_short(s)) break;
+        if (n + (k ? k : 1) >= cap) break;
+        if (k) {
+            memcpy(dst + n, s, k);
+            n += k;
+            s += k;
+        } else {
+            dst[n++] = '?';
+            s++;
+        }
+    }
+    dst[n] = '\0';
+}
+
+/* A unique operator name from base into buf (cap bytes, well over 16). Names go
+ * into model JSON and checkpoint headers, which are UTF-8 text, and ONNX strings
+ * should be UTF-8 but protobuf-c does not check that they are: the name keeps
+ * what is valid UTF-8 of base, other bytes become '?'. base is cut (between
+ * characters) to leave room for the "_k" that makes the name unique: cut after
+ * it, two long names alike in their first cap bytes would never become unique. */
 static void unique_name(const ox_ctx *c, const char *base, char *buf, size_t cap) {
-    snprintf(buf, cap, "%s", base[0] ? base : "op");
-    for (int k = 2; sf_graph_find(c->g, buf) >= 0; k++) snprintf(buf, cap, "%s_%d", base, k);
+    utf8_copy(buf, cap - 16, base[0] ? base : "op");
+    size_t n = strlen(buf);
+    for (int k = 2; sf_graph_find(c->g, buf) >= 0; k++) snprintf(buf + n, cap - n, "_%d", k);
 }
 
 static sf_status grow_weights(ox_ctx *c, int id) {
@@ -1342,6 +1400,13 @@ static sf_status import_node(ox_ctx *c, int i) {
     const Onnx__NodeProto *n = c->graph->node[i];
     c->cur_node = i;
     const ox_op_entry *e = ox_op_find(n->op_type);
+    /* the inputs ONNX requires, before any handler (or pattern) reads one */
+    if (e && n->n_input < (size_t)e->min_in)
+        return ox_fail(c, SF_ERR_PARSE, "%zu input%s, %s takes at least %d", n->n_input,
+                       n->n_input == 1 ? "" : "s", e->op_type, e->min_in);
+    for (int k = 0; e && k < e->min_in; k++)
+        if (!n->input[k] || !n->input[k][0])
+            return ox_fail(c, SF_ERR_PARSE, "input %d is required, and its name is empty", k);
     int any_act = 0;
     for (size_t k = 0; k < n->n_input; k++) {
         int v = ox_in(c, n, (int)k);
@@ -1380,14 +1445,15 @@ sf_status ox_import_graph(ox_ctx *c) {
     if ((st = check_supported(c)) != SF_OK) return st;
     /* named after the file: exporters name the graph after themselves
      * ("torch_jit", "main_graph") */
-    char gname[128];
+    char stem[128], gname[128];
     const char *base = strrchr(c->origin, '/');
     base = base ? base + 1 : c->origin;
     size_t bl = strlen(base);
     if (bl > 5 && strcmp(base + bl - 5, ".onnx") == 0) bl -= 5;
-    if (bl >= sizeof gname) bl = sizeof gname - 1;
-    memcpy(gname, base, bl);
-    gname[bl] = '\0';
+    if (bl >= sizeof stem) bl = sizeof stem - 1;
+    memcpy(stem, base, bl);
+    stem[bl] = '\0';
+    utf8_copy(gname, sizeof gname, stem); /* a file name is any bytes; JSON is UTF-8 */
     if (!gname[0]) snprintf(gname, sizeof gname, "model");
     c->g = sf_graph_new(gname);
     if (!c->g) return oom(c);

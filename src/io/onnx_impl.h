@@ -249,6 +249,7 @@ enum { OX_CAN_FOLD = 1, OX_CAN_ACT = 2 };
 typedef struct ox_op_entry {
     const char *op_type;
     int can;
+    int min_in;      /* inputs ONNX requires in opsets 9 to 17 (checked before either handler) */
     ox_handler fold; /* all inputs constant (NULL: cannot) */
     ox_handler act;  /* some input an activation (NULL: cannot) */
 } ox_op_entry;

@@ -95,7 +95,8 @@ void sf_sim_options_default(sf_sim_options *o);
 
 typedef struct sf_sim_result {
     double iter_s;          /* makespan of one iteration */
-    double compute_s;       /* sum of compute task times (forward, backward, update) */
+    double compute_s;       /* sum of device task times (forward, backward, update, and
+                             * copy on a machine that prices copies) */
     double transfer_s;      /* sum over link tasks carrying activations/gradients */
     double sync_s;          /* sum over link tasks of gradient all-reduces */
     int64_t transfer_bytes; /* activation + activation-gradient bytes moved between devices */
@@ -109,7 +110,9 @@ typedef struct sf_sim_result {
     int64_t rescheduled;    /* tasks this call scheduled: all of them for a full run, those
                              * from the earliest change on for a delta update */
     int n_devices;
-    double *device_busy_s;    /* [n_devices], owned by the simulator, valid until next call */
+    double *device_busy_s;    /* [n_devices], owned by the simulator, valid until next call;
+                               * on a machine whose devices share cores, per core: on the
+                               * node's device of the core's number, 0 on the others */
     double *device_mem_bytes; /* [n_devices] */
 } sf_sim_result;
 

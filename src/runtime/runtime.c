@@ -48,11 +48,9 @@ typedef struct rt_link {
     int grad;               /* the producer has a backward pass: the gradient goes back */
     sf_tile region;         /* in the coordinates of the producer's output */
     int64_t numel;
-    int alias; /* sf_tg_pair.in_place: local, and the region is the producer's whole piece and the
-                * consumer's whole input: the consumer reads the producer's output
-                * in place (no copy); 2: its input gradient is also the producer's
-                * output gradient, accumulated in place (the producer's piece has
-                * no other consumer) */
+    int alias;          /* sf_tg_pair.in_place: 1, the consumer reads the producer's
+                         * output in place (no copy); 2, its input gradient is also the
+                         * producer's output gradient, accumulated in place */
     float *fbuf, *gbuf; /* remote: the region's activations and gradients */
     int freq, greq;     /* requests in flight, -1 when none */
 } rt_link;

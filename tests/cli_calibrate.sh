@@ -37,7 +37,7 @@ ls "$TMP" | grep -q '\.tmp\.' && fail "a temporary file was left behind: $(ls "$
 [ "$(json_num "$TMP/m.out" devices)" = 2 ] || fail "calibrated machine: devices is not 2"
 grep -q '"device": "cpu-rank"' "$TMP/m.out" || fail "calibrated machine: device kind not cpu-rank"
 grep -q '"intra": "shm"' "$TMP/m.out" || fail "calibrated machine: topology not shm"
-for key in peak_flops_fp32 mem_bw_Bps mem_bytes intra_bw_Bps intra_latency_s; do
+for key in peak_flops_fp32 mem_bw_Bps mem_bytes intra_bw_Bps intra_latency_s copy_bw_Bps; do
     v=$(json_num "$TMP/m.out" "$key")
     positive "$v" || fail "calibrated machine: $key '$v', want > 0"
 done

@@ -23,7 +23,9 @@ static int usage(FILE *out) {
           "  --json       a JSON array of objects: name, devices, nodes, devices_per_node,\n"
           "               device, peak_flops_fp32/fp16/bf16 (FLOP/s), mem_bw_Bps, mem_bytes,\n"
           "               intra, intra_bw_Bps, intra_latency_s (pcie_tree: also pcie_group,\n"
-          "               pcie_up_bw_Bps), nics_per_node, inter_bw_Bps, inter_latency_s\n"
+          "               pcie_up_bw_Bps), nics_per_node, inter_bw_Bps, inter_latency_s;\n"
+          "               with a runtime object (calibrate): cores_per_node, copy_bw_Bps,\n"
+          "               allreduce [{bytes, link_bw_Bps}]\n"
           "  -h, --help   show this help\n"
           "\n"
           "columns: intra and inter bandwidths are per link each way (inter: per NIC;\n"
@@ -67,6 +69,16 @@ static json_t *desc_json(const sf_machine_desc *d) {
     bad |= json_object_set_new(o, "nics_per_node", json_integer(d->nics_per_node));
     bad |= json_object_set_new(o, "inter_bw_Bps", json_real(d->inter_bw_Bps));
     bad |= json_object_set_new(o, "inter_latency_s", json_real(d->inter_latency_s));
+    if (d->cores_per_node)
+        bad |= json_object_set_new(o, "cores_per_node", json_integer(d->cores_per_node));
+    if (d->copy_bw_Bps > 0) bad |= json_object_set_new(o, "copy_bw_Bps", json_real(d->copy_bw_Bps));
+    if (d->n_sync > 0) {
+        json_t *a = json_array();
+        for (int i = 0; a && i < d->n_sync; i++)
+            bad |= json_array_append_new(a, json_pack("{s:f,s:f}", "bytes", d->sync_bytes[i],
+                                                      "link_bw_Bps", d->sync_bw_Bps[i]));
+        bad |= a ? json_object_set_new(o, "allreduce", a) : -1;
+    }
     if (bad) {
         json_decref(o);
         return NULL;

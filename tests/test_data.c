@@ -19,37 +19,8 @@
 
 #include "soapflow/data.h"
 
-static char tmp_dir[64];
-
-static void remove_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        struct stat st;
-        if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
-            remove_tree(path);
-        else
-            unlink(path);
-    }
-    closedir(d);
-    rmdir(dir);
-}
-
-static int make_tmp_dir(void **state) {
-    (void)state;
-    strcpy(tmp_dir, "/tmp/sf_data_XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
-}
-
-static int remove_tmp_dir(void **state) {
-    (void)state;
-    remove_tree(tmp_dir);
-    return 0;
-}
+#define TMP_DIR_PATTERN "/tmp/sf_data_XXXXXX"
+#include "lib/tmpdir.h"
 
 /* Write an IDX file of bytes: dims, then data; gzipped when gz. */
 static void write_idx(const char *dir, const char *name, int gz, int ndim, const uint32_t *dims,

@@ -19,29 +19,8 @@
 
 #include "soapflow/data.h"
 
-static char tmp_dir[64];
-
-static int make_tmp_dir(void **state) {
-    (void)state;
-    strcpy(tmp_dir, "/tmp/sf_io_idx_XXXXXX");
-    return mkdtemp(tmp_dir) ? 0 : -1;
-}
-
-static int remove_tmp_dir(void **state) {
-    (void)state;
-    DIR *d = opendir(tmp_dir);
-    if (!d) return 0;
-    struct dirent *e;
-    char path[512];
-    while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf(path, sizeof path, "%s/%s", tmp_dir, e->d_name);
-        unlink(path);
-    }
-    closedir(d);
-    rmdir(tmp_dir);
-    return 0;
-}
+#define TMP_DIR_PATTERN "/tmp/sf_io_idx_XXXXXX"
+#include "lib/tmpdir.h"
 
 static void tmp_path(char *buf, size_t cap, const char *name) {
     snprintf(buf, cap, "%s/%s", tmp_dir, name);

@@ -7,12 +7,17 @@
  *     ...
  *     return cmocka_run_group_tests(tests, make_tmp_dir, remove_tmp_dir);
  *
- * Header only, for the test programs that include it (each is one file);
- * it needs <dirent.h>, <stdio.h>, <stdlib.h>, <string.h>, <sys/stat.h> and
- * <unistd.h>.
+ * Header only, for the test programs that include it (each is one file).
  */
 #ifndef SOAPFLOW_TESTS_TMPDIR_H
 #define SOAPFLOW_TESTS_TMPDIR_H
+
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #ifndef TMP_DIR_PATTERN
 #error "define TMP_DIR_PATTERN (a mkdtemp template) before including lib/tmpdir.h"

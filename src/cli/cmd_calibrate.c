@@ -265,8 +265,13 @@ static int print_summary(const results *r, const sf_machine_desc *d, const char 
     sf_cli_table *t = sf_cli_table_new(3, h1, "rrr");
     for (int i = 0; i < r->ranks; i++) {
         sf_cli_table_cell(t, "%d", i);
-        sf_cli_table_cell(t, "%.1f", r->gemm[i] * 1e-9);
-        sf_cli_table_cell(t, "%.2f", r->copy[i] * 1e-9);
+        if (r->gemm[i] > 0) { /* with more ranks than cores, one rank a core measures */
+            sf_cli_table_cell(t, "%.1f", r->gemm[i] * 1e-9);
+            sf_cli_table_cell(t, "%.2f", r->copy[i] * 1e-9);
+        } else {
+            sf_cli_table_cell(t, "-");
+            sf_cli_table_cell(t, "-");
+        }
     }
     int rc = sf_cli_table_print(t, stdout);
     sf_cli_table_free(t);

@@ -18,7 +18,8 @@ configure: deps
 build: configure
 	@cmake --build $(BUILD) -j $(JOBS)
 
-# Plan lenet5 for 2 local ranks, then train it with the plan (scripts/run.sh).
+# Measure this host as 2 MPI ranks, plan lenet5 for them, train it with the plan
+# (scripts/run.sh).
 run: build
 	@bash scripts/run.sh $(BUILD)
 

@@ -326,7 +326,7 @@ static int print_summary(const results *r, const sf_machine_desc *d, const char 
     if (d->n_sync > 0)
         sf_cli_table_cell(t,
                           "copies at %.2f GB/s; all-reduce steps at %.2f-%.2f GB/s a link over "
-                          "%s-%s (fitted to each MPI_Allreduce above)",
+                          "%s-%s (fitted to MPI_Allreduce at each size)",
                           d->copy_bw_Bps * 1e-9, lo * 1e-9, hi * 1e-9,
                           sf_cli_fmt_bytes(d->sync_bytes[0], b1, sizeof b1),
                           sf_cli_fmt_bytes(d->sync_bytes[d->n_sync - 1], b2, sizeof b2));

@@ -61,6 +61,11 @@ sf_status sf_comm_local_run(int n, sf_comm_rank_fn fn, void *arg, sf_error *err)
 int sf_comm_rank(const sf_comm *c);
 int sf_comm_size(const sf_comm *c);
 const char *sf_comm_kind(const sf_comm *c); /* "MPI", "threads" */
+/* The cores of this rank's host when the ranks on it outnumber them, else 0:
+ * the MPI back end then pins each rank to one core and yields the core while
+ * it waits, and the ranks of a core take turns (a machine's
+ * runtime.cores_per_node, which calibrate writes from this). Threads: 0. */
+int sf_comm_shared_cores(const sf_comm *c);
 void sf_comm_free(sf_comm *c);
 /* Every rank passes its own status; all learn whether any failed, and the
  * message of the lowest failing rank (prefixed "rank R: " when there are

@@ -423,8 +423,7 @@ static int calibrate(const calib_opts *o, sf_comm *cm) {
     /* compute and memory first, every rank at once, as they will run; with
      * more ranks than cores, one rank a core (the ranks of a core take turns,
      * as the machine's cores_per_node tells the simulator) */
-    long online = sysconf(_SC_NPROCESSORS_ONLN);
-    r.cores = online >= 1 && online < ranks ? (int)online : 0;
+    r.cores = sf_comm_shared_cores(cm);
     int measures = r.cores == 0 || rank < r.cores;
     sf_comm_barrier(cm);
     double g = measures ? gemm_rate((int)o->gemm, mats, mats + gn, mats + 2 * gn) : 0;

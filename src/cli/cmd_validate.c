@@ -44,7 +44,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <cblas.h>
 
@@ -474,11 +473,11 @@ static void warn_costs(const vstate *v) {
  * share one wait for each other's turn (docs/simulator.md, "How close the
  * simulator is"). */
 static void warn_cores(const vstate *v) {
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    if (v->rank != 0 || cores <= 0 || v->ranks <= cores) return;
+    int cores = sf_comm_shared_cores(v->comm);
+    if (v->rank != 0 || cores == 0) return;
     int said = sf_machine_get_desc(v->m)->cores_per_node;
     if (said > 0 && said < sf_machine_get_desc(v->m)->devices_per_node) return;
-    SF_LOG_WARN_F("%d ranks on %ld cores, but machine '%s' gives every device a core of its own "
+    SF_LOG_WARN_F("%d ranks on %d cores, but machine '%s' gives every device a core of its own "
                   "(no runtime.cores_per_node): expect measured times well above the "
                   "predictions; a machine file from 'mpirun -n %d soapflow calibrate' says so",
                   v->ranks, cores, sf_machine_name(v->m), v->ranks);

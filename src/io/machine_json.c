@@ -434,29 +434,22 @@ char *sf_machine_desc_to_json(const sf_machine_desc *d, sf_error *err) {
         put_num(&w, inter, "bandwidth_GBps", d->inter_bw_Bps, 9);
         put_num(&w, inter, "latency_us", d->inter_latency_s, -6);
         put(&w, root, "inter", json_incref(inter));
-        if (d->cores_per_node || d->copy_bw_Bps > 0 || d->n_sync > 0) {
-            json_t *rtm = json_object();
-            if (!rtm) w.ok = 0;
-            if (rtm && d->cores_per_node)
-                put(&w, rtm, "cores_per_node", json_integer(d->cores_per_node));
-            if (rtm && d->copy_bw_Bps > 0) put_num(&w, rtm, "copy_GBps", d->copy_bw_Bps, 9);
-            json_t *pts = d->n_sync > 0 ? json_array() : NULL;
-            for (int i = 0; pts && i < d->n_sync; i++) {
-                json_t *pt = json_object();
-                if (!pt) {
-                    w.ok = 0;
-                    break;
-                }
-                put_num(&w, pt, "bytes", d->sync_bytes[i], 0);
-                put_num(&w, pt, "link_GBps", d->sync_bw_Bps[i], 9);
-                if (json_array_append_new(pts, pt) != 0) w.ok = 0;
+        int has_rt = d->cores_per_node || d->copy_bw_Bps > 0 || d->n_sync > 0;
+        json_t *rtm = has_rt ? json_object() : NULL;
+        if (has_rt) put(&w, root, "runtime", rtm); /* root owns it now */
+        if (rtm && d->cores_per_node)
+            put(&w, rtm, "cores_per_node", json_integer(d->cores_per_node));
+        if (rtm && d->copy_bw_Bps > 0) put_num(&w, rtm, "copy_GBps", d->copy_bw_Bps, 9);
+        json_t *pts = rtm && d->n_sync > 0 ? json_array() : NULL;
+        if (rtm && d->n_sync > 0) put(&w, rtm, "allreduce", pts);
+        for (int i = 0; pts && i < d->n_sync; i++) {
+            json_t *pt = json_object();
+            if (!pt || json_array_append_new(pts, pt) != 0) { /* append frees pt on failure */
+                w.ok = 0;
+                break;
             }
-            if (d->n_sync > 0 && !pts) w.ok = 0;
-            if (rtm && pts)
-                put(&w, rtm, "allreduce", pts);
-            else if (pts)
-                json_decref(pts);
-            if (rtm) put(&w, root, "runtime", rtm);
+            put_num(&w, pt, "bytes", d->sync_bytes[i], 0);
+            put_num(&w, pt, "link_GBps", d->sync_bw_Bps[i], 9);
         }
     }
     char *text = NULL;

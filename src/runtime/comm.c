@@ -10,6 +10,7 @@
 
 int sf_comm_rank(const sf_comm *c) { return c->rank; }
 int sf_comm_size(const sf_comm *c) { return c->size; }
+int sf_comm_shared_cores(const sf_comm *c) { return c->shared_cores; }
 const char *sf_comm_kind(const sf_comm *c) { return c->what; }
 
 void sf_comm_free(sf_comm *c) {

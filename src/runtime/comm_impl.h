@@ -41,8 +41,9 @@ typedef struct sf_comm_vt {
 struct sf_comm {
     const sf_comm_vt *vt;
     int rank, size;
-    int world_group; /* the group of every rank, made with the comm */
-    char what[64];   /* "MPI" or "threads" */
+    int world_group;  /* the group of every rank, made with the comm */
+    int shared_cores; /* sf_comm_shared_cores */
+    char what[64];    /* "MPI" or "threads" */
 };
 
 #endif

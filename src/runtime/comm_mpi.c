@@ -40,7 +40,6 @@ typedef struct comm_mpi {
     MPI_Comm *groups;
     int n_groups, cap_groups;
     int inited; /* 1: this object called MPI_Init and finalizes */
-    int share;  /* ranks on this host outnumber its cores: pinned, waits yield */
 } comm_mpi;
 
 static int mpi_fail(int rc) {
@@ -112,8 +111,8 @@ static sf_status m_wait(sf_comm *c, int id) {
     comm_mpi *m = (comm_mpi *)c;
     if (id < 0 || id >= m->n_req) return SF_ERR_INVALID;
     int rc = MPI_SUCCESS, done = 0;
-    if (!m->share) rc = MPI_Wait(&m->req[id], MPI_STATUS_IGNORE);
-    while (m->share && rc == MPI_SUCCESS && !done) {
+    if (!m->base.shared_cores) rc = MPI_Wait(&m->req[id], MPI_STATUS_IGNORE);
+    while (m->base.shared_cores && rc == MPI_SUCCESS && !done) {
         rc = MPI_Test(&m->req[id], &done, MPI_STATUS_IGNORE);
         if (rc == MPI_SUCCESS && !done) sched_yield();
     }
@@ -201,7 +200,7 @@ static void share_cores(comm_mpi *m) {
     MPI_Comm_free(&host);
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     if (online < 1 || on_host <= online) return;
-    m->share = 1;
+    m->base.shared_cores = (int)online;
     /* mpirun binds no oversubscribed rank; one it bound stays where it is */
     cpu_set_t set;
     CPU_ZERO(&set);

@@ -312,20 +312,22 @@ static void test_cost_by_hand(void **state) {
         sf_cost_task_s(cm, oy, &t0, 0, SF_PASS_FWD) + sf_cost_task_s(cm, oy, &t0, 0, SF_PASS_BWD);
     double c1 =
         sf_cost_task_s(cm, oy, &t1, 2, SF_PASS_FWD) + sf_cost_task_s(cm, oy, &t1, 2, SF_PASS_BWD);
-    /* both replicas hold the whole weight: ring of 2 over 0 <-> 2 */
+    /* both replicas hold the whole weight: ring of 2 over 0 <-> 2, a
+     * reduce-scatter and an all-gather, each holding every link of both
+     * positions' routes at once for one latency and half the shard, as the
+     * simulator runs them: each costs its slowest link */
     double shard = (double)oy->n_params * SF_ELEM_BYTES;
-    double sync = 0;
+    double half = 0;
     for (int dir = 0; dir < 2; dir++) {
         sf_route r;
         sf_machine_route(m, dir ? 2 : 0, dir ? 0 : 2, &r);
-        double t = 0;
         for (int i = 0; i < r.n_links; i++) {
             sf_link lb;
             const sf_link *l = sf_machine_link(m, r.links[i], &lb);
-            t += 2 * l->latency_s + shard / l->bandwidth_Bps;
+            half = fmax(half, l->latency_s + 0.5 * shard / l->bandwidth_Bps);
         }
-        sync = fmax(sync, t);
     }
+    double sync = 2 * half;
     /* each replica updates the shard (priced on the first part's tile) */
     double upd = fmax(sf_cost_task_s(cm, oy, &t0, 0, SF_PASS_UPDATE),
                       sf_cost_task_s(cm, oy, &t0, 2, SF_PASS_UPDATE));

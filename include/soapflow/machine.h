@@ -200,6 +200,11 @@ const char *sf_machine_link_name(const sf_machine *m, int id, char *buf, size_t 
 /* Route from device a to device b; an empty route when a == b (or either is
  * no device). Computed from a and b: no table. */
 void sf_machine_route(const sf_machine *m, int a, int b, sf_route *out);
+/* The resource device `dev` computes on: itself, or on a machine whose devices
+ * share cores (cores_per_node below devices_per_node) the node's device whose
+ * local number is that of the core (local device l computes on core l % cores),
+ * so that the devices of one core take turns. */
+int sf_machine_compute_unit(const sf_machine *m, int dev);
 /* Time for `bytes` to cross the route alone, store-and-forward: sum over links. */
 double sf_machine_transfer_time_s(const sf_machine *m, int a, int b, double bytes);
 

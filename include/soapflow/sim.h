@@ -41,38 +41,11 @@
 #include "soapflow/graph.h"
 #include "soapflow/machine.h"
 #include "soapflow/strategy.h"
+#include "soapflow/taskgraph.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
-
-/* When a weight shard's gradient all-reduce may start (docs/simulator.md). */
-typedef enum sf_sync_mode {
-    SF_SYNC_OVERLAP = 0, /* as soon as the shard's backward tasks are done (default) */
-    SF_SYNC_BULK,        /* after each replica device's whole backward pass */
-    SF_SYNC_MODE_COUNT
-} sf_sync_mode;
-
-/* "overlap", "bulk"; NULL for an invalid mode. */
-const char *sf_sync_mode_name(sf_sync_mode m);
-/* Parse a mode name; -1 when unknown. */
-int sf_sync_mode_parse(const char *name, sf_sync_mode *out);
-
-/* How a weight shard's replicas combine their gradients (docs/simulator.md). */
-typedef enum sf_sync_scheme {
-    SF_SCHEME_RING = 0, /* ring all-reduce over the replicas in id order (default) */
-    SF_SCHEME_PS,       /* parameter server on the first part's device: every other
-                         * replica sends its gradient there and receives the updated
-                         * shard back, as the simulator of FlexFlow's 2020-21 Legion
-                         * runtime models it (with SF_SYNC_BULK); not its 2018
-                         * prototype, which added a formula after the makespan */
-    SF_SCHEME_COUNT
-} sf_sync_scheme;
-
-/* "ring", "ps"; NULL for an invalid scheme. */
-const char *sf_sync_scheme_name(sf_sync_scheme s);
-/* Parse a scheme name; -1 when unknown. */
-int sf_sync_scheme_parse(const char *name, sf_sync_scheme *out);
 
 typedef struct sf_sim_options {
     double optimizer_state_factor; /* optimizer state per weight byte (SGD momentum: 1) */

@@ -37,7 +37,9 @@
 #ifndef SOAPFLOW_TASKGRAPH_H
 #define SOAPFLOW_TASKGRAPH_H
 
+#include "soapflow/cost.h"
 #include "soapflow/graph.h"
+#include "soapflow/machine.h"
 #include "soapflow/strategy.h"
 
 #ifdef __cplusplus
@@ -117,10 +119,201 @@ int sf_taskgraph_consumers(const sf_taskgraph *tg, int op, const sf_tensor_ref *
  * Returns how many, or -1 when out of memory. The tiles of op and of its
  * producer must be set. */
 int sf_taskgraph_edge(sf_taskgraph *tg, int op, int k, const sf_tg_pair **pairs);
+/* The pairs of sf_taskgraph_edge that cost something: those across devices,
+ * and on a machine that prices copies (sf_taskgraph_set_comm) every pair. For a
+ * caller that prices edges and nothing else (OptCNN's tables). */
+int sf_taskgraph_edge_moves(sf_taskgraph *tg, int op, int k, const sf_tg_pair **pairs);
 /* The shards of the weight group owned by `owner` (sf_taskgraph_owner(owner) ==
  * owner), in order of first appearance. The tiles of every member must be set.
  * SF_OK, or SF_ERR_NOMEM. */
 sf_status sf_taskgraph_sync(sf_taskgraph *tg, int owner, sf_tg_sync *out);
+
+/* ---- communication: how gradients are synchronized ------------------------- */
+
+/* When a weight shard's first sync steps may start (docs/simulator.md). */
+typedef enum sf_sync_mode {
+    SF_SYNC_OVERLAP = 0, /* as soon as the shard's backward tasks are done (default) */
+    SF_SYNC_BULK,        /* after each replica device's whole backward pass */
+    SF_SYNC_MODE_COUNT
+} sf_sync_mode;
+
+/* "overlap", "bulk"; NULL for an invalid mode. */
+const char *sf_sync_mode_name(sf_sync_mode m);
+/* Parse a mode name; -1 when unknown. */
+int sf_sync_mode_parse(const char *name, sf_sync_mode *out);
+
+/* How a weight shard's replicas combine their gradients, lowered into steps by
+ * sf_taskgraph_sync_steps (docs/simulator.md). */
+typedef enum sf_sync_scheme {
+    SF_SCHEME_RING = 0, /* ring all-reduce over the replicas in ring order (default):
+                         * a reduce-scatter, then an all-gather */
+    SF_SCHEME_PS,       /* parameter server on the device of the shard's first entry:
+                         * every other replica sends its gradient there, the server
+                         * updates, and sends the shard back, as the simulator of
+                         * FlexFlow's 2020-21 Legion runtime models it */
+    SF_SCHEME_HIERARCHICAL, /* two levels: a reduce-scatter inside each node, an
+                             * all-reduce of each chunk across the nodes (the devices
+                             * of one local position), an all-gather inside each node
+                             * (Horovod's hierarchical all-reduce); a ring where every
+                             * node holds one replica or all are on one node, and where
+                             * the nodes hold different numbers of replicas */
+    SF_SCHEME_COUNT
+} sf_sync_scheme;
+
+/* "ring", "ps", "hierarchical"; NULL for an invalid scheme. */
+const char *sf_sync_scheme_name(sf_sync_scheme s);
+/* Parse a scheme name; -1 when unknown. */
+int sf_sync_scheme_parse(const char *name, sf_sync_scheme *out);
+
+/* The kinds of step an iteration's communication is made of. The collectives
+ * run over a group of devices in ring order (sf_tg_steps.devs); chunk i of a
+ * buffer of n elements is the i-th of n_group runs of n / n_group elements, the
+ * first n % n_group of them one longer. */
+typedef enum sf_tg_step_kind {
+    SF_STEP_P2P = 0,        /* dev sends numel elements to peer */
+    SF_STEP_REDUCE_SCATTER, /* position i of the group ends with chunk i of the sum */
+    SF_STEP_ALL_GATHER,     /* position i holds chunk i; every position ends with all */
+    SF_STEP_ALL_REDUCE,     /* every position ends with the sum (a reduce-scatter and an
+                             * all-gather in one collective) */
+    SF_STEP_BROADCAST,      /* the group's first device sends the buffer to the others */
+    SF_STEP_COPY,           /* dev copies numel elements (moved: bytes read and written
+                             * per element): packing, unpacking, accumulating */
+    SF_STEP_UPDATE,         /* the optimizer on dev over the shard's numel weights */
+    SF_STEP_KIND_COUNT
+} sf_tg_step_kind;
+
+/* What a step moves. */
+typedef enum sf_tg_payload {
+    SF_PAYLOAD_GRAD = 0, /* gradients (of weights or of activations) */
+    SF_PAYLOAD_WEIGHTS,  /* updated weights (a parameter server's return) */
+    SF_PAYLOAD_ACT       /* activations */
+} sf_tg_payload;
+
+/* One step. Steps come in lists whose dependencies point backwards. */
+typedef struct sf_tg_step {
+    uint8_t kind;    /* sf_tg_step_kind */
+    uint8_t payload; /* sf_tg_payload */
+    uint8_t grads;   /* 1: it also waits for the shard's gradients on the devices it
+                      * involves (the group, the sender, the copy's or the update's
+                      * device): its backward tasks there, or under SF_SYNC_BULK that
+                      * device's whole backward pass */
+    uint8_t pad;
+    int dev;         /* P2P: the sender; COPY, UPDATE: the device; else -1 */
+    int peer;        /* P2P: the receiver; else -1 */
+    int group;       /* collectives: devices devs[group .. group + n_group] in ring order */
+    int n_group;
+    int64_t numel;   /* elements: a collective's whole buffer, a message, a copy, the
+                      * weights an update steps */
+    int64_t offset;  /* the buffer's first element within the shard's packed layout */
+    double moved;    /* COPY: bytes read and written per byte copied (2: a copy, 3: an
+                      * accumulation) */
+    int dep, n_deps; /* it waits for steps deps[dep .. dep + n_deps] of the same list */
+} sf_tg_step;
+
+/* Steps of the shards of one weight group (sf_taskgraph_sync_steps), valid
+ * until the next call. Shard s's steps are steps[shard_start[s] ..
+ * shard_start[s + 1]], in an order where every dependency comes first. */
+typedef struct sf_tg_steps {
+    int n_steps;
+    const sf_tg_step *steps;
+    const int16_t *devs;        /* devices of the collectives' groups */
+    const int32_t *deps;        /* step indices (into steps) */
+    const int32_t *shard_start; /* [n_shards + 1] */
+} sf_tg_steps;
+
+/* What the lowering needs of the machine: its nodes (hierarchical scheme, the
+ * order of rings) and whether it prices the runtime's copies (COPY steps are
+ * listed only then; nothing else depends on them). m may be NULL: one node of
+ * n_devices devices, no copies. */
+void sf_taskgraph_set_comm(sf_taskgraph *tg, const sf_machine *m, sf_sync_scheme scheme);
+sf_sync_scheme sf_taskgraph_scheme(const sf_taskgraph *tg);
+
+/* The shards of owner's weight group (as sf_taskgraph_sync, into *sync) and the
+ * steps of their gradient sync and update under the scheme of
+ * sf_taskgraph_set_comm:
+ *   ring:   [COPY pack on each device], REDUCE_SCATTER, ALL_GATHER over the
+ *           shard's devices, [COPY unpack on each], UPDATE on each;
+ *   ps:     per replica other than the server: [COPY pack], P2P of the gradient
+ *           to the server, [COPY accumulate on the server]; UPDATE on the server;
+ *           per replica: [COPY pack on the server], P2P of the weights back,
+ *           [COPY unpack];
+ *   hierarchical: [COPY pack], REDUCE_SCATTER inside each node, ALL_REDUCE of
+ *           chunk l across the nodes' l-th devices, ALL_GATHER inside each node,
+ *           [COPY unpack], UPDATE on each device;
+ * a shard on one device: its UPDATE alone. Bracketed copies only on a machine
+ * that prices copies. SF_OK or SF_ERR_NOMEM. */
+sf_status sf_taskgraph_sync_steps(sf_taskgraph *tg, int owner, sf_tg_sync *sync,
+                                  sf_tg_steps *out);
+
+/* The shards and steps op's weights would have if op alone held its weight
+ * group (its tiles must be set): OptCNN's additive model charges each of a
+ * group's G members 1/G of what it would pay alone. */
+sf_status sf_taskgraph_op_sync_steps(sf_taskgraph *tg, int op, sf_tg_sync *sync, sf_tg_steps *out);
+
+/* The steps of one pair of sf_taskgraph_edge (out: room for SF_TG_PAIR_STEPS),
+ * forward steps first: a remote pair is [COPY pack on the producer's device],
+ * P2P of the activations, [COPY unpack on the consumer's]; with grad, then
+ * [COPY pack on the consumer's device], P2P of the gradient back, [COPY
+ * accumulate on the producer's]. A local pair has no transfer: a COPY into the
+ * consumer's input unless in place, and with grad an accumulation back unless in
+ * place for gradients, on a machine that prices copies; else nothing. Each
+ * step's deps name the step before it in its direction (n_deps 0 for the first
+ * of each); *n_fwd gets how many are forward steps. Returns how many. */
+#define SF_TG_PAIR_STEPS 6
+int sf_taskgraph_pair_steps(const sf_taskgraph *tg, const sf_tg_pair *pr, int grad,
+                            sf_tg_step *out, int32_t *deps, int *n_fwd);
+
+/* ---- pricing: the one function that turns steps into time ------------------- */
+
+/* One use of a resource by a step: a link for `dur_s` (a link task), or a
+ * device (COPY, UPDATE: link -1). */
+typedef struct sf_tg_use {
+    int link;       /* machine link id, or -1 for a device task */
+    int dev;        /* device task: the device (sf_machine_compute_unit gives the
+                     * resource it runs on) */
+    int chain;      /* P2P: the segment; collectives: the ring position */
+    int hop;        /* the link's place in its route (0 first) */
+    double dur_s;
+    int64_t bytes;  /* bytes this use carries, counted once per step and position:
+                     * the step's sent bytes sum over its uses of hop 0 */
+    uint8_t inter_node;
+} sf_tg_use;
+
+/* The routes among devices 0 .. n-1 of a machine with their links' figures,
+ * worked out once: a pricer that prices many steps among few devices (OptCNN's
+ * tables) looks them up instead of routing each message anew. */
+typedef struct sf_tg_routes sf_tg_routes;
+sf_tg_routes *sf_tg_routes_new(const sf_machine *m, int n);
+void sf_tg_routes_free(sf_tg_routes *r);
+
+/* What pricing needs besides the steps. */
+typedef struct sf_tg_pricer {
+    const sf_machine *m;
+    const sf_cost_model *cm;
+    int segments;     /* P2P over several links: pieces pipelined hop by hop (>= 1) */
+    const sf_op *op;  /* UPDATE: the operator and tile whose weights it steps */
+    const sf_tile *tile;
+    const sf_tg_routes *routes; /* optional (NULL): routes of m among its first devices */
+} sf_tg_pricer;
+
+/* The most uses one step can give: a collective's positions times the links of
+ * a route, or a P2P's segments times the links of its route. */
+int sf_tg_step_max_uses(const sf_tg_step *st, int segments);
+/* The uses of step st (of a list whose groups are in devs) into out (room for
+ * sf_tg_step_max_uses): links in route order, P2P segment by segment; a ring
+ * collective of R positions holds each link of position i's route (i to i + 1)
+ * for its steps (R - 1 each for a reduce-scatter or an all-gather, 2(R - 1) for
+ * an all-reduce, 1 for each hop of a broadcast's chain) of latency plus the mean
+ * bytes a position sends at the machine's all-reduce curve at the buffer's size
+ * (sf_machine_sync_bw) or else the link's bandwidth; a COPY moved * bytes at
+ * the machine's copy bandwidth (no use when it prices none); an UPDATE the cost
+ * model's update time of the pricer's op and tile. Returns how many. */
+int sf_tg_price_step(const sf_tg_pricer *p, const sf_tg_step *st, const int16_t *devs,
+                     sf_tg_use *out);
+/* The sum of the durations of a P2P's or a device step's uses (what the uses
+ * of sf_tg_price_step add up to, without listing them): a message's chain
+ * over its route (one segment), a copy, an update. */
+double sf_tg_step_chain_s(const sf_tg_pricer *p, const sf_tg_step *st);
 
 #ifdef __cplusplus
 }

@@ -505,6 +505,13 @@ void sf_machine_route(const sf_machine *m, int a, int b, sf_route *out) {
     compute_route(m, a, b, out);
 }
 
+int sf_machine_compute_unit(const sf_machine *m, int dev) {
+    const sf_machine_desc *d = sf_machine_get_desc(m);
+    int per = d->devices_per_node, cores = d->cores_per_node;
+    if (cores <= 0 || cores >= per) return dev;
+    return dev - dev % per + dev % per % cores;
+}
+
 double sf_machine_transfer_time_s(const sf_machine *m, int a, int b, double bytes) {
     sf_route r;
     sf_machine_route(m, a, b, &r);

@@ -35,7 +35,7 @@ static sf_status walk_additive(const sf_graph *g, const sf_machine *m, const sf_
     double *edge = calloc(n_edges + 1, sizeof *edge);
     int *eoff = calloc(n_ops + 1, sizeof *eoff);
     oc_scratch sc;
-    if (!node || !edge || !eoff || oc_scratch_init(&sc, g, sf_machine_num_devices(m), SF_SCHEME_RING) != SF_OK) {
+    if (!node || !edge || !eoff || oc_scratch_init(&sc, g, m, cm, SF_SCHEME_RING) != SF_OK) {
         free(node);
         free(edge);
         free(eoff);
@@ -48,12 +48,11 @@ static sf_status walk_additive(const sf_graph *g, const sf_machine *m, const sf_
         for (int vi = 0; vi < n; vi++) {
             const sf_op *v = sf_graph_op(g, vi);
             const sf_config *cv = sf_strategy_get(cur, vi);
-            if (vi >= changed_from) node[vi] = oc_node_cost(m, cm, v, cv, &sc);
+            if (vi >= changed_from) node[vi] = oc_node_cost(&sc, vi, cv);
             for (int k = 0; k < v->n_inputs; k++) {
                 int ui = v->inputs[k].op;
                 if (vi < changed_from && ui < changed_from) continue;
-                edge[eoff[vi] + k] = oc_edge_cost(m, sf_graph_op(g, ui), v->inputs[k].out,
-                                                  sf_strategy_get(cur, ui), v, k, cv, &sc);
+                edge[eoff[vi] + k] = oc_edge_cost(&sc, vi, k, sf_strategy_get(cur, ui), cv);
             }
         }
         double total = 0;

@@ -93,230 +93,6 @@ void sf_optcnn_options_default(sf_optcnn_options *o) {
     o->scheme = SF_SCHEME_RING;
 }
 
-/* ---- scratch and routes ------------------------------------------------------ */
-
-sf_status oc_scratch_init(oc_scratch *s, const sf_graph *g, int n_dev, sf_sync_scheme scheme) {
-    memset(s, 0, sizeof *s);
-    size_t n = (size_t)(n_dev > 0 ? n_dev : 1);
-    int n_ops = sf_graph_num_ops(g);
-    s->n_dev = n_dev;
-    s->scheme = scheme;
-    s->sharers = calloc((size_t)(n_ops > 0 ? n_ops : 1), sizeof *s->sharers);
-    if (!s->sharers) return SF_ERR_NOMEM;
-    /* count each group at its owner (weight_owner names the owner itself), then
-     * give every member its owner's count */
-    for (int i = 0; i < n_ops; i++) {
-        const sf_op *op = sf_graph_op(g, i);
-        s->sharers[op->weight_owner >= 0 ? op->weight_owner : i]++;
-    }
-    for (int i = 0; i < n_ops; i++) {
-        int owner = sf_graph_op(g, i)->weight_owner;
-        if (owner >= 0) s->sharers[i] = s->sharers[owner];
-    }
-    s->fwd = calloc(n, sizeof *s->fwd);
-    s->bwd = calloc(n, sizeof *s->bwd);
-    s->upd = calloc(n, sizeof *s->upd);
-    s->busy = calloc(n, sizeof *s->busy);
-    s->touched = calloc(n, sizeof *s->touched);
-    s->mark = calloc(n, sizeof *s->mark);
-    if (!s->fwd || !s->bwd || !s->upd || !s->busy || !s->touched || !s->mark) {
-        oc_scratch_free(s);
-        return SF_ERR_NOMEM;
-    }
-    return SF_OK;
-}
-
-void oc_scratch_free(oc_scratch *s) {
-    free(s->sharers);
-    free(s->fwd);
-    free(s->bwd);
-    free(s->upd);
-    free(s->busy);
-    free(s->touched);
-    free(s->mark);
-    memset(s, 0, sizeof *s);
-}
-
-void oc_route_cost(const sf_machine *m, int a, int b, double *lat_s, double *inv_bw) {
-    sf_route r;
-    sf_machine_route(m, a, b, &r);
-    double lat = 0, inv = 0;
-    for (int i = 0; i < r.n_links; i++) {
-        sf_link lb;
-        const sf_link *l = sf_machine_link(m, r.links[i], &lb);
-        lat += l->latency_s;
-        inv += 1.0 / l->bandwidth_Bps;
-    }
-    *lat_s = lat;
-    *inv_bw = inv;
-}
-
-/* ---- the additive cost of one operator and one edge ---------------------------- */
-
-static int same_shard(const sf_op *op, const sf_tile *a, const sf_tile *b) {
-    for (int d = 0; d < op->space.ndim; d++)
-        if (op->kinds[d] == SF_DIM_PARAMETER && (a->lo[d] != b->lo[d] || a->hi[d] != b->hi[d]))
-            return 0;
-    return 1;
-}
-
-static int cmp_int(const void *a, const void *b) {
-    int x = *(const int *)a, y = *(const int *)b;
-    return (x > y) - (x < y);
-}
-
-double oc_node_cost(const sf_machine *m, const sf_cost_model *cm, const sf_op *op,
-                    const sf_config *c, oc_scratch *s) {
-    sf_tile tiles[SF_MAX_PARTS];
-    int n = c->n_parts, nt = 0;
-    int has_bwd = op->type != SF_OP_INPUT;
-    for (int p = 0; p < n; p++) {
-        sf_config_part_tile(op, c, p, &tiles[p]);
-        int d = c->device[p];
-        if (!s->mark[d]) {
-            s->mark[d] = 1;
-            s->busy[d] = 0;
-            s->upd[d] = 0;
-            s->touched[nt++] = d;
-        }
-        double t = sf_cost_task_s(cm, op, &tiles[p], d, SF_PASS_FWD);
-        if (has_bwd) t += sf_cost_task_s(cm, op, &tiles[p], d, SF_PASS_BWD);
-        s->busy[d] += t;
-    }
-    double compute = 0, sync = 0, update = 0;
-    for (int k = 0; k < nt; k++)
-        if (s->busy[s->touched[k]] > compute) compute = s->busy[s->touched[k]];
-    if (op->n_params > 0) {
-        unsigned char done[SF_MAX_PARTS] = {0};
-        int devs[SF_MAX_PARTS];
-        for (int p = 0; p < n; p++) {
-            if (done[p]) continue;
-            int nd = 0;
-            for (int q = p; q < n; q++) {
-                if (done[q] || !same_shard(op, &tiles[p], &tiles[q])) continue;
-                done[q] = 1;
-                devs[nd++] = c->device[q];
-            }
-            int server = c->device[p]; /* the shard's first part, as the simulator's */
-            qsort(devs, (size_t)nd, sizeof *devs, cmp_int);
-            int R = 0;
-            for (int k = 0; k < nd; k++)
-                if (R == 0 || devs[R - 1] != devs[k]) devs[R++] = devs[k];
-            if (R > 1 && s->scheme == SF_SCHEME_PS) {
-                /* every other replica's gradient in and the shard back out, all
-                 * through the server's links: charged one after another */
-                double shard = (double)sf_op_tile_weights(op, &tiles[p]) * SF_ELEM_BYTES;
-                double t = 0;
-                for (int k = 0; k < R; k++) {
-                    if (devs[k] == server) continue;
-                    double lat, inv;
-                    oc_route_cost(m, devs[k], server, &lat, &inv);
-                    t += lat + shard * inv;
-                    oc_route_cost(m, server, devs[k], &lat, &inv);
-                    t += lat + shard * inv;
-                }
-                if (t > sync) sync = t;
-                s->upd[server] += sf_cost_task_s(cm, op, &tiles[p], server, SF_PASS_UPDATE);
-                continue;
-            }
-            if (R > 1) {
-                double shard = (double)sf_op_tile_weights(op, &tiles[p]) * SF_ELEM_BYTES;
-                double steps = 2.0 * (R - 1);
-                double send = steps / R * shard;
-                for (int k = 0; k < R; k++) {
-                    double lat, inv;
-                    oc_route_cost(m, devs[k], devs[(k + 1) % R], &lat, &inv);
-                    double t = steps * lat + send * inv;
-                    if (t > sync) sync = t;
-                }
-            }
-            for (int k = 0; k < R; k++)
-                s->upd[devs[k]] += sf_cost_task_s(cm, op, &tiles[p], devs[k], SF_PASS_UPDATE);
-        }
-        for (int k = 0; k < nt; k++)
-            if (s->upd[s->touched[k]] > update) update = s->upd[s->touched[k]];
-    }
-    for (int k = 0; k < nt; k++) s->mark[s->touched[k]] = 0;
-    return compute + (sync + update) / s->sharers[op->id];
-}
-
-double oc_edge_cost(const sf_machine *m, const sf_op *u, int out, const sf_config *cu,
-                    const sf_op *v, int k, const sf_config *cv, oc_scratch *s) {
-    sf_tile ot[SF_MAX_PARTS];
-    int has_bwd = u->type != SF_OP_INPUT, nt = 0;
-    for (int i = 0; i < cu->n_parts; i++) {
-        sf_tile t;
-        sf_config_part_tile(u, cu, i, &t);
-        sf_op_output_tile(u, &t, out, &ot[i]);
-    }
-    for (int j = 0; j < cv->n_parts; j++) {
-        sf_tile tj, rj;
-        sf_config_part_tile(v, cv, j, &tj);
-        sf_op_input_region(v, &tj, k, &rj);
-        if (sf_tile_empty(&rj)) continue;
-        int dj = cv->device[j];
-        for (int i = 0; i < cu->n_parts; i++) {
-            sf_tile inter;
-            if (!sf_tile_intersect(&ot[i], &rj, &inter)) continue;
-            int di = cu->device[i];
-            if (di == dj) continue;
-            double bytes = (double)sf_tile_numel(&inter) * SF_ELEM_BYTES;
-            int ends[2] = {dj, di};
-            for (int e = 0; e < 2; e++) {
-                if (!s->mark[ends[e]]) {
-                    s->mark[ends[e]] = 1;
-                    s->fwd[ends[e]] = s->bwd[ends[e]] = 0;
-                    s->touched[nt++] = ends[e];
-                }
-            }
-            double lat, inv;
-            oc_route_cost(m, di, dj, &lat, &inv);
-            s->fwd[dj] += lat + bytes * inv;
-            if (has_bwd) {
-                oc_route_cost(m, dj, di, &lat, &inv);
-                s->bwd[di] += lat + bytes * inv;
-            }
-        }
-    }
-    double fmax = 0, bmax = 0;
-    for (int q = 0; q < nt; q++) {
-        int d = s->touched[q];
-        if (s->fwd[d] > fmax) fmax = s->fwd[d];
-        if (s->bwd[d] > bmax) bmax = s->bwd[d];
-        s->mark[d] = 0;
-    }
-    return fmax + bmax;
-}
-
-double sf_optcnn_cost(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                      const sf_optcnn_options *o, const sf_strategy *s) {
-    sf_optcnn_options def;
-    if (!o) {
-        sf_optcnn_options_default(&def);
-        o = &def;
-    }
-    if (!g || !m || !cm || !s || sf_strategy_num_ops(s) != sf_graph_num_ops(g)) return NAN;
-    int n = sf_graph_num_ops(g);
-    for (int i = 0; i < n; i++)
-        if (sf_config_validate(sf_graph_op(g, i), m, sf_strategy_get(s, i), NULL) != SF_OK)
-            return NAN;
-    oc_scratch sc;
-    if (oc_scratch_init(&sc, g, sf_machine_num_devices(m), o->scheme) != SF_OK) return NAN;
-    double total = 0;
-    for (int vi = 0; vi < n; vi++) {
-        const sf_op *v = sf_graph_op(g, vi);
-        const sf_config *cv = sf_strategy_get(s, vi);
-        total += oc_node_cost(m, cm, v, cv, &sc);
-        for (int k = 0; k < v->n_inputs; k++) {
-            int ui = v->inputs[k].op;
-            total += oc_edge_cost(m, sf_graph_op(g, ui), v->inputs[k].out, sf_strategy_get(s, ui),
-                                  v, k, cv, &sc);
-        }
-    }
-    oc_scratch_free(&sc);
-    return total;
-}
-
 /* ---- candidate configs --------------------------------------------------------- */
 
 static int parts_allowed(int p, int n_dev) { return (p & (p - 1)) == 0 || n_dev % p == 0; }
@@ -381,7 +157,7 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
     int pmax = n_dev < SF_MAX_PARTS ? n_dev : SF_MAX_PARTS;
     double mem_cap = sf_machine_device_kind(m, 0)->mem_bytes;
     oc_scratch sc;
-    if (o->max_configs > 0 && oc_scratch_init(&sc, g, n_dev, o->scheme) != SF_OK)
+    if (o->max_configs > 0 && oc_scratch_init(&sc, g, m, cm, o->scheme) != SF_OK)
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory enumerating configs");
     sf_status st = SF_OK;
     for (int i = 0; i < sf_graph_num_ops(g) && st == SF_OK; i++) {
@@ -423,7 +199,7 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
                 break;
             }
             for (int c = 0; c < nc; c++) {
-                rk[c].cost = c == data ? -1.0 : oc_node_cost(m, cm, op, &cfg[c], &sc);
+                rk[c].cost = c == data ? -1.0 : oc_node_cost(&sc, i, &cfg[c]);
                 rk[c].idx = c;
             }
             qsort(rk, (size_t)nc, sizeof *rk, cmp_ranked);
@@ -491,9 +267,6 @@ typedef struct dp {
     int q_head, q_len;
     double *tmp_a, *tmp_b; /* [max_n * max_n] min-plus scratch */
     int max_n;
-    /* device tables over devices 0..pmax-1 */
-    int pmax;
-    double *lat, *inv;
     int n_tables; /* distinct edge tables computed */
 } dp;
 
@@ -675,62 +448,22 @@ static void undo_all(dp *s) {
 
 /* ---- edge tables ------------------------------------------------------------------- */
 
-/* Producer side of one edge, per candidate: output tiles of the parts and, when
- * they form the grid of the config's degrees over the output (the usual case),
- * the boundaries of that grid per dimension. */
-typedef struct prod_info {
-    int grid;
-    int off;               /* first tile in the tile buffer */
-    int boff[SF_MAX_DIMS]; /* first boundary of dimension d in the boundary buffer */
-} prod_info;
-
+/* The tiles every candidate of one edge's two ends gives: the producer parts'
+ * output tiles and the consumer parts' input regions (the memo's key), and the
+ * consumer parts' tiles (put into the scratch strategy per table entry). */
 typedef struct edge_scratch {
-    sf_tile *ot, *rg;        /* [max_sum_parts] */
-    unsigned char *rg_empty; /* [max_sum_parts] */
-    int *roff;               /* [max_n] */
-    prod_info *pi;           /* [max_n] */
-    int64_t *bnd;            /* [max_n * (2 * SF_MAX_DIMS + SF_MAX_PARTS)] */
+    sf_tile *ot, *rg, *vt; /* [max_sum_parts] */
+    int *roff;             /* [max_n] first tile of each consumer candidate */
 } edge_scratch;
 
 static void prepare_producer(const sf_op *u, int out, const oc_cands *cu, edge_scratch *es) {
-    const sf_shape *os = &u->out_shapes[out];
-    int off = 0, boff = 0;
+    int off = 0;
     for (int c = 0; c < cu->n; c++) {
         const sf_config *cf = &cu->cfg[c];
-        prod_info *p = &es->pi[c];
-        p->off = off;
         for (int i = 0; i < cf->n_parts; i++) {
             sf_tile t;
             sf_config_part_tile(u, cf, i, &t);
             sf_op_output_tile(u, &t, out, &es->ot[off + i]);
-        }
-        p->grid = os->ndim == u->space.ndim;
-        if (p->grid) {
-            for (int d = 0; d < os->ndim; d++) {
-                p->boff[d] = boff;
-                for (int q = 0; q <= cf->degree[d]; q++) {
-                    int64_t lo, hi;
-                    sf_split_range(os->d[d], cf->degree[d], q < cf->degree[d] ? q : q - 1, &lo,
-                                   &hi);
-                    es->bnd[boff + q] = q < cf->degree[d] ? lo : hi;
-                }
-                boff += cf->degree[d] + 1;
-            }
-            for (int i = 0; i < cf->n_parts && p->grid; i++) {
-                const sf_tile *t = &es->ot[off + i];
-                if (t->ndim != os->ndim) {
-                    p->grid = 0;
-                    break;
-                }
-                int rest = i;
-                for (int d = os->ndim - 1; d >= 0; d--) {
-                    int q = rest % cf->degree[d];
-                    rest /= cf->degree[d];
-                    if (t->lo[d] != es->bnd[p->boff[d] + q] ||
-                        t->hi[d] != es->bnd[p->boff[d] + q + 1])
-                        p->grid = 0;
-                }
-            }
         }
         off += cf->n_parts;
     }
@@ -742,96 +475,11 @@ static void prepare_consumer(const sf_op *v, int k, const oc_cands *cv, edge_scr
         const sf_config *cf = &cv->cfg[c];
         es->roff[c] = off;
         for (int j = 0; j < cf->n_parts; j++) {
-            sf_tile t;
-            sf_config_part_tile(v, cf, j, &t);
-            sf_op_input_region(v, &t, k, &es->rg[off + j]);
-            es->rg_empty[off + j] = (unsigned char)sf_tile_empty(&es->rg[off + j]);
+            sf_config_part_tile(v, cf, j, &es->vt[off + j]);
+            sf_op_input_region(v, &es->vt[off + j], k, &es->rg[off + j]);
         }
         off += cf->n_parts;
     }
-}
-
-/* One table entry: the same sums, in the same order, as oc_edge_cost. */
-static double edge_entry(const dp *s, const sf_op *u, int has_bwd, const sf_config *a,
-                         const prod_info *pi, const sf_config *b, int roff, const edge_scratch *es,
-                         double *fwd, double *bwd) {
-    const int P = s->pmax;
-    for (int i = 0; i < a->n_parts; i++) fwd[a->device[i]] = bwd[a->device[i]] = 0;
-    for (int j = 0; j < b->n_parts; j++) fwd[b->device[j]] = bwd[b->device[j]] = 0;
-    int nd = u->space.ndim;
-    for (int j = 0; j < b->n_parts; j++) {
-        if (es->rg_empty[roff + j]) continue;
-        const sf_tile *r = &es->rg[roff + j];
-        int dj = b->device[j];
-        if (pi->grid && r->ndim == nd) {
-            int lo[SF_MAX_DIMS], hi[SF_MAX_DIMS], idx[SF_MAX_DIMS];
-            int64_t ov[SF_MAX_DIMS][SF_MAX_PARTS];
-            int empty = 0;
-            for (int d = 0; d < nd; d++) {
-                int deg = a->degree[d];
-                const int64_t *bd = &es->bnd[pi->boff[d]];
-                int64_t n = bd[deg]; /* the output dimension's size */
-                if (deg == 1) {
-                    lo[d] = 0;
-                    hi[d] = 1;
-                } else {
-                    lo[d] = (int)(((r->lo[d] + 1) * deg - 1) / n);
-                    hi[d] = (int)((r->hi[d] * deg - 1) / n) + 1;
-                    if (lo[d] < 0) lo[d] = 0;
-                    if (hi[d] > deg) hi[d] = deg;
-                }
-                for (int q = lo[d]; q < hi[d]; q++) {
-                    int64_t l = bd[q] > r->lo[d] ? bd[q] : r->lo[d];
-                    int64_t h = bd[q + 1] < r->hi[d] ? bd[q + 1] : r->hi[d];
-                    ov[d][q - lo[d]] = h - l;
-                }
-                if (hi[d] <= lo[d]) empty = 1;
-                idx[d] = lo[d];
-            }
-            if (empty) continue;
-            for (;;) {
-                int i = 0;
-                int64_t vol = 1;
-                for (int d = 0; d < nd; d++) {
-                    i = i * a->degree[d] + idx[d];
-                    int64_t o = ov[d][idx[d] - lo[d]];
-                    vol = o > 0 ? vol * o : 0;
-                }
-                int di = a->device[i];
-                if (vol > 0 && di != dj) {
-                    double bytes = (double)vol * SF_ELEM_BYTES;
-                    fwd[dj] += s->lat[di * P + dj] + bytes * s->inv[di * P + dj];
-                    if (has_bwd) bwd[di] += s->lat[dj * P + di] + bytes * s->inv[dj * P + di];
-                }
-                int d = nd - 1;
-                while (d >= 0 && ++idx[d] == hi[d]) {
-                    idx[d] = lo[d];
-                    d--;
-                }
-                if (d < 0) break;
-            }
-        } else {
-            for (int i = 0; i < a->n_parts; i++) {
-                sf_tile inter;
-                if (!sf_tile_intersect(&es->ot[pi->off + i], r, &inter)) continue;
-                int di = a->device[i];
-                if (di == dj) continue;
-                double bytes = (double)sf_tile_numel(&inter) * SF_ELEM_BYTES;
-                fwd[dj] += s->lat[di * P + dj] + bytes * s->inv[di * P + dj];
-                if (has_bwd) bwd[di] += s->lat[dj * P + di] + bytes * s->inv[dj * P + di];
-            }
-        }
-    }
-    double fmax = 0, bmax = 0;
-    for (int i = 0; i < a->n_parts; i++) {
-        if (fwd[a->device[i]] > fmax) fmax = fwd[a->device[i]];
-        if (bwd[a->device[i]] > bmax) bmax = bwd[a->device[i]];
-    }
-    for (int j = 0; j < b->n_parts; j++) {
-        if (fwd[b->device[j]] > fmax) fmax = fwd[b->device[j]];
-        if (bwd[b->device[j]] > bmax) bmax = bwd[b->device[j]];
-    }
-    return fmax + bmax;
 }
 
 static uint64_t mix(uint64_t h, uint64_t x) {
@@ -872,7 +520,7 @@ typedef struct memo_entry {
     const double *t;
 } memo_entry;
 
-static sf_status build_edges(dp *s, sf_error *err) {
+static sf_status build_edges(dp *s, oc_scratch *sc, sf_error *err) {
     const sf_graph *g = s->g;
     int n = s->n_nodes, n_init = 0, max_sum = 1;
     for (int i = 0; i < n; i++) {
@@ -884,19 +532,19 @@ static sf_status build_edges(dp *s, sf_error *err) {
     s->cap_edges = 2 * n_init + 1;
     s->edges = sf_arena_calloc(s->arena, (size_t)s->cap_edges, sizeof *s->edges);
     memo_entry *memo = sf_arena_calloc(s->arena, (size_t)n_init + 1, sizeof *memo);
-    size_t key_cap = 2 * (1 + (size_t)s->max_n + (size_t)max_sum * (2 + 2 * SF_MAX_DIMS)) + 1;
+    /* the key: whether gradients flow, both sides, and on a machine that prices
+     * copies the edge itself (whether a local pair is read in place depends on
+     * the producer's other readers, which the tiles do not show) */
+    size_t key_cap = 2 * (1 + (size_t)s->max_n + (size_t)max_sum * (2 + 2 * SF_MAX_DIMS)) + 3;
     int64_t *key = calloc(key_cap, sizeof *key);
+    int copies = sf_machine_get_desc(s->m)->copy_bw_Bps > 0;
     edge_scratch es;
     es.ot = calloc((size_t)max_sum, sizeof *es.ot);
     es.rg = calloc((size_t)max_sum, sizeof *es.rg);
-    es.rg_empty = calloc((size_t)max_sum, 1);
+    es.vt = calloc((size_t)max_sum, sizeof *es.vt);
     es.roff = calloc((size_t)s->max_n, sizeof *es.roff);
-    es.pi = calloc((size_t)s->max_n, sizeof *es.pi);
-    es.bnd = calloc((size_t)s->max_n * (2 * SF_MAX_DIMS + SF_MAX_PARTS), sizeof *es.bnd);
-    double *fwd = calloc((size_t)s->pmax, sizeof *fwd), *bwd = calloc((size_t)s->pmax, sizeof *bwd);
     sf_status st = SF_OK;
-    if (!s->edges || !memo || !key || !es.ot || !es.rg || !es.rg_empty || !es.roff || !es.pi ||
-        !es.bnd || !fwd || !bwd) {
+    if (!s->edges || !memo || !key || !es.ot || !es.rg || !es.vt || !es.roff) {
         st = sf_error_set(err, SF_ERR_NOMEM, "out of memory building OptCNN edge tables");
         goto done;
     }
@@ -913,6 +561,8 @@ static sf_status build_edges(dp *s, sf_error *err) {
             prepare_consumer(v, k, cv, &es);
             size_t len = 0;
             key[len++] = has_bwd;
+            key[len++] = copies ? vi : -1;
+            key[len++] = copies ? k : -1;
             len += key_side(key + len, cu, es.ot);
             len += key_side(key + len, cv, es.rg);
             uint64_t h = 0;
@@ -931,11 +581,19 @@ static sf_status build_edges(dp *s, sf_error *err) {
                     break;
                 }
                 memcpy(kc, key, len * sizeof *key);
-                for (int a = 0; a < cu->n; a++)
-                    for (int b = 0; b < cv->n; b++)
-                        nt[(size_t)a * (size_t)cv->n + (size_t)b] =
-                            edge_entry(s, u, has_bwd, &cu->cfg[a], &es.pi[a], &cv->cfg[b],
-                                       es.roff[b], &es, fwd, bwd);
+                for (int a = 0; a < cu->n && st == SF_OK; a++) {
+                    oc_set_config(sc, ui, &cu->cfg[a], NULL);
+                    for (int b = 0; b < cv->n; b++) {
+                        oc_set_config(sc, vi, &cv->cfg[b], &es.vt[es.roff[b]]);
+                        double c = oc_edge_cost_set(sc, vi, k);
+                        if (isnan(c)) {
+                            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory building edge tables");
+                            break;
+                        }
+                        nt[(size_t)a * (size_t)cv->n + (size_t)b] = c;
+                    }
+                }
+                if (st != SF_OK) break;
                 memo[n_memo++] = (memo_entry){h, len, kc, nt};
                 t = nt;
             }
@@ -950,12 +608,8 @@ done:
     free(key);
     free(es.ot);
     free(es.rg);
-    free(es.rg_empty);
+    free(es.vt);
     free(es.roff);
-    free(es.pi);
-    free(es.bnd);
-    free(fwd);
-    free(bwd);
     return st;
 }
 
@@ -1183,13 +837,11 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
     s.m = m;
     s.cm = cm;
     s.n_nodes = n;
-    int n_dev = sf_machine_num_devices(m);
-    s.pmax = n_dev < SF_MAX_PARTS ? n_dev : SF_MAX_PARTS;
     sf_status st = SF_OK;
     oc_scratch sc;
     memset(&sc, 0, sizeof sc);
     s.arena = sf_arena_new((size_t)1 << 22);
-    if (!s.arena || oc_scratch_init(&sc, g, n_dev, o->scheme) != SF_OK) {
+    if (!s.arena || oc_scratch_init(&sc, g, m, cm, o->scheme) != SF_OK) {
         st = sf_error_set(err, SF_ERR_NOMEM, "out of memory starting the OptCNN search");
         goto done;
     }
@@ -1198,17 +850,12 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
     s.recs = sf_arena_calloc(s.arena, (size_t)(n ? n : 1), sizeof *s.recs);
     s.queue = sf_arena_calloc(s.arena, (size_t)(n ? n : 1), sizeof *s.queue);
     s.inq = sf_arena_calloc(s.arena, (size_t)(n ? n : 1), 1);
-    s.lat = sf_arena_calloc(s.arena, (size_t)s.pmax * (size_t)s.pmax, sizeof *s.lat);
-    s.inv = sf_arena_calloc(s.arena, (size_t)s.pmax * (size_t)s.pmax, sizeof *s.inv);
-    if (!s.cand || !s.nodes || !s.recs || !s.queue || !s.inq || !s.lat || !s.inv) {
+    if (!s.cand || !s.nodes || !s.recs || !s.queue || !s.inq) {
         st = sf_error_set(err, SF_ERR_NOMEM, "out of memory starting the OptCNN search");
         goto done;
     }
     st = oc_candidates(g, m, cm, o, s.arena, s.cand, err);
     if (st != SF_OK) goto done;
-    for (int a = 0; a < s.pmax; a++)
-        for (int b = 0; b < s.pmax; b++)
-            oc_route_cost(m, a, b, &s.lat[a * s.pmax + b], &s.inv[a * s.pmax + b]);
     s.max_n = 1;
     for (int i = 0; i < n; i++) {
         dp_node *nd = &s.nodes[i];
@@ -1220,8 +867,13 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
             st = sf_error_set(err, SF_ERR_NOMEM, "out of memory computing node costs");
             goto done;
         }
-        for (int c = 0; c < nd->n; c++)
-            nd->vec[c] = oc_node_cost(m, cm, sf_graph_op(g, i), &s.cand[i].cfg[c], &sc);
+        for (int c = 0; c < nd->n; c++) {
+            nd->vec[c] = oc_node_cost(&sc, i, &s.cand[i].cfg[c]);
+            if (isnan(nd->vec[c])) {
+                st = sf_error_set(err, SF_ERR_NOMEM, "out of memory computing node costs");
+                goto done;
+            }
+        }
     }
     s.tmp_a = sf_arena_calloc(s.arena, (size_t)s.max_n * (size_t)s.max_n, sizeof *s.tmp_a);
     s.tmp_b = sf_arena_calloc(s.arena, (size_t)s.max_n * (size_t)s.max_n, sizeof *s.tmp_b);
@@ -1229,7 +881,7 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
         st = sf_error_set(err, SF_ERR_NOMEM, "out of memory for elimination scratch");
         goto done;
     }
-    st = build_edges(&s, err);
+    st = build_edges(&s, &sc, err);
     if (st != SF_OK) goto done;
 
     for (int i = 0; i < n; i++) push(&s, i);

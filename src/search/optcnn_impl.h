@@ -21,41 +21,58 @@ typedef struct oc_cands {
     int data_idx;   /* the data-parallel-like config: most parts on the sample dimension */
 } oc_cands;
 
-/* Per-device accumulators reused by the cost functions (no allocation per call). */
+/* One (level, resource) sum of optcnn_cost.c's table. */
+typedef struct oc_acc {
+    int64_t key;
+    double sum;
+    int used;
+} oc_acc;
+
+/* What the cost functions (optcnn_cost.c) reuse: a task graph over a scratch
+ * strategy whose configs they set, per-device accumulators, the uses of a step
+ * and the (level, resource) table; nothing is allocated per call once grown. */
 typedef struct oc_scratch {
+    const sf_graph *g;
+    const sf_machine *m;
+    const sf_cost_model *cm;
     int n_dev;
-    sf_sync_scheme scheme; /* how oc_node_cost prices gradient sync */
     int *sharers;        /* [n_ops]: operators using each operator's weights (the group
                           * of an unrolled RNN layer's steps; 1 when unshared or none) */
     double *fwd, *bwd;   /* [n_dev] */
-    double *upd;         /* [n_dev] */
     double *busy;        /* [n_dev] */
     int *touched;        /* [n_dev] */
     unsigned char *mark; /* [n_dev] */
+    sf_strategy *s;      /* the configs being priced */
+    sf_taskgraph *tg;    /* over s, with the machine and the scheme */
+    sf_tg_routes *routes; /* among the devices OptCNN's candidates use */
+    sf_tg_use *uses;
+    int uses_cap;
+    int *level; /* [cap_level] each step's level */
+    int cap_level;
+    oc_acc *acc; /* [cap_acc], a power of two */
+    int *acc_used;
+    int n_acc, cap_acc;
 } oc_scratch;
 
-sf_status oc_scratch_init(oc_scratch *s, const sf_graph *g, int n_dev, sf_sync_scheme scheme);
+sf_status oc_scratch_init(oc_scratch *s, const sf_graph *g, const sf_machine *m,
+                          const sf_cost_model *cm, sf_sync_scheme scheme);
 void oc_scratch_free(oc_scratch *s);
 
-/* Latency sum (s) and inverse-bandwidth sum (s/byte) of the route a -> b: a
- * transfer of B bytes takes lat + B * inv_bw, store-and-forward. */
-void oc_route_cost(const sf_machine *m, int a, int b, double *lat_s, double *inv_bw);
+/* Put config c (and its part tiles: tiles, or computed when NULL) of op into
+ * the scratch strategy. */
+void oc_set_config(oc_scratch *s, int op, const sf_config *c, const sf_tile *tiles);
 
 /* Candidates of every operator, allocated in `arena` ([n_ops]). */
 sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
                         const sf_optcnn_options *o, sf_arena *arena, oc_cands *out, sf_error *err);
 
-/* Node cost of op under config c: slowest device's forward + backward time,
- * plus gradient sync (slowest ring edge, or the server's messages in and out),
- * plus the slowest device's update; the last two divided by the number of
- * operators using op's weights (s->sharers). */
-double oc_node_cost(const sf_machine *m, const sf_cost_model *cm, const sf_op *op,
-                    const sf_config *c, oc_scratch *s);
+/* Node cost of operator op under config c (optcnn_cost.c gives the model);
+ * NAN when out of memory. */
+double oc_node_cost(oc_scratch *s, int op, const sf_config *c);
 
-/* Edge cost of input k of consumer v (config cv) fed by output `out` of
- * producer u (config cu): slowest receiver of activations forward plus slowest
- * receiver of gradients backward (none when u is an input). */
-double oc_edge_cost(const sf_machine *m, const sf_op *u, int out, const sf_config *cu,
-                    const sf_op *v, int k, const sf_config *cv, oc_scratch *s);
+/* Edge cost of input k of consumer v with the producer under cu and v under cv. */
+double oc_edge_cost(oc_scratch *s, int v, int k, const sf_config *cu, const sf_config *cv);
+/* The same for the configs and tiles already in the scratch strategy. */
+double oc_edge_cost_set(oc_scratch *s, int v, int k);
 
 #endif

@@ -75,37 +75,6 @@ void sf_sim_options_default(sf_sim_options *o) {
     o->segments = 1;
 }
 
-static const char *const sync_names[SF_SYNC_MODE_COUNT] = {"overlap", "bulk"};
-static const char *const scheme_names[SF_SCHEME_COUNT] = {"ring", "ps"};
-
-static int name_index(const char *const *names, int n, const char *name) {
-    for (int i = 0; i < n && name; i++)
-        if (strcmp(name, names[i]) == 0) return i;
-    return -1;
-}
-
-const char *sf_sync_mode_name(sf_sync_mode m) {
-    return (int)m >= 0 && m < SF_SYNC_MODE_COUNT ? sync_names[m] : NULL;
-}
-
-int sf_sync_mode_parse(const char *name, sf_sync_mode *out) {
-    int i = name_index(sync_names, SF_SYNC_MODE_COUNT, name);
-    if (i < 0) return -1;
-    *out = (sf_sync_mode)i;
-    return 0;
-}
-
-const char *sf_sync_scheme_name(sf_sync_scheme s) {
-    return (int)s >= 0 && s < SF_SCHEME_COUNT ? scheme_names[s] : NULL;
-}
-
-int sf_sync_scheme_parse(const char *name, sf_sync_scheme *out) {
-    int i = name_index(scheme_names, SF_SCHEME_COUNT, name);
-    if (i < 0) return -1;
-    *out = (sf_sync_scheme)i;
-    return 0;
-}
-
 /* ---- growable arrays ------------------------------------------------------ */
 
 /* The capacity to grow an array of cap elements to so that it holds need. */

@@ -22,39 +22,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "soapflow/taskgraph.h"
+#include "taskgraph_impl.h"
 
-struct sf_taskgraph {
-    const sf_graph *g;
-    const sf_strategy *s;
-    int n_ops, n_dev;
-    int *owner;     /* [n_ops] */
-    int *mem_start; /* [n_ops + 1] members of owner i: mem[mem_start[i] .. mem_start[i+1]] */
-    int *mem;
-    int *cons_start; /* [n_ops + 1] */
-    sf_tensor_ref *cons;
-    sf_tile *tiles;           /* [n_ops * SF_MAX_PARTS] */
-    sf_tile tp[SF_MAX_PARTS]; /* producer output pieces, scratch for edge */
-    sf_tg_pair *pairs;
-    int cap_pairs;
-    /* sync scratch */
-    struct tg_ent {
-        int64_t lo[SF_MAX_DIMS], hi[SF_MAX_DIMS];
-        int op, part, dev, cls;
-    } * ents;
-    int64_t cap_ents;
-    sf_tg_shard *shards;
-    int64_t cap_shards;
-    int16_t *devs;
-    int32_t *ent_start;
-    int64_t cap_devs, cap_ent_start;
-    sf_tg_entry *out_ents;
-    int64_t cap_out_ents;
-    int32_t *dev_count; /* [n_dev] entries of the shard on each device, then its row */
-    int32_t *cursor;    /* [n_dev] next free entry of each row */
-};
-
-static int grow(void **p, int64_t *cap, int64_t need, size_t elem) {
+int tg_grow(void **p, int64_t *cap, int64_t need, size_t elem) {
     if (need <= *cap) return 0;
     int64_t n = *cap ? *cap : 16;
     while (n < need) n *= 2;
@@ -72,6 +42,9 @@ sf_taskgraph *sf_taskgraph_new(const sf_graph *g, int n_devices, sf_error *err) 
     tg->g = g;
     tg->n_ops = n;
     tg->n_dev = n_devices;
+    tg->per_node = n_devices > 0 ? n_devices : 1;
+    tg->scheme = SF_SCHEME_RING;
+    tg->tp_op = tg->rg_op = -1;
     size_t n1 = (size_t)n + 1;
     tg->owner = malloc(n1 * sizeof *tg->owner);
     tg->mem_start = calloc(n1 + 1, sizeof *tg->mem_start);
@@ -142,6 +115,10 @@ void sf_taskgraph_free(sf_taskgraph *tg) {
     free(tg->out_ents);
     free(tg->dev_count);
     free(tg->cursor);
+    free(tg->steps);
+    free(tg->step_devs);
+    free(tg->step_deps);
+    free(tg->shard_start);
     free(tg);
 }
 
@@ -208,23 +185,36 @@ static int grid_range(const sf_op *p, const sf_config *cp, const sf_tile *r, int
  * the first dimension (the sample) already, so the test stops at the first
  * empty dimension before building the intersection. */
 static int try_pair(sf_taskgraph *tg, int *n, const sf_tile *piece, const sf_tile *rj, int i, int j,
-                    int di, int dj) {
+                    int di, int dj, int remote_only) {
+    if (remote_only && di == dj) return 0;
     int nd = piece->ndim < rj->ndim ? piece->ndim : rj->ndim;
     for (int d = 0; d < nd; d++) {
         int64_t lo = piece->lo[d] > rj->lo[d] ? piece->lo[d] : rj->lo[d];
         int64_t hi = piece->hi[d] < rj->hi[d] ? piece->hi[d] : rj->hi[d];
         if (hi <= lo) return 0;
     }
-    int64_t cap = tg->cap_pairs;
-    if (grow((void **)&tg->pairs, &cap, *n + 1, sizeof *tg->pairs)) return -1;
-    tg->cap_pairs = (int)cap;
+    if (*n >= tg->cap_pairs) {
+        int64_t cap = tg->cap_pairs;
+        if (tg_grow((void **)&tg->pairs, &cap, *n + 1, sizeof *tg->pairs)) return -1;
+        tg->cap_pairs = (int)cap;
+    }
     sf_tg_pair *q = &tg->pairs[(*n)++];
     q->prod_part = i;
     q->cons_part = j;
     q->src_dev = di;
     q->dst_dev = dj;
-    sf_tile_intersect(piece, rj, &q->region);
-    q->numel = sf_tile_numel(&q->region);
+    /* the intersection, non-empty in every dimension (checked above) */
+    q->region.ndim = nd;
+    int64_t numel = 1;
+    for (int d = 0; d < nd; d++) {
+        int64_t lo = piece->lo[d] > rj->lo[d] ? piece->lo[d] : rj->lo[d];
+        int64_t hi = piece->hi[d] < rj->hi[d] ? piece->hi[d] : rj->hi[d];
+        q->region.lo[d] = lo;
+        q->region.hi[d] = hi;
+        numel *= hi - lo;
+    }
+    for (int d = nd; d < SF_MAX_DIMS; d++) q->region.lo[d] = q->region.hi[d] = 0;
+    q->numel = numel;
     q->in_place = 0;
     return 0;
 }
@@ -242,43 +232,65 @@ static int sole_reader(const sf_taskgraph *tg, const sf_op *x, int k) {
  * intersection of the piece and the input region, so it is either whole when
  * its element count is. */
 static void set_in_place(const sf_taskgraph *tg, const sf_op *x, int k, const sf_tile *tp,
-                         const sf_tile *xtiles, sf_tg_pair *pr, int n) {
+                         const sf_tile *rg, sf_tg_pair *pr, int n) {
     int sole = -1; /* not yet known */
+    int feeds[SF_MAX_PARTS];  /* pairs each producer part feeds, counted when needed */
     for (int q = 0; q < n; q++) {
         sf_tg_pair *a = &pr[q];
         if (a->src_dev != a->dst_dev || a->numel != sf_tile_numel(&tp[a->prod_part])) continue;
-        sf_tile rj;
-        sf_op_input_region(x, &xtiles[a->cons_part], k, &rj);
-        if (a->numel != sf_tile_numel(&rj)) continue;
-        if (sole < 0) sole = sole_reader(tg, x, k);
-        int feeds = 0;
-        for (int i = 0; i < n && sole; i++) feeds += pr[i].prod_part == a->prod_part;
-        a->in_place = sole && feeds == 1 ? 2 : 1;
+        if (a->numel != sf_tile_numel(&rg[a->cons_part])) continue;
+        if (sole < 0) {
+            sole = sole_reader(tg, x, k);
+            memset(feeds, 0, sizeof feeds);
+            for (int i = 0; i < n; i++) feeds[pr[i].prod_part]++;
+        }
+        a->in_place = sole && feeds[a->prod_part] == 1 ? 2 : 1;
     }
 }
 
-int sf_taskgraph_edge(sf_taskgraph *tg, int xi, int k, const sf_tg_pair **pairs) {
+static int same_degrees(const sf_config *a, const sf_config *b) {
+    if (a->ndim != b->ndim) return 0;
+    for (int d = 0; d < a->ndim; d++)
+        if (a->degree[d] != b->degree[d]) return 0;
+    return 1;
+}
+
+/* The pairs of input k of xi; with remote_only, only those across devices. */
+static int edge_pairs(sf_taskgraph *tg, int xi, int k, int remote_only, const sf_tg_pair **pairs) {
     const sf_op *x = sf_graph_op(tg->g, xi);
     int pi = x->inputs[k].op, out = x->inputs[k].out;
     const sf_op *p = sf_graph_op(tg->g, pi);
     const sf_config *cx = sf_strategy_get(tg->s, xi);
     const sf_config *cp = sf_strategy_get(tg->s, pi);
     const sf_tile *ptiles = sf_taskgraph_tiles(tg, pi), *xtiles = sf_taskgraph_tiles(tg, xi);
-    sf_tile *tp = tg->tp;
-    for (int i = 0; i < cp->n_parts; i++) sf_op_output_tile(p, &ptiles[i], out, &tp[i]);
+    /* The producer's output pieces and the consumer's input regions follow
+     * from the degrees alone: kept from the last call while they are the same
+     * (OptCNN's tables ask for every pair of configs of one edge in a row). */
+    sf_tile *tp = tg->tp, *rg = tg->rg;
+    if (tg->tp_op != pi || tg->tp_out != out || !same_degrees(&tg->tp_cfg, cp)) {
+        for (int i = 0; i < cp->n_parts; i++) sf_op_output_tile(p, &ptiles[i], out, &tp[i]);
+        tg->tp_op = pi;
+        tg->tp_out = out;
+        tg->tp_cfg = *cp;
+    }
+    if (tg->rg_op != xi || tg->rg_k != k || !same_degrees(&tg->rg_cfg, cx)) {
+        for (int j = 0; j < cx->n_parts; j++) sf_op_input_region(x, &xtiles[j], k, &rg[j]);
+        tg->rg_op = xi;
+        tg->rg_k = k;
+        tg->rg_cfg = *cx;
+    }
     int axis[SF_MAX_DIMS];
     int64_t shift[SF_MAX_DIMS];
     int grid = sf_op_output_axes(p, out, axis, shift) && cp->ndim == p->space.ndim;
     int ond = p->out_shapes[out].ndim;
     int n = 0;
     for (int j = 0; j < cx->n_parts; j++) {
-        sf_tile rj;
-        sf_op_input_region(x, &xtiles[j], k, &rj);
+        const sf_tile rj = rg[j];
         if (sf_tile_empty(&rj)) continue;
         int dj = cx->device[j];
         if (!grid) {
             for (int i = 0; i < cp->n_parts; i++)
-                if (try_pair(tg, &n, &tp[i], &rj, i, j, cp->device[i], dj)) return -1;
+                if (try_pair(tg, &n, &tp[i], &rj, i, j, cp->device[i], dj, remote_only)) return -1;
             continue;
         }
         int lo[SF_MAX_DIMS], hi[SF_MAX_DIMS], idx[SF_MAX_DIMS];
@@ -288,7 +300,7 @@ int sf_taskgraph_edge(sf_taskgraph *tg, int xi, int k, const sf_tg_pair **pairs)
         for (;;) {
             int i = 0;
             for (int d = 0; d < nd; d++) i = i * cp->degree[d] + idx[d];
-            if (try_pair(tg, &n, &tp[i], &rj, i, j, cp->device[i], dj)) return -1;
+            if (try_pair(tg, &n, &tp[i], &rj, i, j, cp->device[i], dj, remote_only)) return -1;
             int d = nd - 1;
             while (d >= 0 && idx[d] == hi[d]) {
                 idx[d] = lo[d];
@@ -298,9 +310,17 @@ int sf_taskgraph_edge(sf_taskgraph *tg, int xi, int k, const sf_tg_pair **pairs)
             idx[d]++;
         }
     }
-    set_in_place(tg, x, k, tp, xtiles, tg->pairs, n);
+    if (!remote_only) set_in_place(tg, x, k, tp, rg, tg->pairs, n);
     *pairs = tg->pairs;
     return n;
+}
+
+int sf_taskgraph_edge(sf_taskgraph *tg, int xi, int k, const sf_tg_pair **pairs) {
+    return edge_pairs(tg, xi, k, 0, pairs);
+}
+
+int sf_taskgraph_edge_moves(sf_taskgraph *tg, int xi, int k, const sf_tg_pair **pairs) {
+    return edge_pairs(tg, xi, k, !tg->copies, pairs);
 }
 
 /* ---- shards --------------------------------------------------------------- */
@@ -314,15 +334,19 @@ static int same_shard(const struct tg_ent *a, const struct tg_ent *b, int nd) {
 sf_status sf_taskgraph_sync(sf_taskgraph *tg, int owner, sf_tg_sync *out) {
     const int *members;
     int nm = sf_taskgraph_members(tg, owner, &members);
+    return tg_shards(tg, members, nm, owner, out);
+}
+
+sf_status tg_shards(sf_taskgraph *tg, const int *members, int nm, int owner, sf_tg_sync *out) {
     int64_t n_ent = 0;
     for (int i = 0; i < nm; i++) n_ent += sf_strategy_get(tg->s, members[i])->n_parts;
-    if (grow((void **)&tg->ents, &tg->cap_ents, n_ent, sizeof *tg->ents) ||
-        grow((void **)&tg->shards, &tg->cap_shards, n_ent, sizeof *tg->shards) ||
-        grow((void **)&tg->out_ents, &tg->cap_out_ents, n_ent, sizeof *tg->out_ents))
+    if (tg_grow((void **)&tg->ents, &tg->cap_ents, n_ent, sizeof *tg->ents) ||
+        tg_grow((void **)&tg->shards, &tg->cap_shards, n_ent, sizeof *tg->shards) ||
+        tg_grow((void **)&tg->out_ents, &tg->cap_out_ents, n_ent, sizeof *tg->out_ents))
         return SF_ERR_NOMEM;
     /* at most one (shard, device) row per entry, and ent_start's end mark */
-    if (grow((void **)&tg->devs, &tg->cap_devs, n_ent + 1, sizeof *tg->devs) ||
-        grow((void **)&tg->ent_start, &tg->cap_ent_start, n_ent + 1, sizeof *tg->ent_start))
+    if (tg_grow((void **)&tg->devs, &tg->cap_devs, n_ent + 1, sizeof *tg->devs) ||
+        tg_grow((void **)&tg->ent_start, &tg->cap_ent_start, n_ent + 1, sizeof *tg->ent_start))
         return SF_ERR_NOMEM;
     struct tg_ent *e = tg->ents;
     const sf_op *own = sf_graph_op(tg->g, owner);

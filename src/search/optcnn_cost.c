@@ -1,0 +1,311 @@
+/*
+ * optcnn_cost.c - OptCNN's additive cost model (optcnn.c gives the model;
+ * this file prices it). Everything that moves is the task graph's steps,
+ * priced by the task graph's one pricing function (sf_tg_price_step), as the
+ * simulator prices them: the same pairs, shards, sync schemes, routes,
+ * calibrated all-reduce curve, copies and shared cores. What is OptCNN's own
+ * is only how the prices add up:
+ *   node(op, c) = compute + (sync + update) / G
+ *     compute: the largest, over the resources devices compute on (a device,
+ *              or the core devices share: sf_machine_compute_unit), of the
+ *              forward + backward times of the parts it runs;
+ *     sync:    the shards' steps (but updates) in levels (a step's level is
+ *              one more than its deepest dependency's); per level, the
+ *              busiest resource's summed use (a link, or a compute unit for
+ *              copies); summed over the levels: a ring is its reduce-scatter's
+ *              slowest link plus its all-gather's, shards that share a link
+ *              queue on it;
+ *     update:  the busiest compute unit's summed update times;
+ *     G:       the operators that share the weights (an RNN layer's steps),
+ *              each charged its share of what it would pay alone
+ *              (sf_taskgraph_op_sync_steps);
+ *   edge(u -> v, cu, cv) = the largest, over devices, of the steps of the
+ *     pairs that deliver into it (transfers and copies of each pair's forward
+ *     direction, each a chain, so their uses add), plus the same for the
+ *     gradients flowing back (sf_taskgraph_pair_steps).
+ * Levels and resources are kept in a small open-addressing table cleared
+ * through the list of slots used, so a cost allocates nothing.
+ */
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "optcnn_impl.h"
+
+#define OC_MAX_LEVELS 16 /* the deepest list a scheme lowers to has 7 levels */
+
+sf_status oc_scratch_init(oc_scratch *s, const sf_graph *g, const sf_machine *m,
+                          const sf_cost_model *cm, sf_sync_scheme scheme) {
+    memset(s, 0, sizeof *s);
+    int n_dev = sf_machine_num_devices(m), n_ops = sf_graph_num_ops(g);
+    size_t n = (size_t)(n_dev > 0 ? n_dev : 1);
+    s->g = g;
+    s->m = m;
+    s->cm = cm;
+    s->n_dev = n_dev;
+    s->sharers = calloc((size_t)(n_ops > 0 ? n_ops : 1), sizeof *s->sharers);
+    if (!s->sharers) return SF_ERR_NOMEM;
+    /* count each group at its owner (weight_owner names the owner itself), then
+     * give every member its owner's count */
+    for (int i = 0; i < n_ops; i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        s->sharers[op->weight_owner >= 0 ? op->weight_owner : i]++;
+    }
+    for (int i = 0; i < n_ops; i++) {
+        int owner = sf_graph_op(g, i)->weight_owner;
+        if (owner >= 0) s->sharers[i] = s->sharers[owner];
+    }
+    s->fwd = calloc(n, sizeof *s->fwd);
+    s->bwd = calloc(n, sizeof *s->bwd);
+    s->busy = calloc(n, sizeof *s->busy);
+    s->touched = calloc(n, sizeof *s->touched);
+    s->mark = calloc(n, sizeof *s->mark);
+    s->s = sf_strategy_new(g);
+    s->tg = sf_taskgraph_new(g, n_dev, NULL);
+    s->routes = sf_tg_routes_new(m, n_dev < SF_MAX_PARTS ? n_dev : SF_MAX_PARTS);
+    s->uses_cap = 4 * SF_MAX_ROUTE * (int)(n > SF_MAX_PARTS ? n : SF_MAX_PARTS);
+    s->uses = calloc((size_t)s->uses_cap, sizeof *s->uses);
+    s->level = calloc(2 * n + 64, sizeof *s->level);
+    if (!s->fwd || !s->bwd || !s->busy || !s->touched || !s->mark || !s->s || !s->tg ||
+        !s->routes || !s->uses || !s->level) {
+        oc_scratch_free(s);
+        return SF_ERR_NOMEM;
+    }
+    s->cap_level = 2 * (int)n + 64;
+    sf_taskgraph_set_strategy(s->tg, s->s);
+    sf_taskgraph_set_comm(s->tg, m, scheme);
+    return SF_OK;
+}
+
+void oc_scratch_free(oc_scratch *s) {
+    free(s->sharers);
+    free(s->fwd);
+    free(s->bwd);
+    free(s->busy);
+    free(s->touched);
+    free(s->mark);
+    free(s->uses);
+    free(s->level);
+    free(s->acc);
+    free(s->acc_used);
+    sf_strategy_free(s->s);
+    sf_taskgraph_free(s->tg);
+    sf_tg_routes_free(s->routes);
+    memset(s, 0, sizeof *s);
+}
+
+void oc_set_config(oc_scratch *s, int op, const sf_config *c, const sf_tile *tiles) {
+    *sf_strategy_config(s->s, op) = *c;
+    if (tiles)
+        memcpy(sf_taskgraph_tiles(s->tg, op), tiles, (size_t)c->n_parts * sizeof *tiles);
+    else
+        sf_taskgraph_set_tiles(s->tg, op);
+}
+
+/* ---- per-(level, resource) sums ---------------------------------------------------- */
+
+static uint64_t acc_hash(uint64_t k) {
+    k ^= k >> 33;
+    k *= 0xff51afd7ed558ccdull;
+    k ^= k >> 33;
+    return k;
+}
+
+/* Room for n more keys (the table at most half full); -1 when out of memory. */
+static int acc_reserve(oc_scratch *s, int n) {
+    if (2 * (s->n_acc + n) <= s->cap_acc) return 0;
+    int cap = s->cap_acc ? s->cap_acc : 256;
+    while (2 * (s->n_acc + n) > cap) cap *= 2;
+    oc_acc *a = calloc((size_t)cap, sizeof *a);
+    int *used = malloc((size_t)cap * sizeof *used);
+    if (!a || !used) {
+        free(a);
+        free(used);
+        return -1;
+    }
+    int m = 0;
+    for (int i = 0; i < s->n_acc; i++) { /* rehash what is there */
+        const oc_acc *e = &s->acc[s->acc_used[i]];
+        uint32_t h = (uint32_t)acc_hash((uint64_t)e->key) & (uint32_t)(cap - 1);
+        while (a[h].used) h = (h + 1) & (uint32_t)(cap - 1);
+        a[h] = *e;
+        used[m++] = (int)h;
+    }
+    free(s->acc);
+    free(s->acc_used);
+    s->acc = a;
+    s->acc_used = used;
+    s->cap_acc = cap;
+    return 0;
+}
+
+/* Add t to the sum of key; returns the new sum. */
+static double acc_add(oc_scratch *s, int64_t key, double t) {
+    uint32_t mask = (uint32_t)(s->cap_acc - 1), h = (uint32_t)acc_hash((uint64_t)key) & mask;
+    while (s->acc[h].used && s->acc[h].key != key) h = (h + 1) & mask;
+    oc_acc *e = &s->acc[h];
+    if (!e->used) {
+        e->used = 1;
+        e->key = key;
+        e->sum = 0;
+        s->acc_used[s->n_acc++] = (int)h;
+    }
+    e->sum += t;
+    return e->sum;
+}
+
+static void acc_clear(oc_scratch *s) {
+    for (int i = 0; i < s->n_acc; i++) s->acc[s->acc_used[i]].used = 0;
+    s->n_acc = 0;
+}
+
+/* The key of a use's resource at a level: a link, or the unit a device computes on. */
+static int64_t use_key(const oc_scratch *s, int level, const sf_tg_use *u) {
+    int64_t r = u->link >= 0 ? (int64_t)s->n_dev + u->link
+                             : (int64_t)sf_machine_compute_unit(s->m, u->dev);
+    return ((int64_t)level << 40) | r;
+}
+
+/* ---- the additive cost of one operator and one edge ---------------------------------- */
+
+/* Sync and update of op's shards (op's config and tiles set), not yet divided
+ * among its group; -1 when out of memory. */
+static double sync_cost(oc_scratch *s, int opi) {
+    sf_tg_sync sy;
+    sf_tg_steps ss;
+    if (sf_taskgraph_op_sync_steps(s->tg, opi, &sy, &ss) != SF_OK) return -1;
+    if (ss.n_steps > s->cap_level) {
+        int *q = realloc(s->level, (size_t)ss.n_steps * sizeof *q);
+        if (!q) return -1;
+        s->level = q;
+        s->cap_level = ss.n_steps;
+    }
+    double level_max[OC_MAX_LEVELS] = {0}, update = 0;
+    acc_clear(s);
+    const sf_tile *tiles = sf_taskgraph_tiles(s->tg, opi);
+    sf_tg_pricer pr = {
+        .m = s->m, .cm = s->cm, .segments = 1, .op = sf_graph_op(s->g, opi), .routes = s->routes};
+    for (int sh = 0; sh < sy.n_shards; sh++) {
+        pr.tile = &tiles[sy.shards[sh].rep_part];
+        for (int i = ss.shard_start[sh]; i < ss.shard_start[sh + 1]; i++) {
+            const sf_tg_step *st = &ss.steps[i];
+            int lv = 0;
+            for (int d = 0; d < st->n_deps; d++) {
+                int l = s->level[ss.deps[st->dep + d]] + 1;
+                if (l > lv) lv = l;
+            }
+            if (lv >= OC_MAX_LEVELS) lv = OC_MAX_LEVELS - 1;
+            s->level[i] = lv;
+            int need = sf_tg_step_max_uses(st, 1);
+            if (need > s->uses_cap || acc_reserve(s, need)) return -1;
+            int nu = sf_tg_price_step(&pr, st, ss.devs, s->uses);
+            int is_update = st->kind == SF_STEP_UPDATE;
+            for (int u = 0; u < nu; u++) {
+                /* a P2P is a chain: its hops add, charged to each link it crosses */
+                double t = s->uses[u].dur_s;
+                if (st->kind == SF_STEP_P2P) {
+                    t = 0;
+                    for (int v = 0; v < nu; v++) t += s->uses[v].dur_s;
+                }
+                double sum = acc_add(s, use_key(s, is_update ? OC_MAX_LEVELS : lv, &s->uses[u]), t);
+                double *mx = is_update ? &update : &level_max[lv];
+                if (sum > *mx) *mx = sum;
+            }
+        }
+    }
+    double sync = 0;
+    for (int l = 0; l < OC_MAX_LEVELS; l++) sync += level_max[l];
+    return sync + update;
+}
+
+double oc_node_cost(oc_scratch *s, int opi, const sf_config *c) {
+    const sf_op *op = sf_graph_op(s->g, opi);
+    oc_set_config(s, opi, c, NULL);
+    const sf_tile *tiles = sf_taskgraph_tiles(s->tg, opi);
+    int n = c->n_parts, nt = 0;
+    int has_bwd = op->type != SF_OP_INPUT;
+    for (int p = 0; p < n; p++) {
+        int d = sf_machine_compute_unit(s->m, c->device[p]);
+        if (!s->mark[d]) {
+            s->mark[d] = 1;
+            s->busy[d] = 0;
+            s->touched[nt++] = d;
+        }
+        double t = sf_cost_task_s(s->cm, op, &tiles[p], c->device[p], SF_PASS_FWD);
+        if (has_bwd) t += sf_cost_task_s(s->cm, op, &tiles[p], c->device[p], SF_PASS_BWD);
+        s->busy[d] += t;
+    }
+    double compute = 0;
+    for (int k = 0; k < nt; k++) {
+        if (s->busy[s->touched[k]] > compute) compute = s->busy[s->touched[k]];
+        s->mark[s->touched[k]] = 0;
+    }
+    if (op->n_params == 0) return compute;
+    double sync = sync_cost(s, opi);
+    if (sync < 0) return NAN;
+    return compute + sync / s->sharers[opi];
+}
+
+double oc_edge_cost_set(oc_scratch *s, int vi, int k) {
+    const sf_op *v = sf_graph_op(s->g, vi);
+    int grad = sf_graph_op(s->g, v->inputs[k].op)->type != SF_OP_INPUT;
+    const sf_tg_pair *pairs;
+    int np = sf_taskgraph_edge_moves(s->tg, vi, k, &pairs);
+    if (np < 0) return NAN;
+    sf_tg_pricer pr = {.m = s->m, .cm = s->cm, .segments = 1, .routes = s->routes};
+    int nt = 0;
+    for (int q = 0; q < np; q++) {
+        sf_tg_step st[SF_TG_PAIR_STEPS];
+        int32_t deps[SF_TG_PAIR_STEPS];
+        int n_fwd, n = sf_taskgraph_pair_steps(s->tg, &pairs[q], grad, st, deps, &n_fwd);
+        for (int i = 0; i < n; i++) {
+            int into = i < n_fwd ? pairs[q].dst_dev : pairs[q].src_dev;
+            if (!s->mark[into]) {
+                s->mark[into] = 1;
+                s->fwd[into] = s->bwd[into] = 0;
+                s->touched[nt++] = into;
+            }
+            *(i < n_fwd ? &s->fwd[into] : &s->bwd[into]) += sf_tg_step_chain_s(&pr, &st[i]);
+        }
+    }
+    double fmax = 0, bmax = 0;
+    for (int q = 0; q < nt; q++) {
+        int d = s->touched[q];
+        if (s->fwd[d] > fmax) fmax = s->fwd[d];
+        if (s->bwd[d] > bmax) bmax = s->bwd[d];
+        s->mark[d] = 0;
+    }
+    return fmax + bmax;
+}
+
+double oc_edge_cost(oc_scratch *s, int vi, int k, const sf_config *cu, const sf_config *cv) {
+    oc_set_config(s, sf_graph_op(s->g, vi)->inputs[k].op, cu, NULL);
+    oc_set_config(s, vi, cv, NULL);
+    return oc_edge_cost_set(s, vi, k);
+}
+
+double sf_optcnn_cost(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                      const sf_optcnn_options *o, const sf_strategy *s) {
+    sf_optcnn_options def;
+    if (!o) {
+        sf_optcnn_options_default(&def);
+        o = &def;
+    }
+    if (!g || !m || !cm || !s || sf_strategy_num_ops(s) != sf_graph_num_ops(g)) return NAN;
+    int n = sf_graph_num_ops(g);
+    for (int i = 0; i < n; i++)
+        if (sf_config_validate(sf_graph_op(g, i), m, sf_strategy_get(s, i), NULL) != SF_OK)
+            return NAN;
+    oc_scratch sc;
+    if (oc_scratch_init(&sc, g, m, cm, o->scheme) != SF_OK) return NAN;
+    double total = 0;
+    for (int vi = 0; vi < n; vi++) {
+        const sf_op *v = sf_graph_op(g, vi);
+        const sf_config *cv = sf_strategy_get(s, vi);
+        total += oc_node_cost(&sc, vi, cv);
+        for (int k = 0; k < v->n_inputs; k++)
+            total += oc_edge_cost(&sc, vi, k, sf_strategy_get(s, v->inputs[k].op), cv);
+    }
+    oc_scratch_free(&sc);
+    return total;
+}

@@ -1,0 +1,361 @@
+/*
+ * comm.c - what moves in an iteration, as explicit steps (soapflow/taskgraph.h):
+ * the sync schemes lowered into steps per weight shard, and each pair of an
+ * edge into its transfer and copies. The simulator prices these steps (with
+ * price.c), OptCNN prices the same ones, and the runtime executes them, so
+ * the meaning of a scheme is written here once.
+ *
+ * A shard's steps are appended in an order where each step's dependencies come
+ * before it. Gradient dependencies are not steps: a step with `grads` set waits
+ * for the shard's gradients on the devices it involves, which the simulator
+ * wires to backward tasks (or per-device barriers in bulk mode) and the
+ * runtime to the point where its backward loop has passed the shard.
+ *
+ * Ring order. A ring visits the shard's devices in id order, which on every
+ * machine soapflow builds is node-major, so a ring crosses each node boundary
+ * once each way.
+ *
+ * The hierarchical scheme needs every node that holds the shard to hold the
+ * same number L of its devices (the 2D layout Horovod and NCCL's trees rely
+ * on). Otherwise, and when it would have one level only (one node, or one
+ * device per node), it is the ring: the same steps a ring gives, so the two
+ * schemes price and run the same there.
+ */
+#include <string.h>
+
+#include "taskgraph_impl.h"
+
+static const char *const sync_names[SF_SYNC_MODE_COUNT] = {"overlap", "bulk"};
+static const char *const scheme_names[SF_SCHEME_COUNT] = {"ring", "ps", "hierarchical"};
+_Static_assert(sizeof scheme_names / sizeof scheme_names[0] == SF_SCHEME_COUNT,
+               "a name for every scheme");
+
+static int name_index(const char *const *names, int n, const char *name) {
+    for (int i = 0; i < n && name; i++)
+        if (strcmp(name, names[i]) == 0) return i;
+    return -1;
+}
+
+const char *sf_sync_mode_name(sf_sync_mode m) {
+    return (int)m >= 0 && m < SF_SYNC_MODE_COUNT ? sync_names[m] : NULL;
+}
+
+int sf_sync_mode_parse(const char *name, sf_sync_mode *out) {
+    int i = name_index(sync_names, SF_SYNC_MODE_COUNT, name);
+    if (i < 0) return -1;
+    *out = (sf_sync_mode)i;
+    return 0;
+}
+
+const char *sf_sync_scheme_name(sf_sync_scheme s) {
+    return (int)s >= 0 && s < SF_SCHEME_COUNT ? scheme_names[s] : NULL;
+}
+
+int sf_sync_scheme_parse(const char *name, sf_sync_scheme *out) {
+    int i = name_index(scheme_names, SF_SCHEME_COUNT, name);
+    if (i < 0) return -1;
+    *out = (sf_sync_scheme)i;
+    return 0;
+}
+
+void sf_taskgraph_set_comm(sf_taskgraph *tg, const sf_machine *m, sf_sync_scheme scheme) {
+    tg->m = m;
+    tg->scheme = scheme;
+    tg->per_node = m ? sf_machine_get_desc(m)->devices_per_node : (tg->n_dev > 0 ? tg->n_dev : 1);
+    tg->copies = m && sf_machine_get_desc(m)->copy_bw_Bps > 0;
+}
+
+sf_sync_scheme sf_taskgraph_scheme(const sf_taskgraph *tg) { return tg->scheme; }
+
+/* ---- building a list ---------------------------------------------------------- */
+
+typedef struct lower {
+    sf_taskgraph *tg;
+    int n, n_devs, n_deps;
+    int failed;
+} lower;
+
+/* Append a step waiting for the n_deps steps in deps (indices); its index, or
+ * -1 (and l->failed) when out of memory. */
+static int add_step(lower *l, const sf_tg_step *st, const int32_t *deps, int n_deps) {
+    sf_taskgraph *tg = l->tg;
+    if (l->failed ||
+        tg_grow((void **)&tg->steps, &tg->cap_steps, l->n + 1, sizeof *tg->steps) ||
+        tg_grow((void **)&tg->step_deps, &tg->cap_step_deps, l->n_deps + n_deps + 1,
+                sizeof *tg->step_deps)) {
+        l->failed = 1;
+        return -1;
+    }
+    sf_tg_step *s = &tg->steps[l->n];
+    *s = *st;
+    s->dep = l->n_deps;
+    s->n_deps = n_deps;
+    for (int i = 0; i < n_deps; i++) tg->step_deps[l->n_deps++] = deps[i];
+    return l->n++;
+}
+
+/* Append a group of n devices; its start in step_devs, or -1. */
+static int add_group(lower *l, const int16_t *devs, int n) {
+    sf_taskgraph *tg = l->tg;
+    if (l->failed ||
+        tg_grow((void **)&tg->step_devs, &tg->cap_step_devs, l->n_devs + n, sizeof *tg->step_devs)) {
+        l->failed = 1;
+        return -1;
+    }
+    memcpy(tg->step_devs + l->n_devs, devs, (size_t)n * sizeof *devs);
+    l->n_devs += n;
+    return l->n_devs - n;
+}
+
+static sf_tg_step device_step(sf_tg_step_kind kind, int dev, int64_t numel, double moved,
+                              int grads) {
+    return (sf_tg_step){.kind = (uint8_t)kind,
+                        .payload = SF_PAYLOAD_GRAD,
+                        .grads = (uint8_t)grads,
+                        .dev = dev,
+                        .peer = -1,
+                        .group = -1,
+                        .numel = numel,
+                        .moved = moved};
+}
+
+static sf_tg_step collective(sf_tg_step_kind kind, int group, int n_group, int64_t numel,
+                             int64_t offset, int grads) {
+    return (sf_tg_step){.kind = (uint8_t)kind,
+                        .payload = SF_PAYLOAD_GRAD,
+                        .grads = (uint8_t)grads,
+                        .dev = -1,
+                        .peer = -1,
+                        .group = group,
+                        .n_group = n_group,
+                        .numel = numel,
+                        .offset = offset};
+}
+
+static sf_tg_step p2p(int from, int to, int64_t numel, sf_tg_payload what, int grads) {
+    return (sf_tg_step){.kind = SF_STEP_P2P,
+                        .payload = (uint8_t)what,
+                        .grads = (uint8_t)grads,
+                        .dev = from,
+                        .peer = to,
+                        .group = -1,
+                        .numel = numel};
+}
+
+/* Chunk i of n elements cut into R: (offset, length). */
+static void chunk(int64_t n, int R, int i, int64_t *off, int64_t *len) {
+    int64_t q = n / R, rem = n % R;
+    *len = q + (i < rem);
+    *off = q * i + (i < rem ? i : rem);
+}
+
+/* ---- the schemes ------------------------------------------------------------------ */
+
+/* Packing copies (when priced) of the R devices, each waiting for its
+ * gradients: their indices into out, and how many (0 when copies are not
+ * priced; the next step then waits for the gradients itself). */
+static int pack_all(lower *l, const int16_t *devs, int R, int64_t n, int32_t *out) {
+    if (!l->tg->copies) return 0;
+    for (int r = 0; r < R; r++) {
+        sf_tg_step c = device_step(SF_STEP_COPY, devs[r], n, 2.0, 1);
+        out[r] = add_step(l, &c, NULL, 0);
+    }
+    return R;
+}
+
+/* After the nd steps `done` that leave device d with the summed shard: its
+ * unpacking copy (when priced) and its update. */
+static void unpack_update(lower *l, int d, int64_t n, const int32_t *done, int nd) {
+    int32_t after;
+    if (l->tg->copies) {
+        sf_tg_step c = device_step(SF_STEP_COPY, d, n, 2.0, 0);
+        if ((after = add_step(l, &c, done, nd)) < 0) return;
+        done = &after;
+        nd = 1;
+    }
+    sf_tg_step u = device_step(SF_STEP_UPDATE, d, n, 0, 0);
+    add_step(l, &u, done, nd);
+}
+
+static void lower_ring(lower *l, const int16_t *devs, int R, int64_t n, int32_t *scratch) {
+    int g = add_group(l, devs, R);
+    int np = pack_all(l, devs, R, n, scratch);
+    sf_tg_step s = collective(SF_STEP_REDUCE_SCATTER, g, R, n, 0, np == 0);
+    int32_t rs = add_step(l, &s, scratch, np);
+    sf_tg_step a = collective(SF_STEP_ALL_GATHER, g, R, n, 0, 0);
+    int32_t ag = add_step(l, &a, &rs, 1);
+    for (int r = 0; r < R && !l->failed; r++) unpack_update(l, devs[r], n, &ag, 1);
+}
+
+static void lower_ps(lower *l, const int16_t *devs, int R, int64_t n, int server,
+                     int32_t *scratch) {
+    int np = 0;
+    for (int r = 0; r < R; r++) {
+        int d = devs[r];
+        if (d == server) continue;
+        int32_t prev = -1;
+        if (l->tg->copies) {
+            sf_tg_step c = device_step(SF_STEP_COPY, d, n, 2.0, 1);
+            prev = add_step(l, &c, NULL, 0);
+        }
+        sf_tg_step m = p2p(d, server, n, SF_PAYLOAD_GRAD, prev < 0);
+        prev = add_step(l, &m, &prev, prev >= 0);
+        if (l->tg->copies) { /* accumulated into the server's gradient */
+            sf_tg_step c = device_step(SF_STEP_COPY, server, n, 3.0, 0);
+            prev = add_step(l, &c, &prev, 1);
+        }
+        scratch[np++] = prev;
+    }
+    sf_tg_step u = device_step(SF_STEP_UPDATE, server, n, 0, 1);
+    int32_t up = add_step(l, &u, scratch, np);
+    for (int r = 0; r < R && !l->failed; r++) {
+        int d = devs[r];
+        if (d == server) continue;
+        int32_t prev = up;
+        if (l->tg->copies) {
+            sf_tg_step c = device_step(SF_STEP_COPY, server, n, 2.0, 0);
+            prev = add_step(l, &c, &prev, 1);
+        }
+        sf_tg_step m = p2p(server, d, n, SF_PAYLOAD_WEIGHTS, 0);
+        prev = add_step(l, &m, &prev, 1);
+        if (l->tg->copies) {
+            sf_tg_step c = device_step(SF_STEP_COPY, d, n, 2.0, 0);
+            c.payload = SF_PAYLOAD_WEIGHTS;
+            add_step(l, &c, &prev, 1);
+        }
+    }
+}
+
+/* The 2D all-reduce: nodes[k] is the first of node k's L devices in devs (id
+ * order, so node-major); N nodes. */
+static void lower_hier(lower *l, const int16_t *devs, int N, int L, int64_t n, int32_t *scratch) {
+    int32_t *rs = scratch, *ar = scratch + N, *tmp = scratch + N + L;
+    for (int k = 0; k < N; k++) {
+        const int16_t *nd = devs + (size_t)k * L;
+        int g = add_group(l, nd, L);
+        int np = pack_all(l, nd, L, n, tmp);
+        sf_tg_step s = collective(SF_STEP_REDUCE_SCATTER, g, L, n, 0, np == 0);
+        rs[k] = add_step(l, &s, tmp, np);
+    }
+    int16_t across[SF_MAX_DEVICES];
+    for (int j = 0; j < L; j++) {
+        for (int k = 0; k < N; k++) across[k] = devs[(size_t)k * L + j];
+        int g = add_group(l, across, N);
+        int64_t off, len;
+        chunk(n, L, j, &off, &len);
+        sf_tg_step s = collective(SF_STEP_ALL_REDUCE, g, N, len, off, 0);
+        ar[j] = add_step(l, &s, rs, N);
+    }
+    for (int k = 0; k < N && !l->failed; k++) {
+        int g = l->tg->steps[rs[k]].group; /* the node's group again */
+        sf_tg_step a = collective(SF_STEP_ALL_GATHER, g, L, n, 0, 0);
+        int32_t ag = add_step(l, &a, ar, L);
+        for (int j = 0; j < L && !l->failed; j++)
+            unpack_update(l, devs[(size_t)k * L + j], n, &ag, 1);
+    }
+}
+
+/* Whether the R devices (id order) fill N >= 2 nodes with L >= 2 each. */
+static int two_levels(const sf_taskgraph *tg, const int16_t *devs, int R, int *N, int *L) {
+    int per = tg->per_node, first = devs[0] / per, run = 0;
+    while (run < R && devs[run] / per == first) run++;
+    if (run < 2 || run == R || R % run) return 0;
+    for (int k = 0; k < R / run; k++) {
+        int node = devs[k * run] / per;
+        for (int j = 0; j < run; j++)
+            if (devs[k * run + j] / per != node) return 0;
+        if (k > 0 && node == devs[(k - 1) * run] / per) return 0;
+    }
+    *N = R / run;
+    *L = run;
+    return 1;
+}
+
+/* Lower the shards in *sy (just made) into steps. */
+static sf_status lower_shards(sf_taskgraph *tg, const sf_tg_sync *sy, sf_tg_steps *out) {
+    /* scratch for step indices: at most 2 per device of a shard, and a node count */
+    if (tg_grow((void **)&tg->shard_start, &tg->cap_shard_start,
+                (int64_t)sy->n_shards + 1 + 3 * ((int64_t)tg->n_dev + 1),
+                sizeof *tg->shard_start))
+        return SF_ERR_NOMEM;
+    lower l = {.tg = tg};
+    for (int s = 0; s < sy->n_shards && !l.failed; s++) {
+        int32_t *scratch = tg->shard_start + sy->n_shards + 1;
+        tg->shard_start[s] = l.n;
+        const sf_tg_shard *sh = &sy->shards[s];
+        const int16_t *devs = sy->devs + sh->dev_start;
+        int R = sh->n_devs, N, L;
+        if (R == 1) {
+            sf_tg_step u = device_step(SF_STEP_UPDATE, devs[0], sh->numel, 0, 1);
+            add_step(&l, &u, NULL, 0);
+        } else if (tg->scheme == SF_SCHEME_PS) {
+            lower_ps(&l, devs, R, sh->numel, sh->rep_dev, scratch);
+        } else if (tg->scheme == SF_SCHEME_HIERARCHICAL && two_levels(tg, devs, R, &N, &L)) {
+            lower_hier(&l, devs, N, L, sh->numel, scratch);
+        } else {
+            lower_ring(&l, devs, R, sh->numel, scratch);
+        }
+    }
+    if (l.failed) return SF_ERR_NOMEM;
+    tg->shard_start[sy->n_shards] = l.n;
+    out->n_steps = l.n;
+    out->steps = tg->steps;
+    out->devs = tg->step_devs;
+    out->deps = tg->step_deps;
+    out->shard_start = tg->shard_start;
+    return SF_OK;
+}
+
+sf_status sf_taskgraph_sync_steps(sf_taskgraph *tg, int owner, sf_tg_sync *sy,
+                                  sf_tg_steps *out) {
+    sf_status st = sf_taskgraph_sync(tg, owner, sy);
+    return st != SF_OK ? st : lower_shards(tg, sy, out);
+}
+
+sf_status sf_taskgraph_op_sync_steps(sf_taskgraph *tg, int op, sf_tg_sync *sy, sf_tg_steps *out) {
+    sf_status st = tg_shards(tg, &op, 1, op, sy);
+    return st != SF_OK ? st : lower_shards(tg, sy, out);
+}
+
+/* ---- pairs ----------------------------------------------------------------------- */
+
+int sf_taskgraph_pair_steps(const sf_taskgraph *tg, const sf_tg_pair *pr, int grad,
+                            sf_tg_step *out, int32_t *deps, int *n_fwd) {
+    int n = 0, di = pr->src_dev, dj = pr->dst_dev, copies = tg->copies;
+    int64_t e = pr->numel;
+    /* each step waits for the one before it in its direction: deps[i] = i - 1 */
+#define PUSH(st, first)                                                                            \
+    do {                                                                                           \
+        out[n] = (st);                                                                             \
+        out[n].dep = n;                                                                            \
+        out[n].n_deps = !(first);                                                                  \
+        deps[n] = n - 1;                                                                           \
+        n++;                                                                                       \
+    } while (0)
+    if (di == dj) {
+        if (copies && !pr->in_place) PUSH(device_step(SF_STEP_COPY, dj, e, 2.0, 0), 1);
+        *n_fwd = n;
+        if (grad && copies && pr->in_place != 2) PUSH(device_step(SF_STEP_COPY, dj, e, 3.0, 0), 1);
+        return n;
+    }
+    sf_tg_step c;
+    if (copies) {
+        c = device_step(SF_STEP_COPY, di, e, 2.0, 0);
+        c.payload = SF_PAYLOAD_ACT;
+        PUSH(c, 1);
+    }
+    PUSH(p2p(di, dj, e, SF_PAYLOAD_ACT, 0), n == 0);
+    if (copies) {
+        c = device_step(SF_STEP_COPY, dj, e, 2.0, 0);
+        c.payload = SF_PAYLOAD_ACT;
+        PUSH(c, 0);
+    }
+    *n_fwd = n;
+    if (!grad) return n;
+    int first = n;
+    if (copies) PUSH(device_step(SF_STEP_COPY, dj, e, 2.0, 0), 1);
+    PUSH(p2p(dj, di, e, SF_PAYLOAD_GRAD, 0), n == first);
+    if (copies) PUSH(device_step(SF_STEP_COPY, di, e, 3.0, 0), 0);
+#undef PUSH
+    return n;
+}

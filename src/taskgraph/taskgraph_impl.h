@@ -1,0 +1,70 @@
+/*
+ * taskgraph_impl.h - the task graph's state, shared by taskgraph.c (tiles,
+ * pairs, shards) and comm.c (the steps a scheme lowers a shard's sync into).
+ * Calls go one way: comm.c uses taskgraph.c, never the reverse.
+ */
+#ifndef SOAPFLOW_TASKGRAPH_IMPL_H
+#define SOAPFLOW_TASKGRAPH_IMPL_H
+
+#include "soapflow/taskgraph.h"
+
+struct sf_taskgraph {
+    const sf_graph *g;
+    const sf_strategy *s;
+    int n_ops, n_dev;
+    int *owner;     /* [n_ops] */
+    int *mem_start; /* [n_ops + 1] members of owner i: mem[mem_start[i] .. mem_start[i+1]] */
+    int *mem;
+    int *cons_start; /* [n_ops + 1] */
+    sf_tensor_ref *cons;
+    sf_tile *tiles;           /* [n_ops * SF_MAX_PARTS] */
+    sf_tile tp[SF_MAX_PARTS]; /* producer output pieces of the last edge */
+    int tp_op, tp_out;        /* ... of this output of this operator (-1: none) */
+    sf_config tp_cfg;         /* ... under these degrees */
+    sf_tile rg[SF_MAX_PARTS]; /* consumer input regions of the last edge */
+    int rg_op, rg_k;
+    sf_config rg_cfg;
+    sf_tg_pair *pairs;
+    int cap_pairs;
+    /* sync scratch */
+    struct tg_ent {
+        int64_t lo[SF_MAX_DIMS], hi[SF_MAX_DIMS];
+        int op, part, dev, cls;
+    } * ents;
+    int64_t cap_ents;
+    sf_tg_shard *shards;
+    int64_t cap_shards;
+    int16_t *devs;
+    int32_t *ent_start;
+    int64_t cap_devs, cap_ent_start;
+    sf_tg_entry *out_ents;
+    int64_t cap_out_ents;
+    int32_t *dev_count; /* [n_dev] entries of the shard on each device, then its row */
+    int32_t *cursor;    /* [n_dev] next free entry of each row */
+    /* communication (comm.c) */
+    const sf_machine *m; /* NULL: one node, no copies */
+    sf_sync_scheme scheme;
+    int per_node; /* devices per node */
+    int copies;   /* the machine prices the runtime's copies: list COPY steps */
+    sf_tg_step *steps;
+    int64_t cap_steps;
+    int16_t *step_devs;
+    int64_t cap_step_devs;
+    int32_t *step_deps;
+    int64_t cap_step_deps;
+    int32_t *shard_start;
+    int64_t cap_shard_start;
+};
+
+
+/* Grow *p (of *cap elements of elem bytes) to hold need; 0, or -1 when out of
+ * memory (nothing changed). */
+int tg_grow(void **p, int64_t *cap, int64_t need, size_t elem);
+
+/* The shards of the weight group of the nm operators `members` (owner's
+ * dimensions name the shards), as sf_taskgraph_sync gives them for a whole
+ * group: sf_taskgraph_sync passes the group, sf_taskgraph_op_sync_steps one
+ * operator alone. */
+sf_status tg_shards(sf_taskgraph *tg, const int *members, int nm, int owner, sf_tg_sync *out);
+
+#endif

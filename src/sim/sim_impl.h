@@ -1,6 +1,8 @@
 /*
- * sim_impl.h - the simulator's internal state, shared by sim.c (task graph,
- * scheduling) and sim_trace.c (pictures of the schedule).
+ * sim_impl.h - the simulator's internal state, shared by sim.c (setup, results,
+ * entry points), sim_build.c (block builders), sim_layout.c (layout),
+ * sim_sched.c (scheduling), sim_links.c (link resources) and sim_trace.c
+ * (pictures of the schedule).
  *
  * The task graph is kept in *blocks*, each a deterministic function of a few
  * operators' configs, so that delta simulation can rebuild exactly the blocks a
@@ -15,6 +17,8 @@
  */
 #ifndef SOAPFLOW_SIM_IMPL_H
 #define SOAPFLOW_SIM_IMPL_H
+
+#include <stdlib.h>
 
 #include "soapflow/sim.h"
 #include "soapflow/taskgraph.h"
@@ -86,7 +90,7 @@ typedef struct sim_block {
  * 64 bits, its order word (sim_layout.rank: whether it holds a resource, then
  * its rank, which orders like its canonical key) in the next 32 and its slot in
  * the low 32, so that one unsigned comparison orders entries by (ready, barriers
- * first, canonical key) - see sim.c's scheduling section. */
+ * first, canonical key) - see sim_sched.c. */
 typedef unsigned __int128 sim_heap_item;
 
 /* The order word of a task (sim_layout.rank): its rank in the low 31 bits, and
@@ -105,7 +109,7 @@ typedef struct sim_adj {
     int32_t start, n;
 } sim_adj;
 
-/* The task graph laid out flat, one slot per task (sim.c's layout section).
+/* The task graph laid out flat, one slot per task (sim_layout.c).
  * Slots are stable: a delta update leaves the tasks of every kept block where
  * they are and puts the rebuilt blocks' tasks in fresh slots at the end, so it
  * costs what it rebuilds, not what it keeps. Slots of replaced blocks are dead
@@ -202,7 +206,7 @@ struct sf_sim {
     /* per slot, [cap_slots] */
     int32_t *pending; /* scheduling: predecessors not yet finished, -1 when carried over */
     sim_heap_item *heap;
-    int32_t *touch_ix; /* layout_delta: a slot's place among the tasks whose lists it
+    int32_t *touch_ix; /* sim_layout_delta: a slot's place among the tasks whose lists it
                         * rewrites; -1 between updates */
     /* the last delta update, for a revert */
     int64_t fresh; /* first slot it handed out (n_slots before it) */
@@ -235,6 +239,92 @@ const sim_task *sim_task_of(const sf_sim *sim, int64_t slot, int *block);
 void sim_set_test_limits(sf_sim *sim, uint32_t rank_room, int64_t compact_slack);
 /* For tests: 1 when the layout holds exactly the blocks' tasks and edges. */
 int sim_layout_consistent(const sf_sim *sim);
+
+/* ---- shared by the simulator's files (sim.c, sim_build.c, sim_layout.c,
+ * sim_sched.c) ---- */
+
+/* A task's canonical reference: block << SIM_IDX_BITS | index in block. */
+#define REF(block, idx) (((int64_t)(block) << SIM_IDX_BITS) | (int64_t)(idx))
+
+static inline int sim_block_id(int op, int slot) { return op * SIM_SLOTS + slot; }
+#define SLOT_CORE 0
+#define SLOT_SYNC (SIM_SLOTS - 1)
+/* The one block that belongs to no operator: in bulk sync mode, a zero-time
+ * barrier per device that joins every backward task on the device. It is built
+ * once per full run and never rebuilt: core blocks hold the edges into it. */
+#define BARRIER_BLOCK(sim) sim_block_id((sim)->n_ops, 0)
+
+/* The slot of the task a canonical reference names, in the current layout. */
+#define SLOT_OF(sim, ref)                                                                          \
+    ((int64_t)(sim)->lay.span[(sim)->pos[(ref) >> SIM_IDX_BITS]].base +                            \
+     ((ref) & (((int64_t)1 << SIM_IDX_BITS) - 1)))
+
+static inline sf_tile *sim_part_tiles(const sf_sim *sim, int opi) {
+    return sf_taskgraph_tiles(sim->tg, opi);
+}
+
+/* ---- growable arrays ------------------------------------------------------ */
+
+/* The capacity to grow an array of cap elements to so that it holds need. */
+static inline int64_t sim_grown_cap(int64_t cap, int64_t need) {
+    int64_t nc = cap ? cap : 256;
+    while (nc < need) nc *= 2;
+    return nc;
+}
+
+static inline int sim_resize(void **p, int64_t n, size_t elem) {
+    size_t bytes;
+    if (sf_mul_overflow_size((size_t)n, elem, &bytes)) return -1;
+    void *q = realloc(*p, bytes ? bytes : 1);
+    if (!q) return -1;
+    *p = q;
+    return 0;
+}
+
+static inline int sim_grow(void **p, int64_t *cap, int64_t need, size_t elem) {
+    if (need <= *cap) return 0;
+    int64_t nc = sim_grown_cap(*cap, need);
+    if (sim_resize(p, nc, elem)) return -1;
+    *cap = nc;
+    return 0;
+}
+
+static inline int sim_grow_int(void **p, int *cap, int need, size_t elem) {
+    int64_t c = *cap;
+    if (sim_grow(p, &c, need, elem)) return -1;
+    *cap = (int)c;
+    return 0;
+}
+
+/* ---- block builders (sim_build.c) ---- */
+
+/* Build block bid afresh from the current strategy and publish its stats. */
+int sim_rebuild_block(sf_sim *sim, int bid);
+/* Copy a block's stats to the dense array collect reads; called whenever the
+ * block in place changes (built, or restored by a revert). */
+void sim_publish_stats(sf_sim *sim, int bid);
+
+/* ---- layout (sim_layout.c) ---- */
+
+/* Lay every block out afresh: slots in canonical order without gaps. */
+int sim_layout_full(sf_sim *sim);
+/* After a delta update rebuilt the blocks in sim->saved: their tasks into fresh
+ * slots, and the lists that changed rewritten. */
+int sim_layout_delta(sf_sim *sim);
+/* Undo sim_layout_delta. */
+void sim_layout_undo(sf_sim *sim);
+/* Lay everything out afresh and carry the current schedule and result over to
+ * the new slots (into the spare schedule, which becomes the current one). */
+int sim_layout_compact(sf_sim *sim);
+
+/* ---- scheduling (sim_sched.c) ---- */
+
+/* Schedule everything into f, after sim_layout_full. */
+sf_status sim_schedule_full(sf_sim *sim, sim_sched *f, sf_error *err);
+/* Delta scheduling into f from the old schedule o: tasks ready before t0 keep
+ * their times; *cut set when a bounded run exceeds bound. */
+sf_status sim_schedule_resume(sf_sim *sim, sim_sched *f, const sim_sched *o, double t0,
+                              double bound, int *cut, sf_error *err);
 
 /* ---- link resources (sim_links.c) ---- */
 

@@ -435,8 +435,14 @@ static void test_sync_modes(void **state) {
              * 3.05 + ps, b.update after it, then b's return */
             bwd_end + ps + 0.5e-3 + 0.5e-3 + ps,
         },
+        {
+            /* hierarchical on one node: the ring */
+            bwd_end + 0.5e-3 + 0.5e-3,
+            bwd_end + ar + 0.5e-3 + 0.5e-3,
+        },
     };
-    double sync_s[SF_SCHEME_COUNT] = {4 * ar, 4 * ps};
+    _Static_assert(SF_SCHEME_COUNT == 3, "a row for every scheme");
+    double sync_s[SF_SCHEME_COUNT] = {4 * ar, 4 * ps, 4 * ar};
     for (int scheme = 0; scheme < SF_SCHEME_COUNT; scheme++) {
         for (int mode = 0; mode < SF_SYNC_MODE_COUNT; mode++) {
             sf_sim_options o;

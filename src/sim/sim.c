@@ -182,6 +182,7 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     for (int k = 0; k < sim->n_order; k++) sim->pos[sim->order[k]] = k;
 
     sf_taskgraph_set_strategy(sim->tg, sim->s);
+    sf_taskgraph_set_comm(sim->tg, m, sim->opt.scheme);
     return sim;
 oom:
     sf_sim_free(sim);
@@ -219,6 +220,9 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->remaining);
     sim_links_free(sim);
     free(sim->scratch);
+    free(sim->uses);
+    free(sim->ends);
+    free(sim->end_at);
     sf_strategy_free(sim->s);
     free(sim);
 }

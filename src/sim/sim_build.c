@@ -128,93 +128,178 @@ static int build_core(sf_sim *sim, int opi) {
     return 0;
 }
 
-/* Add a chain of link tasks from `from` to `to` (none when negative) along the
- * route a -> b, store-and-forward. A route of several links carries the message
- * in opt.segments pieces of whole bytes (the first bytes % segments of them one
- * byte longer), each a chain of its own: piece s crosses link i after crossing
- * link i-1, and each link takes the pieces in order (they become ready in key
- * order), so the hops work at once, as a pipeline. SIM_SYNC chains count as
- * gradient sync, the others as transfers. */
-static int add_transfer(sf_sim *sim, sim_block *b, int bid, sim_kind kind, int op, int part, int a,
-                        int dst, int64_t bytes, int64_t from, int64_t to) {
-    sf_route r;
-    sf_machine_route(sim->m, a, dst, &r);
-    int sync = kind == SIM_SYNC;
-    int nseg = r.n_links > 1 ? sim->opt.segments : 1;
-    for (int s = 0; s < nseg; s++) {
-        int64_t piece = bytes / nseg + (s < bytes % nseg);
-        int64_t prev = from;
-        for (int i = 0; i < r.n_links; i++) {
-            sf_link lb;
-            const sf_link *l = sf_machine_link(sim->m, r.links[i], &lb);
-            double d = l->latency_s + (double)piece / l->bandwidth_Bps;
-            int res = sim_link_res(sim, r.links[i]);
-            int idx = res < 0 ? -1 : block_task(b, kind, res, op, part, d, piece);
-            if (idx < 0) return -1;
-            *(sync ? &b->st.sync_s : &b->st.xfer_s) += b->tasks[idx].dur_s;
-            *(l->inter_node ? &b->st.inter_bytes : &b->st.intra_bytes) += piece;
-            if (block_edge(b, prev, REF(bid, idx))) return -1;
-            prev = REF(bid, idx);
-        }
-        if (to >= 0 && block_edge(b, prev, to)) return -1;
-    }
-    *(sync ? &b->st.sync_bytes : &b->st.xfer_bytes) += bytes;
+/* ---- steps ------------------------------------------------------------------- */
+
+/* Room for n more task references in sim->ends; -1 when out of memory. */
+static int ends_reserve(sf_sim *sim, int64_t n) {
+    int64_t need = sim->n_ends + n;
+    if (need <= sim->cap_ends) return 0;
+    int64_t cap = sim->cap_ends ? sim->cap_ends : 256;
+    while (cap < need) cap *= 2;
+    void *q = realloc(sim->ends, (size_t)cap * sizeof *sim->ends);
+    if (!q) return -1;
+    sim->ends = q;
+    sim->cap_ends = cap;
     return 0;
 }
 
-/* A copy on dev that moves `moved` bytes (read plus written) at the machine's
- * copy bandwidth (sim->copy_bw > 0), after `from` (none when negative): its
- * reference, -1 when out of memory. */
-static int64_t add_copy(sf_sim *sim, sim_block *b, int bid, int op, int part, int dev, double moved,
-                        int64_t from) {
-    int idx = device_task(sim, b, SIM_COPY, dev, op, part, moved / sim->copy_bw);
-    if (idx < 0) return -1;
-    b->st.compute_s += b->tasks[idx].dur_s;
-    if (from >= 0 && block_edge(b, from, REF(bid, idx))) return -1;
-    return REF(bid, idx);
+static int end_push(sf_sim *sim, int64_t ref) {
+    if (ends_reserve(sim, 1)) return -1;
+    sim->ends[sim->n_ends++] = ref;
+    return 0;
 }
 
-/* The tasks of one pair. On a machine that prices copies, also the copies the
- * runtime makes (runtime.c): a local pair not in place copies its region into
- * the consumer's input (read + write) and, unless in place for gradients,
- * accumulates the input gradient back into the producer's (read, read,
- * write); a message is packed on the sender and unpacked on the receiver, and
- * its gradient packed on the consumer and accumulated on the producer. */
+/* The tasks of one step in block b (bid), priced by the task graph's pricing
+ * function: a device task for a copy or an update; a chain of link tasks per
+ * segment of a message (store-and-forward, the segments pipelined hop by hop:
+ * each link takes them in key order); the link tasks of a collective's ring
+ * positions, all held at once, between a barrier in (or the exit barrier of a
+ * collective it follows alone) and a barrier out. Link tasks are of kind
+ * `kind` (transfer, gradient or sync). The step's entry tasks (what its
+ * dependencies point at) and exit tasks (what its dependents wait for) are
+ * appended to sim->ends: *entry (count *n_entry) and *exit (*n_exit). */
+static int step_tasks(sf_sim *sim, sim_block *b, int bid, const sf_tg_pricer *pr,
+                      const sf_tg_step *st, const sf_tg_step *then, const int16_t *devs,
+                      sim_kind kind, int op, int part, int64_t chained_in, int32_t *ends4) {
+    int need = sf_tg_step_max_uses(st, sim->opt.segments);
+    if (2 * need > sim->cap_uses) {
+        void *q = realloc(sim->uses, 2 * (size_t)need * sizeof *sim->uses);
+        if (!q) return -1;
+        sim->uses = q;
+        sim->cap_uses = 2 * need;
+    }
+    int nu = sf_tg_price_step(pr, st, devs, sim->uses);
+    sf_tg_use *u = sim->uses;
+    if (then) { /* the second phase of the same ring: the same positions and links */
+        int nt = sf_tg_price_step(pr, then, devs, u + need);
+        for (int i = 0; i < nu && i < nt; i++) {
+            u[i].dur_s += u[need + i].dur_s;
+            u[i].bytes += u[need + i].bytes;
+        }
+    }
+    int sync = kind == SIM_SYNC;
+    int64_t bytes = 0;
+    if (st->kind == SF_STEP_COPY || st->kind == SF_STEP_UPDATE) {
+        int idx = device_task(sim, b, st->kind == SF_STEP_COPY ? SIM_COPY : SIM_UPDATE, st->dev,
+                              op, part, nu ? u[0].dur_s : 0);
+        if (idx < 0) return -1;
+        b->st.compute_s += b->tasks[idx].dur_s;
+        ends4[0] = ends4[2] = (int32_t)sim->n_ends;
+        ends4[1] = ends4[3] = 1;
+        return end_push(sim, REF(bid, idx));
+    }
+    int coll = st->kind != SF_STEP_P2P;
+    int64_t in = chained_in, out = -1;
+    if (coll) {
+        if (in < 0) {
+            int bi = block_task(b, SIM_BARRIER, SIM_NO_RES, op, part, 0, 0);
+            if (bi < 0) return -1;
+            in = REF(bid, bi);
+        }
+        int bo = block_task(b, SIM_BARRIER, SIM_NO_RES, op, part, 0, 0);
+        if (bo < 0) return -1;
+        out = REF(bid, bo);
+    }
+    /* entries and exits: a collective's barriers; a message's first and last hops */
+    int64_t first_entry = sim->n_ends;
+    if (ends_reserve(sim, 2 * (int64_t)nu + 2)) return -1;
+    int64_t *ent = sim->ends + sim->n_ends, *ex = ent + nu + 1;
+    int n_ent = 0, n_ex = 0;
+    if (coll) ent[n_ent++] = in;
+    int64_t prev = -1;
+    for (int i = 0; i < nu; i++) {
+        int res = sim_link_res(sim, u[i].link);
+        int idx = res < 0 ? -1 : block_task(b, kind, res, op, part, u[i].dur_s, u[i].bytes);
+        if (idx < 0) return -1;
+        int64_t ref = REF(bid, idx);
+        *(sync ? &b->st.sync_s : &b->st.xfer_s) += b->tasks[idx].dur_s;
+        *(u[i].inter_node ? &b->st.inter_bytes : &b->st.intra_bytes) += u[i].bytes;
+        if (u[i].hop == 0) bytes += u[i].bytes;
+        if (coll) {
+            if (block_edge(b, in, ref) || block_edge(b, ref, out)) return -1;
+            continue;
+        }
+        if (u[i].hop == 0) {
+            ent[n_ent++] = ref;
+        } else if (block_edge(b, prev, ref)) {
+            return -1;
+        }
+        if (i + 1 == nu || u[i + 1].hop == 0) ex[n_ex++] = ref;
+        prev = ref;
+    }
+    if (coll) ex[n_ex++] = out;
+    *(sync ? &b->st.sync_bytes : &b->st.xfer_bytes) += bytes;
+    /* pack the exits right after the entries */
+    memmove(ent + n_ent, ex, (size_t)n_ex * sizeof *ex);
+    ends4[0] = (int32_t)first_entry;
+    ends4[1] = n_ent;
+    ends4[2] = (int32_t)(first_entry + n_ent);
+    ends4[3] = n_ex;
+    sim->n_ends += n_ent + n_ex;
+    return 0;
+}
+
+/* Edges from every exit of step `from` to every entry of step `to`. */
+static int wire(sf_sim *sim, sim_block *b, const int32_t *from4, const int32_t *to4) {
+    for (int i = 0; i < from4[3]; i++)
+        for (int j = 0; j < to4[1]; j++)
+            if (block_edge(b, sim->ends[from4[2] + i], sim->ends[to4[0] + j])) return -1;
+    return 0;
+}
+
+static int wire_from(sf_sim *sim, sim_block *b, int64_t from, const int32_t *to4) {
+    for (int j = 0; j < to4[1]; j++)
+        if (block_edge(b, from, sim->ends[to4[0] + j])) return -1;
+    return 0;
+}
+
+static int wire_to(sf_sim *sim, sim_block *b, const int32_t *from4, int64_t to) {
+    for (int i = 0; i < from4[3]; i++)
+        if (block_edge(b, sim->ends[from4[2] + i], to)) return -1;
+    return 0;
+}
+
+static int end_at_reserve(sf_sim *sim, int64_t n_steps) {
+    if (4 * n_steps <= sim->cap_end_at) return 0;
+    int64_t cap = 4 * n_steps + 64;
+    void *q = realloc(sim->end_at, (size_t)cap * sizeof *sim->end_at);
+    if (!q) return -1;
+    sim->end_at = q;
+    sim->cap_end_at = cap;
+    return 0;
+}
+
+/* ---- edges ------------------------------------------------------------------- */
+
+/* The tasks of one pair: the task graph's steps for it (its transfers and, on a
+ * machine that prices them, the runtime's copies), between the producer part's
+ * forward task and the consumer part's, and the gradient's back between their
+ * backward tasks; a local pair with no steps is a dependency alone. */
 static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int pi, const sf_tg_pair *pr,
                      int p_bwd, int np, int nx) {
     int core_x = sim_block_id(xi, SLOT_CORE), core_p = sim_block_id(pi, SLOT_CORE);
-    int i = pr->prod_part, j = pr->cons_part, di = pr->src_dev, dj = pr->dst_dev;
+    int i = pr->prod_part, j = pr->cons_part;
     int64_t p_fwd = REF(core_p, i), x_fwd = REF(core_x, j);
     int64_t p_b = REF(core_p, np + i), x_b = REF(core_x, nx + j);
-    int64_t bytes = pr->numel * SF_ELEM_BYTES;
-    double by = (double)bytes;
-    int copies = sim->copy_bw > 0;
-    if (di == dj) {
-        int64_t f =
-            !copies || pr->in_place ? p_fwd : add_copy(sim, b, bid, xi, j, dj, 2 * by, p_fwd);
-        if (f < 0 || block_edge(b, f, x_fwd)) return -1;
-        if (!p_bwd) return 0;
-        int64_t g =
-            !copies || pr->in_place == 2 ? x_b : add_copy(sim, b, bid, xi, j, dj, 3 * by, x_b);
-        return g < 0 || block_edge(b, g, p_b) ? -1 : 0;
+    sf_tg_step st[SF_TG_PAIR_STEPS];
+    int32_t deps[SF_TG_PAIR_STEPS], e4[4 * SF_TG_PAIR_STEPS];
+    int n_fwd, n = sf_taskgraph_pair_steps(sim->tg, pr, p_bwd, st, deps, &n_fwd);
+    sf_tg_pricer prc = {.m = sim->m, .cm = sim->cm, .segments = sim->opt.segments};
+    sim->n_ends = 0;
+    for (int q = 0; q < n; q++) {
+        sim_kind kind = q < n_fwd ? SIM_XFER : SIM_GRAD;
+        if (step_tasks(sim, b, bid, &prc, &st[q], NULL, NULL, kind, xi, j, -1, &e4[4 * q]))
+            return -1;
+        if (st[q].n_deps ? wire(sim, b, &e4[4 * deps[st[q].dep]], &e4[4 * q])
+                         : wire_from(sim, b, q < n_fwd ? p_fwd : x_b, &e4[4 * q]))
+            return -1;
     }
-    int64_t from = p_fwd, to = x_fwd;
-    if (copies) {
-        from = add_copy(sim, b, bid, xi, j, di, 2 * by, p_fwd);
-        to = add_copy(sim, b, bid, xi, j, dj, 2 * by, -1);
-        if (from < 0 || to < 0 || block_edge(b, to, x_fwd)) return -1;
-    }
-    if (add_transfer(sim, b, bid, SIM_XFER, xi, j, di, dj, bytes, from, to)) return -1;
-    if (block_mem(b, dj, by)) return -1; /* the received copy lives on dj */
+    if (n_fwd ? wire_to(sim, b, &e4[4 * (n_fwd - 1)], x_fwd) : block_edge(b, p_fwd, x_fwd))
+        return -1;
+    if (pr->src_dev != pr->dst_dev && block_mem(b, pr->dst_dev, (double)pr->numel * SF_ELEM_BYTES))
+        return -1; /* the received copy lives on the consumer's device */
     if (!p_bwd) return 0;
-    from = x_b;
-    to = p_b;
-    if (copies) {
-        from = add_copy(sim, b, bid, xi, j, dj, 2 * by, x_b);
-        to = add_copy(sim, b, bid, xi, j, di, 3 * by, -1);
-        if (from < 0 || to < 0 || block_edge(b, to, p_b)) return -1;
-    }
-    return add_transfer(sim, b, bid, SIM_GRAD, xi, j, dj, di, bytes, from, to);
+    return n > n_fwd ? wire_to(sim, b, &e4[4 * (n - 1)], p_b) : block_edge(b, x_b, p_b);
 }
 
 /* The transfers and dependencies that feed input k of xi: the task graph's
@@ -234,151 +319,105 @@ static int build_edge(sf_sim *sim, int xi, int k) {
     return 0;
 }
 
-/* Bytes that position i of a ring of R sends in the all-reduce of a shard of n
- * elements, cut into R chunks of whole elements (n / R, the first n % R of them
- * one more): every chunk but one in the reduce-scatter (all but chunk i + 1)
- * and every chunk but one in the all-gather (all but i + 2). The R positions
- * send 2(R-1) n elements in all. */
-static int64_t ring_send_bytes(int64_t n, int R, int i) {
-    int64_t q = n / R, rem = n % R;
-    int64_t skip = q + ((i + 1) % R < rem) + q + ((i + 2) % R < rem);
-    return (2 * n - skip) * SF_ELEM_BYTES;
-}
+/* ---- gradient syncs -------------------------------------------------------------- */
 
-/* One ring edge a -> dst: each link of its route held for the whole all-reduce,
- * for steps latencies and send bytes (the mean over the ring's positions) at
- * sync_bw (the machine's all-reduce curve at the shard's size) or, when 0, at
- * the link's bandwidth, and counted as the `bytes` this position sends
- * (ring_send_bytes). */
-static int add_ring_edge(sf_sim *sim, sim_block *b, int bid, int owner, int cls, int a, int dst,
-                         double steps, double send, double sync_bw, int64_t bytes, int bar,
-                         int bar2) {
-    sf_route r;
-    sf_machine_route(sim->m, a, dst, &r);
-    for (int i = 0; i < r.n_links; i++) {
-        sf_link lb;
-        const sf_link *l = sf_machine_link(sim->m, r.links[i], &lb);
-        double bw = sync_bw > 0 ? sync_bw : l->bandwidth_Bps;
-        double d = steps * l->latency_s + send / bw;
-        int res = sim_link_res(sim, r.links[i]);
-        int idx = res < 0 ? -1 : block_task(b, SIM_SYNC, res, owner, cls, d, bytes);
-        if (idx < 0) return -1;
-        b->st.sync_s += b->tasks[idx].dur_s;
-        if (l->inter_node)
-            b->st.inter_bytes += bytes;
-        else
-            b->st.intra_bytes += bytes;
-        if (block_edge(b, REF(bid, bar), REF(bid, idx))) return -1;
-        if (block_edge(b, REF(bid, idx), REF(bid, bar2))) return -1;
-    }
-    b->st.sync_bytes += bytes;
-    return 0;
-}
-
-/* The backward tasks of shard row `row` (one device d of a shard: its entries,
- * in entry order) into `to`; in bulk mode d's barrier instead. */
-static int grads_done(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, int row, int d, int64_t to) {
-    if (sim->opt.sync == SF_SYNC_BULK) return block_edge(b, REF(BARRIER_BLOCK(sim), d), to);
+/* Edges from the shard's gradients on device d (its row of the shard: the
+ * backward tasks of its entries there, or in bulk mode d's barrier) into the
+ * entries of a step. */
+static int grads_into(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, const sf_tg_shard *sh,
+                      int d, const int32_t *to4) {
+    if (sim->opt.sync == SF_SYNC_BULK) return wire_from(sim, b, REF(BARRIER_BLOCK(sim), d), to4);
+    int row = sh->dev_start;
+    while (row < sh->dev_start + sh->n_devs && sy->devs[row] != d) row++;
     for (int32_t i = sy->ent_start[row]; i < sy->ent_start[row + 1]; i++) {
         const sf_tg_entry *e = &sy->ents[i];
         const sf_config *c = sf_strategy_get(sim->s, e->op);
-        if (block_edge(b, REF(sim_block_id(e->op, SLOT_CORE), c->n_parts + e->part), to)) return -1;
-    }
-    return 0;
-}
-
-/* Parameter-server sync of one shard (as the simulator of FlexFlow's Legion
- * runtime, 2020-21, priced it; not its 2018 prototype): every other replica
- * device sends its gradient to the server, the device of the shard's first
- * entry, once its backward is done; the server updates the shard and sends it
- * back to each of them. The server holds the optimizer state; the others
- * weights and gradients. */
-static int build_ps(sf_sim *sim, sim_block *b, int bid, int owner, int cls, const sf_tg_sync *sy,
-                    const sf_tg_shard *sh, const sf_op *rop, const sf_tile *rt, int64_t shard) {
-    int server = sh->rep_dev, srow = -1;
-    for (int r = 0; r < sh->n_devs; r++)
-        if (sy->devs[sh->dev_start + r] == server) srow = sh->dev_start + r;
-    double u = sf_cost_task_s(sim->cm, rop, rt, server, SF_PASS_UPDATE);
-    int ut = device_task(sim, b, SIM_UPDATE, server, owner, cls, u);
-    if (ut < 0) return -1;
-    b->st.compute_s += b->tasks[ut].dur_s;
-    if (grads_done(sim, b, sy, srow, server, REF(bid, ut))) return -1;
-    for (int r = sh->dev_start; r < sh->dev_start + sh->n_devs; r++) {
-        int d = sy->devs[r];
-        double state = d == server ? 2.0 + sim->opt.optimizer_state_factor : 2.0;
-        if (block_mem(b, d, (double)shard * state)) return -1;
-        if (d == server) continue;
-        int j = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
-        if (j < 0 || grads_done(sim, b, sy, r, d, REF(bid, j)) ||
-            add_transfer(sim, b, bid, SIM_SYNC, owner, cls, d, server, shard, REF(bid, j),
-                         REF(bid, ut)) ||
-            add_transfer(sim, b, bid, SIM_SYNC, owner, cls, server, d, shard, REF(bid, ut), -1))
+        if (wire_from(sim, b, REF(sim_block_id(e->op, SLOT_CORE), c->n_parts + e->part), to4))
             return -1;
     }
     return 0;
 }
 
-/* The gradient sync and update of every shard of owner's weight group (the
- * task graph's shards, taskgraph.c): a ring all-reduce over the shard's devices
- * in id order, or a parameter server, then an update on each replica. */
+/* The gradient sync and update of every shard of owner's weight group: the
+ * steps its scheme lowers to (the task graph's, comm.c), priced. A step that
+ * waits for gradients waits for those of each device it involves; a message
+ * that does (a parameter server's) starts from a barrier that joins them. */
 static int build_sync(sf_sim *sim, int owner) {
     int bid = sim_block_id(owner, SLOT_SYNC);
     sim_block *b = &sim->blocks[bid];
     block_reset(b);
     sf_tg_sync sy;
-    if (sf_taskgraph_sync(sim->tg, owner, &sy) != SF_OK) return -1;
+    sf_tg_steps ss;
+    if (sf_taskgraph_sync_steps(sim->tg, owner, &sy, &ss) != SF_OK) return -1;
+    if (end_at_reserve(sim, ss.n_steps)) return -1;
+    double state = 2.0 + sim->opt.optimizer_state_factor;
     for (int cls = 0; cls < sy.n_shards; cls++) {
         const sf_tg_shard *sh = &sy.shards[cls];
-        const int16_t *devs = sy.devs + sh->dev_start;
-        const sf_op *rop = sf_graph_op(sim->g, sh->rep_op);
-        const sf_tile rt = sim_part_tiles(sim, sh->rep_op)[sh->rep_part];
-        int64_t shard_el = sh->numel, shard_bytes = shard_el * SF_ELEM_BYTES;
-        int R = sh->n_devs;
-        if (R > 1 && sim->opt.scheme == SF_SCHEME_PS) {
-            if (build_ps(sim, b, bid, owner, cls, &sy, sh, rop, &rt, shard_bytes)) return -1;
-            continue;
-        }
-        int64_t join = -1;
-        if (R > 1) {
-            int bar = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
-            int bar2 = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
-            if (bar < 0 || bar2 < 0) return -1;
-            for (int r = 0; r < R; r++) {
-                /* the runtime packs the shard's slices into one buffer first */
-                int64_t pk = REF(bid, bar);
-                if (sim->copy_bw > 0) {
-                    pk = add_copy(sim, b, bid, owner, cls, devs[r], 2.0 * (double)shard_bytes, -1);
-                    if (pk < 0 || block_edge(b, pk, REF(bid, bar))) return -1;
-                }
-                if (grads_done(sim, b, &sy, sh->dev_start + r, devs[r], pk)) return -1;
+        sf_tg_pricer prc = {.m = sim->m,
+                            .cm = sim->cm,
+                            .segments = sim->opt.segments,
+                            .op = sf_graph_op(sim->g, sh->rep_op),
+                            .tile = &sim_part_tiles(sim, sh->rep_op)[sh->rep_part]};
+        sim->n_ends = 0;
+        int first = ss.shard_start[cls], last = ss.shard_start[cls + 1];
+        for (int q = first; q < last; q++) {
+            const sf_tg_step *st = &ss.steps[q];
+            int32_t *e4 = &sim->end_at[4 * q];
+            /* A reduce-scatter that an all-gather over the same ring follows
+             * alone is an all-reduce: one kernel (NCCL) or one MPI_Allreduce
+             * (the runtime) runs both phases and holds the ring's links through
+             * them, so they are priced as one task per link, which no other
+             * transfer can cut in two. */
+            const sf_tg_step *then = NULL;
+            if (st->kind == SF_STEP_REDUCE_SCATTER && q + 1 < last) {
+                const sf_tg_step *n2 = &ss.steps[q + 1];
+                if (n2->kind == SF_STEP_ALL_GATHER && n2->n_deps == 1 && ss.deps[n2->dep] == q &&
+                    n2->group == st->group && n2->n_group == st->n_group && n2->numel == st->numel)
+                    then = n2;
             }
-            double steps = 2.0 * (R - 1);
-            double send = steps / R * (double)shard_bytes;
-            double sbw = sf_machine_sync_bw(sf_machine_get_desc(sim->m), (double)shard_bytes);
-            for (int r = 1; r < R; r++)
-                if (add_ring_edge(sim, b, bid, owner, cls, devs[r - 1], devs[r], steps, send, sbw,
-                                  ring_send_bytes(shard_el, R, r - 1), bar, bar2))
+            /* a collective that follows one collective alone starts at its exit */
+            int64_t chained = -1;
+            if (st->n_deps == 1 && st->kind != SF_STEP_P2P && st->kind != SF_STEP_COPY &&
+                st->kind != SF_STEP_UPDATE) {
+                const sf_tg_step *d = &ss.steps[ss.deps[st->dep]];
+                if (d->kind != SF_STEP_P2P && d->kind != SF_STEP_COPY && d->kind != SF_STEP_UPDATE)
+                    chained = sim->ends[sim->end_at[4 * ss.deps[st->dep] + 2]];
+            }
+            if (st->kind == SF_STEP_P2P && st->grads) { /* join the sender's gradients first */
+                int j = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
+                if (j < 0) return -1;
+                int32_t j4[4] = {(int32_t)sim->n_ends, 1, (int32_t)sim->n_ends, 1};
+                if (end_push(sim, REF(bid, j)) || grads_into(sim, b, &sy, sh, st->dev, j4) ||
+                    step_tasks(sim, b, bid, &prc, st, NULL, ss.devs, SIM_SYNC, owner, cls, -1,
+                               e4) ||
+                    wire(sim, b, j4, e4))
                     return -1;
-            if (add_ring_edge(sim, b, bid, owner, cls, devs[R - 1], devs[0], steps, send, sbw,
-                              ring_send_bytes(shard_el, R, R - 1), bar, bar2))
-                return -1;
-            join = REF(bid, bar2);
-        }
-        for (int r = 0; r < R; r++) {
-            int d = devs[r];
-            double u = sf_cost_task_s(sim->cm, rop, &rt, d, SF_PASS_UPDATE);
-            int ut = device_task(sim, b, SIM_UPDATE, d, owner, cls, u);
-            if (ut < 0) return -1;
-            b->st.compute_s += b->tasks[ut].dur_s;
-            if (block_mem(b, d, (double)shard_bytes * (2.0 + sim->opt.optimizer_state_factor)))
-                return -1;
-            int64_t after = join;
-            if (join >= 0 && sim->copy_bw > 0) { /* and unpacks the sums */
-                after = add_copy(sim, b, bid, owner, cls, d, 2.0 * (double)shard_bytes, join);
-                if (after < 0) return -1;
+            } else {
+                if (step_tasks(sim, b, bid, &prc, st, then, ss.devs, SIM_SYNC, owner, cls, chained,
+                               e4))
+                    return -1;
+                if (st->grads) {
+                    if (st->dev >= 0) {
+                        if (grads_into(sim, b, &sy, sh, st->dev, e4)) return -1;
+                    } else {
+                        for (int g = 0; g < st->n_group; g++)
+                            if (grads_into(sim, b, &sy, sh, ss.devs[st->group + g], e4)) return -1;
+                    }
+                }
             }
-            if (after >= 0 ? block_edge(b, after, REF(bid, ut))
-                           : grads_done(sim, b, &sy, sh->dev_start + r, d, REF(bid, ut)))
+            for (int d = 0; d < st->n_deps && chained < 0; d++)
+                if (wire(sim, b, &sim->end_at[4 * ss.deps[st->dep + d]], e4)) return -1;
+            if (then) { /* the all-gather ends where the fused task does */
+                memcpy(&sim->end_at[4 * (q + 1)], e4, 4 * sizeof *e4);
+                q++;
+            }
+        }
+        /* weights, gradients and, where the shard is updated, the optimizer's state */
+        for (int r = sh->dev_start; r < sh->dev_start + sh->n_devs; r++) {
+            int d = sy.devs[r], updates = 0;
+            for (int q = first; q < last && !updates; q++)
+                updates = ss.steps[q].kind == SF_STEP_UPDATE && ss.steps[q].dev == d;
+            if (block_mem(b, d, (double)(sh->numel * SF_ELEM_BYTES) * (updates ? state : 2.0)))
                 return -1;
         }
     }

@@ -224,6 +224,14 @@ struct sf_sim {
     sf_tile undo_tiles[SF_SIM_MAX_UPDATE_OPS][SF_MAX_PARTS]; /* the changed operators' tiles
                                                               * before the update */
 
+    /* the builders' scratch (sim_build.c): a step's priced uses, and the
+     * entry and exit tasks of each step of a list */
+    sf_tg_use *uses;
+    int cap_uses;
+    int64_t *ends; /* task references */
+    int64_t n_ends, cap_ends;
+    int32_t *end_at; /* [4 * steps]: entry start, entries, exit start, exits */
+    int64_t cap_end_at;
     int32_t *scratch; /* for the layout and scheduling passes, carved into index arrays */
     int64_t cap_scratch;
     int64_t last_resimulated; /* tasks the last schedule pass handled (sf_sim_result.rescheduled) */

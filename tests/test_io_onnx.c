@@ -28,7 +28,7 @@
 
 #include <jansson.h>
 
-#include "io/onnx_impl.h"
+#include "onnx/onnx_impl.h"
 #include "onnx.pb-c.h"
 #include "soapflow/cost.h"
 #include "soapflow/io.h"

@@ -1,243 +1,33 @@
 /*
- * onnx_impl.h - the ONNX importer's insides, shared by its files (internal).
+ * onnx_impl.h - the ONNX importer's insides, shared by its files (internal):
+ * what the frame, the node handlers and the wire check offer each other, over
+ * the context of onnx_ctx.h.
  *
  *   onnx.c        the entry points: read, decode (protobuf-c), model checks, weights out
+ *   onnx_ctx.c    the context the handlers share: messages, values by name,
+ *                 attributes, constants, views and activations, names, weights
  *   onnx_wire.c   why a file does not decode: a walk of the protobuf wire format that
  *                 names the byte, the field and the node where it breaks
- *   onnx_graph.c  the graph: values by name, order, liveness, what is unsupported, the
- *                 graph inputs and outputs, names, views, weights; the node dispatch
+ *   onnx_graph.c  the frame: the values of a graph, their order, liveness, what is
+ *                 unsupported, the node dispatch, the head and declared shapes
  *   onnx_ops.c    nodes that become soapflow operators (Conv, Gemm, LSTM, ...)
  *   onnx_fold.c   nodes evaluated on constants: the shape glue of PyTorch's exports
  *   onnx_attn.c   torch's nn.MultiheadAttention export, recognized as one attention
  *   onnx_norm.c   torch's layer normalization and GELU spelled out in steps (opsets < 17)
  *
- * Every ONNX value (a node output, a graph input, an initializer) is one ox_value:
- * its ONNX shape, always known (the batch is bound before anything is read), and
- * one of
- *   CONST   data known at import time: initializers, Constant nodes and whatever
- *           they fold into (float or int64 elements)
- *   WEIGHT  a graph input that is used as a weight: its shape, no data (a file
- *           exported without its parameters)
- *   INPUT   a graph input not yet used; it becomes an input operator when a node
- *           reads it as an activation, a WEIGHT when one reads it as a weight
- *   ACT     a tensor of the soapflow graph seen through a view (below)
- *   PEND    a pattern in progress: a MatMul whose bias Add may follow, or a stage of
- *           an attention; made into operators when its pattern completes, or when
- *           something else reads it (a linear layer), or refused (attention stages)
- *   NONE    an output soapflow does not model (a BatchNormalization's running
- *           mean, a Dropout's mask): an error if anything reads it
- *
- * Views. ONNX exports move tensors around with Transpose, Squeeze and Unsqueeze
- * (an LSTM reads (T, N, I), PyTorch's batch-first modules give (N, T, I)), and
- * soapflow has no operator for that: every soapflow tensor keeps the batch in
- * dimension 0. So an ACT value is a soapflow tensor in another order: map[k] is
- * the soapflow dimension that ONNX dimension k is, or -1 for a dimension of size 1
- * that the soapflow tensor does not have; soapflow dimensions no map entry names
- * have size 1. Transpose and (un)squeeze change the view and add no operator; an
- * operator that needs its input in order gets it when the view is the identity,
- * or when only size-1 dimensions differ (through a reshape operator), and an
- * error otherwise ("a transpose soapflow has no operator for").
+ * The state and the services every file shares are in onnx_ctx.h.
  */
 #ifndef SOAPFLOW_ONNX_IMPL_H
 #define SOAPFLOW_ONNX_IMPL_H
 
 #include <stdint.h>
 
-#include "onnx.pb-c.h"
-#include "soapflow/io.h"
-
-#define OX_MAX_RANK 8                  /* largest ONNX tensor rank the importer takes */
-#define OX_MAX_FOLD ((int64_t)1 << 24) /* most elements of a constant made by folding */
-#define OX_OPSET_MIN 9
-#define OX_OPSET_MAX 17
-
-typedef enum ox_kind {
-    OX_UNSET = 0, /* not produced yet (or by a node not imported) */
-    OX_ABSENT,    /* the empty name of a left-out optional input */
-    OX_CONST,
-    OX_WEIGHT,
-    OX_INPUT,
-    OX_ACT,
-    OX_PEND,
-    OX_NONE
-} ox_kind;
-
-typedef enum ox_pend_kind {
-    OX_PEND_LINEAR = 0, /* MatMul by a constant (K, N): a linear layer, bias to come */
-    OX_PEND_ATTN,       /* a stage of an attention (onnx_attn.c) */
-    OX_PEND_PAT         /* a step of a layer normalization or a GELU (onnx_norm.c) */
-} ox_pend_kind;
-
-typedef struct ox_value {
-    const char *name; /* the ONNX name (owned by the decoded model) */
-    ox_kind kind;
-    int ndim;
-    int64_t d[OX_MAX_RANK]; /* the ONNX shape */
-    int producer;           /* node index, or -1 (graph input, initializer) */
-    int uses;               /* node inputs and graph outputs that read it */
-    int is_index;           /* integer elements: token ids (ACT, INPUT) or int64 (CONST) */
-    /* CONST */
-    int64_t numel;
-    float *f;   /* numel floats, or NULL when is_index */
-    int64_t *i; /* numel int64, when is_index */
-    int from_initializer;
-    /* a large float initializer whose data is not needed (no weights asked for):
-     * converted on first use by ox_const_data, if ever */
-    const Onnx__TensorProto *lazy;
-    /* ACT */
-    sf_tensor_ref ref;
-    int8_t map[OX_MAX_RANK];
-    /* PEND */
-    ox_pend_kind pend;
-    int rec; /* index into the linear or attention records */
-    /* INPUT: the dimension that is the batch (-1 for dimension 0 of a static shape) */
-    int batch_dim;
-} ox_value;
-
-/* A MatMul by a constant waiting for its bias (OX_PEND_LINEAR). */
-typedef struct ox_linear {
-    int x;    /* the value multiplied (ACT, or INPUT) */
-    int w;    /* the constant (K, N) */
-    int b;    /* the bias constant (N), or -1 */
-    int node; /* the MatMul node, for names and messages */
-    int attn; /* the attention record this projection starts, or -1 */
-    int64_t k, n;
-} ox_linear;
-
-/* One recognized attention in progress (onnx_attn.c). */
-typedef struct ox_attn {
-    int proj;               /* the ox_linear of the packed Q, K, V projection */
-    int node;               /* the node where it was recognized (the first Slice) */
-    int64_t t, n, d, heads; /* sequence, batch, model width; heads (0 until known) */
-    double scale;           /* what Q was divided by (must come to sqrt(D / heads)) */
-    int causal;
-    int emitted; /* the soapflow operator made (at the output projection) */
-    sf_tensor_ref out;
-} ox_attn;
-
-/* A layer normalization or GELU spelled out in steps (onnx_norm.c). */
-typedef struct ox_pat {
-    int x;    /* the value normalized (or activated) */
-    int node; /* the node where it starts */
-    int w;    /* the scale constant, or -1 */
-    double eps;
-} ox_pat;
-
-/* What a PEND ATTN value holds (onnx_attn.c): a stage, the part (0 q, 1 k, 2 v)
- * for the per-part stages, and the order of (T, N*heads, head_dim) it is in. */
-typedef struct ox_attn_val {
-    int stage;
-    int part;
-    int perm[3];
-} ox_attn_val;
-
-typedef struct ox_ctx {
-    const char *origin; /* the file name, for messages */
-    sf_error *err;
-    const Onnx__ModelProto *model;
-    const Onnx__GraphProto *graph;
-    int64_t opset;
-    int64_t batch;
-
-    ox_value *vals;
-    int n_vals, cap_vals;
-    /* name -> value index: open addressing, power-of-two size */
-    int *hash;
-    size_t hash_cap;
-
-    int n_nodes;
-    int *order;    /* node indices in topological order */
-    uint8_t *live; /* [n_nodes] 1: an output is read (or is a graph output) */
-
-    ox_linear *lin;
-    int n_lin, cap_lin;
-    ox_attn *attn;
-    int n_attn, cap_attn;
-    ox_attn_val *attn_val; /* [n_vals]: what each PEND ATTN value holds */
-    ox_pat *pat;
-    int n_pat, cap_pat;
-    int *pat_stage; /* [n_vals]: the step each PEND PAT value is */
-
-    sf_graph *g;
-    int want_weights; /* the caller asked for the weights */
-    float **w;        /* [cap_w] full-layout weights by operator id (want_weights) */
-    int cap_w;
-    int weights_missing; /* some parameter has no data in the file */
-    int64_t filled;      /* parameter elements set (or marked missing): a check */
-    int loss_op;         /* the softmax_ce a final Softmax became, or -1 */
-    int cur_node;        /* the node being imported, for messages (-1: none) */
-} ox_ctx;
+#include "onnx_ctx.h"
 
 /* ---- onnx_graph.c ---------------------------------------------------------- */
 
+/* The graph of c->graph into c->g (and the weights into c->w), or why not. */
 sf_status ox_import_graph(ox_ctx *c);
-void ox_ctx_free(ox_ctx *c);
-
-/* "node #12 'name' (Conv)" of node i, into buf. */
-const char *ox_node_str(const ox_ctx *c, int node, char *buf, size_t cap);
-/* An error about the node being imported: "<file>: node #12 'x' (Conv): <message>". */
-sf_status ox_fail(ox_ctx *c, sf_status st, const char *fmt, ...) SF_PRINTF(3, 4);
-/* The same with the node said. */
-sf_status ox_fail_node(ox_ctx *c, int node, sf_status st, const char *fmt, ...) SF_PRINTF(4, 5);
-
-/* Value index of input k of node n (-1 when k is past its inputs). */
-int ox_in(const ox_ctx *c, const Onnx__NodeProto *n, int k);
-/* Value index of output k of node n (-1 when past its outputs or unnamed). */
-int ox_out(const ox_ctx *c, const Onnx__NodeProto *n, int k);
-/* Attributes of a node. */
-const Onnx__AttributeProto *ox_attr(const Onnx__NodeProto *n, const char *name);
-sf_status ox_attr_int(ox_ctx *c, const Onnx__NodeProto *n, const char *name, int64_t dflt,
-                      int64_t *out);
-sf_status ox_attr_float(ox_ctx *c, const Onnx__NodeProto *n, const char *name, double dflt,
-                        double *out);
-/* An INTS attribute: *count of them into out (capacity cap); absent: *count = -1. */
-sf_status ox_attr_ints(ox_ctx *c, const Onnx__NodeProto *n, const char *name, int64_t *out, int cap,
-                       int *count);
-/* A STRING attribute (NUL-terminated copy into buf), or dflt when absent. */
-sf_status ox_attr_str(ox_ctx *c, const Onnx__NodeProto *n, const char *name, const char *dflt,
-                      char *buf, size_t cap);
-
-/* The soapflow tensor of ACT value v in ONNX order: v's view when it is the
- * identity, or a reshape added when only size-1 dimensions differ. An INPUT is
- * made an input operator first, a PEND linear layer made an operator. */
-sf_status ox_natural(ox_ctx *c, int v, sf_tensor_ref *out);
-/* The value as an ACT with any view (an INPUT made an operator, a PEND linear made
- * one); an error for constants and for attention stages. */
-sf_status ox_act(ox_ctx *c, int v);
-/* Make value v an ACT: soapflow tensor ref in view map (ndim entries) with ONNX
- * shape d. */
-void ox_set_act(ox_ctx *c, int v, sf_tensor_ref ref, int ndim, const int64_t *d, const int8_t *map,
-                int is_index);
-/* Set v to CONST: floats (is_index 0) or int64 (1), taking ownership of data. */
-sf_status ox_set_const(ox_ctx *c, int v, int ndim, const int64_t *d, int is_index, void *data);
-/* A constant input as int64s: ok when CONST (floats are truncated); counts. */
-sf_status ox_const_ints(ox_ctx *c, int v, const char *what, int64_t *out, int cap, int *count);
-/* A constant scalar (any single element) as double. */
-sf_status ox_const_scalar(ox_ctx *c, int v, const char *what, double *out);
-
-/* Add an operator for the node being imported, named from the node (and from the
- * weight initializer named wname, when it ends in ".weight"); returns its id or a
- * negative status with the node in the message. */
-int ox_add_op(ox_ctx *c, sf_op_type type, const sf_op_params *p, const sf_tensor_ref *in, int n_in,
-              const char *wname);
-/* Copy a constant into parameter `pname` of operator `op` (its full layout): the
- * descriptor's shape must hold exactly numel elements. src NULL: the value has no
- * data (a WEIGHT), the weights are marked missing. */
-sf_status ox_put_param(ox_ctx *c, int op, const char *pname, const float *src, int64_t numel);
-/* Fill parameter `pname` of `op` with a constant value (a bias the file leaves out). */
-sf_status ox_fill_param(ox_ctx *c, int op, const char *pname, float value);
-
-/* A TensorProto (an initializer, a Constant's value) into value v as a CONST;
- * with convert 0 its shape, type and length are checked and the data left for
- * ox_const_data (v->lazy). */
-sf_status ox_tensor_to_value(ox_ctx *c, const Onnx__TensorProto *t, int v);
-sf_status ox_tensor_to_value_lazy(ox_ctx *c, const Onnx__TensorProto *t, int v, int convert);
-/* The data of CONST value v, converted now if it was left lazy. */
-sf_status ox_const_data(ox_ctx *c, int v);
-
-/* Value v as a weight: CONST (floats) or WEIGHT (an INPUT becomes one). Returns
- * its data or NULL (WEIGHT: none), with err set only on failure (*ok 0). */
-const float *ox_weight(ox_ctx *c, int v, const char *what, int *ok);
 
 /* ---- onnx_ops.c, onnx_fold.c, onnx_attn.c -------------------------------------- */
 
@@ -258,6 +48,9 @@ typedef struct ox_op_entry {
 const ox_op_entry *ox_op_find(const char *op_type);
 int ox_op_count(void);
 const ox_op_entry *ox_op_at(int i);
+
+/* onnx_ops.c: a pending linear layer made an operator (ox_pend_fn). */
+sf_status ox_linear_force(ox_ctx *c, int v);
 
 /* onnx_fold.c: a node whose inputs are all constants (or a Shape), evaluated. */
 sf_status ox_fold_node(ox_ctx *c, const Onnx__NodeProto *n);

@@ -6,9 +6,8 @@ and fails when any set of files depends on each other in a loop. A file A.c
 depends on B.c when
   - A's object references a symbol B's object defines (`nm`: an undefined
     symbol of A.o that is a global of B.o): A calls B or reads its data; or
-  - A includes (directly or through other project headers) a header H that
-    declares a function or extern variable B.c defines, and A.c defines
-    nothing H declares.
+  - A includes a header H that declares a function or extern variable B.c
+    defines, and A.c defines nothing H declares.
 The second rule is what "which headers count" comes to: a header belongs to
 the files that define what it declares (include/soapflow/graph.h belongs to
 graph.c, shape.c and the registry; sim_impl.h to the files of src/sim/), and
@@ -18,7 +17,15 @@ calls do (those the first rule sees). Without that exception every module of
 more than one file would be a circle of its own through its header, which
 says nothing; with it, a client that includes another module's header depends
 on that module even when it only uses its types or inline functions, which
-`nm` cannot see.
+`nm` cannot see. Only the headers A names count, not those they pull in: the
+operator files include kernels_impl.h, which includes kernels.h for the type
+of a kernel's arguments; counting that as a dependency of every operator on
+the kernel dispatch (which looks the operators up) would make a type alone a
+circle, and whatever A calls of a header it reaches that way, its object shows.
+
+Folders are reported too, as a note that does not fail: files of different
+folders may depend on each other both ways (graph/, ops/ and kernels/ do, as
+one layer) so long as no files do.
 
 The objects are the ones the build made (BUILD_DIR/CMakeFiles/*.dir/src/...);
 a source with no object in this configuration (not built) is checked by its
@@ -28,8 +35,11 @@ one symbol (or the header) that makes it.
 
 Exit status: 0 no circle, 1 circles (all printed), 2 usage or tool errors.
 Options: --quiet prints only the circles; --edges FILE prints what FILE
-depends on and what depends on it (for finding the edge to cut).
+depends on and what depends on it (for finding the edge to cut); --nm PROG
+the nm to run (CMake passes its CMAKE_NM).
 Run it by hand: python3 tests/check_cycles.py . build
+--self-test compiles a small tree with circles of both kinds and checks that
+they, and only they, are found (a checker that cannot fail proves nothing).
 """
 
 import os
@@ -53,7 +63,8 @@ def sources(root):
 
 
 def objects(build, root, srcs):
-    """src/x/y.c -> its object in the build tree (first found)."""
+    """src/x/y.c -> its object in the build tree: the newest, when an old
+    configuration left another in a target that no longer builds it."""
     want = set(srcs)
     found = {}
     cm = os.path.join(build, "CMakeFiles")
@@ -68,27 +79,31 @@ def objects(build, root, srcs):
             if len(parts) != 2 or not parts[0].endswith(".dir"):
                 continue
             s = parts[1][: -len(".o")]
-            if s in want and s not in found:
+            if s in want and (s not in found or os.path.getmtime(p) > os.path.getmtime(found[s])):
                 found[s] = p
     return found
 
 
-def nm_symbols(obj):
-    """(defined globals, undefined) of one object file."""
-    r = subprocess.run(["nm", "-P", obj], capture_output=True, text=True)
+NM = "nm"
+
+
+def nm_symbols(objs):
+    """{object: (defined globals, undefined)}, from one run of nm over all."""
+    r = subprocess.run([NM, "-P", "-A"] + sorted(objs), capture_output=True, text=True)
     if r.returncode != 0:
-        raise RuntimeError("nm %s: %s" % (obj, r.stderr.strip()))
-    defined, undefined = set(), set()
+        raise RuntimeError("%s: %s" % (NM, r.stderr.strip()))
+    out = {o: (set(), set()) for o in objs}
     for line in r.stdout.splitlines():
-        f = line.split()
-        if len(f) < 2:
+        obj, _, rest = line.partition(": ")
+        f = rest.split()
+        if obj not in out or len(f) < 2:
             continue
         name, kind = f[0], f[1]
         if kind == "U":
-            undefined.add(name)
+            out[obj][1].add(name)
         elif kind in "TDBRCGSVW" or kind == "i":
-            defined.add(name)
-    return defined, undefined
+            out[obj][0].add(name)
+    return out
 
 
 INCLUDE_RE = re.compile(r'^\s*#\s*include\s*"([^"]+)"', re.M)
@@ -218,17 +233,77 @@ def loop_through(comp, succ):
     return [start, start]
 
 
+def self_test(cc):
+    """Two circles (a.c <-> b.c by calls, c.c <-> d.c by headers alone) and
+    one-way dependencies beside them: exactly the two must be reported."""
+    import tempfile
+    files = {
+        "src/a/a.c": "int b_fn(void);\nint a_fn(void) { return b_fn(); }\n",
+        "src/b/b.c": "int a_fn(void);\nint b_fn(void) { return 1; }\n"
+                     "int b_back(void) { return a_fn(); }\n",
+        "src/c/c.h": "int c_fn(void);\n",
+        "src/c/c.c": '#include "../d/d.h"\nint c_fn(void) { return 2; }\n',
+        "src/d/d.h": "/* d_fn(void) in a comment is no declaration */\nint d_fn(void);\n",
+        "src/d/d.c": '#include "../c/c.h"\nint d_fn(void) { return 3; }\n',
+        "src/e/e.h": "int e_fn(void);\nint e_other(void);\n",
+        "src/e/e.c": '#include "e.h"\n#include "../c/c.h"\nint a_fn(void);\n'
+                     "int e_fn(void) { return a_fn() + c_fn(); }\n",
+        "src/e/e2.c": '#include "e.h"\nint e_other(void) { return e_fn(); }\n',
+    }
+    with tempfile.TemporaryDirectory() as root:
+        build = os.path.join(root, "build")
+        for path, text in files.items():
+            full = os.path.join(root, path)
+            os.makedirs(os.path.dirname(full), exist_ok=True)
+            with open(full, "w") as f:
+                f.write(text)
+        for path in files:
+            full = os.path.join(root, path)
+            if path.endswith(".c"):
+                obj = os.path.join(build, "CMakeFiles", "t.dir", path + ".o")
+                os.makedirs(os.path.dirname(obj), exist_ok=True)
+                r = subprocess.run([cc, "-c", full, "-o", obj], capture_output=True, text=True)
+                if r.returncode != 0:
+                    print("check_cycles --self-test: %s: %s" % (cc, r.stderr), file=sys.stderr)
+                    return 2
+        import io
+        import contextlib
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            rc = main(["check_cycles", "--quiet", root, build])
+        got = sorted(l.split(": ", 1)[1] for l in out.getvalue().splitlines()
+                     if l.startswith("circle of"))
+    want = ["src/a/a.c src/b/b.c", "src/c/c.c src/d/d.c"]
+    if rc != 1 or got != want:
+        print("check_cycles --self-test: expected exit 1 and circles %s, got %d and %s"
+              % (want, rc, got), file=sys.stderr)
+        return 1
+    print("check_cycles --self-test: both circles found, nothing else")
+    return 0
+
+
 def main(argv):
-    args = [a for a in argv[1:] if not a.startswith("--")]
-    quiet = "--quiet" in argv
-    edges_of = None
-    if "--edges" in argv:
-        i = argv.index("--edges")
-        if i + 1 >= len(argv):
-            print(__doc__, file=sys.stderr)
-            return 2
-        edges_of = argv[i + 1]
-        args = [a for a in args if a != edges_of]
+    global NM
+    args, quiet, edges_of = [], False, None
+    i = 1
+    while i < len(argv):
+        a = argv[i]
+        if a == "--quiet":
+            quiet = True
+        elif a == "--self-test":
+            return self_test(argv[i + 1] if i + 1 < len(argv) else "cc")
+        elif a in ("--edges", "--nm") and i + 1 < len(argv):
+            i += 1
+            if a == "--edges":
+                edges_of = argv[i]
+            else:
+                NM = argv[i]
+        elif a.startswith("--"):
+            args = []
+            break
+        else:
+            args.append(a)
+        i += 1
     if len(args) != 2:
         print(__doc__, file=sys.stderr)
         return 2
@@ -241,8 +316,9 @@ def main(argv):
 
     defined, undefined = {}, {}
     try:
+        syms = nm_symbols(objs.values())
         for s, o in objs.items():
-            defined[s], undefined[s] = nm_symbols(o)
+            defined[s], undefined[s] = syms[o]
     except (OSError, RuntimeError) as e:
         print("check_cycles: %s" % e, file=sys.stderr)
         return 2
@@ -308,6 +384,18 @@ def main(argv):
         for a in srcs:
             if edges_of in succ[a]:
                 print("  %s  (%s)" % (a, why[(a, edges_of)]))
+
+    if not quiet:
+        fsucc = defaultdict(set)
+        for a in srcs:
+            for b in succ[a]:
+                fa, fb = os.path.dirname(a), os.path.dirname(b)
+                if fa != fb:
+                    fsucc[fa].add(fb)
+        folders = sorted({os.path.dirname(a) for a in srcs})
+        for c in tarjan(folders, fsucc):
+            if len(c) > 1:
+                print("note: folders that depend on each other (not a failure): %s" % " ".join(c))
 
     comps = [c for c in tarjan(srcs, succ) if len(c) > 1]
     comps.sort(key=lambda c: c[0])

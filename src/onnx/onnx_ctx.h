@@ -228,7 +228,8 @@ sf_status ox_act(ox_ctx *c, int v);
  * shape d. */
 void ox_set_act(ox_ctx *c, int v, sf_tensor_ref ref, int ndim, const int64_t *d, const int8_t *map,
                 int is_index);
-/* The element count of an ONNX shape into *numel, an error when it is too large. */
+/* The element count of an ONNX shape into *numel; an error for a negative
+ * dimension or more than SF_MAX_NUMEL elements. */
 sf_status ox_shape_numel(ox_ctx *c, int ndim, const int64_t *d, int64_t *numel);
 /* Set v to CONST: floats (is_index 0) or int64 (1), taking ownership of data. */
 sf_status ox_set_const(ox_ctx *c, int v, int ndim, const int64_t *d, int is_index, void *data);

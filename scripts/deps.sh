@@ -13,7 +13,7 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
 PKGS=(build-essential cmake pkg-config libjansson-dev libcmocka-dev libopenblas-dev
       libopenmpi-dev openmpi-bin libprotobuf-c-dev protobuf-c-compiler libonnx-dev
-      libonnx-testdata zlib1g-dev dataset-fashion-mnist)
+      libonnx-testdata zlib1g-dev dataset-fashion-mnist python3)
 for arg in "$@"; do
     case "$arg" in
         # Debian's default clang and the matching compiler-rt (libclang_rt.fuzzer)

@@ -1,4 +1,4 @@
-/* ONNX import (io/onnx*.c) on the files scripts/make_onnx_fixtures.py exported
+/* ONNX import (src/onnx/) on the files scripts/make_onnx_fixtures.py exported
  * with PyTorch (tests/fixtures/onnx/): every one imports with PyTorch's parameter
  * count; the imported weights compute PyTorch's loss on the batch recorded
  * beside each file (one rank, the runtime's kernels), which checks every weight
@@ -28,7 +28,7 @@
 
 #include <jansson.h>
 
-#include "io/onnx_impl.h"
+#include "onnx/onnx_impl.h"
 #include "onnx.pb-c.h"
 #include "soapflow/cost.h"
 #include "soapflow/io.h"

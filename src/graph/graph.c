@@ -9,13 +9,22 @@
  * probing): every added operator checks that its name is new and every model
  * reader looks its inputs up by name, so a linear search made reading a model
  * file quadratic in its operators (50,000 took 13 s).
+ *
+ * graph/ and ops/ are one layer behind one public header, graph.h, with the
+ * operator classes (ops/op_impl.h) as its inside. Within it the calls go one
+ * way: this file looks classes up in the registry to infer an operator's
+ * shapes, weights and parallel space; the registry and the operator files
+ * read sf_op records but never call back here (tests/check_cycles.py). The
+ * alternative, every class callback wrapped in a public look-up of graph.h,
+ * would add half a dozen functions (inputs, attributes, infer, weights,
+ * space) to the public header for one caller.
  */
 #include "soapflow/graph.h"
 
 #include <stdlib.h>
 #include <string.h>
 
-#include "../ops/op_impl.h"
+#include "ops/op_impl.h"
 
 struct sf_graph {
     sf_arena *arena;

@@ -82,7 +82,8 @@ typedef struct sf_op_class {
 
 const sf_op_class *sf_op_class_get(sf_op_type t);
 
-/* Helpers shared by operator files. */
+/* Helpers shared by operator files (tiles.c: they look nothing up in the
+ * registry, so that operator files never call back into it). */
 /* The whole of `shape` as a region. */
 void sf_region_full(const sf_shape *shape, sf_tile *r);
 /* Halo mapping for a sliding window along one dimension: output rows [lo, hi)

@@ -5,6 +5,13 @@
  * Adding an operator: write src/ops/op_<name>.c with its sf_op_class, add the
  * enum value in graph.h, its extern in op_impl.h and one line here. The
  * _Static_assert below keeps the table and the enum in step.
+ *
+ * The calls go one way: graph.c (adding an operator: shape inference, weights,
+ * parallel space) and the planners look classes up here, the table points at
+ * the operator files, and those call only tile arithmetic (tiles.c), shapes
+ * (graph/shape.c) and kernels, never back here; tests/check_cycles.py holds
+ * the project to that. graph/ and ops/ are one layer with one public header,
+ * graph.h (which declares the look-ups below); op_impl.h is its inside.
  */
 #include "op_impl.h"
 
@@ -71,30 +78,6 @@ const sf_attr_desc *sf_op_attrs(sf_op_type t, int *n) {
     return c ? c->attrs : NULL;
 }
 
-/* ---- helpers for operator files ---------------------------------------- */
-
-void sf_region_full(const sf_shape *shape, sf_tile *r) { *r = sf_tile_full(shape); }
-
-void sf_window_range(int64_t lo, int64_t hi, int64_t stride, int64_t pad, int64_t k, int64_t dil,
-                     int64_t n, int64_t *in_lo, int64_t *in_hi) {
-    if (hi <= lo) {
-        *in_lo = *in_hi = 0;
-        return;
-    }
-    int64_t a = lo * stride - pad;
-    int64_t b = (hi - 1) * stride - pad + (k - 1) * dil + 1;
-    if (a < 0) a = 0;
-    if (b > n) b = n;
-    if (b < a) b = a;
-    *in_lo = a;
-    *in_hi = b;
-}
-
-double sf_tile_frac(const sf_tile *t, const sf_shape *s, int i) {
-    if (i >= t->ndim || i >= s->ndim || s->d[i] == 0) return 1.0;
-    return (double)(t->hi[i] - t->lo[i]) / (double)s->d[i];
-}
-
 /* ---- dispatch with defaults -------------------------------------------- */
 
 void sf_op_input_region(const sf_op *op, const sf_tile *t, int input, sf_tile *region) {
@@ -139,14 +122,6 @@ void sf_op_output_tile(const sf_op *op, const sf_tile *t, int output, sf_tile *o
 void sf_op_tile_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     memset(cost, 0, sizeof *cost);
     sf_op_class_get(op->type)->cost(op, t, cost);
-}
-
-int64_t sf_op_tile_weights(const sf_op *op, const sf_tile *t) {
-    if (op->n_params == 0) return 0;
-    double frac = 1.0;
-    for (int i = 0; i < op->space.ndim; i++)
-        if (op->kinds[i] == SF_DIM_PARAMETER) frac *= sf_tile_frac(t, &op->space, i);
-    return (int64_t)((double)op->n_params * frac + 0.5);
 }
 
 void sf_op_tile_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {

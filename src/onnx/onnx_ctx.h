@@ -1,15 +1,12 @@
 /*
- * onnx_impl.h - the ONNX importer's insides, shared by its files (internal).
+ * onnx_ctx.h - the ONNX import context (internal): the state the node handlers
+ * share, and the services they share over it (onnx_ctx.c).
  *
- *   onnx.c        the entry points: read, decode (protobuf-c), model checks, weights out
- *   onnx_wire.c   why a file does not decode: a walk of the protobuf wire format that
- *                 names the byte, the field and the node where it breaks
- *   onnx_graph.c  the graph: values by name, order, liveness, what is unsupported, the
- *                 graph inputs and outputs, names, views, weights; the node dispatch
- *   onnx_ops.c    nodes that become soapflow operators (Conv, Gemm, LSTM, ...)
- *   onnx_fold.c   nodes evaluated on constants: the shape glue of PyTorch's exports
- *   onnx_attn.c   torch's nn.MultiheadAttention export, recognized as one attention
- *   onnx_norm.c   torch's layer normalization and GELU spelled out in steps (opsets < 17)
+ * The importer is a tree with the context at its root: onnx_ctx.c includes
+ * this header only and calls no handler; the handlers (onnx_ops.c, onnx_fold.c,
+ * onnx_attn.c, onnx_norm.c) and the frame (onnx_graph.c) call the context, and
+ * onnx_impl.h declares what they offer each other (tests/check_cycles.py
+ * holds the import to that).
  *
  * Every ONNX value (a node output, a graph input, an initializer) is one ox_value:
  * its ONNX shape, always known (the batch is bound before anything is read), and
@@ -38,9 +35,10 @@
  * or when only size-1 dimensions differ (through a reshape operator), and an
  * error otherwise ("a transpose soapflow has no operator for").
  */
-#ifndef SOAPFLOW_ONNX_IMPL_H
-#define SOAPFLOW_ONNX_IMPL_H
+#ifndef SOAPFLOW_ONNX_CTX_H
+#define SOAPFLOW_ONNX_CTX_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 #include "onnx.pb-c.h"
@@ -65,7 +63,8 @@ typedef enum ox_kind {
 typedef enum ox_pend_kind {
     OX_PEND_LINEAR = 0, /* MatMul by a constant (K, N): a linear layer, bias to come */
     OX_PEND_ATTN,       /* a stage of an attention (onnx_attn.c) */
-    OX_PEND_PAT         /* a step of a layer normalization or a GELU (onnx_norm.c) */
+    OX_PEND_PAT,        /* a step of a layer normalization or a GELU (onnx_norm.c) */
+    OX_PEND_COUNT
 } ox_pend_kind;
 
 typedef struct ox_value {
@@ -131,7 +130,12 @@ typedef struct ox_attn_val {
     int perm[3];
 } ox_attn_val;
 
-typedef struct ox_ctx {
+typedef struct ox_ctx ox_ctx;
+/* How a value pending on a pattern becomes an activation, or the error saying
+ * why it cannot (an attention stage read by something else). */
+typedef sf_status (*ox_pend_fn)(ox_ctx *c, int v);
+
+struct ox_ctx {
     const char *origin; /* the file name, for messages */
     sf_error *err;
     const Onnx__ModelProto *model;
@@ -166,11 +170,15 @@ typedef struct ox_ctx {
     int64_t filled;      /* parameter elements set (or marked missing): a check */
     int loss_op;         /* the softmax_ce a final Softmax became, or -1 */
     int cur_node;        /* the node being imported, for messages (-1: none) */
-} ox_ctx;
+    /* [OX_PEND_COUNT]: ox_act's way out of each kind of pending value, set by the
+     * frame (onnx_graph.c), which knows the patterns; the context does not */
+    const ox_pend_fn *pend_force;
+};
 
-/* ---- onnx_graph.c ---------------------------------------------------------- */
+/* ---- the context (onnx_ctx.c) ------------------------------------------------ */
 
-sf_status ox_import_graph(ox_ctx *c);
+/* Frees the values and the pattern records c holds (not c, its model, its
+ * graph or its weights, which onnx.c hands out or frees). */
 void ox_ctx_free(ox_ctx *c);
 
 /* "node #12 'name' (Conv)" of node i, into buf. */
@@ -179,6 +187,18 @@ const char *ox_node_str(const ox_ctx *c, int node, char *buf, size_t cap);
 sf_status ox_fail(ox_ctx *c, sf_status st, const char *fmt, ...) SF_PRINTF(3, 4);
 /* The same with the node said. */
 sf_status ox_fail_node(ox_ctx *c, int node, sf_status st, const char *fmt, ...) SF_PRINTF(4, 5);
+/* "<file>: out of memory". */
+sf_status ox_oom(ox_ctx *c);
+/* Control characters of a name from the file made '?', so a message stays one line. */
+void ox_one_line(char *s);
+/* "2x3x224x224" of an ONNX shape (or "scalar"), into buf. */
+const char *ox_dims_str(int ndim, const int64_t *d, char *buf, size_t cap);
+
+/* The value named name, or -1. */
+int ox_find_value(const ox_ctx *c, const char *name);
+/* A new value named name (not yet present), made by node producer (-1: none);
+ * its index or SF_ERR_NOMEM. */
+int ox_new_value(ox_ctx *c, const char *name, int producer);
 
 /* Value index of input k of node n (-1 when k is past its inputs). */
 int ox_in(const ox_ctx *c, const Onnx__NodeProto *n, int k);
@@ -208,6 +228,9 @@ sf_status ox_act(ox_ctx *c, int v);
  * shape d. */
 void ox_set_act(ox_ctx *c, int v, sf_tensor_ref ref, int ndim, const int64_t *d, const int8_t *map,
                 int is_index);
+/* The element count of an ONNX shape into *numel; an error for a negative
+ * dimension or more than SF_MAX_NUMEL elements. */
+sf_status ox_shape_numel(ox_ctx *c, int ndim, const int64_t *d, int64_t *numel);
 /* Set v to CONST: floats (is_index 0) or int64 (1), taking ownership of data. */
 sf_status ox_set_const(ox_ctx *c, int v, int ndim, const int64_t *d, int is_index, void *data);
 /* A constant input as int64s: ok when CONST (floats are truncated); counts. */
@@ -215,6 +238,16 @@ sf_status ox_const_ints(ox_ctx *c, int v, const char *what, int64_t *out, int ca
 /* A constant scalar (any single element) as double. */
 sf_status ox_const_scalar(ox_ctx *c, int v, const char *what, double *out);
 
+/* The soapflow shape of a tensor of the graph being built. */
+const sf_shape *ox_shape_of(const ox_ctx *c, sf_tensor_ref r);
+/* The valid UTF-8 of src into dst (cap bytes), other bytes as '?', cut between
+ * characters. */
+void ox_utf8_copy(char *dst, size_t cap, const char *src);
+/* A unique operator name from base into buf (cap bytes, well over 16). */
+void ox_unique_name(const ox_ctx *c, const char *base, char *buf, size_t cap);
+/* Add an operator named name (already unique); its id or a negative status. */
+int ox_add_named(ox_ctx *c, sf_op_type type, const char *name, const sf_op_params *p,
+                 const sf_tensor_ref *in, int n_in);
 /* Add an operator for the node being imported, named from the node (and from the
  * weight initializer named wname, when it ends in ".weight"); returns its id or a
  * negative status with the node in the message. */
@@ -238,50 +271,5 @@ sf_status ox_const_data(ox_ctx *c, int v);
 /* Value v as a weight: CONST (floats) or WEIGHT (an INPUT becomes one). Returns
  * its data or NULL (WEIGHT: none), with err set only on failure (*ok 0). */
 const float *ox_weight(ox_ctx *c, int v, const char *what, int *ok);
-
-/* ---- onnx_ops.c, onnx_fold.c, onnx_attn.c -------------------------------------- */
-
-typedef sf_status (*ox_handler)(ox_ctx *c, const Onnx__NodeProto *n);
-
-/* What a node type can do: be folded (all inputs constant) and/or be imported
- * (an input is an activation), and the handlers that do it. */
-enum { OX_CAN_FOLD = 1, OX_CAN_ACT = 2 };
-typedef struct ox_op_entry {
-    const char *op_type;
-    int can;
-    int min_in;      /* inputs ONNX requires in opsets 9 to 17 (checked before either handler) */
-    ox_handler fold; /* all inputs constant (NULL: cannot) */
-    ox_handler act;  /* some input an activation (NULL: cannot) */
-} ox_op_entry;
-
-/* The table (onnx_ops.c), sorted by op_type. */
-const ox_op_entry *ox_op_find(const char *op_type);
-int ox_op_count(void);
-const ox_op_entry *ox_op_at(int i);
-
-/* onnx_fold.c: a node whose inputs are all constants (or a Shape), evaluated. */
-sf_status ox_fold_node(ox_ctx *c, const Onnx__NodeProto *n);
-
-/* onnx_attn.c: the attention stages. Each returns 1 when it took the node (err
- * set on failure: check c->err->code), 0 when the node is not part of one. */
-int ox_attn_slice(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st);
-int ox_attn_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st);
-/* An error for a node that reads an attention stage it cannot take. */
-sf_status ox_attn_refuse(ox_ctx *c, int v);
-
-/* onnx_norm.c: the steps of a layer normalization or a GELU; as ox_attn_node
- * (also the nodes that start one). */
-int ox_pat_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st);
-/* A step read as an activation: the layernorm it completes, or an error. */
-sf_status ox_pat_force(ox_ctx *c, int v);
-sf_status ox_pat_refuse(ox_ctx *c, int v);
-
-/* ---- onnx_wire.c ------------------------------------------------------------- */
-
-/* Why len bytes at buf are not a ModelProto: the byte offset, the field and the
- * node, as "at byte 1234, in graph node #12 'conv1/Conv' attribute 'pads': ...".
- * Returns SF_ERR_PARSE with err set, or SF_OK when the wire format is sound (the
- * decoder failed for another reason). */
-sf_status ox_wire_check(const uint8_t *buf, size_t len, const char *origin, sf_error *err);
 
 #endif

@@ -680,6 +680,53 @@ static int fuse_bias(ox_ctx *c, const Onnx__NodeProto *n, int lv, int bv) {
     return 1;
 }
 
+/* A pending linear layer made an operator (value v becomes its output): how
+ * ox_act completes an OX_PEND_LINEAR value (onnx_ctx.h). */
+sf_status ox_linear_force(ox_ctx *c, int v) {
+    ox_linear *L = &c->lin[c->vals[v].rec];
+    int saved = c->cur_node;
+    c->cur_node = L->node;
+    sf_status st = ox_act(c, L->x);
+    if (st != SF_OK) return st;
+    ox_value *x = &c->vals[L->x];
+    const sf_shape *xs = ox_shape_of(c, x->ref);
+    sf_tensor_ref in = x->ref;
+    int8_t map[OX_MAX_RANK];
+    int ndim = x->ndim;
+    memcpy(map, x->map, sizeof map);
+    /* a linear layer works on the last dimension: any view whose last dimension
+     * is the tensor's last one will do; otherwise the input in order */
+    if (x->ndim < 1 || x->map[x->ndim - 1] != xs->ndim - 1) {
+        if ((st = ox_natural(c, L->x, &in)) != SF_OK) return st;
+        for (int k = 0; k < ndim; k++) map[k] = (int8_t)k;
+    }
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = L->n;
+    p.linear.bias = L->b >= 0;
+    int id = ox_add_op(c, SF_OP_LINEAR, &p, &in, 1, NULL);
+    if (id < 0) return (sf_status)id;
+    const ox_value *W = &c->vals[L->w];
+    /* torch's weight (N, K) is the MatMul's (K, N) transposed */
+    if (c->want_weights && W->f) {
+        float *wt = malloc((size_t)(L->k * L->n) * sizeof *wt);
+        if (!wt) return ox_oom(c);
+        for (int64_t i = 0; i < L->k; i++)
+            for (int64_t j = 0; j < L->n; j++) wt[j * L->k + i] = W->f[i * L->n + j];
+        st = ox_put_param(c, id, "weight", wt, L->k * L->n);
+        free(wt);
+    } else {
+        st = ox_put_param(c, id, "weight", W->f, L->k * L->n);
+    }
+    if (st == SF_OK && L->b >= 0) st = ox_put_param(c, id, "bias", c->vals[L->b].f, L->n);
+    if (st != SF_OK) return st;
+    int64_t d[OX_MAX_RANK];
+    memcpy(d, c->vals[v].d, sizeof d);
+    ox_set_act(c, v, (sf_tensor_ref){id, 0}, ndim, d, map, 0);
+    c->cur_node = saved;
+    return SF_OK;
+}
+
 static sf_status binary(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type) {
     sf_status st;
     if (ox_attn_node(c, n, &st)) return st;

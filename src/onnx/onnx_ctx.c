@@ -1,33 +1,23 @@
 /*
- * onnx_graph.c - an ONNX graph into a soapflow graph: the frame around the nodes.
+ * onnx_ctx.c - the import context the ONNX node handlers share (onnx_ctx.h):
+ * messages, values by name, attributes, constants, views and activations, the
+ * operators added to the soapflow graph (names, weights), and freeing it all.
  *
- * In order:
- *   1. values: every graph input, initializer and node output gets an ox_value,
- *      found by name through a hash table; an input naming nothing, an output
- *      produced twice or a graph output nobody makes is an error naming the node;
- *   2. order: the nodes sorted topologically (a heap on the node index, so a file
- *      already in order keeps its order, and with it the operator ids a zoo model
- *      built the same way has); a cycle is an error naming a node on it;
- *   3. liveness: nodes none of whose outputs lead to a graph output are skipped;
- *   4. what is unsupported: a value is dynamic when it depends on a graph input
- *      through anything but Shape; each live node needs a handler for dynamic
- *      inputs (it becomes operators) or for constant ones (it is folded). Every
- *      node type without the handler it needs is listed in one error, with its
- *      count and its first node, before anything is built;
- *   5. the nodes, in order, through their handlers (onnx_ops.c, onnx_fold.c,
- *      onnx_attn.c);
- *   6. the head: the first graph output ends in softmax with cross-entropy, as
- *      every zoo model does (a final Softmax or LogSoftmax becomes it; otherwise
- *      one named "loss" is added when the classes are the last dimension);
- *      declared shapes (graph outputs, value_info) are checked against the ones
- *      computed.
+ * Everything here serves the handlers (onnx_ops.c, onnx_fold.c, onnx_attn.c,
+ * onnx_norm.c) and the frame around them (onnx_graph.c), and calls none of them:
+ * a value pending on a pattern (a linear layer waiting for its bias, an
+ * attention or layer-normalization stage) becomes an activation through the
+ * function the frame installed for its kind (c->pend_force), so the context
+ * needs no pattern's code. That keeps the import a tree, context at the root
+ * (tests/check_cycles.py), where the handlers and the frame used to call each
+ * other in a circle through onnx_graph.c.
  *
  * Names. An operator is named after the PyTorch module that made it: the weight
  * initializer's name without ".weight" ("layer1.0.conv1") when there is one,
  * else the module path torch writes into node names ("/layer1/layer1.0/relu/Relu"
  * gives "layer1.0.relu", "/lstm/LSTM_1" gives "lstm_1"), else the node name, else
  * "<type>_<node index>"; "_2", "_3" ... make a name unique; bytes that are not
- * UTF-8 become '?' (unique_name). Checkpoint tensors are "<operator>.<parameter>",
+ * UTF-8 become '?' (ox_unique_name). Checkpoint tensors are "<operator>.<parameter>",
  * so a torchvision model's come out under their state-dict names
  * ("layer1.0.conv1.weight").
  */
@@ -37,7 +27,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "onnx_impl.h"
+#include "onnx_ctx.h"
 
 /* ---- messages ------------------------------------------------------------------ */
 
@@ -53,7 +43,7 @@ const char *ox_node_str(const ox_ctx *c, int node, char *buf, size_t cap) {
 
 /* Names from the file go into messages: control characters become '?', so a
  * message stays one line whatever the file holds. */
-static void one_line(char *s) {
+void ox_one_line(char *s) {
     for (; *s; s++)
         if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
 }
@@ -61,10 +51,10 @@ static void one_line(char *s) {
 static sf_status vfail(ox_ctx *c, int node, sf_status st, const char *fmt, va_list ap) {
     char msg[SF_ERRMSG_MAX], who[240];
     vsnprintf(msg, sizeof msg, fmt, ap);
-    one_line(msg);
+    ox_one_line(msg);
     if (node >= 0) {
         ox_node_str(c, node, who, sizeof who);
-        one_line(who);
+        ox_one_line(who);
         return sf_error_set(c->err, st, "%s: %s: %s", c->origin, who, msg);
     }
     return sf_error_set(c->err, st, "%s: %s", c->origin, msg);
@@ -86,12 +76,12 @@ sf_status ox_fail_node(ox_ctx *c, int node, sf_status st, const char *fmt, ...) 
     return r;
 }
 
-static sf_status oom(ox_ctx *c) {
+sf_status ox_oom(ox_ctx *c) {
     return sf_error_set(c->err, SF_ERR_NOMEM, "%s: out of memory", c->origin);
 }
 
 /* "2x3x224x224" of an ONNX shape. */
-static const char *dims_str(int ndim, const int64_t *d, char *buf, size_t cap) {
+const char *ox_dims_str(int ndim, const int64_t *d, char *buf, size_t cap) {
     size_t off = 0;
     buf[0] = '\0';
     if (ndim == 0) snprintf(buf, cap, "scalar");
@@ -108,7 +98,7 @@ static uint64_t hash_str(const char *s) {
     return h;
 }
 
-static int find_value(const ox_ctx *c, const char *name) {
+int ox_find_value(const ox_ctx *c, const char *name) {
     if (!c->hash_cap) return -1;
     for (size_t k = hash_str(name) & (c->hash_cap - 1);; k = (k + 1) & (c->hash_cap - 1)) {
         int v = c->hash[k];
@@ -121,7 +111,7 @@ static sf_status hash_insert(ox_ctx *c, int v) {
     if ((size_t)(c->n_vals + 1) * 2 > c->hash_cap) {
         size_t cap = c->hash_cap ? c->hash_cap * 2 : 64;
         int *h = malloc(cap * sizeof *h);
-        if (!h) return oom(c);
+        if (!h) return ox_oom(c);
         for (size_t k = 0; k < cap; k++) h[k] = -1;
         free(c->hash);
         c->hash = h;
@@ -140,11 +130,11 @@ static sf_status hash_insert(ox_ctx *c, int v) {
 }
 
 /* A new value named name (not yet present). */
-static int new_value(ox_ctx *c, const char *name, int producer) {
+int ox_new_value(ox_ctx *c, const char *name, int producer) {
     if (c->n_vals == c->cap_vals) {
         int cap = c->cap_vals ? c->cap_vals * 2 : 256;
         ox_value *nv = realloc(c->vals, (size_t)cap * sizeof *nv);
-        if (!nv) return oom(c);
+        if (!nv) return ox_oom(c);
         c->vals = nv;
         c->cap_vals = cap;
     }
@@ -162,14 +152,14 @@ int ox_in(const ox_ctx *c, const Onnx__NodeProto *n, int k) {
     if (k < 0 || (size_t)k >= n->n_input) return -1;
     const char *s = n->input[k];
     if (!s || !s[0]) return 0; /* value 0 is the absent one */
-    return find_value(c, s);
+    return ox_find_value(c, s);
 }
 
 int ox_out(const ox_ctx *c, const Onnx__NodeProto *n, int k) {
     if (k < 0 || (size_t)k >= n->n_output) return -1;
     const char *s = n->output[k];
     if (!s || !s[0]) return -1;
-    return find_value(c, s);
+    return ox_find_value(c, s);
 }
 
 /* ---- attributes ---------------------------------------------------------------- */
@@ -259,7 +249,7 @@ sf_status ox_attr_str(ox_ctx *c, const Onnx__NodeProto *n, const char *name, con
 
 /* ---- constants -------------------------------------------------------------------- */
 
-static sf_status shape_numel(ox_ctx *c, int ndim, const int64_t *d, int64_t *numel) {
+sf_status ox_shape_numel(ox_ctx *c, int ndim, const int64_t *d, int64_t *numel) {
     int64_t n = 1;
     for (int i = 0; i < ndim; i++) {
         if (d[i] < 0) return ox_fail(c, SF_ERR_PARSE, "negative dimension %lld", (long long)d[i]);
@@ -278,7 +268,7 @@ sf_status ox_set_const(ox_ctx *c, int v, int ndim, const int64_t *d, int is_inde
                        OX_MAX_RANK);
     }
     int64_t numel = 0;
-    if (shape_numel(c, ndim, d, &numel) != SF_OK) {
+    if (ox_shape_numel(c, ndim, d, &numel) != SF_OK) {
         free(data);
         return c->err->code;
     }
@@ -429,7 +419,7 @@ sf_status ox_tensor_to_value_lazy(ox_ctx *c, const Onnx__TensorProto *t, int v, 
     if (sf_mul_overflow_size((size_t)numel, is_int ? sizeof(int64_t) : sizeof(float), &bytes))
         return ox_fail(c, SF_ERR_RANGE, "tensor '%.100s' is too large", nm);
     void *data = convert ? malloc(bytes ? bytes : 1) : NULL;
-    if (convert && !data) return oom(c);
+    if (convert && !data) return ox_oom(c);
     float *f = is_int ? NULL : data;
     int64_t *ii = is_int ? data : NULL;
     size_t have; /* elements in the field that holds the data */
@@ -459,7 +449,7 @@ sf_status ox_tensor_to_value_lazy(ox_ctx *c, const Onnx__TensorProto *t, int v, 
                            nm, t->raw_data.len, elsize);
         return ox_fail(
             c, SF_ERR_PARSE, "tensor '%.100s' of shape %s needs %lld elements, its %s holds %zu",
-            nm, dims_str((int)t->n_dims, d, (char[96]){0}, 96), (long long)numel, field, have);
+            nm, ox_dims_str((int)t->n_dims, d, (char[96]){0}, 96), (long long)numel, field, have);
     }
     if (!convert) {
         free(data);
@@ -537,7 +527,7 @@ void ox_set_act(ox_ctx *c, int v, sf_tensor_ref ref, int ndim, const int64_t *d,
     x->is_index = is_index;
 }
 
-static const sf_shape *sf_shape_of(const ox_ctx *c, sf_tensor_ref r) {
+const sf_shape *ox_shape_of(const ox_ctx *c, sf_tensor_ref r) {
     return &sf_graph_op(c->g, r.op)->out_shapes[r.out];
 }
 
@@ -573,7 +563,7 @@ static int utf8_cut_short(const unsigned char *s) {
  * character becomes '?', except the rest of a character split by a cut at the
  * end of src (the names below are cut to their buffers), which is left out; the
  * copy ends before a character that would not fit whole. */
-static void utf8_copy(char *dst, size_t cap, const char *src) {
+void ox_utf8_copy(char *dst, size_t cap, const char *src) {
     const unsigned char *s = (const unsigned char *)src;
     size_t n = 0;
     while (*s) {
@@ -598,8 +588,8 @@ static void utf8_copy(char *dst, size_t cap, const char *src) {
  * what is valid UTF-8 of base, other bytes become '?'. base is cut (between
  * characters) to leave room for the "_k" that makes the name unique: cut after
  * it, two long names alike in their first cap bytes would never become unique. */
-static void unique_name(const ox_ctx *c, const char *base, char *buf, size_t cap) {
-    utf8_copy(buf, cap - 16, base[0] ? base : "op");
+void ox_unique_name(const ox_ctx *c, const char *base, char *buf, size_t cap) {
+    ox_utf8_copy(buf, cap - 16, base[0] ? base : "op");
     size_t n = strlen(buf);
     for (int k = 2; sf_graph_find(c->g, buf) >= 0; k++) snprintf(buf + n, cap - n, "_%d", k);
 }
@@ -610,7 +600,7 @@ static sf_status grow_weights(ox_ctx *c, int id) {
     int cap = c->cap_w ? c->cap_w : 64;
     while (cap <= id) cap *= 2;
     float **nw = realloc(c->w, (size_t)cap * sizeof *nw);
-    if (!nw) return oom(c);
+    if (!nw) return ox_oom(c);
     for (int k = c->cap_w; k < cap; k++) nw[k] = NULL;
     c->w = nw;
     c->cap_w = cap;
@@ -621,8 +611,8 @@ static sf_status grow_weights(ox_ctx *c, int id) {
  * the first parameter with data is put into it (weights_buffer): a file without
  * its weights declares sizes it never backs with data, so nothing is allocated
  * for them. */
-static int add_named(ox_ctx *c, sf_op_type type, const char *name, const sf_op_params *p,
-                     const sf_tensor_ref *in, int n_in) {
+int ox_add_named(ox_ctx *c, sf_op_type type, const char *name, const sf_op_params *p,
+                 const sf_tensor_ref *in, int n_in) {
     sf_error local = {0};
     int id = sf_graph_add_op(c->g, type, name, p, in, n_in, &local);
     if (id < 0) return ox_fail(c, local.code, "%s", local.msg);
@@ -711,8 +701,8 @@ int ox_add_op(ox_ctx *c, sf_op_type type, const sf_op_params *p, const sf_tensor
               const char *wname) {
     char base[256], name[300];
     op_base_name(c, c->cur_node, wname, base, sizeof base);
-    unique_name(c, base, name, sizeof name);
-    return add_named(c, type, name, p, in, n_in);
+    ox_unique_name(c, base, name, sizeof name);
+    return ox_add_named(c, type, name, p, in, n_in);
 }
 
 /* The graph input operator of INPUT value v: the batch dimension first. */
@@ -740,60 +730,14 @@ static sf_status make_input(ox_ctx *c, int v) {
     p.input.shape = sf_shape_make(x->ndim, sd);
     p.input.is_index = x->is_index;
     char name[300];
-    unique_name(c, x->name, name, sizeof name);
+    ox_unique_name(c, x->name, name, sizeof name);
     int saved = c->cur_node;
-    int id = add_named(c, SF_OP_INPUT, name, &p, NULL, 0);
+    int id = ox_add_named(c, SF_OP_INPUT, name, &p, NULL, 0);
     c->cur_node = saved;
     if (id < 0) return (sf_status)id;
     int64_t d[OX_MAX_RANK];
     memcpy(d, x->d, sizeof d);
     ox_set_act(c, v, (sf_tensor_ref){id, 0}, x->ndim, d, map, x->is_index);
-    return SF_OK;
-}
-
-/* A pending linear layer made an operator (value v becomes its output). */
-static sf_status force_linear(ox_ctx *c, int v) {
-    ox_linear *L = &c->lin[c->vals[v].rec];
-    int saved = c->cur_node;
-    c->cur_node = L->node;
-    sf_status st = ox_act(c, L->x);
-    if (st != SF_OK) return st;
-    ox_value *x = &c->vals[L->x];
-    const sf_shape *xs = sf_shape_of(c, x->ref);
-    sf_tensor_ref in = x->ref;
-    int8_t map[OX_MAX_RANK];
-    int ndim = x->ndim;
-    memcpy(map, x->map, sizeof map);
-    /* a linear layer works on the last dimension: any view whose last dimension
-     * is the tensor's last one will do; otherwise the input in order */
-    if (x->ndim < 1 || x->map[x->ndim - 1] != xs->ndim - 1) {
-        if ((st = ox_natural(c, L->x, &in)) != SF_OK) return st;
-        for (int k = 0; k < ndim; k++) map[k] = (int8_t)k;
-    }
-    sf_op_params p;
-    sf_op_params_default(SF_OP_LINEAR, &p);
-    p.linear.out_features = L->n;
-    p.linear.bias = L->b >= 0;
-    int id = ox_add_op(c, SF_OP_LINEAR, &p, &in, 1, NULL);
-    if (id < 0) return (sf_status)id;
-    const ox_value *W = &c->vals[L->w];
-    /* torch's weight (N, K) is the MatMul's (K, N) transposed */
-    if (c->want_weights && W->f) {
-        float *wt = malloc((size_t)(L->k * L->n) * sizeof *wt);
-        if (!wt) return oom(c);
-        for (int64_t i = 0; i < L->k; i++)
-            for (int64_t j = 0; j < L->n; j++) wt[j * L->k + i] = W->f[i * L->n + j];
-        st = ox_put_param(c, id, "weight", wt, L->k * L->n);
-        free(wt);
-    } else {
-        st = ox_put_param(c, id, "weight", W->f, L->k * L->n);
-    }
-    if (st == SF_OK && L->b >= 0) st = ox_put_param(c, id, "bias", c->vals[L->b].f, L->n);
-    if (st != SF_OK) return st;
-    int64_t d[OX_MAX_RANK];
-    memcpy(d, c->vals[v].d, sizeof d);
-    ox_set_act(c, v, (sf_tensor_ref){id, 0}, ndim, d, map, 0);
-    c->cur_node = saved;
     return SF_OK;
 }
 
@@ -804,9 +748,10 @@ sf_status ox_act(ox_ctx *c, int v) {
     case OX_ACT: return SF_OK;
     case OX_INPUT: return make_input(c, v);
     case OX_PEND:
-        if (x->pend == OX_PEND_LINEAR) return force_linear(c, v);
-        if (x->pend == OX_PEND_PAT) return ox_pat_force(c, v);
-        return ox_attn_refuse(c, v);
+        /* the pattern that made it says how it becomes an activation (or why not) */
+        if (!c->pend_force || (unsigned)x->pend >= OX_PEND_COUNT)
+            return ox_fail(c, SF_ERR_INTERNAL, "input '%.100s' is pending on no pattern", x->name);
+        return c->pend_force[x->pend](c, v);
     case OX_CONST:
     case OX_WEIGHT:
         return ox_fail(c, SF_ERR_UNSUPPORTED,
@@ -826,7 +771,7 @@ sf_status ox_natural(ox_ctx *c, int v, sf_tensor_ref *out) {
     sf_status st = ox_act(c, v);
     if (st != SF_OK) return st;
     ox_value *x = &c->vals[v];
-    const sf_shape *s = sf_shape_of(c, x->ref);
+    const sf_shape *s = ox_shape_of(c, x->ref);
     int identity = x->ndim == s->ndim;
     for (int k = 0; identity && k < x->ndim; k++) identity = x->map[k] == k;
     if (identity) {
@@ -847,8 +792,8 @@ sf_status ox_natural(ox_ctx *c, int v, sf_tensor_ref *out) {
         return ox_fail(c, SF_ERR_UNSUPPORTED,
                        "input '%.100s' (%s) is a transposed view of a tensor of soapflow's "
                        "graph (%s, batch first): soapflow has no transpose operator",
-                       x->name, dims_str(x->ndim, x->d, a, sizeof a),
-                       dims_str(s->ndim, sd, b, sizeof b));
+                       x->name, ox_dims_str(x->ndim, x->d, a, sizeof a),
+                       ox_dims_str(s->ndim, sd, b, sizeof b));
     }
     if (x->ndim > SF_MAX_DIMS)
         return ox_fail(c, SF_ERR_UNSUPPORTED, "input '%.100s' has rank %d (at most %d)", x->name,
@@ -860,8 +805,8 @@ sf_status ox_natural(ox_ctx *c, int v, sf_tensor_ref *out) {
     for (int k = 1; k < x->ndim; k++) p.reshape.shape[k] = x->d[k];
     char base[300], name[320];
     snprintf(base, sizeof base, "%s.view", sf_graph_op(c->g, x->ref.op)->name);
-    unique_name(c, base, name, sizeof name);
-    int id = add_named(c, SF_OP_RESHAPE, name, &p, &x->ref, 1);
+    ox_unique_name(c, base, name, sizeof name);
+    int id = ox_add_named(c, SF_OP_RESHAPE, name, &p, &x->ref, 1);
     if (id < 0) return (sf_status)id;
     x = &c->vals[v];
     x->ref = (sf_tensor_ref){id, 0};
@@ -912,7 +857,7 @@ static float *weights_buffer(ox_ctx *c, int op) {
     if (c->w[op]) return c->w[op];
     int64_t n = sf_graph_op(c->g, op)->n_params;
     c->w[op] = calloc((size_t)(n > 0 ? n : 1), sizeof(float));
-    if (!c->w[op]) oom(c);
+    if (!c->w[op]) ox_oom(c);
     return c->w[op];
 }
 
@@ -949,549 +894,6 @@ sf_status ox_fill_param(ox_ctx *c, int op, const char *pname, float value) {
     float *w = weights_buffer(c, op);
     if (!w) return SF_ERR_NOMEM;
     for (int64_t k = 0; k < numel; k++) w[pd->offset + k] = value;
-    return SF_OK;
-}
-
-/* ---- set-up: values, order, liveness --------------------------------------------- */
-
-static int elem_is_index(int32_t et) {
-    return et == ONNX__TENSOR_PROTO__DATA_TYPE__INT64 ||
-           et == ONNX__TENSOR_PROTO__DATA_TYPE__INT32 ||
-           et == ONNX__TENSOR_PROTO__DATA_TYPE__INT16 ||
-           et == ONNX__TENSOR_PROTO__DATA_TYPE__INT8 ||
-           et == ONNX__TENSOR_PROTO__DATA_TYPE__UINT8 ||
-           et == ONNX__TENSOR_PROTO__DATA_TYPE__UINT16 ||
-           et == ONNX__TENSOR_PROTO__DATA_TYPE__UINT32 ||
-           et == ONNX__TENSOR_PROTO__DATA_TYPE__UINT64;
-}
-
-static sf_status graph_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, int v) {
-    ox_value *x = &c->vals[v];
-    const Onnx__TypeProto *t = vi->type;
-    if (!t || t->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !t->tensor_type)
-        return ox_fail(c, SF_ERR_UNSUPPORTED, "graph input '%.100s' is not a tensor", x->name);
-    const Onnx__TypeProto__Tensor *tt = t->tensor_type;
-    int32_t et = tt->has_elem_type ? tt->elem_type : 0;
-    if (et == ONNX__TENSOR_PROTO__DATA_TYPE__STRING ||
-        et == ONNX__TENSOR_PROTO__DATA_TYPE__COMPLEX64 ||
-        et == ONNX__TENSOR_PROTO__DATA_TYPE__COMPLEX128)
-        return ox_fail(c, SF_ERR_UNSUPPORTED, "graph input '%.100s' holds element type %d", x->name,
-                       et);
-    if (!tt->shape)
-        return ox_fail(c, SF_ERR_UNSUPPORTED,
-                       "graph input '%.100s' has no shape; soapflow plans fixed shapes (export "
-                       "with a sample input)",
-                       x->name);
-    if (tt->shape->n_dim > OX_MAX_RANK)
-        return ox_fail(c, SF_ERR_UNSUPPORTED, "graph input '%.100s' has rank %zu (at most %d)",
-                       x->name, tt->shape->n_dim, OX_MAX_RANK);
-    x->kind = OX_INPUT;
-    x->ndim = (int)tt->shape->n_dim;
-    x->is_index = elem_is_index(et) || et == ONNX__TENSOR_PROTO__DATA_TYPE__BOOL;
-    x->batch_dim = -1;
-    const char *param = NULL;
-    for (int k = 0; k < x->ndim; k++) {
-        const Onnx__TensorShapeProto__Dimension *dm = tt->shape->dim[k];
-        if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
-            dm->dim_value > 0) {
-            if (dm->dim_value > SF_MAX_EXTENT)
-                return ox_fail(c, SF_ERR_RANGE, "graph input '%.100s': dimension %d is %lld",
-                               x->name, k, (long long)dm->dim_value);
-            x->d[k] = dm->dim_value;
-            continue;
-        }
-        if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
-            return ox_fail(c, SF_ERR_PARSE, "graph input '%.100s': dimension %d is %lld", x->name,
-                           k, (long long)dm->dim_value);
-        /* symbolic (dim_param) or unknown: the batch */
-        const char *pn =
-            dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_PARAM && dm->dim_param
-                ? dm->dim_param
-                : "?";
-        if (x->batch_dim >= 0)
-            return ox_fail(c, SF_ERR_UNSUPPORTED,
-                           "graph input '%.100s' has dynamic dimensions %d ('%.40s') and %d "
-                           "('%.40s'); soapflow binds one, the batch (export with fixed sizes "
-                           "for the others)",
-                           x->name, x->batch_dim, param, k, pn);
-        if (c->batch < 1)
-            return ox_fail(c, SF_ERR_INVALID,
-                           "graph input '%.100s' has a dynamic batch dimension ('%.40s'); give "
-                           "the batch (--batch)",
-                           x->name, pn);
-        x->batch_dim = k;
-        param = pn;
-        x->d[k] = c->batch;
-    }
-    return shape_numel(c, x->ndim, x->d, &x->numel);
-}
-
-/* Values for everything with a name; uses counted. */
-static sf_status make_values(ox_ctx *c) {
-    const Onnx__GraphProto *gr = c->graph;
-    /* value 0: the absent optional input "" */
-    if (new_value(c, "", -1) < 0) return SF_ERR_NOMEM;
-    c->vals[0].kind = OX_ABSENT;
-    for (size_t i = 0; i < gr->n_initializer; i++) {
-        const Onnx__TensorProto *t = gr->initializer[i];
-        if (!t->name || !t->name[0])
-            return ox_fail(c, SF_ERR_PARSE, "initializer #%zu has no name", i);
-        if (find_value(c, t->name) >= 0)
-            return ox_fail(c, SF_ERR_PARSE, "initializer '%.100s' is defined twice", t->name);
-        int v = new_value(c, t->name, -1);
-        if (v < 0) return SF_ERR_NOMEM;
-        /* without weights wanted, large float tensors are read only for their
-         * shapes: their data is converted if something folds them */
-        int64_t numel = 1;
-        for (size_t k = 0; k < t->n_dims && numel <= 4096; k++)
-            numel = t->dims[k] > 0 ? numel * (t->dims[k] < 4097 ? t->dims[k] : 4097) : 0;
-        int lazy = !c->want_weights && t->has_data_type &&
-                   t->data_type == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT && numel > 4096;
-        sf_status st = ox_tensor_to_value_lazy(c, t, v, !lazy);
-        if (st != SF_OK) return st;
-        c->vals[v].from_initializer = 1;
-    }
-    for (size_t i = 0; i < gr->n_input; i++) {
-        const Onnx__ValueInfoProto *vi = gr->input[i];
-        if (!vi->name || !vi->name[0])
-            return ox_fail(c, SF_ERR_PARSE, "graph input #%zu has no name", i);
-        int v = find_value(c, vi->name);
-        if (v >= 0 && c->vals[v].from_initializer) continue; /* an initializer listed as input */
-        if (v >= 0)
-            return ox_fail(c, SF_ERR_PARSE, "graph input '%.100s' is listed twice", vi->name);
-        if ((v = new_value(c, vi->name, -1)) < 0) return SF_ERR_NOMEM;
-        sf_status st = graph_input(c, vi, v);
-        if (st != SF_OK) return st;
-    }
-    for (int i = 0; i < c->n_nodes; i++) {
-        const Onnx__NodeProto *n = gr->node[i];
-        c->cur_node = i;
-        if (!n->op_type || !n->op_type[0]) return ox_fail(c, SF_ERR_PARSE, "a node without a type");
-        for (size_t k = 0; k < n->n_output; k++) {
-            const char *s = n->output[k];
-            if (!s || !s[0]) continue;
-            int v = find_value(c, s);
-            if (v >= 0) {
-                const ox_value *o = &c->vals[v];
-                if (o->producer >= 0) {
-                    char other[240];
-                    return ox_fail(c, SF_ERR_PARSE, "output '%.100s' is also produced by %s", s,
-                                   ox_node_str(c, o->producer, other, sizeof other));
-                }
-                return ox_fail(c, SF_ERR_PARSE,
-                               "output '%.100s' has the name of a graph input or initializer", s);
-            }
-            if ((v = new_value(c, s, i)) < 0) return SF_ERR_NOMEM;
-        }
-    }
-    for (int i = 0; i < c->n_nodes; i++) {
-        const Onnx__NodeProto *n = gr->node[i];
-        c->cur_node = i;
-        for (size_t k = 0; k < n->n_input; k++) {
-            int v = ox_in(c, n, (int)k);
-            if (v < 0)
-                return ox_fail(c, SF_ERR_PARSE,
-                               "input '%.100s' is not a graph input, an initializer nor the "
-                               "output of any node",
-                               n->input[k]);
-            if (v > 0) c->vals[v].uses++;
-        }
-    }
-    c->cur_node = -1;
-    for (size_t i = 0; i < gr->n_output; i++) {
-        const char *s = gr->output[i]->name;
-        int v = s && s[0] ? find_value(c, s) : -1;
-        if (v <= 0)
-            return ox_fail(c, SF_ERR_PARSE, "graph output '%.100s' is not produced by any node",
-                           s ? s : "");
-        c->vals[v].uses++;
-    }
-    if (gr->n_output == 0) return ox_fail(c, SF_ERR_PARSE, "the graph has no outputs");
-    return SF_OK;
-}
-
-/* A binary min-heap of node indices. */
-static void heap_push(int *h, int *n, int x) {
-    int i = (*n)++;
-    h[i] = x;
-    while (i > 0 && h[(i - 1) / 2] > h[i]) {
-        int p = (i - 1) / 2, t = h[p];
-        h[p] = h[i];
-        h[i] = t;
-        i = p;
-    }
-}
-
-static int heap_pop(int *h, int *n) {
-    int top = h[0];
-    h[0] = h[--(*n)];
-    for (int i = 0;;) {
-        int l = 2 * i + 1, r = l + 1, m = i;
-        if (l < *n && h[l] < h[m]) m = l;
-        if (r < *n && h[r] < h[m]) m = r;
-        if (m == i) break;
-        int t = h[m];
-        h[m] = h[i];
-        h[i] = t;
-        i = m;
-    }
-    return top;
-}
-
-/* Topological order (smallest index first among the ready), or the cycle's error. */
-static sf_status sort_nodes(ox_ctx *c) {
-    int n = c->n_nodes;
-    const Onnx__GraphProto *gr = c->graph;
-    int *indeg = calloc((size_t)(n ? n : 1), sizeof *indeg);
-    int *start = calloc((size_t)n + 1, sizeof *start);
-    int *heap = malloc((size_t)(n ? n : 1) * sizeof *heap);
-    int *adj = NULL;
-    sf_status st = SF_OK;
-    if (!indeg || !start || !heap) {
-        st = oom(c);
-        goto done;
-    }
-    /* edges producer -> consumer, one per input slot, in CSR form */
-    size_t n_edges = 0;
-    for (int i = 0; i < n; i++)
-        for (size_t k = 0; k < gr->node[i]->n_input; k++) {
-            int v = ox_in(c, gr->node[i], (int)k);
-            if (v > 0 && c->vals[v].producer >= 0) {
-                start[c->vals[v].producer + 1]++;
-                indeg[i]++;
-                n_edges++;
-            }
-        }
-    for (int i = 0; i < n; i++) start[i + 1] += start[i];
-    adj = malloc((n_edges ? n_edges : 1) * sizeof *adj);
-    int *fill = malloc((size_t)(n ? n : 1) * sizeof *fill);
-    if (!adj || !fill) {
-        free(fill);
-        st = oom(c);
-        goto done;
-    }
-    for (int i = 0; i < n; i++) fill[i] = start[i];
-    for (int i = 0; i < n; i++)
-        for (size_t k = 0; k < gr->node[i]->n_input; k++) {
-            int v = ox_in(c, gr->node[i], (int)k);
-            if (v > 0 && c->vals[v].producer >= 0) adj[fill[c->vals[v].producer]++] = i;
-        }
-    free(fill);
-    int hn = 0, done_n = 0;
-    for (int i = 0; i < n; i++)
-        if (indeg[i] == 0) heap_push(heap, &hn, i);
-    while (hn > 0) {
-        int u = heap_pop(heap, &hn);
-        c->order[done_n++] = u;
-        for (int e = start[u]; e < start[u + 1]; e++)
-            if (--indeg[adj[e]] == 0) heap_push(heap, &hn, adj[e]);
-    }
-    if (done_n < n) {
-        /* a node on a cycle: walk back from any node left through inputs that
-         * are left too until a node repeats */
-        int u = -1;
-        for (int i = 0; i < n && u < 0; i++)
-            if (indeg[i] > 0) u = i;
-        uint8_t *seen = calloc((size_t)n, 1);
-        for (int steps = 0; seen && u >= 0 && !seen[u] && steps <= n; steps++) {
-            seen[u] = 1;
-            int next = -1;
-            for (size_t k = 0; k < gr->node[u]->n_input && next < 0; k++) {
-                int v = ox_in(c, gr->node[u], (int)k);
-                if (v > 0 && c->vals[v].producer >= 0 && indeg[c->vals[v].producer] > 0)
-                    next = c->vals[v].producer;
-            }
-            if (next < 0) break;
-            u = next;
-        }
-        free(seen);
-        st = ox_fail_node(c, u, SF_ERR_PARSE,
-                          "the graph has a cycle through this node (%d of %d nodes cannot be "
-                          "ordered)",
-                          n - done_n, n);
-    }
-done:
-    free(indeg);
-    free(start);
-    free(heap);
-    free(adj);
-    return st;
-}
-
-static void mark_live(ox_ctx *c) {
-    uint8_t *need = calloc((size_t)c->n_vals, 1);
-    if (!need) { /* everything live: the import only does more work */
-        memset(c->live, 1, (size_t)c->n_nodes);
-        return;
-    }
-    const Onnx__GraphProto *gr = c->graph;
-    for (size_t i = 0; i < gr->n_output; i++) need[find_value(c, gr->output[i]->name)] = 1;
-    for (int j = c->n_nodes - 1; j >= 0; j--) {
-        int i = c->order[j];
-        const Onnx__NodeProto *n = gr->node[i];
-        int live = 0;
-        for (size_t k = 0; k < n->n_output && !live; k++) {
-            int v = ox_out(c, n, (int)k);
-            live = v > 0 && need[v];
-        }
-        c->live[i] = (uint8_t)live;
-        if (!live) continue;
-        for (size_t k = 0; k < n->n_input; k++) {
-            int v = ox_in(c, n, (int)k);
-            if (v > 0) need[v] = 1;
-        }
-    }
-    free(need);
-}
-
-/* ---- what is supported ------------------------------------------------------------ */
-
-static int default_domain(const char *d) { return !d || !d[0] || strcmp(d, "ai.onnx") == 0; }
-
-typedef struct unsup {
-    char key[96];
-    int count, first;
-} unsup;
-
-/* Every live node has the handler its inputs need; one error lists those without. */
-static sf_status check_supported(ox_ctx *c) {
-    const Onnx__GraphProto *gr = c->graph;
-    uint8_t *dyn = calloc((size_t)c->n_vals, 1);
-    unsup *list = calloc((size_t)(c->n_nodes ? c->n_nodes : 1), sizeof *list);
-    if (!dyn || !list) {
-        free(dyn);
-        free(list);
-        return oom(c);
-    }
-    for (int v = 0; v < c->n_vals; v++) dyn[v] = c->vals[v].kind == OX_INPUT;
-    int n_list = 0, total = 0;
-    for (int j = 0; j < c->n_nodes; j++) {
-        int i = c->order[j];
-        const Onnx__NodeProto *n = gr->node[i];
-        if (!c->live[i]) continue;
-        int any_dyn = 0;
-        for (size_t k = 0; k < n->n_input; k++) {
-            int v = ox_in(c, n, (int)k);
-            if (v > 0 && dyn[v]) any_dyn = 1;
-        }
-        const ox_op_entry *e = default_domain(n->domain) ? ox_op_find(n->op_type) : NULL;
-        int shape_like = e && (strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0);
-        for (size_t k = 0; k < n->n_output; k++) {
-            int v = ox_out(c, n, (int)k);
-            if (v > 0) dyn[v] = (uint8_t)(any_dyn && !shape_like);
-        }
-        int ok = e && (shape_like ? 1 : any_dyn ? (e->can & OX_CAN_ACT) : (e->can & OX_CAN_FOLD));
-        if (ok) continue;
-        char key[96];
-        if (!default_domain(n->domain))
-            snprintf(key, sizeof key, "%.40s.%.50s", n->domain, n->op_type);
-        else if (e && !any_dyn)
-            snprintf(key, sizeof key, "%.60s on constants", n->op_type);
-        else if (e)
-            snprintf(key, sizeof key, "%.60s on activations", n->op_type);
-        else
-            snprintf(key, sizeof key, "%.80s", n->op_type);
-        int f = 0;
-        while (f < n_list && strcmp(list[f].key, key) != 0) f++;
-        if (f == n_list) {
-            snprintf(list[f].key, sizeof list[f].key, "%s", key);
-            list[f].first = i;
-            n_list++;
-        }
-        list[f].count++;
-        total++;
-    }
-    sf_status st = SF_OK;
-    if (n_list) {
-        char msg[SF_ERRMSG_MAX];
-        size_t off =
-            (size_t)snprintf(msg, sizeof msg, "%d unsupported operator%s (%d type%s): ", total,
-                             total > 1 ? "s" : "", n_list, n_list > 1 ? "s" : "");
-        int shown = 0;
-        for (int f = 0; f < n_list; f++) {
-            const Onnx__NodeProto *n = gr->node[list[f].first];
-            char item[220];
-            if (n->name && n->name[0])
-                snprintf(item, sizeof item, "%s%s x%d (first: node #%d '%.60s')", f ? ", " : "",
-                         list[f].key, list[f].count, list[f].first, n->name);
-            else
-                snprintf(item, sizeof item, "%s%s x%d (first: node #%d)", f ? ", " : "",
-                         list[f].key, list[f].count, list[f].first);
-            if (off + strlen(item) + 24 >= sizeof msg) break;
-            off += (size_t)snprintf(msg + off, sizeof msg - off, "%s", item);
-            shown++;
-        }
-        if (shown < n_list)
-            snprintf(msg + off, sizeof msg - off, ", and %d more type%s", n_list - shown,
-                     n_list - shown > 1 ? "s" : "");
-        one_line(msg);
-        st = sf_error_set(c->err, SF_ERR_UNSUPPORTED, "%s: %s", c->origin, msg);
-    }
-    free(dyn);
-    free(list);
-    return st;
-}
-
-/* ---- the head, and declared shapes ------------------------------------------------- */
-
-static sf_status add_loss(ox_ctx *c) {
-    const Onnx__GraphProto *gr = c->graph;
-    int v = find_value(c, gr->output[0]->name);
-    ox_value *x = &c->vals[v];
-    c->cur_node = x->producer;
-    if (c->loss_op >= 0) return SF_OK;
-    if (x->kind == OX_CONST || x->kind == OX_WEIGHT)
-        return ox_fail(c, SF_ERR_UNSUPPORTED,
-                       "graph output '%.100s' does not depend on any graph input: nothing to plan",
-                       x->name);
-    sf_status st = ox_act(c, v);
-    if (st != SF_OK) return st;
-    x = &c->vals[v];
-    const sf_shape *s = sf_shape_of(c, x->ref);
-    /* softmax_ce normalizes the last dimension: it must be the classes */
-    if (x->ndim < 2 || s->ndim < 2 || x->map[x->ndim - 1] != s->ndim - 1 || x->is_index)
-        return SF_OK;
-    sf_op_params p;
-    sf_op_params_default(SF_OP_SOFTMAX_CE, &p);
-    char name[64];
-    unique_name(c, "loss", name, sizeof name);
-    int id = add_named(c, SF_OP_SOFTMAX_CE, name, &p, &x->ref, 1);
-    return id < 0 ? (sf_status)id : SF_OK;
-}
-
-/* A declared shape (of a graph output or value_info) against the computed one. */
-static sf_status check_declared(ox_ctx *c, const Onnx__ValueInfoProto *vi) {
-    int v = vi->name ? find_value(c, vi->name) : -1;
-    if (v <= 0) return SF_OK;
-    const ox_value *x = &c->vals[v];
-    if (x->kind != OX_ACT && x->kind != OX_PEND && x->kind != OX_CONST) return SF_OK;
-    const Onnx__TypeProto *t = vi->type;
-    if (!t || t->value_case != ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE || !t->tensor_type ||
-        !t->tensor_type->shape)
-        return SF_OK;
-    const Onnx__TensorShapeProto *sh = t->tensor_type->shape;
-    int bad = (int)sh->n_dim != x->ndim;
-    for (int k = 0; !bad && k < x->ndim; k++) {
-        const Onnx__TensorShapeProto__Dimension *dm = sh->dim[k];
-        if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE &&
-            dm->dim_value > 0 && dm->dim_value != x->d[k])
-            bad = 1;
-    }
-    if (!bad) return SF_OK;
-    char a[128] = "", b[128];
-    size_t off = 0;
-    for (size_t k = 0; k < sh->n_dim && off < sizeof a; k++) {
-        const Onnx__TensorShapeProto__Dimension *dm = sh->dim[k];
-        if (dm->value_case == ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE)
-            off += (size_t)snprintf(a + off, sizeof a - off, "%s%lld", k ? "x" : "",
-                                    (long long)dm->dim_value);
-        else
-            off += (size_t)snprintf(a + off, sizeof a - off, "%s?", k ? "x" : "");
-    }
-    if (!sh->n_dim) snprintf(a, sizeof a, "scalar");
-    return ox_fail_node(c, x->producer, SF_ERR_SHAPE,
-                        "'%.100s' is declared %s but the model computes %s", x->name, a,
-                        dims_str(x->ndim, x->d, b, sizeof b));
-}
-
-/* ---- the whole ------------------------------------------------------------------------ */
-
-static sf_status import_node(ox_ctx *c, int i) {
-    const Onnx__NodeProto *n = c->graph->node[i];
-    c->cur_node = i;
-    const ox_op_entry *e = ox_op_find(n->op_type);
-    /* the inputs ONNX requires, before any handler (or pattern) reads one */
-    if (e && n->n_input < (size_t)e->min_in)
-        return ox_fail(c, SF_ERR_PARSE, "%zu input%s, %s takes at least %d", n->n_input,
-                       n->n_input == 1 ? "" : "s", e->op_type, e->min_in);
-    for (int k = 0; e && k < e->min_in; k++)
-        if (!n->input[k] || !n->input[k][0])
-            return ox_fail(c, SF_ERR_PARSE, "input %d is required, and its name is empty", k);
-    int any_act = 0;
-    for (size_t k = 0; k < n->n_input; k++) {
-        int v = ox_in(c, n, (int)k);
-        ox_kind kd = v > 0 ? c->vals[v].kind : OX_ABSENT;
-        if (kd == OX_UNSET)
-            return ox_fail(c, SF_ERR_INTERNAL, "input '%.100s' was not computed", n->input[k]);
-        if (kd == OX_ACT || kd == OX_PEND || kd == OX_INPUT || kd == OX_WEIGHT || kd == OX_NONE)
-            any_act = 1;
-    }
-    /* Shape and Size read only shapes, known for everything */
-    if (!any_act || strcmp(n->op_type, "Shape") == 0 || strcmp(n->op_type, "Size") == 0) {
-        if (!e || !e->fold)
-            return ox_fail(c, SF_ERR_UNSUPPORTED, "cannot be evaluated on constants");
-        return e->fold(c, n);
-    }
-    if (!e || !e->act) return ox_fail(c, SF_ERR_UNSUPPORTED, "cannot take activations");
-    return e->act(c, n);
-}
-
-sf_status ox_import_graph(ox_ctx *c) {
-    c->n_nodes = (int)c->graph->n_node;
-    if (c->graph->n_node > (size_t)(1 << 24))
-        return ox_fail(c, SF_ERR_RANGE, "the graph has %zu nodes", c->graph->n_node);
-    c->order = malloc((size_t)(c->n_nodes ? c->n_nodes : 1) * sizeof *c->order);
-    c->live = calloc((size_t)(c->n_nodes ? c->n_nodes : 1), 1);
-    if (!c->order || !c->live) return oom(c);
-    c->cur_node = -1;
-    c->loss_op = -1;
-    sf_status st = make_values(c);
-    if (st == SF_OK) st = sort_nodes(c);
-    if (st != SF_OK) return st;
-    c->attn_val = calloc((size_t)c->n_vals, sizeof *c->attn_val);
-    c->pat_stage = calloc((size_t)c->n_vals, sizeof *c->pat_stage);
-    if (!c->attn_val || !c->pat_stage) return oom(c);
-    mark_live(c);
-    if ((st = check_supported(c)) != SF_OK) return st;
-    /* named after the file: exporters name the graph after themselves
-     * ("torch_jit", "main_graph") */
-    char stem[128], gname[128];
-    const char *base = strrchr(c->origin, '/');
-    base = base ? base + 1 : c->origin;
-    size_t bl = strlen(base);
-    if (bl > 5 && strcmp(base + bl - 5, ".onnx") == 0) bl -= 5;
-    if (bl >= sizeof stem) bl = sizeof stem - 1;
-    memcpy(stem, base, bl);
-    stem[bl] = '\0';
-    utf8_copy(gname, sizeof gname, stem); /* a file name is any bytes; JSON is UTF-8 */
-    if (!gname[0]) snprintf(gname, sizeof gname, "model");
-    c->g = sf_graph_new(gname);
-    if (!c->g) return oom(c);
-    for (int j = 0; j < c->n_nodes && st == SF_OK; j++)
-        if (c->live[c->order[j]]) st = import_node(c, c->order[j]);
-    if (st != SF_OK) return st;
-    /* graph outputs: whatever is pending is made operators */
-    for (size_t k = 0; k < c->graph->n_output && st == SF_OK; k++) {
-        int v = find_value(c, c->graph->output[k]->name);
-        c->cur_node = c->vals[v].producer;
-        if (c->vals[v].kind == OX_PEND) st = ox_act(c, v);
-    }
-    if (st == SF_OK) st = add_loss(c);
-    c->cur_node = -1;
-    for (size_t k = 0; k < c->graph->n_output && st == SF_OK; k++)
-        st = check_declared(c, c->graph->output[k]);
-    for (size_t k = 0; k < c->graph->n_value_info && st == SF_OK; k++)
-        st = check_declared(c, c->graph->value_info[k]);
-    if (st != SF_OK) return st;
-    int n_in = 0;
-    for (int i = 0; i < sf_graph_num_ops(c->g); i++)
-        n_in += sf_graph_op(c->g, i)->type == SF_OP_INPUT;
-    if (n_in == 0)
-        return sf_error_set(c->err, SF_ERR_UNSUPPORTED,
-                            "%s: no graph output depends on a graph input: nothing to plan",
-                            c->origin);
-    /* every parameter of every operator was given a value (or marked missing) */
-    sf_graph_stats gs;
-    sf_graph_stats_compute(c->g, &gs);
-    int64_t owned = 0;
-    for (int i = 0; i < sf_graph_num_ops(c->g); i++) {
-        const sf_op *op = sf_graph_op(c->g, i);
-        if (op->weight_owner < 0) owned += op->n_params;
-    }
-    if (owned != c->filled)
-        return sf_error_set(c->err, SF_ERR_INTERNAL,
-                            "%s: %lld parameters were set of %lld (a bug in the ONNX importer)",
-                            c->origin, (long long)c->filled, (long long)owned);
     return SF_OK;
 }
 

@@ -82,8 +82,8 @@ typedef struct sf_validate_sync_model {
 
 #define SF_VALIDATE_MAX_SYNC_MODELS 16
 
-/* After strategy i's prediction (every rank), with its schedule kept: the
- * place for its predicted trace (sf_sim_write_trace). */
+/* After strategy i's prediction, with its schedule kept: the place for its
+ * predicted trace (sf_sim_write_trace). */
 typedef sf_status (*sf_validate_predicted_fn)(void *user, int i, const sf_sim *sim, sf_error *err);
 /* After strategy i's last timed step, on every rank (collective: the runtime's
  * events are that step's; sf_runtime_events); the ranks then agree on the
@@ -101,7 +101,7 @@ typedef struct sf_validate_options {
     int n_models;   /* 0 .. SF_VALIDATE_MAX_SYNC_MODELS */
     int64_t iters;  /* timed steps per strategy, >= 1 (default 20) */
     int64_t warmup; /* untimed steps before each round's, >= 0 (default 2) */
-    int64_t rounds; /* rounds over the strategies, >= 1, at most iters (default 4) */
+    int64_t rounds; /* rounds over the strategies, >= 1; iters when more (default 4) */
     uint64_t seed;  /* initial weights, synthetic batches, the runtime (default 1) */
     sf_validate_predicted_fn on_predicted; /* each may be NULL */
     sf_validate_measured_fn on_measured;

@@ -34,14 +34,41 @@ expect_ok machines
 grep -q '^p100-4x4 ' "$TMP/machines.out" || fail "machines: no p100-4x4 row"
 run machines_json "$SF" machines --json
 expect_ok machines_json
-tr -d ' \n' <"$TMP/machines_json.out" | grep -q '"name":"p100-4x4","devices":16' ||
-    fail "machines --json: no p100-4x4 with 16 devices"
+tr -d ' \n' <"$TMP/machines_json.out" | grep -q '"name":"p100-4x4","nodes":4,"devices_per_node":4' ||
+    fail "machines --json: no p100-4x4 of 4 nodes of 4 devices"
+# --json is an array of machine files, as the machine writer writes them: each
+# element saved alone is a file that --machine reads as the same machine (the
+# same description written again, the same simulation)
 if command -v python3 >/dev/null 2>&1; then
-    python3 -c '
+    python3 - "$TMP/machines_json.out" "$TMP" <<'EOF' || fail "machines --json: not valid JSON or not machine files"
 import json, sys
-ms = {m["name"]: m for m in json.load(open(sys.argv[1]))}
-assert ms["p100-4x4"]["devices"] == 16, ms["p100-4x4"]
-' "$TMP/machines_json.out" || fail "machines --json: not valid JSON or p100-4x4 != 16 devices"
+ms = json.load(open(sys.argv[1]))
+names = [m["name"] for m in ms]
+assert len(names) == len(set(names)) and "p100-4x4" in names, names
+p100 = ms[names.index("p100-4x4")]
+assert p100["nodes"] * p100["devices_per_node"] == 16, p100
+for m in ms:
+    assert set(m) >= {"name", "nodes", "devices_per_node", "device", "intra", "inter"}, m
+    with open("%s/preset-%s.json" % (sys.argv[2], m["name"]), "w") as f:
+        json.dump(m, f, indent=2)
+with open(sys.argv[2] + "/preset-names", "w") as f:
+    f.write("\n".join(names) + "\n")
+EOF
+    while read -r name; do
+        file="$TMP/preset-$name.json"
+        run "again_$name" "$SF" machines --json "$file"
+        expect_ok "again_$name"
+        run "elem_$name" "$SF" machines --json "$name"
+        expect_ok "elem_$name"
+        cmp -s "$TMP/again_$name.out" "$TMP/elem_$name.out" ||
+            fail "machines --json $file: not the description of preset $name again"
+        run "sim_preset_$name" "$SF" simulate --model lenet5 --machine "$name" --strategy data --json
+        expect_ok "sim_preset_$name"
+        run "sim_file_$name" "$SF" simulate --model lenet5 --machine "$file" --strategy data --json
+        expect_ok "sim_file_$name"
+        cmp -s "$TMP/sim_preset_$name.out" "$TMP/sim_file_$name.out" ||
+            fail "simulate --machine $file: not what preset $name simulates"
+    done <"$TMP/preset-names"
 fi
 
 # A machine file works where a preset does, and sets the default batch.
@@ -57,8 +84,8 @@ cat >"$TMP/tiny.json" <<'JSON'
 JSON
 run machine_file "$SF" machines --json "$TMP/tiny.json"
 expect_ok machine_file
-tr -d ' \n' <"$TMP/machine_file.out" | grep -q '"name":"tiny2x2","devices":4' ||
-    fail "machines FILE --json: no tiny2x2 with 4 devices"
+tr -d ' \n' <"$TMP/machine_file.out" | grep -q '"name":"tiny2x2","nodes":2,"devices_per_node":2' ||
+    fail "machines FILE --json: no tiny2x2 of 2 nodes of 2 devices"
 run machine_file_batch "$SF" graph --model lenet5 --machine "$TMP/tiny.json" --json
 expect_ok machine_file_batch
 [ "$(json_int "$TMP/machine_file_batch.out" batch)" = 256 ] ||

@@ -34,13 +34,27 @@ ls "$TMP" | grep -q '\.tmp\.' && fail "a temporary file was left behind: $(ls "$
 
 "$SF" machines --json "$OUT" >"$TMP/m.out" 2>"$TMP/m.err" ||
     fail "machines --json on the calibrated file: $(cat "$TMP/m.err")"
-[ "$(json_num "$TMP/m.out" devices)" = 2 ] || fail "calibrated machine: devices is not 2"
-grep -q '"device": "cpu-rank"' "$TMP/m.out" || fail "calibrated machine: device kind not cpu-rank"
-grep -q '"intra": "shm"' "$TMP/m.out" || fail "calibrated machine: topology not shm"
-for key in peak_flops_fp32 mem_bw_Bps mem_bytes intra_bw_Bps intra_latency_s copy_bw_Bps; do
-    v=$(json_num "$TMP/m.out" "$key")
-    positive "$v" || fail "calibrated machine: $key '$v', want > 0"
-done
+# machines --json shows the file as the machine writer writes it: the same
+# machine, every figure there and positive
+python3 - "$TMP/m.out" "$OUT" <<'EOF' || fail "calibrated machine: $(cat "$TMP/m.out")"
+import json, math, sys
+[m] = json.load(open(sys.argv[1]))
+f = json.load(open(sys.argv[2]))
+assert m["nodes"] == 1 and m["devices_per_node"] == 2, m
+assert m["device"]["name"] == "cpu-rank" and m["intra"]["topology"] == "shm", m
+for v in (m["device"]["peak_tflops"]["fp32"], m["device"]["mem_bw_GBps"], m["device"]["mem_GB"],
+          m["intra"]["bandwidth_GBps"], m["intra"]["latency_us"], m["runtime"]["copy_GBps"]):
+    assert v > 0, m
+def same(a, b):
+    if isinstance(a, dict):
+        return a.keys() == b.keys() and all(same(a[k], b[k]) for k in a)
+    if isinstance(a, list):
+        return len(a) == len(b) and all(same(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) or isinstance(b, float):
+        return math.isclose(a, b, rel_tol=1e-15, abs_tol=0)
+    return a == b
+assert same(m, f), (m, f)
+EOF
 
 # what the runtime adds: its copies' rate always, the all-reduce rate with pairs
 python3 - "$OUT" <<'EOF' || fail "calibrated machine: bad runtime object: $(cat "$OUT")"

@@ -246,7 +246,8 @@ EOF
     grep -q '(nvlink)' "$TMP/big.trace.json" || fail "pw$1x$2: no NVLink track in the trace"
     run bigm "$SF" machines --json "$TMP/pw$1.json"
     expect_ok bigm
-    grep -q "\"devices\": *$(($1 * $2))" "$TMP/bigm.out" || fail "machines pw$1x$2: devices"
+    tr -d ' \n' <"$TMP/bigm.out" | grep -q "\"nodes\":$1,\"devices_per_node\":$2," ||
+        fail "machines pw$1x$2: not $1 nodes of $2 devices"
 done
 
 # ---- bench machine: a reshaped preset, the figures and the shape it ran on --------

@@ -512,14 +512,3 @@ int sf_cli_launcher_rank(void) {
     }
     return 0;
 }
-
-static int cmp_double(const void *a, const void *b) {
-    double x = *(const double *)a, y = *(const double *)b;
-    return x < y ? -1 : x > y;
-}
-
-double sf_cli_median(double *v, int64_t n) {
-    if (n <= 0) return NAN;
-    qsort(v, (size_t)n, sizeof *v, cmp_double);
-    return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}

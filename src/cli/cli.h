@@ -86,8 +86,6 @@ sf_status sf_cli_write_measured_trace(struct sf_comm *c, const struct sf_runtime
  * OpenMPI's, PMIx's or PMI's environment; 0 without a launcher. Only rank 0
  * prints help and errors. */
 int sf_cli_launcher_rank(void);
-/* The median of v[0 .. n) (sorted in place); NaN when n <= 0. */
-double sf_cli_median(double *v, int64_t n);
 
 /* ---- errors ------------------------------------------------------------ */
 

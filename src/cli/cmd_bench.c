@@ -23,6 +23,10 @@
  *                  4096-device pairwise node needs no file.
  *   bench kernels  the fast CPU kernels against single-thread SGEMM
  *                  (sf_bench_kernels).
+ *
+ * The timing and its checks are the library's (soapflow/bench.h for the
+ * simulator and the machine, kernels.h for the kernels): this file parses the
+ * options, opens the model, machine and strategy, and prints the figures.
  */
 #include "cli.h"
 
@@ -30,6 +34,7 @@
 #include <string.h>
 #include <sys/resource.h>
 
+#include "soapflow/bench.h"
 #include "soapflow/cost.h"
 #include "soapflow/io.h"
 #include "soapflow/kernels.h"
@@ -92,148 +97,6 @@ static int sim_usage(FILE *out) {
     return SF_EXIT_OK;
 }
 
-typedef struct bench_sim_result {
-    double full_us, delta_us, delta_revert_us;
-    double full_moved_us; /* mean full simulation of each changed strategy: what a delta
-                           * update saves over simulating that strategy from scratch */
-    double bounded_us;  /* mean bounded update + revert, bound 1.02 x the start (see below) */
-    double cut_frac;    /* share of bounded updates that stopped early */
-    double delta_tasks; /* mean task count of the changed strategies */
-    double resched_frac; /* mean share of tasks a delta update scheduled again */
-    double changed_frac; /* mean share of tasks new or starting at another time: the
-                          * part of the schedule any exact delta method must redo */
-    double uneven_frac;  /* mean share new or whose predecessors moved unevenly: what a
-                          * delta that shifted runs of the old schedule would still redo */
-    int64_t tasks;
-} bench_sim_result;
-
-/* One random single-operator move, as every pass of measure() draws them: a
- * random operator gets a random config from its whole SOAP space. */
-static int random_move(const sf_graph *g, const sf_machine *m, sf_rng *rng, sf_config *c) {
-    int op = (int)sf_rng_below(rng, (uint64_t)sf_graph_num_ops(g));
-    sf_config_random(sf_graph_op(g, op), m, rng, c);
-    return op;
-}
-
-/* The measurements themselves. sim2: a second simulator on the same graph and
- * machine, which simulates each changed strategy in full. */
-static sf_status measure(sf_sim *sim, sf_sim *sim2, const sf_graph *g, const sf_machine *m,
-                         const sf_strategy *s, int64_t reps, int64_t moves, uint64_t seed,
-                         bench_sim_result *out, sf_error *err) {
-    sf_sim_result r0, r;
-    sf_status st = sf_sim_run(sim, s, &r0, err); /* warm-up: arrays reach their size */
-    if (st != SF_OK) return st;
-    double best = 1e300;
-    for (int64_t i = 0; i < reps; i++) {
-        double t0 = sf_now_s();
-        st = sf_sim_run(sim, s, &r, err);
-        double dt = sf_now_s() - t0;
-        if (st != SF_OK) return st;
-        if (dt < best) best = dt;
-    }
-    out->full_us = best * 1e6;
-    out->tasks = r0.tasks;
-
-    sf_rng rng;
-    sf_rng_seed(&rng, seed);
-    int n_ops = sf_graph_num_ops(g);
-    double upd = 0, both = 0, tasks = 0, resched = 0, changed = 0, uneven = 0;
-    double iter_sum = 0; /* the moves' iteration times, summed in move order */
-    for (int64_t i = 0; i < moves && n_ops > 0; i++) {
-        sf_config c;
-        int op = random_move(g, m, &rng, &c);
-        double t0 = sf_now_s();
-        st = sf_sim_update(sim, op, &c, &r, err);
-        double t1 = sf_now_s();
-        if (st != SF_OK) return st;
-        tasks += (double)r.tasks;
-        iter_sum += r.iter_s;
-        resched += (double)r.rescheduled / (double)r.tasks;
-        double t3 = sf_now_s();
-        st = sf_sim_revert(sim, &r, err);
-        double t4 = sf_now_s();
-        if (st != SF_OK) return st;
-        upd += t1 - t0;
-        both += (t1 - t0) + (t4 - t3);
-    }
-    /* The same moves again, bounded as the MCMC search bounds them: Metropolis-
-     * Hastings with beta 50 draws u and accepts a proposal at most cur * (1 - ln u / 50)
-     * long, 1.02 x cur on average, so the simulation can stop once that is passed. */
-    sf_rng_seed(&rng, seed);
-    double bnd = 0;
-    int64_t cuts = 0;
-    for (int64_t i = 0; i < moves && n_ops > 0; i++) {
-        sf_config c;
-        int op = random_move(g, m, &rng, &c);
-        double t0 = sf_now_s();
-        st = sf_sim_update_bounded(sim, op, &c, r0.iter_s * 1.02, &r, err);
-        if (st == SF_OK) {
-            cuts += r.cut_off;
-            st = sf_sim_revert(sim, &r, err);
-        }
-        bnd += sf_now_s() - t0;
-        if (st != SF_OK) return st;
-    }
-    /* The same moves once more, untimed, for what they change in the schedule:
-     * sf_sim_delta_stats_get sorts every task, which would evict the simulator's
-     * arrays from the caches between timed updates. */
-    sf_rng_seed(&rng, seed);
-    for (int64_t i = 0; i < moves && n_ops > 0; i++) {
-        sf_config c;
-        int op = random_move(g, m, &rng, &c);
-        sf_sim_delta_stats ds;
-        st = sf_sim_update(sim, op, &c, &r, err);
-        if (st == SF_OK) st = sf_sim_delta_stats_get(sim, &ds, err);
-        if (st != SF_OK) return st;
-        changed += (double)ds.changed / (double)r.tasks;
-        uneven += (double)ds.uneven / (double)r.tasks;
-        st = sf_sim_revert(sim, &r, err);
-        if (st != SF_OK) return st;
-    }
-    /* The same moves, each simulated in full from scratch by the second simulator:
-     * the cost a delta update replaces (a move often makes the graph larger). */
-    sf_rng_seed(&rng, seed);
-    sf_strategy *moved = sf_strategy_clone(s);
-    if (!moved) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-    double fm = 0, full_iter_sum = 0;
-    sf_sim_result r2;
-    for (int64_t i = 0; i < moves && n_ops > 0 && st == SF_OK; i++) {
-        sf_config c;
-        int op = random_move(g, m, &rng, &c);
-        *sf_strategy_config(moved, op) = c;
-        double t0 = sf_now_s();
-        st = sf_sim_run(sim2, moved, &r2, err);
-        fm += sf_now_s() - t0;
-        full_iter_sum += r2.iter_s;
-        *sf_strategy_config(moved, op) = *sf_strategy_get(s, op);
-    }
-    sf_strategy_free(moved);
-    if (st != SF_OK) return st;
-    /* the same sums bit for bit when every delta result equals its full run */
-    if (full_iter_sum != iter_sum)
-        return sf_error_set(err, SF_ERR_INTERNAL,
-                            "delta and full simulation disagree: the %lld moves' iteration times "
-                            "sum to %.17g s and %.17g s",
-                            (long long)moves, iter_sum, full_iter_sum);
-    out->full_moved_us = moves > 0 ? fm / (double)moves * 1e6 : 0;
-    out->bounded_us = moves > 0 ? bnd / (double)moves * 1e6 : 0;
-    out->cut_frac = moves > 0 ? (double)cuts / (double)moves : 0;
-    out->delta_us = moves > 0 ? upd / (double)moves * 1e6 : 0;
-    out->delta_revert_us = moves > 0 ? both / (double)moves * 1e6 : 0;
-    out->delta_tasks = moves > 0 ? tasks / (double)moves : 0;
-    out->resched_frac = moves > 0 ? resched / (double)moves : 0;
-    out->changed_frac = moves > 0 ? changed / (double)moves : 0;
-    out->uneven_frac = moves > 0 ? uneven / (double)moves : 0;
-    /* same answer by another route: every move was undone */
-    if (moves > 0 && (r.iter_s != r0.iter_s || r.tasks != r0.tasks))
-        return sf_error_set(err, SF_ERR_INTERNAL,
-                            "after %lld moves and reverts the simulator gives %.17g s and %lld "
-                            "tasks, it started from %.17g s and %lld tasks",
-                            (long long)moves, r.iter_s, (long long)r.tasks, r0.iter_s,
-                            (long long)r0.tasks);
-    return SF_OK;
-}
-
 static int bench_sim(int argc, char **argv) {
     sf_cli_model_opts mo;
     memset(&mo, 0, sizeof mo);
@@ -263,7 +126,6 @@ static int bench_sim(int argc, char **argv) {
     sf_graph *g = NULL;
     sf_strategy *s = NULL;
     sf_cost_model *cm = NULL;
-    sf_sim *sim = NULL, *sim2 = NULL;
     sf_machine *m = sf_machine_open(machine, &err);
     if (!m) return sf_cli_fail_err(&err);
     int rc = sf_cli_model_open(a.cmd, &mo, sf_machine_num_devices(m), &g);
@@ -274,11 +136,8 @@ static int bench_sim(int argc, char **argv) {
         rc = sf_cli_fail("out of memory");
         goto done;
     }
-    sim = sf_sim_new(g, m, cm, &so, &err);
-    if (sim) sim2 = sf_sim_new(g, m, cm, &so, &err);
-    bench_sim_result br = {0};
-    if (!sim || !sim2 ||
-        measure(sim, sim2, g, m, s, reps, moves, (uint64_t)seed, &br, &err) != SF_OK) {
+    sf_bench_sim_result br;
+    if (sf_bench_sim(g, m, cm, &so, s, reps, moves, (uint64_t)seed, &br, &err) != SF_OK) {
         rc = sf_cli_fail_err(&err);
         goto done;
     }
@@ -328,8 +187,6 @@ static int bench_sim(int argc, char **argv) {
         }
     }
 done:
-    sf_sim_free(sim);
-    sf_sim_free(sim2);
     sf_cost_free(cm);
     sf_strategy_free(s);
     sf_graph_free(g);
@@ -376,58 +233,6 @@ static int machine_usage(FILE *out) {
             "  soapflow bench machine --machine dgx-h100 --nodes 500 --json\n",
             DEFAULT_MACHINE, DEFAULT_STRATEGY);
     return SF_EXIT_OK;
-}
-
-typedef struct bench_machine_result {
-    double build_s, route_s, sim_new_s, full_s, delta_s; /* best, mean per pair, best, best, mean */
-    int64_t tasks;
-} bench_machine_result;
-
-/* The simulator part: a fresh simulator and one full run per rep (the first run of
- * a simulator is what planning pays), then delta updates on the last one. */
-static sf_status measure_machine_sim(const sf_graph *g, const sf_machine *m, const sf_strategy *s,
-                                     int64_t reps, int64_t moves, uint64_t seed,
-                                     bench_machine_result *out, sf_error *err) {
-    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
-    if (!cm) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-    sf_sim_options so;
-    sf_sim_options_default(&so);
-    so.keep_schedule = 0;
-    sf_sim *sim = NULL;
-    sf_sim_result r;
-    sf_status st = SF_OK;
-    out->sim_new_s = out->full_s = 1e300;
-    for (int64_t i = 0; i < reps && st == SF_OK; i++) {
-        sf_sim_free(sim);
-        double t0 = sf_now_s();
-        sim = sf_sim_new(g, m, cm, &so, err);
-        double t1 = sf_now_s();
-        if (!sim) {
-            st = err && err->code != SF_OK ? err->code : SF_ERR_NOMEM;
-            break;
-        }
-        st = sf_sim_run(sim, s, &r, err);
-        double t2 = sf_now_s();
-        if (t1 - t0 < out->sim_new_s) out->sim_new_s = t1 - t0;
-        if (t2 - t1 < out->full_s) out->full_s = t2 - t1;
-        out->tasks = r.tasks;
-    }
-    sf_rng rng;
-    sf_rng_seed(&rng, seed);
-    double sum = 0;
-    int n_ops = sf_graph_num_ops(g);
-    for (int64_t i = 0; i < moves && n_ops > 0 && st == SF_OK; i++) {
-        sf_config c;
-        int op = random_move(g, m, &rng, &c);
-        double t0 = sf_now_s();
-        st = sf_sim_update(sim, op, &c, &r, err);
-        if (st == SF_OK) st = sf_sim_revert(sim, &r, err);
-        sum += sf_now_s() - t0;
-    }
-    out->delta_s = moves > 0 ? sum / (double)moves : 0;
-    sf_sim_free(sim);
-    sf_cost_free(cm);
-    return st;
 }
 
 static int bench_machine(int argc, char **argv) {
@@ -482,43 +287,22 @@ static int bench_machine(int argc, char **argv) {
         memcpy(d.name, name, sizeof d.name);
     }
 
-    bench_machine_result br = {0};
-    br.build_s = 1e300;
+    double build_s, route_s;
     sf_machine *m = NULL;
-    for (int64_t i = 0; i < reps; i++) {
-        sf_machine_free(m);
-        double t0 = sf_now_s();
-        m = sf_machine_build(&d, &err);
-        double dt = sf_now_s() - t0;
-        if (!m) return sf_cli_fail_err(&err);
-        if (dt < br.build_s) br.build_s = dt;
-    }
-    /* routes between random pairs, and what a simulator reads of their links */
+    if (sf_bench_machine_build(&d, reps, &m, &build_s, &err) != SF_OK) return sf_cli_fail_err(&err);
     int n_dev = sf_machine_num_devices(m);
-    sf_rng rng;
-    sf_rng_seed(&rng, (uint64_t)seed);
-    double sink = 0;
-    double t0 = sf_now_s();
-    for (int64_t i = 0; i < pairs; i++) {
-        int x = (int)sf_rng_below(&rng, (uint64_t)n_dev),
-            y = (int)sf_rng_below(&rng, (uint64_t)n_dev);
-        sf_route r;
-        sf_machine_route(m, x, y, &r);
-        for (int k = 0; k < r.n_links; k++) {
-            sf_link lb;
-            const sf_link *l = sf_machine_link(m, r.links[k], &lb);
-            sink += l->latency_s + 1.0 / l->bandwidth_Bps;
-        }
+    if (sf_bench_machine_routes(m, pairs, (uint64_t)seed, &route_s, &err) != SF_OK) {
+        sf_machine_free(m);
+        return sf_cli_fail("bench machine: %s", err.msg);
     }
-    br.route_s = pairs > 0 ? (sf_now_s() - t0) / (double)pairs : 0;
-    if (!(sink >= 0)) return sf_cli_fail("bench machine: a route has a negative time");
 
     sf_graph *g = NULL;
     sf_strategy *s = NULL;
     int rc = sf_cli_model_open(a.cmd, &mo, n_dev, &g);
     if (rc == SF_EXIT_OK) rc = sf_cli_strategy_open(strategy, g, m, &s);
+    sf_bench_machine_sim_result br = {0};
     if (rc == SF_EXIT_OK &&
-        measure_machine_sim(g, m, s, reps, moves, (uint64_t)seed, &br, &err) != SF_OK)
+        sf_bench_machine_sim(g, m, s, reps, moves, (uint64_t)seed, &br, &err) != SF_OK)
         rc = sf_cli_fail_err(&err);
     struct rusage ru;
     double rss_MiB = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : 0;
@@ -530,7 +314,7 @@ static int bench_machine(int argc, char **argv) {
             "links", sf_machine_num_links(m), "topology", sf_intra_topology_name(d.intra), "model",
             sf_graph_name(g), "strategy", strategy, "tasks", (json_int_t)br.tasks, "reps",
             (json_int_t)reps, "moves", (json_int_t)moves, "pairs", (json_int_t)pairs, "build_ms",
-            br.build_s * 1e3, "route_ns", br.route_s * 1e9, "sim_new_ms", br.sim_new_s * 1e3,
+            build_s * 1e3, "route_ns", route_s * 1e9, "sim_new_ms", br.sim_new_s * 1e3,
             "full_ms", br.full_s * 1e3, "delta_us", br.delta_s * 1e6, "peak_rss_MiB", rss_MiB);
         rc = sf_cli_print_json(j);
     } else if (rc == SF_EXIT_OK) {
@@ -538,8 +322,8 @@ static int bench_machine(int argc, char **argv) {
         printf("%s: %d devices in %d nodes (%s), %s links\n", sf_machine_name(m), n_dev,
                sf_machine_num_nodes(m), sf_intra_topology_name(d.intra),
                sf_cli_fmt_count(sf_machine_num_links(m), b1, sizeof b1));
-        printf("build machine     %12.3f ms  (best of %lld)\n", br.build_s * 1e3, (long long)reps);
-        printf("route + links     %12.1f ns  (mean of %lld random pairs)\n", br.route_s * 1e9,
+        printf("build machine     %12.3f ms  (best of %lld)\n", build_s * 1e3, (long long)reps);
+        printf("route + links     %12.1f ns  (mean of %lld random pairs)\n", route_s * 1e9,
                (long long)pairs);
         printf("new simulator     %12.3f ms  (best of %lld; %s, strategy %s, %s tasks)\n",
                br.sim_new_s * 1e3, (long long)reps, sf_graph_name(g), strategy,

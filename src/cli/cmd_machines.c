@@ -2,15 +2,19 @@
  * cmd_machines.c - `soapflow machines`: the machine presets, or machine files.
  *
  * Figures are shown in the units of data sheets (decimal TFLOP/s, GB, GB/s)
- * since that is where users check them; --json gives the raw SI values of
- * the description (bytes, bytes/s, seconds) so that nothing is rounded away.
- * Only descriptions are read: a machine is not built (routes are not
- * computed) just to be listed.
+ * since that is where users check them. --json prints each machine as the
+ * machine writer writes a machine file (sf_machine_desc_to_json,
+ * docs/formats-machine.md), in a JSON array: every element is a file that
+ * --machine reads back to the same machine, so there is one dialect of a
+ * machine in JSON, not two. Only descriptions are read: a machine is not
+ * built (routes are not computed) just to be listed.
  */
 #include "cli.h"
 
 #include <stdlib.h>
 #include <string.h>
+
+#include "soapflow/io.h"
 
 static int usage(FILE *out) {
     fputs("usage: soapflow machines [--long | --json] [NAME|FILE ...]\n"
@@ -20,12 +24,9 @@ static int usage(FILE *out) {
           "\n"
           "options:\n"
           "  -l, --long   add each preset's one-line summary\n"
-          "  --json       a JSON array of objects: name, devices, nodes, devices_per_node,\n"
-          "               device, peak_flops_fp32/fp16/bf16 (FLOP/s), mem_bw_Bps, mem_bytes,\n"
-          "               intra, intra_bw_Bps, intra_latency_s (pcie_tree: also pcie_group,\n"
-          "               pcie_up_bw_Bps), nics_per_node, inter_bw_Bps, inter_latency_s;\n"
-          "               with a runtime object (calibrate): cores_per_node, copy_bw_Bps,\n"
-          "               allreduce [{bytes, link_bw_Bps}]\n"
+          "  --json       a JSON array of machine files, one a machine, as calibrate\n"
+          "               writes them (docs/formats-machine.md): each element, saved\n"
+          "               alone, is a file that --machine reads as the same machine\n"
           "  -h, --help   show this help\n"
           "\n"
           "columns: intra and inter bandwidths are per link each way (inter: per NIC;\n"
@@ -44,46 +45,37 @@ static const char *preset_summary(const char *name) {
     return "";
 }
 
-static json_t *desc_json(const sf_machine_desc *d) {
-    json_t *o = json_object();
-    if (!o) return NULL;
-    int bad = 0;
-    bad |= json_object_set_new(o, "name", json_string(d->name));
-    bad |=
-        json_object_set_new(o, "devices", json_integer((json_int_t)d->nodes * d->devices_per_node));
-    bad |= json_object_set_new(o, "nodes", json_integer(d->nodes));
-    bad |= json_object_set_new(o, "devices_per_node", json_integer(d->devices_per_node));
-    bad |= json_object_set_new(o, "device", json_string(d->kind.name));
-    bad |= json_object_set_new(o, "peak_flops_fp32", json_real(d->kind.peak_flops[SF_DTYPE_FP32]));
-    bad |= json_object_set_new(o, "peak_flops_fp16", json_real(d->kind.peak_flops[SF_DTYPE_FP16]));
-    bad |= json_object_set_new(o, "peak_flops_bf16", json_real(d->kind.peak_flops[SF_DTYPE_BF16]));
-    bad |= json_object_set_new(o, "mem_bw_Bps", json_real(d->kind.mem_bw_Bps));
-    bad |= json_object_set_new(o, "mem_bytes", json_real(d->kind.mem_bytes));
-    bad |= json_object_set_new(o, "intra", json_string(sf_intra_topology_name(d->intra)));
-    bad |= json_object_set_new(o, "intra_bw_Bps", json_real(d->intra_bw_Bps));
-    bad |= json_object_set_new(o, "intra_latency_s", json_real(d->intra_latency_s));
-    if (d->intra == SF_INTRA_PCIE_TREE) {
-        bad |= json_object_set_new(o, "pcie_group", json_integer(d->pcie_group));
-        bad |= json_object_set_new(o, "pcie_up_bw_Bps", json_real(d->pcie_up_bw_Bps));
+/* The machine files of descs[0 .. n) as one JSON array: each file's text as
+ * the writer made it (its shortest exact numbers, not a reprint at 17
+ * digits), indented one level. NULL (err set) when a description is invalid
+ * or memory runs out. */
+static char *descs_json(const sf_machine_desc *descs, int n, sf_error *err) {
+    sf_strbuf b = {0};
+    sf_strbuf_puts(&b, "[");
+    for (int i = 0; i < n; i++) {
+        char *text = sf_machine_desc_to_json(&descs[i], err);
+        if (!text) {
+            sf_strbuf_free(&b);
+            return NULL;
+        }
+        size_t len = strlen(text);
+        if (len > 0 && text[len - 1] == '\n') text[--len] = '\0'; /* the file's last newline */
+        sf_strbuf_puts(&b, i ? ",\n  " : "\n  ");
+        for (const char *c = text, *nl; *c; c = nl + 1) {
+            nl = strchr(c, '\n');
+            if (!nl) {
+                sf_strbuf_puts(&b, c);
+                break;
+            }
+            sf_strbuf_add(&b, c, (size_t)(nl - c));
+            sf_strbuf_puts(&b, "\n  ");
+        }
+        free(text);
     }
-    bad |= json_object_set_new(o, "nics_per_node", json_integer(d->nics_per_node));
-    bad |= json_object_set_new(o, "inter_bw_Bps", json_real(d->inter_bw_Bps));
-    bad |= json_object_set_new(o, "inter_latency_s", json_real(d->inter_latency_s));
-    if (d->cores_per_node)
-        bad |= json_object_set_new(o, "cores_per_node", json_integer(d->cores_per_node));
-    if (d->copy_bw_Bps > 0) bad |= json_object_set_new(o, "copy_bw_Bps", json_real(d->copy_bw_Bps));
-    if (d->n_sync > 0) {
-        json_t *a = json_array();
-        for (int i = 0; a && i < d->n_sync; i++)
-            bad |= json_array_append_new(a, json_pack("{s:f,s:f}", "bytes", d->sync_bytes[i],
-                                                      "link_bw_Bps", d->sync_bw_Bps[i]));
-        bad |= a ? json_object_set_new(o, "allreduce", a) : -1;
-    }
-    if (bad) {
-        json_decref(o);
-        return NULL;
-    }
-    return o;
+    sf_strbuf_puts(&b, n ? "\n]\n" : "]\n");
+    char *out = sf_strbuf_take(&b);
+    if (!out) sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    return out;
 }
 
 /* Bandwidth in GB/s with as few digits as the figure needs ("20", "12.5"). */
@@ -144,15 +136,15 @@ int sf_cmd_machines(int argc, char **argv) {
 
     int rc;
     if (json) {
-        json_t *arr = json_array();
-        for (int i = 0; arr && i < count; i++) {
-            json_t *o = desc_json(&descs[i]);
-            if (!o || json_array_append_new(arr, o) != 0) {
-                json_decref(arr);
-                arr = NULL;
-            }
+        sf_error err = {0};
+        char *text = descs_json(descs, count, &err);
+        if (text) {
+            fputs(text, stdout);
+            free(text);
+            rc = SF_EXIT_OK;
+        } else {
+            rc = sf_cli_fail_err(&err);
         }
-        rc = sf_cli_print_json(arr);
     } else {
         static const char *const headers[] = {"name",         "devices", "nodes", "device",
                                               "fp32 TFLOP/s", "mem GB",  "intra", "intra GB/s",

@@ -35,6 +35,7 @@
 #include "soapflow/runtime.h"
 #include "soapflow/safetensors.h"
 #include "soapflow/sim.h"
+#include "soapflow/stats.h"
 
 #define DEFAULT_STRATEGY "data"
 #define DEFAULT_BATCH 64
@@ -601,7 +602,7 @@ int sf_cmd_train(int argc, char **argv) {
     } else if (t.rank == 0) {
         int64_t warm = total > 10 ? total / 10 : (total > 1 ? 1 : 0);
         int64_t nm = total - warm;
-        double med = sf_cli_median(times + warm, nm);
+        double med = sf_median(times + warm, nm);
         double peak_max = 0;
         for (int r = 0; r < t.ranks; r++) peak_max = fmax(peak_max, peak[r]);
         if (t.o.json) {

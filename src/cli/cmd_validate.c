@@ -5,29 +5,11 @@
  *
  *     mpirun -n 2 soapflow validate --model lenet5 --strategies data,model,owt,random:4,search
  *
- * FlexFlow claims its simulator predicts real iteration times within 30% and
- * keeps the order of strategies; this command checks soapflow's claim the
- * same way. For each strategy of the list it simulates one iteration (the
- * given machine and costs file, as `simulate` does) and trains on synthetic
- * batches with the runtime (as `train --data synthetic` does): the median of
- * --iters steps after --warmup untimed ones. Then the error of each
- * prediction, the median |error|, the worst strategy and Kendall's tau
- * between the predicted and the measured order. Tau, not a correlation of
- * times: a planner needs the order right, the times only as far as they
- * decide it.
- *
- * Where the error comes from: on each strategy's critical device (the one the
- * simulator keeps busiest), predicted and measured seconds by task kind:
- * compute (forward and backward kernels), transfer, sync, update, copy (of
- * tile regions and shards; predicted only on a machine with a copy bandwidth,
- * as calibrate writes) and idle (the iteration less compute, update and
- * copy). Predicted transfer and sync are
- * link time (sf_sim_kind_totals: the messages the device receives, the
- * all-reduce traffic it sends); measured ones are the time the rank waited
- * for its messages and all-reduces (sf_runtime_events), which is what a CPU
- * rank without an asynchronous progress thread spends on them. A compute gap
- * says the cost model is off; an idle or sync gap with compute right says the
- * scheduling or communication rules are.
+ * What is predicted and measured, and the statistics of the fit, are the
+ * library's (soapflow/validate.h, src/validate/validate.c): this file parses
+ * the options, builds the list of strategies (random ones, the search's),
+ * checks the output files, writes the traces and the plot and prints the
+ * tables or the JSON.
  *
  * Every rank parses the same command line and derives the same list (random
  * strategies from one seeded generator, the search with an iteration budget
@@ -52,6 +34,7 @@
 #include "soapflow/runtime.h"
 #include "soapflow/search.h"
 #include "soapflow/sim.h"
+#include "soapflow/validate.h"
 
 #define DEFAULT_BATCH 64
 #define DEFAULT_ITERS 20
@@ -60,28 +43,6 @@
 #define DEFAULT_SEARCH_ITERS 1000
 #define MAX_STRATEGIES 256
 #define MAX_STEPS 100000
-
-/* Task kinds of the breakdown: the simulator's five, then idle. */
-enum {
-    K_COMPUTE = SF_SIM_TOTAL_COMPUTE,
-    K_TRANSFER = SF_SIM_TOTAL_TRANSFER,
-    K_SYNC = SF_SIM_TOTAL_SYNC,
-    K_UPDATE = SF_SIM_TOTAL_UPDATE,
-    K_COPY = SF_SIM_TOTAL_COPY,
-    K_IDLE,
-    K_COUNT
-};
-static const char *const kind_name[K_COUNT] = {"compute", "transfer", "sync",
-                                               "update",  "copy",     "idle"};
-
-/* The simulator's sync models, each judged against the same measurements: which
- * one the runtime behaves like (docs/simulator.md). */
-#define N_SYNC_MODELS 4
-static const sf_sync_mode alt_mode[N_SYNC_MODELS] = {SF_SYNC_OVERLAP, SF_SYNC_BULK, SF_SYNC_OVERLAP,
-                                                     SF_SYNC_BULK};
-static const sf_sync_scheme alt_scheme[N_SYNC_MODELS] = {SF_SCHEME_RING, SF_SCHEME_RING,
-                                                         SF_SCHEME_PS, SF_SCHEME_PS};
-_Static_assert(SF_SIM_TOTAL_COUNT == 5 && (int)K_IDLE == (int)SF_SIM_TOTAL_COUNT, "kinds line up");
 
 static int usage(FILE *out) {
     fprintf(out,
@@ -188,22 +149,11 @@ static int parse(int argc, char **argv, validate_opts *o) {
 
 /* ---- the strategies ------------------------------------------------------------- */
 
+/* What the tables show of a strategy beyond its row (soapflow/validate.h). */
 typedef struct entry {
     char name[96];  /* as the tables show it */
     char file[100]; /* <i>-<name> with only [A-Za-z0-9._-]: trace file names */
     sf_strategy *s;
-    /* predicted */
-    double pred_s;
-    double alt_s[N_SYNC_MODELS]; /* predicted under each sync model (alt_mode, alt_scheme) */
-    int crit;                    /* the device the simulator keeps busiest */
-    double pred[K_COUNT];        /* seconds on crit, by kind */
-    int fits;
-    /* measured (crit's rank for the kinds) */
-    double meas_s;     /* median step */
-    double meas_min_s; /* fastest step */
-    double meas[K_COUNT];
-    int meas_crit; /* the rank with the most compute + update */
-    double error;  /* pred_s / meas_s - 1 */
 } entry;
 
 typedef struct vstate {
@@ -215,7 +165,11 @@ typedef struct vstate {
     sf_cost_model *cm;
     sf_sim_options so;
     entry *e;
+    sf_validate_row *rows; /* [MAX_STRATEGIES], beside e */
     int n;
+    sf_validate_options vo;
+    sf_progress prog;
+    int prog_started;
     int64_t batch;
     int64_t missed, asked; /* profiled model: task times not in the costs file, of all */
 } vstate;
@@ -225,8 +179,12 @@ static int add_entry(vstate *v, const char *name, sf_strategy *s) {
         sf_strategy_free(s);
         return sf_cli_usage_error("validate", "at most %d strategies", MAX_STRATEGIES);
     }
-    entry *e = &v->e[v->n++];
+    entry *e = &v->e[v->n];
     memset(e, 0, sizeof *e);
+    memset(&v->rows[v->n], 0, sizeof v->rows[v->n]);
+    v->rows[v->n].name = e->name;
+    v->rows[v->n].strategy = s;
+    v->n++;
     snprintf(e->name, sizeof e->name, "%s", name);
     char safe[80];
     size_t k = 0;
@@ -387,7 +345,8 @@ static int setup(vstate *v) {
     v->so.sync = o->sync;
     v->so.keep_schedule = 1;
     v->e = calloc(MAX_STRATEGIES, sizeof *v->e);
-    if (!v->e) return sf_cli_fail("validate: out of memory");
+    v->rows = calloc(MAX_STRATEGIES, sizeof *v->rows);
+    if (!v->e || !v->rows) return sf_cli_fail("validate: out of memory");
     rc = build_list(v);
     if (rc != SF_EXIT_OK) return rc;
     if (v->rank == 0 && o->svg && sf_write_file_check(o->svg, &err) != SF_OK)
@@ -398,61 +357,56 @@ static int setup(vstate *v) {
 
 /* ---- predicted ----------------------------------------------------------------------- */
 
-/* Simulate every strategy; rank 0 writes the predicted traces. The costs
- * file's coverage is counted over these simulations only (not the search's). */
+/* Rank 0 writes each strategy's predicted trace. */
+static sf_status write_predicted(void *user, int i, const sf_sim *sim, sf_error *err) {
+    const vstate *v = user;
+    if (v->rank != 0 || !v->o.trace_dir) return SF_OK;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.predicted.json", v->o.trace_dir, v->e[i].file);
+    return sf_sim_write_trace(sim, path, err);
+}
+
+/* Every rank gathers the last step's events; rank 0 writes the measured trace. */
+static sf_status write_measured(void *user, int i, sf_comm *c, const sf_runtime *rt,
+                                sf_error *err) {
+    const vstate *v = user;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s.measured.json", v->o.trace_dir, v->e[i].file);
+    return sf_cli_write_measured_trace(c, rt, path, v->g, v->m, err);
+}
+
+static void step_done(void *user, int64_t done, int64_t total, const char *name) {
+    vstate *v = user;
+    if (v->rank != 0) return;
+    if (!v->prog_started) {
+        sf_progress_start(&v->prog, stderr, "validate", (double)total);
+        v->prog_started = 1;
+    }
+    sf_progress_update(&v->prog, (double)done, name);
+}
+
+/* Simulate every strategy (the table's sync, then each sync model); rank 0
+ * writes the predicted traces. The costs file's coverage is counted over the
+ * table's simulations only (not the search's). */
 static int predict(vstate *v) {
+    sf_validate_options *vo = &v->vo;
+    sf_validate_options_default(vo);
+    vo->sim = v->so;
+    vo->iters = v->o.iters;
+    vo->warmup = v->o.warmup;
+    vo->rounds = v->o.rounds;
+    vo->seed = (uint64_t)v->o.seed;
+    vo->on_predicted = v->o.trace_dir ? write_predicted : NULL;
+    vo->on_measured = v->o.trace_dir ? write_measured : NULL;
+    vo->on_step = step_done;
+    vo->user = v;
     sf_error err = {0};
-    sf_sim *sim = sf_sim_new(v->g, v->m, v->cm, &v->so, &err);
-    if (!sim) return sf_cli_fail_err(&err);
-    sf_cost_profiled_reset_stats(v->cm);
-    int rc = SF_EXIT_OK;
-    for (int i = 0; i < v->n && rc == SF_EXIT_OK; i++) {
-        entry *e = &v->e[i];
-        sf_sim_result r;
-        if (sf_sim_run(sim, e->s, &r, &err) != SF_OK) {
-            rc = sf_cli_fail("validate: %s: %s", e->name, err.msg);
-            break;
-        }
-        e->pred_s = r.iter_s;
-        e->fits = r.fits;
-        e->crit = 0;
-        for (int d = 1; d < r.n_devices; d++)
-            if (r.device_busy_s[d] > r.device_busy_s[e->crit]) e->crit = d;
-        if (sf_sim_kind_totals(sim, e->crit, e->pred, &err) != SF_OK) {
-            rc = sf_cli_fail_err(&err);
-            break;
-        }
-        e->pred[K_IDLE] =
-            fmax(0, r.iter_s - e->pred[K_COMPUTE] - e->pred[K_UPDATE] - e->pred[K_COPY]);
-        if (v->rank == 0 && v->o.trace_dir) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/%s.predicted.json", v->o.trace_dir, e->file);
-            if (sf_sim_write_trace(sim, path, &err) != SF_OK) rc = sf_cli_fail_err(&err);
-        }
-    }
-    sf_profile_stats ps;
-    if (sf_cost_profiled_stats(v->cm, &ps) == SF_OK) {
-        v->missed = ps.misses;
-        v->asked = ps.hits + ps.misses;
-    }
-    sf_sim_free(sim);
-    for (int a = 0; a < N_SYNC_MODELS && rc == SF_EXIT_OK; a++) {
-        sf_sim_options so = v->so;
-        so.keep_schedule = 0;
-        so.sync = alt_mode[a];
-        so.scheme = alt_scheme[a];
-        sim = sf_sim_new(v->g, v->m, v->cm, &so, &err);
-        if (!sim) return sf_cli_fail_err(&err);
-        for (int i = 0; i < v->n && rc == SF_EXIT_OK; i++) {
-            sf_sim_result r;
-            if (sf_sim_run(sim, v->e[i].s, &r, &err) != SF_OK)
-                rc = sf_cli_fail("validate: %s: %s", v->e[i].name, err.msg);
-            else
-                v->e[i].alt_s[a] = r.iter_s;
-        }
-        sf_sim_free(sim);
-    }
-    return rc;
+    sf_profile_stats cov;
+    if (sf_validate_predict(v->g, v->m, v->cm, v->rows, v->n, vo, &cov, &err) != SF_OK)
+        return sf_cli_fail("validate: %s", err.msg);
+    v->missed = cov.misses;
+    v->asked = cov.hits + cov.misses;
+    return SF_EXIT_OK;
 }
 
 /* One line when the costs file lacks task times the predictions needed. */
@@ -483,244 +437,9 @@ static void warn_cores(const vstate *v) {
                   v->ranks, cores, sf_machine_name(v->m), v->ranks);
 }
 
-/* ---- measured ------------------------------------------------------------------------- */
-
-/* This rank's task time of the last step, by kind. */
-static void step_kinds(const sf_runtime *rt, double out[SF_SIM_TOTAL_COUNT]) {
-    const sf_rt_event *ev;
-    int n = sf_runtime_events(rt, &ev);
-    for (int k = 0; k < SF_SIM_TOTAL_COUNT; k++) out[k] = 0;
-    for (int i = 0; i < n; i++) {
-        double d = ev[i].t1_s - ev[i].t0_s;
-        switch ((sf_rt_event_kind)ev[i].kind) {
-        case SF_RT_FWD:
-        case SF_RT_BWD: out[K_COMPUTE] += d; break;
-        case SF_RT_XFER:
-        case SF_RT_GRAD: out[K_TRANSFER] += d; break;
-        case SF_RT_SYNC: out[K_SYNC] += d; break;
-        case SF_RT_UPDATE: out[K_UPDATE] += d; break;
-        case SF_RT_COPY: out[K_COPY] += d; break;
-        default: break;
-        }
-    }
-}
-
-typedef struct measure_bufs {
-    sf_batch_bufs *bb;
-    float **w;
-    double *times;   /* [n][iters] step seconds */
-    double *kinds;   /* [n][SF_SIM_TOTAL_COUNT][iters] this rank's task time by kind */
-    double *scratch; /* [iters] */
-    double *all;     /* [ranks * SF_SIM_TOTAL_COUNT] */
-} measure_bufs;
-
-/* One round of strategy i: a fresh runtime from the initial weights, the
- * warm-up, then its timed steps lo .. hi - 1; the trace on the last timed
- * step of the last round. Collective. */
-static sf_status run_round(vstate *v, int i, int64_t lo, int64_t hi, int last, measure_bufs *mb,
-                           sf_progress *prog, int64_t *done, sf_error *err) {
-    entry *e = &v->e[i];
-    sf_runtime_options ro;
-    sf_runtime_options_default(&ro);
-    ro.bulk_sync = v->o.sync == SF_SYNC_BULK;
-    ro.seed = (uint64_t)v->o.seed;
-    sf_runtime *rt = sf_runtime_new(v->g, e->s, v->comm, &ro, err);
-    if (!rt) return err->code ? err->code : SF_ERR_NOMEM;
-    sf_status st = sf_runtime_set_params(rt, SF_RT_WEIGHTS, (const float *const *)mb->w, err);
-    int64_t it = v->o.iters, warm = v->o.warmup;
-    double *times = mb->times + (size_t)i * (size_t)it;
-    double *kinds = mb->kinds + (size_t)i * SF_SIM_TOTAL_COUNT * (size_t)it;
-    for (int64_t k = -warm; k < hi - lo && st == SF_OK; k++) {
-        sf_batch_synthetic(mb->bb, v->g, (uint64_t)v->o.seed, lo + k + warm);
-        double t0 = sf_now_s();
-        st = sf_runtime_step(rt, &mb->bb->batch, NULL, err);
-        double t = sf_now_s() - t0;
-        if (st != SF_OK) break;
-        if (k >= 0) {
-            int64_t j = lo + k;
-            times[j] = t;
-            double kind[SF_SIM_TOTAL_COUNT];
-            step_kinds(rt, kind);
-            for (int q = 0; q < SF_SIM_TOTAL_COUNT; q++) kinds[q * it + j] = kind[q];
-        }
-        if (v->o.trace_dir && last && k == hi - lo - 1) {
-            char path[4096];
-            snprintf(path, sizeof path, "%s/%s.measured.json", v->o.trace_dir, e->file);
-            st = sf_cli_write_measured_trace(v->comm, rt, path, v->g, v->m, err);
-            st = sf_comm_agree(v->comm, st, err); /* only rank 0 writes */
-        }
-        if (v->rank == 0) sf_progress_update(prog, (double)++*done, e->name);
-    }
-    sf_runtime_free(rt);
-    return st;
-}
-
-/* Strategy i's medians, the same on every rank: the step time is rank 0's
- * (steps end with a world-wide sum, so every rank's is within a message
- * latency of it), the kinds every rank's, through one sum. Collective. */
-static sf_status finish_entry(vstate *v, int i, measure_bufs *mb, sf_error *err) {
-    entry *e = &v->e[i];
-    int64_t it = v->o.iters;
-    const double *times = mb->times + (size_t)i * (size_t)it;
-    const double *kinds = mb->kinds + (size_t)i * SF_SIM_TOTAL_COUNT * (size_t)it;
-    size_t nr = (size_t)v->ranks * SF_SIM_TOTAL_COUNT;
-    memset(mb->all, 0, (nr + 2) * sizeof *mb->all);
-    for (int q = 0; q < SF_SIM_TOTAL_COUNT; q++) {
-        memcpy(mb->scratch, kinds + q * it, (size_t)it * sizeof *mb->scratch);
-        mb->all[v->rank * SF_SIM_TOTAL_COUNT + q] = sf_cli_median(mb->scratch, it);
-    }
-    if (v->rank == 0) {
-        memcpy(mb->scratch, times, (size_t)it * sizeof *mb->scratch);
-        mb->all[nr] = sf_cli_median(mb->scratch, it);
-        mb->all[nr + 1] = mb->scratch[0]; /* sorted by sf_cli_median() */
-    }
-    sf_status st = sf_comm_sum(v->comm, mb->all, (int)nr + 2);
-    if (st != SF_OK) return sf_error_set(err, st, "gathering the measured times failed");
-    e->meas_s = mb->all[nr];
-    e->meas_min_s = mb->all[nr + 1];
-    const double *row = mb->all + e->crit * SF_SIM_TOTAL_COUNT;
-    for (int q = 0; q < SF_SIM_TOTAL_COUNT; q++) e->meas[q] = row[q];
-    e->meas[K_IDLE] = fmax(0, e->meas_s - e->meas[K_COMPUTE] - e->meas[K_UPDATE] - e->meas[K_COPY]);
-    e->meas_crit = 0;
-    for (int r = 1; r < v->ranks; r++) {
-        const double *a = mb->all + r * SF_SIM_TOTAL_COUNT;
-        const double *b = mb->all + e->meas_crit * SF_SIM_TOTAL_COUNT;
-        if (a[K_COMPUTE] + a[K_UPDATE] > b[K_COMPUTE] + b[K_UPDATE]) e->meas_crit = r;
-    }
-    e->error = e->pred_s / e->meas_s - 1;
-    return SF_OK;
-}
-
-static int64_t rounds_of(const vstate *v) {
-    return v->o.rounds < v->o.iters ? v->o.rounds : v->o.iters;
-}
-
-/* Train with every strategy in rounds: each round runs every strategy in
- * turn, a share of its timed steps after its own warm-up, so that a burst of
- * load on a shared host spreads over all strategies instead of landing on
- * one and reordering them. */
-static sf_status measure_all(vstate *v, sf_error *err) {
-    measure_bufs mb = {0};
-    size_t it = (size_t)v->o.iters, n = (size_t)v->n;
-    mb.bb = sf_batch_bufs_new(v->g, err);
-    mb.w = sf_params_new(v->g, (uint64_t)v->o.seed, 0, err);
-    mb.times = malloc(n * it * sizeof *mb.times);
-    mb.kinds = malloc(n * it * SF_SIM_TOTAL_COUNT * sizeof *mb.kinds);
-    mb.scratch = malloc(it * sizeof *mb.scratch);
-    mb.all = malloc(((size_t)v->ranks * SF_SIM_TOTAL_COUNT + 2) * sizeof *mb.all);
-    sf_status st =
-        mb.bb && mb.w && mb.times && mb.kinds && mb.scratch && mb.all ? SF_OK : SF_ERR_NOMEM;
-    if (st != SF_OK && !err->msg[0]) sf_error_set(err, st, "out of memory");
-    st = sf_comm_agree(v->comm, st, err);
-    int64_t rounds = rounds_of(v);
-    sf_progress prog;
-    int64_t done = 0;
-    if (v->rank == 0)
-        sf_progress_start(&prog, stderr, "validate",
-                          (double)v->n * (double)(rounds * v->o.warmup + v->o.iters));
-    for (int64_t r = 0; r < rounds && st == SF_OK; r++) {
-        int64_t lo = v->o.iters * r / rounds, hi = v->o.iters * (r + 1) / rounds;
-        for (int i = 0; i < v->n && st == SF_OK; i++) {
-            st = run_round(v, i, lo, hi, r == rounds - 1, &mb, &prog, &done, err);
-            if (st != SF_OK && !strstr(err->msg, v->e[i].name)) {
-                sf_error inner = *err;
-                sf_error_set(err, st, "%s: %s", v->e[i].name, inner.msg);
-            }
-        }
-    }
-    for (int i = 0; i < v->n && st == SF_OK; i++) st = finish_entry(v, i, &mb, err);
-    if (v->rank == 0) sf_progress_finish(&prog);
-    sf_batch_bufs_free(mb.bb);
-    if (mb.w) sf_params_free(v->g, mb.w);
-    free(mb.times);
-    free(mb.kinds);
-    free(mb.scratch);
-    free(mb.all);
-    return st;
-}
-
-/* ---- the summary -------------------------------------------------------------------- */
-
-/* Kendall's tau-b between two orders of n values (ties in either count as
- * neither concordant nor discordant); NaN for fewer than two, or when one
- * side is all ties. */
-static double kendall_tau(const double *x, const double *y, int n) {
-    double conc = 0, disc = 0, tx = 0, ty = 0;
-    for (int i = 0; i < n; i++) {
-        for (int j = i + 1; j < n; j++) {
-            double a = x[i] - x[j], b = y[i] - y[j];
-            if (a == 0 && b == 0) continue;
-            if (a == 0) {
-                tx++;
-            } else if (b == 0) {
-                ty++;
-            } else if ((a > 0) == (b > 0)) {
-                conc++;
-            } else {
-                disc++;
-            }
-        }
-    }
-    double d = sqrt((conc + disc + tx) * (conc + disc + ty));
-    return d > 0 ? (conc - disc) / d : NAN;
-}
-
-typedef struct fit {
-    double median_abs; /* median |error| */
-    int worst;         /* entry of the largest |error| */
-    double tau;
-} fit;
-
-typedef struct summary {
-    fit main;               /* the predictions of the table (--sync, ring) */
-    fit fastest;            /* the same against each strategy's fastest step */
-    fit alt[N_SYNC_MODELS]; /* under each sync model */
-} summary;
-
-/* How predictions (alt < 0: the table's, else alt_s[alt]) fit the measurements
- * (the median steps, or the fastest ones). */
-static int fit_of(const vstate *v, int alt, int fastest, fit *f) {
-    double *abs_err = malloc((size_t)v->n * sizeof *abs_err);
-    double *p = malloc((size_t)v->n * sizeof *p), *m = malloc((size_t)v->n * sizeof *m);
-    if (!abs_err || !p || !m) {
-        free(abs_err);
-        free(p);
-        free(m);
-        return sf_cli_fail("validate: out of memory");
-    }
-    f->worst = 0;
-    for (int i = 0; i < v->n; i++) {
-        p[i] = alt < 0 ? v->e[i].pred_s : v->e[i].alt_s[alt];
-        m[i] = fastest ? v->e[i].meas_min_s : v->e[i].meas_s;
-        abs_err[i] = fabs(p[i] / m[i] - 1);
-        if (abs_err[i] > abs_err[f->worst]) f->worst = i;
-    }
-    f->tau = kendall_tau(p, m, v->n);
-    f->median_abs = sf_cli_median(abs_err, v->n);
-    free(abs_err);
-    free(p);
-    free(m);
-    return SF_EXIT_OK;
-}
-
-static int summarize(const vstate *v, summary *s) {
-    int rc = fit_of(v, -1, 0, &s->main);
-    if (rc == SF_EXIT_OK) rc = fit_of(v, -1, 1, &s->fastest);
-    for (int a = 0; a < N_SYNC_MODELS && rc == SF_EXIT_OK; a++) rc = fit_of(v, a, 0, &s->alt[a]);
-    return rc;
-}
-
-/* The kind whose measured time is furthest from its prediction. */
-static int largest_gap(const entry *e) {
-    int best = 0;
-    for (int k = 1; k < K_COUNT; k++)
-        if (fabs(e->meas[k] - e->pred[k]) > fabs(e->meas[best] - e->pred[best])) best = k;
-    return best;
-}
-
 static json_t *num_or_null(double x) { return isfinite(x) ? json_real(x) : json_null(); }
 
-static int print_json(const vstate *v, const summary *s) {
+static int print_json(const vstate *v, const sf_validate_summary *s) {
     json_t *j = json_object(), *arr = json_array();
     if (!j || !arr) {
         json_decref(j);
@@ -738,10 +457,10 @@ static int print_json(const vstate *v, const summary *s) {
     bad |= json_object_set_new(j, "sync", json_string(sf_sync_mode_name(v->o.sync)));
     bad |= json_object_set_new(j, "iters", json_integer(v->o.iters));
     bad |= json_object_set_new(j, "warmup", json_integer(v->o.warmup));
-    bad |= json_object_set_new(j, "rounds", json_integer(rounds_of(v)));
+    bad |= json_object_set_new(j, "rounds", json_integer(sf_validate_rounds(&v->vo)));
     bad |= json_object_set_new(j, "seed", json_integer(v->o.seed));
     for (int i = 0; i < v->n && !bad; i++) {
-        const entry *e = &v->e[i];
+        const sf_validate_row *e = &v->rows[i];
         json_t *row = json_object(), *br = json_object();
         if (!row || !br) {
             json_decref(row);
@@ -753,10 +472,10 @@ static int print_json(const vstate *v, const summary *s) {
         bad |= json_object_set_new(row, "name", json_string(e->name));
         bad |= json_object_set_new(row, "predicted_ms", json_real(e->pred_s * 1e3));
         json_t *alt = json_object();
-        for (int a = 0; a < N_SYNC_MODELS && alt; a++) {
+        for (int a = 0; a < v->vo.n_models && alt; a++) {
             char key[32];
-            snprintf(key, sizeof key, "%s/%s", sf_sync_mode_name(alt_mode[a]),
-                     sf_sync_scheme_name(alt_scheme[a]));
+            snprintf(key, sizeof key, "%s/%s", sf_sync_mode_name(v->vo.models[a].mode),
+                     sf_sync_scheme_name(v->vo.models[a].scheme));
             bad |= json_object_set_new(alt, key, json_real(e->alt_s[a] * 1e3));
         }
         bad |= json_object_set_new(row, "predicted_ms_by_sync_model", alt);
@@ -766,33 +485,35 @@ static int print_json(const vstate *v, const summary *s) {
         bad |= json_object_set_new(row, "fits", json_boolean(e->fits));
         bad |= json_object_set_new(row, "critical_device", json_integer(e->crit));
         bad |= json_object_set_new(row, "measured_critical_device", json_integer(e->meas_crit));
-        for (int k = 0; k < K_COUNT; k++)
-            bad |= json_object_set_new(br, kind_name[k],
+        for (int k = 0; k < SF_VALIDATE_KIND_COUNT; k++)
+            bad |= json_object_set_new(br, sf_validate_kind_name(k),
                                        json_pack("{s:f,s:f}", "predicted_ms", e->pred[k] * 1e3,
                                                  "measured_ms", e->meas[k] * 1e3));
         bad |= json_object_set_new(row, "breakdown", br);
-        bad |= json_object_set_new(row, "largest_gap", json_string(kind_name[largest_gap(e)]));
+        bad |= json_object_set_new(row, "largest_gap",
+                                   json_string(sf_validate_kind_name(sf_validate_largest_gap(e))));
         bad |= json_array_append_new(arr, row);
     }
     bad |= json_object_set_new(j, "strategies", arr);
     bad |= json_object_set_new(j, "median_abs_error_pct", num_or_null(s->main.median_abs * 100));
-    bad |= json_object_set_new(j, "worst",
-                               json_pack("{s:s,s:o}", "name", v->e[s->main.worst].name, "error_pct",
-                                         num_or_null(v->e[s->main.worst].error * 100)));
+    bad |=
+        json_object_set_new(j, "worst",
+                            json_pack("{s:s,s:o}", "name", v->rows[s->main.worst].name, "error_pct",
+                                      num_or_null(v->rows[s->main.worst].error * 100)));
     bad |= json_object_set_new(j, "kendall_tau", num_or_null(s->main.tau));
     bad |= json_object_set_new(j, "fastest_steps",
                                json_pack("{s:o,s:o}", "median_abs_error_pct",
                                          num_or_null(s->fastest.median_abs * 100), "kendall_tau",
                                          num_or_null(s->fastest.tau)));
     json_t *models = json_object();
-    for (int a = 0; a < N_SYNC_MODELS && models; a++) {
+    for (int a = 0; a < v->vo.n_models && models; a++) {
         char key[32];
-        snprintf(key, sizeof key, "%s/%s", sf_sync_mode_name(alt_mode[a]),
-                 sf_sync_scheme_name(alt_scheme[a]));
+        snprintf(key, sizeof key, "%s/%s", sf_sync_mode_name(v->vo.models[a].mode),
+                 sf_sync_scheme_name(v->vo.models[a].scheme));
         bad |= json_object_set_new(models, key,
                                    json_pack("{s:o,s:o}", "median_abs_error_pct",
-                                             num_or_null(s->alt[a].median_abs * 100), "kendall_tau",
-                                             num_or_null(s->alt[a].tau)));
+                                             num_or_null(s->models[a].median_abs * 100),
+                                             "kendall_tau", num_or_null(s->models[a].tau)));
     }
     bad |= json_object_set_new(j, "sync_models", models);
     return sf_cli_print_json_built(j, bad);
@@ -805,18 +526,18 @@ static void fmt_tau(double tau, char *buf, size_t n) {
         snprintf(buf, n, "undefined");
 }
 
-static int print_text(const vstate *v, const summary *s) {
+static int print_text(const vstate *v, const sf_validate_summary *s) {
     printf("%s on %d rank%s (%s), machine %s, batch %lld, %s costs%s%s, sync %s\n",
            sf_graph_name(v->g), v->ranks, v->ranks > 1 ? "s" : "", sf_comm_kind(v->comm),
            sf_machine_name(v->m), (long long)v->batch, sf_cost_name(v->cm),
            v->o.costs ? " from " : "", v->o.costs ? v->o.costs : "", sf_sync_mode_name(v->o.sync));
     printf("measured: median of %lld steps in %lld rounds over the strategies, each after %lld "
            "warm-up, synthetic data\n\n",
-           (long long)v->o.iters, (long long)rounds_of(v), (long long)v->o.warmup);
+           (long long)v->o.iters, (long long)sf_validate_rounds(&v->vo), (long long)v->o.warmup);
     static const char *const h1[] = {"#", "strategy", "predicted ms", "measured ms", "error"};
     sf_cli_table *t = sf_cli_table_new(5, h1, "rlrrr");
     for (int i = 0; i < v->n; i++) {
-        const entry *e = &v->e[i];
+        const sf_validate_row *e = &v->rows[i];
         sf_cli_table_cell(t, "%d", i + 1);
         sf_cli_table_cell(t, "%s%s", e->name, e->fits ? "" : " (does not fit)");
         sf_cli_table_cell(t, "%.3f", e->pred_s * 1e3);
@@ -829,16 +550,16 @@ static int print_text(const vstate *v, const summary *s) {
     char tau[32];
     fmt_tau(s->main.tau, tau, sizeof tau);
     printf("\nmedian |error| %.1f%%, worst %s (%+.1f%%), Kendall tau %s over %d strateg%s\n",
-           s->main.median_abs * 100, v->e[s->main.worst].name, v->e[s->main.worst].error * 100, tau,
-           v->n, v->n == 1 ? "y" : "ies");
+           s->main.median_abs * 100, v->rows[s->main.worst].name,
+           v->rows[s->main.worst].error * 100, tau, v->n, v->n == 1 ? "y" : "ies");
     fmt_tau(s->fastest.tau, tau, sizeof tau);
     printf("against each strategy's fastest step: median |error| %.1f%%, Kendall tau %s\n",
            s->fastest.median_abs * 100, tau);
     printf("the simulator's sync models against the same measurements:");
-    for (int a = 0; a < N_SYNC_MODELS; a++) {
-        fmt_tau(s->alt[a].tau, tau, sizeof tau);
-        printf("%s %s/%s %.1f%% (tau %s)", a ? "," : "", sf_sync_mode_name(alt_mode[a]),
-               sf_sync_scheme_name(alt_scheme[a]), s->alt[a].median_abs * 100, tau);
+    for (int a = 0; a < v->vo.n_models; a++) {
+        fmt_tau(s->models[a].tau, tau, sizeof tau);
+        printf("%s %s/%s %.1f%% (tau %s)", a ? "," : "", sf_sync_mode_name(v->vo.models[a].mode),
+               sf_sync_scheme_name(v->vo.models[a].scheme), s->models[a].median_abs * 100, tau);
     }
     printf("\n");
 
@@ -847,14 +568,15 @@ static int print_text(const vstate *v, const summary *s) {
                                      "sync", "update",   "copy",   "idle",    "largest gap"};
     t = sf_cli_table_new(10, h2, "rlrrrrrrrl");
     for (int i = 0; i < v->n; i++) {
-        const entry *e = &v->e[i];
+        const sf_validate_row *e = &v->rows[i];
         sf_cli_table_cell(t, "%d", i + 1);
         sf_cli_table_cell(t, "%s", e->name);
         sf_cli_table_cell(t, "%d", e->crit);
-        for (int k = 0; k < K_COUNT; k++)
+        for (int k = 0; k < SF_VALIDATE_KIND_COUNT; k++)
             sf_cli_table_cell(t, "%.2f / %.2f", e->pred[k] * 1e3, e->meas[k] * 1e3);
-        int g = largest_gap(e);
-        sf_cli_table_cell(t, "%s %+.2f ms", kind_name[g], (e->meas[g] - e->pred[g]) * 1e3);
+        int g = sf_validate_largest_gap(e);
+        sf_cli_table_cell(t, "%s %+.2f ms", sf_validate_kind_name(g),
+                          (e->meas[g] - e->pred[g]) * 1e3);
     }
     rc = sf_cli_table_print(t, stdout);
     sf_cli_table_free(t);
@@ -870,10 +592,10 @@ static int print_text(const vstate *v, const summary *s) {
 /* Predicted (x) against measured (y) on the same linear axes from 0, the
  * y = x line and the band of errors within 30% (FlexFlow's claim); each point
  * numbered as in the table, its name and figures in a tooltip. */
-static int write_svg(const vstate *v, const summary *s) {
+static int write_svg(const vstate *v, const sf_validate_summary *s) {
     const double W = 640, H = 640, L = 70, R = 30, T = 50, B = 60;
     double hi = 0;
-    for (int i = 0; i < v->n; i++) hi = fmax(hi, fmax(v->e[i].pred_s, v->e[i].meas_s));
+    for (int i = 0; i < v->n; i++) hi = fmax(hi, fmax(v->rows[i].pred_s, v->rows[i].meas_s));
     hi = hi > 0 ? hi * 1e3 * 1.08 : 1;
     /* a round tick step: 1, 2 or 5 times a power of ten, about 5 ticks */
     double step = pow(10, floor(log10(hi / 5)));
@@ -930,7 +652,7 @@ static int write_svg(const vstate *v, const summary *s) {
                      "text-anchor=\"middle\">measured iteration, ms</text>\n",
                      L + pw / 2, H - 18, T + ph / 2);
     for (int i = 0; i < v->n; i++) {
-        const entry *e = &v->e[i];
+        const sf_validate_row *e = &v->rows[i];
         double x = X(e->pred_s * 1e3), y = Y(e->meas_s * 1e3);
         sf_strbuf_printf(&b, "<g><title>%d ", i + 1);
         for (const char *c = e->name; *c; c++) {
@@ -964,6 +686,7 @@ static int write_svg(const vstate *v, const summary *s) {
 static void state_free(vstate *v) {
     for (int i = 0; v->e && i < v->n; i++) sf_strategy_free(v->e[i].s);
     free(v->e);
+    free(v->rows);
     sf_cost_free(v->cm);
     sf_machine_free(v->m);
     sf_graph_free(v->g);
@@ -999,13 +722,15 @@ int sf_cmd_validate(int argc, char **argv) {
     warn_costs(&v);
     warn_cores(&v);
 
-    sf_status st = measure_all(&v, &err);
+    sf_status st = sf_validate_measure(v.comm, v.g, v.rows, v.n, &v.vo, &err);
+    if (v.prog_started) sf_progress_finish(&v.prog);
     if (st != SF_OK) {
         if (v.rank == 0) sf_cli_fail_err(&err);
         rc = SF_EXIT_FAIL;
     } else if (v.rank == 0) {
-        summary s = {0};
-        rc = summarize(&v, &s);
+        sf_validate_summary s;
+        if (sf_validate_summarize(v.rows, v.n, &v.vo, &s, &err) != SF_OK)
+            rc = sf_cli_fail("validate: %s", err.msg);
         if (rc == SF_EXIT_OK && v.o.svg) rc = write_svg(&v, &s);
         if (rc == SF_EXIT_OK) rc = v.o.json ? print_json(&v, &s) : print_text(&v, &s);
     }

@@ -37,7 +37,6 @@
 #include "soapflow/sim.h"
 
 #define DEFAULT_STRATEGY "data"
-#define DEFAULT_BATCH 64
 #define MAX_STEPS ((int64_t)1 << 40)
 
 static int usage(FILE *out) {
@@ -87,6 +86,10 @@ static int usage(FILE *out) {
         "  --reference-kernels    the plain reference kernels instead of the fast ones\n"
         "  --json                 print a JSON summary instead of the report\n"
         "  -h, --help             this help\n"
+        "\n"
+        "The default batch is 64 a rank: every command's default is 64 per device of its\n"
+        "machine, so that profile, simulate, validate and train without --batch see the\n"
+        "same tasks.\n"
         "\n"
         "As root, OpenMPI needs OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;\n"
         "more ranks than cores need OMPI_MCA_rmaps_base_oversubscribe=1.\n",
@@ -200,6 +203,26 @@ static void image_model(const sf_graph *g, int *input, int *loss) {
         }
     }
     if (n_in != 1 || n_loss != 1 || *input < 0 || *loss < 0) *input = *loss = -1;
+}
+
+/* The dataset's images against what the model's input reads a sample: the
+ * same pixels, (1, h, w) for an image input or h * w values for a flat one.
+ * fill_batch copies a sample's worth of the model's input from each image, so
+ * any other size would read past the images or train on misaligned pixels. */
+static int check_images(const sf_graph *g, int input, const sf_dataset *ds) {
+    const sf_shape *s = &sf_graph_op(g, input)->out_shapes[0];
+    int fits = s->ndim == 4 ? ds->c == s->d[1] && ds->h == s->d[2] && ds->w == s->d[3]
+                            : ds->c * ds->h * ds->w == sf_shape_numel(s) / s->d[0];
+    if (fits) return SF_EXIT_OK;
+    char want[64];
+    if (s->ndim == 4)
+        snprintf(want, sizeof want, "%lldx%lldx%lld", (long long)s->d[1], (long long)s->d[2],
+                 (long long)s->d[3]);
+    else
+        snprintf(want, sizeof want, "%lld values", (long long)(sf_shape_numel(s) / s->d[0]));
+    return sf_cli_fail("train: %s: %lld images of %lldx%lld, but %s reads %s a sample",
+                       ds->images_path, (long long)ds->n, (long long)ds->h, (long long)ds->w,
+                       sf_graph_name(g), want);
 }
 
 static void fill_batch(sf_batch_bufs *bb, const sf_dataset *ds, const int64_t *order, int64_t first,
@@ -375,20 +398,12 @@ static int setup(train_state *t, sf_error *err) {
     const train_opts *o = &t->o;
     /* an ONNX file's initializers, when it has them all, are the initial weights
      * (sf_params_new's layout; --init and --resume overwrite them) */
-    int rc = sf_cli_model_open_weights("train", &o->model, 1, &t->g, &t->w);
+    /* the default batch is every command's: 64 a device, here a rank, so that
+     * profile, simulate and validate on the same machine see the same tasks */
+    int rc = sf_cli_model_open_weights("train", &o->model, t->ranks, &t->g, &t->w);
     if (rc != SF_EXIT_OK) return rc;
-    if (!o->model.batch && !sf_cli_is_path(o->model.model)) {
-        /* the zoo's default is 64 per device of a planning machine; train's is 64 in all */
-        sf_graph_free(t->g);
-        sf_cli_model_opts mo = o->model;
-        mo.batch = DEFAULT_BATCH;
-        rc = sf_cli_model_open("train", &mo, 1, &t->g);
-        if (rc != SF_EXIT_OK) return rc;
-    }
-    char mname[64];
-    snprintf(mname, sizeof mname, "cpu[%d]", t->ranks);
-    t->m = sf_machine_open(o->machine ? o->machine : mname, err);
-    if (!t->m) return sf_cli_fail_err(err);
+    t->m = sf_cli_rank_machine("train", o->machine, t->ranks);
+    if (!t->m) return SF_EXIT_FAIL;
     if (sf_machine_num_devices(t->m) != t->ranks)
         return sf_cli_fail("train: machine %s has %d devices, but there are %d ranks: run "
                            "'mpirun -n %d' or give a machine of %d devices",
@@ -412,6 +427,9 @@ static int setup(train_state *t, sf_error *err) {
         if (sf_dataset_load(data, "train", o->data_dir, &t->train, err) != SF_OK ||
             sf_dataset_load(data, "test", o->data_dir, &t->test, err) != SF_OK)
             return sf_cli_fail_err(err);
+        if ((rc = check_images(t->g, t->input, &t->train)) != SF_EXIT_OK ||
+            (rc = check_images(t->g, t->input, &t->test)) != SF_EXIT_OK)
+            return rc;
         int64_t batch = sf_graph_op(t->g, t->input)->out_shapes[0].d[0];
         if (batch > t->train.n)
             return sf_cli_fail("train: batch %lld exceeds the %lld training samples",
@@ -494,9 +512,14 @@ static void state_free(train_state *t) {
     sf_graph_free(t->g);
 }
 
-/* Test accuracy over the full batches of the test split. */
+/* Test accuracy over the full batches of the test split (the runtime runs
+ * batches of the graph's size only). A test split smaller than one batch is
+ * not evaluated: *seen is 0 and *acc -1, never an accuracy of nothing. */
 static sf_status evaluate(train_state *t, double *acc, int64_t *seen, sf_error *err) {
     int64_t batch = sf_graph_op(t->g, t->input)->out_shapes[0].d[0], ok = 0;
+    *seen = 0;
+    *acc = -1;
+    if (batch > t->test.n) return SF_OK;
     int64_t *ident = malloc((size_t)t->test.n * sizeof *ident);
     if (!ident) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     for (int64_t i = 0; i < t->test.n; i++) ident[i] = i;
@@ -510,7 +533,7 @@ static sf_status evaluate(train_state *t, double *acc, int64_t *seen, sf_error *
     }
     free(ident);
     *seen = done;
-    *acc = done ? (double)ok / (double)done : 0;
+    *acc = (double)ok / (double)done;
     return st;
 }
 
@@ -670,6 +693,11 @@ int sf_cmd_train(int argc, char **argv) {
         if (t.rank == 0) sf_cli_fail_err(&err);
         rc = SF_EXIT_FAIL;
     } else if (t.rank == 0) {
+        char no_acc[160] = "";
+        if (!synthetic && acc < 0)
+            snprintf(no_acc, sizeof no_acc,
+                     "the batch (%lld) is larger than the %lld test samples of %s", (long long)batch,
+                     (long long)t.test.n, t.o.data);
         int64_t warm = total > 10 ? total / 10 : (total > 1 ? 1 : 0);
         int64_t nm = total - warm;
         double med = sf_cli_median(times + warm, nm);
@@ -698,9 +726,13 @@ int sf_cmd_train(int argc, char **argv) {
                 json_array_append_new(pk, json_integer((json_int_t)peak[r]));
             json_object_set_new(j, "reserved_bytes", pk);
             json_object_set_new(j, "predicted_peak_bytes", sf_cli_json_number(t.predicted_peak));
-            if (acc >= 0) {
-                json_object_set_new(j, "test_accuracy", sf_cli_json_number(acc));
+            if (!synthetic) {
+                /* null, with the reason, when no batch fitted the test split */
+                json_object_set_new(j, "test_accuracy",
+                                    acc >= 0 ? sf_cli_json_number(acc) : json_null());
                 json_object_set_new(j, "test_samples", json_integer(acc_seen));
+                if (acc < 0)
+                    json_object_set_new(j, "test_accuracy_note", json_string(no_acc));
             }
             sf_cli_print_json(j);
         } else {
@@ -717,6 +749,8 @@ int sf_cmd_train(int argc, char **argv) {
             if (acc >= 0)
                 printf("test accuracy %.2f%% (%lld samples of %s)\n", acc * 100,
                        (long long)acc_seen, t.o.data);
+            else if (!synthetic)
+                printf("test accuracy not measured: %s\n", no_acc);
             if (t.o.save) printf("saved         %s\n", t.o.save);
             if (t.o.trace) printf("trace         %s\n", t.o.trace);
         }

@@ -211,18 +211,22 @@ static sf_status stage(staged *f, const char *data, size_t len, sf_error *err) {
         fd = mkstemp(tmp);
         if (fd < 0) break;
         /* the lock that tells a live writer from a stale one (remove_stale);
-         * a sweep may have taken the name between mkstemp and the lock:
-         * then the file is gone (no links) and another name is drawn */
+         * where a file system has no locks, neither side takes one and
+         * nothing is swept. A sweep may have taken the name between mkstemp
+         * and the lock: then the file is gone (no links), and another name
+         * is drawn. */
         f->lock_fd = open(tmp, O_RDONLY | O_NOCTTY);
+        if (f->lock_fd >= 0 && flock(f->lock_fd, LOCK_EX) != 0) {
+            close(f->lock_fd);
+            f->lock_fd = -1;
+        }
         struct stat st;
-        if (f->lock_fd >= 0 && flock(f->lock_fd, LOCK_EX) == 0 && fstat(f->lock_fd, &st) == 0 &&
-            st.st_nlink > 0)
-            break;
+        if (fstat(fd, &st) != 0 || st.st_nlink > 0) break;
         if (f->lock_fd >= 0) close(f->lock_fd);
         f->lock_fd = -1;
         close(fd);
         fd = -1;
-        errno = EAGAIN;
+        errno = EEXIST;
     }
     if (fd < 0) {
         sf_status st =

@@ -20,7 +20,9 @@
  * PyTorch's names and shapes), written by rank 0 after gathering the shards;
  * --save also stores the momentum ("<op>.<param>.momentum") and, in the
  * metadata, the step, the seed and the data position, so --resume continues
- * exactly where the run stopped.
+ * exactly where the run stopped; --save-every writes the same as it goes. A
+ * checkpoint is input like any other: its numbers are range-checked before
+ * they index the data order or add to a step count.
  */
 #include "cli.h"
 

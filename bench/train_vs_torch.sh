@@ -62,7 +62,7 @@ load1() { cut -d' ' -f1 /proc/loadavg; }
 
 run_soapflow() {
     # shellcheck disable=SC2086  # MPI_ARGS is a list of words
-    mpirun -n 2 $MPI_ARGS "$SOAPFLOW" train --model lenet5 --lr 0.01 --momentum 0.9 \
+    mpirun -n 2 $MPI_ARGS "$SOAPFLOW" train --model lenet5 --batch 64 --lr 0.01 --momentum 0.9 \
         --weight-decay 0 "${LEN[@]}" --json > "$TMP/sf.$1.json"
 }
 run_torch() {

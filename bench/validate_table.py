@@ -87,7 +87,7 @@ def main():
             if a.analytic:
                 variants.append(("analytic", []))
             for label, extra in variants:
-                cmd = ["mpirun", "-n", str(p), sf, "validate", "--model", model,
+                cmd = ["mpirun", "-n", str(p), sf, "validate", "--model", model, "--batch", "64",
                        "--machine", machine, *extra, "--strategies", a.strategies,
                        "--iters", a.iters, "--json",
                        "--svg", f"{a.out}/{model}-{p}-{label}.svg"]

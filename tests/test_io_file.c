@@ -17,6 +17,7 @@
 #include <sys/stat.h>
 #include <sys/sysmacros.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 /* cmocka needs setjmp.h, stdarg.h and stddef.h first */
 #include <cmocka.h>
@@ -333,6 +334,126 @@ static void test_signal_mid_group(void **state) {
     assert_int_equal(access(big, F_OK), -1);
 }
 
+/* A writer that stops for good in the middle of a write, holding its
+ * temporary: SIGXFSZ at the file size limit, and a handler that waits there
+ * for the SIGKILL the test sends (a writer frozen mid-write, then killed). */
+static void on_xfsz_wait(int sig) {
+    (void)sig;
+    for (;;) pause();
+}
+
+/* The size of the one temporary in dir, or -1 when there is none. */
+static long temp_size(const char *dir, char *name, size_t cap) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    long size = -1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (!strstr(e->d_name, ".tmp.")) continue;
+        char path[512];
+        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(path, &st) == 0) size = (long)st.st_size;
+        snprintf(name, cap, "%s", path);
+    }
+    closedir(d);
+    return size;
+}
+
+/* Issue 29, item 6: a writer killed by SIGKILL leaves its temporary; the next
+ * write of the same target removes it, but never the temporary of a writer
+ * still at work, nor one of another target. */
+static void test_stale_temporaries(void **state) {
+    (void)state;
+    char sub[128], path[160], other[192], tmp_name[512];
+    snprintf(sub, sizeof sub, "%s/stale", tmp_dir);
+    snprintf(path, sizeof path, "%s/ck.st", sub);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    /* a temporary of another target: kept */
+    snprintf(other, sizeof other, "%s/ck.st2.tmp.AbC123", sub);
+    FILE *o = fopen(other, "wb");
+    assert_non_null(o);
+    fclose(o);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGXFSZ, on_xfsz_wait);
+        struct rlimit rl = {64 * 1024, 64 * 1024};
+        if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(4);
+        size_t n = 1 << 20;
+        char *data = malloc(n);
+        if (!data) _exit(5);
+        memset(data, 'x', n);
+        sf_error err = {0};
+        sf_write_file_atomic(path, data, n, &err);
+        _exit(6); /* not reached */
+    }
+    /* wait until the child sits at the limit, its temporary 64 KiB */
+    long size = -1;
+    for (int i = 0; i < 1000 && size != 64 * 1024; i++) {
+        nanosleep(&(struct timespec){0, 10000000}, NULL);
+        size = temp_size(sub, tmp_name, sizeof tmp_name);
+    }
+    assert_int_equal(size, 64 * 1024);
+    /* a write of the same target meanwhile: the live writer's temporary stays */
+    sf_error err = {0};
+    assert_int_equal(sf_write_file_atomic(path, "one", 3, &err), SF_OK);
+    assert_int_equal(access(tmp_name, F_OK), 0);
+    /* killed: its temporary is stale, and the next write (or check) removes it */
+    kill(pid, SIGKILL);
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_int_equal(access(tmp_name, F_OK), 0);
+    assert_int_equal(sf_write_file_check(path, &err), SF_OK);
+    assert_int_equal(access(tmp_name, F_OK), -1);
+    assert_int_equal(access(other, F_OK), 0);
+    char *text = sf_read_file(path, NULL, &err);
+    assert_non_null(text);
+    assert_string_equal(text, "one");
+    free(text);
+}
+
+/* Issue 29, item 6: writes go out in chunks and look for sf_write_file_abort
+ * between them; once it was called (a stop signal's handler), a write stops
+ * and leaves no temporary. A large write, in many chunks, arrives whole. */
+static void test_abort_stops_writes(void **state) {
+    (void)state;
+    char sub[128], path[160];
+    snprintf(sub, sizeof sub, "%s/abort", tmp_dir);
+    snprintf(path, sizeof path, "%s/big.bin", sub);
+    assert_int_equal(mkdir(sub, 0700), 0);
+    size_t n = (9u << 20) + 123; /* over nine chunks */
+    char *data = malloc(n);
+    assert_non_null(data);
+    for (size_t i = 0; i < n; i++) data[i] = (char)(i * 7 + i / 4096);
+    sf_error err = {0};
+    assert_int_equal(sf_write_file_atomic(path, data, n, &err), SF_OK);
+    size_t len = 0;
+    char *back = sf_read_file_bytes(path, n + 1, &len, &err);
+    assert_non_null(back);
+    assert_int_equal(len, n);
+    assert_memory_equal(back, data, n);
+    free(back);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        sf_write_file_abort();
+        sf_error e2 = {0};
+        sf_status st = sf_write_file_atomic(path, data, n, &e2);
+        _exit(st == SF_OK ? 1 : 0);
+    }
+    int status = 0;
+    assert_int_equal(waitpid(pid, &status, 0), pid);
+    assert_true(WIFEXITED(status));
+    assert_int_equal(WEXITSTATUS(status), 0);
+    assert_int_equal(count_temps(sub), 0);
+    back = sf_read_file_bytes(path, n + 1, &len, &err); /* the old file is intact */
+    assert_non_null(back);
+    assert_int_equal(len, n);
+    free(back);
+    free(data);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fifo_written_in_place),
@@ -345,6 +466,8 @@ int main(void) {
         cmocka_unit_test(test_write_check),
         cmocka_unit_test(test_long_name),
         cmocka_unit_test(test_signal_mid_write),
+        cmocka_unit_test(test_stale_temporaries),
+        cmocka_unit_test(test_abort_stops_writes),
     };
     return cmocka_run_group_tests(tests, make_tmp_dir, remove_tmp_dir);
 }

@@ -30,7 +30,9 @@ extern "C" {
 /* Write data to path atomically: path.tmp.XXXXXX (.soapflow.XXXXXX beside it for
  * a name too long to take that suffix), fsync-free rename over path
  * (over the file a symbolic link names). An existing device or FIFO
- * (/dev/null) is written in place instead, never replaced. */
+ * (/dev/null) is written in place instead, never replaced. The temporary is
+ * flock'ed while it is written, and a write first removes the path.tmp.XXXXXX
+ * files no live writer holds (left by a writer killed with SIGKILL). */
 sf_status sf_write_file_atomic(const char *path, const char *data, size_t len, sf_error *err);
 /* One file of a group written together. */
 typedef struct sf_write_item {
@@ -52,7 +54,8 @@ sf_status sf_write_files_atomic(const sf_write_item *files, int n, sf_error *err
  * command that works for minutes before it writes. */
 sf_status sf_write_file_check(const char *path, sf_error *err);
 /* Remove the temporary files of a write in progress, if any: for a signal
- * handler that ends the program (async-signal-safe). */
+ * handler that ends the program (async-signal-safe). Writes stop at their next
+ * chunk (1 MiB), and every write after it fails (EINTR). */
 void sf_write_file_abort(void);
 
 /* The largest file sf_read_file reads (1 GiB): a bound for a path that names

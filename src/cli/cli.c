@@ -434,6 +434,48 @@ sf_status sf_cli_machine_desc(const char *name_or_path, sf_machine_desc *out, sf
     return SF_OK;
 }
 
+sf_machine *sf_cli_rank_machine(const char *cmd, const char *name, int ranks) {
+    sf_error err = {0};
+    if (name) {
+        sf_machine *m = sf_machine_open(name, &err);
+        if (!m) sf_cli_fail_err(&err);
+        return m;
+    }
+    sf_machine_desc cpu;
+    if (sf_machine_preset_desc("cpu", &cpu, &err) != SF_OK) {
+        sf_cli_fail_err(&err);
+        return NULL;
+    }
+    int have = cpu.nodes * cpu.devices_per_node;
+    if (ranks > have) {
+        /* the cpu preset's subset would fail with "a subset needs 1 to 4
+         * devices", which names no way out: name them (a preset that has such
+         * a subset plans for its devices, not this host's cores) */
+        char fit[192] = "";
+        for (int i = 0; i < sf_machine_preset_count(); i++) {
+            char sub[96];
+            snprintf(sub, sizeof sub, "%s[%d]", sf_machine_preset_name(i), ranks);
+            sf_error e2 = {0};
+            sf_machine *m = sf_machine_open(sub, &e2);
+            if (!m) continue;
+            sf_machine_free(m);
+            snprintf(fit, sizeof fit, ", or a preset that has %d devices, such as --machine '%s'",
+                     ranks, sub);
+            break;
+        }
+        sf_cli_fail("%s: %d ranks, but the default machine, the cpu preset, has %d devices: pass "
+                    "--machine FILE of %d devices ('mpirun -n %d soapflow calibrate --out FILE' "
+                    "measures this host as one)%s, or run at most %d ranks",
+                    cmd, ranks, have, ranks, ranks, fit, have);
+        return NULL;
+    }
+    char sub[64];
+    snprintf(sub, sizeof sub, "cpu[%d]", ranks);
+    sf_machine *m = sf_machine_open(sub, &err);
+    if (!m) sf_cli_fail_err(&err);
+    return m;
+}
+
 /* ---- simulator options ---------------------------------------------------- */
 
 const char sf_cli_sim_help[] =

@@ -194,6 +194,11 @@ int sf_cli_is_path(const char *name);
 /* The description of a machine preset or machine JSON file, found as
  * sf_machine_open finds machines (without building the machine). */
 sf_status sf_cli_machine_desc(const char *name_or_path, sf_machine_desc *out, sf_error *err);
+/* The machine of a command that runs one MPI rank a device (train, validate):
+ * name (a preset, NAME[N] or a file) when given, else the cpu preset's first
+ * `ranks` devices, cpu[P]. NULL when it cannot be made, reported (more ranks
+ * than the cpu preset has: the message says what to pass instead). */
+sf_machine *sf_cli_rank_machine(const char *cmd, const char *name, int ranks);
 
 /* ---- a model, a machine and a strategy (cmd_simulate.c) ------------------ */
 

@@ -20,7 +20,9 @@
  * PyTorch's names and shapes), written by rank 0 after gathering the shards;
  * --save also stores the momentum ("<op>.<param>.momentum") and, in the
  * metadata, the step, the seed and the data position, so --resume continues
- * exactly where the run stopped.
+ * exactly where the run stopped; --save-every writes the same as it goes. A
+ * checkpoint is input like any other: its numbers are range-checked before
+ * they index the data order or add to a step count.
  */
 #include "cli.h"
 
@@ -38,7 +40,6 @@
 #include "soapflow/stats.h"
 
 #define DEFAULT_STRATEGY "data"
-#define DEFAULT_BATCH 64
 #define MAX_STEPS ((int64_t)1 << 40)
 
 static int usage(FILE *out) {
@@ -66,14 +67,18 @@ static int usage(FILE *out) {
         "  --iters N              steps instead of epochs (synthetic data: default 100)\n"
         "  --lr X                 learning rate (default 0.01)\n"
         "  --lr-schedule S        constant (default) or cosine: lr * (1 + cos(pi t / T)) / 2\n"
-        "                         at step t of the run's T steps (a resumed run keeps the T\n"
-        "                         it was saved with)\n"
+        "                         at step t, and 0 from step T on\n"
+        "  --lr-steps T           the cosine schedule's length in steps (default: the\n"
+        "                         checkpoint's for --resume, else the run's last step), so\n"
+        "                         that a run cut into pieces follows one schedule\n"
         "  --momentum X           SGD momentum (default 0.9)\n"
         "  --weight-decay X       L2 weight decay (default 0)\n"
         "  --seed S               initial weights, data order and dropout (default 1)\n"
         "  --init F.safetensors   initial weights from a checkpoint (names and shapes checked);\n"
         "                         an ONNX model starts from its initializers when it has them\n"
         "  --save F.safetensors   write the trained weights (and momentum, step) at the end\n"
+        "  --save-every N         also write --save every N steps (atomically: a killed run\n"
+        "                         keeps its last checkpoint)\n"
         "  --resume F             continue a run saved with --save: weights, momentum,\n"
         "                         step and data order\n"
         "  --trace FILE           Chrome trace of one measured iteration (the tracks and\n"
@@ -85,6 +90,10 @@ static int usage(FILE *out) {
         "  --json                 print a JSON summary instead of the report\n"
         "  -h, --help             this help\n"
         "\n"
+        "The default batch is 64 a rank: every command's default is 64 per device of its\n"
+        "machine, so that profile, simulate, validate and train without --batch see the\n"
+        "same tasks.\n"
+        "\n"
         "As root, OpenMPI needs OMPI_ALLOW_RUN_AS_ROOT=1 and OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1;\n"
         "more ranks than cores need OMPI_MCA_rmaps_base_oversubscribe=1.\n",
         sf_cli_model_help);
@@ -95,7 +104,7 @@ typedef struct train_opts {
     sf_cli_model_opts model;
     const char *machine, *strategy, *data, *data_dir, *init, *save, *resume, *trace, *costs;
     const char *sync, *schedule;
-    int64_t epochs, iters, seed, log_every;
+    int64_t epochs, iters, seed, log_every, save_every, lr_steps;
     double lr, momentum, weight_decay;
     int json, reference, help;
 } train_opts;
@@ -147,6 +156,8 @@ static int parse(int argc, char **argv, train_opts *o) {
             sf_cli_str(&a, "--sync", NULL, &o->sync) ||
             sf_cli_str(&a, "--lr-schedule", NULL, &o->schedule) ||
             sf_cli_int(&a, "--log-every", NULL, 1, MAX_STEPS, &o->log_every) ||
+            sf_cli_int(&a, "--save-every", NULL, 1, MAX_STEPS, &o->save_every) ||
+            sf_cli_int(&a, "--lr-steps", NULL, 1, MAX_STEPS, &o->lr_steps) ||
             sf_cli_flag(&a, "--reference-kernels", NULL, &o->reference) ||
             sf_cli_flag(&a, "--json", NULL, &o->json))
             continue;
@@ -158,11 +169,15 @@ static int parse(int argc, char **argv, train_opts *o) {
         return sf_cli_usage_error("train", "--epochs and --iters exclude each other");
     if (o->init && o->resume)
         return sf_cli_usage_error("train", "--init and --resume exclude each other");
+    if (o->save_every && !o->save)
+        return sf_cli_usage_error("train", "--save-every needs --save FILE");
     if (strcmp(o->sync, "overlap") && strcmp(o->sync, "bulk"))
         return sf_cli_usage_error("train", "--sync is overlap or bulk, got '%.64s'", o->sync);
     if (strcmp(o->schedule, "constant") && strcmp(o->schedule, "cosine"))
         return sf_cli_usage_error("train", "--lr-schedule is constant or cosine, got '%.64s'",
                                   o->schedule);
+    if (o->lr_steps && strcmp(o->schedule, "cosine"))
+        return sf_cli_usage_error("train", "--lr-steps is the length of --lr-schedule cosine");
     if (o->data && strcmp(o->data, "fashion-mnist") && strcmp(o->data, "mnist") &&
         strcmp(o->data, "synthetic"))
         return sf_cli_usage_error(
@@ -193,6 +208,26 @@ static void image_model(const sf_graph *g, int *input, int *loss) {
     if (n_in != 1 || n_loss != 1 || *input < 0 || *loss < 0) *input = *loss = -1;
 }
 
+/* The dataset's images against what the model's input reads a sample: the
+ * same pixels, (1, h, w) for an image input or h * w values for a flat one.
+ * fill_batch copies a sample's worth of the model's input from each image, so
+ * any other size would read past the images or train on misaligned pixels. */
+static int check_images(const sf_graph *g, int input, const sf_dataset *ds) {
+    const sf_shape *s = &sf_graph_op(g, input)->out_shapes[0];
+    int fits = s->ndim == 4 ? ds->c == s->d[1] && ds->h == s->d[2] && ds->w == s->d[3]
+                            : ds->c * ds->h * ds->w == sf_shape_numel(s) / s->d[0];
+    if (fits) return SF_EXIT_OK;
+    char want[64];
+    if (s->ndim == 4)
+        snprintf(want, sizeof want, "%lldx%lldx%lld", (long long)s->d[1], (long long)s->d[2],
+                 (long long)s->d[3]);
+    else
+        snprintf(want, sizeof want, "%lld values", (long long)(sf_shape_numel(s) / s->d[0]));
+    return sf_cli_fail("train: %s: %lld images of %lldx%lld, but %s reads %s a sample",
+                       ds->images_path, (long long)ds->n, (long long)ds->h, (long long)ds->w,
+                       sf_graph_name(g), want);
+}
+
 static void fill_batch(sf_batch_bufs *bb, const sf_dataset *ds, const int64_t *order, int64_t first,
                        int64_t batch, int input, int loss) {
     for (int64_t i = 0; i < batch; i++) {
@@ -206,29 +241,38 @@ static void fill_batch(sf_batch_bufs *bb, const sf_dataset *ds, const int64_t *o
 
 #define MOMENTUM_SUFFIX ".momentum"
 
+/* "<op>.<param>" or "<op>.<param>.momentum", malloc'd (NULL when out of
+ * memory): operator names have no length limit, so neither have these. */
+static char *tensor_name(const char *op, const char *param, int momentum) {
+    const char *suffix = momentum ? MOMENTUM_SUFFIX : "";
+    size_t n = strlen(op) + 1 + strlen(param) + strlen(suffix) + 1;
+    char *s = malloc(n);
+    if (s) snprintf(s, n, "%s.%s%s", op, param, suffix);
+    return s;
+}
+
 /* Write the gathered weights (and momentum) of g as safetensors, on rank 0. */
 static sf_status save_checkpoint(const char *path, const sf_graph *g, float **w, float **v,
                                  int64_t step, int64_t seed, int64_t lr_steps, sf_error *err) {
     int n = sf_graph_num_ops(g), cap = 0;
     for (int i = 0; i < n; i++) cap += 2 * SF_MAX_PARAMS;
     sf_st_tensor *t = calloc((size_t)(cap ? cap : 1), sizeof *t);
-    char(*names)[160] = calloc((size_t)(cap ? cap : 1), sizeof *names);
-    if (!t || !names) {
-        free(t);
-        free(names);
-        return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-    }
+    char **names = calloc((size_t)(cap ? cap : 1), sizeof *names);
+    sf_status st = t && names ? SF_OK : SF_ERR_NOMEM;
     int nt = 0;
-    for (int pass = 0; pass < (v ? 2 : 1); pass++) {
+    for (int pass = 0; pass < (v ? 2 : 1) && st == SF_OK; pass++) {
         float **src = pass ? v : w;
-        for (int i = 0; i < n; i++) {
+        for (int i = 0; i < n && st == SF_OK; i++) {
             if (!src[i]) continue;
             const sf_op *op = sf_graph_op(g, i);
             sf_param_desc d[SF_MAX_PARAMS];
             int np = sf_op_param_descs(op, d);
             for (int k = 0; k < np; k++) {
-                snprintf(names[nt], sizeof names[nt], "%s.%s%s", op->name, d[k].name,
-                         pass ? MOMENTUM_SUFFIX : "");
+                names[nt] = tensor_name(op->name, d[k].name, pass);
+                if (!names[nt]) {
+                    st = SF_ERR_NOMEM;
+                    break;
+                }
                 t[nt].name = names[nt];
                 t[nt].ndim = d[k].shape.ndim;
                 for (int q = 0; q < d[k].shape.ndim; q++) t[nt].shape[q] = d[k].shape.d[q];
@@ -238,70 +282,96 @@ static sf_status save_checkpoint(const char *path, const sf_graph *g, float **w,
             }
         }
     }
-    char step_s[32], seed_s[32], lr_s[32];
-    snprintf(step_s, sizeof step_s, "%lld", (long long)step);
-    snprintf(seed_s, sizeof seed_s, "%lld", (long long)seed);
-    snprintf(lr_s, sizeof lr_s, "%lld", (long long)lr_steps);
-    const char *keys[] = {"format", "soapflow.model", "soapflow.step", "soapflow.seed",
-                          "soapflow.lr_steps"};
-    const char *vals[] = {"pt", sf_graph_name(g), step_s, seed_s, lr_s};
-    /* a schedule's T only when there is one (lr_steps > 0), so that a constant
-     * rate's checkpoints do not depend on how a run was cut */
-    size_t n_meta = v ? (lr_steps > 0 ? 5 : 4) : 2;
-    sf_status st = sf_safetensors_write(path, t, (size_t)nt, keys, vals, n_meta, err);
+    if (st == SF_OK) {
+        char step_s[32], seed_s[32], lr_s[32];
+        snprintf(step_s, sizeof step_s, "%lld", (long long)step);
+        snprintf(seed_s, sizeof seed_s, "%lld", (long long)seed);
+        snprintf(lr_s, sizeof lr_s, "%lld", (long long)lr_steps);
+        const char *keys[] = {"format", "soapflow.model", "soapflow.step", "soapflow.seed",
+                              "soapflow.lr_steps"};
+        const char *vals[] = {"pt", sf_graph_name(g), step_s, seed_s, lr_s};
+        /* a schedule's T only when there is one (lr_steps > 0), so that a constant
+         * rate's checkpoints do not depend on how a run was cut */
+        size_t n_meta = v ? (lr_steps > 0 ? 5 : 4) : 2;
+        st = sf_safetensors_write(path, t, (size_t)nt, keys, vals, n_meta, err);
+    } else {
+        sf_error_set(err, st, "out of memory");
+    }
+    for (int i = 0; names && i < nt; i++) free(names[i]);
     free(t);
     free(names);
     return st;
 }
 
+/* The integer of metadata key in [lo, hi] into *out: SF_OK, or a message
+ * naming the file and the key. A key that is not there is an error when
+ * required, else leaves *out alone. */
+static sf_status meta_int(const sf_st_file *f, const char *path, const char *key, int64_t lo,
+                          int64_t hi, int required, int64_t *out, sf_error *err) {
+    const char *s = sf_safetensors_meta(f, key);
+    if (!s && !required) return SF_OK;
+    if (!s)
+        return sf_error_set(err, SF_ERR_PARSE,
+                            "%s: no metadata '%s': not a checkpoint saved by 'train --save'", path,
+                            key);
+    if (sf_cli_parse_int(s, lo, hi, out) != 0)
+        return sf_error_set(err, SF_ERR_RANGE,
+                            "%s: metadata '%s' is '%.40s', expected an integer from %lld to %lld",
+                            path, key, s, (long long)lo, (long long)hi);
+    return SF_OK;
+}
+
 /* Load weights (and momentum, for a resume) into w and v from a checkpoint:
- * every tensor of the model must be there with its shape; mismatches are listed. */
+ * every tensor of the model must be there with its shape; mismatches are listed.
+ * The numbers of a resume's metadata are checked against what the run does
+ * with them: a step indexes the data order and adds to the steps to run, so it
+ * is bounded by MAX_STEPS (the caller checks the sum); a schedule's length
+ * divides. */
 static sf_status load_checkpoint(const char *path, const sf_graph *g, float **w, float **v,
                                  int64_t *step, int64_t *seed, int64_t *lr_steps, sf_error *err) {
     sf_st_file *f = sf_safetensors_read(path, err);
     if (!f) return err->code ? err->code : SF_ERR_IO;
     char bad[SF_ERRMSG_MAX] = "";
     int n_bad = 0;
-    for (int pass = 0; pass < (v ? 2 : 1); pass++) {
+    sf_status st = SF_OK;
+    for (int pass = 0; pass < (v ? 2 : 1) && st == SF_OK; pass++) {
         float **dst = pass ? v : w;
-        for (int i = 0; i < sf_graph_num_ops(g); i++) {
+        for (int i = 0; i < sf_graph_num_ops(g) && st == SF_OK; i++) {
             if (!dst[i]) continue;
             const sf_op *op = sf_graph_op(g, i);
             sf_param_desc d[SF_MAX_PARAMS];
             int np = sf_op_param_descs(op, d);
             for (int k = 0; k < np; k++) {
-                char name[160];
-                snprintf(name, sizeof name, "%s.%s%s", op->name, d[k].name,
-                         pass ? MOMENTUM_SUFFIX : "");
+                char *name = tensor_name(op->name, d[k].name, pass);
+                if (!name) {
+                    st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+                    break;
+                }
                 const sf_st_tensor *tp = sf_safetensors_find(f, name);
                 int ok = tp && tp->ndim == d[k].shape.ndim;
                 for (int q = 0; ok && q < tp->ndim; q++) ok = tp->shape[q] == d[k].shape.d[q];
                 if (!ok) {
                     if (n_bad++ < 4)
-                        snprintf(bad + strlen(bad), sizeof bad - strlen(bad), "%s%s",
+                        snprintf(bad + strlen(bad), sizeof bad - strlen(bad), "%s%.120s",
                                  n_bad > 1 ? ", " : "", name);
-                    continue;
+                } else {
+                    memcpy(dst[i] + d[k].offset, tp->data,
+                           (size_t)sf_shape_numel(&d[k].shape) * sizeof(float));
                 }
-                memcpy(dst[i] + d[k].offset, tp->data,
-                       (size_t)sf_shape_numel(&d[k].shape) * sizeof(float));
+                free(name);
             }
         }
     }
-    sf_status st = SF_OK;
-    if (n_bad) {
+    if (st != SF_OK) {
+        /* out of memory, said */
+    } else if (n_bad) {
         st = sf_error_set(err, SF_ERR_SHAPE, "%s: %d tensor%s missing or of another shape: %s%s",
                           path, n_bad, n_bad > 1 ? "s" : "", bad, n_bad > 4 ? ", ..." : "");
     } else if (step || seed) {
-        const char *sv = sf_safetensors_meta(f, "soapflow.step");
-        const char *dv = sf_safetensors_meta(f, "soapflow.seed");
-        const char *lv = sf_safetensors_meta(f, "soapflow.lr_steps");
-        if (lv && lr_steps) sf_cli_parse_int(lv, 0, INT64_MAX, lr_steps);
-        if (!sv || !dv || sf_cli_parse_int(sv, 0, INT64_MAX, step) ||
-            sf_cli_parse_int(dv, 0, INT64_MAX, seed))
-            st = sf_error_set(err, SF_ERR_PARSE,
-                              "%s: not a checkpoint saved by 'train --save' (no step and seed "
-                              "metadata)",
-                              path);
+        st = meta_int(f, path, "soapflow.step", 0, MAX_STEPS, 1, step, err);
+        if (st == SF_OK) st = meta_int(f, path, "soapflow.seed", 0, INT64_MAX, 1, seed, err);
+        if (st == SF_OK && lr_steps)
+            st = meta_int(f, path, "soapflow.lr_steps", 1, MAX_STEPS, 0, lr_steps, err);
     }
     sf_safetensors_free(f);
     return st;
@@ -331,20 +401,12 @@ static int setup(train_state *t, sf_error *err) {
     const train_opts *o = &t->o;
     /* an ONNX file's initializers, when it has them all, are the initial weights
      * (sf_params_new's layout; --init and --resume overwrite them) */
-    int rc = sf_cli_model_open_weights("train", &o->model, 1, &t->g, &t->w);
+    /* the default batch is every command's: 64 a device, here a rank, so that
+     * profile, simulate and validate on the same machine see the same tasks */
+    int rc = sf_cli_model_open_weights("train", &o->model, t->ranks, &t->g, &t->w);
     if (rc != SF_EXIT_OK) return rc;
-    if (!o->model.batch && !sf_cli_is_path(o->model.model)) {
-        /* the zoo's default is 64 per device of a planning machine; train's is 64 in all */
-        sf_graph_free(t->g);
-        sf_cli_model_opts mo = o->model;
-        mo.batch = DEFAULT_BATCH;
-        rc = sf_cli_model_open("train", &mo, 1, &t->g);
-        if (rc != SF_EXIT_OK) return rc;
-    }
-    char mname[64];
-    snprintf(mname, sizeof mname, "cpu[%d]", t->ranks);
-    t->m = sf_machine_open(o->machine ? o->machine : mname, err);
-    if (!t->m) return sf_cli_fail_err(err);
+    t->m = sf_cli_rank_machine("train", o->machine, t->ranks);
+    if (!t->m) return SF_EXIT_FAIL;
     if (sf_machine_num_devices(t->m) != t->ranks)
         return sf_cli_fail("train: machine %s has %d devices, but there are %d ranks: run "
                            "'mpirun -n %d' or give a machine of %d devices",
@@ -368,6 +430,9 @@ static int setup(train_state *t, sf_error *err) {
         if (sf_dataset_load(data, "train", o->data_dir, &t->train, err) != SF_OK ||
             sf_dataset_load(data, "test", o->data_dir, &t->test, err) != SF_OK)
             return sf_cli_fail_err(err);
+        if ((rc = check_images(t->g, t->input, &t->train)) != SF_EXIT_OK ||
+            (rc = check_images(t->g, t->input, &t->test)) != SF_EXIT_OK)
+            return rc;
         int64_t batch = sf_graph_op(t->g, t->input)->out_shapes[0].d[0];
         if (batch > t->train.n)
             return sf_cli_fail("train: batch %lld exceeds the %lld training samples",
@@ -450,9 +515,14 @@ static void state_free(train_state *t) {
     sf_graph_free(t->g);
 }
 
-/* Test accuracy over the full batches of the test split. */
+/* Test accuracy over the full batches of the test split (the runtime runs
+ * batches of the graph's size only). A test split smaller than one batch is
+ * not evaluated: *seen is 0 and *acc -1, never an accuracy of nothing. */
 static sf_status evaluate(train_state *t, double *acc, int64_t *seen, sf_error *err) {
     int64_t batch = sf_graph_op(t->g, t->input)->out_shapes[0].d[0], ok = 0;
+    *seen = 0;
+    *acc = -1;
+    if (batch > t->test.n) return SF_OK;
     int64_t *ident = malloc((size_t)t->test.n * sizeof *ident);
     if (!ident) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     for (int64_t i = 0; i < t->test.n; i++) ident[i] = i;
@@ -466,8 +536,31 @@ static sf_status evaluate(train_state *t, double *acc, int64_t *seen, sf_error *
     }
     free(ident);
     *seen = done;
-    *acc = done ? (double)ok / (double)done : 0;
+    *acc = (double)ok / (double)done;
     return st;
+}
+
+/* Gather the weights and momentum on rank 0 and write them there as the
+ * checkpoint after `step` steps. Collective: every rank gets the outcome. */
+static sf_status checkpoint(train_state *t, int64_t step, int64_t seed, int64_t lr_steps,
+                            sf_error *err) {
+    sf_status st = sf_runtime_get_params(t->rt, SF_RT_WEIGHTS, t->rank == 0 ? t->w : NULL, err);
+    if (st == SF_OK)
+        st = sf_runtime_get_params(t->rt, SF_RT_MOMENTUM, t->rank == 0 ? t->v : NULL, err);
+    sf_status ws = SF_OK;
+    if (st == SF_OK && t->rank == 0)
+        ws = save_checkpoint(t->o.save, t->g, t->w, t->v, step, seed, lr_steps, err);
+    if (st == SF_OK) st = sf_comm_agree(t->comm, ws, err);
+    return st;
+}
+
+/* The learning rate of step `step`: constant, or the cosine schedule of
+ * lr_steps steps, which stays at 0 after its end (a finished run continued
+ * must not climb back). */
+static double lr_at(const train_opts *o, int64_t step, int64_t lr_steps) {
+    if (strcmp(o->schedule, "cosine")) return o->lr;
+    double at = (double)(step < lr_steps ? step : lr_steps);
+    return o->lr * 0.5 * (1 + cos(3.14159265358979323846 * at / (double)lr_steps));
 }
 
 int sf_cmd_train(int argc, char **argv) {
@@ -493,6 +586,24 @@ int sf_cmd_train(int argc, char **argv) {
                             t.o.resume ? &step0 : NULL, t.o.resume ? &seed : NULL,
                             t.o.resume ? &lr_steps : NULL, &err) != SF_OK)
             rc = sf_cli_fail_err(&err);
+    }
+    int synthetic = 0;
+    int64_t batch = 0, per_epoch = 0, total = 0;
+    if (rc == SF_EXIT_OK) {
+        synthetic = strcmp(t.o.data, "synthetic") == 0;
+        sf_graph_stats gs;
+        sf_graph_stats_compute(t.g, &gs);
+        batch = gs.batch;
+        per_epoch = synthetic ? 0 : t.train.n / batch;
+        total = t.o.iters   ? t.o.iters
+                : synthetic ? (t.o.epochs ? t.o.epochs * 100 : 100)
+                            : per_epoch * (t.o.epochs ? t.o.epochs : 1);
+        /* both are at most MAX_STEPS, so the sum cannot overflow */
+        if (step0 + total > MAX_STEPS)
+            rc = sf_cli_fail("train: %s: metadata 'soapflow.step' is %lld, and %lld steps more "
+                             "pass the %lld steps a run may reach",
+                             t.o.resume, (long long)step0, (long long)total,
+                             (long long)MAX_STEPS);
     }
     /* all ranks agree that set-up worked before the runtime's collectives */
     sf_error agree = {0};
@@ -520,16 +631,10 @@ int sf_cmd_train(int argc, char **argv) {
         st = sf_runtime_set_params(t.rt, SF_RT_MOMENTUM, (const float *const *)t.v, &err);
     if (st == SF_OK) sf_runtime_set_steps(t.rt, step0);
 
-    int synthetic = strcmp(t.o.data, "synthetic") == 0;
-    sf_graph_stats gs;
-    sf_graph_stats_compute(t.g, &gs);
-    int64_t batch = gs.batch;
-    int64_t per_epoch = synthetic ? 0 : t.train.n / batch;
-    int64_t total = t.o.iters   ? t.o.iters
-                    : synthetic ? (t.o.epochs ? t.o.epochs * 100 : 100)
-                                : per_epoch * (t.o.epochs ? t.o.epochs : 1);
     int64_t log_every = t.o.log_every ? t.o.log_every : (total >= 10 ? total / 10 : 1);
-    if (!lr_steps) lr_steps = step0 + total; /* the schedule's T */
+    /* the schedule's T: given, else the checkpoint's, else this run's end */
+    if (t.o.lr_steps) lr_steps = t.o.lr_steps;
+    if (!lr_steps) lr_steps = step0 + total;
     int cosine = strcmp(t.o.schedule, "cosine") == 0;
     double *times = malloc((size_t)(total ? total : 1) * sizeof *times);
     double *losses = malloc((size_t)(total ? total : 1) * sizeof *losses);
@@ -556,10 +661,7 @@ int sf_cmd_train(int argc, char **argv) {
             }
             fill_batch(t.bb, &t.train, t.order, (step % per_epoch) * batch, batch, t.input, t.loss);
         }
-        if (cosine)
-            sf_runtime_set_lr(
-                t.rt,
-                t.o.lr * 0.5 * (1 + cos(3.14159265358979323846 * (double)step / (double)lr_steps)));
+        if (cosine) sf_runtime_set_lr(t.rt, lr_at(&t.o, step, lr_steps));
         double t0 = sf_now_s(), loss = 0;
         st = sf_runtime_step(t.rt, &t.bb->batch, &loss, &err);
         times[i] = sf_now_s() - t0;
@@ -569,6 +671,8 @@ int sf_cmd_train(int argc, char **argv) {
             st = sf_cli_write_measured_trace(t.comm, t.rt, t.o.trace, t.g, t.m, &err);
             traced = 1;
         }
+        if (st == SF_OK && t.o.save_every && (i + 1) % t.o.save_every == 0 && i + 1 < total)
+            st = checkpoint(&t, step + 1, seed, cosine ? lr_steps : 0, &err);
         if (t.rank == 0 && !t.o.json) {
             char extra[64];
             snprintf(extra, sizeof extra, "loss %.4f", loss);
@@ -580,16 +684,8 @@ int sf_cmd_train(int argc, char **argv) {
     }
     if (t.rank == 0 && !t.o.json) sf_progress_finish(&prog);
     if (st == SF_OK && !synthetic) st = evaluate(&t, &acc, &acc_seen, &err);
-    if (st == SF_OK && t.o.save) {
-        st = sf_runtime_get_params(t.rt, SF_RT_WEIGHTS, t.rank == 0 ? t.w : NULL, &err);
-        if (st == SF_OK)
-            st = sf_runtime_get_params(t.rt, SF_RT_MOMENTUM, t.rank == 0 ? t.v : NULL, &err);
-        sf_status ws = SF_OK;
-        if (st == SF_OK && t.rank == 0)
-            ws = save_checkpoint(t.o.save, t.g, t.w, t.v, step0 + total, seed,
-                                 cosine ? lr_steps : 0, &err);
-        if (st == SF_OK) st = sf_comm_agree(t.comm, ws, &err);
-    }
+    if (st == SF_OK && t.o.save)
+        st = checkpoint(&t, step0 + total, seed, cosine ? lr_steps : 0, &err);
     /* every rank's reserved bytes, for the report */
     double *peak = calloc((size_t)t.ranks, sizeof *peak);
     if (st == SF_OK && peak) {
@@ -600,6 +696,11 @@ int sf_cmd_train(int argc, char **argv) {
         if (t.rank == 0) sf_cli_fail_err(&err);
         rc = SF_EXIT_FAIL;
     } else if (t.rank == 0) {
+        char no_acc[160] = "";
+        if (!synthetic && acc < 0)
+            snprintf(no_acc, sizeof no_acc,
+                     "the batch (%lld) is larger than the %lld test samples of %s", (long long)batch,
+                     (long long)t.test.n, t.o.data);
         int64_t warm = total > 10 ? total / 10 : (total > 1 ? 1 : 0);
         int64_t nm = total - warm;
         double med = sf_median(times + warm, nm);
@@ -628,9 +729,13 @@ int sf_cmd_train(int argc, char **argv) {
                 json_array_append_new(pk, json_integer((json_int_t)peak[r]));
             json_object_set_new(j, "reserved_bytes", pk);
             json_object_set_new(j, "predicted_peak_bytes", sf_cli_json_number(t.predicted_peak));
-            if (acc >= 0) {
-                json_object_set_new(j, "test_accuracy", sf_cli_json_number(acc));
+            if (!synthetic) {
+                /* null, with the reason, when no batch fitted the test split */
+                json_object_set_new(j, "test_accuracy",
+                                    acc >= 0 ? sf_cli_json_number(acc) : json_null());
                 json_object_set_new(j, "test_samples", json_integer(acc_seen));
+                if (acc < 0)
+                    json_object_set_new(j, "test_accuracy_note", json_string(no_acc));
             }
             sf_cli_print_json(j);
         } else {
@@ -647,6 +752,8 @@ int sf_cmd_train(int argc, char **argv) {
             if (acc >= 0)
                 printf("test accuracy %.2f%% (%lld samples of %s)\n", acc * 100,
                        (long long)acc_seen, t.o.data);
+            else if (!synthetic)
+                printf("test accuracy not measured: %s\n", no_acc);
             if (t.o.save) printf("saved         %s\n", t.o.save);
             if (t.o.trace) printf("trace         %s\n", t.o.trace);
         }

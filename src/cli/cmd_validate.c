@@ -60,7 +60,9 @@ static int usage(FILE *out) {
             "\n"
             "options:\n"
             "  -m, --model NAME|FILE  a zoo model (see 'soapflow models'), or a model JSON file\n"
-            "  -b, --batch N          global batch of a zoo model (default %d)\n"
+            "  -b, --batch N          global batch of a zoo model (default %d a rank: every\n"
+            "                         command's default, 64 per device of the machine, so\n"
+            "                         that profile and validate without --batch agree)\n"
             "%s"
             "  --strategies LIST      the strategies to compare (required)\n"
             "  --machine NAME|FILE    the machine the predictions are for; P devices (default:\n"
@@ -88,8 +90,7 @@ static int usage(FILE *out) {
             "\n"
             "example:\n"
             "  mpirun -n 2 soapflow calibrate --out build/local.json\n"
-            "  soapflow profile --model lenet5 --batch 64 --machine build/local.json \\\n"
-            "      --out build/costs.json\n"
+            "  soapflow profile --model lenet5 --machine build/local.json --out build/costs.json\n"
             "  mpirun -n 2 soapflow validate --model lenet5 --machine build/local.json \\\n"
             "      --costs build/costs.json --strategies data,model,owt,random:8,search\n",
             DEFAULT_BATCH, sf_cli_model_size_help, DEFAULT_ITERS, DEFAULT_ROUNDS, DEFAULT_WARMUP,
@@ -323,17 +324,15 @@ static int check_trace_dir(const vstate *v) {
 static int setup(vstate *v) {
     const validate_opts *o = &v->o;
     sf_cli_model_opts mo = o->model;
-    if (!mo.batch && !sf_cli_is_path(mo.model)) mo.batch = DEFAULT_BATCH; /* as train */
+    /* default batch: 64 a rank, as profile and simulate give on this machine */
     int rc = sf_cli_model_open("validate", &mo, v->ranks, &v->g);
     if (rc != SF_EXIT_OK) return rc;
     sf_graph_stats gs;
     sf_graph_stats_compute(v->g, &gs);
     v->batch = gs.batch;
-    char mname[64];
-    snprintf(mname, sizeof mname, "cpu[%d]", v->ranks);
+    v->m = sf_cli_rank_machine("validate", o->machine, v->ranks);
+    if (!v->m) return SF_EXIT_FAIL;
     sf_error err = {0};
-    v->m = sf_machine_open(o->machine ? o->machine : mname, &err);
-    if (!v->m) return sf_cli_fail_err(&err);
     if (sf_machine_num_devices(v->m) != v->ranks)
         return sf_cli_fail("validate: machine %s has %d devices, but there are %d ranks: run "
                            "'mpirun -n %d' or give a machine of %d devices",

@@ -14,6 +14,21 @@
  * once a library (OpenBLAS) has started threads that do not block them, as
  * the signal then kills the process from one of those.
  *
+ * Data goes out in writes of at most WRITE_CHUNK bytes, and sf_write_file_abort
+ * is checked between them. One write() of a whole 150 MB checkpoint does not
+ * return to take a caught signal until it is done, while SIGKILL ends it at
+ * once: mpirun sends SIGTERM and, a second later, SIGKILL, and the handler
+ * that would have removed the temporary never ran. In chunks, SIGTERM is taken
+ * within one chunk's write.
+ *
+ * What no handler can catch (SIGKILL, a crash, a power cut) still strands a
+ * temporary, so every write first removes the stale temporaries of its target
+ * (<target>.tmp.XXXXXX). A live writer's temporary is told from a stale one by
+ * a lock: the writer holds an flock on it from creation to rename, and the
+ * kernel drops the lock when the process dies; a temporary whose lock can be
+ * taken is stale. (The .soapflow.XXXXXX names of targets too long for the
+ * suffix name no target and are not swept.)
+ *
  * A target that exists but is not a regular file (/dev/null, /dev/full, a
  * FIFO) is written in place: renaming over it would replace a device node
  * with a file, and there is no half file to avoid. Symbolic links are
@@ -23,12 +38,15 @@
  * Reads stop at SF_READ_FILE_MAX bytes, so that a path naming an endless
  * stream (/dev/zero) is an error rather than an allocation without end.
  */
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -38,17 +56,29 @@
  * time, of at most SF_WRITE_FILES_MAX files. */
 static char *volatile pending_tmp[SF_WRITE_FILES_MAX];
 
+/* Set by sf_write_file_abort: the program is stopping, nothing more is written. */
+static volatile sig_atomic_t aborted;
+
+/* The most bytes one write() call is given (see the top of the file). */
+#define WRITE_CHUNK ((size_t)1 << 20)
+
 void sf_write_file_abort(void) {
+    aborted = 1;
     for (int i = 0; i < SF_WRITE_FILES_MAX; i++) {
         char *tmp = pending_tmp[i];
         if (tmp) unlink(tmp); /* async-signal-safe */
     }
 }
 
-/* Write all of data to fd; 0, or -1 with errno set. */
+/* Write all of data to fd in chunks; 0, or -1 with errno set (EINTR once
+ * sf_write_file_abort was called). */
 static int write_all(int fd, const char *data, size_t len) {
     while (len > 0) {
-        ssize_t k = write(fd, data, len);
+        if (aborted) {
+            errno = EINTR;
+            return -1;
+        }
+        ssize_t k = write(fd, data, len < WRITE_CHUNK ? len : WRITE_CHUNK);
         if (k < 0) {
             if (errno == EINTR) continue;
             return -1;
@@ -97,9 +127,47 @@ typedef struct staged {
     int in_place;     /* an existing device or FIFO: written through, never replaced */
     int has_old;      /* a regular file is there: its mode is kept */
     mode_t old_mode;
-    int slot;  /* index in pending_tmp while tmp exists, else -1 */
-    char *tmp; /* the written temporary, waiting to be renamed over target */
+    int slot;    /* index in pending_tmp while tmp exists, else -1 */
+    char *tmp;   /* the written temporary, waiting to be renamed over target */
+    int lock_fd; /* open on tmp, holding its flock until the rename; -1 when none */
 } staged;
+
+/* Remove the stale temporaries of target: <target>.tmp.XXXXXX files that no
+ * live writer holds locked (a writer killed by SIGKILL, a crash). Best effort:
+ * what cannot be opened or removed stays. */
+static void remove_stale(const char *target) {
+    const char *slash = strrchr(target, '/');
+    size_t dir_len = slash ? (size_t)(slash - target) : 0;
+    const char *base = slash ? slash + 1 : target;
+    size_t base_len = strlen(base);
+    if (!slash) dir_len = 1;               /* "." */
+    else if (dir_len == 0) dir_len = 1;    /* "/x": the root */
+    char *dir = malloc(dir_len + 1);
+    if (!dir) return;
+    memcpy(dir, slash ? target : ".", dir_len);
+    dir[dir_len] = '\0';
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        const char *n = e->d_name;
+        if (strncmp(n, base, base_len) != 0 || strncmp(n + base_len, ".tmp.", 5) != 0 ||
+            strlen(n + base_len + 5) != 6)
+            continue;
+        size_t plen = strlen(dir) + 1 + strlen(n) + 1;
+        char *path = malloc(plen);
+        if (!path) break;
+        snprintf(path, plen, "%s/%s", dir, n);
+        int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY);
+        struct stat st;
+        if (fd >= 0 && fstat(fd, &st) == 0 && S_ISREG(st.st_mode) &&
+            flock(fd, LOCK_EX | LOCK_NB) == 0)
+            unlink(path); /* while locked: a writer that opens it now sees it gone */
+        if (fd >= 0) close(fd);
+        free(path);
+    }
+    if (d) closedir(d);
+    free(dir);
+}
 
 /* What path names, or the error a write to it would give (nothing made). */
 static sf_status classify(staged *f, sf_error *err) {
@@ -137,7 +205,29 @@ static sf_status stage(staged *f, const char *data, size_t len, sf_error *err) {
      * here would otherwise strand it */
     f->tmp = tmp;
     pending_tmp[f->slot] = tmp;
-    int fd = mkstemp(tmp);
+    int fd = -1;
+    for (int tries = 0; fd < 0 && tries < 8; tries++) {
+        memcpy(tmp + strlen(tmp) - 6, "XXXXXX", 6);
+        fd = mkstemp(tmp);
+        if (fd < 0) break;
+        /* the lock that tells a live writer from a stale one (remove_stale);
+         * where a file system has no locks, neither side takes one and
+         * nothing is swept. A sweep may have taken the name between mkstemp
+         * and the lock: then the file is gone (no links), and another name
+         * is drawn. */
+        f->lock_fd = open(tmp, O_RDONLY | O_NOCTTY);
+        if (f->lock_fd >= 0 && flock(f->lock_fd, LOCK_EX) != 0) {
+            close(f->lock_fd);
+            f->lock_fd = -1;
+        }
+        struct stat st;
+        if (fstat(fd, &st) != 0 || st.st_nlink > 0) break;
+        if (f->lock_fd >= 0) close(f->lock_fd);
+        f->lock_fd = -1;
+        close(fd);
+        fd = -1;
+        errno = EEXIST;
+    }
     if (fd < 0) {
         sf_status st =
             sf_error_set(err, SF_ERR_IO, "%s: cannot create: %s", f->path, strerror(errno));
@@ -189,13 +279,16 @@ static sf_status write_in_place(const staged *f, const char *data, size_t len, i
     return SF_OK;
 }
 
-/* Remove f's temporary, if any, and forget it. */
+/* Remove f's temporary, if any, and forget it; release its lock. */
 static void discard(staged *f) {
-    if (!f->tmp) return;
-    unlink(f->tmp);
-    pending_tmp[f->slot] = NULL;
-    free(f->tmp);
-    f->tmp = NULL;
+    if (f->tmp) {
+        unlink(f->tmp);
+        pending_tmp[f->slot] = NULL;
+        free(f->tmp);
+        f->tmp = NULL;
+    }
+    if (f->lock_fd >= 0) close(f->lock_fd);
+    f->lock_fd = -1;
 }
 
 /* All of files, or (probe) only whether they could be written now. Every
@@ -211,6 +304,7 @@ static sf_status write_files(const sf_write_item *files, int n, int probe, sf_er
                             SF_WRITE_FILES_MAX);
     staged f[SF_WRITE_FILES_MAX];
     memset(f, 0, sizeof f);
+    for (int k = 0; k < SF_WRITE_FILES_MAX; k++) f[k].lock_fd = -1;
     sf_status st = SF_OK;
     int i;
     for (i = 0; i < n; i++) {
@@ -223,9 +317,11 @@ static sf_status write_files(const sf_write_item *files, int n, int probe, sf_er
         }
         if ((st = classify(&f[i], err)) != SF_OK) break;
     }
-    for (i = 0; st == SF_OK && i < n; i++)
-        if (!f[i].in_place)
-            st = stage(&f[i], probe ? "" : files[i].data, probe ? 0 : files[i].len, err);
+    for (i = 0; st == SF_OK && i < n; i++) {
+        if (f[i].in_place) continue;
+        remove_stale(f[i].target);
+        st = stage(&f[i], probe ? "" : files[i].data, probe ? 0 : files[i].len, err);
+    }
     for (i = 0; st == SF_OK && i < n; i++)
         if (f[i].in_place) st = write_in_place(&f[i], files[i].data, files[i].len, probe, err);
     for (i = 0; st == SF_OK && !probe && i < n; i++) {

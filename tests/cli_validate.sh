@@ -68,7 +68,8 @@ assert abs(j["median_abs_error_pct"] - (errs[1] + errs[2]) / 2) < 1e-6
 assert j["worst"]["name"] in [r["name"] for r in rows]
 assert abs(abs(j["worst"]["error_pct"]) - errs[-1]) < 1e-6
 assert j["kendall_tau"] is None or -1 <= j["kendall_tau"] <= 1
-models = ("overlap/ring", "bulk/ring", "overlap/ps", "bulk/ps")
+models = ("overlap/ring", "bulk/ring", "overlap/ps", "bulk/ps", "overlap/hierarchical",
+          "bulk/hierarchical")
 assert sorted(j["sync_models"]) == sorted(models), j["sync_models"]
 for r in rows:
     alt = r["predicted_ms_by_sync_model"]
@@ -111,5 +112,19 @@ grep -q 'profiled costs' "$out" || fail "validate: does not say the costs are pr
 # (on a host of one core, 2 ranks also get the warning that they share it)
 [ "$(grep '^soapflow: ' "$TMP/text.err" | grep -vc 'ranks on [0-9]* cores')" -eq 1 ] ||
     fail "validate: want nothing on stderr but the warning: $(cat "$TMP/text.err")"
+
+# ---- launch 3: the runtime runs each sync scheme the simulator prices -----------------
+for scheme in ps hierarchical; do
+    run "scheme_$scheme" $MPI "$SF" validate "${SMALL[@]}" --strategies data,model \
+        --sync-scheme "$scheme" --json
+    expect_ok "scheme_$scheme"
+    python3 - "$TMP/scheme_$scheme.out" "$scheme" <<'EOF' || fail "validate --sync-scheme $scheme"
+import json, math, sys
+j = json.load(open(sys.argv[1]))
+assert j["sync_scheme"] == sys.argv[2], j.get("sync_scheme")
+for r in j["strategies"]:
+    assert math.isfinite(r["measured_ms"]) and r["measured_ms"] > 0, r
+EOF
+done
 
 echo "cli_validate: ok"

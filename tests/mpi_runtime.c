@@ -37,6 +37,9 @@ int main(void) {
             }
             rc_job j;
             if (rc_job_init(&j, g, s, bulk)) return 1;
+            rc_job_scheme(&j, k, n);
+            size_t len = strlen(what);
+            snprintf(what + len, sizeof what - len, ", %s", rc_scheme_name(&j));
             sf_status st = rc_rank_main(c, &j);
             if (st != SF_OK) {
                 fprintf(stderr, "%s: rank %d: %s\n", what, rank, j.err[rank].msg);

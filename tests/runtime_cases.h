@@ -36,6 +36,8 @@ typedef struct rc_job {
     const sf_graph *g;
     const sf_strategy *s;
     int bulk;
+    sf_sync_scheme scheme;
+    sf_machine *m; /* the ranks' nodes for the hierarchical scheme (NULL: one node) */
     float **w0;
     double losses[RC_ITERS];
     float **w_out;
@@ -52,7 +54,9 @@ static sf_status rc_rank_main(sf_comm *c, void *arg) {
     o.lr = 0.05;
     o.momentum = 0.9;
     o.weight_decay = 1e-3;
-    o.bulk_sync = j->bulk;
+    o.sync = j->bulk ? SF_SYNC_BULK : SF_SYNC_OVERLAP;
+    o.scheme = j->scheme;
+    o.machine = j->m;
     sf_runtime *rt = sf_runtime_new(j->g, j->s, c, &o, e);
     if (!rt) return e->code ? e->code : SF_ERR_INTERNAL;
     sf_status st = sf_runtime_set_params(rt, SF_RT_WEIGHTS, (const float *const *)j->w0, e);
@@ -84,6 +88,25 @@ static int rc_job_init(rc_job *j, const sf_graph *g, const sf_strategy *s, int b
 static void rc_job_free(rc_job *j) {
     sf_params_free(j->g, j->w0);
     sf_params_free(j->g, j->w_out);
+    sf_machine_free(j->m);
+}
+
+/* Case k's sync scheme, in turn ring, parameter server, hierarchical; for the
+ * hierarchical one on an even number of ranks from 4, two nodes of n / 2
+ * ranks, so that it has both levels. */
+static void rc_job_scheme(rc_job *j, int k, int n) {
+    j->scheme = (sf_sync_scheme)(k % SF_SCHEME_COUNT);
+    if (j->scheme != SF_SCHEME_HIERARCHICAL || n < 4 || n % 2) return;
+    sf_machine_desc d;
+    sf_error err = {0};
+    if (sf_machine_preset_desc("cpu", &d, &err) != SF_OK) return;
+    d.nodes = 2;
+    d.devices_per_node = n / 2;
+    j->m = sf_machine_build(&d, &err);
+}
+
+static const char *rc_scheme_name(const rc_job *j) {
+    return j->m ? "hierarchical over 2 nodes" : sf_sync_scheme_name(j->scheme);
 }
 
 /* Train with `s` as one rank, on threads of this process. */

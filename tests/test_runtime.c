@@ -29,6 +29,9 @@ static void run_cases(int model, int n) {
         assert_int_equal(rc_check_coverage(g, s, n), 0);
         rc_job j;
         assert_int_equal(rc_job_init(&j, g, s, bulk), 0);
+        rc_job_scheme(&j, k, n);
+        size_t len = strlen(what);
+        snprintf(what + len, sizeof what - len, ", %s", rc_scheme_name(&j));
         sf_error err = {0};
         sf_status st = sf_comm_local_run(n, rc_rank_main, &j, &err);
         if (st != SF_OK) {

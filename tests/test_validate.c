@@ -45,12 +45,15 @@ static void test_summary(void **state) {
     (void)state;
     sf_validate_options o;
     sf_validate_options_default(&o);
-    /* today's four sync models, in the order the tables print them */
-    assert_int_equal(o.n_models, 4);
+    /* the six sync models (overlap and bulk of each scheme), in the order the
+     * tables print them */
+    assert_int_equal(o.n_models, 6);
     assert_true(o.models[0].mode == SF_SYNC_OVERLAP && o.models[0].scheme == SF_SCHEME_RING);
     assert_true(o.models[1].mode == SF_SYNC_BULK && o.models[1].scheme == SF_SCHEME_RING);
     assert_true(o.models[2].mode == SF_SYNC_OVERLAP && o.models[2].scheme == SF_SCHEME_PS);
     assert_true(o.models[3].mode == SF_SYNC_BULK && o.models[3].scheme == SF_SCHEME_PS);
+    assert_true(o.models[4].mode == SF_SYNC_OVERLAP && o.models[4].scheme == SF_SCHEME_HIERARCHICAL);
+    assert_true(o.models[5].mode == SF_SYNC_BULK && o.models[5].scheme == SF_SCHEME_HIERARCHICAL);
     assert_true(o.iters == 20 && o.warmup == 2 && o.rounds == 4 && o.seed == 1);
     assert_int_equal(sf_validate_rounds(&o), 4);
     o.iters = 3;

@@ -40,6 +40,7 @@
 #include "soapflow/core.h"
 #include "soapflow/graph.h"
 #include "soapflow/strategy.h"
+#include "soapflow/taskgraph.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -90,7 +91,10 @@ typedef struct sf_runtime_options {
     double lr;           /* learning rate (default 0.01) */
     double momentum;     /* SGD momentum (default 0.9) */
     double weight_decay; /* L2, added to the gradient (default 0) */
-    int bulk_sync;       /* 1: all-reduces after the backward pass (simulator's --sync bulk) */
+    sf_sync_mode sync;     /* when a shard's sync starts: overlap (default) or bulk */
+    sf_sync_scheme scheme; /* how it runs: the task graph's steps of the scheme (ring) */
+    const sf_machine *machine; /* the machine of the ranks: its nodes place the hierarchical
+                                * scheme's levels (NULL: one node) */
     int fast_kernels;    /* 1: the fast kernels (default), 0: the reference ones */
     uint64_t seed;       /* dropout masks: step s uses a hash of (seed, s) */
 } sf_runtime_options;

@@ -483,10 +483,12 @@ const char sf_cli_sim_help[] =
     "                         is done (overlap, default), or after each device's whole\n"
     "                         backward pass (bulk, the default of FlexFlow's Legion-\n"
     "                         runtime simulator)\n"
-    "  --sync-scheme ring|ps  ring all-reduce among a weight's replicas (default), or a\n"
-    "                         parameter server on its first part's device (with bulk:\n"
-    "                         FlexFlow's 2020-21 Legion-runtime simulator, not its 2018\n"
-    "                         prototype; see docs/simulator.md)\n"
+    "  --sync-scheme S        ring: a ring all-reduce among a weight's replicas\n"
+    "                         (default); ps: a parameter server on its first part's\n"
+    "                         device (with bulk: FlexFlow's 2020-21 Legion-runtime\n"
+    "                         simulator, not its 2018 prototype); hierarchical: a\n"
+    "                         reduce-scatter in each node, an all-reduce across the\n"
+    "                         nodes, an all-gather in each node (docs/simulator.md)\n"
     "  --segments N           cut transfers over several links into N pieces that\n"
     "                         pipeline over the hops (default 1: store-and-forward)\n";
 
@@ -505,7 +507,7 @@ int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o) {
     if (sf_cli_str(a, "--sync-scheme", NULL, &v)) {
         if (v && sf_sync_scheme_parse(v, &o->scheme) != 0)
             a->status =
-                sf_cli_usage_error(a->cmd, "--sync-scheme must be ring or ps, not '%s'", v);
+                sf_cli_usage_error(a->cmd, "--sync-scheme must be ring, ps or hierarchical, not '%s'", v);
         return 1;
     }
     return 0;

@@ -249,7 +249,7 @@ int sf_cli_strategy_open(const char *name_or_path, const sf_graph *g, const sf_m
  * *out on success. */
 int sf_cli_cost_model_open(const sf_machine *m, const char *costs_path, sf_cost_model **out);
 /* The simulator's options of simulate, search and bench sim: --sync
- * overlap|bulk, --sync-scheme ring|ps and --segments N. Returns 1 when an option was consumed
+ * overlap|bulk, --sync-scheme ring|ps|hierarchical and --segments N. Returns 1 when an option was consumed
  * (a bad value sets a->status). */
 int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o);
 extern const char sf_cli_sim_help[];

@@ -84,7 +84,10 @@ static int usage(FILE *out) {
         "  --trace FILE           Chrome trace of one measured iteration (the tracks and\n"
         "                         task names of 'simulate --trace')\n"
         "  --costs FILE           task costs for the prediction (soapflow profile)\n"
-        "  --sync overlap|bulk    when all-reduces start (default overlap)\n"
+        "  --sync overlap|bulk    when gradient syncs start (default overlap)\n"
+        "  --sync-scheme S        ring (default), ps or hierarchical: how a weight's\n"
+        "                         replicas combine their gradients, the task graph's\n"
+        "                         steps of the scheme (docs/runtime.md)\n"
         "  --log-every N          steps between loss lines (default: about 10 per epoch)\n"
         "  --reference-kernels    the plain reference kernels instead of the fast ones\n"
         "  --json                 print a JSON summary instead of the report\n"
@@ -104,10 +107,21 @@ typedef struct train_opts {
     sf_cli_model_opts model;
     const char *machine, *strategy, *data, *data_dir, *init, *save, *resume, *trace, *costs;
     const char *sync, *schedule;
+    sf_sync_scheme scheme;
     int64_t epochs, iters, seed, log_every, save_every, lr_steps;
     double lr, momentum, weight_decay;
     int json, reference, help;
 } train_opts;
+
+static int parse_scheme(sf_cli_args *a, sf_sync_scheme *out) {
+    const char *v;
+    if (!sf_cli_str(a, "--sync-scheme", NULL, &v)) return 0;
+    if (v && sf_sync_scheme_parse(v, out) != 0) {
+        sf_cli_usage_error(a->cmd, "--sync-scheme must be ring, ps or hierarchical, not '%.64s'", v);
+        a->status = SF_EXIT_USAGE;
+    }
+    return 1;
+}
 
 static int parse_double(sf_cli_args *a, const char *name, double lo, double hi, double *out) {
     const char *v;
@@ -131,6 +145,7 @@ static int parse(int argc, char **argv, train_opts *o) {
     o->momentum = 0.9;
     o->seed = 1;
     o->sync = "overlap";
+    o->scheme = SF_SCHEME_RING;
     o->schedule = "constant";
     sf_cli_args a;
     sf_cli_args_init(&a, argc, argv);
@@ -153,7 +168,7 @@ static int parse(int argc, char **argv, train_opts *o) {
             sf_cli_str(&a, "--resume", NULL, &o->resume) ||
             sf_cli_str(&a, "--trace", NULL, &o->trace) ||
             sf_cli_str(&a, "--costs", NULL, &o->costs) ||
-            sf_cli_str(&a, "--sync", NULL, &o->sync) ||
+            sf_cli_str(&a, "--sync", NULL, &o->sync) || parse_scheme(&a, &o->scheme) ||
             sf_cli_str(&a, "--lr-schedule", NULL, &o->schedule) ||
             sf_cli_int(&a, "--log-every", NULL, 1, MAX_STEPS, &o->log_every) ||
             sf_cli_int(&a, "--save-every", NULL, 1, MAX_STEPS, &o->save_every) ||
@@ -455,6 +470,7 @@ static int predict(train_state *t, sf_error *err) {
     sf_sim_options so;
     sf_sim_options_default(&so);
     so.sync = strcmp(t->o.sync, "bulk") ? SF_SYNC_OVERLAP : SF_SYNC_BULK;
+    so.scheme = t->o.scheme;
     sf_sim *sim = sf_sim_new(t->g, t->m, cm, &so, err);
     sf_sim_result r;
     if (!sim || sf_sim_run(sim, t->s, &r, err) != SF_OK) {
@@ -620,7 +636,9 @@ int sf_cmd_train(int argc, char **argv) {
     ro.lr = t.o.lr;
     ro.momentum = t.o.momentum;
     ro.weight_decay = t.o.weight_decay;
-    ro.bulk_sync = strcmp(t.o.sync, "bulk") == 0;
+    ro.sync = strcmp(t.o.sync, "bulk") ? SF_SYNC_OVERLAP : SF_SYNC_BULK;
+    ro.scheme = t.o.scheme;
+    ro.machine = t.m;
     ro.fast_kernels = !t.o.reference;
     ro.seed = (uint64_t)seed;
     t.rt = sf_runtime_new(t.g, t.s, t.comm, &ro, &err);

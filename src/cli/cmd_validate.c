@@ -71,6 +71,9 @@ static int usage(FILE *out) {
             "                         warning says when it misses tasks the strategies need\n"
             "  --sync overlap|bulk    when all-reduces start, in the simulator and the runtime\n"
             "                         alike (default overlap)\n"
+            "  --sync-scheme S        ring (default), ps or hierarchical: how a weight's\n"
+            "                         replicas combine gradients, in the simulator and the\n"
+            "                         runtime (the same steps of the task graph)\n"
             "  --iters N              measured steps per strategy; the median is kept\n"
             "                         (default %d)\n"
             "  --rounds R             measure in R rounds over all strategies, each a share of\n"
@@ -102,6 +105,7 @@ typedef struct validate_opts {
     sf_cli_model_opts model;
     const char *machine, *costs, *strategies, *trace_dir, *svg;
     sf_sync_mode sync;
+    sf_sync_scheme scheme;
     int64_t iters, warmup, rounds, seed, search_iters;
     int json, help;
 } validate_opts;
@@ -126,6 +130,12 @@ static int parse(int argc, char **argv, validate_opts *o) {
             if (sync && sf_sync_mode_parse(sync, &o->sync) != 0)
                 a.status =
                     sf_cli_usage_error(a.cmd, "--sync is overlap or bulk, got '%.64s'", sync);
+            continue;
+        }
+        if (sf_cli_str(&a, "--sync-scheme", NULL, &sync)) {
+            if (sync && sf_sync_scheme_parse(sync, &o->scheme) != 0)
+                a.status = sf_cli_usage_error(
+                    a.cmd, "--sync-scheme is ring, ps or hierarchical, got '%.64s'", sync);
             continue;
         }
         if (sf_cli_model_option(&a, &o->model) || sf_cli_str(&a, "--machine", NULL, &o->machine) ||
@@ -342,6 +352,7 @@ static int setup(vstate *v) {
     if (rc != SF_EXIT_OK) return rc;
     sf_sim_options_default(&v->so);
     v->so.sync = o->sync;
+    v->so.scheme = o->scheme;
     v->so.keep_schedule = 1;
     v->e = calloc(MAX_STRATEGIES, sizeof *v->e);
     v->rows = calloc(MAX_STRATEGIES, sizeof *v->rows);
@@ -395,6 +406,7 @@ static int predict(vstate *v) {
     vo->warmup = v->o.warmup;
     vo->rounds = v->o.rounds;
     vo->seed = (uint64_t)v->o.seed;
+    vo->machine = v->m;
     vo->on_predicted = v->o.trace_dir ? write_predicted : NULL;
     vo->on_measured = v->o.trace_dir ? write_measured : NULL;
     vo->on_step = step_done;
@@ -454,6 +466,7 @@ static int print_json(const vstate *v, const sf_validate_summary *s) {
     bad |= json_object_set_new(j, "costs", v->o.costs ? json_string(v->o.costs) : json_null());
     bad |= json_object_set_new(j, "costs_missed_tasks", json_integer(v->missed));
     bad |= json_object_set_new(j, "sync", json_string(sf_sync_mode_name(v->o.sync)));
+    bad |= json_object_set_new(j, "sync_scheme", json_string(sf_sync_scheme_name(v->o.scheme)));
     bad |= json_object_set_new(j, "iters", json_integer(v->o.iters));
     bad |= json_object_set_new(j, "warmup", json_integer(v->o.warmup));
     bad |= json_object_set_new(j, "rounds", json_integer(sf_validate_rounds(&v->vo)));

@@ -26,6 +26,14 @@ typedef struct sf_comm_vt {
     int (*irecv)(sf_comm *c, void *buf, size_t bytes, int src, int tag);
     /* In-place sum of n floats among group g's members. */
     int (*iallreduce)(sf_comm *c, float *buf, int64_t n, int group);
+    /* The two halves of it. buf holds n floats, cut into the group's size of
+     * chunks as the task graph cuts them (chunk i: n / size elements, the first
+     * n % size one more; sf_comm_chunk): after a reduce-scatter the member at
+     * position i holds chunk i of the sum in place (the rest of buf is left
+     * undefined); an all-gather starts from each member's chunk in place and
+     * leaves every chunk everywhere. */
+    int (*ireduce_scatter)(sf_comm *c, float *buf, int64_t n, int group);
+    int (*iallgather)(sf_comm *c, float *buf, int64_t n, int group);
     sf_status (*wait)(sf_comm *c, int req);
     /* Make a group of the given ranks (ascending, including the caller);
      * collective over the members only. *group is >= 0. */
@@ -45,5 +53,12 @@ struct sf_comm {
     int shared_cores; /* sf_comm_shared_cores */
     char what[64];    /* "MPI" or "threads" */
 };
+
+/* Chunk i of n elements cut into `parts`: its first element and length. */
+static inline void sf_comm_chunk(int64_t n, int parts, int i, int64_t *off, int64_t *len) {
+    int64_t q = n / parts, rem = n % parts;
+    *len = q + (i < rem);
+    *off = q * i + (i < rem ? i : rem);
+}
 
 #endif

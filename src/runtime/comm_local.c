@@ -29,7 +29,14 @@ typedef struct lmsg {
     unsigned char data[];
 } lmsg;
 
-typedef enum coll_op { COLL_SUM_F, COLL_SUM_D, COLL_MAX_I, COLL_BCAST } coll_op;
+typedef enum coll_op {
+    COLL_SUM_F,
+    COLL_SUM_D,
+    COLL_MAX_I,
+    COLL_BCAST,
+    COLL_REDUCE_SCATTER_F, /* the sum, of which each member keeps its chunk */
+    COLL_ALL_GATHER_F      /* each member's chunk, to all */
+} coll_op;
 
 typedef struct lcoll {
     struct lcoll *next;
@@ -195,9 +202,37 @@ static int l_iallreduce(sf_comm *c, float *buf, int64_t n, int group) {
     return coll_post((comm_local *)c, group, COLL_SUM_F, buf, (size_t)n * sizeof(float), -1);
 }
 
-static void coll_finish(lcoll *k, void *buf) {
+static int l_ireduce_scatter(sf_comm *c, float *buf, int64_t n, int group) {
+    return coll_post((comm_local *)c, group, COLL_REDUCE_SCATTER_F, buf, (size_t)n * sizeof(float),
+                     -1);
+}
+
+static int l_iallgather(sf_comm *c, float *buf, int64_t n, int group) {
+    return coll_post((comm_local *)c, group, COLL_ALL_GATHER_F, buf, (size_t)n * sizeof(float), -1);
+}
+
+static void coll_finish(lcoll *k, void *buf, int pos) {
     size_t n;
+    int64_t off, len;
     switch (k->op) {
+    case COLL_REDUCE_SCATTER_F: {
+        sf_comm_chunk((int64_t)(k->bytes / sizeof(float)), k->n, pos, &off, &len);
+        float *o = buf;
+        for (int64_t i = off; i < off + len; i++) {
+            float s = 0;
+            for (int p = 0; p < k->n; p++) s += ((const float *)k->part[p])[i];
+            o[i] = s;
+        }
+        break;
+    }
+    case COLL_ALL_GATHER_F:
+        for (int p = 0; p < k->n; p++) {
+            sf_comm_chunk((int64_t)(k->bytes / sizeof(float)), k->n, p, &off, &len);
+            if (p != pos && len > 0)
+                memcpy((float *)buf + off, (const float *)k->part[p] + off,
+                       (size_t)len * sizeof(float));
+        }
+        break;
     case COLL_SUM_F: {
         n = k->bytes / sizeof(float);
         float *o = buf;
@@ -278,7 +313,7 @@ static sf_status l_wait(sf_comm *c, int id) {
         if (k->posted < k->n) {
             st = SF_ERR_IO; /* instance left for the world's teardown */
         } else {
-            coll_finish(k, q->buf);
+            coll_finish(k, q->buf, q->pos);
             coll_release(w, k);
         }
     }
@@ -348,6 +383,8 @@ static const sf_comm_vt local_vt = {
     .isend = l_isend,
     .irecv = l_irecv,
     .iallreduce = l_iallreduce,
+    .ireduce_scatter = l_ireduce_scatter,
+    .iallgather = l_iallgather,
     .wait = l_wait,
     .group_new = l_group_new,
     .sum_doubles = l_sum_doubles,

@@ -37,6 +37,13 @@ typedef struct comm_mpi {
     int n_req, cap_req;
     int *free_req; /* stack of ids to reuse */
     int n_free;
+    /* what a request's wait finishes ([cap_req]): a reduce-scatter's chunk,
+     * received into tmp, goes to dst; an all-gather's counts go */
+    struct m_after {
+        float *tmp, *dst;
+        int64_t n;
+        int *counts; /* [2 * group size]: counts, then displacements */
+    } * after;
     MPI_Comm *groups;
     int n_groups, cap_groups;
     int inited; /* 1: this object called MPI_Init and finalizes */
@@ -57,9 +64,13 @@ static int new_req(comm_mpi *m) {
         int *f = realloc(m->free_req, (size_t)cap * sizeof *f);
         if (!f) return SF_ERR_NOMEM;
         m->free_req = f;
+        struct m_after *a = realloc(m->after, (size_t)cap * sizeof *a);
+        if (!a) return SF_ERR_NOMEM;
+        m->after = a;
         m->cap_req = cap;
     }
     m->req[m->n_req] = MPI_REQUEST_NULL;
+    memset(&m->after[m->n_req], 0, sizeof m->after[m->n_req]);
     return m->n_req++;
 }
 
@@ -107,6 +118,56 @@ static int m_iallreduce(sf_comm *c, float *buf, int64_t n, int group) {
     return rc == MPI_SUCCESS ? id : mpi_fail(rc);
 }
 
+/* The counts and displacements of n floats over a group's members. */
+static int *chunk_counts(comm_mpi *m, int64_t n, int group, int *size) {
+    if (MPI_Comm_size(m->groups[group], size) != MPI_SUCCESS) return NULL;
+    int *c = malloc(2 * (size_t)*size * sizeof *c);
+    if (!c) return NULL;
+    for (int i = 0; i < *size; i++) {
+        int64_t off, len;
+        sf_comm_chunk(n, *size, i, &off, &len);
+        c[i] = (int)len;
+        c[*size + i] = (int)off;
+    }
+    return c;
+}
+
+static int m_ireduce_scatter(sf_comm *c, float *buf, int64_t n, int group) {
+    comm_mpi *m = (comm_mpi *)c;
+    if (n > 0x7fffffff || group < 0 || group >= m->n_groups) return SF_ERR_INVALID;
+    int id = new_req(m), size, me;
+    if (id < 0) return id;
+    int *counts = chunk_counts(m, n, group, &size);
+    if (!counts || MPI_Comm_rank(m->groups[group], &me) != MPI_SUCCESS) {
+        free(counts);
+        return SF_ERR_NOMEM;
+    }
+    /* into a buffer of its own, then in place at wait (MPI puts an in-place
+     * reduce-scatter's chunk at the start of the buffer, not at its place) */
+    float *tmp = malloc((size_t)(counts[me] ? counts[me] : 1) * sizeof *tmp);
+    if (!tmp) {
+        free(counts);
+        return SF_ERR_NOMEM;
+    }
+    m->after[id] = (struct m_after){tmp, buf + counts[size + me], counts[me], counts};
+    int rc = MPI_Ireduce_scatter(buf, tmp, counts, MPI_FLOAT, MPI_SUM, m->groups[group],
+                                 &m->req[id]);
+    return rc == MPI_SUCCESS ? id : mpi_fail(rc);
+}
+
+static int m_iallgather(sf_comm *c, float *buf, int64_t n, int group) {
+    comm_mpi *m = (comm_mpi *)c;
+    if (n > 0x7fffffff || group < 0 || group >= m->n_groups) return SF_ERR_INVALID;
+    int id = new_req(m), size;
+    if (id < 0) return id;
+    int *counts = chunk_counts(m, n, group, &size);
+    if (!counts) return SF_ERR_NOMEM;
+    m->after[id] = (struct m_after){NULL, NULL, 0, counts};
+    int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, counts + size,
+                             MPI_FLOAT, m->groups[group], &m->req[id]);
+    return rc == MPI_SUCCESS ? id : mpi_fail(rc);
+}
+
 static sf_status m_wait(sf_comm *c, int id) {
     comm_mpi *m = (comm_mpi *)c;
     if (id < 0 || id >= m->n_req) return SF_ERR_INVALID;
@@ -116,6 +177,11 @@ static sf_status m_wait(sf_comm *c, int id) {
         rc = MPI_Test(&m->req[id], &done, MPI_STATUS_IGNORE);
         if (rc == MPI_SUCCESS && !done) sched_yield();
     }
+    struct m_after *a = &m->after[id];
+    if (a->tmp && rc == MPI_SUCCESS) memcpy(a->dst, a->tmp, (size_t)a->n * sizeof *a->tmp);
+    free(a->tmp);
+    free(a->counts);
+    memset(a, 0, sizeof *a);
     m->free_req[m->n_free++] = id;
     return rc == MPI_SUCCESS ? SF_OK : SF_ERR_IO;
 }
@@ -171,6 +237,7 @@ static void m_free(sf_comm *c) {
     free(m->groups);
     free(m->req);
     free(m->free_req);
+    free(m->after);
     if (m->inited) MPI_Finalize();
     free(m);
 }
@@ -179,6 +246,8 @@ static const sf_comm_vt mpi_vt = {
     .isend = m_isend,
     .irecv = m_irecv,
     .iallreduce = m_iallreduce,
+    .ireduce_scatter = m_ireduce_scatter,
+    .iallgather = m_iallgather,
     .wait = m_wait,
     .group_new = m_group_new,
     .sum_doubles = m_sum_doubles,

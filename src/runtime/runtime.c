@@ -78,18 +78,34 @@ typedef struct rt_group {
     float *w, *g, *v;
 } rt_group;
 
+/* One step of a shard's sync that this rank takes part in: the task graph's
+ * steps (comm.c), as this rank runs them. The runtime's own copies (packing
+ * the shard's slices into one buffer, unpacking) are what the COPY steps
+ * price; they are done around the steps, not listed. */
+typedef struct rt_step {
+    uint8_t kind;    /* sf_tg_step_kind; a fused reduce-scatter: SF_STEP_ALL_REDUCE */
+    uint8_t payload; /* sf_tg_payload */
+    uint8_t send;    /* P2P: this rank sends (else receives) */
+    int group;       /* collectives: the communication group */
+    int peer, tag;   /* P2P */
+    int64_t numel, offset;
+} rt_step;
+
 /* A weight shard held by this rank. */
 typedef struct rt_shard {
     int global;       /* its position in the global order */
     int owner, group; /* owner op, rt->groups index */
     int key_op;       /* lowest operator with an entry of the shard */
     int n_devs;
-    int comm_group; /* communication group, -1 when held by this rank only */
+    int comm;         /* 1: its sync moves data (its gradient is packed into buf) */
     int n_slices;
     sf_weight_slice sl[SF_MAX_WEIGHT_SLICES];
     int64_t numel;
-    float *buf; /* packed gradient for the all-reduce */
-    int req;
+    float *buf;       /* packed gradient (then, under a parameter server, weights) */
+    float *rbuf;      /* a parameter server's: one replica's gradient as it arrives */
+    int step0, n_steps; /* its steps: rt->sync_steps[step0 .. step0 + n_steps] */
+    int cur;            /* the next step to finish */
+    int req;            /* the request of step cur, -1 when not posted */
 } rt_shard;
 
 struct sf_runtime {
@@ -114,6 +130,10 @@ struct sf_runtime {
     int *group_of;    /* [n_ops] owner -> groups index, -1 */
     rt_shard *shards; /* the shards this rank holds, in the global order (latest key_op first) */
     int n_shards;
+    rt_step *sync_steps; /* their steps this rank takes part in */
+    int n_sync_steps;
+    int *pending; /* [n_steps] requests of parameter-server sends, waited for at the end */
+    int n_pending;
     unsigned char *block;
     size_t block_bytes, used;
     int sizing;
@@ -132,7 +152,9 @@ void sf_runtime_options_default(sf_runtime_options *o) {
     o->lr = 0.01;
     o->momentum = 0.9;
     o->weight_decay = 0;
-    o->bulk_sync = 0;
+    o->sync = SF_SYNC_OVERLAP;
+    o->scheme = SF_SCHEME_RING;
+    o->machine = NULL;
     o->fast_kernels = 1;
     o->seed = 1;
 }
@@ -284,8 +306,15 @@ static void place_tensors(sf_runtime *rt) {
         gr->g = carve_f(rt, gr->n);
         gr->v = carve_f(rt, gr->n);
     }
-    for (int i = 0; i < rt->n_shards; i++)
-        if (rt->shards[i].comm_group >= 0) rt->shards[i].buf = carve_f(rt, rt->shards[i].numel);
+    for (int i = 0; i < rt->n_shards; i++) {
+        rt_shard *sh = &rt->shards[i];
+        if (sh->comm) sh->buf = carve_f(rt, sh->numel);
+        for (int q = 0; q < sh->n_steps && !sh->rbuf; q++) {
+            const rt_step *st = &rt->sync_steps[sh->step0 + q];
+            if (st->kind == SF_STEP_P2P && !st->send && st->payload == SF_PAYLOAD_GRAD)
+                sh->rbuf = carve_f(rt, sh->numel);
+        }
+    }
     rt->ws = carve(rt, rt->ws_bytes);
     if (!rt->sizing) {
         rt->zero_start = (float *)(rt->block + zero_from);
@@ -454,11 +483,8 @@ typedef struct g_shard {
     int owner, idx, key_op, n_devs, dev_start;
     int rep_op, rep_part;
     int64_t numel;
+    int step0, n_steps; /* its steps in the global step list */
 } g_shard;
-
-static const int16_t *g_devs_of(const int16_t *devs, const g_shard *s) {
-    return devs + s->dev_start;
-}
 
 static int g_shard_cmp(const void *pa, const void *pb) {
     const g_shard *a = pa, *b = pb;
@@ -467,17 +493,90 @@ static int g_shard_cmp(const void *pa, const void *pb) {
     return a->idx < b->idx ? -1 : a->idx > b->idx;
 }
 
-static int same_devs(const int16_t *devs, const g_shard *a, const g_shard *b) {
-    if (a->n_devs != b->n_devs) return 0;
-    return !memcmp(g_devs_of(devs, a), g_devs_of(devs, b), (size_t)a->n_devs * sizeof *devs);
+/* A distinct device set of the collectives, and its communication group. */
+typedef struct g_set {
+    int start, len; /* devices: g_lists.devs[start .. start + len] */
+    int comm;       /* -1 when this rank is no member */
+} g_set;
+
+/* The global lists every rank builds alike: shards, their steps (with the
+ * groups' devices), and the communication groups made for them. */
+typedef struct g_lists {
+    g_shard *gs;
+    int n, cap;
+    sf_tg_step *st;
+    int n_st, cap_st;
+    int16_t *devs; /* shard devices and step groups */
+    int n_devs, cap_devs;
+    g_set *sets;
+    int n_sets, cap_sets;
+} g_lists;
+
+static void g_lists_free(g_lists *L) {
+    free(L->gs);
+    free(L->st);
+    free(L->devs);
+    free(L->sets);
+}
+
+static int g_grow(void **p, int *cap, int need, size_t elem) {
+    if (need <= *cap) return 0;
+    int c = *cap ? *cap : 64;
+    while (c < need) c *= 2;
+    void *q = realloc(*p, (size_t)c * elem);
+    if (!q) return -1;
+    *p = q;
+    *cap = c;
+    return 0;
+}
+
+static int g_push_devs(g_lists *L, const int16_t *d, int n) {
+    if (g_grow((void **)&L->devs, &L->cap_devs, L->n_devs + n, sizeof *L->devs)) return -1;
+    memcpy(L->devs + L->n_devs, d, (size_t)n * sizeof *d);
+    L->n_devs += n;
+    return L->n_devs - n;
+}
+
+static int in_devs(const int16_t *d, int n, int rank) {
+    for (int i = 0; i < n; i++)
+        if (d[i] == rank) return 1;
+    return 0;
+}
+
+/* The communication group of a collective over devices d[0..n] (made on first
+ * sight, by its members, in the order every rank meets them): its id, -1 when
+ * this rank is no member, < -1 on failure. */
+static int g_comm(sf_runtime *rt, g_lists *L, const int16_t *d, int n) {
+    for (int i = 0; i < L->n_sets; i++)
+        if (L->sets[i].len == n && !memcmp(L->devs + L->sets[i].start, d, (size_t)n * sizeof *d))
+            return L->sets[i].comm;
+    if (g_grow((void **)&L->sets, &L->cap_sets, L->n_sets + 1, sizeof *L->sets)) return -2;
+    int start = g_push_devs(L, d, n);
+    if (start < 0) return -2;
+    int comm = -1;
+    if (in_devs(d, n, rt->rank)) {
+        int *rk = malloc((size_t)n * sizeof *rk);
+        if (!rk) return -2;
+        for (int q = 0; q < n; q++) rk[q] = d[q];
+        sf_status st = rt->c->vt->group_new(rt->c, rk, n, &comm);
+        free(rk);
+        if (st != SF_OK) return -3;
+    }
+    L->sets[L->n_sets++] = (g_set){start, n, comm};
+    return comm;
+}
+
+/* Whether step b (an all-gather) follows step a (the last one kept) alone over
+ * the same ring: the two are one all-reduce. */
+static int fuses(const g_lists *L, const sf_tg_step *a, const sf_tg_step *b, int b_dep_is_a) {
+    return a->kind == SF_STEP_REDUCE_SCATTER && b->kind == SF_STEP_ALL_GATHER && b_dep_is_a &&
+           a->n_group == b->n_group && a->numel == b->numel && a->offset == b->offset &&
+           !memcmp(L->devs + a->group, L->devs + b->group, (size_t)b->n_group * sizeof *L->devs);
 }
 
 static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
-    sf_status st = SF_OK;
-    g_shard *gs = NULL;
-    int16_t *devs = NULL;
-    int *comm_of = NULL;
-    int n = 0, cap = 0, nd = 0, cap_d = 0;
+    g_lists L;
+    memset(&L, 0, sizeof L);
     /* groups this rank takes part in */
     rt->group_of = malloc((size_t)(rt->n_ops ? rt->n_ops : 1) * sizeof *rt->group_of);
     rt->groups = calloc((size_t)(rt->n_ops ? rt->n_ops : 1), sizeof *rt->groups);
@@ -493,108 +592,121 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
         }
         rt->parts[i].group = rt->group_of[ow];
     }
-    /* every shard of every group, as every rank sees them */
+    /* every shard of every group with its steps, as every rank sees them */
     for (int ow = 0; ow < rt->n_ops; ow++) {
         if (sf_taskgraph_owner(rt->tg, ow) != ow) continue;
         sf_tg_sync sy;
-        if (sf_taskgraph_sync(rt->tg, ow, &sy) != SF_OK) {
-            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-            goto done;
-        }
+        sf_tg_steps ss;
+        if (sf_taskgraph_sync_steps(rt->tg, ow, &sy, &ss) != SF_OK) goto oom;
         for (int s = 0; s < sy.n_shards; s++) {
             const sf_tg_shard *sh = &sy.shards[s];
-            if (n == cap) {
-                cap = cap ? 2 * cap : 64;
-                g_shard *q = realloc(gs, (size_t)cap * sizeof *q);
-                if (!q) goto oom;
-                gs = q;
-            }
-            if (nd + sh->n_devs > cap_d) {
-                cap_d = (nd + sh->n_devs) * 2;
-                int16_t *q = realloc(devs, (size_t)cap_d * sizeof *q);
-                if (!q) goto oom;
-                devs = q;
-            }
+            if (g_grow((void **)&L.gs, &L.cap, L.n + 1, sizeof *L.gs)) goto oom;
             int key = rt->n_ops;
             int e0 = sy.ent_start[sh->dev_start], e1 = sy.ent_start[sh->dev_start + sh->n_devs];
             for (int e = e0; e < e1; e++)
                 if (sy.ents[e].op < key) key = sy.ents[e].op;
-            memcpy(devs + nd, sy.devs + sh->dev_start, (size_t)sh->n_devs * sizeof *devs);
-            gs[n++] = (g_shard){.owner = ow,
-                                .idx = s,
-                                .key_op = key,
-                                .n_devs = sh->n_devs,
-                                .dev_start = nd,
-                                .rep_op = sh->rep_op,
-                                .rep_part = sh->rep_part,
-                                .numel = sh->numel};
-            nd += sh->n_devs;
+            int ds = g_push_devs(&L, sy.devs + sh->dev_start, sh->n_devs);
+            int q0 = ss.shard_start[s], q1 = ss.shard_start[s + 1];
+            if (ds < 0 || g_grow((void **)&L.st, &L.cap_st, L.n_st + (q1 - q0), sizeof *L.st))
+                goto oom;
+            int step0 = L.n_st;
+            for (int q = q0; q < q1; q++) {
+                sf_tg_step st = ss.steps[q];
+                if (st.kind == SF_STEP_COPY) continue; /* the runtime's own packing */
+                if (st.group >= 0 && (st.group = g_push_devs(&L, ss.devs + st.group, st.n_group)) < 0)
+                    goto oom;
+                /* a reduce-scatter that its all-gather follows alone runs as one
+                 * all-reduce (MPI_Allreduce: what calibrate measured) */
+                if (L.n_st > step0 && st.n_deps == 1 && ss.deps[st.dep] == q - 1 &&
+                    fuses(&L, &L.st[L.n_st - 1], &st, 1)) {
+                    L.st[L.n_st - 1].kind = SF_STEP_ALL_REDUCE;
+                    continue;
+                }
+                L.st[L.n_st++] = st;
+            }
+            L.gs[L.n++] = (g_shard){.owner = ow,
+                                    .idx = s,
+                                    .key_op = key,
+                                    .n_devs = sh->n_devs,
+                                    .dev_start = ds,
+                                    .rep_op = sh->rep_op,
+                                    .rep_part = sh->rep_part,
+                                    .numel = sh->numel,
+                                    .step0 = step0,
+                                    .n_steps = L.n_st - step0};
         }
     }
-    if (n > 1) qsort(gs, (size_t)n, sizeof *gs, g_shard_cmp);
-    /* one communication group per distinct set of devices, made in order of
-     * first appearance by the members of each */
-    comm_of = malloc((size_t)(n ? n : 1) * sizeof *comm_of);
-    rt->shards = calloc((size_t)(n ? n : 1), sizeof *rt->shards);
-    if (!comm_of || !rt->shards) goto oom;
-    for (int i = 0; i < n; i++) {
-        comm_of[i] = -1;
-        if (gs[i].n_devs < 2) continue;
-        int prev = -1;
-        for (int j = 0; j < i && prev < 0; j++)
-            if (gs[j].n_devs > 1 && same_devs(devs, &gs[i], &gs[j])) prev = j;
-        if (prev >= 0) {
-            comm_of[i] = comm_of[prev];
-            continue;
+    if (L.n > 1) qsort(L.gs, (size_t)L.n, sizeof *L.gs, g_shard_cmp);
+    rt->shards = calloc((size_t)(L.n ? L.n : 1), sizeof *rt->shards);
+    rt->sync_steps = calloc((size_t)(L.n_st ? L.n_st : 1), sizeof *rt->sync_steps);
+    rt->pending = calloc((size_t)(L.n_st ? L.n_st : 1), sizeof *rt->pending);
+    if (!rt->shards || !rt->sync_steps || !rt->pending) goto oom;
+    /* In the global order: the communication groups (made by their members as
+     * every rank meets them), message tags above the activations' (which are
+     * below 2^29), and this rank's shards with the steps it takes part in. */
+    int tag = 1 << 29;
+    for (int i = 0; i < L.n; i++) {
+        const g_shard *g = &L.gs[i];
+        const int16_t *d = L.devs + g->dev_start;
+        int member = in_devs(d, g->n_devs, rt->rank);
+        rt_shard *sh = member ? &rt->shards[rt->n_shards] : NULL;
+        if (sh) {
+            sh->global = i;
+            sh->owner = g->owner;
+            sh->group = rt->group_of[g->owner];
+            sh->key_op = g->key_op;
+            sh->n_devs = g->n_devs;
+            sh->comm = g->n_devs > 1;
+            sh->step0 = rt->n_sync_steps;
+            sh->req = -1;
+            const sf_op *rop = sf_graph_op(rt->g, g->rep_op);
+            sh->n_slices = sf_op_weight_slices(
+                rop, &sf_taskgraph_tiles(rt->tg, g->rep_op)[g->rep_part], sh->sl);
+            int64_t m = 0;
+            for (int q = 0; q < sh->n_slices; q++) m += sh->sl[q].len * sh->sl[q].count;
+            sh->numel = m;
+            if (sh->group < 0) {
+                g_lists_free(&L);
+                return sf_error_set(err, SF_ERR_INTERNAL,
+                                    "shard of '%s' on rank %d without its group", rop->name,
+                                    rt->rank);
+            }
         }
-        const int16_t *d = g_devs_of(devs, &gs[i]);
-        int member = 0;
-        for (int q = 0; q < gs[i].n_devs; q++) member |= d[q] == rt->rank;
-        if (!member) continue;
-        int *rk = malloc((size_t)gs[i].n_devs * sizeof *rk);
-        if (!rk) goto oom;
-        for (int q = 0; q < gs[i].n_devs; q++) rk[q] = d[q];
-        sf_status gst = rt->c->vt->group_new(rt->c, rk, gs[i].n_devs, &comm_of[i]);
-        free(rk);
-        if (gst != SF_OK) {
-            st = sf_error_set(err, gst, "cannot make a communication group of %d ranks",
-                              gs[i].n_devs);
-            goto done;
+        for (int q = g->step0; q < g->step0 + g->n_steps; q++) {
+            const sf_tg_step *st = &L.st[q];
+            rt_step rs = {.kind = st->kind, .payload = st->payload, .group = -1, .peer = -1,
+                          .numel = st->numel, .offset = st->offset};
+            int mine = 0;
+            if (st->kind == SF_STEP_P2P) {
+                rs.tag = tag++;
+                rs.send = st->dev == rt->rank;
+                rs.peer = rs.send ? st->peer : st->dev;
+                mine = st->dev == rt->rank || st->peer == rt->rank;
+            } else if (st->kind == SF_STEP_UPDATE) {
+                mine = st->dev == rt->rank;
+            } else {
+                int comm = g_comm(rt, &L, L.devs + st->group, st->n_group);
+                if (comm < -1) {
+                    g_lists_free(&L);
+                    return sf_error_set(err, comm == -2 ? SF_ERR_NOMEM : SF_ERR_IO,
+                                        "cannot make a communication group of %d ranks",
+                                        st->n_group);
+                }
+                rs.group = comm;
+                mine = comm >= 0;
+            }
+            if (sh && mine) rt->sync_steps[rt->n_sync_steps++] = rs;
+        }
+        if (sh) {
+            sh->n_steps = rt->n_sync_steps - sh->step0;
+            rt->n_shards++;
         }
     }
-    for (int i = 0; i < n; i++) {
-        const int16_t *d = g_devs_of(devs, &gs[i]);
-        int member = 0;
-        for (int q = 0; q < gs[i].n_devs; q++) member |= d[q] == rt->rank;
-        if (!member) continue;
-        rt_shard *sh = &rt->shards[rt->n_shards++];
-        sh->global = i;
-        sh->owner = gs[i].owner;
-        sh->group = rt->group_of[gs[i].owner];
-        sh->key_op = gs[i].key_op;
-        sh->n_devs = gs[i].n_devs;
-        sh->comm_group = gs[i].n_devs > 1 ? comm_of[i] : -1;
-        const sf_op *rop = sf_graph_op(rt->g, gs[i].rep_op);
-        sh->n_slices = sf_op_weight_slices(
-            rop, &sf_taskgraph_tiles(rt->tg, gs[i].rep_op)[gs[i].rep_part], sh->sl);
-        int64_t m = 0;
-        for (int q = 0; q < sh->n_slices; q++) m += sh->sl[q].len * sh->sl[q].count;
-        sh->numel = m;
-        sh->req = -1;
-        if (sh->group < 0) {
-            st = sf_error_set(err, SF_ERR_INTERNAL, "shard of '%s' on rank %d without its group",
-                              rop->name, rt->rank);
-            goto done;
-        }
-    }
-    goto done;
+    g_lists_free(&L);
+    return SF_OK;
 oom:
-    st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-done:
-    free(gs);
-    free(devs);
-    free(comm_of);
-    return st;
+    g_lists_free(&L);
+    return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
 }
 
 sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
@@ -618,6 +730,7 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
     }
     if (st == SF_OK) {
         sf_taskgraph_set_strategy(rt->tg, rt->s);
+        sf_taskgraph_set_comm(rt->tg, rt->o.machine, rt->o.scheme);
         for (int op = 0; op < rt->n_ops; op++) sf_taskgraph_set_tiles(rt->tg, op);
         st = setup_parts(rt, err);
     }
@@ -675,6 +788,8 @@ void sf_runtime_free(sf_runtime *rt) {
     free(rt->groups);
     free(rt->group_of);
     free(rt->shards);
+    free(rt->sync_steps);
+    free(rt->pending);
     free(rt->block);
     free(rt->ev);
     sf_taskgraph_free(rt->tg);
@@ -857,15 +972,51 @@ static sf_status backward_part(sf_runtime *rt, rt_part *p, sf_error *err) {
     return SF_OK;
 }
 
+/* Post step q of shard sh (a request in sh->req; none for an update). */
+static sf_status post_step(sf_runtime *rt, rt_shard *sh, sf_error *err) {
+    const rt_step *st = &rt->sync_steps[sh->step0 + sh->cur];
+    float *b = sh->buf + st->offset;
+    int id = -1;
+    switch ((sf_tg_step_kind)st->kind) {
+    case SF_STEP_ALL_REDUCE:
+        id = rt->c->vt->iallreduce(rt->c, b, st->numel, st->group);
+        break;
+    case SF_STEP_REDUCE_SCATTER:
+        id = rt->c->vt->ireduce_scatter(rt->c, b, st->numel, st->group);
+        break;
+    case SF_STEP_ALL_GATHER:
+        id = rt->c->vt->iallgather(rt->c, b, st->numel, st->group);
+        break;
+    case SF_STEP_P2P: {
+        size_t bytes = (size_t)st->numel * sizeof(float);
+        if (st->send)
+            id = rt->c->vt->isend(rt->c, sh->buf, bytes, st->peer, st->tag);
+        else
+            id = rt->c->vt->irecv(rt->c, st->payload == SF_PAYLOAD_GRAD ? sh->rbuf : sh->buf,
+                                  bytes, st->peer, st->tag);
+        break;
+    }
+    case SF_STEP_UPDATE:
+        return SF_OK;
+    case SF_STEP_BROADCAST:
+    case SF_STEP_COPY:
+    case SF_STEP_KIND_COUNT:
+        return sf_error_set(err, SF_ERR_UNSUPPORTED, "rank %d: no runtime for a %s step", rt->rank,
+                            st->kind == SF_STEP_BROADCAST ? "broadcast" : "copy");
+    }
+    COMM(id, "posting a gradient sync");
+    sh->req = id;
+    return SF_OK;
+}
+
+/* Start shard sh's sync, when its gradients on this rank are done: pack them
+ * into one buffer and post its first step. */
 static sf_status post_sync(sf_runtime *rt, rt_shard *sh, sf_error *err) {
-    if (sh->comm_group < 0) return SF_OK;
+    if (!sh->comm || sh->n_steps == 0) return SF_OK;
     double t0 = sf_now_s();
     slices_move(sh, rt->groups[sh->group].g, sh->buf, 1);
     event(rt, SF_RT_COPY, t0, sh->owner, sh->global, -1, sh->numel * 4);
-    int id = rt->c->vt->iallreduce(rt->c, sh->buf, sh->numel, sh->comm_group);
-    COMM(id, "posting an all-reduce");
-    sh->req = id;
-    return SF_OK;
+    return post_step(rt, sh, err);
 }
 
 /* SGD with momentum and weight decay on the shard's elements, which also
@@ -890,6 +1041,64 @@ static void update_shard(sf_runtime *rt, rt_shard *sh) {
             }
         }
     }
+}
+
+/* Zero the gradient of a shard this rank does not update (a parameter
+ * server's replica): the update would have. */
+static void zero_grad(rt_shard *sh, float *g) {
+    for (int i = 0; i < sh->n_slices; i++) {
+        const sf_weight_slice *s = &sh->sl[i];
+        for (int64_t r = 0; r < s->count; r++)
+            memset(g + s->offset + r * s->stride, 0, (size_t)s->len * sizeof *g);
+    }
+}
+
+/* Run the rest of shard sh's steps on this rank, in order, each waited for:
+ * a received gradient is added to the packed one (the server), an update
+ * unpacks the sum and steps the optimizer (and packs the new weights when the
+ * server sends them back), received weights are unpacked in place. */
+static sf_status finish_sync(sf_runtime *rt, rt_shard *sh, sf_error *err) {
+    rt_group *gr = &rt->groups[sh->group];
+    for (; sh->cur < sh->n_steps; sh->cur++) {
+        const rt_step *st = &rt->sync_steps[sh->step0 + sh->cur];
+        double t0 = sf_now_s();
+        if (st->kind == SF_STEP_UPDATE) {
+            if (sh->comm) {
+                slices_move(sh, gr->g, sh->buf, 0);
+                event(rt, SF_RT_COPY, t0, sh->owner, sh->global, -1, sh->numel * 4);
+                t0 = sf_now_s();
+            }
+            update_shard(rt, sh);
+            event(rt, SF_RT_UPDATE, t0, sh->owner, sh->global, -1, 0);
+            if (sh->cur + 1 < sh->n_steps) /* a server sends the new weights back */
+                slices_move(sh, gr->w, sh->buf, 1);
+            continue;
+        }
+        if (sh->req < 0) {
+            sf_status ps = post_step(rt, sh, err);
+            if (ps != SF_OK) return ps;
+        }
+        if (st->kind == SF_STEP_P2P && st->send && st->payload == SF_PAYLOAD_WEIGHTS) {
+            rt->pending[rt->n_pending++] = sh->req; /* waited for at the end of the step */
+            sh->req = -1;
+            continue;
+        }
+        int rc = rt->c->vt->wait(rt->c, sh->req);
+        sh->req = -1;
+        if (rc < 0) return sf_error_set(err, (sf_status)rc, "rank %d: gradient sync failed", rt->rank);
+        event(rt, SF_RT_SYNC, t0, sh->owner, sh->global, st->kind == SF_STEP_P2P ? st->peer : -1,
+              st->numel * 4);
+        if (st->kind == SF_STEP_P2P && !st->send && st->payload == SF_PAYLOAD_GRAD) {
+            for (int64_t e = 0; e < sh->numel; e++) sh->buf[e] += sh->rbuf[e];
+        } else if (st->kind == SF_STEP_P2P && !st->send) { /* the server's weights */
+            t0 = sf_now_s();
+            slices_move(sh, gr->w, sh->buf, 0);
+            zero_grad(sh, gr->g);
+            event(rt, SF_RT_COPY, t0, sh->owner, sh->global, -1, sh->numel * 4);
+        }
+    }
+    sh->cur = 0;
+    return SF_OK;
 }
 
 static sf_status wait_sends(sf_runtime *rt, int train, sf_error *err) {
@@ -929,30 +1138,16 @@ static sf_status step_local(sf_runtime *rt, const sf_batch *b, double *loss, sf_
     for (int op = rt->n_ops - 1; op >= 0 && st == SF_OK; op--) {
         for (; pi >= 0 && rt->parts[pi].op == op && st == SF_OK; pi--)
             if (op_has_bwd(rt->parts[pi].o)) st = backward_part(rt, &rt->parts[pi], err);
-        if (rt->o.bulk_sync) continue;
+        if (rt->o.sync == SF_SYNC_BULK) continue;
         for (; next < rt->n_shards && rt->shards[next].key_op == op && st == SF_OK; next++)
             st = post_sync(rt, &rt->shards[next], err);
     }
     for (; next < rt->n_shards && st == SF_OK; next++) st = post_sync(rt, &rt->shards[next], err);
-    for (int i = 0; i < rt->n_shards && st == SF_OK; i++) {
-        rt_shard *sh = &rt->shards[i];
-        double t0 = sf_now_s();
-        if (sh->req >= 0) {
-            int rc = rt->c->vt->wait(rt->c, sh->req);
-            sh->req = -1;
-            if (rc < 0) {
-                st = sf_error_set(err, (sf_status)rc, "rank %d: all-reduce failed", rt->rank);
-                break;
-            }
-            event(rt, SF_RT_SYNC, t0, sh->owner, sh->global, -1, sh->numel * 4);
-            t0 = sf_now_s();
-            slices_move(sh, rt->groups[sh->group].g, sh->buf, 0);
-            event(rt, SF_RT_COPY, t0, sh->owner, sh->global, -1, sh->numel * 4);
-        }
-        t0 = sf_now_s();
-        update_shard(rt, sh);
-        event(rt, SF_RT_UPDATE, t0, sh->owner, sh->global, -1, 0);
-    }
+    for (int i = 0; i < rt->n_shards && st == SF_OK; i++) st = finish_sync(rt, &rt->shards[i], err);
+    for (int i = 0; i < rt->n_pending && st == SF_OK; i++)
+        if (rt->c->vt->wait(rt->c, rt->pending[i]) != SF_OK)
+            st = sf_error_set(err, SF_ERR_IO, "rank %d: sending updated weights failed", rt->rank);
+    rt->n_pending = 0;
     if (st == SF_OK) st = wait_sends(rt, 1, err);
     return st;
 }
@@ -1060,7 +1255,9 @@ sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const
         }
         for (int s = 0; s < sy.n_shards && st == SF_OK; s++, gidx++) {
             const sf_tg_shard *sh = &sy.shards[s];
-            int src = sy.devs[sh->dev_start];
+            /* a parameter server's replicas keep no optimizer state */
+            int src = sf_taskgraph_scheme(rt->tg) == SF_SCHEME_PS ? sh->rep_dev
+                                                                  : sy.devs[sh->dev_start];
             rt_shard tmp_sh;
             memset(&tmp_sh, 0, sizeof tmp_sh);
             tmp_sh.n_slices = sf_op_weight_slices(

@@ -283,29 +283,3 @@ double oc_edge_cost(oc_scratch *s, int vi, int k, const sf_config *cu, const sf_
     oc_set_config(s, vi, cv, NULL);
     return oc_edge_cost_set(s, vi, k);
 }
-
-double sf_optcnn_cost(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                      const sf_optcnn_options *o, const sf_strategy *s) {
-    sf_optcnn_options def;
-    if (!o) {
-        sf_optcnn_options_default(&def);
-        o = &def;
-    }
-    if (!g || !m || !cm || !s || sf_strategy_num_ops(s) != sf_graph_num_ops(g)) return NAN;
-    int n = sf_graph_num_ops(g);
-    for (int i = 0; i < n; i++)
-        if (sf_config_validate(sf_graph_op(g, i), m, sf_strategy_get(s, i), NULL) != SF_OK)
-            return NAN;
-    oc_scratch sc;
-    if (oc_scratch_init(&sc, g, m, cm, o->scheme) != SF_OK) return NAN;
-    double total = 0;
-    for (int vi = 0; vi < n; vi++) {
-        const sf_op *v = sf_graph_op(g, vi);
-        const sf_config *cv = sf_strategy_get(s, vi);
-        total += oc_node_cost(&sc, vi, cv);
-        for (int k = 0; k < v->n_inputs; k++)
-            total += oc_edge_cost(&sc, vi, k, sf_strategy_get(s, v->inputs[k].op), cv);
-    }
-    oc_scratch_free(&sc);
-    return total;
-}

@@ -36,6 +36,8 @@ static const sf_validate_sync_model default_models[] = {
     {SF_SYNC_BULK, SF_SCHEME_RING},
     {SF_SYNC_OVERLAP, SF_SCHEME_PS},
     {SF_SYNC_BULK, SF_SCHEME_PS},
+    {SF_SYNC_OVERLAP, SF_SCHEME_HIERARCHICAL},
+    {SF_SYNC_BULK, SF_SCHEME_HIERARCHICAL},
 };
 #define N_DEFAULT_MODELS ((int)(sizeof default_models / sizeof default_models[0]))
 _Static_assert(N_DEFAULT_MODELS <= SF_VALIDATE_MAX_SYNC_MODELS, "room for the defaults");
@@ -183,7 +185,9 @@ static sf_status run_round(measure *ms, const sf_validate_row *e, int i, int64_t
     const sf_validate_options *o = ms->o;
     sf_runtime_options ro;
     sf_runtime_options_default(&ro);
-    ro.bulk_sync = o->sim.sync == SF_SYNC_BULK;
+    ro.sync = o->sim.sync;
+    ro.scheme = o->sim.scheme;
+    ro.machine = o->machine;
     ro.seed = o->seed;
     sf_runtime *rt = sf_runtime_new(ms->g, e->strategy, ms->comm, &ro, err);
     if (!rt) return err && err->code ? err->code : SF_ERR_NOMEM;

@@ -91,36 +91,36 @@ typedef struct sf_tg_sync {
 
 typedef struct sf_taskgraph sf_taskgraph;
 
-sf_taskgraph *sf_taskgraph_new(const sf_graph *g, int n_devices, sf_error *err);
-void sf_taskgraph_free(sf_taskgraph *tg);
+SF_API sf_taskgraph *sf_taskgraph_new(const sf_graph *g, int n_devices, sf_error *err);
+SF_API void sf_taskgraph_free(sf_taskgraph *tg);
 /* The strategy the records describe (not copied: changes to it show after
  * sf_taskgraph_set_tiles of the operators that changed). */
-void sf_taskgraph_set_strategy(sf_taskgraph *tg, const sf_strategy *s);
-const sf_graph *sf_taskgraph_graph(const sf_taskgraph *tg);
+SF_API void sf_taskgraph_set_strategy(sf_taskgraph *tg, const sf_strategy *s);
+SF_API const sf_graph *sf_taskgraph_graph(const sf_taskgraph *tg);
 
 /* Compute (again) the part tiles of op under the strategy's config. */
-void sf_taskgraph_set_tiles(sf_taskgraph *tg, int op);
+SF_API void sf_taskgraph_set_tiles(sf_taskgraph *tg, int op);
 /* op's part tiles, [n_parts] (sf_config_part_tile); writable, so that a caller
  * that changes a config and changes it back may save and restore them. */
-sf_tile *sf_taskgraph_tiles(sf_taskgraph *tg, int op);
+SF_API sf_tile *sf_taskgraph_tiles(sf_taskgraph *tg, int op);
 
 /* The operator that owns op's weights (op itself, the one it shares them with),
  * -1 when op has none; the members of a group whose owner is `owner`, owner
  * first, in id order. */
-int sf_taskgraph_owner(const sf_taskgraph *tg, int op);
-int sf_taskgraph_members(const sf_taskgraph *tg, int owner, const int **members);
+SF_API int sf_taskgraph_owner(const sf_taskgraph *tg, int op);
+SF_API int sf_taskgraph_members(const sf_taskgraph *tg, int owner, const int **members);
 /* The (consumer op, input index) pairs that read op's outputs, in id order. */
-int sf_taskgraph_consumers(const sf_taskgraph *tg, int op, const sf_tensor_ref **cons);
+SF_API int sf_taskgraph_consumers(const sf_taskgraph *tg, int op, const sf_tensor_ref **cons);
 
 /* The pairs that feed input k of op, ordered by consumer part, then producer
  * part (row-major over the producer's grid). Valid until the next call on tg.
  * Returns how many, or -1 when out of memory. The tiles of op and of its
  * producer must be set. */
-int sf_taskgraph_edge(sf_taskgraph *tg, int op, int k, const sf_tg_pair **pairs);
+SF_API int sf_taskgraph_edge(sf_taskgraph *tg, int op, int k, const sf_tg_pair **pairs);
 /* The shards of the weight group owned by `owner` (sf_taskgraph_owner(owner) ==
  * owner), in order of first appearance. The tiles of every member must be set.
  * SF_OK, or SF_ERR_NOMEM. */
-sf_status sf_taskgraph_sync(sf_taskgraph *tg, int owner, sf_tg_sync *out);
+SF_API sf_status sf_taskgraph_sync(sf_taskgraph *tg, int owner, sf_tg_sync *out);
 
 #ifdef __cplusplus
 }

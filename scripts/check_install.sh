@@ -61,8 +61,10 @@ plan_a="$prefix/lib/libsoapflow_plan.a"
 nm "$plan_a" 2>/dev/null | awk '$1 == "U" {print $2}' | sort -u >"$work/plan_undefined.txt"
 nm --defined-only "$plan_a" 2>/dev/null | awk 'NF == 3 {print $3}' | sort -u >"$work/plan_defined.txt"
 comm -23 "$work/plan_undefined.txt" "$work/plan_defined.txt" >"$work/plan_external.txt"
-echo "external symbols: $(wc -l <"$work/plan_external.txt"); json_*: $(grep -c '^json_' \
-    "$work/plan_external.txt")"
+echo "libsoapflow_plan.a leaves $(wc -l <"$work/plan_external.txt") symbols undefined:" \
+    "$(grep -c '^json_' "$work/plan_external.txt") of jansson (json_*), and these:"
+grep -v '^json_' "$work/plan_external.txt" | tr '\n' ' ' | fold -s -w 100
+echo
 if grep -E '^(MPI_|PMPI_|ompi_|cblas_|openblas_|sgemm|protobuf_c_|inflate|deflate|gz|crc32|adler32)' \
     "$work/plan_external.txt"; then
     fail "libsoapflow_plan.a needs the symbols above (MPI, BLAS, protobuf-c or zlib)"
@@ -81,8 +83,8 @@ cmake --build "$work/shared" -j "$jobs" --target soapflow_plan >/dev/null
 so="$work/shared/libsoapflow_plan.so"
 nm -D --defined-only "$so" | awk 'NF == 3 && $3 !~ /^_(init|fini)$/ {print $3}' |
     sort -u >"$work/shared_exported.txt"
-# the functions of the static archive whose names the public headers declare
-grep -ohE '\bsf_[a-z0-9_]+\s*\(' "$src"/include/soapflow/*.h | tr -d ' (' | sort -u \
+# the functions of the static archive whose names the installed headers declare
+grep -ohE '\bsf_[a-z0-9_]+\s*\(' "$prefix"/include/soapflow/*.h | tr -d ' (' | sort -u \
     >"$work/header_names.txt"
 nm --defined-only "$plan_a" | awk '$2 == "T" {print $3}' | sort -u |
     comm -12 - "$work/header_names.txt" >"$work/public_defined.txt"

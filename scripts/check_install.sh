@@ -31,7 +31,7 @@ fail() {
 cc=${CC:-cc}
 
 echo "== configure without MPI and ONNX, build, install into $prefix"
-cmake -S "$src" -B "$work/lib" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSF_WITH_MPI=OFF \
+cmake -S "$src" -B "$work/lib" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSF_WERROR=ON -DSF_WITH_MPI=OFF \
     -DSF_WITH_ONNX=OFF -DSF_BUILD_TESTS=OFF -DBUILD_SHARED_LIBS=OFF >/dev/null
 cmake --build "$work/lib" -j "$jobs" >/dev/null
 cmake --install "$work/lib" --prefix "$prefix" >/dev/null
@@ -77,7 +77,7 @@ if grep -vE '^\s*(linux-vdso|/lib.*/ld-linux|libjansson\.so|libm\.so|libc\.so)' 
 fi
 
 echo "== the planning library shared: it exports the SF_API functions it defines"
-cmake -S "$src" -B "$work/shared" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSF_WITH_MPI=OFF \
+cmake -S "$src" -B "$work/shared" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSF_WERROR=ON -DSF_WITH_MPI=OFF \
     -DSF_WITH_ONNX=OFF -DSF_BUILD_TESTS=OFF -DBUILD_SHARED_LIBS=ON >/dev/null
 cmake --build "$work/shared" -j "$jobs" --target soapflow_plan >/dev/null
 so="$work/shared/libsoapflow_plan.so"

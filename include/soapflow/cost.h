@@ -67,10 +67,10 @@ SF_API const char *sf_cost_name(const sf_cost_model *cm);
 
 /* Time in seconds of the task that runs tile `t` of `op` on `device`. */
 SF_API double sf_cost_task_s(const sf_cost_model *cm, const sf_op *op, const sf_tile *t, int device,
-                      sf_pass pass);
+                             sf_pass pass);
 /* Both passes of that tile: the same two figures as sf_cost_task_s, in one call. */
-SF_API void sf_cost_task_fwd_bwd_s(const sf_cost_model *cm, const sf_op *op, const sf_tile *t, int device,
-                            double *fwd_s, double *bwd_s);
+SF_API void sf_cost_task_fwd_bwd_s(const sf_cost_model *cm, const sf_op *op, const sf_tile *t,
+                                   int device, double *fwd_s, double *bwd_s);
 
 /* ---- the profiled model ------------------------------------------------
  *
@@ -127,8 +127,8 @@ SF_API const sf_profile_entry *sf_profile_db_entry(const sf_profile_db *db, int 
 SF_API const sf_profile_entry *sf_profile_db_lookup(const sf_profile_db *db, const char *key);
 /* Add an entry, or replace the times of an existing key. Times from 0 to
  * SF_PROFILE_TIME_MAX_S, reps >= 1, key non-empty and shorter than SF_PROFILE_KEY_MAX. */
-SF_API sf_status sf_profile_db_insert(sf_profile_db *db, const char *key, sf_op_type op, double fwd_s,
-                               double bwd_s, int reps, sf_error *err);
+SF_API sf_status sf_profile_db_insert(sf_profile_db *db, const char *key, sf_op_type op,
+                                      double fwd_s, double bwd_s, int reps, sf_error *err);
 
 /* JSON (docs/formats-costs.md). Reading is strict (unknown or duplicate keys,
  * bad numbers are errors naming the file and field); writing is atomic, with
@@ -145,7 +145,7 @@ SF_API sf_status sf_profile_db_save_json(const sf_profile_db *db, const char *pa
  * kernel and are not counted as misses. Takes ownership of db and fallback,
  * also when it fails (NULL: out of memory, or a NULL argument). */
 SF_API sf_cost_model *sf_cost_profiled_new(const sf_machine *m, sf_profile_db *db,
-                                    sf_cost_model *fallback);
+                                           sf_cost_model *fallback);
 /* The database of a profiled model, or NULL when cm is another kind of model. */
 SF_API const sf_profile_db *sf_cost_profiled_db(const sf_cost_model *cm);
 
@@ -203,7 +203,7 @@ typedef struct sf_profile_report {
 /* db's device kind must be unset or equal to m's (device 0's) kind: SF_ERR_INVALID
  * otherwise. On an error the entries measured so far stay in db. */
 SF_API sf_status sf_profile_model(const sf_graph *g, const sf_machine *m, sf_profile_db *db,
-                           const sf_profile_options *o, sf_profile_report *r, sf_error *err);
+                                  const sf_profile_options *o, sf_profile_report *r, sf_error *err);
 
 #ifdef __cplusplus
 }

@@ -64,7 +64,7 @@ SF_API sf_status sf_idx_read(const char *path, const char *what, sf_idx *out, sf
  * the bytes are not kept): the same errors and messages, with `origin` (NULL:
  * "IDX data") where sf_idx_read names the file. */
 SF_API sf_status sf_idx_parse(const void *bytes, size_t len, const char *origin, const char *what,
-                       sf_idx *out, sf_error *err);
+                              sf_idx *out, sf_error *err);
 SF_API void sf_idx_free(sf_idx *x);
 
 /* ---- datasets ---------------------------------------------------------- */
@@ -93,8 +93,8 @@ typedef struct sf_dataset {
  * same n, and every label below n_classes. A dataset that is not there is
  * SF_ERR_NOTFOUND with a message that says what installs it. On failure *out is
  * left zeroed (sf_dataset_free on it is harmless). */
-SF_API sf_status sf_dataset_load(const char *name, const char *split, const char *dir, sf_dataset *out,
-                          sf_error *err);
+SF_API sf_status sf_dataset_load(const char *name, const char *split, const char *dir,
+                                 sf_dataset *out, sf_error *err);
 SF_API void sf_dataset_free(sf_dataset *ds);
 
 /* The folder a dataset is read from when no dir is given (SF_DATA_DIR applied),

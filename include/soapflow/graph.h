@@ -358,9 +358,9 @@ SF_API int sf_graph_find(const sf_graph *g, const char *name);
  * Names must be unique; inputs must already exist; attributes and sizes must
  * be within SF_MAX_EXTENT and SF_MAX_NUMEL (SF_ERR_RANGE). */
 SF_API int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_params *p,
-                    const sf_tensor_ref *inputs, int n_inputs, sf_error *err);
+                           const sf_tensor_ref *inputs, int n_inputs, sf_error *err);
 SF_API int sf_graph_add_input(sf_graph *g, const char *name, const sf_shape *shape, int is_index,
-                       sf_error *err);
+                              sf_error *err);
 /* Make `op` use the weights of `owner` (an earlier operator of the same type
  * with the same weight shapes): unrolled RNN steps share their layer's weights. */
 SF_API sf_status sf_graph_share_weights(sf_graph *g, int op, int owner, sf_error *err);

@@ -31,7 +31,8 @@ extern "C" {
  * a name too long to take that suffix), fsync-free rename over path
  * (over the file a symbolic link names). An existing device or FIFO
  * (/dev/null) is written in place instead, never replaced. */
-SF_API sf_status sf_write_file_atomic(const char *path, const char *data, size_t len, sf_error *err);
+SF_API sf_status sf_write_file_atomic(const char *path, const char *data, size_t len,
+                                      sf_error *err);
 /* One file of a group written together. */
 typedef struct sf_write_item {
     const char *path;
@@ -92,21 +93,22 @@ SF_API sf_status sf_model_save_json(const sf_graph *g, const char *path, sf_erro
  * count and its first node, all in one message), malformed protobuf (the byte
  * offset and the field), cycles, shape mismatches. */
 SF_API sf_status sf_onnx_load(const char *path, int64_t batch, sf_graph **g, float ***weights,
-                       sf_error *err);
+                              sf_error *err);
 /* The same from len bytes in memory; `origin` names them in messages. */
 SF_API sf_status sf_onnx_parse(const void *data, size_t len, const char *origin, int64_t batch,
-                        sf_graph **g, float ***weights, sf_error *err);
+                               sf_graph **g, float ***weights, sf_error *err);
 SF_API void sf_onnx_weights_free(const sf_graph *g, float **weights);
 /* 1 when name ends in ".onnx". */
 SF_API int sf_onnx_is_path(const char *name);
 
 /* ---- machine files (JSON) ---------------------------------------------- */
 
-SF_API sf_status sf_machine_desc_parse_json(const char *text, const char *origin, sf_machine_desc *out,
-                                     sf_error *err);
+SF_API sf_status sf_machine_desc_parse_json(const char *text, const char *origin,
+                                            sf_machine_desc *out, sf_error *err);
 SF_API sf_status sf_machine_desc_load_json(const char *path, sf_machine_desc *out, sf_error *err);
 SF_API char *sf_machine_desc_to_json(const sf_machine_desc *d, sf_error *err);
-SF_API sf_status sf_machine_desc_save_json(const sf_machine_desc *d, const char *path, sf_error *err);
+SF_API sf_status sf_machine_desc_save_json(const sf_machine_desc *d, const char *path,
+                                           sf_error *err);
 /* A preset name or a JSON file path; "NAME[N]" takes the first N devices of it
  * (sf_machine_subset), e.g. "p100-4x4[8]" is two nodes of the P100 cluster.
  * N must be at most one node's devices or a whole number of nodes (on a
@@ -118,27 +120,27 @@ SF_API sf_machine *sf_machine_open(const char *name_or_path, sf_error *err);
 /* ---- strategy files (JSON) --------------------------------------------- */
 
 SF_API sf_status sf_strategy_load_json(sf_strategy *s, const char *path, const sf_graph *g,
-                                const sf_machine *m, sf_error *err);
+                                       const sf_machine *m, sf_error *err);
 SF_API sf_status sf_strategy_parse_json(sf_strategy *s, const char *text, const char *origin,
-                                 const sf_graph *g, const sf_machine *m, sf_error *err);
+                                        const sf_graph *g, const sf_machine *m, sf_error *err);
 SF_API char *sf_strategy_to_json(const sf_strategy *s, const sf_graph *g, sf_error *err);
 SF_API sf_status sf_strategy_save_json(const sf_strategy *s, const sf_graph *g, const char *path,
-                                sf_error *err);
+                                       sf_error *err);
 /* The same, recording the machine's name in the file's "machine" field (m may be
  * NULL: the field is left out, as the two functions above do). */
 SF_API char *sf_strategy_to_json_for(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
-                              sf_error *err);
-SF_API sf_status sf_strategy_save_json_for(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
-                                    const char *path, sf_error *err);
+                                     sf_error *err);
+SF_API sf_status sf_strategy_save_json_for(const sf_strategy *s, const sf_graph *g,
+                                           const sf_machine *m, const char *path, sf_error *err);
 
 /* ---- pictures ---------------------------------------------------------- */
 
 /* The graph in Graphviz DOT. labels/colors: optional per-operator extra label
  * line and fill colour ("#aabbcc"), e.g. a parallel config; either may be NULL. */
-SF_API char *sf_graph_to_dot(const sf_graph *g, const char *const *labels, const char *const *colors,
-                      sf_error *err);
-SF_API sf_status sf_graph_write_dot(const sf_graph *g, const char *path, const char *const *labels,
+SF_API char *sf_graph_to_dot(const sf_graph *g, const char *const *labels,
                              const char *const *colors, sf_error *err);
+SF_API sf_status sf_graph_write_dot(const sf_graph *g, const char *path, const char *const *labels,
+                                    const char *const *colors, sf_error *err);
 
 #ifdef __cplusplus
 }

@@ -31,7 +31,8 @@ typedef struct sf_model_options {
     int64_t mlp_sizes[SF_MLP_MAX_LAYERS + 1];
 } sf_model_options;
 
-SF_API void sf_model_options_default(sf_model_options *o); /* batch 64, everything else model default */
+SF_API void
+sf_model_options_default(sf_model_options *o); /* batch 64, everything else model default */
 
 /* The options a zoo model reads besides batch (sf_model_options_taken); the
  * builders ignore the others, so that one options struct can serve every model. */

@@ -104,7 +104,7 @@ typedef struct sf_runtime sf_runtime;
  * SF_ERR_INVALID). Collective: every rank must call it with the same graph
  * and strategy. */
 SF_API sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
-                           const sf_runtime_options *o, sf_error *err);
+                                  const sf_runtime_options *o, sf_error *err);
 SF_API void sf_runtime_free(sf_runtime *rt);
 
 /* One batch: the whole input tensors and labels (every rank takes the tiles
@@ -123,18 +123,18 @@ SF_API sf_status sf_runtime_step(sf_runtime *rt, const sf_batch *b, double *loss
  * the number of rows whose largest probability is at their label (correct),
  * summed over every softmax_ce operator. Collective. */
 SF_API sf_status sf_runtime_eval(sf_runtime *rt, const sf_batch *b, double *loss, int64_t *correct,
-                          sf_error *err);
+                                 sf_error *err);
 
 typedef enum sf_rt_params { SF_RT_WEIGHTS = 0, SF_RT_MOMENTUM, SF_RT_PARAMS_COUNT } sf_rt_params;
 
 /* Set every weight group's full layout (or momentum) from bufs[owner op]
  * (NULL for operators that own no weights); every rank passes the same. */
 SF_API sf_status sf_runtime_set_params(sf_runtime *rt, sf_rt_params which, const float *const *bufs,
-                                sf_error *err);
+                                       sf_error *err);
 /* Gather them on rank 0 into bufs[owner op] (other ranks may pass NULL):
  * each shard's elements come from its first device. Collective. */
 SF_API sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const *bufs,
-                                sf_error *err);
+                                       sf_error *err);
 /* The learning rate of the next steps (a schedule sets it before each). */
 SF_API void sf_runtime_set_lr(sf_runtime *rt, double lr);
 /* Steps taken (sf_runtime_step calls, or as set for a resumed run). */
@@ -173,9 +173,10 @@ SF_API int sf_runtime_events(const sf_runtime *rt, const sf_rt_event **events);
  * waited for it to its arrival; an all-reduce on the links from the rank to
  * the next one. Written atomically. */
 struct sf_machine;
-SF_API sf_status sf_runtime_write_trace(const char *path, const sf_graph *g, const struct sf_machine *m,
-                                 int n_ranks, const sf_rt_event *const *events, const int *counts,
-                                 sf_error *err);
+SF_API sf_status sf_runtime_write_trace(const char *path, const sf_graph *g,
+                                        const struct sf_machine *m, int n_ranks,
+                                        const sf_rt_event *const *events, const int *counts,
+                                        sf_error *err);
 
 /* ---- parameters in full layout ------------------------------------------------- */
 

@@ -57,14 +57,14 @@ typedef struct sf_st_tensor {
 /* The file's bytes in one malloc'd buffer (*out, *len), for n tensors and n_meta
  * metadata entries (keys unique; keys and values UTF-8 text). Errors name the
  * tensor: a duplicate or empty name, a negative extent, sizes that overflow. */
-SF_API sf_status sf_safetensors_encode(const sf_st_tensor *tensors, size_t n, const char *const *meta_keys,
-                                const char *const *meta_values, size_t n_meta, char **out,
-                                size_t *len, sf_error *err);
+SF_API sf_status sf_safetensors_encode(const sf_st_tensor *tensors, size_t n,
+                                       const char *const *meta_keys, const char *const *meta_values,
+                                       size_t n_meta, char **out, size_t *len, sf_error *err);
 /* Write them to path atomically (sf_write_file_atomic): on any failure no file is
  * left and an existing one is untouched. */
 SF_API sf_status sf_safetensors_write(const char *path, const sf_st_tensor *tensors, size_t n,
-                               const char *const *meta_keys, const char *const *meta_values,
-                               size_t n_meta, sf_error *err);
+                                      const char *const *meta_keys, const char *const *meta_values,
+                                      size_t n_meta, sf_error *err);
 
 /* ---- reading ----------------------------------------------------------- */
 
@@ -77,7 +77,8 @@ typedef struct sf_st_file sf_st_file;
  * with a one-line message "FILE: byte K: ..." or "FILE: tensor 'NAME': ...". */
 SF_API sf_st_file *sf_safetensors_read(const char *path, sf_error *err);
 /* The same on bytes in memory (copied); origin names them in messages. */
-SF_API sf_st_file *sf_safetensors_parse(const void *bytes, size_t len, const char *origin, sf_error *err);
+SF_API sf_st_file *sf_safetensors_parse(const void *bytes, size_t len, const char *origin,
+                                        sf_error *err);
 SF_API void sf_safetensors_free(sf_st_file *f);
 
 /* The tensors in file order (by data offset), i < count. */

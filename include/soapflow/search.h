@@ -58,19 +58,20 @@ typedef struct sf_optcnn_result {
 } sf_optcnn_result;
 
 SF_API sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                           const sf_optcnn_options *o, sf_strategy *out, sf_optcnn_result *r,
-                           sf_error *err);
+                                  const sf_optcnn_options *o, sf_strategy *out, sf_optcnn_result *r,
+                                  sf_error *err);
 /* OptCNN's additive cost of a strategy: sum over operators of compute (slowest
  * part, forward + backward + update) and gradient sync, plus sum over edges of
  * transfer time. o: its sync scheme (NULL: defaults, a ring). */
 SF_API double sf_optcnn_cost(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                      const sf_optcnn_options *o, const sf_strategy *s);
+                             const sf_optcnn_options *o, const sf_strategy *s);
 
 /* Brute force over every combination of OptCNN candidate configs: the oracle.
  * Refuses (SF_ERR_RANGE) when the space exceeds max_states. */
-SF_API sf_status sf_exhaustive_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                               int use_simulator, int64_t max_states, sf_strategy *out,
-                               double *best_cost, sf_error *err);
+SF_API sf_status sf_exhaustive_search(const sf_graph *g, const sf_machine *m,
+                                      const sf_cost_model *cm, int use_simulator,
+                                      int64_t max_states, sf_strategy *out, double *best_cost,
+                                      sf_error *err);
 
 /* ---- MCMC --------------------------------------------------------------------- */
 
@@ -109,8 +110,9 @@ typedef struct sf_mcmc_result {
  * strategy seen, never worse than the best start. Strategies that do not fit in
  * memory are rejected. */
 SF_API sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                         const sf_strategy *const *starts, int n_starts, const sf_mcmc_options *o,
-                         sf_strategy *best, sf_mcmc_result *r, sf_error *err);
+                                const sf_strategy *const *starts, int n_starts,
+                                const sf_mcmc_options *o, sf_strategy *best, sf_mcmc_result *r,
+                                sf_error *err);
 
 /* ---- the whole search: baselines, OptCNN and MCMC side by side ----------- */
 
@@ -154,8 +156,8 @@ typedef struct sf_search_report {
  * parallelism's: every proposal from it would cost that much to simulate).
  * Writes the best strategy into `best`. */
 SF_API sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                        const sf_search_options *o, sf_strategy *best, sf_search_report *rep,
-                        sf_error *err);
+                               const sf_search_options *o, sf_strategy *best, sf_search_report *rep,
+                               sf_error *err);
 
 #ifdef __cplusplus
 }

@@ -40,7 +40,7 @@ SF_API int sf_config_equal(const sf_config *a, const sf_config *b);
  * operator: degree above a dimension's size or on a dimension that cannot be split,
  * wrong dimension count, device out of range, too many parts. */
 SF_API sf_status sf_config_validate(const sf_op *op, const sf_machine *m, const sf_config *c,
-                             sf_error *err);
+                                    sf_error *err);
 /* "n2 c4 @0-7" style short text for tables and pictures. */
 SF_API char *sf_config_str(const sf_op *op, const sf_config *c, char *buf, size_t n);
 
@@ -54,7 +54,7 @@ SF_API int sf_strategy_num_ops(const sf_strategy *s);
 SF_API sf_config *sf_strategy_config(sf_strategy *s, int op);
 SF_API const sf_config *sf_strategy_get(const sf_strategy *s, int op);
 SF_API sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
-                               sf_error *err);
+                                      sf_error *err);
 
 /* A random valid config from the whole SOAP space of `op` on `m`: degrees over
  * any of its splittable dimensions (product at most the device count and
@@ -82,7 +82,7 @@ SF_API sf_status sf_strategy_expert(sf_strategy *s, const sf_graph *g, const sf_
 SF_API sf_status sf_strategy_single(sf_strategy *s, const sf_graph *g, int device);
 /* By name: "data", "model", "owt", "expert", "single". */
 SF_API sf_status sf_strategy_baseline(sf_strategy *s, const char *name, const sf_graph *g,
-                               const sf_machine *m, sf_error *err);
+                                      const sf_machine *m, sf_error *err);
 
 #ifdef __cplusplus
 }

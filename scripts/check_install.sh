@@ -69,6 +69,10 @@ if grep -E '^(MPI_|PMPI_|ompi_|cblas_|openblas_|sgemm|protobuf_c_|inflate|deflat
     "$work/plan_external.txt"; then
     fail "libsoapflow_plan.a needs the symbols above (MPI, BLAS, protobuf-c or zlib)"
 fi
+if grep -E '^sf_' "$work/plan_external.txt"; then
+    fail "libsoapflow_plan.a calls the soapflow functions above without holding them" \
+        "(the runtime's, the datasets'?)"
+fi
 echo "ldd plan_lenet5 (pkg-config build):"
 ldd "$work/plan_lenet5_pc" | tee "$work/plan_ldd.txt"
 if grep -vE '^\s*(linux-vdso|/lib.*/ld-linux|libjansson\.so|libm\.so|libc\.so)' \

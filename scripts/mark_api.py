@@ -24,10 +24,12 @@ inc = os.path.join(root, "include", "soapflow")
 headers = sorted(f for f in os.listdir(inc) if f.endswith(".h") and f != "export.h")
 # version.h is made by the build from version.h.in; its declarations are marked by hand
 source = "".join(f'#include "soapflow/{h}"\n' for h in headers)
-dump = subprocess.run(["clang", "-x", "c", "-std=c11", "-fsyntax-only", "-Xclang", "-ast-dump=json",
-                       "-I" + os.path.join(root, "include"), "-"],
-                      input=source.encode(), capture_output=True, check=True).stdout
-ast = json.loads(dump)
+run = subprocess.run([os.environ.get("CLANG", "clang"), "-x", "c", "-std=c11", "-fsyntax-only",
+                      "-Xclang", "-ast-dump=json", "-I" + os.path.join(root, "include"), "-"],
+                     input=source.encode(), capture_output=True)
+if run.returncode != 0:
+    sys.exit("mark_api.py: clang cannot read the headers:\n" + run.stderr.decode(errors="replace"))
+ast = json.loads(run.stdout)
 
 # clang's JSON leaves a location's file out when it is the one printed last, so
 # the file of a declaration is the last one named before its range begins.

@@ -52,22 +52,23 @@ typedef struct sf_bench_sim_result {
  * for what they change (sf_sim_delta_stats_get), and each changed strategy
  * simulated in full by a second simulator. SF_ERR_INTERNAL when the delta and
  * the full results differ or the moves were not all undone. */
-sf_status sf_bench_sim(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                       const sf_sim_options *so, const sf_strategy *s, int64_t reps, int64_t moves,
-                       uint64_t seed, sf_bench_sim_result *out, sf_error *err);
+SF_API sf_status sf_bench_sim(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                              const sf_sim_options *so, const sf_strategy *s, int64_t reps,
+                              int64_t moves, uint64_t seed, sf_bench_sim_result *out,
+                              sf_error *err);
 
 /* ---- a large machine ------------------------------------------------------- */
 
 /* Build d reps (>= 1) times: *out the last machine (the caller frees it),
  * *best_s the fastest build. */
-sf_status sf_bench_machine_build(const sf_machine_desc *d, int64_t reps, sf_machine **out,
-                                 double *best_s, sf_error *err);
+SF_API sf_status sf_bench_machine_build(const sf_machine_desc *d, int64_t reps, sf_machine **out,
+                                        double *best_s, sf_error *err);
 
 /* The mean time (s) of a route between two random devices (from seed) and of
  * reading its links' figures, over `pairs` pairs (0 when pairs is 0).
  * SF_ERR_INTERNAL when a route has a negative time. */
-sf_status sf_bench_machine_routes(const sf_machine *m, int64_t pairs, uint64_t seed, double *mean_s,
-                                  sf_error *err);
+SF_API sf_status sf_bench_machine_routes(const sf_machine *m, int64_t pairs, uint64_t seed,
+                                         double *mean_s, sf_error *err);
 
 typedef struct sf_bench_machine_sim_result {
     double sim_new_s; /* a new simulator (analytic costs, no schedule kept), best of reps */
@@ -78,9 +79,9 @@ typedef struct sf_bench_machine_sim_result {
 
 /* A fresh simulator and one full run per rep (the first run of a simulator is
  * what planning pays), then `moves` delta updates and reverts on the last. */
-sf_status sf_bench_machine_sim(const sf_graph *g, const sf_machine *m, const sf_strategy *s,
-                               int64_t reps, int64_t moves, uint64_t seed,
-                               sf_bench_machine_sim_result *out, sf_error *err);
+SF_API sf_status sf_bench_machine_sim(const sf_graph *g, const sf_machine *m, const sf_strategy *s,
+                                      int64_t reps, int64_t moves, uint64_t seed,
+                                      sf_bench_machine_sim_result *out, sf_error *err);
 
 #ifdef __cplusplus
 }

@@ -66,7 +66,7 @@ typedef struct sf_calibrate_options {
     int gemm_n;                   /* SGEMM of n x n matrices, 16 .. 8192 (default 512) */
 } sf_calibrate_options;
 
-void sf_calibrate_options_default(sf_calibrate_options *o);
+SF_API void sf_calibrate_options_default(sf_calibrate_options *o);
 
 /* What one calibration measured: the same on every rank once
  * sf_calibrate_run returns SF_OK (rank 0's figures, broadcast). */
@@ -95,8 +95,8 @@ typedef struct sf_calibrate_result {
  * most SF_MAX_DEVICES ranks. Bad options are SF_ERR_INVALID on every rank
  * before anything runs; out of memory on any rank is SF_ERR_NOMEM on all of
  * them ("out of memory on some rank"). */
-sf_status sf_calibrate_run(sf_comm *c, const sf_calibrate_options *o, sf_calibrate_result *out,
-                           sf_error *err);
+SF_API sf_status sf_calibrate_run(sf_comm *c, const sf_calibrate_options *o,
+                                  sf_calibrate_result *out, sf_error *err);
 
 /* The per-link bandwidth that makes the simulator's ring all-reduce of
  * `bytes` on `ranks` ranks take `seconds`: the ring prices 2(P-1) steps of
@@ -104,7 +104,8 @@ sf_status sf_calibrate_run(sf_comm *c, const sf_calibrate_options *o, sf_calibra
  * bw = 2(P-1)/P bytes / (seconds - 2(P-1) latency_s). 0 (no point) with fewer
  * than two ranks, when the fit leaves no time for the bytes, or when the
  * bandwidth falls outside [SF_MIN_RATE, SF_MAX_RATE]. */
-double sf_calibrate_ring_bandwidth(int ranks, double latency_s, double bytes, double seconds);
+SF_API double sf_calibrate_ring_bandwidth(int ranks, double latency_s, double bytes,
+                                          double seconds);
 
 /* The machine description of a result: the "cpu" preset with 1 node of
  * r->ranks devices of kind "cpu-rank" (fp32 peak = peak_flops, no fp16 or
@@ -112,8 +113,8 @@ double sf_calibrate_ring_bandwidth(int ranks, double latency_s, double bytes, do
  * the measured link (with one rank, the preset's), the runtime's copies at
  * mem_bw_Bps, the all-reduce curve of every size with a ring bandwidth, and
  * the shared cores. Validated (sf_machine_desc_validate). */
-sf_status sf_calibrate_machine_desc(const sf_calibrate_result *r, const char *name,
-                                    sf_machine_desc *out, sf_error *err);
+SF_API sf_status sf_calibrate_machine_desc(const sf_calibrate_result *r, const char *name,
+                                           sf_machine_desc *out, sf_error *err);
 
 #ifdef __cplusplus
 }

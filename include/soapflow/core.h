@@ -24,6 +24,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "soapflow/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -51,7 +53,7 @@ typedef enum sf_status {
 } sf_status;
 
 /* A short English phrase for a status ("out of memory"). Never NULL. */
-const char *sf_status_str(sf_status s);
+SF_API const char *sf_status_str(sf_status s);
 
 #define SF_ERRMSG_MAX 512
 
@@ -66,18 +68,18 @@ typedef struct sf_error {
 /* Record an error (when err is non-NULL) and return `code`, so that
  * `return sf_error_set(err, SF_ERR_SHAPE, "...")` reads naturally.
  * The first error wins: a later call does not overwrite a set message. */
-sf_status sf_error_set(sf_error *err, sf_status code, const char *fmt, ...) SF_PRINTF(3, 4);
-sf_status sf_error_vset(sf_error *err, sf_status code, const char *fmt, va_list ap);
+SF_API sf_status sf_error_set(sf_error *err, sf_status code, const char *fmt, ...) SF_PRINTF(3, 4);
+SF_API sf_status sf_error_vset(sf_error *err, sf_status code, const char *fmt, va_list ap);
 /* Prefix an existing message ("model.json: " + msg). */
-void sf_error_prefix(sf_error *err, const char *fmt, ...) SF_PRINTF(2, 3);
-void sf_error_clear(sf_error *err);
+SF_API void sf_error_prefix(sf_error *err, const char *fmt, ...) SF_PRINTF(2, 3);
+SF_API void sf_error_clear(sf_error *err);
 
 /* ---- checked arithmetic ------------------------------------------------ */
 
 /* Multiply/add with overflow detection: return 0 and store the result, or
  * return -1 when the result would not fit. */
-int sf_mul_overflow_i64(int64_t a, int64_t b, int64_t *out);
-int sf_mul_overflow_size(size_t a, size_t b, size_t *out);
+SF_API int sf_mul_overflow_i64(int64_t a, int64_t b, int64_t *out);
+SF_API int sf_mul_overflow_size(size_t a, size_t b, size_t *out);
 
 /* ---- arena ------------------------------------------------------------- */
 
@@ -86,13 +88,13 @@ int sf_mul_overflow_size(size_t a, size_t b, size_t *out);
  * Every allocation is aligned to 16 bytes and zero-filled. */
 typedef struct sf_arena sf_arena;
 
-sf_arena *sf_arena_new(size_t block_bytes);
-void *sf_arena_alloc(sf_arena *a, size_t bytes);
+SF_API sf_arena *sf_arena_new(size_t block_bytes);
+SF_API void *sf_arena_alloc(sf_arena *a, size_t bytes);
 /* count * size, overflow checked; NULL on overflow or out of memory. */
-void *sf_arena_calloc(sf_arena *a, size_t count, size_t size);
-char *sf_arena_strdup(sf_arena *a, const char *s);
-size_t sf_arena_used(const sf_arena *a); /* bytes handed out */
-void sf_arena_free(sf_arena *a);
+SF_API void *sf_arena_calloc(sf_arena *a, size_t count, size_t size);
+SF_API char *sf_arena_strdup(sf_arena *a, const char *s);
+SF_API size_t sf_arena_used(const sf_arena *a); /* bytes handed out */
+SF_API void sf_arena_free(sf_arena *a);
 
 /* ---- growable string -------------------------------------------------- */
 
@@ -107,16 +109,16 @@ typedef struct sf_strbuf {
     int oom;    /* sticky: an append failed and the text is incomplete */
 } sf_strbuf;
 
-void sf_strbuf_add(sf_strbuf *b, const char *s, size_t n); /* n bytes of s, NULs and all */
-void sf_strbuf_puts(sf_strbuf *b, const char *s);
+SF_API void sf_strbuf_add(sf_strbuf *b, const char *s, size_t n); /* n bytes of s, NULs and all */
+SF_API void sf_strbuf_puts(sf_strbuf *b, const char *s);
 /* Formatted text of any length, written in place. */
-void sf_strbuf_printf(sf_strbuf *b, const char *fmt, ...) SF_PRINTF(2, 3);
-void sf_strbuf_vprintf(sf_strbuf *b, const char *fmt, va_list ap);
+SF_API void sf_strbuf_printf(sf_strbuf *b, const char *fmt, ...) SF_PRINTF(2, 3);
+SF_API void sf_strbuf_vprintf(sf_strbuf *b, const char *fmt, va_list ap);
 /* The text as a malloc'd string the caller frees ("" when nothing was appended),
  * or NULL when an append ran out of memory; either way b is empty again. */
-char *sf_strbuf_take(sf_strbuf *b);
+SF_API char *sf_strbuf_take(sf_strbuf *b);
 /* Drop the text; b is empty again and may be reused. */
-void sf_strbuf_free(sf_strbuf *b);
+SF_API void sf_strbuf_free(sf_strbuf *b);
 
 /* ---- random numbers ---------------------------------------------------- */
 
@@ -126,12 +128,12 @@ typedef struct sf_rng {
     uint64_t s[4];
 } sf_rng;
 
-void sf_rng_seed(sf_rng *r, uint64_t seed);
-uint64_t sf_rng_next(sf_rng *r);
+SF_API void sf_rng_seed(sf_rng *r, uint64_t seed);
+SF_API uint64_t sf_rng_next(sf_rng *r);
 /* Uniform in [0, 1) with 53 random bits. */
-double sf_rng_uniform(sf_rng *r);
+SF_API double sf_rng_uniform(sf_rng *r);
 /* Uniform integer in [0, n), without modulo bias; n > 0. */
-uint64_t sf_rng_below(sf_rng *r, uint64_t n);
+SF_API uint64_t sf_rng_below(sf_rng *r, uint64_t n);
 
 /* ---- logging ----------------------------------------------------------- */
 
@@ -147,17 +149,17 @@ typedef enum sf_log_level {
  * sf_log_stderr_sink. */
 typedef void (*sf_log_sink)(sf_log_level level, const char *msg, void *user);
 
-void sf_log_set_sink(sf_log_sink sink, void *user);
-void sf_log_set_level(sf_log_level level);
-sf_log_level sf_log_get_level(void);
-void sf_log(sf_log_level level, const char *fmt, ...) SF_PRINTF(2, 3);
+SF_API void sf_log_set_sink(sf_log_sink sink, void *user);
+SF_API void sf_log_set_level(sf_log_level level);
+SF_API sf_log_level sf_log_get_level(void);
+SF_API void sf_log(sf_log_level level, const char *fmt, ...) SF_PRINTF(2, 3);
 /* Writes "soapflow: warning: msg" to stderr, on one line (sf_fputs_line). */
-void sf_log_stderr_sink(sf_log_level level, const char *msg, void *user);
+SF_API void sf_log_stderr_sink(sf_log_level level, const char *msg, void *user);
 /* Write s to f as part of one line of text: newline, return and tab become a
  * space, other control characters \xNN. Messages quote names and text from
  * input files, which must neither split a message in two nor send escape
  * sequences to a terminal. */
-void sf_fputs_line(const char *s, FILE *f);
+SF_API void sf_fputs_line(const char *s, FILE *f);
 
 #define SF_LOG_WARN_F(...) sf_log(SF_LOG_WARN, __VA_ARGS__)
 #define SF_LOG_INFO_F(...) sf_log(SF_LOG_INFO, __VA_ARGS__)
@@ -177,13 +179,13 @@ typedef struct sf_progress {
     char label[64];
 } sf_progress;
 
-void sf_progress_start(sf_progress *p, FILE *out, const char *label, double total);
+SF_API void sf_progress_start(sf_progress *p, FILE *out, const char *label, double total);
 /* done: units finished so far; extra: a short status text or NULL. */
-void sf_progress_update(sf_progress *p, double done, const char *extra);
-void sf_progress_finish(sf_progress *p);
+SF_API void sf_progress_update(sf_progress *p, double done, const char *extra);
+SF_API void sf_progress_finish(sf_progress *p);
 
 /* Monotonic seconds, for timing. */
-double sf_now_s(void);
+SF_API double sf_now_s(void);
 
 #ifdef __cplusplus
 }

@@ -59,18 +59,18 @@ typedef struct sf_analytic_params {
     sf_dtype dtype;                 /* which peak to use */
 } sf_analytic_params;
 
-void sf_analytic_params_default(sf_analytic_params *p);
+SF_API void sf_analytic_params_default(sf_analytic_params *p);
 /* params NULL: defaults. */
-sf_cost_model *sf_cost_analytic_new(const sf_machine *m, const sf_analytic_params *p);
-void sf_cost_free(sf_cost_model *cm);
-const char *sf_cost_name(const sf_cost_model *cm);
+SF_API sf_cost_model *sf_cost_analytic_new(const sf_machine *m, const sf_analytic_params *p);
+SF_API void sf_cost_free(sf_cost_model *cm);
+SF_API const char *sf_cost_name(const sf_cost_model *cm);
 
 /* Time in seconds of the task that runs tile `t` of `op` on `device`. */
-double sf_cost_task_s(const sf_cost_model *cm, const sf_op *op, const sf_tile *t, int device,
-                      sf_pass pass);
+SF_API double sf_cost_task_s(const sf_cost_model *cm, const sf_op *op, const sf_tile *t, int device,
+                             sf_pass pass);
 /* Both passes of that tile: the same two figures as sf_cost_task_s, in one call. */
-void sf_cost_task_fwd_bwd_s(const sf_cost_model *cm, const sf_op *op, const sf_tile *t, int device,
-                            double *fwd_s, double *bwd_s);
+SF_API void sf_cost_task_fwd_bwd_s(const sf_cost_model *cm, const sf_op *op, const sf_tile *t,
+                                   int device, double *fwd_s, double *bwd_s);
 
 /* ---- the profiled model ------------------------------------------------
  *
@@ -112,31 +112,31 @@ typedef struct sf_profile_db sf_profile_db;
 
 /* The key of tile t of op, written into buf (n >= SF_PROFILE_KEY_MAX is always
  * enough). Returns buf, or NULL when it does not fit in n bytes. */
-char *sf_profile_key(const sf_op *op, const sf_tile *t, char *buf, size_t n);
+SF_API char *sf_profile_key(const sf_op *op, const sf_tile *t, char *buf, size_t n);
 
 /* device_kind: the sf_device_kind name the times were measured on ("" or NULL:
  * not yet known; set by the first sf_profile_model). NULL when out of memory. */
-sf_profile_db *sf_profile_db_new(const char *device_kind);
-void sf_profile_db_free(sf_profile_db *db);
-const char *sf_profile_db_device_kind(const sf_profile_db *db);
-sf_status sf_profile_db_set_device_kind(sf_profile_db *db, const char *name, sf_error *err);
-int sf_profile_db_count(const sf_profile_db *db);
+SF_API sf_profile_db *sf_profile_db_new(const char *device_kind);
+SF_API void sf_profile_db_free(sf_profile_db *db);
+SF_API const char *sf_profile_db_device_kind(const sf_profile_db *db);
+SF_API sf_status sf_profile_db_set_device_kind(sf_profile_db *db, const char *name, sf_error *err);
+SF_API int sf_profile_db_count(const sf_profile_db *db);
 /* Entry i (0 <= i < count), in insertion order (a file's entries in file order). */
-const sf_profile_entry *sf_profile_db_entry(const sf_profile_db *db, int i);
+SF_API const sf_profile_entry *sf_profile_db_entry(const sf_profile_db *db, int i);
 /* The entry of key, or NULL. */
-const sf_profile_entry *sf_profile_db_lookup(const sf_profile_db *db, const char *key);
+SF_API const sf_profile_entry *sf_profile_db_lookup(const sf_profile_db *db, const char *key);
 /* Add an entry, or replace the times of an existing key. Times from 0 to
  * SF_PROFILE_TIME_MAX_S, reps >= 1, key non-empty and shorter than SF_PROFILE_KEY_MAX. */
-sf_status sf_profile_db_insert(sf_profile_db *db, const char *key, sf_op_type op, double fwd_s,
-                               double bwd_s, int reps, sf_error *err);
+SF_API sf_status sf_profile_db_insert(sf_profile_db *db, const char *key, sf_op_type op,
+                                      double fwd_s, double bwd_s, int reps, sf_error *err);
 
 /* JSON (docs/formats-costs.md). Reading is strict (unknown or duplicate keys,
  * bad numbers are errors naming the file and field); writing is atomic, with
  * entries sorted by key and each number in the fewest digits that read back. */
-sf_profile_db *sf_profile_db_parse_json(const char *text, const char *origin, sf_error *err);
-sf_profile_db *sf_profile_db_load_json(const char *path, sf_error *err);
-char *sf_profile_db_to_json(const sf_profile_db *db, sf_error *err); /* malloc'd */
-sf_status sf_profile_db_save_json(const sf_profile_db *db, const char *path, sf_error *err);
+SF_API sf_profile_db *sf_profile_db_parse_json(const char *text, const char *origin, sf_error *err);
+SF_API sf_profile_db *sf_profile_db_load_json(const char *path, sf_error *err);
+SF_API char *sf_profile_db_to_json(const sf_profile_db *db, sf_error *err); /* malloc'd */
+SF_API sf_status sf_profile_db_save_json(const sf_profile_db *db, const char *path, sf_error *err);
 
 /* A cost model that answers forward and backward tasks from db and everything
  * else from fallback: keys not in db, devices of another kind than db's, and
@@ -144,10 +144,10 @@ sf_status sf_profile_db_save_json(const sf_profile_db *db, const char *path, sf_
  * model already times well; see docs/cost-model.md). Input operators have no
  * kernel and are not counted as misses. Takes ownership of db and fallback,
  * also when it fails (NULL: out of memory, or a NULL argument). */
-sf_cost_model *sf_cost_profiled_new(const sf_machine *m, sf_profile_db *db,
-                                    sf_cost_model *fallback);
+SF_API sf_cost_model *sf_cost_profiled_new(const sf_machine *m, sf_profile_db *db,
+                                           sf_cost_model *fallback);
 /* The database of a profiled model, or NULL when cm is another kind of model. */
-const sf_profile_db *sf_cost_profiled_db(const sf_cost_model *cm);
+SF_API const sf_profile_db *sf_cost_profiled_db(const sf_cost_model *cm);
 
 /* What the profiled model could not answer from its database, so that a
  * command can say which results rest on the analytic model. Counts are of
@@ -159,11 +159,11 @@ typedef struct sf_profile_stats {
 } sf_profile_stats;
 
 /* SF_ERR_INVALID when cm is not a profiled model. */
-sf_status sf_cost_profiled_stats(const sf_cost_model *cm, sf_profile_stats *out);
-void sf_cost_profiled_reset_stats(sf_cost_model *cm);
+SF_API sf_status sf_cost_profiled_stats(const sf_cost_model *cm, sf_profile_stats *out);
+SF_API void sf_cost_profiled_reset_stats(sf_cost_model *cm);
 /* "lstm (12 tasks), attention (4 tasks)" into buf (truncated to n); returns the
  * number of operator types that missed (0 for any other kind of model). */
-int sf_cost_profiled_misses(const sf_cost_model *cm, char *buf, size_t n);
+SF_API int sf_cost_profiled_misses(const sf_cost_model *cm, char *buf, size_t n);
 
 /* ---- the profiler --------------------------------------------------------
  *
@@ -185,7 +185,7 @@ typedef struct sf_profile_options {
     uint64_t seed;    /* for the random contents of the buffers */
 } sf_profile_options;
 
-void sf_profile_options_default(sf_profile_options *o);
+SF_API void sf_profile_options_default(sf_profile_options *o);
 
 typedef struct sf_profile_report {
     int keys;      /* distinct keys of the search space (input operators aside) */
@@ -202,8 +202,8 @@ typedef struct sf_profile_report {
 
 /* db's device kind must be unset or equal to m's (device 0's) kind: SF_ERR_INVALID
  * otherwise. On an error the entries measured so far stay in db. */
-sf_status sf_profile_model(const sf_graph *g, const sf_machine *m, sf_profile_db *db,
-                           const sf_profile_options *o, sf_profile_report *r, sf_error *err);
+SF_API sf_status sf_profile_model(const sf_graph *g, const sf_machine *m, sf_profile_db *db,
+                                  const sf_profile_options *o, sf_profile_report *r, sf_error *err);
 
 #ifdef __cplusplus
 }

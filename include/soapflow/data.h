@@ -59,13 +59,13 @@ typedef struct sf_idx {
  * e.g. "t10k-images-idx3-ubyte: byte 16: truncated: expected 7840000 image bytes,
  * file ends at 123" or, gzipped, "...gz: byte 16 of the decompressed data: truncated
  * gzip stream: ...". */
-sf_status sf_idx_read(const char *path, const char *what, sf_idx *out, sf_error *err);
+SF_API sf_status sf_idx_read(const char *path, const char *what, sf_idx *out, sf_error *err);
 /* The same on len bytes in memory (plain or gzipped, told apart the same way;
  * the bytes are not kept): the same errors and messages, with `origin` (NULL:
  * "IDX data") where sf_idx_read names the file. */
-sf_status sf_idx_parse(const void *bytes, size_t len, const char *origin, const char *what,
-                       sf_idx *out, sf_error *err);
-void sf_idx_free(sf_idx *x);
+SF_API sf_status sf_idx_parse(const void *bytes, size_t len, const char *origin, const char *what,
+                              sf_idx *out, sf_error *err);
+SF_API void sf_idx_free(sf_idx *x);
 
 /* ---- datasets ---------------------------------------------------------- */
 
@@ -93,14 +93,14 @@ typedef struct sf_dataset {
  * same n, and every label below n_classes. A dataset that is not there is
  * SF_ERR_NOTFOUND with a message that says what installs it. On failure *out is
  * left zeroed (sf_dataset_free on it is harmless). */
-sf_status sf_dataset_load(const char *name, const char *split, const char *dir, sf_dataset *out,
-                          sf_error *err);
-void sf_dataset_free(sf_dataset *ds);
+SF_API sf_status sf_dataset_load(const char *name, const char *split, const char *dir,
+                                 sf_dataset *out, sf_error *err);
+SF_API void sf_dataset_free(sf_dataset *ds);
 
 /* The folder a dataset is read from when no dir is given (SF_DATA_DIR applied),
  * written into buf (NUL-terminated, truncated to cap). SF_ERR_NOTFOUND for an
  * unknown name. */
-sf_status sf_dataset_dir(const char *name, char *buf, size_t cap, sf_error *err);
+SF_API sf_status sf_dataset_dir(const char *name, char *buf, size_t cap, sf_error *err);
 
 /* ---- epoch order ------------------------------------------------------- */
 
@@ -108,7 +108,7 @@ sf_status sf_dataset_dir(const char *name, char *buf, size_t cap, sf_error *err)
  * alone: the same on every rank and every run, and independent across epochs, so
  * that a run resumed at epoch e visits the samples in the order it would have.
  * Fisher-Yates driven by sf_rng; nothing for n <= 0. */
-void sf_data_shuffle(uint64_t seed, uint64_t epoch, int64_t *perm, int64_t n);
+SF_API void sf_data_shuffle(uint64_t seed, uint64_t epoch, int64_t *perm, int64_t n);
 
 #ifdef __cplusplus
 }

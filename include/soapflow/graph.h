@@ -65,11 +65,11 @@ typedef struct sf_tile {
     int64_t hi[SF_MAX_DIMS];
 } sf_tile;
 
-sf_shape sf_shape_make(int ndim, const int64_t *d);
-int64_t sf_shape_numel(const sf_shape *s);
-int sf_shape_equal(const sf_shape *a, const sf_shape *b);
+SF_API sf_shape sf_shape_make(int ndim, const int64_t *d);
+SF_API int64_t sf_shape_numel(const sf_shape *s);
+SF_API int sf_shape_equal(const sf_shape *a, const sf_shape *b);
 /* "64x3x224x224" into buf; returns buf. */
-char *sf_shape_str(const sf_shape *s, char *buf, size_t n);
+SF_API char *sf_shape_str(const sf_shape *s, char *buf, size_t n);
 
 /* The small tile helpers below are static inline: the simulator calls them a
  * few dozen times per task (regions, intersections, sizes), and as out-of-line
@@ -123,9 +123,9 @@ static inline int sf_tile_intersect(const sf_tile *a, const sf_tile *b, sf_tile 
     return nonempty;
 }
 
-int sf_tile_equal(const sf_tile *a, const sf_tile *b);
-sf_shape sf_tile_extent(const sf_tile *t); /* hi - lo per dimension */
-char *sf_tile_str(const sf_tile *t, char *buf, size_t n);
+SF_API int sf_tile_equal(const sf_tile *a, const sf_tile *b);
+SF_API sf_shape sf_tile_extent(const sf_tile *t); /* hi - lo per dimension */
+SF_API char *sf_tile_str(const sf_tile *t, char *buf, size_t n);
 
 /* Part `part` of `degree` equal-as-possible parts of [0, n): parts differ by at
  * most one element (floor(part*n/degree) .. floor((part+1)*n/degree)). */
@@ -150,7 +150,7 @@ typedef enum sf_dim_kind {
     SF_DIM_KIND_COUNT
 } sf_dim_kind;
 
-const char *sf_dim_kind_name(sf_dim_kind k); /* "sample", "attribute", ... */
+SF_API const char *sf_dim_kind_name(sf_dim_kind k); /* "sample", "attribute", ... */
 
 /* ---- operator types ---------------------------------------------------- */
 
@@ -287,11 +287,11 @@ typedef union sf_op_params {
     sf_leaky_relu_params leaky_relu;
 } sf_op_params;
 
-const char *sf_op_type_name(sf_op_type t); /* "conv2d"; "?" when out of range */
+SF_API const char *sf_op_type_name(sf_op_type t); /* "conv2d"; "?" when out of range */
 /* Look up by name; SF_ERR_NOTFOUND when unknown. */
-sf_status sf_op_type_from_name(const char *name, sf_op_type *out);
+SF_API sf_status sf_op_type_from_name(const char *name, sf_op_type *out);
 /* Fill the defaults of a type (stride 1, bias on, eps 1e-5, ...). */
-void sf_op_params_default(sf_op_type t, sf_op_params *p);
+SF_API void sf_op_params_default(sf_op_type t, sf_op_params *p);
 
 /* ---- attributes, for file formats ------------------------------------- */
 
@@ -317,7 +317,7 @@ typedef struct sf_attr_desc {
     int n_enum;
 } sf_attr_desc;
 
-const sf_attr_desc *sf_op_attrs(sf_op_type t, int *n);
+SF_API const sf_attr_desc *sf_op_attrs(sf_op_type t, int *n);
 
 /* ---- the graph --------------------------------------------------------- */
 
@@ -346,28 +346,28 @@ typedef struct sf_op {
 
 typedef struct sf_graph sf_graph;
 
-sf_graph *sf_graph_new(const char *name);
-void sf_graph_free(sf_graph *g);
-const char *sf_graph_name(const sf_graph *g);
-int sf_graph_num_ops(const sf_graph *g);
-const sf_op *sf_graph_op(const sf_graph *g, int id);
+SF_API sf_graph *sf_graph_new(const char *name);
+SF_API void sf_graph_free(sf_graph *g);
+SF_API const char *sf_graph_name(const sf_graph *g);
+SF_API int sf_graph_num_ops(const sf_graph *g);
+SF_API const sf_op *sf_graph_op(const sf_graph *g, int id);
 /* Operator by name, or -1. */
-int sf_graph_find(const sf_graph *g, const char *name);
+SF_API int sf_graph_find(const sf_graph *g, const char *name);
 
 /* Add an operator. Returns its id (>= 0) or a negative sf_status with err set.
  * Names must be unique; inputs must already exist; attributes and sizes must
  * be within SF_MAX_EXTENT and SF_MAX_NUMEL (SF_ERR_RANGE). */
-int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_params *p,
-                    const sf_tensor_ref *inputs, int n_inputs, sf_error *err);
-int sf_graph_add_input(sf_graph *g, const char *name, const sf_shape *shape, int is_index,
-                       sf_error *err);
+SF_API int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_params *p,
+                           const sf_tensor_ref *inputs, int n_inputs, sf_error *err);
+SF_API int sf_graph_add_input(sf_graph *g, const char *name, const sf_shape *shape, int is_index,
+                              sf_error *err);
 /* Make `op` use the weights of `owner` (an earlier operator of the same type
  * with the same weight shapes): unrolled RNN steps share their layer's weights. */
-sf_status sf_graph_share_weights(sf_graph *g, int op, int owner, sf_error *err);
+SF_API sf_status sf_graph_share_weights(sf_graph *g, int op, int owner, sf_error *err);
 
 /* Consumers of output `out` of `op`: fills up to `cap` (op, input index) pairs
  * into `users` and returns how many there are in all. */
-int sf_graph_consumers(const sf_graph *g, int op, int out, sf_tensor_ref *users, int cap);
+SF_API int sf_graph_consumers(const sf_graph *g, int op, int out, sf_tensor_ref *users, int cap);
 
 /* Totals over the graph at its batch. */
 typedef struct sf_graph_stats {
@@ -380,7 +380,7 @@ typedef struct sf_graph_stats {
     int64_t batch; /* dimension 0 of the first input */
 } sf_graph_stats;
 
-void sf_graph_stats_compute(const sf_graph *g, sf_graph_stats *st);
+SF_API void sf_graph_stats_compute(const sf_graph *g, sf_graph_stats *st);
 
 /* ---- what each operator knows about a tile of its parallel space ------- */
 
@@ -396,7 +396,7 @@ typedef struct sf_op_mem {
 } sf_op_mem;
 
 /* Region of input `input` that tile `t` needs (clamped to the input's shape). */
-void sf_op_input_region(const sf_op *op, const sf_tile *t, int input, sf_tile *region);
+SF_API void sf_op_input_region(const sf_op *op, const sf_tile *t, int input, sf_tile *region);
 /* How the pieces of output `output` follow the parallel space, which lets
  * callers find the parts that produce a given region by index arithmetic
  * instead of testing every part. Returns 1 and fills, for each dimension e of
@@ -405,15 +405,15 @@ void sf_op_input_region(const sf_op *op, const sf_tile *t, int input, sf_tile *r
  * [t.lo[axis[e]] - shift[e], t.hi[axis[e]] - shift[e]); returns 0 when the
  * output has no such map (then every part must be tested). Space dimensions
  * that no output dimension names are unconstrained. */
-int sf_op_output_axes(const sf_op *op, int output, int *axis, int64_t *shift);
+SF_API int sf_op_output_axes(const sf_op *op, int output, int *axis, int64_t *shift);
 /* Part of output `output` that tile `t` produces (may be empty). */
-void sf_op_output_tile(const sf_op *op, const sf_tile *t, int output, sf_tile *out);
-void sf_op_tile_cost(const sf_op *op, const sf_tile *t, sf_op_cost *c);
-void sf_op_tile_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m);
+SF_API void sf_op_output_tile(const sf_op *op, const sf_tile *t, int output, sf_tile *out);
+SF_API void sf_op_tile_cost(const sf_op *op, const sf_tile *t, sf_op_cost *c);
+SF_API void sf_op_tile_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m);
 /* Weight elements a tile uses: the parameter count scaled by its share of the
  * parameter dimensions (tiles that differ only in sample or attribute dimensions
  * hold replicas of the same shard). */
-int64_t sf_op_tile_weights(const sf_op *op, const sf_tile *t);
+SF_API int64_t sf_op_tile_weights(const sf_op *op, const sf_tile *t);
 
 /* ---- the weights of an operator: slices and parameter tensors ---------- */
 
@@ -438,7 +438,7 @@ typedef struct sf_weight_slice {
  * contiguous neighbours merged (a slice with count 1 has stride len); an empty tile reads
  * nothing and gets none. The runtime all-reduces and updates exactly these elements among
  * the replicas of a shard. */
-int sf_op_weight_slices(const sf_op *op, const sf_tile *t, sf_weight_slice *out);
+SF_API int sf_op_weight_slices(const sf_op *op, const sf_tile *t, sf_weight_slice *out);
 
 #define SF_MAX_PARAMS 4
 /* How a parameter tensor starts training (PyTorch's default for its module). */
@@ -463,9 +463,9 @@ typedef struct sf_param_desc {
  * layout's size (op->n_params); fills out[] (capacity SF_MAX_PARAMS) and returns how many (0:
  * none). Checkpoints name them "<op>.<name>" (safetensors); an operator sharing weights
  * describes its owner's tensors, stored once under the owner's name. */
-int sf_op_param_descs(const sf_op *op, sf_param_desc *out);
+SF_API int sf_op_param_descs(const sf_op *op, sf_param_desc *out);
 /* "uniform", "normal", "const"; "?" when out of range. */
-const char *sf_param_init_name(sf_param_init init);
+SF_API const char *sf_param_init_name(sf_param_init init);
 
 #ifdef __cplusplus
 }

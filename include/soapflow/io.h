@@ -33,7 +33,8 @@ extern "C" {
  * (/dev/null) is written in place instead, never replaced. The temporary is
  * flock'ed while it is written, and a write first removes the path.tmp.XXXXXX
  * files no live writer holds (left by a writer killed with SIGKILL). */
-sf_status sf_write_file_atomic(const char *path, const char *data, size_t len, sf_error *err);
+SF_API sf_status sf_write_file_atomic(const char *path, const char *data, size_t len,
+                                      sf_error *err);
 /* One file of a group written together. */
 typedef struct sf_write_item {
     const char *path;
@@ -48,15 +49,15 @@ typedef struct sf_write_item {
  * missing directory, a full disk) replaces none of the others. Then devices
  * and FIFOs are written in place, then the temporaries renamed over their
  * targets in order (which fails only if the directories change meanwhile). */
-sf_status sf_write_files_atomic(const sf_write_item *files, int n, sf_error *err);
+SF_API sf_status sf_write_files_atomic(const sf_write_item *files, int n, sf_error *err);
 /* Whether sf_write_file_atomic could write path now, with its messages: the
  * temporary file is made and removed, path itself is left alone. For a
  * command that works for minutes before it writes. */
-sf_status sf_write_file_check(const char *path, sf_error *err);
+SF_API sf_status sf_write_file_check(const char *path, sf_error *err);
 /* Remove the temporary files of a write in progress, if any: for a signal
  * handler that ends the program (async-signal-safe). Writes stop at their next
  * chunk (1 MiB), and every write after it fails (EINTR). */
-void sf_write_file_abort(void);
+SF_API void sf_write_file_abort(void);
 
 /* The largest file sf_read_file reads (1 GiB): a bound for a path that names
  * an endless stream such as /dev/zero. */
@@ -65,21 +66,21 @@ void sf_write_file_abort(void);
  * past SF_READ_FILE_MAX bytes). A NUL byte in the file is an error
  * (SF_ERR_PARSE): readers that take the text as a C string would silently drop
  * whatever follows it. */
-char *sf_read_file(const char *path, size_t *len, sf_error *err);
+SF_API char *sf_read_file(const char *path, size_t *len, sf_error *err);
 /* The same with another bound. */
-char *sf_read_file_limit(const char *path, size_t max_bytes, size_t *len, sf_error *err);
+SF_API char *sf_read_file_limit(const char *path, size_t max_bytes, size_t *len, sf_error *err);
 /* A whole binary file (NUL bytes and all) into a malloc'd buffer of *len bytes
  * (plus a NUL after them), at most max_bytes (SF_ERR_RANGE past them). */
-void *sf_read_file_bytes(const char *path, size_t max_bytes, size_t *len, sf_error *err);
+SF_API void *sf_read_file_bytes(const char *path, size_t max_bytes, size_t *len, sf_error *err);
 
 /* ---- model files (JSON) ------------------------------------------------ */
 
-sf_graph *sf_model_load_json(const char *path, sf_error *err);
+SF_API sf_graph *sf_model_load_json(const char *path, sf_error *err);
 /* `origin` names the text in messages (a file name). */
-sf_graph *sf_model_parse_json(const char *text, const char *origin, sf_error *err);
+SF_API sf_graph *sf_model_parse_json(const char *text, const char *origin, sf_error *err);
 /* malloc'd JSON text (caller frees), indented, stable field order. */
-char *sf_model_to_json(const sf_graph *g, sf_error *err);
-sf_status sf_model_save_json(const sf_graph *g, const char *path, sf_error *err);
+SF_API char *sf_model_to_json(const sf_graph *g, sf_error *err);
+SF_API sf_status sf_model_save_json(const sf_graph *g, const char *path, sf_error *err);
 
 /* ---- ONNX models (docs/formats-onnx.md) -------------------------------- */
 
@@ -94,54 +95,55 @@ sf_status sf_model_save_json(const sf_graph *g, const char *path, sf_error *err)
  * file and, where there is one, the node: unsupported operators (each type, its
  * count and its first node, all in one message), malformed protobuf (the byte
  * offset and the field), cycles, shape mismatches. */
-sf_status sf_onnx_load(const char *path, int64_t batch, sf_graph **g, float ***weights,
-                       sf_error *err);
+SF_API sf_status sf_onnx_load(const char *path, int64_t batch, sf_graph **g, float ***weights,
+                              sf_error *err);
 /* The same from len bytes in memory; `origin` names them in messages. */
-sf_status sf_onnx_parse(const void *data, size_t len, const char *origin, int64_t batch,
-                        sf_graph **g, float ***weights, sf_error *err);
-void sf_onnx_weights_free(const sf_graph *g, float **weights);
+SF_API sf_status sf_onnx_parse(const void *data, size_t len, const char *origin, int64_t batch,
+                               sf_graph **g, float ***weights, sf_error *err);
+SF_API void sf_onnx_weights_free(const sf_graph *g, float **weights);
 /* 1 when name ends in ".onnx". */
-int sf_onnx_is_path(const char *name);
+SF_API int sf_onnx_is_path(const char *name);
 
 /* ---- machine files (JSON) ---------------------------------------------- */
 
-sf_status sf_machine_desc_parse_json(const char *text, const char *origin, sf_machine_desc *out,
-                                     sf_error *err);
-sf_status sf_machine_desc_load_json(const char *path, sf_machine_desc *out, sf_error *err);
-char *sf_machine_desc_to_json(const sf_machine_desc *d, sf_error *err);
-sf_status sf_machine_desc_save_json(const sf_machine_desc *d, const char *path, sf_error *err);
+SF_API sf_status sf_machine_desc_parse_json(const char *text, const char *origin,
+                                            sf_machine_desc *out, sf_error *err);
+SF_API sf_status sf_machine_desc_load_json(const char *path, sf_machine_desc *out, sf_error *err);
+SF_API char *sf_machine_desc_to_json(const sf_machine_desc *d, sf_error *err);
+SF_API sf_status sf_machine_desc_save_json(const sf_machine_desc *d, const char *path,
+                                           sf_error *err);
 /* A preset name or a JSON file path; "NAME[N]" takes the first N devices of it
  * (sf_machine_subset), e.g. "p100-4x4[8]" is two nodes of the P100 cluster.
  * N must be at most one node's devices or a whole number of nodes (on a
  * pcie_tree node, within one node: below its pcie_group or a multiple of it):
  * p100-4x4 takes 1 to 4, 8, 12 or 16. A message names the machine as written
  * ("machine 'my.json[3]': ..."), not by the file's "name" field. */
-sf_machine *sf_machine_open(const char *name_or_path, sf_error *err);
+SF_API sf_machine *sf_machine_open(const char *name_or_path, sf_error *err);
 
 /* ---- strategy files (JSON) --------------------------------------------- */
 
-sf_status sf_strategy_load_json(sf_strategy *s, const char *path, const sf_graph *g,
-                                const sf_machine *m, sf_error *err);
-sf_status sf_strategy_parse_json(sf_strategy *s, const char *text, const char *origin,
-                                 const sf_graph *g, const sf_machine *m, sf_error *err);
-char *sf_strategy_to_json(const sf_strategy *s, const sf_graph *g, sf_error *err);
-sf_status sf_strategy_save_json(const sf_strategy *s, const sf_graph *g, const char *path,
-                                sf_error *err);
+SF_API sf_status sf_strategy_load_json(sf_strategy *s, const char *path, const sf_graph *g,
+                                       const sf_machine *m, sf_error *err);
+SF_API sf_status sf_strategy_parse_json(sf_strategy *s, const char *text, const char *origin,
+                                        const sf_graph *g, const sf_machine *m, sf_error *err);
+SF_API char *sf_strategy_to_json(const sf_strategy *s, const sf_graph *g, sf_error *err);
+SF_API sf_status sf_strategy_save_json(const sf_strategy *s, const sf_graph *g, const char *path,
+                                       sf_error *err);
 /* The same, recording the machine's name in the file's "machine" field (m may be
  * NULL: the field is left out, as the two functions above do). */
-char *sf_strategy_to_json_for(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
-                              sf_error *err);
-sf_status sf_strategy_save_json_for(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
-                                    const char *path, sf_error *err);
+SF_API char *sf_strategy_to_json_for(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
+                                     sf_error *err);
+SF_API sf_status sf_strategy_save_json_for(const sf_strategy *s, const sf_graph *g,
+                                           const sf_machine *m, const char *path, sf_error *err);
 
 /* ---- pictures ---------------------------------------------------------- */
 
 /* The graph in Graphviz DOT. labels/colors: optional per-operator extra label
  * line and fill colour ("#aabbcc"), e.g. a parallel config; either may be NULL. */
-char *sf_graph_to_dot(const sf_graph *g, const char *const *labels, const char *const *colors,
-                      sf_error *err);
-sf_status sf_graph_write_dot(const sf_graph *g, const char *path, const char *const *labels,
+SF_API char *sf_graph_to_dot(const sf_graph *g, const char *const *labels,
                              const char *const *colors, sf_error *err);
+SF_API sf_status sf_graph_write_dot(const sf_graph *g, const char *path, const char *const *labels,
+                                    const char *const *colors, sf_error *err);
 
 #ifdef __cplusplus
 }

@@ -104,33 +104,33 @@ typedef struct sf_kernel_args {
 
 /* Scratch bytes the kernels of `op` need for tile `t` (forward when backward is
  * 0), for the reference and the fast kernel alike. 0 when none. */
-size_t sf_kernel_workspace_bytes(const sf_op *op, const sf_tile *t, int backward);
+SF_API size_t sf_kernel_workspace_bytes(const sf_op *op, const sf_tile *t, int backward);
 
 /* Run the forward (backward) kernel of args->op on args->tile: the fast kernel
  * when fast is non-zero, else the reference one. Checks the arguments (regions
  * match the tile, workspace large enough, buffers present): SF_ERR_INVALID when
  * they do not; SF_ERR_UNSUPPORTED when the operator has no such kernel. */
-sf_status sf_kernel_forward(const sf_kernel_args *args, int fast);
-sf_status sf_kernel_backward(const sf_kernel_args *args, int fast);
+SF_API sf_status sf_kernel_forward(const sf_kernel_args *args, int fast);
+SF_API sf_status sf_kernel_backward(const sf_kernel_args *args, int fast);
 
 /* The BLAS behind the fast kernels: "OpenBLAS" (the soapflow library), or
  * "reference" (the planning library, soapflow_plan, which links without BLAS
  * and runs the same kernels over plain loops). */
-const char *sf_kernels_blas(void);
+SF_API const char *sf_kernels_blas(void);
 /* Threads BLAS may use from now on (1: one a rank, as the runtime and the
  * profiler run it); nothing for the reference BLAS, which has one. */
-void sf_kernels_set_threads(int n);
+SF_API void sf_kernels_set_threads(int n);
 
 /* 1 when the operator type has the kernel (fast or reference, forward and
  * backward alike), else 0. */
-int sf_kernel_available(sf_op_type t, int fast);
+SF_API int sf_kernel_available(sf_op_type t, int fast);
 
 /* Benchmark: single-thread SGEMM at 1024^3 and forward+backward GFLOP/s of the
  * fast conv2d and linear kernels at representative layer shapes, best of
  * `reps` (>= 1). Writes a table, or JSON when json is non-zero:
  *   {"sgemm_gflops": X, "kernels": [{"name": "...", "gflops": X, "ratio": X}]}
  * Sets OpenBLAS to one thread for the rest of the process. */
-sf_status sf_bench_kernels(FILE *out, int json, int reps, sf_error *err);
+SF_API sf_status sf_bench_kernels(FILE *out, int json, int reps, sf_error *err);
 
 #ifdef __cplusplus
 }

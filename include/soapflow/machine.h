@@ -46,7 +46,7 @@ extern "C" {
 
 typedef enum sf_dtype { SF_DTYPE_FP32 = 0, SF_DTYPE_FP16, SF_DTYPE_BF16, SF_DTYPE_COUNT } sf_dtype;
 
-const char *sf_dtype_name(sf_dtype t); /* "fp32", "fp16", "bf16" */
+SF_API const char *sf_dtype_name(sf_dtype t); /* "fp32", "fp16", "bf16" */
 
 /* A kind of device, with the figures of its data sheet. */
 typedef struct sf_device_kind {
@@ -75,7 +75,7 @@ typedef enum sf_link_type {
     SF_LINK_TYPE_COUNT
 } sf_link_type;
 
-const char *sf_link_type_name(sf_link_type t);
+SF_API const char *sf_link_type_name(sf_link_type t);
 
 /* A directed link: a resource that carries one transfer at a time. A plain
  * value, filled by sf_machine_link; its name comes from sf_machine_link_name. */
@@ -137,7 +137,7 @@ typedef struct sf_machine_desc {
                                           * rate that falls as the buffer outgrows the caches) */
 } sf_machine_desc;
 
-const char *sf_intra_topology_name(sf_intra_topology t); /* "pairwise", "switch", ... */
+SF_API const char *sf_intra_topology_name(sf_intra_topology t); /* "pairwise", "switch", ... */
 
 typedef struct sf_machine sf_machine;
 
@@ -159,54 +159,54 @@ typedef struct sf_machine sf_machine;
 #define SF_MAX_RATE 1e30      /* FLOP/s, B/s (1e18 TFLOPS, 1e21 GB/s) */
 #define SF_MAX_MEM_BYTES 1e30 /* bytes per device (1e21 GB) */
 #define SF_MAX_LATENCY_S 1.0  /* seconds per link */
-sf_status sf_machine_desc_validate(const sf_machine_desc *desc, sf_error *err);
-sf_machine *sf_machine_build(const sf_machine_desc *desc, sf_error *err);
+SF_API sf_status sf_machine_desc_validate(const sf_machine_desc *desc, sf_error *err);
+SF_API sf_machine *sf_machine_build(const sf_machine_desc *desc, sf_error *err);
 /* The per-link bandwidth of the ring steps of an all-reduce of `bytes` from
  * the description's curve: linear in log(bytes) between its points, the end
  * points' beyond them; 0 (price with the links) when it has none. */
-double sf_machine_sync_bw(const sf_machine_desc *d, double bytes);
-void sf_machine_free(sf_machine *m);
+SF_API double sf_machine_sync_bw(const sf_machine_desc *d, double bytes);
+SF_API void sf_machine_free(sf_machine *m);
 
 /* Built-in presets: "p100-4x4", "k80-16x4", "dgx-a100", "dgx-h100", "cpu". */
-int sf_machine_preset_count(void);
-const char *sf_machine_preset_name(int i);
-const char *sf_machine_preset_summary(int i); /* one line for `soapflow machines` */
-sf_status sf_machine_preset_desc(const char *name, sf_machine_desc *out, sf_error *err);
-sf_machine *sf_machine_preset(const char *name, sf_error *err);
+SF_API int sf_machine_preset_count(void);
+SF_API const char *sf_machine_preset_name(int i);
+SF_API const char *sf_machine_preset_summary(int i); /* one line for `soapflow machines` */
+SF_API sf_status sf_machine_preset_desc(const char *name, sf_machine_desc *out, sf_error *err);
+SF_API sf_machine *sf_machine_preset(const char *name, sf_error *err);
 /* A machine made of the first n devices of m, keeping their topology: "4-
  * and 8-device parts" of a cluster. The first n devices must make a machine
  * of one description: n is at most one node's devices (on a pcie_tree node,
  * below its pcie_group or a multiple of it, so that no switch is left half
  * used after a full one), or a whole number of nodes, and at most m's device
  * count. p100-4x4 takes 1 to 4, 8, 12 or 16. */
-sf_machine *sf_machine_subset(const sf_machine *m, int n, sf_error *err);
+SF_API sf_machine *sf_machine_subset(const sf_machine *m, int n, sf_error *err);
 
-const char *sf_machine_name(const sf_machine *m);
-const sf_machine_desc *sf_machine_get_desc(const sf_machine *m);
-int sf_machine_num_devices(const sf_machine *m);
-int sf_machine_num_nodes(const sf_machine *m);
-int sf_machine_num_links(const sf_machine *m);
-const sf_device *sf_machine_device(const sf_machine *m, int id);
-const sf_device_kind *sf_machine_device_kind(const sf_machine *m, int device);
+SF_API const char *sf_machine_name(const sf_machine *m);
+SF_API const sf_machine_desc *sf_machine_get_desc(const sf_machine *m);
+SF_API int sf_machine_num_devices(const sf_machine *m);
+SF_API int sf_machine_num_nodes(const sf_machine *m);
+SF_API int sf_machine_num_links(const sf_machine *m);
+SF_API const sf_device *sf_machine_device(const sf_machine *m, int id);
+SF_API const sf_device_kind *sf_machine_device_kind(const sf_machine *m, int device);
 /* Link `id` into *out, and out; NULL (and *out untouched) when there is no such
  * link. Computed from the id (a few integer divisions, nothing stored), so
  * thread-safe. */
-const sf_link *sf_machine_link(const sf_machine *m, int id, sf_link *out);
+SF_API const sf_link *sf_machine_link(const sf_machine *m, int id, sf_link *out);
 /* The link's name into buf (cap bytes, SF_LINK_NAME_MAX always enough): "n0.d1->n0.d2"
  * (pairwise, shm), "n0.d1->n0.sw0" and back (switch and PCIe switch links),
  * "n0.sw1->n0.root" and back (PCIe switch and host root), "n2.nic0.out",
  * "n2.nic0.in". Returns buf; NULL (buf "") when there is no such link. */
-const char *sf_machine_link_name(const sf_machine *m, int id, char *buf, size_t cap);
+SF_API const char *sf_machine_link_name(const sf_machine *m, int id, char *buf, size_t cap);
 /* Route from device a to device b; an empty route when a == b (or either is
  * no device). Computed from a and b: no table. */
-void sf_machine_route(const sf_machine *m, int a, int b, sf_route *out);
+SF_API void sf_machine_route(const sf_machine *m, int a, int b, sf_route *out);
 /* The resource device `dev` computes on: itself, or on a machine whose devices
  * share cores (cores_per_node below devices_per_node) the node's device whose
  * local number is that of the core (local device l computes on core l % cores),
  * so that the devices of one core take turns. */
-int sf_machine_compute_unit(const sf_machine *m, int dev);
+SF_API int sf_machine_compute_unit(const sf_machine *m, int dev);
 /* Time for `bytes` to cross the route alone, store-and-forward: sum over links. */
-double sf_machine_transfer_time_s(const sf_machine *m, int a, int b, double bytes);
+SF_API double sf_machine_transfer_time_s(const sf_machine *m, int a, int b, double bytes);
 
 #ifdef __cplusplus
 }

@@ -31,7 +31,8 @@ typedef struct sf_model_options {
     int64_t mlp_sizes[SF_MLP_MAX_LAYERS + 1];
 } sf_model_options;
 
-void sf_model_options_default(sf_model_options *o); /* batch 64, everything else model default */
+SF_API void
+sf_model_options_default(sf_model_options *o); /* batch 64, everything else model default */
 
 /* The options a zoo model reads besides batch (sf_model_options_taken); the
  * builders ignore the others, so that one options struct can serve every model. */
@@ -44,13 +45,13 @@ enum {
 };
 /* The SF_MODEL_OPT_* a zoo model reads; 0 for one that reads none, or an
  * unknown name. */
-unsigned sf_model_options_taken(const char *name);
+SF_API unsigned sf_model_options_taken(const char *name);
 
-int sf_model_count(void);
-const char *sf_model_name(int i);
-const char *sf_model_summary(int i); /* one line: what it is and its defaults */
+SF_API int sf_model_count(void);
+SF_API const char *sf_model_name(int i);
+SF_API const char *sf_model_summary(int i); /* one line: what it is and its defaults */
 /* Build a zoo model; SF_ERR_NOTFOUND (with the list of names) when unknown. */
-sf_graph *sf_model_build(const char *name, const sf_model_options *o, sf_error *err);
+SF_API sf_graph *sf_model_build(const char *name, const sf_model_options *o, sf_error *err);
 
 #ifdef __cplusplus
 }

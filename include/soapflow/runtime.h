@@ -52,54 +52,54 @@ typedef struct sf_comm sf_comm;
 
 /* This process as one of the ranks mpirun started (MPI_Init). Without mpirun,
  * a world of one rank. */
-sf_comm *sf_comm_mpi_new(sf_error *err);
+SF_API sf_comm *sf_comm_mpi_new(sf_error *err);
 /* Run fn on n ranks that are threads of this process, each with its own comm;
  * returns when all have returned: SF_OK, or the status and message (prefixed
  * "rank R: ") of the lowest rank that failed. A rank that fails makes the
  * others' pending waits fail too, so nobody hangs. */
 typedef sf_status (*sf_comm_rank_fn)(sf_comm *c, void *arg);
-sf_status sf_comm_local_run(int n, sf_comm_rank_fn fn, void *arg, sf_error *err);
-int sf_comm_rank(const sf_comm *c);
-int sf_comm_size(const sf_comm *c);
-const char *sf_comm_kind(const sf_comm *c); /* "MPI", "threads" */
+SF_API sf_status sf_comm_local_run(int n, sf_comm_rank_fn fn, void *arg, sf_error *err);
+SF_API int sf_comm_rank(const sf_comm *c);
+SF_API int sf_comm_size(const sf_comm *c);
+SF_API const char *sf_comm_kind(const sf_comm *c); /* "MPI", "threads" */
 /* The cores of this rank's host when the ranks on it outnumber them, else 0:
  * the MPI back end then pins each rank to one core and yields the core while
  * it waits, and the ranks of a core take turns (a machine's
  * runtime.cores_per_node, which calibrate writes from this). Threads: 0. */
-int sf_comm_shared_cores(const sf_comm *c);
-void sf_comm_free(sf_comm *c);
+SF_API int sf_comm_shared_cores(const sf_comm *c);
+SF_API void sf_comm_free(sf_comm *c);
 /* Every rank passes its own status; all learn whether any failed, and the
  * message of the lowest failing rank (prefixed "rank R: " when there are
  * several ranks) lands in err on every rank. Returns that rank's status, or
  * SF_OK when none failed. Collective. */
-sf_status sf_comm_agree(sf_comm *c, sf_status st, sf_error *err);
+SF_API sf_status sf_comm_agree(sf_comm *c, sf_status st, sf_error *err);
 /* Blocking world-wide helpers for the commands: sum of doubles, max of ints,
  * broadcast of bytes from root. */
-sf_status sf_comm_sum(sf_comm *c, double *v, int n);
-sf_status sf_comm_max(sf_comm *c, int *v, int n);
-sf_status sf_comm_bcast(sf_comm *c, void *buf, size_t bytes, int root);
+SF_API sf_status sf_comm_sum(sf_comm *c, double *v, int n);
+SF_API sf_status sf_comm_max(sf_comm *c, int *v, int n);
+SF_API sf_status sf_comm_bcast(sf_comm *c, void *buf, size_t bytes, int root);
 /* Blocking point-to-point messages, an in-place sum of floats over every rank
  * and a barrier, for the commands that measure the ranks (calibrate). */
-sf_status sf_comm_send(sf_comm *c, const void *buf, size_t bytes, int dst, int tag);
-sf_status sf_comm_recv(sf_comm *c, void *buf, size_t bytes, int src, int tag);
-sf_status sf_comm_sum_floats(sf_comm *c, float *buf, int64_t n);
-sf_status sf_comm_barrier(sf_comm *c);
+SF_API sf_status sf_comm_send(sf_comm *c, const void *buf, size_t bytes, int dst, int tag);
+SF_API sf_status sf_comm_recv(sf_comm *c, void *buf, size_t bytes, int src, int tag);
+SF_API sf_status sf_comm_sum_floats(sf_comm *c, float *buf, int64_t n);
+SF_API sf_status sf_comm_barrier(sf_comm *c);
 
 /* ---- the runtime ------------------------------------------------------------ */
 
 typedef struct sf_runtime_options {
-    double lr;           /* learning rate (default 0.01) */
-    double momentum;     /* SGD momentum (default 0.9) */
-    double weight_decay; /* L2, added to the gradient (default 0) */
-    sf_sync_mode sync;     /* when a shard's sync starts: overlap (default) or bulk */
-    sf_sync_scheme scheme; /* how it runs: the task graph's steps of the scheme (ring) */
+    double lr;                 /* learning rate (default 0.01) */
+    double momentum;           /* SGD momentum (default 0.9) */
+    double weight_decay;       /* L2, added to the gradient (default 0) */
+    sf_sync_mode sync;         /* when a shard's sync starts: overlap (default) or bulk */
+    sf_sync_scheme scheme;     /* how it runs: the task graph's steps of the scheme (ring) */
     const sf_machine *machine; /* the machine of the ranks: its nodes place the hierarchical
                                 * scheme's levels (NULL: one node) */
-    int fast_kernels;    /* 1: the fast kernels (default), 0: the reference ones */
-    uint64_t seed;       /* dropout masks: step s uses a hash of (seed, s) */
+    int fast_kernels;          /* 1: the fast kernels (default), 0: the reference ones */
+    uint64_t seed;             /* dropout masks: step s uses a hash of (seed, s) */
 } sf_runtime_options;
 
-void sf_runtime_options_default(sf_runtime_options *o);
+SF_API void sf_runtime_options_default(sf_runtime_options *o);
 
 typedef struct sf_runtime sf_runtime;
 
@@ -107,9 +107,9 @@ typedef struct sf_runtime sf_runtime;
  * machine of sf_comm_size(c) devices; a part on a device >= the rank count is
  * SF_ERR_INVALID). Collective: every rank must call it with the same graph
  * and strategy. */
-sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
-                           const sf_runtime_options *o, sf_error *err);
-void sf_runtime_free(sf_runtime *rt);
+SF_API sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
+                                  const sf_runtime_options *o, sf_error *err);
+SF_API void sf_runtime_free(sf_runtime *rt);
 
 /* One batch: the whole input tensors and labels (every rank takes the tiles
  * it needs from them). */
@@ -122,30 +122,30 @@ typedef struct sf_batch {
 
 /* One training iteration; *loss (when non-NULL) gets the summed loss of every
  * softmax_ce operator, the same on every rank. Collective. */
-sf_status sf_runtime_step(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err);
+SF_API sf_status sf_runtime_step(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err);
 /* Forward only (no gradients, no update): the loss, and, for classification,
  * the number of rows whose largest probability is at their label (correct),
  * summed over every softmax_ce operator. Collective. */
-sf_status sf_runtime_eval(sf_runtime *rt, const sf_batch *b, double *loss, int64_t *correct,
-                          sf_error *err);
+SF_API sf_status sf_runtime_eval(sf_runtime *rt, const sf_batch *b, double *loss, int64_t *correct,
+                                 sf_error *err);
 
 typedef enum sf_rt_params { SF_RT_WEIGHTS = 0, SF_RT_MOMENTUM, SF_RT_PARAMS_COUNT } sf_rt_params;
 
 /* Set every weight group's full layout (or momentum) from bufs[owner op]
  * (NULL for operators that own no weights); every rank passes the same. */
-sf_status sf_runtime_set_params(sf_runtime *rt, sf_rt_params which, const float *const *bufs,
-                                sf_error *err);
+SF_API sf_status sf_runtime_set_params(sf_runtime *rt, sf_rt_params which, const float *const *bufs,
+                                       sf_error *err);
 /* Gather them on rank 0 into bufs[owner op] (other ranks may pass NULL):
  * each shard's elements come from its first device. Collective. */
-sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const *bufs,
-                                sf_error *err);
+SF_API sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const *bufs,
+                                       sf_error *err);
 /* The learning rate of the next steps (a schedule sets it before each). */
-void sf_runtime_set_lr(sf_runtime *rt, double lr);
+SF_API void sf_runtime_set_lr(sf_runtime *rt, double lr);
 /* Steps taken (sf_runtime_step calls, or as set for a resumed run). */
-int64_t sf_runtime_steps(const sf_runtime *rt);
-void sf_runtime_set_steps(sf_runtime *rt, int64_t steps);
+SF_API int64_t sf_runtime_steps(const sf_runtime *rt);
+SF_API void sf_runtime_set_steps(sf_runtime *rt, int64_t steps);
 /* Bytes this rank reserved (tensors, buffers, parameters, workspace). */
-int64_t sf_runtime_reserved_bytes(const sf_runtime *rt);
+SF_API int64_t sf_runtime_reserved_bytes(const sf_runtime *rt);
 
 /* What this rank did in its last step, for a measured timeline. */
 typedef enum sf_rt_event_kind {
@@ -168,7 +168,7 @@ typedef struct sf_rt_event {
     int64_t bytes;
 } sf_rt_event;
 
-int sf_runtime_events(const sf_runtime *rt, const sf_rt_event **events);
+SF_API int sf_runtime_events(const sf_runtime *rt, const sf_rt_event **events);
 
 /* A Chrome trace (Perfetto) of one measured step of n_ranks ranks on machine m
  * (ranks are its devices): the tracks and task names of the simulator's trace
@@ -177,9 +177,10 @@ int sf_runtime_events(const sf_runtime *rt, const sf_rt_event **events);
  * waited for it to its arrival; an all-reduce on the links from the rank to
  * the next one. Written atomically. */
 struct sf_machine;
-sf_status sf_runtime_write_trace(const char *path, const sf_graph *g, const struct sf_machine *m,
-                                 int n_ranks, const sf_rt_event *const *events, const int *counts,
-                                 sf_error *err);
+SF_API sf_status sf_runtime_write_trace(const char *path, const sf_graph *g,
+                                        const struct sf_machine *m, int n_ranks,
+                                        const sf_rt_event *const *events, const int *counts,
+                                        sf_error *err);
 
 /* ---- parameters in full layout ------------------------------------------------- */
 
@@ -188,8 +189,8 @@ sf_status sf_runtime_write_trace(const char *path, const sf_graph *g, const stru
  * PyTorch's modules are (sf_op_params) from a generator seeded with seed, or
  * zero when zero is non-zero. The same seed gives the same weights whatever
  * the strategy. */
-float **sf_params_new(const sf_graph *g, uint64_t seed, int zero, sf_error *err);
-void sf_params_free(const sf_graph *g, float **bufs);
+SF_API float **sf_params_new(const sf_graph *g, uint64_t seed, int zero, sf_error *err);
+SF_API void sf_params_free(const sf_graph *g, float **bufs);
 
 /* ---- batches held in memory ------------------------------------------------------ */
 
@@ -205,11 +206,11 @@ typedef struct sf_batch_bufs {
     sf_batch batch;
 } sf_batch_bufs;
 
-sf_batch_bufs *sf_batch_bufs_new(const sf_graph *g, sf_error *err);
-void sf_batch_bufs_free(sf_batch_bufs *b);
+SF_API sf_batch_bufs *sf_batch_bufs_new(const sf_graph *g, sf_error *err);
+SF_API void sf_batch_bufs_free(sf_batch_bufs *b);
 /* Synthetic data, a function of (seed, step): inputs uniform in [0, 1) (token
  * ids uniform below their bound), labels uniform over the classes. */
-void sf_batch_synthetic(sf_batch_bufs *b, const sf_graph *g, uint64_t seed, int64_t step);
+SF_API void sf_batch_synthetic(sf_batch_bufs *b, const sf_graph *g, uint64_t seed, int64_t step);
 
 #ifdef __cplusplus
 }

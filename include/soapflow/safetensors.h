@@ -57,14 +57,14 @@ typedef struct sf_st_tensor {
 /* The file's bytes in one malloc'd buffer (*out, *len), for n tensors and n_meta
  * metadata entries (keys unique; keys and values UTF-8 text). Errors name the
  * tensor: a duplicate or empty name, a negative extent, sizes that overflow. */
-sf_status sf_safetensors_encode(const sf_st_tensor *tensors, size_t n, const char *const *meta_keys,
-                                const char *const *meta_values, size_t n_meta, char **out,
-                                size_t *len, sf_error *err);
+SF_API sf_status sf_safetensors_encode(const sf_st_tensor *tensors, size_t n,
+                                       const char *const *meta_keys, const char *const *meta_values,
+                                       size_t n_meta, char **out, size_t *len, sf_error *err);
 /* Write them to path atomically (sf_write_file_atomic): on any failure no file is
  * left and an existing one is untouched. */
-sf_status sf_safetensors_write(const char *path, const sf_st_tensor *tensors, size_t n,
-                               const char *const *meta_keys, const char *const *meta_values,
-                               size_t n_meta, sf_error *err);
+SF_API sf_status sf_safetensors_write(const char *path, const sf_st_tensor *tensors, size_t n,
+                                      const char *const *meta_keys, const char *const *meta_values,
+                                      size_t n_meta, sf_error *err);
 
 /* ---- reading ----------------------------------------------------------- */
 
@@ -75,23 +75,24 @@ typedef struct sf_st_file sf_st_file;
  * 4 x the product of the shape), and the data offsets tiling the data section
  * exactly (no overlap, no hole, nothing after the last tensor). NULL on error
  * with a one-line message "FILE: byte K: ..." or "FILE: tensor 'NAME': ...". */
-sf_st_file *sf_safetensors_read(const char *path, sf_error *err);
+SF_API sf_st_file *sf_safetensors_read(const char *path, sf_error *err);
 /* The same on bytes in memory (copied); origin names them in messages. */
-sf_st_file *sf_safetensors_parse(const void *bytes, size_t len, const char *origin, sf_error *err);
-void sf_safetensors_free(sf_st_file *f);
+SF_API sf_st_file *sf_safetensors_parse(const void *bytes, size_t len, const char *origin,
+                                        sf_error *err);
+SF_API void sf_safetensors_free(sf_st_file *f);
 
 /* The tensors in file order (by data offset), i < count. */
-size_t sf_safetensors_count(const sf_st_file *f);
-const sf_st_tensor *sf_safetensors_at(const sf_st_file *f, size_t i);
+SF_API size_t sf_safetensors_count(const sf_st_file *f);
+SF_API const sf_st_tensor *sf_safetensors_at(const sf_st_file *f, size_t i);
 /* The tensor of that name, or NULL. */
-const sf_st_tensor *sf_safetensors_find(const sf_st_file *f, const char *name);
+SF_API const sf_st_tensor *sf_safetensors_find(const sf_st_file *f, const char *name);
 
 /* The "__metadata__" entries, in file order, and the value of one key (NULL when
  * absent). */
-size_t sf_safetensors_meta_count(const sf_st_file *f);
-const char *sf_safetensors_meta_key(const sf_st_file *f, size_t i);
-const char *sf_safetensors_meta_value(const sf_st_file *f, size_t i);
-const char *sf_safetensors_meta(const sf_st_file *f, const char *key);
+SF_API size_t sf_safetensors_meta_count(const sf_st_file *f);
+SF_API const char *sf_safetensors_meta_key(const sf_st_file *f, size_t i);
+SF_API const char *sf_safetensors_meta_value(const sf_st_file *f, size_t i);
+SF_API const char *sf_safetensors_meta(const sf_st_file *f, const char *key);
 
 #ifdef __cplusplus
 }

@@ -45,7 +45,7 @@ typedef struct sf_optcnn_options {
                             * parameter server, as the simulator runs them */
 } sf_optcnn_options;
 
-void sf_optcnn_options_default(sf_optcnn_options *o);
+SF_API void sf_optcnn_options_default(sf_optcnn_options *o);
 
 typedef struct sf_optcnn_result {
     double cost_s;     /* optimum of the additive cost model */
@@ -57,20 +57,21 @@ typedef struct sf_optcnn_result {
     double seconds;     /* search time */
 } sf_optcnn_result;
 
-sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                           const sf_optcnn_options *o, sf_strategy *out, sf_optcnn_result *r,
-                           sf_error *err);
+SF_API sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                                  const sf_optcnn_options *o, sf_strategy *out, sf_optcnn_result *r,
+                                  sf_error *err);
 /* OptCNN's additive cost of a strategy: sum over operators of compute (slowest
  * part, forward + backward + update) and gradient sync, plus sum over edges of
  * transfer time. o: its sync scheme (NULL: defaults, a ring). */
-double sf_optcnn_cost(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                      const sf_optcnn_options *o, const sf_strategy *s);
+SF_API double sf_optcnn_cost(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                             const sf_optcnn_options *o, const sf_strategy *s);
 
 /* Brute force over every combination of OptCNN candidate configs: the oracle.
  * Refuses (SF_ERR_RANGE) when the space exceeds max_states. */
-sf_status sf_exhaustive_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                               int use_simulator, int64_t max_states, sf_strategy *out,
-                               double *best_cost, sf_error *err);
+SF_API sf_status sf_exhaustive_search(const sf_graph *g, const sf_machine *m,
+                                      const sf_cost_model *cm, int use_simulator,
+                                      int64_t max_states, sf_strategy *out, double *best_cost,
+                                      sf_error *err);
 
 /* ---- MCMC --------------------------------------------------------------------- */
 
@@ -89,7 +90,7 @@ typedef struct sf_mcmc_options {
                          * every candidate with these too */
 } sf_mcmc_options;
 
-void sf_mcmc_options_default(sf_mcmc_options *o);
+SF_API void sf_mcmc_options_default(sf_mcmc_options *o);
 
 typedef struct sf_mcmc_result {
     double best_s;       /* simulated iteration time of the best strategy */
@@ -108,9 +109,10 @@ typedef struct sf_mcmc_result {
  * moves, from the best strategy seen with what is left; the answer is the best
  * strategy seen, never worse than the best start. Strategies that do not fit in
  * memory are rejected. */
-sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                         const sf_strategy *const *starts, int n_starts, const sf_mcmc_options *o,
-                         sf_strategy *best, sf_mcmc_result *r, sf_error *err);
+SF_API sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                                const sf_strategy *const *starts, int n_starts,
+                                const sf_mcmc_options *o, sf_strategy *best, sf_mcmc_result *r,
+                                sf_error *err);
 
 /* ---- the whole search: baselines, OptCNN and MCMC side by side ----------- */
 
@@ -139,7 +141,7 @@ typedef struct sf_search_options {
     sf_mcmc_options mcmc; /* its seed also draws the random start */
 } sf_search_options;
 
-void sf_search_options_default(sf_search_options *o); /* both searches, MCMC defaults */
+SF_API void sf_search_options_default(sf_search_options *o); /* both searches, MCMC defaults */
 
 typedef struct sf_search_report {
     sf_search_row rows[SF_SEARCH_ROWS];
@@ -153,9 +155,9 @@ typedef struct sf_search_report {
  * result and a random strategy (skipped when its task graph is over 4x data
  * parallelism's: every proposal from it would cost that much to simulate).
  * Writes the best strategy into `best`. */
-sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                        const sf_search_options *o, sf_strategy *best, sf_search_report *rep,
-                        sf_error *err);
+SF_API sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                               const sf_search_options *o, sf_strategy *best, sf_search_report *rep,
+                               sf_error *err);
 
 #ifdef __cplusplus
 }

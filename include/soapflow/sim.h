@@ -58,7 +58,7 @@ typedef struct sf_sim_options {
 
 #define SF_SIM_MAX_SEGMENTS 64
 
-void sf_sim_options_default(sf_sim_options *o);
+SF_API void sf_sim_options_default(sf_sim_options *o);
 
 /* The simulator takes every machine sf_machine_build makes: up to SF_MAX_DEVICES
  * (4096) devices, whatever their links (a pairwise node of 4096 has 16.8 M). What it
@@ -91,35 +91,36 @@ typedef struct sf_sim_result {
 
 typedef struct sf_sim sf_sim;
 
-sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                   const sf_sim_options *o, sf_error *err);
-void sf_sim_free(sf_sim *sim);
+SF_API sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                          const sf_sim_options *o, sf_error *err);
+SF_API void sf_sim_free(sf_sim *sim);
 
 /* Full simulation of a (valid) strategy: builds the task graph from scratch. */
-sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_error *err);
+SF_API sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_error *err);
 /* Delta simulation: change operator `op` of the last simulated strategy to `c`,
  * rebuild only its tasks and the transfers and syncs that touch them, and
  * re-propagate times. The result equals sf_sim_run on the changed strategy. */
-sf_status sf_sim_update(sf_sim *sim, int op, const sf_config *c, sf_sim_result *r, sf_error *err);
+SF_API sf_status sf_sim_update(sf_sim *sim, int op, const sf_config *c, sf_sim_result *r,
+                               sf_error *err);
 /* sf_sim_update that gives up as soon as the iteration is sure to take longer
  * than bound_s: then r->cut_off is 1, r->iter_s is a lower bound above bound_s,
  * the other fields are not filled, and the next call must be sf_sim_revert (or
  * a full sf_sim_run). Metropolis-Hastings knows before simulating how slow a
  * proposal may be and still be accepted, so most bad proposals end early. */
-sf_status sf_sim_update_bounded(sf_sim *sim, int op, const sf_config *c, double bound_s,
-                                sf_sim_result *r, sf_error *err);
+SF_API sf_status sf_sim_update_bounded(sf_sim *sim, int op, const sf_config *c, double bound_s,
+                                       sf_sim_result *r, sf_error *err);
 /* One delta update that changes n operators at once (1 <= n <=
  * SF_SIM_MAX_UPDATE_OPS, no operator twice): ops[j] gets cfgs[j]. The result
  * equals sf_sim_run on the changed strategy, bound_s acts as in
  * sf_sim_update_bounded (INFINITY: none), and one sf_sim_revert undoes the whole
  * change. The MCMC search moves a producer and its consumer together with it. */
 #define SF_SIM_MAX_UPDATE_OPS 4
-sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config *cfgs,
-                            double bound_s, sf_sim_result *r, sf_error *err);
+SF_API sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config *cfgs,
+                                   double bound_s, sf_sim_result *r, sf_error *err);
 /* Undo the last sf_sim_update, _bounded or _ops (one level): the simulator
  * returns to the strategy and schedule it had before, and r (when non-NULL) gets
  * that result again. The MCMC search calls it for every rejected proposal. */
-sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err);
+SF_API sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err);
 /* What the last uncut sf_sim_update changed in the schedule: floors on what any
  * exact delta simulation has to redo, which bound what it can save over a full
  * one (bench sim reports the shares; docs/simulator.md). */
@@ -130,9 +131,9 @@ typedef struct sf_sim_delta_stats {
                       * schedule would have to work out each of their times anew */
 } sf_sim_delta_stats;
 /* SF_OK and *out filled; SF_ERR_INVALID when no uncut update is there to compare. */
-sf_status sf_sim_delta_stats_get(sf_sim *sim, sf_sim_delta_stats *out, sf_error *err);
+SF_API sf_status sf_sim_delta_stats_get(sf_sim *sim, sf_sim_delta_stats *out, sf_error *err);
 /* The strategy the simulator holds now (after run/update). */
-const sf_strategy *sf_sim_strategy(const sf_sim *sim);
+SF_API const sf_strategy *sf_sim_strategy(const sf_sim *sim);
 
 /* ---- where one device's time goes ------------------------------------------ */
 
@@ -157,20 +158,20 @@ typedef enum sf_sim_total {
  * machine of single-link routes transfer and sync are transfer_s and sync_s.
  * SF_ERR_INVALID when nothing (or only a cut-off update) was simulated or
  * device is out of range. */
-sf_status sf_sim_kind_totals(const sf_sim *sim, int device, double out[SF_SIM_TOTAL_COUNT],
-                             sf_error *err);
+SF_API sf_status sf_sim_kind_totals(const sf_sim *sim, int device, double out[SF_SIM_TOTAL_COUNT],
+                                    sf_error *err);
 
 /* ---- pictures of the last schedule ---------------------------------------- */
 
 /* Chrome trace JSON (Perfetto): a track per device and per link. Needs a
  * simulator made with keep_schedule (the default) that has run. */
-sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err);
+SF_API sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err);
 /* SVG Gantt chart. */
-sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err);
+SF_API sf_status sf_sim_write_svg(const sf_sim *sim, const char *path, sf_error *err);
 /* The same pictures as malloc'd text (caller frees; NULL and err on failure),
  * for a caller that writes several files as one (sf_write_files_atomic). */
-char *sf_sim_trace_to_json(const sf_sim *sim, sf_error *err);
-char *sf_sim_to_svg(const sf_sim *sim, sf_error *err);
+SF_API char *sf_sim_trace_to_json(const sf_sim *sim, sf_error *err);
+SF_API char *sf_sim_to_svg(const sf_sim *sim, sf_error *err);
 
 #ifdef __cplusplus
 }

@@ -19,6 +19,8 @@
 
 #include <stdint.h>
 
+#include "soapflow/export.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -26,19 +28,19 @@ extern "C" {
 /* The median of v[0 .. n): the middle value, or the mean of the two middle
  * ones. Sorts v in place (ascending, so v[0] is then the minimum); NaN when
  * n <= 0. */
-double sf_median(double *v, int64_t n);
+SF_API double sf_median(double *v, int64_t n);
 
 /* The p-th percentile (0 <= p <= 100) of v[0 .. n), interpolated linearly
  * between the closest ranks (numpy's default): p 0 is the minimum, 50 the
  * median, 100 the maximum. Sorts v in place; NaN when n <= 0 or p is outside
  * [0, 100]. */
-double sf_percentile(double *v, int64_t n, double p);
+SF_API double sf_percentile(double *v, int64_t n, double p);
 
 /* Kendall's tau-b between the orders of x[0 .. n) and y[0 .. n): (concordant
  * - discordant pairs) / sqrt((pairs not tied in x) (pairs not tied in y)); a
  * pair tied in either counts as neither. From -1 (reversed) to 1 (the same
  * order); NaN for fewer than two values, or when one side is all ties. */
-double sf_kendall_tau(const double *x, const double *y, int64_t n);
+SF_API double sf_kendall_tau(const double *x, const double *y, int64_t n);
 
 #ifdef __cplusplus
 }

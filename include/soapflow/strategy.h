@@ -32,57 +32,57 @@ typedef struct sf_config {
 } sf_config;
 
 /* Tile of part `part` (0 <= part < n_parts) of op's space. */
-void sf_config_part_tile(const sf_op *op, const sf_config *c, int part, sf_tile *t);
+SF_API void sf_config_part_tile(const sf_op *op, const sf_config *c, int part, sf_tile *t);
 /* Set degrees (recomputes n_parts); SF_ERR_RANGE when the product exceeds SF_MAX_PARTS. */
-sf_status sf_config_set_degrees(sf_config *c, int ndim, const int *degree);
-int sf_config_equal(const sf_config *a, const sf_config *b);
+SF_API sf_status sf_config_set_degrees(sf_config *c, int ndim, const int *degree);
+SF_API int sf_config_equal(const sf_config *a, const sf_config *b);
 /* Check one config against its operator and machine, with a message naming the
  * operator: degree above a dimension's size or on a dimension that cannot be split,
  * wrong dimension count, device out of range, too many parts. */
-sf_status sf_config_validate(const sf_op *op, const sf_machine *m, const sf_config *c,
-                             sf_error *err);
+SF_API sf_status sf_config_validate(const sf_op *op, const sf_machine *m, const sf_config *c,
+                                    sf_error *err);
 /* "n2 c4 @0-7" style short text for tables and pictures. */
-char *sf_config_str(const sf_op *op, const sf_config *c, char *buf, size_t n);
+SF_API char *sf_config_str(const sf_op *op, const sf_config *c, char *buf, size_t n);
 
 typedef struct sf_strategy sf_strategy;
 
-sf_strategy *sf_strategy_new(const sf_graph *g);
-sf_strategy *sf_strategy_clone(const sf_strategy *s);
-void sf_strategy_copy(sf_strategy *dst, const sf_strategy *src); /* same graph */
-void sf_strategy_free(sf_strategy *s);
-int sf_strategy_num_ops(const sf_strategy *s);
-sf_config *sf_strategy_config(sf_strategy *s, int op);
-const sf_config *sf_strategy_get(const sf_strategy *s, int op);
-sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
-                               sf_error *err);
+SF_API sf_strategy *sf_strategy_new(const sf_graph *g);
+SF_API sf_strategy *sf_strategy_clone(const sf_strategy *s);
+SF_API void sf_strategy_copy(sf_strategy *dst, const sf_strategy *src); /* same graph */
+SF_API void sf_strategy_free(sf_strategy *s);
+SF_API int sf_strategy_num_ops(const sf_strategy *s);
+SF_API sf_config *sf_strategy_config(sf_strategy *s, int op);
+SF_API const sf_config *sf_strategy_get(const sf_strategy *s, int op);
+SF_API sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
+                                      sf_error *err);
 
 /* A random valid config from the whole SOAP space of `op` on `m`: degrees over
  * any of its splittable dimensions (product at most the device count and
  * SF_MAX_PARTS), placed on a contiguous run of devices or on distinct devices
  * drawn at random. The proposal of the MCMC search. */
-void sf_config_random(const sf_op *op, const sf_machine *m, sf_rng *rng, sf_config *c);
+SF_API void sf_config_random(const sf_op *op, const sf_machine *m, sf_rng *rng, sf_config *c);
 
 /* ---- baselines ----------------------------------------------------------- */
 
 /* Data parallelism: every operator split on its sample dimension over all
  * devices (fewer when the batch is smaller), part i on device i. */
-sf_status sf_strategy_data(sf_strategy *s, const sf_graph *g, const sf_machine *m);
+SF_API sf_status sf_strategy_data(sf_strategy *s, const sf_graph *g, const sf_machine *m);
 /* OptCNN's model parallelism: every operator with weights split on its parameter
  * dimension over all devices (as far as the dimension allows); others data parallel. */
-sf_status sf_strategy_model(sf_strategy *s, const sf_graph *g, const sf_machine *m);
+SF_API sf_status sf_strategy_model(sf_strategy *s, const sf_graph *g, const sf_machine *m);
 /* Krizhevsky's "one weird trick": convolutions and pools data parallel, linear
  * layers model parallel. */
-sf_status sf_strategy_owt(sf_strategy *s, const sf_graph *g, const sf_machine *m);
+SF_API sf_status sf_strategy_owt(sf_strategy *s, const sf_graph *g, const sf_machine *m);
 /* GNMT-style expert strategy for RNNs: each layer depth on its own device within a
  * node, data parallel across nodes; non-recurrent operators follow their inputs.
  * A graph without LSTM operators (a CNN, the transformer) gets data parallelism,
  * exactly sf_strategy_data's configs. */
-sf_status sf_strategy_expert(sf_strategy *s, const sf_graph *g, const sf_machine *m);
+SF_API sf_status sf_strategy_expert(sf_strategy *s, const sf_graph *g, const sf_machine *m);
 /* Everything on one device, unsplit. */
-sf_status sf_strategy_single(sf_strategy *s, const sf_graph *g, int device);
+SF_API sf_status sf_strategy_single(sf_strategy *s, const sf_graph *g, int device);
 /* By name: "data", "model", "owt", "expert", "single". */
-sf_status sf_strategy_baseline(sf_strategy *s, const char *name, const sf_graph *g,
-                               const sf_machine *m, sf_error *err);
+SF_API sf_status sf_strategy_baseline(sf_strategy *s, const char *name, const sf_graph *g,
+                                      const sf_machine *m, sf_error *err);
 
 #ifdef __cplusplus
 }

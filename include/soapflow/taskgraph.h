@@ -93,40 +93,40 @@ typedef struct sf_tg_sync {
 
 typedef struct sf_taskgraph sf_taskgraph;
 
-sf_taskgraph *sf_taskgraph_new(const sf_graph *g, int n_devices, sf_error *err);
-void sf_taskgraph_free(sf_taskgraph *tg);
+SF_API sf_taskgraph *sf_taskgraph_new(const sf_graph *g, int n_devices, sf_error *err);
+SF_API void sf_taskgraph_free(sf_taskgraph *tg);
 /* The strategy the records describe (not copied: changes to it show after
  * sf_taskgraph_set_tiles of the operators that changed). */
-void sf_taskgraph_set_strategy(sf_taskgraph *tg, const sf_strategy *s);
-const sf_graph *sf_taskgraph_graph(const sf_taskgraph *tg);
+SF_API void sf_taskgraph_set_strategy(sf_taskgraph *tg, const sf_strategy *s);
+SF_API const sf_graph *sf_taskgraph_graph(const sf_taskgraph *tg);
 
 /* Compute (again) the part tiles of op under the strategy's config. */
-void sf_taskgraph_set_tiles(sf_taskgraph *tg, int op);
+SF_API void sf_taskgraph_set_tiles(sf_taskgraph *tg, int op);
 /* op's part tiles, [n_parts] (sf_config_part_tile); writable, so that a caller
  * that changes a config and changes it back may save and restore them. */
-sf_tile *sf_taskgraph_tiles(sf_taskgraph *tg, int op);
+SF_API sf_tile *sf_taskgraph_tiles(sf_taskgraph *tg, int op);
 
 /* The operator that owns op's weights (op itself, the one it shares them with),
  * -1 when op has none; the members of a group whose owner is `owner`, owner
  * first, in id order. */
-int sf_taskgraph_owner(const sf_taskgraph *tg, int op);
-int sf_taskgraph_members(const sf_taskgraph *tg, int owner, const int **members);
+SF_API int sf_taskgraph_owner(const sf_taskgraph *tg, int op);
+SF_API int sf_taskgraph_members(const sf_taskgraph *tg, int owner, const int **members);
 /* The (consumer op, input index) pairs that read op's outputs, in id order. */
-int sf_taskgraph_consumers(const sf_taskgraph *tg, int op, const sf_tensor_ref **cons);
+SF_API int sf_taskgraph_consumers(const sf_taskgraph *tg, int op, const sf_tensor_ref **cons);
 
 /* The pairs that feed input k of op, ordered by consumer part, then producer
  * part (row-major over the producer's grid). Valid until the next call on tg.
  * Returns how many, or -1 when out of memory. The tiles of op and of its
  * producer must be set. */
-int sf_taskgraph_edge(sf_taskgraph *tg, int op, int k, const sf_tg_pair **pairs);
+SF_API int sf_taskgraph_edge(sf_taskgraph *tg, int op, int k, const sf_tg_pair **pairs);
 /* The pairs of sf_taskgraph_edge that cost something: those across devices,
  * and on a machine that prices copies (sf_taskgraph_set_comm) every pair. For a
  * caller that prices edges and nothing else (OptCNN's tables). */
-int sf_taskgraph_edge_moves(sf_taskgraph *tg, int op, int k, const sf_tg_pair **pairs);
+SF_API int sf_taskgraph_edge_moves(sf_taskgraph *tg, int op, int k, const sf_tg_pair **pairs);
 /* The shards of the weight group owned by `owner` (sf_taskgraph_owner(owner) ==
  * owner), in order of first appearance. The tiles of every member must be set.
  * SF_OK, or SF_ERR_NOMEM. */
-sf_status sf_taskgraph_sync(sf_taskgraph *tg, int owner, sf_tg_sync *out);
+SF_API sf_status sf_taskgraph_sync(sf_taskgraph *tg, int owner, sf_tg_sync *out);
 
 /* ---- communication: how gradients are synchronized ------------------------- */
 
@@ -138,19 +138,19 @@ typedef enum sf_sync_mode {
 } sf_sync_mode;
 
 /* "overlap", "bulk"; NULL for an invalid mode. */
-const char *sf_sync_mode_name(sf_sync_mode m);
+SF_API const char *sf_sync_mode_name(sf_sync_mode m);
 /* Parse a mode name; -1 when unknown. */
-int sf_sync_mode_parse(const char *name, sf_sync_mode *out);
+SF_API int sf_sync_mode_parse(const char *name, sf_sync_mode *out);
 
 /* How a weight shard's replicas combine their gradients, lowered into steps by
  * sf_taskgraph_sync_steps (docs/simulator.md). */
 typedef enum sf_sync_scheme {
-    SF_SCHEME_RING = 0, /* ring all-reduce over the replicas in ring order (default):
-                         * a reduce-scatter, then an all-gather */
-    SF_SCHEME_PS,       /* parameter server on the device of the shard's first entry:
-                         * every other replica sends its gradient there, the server
-                         * updates, and sends the shard back, as the simulator of
-                         * FlexFlow's 2020-21 Legion runtime models it */
+    SF_SCHEME_RING = 0,     /* ring all-reduce over the replicas in ring order (default):
+                             * a reduce-scatter, then an all-gather */
+    SF_SCHEME_PS,           /* parameter server on the device of the shard's first entry:
+                             * every other replica sends its gradient there, the server
+                             * updates, and sends the shard back, as the simulator of
+                             * FlexFlow's 2020-21 Legion runtime models it */
     SF_SCHEME_HIERARCHICAL, /* two levels: a reduce-scatter inside each node, an
                              * all-reduce of each chunk across the nodes (the devices
                              * of one local position), an all-gather inside each node
@@ -161,9 +161,9 @@ typedef enum sf_sync_scheme {
 } sf_sync_scheme;
 
 /* "ring", "ps", "hierarchical"; NULL for an invalid scheme. */
-const char *sf_sync_scheme_name(sf_sync_scheme s);
+SF_API const char *sf_sync_scheme_name(sf_sync_scheme s);
 /* Parse a scheme name; -1 when unknown. */
-int sf_sync_scheme_parse(const char *name, sf_sync_scheme *out);
+SF_API int sf_sync_scheme_parse(const char *name, sf_sync_scheme *out);
 
 /* The kinds of step an iteration's communication is made of. The collectives
  * run over a group of devices in ring order (sf_tg_steps.devs); chunk i of a
@@ -198,9 +198,9 @@ typedef struct sf_tg_step {
                       * device): its backward tasks there, or under SF_SYNC_BULK that
                       * device's whole backward pass */
     uint8_t pad;
-    int dev;         /* P2P: the sender; COPY, UPDATE: the device; else -1 */
-    int peer;        /* P2P: the receiver; else -1 */
-    int group;       /* collectives: devices devs[group .. group + n_group] in ring order */
+    int dev;   /* P2P: the sender; COPY, UPDATE: the device; else -1 */
+    int peer;  /* P2P: the receiver; else -1 */
+    int group; /* collectives: devices devs[group .. group + n_group] in ring order */
     int n_group;
     int64_t numel;   /* elements: a collective's whole buffer, a message, a copy, the
                       * weights an update steps */
@@ -225,8 +225,8 @@ typedef struct sf_tg_steps {
  * order of rings) and whether it prices the runtime's copies (COPY steps are
  * listed only then; nothing else depends on them). m may be NULL: one node of
  * n_devices devices, no copies. */
-void sf_taskgraph_set_comm(sf_taskgraph *tg, const sf_machine *m, sf_sync_scheme scheme);
-sf_sync_scheme sf_taskgraph_scheme(const sf_taskgraph *tg);
+SF_API void sf_taskgraph_set_comm(sf_taskgraph *tg, const sf_machine *m, sf_sync_scheme scheme);
+SF_API sf_sync_scheme sf_taskgraph_scheme(const sf_taskgraph *tg);
 
 /* The shards of owner's weight group (as sf_taskgraph_sync, into *sync) and the
  * steps of their gradient sync and update under the scheme of
@@ -242,13 +242,14 @@ sf_sync_scheme sf_taskgraph_scheme(const sf_taskgraph *tg);
  *           [COPY unpack], UPDATE on each device;
  * a shard on one device: its UPDATE alone. Bracketed copies only on a machine
  * that prices copies. SF_OK or SF_ERR_NOMEM. */
-sf_status sf_taskgraph_sync_steps(sf_taskgraph *tg, int owner, sf_tg_sync *sync,
-                                  sf_tg_steps *out);
+SF_API sf_status sf_taskgraph_sync_steps(sf_taskgraph *tg, int owner, sf_tg_sync *sync,
+                                         sf_tg_steps *out);
 
 /* The shards and steps op's weights would have if op alone held its weight
  * group (its tiles must be set): OptCNN's additive model charges each of a
  * group's G members 1/G of what it would pay alone. */
-sf_status sf_taskgraph_op_sync_steps(sf_taskgraph *tg, int op, sf_tg_sync *sync, sf_tg_steps *out);
+SF_API sf_status sf_taskgraph_op_sync_steps(sf_taskgraph *tg, int op, sf_tg_sync *sync,
+                                            sf_tg_steps *out);
 
 /* The steps of one pair of sf_taskgraph_edge (out: room for SF_TG_PAIR_STEPS),
  * forward steps first: a remote pair is [COPY pack on the producer's device],
@@ -260,22 +261,22 @@ sf_status sf_taskgraph_op_sync_steps(sf_taskgraph *tg, int op, sf_tg_sync *sync,
  * step's deps name the step before it in its direction (n_deps 0 for the first
  * of each); *n_fwd gets how many are forward steps. Returns how many. */
 #define SF_TG_PAIR_STEPS 6
-int sf_taskgraph_pair_steps(const sf_taskgraph *tg, const sf_tg_pair *pr, int grad,
-                            sf_tg_step *out, int32_t *deps, int *n_fwd);
+SF_API int sf_taskgraph_pair_steps(const sf_taskgraph *tg, const sf_tg_pair *pr, int grad,
+                                   sf_tg_step *out, int32_t *deps, int *n_fwd);
 
 /* ---- pricing: the one function that turns steps into time ------------------- */
 
 /* One use of a resource by a step: a link for `dur_s` (a link task), or a
  * device (COPY, UPDATE: link -1). */
 typedef struct sf_tg_use {
-    int link;       /* machine link id, or -1 for a device task */
-    int dev;        /* device task: the device (sf_machine_compute_unit gives the
-                     * resource it runs on) */
-    int chain;      /* P2P: the segment; collectives: the ring position */
-    int hop;        /* the link's place in its route (0 first) */
+    int link;  /* machine link id, or -1 for a device task */
+    int dev;   /* device task: the device (sf_machine_compute_unit gives the
+                * resource it runs on) */
+    int chain; /* P2P: the segment; collectives: the ring position */
+    int hop;   /* the link's place in its route (0 first) */
     double dur_s;
-    int64_t bytes;  /* bytes this use carries, counted once per step and position:
-                     * the step's sent bytes sum over its uses of hop 0 */
+    int64_t bytes; /* bytes this use carries, counted once per step and position:
+                    * the step's sent bytes sum over its uses of hop 0 */
     uint8_t inter_node;
 } sf_tg_use;
 
@@ -283,22 +284,22 @@ typedef struct sf_tg_use {
  * worked out once: a pricer that prices many steps among few devices (OptCNN's
  * tables) looks them up instead of routing each message anew. */
 typedef struct sf_tg_routes sf_tg_routes;
-sf_tg_routes *sf_tg_routes_new(const sf_machine *m, int n);
-void sf_tg_routes_free(sf_tg_routes *r);
+SF_API sf_tg_routes *sf_tg_routes_new(const sf_machine *m, int n);
+SF_API void sf_tg_routes_free(sf_tg_routes *r);
 
 /* What pricing needs besides the steps. */
 typedef struct sf_tg_pricer {
     const sf_machine *m;
     const sf_cost_model *cm;
-    int segments;     /* P2P over several links: pieces pipelined hop by hop (>= 1) */
-    const sf_op *op;  /* UPDATE: the operator and tile whose weights it steps */
+    int segments;    /* P2P over several links: pieces pipelined hop by hop (>= 1) */
+    const sf_op *op; /* UPDATE: the operator and tile whose weights it steps */
     const sf_tile *tile;
     const sf_tg_routes *routes; /* optional (NULL): routes of m among its first devices */
 } sf_tg_pricer;
 
 /* The most uses one step can give: a collective's positions times the links of
  * a route, or a P2P's segments times the links of its route. */
-int sf_tg_step_max_uses(const sf_tg_step *st, int segments);
+SF_API int sf_tg_step_max_uses(const sf_tg_step *st, int segments);
 /* The uses of step st (of a list whose groups are in devs) into out (room for
  * sf_tg_step_max_uses): links in route order, P2P segment by segment; a ring
  * collective of R positions holds each link of position i's route (i to i + 1)
@@ -308,12 +309,12 @@ int sf_tg_step_max_uses(const sf_tg_step *st, int segments);
  * (sf_machine_sync_bw) or else the link's bandwidth; a COPY moved * bytes at
  * the machine's copy bandwidth (no use when it prices none); an UPDATE the cost
  * model's update time of the pricer's op and tile. Returns how many. */
-int sf_tg_price_step(const sf_tg_pricer *p, const sf_tg_step *st, const int16_t *devs,
-                     sf_tg_use *out);
+SF_API int sf_tg_price_step(const sf_tg_pricer *p, const sf_tg_step *st, const int16_t *devs,
+                            sf_tg_use *out);
 /* The sum of the durations of a P2P's or a device step's uses (what the uses
  * of sf_tg_price_step add up to, without listing them): a message's chain
  * over its route (one segment), a copy, an update. */
-double sf_tg_step_chain_s(const sf_tg_pricer *p, const sf_tg_step *st);
+SF_API double sf_tg_step_chain_s(const sf_tg_pricer *p, const sf_tg_step *st);
 
 #ifdef __cplusplus
 }

@@ -72,7 +72,7 @@ typedef enum sf_validate_kind {
 } sf_validate_kind;
 
 /* "compute", "transfer", "sync", "update", "copy", "idle"; NULL out of range. */
-const char *sf_validate_kind_name(int kind);
+SF_API const char *sf_validate_kind_name(int kind);
 
 /* One of the simulator's sync models: when gradient syncs start and how they run. */
 typedef struct sf_validate_sync_model {
@@ -99,11 +99,11 @@ typedef struct sf_validate_options {
      * sf_validate_default_sync_models, overlap and bulk of ring, ps and
      * hierarchical) */
     const sf_validate_sync_model *models;
-    int n_models;   /* 0 .. SF_VALIDATE_MAX_SYNC_MODELS */
-    int64_t iters;  /* timed steps per strategy, >= 1 (default 20) */
-    int64_t warmup; /* untimed steps before each round's, >= 0 (default 2) */
-    int64_t rounds; /* rounds over the strategies, >= 1; iters when more (default 4) */
-    uint64_t seed;  /* initial weights, synthetic batches, the runtime (default 1) */
+    int n_models;              /* 0 .. SF_VALIDATE_MAX_SYNC_MODELS */
+    int64_t iters;             /* timed steps per strategy, >= 1 (default 20) */
+    int64_t warmup;            /* untimed steps before each round's, >= 0 (default 2) */
+    int64_t rounds;            /* rounds over the strategies, >= 1; iters when more (default 4) */
+    uint64_t seed;             /* initial weights, synthetic batches, the runtime (default 1) */
     const sf_machine *machine; /* the ranks' machine, for the runtime's sync steps (the
                                 * hierarchical scheme's nodes); NULL: one node */
     sf_validate_predicted_fn on_predicted; /* each may be NULL */
@@ -112,11 +112,11 @@ typedef struct sf_validate_options {
     void *user;
 } sf_validate_options;
 
-void sf_validate_options_default(sf_validate_options *o);
+SF_API void sf_validate_options_default(sf_validate_options *o);
 /* The default table of sync models: *out points at n of them (static). */
-int sf_validate_default_sync_models(const sf_validate_sync_model **out);
+SF_API int sf_validate_default_sync_models(const sf_validate_sync_model **out);
 /* The rounds the measurement takes: o->rounds, or o->iters when fewer. */
-int64_t sf_validate_rounds(const sf_validate_options *o);
+SF_API int64_t sf_validate_rounds(const sf_validate_options *o);
 
 /* One strategy: the caller fills name and strategy, the module the rest. */
 typedef struct sf_validate_row {
@@ -141,16 +141,16 @@ typedef struct sf_validate_row {
  * *coverage (when non-NULL) counts the task times the costs file had and
  * missed over the first pass only (zeros for other models). A failure names
  * the row: "NAME: message". */
-sf_status sf_validate_predict(const sf_graph *g, const sf_machine *m, sf_cost_model *cm,
-                              sf_validate_row *rows, int n, const sf_validate_options *o,
-                              sf_profile_stats *coverage, sf_error *err);
+SF_API sf_status sf_validate_predict(const sf_graph *g, const sf_machine *m, sf_cost_model *cm,
+                                     sf_validate_row *rows, int n, const sf_validate_options *o,
+                                     sf_profile_stats *coverage, sf_error *err);
 
 /* Train every row's strategy on the ranks of c (one rank a device of the
  * machine the strategies are for) and fill the measured fields, the same on
  * every rank. Collective; needs rows[i].crit from sf_validate_predict. A
  * failure names the row and is the same on every rank. */
-sf_status sf_validate_measure(sf_comm *c, const sf_graph *g, sf_validate_row *rows, int n,
-                              const sf_validate_options *o, sf_error *err);
+SF_API sf_status sf_validate_measure(sf_comm *c, const sf_graph *g, sf_validate_row *rows, int n,
+                                     const sf_validate_options *o, sf_error *err);
 
 /* How one set of predictions fits one set of measurements. */
 typedef struct sf_validate_fit {
@@ -166,13 +166,14 @@ typedef struct sf_validate_summary {
 } sf_validate_summary;
 
 /* How predictions p[0 .. n) fit measurements m[0 .. n) (n >= 1). */
-sf_status sf_validate_fit_of(const double *p, const double *m, int n, sf_validate_fit *out,
-                             sf_error *err);
+SF_API sf_status sf_validate_fit_of(const double *p, const double *m, int n, sf_validate_fit *out,
+                                    sf_error *err);
 /* The summary of measured rows (n >= 1), o->n_models of them by sync model. */
-sf_status sf_validate_summarize(const sf_validate_row *rows, int n, const sf_validate_options *o,
-                                sf_validate_summary *out, sf_error *err);
+SF_API sf_status sf_validate_summarize(const sf_validate_row *rows, int n,
+                                       const sf_validate_options *o, sf_validate_summary *out,
+                                       sf_error *err);
 /* The kind whose measured time is furthest from its prediction. */
-sf_validate_kind sf_validate_largest_gap(const sf_validate_row *r);
+SF_API sf_validate_kind sf_validate_largest_gap(const sf_validate_row *r);
 
 #ifdef __cplusplus
 }

@@ -42,10 +42,6 @@
 #include "soapflow/sim.h"
 #include "soapflow/strategy.h"
 
-#ifndef SOAPFLOW_VERSION
-#define SOAPFLOW_VERSION "0.1.0"
-#endif
-
 enum { SF_EXIT_OK = 0, SF_EXIT_FAIL = 1, SF_EXIT_USAGE = 2 };
 
 /* The most output files one command writes (sf_cli_outputs). */

@@ -14,6 +14,7 @@
 
 #include "cli.h"
 #include "soapflow/io.h"
+#include "soapflow/version.h"
 
 static const sf_cli_command commands[] = {
     {"models", "list the built-in models", sf_cmd_models},
@@ -135,7 +136,7 @@ int main(int argc, char **argv) {
         }
         if (sf_cli_flag(&a, "--version", NULL, &version)) {
             if (a.status) break;
-            printf("soapflow %s\n", SOAPFLOW_VERSION);
+            printf("soapflow %s\n", sf_version());
             return finish(SF_EXIT_OK);
         }
         if (sf_cli_positional(&a, &name)) break;

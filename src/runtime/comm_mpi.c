@@ -150,8 +150,8 @@ static int m_ireduce_scatter(sf_comm *c, float *buf, int64_t n, int group) {
         return SF_ERR_NOMEM;
     }
     m->after[id] = (struct m_after){tmp, buf + counts[size + me], counts[me], counts};
-    int rc = MPI_Ireduce_scatter(buf, tmp, counts, MPI_FLOAT, MPI_SUM, m->groups[group],
-                                 &m->req[id]);
+    int rc =
+        MPI_Ireduce_scatter(buf, tmp, counts, MPI_FLOAT, MPI_SUM, m->groups[group], &m->req[id]);
     return rc == MPI_SUCCESS ? id : mpi_fail(rc);
 }
 

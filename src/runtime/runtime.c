@@ -97,12 +97,12 @@ typedef struct rt_shard {
     int owner, group; /* owner op, rt->groups index */
     int key_op;       /* lowest operator with an entry of the shard */
     int n_devs;
-    int comm;         /* 1: its sync moves data (its gradient is packed into buf) */
+    int comm; /* 1: its sync moves data (its gradient is packed into buf) */
     int n_slices;
     sf_weight_slice sl[SF_MAX_WEIGHT_SLICES];
     int64_t numel;
-    float *buf;       /* packed gradient (then, under a parameter server, weights) */
-    float *rbuf;      /* a parameter server's: one replica's gradient as it arrives */
+    float *buf;         /* packed gradient (then, under a parameter server, weights) */
+    float *rbuf;        /* a parameter server's: one replica's gradient as it arrives */
     int step0, n_steps; /* its steps: rt->sync_steps[step0 .. step0 + n_steps] */
     int cur;            /* the next step to finish */
     int req;            /* the request of step cur, -1 when not posted */
@@ -613,7 +613,8 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
             for (int q = q0; q < q1; q++) {
                 sf_tg_step st = ss.steps[q];
                 if (st.kind == SF_STEP_COPY) continue; /* the runtime's own packing */
-                if (st.group >= 0 && (st.group = g_push_devs(&L, ss.devs + st.group, st.n_group)) < 0)
+                if (st.group >= 0 &&
+                    (st.group = g_push_devs(&L, ss.devs + st.group, st.n_group)) < 0)
                     goto oom;
                 /* a reduce-scatter that its all-gather follows alone runs as one
                  * all-reduce (MPI_Allreduce: what calibrate measured) */
@@ -674,8 +675,12 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
         }
         for (int q = g->step0; q < g->step0 + g->n_steps; q++) {
             const sf_tg_step *st = &L.st[q];
-            rt_step rs = {.kind = st->kind, .payload = st->payload, .group = -1, .peer = -1,
-                          .numel = st->numel, .offset = st->offset};
+            rt_step rs = {.kind = st->kind,
+                          .payload = st->payload,
+                          .group = -1,
+                          .peer = -1,
+                          .numel = st->numel,
+                          .offset = st->offset};
             int mine = 0;
             if (st->kind == SF_STEP_P2P) {
                 rs.tag = tag++;
@@ -978,26 +983,21 @@ static sf_status post_step(sf_runtime *rt, rt_shard *sh, sf_error *err) {
     float *b = sh->buf + st->offset;
     int id = -1;
     switch ((sf_tg_step_kind)st->kind) {
-    case SF_STEP_ALL_REDUCE:
-        id = rt->c->vt->iallreduce(rt->c, b, st->numel, st->group);
-        break;
+    case SF_STEP_ALL_REDUCE: id = rt->c->vt->iallreduce(rt->c, b, st->numel, st->group); break;
     case SF_STEP_REDUCE_SCATTER:
         id = rt->c->vt->ireduce_scatter(rt->c, b, st->numel, st->group);
         break;
-    case SF_STEP_ALL_GATHER:
-        id = rt->c->vt->iallgather(rt->c, b, st->numel, st->group);
-        break;
+    case SF_STEP_ALL_GATHER: id = rt->c->vt->iallgather(rt->c, b, st->numel, st->group); break;
     case SF_STEP_P2P: {
         size_t bytes = (size_t)st->numel * sizeof(float);
         if (st->send)
             id = rt->c->vt->isend(rt->c, sh->buf, bytes, st->peer, st->tag);
         else
-            id = rt->c->vt->irecv(rt->c, st->payload == SF_PAYLOAD_GRAD ? sh->rbuf : sh->buf,
-                                  bytes, st->peer, st->tag);
+            id = rt->c->vt->irecv(rt->c, st->payload == SF_PAYLOAD_GRAD ? sh->rbuf : sh->buf, bytes,
+                                  st->peer, st->tag);
         break;
     }
-    case SF_STEP_UPDATE:
-        return SF_OK;
+    case SF_STEP_UPDATE: return SF_OK;
     case SF_STEP_BROADCAST:
     case SF_STEP_COPY:
     case SF_STEP_KIND_COUNT:
@@ -1085,7 +1085,8 @@ static sf_status finish_sync(sf_runtime *rt, rt_shard *sh, sf_error *err) {
         }
         int rc = rt->c->vt->wait(rt->c, sh->req);
         sh->req = -1;
-        if (rc < 0) return sf_error_set(err, (sf_status)rc, "rank %d: gradient sync failed", rt->rank);
+        if (rc < 0)
+            return sf_error_set(err, (sf_status)rc, "rank %d: gradient sync failed", rt->rank);
         event(rt, SF_RT_SYNC, t0, sh->owner, sh->global, st->kind == SF_STEP_P2P ? st->peer : -1,
               st->numel * 4);
         if (st->kind == SF_STEP_P2P && !st->send && st->payload == SF_PAYLOAD_GRAD) {
@@ -1256,8 +1257,8 @@ sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const
         for (int s = 0; s < sy.n_shards && st == SF_OK; s++, gidx++) {
             const sf_tg_shard *sh = &sy.shards[s];
             /* a parameter server's replicas keep no optimizer state */
-            int src = sf_taskgraph_scheme(rt->tg) == SF_SCHEME_PS ? sh->rep_dev
-                                                                  : sy.devs[sh->dev_start];
+            int src =
+                sf_taskgraph_scheme(rt->tg) == SF_SCHEME_PS ? sh->rep_dev : sy.devs[sh->dev_start];
             rt_shard tmp_sh;
             memset(&tmp_sh, 0, sizeof tmp_sh);
             tmp_sh.n_slices = sf_op_weight_slices(

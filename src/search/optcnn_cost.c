@@ -161,8 +161,8 @@ static void acc_clear(oc_scratch *s) {
 
 /* The key of a use's resource at a level: a link, or the unit a device computes on. */
 static int64_t use_key(const oc_scratch *s, int level, const sf_tg_use *u) {
-    int64_t r = u->link >= 0 ? (int64_t)s->n_dev + u->link
-                             : (int64_t)sf_machine_compute_unit(s->m, u->dev);
+    int64_t r =
+        u->link >= 0 ? (int64_t)s->n_dev + u->link : (int64_t)sf_machine_compute_unit(s->m, u->dev);
     return ((int64_t)level << 40) | r;
 }
 

@@ -180,8 +180,8 @@ static int step_tasks(sf_sim *sim, sim_block *b, int bid, const sf_tg_pricer *pr
     int sync = kind == SIM_SYNC;
     int64_t bytes = 0;
     if (st->kind == SF_STEP_COPY || st->kind == SF_STEP_UPDATE) {
-        int idx = device_task(sim, b, st->kind == SF_STEP_COPY ? SIM_COPY : SIM_UPDATE, st->dev,
-                              op, part, nu ? u[0].dur_s : 0);
+        int idx = device_task(sim, b, st->kind == SF_STEP_COPY ? SIM_COPY : SIM_UPDATE, st->dev, op,
+                              part, nu ? u[0].dur_s : 0);
         if (idx < 0) return -1;
         b->st.compute_s += b->tasks[idx].dur_s;
         ends4[0] = ends4[2] = (int32_t)sim->n_ends;
@@ -324,8 +324,8 @@ static int build_edge(sf_sim *sim, int xi, int k) {
 /* Edges from the shard's gradients on device d (its row of the shard: the
  * backward tasks of its entries there, or in bulk mode d's barrier) into the
  * entries of a step. */
-static int grads_into(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, const sf_tg_shard *sh,
-                      int d, const int32_t *to4) {
+static int grads_into(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, const sf_tg_shard *sh, int d,
+                      const int32_t *to4) {
     if (sim->opt.sync == SF_SYNC_BULK) return wire_from(sim, b, REF(BARRIER_BLOCK(sim), d), to4);
     int row = sh->dev_start;
     while (row < sh->dev_start + sh->n_devs && sy->devs[row] != d) row++;

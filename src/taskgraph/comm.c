@@ -79,8 +79,7 @@ typedef struct lower {
  * -1 (and l->failed) when out of memory. */
 static int add_step(lower *l, const sf_tg_step *st, const int32_t *deps, int n_deps) {
     sf_taskgraph *tg = l->tg;
-    if (l->failed ||
-        tg_grow((void **)&tg->steps, &tg->cap_steps, l->n + 1, sizeof *tg->steps) ||
+    if (l->failed || tg_grow((void **)&tg->steps, &tg->cap_steps, l->n + 1, sizeof *tg->steps) ||
         tg_grow((void **)&tg->step_deps, &tg->cap_step_deps, l->n_deps + n_deps + 1,
                 sizeof *tg->step_deps)) {
         l->failed = 1;
@@ -97,8 +96,8 @@ static int add_step(lower *l, const sf_tg_step *st, const int32_t *deps, int n_d
 /* Append a group of n devices; its start in step_devs, or -1. */
 static int add_group(lower *l, const int16_t *devs, int n) {
     sf_taskgraph *tg = l->tg;
-    if (l->failed ||
-        tg_grow((void **)&tg->step_devs, &tg->cap_step_devs, l->n_devs + n, sizeof *tg->step_devs)) {
+    if (l->failed || tg_grow((void **)&tg->step_devs, &tg->cap_step_devs, l->n_devs + n,
+                             sizeof *tg->step_devs)) {
         l->failed = 1;
         return -1;
     }
@@ -275,8 +274,7 @@ static int two_levels(const sf_taskgraph *tg, const int16_t *devs, int R, int *N
 static sf_status lower_shards(sf_taskgraph *tg, const sf_tg_sync *sy, sf_tg_steps *out) {
     /* scratch for step indices: at most 2 per device of a shard, and a node count */
     if (tg_grow((void **)&tg->shard_start, &tg->cap_shard_start,
-                (int64_t)sy->n_shards + 1 + 3 * ((int64_t)tg->n_dev + 1),
-                sizeof *tg->shard_start))
+                (int64_t)sy->n_shards + 1 + 3 * ((int64_t)tg->n_dev + 1), sizeof *tg->shard_start))
         return SF_ERR_NOMEM;
     lower l = {.tg = tg};
     for (int s = 0; s < sy->n_shards && !l.failed; s++) {
@@ -306,8 +304,7 @@ static sf_status lower_shards(sf_taskgraph *tg, const sf_tg_sync *sy, sf_tg_step
     return SF_OK;
 }
 
-sf_status sf_taskgraph_sync_steps(sf_taskgraph *tg, int owner, sf_tg_sync *sy,
-                                  sf_tg_steps *out) {
+sf_status sf_taskgraph_sync_steps(sf_taskgraph *tg, int owner, sf_tg_sync *sy, sf_tg_steps *out) {
     sf_status st = sf_taskgraph_sync(tg, owner, sy);
     return st != SF_OK ? st : lower_shards(tg, sy, out);
 }
@@ -319,8 +316,8 @@ sf_status sf_taskgraph_op_sync_steps(sf_taskgraph *tg, int op, sf_tg_sync *sy, s
 
 /* ---- pairs ----------------------------------------------------------------------- */
 
-int sf_taskgraph_pair_steps(const sf_taskgraph *tg, const sf_tg_pair *pr, int grad,
-                            sf_tg_step *out, int32_t *deps, int *n_fwd) {
+int sf_taskgraph_pair_steps(const sf_taskgraph *tg, const sf_tg_pair *pr, int grad, sf_tg_step *out,
+                            int32_t *deps, int *n_fwd) {
     int n = 0, di = pr->src_dev, dj = pr->dst_dev, copies = tg->copies;
     int64_t e = pr->numel;
     /* each step waits for the one before it in its direction: deps[i] = i - 1 */

@@ -86,17 +86,14 @@ static const tg_route *route_of(const sf_tg_pricer *p, int a, int b, tg_route *b
 
 int sf_tg_step_max_uses(const sf_tg_step *st, int segments) {
     switch ((sf_tg_step_kind)st->kind) {
-    case SF_STEP_P2P:
-        return (segments > 1 ? segments : 1) * SF_MAX_ROUTE;
+    case SF_STEP_P2P: return (segments > 1 ? segments : 1) * SF_MAX_ROUTE;
     case SF_STEP_REDUCE_SCATTER:
     case SF_STEP_ALL_GATHER:
     case SF_STEP_ALL_REDUCE:
-    case SF_STEP_BROADCAST:
-        return st->n_group * SF_MAX_ROUTE;
+    case SF_STEP_BROADCAST: return st->n_group * SF_MAX_ROUTE;
     case SF_STEP_COPY:
     case SF_STEP_UPDATE:
-    case SF_STEP_KIND_COUNT:
-        break;
+    case SF_STEP_KIND_COUNT: break;
     }
     return 1;
 }
@@ -179,13 +176,11 @@ static double device_s(const sf_tg_pricer *p, const sf_tg_step *st) {
 int sf_tg_price_step(const sf_tg_pricer *p, const sf_tg_step *st, const int16_t *devs,
                      sf_tg_use *out) {
     switch ((sf_tg_step_kind)st->kind) {
-    case SF_STEP_P2P:
-        return price_p2p(p, st, out);
+    case SF_STEP_P2P: return price_p2p(p, st, out);
     case SF_STEP_REDUCE_SCATTER:
     case SF_STEP_ALL_GATHER:
     case SF_STEP_ALL_REDUCE:
-    case SF_STEP_BROADCAST:
-        return price_ring(p, st, devs, out);
+    case SF_STEP_BROADCAST: return price_ring(p, st, devs, out);
     case SF_STEP_COPY:
         if (!(sf_machine_get_desc(p->m)->copy_bw_Bps > 0)) return 0;
         out[0] = (sf_tg_use){.link = -1,
@@ -196,8 +191,7 @@ int sf_tg_price_step(const sf_tg_pricer *p, const sf_tg_step *st, const int16_t 
     case SF_STEP_UPDATE:
         out[0] = (sf_tg_use){.link = -1, .dev = st->dev, .dur_s = device_s(p, st)};
         return 1;
-    case SF_STEP_KIND_COUNT:
-        break;
+    case SF_STEP_KIND_COUNT: break;
     }
     return 0;
 }

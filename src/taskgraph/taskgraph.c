@@ -233,8 +233,8 @@ static int sole_reader(const sf_taskgraph *tg, const sf_op *x, int k) {
  * its element count is. */
 static void set_in_place(const sf_taskgraph *tg, const sf_op *x, int k, const sf_tile *tp,
                          const sf_tile *rg, sf_tg_pair *pr, int n) {
-    int sole = -1; /* not yet known */
-    int feeds[SF_MAX_PARTS];  /* pairs each producer part feeds, counted when needed */
+    int sole = -1;           /* not yet known */
+    int feeds[SF_MAX_PARTS]; /* pairs each producer part feeds, counted when needed */
     for (int q = 0; q < n; q++) {
         sf_tg_pair *a = &pr[q];
         if (a->src_dev != a->dst_dev || a->numel != sf_tile_numel(&tp[a->prod_part])) continue;

@@ -56,7 +56,6 @@ struct sf_taskgraph {
     int64_t cap_shard_start;
 };
 
-
 /* Grow *p (of *cap elements of elem bytes) to hold need; 0, or -1 when out of
  * memory (nothing changed). */
 int tg_grow(void **p, int64_t *cap, int64_t need, size_t elem);

@@ -78,12 +78,21 @@ typedef struct sf_mcmc_options {
     double budget_s; /* wall-clock budget over all starts (0: none) */
     int64_t iters;   /* iteration budget over all starts (0: none) */
     uint64_t seed;
-    double beta;        /* acceptance: exp(-beta * delta / cost_of_start); default 50 */
+    double beta;        /* acceptance: exp(-beta * delta / cost_of_start) at the start of
+                         * each chain; default 50 */
+    double anneal;      /* beta grows geometrically over each chain's budget to
+                         * beta * anneal at its end; default 1 (a fixed beta: with
+                         * the polish, annealing lost more than it found, see
+                         * docs/search.md) */
     int use_delta;      /* 1: delta simulation in the loop (default); 0: full */
     int pair_moves;     /* 1 (default): the budget the chains leave by stopping early
                          * goes to a last chain from the best strategy, half of whose
                          * proposals change an operator and a neighbour together;
                          * 0: no last chain (docs/search.md) */
+    int polish;         /* 1 (default): a quarter of the budget, and what the chains
+                         * leave, goes to a greedy descent from the best strategy
+                         * over every single-operator and neighbour-pair move of a
+                         * candidate set (docs/search.md); 0: none */
     int progress;       /* draw a progress bar on stderr when it is a terminal */
     sf_sim_options sim; /* the simulator's options (sync mode); sf_search_run judges
                          * every candidate with these too */
@@ -99,6 +108,8 @@ typedef struct sf_mcmc_result {
     int64_t accepted;
     int64_t pair_proposals; /* of the proposals, those drawn as pair moves */
     int64_t pair_accepted;  /* ... and accepted */
+    int64_t polish_moves;    /* of the proposals, the polish's moves */
+    int64_t polish_improved; /* ... that improved the strategy (counted as accepted) */
     double seconds;
     double sims_per_s;
 } sf_mcmc_result;

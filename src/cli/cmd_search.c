@@ -291,8 +291,8 @@ int sf_cmd_search(int argc, char **argv) {
                    rep.optcnn.nodes_initial, rep.optcnn.exact ? "exact" : "not exact: ",
                    rep.optcnn.exact ? "" : rep.optcnn.method);
         if (run_mcmc)
-            printf("mcmc: %lld proposals (%lld accepted; %lld of them the polish's, %lld improving) "
-                   "in %.1f s, %.0f simulations/s\n",
+            printf("mcmc: %lld proposals (%lld accepted), %lld of them the polish's (%lld "
+                   "improving), in %.1f s, %.0f simulations/s\n",
                    (long long)rep.mcmc.iterations, (long long)rep.mcmc.accepted,
                    (long long)rep.mcmc.polish_moves, (long long)rep.mcmc.polish_improved,
                    rep.mcmc.seconds, rep.mcmc.sims_per_s);

@@ -18,7 +18,9 @@
  *     strategy fits): memory is a hard constraint;
  *   - accepted when the current strategy does not fit and the proposal does;
  *   - otherwise accepted with probability min(1, exp(-beta * (new - cur) / ref)),
- *     ref = the chain's start cost, and undone with sf_sim_revert when rejected.
+ *     ref = the chain's start cost, and undone with sf_sim_revert when rejected
+ *     (beta: o->beta, or with o->anneal > 1 o->beta * anneal^(share of the
+ *     chain's budget used)).
  *
  * Why divide by ref: FlexFlow's exp(-beta * delta) needs a beta per model, since
  * iteration times range from microseconds (LeNet) to seconds (NMT). Measuring
@@ -39,7 +41,8 @@
  * among themselves by overflow), so a fitting answer is always returned when any
  * start fits, and the answer is never worse than the best start.
  *
- * Budget: over all starts, in seconds and/or iterations. Start i of n gets an
+ * Budget: over all starts, in seconds and/or iterations (with the polish, three
+ * quarters of it: see below). Start i of n gets an
  * equal share of what is left (so an early-stopped start leaves its remainder to
  * the later ones) and stops early once it has not improved its own best for half
  * of its share, as the paper does.
@@ -57,6 +60,30 @@
  * moves a share of every chain's budget, and on the RNNs of the search tables
  * that lost more than they found (bench/RESULTS.md).
  *
+ * The polish (o->polish, the default): the chains get three quarters of the
+ * budget, and the rest, with whatever they leave, goes to a greedy descent from
+ * the best strategy seen. The chains at beta 50 accept most proposals (71% for
+ * AlexNet on four P100s under bulk sync, 3000 proposals): a change to one
+ * operator moves the
+ * iteration by well under 1%, which the Metropolis test accepts with
+ * probability above 0.6, so the chains drift across the plateau around their
+ * best and stop short of small improvements near it (0.01-0.24% on six cases
+ * of issue 29 where data or owt parallelism with only the classifier and the
+ * loss changed beat the search, even with twice the budget). The polish tries,
+ * operator by operator, most weights first (a weight's sync and update grow
+ * with it, and weightless operators mostly follow a neighbour, which the
+ * lined-up and pair moves cover): the configs lined up with each neighbour,
+ * every candidate config (each degree tuple over its splittable dimensions
+ * with a power-of-two product or one dividing the device count, on every run
+ * of contiguous devices), then each candidate with each neighbour lined up with
+ * it (a pair move); a move that makes the strategy strictly better is kept at
+ * once. Passes repeat until one improves nothing or the budget ends. Each move
+ * is one bounded delta update (bound: the current time), so a worse one costs
+ * a fraction of a simulation. The polish draws no random numbers. Why not a
+ * colder chain instead: an annealed beta (o->anneal: beta grows geometrically
+ * to beta * anneal over each chain) was tried, 50 to 5000, and with the polish
+ * after it lost more than it found (docs/search.md), so it is off by default.
+ *
  * Determinism: one sf_rng seeded from o->seed, consumed in a fixed order (the
  * operator, the proposal, then the uniform of the Metropolis test). Delta
  * simulation is exact, so full and delta modes (o->use_delta) follow the same
@@ -65,7 +92,8 @@
  * depend on the machine's speed.
  *
  * Memory: strategies (best, the last chain's start, and the working copy of
- * full mode) and a per-device capacity table are allocated once per search; the
+ * full mode), a per-device capacity table and the polish's candidate buffer
+ * and operator order are allocated once per search; the
  * loop itself keeps a move (two configs) on the stack and never allocates (the
  * simulator reuses its own buffers).
  */
@@ -508,6 +536,7 @@ static sf_status polish_try(mc_search *s, mc_move *mv, mc_point *cur, int *impro
     s->sims++;
     s->iterations++;
     s->polish_moves++;
+    if (s->o->progress && (s->iterations & 63) == 0) draw_progress(s, sf_now_s());
     if (!r.cut_off) {
         mc_point p = point_of(s, &r);
         if (point_better(&p, cur)) {

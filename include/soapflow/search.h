@@ -114,11 +114,12 @@ typedef struct sf_mcmc_result {
     double sims_per_s;
 } sf_mcmc_result;
 
-/* Search from each start in turn (each gets an equal share of the budget and
- * stops early after half of its share without improvement), then, with pair
- * moves, from the best strategy seen with what is left; the answer is the best
- * strategy seen, never worse than the best start. Strategies that do not fit in
- * memory are rejected. */
+/* Search from each start in turn (each gets an equal share of the budget, three
+ * quarters of it with the polish, and stops early after half of its share
+ * without improvement), then, with pair moves, from the best strategy seen with
+ * what is left, then polish the best strategy seen with the rest; the answer is
+ * the best strategy seen, never worse than the best start. Strategies that do
+ * not fit in memory are rejected. */
 sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
                          const sf_strategy *const *starts, int n_starts, const sf_mcmc_options *o,
                          sf_strategy *best, sf_mcmc_result *r, sf_error *err);

@@ -504,7 +504,9 @@ static double best_over_two(const problem *p, const sf_sim_options *so, const sf
         assert_true(op->space.ndim == 2);
         int top[2];
         for (int i = 0; i < 2; i++)
-            top[i] = op->kinds[i] == SF_DIM_NONE ? 1 : (int)(op->space.d[i] < n_dev ? op->space.d[i] : n_dev);
+            top[i] = op->kinds[i] == SF_DIM_NONE ? 1
+                     : op->space.d[i] < n_dev    ? (int)op->space.d[i]
+                                                 : n_dev;
         for (int d0 = 1; d0 <= top[0]; d0++)
             for (int d1 = 1; d1 <= top[1] && d0 * d1 <= n_dev; d1++)
                 for (int f = 0; f < n_dev; f++) {
@@ -540,9 +542,9 @@ static double best_over_two(const problem *p, const sf_sim_options *so, const sf
  * below finds it from data or owt parallelism changing only those two
  * operators. With 3000 proposals, before the polish, the search ended at data
  * parallelism itself on seeds 1 and 2 (0.5126 ms; on seed 3 it found 0.4807 ms
- * by another path), and with twice the budget on seed 2 still. The default search must reach the brute force's time on every
- * seed: an improvement of one or two neighbouring operators is what the polish
- * tries before it returns. */
+ * by another path), and with twice the budget on seed 2 still. The default
+ * search must reach the brute force's time on every seed: an improvement of one
+ * or two neighbouring operators is what the polish tries before it returns. */
 static void test_polish_finds_classifier_moves(void **state) {
     (void)state;
     sf_error err = {0};

@@ -736,7 +736,7 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
     mc_point start_best = {0, 0, 0};
     int have_start_best = 0;
     sf_status st = SF_OK;
-    /* With the polish, the chains get 1 - SF_MCMC_POLISH_SHARE of the budget
+    /* With the polish, the chains get 1 - POLISH_SHARE of the budget
      * and the polish the rest, with what the chains leave. */
     int64_t chain_iters = o->iters;
     double chain_budget_s = o->budget_s;

@@ -62,6 +62,20 @@ run mcmc "$SF" search --model rnnlm --seq-len 8 --machine 'p100-4x4[4]' --algo m
 expect_ok mcmc
 grep -q '^mcmc' "$TMP/mcmc.out" || fail "search --algo mcmc: no mcmc row"
 
+# ---- --beta is a real number, as FlexFlow's (issue 29, item 10) -----------
+run beta_real "$SF" search --model lenet5 --machine 'p100-4x4[4]' --iters 100 --beta 0.5 --json
+expect_ok beta_real
+run beta_exp "$SF" search --model lenet5 --machine 'p100-4x4[4]' --iters 100 --beta 2.5e3 \
+    --anneal 10 --json
+expect_ok beta_exp
+for bad in -1 inf nan 0x10 1e10 5x ''; do
+    run bad_beta "$SF" search --model lenet5 --iters 10 --beta "$bad"
+    expect_usage bad_beta
+    grep -q -- '--beta' "$TMP/bad_beta.err" || fail "search --beta '$bad': message does not name --beta"
+done
+run bad_anneal "$SF" search --model lenet5 --iters 10 --anneal -2
+expect_usage bad_anneal
+
 # ---- errors: one line, non-zero, no crash, no file left ------------------
 run bad_algo "$SF" search --model lenet5 --algo nope
 expect_error bad_algo

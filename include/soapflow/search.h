@@ -79,12 +79,21 @@ typedef struct sf_mcmc_options {
     double budget_s; /* wall-clock budget over all starts (0: none) */
     int64_t iters;   /* iteration budget over all starts (0: none) */
     uint64_t seed;
-    double beta;        /* acceptance: exp(-beta * delta / cost_of_start); default 50 */
+    double beta;        /* acceptance: exp(-beta * delta / cost_of_start) at the start of
+                         * each chain; default 50 */
+    double anneal;      /* beta grows geometrically over each chain's budget to
+                         * beta * anneal at its end; default 1 (a fixed beta: with
+                         * the polish, annealing lost more than it found, see
+                         * docs/search.md) */
     int use_delta;      /* 1: delta simulation in the loop (default); 0: full */
     int pair_moves;     /* 1 (default): the budget the chains leave by stopping early
                          * goes to a last chain from the best strategy, half of whose
                          * proposals change an operator and a neighbour together;
                          * 0: no last chain (docs/search.md) */
+    int polish;         /* 1 (default): a quarter of the budget, and what the chains
+                         * leave, goes to a greedy descent from the best strategy
+                         * over every single-operator and neighbour-pair move of a
+                         * candidate set (docs/search.md); 0: none */
     int progress;       /* draw a progress bar on stderr when it is a terminal */
     sf_sim_options sim; /* the simulator's options (sync mode); sf_search_run judges
                          * every candidate with these too */
@@ -98,17 +107,20 @@ typedef struct sf_mcmc_result {
     int best_start;      /* index of the start that led to it */
     int64_t iterations;  /* proposals evaluated */
     int64_t accepted;
-    int64_t pair_proposals; /* of the proposals, those drawn as pair moves */
-    int64_t pair_accepted;  /* ... and accepted */
+    int64_t pair_proposals;  /* of the proposals, those drawn as pair moves */
+    int64_t pair_accepted;   /* ... and accepted */
+    int64_t polish_moves;    /* of the proposals, the polish's moves */
+    int64_t polish_improved; /* ... that improved the strategy (counted as accepted) */
     double seconds;
     double sims_per_s;
 } sf_mcmc_result;
 
-/* Search from each start in turn (each gets an equal share of the budget and
- * stops early after half of its share without improvement), then, with pair
- * moves, from the best strategy seen with what is left; the answer is the best
- * strategy seen, never worse than the best start. Strategies that do not fit in
- * memory are rejected. */
+/* Search from each start in turn (each gets an equal share of the budget, three
+ * quarters of it with the polish, and stops early after half of its share
+ * without improvement), then, with pair moves, from the best strategy seen with
+ * what is left, then polish the best strategy seen with the rest; the answer is
+ * the best strategy seen, never worse than the best start. Strategies that do
+ * not fit in memory are rejected. */
 SF_API sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
                                 const sf_strategy *const *starts, int n_starts,
                                 const sf_mcmc_options *o, sf_strategy *best, sf_mcmc_result *r,

@@ -40,7 +40,10 @@ static int usage(FILE *out) {
             "  --budget TIME          MCMC time budget: 30s, 2m, 500ms, or seconds (default 30s)\n"
             "  --iters N              MCMC budget in proposals instead (reproducible)\n"
             "  --seed S               random seed (default 1): same seed and --iters, same result\n"
-            "  --beta B               MCMC inverse temperature (default 50; see docs/search.md)\n"
+            "  --beta B               MCMC inverse temperature, a real number (default 50;\n"
+            "                         see docs/search.md)\n"
+            "  --anneal F             beta grows to beta * F over each chain (default 1:\n"
+            "                         a fixed beta)\n"
             "  --no-delta             evaluate proposals with full instead of delta simulation\n"
             "  --costs FILE           measured task times from 'soapflow profile' (default:\n"
             "                         the analytic roofline model)\n"
@@ -60,9 +63,9 @@ static int usage(FILE *out) {
 
 typedef struct search_opts {
     sf_cli_model_opts model;
-    const char *machine, *algo, *budget, *out, *trace, *svg, *costs;
-    int64_t iters, seed, beta;
-    int json, no_delta, beta_set;
+    const char *machine, *algo, *budget, *out, *trace, *svg, *costs, *beta, *anneal;
+    int64_t iters, seed;
+    int json, no_delta;
     sf_sim_options sim;
 } search_opts;
 
@@ -87,6 +90,18 @@ static int parse_duration(const char *s, double *out) {
     return *out > 0 && isfinite(*out) ? 0 : -1;
 }
 
+/* A real number in [0, 1e9], as FlexFlow's --search-alpha: "50", "0.5", "2e3";
+ * no sign, "inf", "nan" or hex (strtod would take them). */
+static int parse_beta(const char *s, double *out) {
+    char *end;
+    if (!((*s >= '0' && *s <= '9') || *s == '.')) return -1;
+    if (s[0] == '0' && (s[1] == 'x' || s[1] == 'X')) return -1;
+    double v = strtod(s, &end);
+    if (end == s || *end || !(v >= 0 && v <= 1e9)) return -1;
+    *out = v;
+    return 0;
+}
+
 int sf_cmd_search(int argc, char **argv) {
     const char *cmd = argv[0];
     search_opts o;
@@ -105,10 +120,8 @@ int sf_cmd_search(int argc, char **argv) {
         if (sf_cli_str(&a, "--budget", NULL, &o.budget)) continue;
         if (sf_cli_int(&a, "--iters", NULL, 1, (int64_t)1 << 40, &o.iters)) continue;
         if (sf_cli_int(&a, "--seed", NULL, 0, INT64_MAX, &o.seed)) continue;
-        if (sf_cli_int(&a, "--beta", NULL, 0, 1000000, &o.beta)) {
-            o.beta_set = 1;
-            continue;
-        }
+        if (sf_cli_str(&a, "--beta", NULL, &o.beta)) continue;
+        if (sf_cli_str(&a, "--anneal", NULL, &o.anneal)) continue;
         if (sf_cli_flag(&a, "--no-delta", NULL, &o.no_delta)) continue;
         if (sf_cli_sim_option(&a, &o.sim)) continue;
         if (sf_cli_str(&a, "--out", "-o", &o.out)) continue;
@@ -128,6 +141,14 @@ int sf_cmd_search(int argc, char **argv) {
     if (o.budget && parse_duration(o.budget, &budget_s) != 0)
         return sf_cli_usage_error(cmd, "--budget wants a duration above 0 such as 30s, 2m or "
                                        "500ms, not '%s'", o.budget);
+    double beta = 0;
+    if (o.beta && parse_beta(o.beta, &beta) != 0)
+        return sf_cli_usage_error(cmd, "--beta wants a number from 0 to 1e9 such as 50, 0.5 "
+                                       "or 2e3, not '%.64s'", o.beta);
+    double anneal = 0;
+    if (o.anneal && parse_beta(o.anneal, &anneal) != 0)
+        return sf_cli_usage_error(cmd, "--anneal wants a number from 0 to 1e9 such as 100 or 1, "
+                                       "not '%.64s'", o.anneal);
     if (o.budget && o.iters)
         return sf_cli_usage_error(cmd, "give --budget or --iters, not both");
 
@@ -160,7 +181,8 @@ int sf_cmd_search(int argc, char **argv) {
     so.mcmc.seed = (uint64_t)o.seed;
     so.mcmc.iters = o.iters;
     so.mcmc.budget_s = o.iters ? 0 : budget_s;
-    if (o.beta_set) so.mcmc.beta = (double)o.beta;
+    if (o.beta) so.mcmc.beta = beta;
+    if (o.anneal) so.mcmc.anneal = anneal;
     so.mcmc.use_delta = !o.no_delta;
     so.mcmc.sim = o.sim;
     so.mcmc.progress = !o.json;
@@ -221,6 +243,8 @@ int sf_cmd_search(int argc, char **argv) {
             json_object_set_new(j, "mcmc_ms", json_real(rows[SF_SEARCH_MCMC].iter_s * 1e3));
             json_object_set_new(j, "iterations", json_integer(rep.mcmc.iterations));
             json_object_set_new(j, "accepted", json_integer(rep.mcmc.accepted));
+            json_object_set_new(j, "polish_moves", json_integer(rep.mcmc.polish_moves));
+            json_object_set_new(j, "polish_improved", json_integer(rep.mcmc.polish_improved));
             json_object_set_new(j, "seconds", json_real(rep.mcmc.seconds));
             json_object_set_new(j, "sims_per_s", json_real(rep.mcmc.sims_per_s));
         } else {
@@ -267,9 +291,11 @@ int sf_cmd_search(int argc, char **argv) {
                    rep.optcnn.nodes_initial, rep.optcnn.exact ? "exact" : "not exact: ",
                    rep.optcnn.exact ? "" : rep.optcnn.method);
         if (run_mcmc)
-            printf("mcmc: %lld proposals (%lld accepted) in %.1f s, %.0f simulations/s\n",
-                   (long long)rep.mcmc.iterations, (long long)rep.mcmc.accepted, rep.mcmc.seconds,
-                   rep.mcmc.sims_per_s);
+            printf("mcmc: %lld proposals (%lld accepted), %lld of them the polish's (%lld "
+                   "improving), in %.1f s, %.0f simulations/s\n",
+                   (long long)rep.mcmc.iterations, (long long)rep.mcmc.accepted,
+                   (long long)rep.mcmc.polish_moves, (long long)rep.mcmc.polish_improved,
+                   rep.mcmc.seconds, rep.mcmc.sims_per_s);
         printf("best: %s, %.3f ms, %.2fx over data parallelism%s%s\n", rows[rep.best].name,
                br.iter_s * 1e3, data_s / br.iter_s, o.out ? ", written to " : "",
                o.out ? o.out : "");

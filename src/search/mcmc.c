@@ -18,7 +18,9 @@
  *     strategy fits): memory is a hard constraint;
  *   - accepted when the current strategy does not fit and the proposal does;
  *   - otherwise accepted with probability min(1, exp(-beta * (new - cur) / ref)),
- *     ref = the chain's start cost, and undone with sf_sim_revert when rejected.
+ *     ref = the chain's start cost, and undone with sf_sim_revert when rejected
+ *     (beta: o->beta, or with o->anneal > 1 o->beta * anneal^(share of the
+ *     chain's budget used)).
  *
  * Why divide by ref: FlexFlow's exp(-beta * delta) needs a beta per model, since
  * iteration times range from microseconds (LeNet) to seconds (NMT). Measuring
@@ -39,7 +41,8 @@
  * among themselves by overflow), so a fitting answer is always returned when any
  * start fits, and the answer is never worse than the best start.
  *
- * Budget: over all starts, in seconds and/or iterations. Start i of n gets an
+ * Budget: over all starts, in seconds and/or iterations (with the polish, three
+ * quarters of it: see below). Start i of n gets an
  * equal share of what is left (so an early-stopped start leaves its remainder to
  * the later ones) and stops early once it has not improved its own best for half
  * of its share, as the paper does.
@@ -57,6 +60,30 @@
  * moves a share of every chain's budget, and on the RNNs of the search tables
  * that lost more than they found (bench/RESULTS.md).
  *
+ * The polish (o->polish, the default): the chains get three quarters of the
+ * budget, and the rest, with whatever they leave, goes to a greedy descent from
+ * the best strategy seen. The chains at beta 50 accept most proposals (71% for
+ * AlexNet on four P100s under bulk sync, 3000 proposals): a change to one
+ * operator moves the
+ * iteration by well under 1%, which the Metropolis test accepts with
+ * probability above 0.6, so the chains drift across the plateau around their
+ * best and stop short of small improvements near it (0.01-0.24% on six cases
+ * of issue 29 where data or owt parallelism with only the classifier and the
+ * loss changed beat the search, even with twice the budget). The polish tries,
+ * operator by operator, most weights first (a weight's sync and update grow
+ * with it, and weightless operators mostly follow a neighbour, which the
+ * lined-up and pair moves cover): the configs lined up with each neighbour,
+ * every candidate config (each degree tuple over its splittable dimensions
+ * with a power-of-two product or one dividing the device count, on every run
+ * of contiguous devices), then each candidate with each neighbour lined up with
+ * it (a pair move); a move that makes the strategy strictly better is kept at
+ * once. Passes repeat until one improves nothing or the budget ends. Each move
+ * is one bounded delta update (bound: the current time), so a worse one costs
+ * a fraction of a simulation. The polish draws no random numbers. Why not a
+ * colder chain instead: an annealed beta (o->anneal: beta grows geometrically
+ * to beta * anneal over each chain) was tried, 50 to 5000, and with the polish
+ * after it lost more than it found (docs/search.md), so it is off by default.
+ *
  * Determinism: one sf_rng seeded from o->seed, consumed in a fixed order (the
  * operator, the proposal, then the uniform of the Metropolis test). Delta
  * simulation is exact, so full and delta modes (o->use_delta) follow the same
@@ -65,7 +92,8 @@
  * depend on the machine's speed.
  *
  * Memory: strategies (best, the last chain's start, and the working copy of
- * full mode) and a per-device capacity table are allocated once per search; the
+ * full mode), a per-device capacity table and the polish's candidate buffer
+ * and operator order are allocated once per search; the
  * loop itself keeps a move (two configs) on the stack and never allocates (the
  * simulator reuses its own buffers).
  */
@@ -76,14 +104,19 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* The share of the budget the chains leave to the polish (top of the file). */
+#define POLISH_SHARE 0.25
+
 void sf_mcmc_options_default(sf_mcmc_options *o) {
     memset(o, 0, sizeof *o);
     o->budget_s = 30;
     o->iters = 0;
     o->seed = 1;
     o->beta = 50;
+    o->anneal = 1;
     o->use_delta = 1;
     o->pair_moves = 1;
+    o->polish = 1;
     o->progress = 0;
     sf_sim_options_default(&o->sim);
 }
@@ -123,6 +156,10 @@ typedef struct mc_search {
     int best_start;
     int64_t iterations, accepted, sims;
     int64_t pair_proposals, pair_accepted;
+    int64_t polish_moves, polish_improved;
+    sf_config *cands;     /* polish: [max_cands] candidate configs of one operator */
+    int *order;           /* polish: [n_movable] the movable operators, most weights first */
+    int max_cands;
     double t0_s;
     sf_progress bar;
 } mc_search;
@@ -149,7 +186,8 @@ static int op_movable(const sf_op *op, int n_dev) {
 
 /* Metropolis-Hastings acceptance of proposal p over current cur (see the top
  * of the file). Draws from the rng only for a worse proposal. */
-static int accept(mc_search *s, const mc_point *cur, const mc_point *p, const mc_point *ref) {
+static int accept(mc_search *s, const mc_point *cur, const mc_point *p, const mc_point *ref,
+                  double beta) {
     double worse;
     if (p->fits) {
         if (!cur->fits) return 1;
@@ -160,7 +198,7 @@ static int accept(mc_search *s, const mc_point *cur, const mc_point *p, const mc
                 (p->excess_bytes - cur->excess_bytes) / ref->excess_bytes;
     }
     if (worse <= 0) return 1;
-    return sf_rng_uniform(&s->rng) < exp(-s->o->beta * worse);
+    return sf_rng_uniform(&s->rng) < exp(-beta * worse);
 }
 
 static void draw_progress(mc_search *s, double now_s) {
@@ -286,6 +324,23 @@ static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, int pai
     sf_config_random(op, s->m, &s->rng, c);
 }
 
+/* The inverse temperature at proposal `it` of a chain: o->beta times
+ * o->anneal to the power of the share of the chain's budget used so far (in
+ * proposals, or in seconds when that is further along), so it grows
+ * geometrically from o->beta at the start to o->beta * o->anneal at the end. */
+static double chain_beta(const sf_mcmc_options *o, int has_it, int64_t it, int64_t share_it,
+                         double chain_t0, double share_s) {
+    if (!(o->anneal > 1)) return o->beta;
+    double frac = 0;
+    if (has_it && share_it > 0) frac = (double)it / (double)share_it;
+    if (o->budget_s > 0 && share_s > 0) {
+        double f = (sf_now_s() - chain_t0) / share_s;
+        if (f > frac) frac = f;
+    }
+    if (frac > 1) frac = 1;
+    return o->beta * pow(o->anneal, frac);
+}
+
 /* One chain from `start` with a budget of share_it iterations (has_it) and
  * share_s seconds (budget_s > 0); what it finds is credited to start i. pairs:
  * half of its proposals are pair moves. */
@@ -348,10 +403,11 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
          * uniform u drawn now: the proposal is accepted iff it fits and its time
          * is at most cur + ref * (-ln u) / beta. Knowing that bound before
          * simulating lets delta simulation stop as soon as it is exceeded. */
+        double beta = chain_beta(o, has_it, it - 1, share_it, chain_t0, share_s);
         double bound = INFINITY;
         if (cur.fits) {
             double u = sf_rng_uniform(&s->rng);
-            if (o->beta > 0 && u > 0) bound = cur.cost_s - ref.cost_s * log(u) / o->beta;
+            if (beta > 0 && u > 0) bound = cur.cost_s - ref.cost_s * log(u) / beta;
         }
         if (o->use_delta) {
             st = sf_sim_update_ops(s->sim, mv.n, mv.op, mv.cfg, bound, &r, err);
@@ -372,7 +428,7 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
             if (ok) p = point_of(s, &r);
         } else {
             p = point_of(s, &r);
-            ok = accept(s, &cur, &p, &ref);
+            ok = accept(s, &cur, &p, &ref, beta);
         }
         if (ok) {
             cur = p;
@@ -394,6 +450,164 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
     return SF_OK;
 }
 
+/* ---- the greedy polish ------------------------------------------------------ */
+
+/* Degree tuples over op's splittable dimensions from dimension i on, whose
+ * product with `prod` is at most n_dev and SF_MAX_PARTS; for each complete
+ * tuple whose product p is a power of two or divides n_dev, one config per
+ * run of p contiguous devices (first device 0, 1, ..., n_dev - p). Stores
+ * the first `cap` into out and returns how many there are. */
+static int cands_from(const sf_op *op, int n_dev, int i, int prod, int *deg, sf_config *out,
+                      int cap, int n) {
+    int nd = op->space.ndim;
+    if (i == nd) {
+        if ((prod & (prod - 1)) != 0 && n_dev % prod != 0) return n;
+        for (int f = 0; f + prod <= n_dev; f++) {
+            if (n < cap) {
+                sf_config *c = &out[n];
+                memset(c, 0, sizeof *c);
+                sf_config_set_degrees(c, nd, deg); /* prod <= SF_MAX_PARTS: cannot fail */
+                for (int p = 0; p < prod; p++) c->device[p] = (int16_t)(f + p);
+            }
+            n++;
+        }
+        return n;
+    }
+    int top = 1;
+    if (op->kinds[i] != SF_DIM_NONE) top = op->space.d[i] < n_dev ? (int)op->space.d[i] : n_dev;
+    for (int d = 1; d <= top && prod * d <= n_dev && prod * d <= SF_MAX_PARTS; d++) {
+        deg[i] = d;
+        n = cands_from(op, n_dev, i + 1, prod * d, deg, out, cap, n);
+    }
+    deg[i] = 1;
+    return n;
+}
+
+/* The polish's candidate configs of op (see cands_from); out may be NULL with
+ * cap 0 to count them. */
+static int polish_cands(const sf_op *op, int n_dev, sf_config *out, int cap) {
+    int deg[SF_MAX_DIMS];
+    for (int i = 0; i < SF_MAX_DIMS; i++) deg[i] = 1;
+    return cands_from(op, n_dev, 0, 1, deg, out, cap, 0);
+}
+
+/* Budget left for the polish: 1 while there is. */
+static int polish_budget_left(const mc_search *s, double deadline_s) {
+    const sf_mcmc_options *o = s->o;
+    if (o->iters > 0 && s->iterations >= o->iters) return 0;
+    if (o->budget_s > 0 && sf_now_s() >= deadline_s) return 0;
+    return 1;
+}
+
+/* The polish's current strategy: the simulator's, or in full mode the working copy. */
+static const sf_strategy *polish_current(const mc_search *s) {
+    return s->o->use_delta ? sf_sim_strategy(s->sim) : s->work;
+}
+
+/* Try one move from the current strategy (point *cur): keep it
+ * when it is strictly better, else undo it. *improved is set when kept. */
+static sf_status polish_try(mc_search *s, mc_move *mv, mc_point *cur, int *improved,
+                            sf_error *err) {
+    const sf_strategy *cs = polish_current(s);
+    int n = 0;
+    for (int j = 0; j < mv->n; j++) {
+        if (sf_config_equal(&mv->cfg[j], sf_strategy_get(cs, mv->op[j]))) continue;
+        mv->op[n] = mv->op[j];
+        mv->cfg[n++] = mv->cfg[j];
+    }
+    /* a pair move whose partner keeps its config is a single move, tried already */
+    if (n == 0 || n < mv->n) return SF_OK;
+    mv->n = n;
+    sf_sim_result r;
+    double bound = cur->fits ? cur->cost_s : INFINITY;
+    sf_config saved[2];
+    sf_status st;
+    if (s->o->use_delta) {
+        st = sf_sim_update_ops(s->sim, mv->n, mv->op, mv->cfg, bound, &r, err);
+    } else {
+        for (int j = 0; j < mv->n; j++) {
+            sf_config *wc = sf_strategy_config(s->work, mv->op[j]);
+            saved[j] = *wc;
+            *wc = mv->cfg[j];
+        }
+        st = sf_sim_run(s->sim, s->work, &r, err);
+    }
+    if (st != SF_OK) return st;
+    s->sims++;
+    s->iterations++;
+    s->polish_moves++;
+    if (s->o->progress && (s->iterations & 63) == 0) draw_progress(s, sf_now_s());
+    if (!r.cut_off) {
+        mc_point p = point_of(s, &r);
+        if (point_better(&p, cur)) {
+            *cur = p;
+            *improved = 1;
+            s->accepted++;
+            s->polish_improved++;
+            offer_best(s, &p, polish_current(s), s->best_start);
+            return SF_OK;
+        }
+    }
+    if (s->o->use_delta) return sf_sim_revert(s->sim, NULL, err);
+    for (int j = mv->n - 1; j >= 0; j--) *sf_strategy_config(s->work, mv->op[j]) = saved[j];
+    return SF_OK;
+}
+
+/* Greedy descent from the best strategy seen (o->polish; see the top of the
+ * file), in passes over the movable operators, most weights first: for each,
+ * its single moves (the configs lined up with each neighbour, then its
+ * candidate configs), then its pair moves (each candidate with each neighbour
+ * lined up with it). A move that improves the strategy is kept at once; the
+ * passes go on until one improves nothing, or the budget ends. Draws no random
+ * numbers. */
+static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
+    sf_sim_result r;
+    sf_status st = sf_sim_run(s->sim, s->best, &r, err);
+    if (st != SF_OK) return st;
+    s->sims++;
+    if (!s->o->use_delta) sf_strategy_copy(s->work, s->best);
+    mc_point cur = point_of(s, &r);
+    int improved = 1;
+    while (improved && polish_budget_left(s, deadline_s)) {
+        improved = 0;
+        for (int k = 0; k < s->n_movable && polish_budget_left(s, deadline_s); k++) {
+            int opi = s->order[k];
+            const sf_op *op = sf_graph_op(s->g, opi);
+            int nc = polish_cands(op, s->n_dev, s->cands, s->max_cands);
+            int nb0 = s->nbr_start[opi], nb1 = s->nbr_start[opi + 1];
+            mc_move mv;
+            mv.pair = 0;
+            /* single moves: its neighbours' configs lined up with it, then its candidates */
+            for (int j = nb0 - nb1; j < nc && polish_budget_left(s, deadline_s); j++) {
+                mv.n = 1;
+                mv.op[0] = opi;
+                if (j < 0)
+                    line_up(op, s->m, sf_strategy_get(polish_current(s), s->nbr[nb1 + j]),
+                            &mv.cfg[0]);
+                else
+                    mv.cfg[0] = s->cands[j];
+                st = polish_try(s, &mv, &cur, &improved, err);
+                if (st != SF_OK) return st;
+            }
+            /* pair moves: each candidate with each neighbour lined up with it */
+            mv.pair = 1;
+            for (int e = nb0; e < nb1; e++) {
+                int nb = s->nbr[e];
+                for (int j = 0; j < nc && polish_budget_left(s, deadline_s); j++) {
+                    mv.n = 2;
+                    mv.op[0] = opi;
+                    mv.op[1] = nb;
+                    mv.cfg[0] = s->cands[j];
+                    line_up(sf_graph_op(s->g, nb), s->m, &mv.cfg[0], &mv.cfg[1]);
+                    st = polish_try(s, &mv, &cur, &improved, err);
+                    if (st != SF_OK) return st;
+                }
+            }
+        }
+    }
+    return SF_OK;
+}
+
 static void search_free(mc_search *s) {
     free(s->nbr_start);
     free(s->nbr);
@@ -403,6 +617,8 @@ static void search_free(mc_search *s) {
     sf_strategy_free(s->polish);
     free(s->cap_bytes);
     free(s->movable);
+    free(s->cands);
+    free(s->order);
 }
 
 sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
@@ -432,6 +648,8 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
                             "mcmc: needs a budget (seconds or iterations above 0)");
     if (!(o->beta >= 0) || !isfinite(o->beta) || !(o->budget_s >= 0) || !isfinite(o->budget_s))
         return sf_error_set(err, SF_ERR_INVALID, "mcmc: beta and budget must be finite and >= 0");
+    if (!(o->anneal >= 0) || !isfinite(o->anneal))
+        return sf_error_set(err, SF_ERR_INVALID, "mcmc: anneal must be finite and >= 0");
 
     mc_search s;
     memset(&s, 0, sizeof s);
@@ -458,6 +676,26 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
     for (int d = 0; d < s.n_dev; d++) s.cap_bytes[d] = sf_machine_device_kind(m, d)->mem_bytes;
     for (int i = 0; i < n_ops; i++)
         if (op_movable(sf_graph_op(g, i), s.n_dev)) s.movable[s.n_movable++] = i;
+    if (o->polish) {
+        for (int k = 0; k < s.n_movable; k++) {
+            int n = polish_cands(sf_graph_op(g, s.movable[k]), s.n_dev, NULL, 0);
+            if (n > s.max_cands) s.max_cands = n;
+        }
+        s.cands = malloc((size_t)(s.max_cands > 0 ? s.max_cands : 1) * sizeof *s.cands);
+        s.order = malloc((size_t)(s.n_movable > 0 ? s.n_movable : 1) * sizeof *s.order);
+        if (!s.cands || !s.order) {
+            search_free(&s);
+            return sf_error_set(err, SF_ERR_NOMEM, "mcmc: out of memory");
+        }
+        /* most weights first, then graph order (insertion sort: stable) */
+        for (int k = 0; k < s.n_movable; k++) {
+            int v = s.movable[k], j = k;
+            int64_t w = sf_graph_op(g, v)->n_params;
+            for (; j > 0 && sf_graph_op(g, s.order[j - 1])->n_params < w; j--)
+                s.order[j] = s.order[j - 1];
+            s.order[j] = v;
+        }
+    }
     /* neighbours: every input edge counted at both ends */
     int n_edges = 0;
     for (int i = 0; i < n_ops; i++) n_edges += sf_graph_op(g, i)->n_inputs;
@@ -498,13 +736,21 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
     mc_point start_best = {0, 0, 0};
     int have_start_best = 0;
     sf_status st = SF_OK;
+    /* With the polish, the chains get 1 - POLISH_SHARE of the budget
+     * and the polish the rest, with what the chains leave. */
+    int64_t chain_iters = o->iters;
+    double chain_budget_s = o->budget_s;
+    if (o->polish) {
+        chain_iters = o->iters - (int64_t)((double)o->iters * POLISH_SHARE);
+        chain_budget_s = o->budget_s * (1 - POLISH_SHARE);
+    }
     for (int i = 0; i < n_starts && st == SF_OK; i++) {
         int left = n_starts - i;
         int64_t share_it = 0;
-        if (o->iters > 0) share_it = (o->iters - s.iterations) / left;
+        if (o->iters > 0) share_it = (chain_iters - s.iterations) / left;
         double share_s = 0;
         if (o->budget_s > 0) {
-            share_s = (o->budget_s - (sf_now_s() - s.t0_s)) / left;
+            share_s = (chain_budget_s - (sf_now_s() - s.t0_s)) / left;
             if (share_s < 0) share_s = 0;
         }
         mc_point sp;
@@ -518,8 +764,8 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
      * chain, from the best strategy seen, with pair moves (see the top of the
      * file); it is credited to the start that strategy came from. */
     if (st == SF_OK && o->pair_moves) {
-        int64_t left_it = o->iters > 0 ? o->iters - s.iterations : 0;
-        double left_s = o->budget_s > 0 ? o->budget_s - (sf_now_s() - s.t0_s) : 0;
+        int64_t left_it = o->iters > 0 ? chain_iters - s.iterations : 0;
+        double left_s = o->budget_s > 0 ? chain_budget_s - (sf_now_s() - s.t0_s) : 0;
         if ((o->iters <= 0 || left_it > 0) && (!(o->budget_s > 0) || left_s > 0)) {
             sf_strategy_copy(s.polish, s.best);
             mc_point sp;
@@ -527,6 +773,8 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
                            err);
         }
     }
+    /* Then the greedy polish of the best strategy, with the rest of the budget. */
+    if (st == SF_OK && o->polish) st = polish(&s, s.t0_s + o->budget_s, err);
     if (o->progress) sf_progress_finish(&s.bar);
     if (st == SF_OK) {
         sf_strategy_copy(best, s.best);
@@ -539,6 +787,8 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
             r->accepted = s.accepted;
             r->pair_proposals = s.pair_proposals;
             r->pair_accepted = s.pair_accepted;
+            r->polish_moves = s.polish_moves;
+            r->polish_improved = s.polish_improved;
             r->seconds = sf_now_s() - s.t0_s;
             /* simulations that priced a strategy (starts and proposals); a revert
              * after a rejection is part of a proposal's cost, not a simulation */

@@ -20,6 +20,7 @@
 
 #include "soapflow/models.h"
 #include "soapflow/search.h"
+#include "soapflow/sim.h"
 
 #define REL_EQ(a, b) (fabs((a) - (b)) <= 1e-12 * fmax(fabs(a), fabs(b)))
 
@@ -371,6 +372,70 @@ static void test_cost_by_hand(void **state) {
     sf_machine_free(m);
 }
 
+/* OptCNN prices a layer as the simulator does (the task graph's steps through
+ * the one pricing function) on a machine of the kind calibrate writes: two
+ * ranks sharing one core, priced copies, an all-reduce curve. A data-parallel
+ * linear layer fed by its input in place: in bulk mode the simulator's
+ * schedule is a chain (the core runs both ranks' forward, backward, packing,
+ * unpacking and update in turn; the ring between), so its makespan is the
+ * additive cost, for ring and parameter server alike. */
+static void test_layer_equals_simulator_calibrated(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine_desc d;
+    assert_int_equal(sf_machine_preset_desc("cpu", &d, &err), SF_OK);
+    d.nodes = 1;
+    d.devices_per_node = 2;
+    d.cores_per_node = 1;
+    d.copy_bw_Bps = 7e9;
+    d.n_sync = 2;
+    d.sync_bytes[0] = 4096;
+    d.sync_bw_Bps[0] = 0.8e9;
+    d.sync_bytes[1] = 1 << 26;
+    d.sync_bw_Bps[1] = 2.5e9;
+    sf_machine *m = sf_machine_build(&d, &err);
+    assert_non_null(m);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    sf_graph *g = sf_graph_new("layer");
+    sf_shape xs = sf_shape_make(2, (int64_t[]){64, 300});
+    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = 200;
+    int y = sf_graph_add_op(g, SF_OP_LINEAR, "fc", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    assert_true(x >= 0 && y > 0);
+    sf_strategy *st = sf_strategy_new(g);
+    for (int op = 0; op < 2; op++) {
+        sf_config *c = sf_strategy_config(st, op);
+        assert_int_equal(sf_config_set_degrees(c, 2, (int[]){2, 1}), SF_OK);
+        c->device[0] = 0;
+        c->device[1] = 1;
+    }
+    for (int scheme = SF_SCHEME_RING; scheme <= SF_SCHEME_PS; scheme++) {
+        sf_optcnn_options po;
+        sf_optcnn_options_default(&po);
+        po.scheme = (sf_sync_scheme)scheme;
+        double additive = sf_optcnn_cost(g, m, cm, &po, st);
+        sf_sim_options so;
+        sf_sim_options_default(&so);
+        so.sync = SF_SYNC_BULK;
+        so.scheme = (sf_sync_scheme)scheme;
+        sf_sim *sim = sf_sim_new(g, m, cm, &so, &err);
+        assert_non_null(sim);
+        sf_sim_result r;
+        assert_int_equal(sf_sim_run(sim, st, &r, &err), SF_OK);
+        if (!(fabs(additive - r.iter_s) <= 1e-9 * r.iter_s))
+            fprintf(stderr, "%s: optcnn %.12g, simulated %.12g\n",
+                    sf_sync_scheme_name((sf_sync_scheme)scheme), additive, r.iter_s);
+        assert_true(fabs(additive - r.iter_s) <= 1e-9 * r.iter_s);
+        sf_sim_free(sim);
+    }
+    sf_strategy_free(st);
+    sf_graph_free(g);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+}
+
 /* ---- reduction of real graphs ------------------------------------------------------ */
 
 static void test_chain_reduces_to_nothing(void **state) {
@@ -553,6 +618,7 @@ static void test_options_and_errors(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cost_by_hand),
+        cmocka_unit_test(test_layer_equals_simulator_calibrated),
         cmocka_unit_test(test_dp_equals_exhaustive_series_parallel),
         cmocka_unit_test(test_dp_equals_exhaustive_random_dags),
         cmocka_unit_test(test_dp_branch_and_bound),

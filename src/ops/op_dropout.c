@@ -24,7 +24,8 @@
  * fast kernels agree on every bit of the mask. The reference computes the global
  * index of each element from its multi-index; the fast kernels hoist it per row
  * of the last dimension, and the row loop (integer hash, select, multiply)
- * vectorizes.
+ * vectorizes. Both multiply every element by its factor (0 or the scale), so a
+ * dropped NaN stays NaN as in PyTorch (input * mask), bit for bit alike.
  */
 #include <stddef.h>
 #include <stdint.h>
@@ -139,12 +140,12 @@ static void dropout_row(const dropout_mask *m, uint64_t g0, int64_t len,
     if (!accumulate) {
         for (int64_t j = 0; j < len; j++) {
             uint64_t h = splitmix64(key + (g0 + (uint64_t)j) * DROPOUT_GOLDEN);
-            dst[j] = (h >> 40) >= thr ? src[j] * scale : 0.0f;
+            dst[j] = src[j] * ((h >> 40) >= thr ? scale : 0.0f);
         }
     } else {
         for (int64_t j = 0; j < len; j++) {
             uint64_t h = splitmix64(key + (g0 + (uint64_t)j) * DROPOUT_GOLDEN);
-            dst[j] += (h >> 40) >= thr ? src[j] * scale : 0.0f;
+            dst[j] += src[j] * ((h >> 40) >= thr ? scale : 0.0f);
         }
     }
 }

@@ -54,29 +54,30 @@ static json_t *desc_json(const sf_machine_desc *d) {
     bad |= json_object_set_new(o, "nodes", json_integer(d->nodes));
     bad |= json_object_set_new(o, "devices_per_node", json_integer(d->devices_per_node));
     bad |= json_object_set_new(o, "device", json_string(d->kind.name));
-    bad |= json_object_set_new(o, "peak_flops_fp32", json_real(d->kind.peak_flops[SF_DTYPE_FP32]));
-    bad |= json_object_set_new(o, "peak_flops_fp16", json_real(d->kind.peak_flops[SF_DTYPE_FP16]));
-    bad |= json_object_set_new(o, "peak_flops_bf16", json_real(d->kind.peak_flops[SF_DTYPE_BF16]));
-    bad |= json_object_set_new(o, "mem_bw_Bps", json_real(d->kind.mem_bw_Bps));
-    bad |= json_object_set_new(o, "mem_bytes", json_real(d->kind.mem_bytes));
+    bad |= sf_cli_json_set_real(o, "peak_flops_fp32", d->kind.peak_flops[SF_DTYPE_FP32]);
+    bad |= sf_cli_json_set_real(o, "peak_flops_fp16", d->kind.peak_flops[SF_DTYPE_FP16]);
+    bad |= sf_cli_json_set_real(o, "peak_flops_bf16", d->kind.peak_flops[SF_DTYPE_BF16]);
+    bad |= sf_cli_json_set_real(o, "mem_bw_Bps", d->kind.mem_bw_Bps);
+    bad |= sf_cli_json_set_real(o, "mem_bytes", d->kind.mem_bytes);
     bad |= json_object_set_new(o, "intra", json_string(sf_intra_topology_name(d->intra)));
-    bad |= json_object_set_new(o, "intra_bw_Bps", json_real(d->intra_bw_Bps));
-    bad |= json_object_set_new(o, "intra_latency_s", json_real(d->intra_latency_s));
+    bad |= sf_cli_json_set_real(o, "intra_bw_Bps", d->intra_bw_Bps);
+    bad |= sf_cli_json_set_real(o, "intra_latency_s", d->intra_latency_s);
     if (d->intra == SF_INTRA_PCIE_TREE) {
         bad |= json_object_set_new(o, "pcie_group", json_integer(d->pcie_group));
-        bad |= json_object_set_new(o, "pcie_up_bw_Bps", json_real(d->pcie_up_bw_Bps));
+        bad |= sf_cli_json_set_real(o, "pcie_up_bw_Bps", d->pcie_up_bw_Bps);
     }
     bad |= json_object_set_new(o, "nics_per_node", json_integer(d->nics_per_node));
-    bad |= json_object_set_new(o, "inter_bw_Bps", json_real(d->inter_bw_Bps));
-    bad |= json_object_set_new(o, "inter_latency_s", json_real(d->inter_latency_s));
+    bad |= sf_cli_json_set_real(o, "inter_bw_Bps", d->inter_bw_Bps);
+    bad |= sf_cli_json_set_real(o, "inter_latency_s", d->inter_latency_s);
     if (d->cores_per_node)
         bad |= json_object_set_new(o, "cores_per_node", json_integer(d->cores_per_node));
-    if (d->copy_bw_Bps > 0) bad |= json_object_set_new(o, "copy_bw_Bps", json_real(d->copy_bw_Bps));
+    if (d->copy_bw_Bps > 0) bad |= sf_cli_json_set_real(o, "copy_bw_Bps", d->copy_bw_Bps);
     if (d->n_sync > 0) {
         json_t *a = json_array();
         for (int i = 0; a && i < d->n_sync; i++)
-            bad |= json_array_append_new(a, json_pack("{s:f,s:f}", "bytes", d->sync_bytes[i],
-                                                      "link_bw_Bps", d->sync_bw_Bps[i]));
+            bad |= json_array_append_new(
+                a, json_pack("{s:o,s:o}", "bytes", sf_cli_json_real(d->sync_bytes[i]),
+                             "link_bw_Bps", sf_cli_json_real(d->sync_bw_Bps[i])));
         bad |= a ? json_object_set_new(o, "allreduce", a) : -1;
     }
     if (bad) {

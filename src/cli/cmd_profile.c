@@ -132,7 +132,7 @@ static int print_json(const sf_profile_report *r, int entries, const char *out) 
     bad |= json_object_set_new(j, "too_large", json_integer(r->too_large));
     bad |= json_object_set_new(j, "failed", json_integer(r->failed));
     bad |= json_object_set_new(j, "entries", json_integer(entries));
-    bad |= json_object_set_new(j, "seconds", json_real(r->seconds));
+    bad |= sf_cli_json_set_real(j, "seconds", r->seconds);
     bad |= json_object_set_new(j, "out", json_string(out));
     bad |= json_object_set_new(j, "skipped_ops", ops);
     return sf_cli_print_json_built(j, bad);

@@ -202,7 +202,7 @@ int sf_cmd_search(int argc, char **argv) {
             goto done;
         }
         for (int i = SF_SEARCH_DATA; i <= SF_SEARCH_EXPERT; i++)
-            if (rows[i].present) json_object_set_new(b, rows[i].name, json_real(rows[i].iter_s * 1e3));
+            if (rows[i].present) sf_cli_json_set_real(b, rows[i].name, rows[i].iter_s * 1e3);
         json_object_set_new(j, "model", json_string(sf_graph_name(g)));
         json_object_set_new(j, "machine", json_string(sf_machine_name(m)));
         json_object_set_new(j, "devices", json_integer(sf_machine_num_devices(m)));
@@ -211,27 +211,27 @@ int sf_cmd_search(int argc, char **argv) {
         json_object_set_new(j, "segments", json_integer(o.sim.segments));
         json_object_set_new(j, "baselines", b);
         if (run_optcnn) {
-            json_object_set_new(j, "optcnn_ms", json_real(rows[SF_SEARCH_OPTCNN].iter_s * 1e3));
-            json_object_set_new(j, "optcnn_cost_ms", json_real(rep.optcnn.cost_s * 1e3));
+            sf_cli_json_set_real(j, "optcnn_ms", rows[SF_SEARCH_OPTCNN].iter_s * 1e3);
+            sf_cli_json_set_real(j, "optcnn_cost_ms", rep.optcnn.cost_s * 1e3);
             json_object_set_new(j, "optcnn_exact", json_boolean(rep.optcnn.exact));
             json_object_set_new(j, "optcnn_nodes_left", json_integer(rep.optcnn.nodes_left));
-            json_object_set_new(j, "optcnn_seconds", json_real(rep.optcnn.seconds));
+            sf_cli_json_set_real(j, "optcnn_seconds", rep.optcnn.seconds);
         }
         if (run_mcmc) {
-            json_object_set_new(j, "mcmc_ms", json_real(rows[SF_SEARCH_MCMC].iter_s * 1e3));
+            sf_cli_json_set_real(j, "mcmc_ms", rows[SF_SEARCH_MCMC].iter_s * 1e3);
             json_object_set_new(j, "iterations", json_integer(rep.mcmc.iterations));
             json_object_set_new(j, "accepted", json_integer(rep.mcmc.accepted));
-            json_object_set_new(j, "seconds", json_real(rep.mcmc.seconds));
-            json_object_set_new(j, "sims_per_s", json_real(rep.mcmc.sims_per_s));
+            sf_cli_json_set_real(j, "seconds", rep.mcmc.seconds);
+            sf_cli_json_set_real(j, "sims_per_s", rep.mcmc.sims_per_s);
         } else {
             json_object_set_new(j, "iterations", json_integer(0));
-            json_object_set_new(j, "seconds", json_real(rep.optcnn.seconds));
+            sf_cli_json_set_real(j, "seconds", rep.optcnn.seconds);
         }
         json_object_set_new(j, "best", json_string(rows[rep.best].name));
-        json_object_set_new(j, "best_ms", json_real(br.iter_s * 1e3));
-        json_object_set_new(j, "speedup_vs_data", json_real(data_s / br.iter_s));
+        sf_cli_json_set_real(j, "best_ms", br.iter_s * 1e3);
+        sf_cli_json_set_real(j, "speedup_vs_data", data_s / br.iter_s);
         json_object_set_new(j, "best_fits", json_boolean(br.fits));
-        json_object_set_new(j, "best_peak_mem_bytes", json_real(br.peak_mem_bytes));
+        sf_cli_json_set_real(j, "best_peak_mem_bytes", br.peak_mem_bytes);
         if (o.out) json_object_set_new(j, "strategy_file", json_string(o.out));
         rc = sf_cli_print_json(j);
         goto done;

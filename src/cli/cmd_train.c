@@ -398,6 +398,7 @@ static int predict(train_state *t, sf_error *err) {
     }
     t->predicted_s = r.iter_s;
     t->predicted_peak = r.peak_mem_bytes;
+    sf_cli_cost_model_report(cm); /* simulate's warning when the costs file misses tasks */
     sf_sim_free(sim);
     sf_cost_free(cm);
     return SF_EXIT_OK;
@@ -564,6 +565,15 @@ int sf_cmd_train(int argc, char **argv) {
         times[i] = sf_now_s() - t0;
         losses[i] = loss;
         if (st != SF_OK) break;
+        /* a diverged run stops here, on every rank alike (the loss is the same
+         * on all), before it saves weights full of NaN or reports a time */
+        if (!isfinite(loss)) {
+            st = sf_error_set(&err, SF_ERR_INVALID,
+                              "train: the loss is %s at step %lld: the run diverged (try a "
+                              "smaller --lr); nothing saved",
+                              sf_cli_non_finite_name(loss), (long long)(step + 1));
+            break;
+        }
         if (t.o.trace && !traced && (i == total / 2 || i == total - 1)) {
             st = sf_cli_write_measured_trace(t.comm, t.rt, t.o.trace, t.g, t.m, &err);
             traced = 1;
@@ -613,22 +623,22 @@ int sf_cmd_train(int argc, char **argv) {
             json_object_set_new(j, "batch", json_integer(batch));
             json_object_set_new(j, "data", json_string(t.o.data));
             json_object_set_new(j, "steps", json_integer(total));
-            json_object_set_new(j, "loss_first", sf_cli_json_number(losses[0]));
-            json_object_set_new(j, "loss_last", sf_cli_json_number(losses[total - 1]));
+            sf_cli_json_set_number(j, "loss_first", losses[0]);
+            sf_cli_json_set_number(j, "loss_last", losses[total - 1]);
             json_t *ls = json_array();
             for (int64_t i = 0; i < total; i++)
                 json_array_append_new(ls, sf_cli_json_number(losses[i]));
             json_object_set_new(j, "losses", ls);
-            json_object_set_new(j, "iter_ms", sf_cli_json_number(med * 1e3));
-            json_object_set_new(j, "images_per_s", sf_cli_json_number((double)batch / med));
-            json_object_set_new(j, "predicted_iter_ms", sf_cli_json_number(t.predicted_s * 1e3));
+            sf_cli_json_set_number(j, "iter_ms", med * 1e3);
+            sf_cli_json_set_number(j, "images_per_s", (double)batch / med);
+            sf_cli_json_set_number(j, "predicted_iter_ms", t.predicted_s * 1e3);
             json_t *pk = json_array();
             for (int r = 0; r < t.ranks; r++)
                 json_array_append_new(pk, json_integer((json_int_t)peak[r]));
             json_object_set_new(j, "reserved_bytes", pk);
-            json_object_set_new(j, "predicted_peak_bytes", sf_cli_json_number(t.predicted_peak));
+            sf_cli_json_set_number(j, "predicted_peak_bytes", t.predicted_peak);
             if (acc >= 0) {
-                json_object_set_new(j, "test_accuracy", sf_cli_json_number(acc));
+                sf_cli_json_set_number(j, "test_accuracy", acc);
                 json_object_set_new(j, "test_samples", json_integer(acc_seen));
             }
             sf_cli_print_json(j);

@@ -205,11 +205,14 @@ static void fill_batch(sf_batch_bufs *bb, const sf_dataset *ds, const int64_t *o
 
 #define MOMENTUM_SUFFIX ".momentum"
 
-/* Write the gathered weights (and momentum) of g as safetensors, on rank 0. */
+/* Write the gathered weights (and momentum) of g as safetensors, on rank 0,
+ * with the buffers b (batch norm's running statistics, "<op>.running_mean"
+ * and "<op>.running_var" as in PyTorch's state_dict) when b is not NULL. */
 static sf_status save_checkpoint(const char *path, const sf_graph *g, float **w, float **v,
-                                 int64_t step, int64_t seed, int64_t lr_steps, sf_error *err) {
+                                 float **b, int64_t step, int64_t seed, int64_t lr_steps,
+                                 sf_error *err) {
     int n = sf_graph_num_ops(g), cap = 0;
-    for (int i = 0; i < n; i++) cap += 2 * SF_MAX_PARAMS;
+    for (int i = 0; i < n; i++) cap += 3 * SF_MAX_PARAMS;
     sf_st_tensor *t = calloc((size_t)(cap ? cap : 1), sizeof *t);
     char(*names)[160] = calloc((size_t)(cap ? cap : 1), sizeof *names);
     if (!t || !names) {
@@ -218,16 +221,16 @@ static sf_status save_checkpoint(const char *path, const sf_graph *g, float **w,
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     }
     int nt = 0;
-    for (int pass = 0; pass < (v ? 2 : 1); pass++) {
-        float **src = pass ? v : w;
-        for (int i = 0; i < n; i++) {
+    for (int pass = 0; pass < 3; pass++) { /* weights, momentum, buffers */
+        float **src = pass == 0 ? w : pass == 1 ? v : b;
+        for (int i = 0; src && i < n; i++) {
             if (!src[i]) continue;
             const sf_op *op = sf_graph_op(g, i);
             sf_param_desc d[SF_MAX_PARAMS];
-            int np = sf_op_param_descs(op, d);
+            int np = pass == 2 ? sf_buffer_descs(op, d) : sf_op_param_descs(op, d);
             for (int k = 0; k < np; k++) {
                 snprintf(names[nt], sizeof names[nt], "%s.%s%s", op->name, d[k].name,
-                         pass ? MOMENTUM_SUFFIX : "");
+                         pass == 1 ? MOMENTUM_SUFFIX : "");
                 t[nt].name = names[nt];
                 t[nt].ndim = d[k].shape.ndim;
                 for (int q = 0; q < d[k].shape.ndim; q++) t[nt].shape[q] = d[k].shape.d[q];
@@ -254,25 +257,34 @@ static sf_status save_checkpoint(const char *path, const sf_graph *g, float **w,
 }
 
 /* Load weights (and momentum, for a resume) into w and v from a checkpoint:
- * every tensor of the model must be there with its shape; mismatches are listed. */
+ * every tensor of the model must be there with its shape; mismatches are listed.
+ * The buffers b (batch norm's running statistics) are loaded too, but may be
+ * missing altogether (a checkpoint of an older soapflow): then b keeps its
+ * initial values and a warning says so. */
 static sf_status load_checkpoint(const char *path, const sf_graph *g, float **w, float **v,
-                                 int64_t *step, int64_t *seed, int64_t *lr_steps, sf_error *err) {
+                                 float **b, int64_t *step, int64_t *seed, int64_t *lr_steps,
+                                 sf_error *err) {
     sf_st_file *f = sf_safetensors_read(path, err);
     if (!f) return err->code ? err->code : SF_ERR_IO;
     char bad[SF_ERRMSG_MAX] = "";
-    int n_bad = 0;
-    for (int pass = 0; pass < (v ? 2 : 1); pass++) {
-        float **dst = pass ? v : w;
-        for (int i = 0; i < sf_graph_num_ops(g); i++) {
+    int n_bad = 0, n_buf = 0, n_buf_found = 0;
+    for (int pass = 0; pass < 3; pass++) { /* weights, momentum, buffers */
+        float **dst = pass == 0 ? w : pass == 1 ? v : b;
+        for (int i = 0; dst && i < sf_graph_num_ops(g); i++) {
             if (!dst[i]) continue;
             const sf_op *op = sf_graph_op(g, i);
             sf_param_desc d[SF_MAX_PARAMS];
-            int np = sf_op_param_descs(op, d);
+            int np = pass == 2 ? sf_buffer_descs(op, d) : sf_op_param_descs(op, d);
             for (int k = 0; k < np; k++) {
                 char name[160];
                 snprintf(name, sizeof name, "%s.%s%s", op->name, d[k].name,
-                         pass ? MOMENTUM_SUFFIX : "");
+                         pass == 1 ? MOMENTUM_SUFFIX : "");
                 const sf_st_tensor *tp = sf_safetensors_find(f, name);
+                if (pass == 2) {
+                    n_buf++;
+                    n_buf_found += tp != NULL;
+                    if (!tp) continue; /* all missing: warned below; some: listed */
+                }
                 int ok = tp && tp->ndim == d[k].shape.ndim;
                 for (int q = 0; ok && q < tp->ndim; q++) ok = tp->shape[q] == d[k].shape.d[q];
                 if (!ok) {
@@ -287,6 +299,14 @@ static sf_status load_checkpoint(const char *path, const sf_graph *g, float **w,
         }
     }
     sf_status st = SF_OK;
+    if (n_buf_found && n_buf_found < n_buf && !n_bad) {
+        n_bad = n_buf - n_buf_found;
+        snprintf(bad, sizeof bad, "running statistics of some batch norms");
+    }
+    if (!n_bad && n_buf && !n_buf_found)
+        SF_LOG_WARN_F("%s: no batch norm running statistics (an older checkpoint?): they start "
+                      "from mean 0 and variance 1",
+                      path);
     if (n_bad) {
         st = sf_error_set(err, SF_ERR_SHAPE, "%s: %d tensor%s missing or of another shape: %s%s",
                           path, n_bad, n_bad > 1 ? "s" : "", bad, n_bad > 4 ? ", ..." : "");
@@ -319,7 +339,7 @@ typedef struct train_state {
     sf_dataset train, test;
     int input, loss;
     sf_batch_bufs *bb;
-    float **w, **v;
+    float **w, **v, **b; /* weights, momentum, buffers (batch norm's running statistics) */
     int64_t *order;
     double predicted_s;
     double predicted_peak;
@@ -377,7 +397,8 @@ static int setup(train_state *t, sf_error *err) {
     t->bb = sf_batch_bufs_new(t->g, err);
     if (!t->w) t->w = sf_params_new(t->g, (uint64_t)o->seed, 0, err);
     t->v = sf_params_new(t->g, 0, 1, err);
-    if (!t->bb || !t->w || !t->v) return sf_cli_fail_err(err);
+    t->b = sf_buffers_new(t->g, err);
+    if (!t->bb || !t->w || !t->v || !t->b) return sf_cli_fail_err(err);
     return SF_EXIT_OK;
 }
 
@@ -441,6 +462,7 @@ static void state_free(train_state *t) {
     if (t->g) {
         sf_params_free(t->g, t->w);
         sf_params_free(t->g, t->v);
+        sf_params_free(t->g, t->b);
     }
     free(t->order);
     sf_dataset_free(&t->train);
@@ -490,7 +512,7 @@ int sf_cmd_train(int argc, char **argv) {
     int64_t step0 = 0, seed = t.o.seed, lr_steps = 0;
     if (rc == SF_EXIT_OK && (t.o.init || t.o.resume)) {
         if (load_checkpoint(t.o.init ? t.o.init : t.o.resume, t.g, t.w, t.o.resume ? t.v : NULL,
-                            t.o.resume ? &step0 : NULL, t.o.resume ? &seed : NULL,
+                            t.b, t.o.resume ? &step0 : NULL, t.o.resume ? &seed : NULL,
                             t.o.resume ? &lr_steps : NULL, &err) != SF_OK)
             rc = sf_cli_fail_err(&err);
     }
@@ -518,6 +540,7 @@ int sf_cmd_train(int argc, char **argv) {
         st = sf_runtime_set_params(t.rt, SF_RT_WEIGHTS, (const float *const *)t.w, &err);
     if (st == SF_OK && t.o.resume)
         st = sf_runtime_set_params(t.rt, SF_RT_MOMENTUM, (const float *const *)t.v, &err);
+    if (st == SF_OK) st = sf_runtime_set_buffers(t.rt, (const float *const *)t.b, &err);
     if (st == SF_OK) sf_runtime_set_steps(t.rt, step0);
 
     int synthetic = strcmp(t.o.data, "synthetic") == 0;
@@ -593,9 +616,10 @@ int sf_cmd_train(int argc, char **argv) {
         st = sf_runtime_get_params(t.rt, SF_RT_WEIGHTS, t.rank == 0 ? t.w : NULL, &err);
         if (st == SF_OK)
             st = sf_runtime_get_params(t.rt, SF_RT_MOMENTUM, t.rank == 0 ? t.v : NULL, &err);
+        if (st == SF_OK) st = sf_runtime_get_buffers(t.rt, t.b, &err);
         sf_status ws = SF_OK;
         if (st == SF_OK && t.rank == 0)
-            ws = save_checkpoint(t.o.save, t.g, t.w, t.v, step0 + total, seed,
+            ws = save_checkpoint(t.o.save, t.g, t.w, t.v, t.b, step0 + total, seed,
                                  cosine ? lr_steps : 0, &err);
         if (st == SF_OK) st = sf_comm_agree(t.comm, ws, &err);
     }

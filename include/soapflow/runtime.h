@@ -126,6 +126,12 @@ sf_status sf_runtime_step(sf_runtime *rt, const sf_batch *b, double *loss, sf_er
  * softmax_ce operator. Collective. */
 sf_status sf_runtime_eval(sf_runtime *rt, const sf_batch *b, double *loss, int64_t *correct,
                           sf_error *err);
+/* The same forward in either mode: train 0 is sf_runtime_eval; train 1 runs it
+ * as a step's forward does (dropout drawn, batch norm on the batch's
+ * statistics) without updating anything, to compare with a framework's loss
+ * in training mode. Collective. */
+sf_status sf_runtime_forward(sf_runtime *rt, const sf_batch *b, int train, double *loss,
+                             int64_t *correct, sf_error *err);
 
 typedef enum sf_rt_params { SF_RT_WEIGHTS = 0, SF_RT_MOMENTUM, SF_RT_PARAMS_COUNT } sf_rt_params;
 

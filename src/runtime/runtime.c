@@ -1031,11 +1031,18 @@ sf_status sf_runtime_step(sf_runtime *rt, const sf_batch *b, double *loss, sf_er
 
 sf_status sf_runtime_eval(sf_runtime *rt, const sf_batch *b, double *loss, int64_t *correct,
                           sf_error *err) {
+    return sf_runtime_forward(rt, b, 0, loss, correct, err);
+}
+
+sf_status sf_runtime_forward(sf_runtime *rt, const sf_batch *b, int train, double *loss,
+                             int64_t *correct, sf_error *err) {
     double l = 0, ok = 0;
     rt->n_ev = 0;
     rt->t_begin = sf_now_s();
     sf_status st = post_receives(rt, 0, err);
-    rt->eval = 1; /* inference mode: dropout off, batch norm on running statistics */
+    /* inference mode: dropout off, batch norm on running statistics; training
+     * mode leaves the buffers alone (a step clears the sums it adds) */
+    rt->eval = !train;
     if (st == SF_OK) st = forward_pass(rt, b, &l, err);
     rt->eval = 0;
     if (st == SF_OK) st = wait_sends(rt, 0, err);

@@ -172,6 +172,40 @@ static void test_strbuf_take(void **state) {
     assert_int_equal(b.oom, 0);
 }
 
+/* The picture escapes: every character XML or DOT gives a meaning is escaped,
+ * control characters and bytes that are not UTF-8 cannot reach an SVG, and valid
+ * UTF-8 passes unchanged. */
+static void test_strbuf_escapes(void **state) {
+    (void)state;
+    sf_strbuf b = {0};
+    sf_strbuf_put_xml(&b, "R&D <v2> \"q\" 'a'");
+    assert_string_equal(b.s, "R&amp;D &lt;v2&gt; &quot;q&quot; &apos;a&apos;");
+    sf_strbuf_free(&b);
+    sf_strbuf_put_xml(&b, "a\tb\x01"
+                          "c\n");
+    assert_string_equal(b.s, "a b c ");
+    sf_strbuf_free(&b);
+    /* caf\u00e9, a euro sign and an emoji stay; a lone continuation byte, a
+     * truncated sequence, an overlong '/', a surrogate and U+FFFF do not */
+    sf_strbuf_put_xml(&b, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    assert_string_equal(b.s, "caf\xc3\xa9 \xe2\x82\xac \xf0\x9f\x98\x80");
+    sf_strbuf_free(&b);
+    sf_strbuf_put_xml(&b, "\x80|\xe2\x82|\xc0\xaf|\xed\xa0\x80|\xef\xbf\xbf|\xff");
+    for (const char *p = b.s; *p; p++) {
+        unsigned char c = (unsigned char)*p;
+        if (c == 0xef) { /* only U+FFFD may start with EF here */
+            assert_memory_equal(p, "\xef\xbf\xbd", 3);
+            p += 2;
+        } else {
+            assert_true(c == '|');
+        }
+    }
+    sf_strbuf_free(&b);
+    sf_strbuf_put_dot(&b, "a\"b\\c\nd\re");
+    assert_string_equal(b.s, "a\\\"b\\\\c\\nde");
+    sf_strbuf_free(&b);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_status_strings),
@@ -183,6 +217,7 @@ int main(void) {
         cmocka_unit_test(test_strbuf_appends),
         cmocka_unit_test(test_strbuf_long_printf),
         cmocka_unit_test(test_strbuf_take),
+        cmocka_unit_test(test_strbuf_escapes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -164,7 +164,8 @@ static sf_status loss_rank(sf_comm *c, void *arg) {
     if (!rt) return j->err.code;
     sf_status st = sf_runtime_set_params(rt, SF_RT_WEIGHTS, (const float *const *)j->w, &j->err);
     int64_t correct = 0;
-    if (st == SF_OK) st = sf_runtime_eval(rt, j->b, &j->loss, &correct, &j->err);
+    /* the fixtures' loss is PyTorch's in training mode (batch statistics) */
+    if (st == SF_OK) st = sf_runtime_forward(rt, j->b, 1, &j->loss, &correct, &j->err);
     sf_runtime_free(rt);
     return st;
 }

@@ -807,6 +807,65 @@ static void test_relu6_leaky_kinks(void **state) {
     }
 }
 
+/* NaN in, NaN out, as in PyTorch, in both kernels: relu, relu6 and leaky_relu
+ * give NaN for NaN (clamp_min, hardtanh) and pass the gradient through it
+ * (threshold_backward and hardtanh_backward zero only where x <= 0 or x >= 6;
+ * leaky_relu's slope alpha), and sigmoid, tanh and gelu give NaN values and
+ * gradients; finite inputs beside the NaNs keep finite results. The relus
+ * turned NaN into 0 (x > 0 ? x : 0), so that a NaN weight trained on with a
+ * finite loss. */
+static void test_unary_nan(void **state) {
+    (void)state;
+    static const sf_op_type types[] = {SF_OP_RELU, SF_OP_SIGMOID, SF_OP_TANH,
+                                       SF_OP_GELU, SF_OP_RELU6,   SF_OP_LEAKY_RELU};
+    /* 19 elements: past one 8- or 16-wide vector, so the fast loops' bodies and
+     * tails both see a NaN */
+    const int n = 19;
+    sf_shape s = shp(2, 1, n, 0, 0);
+    for (int t = 0; t < N_OF(types); t++) {
+        kop o;
+        sf_op_params p;
+        sf_op_params_default(types[t], &p);
+        if (types[t] == SF_OP_LEAKY_RELU) p.leaky_relu.alpha = 0.25;
+        kop_make(&o, types[t], &s, 1, &p);
+        kdata d;
+        kdata_make(&d, &o, 162, NULL);
+        for (int i = 0; i < n; i++) {
+            d.x[0][i] = i % 3 == 0 ? NAN : (float)(i - 9) * 0.75f;
+            d.dy[0][i] = 1.0f;
+        }
+        int passes = types[t] == SF_OP_RELU || types[t] == SF_OP_RELU6;
+        for (int fast = 0; fast < 2; fast++) {
+            kres r;
+            kres_make(&r, &o);
+            run_partition(&o, WHOLE, fast, &d, &r);
+            for (int i = 0; i < n; i++) {
+                const char *name = sf_op_type_name(types[t]);
+                if (i % 3 != 0) {
+                    if (!isfinite(r.y[0][i]) || !isfinite(r.dx[0][i]))
+                        fail_msg("%s fast=%d: finite x = %g gave %g, %g", name, fast,
+                                 (double)d.x[0][i], (double)r.y[0][i], (double)r.dx[0][i]);
+                    continue;
+                }
+                if (!isnan(r.y[0][i])) fail_msg("%s fast=%d: f(NaN) = %g", name, fast,
+                                                 (double)r.y[0][i]);
+                if (passes && r.dx[0][i] != 1.0f)
+                    fail_msg("%s fast=%d: gradient at NaN %g, want dy", name, fast,
+                             (double)r.dx[0][i]);
+                if (types[t] == SF_OP_LEAKY_RELU && r.dx[0][i] != 0.25f)
+                    fail_msg("%s fast=%d: gradient at NaN %g, want alpha * dy", name, fast,
+                             (double)r.dx[0][i]);
+                if (!passes && types[t] != SF_OP_LEAKY_RELU && !isnan(r.dx[0][i]))
+                    fail_msg("%s fast=%d: gradient at NaN %g, want NaN", name, fast,
+                             (double)r.dx[0][i]);
+            }
+            kres_free(&r, &o);
+        }
+        kdata_free(&d, &o);
+        sf_graph_free(o.g);
+    }
+}
+
 /* ---- binary ------------------------------------------------------------ */
 
 static void test_binary(void **state) {
@@ -926,6 +985,67 @@ static void test_pool2d_ties(void **state) {
     pool2d_ties(&pool_cases[3], 0); /* overlapping windows */
     pool2d_ties(&pool_cases[3], 1);
     pool2d_ties(&pool_cases[6], 1); /* 2x2 stride 2, odd sizes */
+}
+
+/* NaN in a window: max and average pooling give NaN there, in both kernels and
+ * on every tiling, and max pooling's gradient goes to the window's last NaN
+ * (PyTorch's (v > max) || isnan(v)); the other windows are untouched. Max
+ * pooling skipped NaNs (v > max), so a NaN activation came out finite. */
+static void test_pool2d_nan(void **state) {
+    (void)state;
+    for (int c = 0; c < N_OF(pool_cases); c++) {
+        const pool_case *k = &pool_cases[c];
+        if (k->mode == SF_POOL_ADAPTIVE_AVG) continue;
+        kop o;
+        pool_make(&o, k);
+        kdata d;
+        int fm[1] = {FILL_DISTINCT};
+        kdata_make(&d, &o, 360 + (uint64_t)c, fm);
+        for (int64_t i = 0; i < o.n_x[0]; i++) {
+            if ((i * 7 + 3) % 11 == 0) d.x[0][i] = NAN;
+        }
+        for (int64_t i = 0; i < o.n_y[0]; i++) d.dy[0][i] = 1.0f;
+        /* the expected: windows by definition, in double */
+        const sf_shape *ys = &o.op->out_shapes[0];
+        int64_t OH = ys->d[2], OW = ys->d[3], H = k->h, W = k->w;
+        float *want_y = falloc(o.n_y[0]), *want_dx = falloc(o.n_x[0]);
+        for (int64_t nc = 0; nc < k->n * k->c; nc++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    int64_t h0 = oh * k->sh - k->ph, w0 = ow * k->sw - k->pw;
+                    int64_t last_nan = -1;
+                    for (int64_t ih = h0; ih < h0 + k->kh; ih++)
+                        for (int64_t iw = w0; iw < w0 + k->kw; iw++)
+                            if (ih >= 0 && ih < H && iw >= 0 && iw < W &&
+                                isnan(d.x[0][(nc * H + ih) * W + iw]))
+                                last_nan = (nc * H + ih) * W + iw;
+                    int64_t yi = (nc * OH + oh) * OW + ow;
+                    want_y[yi] = last_nan >= 0 ? NAN : 0.0f;
+                    if (last_nan >= 0 && k->mode == SF_POOL_MAX) want_dx[last_nan] += 1.0f;
+                }
+        static const int degs[][SF_MAX_DIMS] = {{1, 1, 1, 1, 1, 1}, {2, 1, 3, 2, 1, 1}};
+        for (int fast = 0; fast < 2; fast++)
+            for (int g = 0; g < N_OF(degs); g++) {
+                kres r;
+                kres_make(&r, &o);
+                run_partition(&o, degs[g], fast, &d, &r);
+                for (int64_t i = 0; i < o.n_y[0]; i++)
+                    if (isnan(r.y[0][i]) != isnan(want_y[i]))
+                        fail_msg("pool case %d fast=%d tiling %d: y[%lld] = %g", c, fast, g,
+                                 (long long)i, (double)r.y[0][i]);
+                if (k->mode == SF_POOL_MAX)
+                    for (int64_t i = 0; i < o.n_x[0]; i++)
+                        if (isnan(d.x[0][i]) && r.dx[0][i] != want_dx[i])
+                            fail_msg("pool case %d fast=%d tiling %d: dx at NaN %lld = %g, "
+                                     "want %g", c, fast, g, (long long)i, (double)r.dx[0][i],
+                                     (double)want_dx[i]);
+                kres_free(&r, &o);
+            }
+        free(want_y);
+        free(want_dx);
+        kdata_free(&d, &o);
+        sf_graph_free(o.g);
+    }
 }
 
 /* ---- concat, split, reshape, flatten ----------------------------------- */
@@ -1070,6 +1190,33 @@ static void test_dropout(void **state) {
             kdata_free(&d, &o);
             sf_graph_free(o.g);
         }
+}
+
+/* A dropped NaN stays NaN (PyTorch multiplies by the mask), in both kernels,
+ * forward and backward: the fast kernel selected 0 for a dropped element. */
+static void test_dropout_nan(void **state) {
+    (void)state;
+    sf_shape s = shp(2, 3, 37, 0, 0);
+    kop o;
+    dropout_make(&o, &s, 0.5);
+    kdata d;
+    kdata_make(&d, &o, 790, NULL);
+    for (int64_t i = 0; i < o.n_x[0]; i++) {
+        d.x[0][i] = NAN;
+        d.dy[0][i] = NAN;
+    }
+    for (int fast = 0; fast < 2; fast++) {
+        kres r;
+        kres_make(&r, &o);
+        run_partition(&o, WHOLE, fast, &d, &r);
+        for (int64_t i = 0; i < o.n_x[0]; i++)
+            if (!isnan(r.y[0][i]) || !isnan(r.dx[0][i]))
+                fail_msg("dropout fast=%d: NaN at %lld gave %g, %g", fast, (long long)i,
+                         (double)r.y[0][i], (double)r.dx[0][i]);
+        kres_free(&r, &o);
+    }
+    kdata_free(&d, &o);
+    sf_graph_free(o.g);
 }
 
 /* p = 0 is the identity, bit for bit; the drop rate is p; seeds and operators
@@ -1499,9 +1646,12 @@ int main(void) {
         cmocka_unit_test(test_unary_range),
         cmocka_unit_test(test_relu6_leaky_kinks),
         cmocka_unit_test(test_relu_at_zero),
+        cmocka_unit_test(test_unary_nan),
         cmocka_unit_test(test_binary),
         cmocka_unit_test(test_pool2d),
         cmocka_unit_test(test_pool2d_ties),
+        cmocka_unit_test(test_pool2d_nan),
+        cmocka_unit_test(test_dropout_nan),
         cmocka_unit_test(test_concat),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_reshape_flatten),

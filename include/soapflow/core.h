@@ -119,6 +119,17 @@ SF_API void sf_strbuf_vprintf(sf_strbuf *b, const char *fmt, va_list ap);
 SF_API char *sf_strbuf_take(sf_strbuf *b);
 /* Drop the text; b is empty again and may be reused. */
 SF_API void sf_strbuf_free(sf_strbuf *b);
+/* s escaped for the two picture formats, so that a name that holds any bytes (a
+ * model called `R&D <v2>`) cannot break the file. Every SVG and DOT writer puts
+ * text through these and nothing else.
+ * XML character data or attribute text: & < > " ' as entities, control
+ * characters (which XML 1.0 forbids) as spaces, and bytes that are not valid
+ * UTF-8 as U+FFFD, so the result is well-formed whatever s holds.
+ * The inside of a DOT quoted string: quotes and backslashes escaped (a
+ * backslash would otherwise start a label escape such as \l), a line break as
+ * \n, carriage returns dropped. */
+SF_API void sf_strbuf_put_xml(sf_strbuf *b, const char *s);
+SF_API void sf_strbuf_put_dot(sf_strbuf *b, const char *s);
 
 /* ---- random numbers ---------------------------------------------------- */
 

@@ -183,6 +183,13 @@ typedef struct sf_profile_options {
     double max_bytes; /* skip keys whose buffers need more; 0: the device memory */
     FILE *progress;   /* progress bar (drawn only on a terminal), or NULL */
     uint64_t seed;    /* for the random contents of the buffers */
+    /* Called after each new entry is in db, with the entries measured so far in
+     * this run: where a caller saves the file as it goes (`soapflow profile`
+     * writes it every few seconds, so that an interrupted run keeps what it
+     * measured) or stops the run. A status other than SF_OK ends the run with
+     * it, the entries so far staying in db. NULL: none. */
+    sf_status (*on_entry)(sf_profile_db *db, int measured, void *arg, sf_error *err);
+    void *on_entry_arg;
 } sf_profile_options;
 
 SF_API void sf_profile_options_default(sf_profile_options *o);

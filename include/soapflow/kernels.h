@@ -100,6 +100,19 @@ typedef struct sf_kernel_args {
     double *loss;          /* softmax_ce forward: NULL, or accumulates the tile's
                             * share of the mean cross-entropy (sum over its rows
                             * of -log p[label] / rows of the whole tensor) */
+    /* Inference mode and batch norm's running statistics, as PyTorch's
+     * module.eval() and BatchNorm's buffers (zero: training, no statistics). */
+    int eval;             /* 1: inference: dropout is the identity, and batch norm
+                           * normalizes with `running` instead of the batch */
+    const float *running; /* batchnorm: the running mean (C) then the running
+                           * variance (C) of the whole operator; needed in eval
+                           * mode, and in training it is the shift of bn_sums */
+    double *bn_sums;      /* batchnorm training forward: NULL, or accumulates, for
+                           * each channel c of the tile, at [3c, 3c + 3) of a
+                           * (3 C) array, the elements of c in the tile, and the
+                           * sums of x - running_mean[c] and of its square, so a
+                           * caller adds tiles (and ranks) into the whole batch's
+                           * statistics (sf_batchnorm_update_running) */
 } sf_kernel_args;
 
 /* Scratch bytes the kernels of `op` need for tile `t` (forward when backward is
@@ -112,6 +125,15 @@ SF_API size_t sf_kernel_workspace_bytes(const sf_op *op, const sf_tile *t, int b
  * they do not; SF_ERR_UNSUPPORTED when the operator has no such kernel. */
 SF_API sf_status sf_kernel_forward(const sf_kernel_args *args, int fast);
 SF_API sf_status sf_kernel_backward(const sf_kernel_args *args, int fast);
+
+/* Batch norm's running statistics after one training batch, as
+ * nn.BatchNorm*d(momentum=0.1) updates them: running = (1 - 0.1) running +
+ * 0.1 batch, the mean, and the variance unbiased (n / (n - 1), n the elements
+ * of a channel in the whole batch). sums (3 C) as bn_sums above, added over
+ * every tile of the batch; running (2 C) in place. A channel without elements
+ * is left alone, and one of a single element keeps its variance (PyTorch
+ * refuses such a batch). */
+SF_API void sf_batchnorm_update_running(int64_t channels, const double *sums, float *running);
 
 /* The BLAS behind the fast kernels: "OpenBLAS" (the soapflow library), or
  * "reference" (the planning library, soapflow_plan, which links without BLAS

@@ -123,11 +123,19 @@ typedef struct sf_batch {
 /* One training iteration; *loss (when non-NULL) gets the summed loss of every
  * softmax_ce operator, the same on every rank. Collective. */
 SF_API sf_status sf_runtime_step(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err);
-/* Forward only (no gradients, no update): the loss, and, for classification,
- * the number of rows whose largest probability is at their label (correct),
- * summed over every softmax_ce operator. Collective. */
+/* Forward only (no gradients, no update), in inference mode as PyTorch's
+ * module.eval(): dropout is the identity and batch norm normalizes with its
+ * running statistics. The loss, and, for classification, the number of rows
+ * whose largest probability is at their label (correct), summed over every
+ * softmax_ce operator. Collective. */
 SF_API sf_status sf_runtime_eval(sf_runtime *rt, const sf_batch *b, double *loss, int64_t *correct,
                                  sf_error *err);
+/* The same forward in either mode: train 0 is sf_runtime_eval; train 1 runs it
+ * as a step's forward does (dropout drawn, batch norm on the batch's
+ * statistics) without updating anything, to compare with a framework's loss
+ * in training mode. Collective. */
+SF_API sf_status sf_runtime_forward(sf_runtime *rt, const sf_batch *b, int train, double *loss,
+                                    int64_t *correct, sf_error *err);
 
 typedef enum sf_rt_params { SF_RT_WEIGHTS = 0, SF_RT_MOMENTUM, SF_RT_PARAMS_COUNT } sf_rt_params;
 
@@ -139,6 +147,16 @@ SF_API sf_status sf_runtime_set_params(sf_runtime *rt, sf_rt_params which, const
  * each shard's elements come from its first device. Collective. */
 SF_API sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const *bufs,
                                        sf_error *err);
+/* Buffers: the state that is not trained but kept, batch norm's running mean
+ * and variance (PyTorch's running_mean and running_var). Each training step
+ * updates them from the statistics of its whole batch, added over every part
+ * and rank (momentum 0.1, unbiased variance, as nn.BatchNorm*d), so that every
+ * rank holds the same numbers and they are those one device would have, however
+ * the operator is split: docs/runtime.md. bufs[op] is op's full buffer layout
+ * (sf_buffers_numel floats; NULL for operators without buffers): set on every
+ * rank alike, got from this rank (all hold the same). */
+SF_API sf_status sf_runtime_set_buffers(sf_runtime *rt, const float *const *bufs, sf_error *err);
+SF_API sf_status sf_runtime_get_buffers(const sf_runtime *rt, float *const *bufs, sf_error *err);
 /* The learning rate of the next steps (a schedule sets it before each). */
 SF_API void sf_runtime_set_lr(sf_runtime *rt, double lr);
 /* Steps taken (sf_runtime_step calls, or as set for a resumed run). */
@@ -191,6 +209,18 @@ SF_API sf_status sf_runtime_write_trace(const char *path, const sf_graph *g,
  * the strategy. */
 SF_API float **sf_params_new(const sf_graph *g, uint64_t seed, int zero, sf_error *err);
 SF_API void sf_params_free(const sf_graph *g, float **bufs);
+/* Floats of op's buffers: 2 C for a batch norm (running_mean (C), then
+ * running_var (C)), 0 for every other operator. */
+SF_API int64_t sf_buffers_numel(const sf_op *op);
+/* The buffer tensors of op as sf_op_param_descs describes parameters (out has
+ * room for SF_MAX_PARAMS): PyTorch's state_dict names "running_mean" and
+ * "running_var", shape (C), their offsets and constant initial values (0, 1).
+ * Checkpoints name them "<op>.<name>". Returns the count (0 without buffers). */
+SF_API int sf_buffer_descs(const sf_op *op, sf_param_desc *out);
+/* A malloc'd buffer layout for every operator that has buffers (NULL for the
+ * others), at PyTorch's initial values: running mean 0, running variance 1.
+ * Free with sf_params_free. */
+SF_API float **sf_buffers_new(const sf_graph *g, sf_error *err);
 
 /* ---- batches held in memory ------------------------------------------------------ */
 

@@ -378,9 +378,41 @@ int sf_cli_print_json_built(json_t *v, int bad) {
 
 /* 2^53: above it a double no longer holds every integer. */
 json_t *sf_cli_json_number(double v) {
+    if (!isfinite(v)) return json_null(); /* json_real would refuse it: NULL */
     if (v >= 0 && v < 9007199254740992.0 && v == (double)(json_int_t)v)
         return json_integer((json_int_t)v);
     return json_real(v);
+}
+
+json_t *sf_cli_json_real(double v) { return isfinite(v) ? json_real(v) : json_null(); }
+
+const char *sf_cli_non_finite_name(double v) {
+    if (isnan(v)) return "NaN";
+    if (isinf(v)) return v > 0 ? "+Inf" : "-Inf";
+    return NULL;
+}
+
+int sf_cli_json_null_reason(json_t *obj, const char *key, const char *reason) {
+    json_t *r = json_object_get(obj, "null_reasons");
+    if (!r) {
+        r = json_object();
+        if (json_object_set_new(obj, "null_reasons", r) != 0) return -1;
+    }
+    return json_object_set_new(r, key, json_string(reason)) != 0 ? -1 : 0;
+}
+
+static int set_with_reason(json_t *obj, const char *key, double v, json_t *value) {
+    if (json_object_set_new(obj, key, value) != 0) return -1;
+    const char *why = sf_cli_non_finite_name(v);
+    return why ? sf_cli_json_null_reason(obj, key, why) : 0;
+}
+
+int sf_cli_json_set_number(json_t *obj, const char *key, double v) {
+    return set_with_reason(obj, key, v, sf_cli_json_number(v));
+}
+
+int sf_cli_json_set_real(json_t *obj, const char *key, double v) {
+    return set_with_reason(obj, key, v, sf_cli_json_real(v));
 }
 
 char *sf_cli_fmt_count(int64_t v, char *buf, size_t n) {

@@ -149,9 +149,26 @@ int sf_cli_print_json(json_t *v);
 /* The same for an object built member by member with `bad |= json_object_set_new(...)`:
  * when bad (a member could not be added), v is dropped and out of memory reported. */
 int sf_cli_print_json_built(json_t *v, int bad);
-/* Byte counts and FLOPs are doubles in the library but whole numbers: a JSON
- * integer while a double holds it exactly, else a real. NULL when out of memory. */
+/* Every double a command puts into its JSON goes through these (never
+ * json_real or json_pack's "f", which return NULL for NaN and infinities, so
+ * that the member silently disappears, or the whole object with it).
+ * A number: a JSON integer while a double holds it exactly (byte counts and
+ * FLOPs are doubles in the library but whole numbers), else a real, and null
+ * when v is not finite. NULL only when out of memory. */
 json_t *sf_cli_json_number(double v);
+/* A real (measured times, rates: a JSON real even when whole), null when not finite. */
+json_t *sf_cli_json_real(double v);
+/* The rule of README.md ("Conventions every command follows"): obj[key] =
+ * sf_cli_json_number(v), and when v is not finite the reason beside it,
+ * obj["null_reasons"][key] = "NaN", "+Inf" or "-Inf". Returns 0, or -1 when out of memory (for `bad |=`). */
+int sf_cli_json_set_number(json_t *obj, const char *key, double v);
+/* The same with sf_cli_json_real. */
+int sf_cli_json_set_real(json_t *obj, const char *key, double v);
+/* obj["null_reasons"][key] = reason: why obj[key] (or an element of the array
+ * obj[key]) is null. Returns 0 or -1 as above. */
+int sf_cli_json_null_reason(json_t *obj, const char *key, const char *reason);
+/* "NaN", "+Inf" or "-Inf" for a value that is not finite; NULL for one that is. */
+const char *sf_cli_non_finite_name(double v);
 
 /* 25557032 -> "25,557,032". Returns buf. */
 char *sf_cli_fmt_count(int64_t v, char *buf, size_t n);

@@ -148,18 +148,21 @@ static int bench_sim(int argc, char **argv) {
     sf_graph_stats_compute(g, &gs);
     if (json) {
         json_t *j = json_pack(
-            "{s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, s:f, "
-            "s:f, s:f, s:f, s:f, s:f, s:f, s:f}",
-            "model", sf_graph_name(g), "machine", sf_machine_name(m), "strategy", strategy,
-            "sync", sf_sync_mode_name(so.sync), "sync_scheme", sf_sync_scheme_name(so.scheme),
-            "segments", so.segments, "batch", (json_int_t)gs.batch, "tasks", (json_int_t)br.tasks,
-            "reps", (json_int_t)reps, "moves", (json_int_t)moves, "seed", (json_int_t)seed,
-            "full_us", br.full_us, "tasks_per_s",
-            tasks_per_s, "delta_us", br.delta_us, "delta_revert_us", br.delta_revert_us,
-            "delta_tasks", br.delta_tasks, "speedup", speedup, "delta_bounded_us", br.bounded_us,
-            "bounded_cut_frac", br.cut_frac, "delta_rescheduled_frac", br.resched_frac,
-            "delta_changed_frac", br.changed_frac, "delta_uneven_frac", br.uneven_frac,
-            "full_moved_us", br.full_moved_us, "speedup_moved", speedup_moved);
+            "{s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, "
+            "s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+            "model", sf_graph_name(g), "machine", sf_machine_name(m), "strategy", strategy, "sync",
+            sf_sync_mode_name(so.sync), "sync_scheme", sf_sync_scheme_name(so.scheme), "segments",
+            so.segments, "batch", (json_int_t)gs.batch, "tasks", (json_int_t)br.tasks, "reps",
+            (json_int_t)reps, "moves", (json_int_t)moves, "seed", (json_int_t)seed, "full_us",
+            sf_cli_json_real(br.full_us), "tasks_per_s", sf_cli_json_real(tasks_per_s), "delta_us",
+            sf_cli_json_real(br.delta_us), "delta_revert_us", sf_cli_json_real(br.delta_revert_us),
+            "delta_tasks", sf_cli_json_real(br.delta_tasks), "speedup", sf_cli_json_real(speedup),
+            "delta_bounded_us", sf_cli_json_real(br.bounded_us), "bounded_cut_frac",
+            sf_cli_json_real(br.cut_frac), "delta_rescheduled_frac",
+            sf_cli_json_real(br.resched_frac), "delta_changed_frac",
+            sf_cli_json_real(br.changed_frac), "delta_uneven_frac",
+            sf_cli_json_real(br.uneven_frac), "full_moved_us", sf_cli_json_real(br.full_moved_us),
+            "speedup_moved", sf_cli_json_real(speedup_moved));
         rc = sf_cli_print_json(j);
     } else {
         char b1[32];
@@ -183,7 +186,8 @@ static int bench_sim(int argc, char **argv) {
                    br.uneven_frac * 100);
             printf("bounded update+revert %11.1f us  (bound 1.02 x the start, as MCMC bounds "
                    "moves; %.0f%% stopped early; full / bounded %.2f)\n",
-                   br.bounded_us, br.cut_frac * 100, br.bounded_us > 0 ? br.full_us / br.bounded_us : 0);
+                   br.bounded_us, br.cut_frac * 100,
+                   br.bounded_us > 0 ? br.full_us / br.bounded_us : 0);
         }
     }
 done:
@@ -308,14 +312,16 @@ static int bench_machine(int argc, char **argv) {
     double rss_MiB = getrusage(RUSAGE_SELF, &ru) == 0 ? (double)ru.ru_maxrss / 1024.0 : 0;
     if (rc == SF_EXIT_OK && json) {
         json_t *j = json_pack(
-            "{s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f, s:f, "
-            "s:f}",
+            "{s:s, s:i, s:i, s:i, s:s, s:s, s:s, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, "
+            "s:o}",
             "machine", sf_machine_name(m), "devices", n_dev, "nodes", sf_machine_num_nodes(m),
             "links", sf_machine_num_links(m), "topology", sf_intra_topology_name(d.intra), "model",
             sf_graph_name(g), "strategy", strategy, "tasks", (json_int_t)br.tasks, "reps",
             (json_int_t)reps, "moves", (json_int_t)moves, "pairs", (json_int_t)pairs, "build_ms",
-            build_s * 1e3, "route_ns", route_s * 1e9, "sim_new_ms", br.sim_new_s * 1e3,
-            "full_ms", br.full_s * 1e3, "delta_us", br.delta_s * 1e6, "peak_rss_MiB", rss_MiB);
+            sf_cli_json_real(build_s * 1e3), "route_ns", sf_cli_json_real(route_s * 1e9),
+            "sim_new_ms", sf_cli_json_real(br.sim_new_s * 1e3), "full_ms",
+            sf_cli_json_real(br.full_s * 1e3), "delta_us", sf_cli_json_real(br.delta_s * 1e6),
+            "peak_rss_MiB", sf_cli_json_real(rss_MiB));
         rc = sf_cli_print_json(j);
     } else if (rc == SF_EXIT_OK) {
         char b1[32], b2[32];

@@ -143,8 +143,8 @@ static json_t *op_json(const sf_graph *g, const sf_op *op) {
     if (op->weight_owner >= 0)
         json_object_set_new(o, "shares_weights_of",
                             json_string(sf_graph_op(g, op->weight_owner)->name));
-    json_object_set_new(o, "flops_fwd", sf_cli_json_number(c.flops_fwd));
-    json_object_set_new(o, "flops_bwd", sf_cli_json_number(c.flops_bwd));
+    sf_cli_json_set_number(o, "flops_fwd", c.flops_fwd);
+    sf_cli_json_set_number(o, "flops_bwd", c.flops_bwd);
     json_object_set_new(o, "parallel_dims", dims);
     return o;
 }
@@ -160,10 +160,10 @@ static int print_json(const sf_graph *g, const sf_graph_stats *st, const graph_o
     if (machine) bad |= json_object_set_new(j, "machine", json_string(machine));
     bad |= json_object_set_new(j, "ops", json_integer(st->ops));
     bad |= json_object_set_new(j, "params", json_integer(st->params));
-    bad |= json_object_set_new(j, "flops_fwd", sf_cli_json_number(st->flops_fwd));
-    bad |= json_object_set_new(j, "flops_bwd", sf_cli_json_number(st->flops_bwd));
-    bad |= json_object_set_new(j, "activation_bytes", sf_cli_json_number(st->activation_bytes));
-    bad |= json_object_set_new(j, "weight_bytes", sf_cli_json_number(st->weight_bytes));
+    bad |= sf_cli_json_set_number(j, "flops_fwd", st->flops_fwd);
+    bad |= sf_cli_json_set_number(j, "flops_bwd", st->flops_bwd);
+    bad |= sf_cli_json_set_number(j, "activation_bytes", st->activation_bytes);
+    bad |= sf_cli_json_set_number(j, "weight_bytes", st->weight_bytes);
     bad |= json_object_set_new(j, "batch", json_integer(st->batch));
     if (o->ops) {
         json_t *arr = json_array();

@@ -7,8 +7,14 @@
  * The costs file is a cache as well as a result: when it exists it is read
  * first, and only keys it lacks are measured, so profiling a second model, a
  * larger machine of the same kind or the same model again costs only what is
- * new. The file is written once at the end, atomically; an interrupted run
- * loses its measurements but never corrupts the file. Operators without a fast
+ * new. The file is written as the run goes, atomically: after a new entry
+ * once --save-every seconds (5) have passed since the last write, and at the
+ * end. So a profile of a large model killed after a minute keeps all but its
+ * last few seconds, and a rerun resumes where it stopped. SIGINT, SIGTERM and
+ * SIGHUP do better: the run stops after the task it is measuring, writes the
+ * file with every entry so far, and exits 1 saying so (a second signal ends
+ * it at once, as main.c's handler does, removing a half-written temporary).
+ * Either way the file is only ever replaced whole. Operators without a fast
  * kernel yet are skipped and named, since the profiled model will fall back to
  * the analytic model for them.
  */
@@ -16,12 +22,14 @@
 
 #include <ctype.h>
 #include <errno.h>
+#include <signal.h>
 #include <string.h>
 
 #include "soapflow/cost.h"
 #include "soapflow/io.h"
 
 #define DEFAULT_MACHINE "cpu"
+#define DEFAULT_SAVE_EVERY_S 5
 
 static int usage(FILE *out) {
     fprintf(out,
@@ -44,6 +52,10 @@ static int usage(FILE *out) {
             "  --warmup N             untimed runs before them (default: 2)\n"
             "  --max-devices N        profile configs of at most N parts (default: the\n"
             "                         machine's device count)\n"
+            "  --save-every S         write the costs file after a new entry once S seconds\n"
+            "                         have passed since the last write (default: %d; 0:\n"
+            "                         after every entry), so an interrupted run keeps what\n"
+            "                         it measured and a rerun resumes\n"
             "  --json                 print one JSON object: keys, measured, reused, skipped,\n"
             "                         too_large, failed, entries, seconds, out, skipped_ops\n"
             "  -h, --help             show this help\n"
@@ -56,14 +68,14 @@ static int usage(FILE *out) {
             "example:\n"
             "  soapflow profile --model lenet5 --machine cpu --reps 5\n"
             "  soapflow simulate --model lenet5 --machine cpu --costs costs-lenet5-cpu.json\n",
-            sf_cli_model_help, DEFAULT_MACHINE);
+            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_SAVE_EVERY_S);
     return SF_EXIT_OK;
 }
 
 typedef struct profile_opts {
     sf_cli_model_opts model;
     const char *machine, *out;
-    int64_t reps, warmup, max_devices;
+    int64_t reps, warmup, max_devices, save_every_s;
     int json;
 } profile_opts;
 
@@ -79,6 +91,7 @@ static int parse(int argc, char **argv, profile_opts *o, const char **cmd) {
         if (sf_cli_int(&a, "--reps", NULL, 1, 100000, &o->reps)) continue;
         if (sf_cli_int(&a, "--warmup", NULL, 0, 100000, &o->warmup)) continue;
         if (sf_cli_int(&a, "--max-devices", NULL, 1, SF_MAX_DEVICES, &o->max_devices)) continue;
+        if (sf_cli_int(&a, "--save-every", NULL, 0, 86400, &o->save_every_s)) continue;
         if (sf_cli_flag(&a, "--json", NULL, &o->json)) continue;
         sf_cli_unknown(&a);
     }
@@ -134,7 +147,7 @@ static int print_json(const sf_profile_report *r, int entries, const char *out) 
     bad |= json_object_set_new(j, "too_large", json_integer(r->too_large));
     bad |= json_object_set_new(j, "failed", json_integer(r->failed));
     bad |= json_object_set_new(j, "entries", json_integer(entries));
-    bad |= json_object_set_new(j, "seconds", json_real(r->seconds));
+    bad |= sf_cli_json_set_real(j, "seconds", r->seconds);
     bad |= json_object_set_new(j, "out", json_string(out));
     bad |= json_object_set_new(j, "skipped_ops", ops);
     return sf_cli_print_json_built(j, bad);
@@ -166,10 +179,65 @@ static int print_text(const sf_profile_report *r, int entries, const char *out, 
     return rc;
 }
 
+/* ---- saving as it goes ------------------------------------------------------ */
+
+/* The signal that asked the run to stop (0: none), and the handlers it replaced. */
+static volatile sig_atomic_t stop_signal;
+static const int stop_signals[] = {SIGINT, SIGTERM, SIGHUP};
+#define N_STOP_SIGNALS ((int)(sizeof stop_signals / sizeof stop_signals[0]))
+static struct sigaction saved_actions[N_STOP_SIGNALS];
+
+/* The first signal asks the run to stop after its current task; the handler
+ * that was there before (main.c's: remove a temporary, then die) takes any
+ * second one, so a save that hangs can still be interrupted. */
+static void on_stop(int sig) {
+    stop_signal = sig;
+    for (int i = 0; i < N_STOP_SIGNALS; i++)
+        if (stop_signals[i] == sig) sigaction(sig, &saved_actions[i], NULL);
+}
+
+static void catch_stop_signals(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_stop;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < N_STOP_SIGNALS; i++) {
+        sigaction(stop_signals[i], NULL, &saved_actions[i]);
+        /* a signal the shell ignores (nohup, a background job) stays ignored */
+        if (saved_actions[i].sa_handler != SIG_IGN) sigaction(stop_signals[i], &sa, NULL);
+    }
+}
+
+static void restore_stop_signals(void) {
+    for (int i = 0; i < N_STOP_SIGNALS; i++) sigaction(stop_signals[i], &saved_actions[i], NULL);
+}
+
+typedef struct saver {
+    const char *out;
+    double every_s, last_s; /* interval, time of the last write */
+    int interrupted;        /* stopped by a signal: the run's end still saves */
+} saver;
+
+/* sf_profile_options.on_entry: write the file when it is due; stop on a signal. */
+static sf_status save_as_we_go(sf_profile_db *db, int measured, void *arg, sf_error *err) {
+    (void)measured;
+    saver *sv = arg;
+    if (stop_signal) {
+        sv->interrupted = 1;
+        return sf_error_set(err, SF_ERR_IO, "interrupted"); /* the caller words it */
+    }
+    double now = sf_now_s();
+    if (now - sv->last_s < sv->every_s) return SF_OK;
+    sf_status st = sf_profile_db_save_json(db, sv->out, err);
+    sv->last_s = sf_now_s(); /* the interval counts from the end of a write */
+    return st;
+}
+
 int sf_cmd_profile(int argc, char **argv) {
     profile_opts o;
     memset(&o, 0, sizeof o);
     o.warmup = -1; /* not given */
+    o.save_every_s = DEFAULT_SAVE_EVERY_S;
     const char *cmd;
     int rc = parse(argc, argv, &o, &cmd);
     if (rc < 0) return usage(stdout);
@@ -213,14 +281,31 @@ int sf_cmd_profile(int argc, char **argv) {
     if (o.warmup >= 0) po.warmup = (int)o.warmup;
     po.max_devices = (int)o.max_devices;
     po.progress = stderr;
+    saver sv = {out, (double)o.save_every_s, sf_now_s(), 0};
+    po.on_entry = save_as_we_go;
+    po.on_entry_arg = &sv;
     sf_profile_report r;
+    stop_signal = 0;
+    catch_stop_signals();
     sf_status st = sf_profile_model(g, m, db, &po, &r, &err);
-    if (st != SF_OK) {
-        rc = sf_cli_fail_err(&err);
+    int sig = stop_signal;
+    /* whatever ended the run, the entries measured so far are kept: written
+     * now, unless the error was the write itself */
+    sf_error serr = {0};
+    sf_status ss = sv.interrupted || st == SF_OK || err.code != SF_ERR_IO
+                       ? sf_profile_db_save_json(db, out, &serr)
+                       : st;
+    restore_stop_signals();
+    if (sv.interrupted) {
+        const char *name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "SIGHUP";
+        rc = ss == SF_OK ? sf_cli_fail("profile: interrupted by %s after %d new entries; %s "
+                                       "holds %d, run again to resume",
+                                       name, r.measured, out, sf_profile_db_count(db))
+                         : sf_cli_fail_err(&serr);
         goto done;
     }
-    if (sf_profile_db_save_json(db, out, &err) != SF_OK) {
-        rc = sf_cli_fail_err(&err);
+    if (st != SF_OK || ss != SF_OK) {
+        rc = sf_cli_fail_err(st != SF_OK ? &err : &serr);
         goto done;
     }
     char list[512];

@@ -23,41 +23,41 @@
 #define DEFAULT_BUDGET_S 30.0
 
 static int usage(FILE *out) {
-    fprintf(out,
-            "usage: soapflow search --model NAME|FILE [options]\n"
-            "\n"
-            "Search for a fast parallelization strategy: simulate the baselines, run\n"
-            "OptCNN's dynamic program and FlexFlow's MCMC search, and report them side\n"
-            "by side with the best strategy found.\n"
-            "\n"
-            "options:\n"
-            "%s"
-            "  --machine NAME|FILE    machine preset or machine JSON (default " DEFAULT_MACHINE
-            ")\n"
-            "                         NAME[N]: its first N devices, N at most one node's\n"
-            "                         devices or whole nodes (p100-4x4[8]: two nodes)\n"
-            "  --algo mcmc|optcnn|all which searches to run (default all)\n"
-            "  --budget TIME          MCMC time budget: 30s, 2m, 500ms, or seconds (default 30s)\n"
-            "  --iters N              MCMC budget in proposals instead (reproducible)\n"
-            "  --seed S               random seed (default 1): same seed and --iters, same result\n"
-            "  --beta B               MCMC inverse temperature, a real number (default 50;\n"
-            "                         see docs/search.md)\n"
-            "  --anneal F             beta grows to beta * F over each chain (default 1:\n"
-            "                         a fixed beta)\n"
-            "  --no-delta             evaluate proposals with full instead of delta simulation\n"
-            "  --costs FILE           measured task times from 'soapflow profile' (default:\n"
-            "                         the analytic roofline model)\n"
-            "%s"
-            "  --out FILE             write the best strategy (strategy JSON)\n"
-            "  --trace FILE           Chrome trace of the best strategy's iteration\n"
-            "  --svg FILE             SVG timeline of the best strategy's iteration\n"
-            "  --json                 print one JSON object instead of tables\n"
-            "  -h, --help             show this help\n"
-            "\n"
-            "example:\n"
-            "  soapflow search --model inception_v3 --machine p100-4x4 --budget 30s --out best.json\n"
-            "  soapflow simulate --model inception_v3 --machine p100-4x4 --strategy best.json\n",
-            sf_cli_model_help, sf_cli_sim_help);
+    fprintf(
+        out,
+        "usage: soapflow search --model NAME|FILE [options]\n"
+        "\n"
+        "Search for a fast parallelization strategy: simulate the baselines, run\n"
+        "OptCNN's dynamic program and FlexFlow's MCMC search, and report them side\n"
+        "by side with the best strategy found.\n"
+        "\n"
+        "options:\n"
+        "%s"
+        "  --machine NAME|FILE    machine preset or machine JSON (default " DEFAULT_MACHINE ")\n"
+        "                         NAME[N]: its first N devices, N at most one node's\n"
+        "                         devices or whole nodes (p100-4x4[8]: two nodes)\n"
+        "  --algo mcmc|optcnn|all which searches to run (default all)\n"
+        "  --budget TIME          MCMC time budget: 30s, 2m, 500ms, or seconds (default 30s)\n"
+        "  --iters N              MCMC budget in proposals instead (reproducible)\n"
+        "  --seed S               random seed (default 1): same seed and --iters, same result\n"
+        "  --beta B               MCMC inverse temperature, a real number (default 50;\n"
+        "                         see docs/search.md)\n"
+        "  --anneal F             beta grows to beta * F over each chain (default 1:\n"
+        "                         a fixed beta)\n"
+        "  --no-delta             evaluate proposals with full instead of delta simulation\n"
+        "  --costs FILE           measured task times from 'soapflow profile' (default:\n"
+        "                         the analytic roofline model)\n"
+        "%s"
+        "  --out FILE             write the best strategy (strategy JSON)\n"
+        "  --trace FILE           Chrome trace of the best strategy's iteration\n"
+        "  --svg FILE             SVG timeline of the best strategy's iteration\n"
+        "  --json                 print one JSON object instead of tables\n"
+        "  -h, --help             show this help\n"
+        "\n"
+        "example:\n"
+        "  soapflow search --model inception_v3 --machine p100-4x4 --budget 30s --out best.json\n"
+        "  soapflow simulate --model inception_v3 --machine p100-4x4 --strategy best.json\n",
+        sf_cli_model_help, sf_cli_sim_help);
     return SF_EXIT_OK;
 }
 
@@ -139,18 +139,23 @@ int sf_cmd_search(int argc, char **argv) {
         return sf_cli_usage_error(cmd, "--algo must be mcmc, optcnn or all, not '%s'", o.algo);
     double budget_s = DEFAULT_BUDGET_S;
     if (o.budget && parse_duration(o.budget, &budget_s) != 0)
-        return sf_cli_usage_error(cmd, "--budget wants a duration above 0 such as 30s, 2m or "
-                                       "500ms, not '%s'", o.budget);
+        return sf_cli_usage_error(cmd,
+                                  "--budget wants a duration above 0 such as 30s, 2m or "
+                                  "500ms, not '%s'",
+                                  o.budget);
     double beta = 0;
     if (o.beta && parse_beta(o.beta, &beta) != 0)
-        return sf_cli_usage_error(cmd, "--beta wants a number from 0 to 1e9 such as 50, 0.5 "
-                                       "or 2e3, not '%.64s'", o.beta);
+        return sf_cli_usage_error(cmd,
+                                  "--beta wants a number from 0 to 1e9 such as 50, 0.5 "
+                                  "or 2e3, not '%.64s'",
+                                  o.beta);
     double anneal = 0;
     if (o.anneal && parse_beta(o.anneal, &anneal) != 0)
-        return sf_cli_usage_error(cmd, "--anneal wants a number from 0 to 1e9 such as 100 or 1, "
-                                       "not '%.64s'", o.anneal);
-    if (o.budget && o.iters)
-        return sf_cli_usage_error(cmd, "give --budget or --iters, not both");
+        return sf_cli_usage_error(cmd,
+                                  "--anneal wants a number from 0 to 1e9 such as 100 or 1, "
+                                  "not '%.64s'",
+                                  o.anneal);
+    if (o.budget && o.iters) return sf_cli_usage_error(cmd, "give --budget or --iters, not both");
 
     sf_error err = {0};
     /* the search takes its budget before it writes: a file that cannot be
@@ -224,7 +229,7 @@ int sf_cmd_search(int argc, char **argv) {
             goto done;
         }
         for (int i = SF_SEARCH_DATA; i <= SF_SEARCH_EXPERT; i++)
-            if (rows[i].present) json_object_set_new(b, rows[i].name, json_real(rows[i].iter_s * 1e3));
+            if (rows[i].present) sf_cli_json_set_real(b, rows[i].name, rows[i].iter_s * 1e3);
         json_object_set_new(j, "model", json_string(sf_graph_name(g)));
         json_object_set_new(j, "machine", json_string(sf_machine_name(m)));
         json_object_set_new(j, "devices", json_integer(sf_machine_num_devices(m)));
@@ -233,36 +238,36 @@ int sf_cmd_search(int argc, char **argv) {
         json_object_set_new(j, "segments", json_integer(o.sim.segments));
         json_object_set_new(j, "baselines", b);
         if (run_optcnn) {
-            json_object_set_new(j, "optcnn_ms", json_real(rows[SF_SEARCH_OPTCNN].iter_s * 1e3));
-            json_object_set_new(j, "optcnn_cost_ms", json_real(rep.optcnn.cost_s * 1e3));
+            sf_cli_json_set_real(j, "optcnn_ms", rows[SF_SEARCH_OPTCNN].iter_s * 1e3);
+            sf_cli_json_set_real(j, "optcnn_cost_ms", rep.optcnn.cost_s * 1e3);
             json_object_set_new(j, "optcnn_exact", json_boolean(rep.optcnn.exact));
             json_object_set_new(j, "optcnn_nodes_left", json_integer(rep.optcnn.nodes_left));
-            json_object_set_new(j, "optcnn_seconds", json_real(rep.optcnn.seconds));
+            sf_cli_json_set_real(j, "optcnn_seconds", rep.optcnn.seconds);
         }
         if (run_mcmc) {
-            json_object_set_new(j, "mcmc_ms", json_real(rows[SF_SEARCH_MCMC].iter_s * 1e3));
+            sf_cli_json_set_real(j, "mcmc_ms", rows[SF_SEARCH_MCMC].iter_s * 1e3);
             json_object_set_new(j, "iterations", json_integer(rep.mcmc.iterations));
             json_object_set_new(j, "accepted", json_integer(rep.mcmc.accepted));
             json_object_set_new(j, "polish_moves", json_integer(rep.mcmc.polish_moves));
             json_object_set_new(j, "polish_improved", json_integer(rep.mcmc.polish_improved));
-            json_object_set_new(j, "seconds", json_real(rep.mcmc.seconds));
-            json_object_set_new(j, "sims_per_s", json_real(rep.mcmc.sims_per_s));
+            sf_cli_json_set_real(j, "seconds", rep.mcmc.seconds);
+            sf_cli_json_set_real(j, "sims_per_s", rep.mcmc.sims_per_s);
         } else {
             json_object_set_new(j, "iterations", json_integer(0));
-            json_object_set_new(j, "seconds", json_real(rep.optcnn.seconds));
+            sf_cli_json_set_real(j, "seconds", rep.optcnn.seconds);
         }
         json_object_set_new(j, "best", json_string(rows[rep.best].name));
-        json_object_set_new(j, "best_ms", json_real(br.iter_s * 1e3));
-        json_object_set_new(j, "speedup_vs_data", json_real(data_s / br.iter_s));
+        sf_cli_json_set_real(j, "best_ms", br.iter_s * 1e3);
+        sf_cli_json_set_real(j, "speedup_vs_data", data_s / br.iter_s);
         json_object_set_new(j, "best_fits", json_boolean(br.fits));
-        json_object_set_new(j, "best_peak_mem_bytes", json_real(br.peak_mem_bytes));
+        sf_cli_json_set_real(j, "best_peak_mem_bytes", br.peak_mem_bytes);
         if (o.out) json_object_set_new(j, "strategy_file", json_string(o.out));
         rc = sf_cli_print_json(j);
         goto done;
     }
     {
-        static const char *const headers[] = {"strategy", "iteration", "speedup", "moved",
-                                              "peak memory", "fits"};
+        static const char *const headers[] = {"strategy", "iteration",   "speedup",
+                                              "moved",    "peak memory", "fits"};
         sf_cli_table *t = sf_cli_table_new(6, headers, "lrrrrl");
         for (int i = 0; i < SF_SEARCH_ROWS; i++) {
             if (!rows[i].present) continue;

@@ -405,25 +405,26 @@ static int print_json(const report *rp) {
     bad |= json_object_set_new(j, "segments", json_integer(rp->sim.segments));
     bad |= json_object_set_new(j, "batch", json_integer(rp->batch));
     bad |= json_object_set_new(j, "devices", json_integer(r->n_devices));
-    bad |= json_object_set_new(j, "iter_ms", json_real(r->iter_s * 1e3));
-    bad |= json_object_set_new(j, "compute_ms", json_real(r->compute_s * 1e3));
-    bad |= json_object_set_new(j, "transfer_ms", json_real(r->transfer_s * 1e3));
-    bad |= json_object_set_new(j, "sync_ms", json_real(r->sync_s * 1e3));
+    bad |= sf_cli_json_set_real(j, "iter_ms", r->iter_s * 1e3);
+    bad |= sf_cli_json_set_real(j, "compute_ms", r->compute_s * 1e3);
+    bad |= sf_cli_json_set_real(j, "transfer_ms", r->transfer_s * 1e3);
+    bad |= sf_cli_json_set_real(j, "sync_ms", r->sync_s * 1e3);
     bad |= json_object_set_new(j, "transfer_bytes", json_integer((json_int_t)r->transfer_bytes));
     bad |= json_object_set_new(j, "sync_bytes", json_integer((json_int_t)r->sync_bytes));
     bad |= json_object_set_new(j, "intra_bytes", json_integer((json_int_t)r->intra_bytes));
     bad |= json_object_set_new(j, "inter_bytes", json_integer((json_int_t)r->inter_bytes));
-    bad |= json_object_set_new(j, "peak_mem_bytes", sf_cli_json_number(r->peak_mem_bytes));
-    bad |= json_object_set_new(j, "mem_capacity_bytes", sf_cli_json_number(rp->capacity));
+    bad |= sf_cli_json_set_number(j, "peak_mem_bytes", r->peak_mem_bytes);
+    bad |= sf_cli_json_set_number(j, "mem_capacity_bytes", rp->capacity);
     bad |= json_object_set_new(j, "fits", json_boolean(r->fits));
     bad |= json_object_set_new(j, "tasks", json_integer((json_int_t)r->tasks));
     for (int d = 0; d < r->n_devices && !bad; d++) {
         const sf_device *dev = sf_machine_device(rp->m, d);
         double busy = r->device_busy_s[d];
         bad |= json_array_append_new(
-            per, json_pack("{s:i, s:i, s:f, s:f, s:o}", "device", d, "node", dev->node, "busy_ms",
-                           busy * 1e3, "utilization", r->iter_s > 0 ? busy / r->iter_s : 0.0,
-                           "mem_bytes", sf_cli_json_number(r->device_mem_bytes[d])));
+            per, json_pack("{s:i, s:i, s:o, s:o, s:o}", "device", d, "node", dev->node, "busy_ms",
+                           sf_cli_json_real(busy * 1e3), "utilization",
+                           sf_cli_json_real(r->iter_s > 0 ? busy / r->iter_s : 0.0), "mem_bytes",
+                           sf_cli_json_number(r->device_mem_bytes[d])));
     }
     bad |= json_object_set_new(j, "per_device", per);
     return sf_cli_print_json_built(j, bad);

@@ -117,7 +117,8 @@ static int parse_scheme(sf_cli_args *a, sf_sync_scheme *out) {
     const char *v;
     if (!sf_cli_str(a, "--sync-scheme", NULL, &v)) return 0;
     if (v && sf_sync_scheme_parse(v, out) != 0) {
-        sf_cli_usage_error(a->cmd, "--sync-scheme must be ring, ps or hierarchical, not '%.64s'", v);
+        sf_cli_usage_error(a->cmd, "--sync-scheme must be ring, ps or hierarchical, not '%.64s'",
+                           v);
         a->status = SF_EXIT_USAGE;
     }
     return 1;
@@ -266,24 +267,27 @@ static char *tensor_name(const char *op, const char *param, int momentum) {
     return s;
 }
 
-/* Write the gathered weights (and momentum) of g as safetensors, on rank 0. */
+/* Write the gathered weights (and momentum) of g as safetensors, on rank 0,
+ * with the buffers b (batch norm's running statistics, "<op>.running_mean"
+ * and "<op>.running_var" as in PyTorch's state_dict) when b is not NULL. */
 static sf_status save_checkpoint(const char *path, const sf_graph *g, float **w, float **v,
-                                 int64_t step, int64_t seed, int64_t lr_steps, sf_error *err) {
+                                 float **b, int64_t step, int64_t seed, int64_t lr_steps,
+                                 sf_error *err) {
     int n = sf_graph_num_ops(g), cap = 0;
-    for (int i = 0; i < n; i++) cap += 2 * SF_MAX_PARAMS;
+    for (int i = 0; i < n; i++) cap += 3 * SF_MAX_PARAMS;
     sf_st_tensor *t = calloc((size_t)(cap ? cap : 1), sizeof *t);
     char **names = calloc((size_t)(cap ? cap : 1), sizeof *names);
     sf_status st = t && names ? SF_OK : SF_ERR_NOMEM;
     int nt = 0;
-    for (int pass = 0; pass < (v ? 2 : 1) && st == SF_OK; pass++) {
-        float **src = pass ? v : w;
-        for (int i = 0; i < n && st == SF_OK; i++) {
+    for (int pass = 0; pass < 3 && st == SF_OK; pass++) { /* weights, momentum, buffers */
+        float **src = pass == 0 ? w : pass == 1 ? v : b;
+        for (int i = 0; src && i < n && st == SF_OK; i++) {
             if (!src[i]) continue;
             const sf_op *op = sf_graph_op(g, i);
             sf_param_desc d[SF_MAX_PARAMS];
-            int np = sf_op_param_descs(op, d);
+            int np = pass == 2 ? sf_buffer_descs(op, d) : sf_op_param_descs(op, d);
             for (int k = 0; k < np; k++) {
-                names[nt] = tensor_name(op->name, d[k].name, pass);
+                names[nt] = tensor_name(op->name, d[k].name, pass == 1);
                 if (!names[nt]) {
                     st = SF_ERR_NOMEM;
                     break;
@@ -341,28 +345,39 @@ static sf_status meta_int(const sf_st_file *f, const char *path, const char *key
  * The numbers of a resume's metadata are checked against what the run does
  * with them: a step indexes the data order and adds to the steps to run, so it
  * is bounded by MAX_STEPS (the caller checks the sum); a schedule's length
- * divides. */
+ * divides. The buffers b (batch norm's running statistics) are loaded too, but may be
+ * missing altogether (a checkpoint of an older soapflow): then b keeps its
+ * initial values and a warning says so. */
 static sf_status load_checkpoint(const char *path, const sf_graph *g, float **w, float **v,
-                                 int64_t *step, int64_t *seed, int64_t *lr_steps, sf_error *err) {
+                                 float **b, int64_t *step, int64_t *seed, int64_t *lr_steps,
+                                 sf_error *err) {
     sf_st_file *f = sf_safetensors_read(path, err);
     if (!f) return err->code ? err->code : SF_ERR_IO;
     char bad[SF_ERRMSG_MAX] = "";
-    int n_bad = 0;
+    int n_bad = 0, n_buf = 0, n_buf_found = 0;
     sf_status st = SF_OK;
-    for (int pass = 0; pass < (v ? 2 : 1) && st == SF_OK; pass++) {
-        float **dst = pass ? v : w;
-        for (int i = 0; i < sf_graph_num_ops(g) && st == SF_OK; i++) {
+    for (int pass = 0; pass < 3 && st == SF_OK; pass++) { /* weights, momentum, buffers */
+        float **dst = pass == 0 ? w : pass == 1 ? v : b;
+        for (int i = 0; dst && i < sf_graph_num_ops(g) && st == SF_OK; i++) {
             if (!dst[i]) continue;
             const sf_op *op = sf_graph_op(g, i);
             sf_param_desc d[SF_MAX_PARAMS];
-            int np = sf_op_param_descs(op, d);
+            int np = pass == 2 ? sf_buffer_descs(op, d) : sf_op_param_descs(op, d);
             for (int k = 0; k < np; k++) {
-                char *name = tensor_name(op->name, d[k].name, pass);
+                char *name = tensor_name(op->name, d[k].name, pass == 1);
                 if (!name) {
                     st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
                     break;
                 }
                 const sf_st_tensor *tp = sf_safetensors_find(f, name);
+                if (pass == 2) {
+                    n_buf++;
+                    n_buf_found += tp != NULL;
+                    if (!tp) { /* all missing: warned below; some: listed */
+                        free(name);
+                        continue;
+                    }
+                }
                 int ok = tp && tp->ndim == d[k].shape.ndim;
                 for (int q = 0; ok && q < tp->ndim; q++) ok = tp->shape[q] == d[k].shape.d[q];
                 if (!ok) {
@@ -377,6 +392,14 @@ static sf_status load_checkpoint(const char *path, const sf_graph *g, float **w,
             }
         }
     }
+    if (st == SF_OK && n_buf_found && n_buf_found < n_buf && !n_bad) {
+        n_bad = n_buf - n_buf_found;
+        snprintf(bad, sizeof bad, "running statistics of some batch norms");
+    }
+    if (st == SF_OK && !n_bad && n_buf && !n_buf_found)
+        SF_LOG_WARN_F("%s: no batch norm running statistics (an older checkpoint?): they start "
+                      "from mean 0 and variance 1",
+                      path);
     if (st != SF_OK) {
         /* out of memory, said */
     } else if (n_bad) {
@@ -405,7 +428,7 @@ typedef struct train_state {
     sf_dataset train, test;
     int input, loss;
     sf_batch_bufs *bb;
-    float **w, **v;
+    float **w, **v, **b; /* weights, momentum, buffers (batch norm's running statistics) */
     int64_t *order;
     double predicted_s;
     double predicted_peak;
@@ -458,7 +481,8 @@ static int setup(train_state *t, sf_error *err) {
     t->bb = sf_batch_bufs_new(t->g, err);
     if (!t->w) t->w = sf_params_new(t->g, (uint64_t)o->seed, 0, err);
     t->v = sf_params_new(t->g, 0, 1, err);
-    if (!t->bb || !t->w || !t->v) return sf_cli_fail_err(err);
+    t->b = sf_buffers_new(t->g, err);
+    if (!t->bb || !t->w || !t->v || !t->b) return sf_cli_fail_err(err);
     return SF_EXIT_OK;
 }
 
@@ -480,6 +504,7 @@ static int predict(train_state *t, sf_error *err) {
     }
     t->predicted_s = r.iter_s;
     t->predicted_peak = r.peak_mem_bytes;
+    sf_cli_cost_model_report(cm); /* simulate's warning when the costs file misses tasks */
     sf_sim_free(sim);
     sf_cost_free(cm);
     return SF_EXIT_OK;
@@ -522,6 +547,7 @@ static void state_free(train_state *t) {
     if (t->g) {
         sf_params_free(t->g, t->w);
         sf_params_free(t->g, t->v);
+        sf_params_free(t->g, t->b);
     }
     free(t->order);
     sf_dataset_free(&t->train);
@@ -563,9 +589,10 @@ static sf_status checkpoint(train_state *t, int64_t step, int64_t seed, int64_t 
     sf_status st = sf_runtime_get_params(t->rt, SF_RT_WEIGHTS, t->rank == 0 ? t->w : NULL, err);
     if (st == SF_OK)
         st = sf_runtime_get_params(t->rt, SF_RT_MOMENTUM, t->rank == 0 ? t->v : NULL, err);
+    if (st == SF_OK) st = sf_runtime_get_buffers(t->rt, t->b, err);
     sf_status ws = SF_OK;
     if (st == SF_OK && t->rank == 0)
-        ws = save_checkpoint(t->o.save, t->g, t->w, t->v, step, seed, lr_steps, err);
+        ws = save_checkpoint(t->o.save, t->g, t->w, t->v, t->b, step, seed, lr_steps, err);
     if (st == SF_OK) st = sf_comm_agree(t->comm, ws, err);
     return st;
 }
@@ -599,7 +626,7 @@ int sf_cmd_train(int argc, char **argv) {
     int64_t step0 = 0, seed = t.o.seed, lr_steps = 0;
     if (rc == SF_EXIT_OK && (t.o.init || t.o.resume)) {
         if (load_checkpoint(t.o.init ? t.o.init : t.o.resume, t.g, t.w, t.o.resume ? t.v : NULL,
-                            t.o.resume ? &step0 : NULL, t.o.resume ? &seed : NULL,
+                            t.b, t.o.resume ? &step0 : NULL, t.o.resume ? &seed : NULL,
                             t.o.resume ? &lr_steps : NULL, &err) != SF_OK)
             rc = sf_cli_fail_err(&err);
     }
@@ -618,8 +645,7 @@ int sf_cmd_train(int argc, char **argv) {
         if (step0 + total > MAX_STEPS)
             rc = sf_cli_fail("train: %s: metadata 'soapflow.step' is %lld, and %lld steps more "
                              "pass the %lld steps a run may reach",
-                             t.o.resume, (long long)step0, (long long)total,
-                             (long long)MAX_STEPS);
+                             t.o.resume, (long long)step0, (long long)total, (long long)MAX_STEPS);
     }
     /* all ranks agree that set-up worked before the runtime's collectives */
     sf_error agree = {0};
@@ -647,6 +673,7 @@ int sf_cmd_train(int argc, char **argv) {
         st = sf_runtime_set_params(t.rt, SF_RT_WEIGHTS, (const float *const *)t.w, &err);
     if (st == SF_OK && t.o.resume)
         st = sf_runtime_set_params(t.rt, SF_RT_MOMENTUM, (const float *const *)t.v, &err);
+    if (st == SF_OK) st = sf_runtime_set_buffers(t.rt, (const float *const *)t.b, &err);
     if (st == SF_OK) sf_runtime_set_steps(t.rt, step0);
 
     int64_t log_every = t.o.log_every ? t.o.log_every : (total >= 10 ? total / 10 : 1);
@@ -685,6 +712,15 @@ int sf_cmd_train(int argc, char **argv) {
         times[i] = sf_now_s() - t0;
         losses[i] = loss;
         if (st != SF_OK) break;
+        /* a diverged run stops here, on every rank alike (the loss is the same
+         * on all), before it saves weights full of NaN or reports a time */
+        if (!isfinite(loss)) {
+            st = sf_error_set(&err, SF_ERR_INVALID,
+                              "train: the loss is %s at step %lld: the run diverged (try a "
+                              "smaller --lr); nothing saved",
+                              sf_cli_non_finite_name(loss), (long long)(step + 1));
+            break;
+        }
         if (t.o.trace && !traced && (i == total / 2 || i == total - 1)) {
             st = sf_cli_write_measured_trace(t.comm, t.rt, t.o.trace, t.g, t.m, &err);
             traced = 1;
@@ -717,8 +753,8 @@ int sf_cmd_train(int argc, char **argv) {
         char no_acc[160] = "";
         if (!synthetic && acc < 0)
             snprintf(no_acc, sizeof no_acc,
-                     "the batch (%lld) is larger than the %lld test samples of %s", (long long)batch,
-                     (long long)t.test.n, t.o.data);
+                     "the batch (%lld) is larger than the %lld test samples of %s",
+                     (long long)batch, (long long)t.test.n, t.o.data);
         int64_t warm = total > 10 ? total / 10 : (total > 1 ? 1 : 0);
         int64_t nm = total - warm;
         double med = sf_median(times + warm, nm);
@@ -733,27 +769,28 @@ int sf_cmd_train(int argc, char **argv) {
             json_object_set_new(j, "batch", json_integer(batch));
             json_object_set_new(j, "data", json_string(t.o.data));
             json_object_set_new(j, "steps", json_integer(total));
-            json_object_set_new(j, "loss_first", sf_cli_json_number(losses[0]));
-            json_object_set_new(j, "loss_last", sf_cli_json_number(losses[total - 1]));
+            sf_cli_json_set_number(j, "loss_first", losses[0]);
+            sf_cli_json_set_number(j, "loss_last", losses[total - 1]);
             json_t *ls = json_array();
             for (int64_t i = 0; i < total; i++)
                 json_array_append_new(ls, sf_cli_json_number(losses[i]));
             json_object_set_new(j, "losses", ls);
-            json_object_set_new(j, "iter_ms", sf_cli_json_number(med * 1e3));
-            json_object_set_new(j, "images_per_s", sf_cli_json_number((double)batch / med));
-            json_object_set_new(j, "predicted_iter_ms", sf_cli_json_number(t.predicted_s * 1e3));
+            sf_cli_json_set_number(j, "iter_ms", med * 1e3);
+            sf_cli_json_set_number(j, "images_per_s", (double)batch / med);
+            sf_cli_json_set_number(j, "predicted_iter_ms", t.predicted_s * 1e3);
             json_t *pk = json_array();
             for (int r = 0; r < t.ranks; r++)
                 json_array_append_new(pk, json_integer((json_int_t)peak[r]));
             json_object_set_new(j, "reserved_bytes", pk);
-            json_object_set_new(j, "predicted_peak_bytes", sf_cli_json_number(t.predicted_peak));
+            sf_cli_json_set_number(j, "predicted_peak_bytes", t.predicted_peak);
             if (!synthetic) {
                 /* null, with the reason, when no batch fitted the test split */
-                json_object_set_new(j, "test_accuracy",
-                                    acc >= 0 ? sf_cli_json_number(acc) : json_null());
+                if (acc >= 0)
+                    sf_cli_json_set_number(j, "test_accuracy", acc);
+                else
+                    json_object_set_new(j, "test_accuracy", json_null());
                 json_object_set_new(j, "test_samples", json_integer(acc_seen));
-                if (acc < 0)
-                    json_object_set_new(j, "test_accuracy_note", json_string(no_acc));
+                if (acc < 0) json_object_set_new(j, "test_accuracy_note", json_string(no_acc));
             }
             sf_cli_print_json(j);
         } else {

@@ -625,11 +625,11 @@ static int write_svg(const vstate *v, const sf_validate_summary *s) {
                      "viewBox=\"0 0 %.0f %.0f\" font-family=\"sans-serif\" font-size=\"12\">\n"
                      "<rect width=\"100%%\" height=\"100%%\" fill=\"white\"/>\n",
                      W, H, W, H);
-    sf_strbuf_printf(&b,
-                     "<text x=\"%.0f\" y=\"24\" font-size=\"14\">%s on %d ranks, %s: median "
-                     "|error| %.1f%%, Kendall tau ",
-                     L, sf_graph_name(v->g), v->ranks, sf_machine_name(v->m),
-                     s->main.median_abs * 100);
+    sf_strbuf_printf(&b, "<text x=\"%.0f\" y=\"24\" font-size=\"14\">", L);
+    sf_strbuf_put_xml(&b, sf_graph_name(v->g));
+    sf_strbuf_printf(&b, " on %d ranks, ", v->ranks);
+    sf_strbuf_put_xml(&b, sf_machine_name(v->m));
+    sf_strbuf_printf(&b, ": median |error| %.1f%%, Kendall tau ", s->main.median_abs * 100);
     char tau[32];
     fmt_tau(s->main.tau, tau, sizeof tau);
     sf_strbuf_printf(&b, "%s</text>\n", tau);
@@ -667,14 +667,7 @@ static int write_svg(const vstate *v, const sf_validate_summary *s) {
         const sf_validate_row *e = &v->rows[i];
         double x = X(e->pred_s * 1e3), y = Y(e->meas_s * 1e3);
         sf_strbuf_printf(&b, "<g><title>%d ", i + 1);
-        for (const char *c = e->name; *c; c++) {
-            if (*c == '<')
-                sf_strbuf_puts(&b, "&lt;");
-            else if (*c == '&')
-                sf_strbuf_puts(&b, "&amp;");
-            else
-                sf_strbuf_add(&b, c, 1);
-        }
+        sf_strbuf_put_xml(&b, e->name);
         sf_strbuf_printf(&b,
                          ": predicted %.3f ms, measured %.3f ms (%+.1f%%)</title>"
                          "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"4\" fill=\"#1f77b4\"/>"

@@ -95,3 +95,78 @@ void sf_strbuf_free(sf_strbuf *b) {
     free(b->s);
     *b = (sf_strbuf){0};
 }
+
+/* The length of the valid UTF-8 sequence at s (1-4), or 0 when s does not
+ * start one: overlong forms, surrogates, code points past U+10FFFF and the
+ * non-characters U+FFFE and U+FFFF that XML refuses are all invalid. */
+static int utf8_valid_len(const unsigned char *s) {
+    unsigned c = s[0];
+    int n;
+    unsigned cp;
+    if (c < 0x80) return 1;
+    if (c >= 0xc2 && c <= 0xdf) {
+        n = 2;
+        cp = c & 0x1f;
+    } else if (c >= 0xe0 && c <= 0xef) {
+        n = 3;
+        cp = c & 0x0f;
+    } else if (c >= 0xf0 && c <= 0xf4) {
+        n = 4;
+        cp = c & 0x07;
+    } else {
+        return 0;
+    }
+    for (int i = 1; i < n; i++) {
+        if ((s[i] & 0xc0) != 0x80) return 0; /* also stops at the NUL */
+        cp = cp << 6 | (s[i] & 0x3fu);
+    }
+    if ((n == 3 && cp < 0x800) || (n == 4 && (cp < 0x10000 || cp > 0x10ffff))) return 0;
+    if ((cp >= 0xd800 && cp <= 0xdfff) || cp == 0xfffe || cp == 0xffff) return 0;
+    return n;
+}
+
+void sf_strbuf_put_xml(sf_strbuf *b, const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    while (*p) {
+        const char *ent = NULL;
+        switch (*p) {
+        case '&': ent = "&amp;"; break;
+        case '<': ent = "&lt;"; break;
+        case '>': ent = "&gt;"; break;
+        case '"': ent = "&quot;"; break;
+        case '\'': ent = "&apos;"; break;
+        default: break;
+        }
+        if (ent) {
+            sf_strbuf_puts(b, ent);
+            p++;
+            continue;
+        }
+        if (*p < 0x20) {
+            sf_strbuf_add(b, " ", 1);
+            p++;
+            continue;
+        }
+        int n = utf8_valid_len(p);
+        if (n == 0) {
+            sf_strbuf_add(b, "\xef\xbf\xbd", 3); /* U+FFFD for one bad byte */
+            p++;
+        } else {
+            sf_strbuf_add(b, (const char *)p, (size_t)n);
+            p += n;
+        }
+    }
+}
+
+void sf_strbuf_put_dot(sf_strbuf *b, const char *s) {
+    for (; *s; s++) {
+        if (*s == '"' || *s == '\\') {
+            char e[2] = {'\\', *s};
+            sf_strbuf_add(b, e, 2);
+        } else if (*s == '\n') {
+            sf_strbuf_add(b, "\\n", 2);
+        } else if (*s != '\r') {
+            sf_strbuf_add(b, s, 1);
+        }
+    }
+}

@@ -26,7 +26,9 @@
  *
  * A kernel error on one key does not end the run: the key is skipped, the
  * first message kept for the report, and the model falls back to the analytic
- * estimate for it.
+ * estimate for it. After each new entry the caller's on_entry runs: the
+ * library writes no file itself, and the command decides when a save is worth
+ * its cost (every few seconds) and when to stop (a signal).
  */
 #include "soapflow/cost.h"
 
@@ -415,6 +417,8 @@ sf_status sf_profile_model(const sf_graph *g, const sf_machine *m, sf_profile_db
             if (mr == M_OK) {
                 st = sf_profile_db_insert(db, key->key, op->type, fwd, bwd, opt->reps, err);
                 if (st == SF_OK) r->measured++;
+                if (st == SF_OK && opt->on_entry)
+                    st = opt->on_entry(db, r->measured, opt->on_entry_arg, err);
             } else if (mr == M_NOMEM) {
                 st = sf_error_set(err, SF_ERR_NOMEM, "out of memory measuring operator '%s'",
                                   op->name);

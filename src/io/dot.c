@@ -5,7 +5,8 @@
  * as its parallel config), one edge per operator input labelled with the tensor's
  * shape. Callers colour operators (e.g. by device) through `colors`; this file
  * knows nothing of strategies. Nodes are named n<id> so that operator names, which
- * may hold any character, appear only inside escaped quoted labels.
+ * may hold any character, appear only inside quoted labels escaped by
+ * sf_strbuf_put_dot.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -15,27 +16,12 @@
 /* Operators with many outputs (a split into 64) list the first few shapes. */
 #define DOT_MAX_SHAPES 4
 
-/* Text inside a DOT quoted string: quotes and backslashes escaped (a backslash
- * would otherwise start a label escape such as \n), line breaks as \n. */
-static void dot_escaped(sf_strbuf *b, const char *s) {
-    for (; *s; s++) {
-        if (*s == '"' || *s == '\\') {
-            char e[2] = {'\\', *s};
-            sf_strbuf_add(b, e, 2);
-        } else if (*s == '\n') {
-            sf_strbuf_add(b, "\\n", 2);
-        } else if (*s != '\r') {
-            sf_strbuf_add(b, s, 1);
-        }
-    }
-}
-
 char *sf_graph_to_dot(const sf_graph *g, const char *const *labels, const char *const *colors,
                       sf_error *err) {
     sf_strbuf b = {0};
     char shape[128];
     sf_strbuf_puts(&b, "digraph \"");
-    dot_escaped(&b, sf_graph_name(g));
+    sf_strbuf_put_dot(&b, sf_graph_name(g));
     sf_strbuf_puts(&b, "\" {\n  rankdir=TB;\n"
                        "  node [shape=box, style=\"rounded,filled\", fillcolor=\"#ffffff\", "
                        "fontname=\"Helvetica\", fontsize=10];\n"
@@ -44,7 +30,7 @@ char *sf_graph_to_dot(const sf_graph *g, const char *const *labels, const char *
     for (int i = 0; i < n; i++) {
         const sf_op *op = sf_graph_op(g, i);
         sf_strbuf_printf(&b, "  n%d [label=\"", i);
-        dot_escaped(&b, op->name);
+        sf_strbuf_put_dot(&b, op->name);
         sf_strbuf_puts(&b, "\\n");
         sf_strbuf_puts(&b, sf_op_type_name(op->type));
         sf_strbuf_puts(&b, "\\n");
@@ -56,12 +42,12 @@ char *sf_graph_to_dot(const sf_graph *g, const char *const *labels, const char *
             sf_strbuf_printf(&b, " (+%d more)", op->n_outputs - DOT_MAX_SHAPES);
         if (labels && labels[i] && labels[i][0]) {
             sf_strbuf_puts(&b, "\\n");
-            dot_escaped(&b, labels[i]);
+            sf_strbuf_put_dot(&b, labels[i]);
         }
         sf_strbuf_puts(&b, "\"");
         if (colors && colors[i] && colors[i][0]) {
             sf_strbuf_puts(&b, ", fillcolor=\"");
-            dot_escaped(&b, colors[i]);
+            sf_strbuf_put_dot(&b, colors[i]);
             sf_strbuf_puts(&b, "\"");
         }
         sf_strbuf_puts(&b, "];\n");

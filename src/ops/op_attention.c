@@ -357,7 +357,8 @@ static void attn_softmax(const attn_geom *g, const attn_ws *w) {
                 row[j] = attn_masked(g, i, j) ? 0.0f : expf(row[j] - mx);
                 sum += row[j];
             }
-            float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+            /* 0 only for a row masked whole; a NaN sum stays NaN, as in PyTorch */
+            float inv = sum == 0.0f ? 0.0f : 1.0f / sum;
             for (int64_t j = 0; j < g->tk; j++) row[j] *= inv;
         }
 }

@@ -35,9 +35,21 @@
  * channel's statistics need only that channel), while a tile split on samples
  * or positions normalizes with its own part's statistics - what a data-parallel
  * FlexFlow or PyTorch without SyncBatchNorm does per replica (per-device batch
- * norm), as the planning side above already assumes. Running mean and variance
- * (inference statistics) are buffers outside the kernel arguments and are not
- * maintained here. Backward recomputes the statistics from x and, with
+ * norm), as the planning side above already assumes. Inference mode (eval, as
+ * PyTorch's module.eval()) normalizes with the running statistics instead:
+ * y = (x - running_mean) / sqrt(running_var + eps) * scale + shift. The
+ * running statistics are buffers the caller keeps (a->running, 2 C floats,
+ * PyTorch's running_mean and running_var); a training forward adds its tile's
+ * per-channel count and sums of x - running_mean and of its square into
+ * a->bn_sums when given, and the caller, having added every tile of the batch
+ * (every part, on every rank), updates the buffers with
+ * sf_batchnorm_update_running: momentum 0.1 and the unbiased variance, as
+ * nn.BatchNorm*d. So the running statistics are those of the whole batch
+ * however the operator is split, the same as one device's, although a
+ * sample-split forward normalizes each part with its own statistics. Sums
+ * around the running mean (the same number on every rank) keep the variance
+ * accurate once the running mean is near the data's.
+ * Backward (training mode only) recomputes the statistics from x and, with
  * xh = (x - mean) * rstd and M the elements of the channel in the tile, adds
  *   dx     += scale * rstd * (dy - sum(dy) / M - xh * sum(dy * xh) / M)
  *   dscale += sum(dy * xh),  dshift += sum(dy)
@@ -166,14 +178,43 @@ static void bn_stats_ref(const bn_geom *g, const float *x, int64_t c, double eps
     *rstd = 1.0 / sqrt(v / m + eps);
 }
 
+/* bn_sums of channel c (tile-relative) around the running mean, in double. */
+static void bn_sums_ref(const bn_geom *g, const float *x, int64_t c, double shift, double *out) {
+    double s1 = 0, s2 = 0;
+    for (int64_t n = 0; n < g->nt; n++)
+        for (int64_t q = 0; q < g->S; q++) {
+            double d = x[(n * g->ct + c) * g->S + q] - shift;
+            s1 += d;
+            s2 += d * d;
+        }
+    out[0] += (double)(g->nt * g->S);
+    out[1] += s1;
+    out[2] += s2;
+}
+
+/* The running statistics (2 C) of an eval call, or a training call that adds sums. */
+static sf_status bn_check_running(const sf_kernel_args *a) {
+    if (a->eval && !a->running) return SF_ERR_INVALID; /* nothing to normalize with */
+    return SF_OK;
+}
+
 static sf_status batchnorm_fwd_ref(const sf_kernel_args *a) {
     bn_geom g;
     bn_geom_init(a, &g);
     const float *x = a->in[0];
     float *y = a->out[0];
+    if (bn_check_running(a) != SF_OK) return SF_ERR_INVALID;
     for (int64_t c = 0; c < g.ct; c++) {
         double mean, rstd;
-        bn_stats_ref(&g, x, c, a->op->params.norm.eps, &mean, &rstd);
+        if (a->eval) {
+            mean = a->running[g.c0 + c];
+            rstd = 1.0 / sqrt((double)a->running[g.C + g.c0 + c] + a->op->params.norm.eps);
+        } else {
+            bn_stats_ref(&g, x, c, a->op->params.norm.eps, &mean, &rstd);
+            if (a->bn_sums)
+                bn_sums_ref(&g, x, c, a->running ? a->running[g.c0 + c] : 0.0,
+                            a->bn_sums + 3 * (g.c0 + c));
+        }
         double gm = g.scale ? g.scale[g.c0 + c] : 1.0, bt = g.shift ? g.shift[g.c0 + c] : 0.0;
         for (int64_t n = 0; n < g.nt; n++)
             for (int64_t q = 0; q < g.S; q++) {
@@ -247,7 +288,7 @@ static void bn_dots(const float *restrict dy, const float *restrict x, float x0,
  * the scale of the spread, so x - mean stays accurate even when the mean is
  * large against the spread (or the channel has 1 or 2 elements). */
 static void bn_stats_fast(const bn_geom *g, const float *x, int64_t c, double eps, float *x0,
-                          float *dm, float *rstd) {
+                          float *dm, float *rstd, double *sums) {
     double m = (double)(g->nt * g->S), s1 = 0, s2 = 0;
     float p = x[c * g->S];
     for (int64_t n = 0; n < g->nt; n++) {
@@ -260,6 +301,20 @@ static void bn_stats_fast(const bn_geom *g, const float *x, int64_t c, double ep
     *x0 = p;
     *dm = (float)d;
     *rstd = (float)(1.0 / sqrt((var > 0 ? var : 0) + eps));
+    if (sums) { /* m, sum (x - p), sum (x - p)^2 for the caller to move to its shift */
+        sums[0] = m;
+        sums[1] = s1;
+        sums[2] = s2;
+    }
+}
+
+/* Sums around pivot p (m, s1, s2) moved to sums around shift k, added into out:
+ * x - k = (x - p) + (p - k). */
+static void bn_sums_move(const double *ps, double p, double k, double *out) {
+    double e = p - k;
+    out[0] += ps[0];
+    out[1] += ps[1] + ps[0] * e;
+    out[2] += ps[2] + 2 * e * ps[1] + ps[0] * e * e;
 }
 
 static sf_status batchnorm_fwd_fast(const sf_kernel_args *a) {
@@ -267,9 +322,22 @@ static sf_status batchnorm_fwd_fast(const sf_kernel_args *a) {
     bn_geom_init(a, &g);
     const float *x = a->in[0];
     float *y = a->out[0];
+    if (bn_check_running(a) != SF_OK) return SF_ERR_INVALID;
     for (int64_t c = 0; c < g.ct; c++) {
         float x0, dm, rstd;
-        bn_stats_fast(&g, x, c, a->op->params.norm.eps, &x0, &dm, &rstd);
+        if (a->eval) {
+            /* (x - x0 - dm) with x0 = 0 and dm the running mean */
+            x0 = 0.0f;
+            dm = a->running[g.c0 + c];
+            rstd = (float)(1.0 / sqrt((double)a->running[g.C + g.c0 + c] + a->op->params.norm.eps));
+        } else {
+            double ps[3];
+            bn_stats_fast(&g, x, c, a->op->params.norm.eps, &x0, &dm, &rstd,
+                          a->bn_sums ? ps : NULL);
+            if (a->bn_sums)
+                bn_sums_move(ps, x0, a->running ? a->running[g.c0 + c] : 0.0,
+                             a->bn_sums + 3 * (g.c0 + c));
+        }
         float gm = g.scale ? g.scale[g.c0 + c] : 1.0f, bt = g.shift ? g.shift[g.c0 + c] : 0.0f;
         const float mul = rstd * gm;
         for (int64_t n = 0; n < g.nt; n++) {
@@ -292,7 +360,7 @@ static sf_status batchnorm_bwd_fast(const sf_kernel_args *a) {
     double m = (double)(g.nt * g.S);
     for (int64_t c = 0; c < g.ct; c++) {
         float x0, dm, rstd;
-        bn_stats_fast(&g, x, c, a->op->params.norm.eps, &x0, &dm, &rstd);
+        bn_stats_fast(&g, x, c, a->op->params.norm.eps, &x0, &dm, &rstd, NULL);
         double sdy = 0, sdyxc = 0; /* sum(dy), sum(dy * (x - mean)) */
         for (int64_t n = 0; n < g.nt; n++) {
             int64_t off = (n * g.ct + c) * g.S;
@@ -320,6 +388,23 @@ static sf_status batchnorm_bwd_fast(const sf_kernel_args *a) {
         }
     }
     return SF_OK;
+}
+
+void sf_batchnorm_update_running(int64_t channels, const double *sums, float *running) {
+    const double momentum = 0.1; /* nn.BatchNorm*d's default */
+    for (int64_t c = 0; c < channels; c++) {
+        double n = sums[3 * c], s1 = sums[3 * c + 1], s2 = sums[3 * c + 2];
+        if (!(n > 0)) continue;
+        double k = running[c], d = s1 / n;
+        double mean = k + d;
+        running[c] = (float)((1 - momentum) * running[c] + momentum * mean);
+        if (n > 1) {
+            double var = (s2 / n - d * d) * n / (n - 1); /* unbiased, as PyTorch */
+            if (var < 0) var = 0;                        /* rounding; a NaN stays NaN */
+            running[channels + c] =
+                (float)((1 - momentum) * running[channels + c] + momentum * var);
+        }
+    }
 }
 
 const sf_op_class sf_op_batchnorm_class = {

@@ -24,10 +24,13 @@
  * fast kernels agree on every bit of the mask. The reference computes the global
  * index of each element from its multi-index; the fast kernels hoist it per row
  * of the last dimension, and the row loop (integer hash, select, multiply)
- * vectorizes.
+ * vectorizes. Both multiply every element by its factor (0 or the scale), so a
+ * dropped NaN stays NaN as in PyTorch (input * mask), bit for bit alike.
+ * In inference mode (a->eval) dropout is the identity, as after module.eval().
  */
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kernels/kernels_impl.h"
 #include "op_impl.h"
@@ -121,13 +124,33 @@ static void dropout_ref(const sf_kernel_args *a, int backward) {
     }
 }
 
+/* Inference mode: the identity, y = x (backward dx += dy), as module.eval(). */
+static void dropout_eval(const sf_kernel_args *a, int backward) {
+    int64_t n = sf_tile_numel(&a->tile);
+    if (!backward) {
+        memcpy(a->out[0], a->in[0], (size_t)n * sizeof(float));
+    } else {
+        const float *restrict dy = a->grad_out[0];
+        float *restrict dx = a->grad_in[0];
+        for (int64_t i = 0; i < n; i++) dx[i] += dy[i];
+    }
+}
+
 static sf_status dropout_fwd_ref(const sf_kernel_args *a) {
-    dropout_ref(a, 0);
+    if (a->eval)
+        dropout_eval(a, 0);
+    else
+        dropout_ref(a, 0);
     return SF_OK;
 }
 
 static sf_status dropout_bwd_ref(const sf_kernel_args *a) {
-    if (a->grad_in && a->grad_in[0]) dropout_ref(a, 1);
+    if (a->grad_in && a->grad_in[0]) {
+        if (a->eval)
+            dropout_eval(a, 1);
+        else
+            dropout_ref(a, 1);
+    }
     return SF_OK;
 }
 
@@ -139,12 +162,12 @@ static void dropout_row(const dropout_mask *m, uint64_t g0, int64_t len,
     if (!accumulate) {
         for (int64_t j = 0; j < len; j++) {
             uint64_t h = splitmix64(key + (g0 + (uint64_t)j) * DROPOUT_GOLDEN);
-            dst[j] = (h >> 40) >= thr ? src[j] * scale : 0.0f;
+            dst[j] = src[j] * ((h >> 40) >= thr ? scale : 0.0f);
         }
     } else {
         for (int64_t j = 0; j < len; j++) {
             uint64_t h = splitmix64(key + (g0 + (uint64_t)j) * DROPOUT_GOLDEN);
-            dst[j] += (h >> 40) >= thr ? src[j] * scale : 0.0f;
+            dst[j] += src[j] * ((h >> 40) >= thr ? scale : 0.0f);
         }
     }
 }
@@ -170,12 +193,20 @@ static void dropout_fast(const sf_kernel_args *a, int backward) {
 }
 
 static sf_status dropout_fwd_fast(const sf_kernel_args *a) {
-    dropout_fast(a, 0);
+    if (a->eval)
+        dropout_eval(a, 0);
+    else
+        dropout_fast(a, 0);
     return SF_OK;
 }
 
 static sf_status dropout_bwd_fast(const sf_kernel_args *a) {
-    if (a->grad_in && a->grad_in[0]) dropout_fast(a, 1);
+    if (a->grad_in && a->grad_in[0]) {
+        if (a->eval)
+            dropout_eval(a, 1);
+        else
+            dropout_fast(a, 1);
+    }
     return SF_OK;
 }
 

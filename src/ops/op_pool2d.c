@@ -23,8 +23,9 @@
  * PyTorch does (max ignores them, like -inf; average adds zeros).
  *   max           the largest element of the window; backward recomputes the
  *                 argmax from the input (the first maximum in row-major window
- *                 order, PyTorch's tie rule) and adds dy there. NaN inputs are
- *                 not propagated as PyTorch does: comparisons skip them.
+ *                 order, PyTorch's tie rule) and adds dy there. A NaN wins
+ *                 (max_takes), as in PyTorch: the window gives NaN and its
+ *                 gradient goes to the last NaN.
  *   avg           the sum over the window divided by PyTorch's divisor: with
  *                 count_include_pad, the window clipped to the padded input
  *                 [-p, n + p) (with ceil_mode the last window may reach past
@@ -243,6 +244,12 @@ static void pool_window(const sf_op *op, int i, int64_t o, int64_t *lo, int64_t 
     *div = q->count_include_pad && q->mode == SF_POOL_AVG ? padded : end - start;
 }
 
+/* Whether max pooling takes tap v over the maximum m so far: when it is larger,
+ * or NaN. PyTorch's max_pool2d kernels test (v > m) || isnan(v), so a window
+ * holding a NaN gives NaN and its gradient goes to the window's last NaN; a
+ * plain v > m would skip NaNs and turn a NaN activation into a finite one. */
+static inline int max_takes(float v, float m) { return v > m || v != v; }
+
 /* y (nt, ct, oht, owt) from x region (nt, ct, ihn, iwn), window by window. */
 static sf_status pool2d_fwd_ref(const sf_kernel_args *a) {
     const sf_op *op = a->op;
@@ -264,8 +271,10 @@ static sf_status pool2d_fwd_ref(const sf_kernel_args *a) {
                 for (int64_t ih = h0; ih < h1; ih++) {
                     for (int64_t iw = w0; iw < w1; iw++) {
                         float v = xp[(ih - g.ih0) * g.iwn + (iw - g.iw0)];
-                        if (!is_max) acc += v;
-                        else if (first || v > acc) acc = v;
+                        if (!is_max)
+                            acc += v;
+                        else if (first || max_takes(v, acc))
+                            acc = v;
                         first = 0;
                     }
                 }
@@ -299,7 +308,7 @@ static sf_status pool2d_bwd_ref(const sf_kernel_args *a) {
                     for (int64_t ih = h0; ih < h1; ih++)
                         for (int64_t iw = w0; iw < w1; iw++) {
                             int64_t at = (ih - g.ih0) * g.iwn + (iw - g.iw0);
-                            if (best < 0 || xp[at] > xp[best]) best = at;
+                            if (best < 0 || max_takes(xp[at], xp[best])) best = at;
                         }
                     if (best >= 0) dxp[best] += d;
                 } else {
@@ -360,7 +369,7 @@ static int pool_is_2x2(const sf_op *op, const pool_geom *g) {
            q->padding[1] == 0 && 2 * (g->oh0 + g->oht) <= g->H && 2 * (g->ow0 + g->owt) <= g->W;
 }
 
-/* y (nt, ct, oht, owt): the maximum of each window, NaNs skipped (v > m). */
+/* y (nt, ct, oht, owt): the maximum of each window (max_takes: a NaN wins). */
 static void pool2d_fwd_2x2(const pool_geom *g, const float *x, float *y) {
     for (int64_t nc = 0; nc < g->nt * g->ct; nc++) {
         const float *xp = x + nc * g->ihn * g->iwn + (2 * g->ow0 - g->iw0);
@@ -370,10 +379,10 @@ static void pool2d_fwd_2x2(const pool_geom *g, const float *x, float *y) {
             float *restrict yr = y + (nc * g->oht + oh) * g->owt;
             for (int64_t ow = 0; ow < g->owt; ow++) {
                 float m = -HUGE_VALF, v;
-                v = r0[2 * ow], m = v > m ? v : m;
-                v = r0[2 * ow + 1], m = v > m ? v : m;
-                v = r1[2 * ow], m = v > m ? v : m;
-                v = r1[2 * ow + 1], m = v > m ? v : m;
+                v = r0[2 * ow], m = max_takes(v, m) ? v : m;
+                v = r0[2 * ow + 1], m = max_takes(v, m) ? v : m;
+                v = r1[2 * ow], m = max_takes(v, m) ? v : m;
+                v = r1[2 * ow + 1], m = max_takes(v, m) ? v : m;
                 yr[ow] = m;
             }
         }
@@ -405,11 +414,11 @@ static void pool2d_bwd_2x2(const pool_geom *g, const float *x, const float *dy, 
             for (int64_t ow = 0; ow < g->owt; ow++) {
                 float a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];
                 /* tX: X beats the maximum so far (all ones or zero) */
-                uint32_t tb = -(uint32_t)(b > a);
-                float m = b > a ? b : a;
-                uint32_t tc = -(uint32_t)(c > m);
-                m = c > m ? c : m;
-                uint32_t td = -(uint32_t)(d > m);
+                uint32_t tb = -(uint32_t)max_takes(b, a);
+                float m = tb ? b : a;
+                uint32_t tc = -(uint32_t)max_takes(c, m);
+                m = tc ? c : m;
+                uint32_t td = -(uint32_t)max_takes(d, m);
                 float gy = dyr[ow];
                 d0[2 * ow] += masked(gy, ~(tb | tc | td));
                 d0[2 * ow + 1] += masked(gy, tb & ~tc & ~td);
@@ -455,7 +464,7 @@ static sf_status pool2d_fwd_fast(const sf_kernel_args *a) {
                     if (is_max) {
                         for (int64_t ow = lo; ow < hi; ow++) {
                             float v = src[ow * sw];
-                            yr[ow] = v > yr[ow] ? v : yr[ow];
+                            yr[ow] = max_takes(v, yr[ow]) ? v : yr[ow];
                         }
                     } else {
                         for (int64_t ow = lo; ow < hi; ow++) yr[ow] += src[ow * sw];
@@ -525,11 +534,12 @@ static sf_status pool2d_bwd_fast(const sf_kernel_args *a) {
                     pool_valid(wbase, sw, g.W, owt, &lo, &hi);
                     int64_t off = roff + wbase - g.iw0;
                     if (is_max) {
-                        /* strict >: the first maximum in (i, j) order wins */
+                        /* strict >: the first maximum in (i, j) order wins (the
+                         * last NaN, as max_takes says) */
                         const float *restrict src = xp + off;
                         for (int64_t ow = lo; ow < hi; ow++) {
                             float v = src[ow * sw];
-                            int take = v > best[ow] || arg[ow] < 0;
+                            int take = max_takes(v, best[ow]) || arg[ow] < 0;
                             best[ow] = take ? v : best[ow];
                             arg[ow] = take ? off + ow * sw : arg[ow];
                         }

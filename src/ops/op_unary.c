@@ -35,6 +35,12 @@
  *            gradient, which is 0 at both kinks)
  *   leaky    f = x for x > 0, else alpha * x; f' = 1 for x > 0, else alpha
  *            (PyTorch: the slope at 0 is alpha)
+ * NaN propagates as in PyTorch, in both kernels: every comparison is written so
+ * that a NaN x falls through to x (relu and relu6 are x <= 0 ? 0 : x, as
+ * clamp_min and hardtanh give NaN for NaN), their gradients pass dy for a NaN x
+ * (threshold_backward and hardtanh_backward zero only where x <= 0 or x >= 6),
+ * and the exponential of a NaN is NaN. A NaN weight then makes the loss NaN
+ * from the first step, as it does in PyTorch, instead of vanishing in a relu.
  * The reference kernels call libm (expf, tanhf, erff) element by element. Such
  * calls keep a compiler from vectorizing the loop, so the fast kernels evaluate
  * e^x with their own branch-free polynomial (fast_expf: Cody-Waite range
@@ -106,11 +112,11 @@ static void unary_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
  * alpha is leaky_relu's slope (unused by the others). */
 static float unary_ref_f(sf_op_type type, float alpha, float x) {
     switch (type) {
-    case SF_OP_RELU: return x > 0.0f ? x : 0.0f;
+    case SF_OP_RELU: return x <= 0.0f ? 0.0f : x;
     case SF_OP_SIGMOID: return 1.0f / (1.0f + expf(-x));
     case SF_OP_TANH: return tanhf(x);
     case SF_OP_GELU: return 0.5f * x * (1.0f + erff(x * (float)SQRT1_2));
-    case SF_OP_RELU6: return x > 0.0f ? (x < 6.0f ? x : 6.0f) : 0.0f;
+    case SF_OP_RELU6: return x <= 0.0f ? 0.0f : x >= 6.0f ? 6.0f : x;
     case SF_OP_LEAKY_RELU: return x > 0.0f ? x : alpha * x;
     default: return 0.0f;
     }
@@ -118,7 +124,7 @@ static float unary_ref_f(sf_op_type type, float alpha, float x) {
 
 static float unary_ref_df(sf_op_type type, float alpha, float x) {
     switch (type) {
-    case SF_OP_RELU: return x > 0.0f ? 1.0f : 0.0f;
+    case SF_OP_RELU: return x <= 0.0f ? 0.0f : 1.0f;
     case SF_OP_SIGMOID: {
         float s = 1.0f / (1.0f + expf(-x));
         return s * (1.0f - s);
@@ -132,7 +138,7 @@ static float unary_ref_df(sf_op_type type, float alpha, float x) {
         float pdf = (float)INV_SQRT_2PI * expf(-0.5f * x * x);
         return cdf + x * pdf;
     }
-    case SF_OP_RELU6: return x > 0.0f && x < 6.0f ? 1.0f : 0.0f;
+    case SF_OP_RELU6: return x <= 0.0f || x >= 6.0f ? 0.0f : 1.0f;
     case SF_OP_LEAKY_RELU: return x > 0.0f ? 1.0f : alpha;
     default: return 0.0f;
     }
@@ -167,7 +173,10 @@ static sf_status unary_bwd_ref(const sf_kernel_args *a) {
  * e^x is a normal float; x = n ln2 + r with |r| <= ln2 / 2 (ln2 split in two
  * parts so that r is exact), e^r by Cephes' degree-7 minimax polynomial, and 2^n
  * written into the exponent field. */
-static inline float fast_expf(float x) {
+static inline float fast_expf(float x_in) {
+    /* a NaN goes round the polynomial as 0 (converting it to an integer below
+     * is undefined) and comes out as itself, selected at the end */
+    float x = x_in == x_in ? x_in : 0.0f;
     x = x < -87.0f ? -87.0f : x;
     x = x > 88.0f ? 88.0f : x;
     /* n = round(x / ln2) by adding and removing 1.5 * 2^23 (|x / ln2| < 2^22): no
@@ -186,7 +195,7 @@ static inline float fast_expf(float x) {
     int32_t bits = ((int32_t)fn + 127) << 23;
     float scale;
     memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
+    return x_in == x_in ? p * scale : x_in;
 }
 
 static inline float fast_sigmoid(float x) { return 1.0f / (1.0f + fast_expf(-x)); }
@@ -225,7 +234,7 @@ static sf_status unary_fwd_fast(const sf_kernel_args *a) {
     float *restrict y = a->out[0];
     switch (a->op->type) {
     case SF_OP_RELU:
-        for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : 0.0f;
+        for (int64_t i = 0; i < n; i++) y[i] = x[i] <= 0.0f ? 0.0f : x[i];
         break;
     case SF_OP_SIGMOID:
         for (int64_t i = 0; i < n; i++) y[i] = fast_sigmoid(x[i]);
@@ -239,8 +248,8 @@ static sf_status unary_fwd_fast(const sf_kernel_args *a) {
         break;
     case SF_OP_RELU6:
         for (int64_t i = 0; i < n; i++) {
-            float v = x[i] > 0.0f ? x[i] : 0.0f;
-            y[i] = v < 6.0f ? v : 6.0f;
+            float v = x[i] <= 0.0f ? 0.0f : x[i];
+            y[i] = v >= 6.0f ? 6.0f : v;
         }
         break;
     case SF_OP_LEAKY_RELU: {
@@ -266,10 +275,10 @@ static sf_status unary_bwd_fast(const sf_kernel_args *a) {
          * sign of x, mispredicted half the time on pre-activations; the select
          * compiles to compare-and-mask, vectorized (about 20x faster on
          * LeNet's relu1, bench/RESULTS.md). dy is 0 where x <= 0, as in
-         * PyTorch's threshold_backward. */
+         * PyTorch's threshold_backward (x <= 0 ? 0 : dy, so a NaN x passes dy). */
         for (int64_t i = 0; i < n; i++) {
             float g = dy[i];
-            dx[i] += x[i] > 0.0f ? g : 0.0f;
+            dx[i] += x[i] <= 0.0f ? 0.0f : g;
         }
         break;
     case SF_OP_SIGMOID:
@@ -293,7 +302,7 @@ static sf_status unary_bwd_fast(const sf_kernel_args *a) {
         }
         break;
     case SF_OP_RELU6:
-        for (int64_t i = 0; i < n; i++) dx[i] += x[i] > 0.0f && x[i] < 6.0f ? dy[i] : 0.0f;
+        for (int64_t i = 0; i < n; i++) dx[i] += x[i] <= 0.0f || x[i] >= 6.0f ? 0.0f : dy[i];
         break;
     case SF_OP_LEAKY_RELU: {
         const float alpha = leaky_alpha(a->op);

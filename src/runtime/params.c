@@ -55,3 +55,51 @@ oom:
     sf_error_set(err, SF_ERR_NOMEM, "out of memory for the parameters");
     return NULL;
 }
+
+/* ---- buffers: batch norm's running statistics ------------------------------- */
+
+int64_t sf_buffers_numel(const sf_op *op) {
+    return op->type == SF_OP_BATCHNORM ? 2 * op->in_shapes[0].d[1] : 0;
+}
+
+int sf_buffer_descs(const sf_op *op, sf_param_desc *out) {
+    if (op->type != SF_OP_BATCHNORM) return 0;
+    int64_t c = op->in_shapes[0].d[1];
+    out[0] = (sf_param_desc){.name = "running_mean",
+                             .shape = sf_shape_make(1, &c),
+                             .offset = 0,
+                             .init = SF_INIT_CONST,
+                             .a = 0.0};
+    out[1] = (sf_param_desc){.name = "running_var",
+                             .shape = sf_shape_make(1, &c),
+                             .offset = c,
+                             .init = SF_INIT_CONST,
+                             .a = 1.0};
+    return 2;
+}
+
+float **sf_buffers_new(const sf_graph *g, sf_error *err) {
+    int n = sf_graph_num_ops(g);
+    float **b = calloc((size_t)(n ? n : 1), sizeof *b);
+    if (!b) {
+        sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        return NULL;
+    }
+    for (int i = 0; i < n; i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        int64_t m = sf_buffers_numel(op);
+        if (!m) continue;
+        b[i] = malloc((size_t)m * sizeof *b[i]);
+        if (!b[i]) {
+            sf_params_free(g, b);
+            sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            return NULL;
+        }
+        sf_param_desc d[SF_MAX_PARAMS];
+        int nd = sf_buffer_descs(op, d);
+        for (int k = 0; k < nd; k++)
+            for (int64_t j = 0; j < sf_shape_numel(&d[k].shape); j++)
+                b[i][d[k].offset + j] = (float)d[k].a;
+    }
+    return b;
+}

@@ -22,7 +22,10 @@
  * posted when the backward loop passes the lowest operator with an entry of
  * the shard (every rank has then done its entries), so all ranks post in one
  * order. Finally each rank waits for its all-reduces, updates its shards and
- * waits for its sends.
+ * waits for its sends. Batch norm's running statistics are kept whole on
+ * every rank: the step's per-channel sums are added over the ranks and every
+ * rank updates them alike (update_buffers); sf_runtime_eval runs the forward
+ * in inference mode (docs/runtime.md, "Training and inference mode").
  */
 #include <math.h>
 #include <stdlib.h>
@@ -145,6 +148,15 @@ struct sf_runtime {
     int n_ev, cap_ev;
     double t_begin;
     int64_t steps;
+    /* Batch norm's running statistics (buffers): every rank holds every batch
+     * norm's, the same numbers, since each step adds the batch's per-channel
+     * sums over every part and rank (one sum of doubles) before updating them,
+     * so they are the whole batch's whatever the split. */
+    int64_t *bn_chan;  /* [n_ops] first channel of a batchnorm in the arrays, -1 */
+    int64_t bn_n;      /* channels of every batchnorm */
+    float *bn_running; /* (2 C) per batchnorm at 2 * bn_chan: running mean, variance */
+    double *bn_sums;   /* (3 C) per batchnorm at 3 * bn_chan: the step's sums */
+    int eval;          /* the forward in progress is sf_runtime_eval's */
 };
 
 void sf_runtime_options_default(sf_runtime_options *o) {
@@ -714,6 +726,39 @@ oom:
     return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
 }
 
+/* Every batch norm's running statistics, on every rank, at PyTorch's initial
+ * values (mean 0, variance 1); allocated here, so that a step allocates nothing. */
+static sf_status setup_buffers(sf_runtime *rt, sf_error *err) {
+    rt->bn_chan = malloc((size_t)(rt->n_ops ? rt->n_ops : 1) * sizeof *rt->bn_chan);
+    if (!rt->bn_chan) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    for (int op = 0; op < rt->n_ops; op++) {
+        const sf_op *o = sf_graph_op(rt->g, op);
+        rt->bn_chan[op] = o->type == SF_OP_BATCHNORM ? rt->bn_n : -1;
+        if (o->type == SF_OP_BATCHNORM) rt->bn_n += sf_buffers_numel(o) / 2;
+    }
+    if (!rt->bn_n) return SF_OK;
+    rt->bn_running = malloc((size_t)(2 * rt->bn_n) * sizeof *rt->bn_running);
+    rt->bn_sums = calloc((size_t)(3 * rt->bn_n), sizeof *rt->bn_sums);
+    if (!rt->bn_running || !rt->bn_sums) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    return sf_runtime_set_buffers(rt, NULL, err);
+}
+
+/* After a step's backward: the batch's sums of every batch norm added over
+ * every rank (ranks without a part of it add zeros), then the running
+ * statistics updated alike on all. Collective; nothing for a graph without
+ * batch norm. */
+static sf_status update_buffers(sf_runtime *rt, sf_error *err) {
+    if (!rt->bn_n) return SF_OK;
+    sf_status cs = rt->c->vt->sum_doubles(rt->c, rt->bn_sums, (int)(3 * rt->bn_n));
+    if (cs != SF_OK) return sf_error_set(err, cs, "rank %d: communication failed", rt->rank);
+    for (int op = 0; op < rt->n_ops; op++) {
+        if (rt->bn_chan[op] < 0) continue;
+        int64_t c0 = rt->bn_chan[op], ch = sf_buffers_numel(sf_graph_op(rt->g, op)) / 2;
+        sf_batchnorm_update_running(ch, rt->bn_sums + 3 * c0, rt->bn_running + 2 * c0);
+    }
+    return SF_OK;
+}
+
 sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
                            const sf_runtime_options *o, sf_error *err) {
     sf_runtime *rt = calloc(1, sizeof *rt);
@@ -743,6 +788,7 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
     st = sf_comm_agree(c, st, err);
     if (st == SF_OK) st = setup_links(rt, err);
     if (st == SF_OK) st = setup_shards(rt, err);
+    if (st == SF_OK) st = setup_buffers(rt, err);
     if (st == SF_OK) {
         rt->cap_ev = 2 * rt->n_parts + 2 * rt->n_recv + 2 * rt->n_send + 4 * rt->n_shards +
                      2 * rt->n_links + 8;
@@ -795,6 +841,9 @@ void sf_runtime_free(sf_runtime *rt) {
     free(rt->shards);
     free(rt->sync_steps);
     free(rt->pending);
+    free(rt->bn_chan);
+    free(rt->bn_running);
+    free(rt->bn_sums);
     free(rt->block);
     free(rt->ev);
     sf_taskgraph_free(rt->tg);
@@ -871,6 +920,12 @@ static sf_status run_kernel(sf_runtime *rt, rt_part *p, int backward, double *lo
     a.seed = mix64(rt->o.seed ^ mix64((uint64_t)rt->steps + 1));
     a.labels = p->labels;
     a.loss = backward ? NULL : loss;
+    a.eval = rt->eval;
+    if (o->type == SF_OP_BATCHNORM) {
+        int64_t c0 = rt->bn_chan[p->op];
+        a.running = rt->bn_running + 2 * c0;
+        a.bn_sums = backward || rt->eval ? NULL : rt->bn_sums + 3 * c0;
+    }
     if (backward) {
         a.grad_out = (const float *const *)p->gout;
         a.grad_in = p->gin;
@@ -1155,6 +1210,7 @@ static sf_status step_local(sf_runtime *rt, const sf_batch *b, double *loss, sf_
 
 sf_status sf_runtime_step(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
     double l = 0;
+    if (rt->bn_n) memset(rt->bn_sums, 0, (size_t)(3 * rt->bn_n) * sizeof *rt->bn_sums);
     sf_status st = step_local(rt, b, &l, err);
     /* one small world-wide sum: the loss, and whether every rank succeeded */
     double v[2] = {l, st != SF_OK ? 1.0 : 0.0};
@@ -1162,6 +1218,8 @@ sf_status sf_runtime_step(sf_runtime *rt, const sf_batch *b, double *loss, sf_er
     if (st != SF_OK) return st;
     if (cs != SF_OK) return sf_error_set(err, cs, "rank %d: communication failed", rt->rank);
     if (v[1] > 0) return sf_error_set(err, SF_ERR_IO, "another rank failed during the step");
+    st = update_buffers(rt, err);
+    if (st != SF_OK) return st;
     rt->steps++;
     if (loss) *loss = v[0];
     return SF_OK;
@@ -1169,11 +1227,20 @@ sf_status sf_runtime_step(sf_runtime *rt, const sf_batch *b, double *loss, sf_er
 
 sf_status sf_runtime_eval(sf_runtime *rt, const sf_batch *b, double *loss, int64_t *correct,
                           sf_error *err) {
+    return sf_runtime_forward(rt, b, 0, loss, correct, err);
+}
+
+sf_status sf_runtime_forward(sf_runtime *rt, const sf_batch *b, int train, double *loss,
+                             int64_t *correct, sf_error *err) {
     double l = 0, ok = 0;
     rt->n_ev = 0;
     rt->t_begin = sf_now_s();
     sf_status st = post_receives(rt, 0, err);
+    /* inference mode: dropout off, batch norm on running statistics; training
+     * mode leaves the buffers alone (a step clears the sums it adds) */
+    rt->eval = !train;
     if (st == SF_OK) st = forward_pass(rt, b, &l, err);
+    rt->eval = 0;
     if (st == SF_OK) st = wait_sends(rt, 0, err);
     for (int i = 0; i < rt->n_parts && st == SF_OK; i++) {
         rt_part *p = &rt->parts[i];
@@ -1290,6 +1357,33 @@ sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const
     st = sf_comm_agree(rt->c, st, err);
     if (st != SF_OK && err && !err->msg[0]) sf_error_set(err, st, "gathering parameters failed");
     return st;
+}
+
+/* ---- buffers ------------------------------------------------------------------ */
+
+sf_status sf_runtime_set_buffers(sf_runtime *rt, const float *const *bufs, sf_error *err) {
+    (void)err;
+    for (int op = 0; op < rt->n_ops; op++) {
+        if (rt->bn_chan[op] < 0) continue;
+        const sf_op *o = sf_graph_op(rt->g, op);
+        float *dst = rt->bn_running + 2 * rt->bn_chan[op];
+        int64_t m = sf_buffers_numel(o);
+        if (bufs && bufs[op]) {
+            memcpy(dst, bufs[op], (size_t)m * sizeof *dst);
+        } else {
+            for (int64_t i = 0; i < m; i++) dst[i] = i < m / 2 ? 0.0f : 1.0f;
+        }
+    }
+    return SF_OK;
+}
+
+sf_status sf_runtime_get_buffers(const sf_runtime *rt, float *const *bufs, sf_error *err) {
+    (void)err;
+    for (int op = 0; op < rt->n_ops && bufs; op++)
+        if (rt->bn_chan[op] >= 0 && bufs[op])
+            memcpy(bufs[op], rt->bn_running + 2 * rt->bn_chan[op],
+                   (size_t)sf_buffers_numel(sf_graph_op(rt->g, op)) * sizeof *bufs[op]);
+    return SF_OK;
 }
 
 void sf_runtime_set_lr(sf_runtime *rt, double lr) { rt->o.lr = lr; }

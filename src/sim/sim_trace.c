@@ -56,23 +56,7 @@ static void put_json_text(sf_strbuf *b, const char *s) {
     }
 }
 
-/* s as XML character data or attribute text. */
-static void put_xml_text(sf_strbuf *b, const char *s) {
-    for (; *s; s++) {
-        switch (*s) {
-        case '&': sf_strbuf_puts(b, "&amp;"); break;
-        case '<': sf_strbuf_puts(b, "&lt;"); break;
-        case '>': sf_strbuf_puts(b, "&gt;"); break;
-        case '"': sf_strbuf_puts(b, "&quot;"); break;
-        case '\'': sf_strbuf_puts(b, "&apos;"); break;
-        default: {
-            unsigned char c = (unsigned char)*s;
-            char e[2] = {c < 0x20 ? ' ' : (char)c, 0};
-            sf_strbuf_puts(b, e);
-        }
-        }
-    }
-}
+/* XML text goes through sf_strbuf_put_xml, the one XML escape of every SVG writer. */
 
 /* ---- what both pictures share ------------------------------------------------- */
 
@@ -298,7 +282,7 @@ static void svg_rect(sf_strbuf *b, const sf_sim *sim, double scale, const svg_it
     if (n == 1) {
         char name[160];
         task_name(sim, sim_task_of(sim, first->slot, NULL), name, sizeof name);
-        put_xml_text(b, name);
+        sf_strbuf_put_xml(b, name);
     } else {
         sf_strbuf_printf(b, "%lld %s tasks", (long long)n, kind_label[kind]);
     }
@@ -366,9 +350,9 @@ char *sf_sim_to_svg(const sf_sim *sim, sf_error *err) {
 
     /* title */
     sf_strbuf_puts(&b, "<text x=\"10\" y=\"18\" font-size=\"14\" font-weight=\"bold\">");
-    put_xml_text(&b, sf_graph_name(sim->g));
+    sf_strbuf_put_xml(&b, sf_graph_name(sim->g));
     sf_strbuf_puts(&b, " on ");
-    put_xml_text(&b, sf_machine_name(sim->m));
+    sf_strbuf_put_xml(&b, sf_machine_name(sim->m));
     sf_strbuf_printf(&b, ": one iteration %.3f ms, %lld tasks</text>\n", makespan * 1e3,
                      (long long)L->n_tasks);
 
@@ -387,7 +371,7 @@ char *sf_sim_to_svg(const sf_sim *sim, sf_error *err) {
         }
         sf_strbuf_printf(&b, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">", SVG_LEFT - 8,
                          y + SVG_ROW - 5);
-        put_xml_text(&b, label);
+        sf_strbuf_put_xml(&b, label);
         sf_strbuf_puts(&b, "</text>\n");
     }
 

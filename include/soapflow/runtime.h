@@ -18,12 +18,16 @@
  * producer and consumer parts sit on different ranks is one message of
  * exactly its region (posted as soon as the producer part is done, received
  * into a buffer posted before the iteration starts), and its gradient goes
- * back the same way. Each weight shard held by several ranks is summed by one
- * nonblocking all-reduce among exactly those ranks, on a group made once per
- * distinct set of ranks: posted as soon as every rank's tasks of the shard are
- * done (overlap), or after the backward pass (bulk), in the same global order
- * on every rank (the shard's lowest operator, latest first). Then every rank
- * updates the weight elements of its shards with SGD (momentum, weight decay,
+ * back the same way. Each weight shard held by several ranks is synchronized
+ * by the task graph's steps of the sync scheme (sf_taskgraph_sync_steps): a
+ * ring's reduce-scatter and all-gather as one nonblocking all-reduce, a
+ * parameter server's messages, the hierarchical scheme's reduce-scatter,
+ * all-reduce and all-gather, each collective on a group made once per distinct
+ * set of ranks; started as soon as every rank's tasks of the shard are done
+ * (overlap), or after the backward pass (bulk), in the same global order on
+ * every rank (the shard's lowest operator, latest first). Then the ranks that
+ * update a shard (every replica; under a parameter server the server, which
+ * sends the others the new weights) do so with SGD (momentum, weight decay,
  * PyTorch's formula: v = mu v + g + wd w; w -= lr v).
  *
  * Memory: the output and output-gradient tiles of the parts a rank runs, the
@@ -172,7 +176,7 @@ typedef enum sf_rt_event_kind {
     SF_RT_UPDATE,
     SF_RT_XFER, /* an activation message this rank received: posted .. arrived */
     SF_RT_GRAD, /* an activation-gradient message received */
-    SF_RT_SYNC, /* an all-reduce: posted .. done */
+    SF_RT_SYNC, /* a step of a shard's sync (collective or message): posted .. done */
     SF_RT_COPY, /* a copy of a tile region (into an input, a message, a gradient)
                  * or of a shard (packed for its all-reduce, unpacked after) */
     SF_RT_EVENT_KIND_COUNT
@@ -199,6 +203,12 @@ SF_API sf_status sf_runtime_write_trace(const char *path, const sf_graph *g,
                                         const struct sf_machine *m, int n_ranks,
                                         const sf_rt_event *const *events, const int *counts,
                                         sf_error *err);
+
+/* Gather every rank's events of rt's last step on rank 0 and write them there
+ * as a measured trace (sf_runtime_write_trace). Collective over c. */
+SF_API sf_status sf_runtime_write_measured_trace(sf_comm *c, const sf_runtime *rt,
+                                                 const char *path, const sf_graph *g,
+                                                 const struct sf_machine *m, sf_error *err);
 
 /* ---- parameters in full layout ------------------------------------------------- */
 

@@ -69,14 +69,6 @@ int sf_cmd_train(int argc, char **argv);     /* cmd_train.c: MPI, under mpirun *
 
 int sf_cmd_validate(int argc, char **argv);  /* cmd_validate.c: MPI, under mpirun */
 
-/* Gather every rank's runtime events of rt's last step on rank 0 and write
- * them there as a measured Chrome trace (sf_runtime_write_trace). Collective
- * over c. Defined in cmd_train.c. */
-struct sf_comm;
-struct sf_runtime;
-sf_status sf_cli_write_measured_trace(struct sf_comm *c, const struct sf_runtime *rt,
-                                      const char *path, const sf_graph *g, const sf_machine *m,
-                                      sf_error *err);
 
 /* The rank the launcher gave this process, read before MPI_Init from
  * OpenMPI's, PMIx's or PMI's environment; 0 without a launcher. Only rank 0

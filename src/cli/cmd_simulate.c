@@ -445,7 +445,9 @@ static int print_text(const report *rp) {
     sf_cli_table_cell(t, "%s", rp->strategy);
     sf_cli_table_cell(t, "gradients");
     sf_cli_table_cell(t, "%s, %s",
-                      rp->sim.scheme == SF_SCHEME_PS ? "parameter server" : "ring all-reduce",
+                      rp->sim.scheme == SF_SCHEME_PS             ? "parameter server"
+                      : rp->sim.scheme == SF_SCHEME_HIERARCHICAL ? "hierarchical all-reduce"
+                                                                 : "ring all-reduce",
                       rp->sim.sync == SF_SYNC_BULK
                           ? "after each device's backward pass (bulk)"
                           : "as soon as each gradient is ready (overlap)");

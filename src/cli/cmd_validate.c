@@ -382,7 +382,7 @@ static sf_status write_measured(void *user, int i, sf_comm *c, const sf_runtime 
     const vstate *v = user;
     char path[4096];
     snprintf(path, sizeof path, "%s/%s.measured.json", v->o.trace_dir, v->e[i].file);
-    return sf_cli_write_measured_trace(c, rt, path, v->g, v->m, err);
+    return sf_runtime_write_measured_trace(c, rt, path, v->g, v->m, err);
 }
 
 static void step_done(void *user, int64_t done, int64_t total, const char *name) {

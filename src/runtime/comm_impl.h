@@ -4,7 +4,8 @@
  * <mpi.h>) and threads of one process (comm_local.c, for tests and for
  * debugging a strategy without mpirun). The runtime needs little: nonblocking
  * point-to-point messages of raw bytes, a nonblocking in-place sum of floats
- * among a fixed group of ranks, groups made once, and a few blocking world-wide
+ * among a fixed group of ranks (and its two halves, a reduce-scatter and an
+ * all-gather), groups made once, and a few blocking world-wide
  * reductions for losses, errors and timings.
  *
  * Requests are small integers valid until waited for; a back end keeps them

@@ -9,7 +9,7 @@
  * number in that walk is its tag, 2n forward and 2n + 1 for its gradient), the
  * weight groups give the shards. Every rank sees every record and keeps those
  * that touch it, so that all ranks agree on tags, on the groups made for the
- * all-reduces and on the order the all-reduces are posted in, without
+ * collectives and on the order they are posted in, without
  * talking. Then it sizes every buffer, reserves them in one block, and carves
  * it (the same walk twice: once counting, once placing).
  *
@@ -18,11 +18,12 @@
  * buffers and unpacks the messages of remote ones as they arrive, runs its
  * kernel and sends each remote consumer its region at once. Backward runs the
  * parts in reverse; a part's output gradient is the sum of what its consumers'
- * input gradients give back over the same pairs. A shard's all-reduce is
- * posted when the backward loop passes the lowest operator with an entry of
- * the shard (every rank has then done its entries), so all ranks post in one
- * order. Finally each rank waits for its all-reduces, updates its shards and
- * waits for its sends. Batch norm's running statistics are kept whole on
+ * input gradients give back over the same pairs. A shard's sync (the task
+ * graph's steps of the scheme this rank takes part in) starts when the
+ * backward loop passes the lowest operator with an entry of the shard (every
+ * rank has then done its entries), so all ranks post in one order. Finally
+ * each rank runs the rest of each shard's steps in that order, each waited for
+ * (finish_sync), updates the shards it updates and waits for its sends. Batch norm's running statistics are kept whole on
  * every rank: the step's per-channel sums are added over the ranks and every
  * rank updates them alike (update_buffers); sf_runtime_eval runs the forward
  * in inference mode (docs/runtime.md, "Training and inference mode").
@@ -555,16 +556,15 @@ static int in_devs(const int16_t *d, int n, int rank) {
     return 0;
 }
 
-/* The communication group of a collective over devices d[0..n] (made on first
- * sight, by its members, in the order every rank meets them): its id, -1 when
- * this rank is no member, < -1 on failure. */
-static int g_comm(sf_runtime *rt, g_lists *L, const int16_t *d, int n) {
+/* The communication group of a collective over the n devices at L->devs[at]
+ * (made on first sight, by its members, in the order every rank meets them):
+ * its id, -1 when this rank is no member, < -1 on failure. */
+static int g_comm(sf_runtime *rt, g_lists *L, int at, int n) {
+    const int16_t *d = L->devs + at;
     for (int i = 0; i < L->n_sets; i++)
         if (L->sets[i].len == n && !memcmp(L->devs + L->sets[i].start, d, (size_t)n * sizeof *d))
             return L->sets[i].comm;
     if (g_grow((void **)&L->sets, &L->cap_sets, L->n_sets + 1, sizeof *L->sets)) return -2;
-    int start = g_push_devs(L, d, n);
-    if (start < 0) return -2;
     int comm = -1;
     if (in_devs(d, n, rt->rank)) {
         int *rk = malloc((size_t)n * sizeof *rk);
@@ -574,7 +574,7 @@ static int g_comm(sf_runtime *rt, g_lists *L, const int16_t *d, int n) {
         free(rk);
         if (st != SF_OK) return -3;
     }
-    L->sets[L->n_sets++] = (g_set){start, n, comm};
+    L->sets[L->n_sets++] = (g_set){at, n, comm};
     return comm;
 }
 
@@ -702,7 +702,7 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
             } else if (st->kind == SF_STEP_UPDATE) {
                 mine = st->dev == rt->rank;
             } else {
-                int comm = g_comm(rt, &L, L.devs + st->group, st->n_group);
+                int comm = g_comm(rt, &L, st->group, st->n_group);
                 if (comm < -1) {
                     g_lists_free(&L);
                     return sf_error_set(err, comm == -2 ? SF_ERR_NOMEM : SF_ERR_IO,

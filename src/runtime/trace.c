@@ -113,3 +113,32 @@ sf_status sf_runtime_write_trace(const char *path, const sf_graph *g, const sf_m
     free(text);
     return st;
 }
+
+sf_status sf_runtime_write_measured_trace(sf_comm *c, const sf_runtime *rt, const char *path,
+                                          const sf_graph *g, const sf_machine *m, sf_error *err) {
+    int rank = sf_comm_rank(c), ranks = sf_comm_size(c);
+    const sf_rt_event *mine;
+    int n = sf_runtime_events(rt, &mine);
+    sf_rt_event **all = calloc((size_t)ranks, sizeof *all);
+    int *count = calloc((size_t)ranks, sizeof *count);
+    sf_status st = all && count ? SF_OK : SF_ERR_NOMEM;
+    for (int r = 0; r < ranks && st == SF_OK; r++) {
+        int k = r == rank ? n : 0;
+        st = sf_comm_bcast(c, &k, sizeof k, r);
+        if (st != SF_OK) break;
+        count[r] = k;
+        all[r] = malloc((size_t)(k ? k : 1) * sizeof *all[r]);
+        if (!all[r]) {
+            st = SF_ERR_NOMEM; /* the others would wait: the step's agreement catches it */
+            break;
+        }
+        if (r == rank) memcpy(all[r], mine, (size_t)k * sizeof *mine);
+        st = sf_comm_bcast(c, all[r], (size_t)k * sizeof *all[r], r);
+    }
+    if (st == SF_OK && rank == 0)
+        st = sf_runtime_write_trace(path, g, m, ranks, (const sf_rt_event *const *)all, count, err);
+    for (int r = 0; all && r < ranks; r++) free(all[r]);
+    free(all);
+    free(count);
+    return st;
+}

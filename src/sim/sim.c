@@ -35,13 +35,12 @@
  * anything is laid out, or when a task's finish plus the work still queued on its
  * resource does during the event loop.
  *
- * Gradient synchronization is a ring all-reduce over the devices that hold a
- * weight shard, in device-id order. A ring is bandwidth-optimal (each device sends
- * 2(R-1)/R of the shard) and, with devices in id order, crosses each node
- * boundary once, so the NICs carry one ring edge each - what NCCL's rings do on
- * these machines. Every link of every ring edge is held for the whole all-reduce:
- * 2(R-1) steps of latency plus 2(R-1)/R * S / bandwidth. A hierarchical scheme
- * moves the same bytes over the NICs; the ring is simpler and as fast here.
+ * Gradient synchronization is the task graph's steps for the chosen scheme
+ * (taskgraph/comm.c: a ring's reduce-scatter and all-gather, a parameter
+ * server's messages, the hierarchical scheme's two levels), priced by the task
+ * graph's one pricing function (taskgraph/price.c) and turned into tasks by
+ * sim_build.c. A ring's links are held for both of its phases at once: 2(R-1)
+ * steps of latency plus 2(R-1)/R * S / bandwidth, as before the steps.
  *
  * Memory per device: weights, their gradients and optimizer state (factor from
  * the options) for every distinct shard it holds, plus the outputs of every part

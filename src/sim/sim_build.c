@@ -3,11 +3,14 @@
  * graph holds (sim_impl.h), priced.
  *
  * core(op) gets the forward and backward task of every part, edge(op, k) the
- * transfers and runtime copies of the task graph's pairs that feed input k
- * (build_edge, edge_pair, add_transfer, add_copy), sync(owner) the gradient sync
- * of every weight shard (build_sync: a ring all-reduce, add_ring_edge, or a
- * parameter server, build_ps) and the updates; in bulk sync mode one barrier
- * block joins each device's backward tasks. A block is a deterministic function
+ * steps of the task graph's pairs that feed input k (build_edge, edge_pair:
+ * transfers and the runtime's copies, sf_taskgraph_pair_steps), sync(owner) the
+ * steps the sync scheme lowers every weight shard to (build_sync:
+ * sf_taskgraph_sync_steps, ring, parameter server or hierarchical) and the
+ * updates; in bulk sync mode one barrier block joins each device's backward
+ * tasks. Every step becomes tasks through one function (step_tasks), which
+ * makes a task of each use the task graph's pricing (sf_tg_price_step) gives,
+ * so nothing here decides what a transfer or a collective costs. A block is a deterministic function
  * of a few operators' configs, which is what lets delta simulation rebuild only
  * the blocks a change touches (sim_rebuild_block, called by sim.c). The builders
  * live apart from the layout and the scheduler because they are the part that

@@ -1,10 +1,14 @@
 /*
  * soapflow/taskgraph.h - the structure of one synchronous training iteration of
- * a (graph, strategy): which tiles each part computes, which producer part
- * sends which region to which consumer part, which devices share each weight
- * shard. The simulator prices these records (costs, routes, segments); the
- * runtime executes them (kernels, messages, all-reduces). Neither derives
- * regions or groups on its own, so what is simulated is what runs.
+ * a (graph, strategy) and everything it moves: which tiles each part computes,
+ * which producer part sends which region to which consumer part, which devices
+ * share each weight shard, and the communication steps (messages, collectives,
+ * copies, updates) that the transfers and gradient syncs are lowered into. The
+ * simulator prices these steps with the one pricing function below (routes,
+ * link times, segments, the all-reduce curve, copies, updates), OptCNN's
+ * additive model prices the same steps with it, and the runtime executes them
+ * (kernels, messages, collectives): none of them derives regions, groups or a
+ * sync scheme on its own, so what is simulated is what runs.
  *
  *     sf_taskgraph *tg = sf_taskgraph_new(g, n_devices, &err);
  *     sf_taskgraph_set_strategy(tg, s);          // s stays the caller's
@@ -13,26 +17,41 @@
  *     int n = sf_taskgraph_edge(tg, op, k, &pairs); // who feeds input k of op
  *     int messages = 0;                          // pairs across devices
  *     for (int i = 0; i < n; i++) messages += pairs[i].src_dev != pairs[i].dst_dev;
- *     sf_tg_sync sync;
- *     sf_taskgraph_sync(tg, owner, &sync);       // shards of owner's weights
+ *     sf_tg_sync sync;                           // shards of owner's weights,
+ *     sf_tg_steps steps;                         // and the steps of their sync
+ *     sf_taskgraph_sync_steps(tg, owner, &sync, &steps); // (no machine: a ring)
  *     int replicas = sync.n_shards ? sync.shards[0].n_devs : 0;
  *     sf_taskgraph_free(tg);
  *
- * Tasks of one iteration, for every operator part p on device d:
+ * One iteration, for every operator part p on device d:
  *   forward(op, p)   needs, for each input k, every pair of sf_taskgraph_edge
- *                    (op, k) with cons_part p: a local copy when the producer
- *                    part is on d (none when in_place), else one message of
- *                    `region` from src_dev;
+ *                    (op, k) with cons_part p: nothing when the producer part
+ *                    is on d and the pair is in_place, a local copy when it is
+ *                    on d otherwise, else one message of `region` from src_dev
+ *                    (sf_taskgraph_pair_steps: [pack], P2P, [unpack]);
  *   backward(op, p)  after the backward of every consumer part it fed, whose
- *                    gradients come back along the same pairs, reversed;
- *   sync(shard)      an all-reduce of the shard's gradient among its devices,
- *                    once the backward tasks of its entries are done;
- *   update(shard)    on every device of the shard.
+ *                    gradients come back along the same pairs, reversed
+ *                    ([pack], P2P, [accumulate]);
+ *   sync(shard)      the steps sf_taskgraph_sync_steps lowers the shard's
+ *                    gradient sync into under the scheme of
+ *                    sf_taskgraph_set_comm (ring, parameter server,
+ *                    hierarchical); its first steps wait for the shard's
+ *                    backward tasks on the devices they involve (sync mode
+ *                    overlap) or for those devices' whole backward passes
+ *                    (bulk);
+ *   update(shard)    an UPDATE step of that list: on every device of the shard,
+ *                    or under a parameter server on the server alone, which
+ *                    then sends the new weights back.
+ * Bracketed copies are listed only on a machine that prices the runtime's
+ * copies (runtime.copy_GBps); elsewhere nothing depends on them.
  * Operators are numbered in a topological order (inputs before consumers), so
  * op-id order is a valid forward order and its reverse a valid backward order.
  *
  * Every consumer part's input region is covered exactly once by the regions of
  * its pairs (the producer's part tiles partition each output): tests check it.
+ * The step kinds (point-to-point, reduce-scatter, all-gather, all-reduce,
+ * broadcast, copy, update) are meant to carry other kinds of communication
+ * too; sf_tg_price_step prices each kind wherever it appears.
  */
 #ifndef SOAPFLOW_TASKGRAPH_H
 #define SOAPFLOW_TASKGRAPH_H

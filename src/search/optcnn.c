@@ -16,28 +16,42 @@
  * the configs of lowest node cost (and always the data-parallel one).
  *
  * The additive cost of a strategy (sf_optcnn_cost computes exactly this, for any
- * strategy, in oc_node_cost and oc_edge_cost below) is the sum over operators of
- *     node(op, c) = max over devices of the summed forward + backward task times
- *                   of the parts it runs (with distinct devices: the slowest part)
- *                 + sync: for every parameter shard (parts that differ only in
- *                   sample/attribute dimensions hold the same shard) a ring
- *                   all-reduce over the distinct devices holding it, in id order,
- *                   as the simulator runs it: ring edge a -> b costs, summed over
- *                   the links of the route, 2(R-1) latencies + 2(R-1)/R * shard
- *                   bytes / bandwidth; sync is the slowest ring edge of all shards
- *                   (parameter-server scheme: for each shard, every other replica's
- *                   message into the server, the first part's device, and back out,
- *                   summed, since they share the server's links; the server alone
- *                   updates)
- *                 + update: max over devices of the summed update task times of
- *                   the shards it holds
+ * strategy, with oc_node_cost and oc_edge_cost of optcnn_cost.c) is the sum over
+ * operators of
+ *     node(op, c) = compute + (sync + update) / G
+ *       compute: the largest, over the resources devices compute on (a device,
+ *                or the core devices share: sf_machine_compute_unit), of the
+ *                summed forward + backward task times of the parts it runs;
+ *       sync:    the steps the task graph lowers the gradient sync of op's
+ *                shards into under the options' scheme (ring, parameter server,
+ *                hierarchical: sf_taskgraph_op_sync_steps), each priced by the
+ *                task graph's one pricing function (sf_tg_price_step) as the
+ *                simulator prices it: routes, link times, the machine's
+ *                calibrated all-reduce curve, copies. All steps but the updates
+ *                are put in levels (a step's level is one more than its deepest
+ *                dependency's); a level costs its busiest resource's summed use
+ *                (a link, or the compute unit a copy runs on; a message charges
+ *                its whole chain to each link it crosses), and the levels add.
+ *                So a ring costs its reduce-scatter's busiest link plus its
+ *                all-gather's, shards whose steps meet on a link at one level
+ *                queue there, and a parameter server's messages into the
+ *                server, all at one level, add on the links their routes share;
+ *       update:  the busiest compute unit's summed update steps (every replica
+ *                under a ring, the server alone under a parameter server);
+ *       G:       the operators that share op's weights (below);
  * and over edges (input k of consumer v fed by output `out` of producer u) of
- *     edge(e, cu, cv) = max over devices D of the sum, over pairs (producer part
- *                   i, consumer part j on D, i not on D) whose output tile and
- *                   input region intersect, of lat(route) + bytes * sum(1/bw)
- *                   (store-and-forward over the route, as sim.c's transfers)
- *                 + the same for activation gradients flowing back to the
+ *     edge(e, cu, cv) = the largest, over devices D, of the summed steps
+ *                   (sf_taskgraph_pair_steps) of the pairs whose consumer part
+ *                   is on D, forward: each a chain over its route
+ *                   (sf_tg_step_chain_s: latency + bytes / bandwidth per link,
+ *                   store-and-forward) or a copy
+ *                 + the same for the activation gradients flowing back into the
  *                   producer's devices (none when the producer is an input).
+ *                   The pairs are those across devices, and on a machine that
+ *                   prices copies every pair (sf_taskgraph_edge_moves).
+ * On a calibrated machine (copies, the all-reduce curve, shared cores) a
+ * data-parallel layer costs what the simulator gives it under bulk sync
+ * (tests/test_optcnn.c, test_layer_equals_simulator_calibrated).
  * Operators that share weights (the unrolled steps of an RNN layer) are synced
  * and updated once, by the simulator as in training: each of the G operators of
  * such a group is charged 1/G of the sync and update it would pay alone, which
@@ -65,14 +79,16 @@
  * each operator's config: the argmin of an elimination is recomputed for the
  * configs its neighbours ended with, so no argmin table is stored.
  *
- * Speed. Building the edge tables dominates. With contiguous placement the
- * producer parts a consumer region touches form a box of the producer's grid of
- * degrees, found per dimension by arithmetic (split_range's part containing a
- * position), so a table costs about sum over config pairs of (parts x dims +
- * overlapping pairs), not parts x parts. Edges whose tables would be computed
- * from the same inputs (devices, producer output tiles, consumer input regions:
- * repeated inception and residual blocks, and more) share one table; the key is
- * compared in full, not only hashed, so sharing is exact. Node elimination is a min-plus product
+ * Speed. Building the edge tables dominates. The producer parts a consumer
+ * region touches form a box of the producer's grid of degrees, which the task
+ * graph finds per dimension by arithmetic (sf_taskgraph_edge), so a table costs
+ * about sum over config pairs of (parts x dims + overlapping pairs), not parts x
+ * parts. Edges whose tables would be computed from the same inputs (whether
+ * gradients flow, devices, producer output tiles, consumer input regions, and on
+ * a machine that prices copies the edge itself, since whether a local pair is
+ * read in place depends on the producer's other readers: repeated inception and
+ * residual blocks, and more) share one table; the key is compared in full, not
+ * only hashed, so sharing is exact. Node elimination is a min-plus product
  * over contiguous rows. Everything lives in one arena and a few scratch buffers allocated up front.
  */
 #include <math.h>

@@ -21,8 +21,10 @@
  *              (sf_taskgraph_op_sync_steps);
  *   edge(u -> v, cu, cv) = the largest, over devices, of the steps of the
  *     pairs that deliver into it (transfers and copies of each pair's forward
- *     direction, each a chain, so their uses add), plus the same for the
- *     gradients flowing back (sf_taskgraph_pair_steps).
+ *     direction, each a chain, so their uses add), or over links, of the
+ *     messages that cross it (a node's NIC queues every message out of the
+ *     node), whichever is larger; plus the same for the gradients flowing back
+ *     (sf_taskgraph_pair_steps).
  * Levels and resources are kept in a small open-addressing table cleared
  * through the list of slots used, so a cost allocates nothing.
  */
@@ -254,21 +256,36 @@ double oc_edge_cost_set(oc_scratch *s, int vi, int k) {
     if (np < 0) return NAN;
     sf_tg_pricer pr = {.m = s->m, .cm = s->cm, .segments = 1, .routes = s->routes};
     int nt = 0;
+    double link_max[2] = {0, 0}; /* forward, backward: the busiest link's queue */
+    acc_clear(s);
     for (int q = 0; q < np; q++) {
         sf_tg_step st[SF_TG_PAIR_STEPS];
         int32_t deps[SF_TG_PAIR_STEPS];
         int n_fwd, n = sf_taskgraph_pair_steps(s->tg, &pairs[q], grad, st, deps, &n_fwd);
         for (int i = 0; i < n; i++) {
-            int into = i < n_fwd ? pairs[q].dst_dev : pairs[q].src_dev;
+            int back = i >= n_fwd, into = back ? pairs[q].src_dev : pairs[q].dst_dev;
             if (!s->mark[into]) {
                 s->mark[into] = 1;
                 s->fwd[into] = s->bwd[into] = 0;
                 s->touched[nt++] = into;
             }
-            *(i < n_fwd ? &s->fwd[into] : &s->bwd[into]) += sf_tg_step_chain_s(&pr, &st[i]);
+            double t = sf_tg_step_chain_s(&pr, &st[i]);
+            *(back ? &s->bwd[into] : &s->fwd[into]) += t;
+            if (st[i].kind != SF_STEP_P2P) continue;
+            /* messages that share a link (a node's NIC) queue on it, as they do
+             * in the simulator: each message's chain charged to every link of it */
+            int nu = sf_tg_price_step(&pr, &st[i], NULL, s->uses);
+            /* a route of one link is a link of its own pair, which only messages
+             * into the same device cross: the device's sum covers it */
+            if (nu <= 1) continue;
+            if (acc_reserve(s, nu)) return NAN;
+            for (int u = 0; u < nu; u++) {
+                double sum = acc_add(s, use_key(s, back, &s->uses[u]), t);
+                if (sum > link_max[back]) link_max[back] = sum;
+            }
         }
     }
-    double fmax = 0, bmax = 0;
+    double fmax = link_max[0], bmax = link_max[1];
     for (int q = 0; q < nt; q++) {
         int d = s->touched[q];
         if (s->fwd[d] > fmax) fmax = s->fwd[d];

@@ -201,6 +201,16 @@ typedef enum sf_tg_step_kind {
     SF_STEP_KIND_COUNT
 } sf_tg_step_kind;
 
+/* Chunk i (0 <= i < parts) of a buffer of n elements: its first element and
+ * length, the rule every collective step follows (the simulator's byte
+ * counts, the hierarchical scheme's chunks, the runtime's reduce-scatter and
+ * all-gather). */
+static inline void sf_tg_chunk(int64_t n, int parts, int i, int64_t *off, int64_t *len) {
+    int64_t q = n / parts, rem = n % parts;
+    *len = q + (i < rem);
+    *off = q * i + (i < rem ? i : rem);
+}
+
 /* What a step moves. */
 typedef enum sf_tg_payload {
     SF_PAYLOAD_GRAD = 0, /* gradients (of weights or of activations) */

@@ -18,6 +18,7 @@
 #define SOAPFLOW_COMM_IMPL_H
 
 #include "soapflow/runtime.h"
+#include "soapflow/taskgraph.h"
 
 typedef struct sf_comm_vt {
     /* Post a send of `bytes` bytes from buf to rank dst with tag; the buffer
@@ -29,7 +30,7 @@ typedef struct sf_comm_vt {
     int (*iallreduce)(sf_comm *c, float *buf, int64_t n, int group);
     /* The two halves of it. buf holds n floats, cut into the group's size of
      * chunks as the task graph cuts them (chunk i: n / size elements, the first
-     * n % size one more; sf_comm_chunk): after a reduce-scatter the member at
+     * n % size one more; sf_tg_chunk): after a reduce-scatter the member at
      * position i holds chunk i of the sum in place (the rest of buf is left
      * undefined); an all-gather starts from each member's chunk in place and
      * leaves every chunk everywhere. */
@@ -54,12 +55,5 @@ struct sf_comm {
     int shared_cores; /* sf_comm_shared_cores */
     char what[64];    /* "MPI" or "threads" */
 };
-
-/* Chunk i of n elements cut into `parts`: its first element and length. */
-static inline void sf_comm_chunk(int64_t n, int parts, int i, int64_t *off, int64_t *len) {
-    int64_t q = n / parts, rem = n % parts;
-    *len = q + (i < rem);
-    *off = q * i + (i < rem ? i : rem);
-}
 
 #endif

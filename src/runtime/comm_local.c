@@ -216,7 +216,7 @@ static void coll_finish(lcoll *k, void *buf, int pos) {
     int64_t off, len;
     switch (k->op) {
     case COLL_REDUCE_SCATTER_F: {
-        sf_comm_chunk((int64_t)(k->bytes / sizeof(float)), k->n, pos, &off, &len);
+        sf_tg_chunk((int64_t)(k->bytes / sizeof(float)), k->n, pos, &off, &len);
         float *o = buf;
         for (int64_t i = off; i < off + len; i++) {
             float s = 0;
@@ -227,7 +227,7 @@ static void coll_finish(lcoll *k, void *buf, int pos) {
     }
     case COLL_ALL_GATHER_F:
         for (int p = 0; p < k->n; p++) {
-            sf_comm_chunk((int64_t)(k->bytes / sizeof(float)), k->n, p, &off, &len);
+            sf_tg_chunk((int64_t)(k->bytes / sizeof(float)), k->n, p, &off, &len);
             if (p != pos && len > 0)
                 memcpy((float *)buf + off, (const float *)k->part[p] + off,
                        (size_t)len * sizeof(float));

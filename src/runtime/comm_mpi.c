@@ -125,7 +125,7 @@ static int *chunk_counts(comm_mpi *m, int64_t n, int group, int *size) {
     if (!c) return NULL;
     for (int i = 0; i < *size; i++) {
         int64_t off, len;
-        sf_comm_chunk(n, *size, i, &off, &len);
+        sf_tg_chunk(n, *size, i, &off, &len);
         c[i] = (int)len;
         c[*size + i] = (int)off;
     }

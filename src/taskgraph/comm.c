@@ -141,13 +141,6 @@ static sf_tg_step p2p(int from, int to, int64_t numel, sf_tg_payload what, int g
                         .numel = numel};
 }
 
-/* Chunk i of n elements cut into R: (offset, length). */
-static void chunk(int64_t n, int R, int i, int64_t *off, int64_t *len) {
-    int64_t q = n / R, rem = n % R;
-    *len = q + (i < rem);
-    *off = q * i + (i < rem ? i : rem);
-}
-
 /* ---- the schemes ------------------------------------------------------------------ */
 
 /* Packing copies (when priced) of the R devices, each waiting for its
@@ -241,7 +234,7 @@ static void lower_hier(lower *l, const int16_t *devs, int N, int L, int64_t n, i
         for (int k = 0; k < N; k++) across[k] = devs[(size_t)k * L + j];
         int g = add_group(l, across, N);
         int64_t off, len;
-        chunk(n, L, j, &off, &len);
+        sf_tg_chunk(n, L, j, &off, &len);
         sf_tg_step s = collective(SF_STEP_ALL_REDUCE, g, N, len, off, 0);
         ar[j] = add_step(l, &s, rs, N);
     }

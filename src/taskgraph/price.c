@@ -98,7 +98,11 @@ int sf_tg_step_max_uses(const sf_tg_step *st, int segments) {
     return 1;
 }
 
-static int64_t chunk_len(int64_t n, int R, int i) { return n / R + (i % R < n % R); }
+static int64_t chunk_len(int64_t n, int R, int i) {
+    int64_t off, len;
+    sf_tg_chunk(n, R, i % R, &off, &len);
+    return len;
+}
 
 /* Bytes position i of a ring of R sends in a step of this kind over a buffer of
  * n elements: a reduce-scatter every chunk but chunk i + 1 (the one it ends up

@@ -650,7 +650,8 @@ static void test_delta_stats(void **state) {
 /* Relabelling the devices of a symmetric machine (a permutation inside a node of
  * a switched machine) changes nothing under the ring scheme, in either sync mode
  * and with segmented transfers: every ring uses each member's up and down link
- * once, whatever its order. (Not in general: docs/simulator.md, Scheduling.) */
+ * once, whatever its order. (Every scheme on every symmetric machine:
+ * tests/test_taskgraph_comm.c.) */
 static void test_relabel_symmetric(void **state) {
     (void)state;
     sf_error err = {0};

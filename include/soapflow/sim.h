@@ -17,10 +17,11 @@
  * links of the route (store-and-forward: one task per link, chained; optionally
  * cut into segments that pipeline over the hops); gradients
  * of activations flow back along the same routes; each weight shard held by
- * several devices is all-reduced (ring over the devices in id order), then
- * updated on each replica, or (parameter-server scheme) sent to the first part's
- * device, updated there and sent back. When the all-reduce may start is the sync mode: as
- * soon as the shard's backward tasks are done (overlap, as PyTorch DDP and
+ * several devices is all-reduced (a ring over the devices in the strategy's
+ * order, node by node), then updated on each replica, or (parameter-server
+ * scheme) sent to the first part's device, updated there and sent back. When
+ * the all-reduce may start is the sync mode: as soon as the shard's backward
+ * tasks are done (overlap, as PyTorch DDP and
  * Horovod run it), or only once each replica's device has finished its whole
  * backward pass (bulk, the bulk-synchronous model that the simulator of
  * FlexFlow's Legion runtime uses by default and OptCNN's additive cost model

@@ -164,12 +164,14 @@ SF_API int sf_sync_mode_parse(const char *name, sf_sync_mode *out);
 /* How a weight shard's replicas combine their gradients, lowered into steps by
  * sf_taskgraph_sync_steps (docs/simulator.md). */
 typedef enum sf_sync_scheme {
-    SF_SCHEME_RING = 0,     /* ring all-reduce over the replicas in ring order (default):
-                             * a reduce-scatter, then an all-gather */
+    SF_SCHEME_RING = 0,     /* ring all-reduce over the replicas in ring order (default;
+                             * see sf_taskgraph_sync_steps): a reduce-scatter, then an
+                             * all-gather */
     SF_SCHEME_PS,           /* parameter server on the device of the shard's first entry:
-                             * every other replica sends its gradient there, the server
-                             * updates, and sends the shard back, as the simulator of
-                             * FlexFlow's 2020-21 Legion runtime models it */
+                             * every other replica (in ring order) sends its gradient
+                             * there, the server updates, and sends the shard back, as
+                             * the simulator of FlexFlow's 2020-21 Legion runtime models
+                             * it */
     SF_SCHEME_HIERARCHICAL, /* two levels: a reduce-scatter inside each node, an
                              * all-reduce of each chunk across the nodes (the devices
                              * of one local position), an all-gather inside each node
@@ -250,16 +252,22 @@ typedef struct sf_tg_steps {
     const int32_t *shard_start; /* [n_shards + 1] */
 } sf_tg_steps;
 
-/* What the lowering needs of the machine: its nodes (hierarchical scheme, the
- * order of rings) and whether it prices the runtime's copies (COPY steps are
- * listed only then; nothing else depends on them). m may be NULL: one node of
- * n_devices devices, no copies. */
+/* What the lowering needs of the machine: its nodes and PCIe switches
+ * (hierarchical scheme, the order of rings) and whether it prices the runtime's
+ * copies (COPY steps are listed only then; nothing else depends on them). m may
+ * be NULL: one node of n_devices devices, no copies. */
 SF_API void sf_taskgraph_set_comm(sf_taskgraph *tg, const sf_machine *m, sf_sync_scheme scheme);
 SF_API sf_sync_scheme sf_taskgraph_scheme(const sf_taskgraph *tg);
 
 /* The shards of owner's weight group (as sf_taskgraph_sync, into *sync) and the
  * steps of their gradient sync and update under the scheme of
- * sf_taskgraph_set_comm:
+ * sf_taskgraph_set_comm. The steps take a shard's devices in ring order: as the
+ * strategy names them (the devices of the shard's entries in entry order, each
+ * at its first), one node's together, the nodes in the order of their first
+ * device, and inside a node one PCIe switch's together likewise; so that
+ * relabelling the devices of a strategy by a symmetry of the machine relabels
+ * its steps alike and changes no simulated time, and a strategy that lists
+ * devices in ascending order gets id order (comm.c, "Ring order"):
  *   ring:   [COPY pack on each device], REDUCE_SCATTER, ALL_GATHER over the
  *           shard's devices, [COPY unpack on each], UPDATE on each;
  *   ps:     per replica other than the server: [COPY pack], P2P of the gradient

@@ -119,6 +119,9 @@ void sf_taskgraph_free(sf_taskgraph *tg) {
     free(tg->step_devs);
     free(tg->step_deps);
     free(tg->shard_start);
+    free(tg->ring_key);
+    free(tg->ring_dev);
+    free(tg->ring_rank);
     free(tg);
 }
 

@@ -54,6 +54,15 @@ struct sf_taskgraph {
     int64_t cap_step_deps;
     int32_t *shard_start;
     int64_t cap_shard_start;
+    /* ring order (comm.c): a shard's sort keys and its devices in ring order,
+     * and the rank of each node and each PCIe switch ([2 * n_dev], -1 between
+     * shards) */
+    int64_t *ring_key;
+    int64_t cap_ring_key;
+    int16_t *ring_dev;
+    int64_t cap_ring_dev;
+    int32_t *ring_rank;
+    int64_t cap_ring_rank;
 };
 
 /* Grow *p (of *cap elements of elem bytes) to hold need; 0, or -1 when out of

@@ -342,14 +342,17 @@ static void on_xfsz_wait(int sig) {
     for (;;) pause();
 }
 
-/* The size of the one temporary in dir, or -1 when there is none. */
-static long temp_size(const char *dir, char *name, size_t cap) {
+/* The size of the one temporary of target `base` in dir (base.tmp.XXXXXX, not
+ * another target's), or -1 when there is none. */
+static long temp_size(const char *dir, const char *base, char *name, size_t cap) {
     DIR *d = opendir(dir);
     if (!d) return -1;
     long size = -1;
+    char prefix[128];
+    snprintf(prefix, sizeof prefix, "%s.tmp.", base);
     struct dirent *e;
     while ((e = readdir(d)) != NULL) {
-        if (!strstr(e->d_name, ".tmp.")) continue;
+        if (strncmp(e->d_name, prefix, strlen(prefix)) != 0) continue;
         char path[512];
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
         struct stat st;
@@ -378,6 +381,7 @@ static void test_stale_temporaries(void **state) {
     assert_true(pid >= 0);
     if (pid == 0) {
         signal(SIGXFSZ, on_xfsz_wait);
+        alarm(120); /* never outlive a parent whose assertion failed before its kill */
         struct rlimit rl = {64 * 1024, 64 * 1024};
         if (setrlimit(RLIMIT_FSIZE, &rl) != 0) _exit(4);
         size_t n = 1 << 20;
@@ -392,7 +396,7 @@ static void test_stale_temporaries(void **state) {
     long size = -1;
     for (int i = 0; i < 1000 && size != 64 * 1024; i++) {
         nanosleep(&(struct timespec){0, 10000000}, NULL);
-        size = temp_size(sub, tmp_name, sizeof tmp_name);
+        size = temp_size(sub, "ck.st", tmp_name, sizeof tmp_name);
     }
     assert_int_equal(size, 64 * 1024);
     /* a write of the same target meanwhile: the live writer's temporary stays */

@@ -202,13 +202,11 @@ static double sync_cost(oc_scratch *s, int opi) {
             if (need > s->uses_cap || acc_reserve(s, need)) return -1;
             int nu = sf_tg_price_step(&pr, st, ss.devs, s->uses);
             int is_update = st->kind == SF_STEP_UPDATE;
+            double chain = 0;
+            for (int u = 0; u < nu; u++) chain += s->uses[u].dur_s;
             for (int u = 0; u < nu; u++) {
                 /* a P2P is a chain: its hops add, charged to each link it crosses */
-                double t = s->uses[u].dur_s;
-                if (st->kind == SF_STEP_P2P) {
-                    t = 0;
-                    for (int v = 0; v < nu; v++) t += s->uses[v].dur_s;
-                }
+                double t = st->kind == SF_STEP_P2P ? chain : s->uses[u].dur_s;
                 double sum = acc_add(s, use_key(s, is_update ? OC_MAX_LEVELS : lv, &s->uses[u]), t);
                 double *mx = is_update ? &update : &level_max[lv];
                 if (sum > *mx) *mx = sum;

@@ -10,12 +10,11 @@
  * updates; in bulk sync mode one barrier block joins each device's backward
  * tasks. Every step becomes tasks through one function (step_tasks), which
  * makes a task of each use the task graph's pricing (sf_tg_price_step) gives,
- * so nothing here decides what a transfer or a collective costs. A block is a deterministic function
- * of a few operators' configs, which is what lets delta simulation rebuild only
- * the blocks a change touches (sim_rebuild_block, called by sim.c). The builders
- * live apart from the layout and the scheduler because they are the part that
- * decides what communication costs; they read the machine, the cost model and
- * the task graph, and call nothing else of the simulator's but its link
+ * so nothing here decides what a transfer or a collective costs. A block is a deterministic
+ * function of a few operators' configs, which is what lets delta simulation rebuild only the blocks
+ * a change touches (sim_rebuild_block, called by sim.c). The builders live apart from the layout
+ * and the scheduler because they are the part that decides what communication costs; they read the
+ * machine, the cost model and the task graph, and call nothing else of the simulator's but its link
  * resources (sim_links.c).
  */
 #include <math.h>
@@ -152,6 +151,11 @@ static int end_push(sf_sim *sim, int64_t ref) {
     return 0;
 }
 
+/* A step over a ring of devices (reduce-scatter, all-gather, all-reduce, broadcast). */
+static int collective(const sf_tg_step *st) {
+    return st->kind != SF_STEP_P2P && st->kind != SF_STEP_COPY && st->kind != SF_STEP_UPDATE;
+}
+
 /* The tasks of one step in block b (bid), priced by the task graph's pricing
  * function: a device task for a copy or an update; a chain of link tasks per
  * segment of a message (store-and-forward, the segments pipelined hop by hop:
@@ -191,7 +195,7 @@ static int step_tasks(sf_sim *sim, sim_block *b, int bid, const sf_tg_pricer *pr
         ends4[1] = ends4[3] = 1;
         return end_push(sim, REF(bid, idx));
     }
-    int coll = st->kind != SF_STEP_P2P;
+    int coll = collective(st);
     int64_t in = chained_in, out = -1;
     if (coll) {
         if (in < 0) {
@@ -380,12 +384,8 @@ static int build_sync(sf_sim *sim, int owner) {
             }
             /* a collective that follows one collective alone starts at its exit */
             int64_t chained = -1;
-            if (st->n_deps == 1 && st->kind != SF_STEP_P2P && st->kind != SF_STEP_COPY &&
-                st->kind != SF_STEP_UPDATE) {
-                const sf_tg_step *d = &ss.steps[ss.deps[st->dep]];
-                if (d->kind != SF_STEP_P2P && d->kind != SF_STEP_COPY && d->kind != SF_STEP_UPDATE)
-                    chained = sim->ends[sim->end_at[4 * ss.deps[st->dep] + 2]];
-            }
+            if (st->n_deps == 1 && collective(st) && collective(&ss.steps[ss.deps[st->dep]]))
+                chained = sim->ends[sim->end_at[4 * ss.deps[st->dep] + 2]];
             if (st->kind == SF_STEP_P2P && st->grads) { /* join the sender's gradients first */
                 int j = block_task(b, SIM_BARRIER, SIM_NO_RES, owner, cls, 0, 0);
                 if (j < 0) return -1;

@@ -235,15 +235,27 @@ typedef struct mc_move {
  * elsewhere, each part on the device of c's part with the same coordinates (0
  * in the dimensions dropped). Either way the parts of the two operators that
  * cover the same indices share a device where the shapes allow. */
+static int splits_reduce(const sf_op *op, const sf_config *c) {
+    for (int i = 0; i < c->ndim && i < op->space.ndim; i++)
+        if (op->kinds[i] == SF_DIM_REDUCE && c->degree[i] > 1) return 1;
+    return 0;
+}
+
+/* Reduction dimensions are not proposed yet (issue 25, item 6): a neighbour's
+ * degree on a dimension that is one for op is not taken. */
 static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, sf_config *out) {
-    if (c->ndim == op->space.ndim && sf_config_validate(op, m, c, NULL) == SF_OK) {
+    if (c->ndim == op->space.ndim && !splits_reduce(op, c) &&
+        sf_config_validate(op, m, c, NULL) == SF_OK) {
         *out = *c;
         return;
     }
     int nd = op->space.ndim, degree[SF_MAX_DIMS];
     for (int i = 0; i < nd; i++) {
         int d = i < c->ndim ? c->degree[i] : 1;
-        degree[i] = d > 1 && op->kinds[i] != SF_DIM_NONE && d <= op->space.d[i] ? d : 1;
+        degree[i] = d > 1 && op->kinds[i] != SF_DIM_NONE && op->kinds[i] != SF_DIM_REDUCE &&
+                            d <= op->space.d[i]
+                        ? d
+                        : 1;
     }
     memset(out, 0, sizeof *out);
     sf_config_set_degrees(out, nd, degree); /* at most c's parts: cannot fail */
@@ -474,7 +486,8 @@ static int cands_from(const sf_op *op, int n_dev, int i, int prod, int *deg, sf_
         return n;
     }
     int top = 1;
-    if (op->kinds[i] != SF_DIM_NONE) top = op->space.d[i] < n_dev ? (int)op->space.d[i] : n_dev;
+    if (op->kinds[i] != SF_DIM_NONE && op->kinds[i] != SF_DIM_REDUCE) /* not proposed yet */
+        top = op->space.d[i] < n_dev ? (int)op->space.d[i] : n_dev;
     for (int d = 1; d <= top && prod * d <= n_dev && prod * d <= SF_MAX_PARTS; d++) {
         deg[i] = d;
         n = cands_from(op, n_dev, i + 1, prod * d, deg, out, cap, n);

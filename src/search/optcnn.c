@@ -154,7 +154,8 @@ static int enum_degrees(const sf_op *op, int d, int rem, int *deg, sf_config *ou
         }
         return n + 1;
     }
-    int64_t maxd = op->kinds[d] == SF_DIM_NONE ? 1 : rem;
+    /* reduction dimensions are not among the candidates yet (issue 25, item 6) */
+    int64_t maxd = op->kinds[d] == SF_DIM_NONE || op->kinds[d] == SF_DIM_REDUCE ? 1 : rem;
     if (op->space.d[d] < maxd) maxd = op->space.d[d];
     for (int x = 1; x <= maxd; x++) {
         if (rem % x) continue;

@@ -4,7 +4,8 @@
  * the consumer needs (an all-reduce, a reduce-scatter, a reduce to one device),
  * with the duals backward; the simulator prices the steps and delta simulation
  * equals full simulation with reduce splits; strategy JSON leaves a reduce
- * degree of 1 out and reads it back.
+ * degree of 1 out and reads it back; the proposal draws reduce degrees only
+ * when asked (the searches with them: tests/cli_partial_sums.sh).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -260,11 +261,41 @@ static void test_json_round_trip(void **state) {
     sf_graph_free(g);
 }
 
+/* The proposal: reduction dimensions only when asked, and without them the
+ * same draws as sf_config_random. */
+static void test_random_proposals(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = mlp();
+    sf_machine *m = sf_machine_preset("p100-4x4", &err);
+    assert_non_null(m);
+    const sf_op *fc2 = sf_graph_op(g, sf_graph_find(g, "fc2"));
+    sf_rng a, b, c;
+    sf_rng_seed(&a, 7);
+    sf_rng_seed(&b, 7);
+    sf_rng_seed(&c, 7);
+    int split = 0;
+    for (int i = 0; i < 500; i++) {
+        sf_config x, y, z;
+        sf_config_random(fc2, m, &a, &x);
+        sf_config_random_in(fc2, m, 0, &b, &y);
+        assert_true(sf_config_equal(&x, &y));
+        assert_int_equal(x.degree[3], 1);
+        sf_config_random_in(fc2, m, 1, &c, &z);
+        assert_int_equal(sf_config_validate(fc2, m, &z, &err), SF_OK);
+        split += z.degree[3] > 1;
+    }
+    assert_true(split > 100);
+    sf_machine_free(m);
+    sf_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reduction_kinds),
         cmocka_unit_test(test_sim_delta_equals_full),
         cmocka_unit_test(test_json_round_trip),
+        cmocka_unit_test(test_random_proposals),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

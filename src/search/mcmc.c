@@ -241,10 +241,11 @@ static int splits_reduce(const sf_op *op, const sf_config *c) {
     return 0;
 }
 
-/* Reduction dimensions are not proposed yet (issue 25, item 6): a neighbour's
- * degree on a dimension that is one for op is not taken. */
-static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, sf_config *out) {
-    if (c->ndim == op->space.ndim && !splits_reduce(op, c) &&
+/* Reduction dimensions are proposed only with sf_mcmc_options.reduce: without
+ * it, a neighbour's degree on a dimension that is one for op is not taken. */
+static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, int reduce,
+                    sf_config *out) {
+    if (c->ndim == op->space.ndim && (reduce || !splits_reduce(op, c)) &&
         sf_config_validate(op, m, c, NULL) == SF_OK) {
         *out = *c;
         return;
@@ -252,8 +253,8 @@ static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, sf
     int nd = op->space.ndim, degree[SF_MAX_DIMS];
     for (int i = 0; i < nd; i++) {
         int d = i < c->ndim ? c->degree[i] : 1;
-        degree[i] = d > 1 && op->kinds[i] != SF_DIM_NONE && op->kinds[i] != SF_DIM_REDUCE &&
-                            d <= op->space.d[i]
+        degree[i] = d > 1 && op->kinds[i] != SF_DIM_NONE &&
+                            (reduce || op->kinds[i] != SF_DIM_REDUCE) && d <= op->space.d[i]
                         ? d
                         : 1;
     }
@@ -312,13 +313,13 @@ static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, int pai
     if (pairs && n_nb > 0 && sf_rng_below(&s->rng, 2)) {
         int nb = s->nbr[s->nbr_start[opi] + (int)sf_rng_below(&s->rng, (uint64_t)n_nb)];
         if (sf_rng_below(&s->rng, 2))
-            sf_config_random(op, s->m, &s->rng, c);
+            sf_config_random_in(op, s->m, s->o->reduce, &s->rng, c);
         else
             shift_devices(s, cur, c);
         mv->n = 2;
         mv->pair = 1;
         mv->op[1] = nb;
-        line_up(sf_graph_op(s->g, nb), s->m, c, &mv->cfg[1]);
+        line_up(sf_graph_op(s->g, nb), s->m, c, s->o->reduce, &mv->cfg[1]);
         return;
     }
     uint64_t kind = sf_rng_below(&s->rng, 4);
@@ -333,7 +334,7 @@ static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, int pai
         shift_devices(s, cur, c);
         return;
     }
-    sf_config_random(op, s->m, &s->rng, c);
+    sf_config_random_in(op, s->m, s->o->reduce, &s->rng, c);
 }
 
 /* The inverse temperature at proposal `it` of a chain: o->beta times
@@ -469,8 +470,8 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
  * tuple whose product p is a power of two or divides n_dev, one config per
  * run of p contiguous devices (first device 0, 1, ..., n_dev - p). Stores
  * the first `cap` into out and returns how many there are. */
-static int cands_from(const sf_op *op, int n_dev, int i, int prod, int *deg, sf_config *out,
-                      int cap, int n) {
+static int cands_from(const sf_op *op, int n_dev, int reduce, int i, int prod, int *deg,
+                      sf_config *out, int cap, int n) {
     int nd = op->space.ndim;
     if (i == nd) {
         if ((prod & (prod - 1)) != 0 && n_dev % prod != 0) return n;
@@ -486,11 +487,11 @@ static int cands_from(const sf_op *op, int n_dev, int i, int prod, int *deg, sf_
         return n;
     }
     int top = 1;
-    if (op->kinds[i] != SF_DIM_NONE && op->kinds[i] != SF_DIM_REDUCE) /* not proposed yet */
+    if (op->kinds[i] != SF_DIM_NONE && (reduce || op->kinds[i] != SF_DIM_REDUCE))
         top = op->space.d[i] < n_dev ? (int)op->space.d[i] : n_dev;
     for (int d = 1; d <= top && prod * d <= n_dev && prod * d <= SF_MAX_PARTS; d++) {
         deg[i] = d;
-        n = cands_from(op, n_dev, i + 1, prod * d, deg, out, cap, n);
+        n = cands_from(op, n_dev, reduce, i + 1, prod * d, deg, out, cap, n);
     }
     deg[i] = 1;
     return n;
@@ -498,10 +499,10 @@ static int cands_from(const sf_op *op, int n_dev, int i, int prod, int *deg, sf_
 
 /* The polish's candidate configs of op (see cands_from); out may be NULL with
  * cap 0 to count them. */
-static int polish_cands(const sf_op *op, int n_dev, sf_config *out, int cap) {
+static int polish_cands(const sf_op *op, int n_dev, int reduce, sf_config *out, int cap) {
     int deg[SF_MAX_DIMS];
     for (int i = 0; i < SF_MAX_DIMS; i++) deg[i] = 1;
-    return cands_from(op, n_dev, 0, 1, deg, out, cap, 0);
+    return cands_from(op, n_dev, reduce, 0, 1, deg, out, cap, 0);
 }
 
 /* Budget left for the polish: 1 while there is. */
@@ -586,7 +587,7 @@ static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
         for (int k = 0; k < s->n_movable && polish_budget_left(s, deadline_s); k++) {
             int opi = s->order[k];
             const sf_op *op = sf_graph_op(s->g, opi);
-            int nc = polish_cands(op, s->n_dev, s->cands, s->max_cands);
+            int nc = polish_cands(op, s->n_dev, s->o->reduce, s->cands, s->max_cands);
             int nb0 = s->nbr_start[opi], nb1 = s->nbr_start[opi + 1];
             mc_move mv;
             mv.pair = 0;
@@ -596,7 +597,7 @@ static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
                 mv.op[0] = opi;
                 if (j < 0)
                     line_up(op, s->m, sf_strategy_get(polish_current(s), s->nbr[nb1 + j]),
-                            &mv.cfg[0]);
+                            s->o->reduce, &mv.cfg[0]);
                 else
                     mv.cfg[0] = s->cands[j];
                 st = polish_try(s, &mv, &cur, &improved, err);
@@ -611,7 +612,7 @@ static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
                     mv.op[0] = opi;
                     mv.op[1] = nb;
                     mv.cfg[0] = s->cands[j];
-                    line_up(sf_graph_op(s->g, nb), s->m, &mv.cfg[0], &mv.cfg[1]);
+                    line_up(sf_graph_op(s->g, nb), s->m, &mv.cfg[0], s->o->reduce, &mv.cfg[1]);
                     st = polish_try(s, &mv, &cur, &improved, err);
                     if (st != SF_OK) return st;
                 }
@@ -691,7 +692,7 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
         if (op_movable(sf_graph_op(g, i), s.n_dev)) s.movable[s.n_movable++] = i;
     if (o->polish) {
         for (int k = 0; k < s.n_movable; k++) {
-            int n = polish_cands(sf_graph_op(g, s.movable[k]), s.n_dev, NULL, 0);
+            int n = polish_cands(sf_graph_op(g, s.movable[k]), s.n_dev, o->reduce, NULL, 0);
             if (n > s.max_cands) s.max_cands = n;
         }
         s.cands = malloc((size_t)(s.max_cands > 0 ? s.max_cands : 1) * sizeof *s.cands);

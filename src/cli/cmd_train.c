@@ -246,9 +246,10 @@ static int check_images(const sf_graph *g, int input, const sf_dataset *ds) {
 
 static void fill_batch(sf_batch_bufs *bb, const sf_dataset *ds, const int64_t *order, int64_t first,
                        int64_t batch, int input, int loss) {
+    int64_t m = ds->c * ds->h * ds->w; /* what the model reads a sample (check_images) */
     for (int64_t i = 0; i < batch; i++) {
         int64_t k = order[(first + i) % ds->n];
-        memcpy(bb->inputs[input] + i * 784, ds->images + k * 784, 784 * sizeof(float));
+        sf_dataset_image(ds, k, bb->inputs[input] + i * m);
         bb->labels[loss][i] = ds->labels[k];
     }
 }

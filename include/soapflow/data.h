@@ -5,7 +5,9 @@
  *     sf_dataset ds;
  *     if (sf_dataset_load("fashion-mnist", "train", NULL, &ds, &err) != SF_OK)
  *         fprintf(stderr, "%s\n", err.msg);  // "...: dataset not found: apt-get install ..."
- *     // ds.images is (ds.n, ds.c, ds.h, ds.w) floats, ds.labels (ds.n) in [0, ds.n_classes)
+ *     // ds.pixels is (ds.n, ds.c, ds.h, ds.w) bytes, ds.labels (ds.n) in [0, ds.n_classes);
+ *     float x[784];
+ *     sf_dataset_image(&ds, 0, x);  // sample 0 as normalized floats
  *     int64_t *order = malloc(ds.n * sizeof *order);
  *     sf_data_shuffle(seed, epoch, order, ds.n);  // the same order for the same (seed, epoch)
  *     sf_dataset_free(&ds);

@@ -218,6 +218,7 @@ void sf_dataset_free(sf_dataset *ds) {
 
 void sf_dataset_image(const sf_dataset *ds, int64_t k, float *dst) {
     int64_t m = ds->c * ds->h * ds->w;
+    if (m <= 0 || !ds->pixels) return;
     const uint8_t *src = ds->pixels + k * m;
     for (int64_t i = 0; i < m; i++) dst[i] = ds->lut[src[i]];
 }

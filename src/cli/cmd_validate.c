@@ -27,9 +27,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <cblas.h>
-
 #include "soapflow/io.h"
+#include "soapflow/kernels.h"
 #include "soapflow/models.h"
 #include "soapflow/runtime.h"
 #include "soapflow/search.h"
@@ -711,7 +710,7 @@ int sf_cmd_validate(int argc, char **argv) {
     if (!v.comm) return sf_cli_fail_err(&err);
     v.rank = sf_comm_rank(v.comm);
     v.ranks = sf_comm_size(v.comm);
-    openblas_set_num_threads(1); /* one BLAS thread per rank */
+    sf_kernels_set_threads(1); /* one BLAS thread per rank */
 
     rc = setup(&v);
     if (rc == SF_EXIT_OK) rc = predict(&v);

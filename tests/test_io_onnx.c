@@ -64,11 +64,33 @@ static json_t *read_expect(const char *name) {
     return j;
 }
 
-/* A failure's message: one line, starting with the origin. */
+/* 1 when s is valid UTF-8 (RFC 3629), checked by its own rules here. */
+static int valid_utf8(const char *str) {
+    const unsigned char *s = (const unsigned char *)str;
+    while (*s) {
+        int n = *s < 0x80 ? 1 : *s >= 0xc2 && *s <= 0xdf ? 2 : *s >= 0xe0 && *s <= 0xef ? 3
+                                                         : *s >= 0xf0 && *s <= 0xf4 ? 4 : 0;
+        if (!n) return 0;
+        for (int i = 1; i < n; i++)
+            if ((s[i] & 0xc0) != 0x80) return 0;
+        unsigned cp = n == 1 ? s[0] : n == 2 ? (s[0] & 0x1fu) << 6 | (s[1] & 0x3fu)
+                   : n == 3 ? (s[0] & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu)
+                            : (s[0] & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 |
+                                  (s[3] & 0x3fu);
+        if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+            (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+            return 0;
+        s += n;
+    }
+    return 1;
+}
+
+/* A failure's message: one line of valid UTF-8, starting with the origin. */
 static void check_one_line(const sf_error *err, const char *origin) {
     assert_true(err->code != SF_OK);
     assert_true(strncmp(err->msg, origin, strlen(origin)) == 0);
     assert_null(strchr(err->msg, '\n'));
+    if (!valid_utf8(err->msg)) fail_msg("not UTF-8: %s", err->msg);
 }
 
 static void expect_fail(const void *buf, size_t len, int64_t batch, sf_status code,
@@ -659,6 +681,17 @@ static sf_graph *import_writable(const Onnx__ModelProto *m) {
     return g;
 }
 
+/* The status of importing m (its message in err). */
+static sf_status import_err(const Onnx__ModelProto *m, sf_error *err) {
+    size_t len;
+    uint8_t *buf = encode(m, &len);
+    sf_graph *g = NULL;
+    sf_status st = sf_onnx_parse(buf, len, "names.onnx", 2, &g, NULL, err);
+    free(buf);
+    sf_graph_free(g);
+    return st;
+}
+
 /* ONNX strings should be UTF-8, but protobuf-c does not check, and names are cut to a
  * bound: an operator name keeps what is valid UTF-8 of the file's name, other bytes
  * become '?', and a name cut to its bound loses the character the cut splits. (The
@@ -684,6 +717,19 @@ static void test_names_from_the_file(void **state) {
         (char *)"c\xe9\xed\xa0\x80.weight"; /* Latin-1, a surrogate */
     sf_graph *sg = import_writable(m);
     assert_true(sf_graph_find(sg, "relu?") >= 0);
+    sf_graph_free(sg);
+
+    /* an unsupported operator whose type and name hold such bytes: the message that
+     * names them is valid UTF-8 (a raw 0xfe once went into it) */
+    char *rtype = g->node[r0]->op_type;
+    g->node[r0]->op_type = (char *)"Relu\xfe\xc3";
+    sf_error err = {0};
+    assert_int_equal(import_err(m, &err), SF_ERR_UNSUPPORTED);
+    check_one_line(&err, "names.onnx: ");
+    assert_non_null(strstr(err.msg, "Relu?"));
+    assert_non_null(strstr(err.msg, "'/relu?/Relu'"));
+    g->node[r0]->op_type = rtype;
+    sg = import_writable(m);
     assert_true(sf_graph_find(sg, "c????") >= 0);
     sf_graph_free(sg);
     g->node[c0]->input[1] = win;

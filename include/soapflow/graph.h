@@ -439,6 +439,9 @@ typedef struct sf_weight_slice {
  * nothing and gets none. The runtime all-reduces and updates exactly these elements among
  * the replicas of a shard. */
 SF_API int sf_op_weight_slices(const sf_op *op, const sf_tile *t, sf_weight_slice *out);
+/* 1 when the n slices sf_op_weight_slices gave are one run of the layout (the runtime then
+ * syncs a shard's gradient where it lies, without packing it: no COPY steps). */
+SF_API int sf_weight_slices_one_run(const sf_weight_slice *s, int n);
 
 #define SF_MAX_PARAMS 4
 /* How a parameter tensor starts training (PyTorch's default for its module). */

@@ -41,12 +41,6 @@ const char *ox_node_str(const ox_ctx *c, int node, char *buf, size_t cap) {
     return buf;
 }
 
-/* Names from the file go into messages: control characters become '?', so a
- * message stays one line whatever the file holds. */
-void ox_one_line(char *s) {
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
-}
 
 static sf_status vfail(ox_ctx *c, int node, sf_status st, const char *fmt, va_list ap) {
     char msg[SF_ERRMSG_MAX], who[240];
@@ -580,6 +574,29 @@ void ox_utf8_copy(char *dst, size_t cap, const char *src) {
         }
     }
     dst[n] = '\0';
+}
+
+/* Names from the file go into messages: control characters and bytes that are
+ * not UTF-8 become '?' (the rest of a character cut by a "%.60s" is left out),
+ * so a message stays one line of valid text whatever the file holds. In place:
+ * the text only shrinks, so writes never pass the reads. */
+void ox_one_line(char *str) {
+    const unsigned char *s = (const unsigned char *)str;
+    char *d = str;
+    while (*s) {
+        size_t k = utf8_char(s);
+        if (!k && utf8_cut_short(s)) break;
+        if (k == 1 && (*s < 0x20 || *s == 0x7f)) k = 0;
+        if (k) {
+            memmove(d, s, k);
+            d += k;
+            s += k;
+        } else {
+            *d++ = '?';
+            s++;
+        }
+    }
+    *d = '\0';
 }
 
 /* A unique operator name from base into buf (cap bytes, well over 16). Names go

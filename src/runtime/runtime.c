@@ -592,17 +592,6 @@ static int fuses(const g_lists *L, const sf_tg_step *a, const sf_tg_step *b, int
            !memcmp(L->devs + a->group, L->devs + b->group, (size_t)b->n_group * sizeof *L->devs);
 }
 
-/* 1 when shard sh's slices, in order, are one run of its group's layout. */
-static int contiguous(const rt_shard *sh) {
-    int64_t next = sh->n_slices ? sh->sl[0].offset : 0;
-    for (int i = 0; i < sh->n_slices; i++) {
-        const sf_weight_slice *s = &sh->sl[i];
-        if (s->offset != next || (s->count > 1 && s->stride != s->len)) return 0;
-        next = s->offset + s->count * s->len;
-    }
-    return 1;
-}
-
 static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
     g_lists L;
     memset(&L, 0, sizeof L);
@@ -733,7 +722,7 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
         }
         if (sh) {
             sh->n_steps = rt->n_sync_steps - sh->step0;
-            sh->in_place = sh->comm && contiguous(sh);
+            sh->in_place = sh->comm && sf_weight_slices_one_run(sh->sl, sh->n_slices);
             for (int q = 0; q < sh->n_steps; q++)
                 if (rt->sync_steps[sh->step0 + q].kind == SF_STEP_P2P) sh->in_place = 0;
             rt->n_shards++;

@@ -28,8 +28,8 @@
 
 #include <jansson.h>
 
-#include "onnx/onnx_impl.h"
 #include "onnx.pb-c.h"
+#include "onnx/onnx_impl.h"
 #include "soapflow/cost.h"
 #include "soapflow/io.h"
 #include "soapflow/models.h"
@@ -68,15 +68,19 @@ static json_t *read_expect(const char *name) {
 static int valid_utf8(const char *str) {
     const unsigned char *s = (const unsigned char *)str;
     while (*s) {
-        int n = *s < 0x80 ? 1 : *s >= 0xc2 && *s <= 0xdf ? 2 : *s >= 0xe0 && *s <= 0xef ? 3
-                                                         : *s >= 0xf0 && *s <= 0xf4 ? 4 : 0;
+        int n = *s < 0x80                  ? 1
+                : *s >= 0xc2 && *s <= 0xdf ? 2
+                : *s >= 0xe0 && *s <= 0xef ? 3
+                : *s >= 0xf0 && *s <= 0xf4 ? 4
+                                           : 0;
         if (!n) return 0;
         for (int i = 1; i < n; i++)
             if ((s[i] & 0xc0) != 0x80) return 0;
-        unsigned cp = n == 1 ? s[0] : n == 2 ? (s[0] & 0x1fu) << 6 | (s[1] & 0x3fu)
-                   : n == 3 ? (s[0] & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu)
-                            : (s[0] & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 |
-                                  (s[3] & 0x3fu);
+        unsigned cp = n == 1   ? s[0]
+                      : n == 2 ? (s[0] & 0x1fu) << 6 | (s[1] & 0x3fu)
+                      : n == 3 ? (s[0] & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu)
+                               : (s[0] & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 |
+                                     (s[3] & 0x3fu);
         if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
             (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
             return 0;
@@ -834,11 +838,34 @@ static void test_pattern_departures(void **state) {
     int sq = find_node(g, "Sqrt", 0), rm = find_node(g, "ReduceMean", 0);
     char *old = retype(g->node[sq], "Erf");
     buf = encode(m, &len);
-    char want[256];
-    snprintf(want, sizeof want, "a step of the layer normalization that starts at node #%d '%s'",
-             rm, g->node[rm]->name);
-    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, want, g->node[sq]->name);
+    /* an Erf not after a division: no GELU, found before the import, in the list */
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED,
+                "Erf of activations outside layer norm and GELU x1", g->node[sq]->name);
     free(buf);
+    /* a Pow where the Sqrt was: a Pow of activations steps a layer norm only as
+     * the square of x - mean, so this one after the Add of eps is listed too */
+    retype(g->node[sq], "Pow");
+    size_t sq_n = g->node[sq]->n_input;
+    char *two[2] = {g->node[sq]->input[0], g->node[sq]->input[0]};
+    char **sq_inputs = g->node[sq]->input;
+    g->node[sq]->input = two;
+    g->node[sq]->n_input = 2;
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED,
+                "Pow of activations outside layer norm and GELU x1", g->node[sq]->name);
+    free(buf);
+    g->node[sq]->input = sq_inputs;
+    g->node[sq]->n_input = sq_n;
+    g->node[sq]->op_type = old;
+    /* two departures of different types are both listed: an Erf where the Sqrt
+     * was, and an operator soapflow lacks in place of the first ReduceMean (whose
+     * Sub then reads no mean either) */
+    retype(g->node[sq], "Erf");
+    char *rm_type = retype(g->node[rm], "HardSwish");
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "HardSwish x", "Erf of activations outside");
+    free(buf);
+    g->node[rm]->op_type = rm_type;
     g->node[sq]->op_type = old;
     /* GELU's last step, the product by 0.5, made a square: not GELU */
     int half = -1;

@@ -41,7 +41,6 @@ const char *ox_node_str(const ox_ctx *c, int node, char *buf, size_t cap) {
     return buf;
 }
 
-
 static sf_status vfail(ox_ctx *c, int node, sf_status st, const char *fmt, va_list ap) {
     char msg[SF_ERRMSG_MAX], who[240];
     vsnprintf(msg, sizeof msg, fmt, ap);

@@ -1547,6 +1547,7 @@ static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
 
 #define FOLD OX_CAN_FOLD
 #define ACT OX_CAN_ACT
+#define STEP OX_CAN_STEP
 
 /* Sorted by op_type (strcmp), for bsearch. min_in is the fewest inputs ONNX
  * allows in any opset read (Slice takes 1 before opset 10, 3 from it; Gemm's C is
@@ -1568,7 +1569,7 @@ static const ox_op_entry table[] = {
     {"Div", FOLD | ACT, 2, ox_fold_node, act_div},
     {"Dropout", ACT, 1, NULL, act_dropout},
     {"Equal", FOLD, 2, ox_fold_node, NULL},
-    {"Erf", ACT, 1, NULL, act_steps_only},
+    {"Erf", ACT | STEP, 1, NULL, act_steps_only},
     {"Expand", FOLD, 2, ox_fold_node, NULL},
     {"Flatten", FOLD | ACT, 1, ox_fold_node, act_flatten},
     {"Floor", FOLD, 1, ox_fold_node, NULL},
@@ -1590,10 +1591,10 @@ static const ox_op_entry table[] = {
     {"Mul", FOLD | ACT, 2, ox_fold_node, act_mul},
     {"Neg", FOLD, 1, ox_fold_node, NULL},
     {"Not", FOLD, 1, ox_fold_node, NULL},
-    {"Pow", FOLD | ACT, 2, ox_fold_node, act_steps_only},
+    {"Pow", FOLD | ACT | STEP, 2, ox_fold_node, act_steps_only},
     {"Range", FOLD, 3, ox_fold_node, NULL},
     {"Reciprocal", FOLD, 1, ox_fold_node, NULL},
-    {"ReduceMean", ACT, 1, NULL, act_steps_only},
+    {"ReduceMean", ACT | STEP, 1, NULL, act_steps_only},
     {"ReduceProd", FOLD, 1, ox_fold_node, NULL},
     {"ReduceSum", FOLD, 1, ox_fold_node, NULL},
     {"Relu", ACT, 1, NULL, act_relu},
@@ -1604,9 +1605,9 @@ static const ox_op_entry table[] = {
     {"Slice", FOLD | ACT, 1, ox_fold_node, act_slice},
     {"Softmax", ACT, 1, NULL, act_softmax},
     {"Split", ACT, 1, NULL, act_split},
-    {"Sqrt", FOLD | ACT, 1, ox_fold_node, act_steps_only},
+    {"Sqrt", FOLD | ACT | STEP, 1, ox_fold_node, act_steps_only},
     {"Squeeze", FOLD | ACT, 1, ox_fold_node, act_squeeze},
-    {"Sub", FOLD | ACT, 2, ox_fold_node, act_steps_only},
+    {"Sub", FOLD | ACT | STEP, 2, ox_fold_node, act_steps_only},
     {"Tanh", ACT, 1, NULL, act_tanh},
     {"Transpose", FOLD | ACT, 1, ox_fold_node, act_transpose},
     {"Unsqueeze", FOLD | ACT, 1, ox_fold_node, act_unsqueeze},

@@ -23,6 +23,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 /* cmocka needs setjmp.h, stdarg.h and stddef.h first */
 #include <cmocka.h>
 
@@ -92,7 +93,8 @@ static int valid_utf8(const char *str) {
 /* A failure's message: one line of valid UTF-8, starting with the origin. */
 static void check_one_line(const sf_error *err, const char *origin) {
     assert_true(err->code != SF_OK);
-    assert_true(strncmp(err->msg, origin, strlen(origin)) == 0);
+    if (strncmp(err->msg, origin, strlen(origin)) != 0)
+        fail_msg("does not start with '%s': %s", origin, err->msg);
     assert_null(strchr(err->msg, '\n'));
     if (!valid_utf8(err->msg)) fail_msg("not UTF-8: %s", err->msg);
 }
@@ -884,6 +886,171 @@ static void test_pattern_departures(void **state) {
     onnx__model_proto__free_unpacked(m, NULL);
 }
 
+/* ---- external data ---------------------------------------------------------------------- */
+
+static void write_bytes(const char *path, const void *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    fclose(f);
+}
+
+/* Import dir/model.onnx (m encoded) with its weights; the status, err filled. */
+static sf_status load_in(const char *dir, const Onnx__ModelProto *m, sf_graph **g, float ***w,
+                         sf_error *err) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    size_t len;
+    uint8_t *buf = encode(m, &len);
+    write_bytes(path, buf, len);
+    free(buf);
+    memset(err, 0, sizeof *err);
+    return sf_onnx_load(path, 2, g, w, err);
+}
+
+static void set_entry(Onnx__StringStringEntryProto *e, const char *k, const char *v) {
+    onnx__string_string_entry_proto__init(e);
+    e->key = (char *)k;
+    e->value = (char *)v;
+}
+
+/* A weight kept in a file beside the model (ONNX external data: location,
+ * offset, length) imports to the same weights as kept inside; a missing or
+ * short file, a length that is not the shape's, a location outside the folder
+ * (absolute, "..", a symbolic link out of it) and a model parsed from memory
+ * are one line naming the tensor and the file. */
+static void test_external_data(void **state) {
+    (void)state;
+    char dir[] = "/tmp/sf_onnx_ext_XXXXXX", sub[64], path[600], other[] = "/tmp/sf_onnx_out_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_non_null(mkdtemp(other));
+    snprintf(sub, sizeof sub, "%s/data", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    Onnx__ModelProto *m = decode_fixture("lenet5");
+    Onnx__GraphProto *g = m->graph;
+    sf_graph *g0 = NULL, *g1 = NULL;
+    float **w0 = NULL, **w1 = NULL;
+    sf_error err = {0};
+    assert_int_equal(load_in(dir, m, &g0, &w0, &err), SF_OK);
+
+    /* the largest initializer moves to data/w.bin at offset 8 */
+    Onnx__TensorProto *t = NULL;
+    for (size_t i = 0; i < g->n_initializer; i++)
+        if (g->initializer[i]->has_raw_data &&
+            (!t || g->initializer[i]->raw_data.len > t->raw_data.len))
+            t = g->initializer[i];
+    assert_non_null(t);
+    size_t n = t->raw_data.len;
+    uint8_t *bytes = malloc(n + 8);
+    memset(bytes, 0x7f, 8);
+    memcpy(bytes + 8, t->raw_data.data, n);
+    snprintf(path, sizeof path, "%s/w.bin", sub);
+    write_bytes(path, bytes, n + 8);
+    ProtobufCBinaryData keep_raw = t->raw_data;
+    char off[32], lenstr[32];
+    snprintf(off, sizeof off, "8");
+    snprintf(lenstr, sizeof lenstr, "%zu", n);
+    Onnx__StringStringEntryProto e[3];
+    Onnx__StringStringEntryProto *ep[3] = {&e[0], &e[1], &e[2]};
+    set_entry(&e[0], "location", "data/w.bin");
+    set_entry(&e[1], "offset", off);
+    set_entry(&e[2], "length", lenstr);
+    t->has_raw_data = 0;
+    t->raw_data.len = 0;
+    t->raw_data.data = NULL;
+    t->has_data_location = 1;
+    t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    t->external_data = ep;
+    t->n_external_data = 3;
+
+    assert_int_equal(load_in(dir, m, &g1, &w1, &err), SF_OK);
+    assert_int_equal(sf_graph_num_ops(g1), sf_graph_num_ops(g0));
+    for (int i = 0; i < sf_graph_num_ops(g0); i++) {
+        int64_t np = sf_graph_op(g0, i)->n_params;
+        if (!w0[i]) continue;
+        assert_non_null(w1[i]);
+        assert_memory_equal(w0[i], w1[i], (size_t)np * sizeof(float));
+    }
+    sf_onnx_weights_free(g1, w1);
+    sf_graph_free(g1);
+
+    char want[160];
+    /* no length: to the end of the file, the same */
+    t->n_external_data = 2;
+    assert_int_equal(load_in(dir, m, &g1, &w1, &err), SF_OK);
+    sf_onnx_weights_free(g1, w1);
+    sf_graph_free(g1);
+    t->n_external_data = 3;
+    /* a length that is not the shape's */
+    snprintf(lenstr, sizeof lenstr, "%zu", n - 4);
+    assert_int_not_equal(load_in(dir, m, &g1, &w1, &err), SF_OK);
+    check_one_line(&err, dir);
+    if (!strstr(err.msg, t->name)) fail_msg("\'%s\' not in: %s", t->name, err.msg);
+    if (!strstr(err.msg, "its shape needs"))
+        fail_msg("\'%s\' not in: %s", "its shape needs", err.msg);
+    snprintf(lenstr, sizeof lenstr, "%zu", n);
+    /* a short file */
+    write_bytes(path, bytes, n);
+    assert_int_not_equal(load_in(dir, m, &g1, &w1, &err), SF_OK);
+    check_one_line(&err, dir);
+    snprintf(want, sizeof want, "%s/data/w.bin is short", dir);
+    if (!strstr(err.msg, want)) fail_msg("\'%s\' not in: %s", want, err.msg);
+    if (!strstr(err.msg, t->name)) fail_msg("\'%s\' not in: %s", t->name, err.msg);
+    /* a missing one */
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(load_in(dir, m, &g1, &w1, &err), SF_ERR_NOTFOUND);
+    check_one_line(&err, dir);
+    if (!strstr(err.msg, "data/w.bin")) fail_msg("\'%s\' not in: %s", "data/w.bin", err.msg);
+    if (!strstr(err.msg, t->name)) fail_msg("\'%s\' not in: %s", t->name, err.msg);
+    /* outside the folder: "..", absolute, a link out */
+    snprintf(path, sizeof path, "%s/w.bin", other);
+    write_bytes(path, bytes, n + 8);
+    char up[64];
+    snprintf(up, sizeof up, "../%s/w.bin", strrchr(other, '/') + 1);
+    const char *outside[] = {up, path};
+    for (int k = 0; k < 2; k++) {
+        set_entry(&e[0], "location", outside[k]);
+        assert_int_equal(load_in(dir, m, &g1, &w1, &err), SF_ERR_INVALID);
+        check_one_line(&err, dir);
+        if (!strstr(err.msg, "not a relative path inside the model's folder"))
+            fail_msg("\'%s\' not in: %s", "not a relative path inside the model's folder", err.msg);
+    }
+    char link[128];
+    snprintf(link, sizeof link, "%s/link.bin", sub);
+    assert_int_equal(symlink(path, link), 0);
+    set_entry(&e[0], "location", "data/link.bin");
+    assert_int_equal(load_in(dir, m, &g1, &w1, &err), SF_ERR_INVALID);
+    check_one_line(&err, dir);
+    if (!strstr(err.msg, "lies outside the model's folder"))
+        fail_msg("\'%s\' not in: %s", "lies outside the model's folder", err.msg);
+    /* from memory there is no folder */
+    size_t len;
+    uint8_t *buf = encode(m, &len);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(sf_onnx_parse(buf, len, "mem.onnx", 2, &g1, NULL, &err), SF_ERR_UNSUPPORTED);
+    check_one_line(&err, "mem.onnx: ");
+    if (!strstr(err.msg, "load the model from its file"))
+        fail_msg("\'%s\' not in: %s", "load the model from its file", err.msg);
+    free(buf);
+
+    t->external_data = NULL;
+    t->n_external_data = 0;
+    t->has_data_location = 0;
+    t->raw_data = keep_raw;
+    t->has_raw_data = 1;
+    onnx__model_proto__free_unpacked(m, NULL);
+    sf_onnx_weights_free(g0, w0);
+    sf_graph_free(g0);
+    free(bytes);
+    unlink(link);
+    unlink(path);
+    rmdir(other);
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    unlink(path);
+    rmdir(sub);
+    rmdir(dir);
+}
+
 /* ---- Debian's ONNX test data, where installed ---------------------------------------------- */
 
 #define TESTDATA "/usr/share/libonnx-testdata/data"
@@ -1029,6 +1196,7 @@ int main(void) {
         cmocka_unit_test(test_graph_errors),
         cmocka_unit_test(test_pattern_departures),
         cmocka_unit_test(test_names_from_the_file),
+        cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_debian_testdata),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

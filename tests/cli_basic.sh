@@ -116,6 +116,16 @@ run gpt_small "$SF" graph --model gpt --layers 1 --hidden 32 --heads 4 --seq-len
 expect_ok gpt_small
 [ "$(json_int "$TMP/gpt_small.out" params)" = 13536 ] ||
     fail "graph gpt --layers 1 ...: params '$(json_int "$TMP/gpt_small.out" params)', want 13536"
+# the tied head survives a model file: share_weights across types, counted once
+run gpt_save "$SF" graph --model gpt --layers 1 --hidden 32 --heads 4 --seq-len 8 --vocab 16 \
+    --batch 2 --save "$TMP/gpt.json"
+expect_ok gpt_save
+grep -q '"name": "lm_head", .*"bias": false, "share_weights": "wte"' "$TMP/gpt.json" ||
+    fail "graph gpt --save: the head is not tied to wte"
+run gpt_load "$SF" graph --model "$TMP/gpt.json" --json
+expect_ok gpt_load
+[ "$(json_int "$TMP/gpt_load.out" params)" = 13536 ] ||
+    fail "gpt model file: params '$(json_int "$TMP/gpt_load.out" params)', want 13536"
 run gpt_heads "$SF" graph --model gpt --hidden 32 --heads 5
 expect_error gpt_heads
 grep -q "hidden (32) must be a multiple of heads (5)" "$TMP/gpt_heads.err" ||

@@ -448,6 +448,47 @@ static void test_gpt_shapes_and_tie(void **state) {
     assert_int_equal(err.code, SF_ERR_INVALID);
 }
 
+/* Sharing across types takes one layout only: a linear without bias over V
+ * outputs of D inputs and a (V, D) embedding; not with a bias, not another V,
+ * not a later owner. */
+static void test_share_across_types(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("tie");
+    sf_shape s = sf_shape_make(2, (int64_t[]){2, 5});
+    int tok = sf_graph_add_input(g, "tokens", &s, 1, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_EMBEDDING, &p);
+    p.embedding.num_embeddings = 7;
+    p.embedding.embedding_dim = 3;
+    int emb = sf_graph_add_op(g, SF_OP_EMBEDDING, "emb", &p, (sf_tensor_ref[]){{tok, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = 7;
+    p.linear.bias = 1;
+    int with_bias =
+        sf_graph_add_op(g, SF_OP_LINEAR, "with_bias", &p, (sf_tensor_ref[]){{emb, 0}}, 1, &err);
+    p.linear.bias = 0;
+    p.linear.out_features = 6;
+    int other_v =
+        sf_graph_add_op(g, SF_OP_LINEAR, "other_v", &p, (sf_tensor_ref[]){{emb, 0}}, 1, &err);
+    p.linear.out_features = 7;
+    int head = sf_graph_add_op(g, SF_OP_LINEAR, "head", &p, (sf_tensor_ref[]){{emb, 0}}, 1, &err);
+    assert_true(head > 0);
+    assert_int_equal(sf_graph_share_weights(g, with_bias, emb, &err), SF_ERR_INVALID);
+    assert_int_equal(sf_graph_share_weights(g, other_v, emb, &err), SF_ERR_INVALID);
+    assert_int_equal(sf_graph_share_weights(g, emb, head, &err), SF_ERR_INVALID);
+    assert_int_equal(sf_graph_op(g, emb)->kinds[2], SF_DIM_PARAMETER); /* refusals change nothing */
+    assert_int_equal(sf_graph_share_weights(g, head, emb, &err), SF_OK);
+    assert_int_equal(sf_graph_op(g, head)->weight_owner, emb);
+    assert_int_equal(sf_graph_op(g, emb)->kinds[2], SF_DIM_NONE);
+    assert_int_equal(sf_graph_op(g, head)->kinds[2], SF_DIM_NONE);
+    assert_int_equal(sf_graph_op(g, other_v)->kinds[2], SF_DIM_PARAMETER);
+    int64_t all = 0;
+    for (int i = 0; i < sf_graph_num_ops(g); i++) all += sf_graph_op(g, i)->n_params;
+    assert_true(params_of(g) == all - 21);
+    sf_graph_free(g);
+}
+
 /* The output at position t of a GPT's attention depends on positions <= t
  * only: perturbing positions k.. leaves positions < k exactly as they were
  * and changes every later one; the transformer's (bidirectional) attention
@@ -659,15 +700,23 @@ static void test_output_axes_hold(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_registry),     cmocka_unit_test(test_all_build),
-        cmocka_unit_test(test_cnn_params),   cmocka_unit_test(test_cnn_shapes),
-        cmocka_unit_test(test_alexnet_flops), cmocka_unit_test(test_rnnlm),
-        cmocka_unit_test(test_rnntc),        cmocka_unit_test(test_nmt),
-        cmocka_unit_test(test_mlp),          cmocka_unit_test(test_transformer),
-        cmocka_unit_test(test_gpt_params),   cmocka_unit_test(test_gpt_shapes_and_tie),
+        cmocka_unit_test(test_registry),
+        cmocka_unit_test(test_all_build),
+        cmocka_unit_test(test_cnn_params),
+        cmocka_unit_test(test_cnn_shapes),
+        cmocka_unit_test(test_alexnet_flops),
+        cmocka_unit_test(test_rnnlm),
+        cmocka_unit_test(test_rnntc),
+        cmocka_unit_test(test_nmt),
+        cmocka_unit_test(test_mlp),
+        cmocka_unit_test(test_transformer),
+        cmocka_unit_test(test_gpt_params),
+        cmocka_unit_test(test_gpt_shapes_and_tie),
         cmocka_unit_test(test_gpt_causal),
+        cmocka_unit_test(test_share_across_types),
         cmocka_unit_test(test_options_taken),
-        cmocka_unit_test(test_errors),       cmocka_unit_test(test_output_axes_hold),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_output_axes_hold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

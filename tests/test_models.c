@@ -13,9 +13,13 @@
 #include <string.h>
 #include <cmocka.h>
 
+#include "soapflow/io.h"
 #include "soapflow/kernels.h"
+#include "soapflow/machine.h"
 #include "soapflow/models.h"
 #include "soapflow/runtime.h"
+#include "soapflow/strategy.h"
+#include "soapflow/taskgraph.h"
 
 static sf_graph *build(const char *name, int64_t batch) {
     sf_model_options o;
@@ -489,6 +493,61 @@ static void test_share_across_types(void **state) {
     sf_graph_free(g);
 }
 
+/* The task graph syncs the tied matrix once: wte's weight group holds wte and
+ * lm_head, and under data parallelism (and under random strategies) its parts
+ * form shards of the whole (V, h) table whose devices are those of both. */
+static void test_gpt_tie_synced_once(void **state) {
+    (void)state;
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = 8, o.layers = 1, o.hidden = 16, o.heads = 2, o.seq_len = 4, o.vocab = 24;
+    sf_error err = {0};
+    sf_graph *g = sf_model_build("gpt", &o, &err);
+    assert_non_null(g);
+    sf_machine *m = sf_machine_open("cpu[4]", &err);
+    assert_non_null(m);
+    int wte = sf_graph_find(g, "wte"), head = sf_graph_find(g, "lm_head");
+    sf_taskgraph *tg = sf_taskgraph_new(g, 4, &err);
+    sf_strategy *s = sf_strategy_new(g);
+    sf_rng rng;
+    sf_rng_seed(&rng, 5);
+    for (int round = 0; round < 20; round++) {
+        if (round == 0) {
+            assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
+        } else {
+            for (int op = 0; op < sf_graph_num_ops(g); op++)
+                sf_config_random(sf_graph_op(g, op), m, &rng, sf_strategy_config(s, op));
+        }
+        assert_int_equal(sf_strategy_validate(s, g, m, &err), SF_OK);
+        sf_taskgraph_set_strategy(tg, s);
+        for (int op = 0; op < sf_graph_num_ops(g); op++) sf_taskgraph_set_tiles(tg, op);
+        assert_int_equal(sf_taskgraph_owner(tg, head), wte);
+        const int *members;
+        assert_int_equal(sf_taskgraph_members(tg, wte, &members), 2);
+        assert_int_equal(members[1], head);
+        sf_tg_sync sy;
+        assert_int_equal(sf_taskgraph_sync(tg, wte, &sy), SF_OK);
+        assert_int_equal(sy.n_shards, 1);
+        assert_true(sy.shards[0].numel == 24 * 16);
+        /* its devices: every device of a part of either operator */
+        int want[4] = {0};
+        for (int k = 0; k < 2; k++) {
+            const sf_config *c = sf_strategy_get(s, members[k]);
+            for (int p = 0; p < c->n_parts; p++) want[c->device[p]] = 1;
+        }
+        int n_want = want[0] + want[1] + want[2] + want[3];
+        assert_int_equal(sy.shards[0].n_devs, n_want);
+        int e0 = sy.ent_start[sy.shards[0].dev_start];
+        int e1 = sy.ent_start[sy.shards[0].dev_start + sy.shards[0].n_devs];
+        assert_int_equal(e1 - e0,
+                         sf_strategy_get(s, wte)->n_parts + sf_strategy_get(s, head)->n_parts);
+    }
+    sf_strategy_free(s);
+    sf_taskgraph_free(tg);
+    sf_machine_free(m);
+    sf_graph_free(g);
+}
+
 /* The output at position t of a GPT's attention depends on positions <= t
  * only: perturbing positions k.. leaves positions < k exactly as they were
  * and changes every later one; the transformer's (bidirectional) attention
@@ -714,6 +773,7 @@ int main(void) {
         cmocka_unit_test(test_gpt_shapes_and_tie),
         cmocka_unit_test(test_gpt_causal),
         cmocka_unit_test(test_share_across_types),
+        cmocka_unit_test(test_gpt_tie_synced_once),
         cmocka_unit_test(test_options_taken),
         cmocka_unit_test(test_errors),
         cmocka_unit_test(test_output_axes_hold),

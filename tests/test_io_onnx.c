@@ -4,7 +4,9 @@
  * beside each file (one rank, the runtime's kernels), which checks every weight
  * layout (transposed linear layers, LSTM gate order, the packed attention);
  * the zoo's lenet5 exported this way has the zoo model's parameters, FLOPs and
- * simulated times. Then the errors: every truncation and many corruptions of a
+ * simulated times; a GPT-2-style model (causal nn.MultiheadAttention, LM head
+ * tied to the token embedding) maps to causal attention operators and a head
+ * that shares the embedding's weights. Then the errors: every truncation and many corruptions of a
  * file give one line naming the file (and the node where there is one) and
  * never crash; unsupported operators are listed in one message with counts and
  * first nodes; cycles, unknown inputs, missing graphs, wrong opsets and shape
@@ -38,7 +40,8 @@
 #include "soapflow/sim.h"
 
 static const char *const fixtures[] = {"lenet5",      "lenet5_op9",       "resblock", "lstm_lm",
-                                       "transformer", "transformer_op14", "misc_op9", "misc_op13"};
+                                       "transformer", "transformer_op14", "misc_op9", "misc_op13",
+                                       "gpt",         "gpt_op14_nofold"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 static void fixture_path(char *buf, size_t cap, const char *name, const char *ext) {
@@ -152,11 +155,30 @@ static void test_fixtures_import(void **state) {
             assert_non_null(w);
             for (int i = 0; i < sf_graph_num_ops(g); i++) {
                 const sf_op *op = sf_graph_op(g, i);
-                assert_true((op->n_params > 0) == (w[i] != NULL));
+                /* weights by owner: a tied head (gpt) reads its embedding's */
+                assert_true((op->n_params > 0 && op->weight_owner < 0) == (w[i] != NULL));
                 for (int64_t k = 0; w[i] && k < op->n_params; k++) assert_true(isfinite(w[i][k]));
             }
         } else {
             assert_null(w); /* exported without its parameters */
+        }
+        if (!strncmp(fixtures[f], "gpt", 3)) { /* the head is tied to wte, found by value */
+            const sf_op *head = sf_graph_op(g, sf_graph_num_ops(g) - 2);
+            assert_int_equal(head->type, SF_OP_LINEAR);
+            assert_int_equal(head->params.linear.bias, 0);
+            assert_true(head->weight_owner >= 0);
+            assert_int_equal(sf_graph_op(g, head->weight_owner)->type, SF_OP_EMBEDDING);
+            assert_int_equal(sf_graph_op(g, head->weight_owner)->params.embedding.num_embeddings,
+                             50);
+            int n_attn = 0;
+            for (int i = 0; i < sf_graph_num_ops(g); i++) {
+                const sf_op *op = sf_graph_op(g, i);
+                if (op->type != SF_OP_ATTENTION) continue;
+                assert_int_equal(op->params.attention.causal, 1);
+                assert_int_equal(op->params.attention.heads, 4);
+                n_attn++;
+            }
+            assert_int_equal(n_attn, 2);
         }
         /* the last operator is the loss, as in the zoo */
         assert_int_equal(sf_graph_op(g, sf_graph_num_ops(g) - 1)->type, SF_OP_SOFTMAX_CE);
@@ -167,6 +189,7 @@ static void test_fixtures_import(void **state) {
         sf_graph_stats st2;
         sf_graph_stats_compute(g2, &st2);
         assert_int_equal(st2.ops, st.ops);
+        assert_true(st2.params == st.params); /* a tied head is found either way */
         assert_true(st2.flops_fwd == st.flops_fwd);
         sf_onnx_weights_free(g, w);
         sf_graph_free(g);
@@ -221,18 +244,30 @@ static void test_weights_give_torch_loss(void **state) {
             if (sf_graph_op(g, i)->type == SF_OP_SOFTMAX_CE) loss_op = i;
         }
         assert_true(in_op >= 0 && loss_op >= 0);
-        json_t *xin = json_object_get(ex, "input"), *lab = json_object_get(ex, "labels");
-        const sf_op *iop = sf_graph_op(g, in_op);
-        assert_int_equal((int64_t)json_array_size(xin), sf_shape_numel(&iop->out_shapes[0]));
-        float *x = malloc(json_array_size(xin) * sizeof *x);
+        /* one input ("input"), or several by name ("inputs": {name: values}) */
+        json_t *named = json_object_get(ex, "inputs"), *lab = json_object_get(ex, "labels");
+        float **xs = calloc((size_t)(n > 0 ? n : 1), sizeof *xs);
+        int fed = 0;
+        for (int i = 0; i < n; i++) {
+            const sf_op *iop = sf_graph_op(g, i);
+            if (iop->type != SF_OP_INPUT) continue;
+            json_t *xin = named        ? json_object_get(named, iop->name)
+                          : i == in_op ? json_object_get(ex, "input")
+                                       : NULL;
+            if (!xin) fail_msg("%s: no values for input '%s'", fixtures[f], iop->name);
+            assert_int_equal((int64_t)json_array_size(xin), sf_shape_numel(&iop->out_shapes[0]));
+            xs[i] = malloc(json_array_size(xin) * sizeof **xs);
+            for (size_t k = 0; k < json_array_size(xin); k++)
+                xs[i][k] = (float)json_number_value(json_array_get(xin, k));
+            fed++;
+        }
+        assert_true(fed == (named ? (int)json_object_size(named) : 1));
         int32_t *y = malloc(json_array_size(lab) * sizeof *y);
-        for (size_t k = 0; k < json_array_size(xin); k++)
-            x[k] = (float)json_number_value(json_array_get(xin, k));
         for (size_t k = 0; k < json_array_size(lab); k++)
             y[k] = (int32_t)json_integer_value(json_array_get(lab, k));
         const float **inputs = calloc((size_t)n, sizeof *inputs);
         const int32_t **labels = calloc((size_t)n, sizeof *labels);
-        inputs[in_op] = x;
+        for (int i = 0; i < n; i++) inputs[i] = xs[i];
         labels[loss_op] = y;
         sf_batch b = {inputs, labels};
         sf_strategy *s = sf_strategy_new(g);
@@ -248,7 +283,8 @@ static void test_weights_give_torch_loss(void **state) {
         sf_strategy_free(s);
         free(inputs);
         free(labels);
-        free(x);
+        for (int i = 0; i < n; i++) free(xs[i]);
+        free(xs);
         free(y);
         sf_onnx_weights_free(g, w);
         sf_graph_free(g);

@@ -212,11 +212,13 @@ sf_machine *sf_cli_rank_machine(const char *cmd, const char *name, int ranks);
 #define SF_CLI_SAMPLES_PER_DEVICE 64
 
 /* The model options of the commands that plan (simulate, bench sim, ...):
- * -m/--model, -b/--batch, --seq-len, --chunk, --hidden, --vocab, --mlp-sizes. */
+ * -m/--model, -b/--batch, --seq-len, --chunk, --hidden, --vocab, --layers, --heads,
+ * --mlp-sizes. */
 typedef struct sf_cli_model_opts {
     const char *model;                            /* zoo name, model JSON or ONNX file */
     const char *mlp_sizes;                        /* "784,4096,10" */
     int64_t batch, seq_len, chunk, hidden, vocab; /* 0: default */
+    int64_t layers, heads;                        /* 0: default */
 } sf_cli_model_opts;
 
 /* Match the current argument against the model options (as the sf_cli_* matchers). */

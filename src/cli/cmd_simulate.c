@@ -36,8 +36,10 @@
 #define MODEL_SIZE_HELP                                                                            \
     "  --seq-len N            RNN unrolled steps / transformer sequence length\n"                  \
     "  --chunk N              RNN time steps per operator\n"                                       \
-    "  --hidden N             RNN hidden and embedding size\n"                                     \
+    "  --hidden N             RNN hidden and embedding size / transformer width\n"                 \
     "  --vocab N              vocabulary size\n"                                                   \
+    "  --layers N             gpt: transformer blocks\n"                                           \
+    "  --heads N              gpt: attention heads (dividing --hidden)\n"                          \
     "  --mlp-sizes A,B,...    mlp: input, hidden..., classes (e.g. 784,4096,10)\n"
 
 #define MODEL_NAME_HELP                                                                            \
@@ -56,6 +58,8 @@ int sf_cli_model_option(sf_cli_args *a, sf_cli_model_opts *o) {
            sf_cli_int(a, "--chunk", NULL, 1, MAX_SIZE, &o->chunk) ||
            sf_cli_int(a, "--hidden", NULL, 1, MAX_SIZE, &o->hidden) ||
            sf_cli_int(a, "--vocab", NULL, 1, MAX_SIZE, &o->vocab) ||
+           sf_cli_int(a, "--layers", NULL, 1, 100000, &o->layers) ||
+           sf_cli_int(a, "--heads", NULL, 1, MAX_SIZE, &o->heads) ||
            sf_cli_str(a, "--mlp-sizes", NULL, &o->mlp_sizes);
 }
 
@@ -95,11 +99,12 @@ static int options_apply(const char *cmd, const sf_cli_model_opts *o) {
     static const struct {
         const char *flag;
         unsigned bit;
-    } opts[] = {{"--seq-len", SF_MODEL_OPT_SEQ_LEN}, {"--chunk", SF_MODEL_OPT_CHUNK},
-                {"--hidden", SF_MODEL_OPT_HIDDEN},   {"--vocab", SF_MODEL_OPT_VOCAB},
-                {"--mlp-sizes", SF_MODEL_OPT_MLP_SIZES}};
-    int given[] = {o->seq_len != 0, o->chunk != 0, o->hidden != 0, o->vocab != 0,
-                   o->mlp_sizes != NULL};
+    } opts[] = {{"--seq-len", SF_MODEL_OPT_SEQ_LEN},     {"--chunk", SF_MODEL_OPT_CHUNK},
+                {"--hidden", SF_MODEL_OPT_HIDDEN},       {"--vocab", SF_MODEL_OPT_VOCAB},
+                {"--mlp-sizes", SF_MODEL_OPT_MLP_SIZES}, {"--layers", SF_MODEL_OPT_LAYERS},
+                {"--heads", SF_MODEL_OPT_HEADS}};
+    int given[] = {o->seq_len != 0,      o->chunk != 0,  o->hidden != 0, o->vocab != 0,
+                   o->mlp_sizes != NULL, o->layers != 0, o->heads != 0};
     unsigned taken = sf_model_options_taken(o->model);
     char list[96] = "--batch";
     for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
@@ -119,7 +124,8 @@ static int model_options(const char *cmd, const sf_cli_model_opts *o, int n_devi
                          sf_model_options *mo) {
     if (!o->model) return sf_cli_usage_error(cmd, "--model is required");
     if (sf_onnx_is_path(o->model)) { /* takes --batch for a dynamic batch dimension */
-        if (o->seq_len || o->chunk || o->hidden || o->vocab || o->mlp_sizes)
+        if (o->seq_len || o->chunk || o->hidden || o->vocab || o->mlp_sizes || o->layers ||
+            o->heads)
             return sf_cli_usage_error(cmd,
                                       "the model options other than --batch apply to zoo "
                                       "models; the ONNX file '%.200s' keeps its own",
@@ -130,7 +136,8 @@ static int model_options(const char *cmd, const sf_cli_model_opts *o, int n_devi
         return SF_EXIT_OK;
     }
     if (sf_cli_is_path(o->model)) {
-        if (o->batch || o->seq_len || o->chunk || o->hidden || o->vocab || o->mlp_sizes)
+        if (o->batch || o->seq_len || o->chunk || o->hidden || o->vocab || o->mlp_sizes ||
+            o->layers || o->heads)
             return sf_cli_usage_error(cmd,
                                       "--batch and the model options apply to zoo models; "
                                       "the file '%.200s' keeps its own",
@@ -147,6 +154,8 @@ static int model_options(const char *cmd, const sf_cli_model_opts *o, int n_devi
     mo->chunk = o->chunk;
     mo->hidden = o->hidden;
     mo->vocab = o->vocab;
+    mo->layers = o->layers;
+    mo->heads = o->heads;
     return SF_EXIT_OK;
 }
 

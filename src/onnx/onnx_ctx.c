@@ -943,6 +943,7 @@ void ox_ctx_free(ox_ctx *c) {
     free(c->lin);
     free(c->attn);
     free(c->attn_val);
+    free(c->emb);
     free(c->pat);
     free(c->pat_stage);
 }

@@ -167,6 +167,8 @@ struct ox_ctx {
     int want_weights; /* the caller asked for the weights */
     float **w;        /* [cap_w] full-layout weights by operator id (want_weights) */
     int cap_w;
+    int (*emb)[2]; /* [n_emb] (embedding operator, value of its table), for ties */
+    int n_emb, cap_emb;
     int weights_missing; /* some parameter has no data in the file */
     int64_t filled;      /* parameter elements set (or marked missing): a check */
     int loss_op;         /* the softmax_ce a final Softmax became, or -1 */

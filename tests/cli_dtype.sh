@@ -77,6 +77,27 @@ run bad "$SF" simulate --model lenet5 --dtype int8
 expect_usage bad
 grep -q "'int8'" "$TMP/bad.err" || fail "--dtype int8: $(cat "$TMP/bad.err")"
 
+# ---- a machine file's peaks, dtype by dtype -------------------------------------
+run mj "$SF" machines --json dgx-h100
+expect_ok mj
+python3 - "$TMP/mj.out" "$TMP" <<'PY' || fail "could not write the machine files"
+import json, sys
+m = json.load(open(sys.argv[1]))[0]
+m["name"] = "half-h100"
+m["device"]["peak_tflops"] = {"fp32": 67.0, "fp16": 500.0}  # bf16 absent: none
+json.dump(m, open(sys.argv[2] + "/half.json", "w"))
+PY
+run mf16 "$SF" simulate --model lenet5 --machine "$TMP/half.json" --dtype fp16 --json
+expect_ok mf16
+run mh16 "$SF" simulate --model lenet5 --machine dgx-h100 --dtype fp16 --json
+expect_ok mh16
+awk -v a="$(json_num "$TMP/mf16.out" compute_ms)" -v b="$(json_num "$TMP/mh16.out" compute_ms)" \
+    'BEGIN { exit !(a > b) }' || fail "a machine file's fp16 peak of 500 was not used"
+run mb16 "$SF" simulate --model lenet5 --machine "$TMP/half.json" --dtype bf16
+expect_error mb16
+grep -q "machine 'half-h100': device H100-SXM5-80GB has no bf16 peak (it has fp32, fp16)" \
+    "$TMP/mb16.err" || fail "machine file without bf16: $(cat "$TMP/mb16.err")"
+
 # ---- search and bench sim plan in it ------------------------------------------
 run se "$SF" search --model lenet5 --machine "dgx-h100[8]" --dtype bf16 --algo optcnn --json
 expect_ok se

@@ -305,7 +305,7 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int pi, const s
     if (n_fwd ? wire_to(sim, b, &e4[4 * (n_fwd - 1)], x_fwd) : block_edge(b, p_fwd, x_fwd))
         return -1;
     if (pr->src_dev != pr->dst_dev &&
-        block_mem(b, pr->dst_dev, (double)pr->numel * sf_cost_elem_bytes(sim->cm)))
+        block_mem(b, pr->dst_dev, (double)pr->numel * SF_ELEM_BYTES * sim->act_scale))
         return -1; /* the received copy lives on the consumer's device */
     if (!p_bwd) return 0;
     return n > n_fwd ? wire_to(sim, b, &e4[4 * (n - 1)], p_b) : block_edge(b, x_b, p_b);

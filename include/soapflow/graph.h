@@ -27,7 +27,9 @@
  * on output channels), what the tile costs in FLOPs and bytes, and how much memory
  * it holds. That is all the simulator and the search need to know about operators.
  *
- * The element type is fp32 everywhere (token ids and labels too: 4 bytes each).
+ * The element type is fp32 everywhere (token ids and labels too: 4 bytes each):
+ * operators count bytes in SF_ELEM_BYTES elements, and a plan in bf16 or fp16
+ * rescales them to its element size (soapflow/cost.h, sf_cost_model.dtype).
  */
 #ifndef SOAPFLOW_GRAPH_H
 #define SOAPFLOW_GRAPH_H

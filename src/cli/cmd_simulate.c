@@ -257,8 +257,8 @@ static int usage(FILE *out) {
             "                         sync_ms, transfer_bytes, sync_bytes, intra_bytes,\n"
             "                         inter_bytes, peak_mem_bytes, mem_capacity_bytes, fits,\n"
             "                         tasks, model, machine, strategy, sync, sync_scheme,\n"
-            "                         segments, batch, devices and a \"per_device\" array\n"
-            "                         (device, node, busy_ms, utilization, mem_bytes)\n"
+            "                         segments, dtype, batch, devices and a \"per_device\"\n"
+            "                         array (device, node, busy_ms, utilization, mem_bytes)\n"
             "  --trace FILE           write the schedule as a Chrome trace (JSON) for\n"
             "                         Perfetto (ui.perfetto.dev) or chrome://tracing\n"
             "  --svg FILE             write the schedule as an SVG Gantt chart\n"
@@ -267,6 +267,7 @@ static int usage(FILE *out) {
             "  --save-strategy FILE   write the strategy as a strategy JSON file\n"
             "  --costs FILE           measured task times ('soapflow profile'): the profiled\n"
             "                         cost model, analytic where the file has no entry\n"
+            "%s"
             "%s"
             "  -h, --help             show this help\n"
             "\n"
@@ -279,7 +280,8 @@ static int usage(FILE *out) {
             "  soapflow simulate --model inception_v3 --machine p100-4x4 --strategy data\n"
             "  soapflow simulate --model nmt --strategy expert --json --svg nmt.svg\n"
             "  soapflow simulate --model resnet50 --strategy best.json --trace r50.trace.json\n",
-            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY, sf_cli_sim_help);
+            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY, sf_cli_sim_help,
+            sf_cli_dtype_help);
     return SF_EXIT_OK;
 }
 
@@ -288,6 +290,7 @@ typedef struct sim_opts {
     const char *machine, *strategy, *trace, *svg, *dot, *save, *costs;
     int json;
     sf_sim_options sim;
+    sf_dtype dtype;
 } sim_opts;
 
 static int parse(int argc, char **argv, sim_opts *o, const char **cmd) {
@@ -306,6 +309,7 @@ static int parse(int argc, char **argv, sim_opts *o, const char **cmd) {
         if (sf_cli_str(&a, "--save-strategy", NULL, &o->save)) continue;
         if (sf_cli_str(&a, "--costs", NULL, &o->costs)) continue;
         if (sf_cli_sim_option(&a, &o->sim)) continue;
+        if (sf_cli_dtype_option(&a, &o->dtype)) continue;
         sf_cli_unknown(&a);
     }
     if (a.status) return a.status;
@@ -391,6 +395,7 @@ typedef struct report {
     const sf_sim_result *r;
     const char *strategy;
     sf_sim_options sim;
+    sf_dtype dtype;
     int64_t batch;
     double capacity; /* smallest device memory, bytes */
     int peak_dev;
@@ -412,6 +417,7 @@ static int print_json(const report *rp) {
     bad |= json_object_set_new(j, "sync_scheme",
                                json_string(sf_sync_scheme_name(rp->sim.scheme)));
     bad |= json_object_set_new(j, "segments", json_integer(rp->sim.segments));
+    bad |= json_object_set_new(j, "dtype", json_string(sf_dtype_name(rp->dtype)));
     bad |= json_object_set_new(j, "batch", json_integer(rp->batch));
     bad |= json_object_set_new(j, "devices", json_integer(r->n_devices));
     bad |= sf_cli_json_set_real(j, "iter_ms", r->iter_s * 1e3);
@@ -460,6 +466,11 @@ static int print_text(const report *rp) {
                       rp->sim.sync == SF_SYNC_BULK
                           ? "after each device's backward pass (bulk)"
                           : "as soon as each gradient is ready (overlap)");
+    sf_cli_table_cell(t, "precision");
+    if (rp->dtype == SF_DTYPE_FP32)
+        sf_cli_table_cell(t, "fp32");
+    else
+        sf_cli_table_cell(t, "%s, fp32 master weights (mixed precision)", sf_dtype_name(rp->dtype));
     if (rp->sim.segments > 1) {
         sf_cli_table_cell(t, "segments");
         sf_cli_table_cell(t, "%d per transfer over several links", rp->sim.segments);
@@ -542,7 +553,7 @@ int sf_cmd_simulate(int argc, char **argv) {
     rc = sf_cli_strategy_open(o.strategy, g, m, &s);
     if (rc != SF_EXIT_OK) goto done;
 
-    rc = sf_cli_cost_model_open(m, o.costs, &cm);
+    rc = sf_cli_cost_model_open(m, o.costs, o.dtype, &cm);
     if (rc != SF_EXIT_OK) goto done;
     sim = sf_sim_new(g, m, cm, &o.sim, &err);
     sf_sim_result r;
@@ -565,7 +576,7 @@ int sf_cmd_simulate(int argc, char **argv) {
     if (rc == SF_EXIT_OK) rc = sf_cli_outputs_write(&files);
     if (rc != SF_EXIT_OK) goto done;
 
-    report rp = {g, m, &r, o.strategy, o.sim, 0, 0, 0};
+    report rp = {g, m, &r, o.strategy, o.sim, o.dtype, 0, 0, 0};
     sf_graph_stats gs;
     sf_graph_stats_compute(g, &gs);
     rp.batch = gs.batch;

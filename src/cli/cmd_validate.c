@@ -347,7 +347,7 @@ static int setup(vstate *v) {
                            "'mpirun -n %d' or give a machine of %d devices",
                            sf_machine_name(v->m), sf_machine_num_devices(v->m), v->ranks,
                            sf_machine_num_devices(v->m), v->ranks);
-    rc = sf_cli_cost_model_open(v->m, o->costs, &v->cm);
+    rc = sf_cli_cost_model_open(v->m, o->costs, SF_DTYPE_FP32, &v->cm);
     if (rc != SF_EXIT_OK) return rc;
     sf_sim_options_default(&v->so);
     v->so.sync = o->sync;

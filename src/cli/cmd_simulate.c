@@ -112,8 +112,8 @@ static int options_apply(const char *cmd, const sf_cli_model_opts *o) {
             snprintf(list + strlen(list), sizeof list - strlen(list), ", %s", opts[k].flag);
     for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
         if (given[k] && !(taken & opts[k].bit))
-            return sf_cli_usage_error(cmd, "%s does not apply to %s, which takes %s",
-                                      opts[k].flag, o->model, list);
+            return sf_cli_usage_error(cmd, "%s does not apply to %s, which takes %s", opts[k].flag,
+                                      o->model, list);
     return SF_EXIT_OK;
 }
 
@@ -130,9 +130,8 @@ static int model_options(const char *cmd, const sf_cli_model_opts *o, int n_devi
                                       "the model options other than --batch apply to zoo "
                                       "models; the ONNX file '%.200s' keeps its own",
                                       o->model);
-        mo->batch =
-            o->batch ? o->batch
-                     : (int64_t)SF_CLI_SAMPLES_PER_DEVICE * (n_devices > 0 ? n_devices : 1);
+        mo->batch = o->batch ? o->batch
+                             : (int64_t)SF_CLI_SAMPLES_PER_DEVICE * (n_devices > 0 ? n_devices : 1);
         return SF_EXIT_OK;
     }
     if (sf_cli_is_path(o->model)) {
@@ -198,12 +197,7 @@ int sf_cli_model_open(const char *cmd, const sf_cli_model_opts *o, int n_devices
     return sf_cli_model_open_weights(cmd, o, n_devices, out, NULL);
 }
 
-static int is_baseline(const char *name) {
-    static const char *const names[] = {"data", "model", "owt", "expert", "single"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(name, names[i]) == 0) return 1;
-    return 0;
-}
+static int is_baseline(const char *name) { return sf_strategy_is_baseline_name(name); }
 
 static int file_exists(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -226,7 +220,7 @@ int sf_cli_strategy_open(const char *name_or_path, const sf_graph *g, const sf_m
     else
         st = sf_error_set(&err, SF_ERR_NOTFOUND,
                           "unknown strategy '%.200s': not a baseline (data, model, owt, expert, "
-                          "single) nor a strategy file",
+                          "single, megatron[:T], megatron-sp[:T]) nor a strategy file",
                           name_or_path);
     if (st != SF_OK) {
         sf_strategy_free(s);
@@ -414,8 +408,7 @@ static int print_json(const report *rp) {
     bad |= json_object_set_new(j, "machine", json_string(sf_machine_name(rp->m)));
     bad |= json_object_set_new(j, "strategy", json_string(rp->strategy));
     bad |= json_object_set_new(j, "sync", json_string(sf_sync_mode_name(rp->sim.sync)));
-    bad |= json_object_set_new(j, "sync_scheme",
-                               json_string(sf_sync_scheme_name(rp->sim.scheme)));
+    bad |= json_object_set_new(j, "sync_scheme", json_string(sf_sync_scheme_name(rp->sim.scheme)));
     bad |= json_object_set_new(j, "segments", json_integer(rp->sim.segments));
     bad |= json_object_set_new(j, "dtype", json_string(sf_dtype_name(rp->dtype)));
     bad |= json_object_set_new(j, "batch", json_integer(rp->batch));
@@ -463,9 +456,8 @@ static int print_text(const report *rp) {
                       rp->sim.scheme == SF_SCHEME_PS             ? "parameter server"
                       : rp->sim.scheme == SF_SCHEME_HIERARCHICAL ? "hierarchical all-reduce"
                                                                  : "ring all-reduce",
-                      rp->sim.sync == SF_SYNC_BULK
-                          ? "after each device's backward pass (bulk)"
-                          : "as soon as each gradient is ready (overlap)");
+                      rp->sim.sync == SF_SYNC_BULK ? "after each device's backward pass (bulk)"
+                                                   : "as soon as each gradient is ready (overlap)");
     sf_cli_table_cell(t, "precision");
     if (rp->dtype == SF_DTYPE_FP32)
         sf_cli_table_cell(t, "fp32");

@@ -18,6 +18,7 @@
  * resources (sim_links.c).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim_impl.h"
@@ -90,9 +91,16 @@ static int build_core(sf_sim *sim, int opi) {
     /* The part tiles, kept by the task graph for the edge and sync blocks of
      * this operator and of its neighbours: computing them costs divisions, and
      * every block that touches the operator needs them. */
-    sf_taskgraph_set_tiles(sim->tg, opi);
+    if (sf_taskgraph_set_tiles(sim->tg, opi) != SF_OK) return -1;
     const sf_tile *tiles = sim_part_tiles(sim, opi);
-    double bwd_s[SF_MAX_PARTS]; /* both passes are costed at once, the backward tasks come later */
+    /* both passes are costed at once, the backward tasks come later */
+    if (n > sim->cap_bwd_s) {
+        double *q = realloc(sim->bwd_s, (size_t)n * sizeof *q);
+        if (!q) return -1;
+        sim->bwd_s = q;
+        sim->cap_bwd_s = n;
+    }
+    double *bwd_s = sim->bwd_s;
     for (int p = 0; p < n; p++) {
         const sf_tile t = tiles[p];
         int dev = c->device[p];

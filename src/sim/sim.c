@@ -203,6 +203,7 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->saved);
     for (int j = 0; j < SF_SIM_MAX_UPDATE_OPS; j++) free(sim->undo_tiles[j]);
     free(sim->bwd_s);
+    free(sim->upd_mark);
     sf_taskgraph_free(sim->tg);
     free(sim->blocks);
     free(sim->order);

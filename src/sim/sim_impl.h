@@ -235,6 +235,8 @@ struct sf_sim {
     int64_t cap_end_at;
     double *bwd_s; /* [cap_bwd_s] build_core: the backward times of one operator's parts */
     int cap_bwd_s;
+    int32_t *upd_mark; /* [n_dev] build_sync: upd_stamp where the shard's updates run */
+    int32_t upd_stamp;
     int32_t *scratch; /* for the layout and scheduling passes, carved into index arrays */
     int64_t cap_scratch;
     int64_t last_resimulated; /* tasks the last schedule pass handled (sf_sim_result.rescheduled) */

@@ -57,9 +57,9 @@ static void shift_move(const sf_strategy *s, int op, int n_dev, sf_rng *rng, sf_
 
 /* K moves of one kind from data parallelism: mean delta and full times (ms)
  * and mean tasks after a move; -1 when a delta result differs from full. */
-static int moves(sf_sim *sim, sf_sim *sim2, const sf_graph *g, const sf_machine *m,
-                 sf_strategy *s, int kind, int64_t k, uint64_t seed, double *delta_ms,
-                 double *full_ms, double *tasks, sf_error *err) {
+static int moves(sf_sim *sim, sf_sim *sim2, const sf_graph *g, const sf_machine *m, sf_strategy *s,
+                 int kind, int64_t k, uint64_t seed, double *delta_ms, double *full_ms,
+                 double *tasks, sf_error *err) {
     sf_rng rng;
     sf_rng_seed(&rng, seed);
     static sf_config c, old;
@@ -115,8 +115,7 @@ int main(int argc, char **argv) {
         return 2;
     }
     const char *model = argv[1], *preset = "dgx-h100";
-    long devices = arg_long(argv[2], "DEVICES"), per_dev = 64, reps = 5, k = 50, kr = 0,
-         seed = 1;
+    long devices = arg_long(argv[2], "DEVICES"), per_dev = 64, reps = 5, k = 50, kr = 0, seed = 1;
     for (int i = 3; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--machine"))
             preset = argv[i + 1];

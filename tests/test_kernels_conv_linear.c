@@ -123,13 +123,18 @@ static void run_partition(const one_op *o, const int *deg, int fast, const float
                           float *dw) {
     const sf_op *op = o->op;
     int parts = partition_count(deg, op->space.ndim);
+    /* parts split along a reduction dimension (a linear's input features) hold
+     * partial sums of their output piece: they add up to it */
+    int partial = 0;
+    for (int i = 0; i < op->space.ndim; i++) partial |= op->kinds[i] == SF_DIM_REDUCE && deg[i] > 1;
+    if (partial) memset(y_full, 0, (size_t)o->n_out * sizeof *y_full);
     for (int p = 0; p < parts; p++) {
         sf_tile t = partition_tile(&op->space, deg, p);
         tile_run tr;
         tile_run_init(&tr, op, &t, x, w, dy, dw);
         assert_int_equal(sf_kernel_forward(&tr.a, fast), SF_OK);
         if (!sf_tile_empty(&t)) {
-            region_copy(y_full, &op->out_shapes[0], &tr.o, tr.y, 1);
+            region_copy(y_full, &op->out_shapes[0], &tr.o, tr.y, partial ? 2 : 1);
             assert_int_equal(sf_kernel_backward(&tr.a, fast), SF_OK);
             if (sf_tile_numel(&tr.r) > 0)
                 region_copy(dx_full, &op->in_shapes[0], &tr.r, tr.dx, 2);

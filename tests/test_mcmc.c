@@ -501,7 +501,8 @@ static double best_over_two(const problem *p, const sf_sim_options *so, const sf
     int nc[2] = {0, 0}, ops[2] = {a, b};
     for (int k = 0; k < 2; k++) {
         const sf_op *op = sf_graph_op(p->g, ops[k]);
-        assert_true(op->space.ndim == 2);
+        /* two dimensions, and a linear's reduction (whole: not proposed) */
+        assert_true(op->space.ndim == 2 || (op->space.ndim == 3 && op->kinds[2] == SF_DIM_REDUCE));
         int top[2];
         for (int i = 0; i < 2; i++)
             top[i] = op->kinds[i] == SF_DIM_NONE ? 1

@@ -61,6 +61,7 @@ static sf_op_cost full_cost(const sf_op *op) {
 #define S SF_DIM_SAMPLE
 #define A SF_DIM_ATTRIBUTE
 #define P SF_DIM_PARAMETER
+#define R SF_DIM_REDUCE
 #define N SF_DIM_NONE
 #define I64(...) ((const int64_t[]){__VA_ARGS__})
 #define KINDS(...) ((const sf_dim_kind[]){__VA_ARGS__})
@@ -249,10 +250,34 @@ static void test_linear(void **state) {
     int fc = add_ok(g, SF_OP_LINEAR, "fc", &p, (sf_tensor_ref[]){{x, 0}}, 1);
     const sf_op *op = sf_graph_op(g, fc);
     check_shape(&op->out_shapes[0], 2, I64(4, 10));
-    check_kinds(op, 2, KINDS(S, P));
+    check_kinds(op, 3, KINDS(S, P, R));
+    assert_int_equal(op->space.d[2], 512); /* the input features, a reduction */
     assert_int_equal(op->n_params, 5130);
     sf_op_cost k = full_cost(op);
     assert_true(k.flops_fwd == 2.0 * 20480 + 40);
+    {
+        /* a partial sum: input features [256, 512) of every row, no bias (the part
+         * with the first features adds it), its output piece the whole output */
+        sf_tile t = {3, {0, 0, 256}, {4, 10, 512}}, r, o;
+        sf_op_input_region(op, &t, 0, &r);
+        sf_tile want_r = {2, {0, 256}, {4, 512}};
+        assert_true(sf_tile_equal(&r, &want_r));
+        sf_op_output_tile(op, &t, 0, &o);
+        sf_tile want_o = {2, {0, 0}, {4, 10}};
+        assert_true(sf_tile_equal(&o, &want_o));
+        sf_op_cost kp;
+        sf_op_tile_cost(op, &t, &kp);
+        assert_true(kp.flops_fwd == 2.0 * 4 * 10 * 256);
+        assert_int_equal(sf_op_tile_weights(op, &t), 10 * 256);
+        sf_op_mem mp;
+        sf_op_tile_memory(op, &t, &mp);
+        assert_true(mp.output_bytes == 40.0 * SF_ELEM_BYTES);
+        t.lo[2] = 0;
+        t.hi[2] = 256;
+        sf_op_tile_cost(op, &t, &kp);
+        assert_true(kp.flops_fwd == 2.0 * 4 * 10 * 256 + 40);
+        assert_int_equal(sf_op_tile_weights(op, &t), 10 * 256 + 10);
+    }
     assert_true(k.flops_bwd == 4.0 * 20480 + 40);
     assert_true(k.bytes_fwd == (2048.0 + 5130 + 40) * 4);
     /* uneven split of 10 output features into 3: [3,6) needs every input feature */
@@ -270,7 +295,7 @@ static void test_linear(void **state) {
     fc = add_ok(g, SF_OP_LINEAR, "proj", &p, (sf_tensor_ref[]){{s, 0}}, 1);
     op = sf_graph_op(g, fc);
     check_shape(&op->out_shapes[0], 3, I64(8, 16, 64));
-    check_kinds(op, 3, KINDS(S, A, P));
+    check_kinds(op, 4, KINDS(S, A, P, R));
     assert_int_equal(op->n_params, 2048);
     t = mk_tile(3, I64(2, 5, 16), I64(4, 11, 32));
     check_region(op, &t, 0, 3, I64(2, 5, 0), I64(4, 11, 32));

@@ -51,13 +51,30 @@ static void test_matmul(void **state) {
     assert_int_equal(op->n_outputs, 1);
     check_shape(&op->out_shapes[0], 3, (int64_t[]){3, 5, 4});
     assert_true(op->n_params == 0);
-    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_ATTRIBUTE});
+    check_kinds(op, 4,
+                (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_ATTRIBUTE, SF_DIM_REDUCE});
+    assert_int_equal(op->space.d[3], 7); /* K, contracted: a reduction */
 
     sf_tile full = sf_tile_full(&op->space);
     sf_op_cost c;
     sf_op_tile_cost(op, &full, &c);
     assert_true(c.flops_fwd == 2.0 * 3 * 5 * 4 * 7); /* 840 */
     assert_true(c.flops_bwd == 1680.0);
+    {
+        /* a partial sum over K [2, 7): A's columns and B's rows of that range */
+        sf_tile t = {4, {0, 0, 0, 2}, {3, 5, 4, 7}}, ra, rb, o;
+        sf_op_input_region(op, &t, 0, &ra);
+        sf_op_input_region(op, &t, 1, &rb);
+        sf_tile want_a = {3, {0, 0, 2}, {3, 5, 7}}, want_b = {3, {0, 2, 0}, {3, 7, 4}};
+        assert_true(sf_tile_equal(&ra, &want_a));
+        assert_true(sf_tile_equal(&rb, &want_b));
+        sf_op_output_tile(op, &t, 0, &o);
+        assert_int_equal(o.ndim, 3);
+        assert_int_equal(sf_tile_numel(&o), 60);
+        sf_op_cost cp;
+        sf_op_tile_cost(op, &t, &cp);
+        assert_true(cp.flops_fwd == 2.0 * 3 * 5 * 4 * 5);
+    }
     assert_true(c.bytes_fwd == (105.0 + 84.0 + 60.0) * 4);
 
     /* batch 1..3, M part 1 of 3 of 5 rows ([1, 3)), N 2..4 */
@@ -104,7 +121,7 @@ static void test_matmul(void **state) {
     id = add_ok(g, SF_OP_MATMUL, "mm2", &p, (sf_tensor_ref[]){{x, 0}, {w, 0}}, 2);
     op = sf_graph_op(g, id);
     check_shape(&op->out_shapes[0], 2, (int64_t[]){6, 3});
-    check_kinds(op, 2, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE});
+    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_REDUCE});
     sf_tile t2 = mk_tile(2, (int64_t[]){4, 1}, (int64_t[]){6, 2});
     sf_op_input_region(op, &t2, 0, &r);
     check_tile(&r, 2, (int64_t[]){4, 0}, (int64_t[]){6, 10});
@@ -146,7 +163,24 @@ static void test_embedding(void **state) {
     const sf_op *op = sf_graph_op(g, id);
     check_shape(&op->out_shapes[0], 3, (int64_t[]){8, 5, 16});
     assert_true(op->n_params == 16000);
-    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_PARAMETER});
+    check_kinds(op, 4,
+                (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_PARAMETER, SF_DIM_REDUCE});
+    assert_int_equal(op->space.d[3], 1000); /* the vocabulary: a reduction */
+    {
+        /* rows [250, 500) of the table, columns [5, 10): a partial sum over the
+         * vocabulary, reading every token's id */
+        sf_tile tv = {4, {0, 0, 5, 250}, {8, 5, 10, 500}}, r, o;
+        sf_op_input_region(op, &tv, 0, &r);
+        sf_tile want = {2, {0, 0}, {8, 5}};
+        assert_true(sf_tile_equal(&r, &want));
+        sf_op_output_tile(op, &tv, 0, &o);
+        assert_int_equal(sf_tile_numel(&o), 8 * 5 * 5);
+        assert_int_equal(sf_op_tile_weights(op, &tv), 250 * 5);
+        sf_weight_slice sl[SF_MAX_WEIGHT_SLICES];
+        assert_int_equal(sf_op_weight_slices(op, &tv, sl), 1);
+        assert_true(sl[0].offset == 250 * 16 + 5 && sl[0].len == 5 && sl[0].stride == 16 &&
+                    sl[0].count == 250);
+    }
 
     /* uneven split: tokens 2..5 of 5, D part 1 of 3 of 16 = [5, 10) */
     int64_t dlo, dhi;
@@ -168,7 +202,15 @@ static void test_embedding(void **state) {
     id = add_ok(g, SF_OP_EMBEDDING, "emb1", &p, (sf_tensor_ref[]){{v, 0}}, 1);
     op = sf_graph_op(g, id);
     check_shape(&op->out_shapes[0], 2, (int64_t[]){7, 16});
-    check_kinds(op, 2, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_PARAMETER});
+    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_PARAMETER, SF_DIM_REDUCE});
+
+    /* ids of rank 5: an output of SF_MAX_DIMS dimensions leaves no room for the
+     * vocabulary, which then cannot be split */
+    int five = add_input(g, "five", 5, (int64_t[]){2, 1, 1, 1, 3});
+    id = add_ok(g, SF_OP_EMBEDDING, "emb5", &p, (sf_tensor_ref[]){{five, 0}}, 1);
+    op = sf_graph_op(g, id);
+    assert_int_equal(op->space.ndim, SF_MAX_DIMS);
+    assert_int_equal(op->kinds[SF_MAX_DIMS - 1], SF_DIM_PARAMETER);
 
     int big = add_input(g, "big", 6, (int64_t[]){1, 1, 1, 1, 1, 2});
     expect_fail(g, SF_OP_EMBEDDING, "bad_rank", &p, (sf_tensor_ref[]){{big, 0}}, 1,

@@ -422,14 +422,16 @@ static void slices_map(const sf_op *op, const sf_tile *t, unsigned char *map, co
 
 static int same_parameter_ranges(const sf_op *op, const sf_tile *a, const sf_tile *b) {
     for (int i = 0; i < op->space.ndim; i++)
-        if (op->kinds[i] == SF_DIM_PARAMETER && (a->lo[i] != b->lo[i] || a->hi[i] != b->hi[i]))
+        if ((op->kinds[i] == SF_DIM_PARAMETER || op->kinds[i] == SF_DIM_REDUCE) &&
+            (a->lo[i] != b->lo[i] || a->hi[i] != b->hi[i]))
             return 0;
     return 1;
 }
 
 static int whole_on_parameters(const sf_op *op, const sf_tile *t) {
     for (int i = 0; i < op->space.ndim; i++)
-        if (op->kinds[i] == SF_DIM_PARAMETER && (t->lo[i] != 0 || t->hi[i] != op->space.d[i]))
+        if ((op->kinds[i] == SF_DIM_PARAMETER || op->kinds[i] == SF_DIM_REDUCE) &&
+            (t->lo[i] != 0 || t->hi[i] != op->space.d[i]))
             return 0;
     return 1;
 }
@@ -485,6 +487,10 @@ static void check_partition(const sf_op *op, const int *deg, const char *name) {
         int64_t n = sf_shape_numel(s);
         unsigned char *hits = calloc((size_t)n, 1);
         assert_non_null(hits);
+        /* parts along a reduction dimension share their output piece (partial sums) */
+        int reduce_parts = 1;
+        for (int d = 0; d < op->space.ndim; d++)
+            if (op->kinds[d] == SF_DIM_REDUCE) reduce_parts *= c.degree[d];
         for (int p = 0; p < c.n_parts; p++) {
             sf_tile o;
             sf_op_output_tile(op, &tiles[p], k, &o);
@@ -497,7 +503,7 @@ static void check_partition(const sf_op *op, const int *deg, const char *name) {
                     assert_true(o.lo[d] >= 0 && o.hi[d] <= s->d[d]);
                     off = off * s->d[d] + o.lo[d] + idx[d];
                 }
-                if (hits[off]++)
+                if (hits[off]++ >= reduce_parts)
                     fail_msg("%s: output %d element %lld twice", what, k, (long long)off);
                 for (int d = s->ndim - 1; d >= 0; d--) {
                     if (++idx[d] < o.hi[d] - o.lo[d]) break;
@@ -624,8 +630,16 @@ static void test_slices_by_hand(void **state) {
 
     g = sf_graph_new("linear"); /* W (6, 7), bias 6: features [1, 4) */
     op = sf_graph_op(g, b_linear(g));
-    t = mk_tile(2, (int64_t[]){0, 1}, (int64_t[]){5, 4});
+    t = mk_tile(3, (int64_t[]){0, 1, 0}, (int64_t[]){5, 4, 7});
     expect_slices(op, &t, 2, (sf_weight_slice[]){{7, 21, 21, 1}, {43, 3, 3, 1}});
+    /* a partial sum: input features [2, 5) of those rows, no bias (not the first part) */
+    t = mk_tile(3, (int64_t[]){0, 1, 2}, (int64_t[]){5, 4, 5});
+    expect_slices(op, &t, 1, (sf_weight_slice[]){{9, 3, 7, 3}});
+    assert_int_equal(sf_op_tile_weights(op, &t), 9);
+    /* the first part along the input features holds the biases */
+    t = mk_tile(3, (int64_t[]){0, 1, 0}, (int64_t[]){5, 4, 3});
+    expect_slices(op, &t, 2, (sf_weight_slice[]){{7, 3, 7, 3}, {43, 3, 3, 1}});
+    assert_int_equal(sf_op_tile_weights(op, &t), 12);
     sf_graph_free(g);
 
     g = sf_graph_new("emb"); /* table (7, 5): columns [2, 4) of every row */

@@ -21,11 +21,13 @@
  *
  * Parallelization works on an operator's *parallel space*: the dimensions of its
  * (first) output tensor, each tagged sample, attribute or parameter (or none when
- * it cannot be split, such as the time axis inside one LSTM chunk). A *tile* is a
- * rectangle of that space. For any tile, an operator tells which region of every
- * input the tile needs (halos for convolutions, whole rows for a linear layer split
- * on output channels), what the tile costs in FLOPs and bytes, and how much memory
- * it holds. That is all the simulator and the search need to know about operators.
+ * it cannot be split, such as the time axis inside one LSTM chunk), and, for an
+ * operator whose output sums over an input dimension (a linear's input
+ * features), that dimension after them, tagged reduce: its parts hold partial
+ * sums of one output piece. A *tile* is a rectangle of that space. For any tile, an operator tells
+ * which region of every input the tile needs (halos for convolutions, whole rows for a linear layer
+ * split on output channels), what the tile costs in FLOPs and bytes, and how much memory it holds.
+ * That is all the simulator and the search need to know about operators.
  *
  * The element type is fp32 everywhere (token ids and labels too: 4 bytes each):
  * operators count bytes in SF_ELEM_BYTES elements, and a plan in bf16 or fp16
@@ -149,6 +151,10 @@ typedef enum sf_dim_kind {
     SF_DIM_SAMPLE = 1,    /* the batch */
     SF_DIM_ATTRIBUTE = 2, /* splitting keeps weights whole: height, width, sequence */
     SF_DIM_PARAMETER = 3, /* splitting splits the weights: channels, features, embedding columns */
+    SF_DIM_REDUCE = 4,    /* a dimension the output is a sum over (a linear's input features):
+                           * no output dimension names it, so its parts produce partial sums
+                           * of one output piece, each with its slice of the weights, which
+                           * the task graph reduces (docs/architecture.md, "Partial sums") */
     SF_DIM_KIND_COUNT
 } sf_dim_kind;
 
@@ -414,7 +420,8 @@ SF_API void sf_op_tile_cost(const sf_op *op, const sf_tile *t, sf_op_cost *c);
 SF_API void sf_op_tile_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m);
 /* Weight elements a tile uses: the parameter count scaled by its share of the
  * parameter dimensions (tiles that differ only in sample or attribute dimensions
- * hold replicas of the same shard). */
+ * hold replicas of the same shard); a tile cut along a reduction dimension
+ * counts its weight slices (a linear's bias lives on its first part alone). */
 SF_API int64_t sf_op_tile_weights(const sf_op *op, const sf_tile *t);
 
 /* ---- the weights of an operator: slices and parameter tensors ---------- */
@@ -438,8 +445,8 @@ typedef struct sf_weight_slice {
  * dimension get disjoint slices; the slices of a tile whole on its parameter dimensions cover
  * the whole parameter layout. The slices are disjoint, in increasing order, none empty,
  * contiguous neighbours merged (a slice with count 1 has stride len); an empty tile reads
- * nothing and gets none. The runtime all-reduces and updates exactly these elements among
- * the replicas of a shard. */
+ * nothing and gets none. Reduction dimensions split the weights as parameter dimensions do. The
+ * runtime all-reduces and updates exactly these elements among the replicas of a shard. */
 SF_API int sf_op_weight_slices(const sf_op *op, const sf_tile *t, sf_weight_slice *out);
 /* 1 when the n slices sf_op_weight_slices gave are one run of the layout (the runtime then
  * syncs a shard's gradient where it lies, without packing it: no COPY steps). */

@@ -43,6 +43,9 @@ typedef struct sf_optcnn_options {
     int max_left;          /* enumerate exhaustively what is left when at most this many nodes */
     sf_sync_scheme scheme; /* how gradient sync is priced: ring all-reduce (default) or
                             * parameter server, as the simulator runs them */
+    int reduce;            /* 1: each node's configs split reduction dimensions too
+                            * (partial sums: a row-parallel linear); 0 (default) until the
+                            * runtime executes them */
 } sf_optcnn_options;
 
 SF_API void sf_optcnn_options_default(sf_optcnn_options *o);
@@ -95,6 +98,10 @@ typedef struct sf_mcmc_options {
                          * over every single-operator and neighbour-pair move of a
                          * candidate set (docs/search.md); 0: none */
     int progress;       /* draw a progress bar on stderr when it is a terminal */
+    int reduce;         /* 1: propose reduction degrees too (partial sums: a row-parallel
+                         * linear), in single moves, pair moves and the polish's
+                         * candidates; 0 (default) until the runtime executes them,
+                         * which keeps every seeded search as it was */
     sf_sim_options sim; /* the simulator's options (sync mode); sf_search_run judges
                          * every candidate with these too */
 } sf_mcmc_options;

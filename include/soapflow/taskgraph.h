@@ -307,6 +307,59 @@ SF_API sf_status sf_taskgraph_op_sync_steps(sf_taskgraph *tg, int op, sf_tg_sync
 SF_API int sf_taskgraph_pair_steps(const sf_taskgraph *tg, const sf_tg_pair *pr, int grad,
                                    sf_tg_step *out, int32_t *deps, int *n_fwd);
 
+/* ---- partial sums ------------------------------------------------------------ */
+
+/* A producer split along a reduction dimension (SF_DIM_REDUCE: a row-parallel
+ * linear) holds, in each group of parts that differ only along it, partial sums
+ * of one output piece. Before its pairs, each group's partial sums are reduced
+ * into what the consumer's parts need (reduce.c); the pairs of
+ * sf_taskgraph_edge then come from the parts that hold the sum. */
+typedef enum sf_tg_reduce_kind {
+    SF_REDUCE_ALL = 0, /* every device of the group needs the whole piece: an ALL_REDUCE;
+                        * each need is read on its device (or from the first part);
+                        * backward an ALL_REDUCE of the gradients the parts received */
+    SF_REDUCE_SCATTER, /* the group's devices each need one region, which tile the piece
+                        * in the collective's chunk sizes: a REDUCE_SCATTER, position i
+                        * ending with chunks[part_start + i] (the regions packed in
+                        * position order are its chunks); backward an ALL_GATHER */
+    SF_REDUCE_ONE,     /* otherwise: to the first part's device, a P2P of the piece from
+                        * each other part's device, each followed by [COPY accumulate
+                        * there] (a part on that device: [COPY accumulate] alone);
+                        * backward a BROADCAST from there to the group's other devices */
+    SF_REDUCE_KIND_COUNT
+} sf_tg_reduce_kind;
+
+/* One group's reduction. */
+typedef struct sf_tg_reduce {
+    uint8_t kind;   /* sf_tg_reduce_kind */
+    int n_parts;    /* parts of the group (the degree of the reduction) */
+    int part_start; /* sf_tg_reduces.parts[part_start .. + n_parts]: in order along it */
+    int64_t numel;  /* elements of the piece */
+    sf_tile piece;  /* the output piece, in the output's coordinates */
+    int step_start; /* steps[step_start .. + n_fwd]: the reduction, after the forward
+                     * tasks of the group's parts on the devices each step involves;
+                     * the pairs read the sum after all of them */
+    int n_fwd;      /* then steps[.. step_start + n_steps]: the gradient's dual, after
+                     * every pair's gradient has come back, before the group's
+                     * backward tasks */
+    int n_steps;
+} sf_tg_reduce;
+
+typedef struct sf_tg_reduces {
+    int n; /* groups; 0 when the producer is whole along its reduction dimensions */
+    const sf_tg_reduce *groups;
+    const int32_t *parts;
+    const sf_tile *chunks; /* SF_REDUCE_SCATTER: the region of each position */
+    int n_steps;
+    const sf_tg_step *steps; /* deps index steps */
+    const int16_t *devs;     /* the collectives' groups, in part order */
+    const int32_t *deps;
+} sf_tg_reduces;
+
+/* The reductions of the last sf_taskgraph_edge or sf_taskgraph_edge_moves call
+ * (valid until the next call on tg); returns out->n. */
+SF_API int sf_taskgraph_edge_reduce(const sf_taskgraph *tg, sf_tg_reduces *out);
+
 /* ---- pricing: the one function that turns steps into time ------------------- */
 
 /* One use of a resource by a step: a link for `dur_s` (a link task), or a

@@ -107,6 +107,7 @@ static char kind_letter(sf_dim_kind k) {
     case SF_DIM_SAMPLE: return 's';
     case SF_DIM_ATTRIBUTE: return 'a';
     case SF_DIM_PARAMETER: return 'p';
+    case SF_DIM_REDUCE: return 'r';
     default: return '-';
     }
 }
@@ -115,9 +116,13 @@ static char kind_letter(sf_dim_kind k) {
 static void dims_str(const sf_op *op, char *buf, size_t n) {
     size_t len = 0;
     buf[0] = '\0';
+    int named = 0; /* the output's dimensions; reduction dimensions are K */
+    for (int i = 0; i < op->space.ndim && i < SF_MAX_DIMS; i++)
+        named += op->kinds[i] != SF_DIM_REDUCE;
     for (int i = 0; i < op->space.ndim && i < SF_MAX_DIMS; i++) {
-        int k = snprintf(buf + len, n - len, "%s%s:%c", i ? " " : "", dim_label(op->space.ndim, i),
-                         kind_letter(op->kinds[i]));
+        const char *label = op->kinds[i] == SF_DIM_REDUCE ? "K" : dim_label(named, i);
+        int k =
+            snprintf(buf + len, n - len, "%s%s:%c", i ? " " : "", label, kind_letter(op->kinds[i]));
         if (k < 0 || (size_t)k >= n - len) break;
         len += (size_t)k;
     }

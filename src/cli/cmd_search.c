@@ -45,6 +45,9 @@ static int usage(FILE *out) {
         "  --anneal F             beta grows to beta * F over each chain (default 1:\n"
         "                         a fixed beta)\n"
         "  --no-delta             evaluate proposals with full instead of delta simulation\n"
+        "  --reduce-splits        also propose reduction degrees (partial sums: row-parallel\n"
+        "                         linears) in both searches; the runtime does not train\n"
+        "                         such a strategy yet\n"
         "  --costs FILE           measured task times from 'soapflow profile' (default:\n"
         "                         the analytic roofline model)\n"
         "%s"
@@ -66,7 +69,7 @@ typedef struct search_opts {
     sf_cli_model_opts model;
     const char *machine, *algo, *budget, *out, *trace, *svg, *costs, *beta, *anneal;
     int64_t iters, seed;
-    int json, no_delta;
+    int json, no_delta, reduce;
     sf_sim_options sim;
     sf_dtype dtype;
 } search_opts;
@@ -125,6 +128,7 @@ int sf_cmd_search(int argc, char **argv) {
         if (sf_cli_str(&a, "--beta", NULL, &o.beta)) continue;
         if (sf_cli_str(&a, "--anneal", NULL, &o.anneal)) continue;
         if (sf_cli_flag(&a, "--no-delta", NULL, &o.no_delta)) continue;
+        if (sf_cli_flag(&a, "--reduce-splits", NULL, &o.reduce)) continue;
         if (sf_cli_sim_option(&a, &o.sim)) continue;
         if (sf_cli_dtype_option(&a, &o.dtype)) continue;
         if (sf_cli_str(&a, "--out", "-o", &o.out)) continue;
@@ -192,6 +196,7 @@ int sf_cmd_search(int argc, char **argv) {
     if (o.beta) so.mcmc.beta = beta;
     if (o.anneal) so.mcmc.anneal = anneal;
     so.mcmc.use_delta = !o.no_delta;
+    so.mcmc.reduce = o.reduce;
     so.mcmc.sim = o.sim;
     so.mcmc.progress = !o.json;
     sf_search_report rep;

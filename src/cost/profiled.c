@@ -144,7 +144,13 @@ char *sf_profile_key(const sf_op *op, const sf_tile *t, char *buf, size_t n) {
         kb_attr(&b, &attrs[a], &op->params);
     }
     kb_str(&b, "|tile=");
-    kb_extent(&b, t);
+    /* a reduction dimension the tile holds whole is left out, so that keys of
+     * unsplit reductions read as before partial sums existed */
+    sf_tile kt = *t;
+    while (kt.ndim > 0 && kt.ndim <= op->space.ndim && op->kinds[kt.ndim - 1] == SF_DIM_REDUCE &&
+           kt.lo[kt.ndim - 1] == 0 && kt.hi[kt.ndim - 1] == op->space.d[kt.ndim - 1])
+        kt.ndim--;
+    kb_extent(&b, &kt);
     kb_str(&b, "|in=");
     for (int i = 0; i < op->n_inputs; i++) {
         sf_tile r;

@@ -76,7 +76,7 @@ char *sf_tile_str(const sf_tile *t, char *buf, size_t n) {
 }
 
 const char *sf_dim_kind_name(sf_dim_kind k) {
-    static const char *const names[] = {"none", "sample", "attribute", "parameter"};
+    static const char *const names[] = {"none", "sample", "attribute", "parameter", "reduce"};
     _Static_assert(sizeof names / sizeof names[0] == SF_DIM_KIND_COUNT, "one name per kind");
     return (unsigned)k < SF_DIM_KIND_COUNT ? names[k] : "?";
 }

@@ -118,7 +118,10 @@ static sf_status read_config(const reader *r, const sf_op *op, const sf_machine 
     }
     int nd = op->space.ndim;
     char shape[128];
-    if ((int)json_array_size(deg) != nd)
+    /* a trailing reduction dimension may be left out: degree 1 (the files
+     * written before partial sums, and every config that does not use one) */
+    int given = (int)json_array_size(deg);
+    if (!(given == nd || (given == nd - 1 && op->kinds[nd - 1] == SF_DIM_REDUCE)))
         return fail_at(r, at, 3, name, SF_ERR_INVALID,
                        "\"degrees\" has %d entries, its parallel space %s has %d dimensions",
                        (int)json_array_size(deg), sf_shape_str(&op->space, shape, sizeof shape),
@@ -127,7 +130,7 @@ static sf_status read_config(const reader *r, const sf_op *op, const sf_machine 
     c->ndim = nd;
     for (int i = 0; i < SF_MAX_DIMS; i++) c->degree[i] = 1;
     int64_t parts = 1;
-    for (int i = 0; i < nd; i++) {
+    for (int i = 0; i < given; i++) {
         json_int_t d = json_integer_value(json_array_get(deg, (size_t)i));
         const char *kind = sf_dim_kind_name(op->kinds[i]);
         at[3].index = (size_t)i;
@@ -365,7 +368,12 @@ char *sf_strategy_to_json_for(const sf_strategy *s, const sf_graph *g, const sf_
         sf_strbuf_puts(&b, i ? ",\n    " : "\n    ");
         put_json_string(&b, sf_graph_op(g, i)->name);
         sf_strbuf_puts(&b, ": {\"degrees\": [");
-        for (int d = 0; d < c->ndim; d++) sf_strbuf_printf(&b, "%s%d", d ? ", " : "", c->degree[d]);
+        const sf_op *op = sf_graph_op(g, i);
+        int nd = c->ndim; /* a trailing reduction degree of 1 is left out (the reader's rule) */
+        if (nd > 1 && nd == op->space.ndim && op->kinds[nd - 1] == SF_DIM_REDUCE &&
+            c->degree[nd - 1] == 1)
+            nd--;
+        for (int d = 0; d < nd; d++) sf_strbuf_printf(&b, "%s%d", d ? ", " : "", c->degree[d]);
         sf_strbuf_puts(&b, "], \"devices\": [");
         for (int p = 0; p < c->n_parts; p++)
             sf_strbuf_printf(&b, "%s%d", p ? ", " : "", c->device[p]);

@@ -195,7 +195,7 @@ static void attention_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) 
         attention_region(op, t, i, &r);
         in_b += (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
     }
-    double w_b = (double)sf_op_tile_weights(op, t) * SF_ELEM_BYTES;
+    double w_b = (double)sf_tile_weight_share(op, t) * SF_ELEM_BYTES;
     double out_b = (double)sf_tile_numel(t) * SF_ELEM_BYTES;
     double mid_b = (s.q + s.kv + s.scores + s.ctx) * SF_ELEM_BYTES; /* written, read back */
     cost->bytes_fwd = in_b + w_b + out_b + 2 * mid_b;
@@ -221,7 +221,7 @@ static int attention_param_descs(const sf_op *op, sf_param_desc *out) {
 }
 
 static void attention_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
-    m->weight_bytes = (double)sf_op_tile_weights(op, t) * SF_ELEM_BYTES;
+    m->weight_bytes = (double)sf_tile_weight_share(op, t) * SF_ELEM_BYTES;
     m->output_bytes = (double)sf_tile_numel(t) * SF_ELEM_BYTES;
     if (sf_tile_empty(t)) return;
     for (int i = 0; i < op->n_inputs; i++) {

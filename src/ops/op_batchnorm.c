@@ -118,7 +118,7 @@ static void batchnorm_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) 
     cost->flops_fwd = (affine ? 8 : 6) * n;
     cost->flops_bwd = (affine ? 12 : 10) * n;
     double b = n * SF_ELEM_BYTES;
-    double w_b = (double)sf_op_tile_weights(op, t) * SF_ELEM_BYTES;
+    double w_b = (double)sf_tile_weight_share(op, t) * SF_ELEM_BYTES;
     /* forward reads the input twice (statistics, then normalization) */
     cost->bytes_fwd = 2 * b + b + w_b;
     /* backward reads input and output gradient twice (reductions, then the

@@ -139,7 +139,7 @@ static void conv2d_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     sf_tile r;
     conv2d_region(op, t, 0, &r);
     double in_b = (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
-    double w_b = (double)sf_op_tile_weights(op, t) * SF_ELEM_BYTES;
+    double w_b = (double)sf_tile_weight_share(op, t) * SF_ELEM_BYTES;
     double out_b = outs * SF_ELEM_BYTES;
     cost->bytes_fwd = in_b + w_b + out_b;
     /* backward reads input, weights and output gradient; writes both gradients */

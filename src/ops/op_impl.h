@@ -10,7 +10,8 @@
  *
  * Callbacks that may be NULL fall back to defaults in registry.c:
  *   space    -> output 0's shape, every dimension SF_DIM_NONE except 0 (sample)
- *   out_tile -> the tile itself for output 0 (ops with several outputs must set it)
+ *   out_tile -> the tile itself for output 0, less its reduction dimensions (ops
+ *               with several outputs must set it)
  *   out_axes -> output 0 follows the space dimension for dimension (the default
  *               out_tile); other outputs: no map (an op with out_tile should set it)
  *   memory   -> weights from sf_op_tile_weights, saved = inputs' regions, output = tile
@@ -91,6 +92,9 @@ void sf_region_full(const sf_shape *shape, sf_tile *r);
  * to [0, n). Returns an empty range [x, x) when nothing is needed. */
 void sf_window_range(int64_t lo, int64_t hi, int64_t stride, int64_t pad, int64_t k, int64_t dil,
                      int64_t n, int64_t *in_lo, int64_t *in_hi);
+/* sf_op_tile_weights of a tile whole on its reduction dimensions (SF_DIM_REDUCE):
+ * the parameter count scaled by the tile's share of the parameter dimensions. */
+int64_t sf_tile_weight_share(const sf_op *op, const sf_tile *t);
 /* Fraction of dimension i covered by the tile. */
 double sf_tile_frac(const sf_tile *t, const sf_shape *s, int i);
 /* A contiguous slice [offset, offset + len) (count 1). */

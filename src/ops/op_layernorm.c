@@ -94,7 +94,7 @@ static void layernorm_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) 
     cost->flops_fwd = LAYERNORM_FWD_FLOPS * n + aff;
     cost->flops_bwd = LAYERNORM_BWD_FLOPS * n + aff;
     double io_b = n * SF_ELEM_BYTES;
-    double w_b = (double)sf_op_tile_weights(op, t) * SF_ELEM_BYTES;
+    double w_b = (double)sf_tile_weight_share(op, t) * SF_ELEM_BYTES;
     cost->bytes_fwd = 2 * io_b + w_b;
     /* backward reads input and output gradient, writes the input gradient */
     cost->bytes_bwd = 3 * io_b + 2 * w_b;

@@ -175,7 +175,7 @@ static void lstm_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
         lstm_out_tile(op, t, k, &o);
         out_b += (double)sf_tile_numel(&o) * SF_ELEM_BYTES;
     }
-    double w_b = (double)sf_op_tile_weights(op, t) * SF_ELEM_BYTES;
+    double w_b = (double)sf_tile_weight_share(op, t) * SF_ELEM_BYTES;
     /* the gates (4 per unit) and cell state of every step are written forward
      * and read back in the backward pass */
     double saved_b = 5 * n * h * steps * SF_ELEM_BYTES;
@@ -197,7 +197,7 @@ static int lstm_param_descs(const sf_op *op, sf_param_desc *out) {
 }
 
 static void lstm_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
-    m->weight_bytes = (double)sf_op_tile_weights(op, t) * SF_ELEM_BYTES;
+    m->weight_bytes = (double)sf_tile_weight_share(op, t) * SF_ELEM_BYTES;
     for (int i = 0; i < op->n_inputs; i++) {
         sf_tile r;
         lstm_region(op, t, i, &r);

@@ -112,7 +112,9 @@ void sf_op_output_tile(const sf_op *op, const sf_tile *t, int output, sf_tile *o
         return;
     }
     if (output == 0) {
-        *out = *t;
+        *out = *t; /* less the reduction dimensions that follow the output's */
+        out->ndim = op->out_shapes[0].ndim < t->ndim ? op->out_shapes[0].ndim : t->ndim;
+        for (int d = out->ndim; d < SF_MAX_DIMS; d++) out->lo[d] = out->hi[d] = 0;
     } else {
         memset(out, 0, sizeof *out);
         out->ndim = output > 0 && output < op->n_outputs ? op->out_shapes[output].ndim : 1;
@@ -145,6 +147,22 @@ void sf_op_tile_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
 }
 
 /* ---- weights: slices and parameter tensors ----------------------------- */
+
+/* A tile cut along a reduction dimension holds a slice of the weights that no
+ * share of the parameter dimensions describes (a linear's bias lives on the
+ * part with the first input features): its slices are counted. */
+int64_t sf_op_tile_weights(const sf_op *op, const sf_tile *t) {
+    if (op->n_params == 0) return 0;
+    int cut = 0;
+    for (int i = 0; i < op->space.ndim && i < t->ndim; i++)
+        cut |= op->kinds[i] == SF_DIM_REDUCE && (t->lo[i] > 0 || t->hi[i] < op->space.d[i]);
+    if (!cut || !sf_op_class_get(op->type)->weight_slices) return sf_tile_weight_share(op, t);
+    sf_weight_slice s[SF_MAX_WEIGHT_SLICES];
+    int n = sf_op_weight_slices(op, t, s);
+    int64_t w = 0;
+    for (int i = 0; i < n; i++) w += s[i].len * s[i].count;
+    return w;
+}
 
 int sf_weight_slices_one_run(const sf_weight_slice *s, int n) {
     /* neighbours are merged, so one run is one slice of contiguous rows */

@@ -1,7 +1,7 @@
 /*
  * tiles.c - the tile arithmetic the operator files share: a whole region, a
  * sliding window's input rows, the fraction of a dimension a tile covers, and
- * the weights a tile holds.
+ * the weights a tile holds when it is whole on its reduction dimensions.
  *
  * Why not in registry.c: the registry points at every operator's class, so an
  * operator file that called a helper there and the registry would depend on
@@ -32,7 +32,7 @@ double sf_tile_frac(const sf_tile *t, const sf_shape *s, int i) {
     return (double)(t->hi[i] - t->lo[i]) / (double)s->d[i];
 }
 
-int64_t sf_op_tile_weights(const sf_op *op, const sf_tile *t) {
+int64_t sf_tile_weight_share(const sf_op *op, const sf_tile *t) {
     if (op->n_params == 0) return 0;
     double frac = 1.0;
     for (int i = 0; i < op->space.ndim; i++)

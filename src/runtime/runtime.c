@@ -346,6 +346,14 @@ static sf_status setup_parts(sf_runtime *rt, sf_error *err) {
     int n = 0;
     for (int op = 0; op < rt->n_ops; op++) {
         const sf_config *c = sf_strategy_get(rt->s, op);
+        const sf_op *o = sf_graph_op(rt->g, op);
+        for (int d = 0; d < c->ndim && d < o->space.ndim; d++)
+            if (o->kinds[d] == SF_DIM_REDUCE && c->degree[d] > 1)
+                return sf_error_set(err, SF_ERR_UNSUPPORTED,
+                                    "operator '%s' is split %d ways along its reduction dimension "
+                                    "%d: the runtime does not execute partial sums yet "
+                                    "(sf_taskgraph_edge_reduce)",
+                                    o->name, c->degree[d], d);
         for (int p = 0; p < c->n_parts; p++) {
             if (c->device[p] >= sf_comm_size(rt->c))
                 return sf_error_set(err, SF_ERR_INVALID,

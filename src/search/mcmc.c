@@ -236,15 +236,28 @@ typedef struct mc_move {
  * elsewhere, each part on the device of c's part with the same coordinates (0
  * in the dimensions dropped). Either way the parts of the two operators that
  * cover the same indices share a device where the shapes allow. */
-static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, sf_config *out) {
-    if (c->ndim == op->space.ndim && sf_config_validate(op, m, c, NULL) == SF_OK) {
+static int splits_reduce(const sf_op *op, const sf_config *c) {
+    for (int i = 0; i < c->ndim && i < op->space.ndim; i++)
+        if (op->kinds[i] == SF_DIM_REDUCE && c->degree[i] > 1) return 1;
+    return 0;
+}
+
+/* Reduction dimensions are proposed only with sf_mcmc_options.reduce: without
+ * it, a neighbour's degree on a dimension that is one for op is not taken. */
+static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, int reduce,
+                    sf_config *out) {
+    if (c->ndim == op->space.ndim && (reduce || !splits_reduce(op, c)) &&
+        sf_config_validate(op, m, c, NULL) == SF_OK) {
         sf_config_copy(out, c);
         return;
     }
     int nd = op->space.ndim, degree[SF_MAX_DIMS];
     for (int i = 0; i < nd; i++) {
         int d = i < c->ndim ? c->degree[i] : 1;
-        degree[i] = d > 1 && op->kinds[i] != SF_DIM_NONE && d <= op->space.d[i] ? d : 1;
+        degree[i] = d > 1 && op->kinds[i] != SF_DIM_NONE &&
+                            (reduce || op->kinds[i] != SF_DIM_REDUCE) && d <= op->space.d[i]
+                        ? d
+                        : 1;
     }
     memset(out, 0, sizeof *out);
     sf_config_set_degrees(out, nd, degree); /* at most c's parts: cannot fail */
@@ -301,13 +314,13 @@ static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, int pai
     if (pairs && n_nb > 0 && sf_rng_below(&s->rng, 2)) {
         int nb = s->nbr[s->nbr_start[opi] + (int)sf_rng_below(&s->rng, (uint64_t)n_nb)];
         if (sf_rng_below(&s->rng, 2))
-            sf_config_random(op, s->m, &s->rng, c);
+            sf_config_random_in(op, s->m, s->o->reduce, &s->rng, c);
         else
             shift_devices(s, cur, c);
         mv->n = 2;
         mv->pair = 1;
         mv->op[1] = nb;
-        line_up(sf_graph_op(s->g, nb), s->m, c, &mv->cfg[1]);
+        line_up(sf_graph_op(s->g, nb), s->m, c, s->o->reduce, &mv->cfg[1]);
         return;
     }
     uint64_t kind = sf_rng_below(&s->rng, 4);
@@ -322,7 +335,7 @@ static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, int pai
         shift_devices(s, cur, c);
         return;
     }
-    sf_config_random(op, s->m, &s->rng, c);
+    sf_config_random_in(op, s->m, s->o->reduce, &s->rng, c);
 }
 
 /* The inverse temperature at proposal `it` of a chain: o->beta times
@@ -462,8 +475,8 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
  * each as configs): the first `cap` tuples go to deg_out ([cap][SF_MAX_DIMS])
  * with start[t] the index of tuple t's first candidate, and cand_at makes
  * candidate j. Returns the number of tuples; *total counts candidates. */
-static int cands_from(const sf_op *op, int n_dev, int i, int prod, int *deg, int *deg_out,
-                      int *start, int cap, int n, int *total) {
+static int cands_from(const sf_op *op, int n_dev, int reduce, int i, int prod, int *deg,
+                      int *deg_out, int *start, int cap, int n, int *total) {
     int nd = op->space.ndim;
     if (i == nd) {
         if ((prod & (prod - 1)) != 0 && n_dev % prod != 0) return n;
@@ -476,10 +489,11 @@ static int cands_from(const sf_op *op, int n_dev, int i, int prod, int *deg, int
         return n + 1;
     }
     int top = 1;
-    if (op->kinds[i] != SF_DIM_NONE) top = op->space.d[i] < n_dev ? (int)op->space.d[i] : n_dev;
+    if (op->kinds[i] != SF_DIM_NONE && (reduce || op->kinds[i] != SF_DIM_REDUCE))
+        top = op->space.d[i] < n_dev ? (int)op->space.d[i] : n_dev;
     for (int d = 1; d <= top && prod * d <= n_dev && prod * d <= SF_MAX_PARTS; d++) {
         deg[i] = d;
-        n = cands_from(op, n_dev, i + 1, prod * d, deg, deg_out, start, cap, n, total);
+        n = cands_from(op, n_dev, reduce, i + 1, prod * d, deg, deg_out, start, cap, n, total);
     }
     deg[i] = 1;
     return n;
@@ -487,11 +501,12 @@ static int cands_from(const sf_op *op, int n_dev, int i, int prod, int *deg, int
 
 /* The polish's candidate tuples of op (see cands_from); deg_out and start
  * may be NULL with cap 0 to count them. */
-static int polish_cands(const sf_op *op, int n_dev, int *deg_out, int *start, int cap, int *total) {
+static int polish_cands(const sf_op *op, int n_dev, int reduce, int *deg_out, int *start,
+                        int cap, int *total) {
     int deg[SF_MAX_DIMS];
     for (int i = 0; i < SF_MAX_DIMS; i++) deg[i] = 1;
     *total = 0;
-    return cands_from(op, n_dev, 0, 1, deg, deg_out, start, cap, 0, total);
+    return cands_from(op, n_dev, reduce, 0, 1, deg, deg_out, start, cap, 0, total);
 }
 
 /* Candidate j (0 <= j < start[nt]) of the nt tuples polish_cands wrote. */
@@ -593,7 +608,8 @@ static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
             int opi = s->order[k];
             const sf_op *op = sf_graph_op(s->g, opi);
             int nc;
-            int nt = polish_cands(op, s->n_dev, s->cand_deg, s->cand_start, s->max_cands, &nc);
+            int nt = polish_cands(op, s->n_dev, s->o->reduce, s->cand_deg, s->cand_start,
+                                  s->max_cands, &nc);
             int nb0 = s->nbr_start[opi], nb1 = s->nbr_start[opi + 1];
             mc_move mv;
             mv.pair = 0;
@@ -603,7 +619,7 @@ static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
                 mv.op[0] = opi;
                 if (j < 0)
                     line_up(op, s->m, sf_strategy_get(polish_current(s), s->nbr[nb1 + j]),
-                            &mv.cfg[0]);
+                            s->o->reduce, &mv.cfg[0]);
                 else
                     cand_at(s, op->space.ndim, nt, j, &mv.cfg[0]);
                 st = polish_try(s, &mv, &cur, &improved, err);
@@ -618,7 +634,7 @@ static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
                     mv.op[0] = opi;
                     mv.op[1] = nb;
                     cand_at(s, op->space.ndim, nt, j, &mv.cfg[0]);
-                    line_up(sf_graph_op(s->g, nb), s->m, &mv.cfg[0], &mv.cfg[1]);
+                    line_up(sf_graph_op(s->g, nb), s->m, &mv.cfg[0], s->o->reduce, &mv.cfg[1]);
                     st = polish_try(s, &mv, &cur, &improved, err);
                     if (st != SF_OK) return st;
                 }
@@ -699,8 +715,8 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
         if (op_movable(sf_graph_op(g, i), s.n_dev)) s.movable[s.n_movable++] = i;
     if (o->polish) {
         for (int k = 0; k < s.n_movable; k++) {
-            int total,
-                n = polish_cands(sf_graph_op(g, s.movable[k]), s.n_dev, NULL, NULL, 0, &total);
+            int total, n = polish_cands(sf_graph_op(g, s.movable[k]), s.n_dev, o->reduce, NULL,
+                                        NULL, 0, &total);
             if (n > s.max_cands) s.max_cands = n;
         }
         size_t nt = (size_t)(s.max_cands > 0 ? s.max_cands : 1);

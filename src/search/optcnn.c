@@ -146,7 +146,8 @@ static int parts_allowed(int p, int n_dev) { return (p & (p - 1)) == 0 || n_dev 
 
 /* Degree tuples of op with product exactly `rem` over dimensions d.., in
  * lexicographic order; writes them to out (when non-NULL) from index n. */
-static int enum_degrees(const sf_op *op, int d, int rem, int *deg, oc_cfg *out, int n) {
+static int enum_degrees(const sf_op *op, int reduce, int d, int rem, int *deg, oc_cfg *out,
+                        int n) {
     if (d == op->space.ndim) {
         if (rem != 1) return n;
         if (out) {
@@ -160,12 +161,14 @@ static int enum_degrees(const sf_op *op, int d, int rem, int *deg, oc_cfg *out, 
         }
         return n + 1;
     }
-    int64_t maxd = op->kinds[d] == SF_DIM_NONE ? 1 : rem;
+    /* reduction dimensions only with sf_optcnn_options.reduce */
+    int64_t maxd =
+        op->kinds[d] == SF_DIM_NONE || (!reduce && op->kinds[d] == SF_DIM_REDUCE) ? 1 : rem;
     if (op->space.d[d] < maxd) maxd = op->space.d[d];
     for (int x = 1; x <= maxd; x++) {
         if (rem % x) continue;
         deg[d] = x;
-        n = enum_degrees(op, d + 1, rem / x, deg, out, n);
+        n = enum_degrees(op, reduce, d + 1, rem / x, deg, out, n);
     }
     deg[d] = 1;
     return n;
@@ -234,7 +237,8 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         for (int d = 0; d < SF_MAX_DIMS; d++) deg[d] = 1;
         int total = 0;
         for (int p = 1; p <= pmax; p++)
-            if (parts_allowed(p, n_dev)) total = enum_degrees(op, 0, p, deg, NULL, total);
+            if (parts_allowed(p, n_dev))
+                total = enum_degrees(op, o->reduce, 0, p, deg, NULL, total);
         oc_cfg *cfg = sf_arena_calloc(arena, (size_t)total, sizeof *cfg);
         double *bytes = sf_arena_calloc(arena, (size_t)total, sizeof *bytes);
         if (!cfg || !bytes) {
@@ -243,7 +247,7 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         }
         int nc = 0;
         for (int p = 1; p <= pmax; p++)
-            if (parts_allowed(p, n_dev)) nc = enum_degrees(op, 0, p, deg, cfg, nc);
+            if (parts_allowed(p, n_dev)) nc = enum_degrees(op, o->reduce, 0, p, deg, cfg, nc);
         if (o->check_memory) {
             int kept = 0, smallest = 0;
             for (int c = 0; c < nc; c++) {

@@ -251,6 +251,38 @@ double oc_node_cost(oc_scratch *s, int opi, const sf_config *c) {
     return compute + sync / s->sharers[opi];
 }
 
+/* The reductions of a partial-sum producer's groups (sf_taskgraph_edge_reduce
+ * of the edge just listed), added to the edge's cost: a group's steps one after
+ * another (a collective takes its slowest position, a message its chain), the
+ * groups side by side (the slowest counts), forward and, with grad, the
+ * gradient's dual; -1 when a step has more uses than the scratch holds. */
+static double reduce_cost(oc_scratch *s, int grad) {
+    sf_tg_reduces rd;
+    if (!sf_taskgraph_edge_reduce(s->tg, &rd)) return 0;
+    sf_tg_pricer pr = {.m = s->m, .cm = s->cm, .segments = 1, .routes = s->routes};
+    double worst[2] = {0, 0};
+    for (int g = 0; g < rd.n; g++) {
+        const sf_tg_reduce *gr = &rd.groups[g];
+        double t[2] = {0, 0};
+        for (int q = gr->step_start; q < gr->step_start + gr->n_steps; q++) {
+            int back = q >= gr->step_start + gr->n_fwd;
+            if (back && !grad) break;
+            const sf_tg_step *st = &rd.steps[q];
+            if (sf_tg_step_max_uses(st, 1) > s->uses_cap) return -1;
+            int nu = sf_tg_price_step(&pr, st, rd.devs, s->uses);
+            double step = 0;
+            for (int u = 0; u < nu; u++) {
+                double d = s->uses[u].dur_s;
+                step = st->kind == SF_STEP_P2P ? step + d : d > step ? d : step;
+            }
+            t[back] += step;
+        }
+        for (int b = 0; b < 2; b++)
+            if (t[b] > worst[b]) worst[b] = t[b];
+    }
+    return worst[0] + worst[1];
+}
+
 double oc_edge_cost_set(oc_scratch *s, int vi, int k) {
     const sf_op *v = sf_graph_op(s->g, vi);
     int grad = sf_graph_op(s->g, v->inputs[k].op)->type != SF_OP_INPUT;
@@ -295,7 +327,8 @@ double oc_edge_cost_set(oc_scratch *s, int vi, int k) {
         if (s->bwd[d] > bmax) bmax = s->bwd[d];
         s->mark[d] = 0;
     }
-    return fmax + bmax;
+    double red = reduce_cost(s, grad);
+    return red < 0 ? NAN : fmax + bmax + red;
 }
 
 double oc_edge_cost(oc_scratch *s, int vi, int k, const sf_config *cu, const sf_config *cv) {

@@ -73,6 +73,7 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         sf_optcnn_options oo;
         sf_optcnn_options_default(&oo);
         oo.scheme = o->mcmc.sim.scheme; /* price sync as the simulator runs it */
+        oo.reduce = o->mcmc.reduce;     /* and propose what MCMC proposes */
         st = sf_optcnn_search(g, m, cm, &oo, opt, &rep->optcnn, err);
         if (st != SF_OK) goto done;
         judge(sim, opt, &rep->rows[SF_SEARCH_OPTCNN], &res);
@@ -93,7 +94,8 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         sf_rng rng;
         sf_rng_seed(&rng, o->mcmc.seed ^ 0x5eed5eedULL);
         for (int i = 0; i < sf_graph_num_ops(g); i++)
-            sf_config_random(sf_graph_op(g, i), m, &rng, sf_strategy_config(rnd, i));
+            sf_config_random_in(sf_graph_op(g, i), m, o->mcmc.reduce, &rng,
+                                sf_strategy_config(rnd, i));
         sf_error ignore = {0};
         if (data->present && sf_sim_run(sim, rnd, &res, &ignore) == SF_OK &&
             res.tasks <= 4 * data_res.tasks)

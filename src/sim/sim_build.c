@@ -292,11 +292,15 @@ static int end_at_reserve(sf_sim *sim, int64_t n_steps) {
  * forward task and the consumer part's, and the gradient's back between their
  * backward tasks; a local pair with no steps is a dependency alone. */
 static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int pi, const sf_tg_pair *pr,
-                     int p_bwd, int np, int nx) {
+                     int p_bwd, int np, int nx, int64_t sum, int64_t grads_in) {
     int core_x = sim_block_id(xi, SLOT_CORE), core_p = sim_block_id(pi, SLOT_CORE);
     int i = pr->prod_part, j = pr->cons_part;
     int64_t p_fwd = REF(core_p, i), x_fwd = REF(core_x, j);
     int64_t p_b = REF(core_p, np + i), x_b = REF(core_x, nx + j);
+    if (sum >= 0) { /* a partial sum's pair: after its reduction, before its dual */
+        p_fwd = sum;
+        p_b = grads_in;
+    }
     sf_tg_step st[SF_TG_PAIR_STEPS];
     int32_t deps[SF_TG_PAIR_STEPS], e4[4 * SF_TG_PAIR_STEPS];
     int n_fwd, n = sf_taskgraph_pair_steps(sim->tg, pr, p_bwd, st, deps, &n_fwd);
@@ -319,8 +323,93 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int pi, const s
     return n > n_fwd ? wire_to(sim, b, &e4[4 * (n - 1)], p_b) : block_edge(b, x_b, p_b);
 }
 
+/* Edges from the forward tasks of group g's parts on the devices step st
+ * involves into the step's entries. */
+static int parts_into(sf_sim *sim, sim_block *b, const sf_tg_reduces *rd, const sf_tg_reduce *g,
+                      const sf_tg_step *st, int pi, const int32_t *to4) {
+    const sf_config *cp = sf_strategy_get(sim->s, pi);
+    int core_p = sim_block_id(pi, SLOT_CORE);
+    for (int r = 0; r < g->n_parts; r++) {
+        int part = rd->parts[g->part_start + r], dev = cp->device[part], in = st->dev == dev;
+        for (int q = 0; q < st->n_group && st->dev < 0; q++) in |= rd->devs[st->group + q] == dev;
+        if (in && wire_from(sim, b, REF(core_p, part), to4)) return -1;
+    }
+    return 0;
+}
+
+/* An edge from a producer split along a reduction dimension: per group of
+ * partial sums (sf_taskgraph_edge_reduce), its reduction steps after its parts'
+ * forward tasks into a barrier the group's pairs start from, and the pairs'
+ * gradients into a barrier its dual steps start from, which the parts'
+ * backward tasks wait for. */
+static int build_reduced_edge(sf_sim *sim, sim_block *b, int bid, int xi, int pi,
+                              const sf_tg_pair *pr, int n, const sf_tg_reduces *rd, int p_bwd,
+                              int np, int nx) {
+    int core_p = sim_block_id(pi, SLOT_CORE);
+    const sf_config *cp = sf_strategy_get(sim->s, pi);
+    int64_t sum[SF_MAX_PARTS], gin[SF_MAX_PARTS];
+    int of[SF_MAX_PARTS]; /* the group of each producer part */
+    if (end_at_reserve(sim, rd->n_steps)) return -1;
+    sf_tg_pricer prc = {.m = sim->m, .cm = sim->cm, .segments = sim->opt.segments};
+    for (int g = 0; g < rd->n; g++) {
+        const sf_tg_reduce *gr = &rd->groups[g];
+        int rep = rd->parts[gr->part_start];
+        for (int r = 0; r < gr->n_parts; r++) of[rd->parts[gr->part_start + r]] = g;
+        int s = block_task(b, SIM_BARRIER, SIM_NO_RES, xi, rep, 0, 0);
+        int t = s < 0 ? -1 : block_task(b, SIM_BARRIER, SIM_NO_RES, xi, rep, 0, 0);
+        if (t < 0) return -1;
+        sum[g] = REF(bid, s);
+        gin[g] = REF(bid, t);
+        for (int r = 0; r < gr->n_parts; r++)
+            if (block_edge(b, REF(core_p, rd->parts[gr->part_start + r]), sum[g])) return -1;
+        sim->n_ends = 0;
+        for (int q = gr->step_start; q < gr->step_start + gr->n_fwd; q++) {
+            const sf_tg_step *st = &rd->steps[q];
+            int32_t *e4 = &sim->end_at[4 * q];
+            if (step_tasks(sim, b, bid, &prc, st, NULL, rd->devs, SIM_XFER, xi, rep, -1, e4) ||
+                parts_into(sim, b, rd, gr, st, pi, e4) || wire_to(sim, b, e4, sum[g]))
+                return -1;
+            for (int d = 0; d < st->n_deps; d++)
+                if (wire(sim, b, &sim->end_at[4 * rd->deps[st->dep + d]], e4)) return -1;
+            if (st->kind == SF_STEP_P2P &&
+                block_mem(b, st->peer, (double)st->numel * SF_ELEM_BYTES))
+                return -1; /* the partial sum received */
+        }
+    }
+    for (int q = 0; q < n; q++) {
+        int g = of[pr[q].prod_part];
+        if (edge_pair(sim, b, bid, xi, pi, &pr[q], p_bwd, np, nx, sum[g], gin[g])) return -1;
+    }
+    if (!p_bwd) return 0;
+    for (int g = 0; g < rd->n; g++) {
+        const sf_tg_reduce *gr = &rd->groups[g];
+        int rep = rd->parts[gr->part_start];
+        int o = block_task(b, SIM_BARRIER, SIM_NO_RES, xi, rep, 0, 0);
+        if (o < 0 || block_edge(b, gin[g], REF(bid, o))) return -1;
+        sim->n_ends = 0;
+        for (int q = gr->step_start + gr->n_fwd; q < gr->step_start + gr->n_steps; q++) {
+            const sf_tg_step *st = &rd->steps[q];
+            int32_t *e4 = &sim->end_at[4 * q];
+            if (step_tasks(sim, b, bid, &prc, st, NULL, rd->devs, SIM_GRAD, xi, rep, -1, e4) ||
+                wire_to(sim, b, e4, REF(bid, o)))
+                return -1;
+            if (st->n_deps) {
+                for (int d = 0; d < st->n_deps; d++)
+                    if (wire(sim, b, &sim->end_at[4 * rd->deps[st->dep + d]], e4)) return -1;
+            } else if (wire_from(sim, b, gin[g], e4)) {
+                return -1;
+            }
+        }
+        for (int r = 0; r < gr->n_parts; r++)
+            if (block_edge(b, REF(bid, o),
+                           REF(core_p, cp->n_parts + rd->parts[gr->part_start + r])))
+                return -1;
+    }
+    return 0;
+}
+
 /* The transfers and dependencies that feed input k of xi: the task graph's
- * pairs (taskgraph.c), priced. */
+ * pairs (taskgraph.c), priced; a partial-sum producer's reductions before them. */
 static int build_edge(sf_sim *sim, int xi, int k) {
     int bid = sim_block_id(xi, 1 + k);
     sim_block *b = &sim->blocks[bid];
@@ -331,8 +420,11 @@ static int build_edge(sf_sim *sim, int xi, int k) {
     const sf_tg_pair *pr;
     int n = sf_taskgraph_edge(sim->tg, xi, k, &pr);
     if (n < 0) return -1;
+    sf_tg_reduces rd;
+    if (sf_taskgraph_edge_reduce(sim->tg, &rd))
+        return build_reduced_edge(sim, b, bid, xi, pi, pr, n, &rd, p_bwd, np, nx);
     for (int q = 0; q < n; q++)
-        if (edge_pair(sim, b, bid, xi, pi, &pr[q], p_bwd, np, nx)) return -1;
+        if (edge_pair(sim, b, bid, xi, pi, &pr[q], p_bwd, np, nx, -1, -1)) return -1;
     return 0;
 }
 

@@ -6,19 +6,29 @@
  * pure data, pure model and mixed configs all come up). Placement: half the time
  * a contiguous run of devices starting anywhere (what OptCNN considers), half the
  * time distinct devices in random order (FlexFlow's full placement freedom).
+ * Reduction dimensions (partial sums) are drawn only when the caller asks
+ * (sf_config_random_in): without them the draws are those of before they existed.
  */
 #include "soapflow/strategy.h"
 
 #include <string.h>
 
 void sf_config_random(const sf_op *op, const sf_machine *m, sf_rng *rng, sf_config *c) {
+    sf_config_random_in(op, m, 0, rng, c);
+}
+
+void sf_config_random_in(const sf_op *op, const sf_machine *m, int reduce, sf_rng *rng,
+                         sf_config *c) {
     int n_dev = sf_machine_num_devices(m);
     int budget = n_dev < SF_MAX_PARTS ? n_dev : SF_MAX_PARTS;
     int order[SF_MAX_DIMS], n = 0;
     int degree[SF_MAX_DIMS];
     for (int i = 0; i < op->space.ndim; i++) {
         degree[i] = 1;
-        if (op->kinds[i] != SF_DIM_NONE && op->space.d[i] > 1) order[n++] = i;
+        /* reduction dimensions only when asked (sf_config_random_in) */
+        if (op->kinds[i] != SF_DIM_NONE && (reduce || op->kinds[i] != SF_DIM_REDUCE) &&
+            op->space.d[i] > 1)
+            order[n++] = i;
     }
     for (int i = n - 1; i > 0; i--) {
         int j = (int)sf_rng_below(rng, (uint64_t)i + 1);

@@ -87,6 +87,8 @@ sf_status sf_config_validate(const sf_op *op, const sf_machine *m, const sf_conf
                              sf_error *err) {
     const char *name = op->name;
     int nd = op->space.ndim;
+    /* a config may leave a trailing reduction dimension out: degree 1 there */
+    if (c->ndim == nd - 1 && nd > 1 && op->kinds[nd - 1] == SF_DIM_REDUCE) nd--;
     if (c->ndim != nd)
         return sf_error_set(err, SF_ERR_INVALID,
                             "operator '%s': config has %d dimensions, its parallel space has %d",
@@ -149,7 +151,8 @@ static void put(char *buf, size_t n, size_t *len, const char *fmt, ...) {
 
 /*
  * Text: one token per split dimension, then the devices.
- *   - a token is the kind letter (s sample, a attribute, p parameter, x none)
+ *   - a token is the kind letter (s sample, a attribute, p parameter, r reduce,
+ *     x none)
  *     and the degree: "s4", "p2";
  *   - when the space has several dimensions of that kind (the h and w
  *     attributes of a convolution), the letter carries the dimension index and
@@ -160,7 +163,7 @@ static void put(char *buf, size_t n, size_t *len, const char *fmt, ...) {
  * devices is "s4 a2=2 @0-7".
  */
 char *sf_config_str(const sf_op *op, const sf_config *c, char *buf, size_t n) {
-    static const char letters[SF_DIM_KIND_COUNT] = {'x', 's', 'a', 'p'};
+    static const char letters[SF_DIM_KIND_COUNT] = {'x', 's', 'a', 'p', 'r'};
     size_t len = 0;
     if (n == 0) return buf;
     buf[0] = '\0';

@@ -25,17 +25,6 @@
 
 #include "taskgraph_impl.h"
 
-int tg_grow(void **p, int64_t *cap, int64_t need, size_t elem) {
-    if (need <= *cap) return 0;
-    int64_t n = *cap ? *cap : 16;
-    while (n < need) n *= 2;
-    void *q = realloc(*p, (size_t)n * elem);
-    if (!q) return -1;
-    *p = q;
-    *cap = n;
-    return 0;
-}
-
 sf_taskgraph *sf_taskgraph_new(const sf_graph *g, int n_devices, sf_error *err) {
     sf_taskgraph *tg = calloc(1, sizeof *tg);
     if (!tg) goto oom;
@@ -130,6 +119,13 @@ void sf_taskgraph_free(sf_taskgraph *tg) {
     free(tg->ring_key);
     free(tg->ring_dev);
     free(tg->ring_rank);
+    free(tg->red);
+    free(tg->red_parts);
+    free(tg->red_chunks);
+    free(tg->red_steps);
+    free(tg->red_deps);
+    free(tg->red_devs);
+    free(tg->red_pairs);
     free(tg);
 }
 
@@ -315,20 +311,30 @@ static int edge_pairs(sf_taskgraph *tg, int xi, int k, int remote_only, const sf
     }
     int axis[SF_MAX_DIMS];
     int64_t shift[SF_MAX_DIMS];
-    int grid = sf_op_output_axes(p, out, axis, shift) && cp->ndim == p->space.ndim;
+    int grid = sf_op_output_axes(p, out, axis, shift) && cp->ndim <= p->space.ndim;
     int ond = p->out_shapes[out].ndim;
     int n = 0;
+    /* A producer split along a reduction dimension: the pairs of each group's
+     * first part, then the reduction (reduce.c) sources them anew; local pairs
+     * take part in picking the reduction, so they are dropped only after it. */
+    int rd = tg_reduce_dim(p, cp), drop_local = remote_only && rd >= 0;
+    if (rd >= 0) remote_only = 0;
+    tg->n_red = 0;
+    tg->n_red_steps = 0;
     for (int j = 0; j < cx->n_parts; j++) {
         const sf_tile rj = rg[j];
         if (sf_tile_empty(&rj)) continue;
         int dj = cx->device[j];
         if (!grid) {
             for (int i = 0; i < cp->n_parts; i++)
-                if (try_pair(tg, &n, &tp[i], &rj, i, j, cp->device[i], dj, remote_only)) return -1;
+                if ((rd < 0 || tg_reduce_rep(cp, rd, i)) &&
+                    try_pair(tg, &n, &tp[i], &rj, i, j, cp->device[i], dj, remote_only))
+                    return -1;
             continue;
         }
         int lo[SF_MAX_DIMS], hi[SF_MAX_DIMS], idx[SF_MAX_DIMS];
         if (!grid_range(p, cp, &rj, ond, axis, shift, lo, hi)) continue;
+        if (rd >= 0) hi[rd] = 0; /* the groups' first parts */
         int nd = cp->ndim;
         for (int d = 0; d < nd; d++) idx[d] = lo[d];
         for (;;) {
@@ -344,7 +350,14 @@ static int edge_pairs(sf_taskgraph *tg, int xi, int k, int remote_only, const sf
             idx[d]++;
         }
     }
+    if (rd >= 0 && tg_reduce_edge(tg, cp, rd, tp, &n)) return -1;
     if (!remote_only) set_in_place(tg, x, k, tp, rg, tg->pairs, n, cp->n_parts);
+    if (drop_local) {
+        int m = 0;
+        for (int q = 0; q < n; q++)
+            if (tg->pairs[q].src_dev != tg->pairs[q].dst_dev) tg->pairs[m++] = tg->pairs[q];
+        n = m;
+    }
     *pairs = tg->pairs;
     return n;
 }
@@ -394,7 +407,7 @@ sf_status tg_shards(sf_taskgraph *tg, const int *members, int nm, int owner, sf_
             struct tg_ent *x = &e[ne++];
             memset(x, 0, sizeof *x);
             for (int d = 0; d < nd && d < mt[p].ndim; d++) {
-                if (op->kinds[d] == SF_DIM_PARAMETER) {
+                if (op->kinds[d] == SF_DIM_PARAMETER || op->kinds[d] == SF_DIM_REDUCE) {
                     x->lo[d] = mt[p].lo[d];
                     x->hi[d] = mt[p].hi[d];
                 }

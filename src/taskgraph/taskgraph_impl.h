@@ -67,6 +67,22 @@ struct sf_taskgraph {
     int64_t cap_ring_dev;
     int32_t *ring_rank;
     int64_t cap_ring_rank;
+    /* partial sums of the last edge (reduce.c) */
+    sf_tg_reduce *red;
+    int64_t cap_red;
+    int n_red;
+    int32_t *red_parts; /* [n_red * R] the parts of each group along the reduction */
+    int64_t cap_red_parts;
+    sf_tile *red_chunks; /* [n_red * R] a reduce-scatter's regions by position */
+    int64_t cap_red_chunks;
+    sf_tg_step *red_steps;
+    int64_t n_red_steps, cap_red_steps;
+    int32_t *red_deps;
+    int64_t cap_red_deps;
+    int16_t *red_devs;
+    int64_t cap_red_devs;
+    sf_tg_pair *red_pairs; /* the re-sourced pairs, before they replace pairs */
+    int cap_red_pairs;
 };
 
 /* Grow *p (of *cap elements of elem bytes) to hold need; 0, or -1 when out of
@@ -78,5 +94,16 @@ int tg_grow(void **p, int64_t *cap, int64_t need, size_t elem);
  * group: sf_taskgraph_sync passes the group, sf_taskgraph_op_sync_steps one
  * operator alone. */
 sf_status tg_shards(sf_taskgraph *tg, const int *members, int nm, int owner, sf_tg_sync *out);
+
+/* Partial sums (reduce.c). The reduction dimension of producer p split under cp
+ * (degree above 1), or -1: then its edges have no reductions. */
+int tg_reduce_dim(const sf_op *p, const sf_config *cp);
+/* 1 when part is the first of its group (index 0 along dimension rd). */
+int tg_reduce_rep(const sf_config *cp, int rd, int part);
+/* Given the n pairs (tg->pairs) of the groups' first parts, with tp the
+ * producer's output pieces: pick each group's reduction, lower its steps, and
+ * replace the pairs by the re-sourced ones (*n_pairs updated). 0, or -1 when
+ * out of memory. */
+int tg_reduce_edge(sf_taskgraph *tg, const sf_config *cp, int rd, const sf_tile *tp, int *n_pairs);
 
 #endif

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# cli_partial_sums.sh - reduction degrees (partial sums) at the command line:
+# `search --reduce-splits` proposes them in both searches and finds the
+# row-parallel linear where it pays; without the flag no config splits a
+# reduction dimension; `simulate` reads the strategy back to the same time and
+# writes a reduce degree of 1 left out (the file format of before).
+#
+# Run by CTest as: bash tests/cli_partial_sums.sh <path-to-soapflow> <source-dir>
+set -u
+
+SF=${1:?usage: cli_partial_sums.sh <path-to-soapflow> <source-dir>}
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/sf-psum.XXXXXX") || exit 1
+trap 'rm -rf "$TMP"' EXIT
+
+. "$(dirname "$0")/lib/cli.sh"
+
+# fc1 (4096 -> 8192) then a narrow fc2 (8192 -> 16): with fc1 split on its
+# outputs, fc2 split on its inputs reads its pieces where they lie and
+# all-reduces 8 x 16 partial sums instead of gathering 8 x 8192 inputs
+cat >"$TMP/rp.json" <<'JSON'
+{
+  "format": "soapflow-model",
+  "version": 1,
+  "name": "rp",
+  "ops": [
+    {"name": "x", "type": "input", "shape": [8, 4096], "is_index": false},
+    {"name": "fc1", "type": "linear", "inputs": ["x"], "out_features": 8192, "bias": true},
+    {"name": "fc2", "type": "linear", "inputs": ["fc1"], "out_features": 16, "bias": true}
+  ]
+}
+JSON
+M='p100-4x4[4]'
+
+# fc2's degrees: its reduce degree (the third entry), 1 when left out
+reduce_of() { python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))["ops"]["fc2"]["degrees"]; print(d[2] if len(d) > 2 else 1)' "$1"; }
+
+"$SF" search --help | grep -q -- "--reduce-splits" || fail "search --help: no --reduce-splits"
+for algo in optcnn mcmc; do
+    run "$algo" "$SF" search --model "$TMP/rp.json" --machine "$M" --algo "$algo" --iters 1500 \
+        --json --out "$TMP/$algo.json"
+    expect_ok "$algo"
+    [ "$(reduce_of "$TMP/$algo.json")" = 1 ] || fail "$algo without --reduce-splits: a reduce split"
+    run "$algo-r" "$SF" search --model "$TMP/rp.json" --machine "$M" --algo "$algo" --iters 1500 \
+        --reduce-splits --json --out "$TMP/$algo-r.json"
+    expect_ok "$algo-r"
+    r=$(reduce_of "$TMP/$algo-r.json")
+    [ "$r" -gt 1 ] || fail "$algo --reduce-splits: fc2 not split on its inputs: $(grep fc2 "$TMP/$algo-r.json")"
+    best=$(json_num "$TMP/$algo-r.out" best_ms)
+    plain=$(json_num "$TMP/$algo.out" best_ms)
+    awk -v a="$best" -v b="$plain" 'BEGIN { exit !(a < b) }' ||
+        fail "$algo --reduce-splits: $best ms, not faster than $plain ms without"
+    run "$algo-sim" "$SF" simulate --model "$TMP/rp.json" --machine "$M" --strategy "$TMP/$algo-r.json" \
+        --json --save-strategy "$TMP/$algo-back.json"
+    expect_ok "$algo-sim"
+    [ "$(json_num "$TMP/$algo-sim.out" iter_ms)" = "$best" ] ||
+        fail "$algo: simulate gives $(json_num "$TMP/$algo-sim.out" iter_ms) ms, search said $best"
+    cmp -s <(grep -v '"machine"' "$TMP/$algo-r.json") <(grep -v '"machine"' "$TMP/$algo-back.json") ||
+        fail "$algo: the strategy does not write back the same"
+done
+
+# an unsplit reduction is left out of the file: fc1's degrees have two entries
+grep -q '"fc1": {"degrees": \[[0-9]*, [0-9]*\]' "$TMP/optcnn.json" ||
+    fail "a reduce degree of 1 was written: $(grep fc1 "$TMP/optcnn.json")"
+echo "cli_partial_sums: ok"

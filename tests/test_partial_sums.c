@@ -1,0 +1,395 @@
+/*
+ * test_partial_sums.c - a linear split along its input features (a reduction
+ * dimension) in the planner: the task graph reduces its partial sums into what
+ * the consumer needs (an all-reduce, a reduce-scatter, a reduce to one device),
+ * with the duals backward; the simulator prices the steps and delta simulation
+ * equals full simulation with reduce splits; strategy JSON leaves a reduce
+ * degree of 1 out and reads it back; the proposal draws reduce degrees only
+ * when asked (the searches with them: tests/cli_partial_sums.sh).
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+#include <math.h>
+
+#include "soapflow/graph.h"
+#include "soapflow/io.h"
+#include "soapflow/machine.h"
+#include "soapflow/search.h"
+#include "soapflow/sim.h"
+#include "soapflow/strategy.h"
+#include "soapflow/taskgraph.h"
+
+/* x (8, 16, 32) -> fc1 (column-parallel, 64 out) -> fc2 (row-parallel, 32 out) -> ln */
+static sf_graph *mlp(void) {
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("mlp");
+    sf_shape s = sf_shape_make(3, (int64_t[]){8, 16, 32});
+    int x = sf_graph_add_input(g, "x", &s, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = 64;
+    int a = sf_graph_add_op(g, SF_OP_LINEAR, "fc1", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    p.linear.out_features = 32;
+    int b = sf_graph_add_op(g, SF_OP_LINEAR, "fc2", &p, (sf_tensor_ref[]){{a, 0}}, 1, &err);
+    sf_op_params q;
+    sf_op_params_default(SF_OP_LAYERNORM, &q);
+    int c = sf_graph_add_op(g, SF_OP_LAYERNORM, "ln", &q, (sf_tensor_ref[]){{b, 0}}, 1, &err);
+    assert_true(x >= 0 && a >= 0 && b >= 0 && c >= 0);
+    return g;
+}
+
+static void set(sf_strategy *s, const sf_graph *g, const char *name, const int *deg, int first) {
+    const sf_op *op = sf_graph_op(g, sf_graph_find(g, name));
+    sf_config *c = sf_strategy_config(s, op->id);
+    memset(c, 0, sizeof *c);
+    assert_int_equal(sf_config_set_degrees(c, op->space.ndim, deg), SF_OK);
+    for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)(first + p);
+}
+
+/* fc2 split 4 ways on its input features on devices 0-3; ln as given; the
+ * reductions of edge ln <- fc2. */
+static int reduce_of(sf_taskgraph *tg, const sf_graph *g, sf_strategy *s, sf_tg_reduces *rd,
+                     const sf_tg_pair **pr, int *n_pairs) {
+    for (int i = 0; i < sf_graph_num_ops(g); i++) sf_taskgraph_set_tiles(tg, i);
+    *n_pairs = sf_taskgraph_edge(tg, sf_graph_find(g, "ln"), 0, pr);
+    assert_true(*n_pairs >= 0);
+    (void)s;
+    return sf_taskgraph_edge_reduce(tg, rd);
+}
+
+static void test_reduction_kinds(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = mlp();
+    sf_strategy *s = sf_strategy_new(g);
+    sf_strategy_single(s, g, 0);
+    set(s, g, "fc1", (int[]){1, 1, 4, 1}, 0);
+    set(s, g, "fc2", (int[]){1, 1, 1, 4}, 0);
+    sf_taskgraph *tg = sf_taskgraph_new(g, 4, &err);
+    assert_non_null(tg);
+    sf_taskgraph_set_strategy(tg, s);
+    sf_tg_reduces rd;
+    const sf_tg_pair *pr;
+    int n;
+
+    /* ln whole on device 0: a reduce to device 0, three messages, a broadcast back */
+    set(s, g, "ln", (int[]){1, 1, 1}, 0);
+    assert_int_equal(reduce_of(tg, g, s, &rd, &pr, &n), 1);
+    assert_int_equal(rd.groups[0].kind, SF_REDUCE_ONE);
+    assert_int_equal(rd.groups[0].n_parts, 4);
+    assert_int_equal(rd.groups[0].numel, 8 * 16 * 32);
+    assert_int_equal(rd.groups[0].n_fwd, 3);
+    for (int q = 0; q < 3; q++) {
+        assert_int_equal(rd.steps[q].kind, SF_STEP_P2P);
+        assert_int_equal(rd.steps[q].dev, q + 1);
+        assert_int_equal(rd.steps[q].peer, 0);
+    }
+    assert_int_equal(rd.groups[0].n_steps, 4);
+    assert_int_equal(rd.steps[3].kind, SF_STEP_BROADCAST);
+    assert_int_equal(rd.steps[3].n_group, 4);
+    assert_int_equal(n, 1); /* one pair from the first part, local */
+    assert_int_equal(pr[0].prod_part, 0);
+    assert_int_equal(pr[0].src_dev, 0);
+
+    /* ln split on T over the same devices: a reduce-scatter (sequence parallelism) */
+    set(s, g, "ln", (int[]){1, 4, 1}, 0);
+    assert_int_equal(reduce_of(tg, g, s, &rd, &pr, &n), 1);
+    assert_int_equal(rd.groups[0].kind, SF_REDUCE_SCATTER);
+    assert_int_equal(rd.steps[0].kind, SF_STEP_REDUCE_SCATTER);
+    assert_int_equal(rd.steps[1].kind, SF_STEP_ALL_GATHER);
+    assert_int_equal(n, 4);
+    for (int q = 0; q < 4; q++) { /* each ln part reads its chunk where it lies */
+        assert_int_equal(pr[q].src_dev, pr[q].dst_dev);
+        assert_int_equal(pr[q].numel, 8 * 4 * 32);
+        assert_int_equal(rd.chunks[rd.groups[0].part_start + q].lo[1], 4 * q);
+    }
+
+    sf_strategy_free(s);
+    sf_taskgraph_free(tg);
+    sf_graph_free(g);
+
+    /* an all-reduce: x -> fc2 (row-parallel) -> fc3 (column-parallel) */
+    g = sf_graph_new("ar");
+    sf_shape sh = sf_shape_make(2, (int64_t[]){8, 32});
+    int x = sf_graph_add_input(g, "x", &sh, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = 16;
+    int b = sf_graph_add_op(g, SF_OP_LINEAR, "fc2", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    int c = sf_graph_add_op(g, SF_OP_LINEAR, "fc3", &p, (sf_tensor_ref[]){{b, 0}}, 1, &err);
+    assert_true(c >= 0);
+    s = sf_strategy_new(g);
+    sf_strategy_single(s, g, 0);
+    set(s, g, "fc2", (int[]){1, 1, 4}, 0);
+    set(s, g, "fc3", (int[]){1, 4, 1}, 0);
+    tg = sf_taskgraph_new(g, 4, &err);
+    sf_taskgraph_set_strategy(tg, s);
+    for (int i = 0; i < 3; i++) sf_taskgraph_set_tiles(tg, i);
+    n = sf_taskgraph_edge(tg, c, 0, &pr);
+    assert_int_equal(sf_taskgraph_edge_reduce(tg, &rd), 1);
+    assert_int_equal(rd.groups[0].kind, SF_REDUCE_ALL);
+    assert_int_equal(rd.n_steps, 2);
+    assert_int_equal(rd.steps[0].kind, SF_STEP_ALL_REDUCE);
+    assert_int_equal(rd.steps[0].payload, SF_PAYLOAD_ACT);
+    assert_int_equal(rd.steps[1].kind, SF_STEP_ALL_REDUCE);
+    assert_int_equal(rd.steps[1].payload, SF_PAYLOAD_GRAD);
+    assert_int_equal(n, 4);
+    for (int q = 0; q < 4; q++) {
+        assert_int_equal(pr[q].prod_part, q); /* each reads the sum on its device */
+        assert_int_equal(pr[q].src_dev, q);
+        assert_int_equal(pr[q].numel, 8 * 16);
+    }
+    /* the same edge unsplit: no reductions */
+    set(s, g, "fc2", (int[]){1, 4, 1}, 0);
+    sf_taskgraph_set_tiles(tg, b);
+    sf_taskgraph_edge(tg, c, 0, &pr);
+    assert_int_equal(sf_taskgraph_edge_reduce(tg, &rd), 0);
+    sf_taskgraph_free(tg);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+}
+
+static double run_full(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                       const sf_strategy *s) {
+    sf_error err = {0};
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    sf_sim *sim = sf_sim_new(g, m, cm, &so, &err);
+    assert_non_null(sim);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    sf_sim_free(sim);
+    return r.iter_s;
+}
+
+/* Random moves with reduce splits: delta equals full, exactly; and the
+ * all-reduce after a row-parallel linear costs time. */
+static void test_sim_delta_equals_full(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = mlp();
+    sf_machine *m = sf_machine_preset("p100-4x4", &err);
+    assert_non_null(m);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    assert_non_null(cm);
+    sf_strategy *s = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    sf_sim *sim = sf_sim_new(g, m, cm, &so, &err);
+    assert_non_null(sim);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    sf_rng rng;
+    sf_rng_seed(&rng, 25);
+    int n_ops = sf_graph_num_ops(g), reduced = 0;
+    for (int it = 0; it < 400; it++) {
+        int op = 1 + (int)sf_rng_below(&rng, (uint64_t)(n_ops - 1));
+        const sf_op *o = sf_graph_op(g, op);
+        sf_config c;
+        sf_config_random(o, m, &rng, &c);
+        if (o->kinds[o->space.ndim - 1] == SF_DIM_REDUCE && sf_rng_below(&rng, 2)) {
+            /* a reduce degree beside what the proposal drew, within the part budget */
+            int deg[SF_MAX_DIMS];
+            for (int d = 0; d < c.ndim; d++) deg[d] = c.degree[d];
+            int rdeg = 2 << sf_rng_below(&rng, 2);
+            if (c.n_parts * rdeg > 16) /* keep the sample split alone */
+                for (int d = 1; d < c.ndim; d++) deg[d] = 1;
+            if (deg[0] * rdeg > 16) deg[0] = 16 / rdeg;
+            {
+                deg[c.ndim - 1] = rdeg;
+                int first = (int)sf_rng_below(&rng, 16), mix = (int)sf_rng_below(&rng, 2);
+                assert_int_equal(sf_config_set_degrees(&c, c.ndim, deg), SF_OK);
+                /* distinct devices, or pairs of parts sharing one (a local reduction) */
+                for (int p = 0; p < c.n_parts; p++)
+                    c.device[p] = (int16_t)((first + (mix ? p / 2 : p)) % 16);
+            }
+        }
+        if (sf_config_validate(o, m, &c, NULL) != SF_OK) continue;
+        for (int d = 0; d < c.ndim; d++) reduced += o->kinds[d] == SF_DIM_REDUCE && c.degree[d] > 1;
+        assert_int_equal(sf_sim_update(sim, op, &c, &r, &err), SF_OK);
+        *sf_strategy_config(s, op) = c;
+        double full = run_full(g, m, cm, s);
+        assert_true(r.iter_s == full);
+    }
+    assert_true(reduced > 50);
+    sf_sim_free(sim);
+
+    /* Megatron's MLP on 4 devices with sequence parallelism: the reduce-scatter
+     * takes time, so the same plan with fc2 column-parallel (no partial sums,
+     * and ln then reads pieces by messages) differs */
+    sf_strategy_single(s, g, 0);
+    set(s, g, "fc1", (int[]){1, 1, 4, 1}, 0);
+    set(s, g, "fc2", (int[]){1, 1, 1, 4}, 0);
+    set(s, g, "ln", (int[]){1, 4, 1}, 0);
+    double rs = run_full(g, m, cm, s);
+    set(s, g, "fc2", (int[]){1, 1, 1, 1}, 0);
+    double one = run_full(g, m, cm, s);
+    assert_true(rs > 0 && one > 0 && rs != one);
+    sf_strategy_free(s);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+    sf_graph_free(g);
+}
+
+/* A reduce degree of 1 is left out of the file, so files written before
+ * partial sums read and write the same bytes; a reduce degree above 1 is the
+ * last entry of "degrees" and reads back. */
+static void test_json_round_trip(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = mlp();
+    sf_strategy *s = sf_strategy_new(g);
+    sf_strategy_single(s, g, 0);
+    char *text = sf_strategy_to_json(s, g, &err);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"fc2\": {\"degrees\": [1, 1, 1], \"devices\": [0]}"));
+    free(text);
+    set(s, g, "fc2", (int[]){2, 1, 1, 4}, 0);
+    text = sf_strategy_to_json(s, g, &err);
+    assert_non_null(strstr(text, "\"fc2\": {\"degrees\": [2, 1, 1, 4]"));
+    sf_strategy *back = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_parse_json(back, text, "mem.json", g, NULL, &err), SF_OK);
+    int fc2 = sf_graph_find(g, "fc2");
+    assert_true(sf_config_equal(sf_strategy_get(back, fc2), sf_strategy_get(s, fc2)));
+    free(text);
+    sf_strategy_free(back);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+}
+
+/* The proposal: reduction dimensions only when asked, and without them the
+ * same draws as sf_config_random. */
+static void test_random_proposals(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = mlp();
+    sf_machine *m = sf_machine_preset("p100-4x4", &err);
+    assert_non_null(m);
+    const sf_op *fc2 = sf_graph_op(g, sf_graph_find(g, "fc2"));
+    sf_rng a, b, c;
+    sf_rng_seed(&a, 7);
+    sf_rng_seed(&b, 7);
+    sf_rng_seed(&c, 7);
+    int split = 0;
+    for (int i = 0; i < 500; i++) {
+        sf_config x, y, z;
+        sf_config_random(fc2, m, &a, &x);
+        sf_config_random_in(fc2, m, 0, &b, &y);
+        assert_true(sf_config_equal(&x, &y));
+        assert_int_equal(x.degree[3], 1);
+        sf_config_random_in(fc2, m, 1, &c, &z);
+        assert_int_equal(sf_config_validate(fc2, m, &z, &err), SF_OK);
+        split += z.degree[3] > 1;
+    }
+    assert_true(split > 100);
+    sf_machine_free(m);
+    sf_graph_free(g);
+}
+
+/* A matmul split on K feeds a consumer on one device: a reduce to it; and the
+ * size limit of a parallel space leaves its reduction out (a linear of 2^36
+ * outputs over 2^14 inputs: the space's product is 2^50, its output's 2^36). */
+static void test_matmul_and_limits(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("mm");
+    sf_shape sa = sf_shape_make(2, (int64_t[]){8, 32}), sb = sf_shape_make(2, (int64_t[]){32, 16});
+    int a = sf_graph_add_input(g, "a", &sa, 0, &err), b = sf_graph_add_input(g, "b", &sb, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_MATMUL, &p);
+    int mm = sf_graph_add_op(g, SF_OP_MATMUL, "mm", &p, (sf_tensor_ref[]){{a, 0}, {b, 0}}, 2, &err);
+    sf_op_params_default(SF_OP_RELU, &p);
+    int r = sf_graph_add_op(g, SF_OP_RELU, "r", &p, (sf_tensor_ref[]){{mm, 0}}, 1, &err);
+    assert_true(a >= 0 && b >= 0 && mm >= 0 && r >= 0);
+    assert_int_equal(sf_graph_op(g, mm)->kinds[2], SF_DIM_REDUCE);
+    sf_strategy *s = sf_strategy_new(g);
+    sf_strategy_single(s, g, 0);
+    set(s, g, "mm", (int[]){1, 1, 4}, 0);
+    sf_taskgraph *tg = sf_taskgraph_new(g, 4, &err);
+    sf_taskgraph_set_strategy(tg, s);
+    for (int i = 0; i < 4; i++) sf_taskgraph_set_tiles(tg, i);
+    const sf_tg_pair *pr;
+    sf_taskgraph_edge(tg, r, 0, &pr);
+    sf_tg_reduces rd;
+    assert_int_equal(sf_taskgraph_edge_reduce(tg, &rd), 1);
+    assert_int_equal(rd.groups[0].kind, SF_REDUCE_ONE);
+    assert_int_equal(rd.groups[0].numel, 8 * 16);
+    /* the operands' pairs: part i reads columns [8i, 8i + 8) of a */
+    int n = sf_taskgraph_edge(tg, mm, 0, &pr);
+    assert_int_equal(n, 4);
+    for (int q = 0; q < 4; q++) assert_int_equal(pr[q].region.lo[1], 8 * q);
+    sf_taskgraph_free(tg);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+
+    g = sf_graph_new("wide");
+    sf_shape sx = sf_shape_make(2, (int64_t[]){(int64_t)1 << 16, (int64_t)1 << 14});
+    int x = sf_graph_add_input(g, "x", &sx, 0, &err);
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = (int64_t)1 << 20;
+    p.linear.bias = 0;
+    assert_true(sf_graph_add_op(g, SF_OP_LINEAR, "fc", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err) >=
+                0);
+    sf_graph_free(g);
+}
+
+/* OptCNN with reduction degrees: on fc1 (4096 -> 8192) then fc2 (8192 -> 16)
+ * at batch 8 on four P100s its optimum splits fc2 on its inputs, below the
+ * optimum without them, and the additive cost of the strategy it returns is
+ * the optimum it reports (the edge tables and the direct sum price the
+ * reductions alike). */
+static void test_optcnn_reduce(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("rp");
+    sf_shape s = sf_shape_make(2, (int64_t[]){8, 4096});
+    int x = sf_graph_add_input(g, "x", &s, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = 8192;
+    int a = sf_graph_add_op(g, SF_OP_LINEAR, "fc1", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    p.linear.out_features = 16;
+    int b = sf_graph_add_op(g, SF_OP_LINEAR, "fc2", &p, (sf_tensor_ref[]){{a, 0}}, 1, &err);
+    assert_true(b >= 0);
+    sf_machine *full = sf_machine_preset("p100-4x4", &err);
+    sf_machine *m = sf_machine_subset(full, 4, &err);
+    assert_non_null(m);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    double cost[2];
+    for (int r = 0; r < 2; r++) {
+        sf_optcnn_options o;
+        sf_optcnn_options_default(&o);
+        o.reduce = r;
+        sf_strategy *st = sf_strategy_new(g);
+        sf_optcnn_result res;
+        assert_int_equal(sf_optcnn_search(g, m, cm, &o, st, &res, &err), SF_OK);
+        assert_true(res.exact);
+        const sf_config *c2 = sf_strategy_get(st, b);
+        int rdeg = c2->ndim == 3 ? c2->degree[2] : 1;
+        assert_true(r ? rdeg > 1 : rdeg == 1);
+        double direct = sf_optcnn_cost(g, m, cm, &o, st);
+        assert_true(fabs(direct - res.cost_s) <= 1e-12 * res.cost_s);
+        cost[r] = res.cost_s;
+        sf_strategy_free(st);
+    }
+    assert_true(cost[1] < cost[0]);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+    sf_machine_free(full);
+    sf_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_reduction_kinds),   cmocka_unit_test(test_sim_delta_equals_full),
+        cmocka_unit_test(test_json_round_trip),   cmocka_unit_test(test_random_proposals),
+        cmocka_unit_test(test_matmul_and_limits), cmocka_unit_test(test_optcnn_reduce),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

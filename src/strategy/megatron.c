@@ -23,7 +23,11 @@
  *   embedding        the token embedding (the largest vocabulary, and every
  *                    embedding tied to a linear) split on its vocabulary rows:
  *                    each device looks up the tokens of its rows, a partial
- *                    sum; other embeddings (positions) are elementwise;
+ *                    sum; other embeddings (positions) are elementwise. An
+ *                    embedding tied to an LM head (GPT-2's) and that head keep
+ *                    their one table whole for now (graph.c: shards of two
+ *                    operator types split along different axes are not yet
+ *                    matched), so both are split like the rest;
  *   softmax_ce       after a column-parallel linear, split on the classes
  *                    where the operator allows it (the vocabulary-parallel
  *                    cross-entropy: the logits are never gathered);
@@ -123,6 +127,17 @@ static void assign_roles(const sf_graph *g, role *r) {
     }
 }
 
+/* 1 when op shares its weights with an operator of another type, or one with it. */
+static int tied(const sf_graph *g, int op) {
+    const sf_op *o = sf_graph_op(g, op);
+    if (o->weight_owner >= 0) return sf_graph_op(g, o->weight_owner)->type != o->type;
+    for (int i = op + 1; i < sf_graph_num_ops(g); i++) {
+        const sf_op *u = sf_graph_op(g, i);
+        if (u->weight_owner == op && u->type != o->type) return 1;
+    }
+    return 0;
+}
+
 /* The config of op: samples D ways (the sample dimension s, the first) and
  * dimension `dim` T ways (dim < 0: none; dim == s: the samples D * T ways).
  * Parts are numbered with the samples outermost, so part p is piece p % per
@@ -189,12 +204,22 @@ sf_status sf_strategy_megatron(sf_strategy *s, const sf_graph *g, const sf_machi
         case R_VOCAB: dim = first_dim(op, SF_DIM_REDUCE), what = "its vocabulary"; break;
         case R_COLUMN: dim = last_dim(op, SF_DIM_PARAMETER), what = "its output features"; break;
         case R_CLASSES:
-            /* where the operator cannot split its classes, the logits are gathered */
+            /* where the operator cannot split its classes, or its linear is not
+             * split on them, the logits are gathered */
             dim = op->space.ndim - 1;
-            if (op->kinds[dim] == SF_DIM_NONE) r[i] = R_REST;
+            if (op->kinds[dim] == SF_DIM_NONE || r[op->inputs[0].op] != R_COLUMN) r[i] = R_REST;
             break;
-        case R_FEATURE: dim = op->space.ndim - 1; break;
+        case R_FEATURE:
+            dim = op->space.ndim - 1;
+            if (r[op->inputs[0].op] != R_COLUMN && r[op->inputs[0].op] != R_FEATURE) r[i] = R_REST;
+            break;
         case R_REST: break;
+        }
+        /* operators that share weights across types (a tied LM head and its
+         * embedding) keep them whole (graph.c), so they are split like the rest */
+        if (what && tied(g, i) && (dim < 0 || op->kinds[dim] == SF_DIM_NONE)) {
+            r[i] = R_REST;
+            what = NULL;
         }
         if (r[i] == R_REST) {
             /* sequence parallelism, or the group's samples (the sequence when

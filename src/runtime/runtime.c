@@ -1098,6 +1098,10 @@ static sf_status post_sync(sf_runtime *rt, rt_shard *sh, sf_error *err) {
         slices_move(sh, rt->groups[sh->group].g, sh->buf, 1);
         event(rt, SF_RT_COPY, t0, sh->owner, sh->global, -1, sh->numel * 4);
     }
+    /* a collective that would only run inside its wait is left to finish_sync,
+     * which runs it there, blocking (comm_impl.h, can_defer) */
+    const rt_step *st = &rt->sync_steps[sh->step0 + sh->cur];
+    if (rt->c->can_defer && st->kind != SF_STEP_P2P) return SF_OK;
     return post_step(rt, sh, err);
 }
 
@@ -1139,7 +1143,17 @@ static void zero_grad(rt_shard *sh, float *g) {
  * a received gradient is added to the packed one (the server), an update
  * unpacks the sum and steps the optimizer (and packs the new weights when the
  * server sends them back), received weights are unpacked in place. */
+static sf_status finish_steps(sf_runtime *rt, rt_shard *sh, sf_error *err);
+
 static sf_status finish_sync(sf_runtime *rt, rt_shard *sh, sf_error *err) {
+    rt->c->defer = 1;
+    sf_status st = finish_steps(rt, sh, err);
+    rt->c->defer = 0;
+    return st;
+}
+
+/* finish_sync's steps. */
+static sf_status finish_steps(sf_runtime *rt, rt_shard *sh, sf_error *err) {
     rt_group *gr = &rt->groups[sh->group];
     for (; sh->cur < sh->n_steps; sh->cur++) {
         const rt_step *st = &rt->sync_steps[sh->step0 + sh->cur];

@@ -256,7 +256,8 @@ static int usage(FILE *out) {
             "                         tasks, model, machine, strategy, sync, sync_scheme,\n"
             "                         segments, dtype, batch, devices, idle_devices (no part\n"
             "                         runs there; a warning names them) and a \"per_device\"\n"
-            "                         array (device, node, busy_ms, utilization, mem_bytes)\n"
+            "                         array (device, node, busy_ms, utilization, mem_bytes,\n"
+            "                         weight_elems: weight elements it holds)\n"
             "  --trace FILE           write the schedule as a Chrome trace (JSON) for\n"
             "                         Perfetto (ui.perfetto.dev) or chrome://tracing\n"
             "  --svg FILE             write the schedule as an SVG Gantt chart\n"
@@ -397,8 +398,26 @@ typedef struct report {
     int64_t batch;
     double capacity; /* smallest device memory, bytes */
     int peak_dev;
-    int idle; /* devices no part runs on (sf_strategy_idle_devices) */
+    int idle;               /* devices no part runs on (sf_strategy_idle_devices) */
+    const int64_t *weights; /* [devices] weight elements held (sf_taskgraph_device_weights) */
 } report;
+
+/* The weight elements each device holds under s, malloc'd ([n_dev]); NULL with err. */
+static int64_t *device_weights(const sf_graph *g, const sf_strategy *s, int n_dev, sf_error *err) {
+    sf_taskgraph *tg = sf_taskgraph_new(g, n_dev, err);
+    int64_t *w = tg ? calloc((size_t)(n_dev > 0 ? n_dev : 1), sizeof *w) : NULL;
+    sf_status st = w ? SF_OK : SF_ERR_NOMEM;
+    if (tg) sf_taskgraph_set_strategy(tg, s);
+    for (int i = 0; i < sf_graph_num_ops(g) && st == SF_OK; i++) st = sf_taskgraph_set_tiles(tg, i);
+    if (st == SF_OK) st = sf_taskgraph_device_weights(tg, w);
+    sf_taskgraph_free(tg);
+    if (st != SF_OK) {
+        free(w);
+        if (tg) sf_error_set(err, st, "out of memory counting weights");
+        return NULL;
+    }
+    return w;
+}
 
 static int print_json(const report *rp) {
     const sf_sim_result *r = rp->r;
@@ -435,10 +454,11 @@ static int print_json(const report *rp) {
         const sf_device *dev = sf_machine_device(rp->m, d);
         double busy = r->device_busy_s[d];
         bad |= json_array_append_new(
-            per, json_pack("{s:i, s:i, s:o, s:o, s:o}", "device", d, "node", dev->node, "busy_ms",
-                           sf_cli_json_real(busy * 1e3), "utilization",
+            per, json_pack("{s:i, s:i, s:o, s:o, s:o, s:I}", "device", d, "node", dev->node,
+                           "busy_ms", sf_cli_json_real(busy * 1e3), "utilization",
                            sf_cli_json_real(r->iter_s > 0 ? busy / r->iter_s : 0.0), "mem_bytes",
-                           sf_cli_json_number(r->device_mem_bytes[d])));
+                           sf_cli_json_number(r->device_mem_bytes[d]), "weight_elems",
+                           (json_int_t)rp->weights[d]));
     }
     bad |= json_object_set_new(j, "per_device", per);
     return sf_cli_print_json_built(j, bad);
@@ -543,6 +563,7 @@ int sf_cmd_simulate(int argc, char **argv) {
     sf_cost_model *cm = NULL;
     sf_sim *sim = NULL;
     sf_cli_outputs files = {0};
+    int64_t *weights = NULL;
 
     m = sf_machine_open(o.machine, &err);
     if (!m) return sf_cli_fail_err(&err);
@@ -575,7 +596,12 @@ int sf_cmd_simulate(int argc, char **argv) {
     if (rc == SF_EXIT_OK) rc = sf_cli_outputs_write(&files);
     if (rc != SF_EXIT_OK) goto done;
 
-    report rp = {g, m, &r, o.strategy, o.sim, o.dtype, 0, 0, 0, idle};
+    weights = device_weights(g, s, r.n_devices, &err);
+    if (!weights) {
+        rc = sf_cli_fail_err(&err);
+        goto done;
+    }
+    report rp = {g, m, &r, o.strategy, o.sim, o.dtype, 0, 0, 0, idle, weights};
     sf_graph_stats gs;
     sf_graph_stats_compute(g, &gs);
     rp.batch = gs.batch;
@@ -587,6 +613,7 @@ int sf_cmd_simulate(int argc, char **argv) {
     }
     rc = o.json ? print_json(&rp) : print_text(&rp);
 done:
+    free(weights);
     sf_cli_outputs_free(&files);
     sf_sim_free(sim);
     sf_cost_free(cm);

@@ -61,4 +61,19 @@ done
 # an unsplit reduction is left out of the file: fc1's degrees have two entries
 grep -q '"fc1": {"degrees": \[[0-9]*, [0-9]*\]' "$TMP/optcnn.json" ||
     fail "a reduce degree of 1 was written: $(grep fc1 "$TMP/optcnn.json")"
+# attention heads (a reduction after (N, T, D)) come with the flag: OptCNN
+# splits a small GPT's attentions on heads, and simulate reads it back
+G=(--model gpt --layers 2 --hidden 256 --heads 8 --seq-len 64 --vocab 1000 -b 16 --machine "$M")
+heads_of() { python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))["ops"]["h0.attn"]["degrees"]; print(d[3] if len(d) > 3 else 1)' "$1"; }
+run gpt "$SF" search "${G[@]}" --algo optcnn --json --out "$TMP/gpt.json"
+expect_ok gpt
+[ "$(heads_of "$TMP/gpt.json")" = 1 ] || fail "gpt without --reduce-splits: a head split"
+run gpt-r "$SF" search "${G[@]}" --algo optcnn --reduce-splits --json --out "$TMP/gpt-r.json"
+expect_ok gpt-r
+[ "$(heads_of "$TMP/gpt-r.json")" -gt 1 ] ||
+    fail "gpt --reduce-splits: h0.attn not split on heads: $(grep h0.attn "$TMP/gpt-r.json")"
+run gpt-sim "$SF" simulate "${G[@]}" --strategy "$TMP/gpt-r.json" --json
+expect_ok gpt-sim
+[ "$(json_num "$TMP/gpt-sim.out" iter_ms)" = "$(json_num "$TMP/gpt-r.out" best_ms)" ] ||
+    fail "gpt: simulate gives $(json_num "$TMP/gpt-sim.out" iter_ms) ms, search said $(json_num "$TMP/gpt-r.out" best_ms)"
 echo "cli_partial_sums: ok"

@@ -16,7 +16,7 @@
  *               out_tile); other outputs: no map (an op with out_tile should set it)
  *   memory   -> weights from sf_op_tile_weights, saved = inputs' regions, output = tile
  *   weight_slices -> one slice of all n_params elements: right for an operator
- *               without parameter dimensions (layernorm, lstm, attention), wrong
+ *               without parameter or reduction dimensions (layernorm, lstm), wrong
  *               for one with (each must say which elements a tile owns)
  *   param_descs   -> one flat tensor "weight" of n_params zeros (a placeholder
  *               that keeps checkpoints complete; every operator with weights sets

@@ -75,6 +75,11 @@ typedef struct sf_op_class {
      * weights. NULL: a placeholder (see above). */
     int (*param_descs)(const sf_op *op, sf_param_desc *out);
 
+    /* The space dimension whose split makes the parts exchange per-row
+     * statistics inside the operator (softmax_ce's classes: sf_op_inner_dim),
+     * -1 for none; NULL: none. */
+    int (*inner_dim)(const sf_op *op);
+
     /* Kernels (see soapflow/kernels.h): reference and fast, forward and backward,
      * and the scratch memory a tile needs (NULL: none). */
     sf_kernel_fn fwd_ref, fwd_fast, bwd_ref, bwd_fast;

@@ -238,7 +238,7 @@ typedef struct mc_move {
  * cover the same indices share a device where the shapes allow. */
 static int splits_reduce(const sf_op *op, const sf_config *c) {
     for (int i = 0; i < c->ndim && i < op->space.ndim; i++)
-        if (op->kinds[i] == SF_DIM_REDUCE && c->degree[i] > 1) return 1;
+        if (sf_op_dim_opt_in(op, i) && c->degree[i] > 1) return 1;
     return 0;
 }
 
@@ -255,7 +255,7 @@ static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, in
     for (int i = 0; i < nd; i++) {
         int d = i < c->ndim ? c->degree[i] : 1;
         degree[i] = d > 1 && op->kinds[i] != SF_DIM_NONE &&
-                            (reduce || op->kinds[i] != SF_DIM_REDUCE) && d <= op->space.d[i]
+                            (reduce || !sf_op_dim_opt_in(op, i)) && d <= op->space.d[i]
                         ? d
                         : 1;
     }
@@ -489,7 +489,7 @@ static int cands_from(const sf_op *op, int n_dev, int reduce, int i, int prod, i
         return n + 1;
     }
     int top = 1;
-    if (op->kinds[i] != SF_DIM_NONE && (reduce || op->kinds[i] != SF_DIM_REDUCE))
+    if (op->kinds[i] != SF_DIM_NONE && (reduce || !sf_op_dim_opt_in(op, i)))
         top = op->space.d[i] < n_dev ? (int)op->space.d[i] : n_dev;
     for (int d = 1; d <= top && prod * d <= n_dev && prod * d <= SF_MAX_PARTS; d++) {
         deg[i] = d;

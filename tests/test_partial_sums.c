@@ -625,8 +625,7 @@ int main(void) {
         cmocka_unit_test(test_reduction_kinds),   cmocka_unit_test(test_sim_delta_equals_full),
         cmocka_unit_test(test_json_round_trip),   cmocka_unit_test(test_random_proposals),
         cmocka_unit_test(test_matmul_and_limits), cmocka_unit_test(test_optcnn_reduce),
-        cmocka_unit_test(test_attention_heads),
-        cmocka_unit_test(test_softmax_ce_classes),
+        cmocka_unit_test(test_attention_heads),   cmocka_unit_test(test_softmax_ce_classes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

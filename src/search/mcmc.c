@@ -242,8 +242,9 @@ static int splits_reduce(const sf_op *op, const sf_config *c) {
     return 0;
 }
 
-/* Reduction dimensions are proposed only with sf_mcmc_options.reduce: without
- * it, a neighbour's degree on a dimension that is one for op is not taken. */
+/* Reduction and inner dimensions (sf_op_dim_opt_in) are proposed only with
+ * sf_mcmc_options.reduce: without it, a neighbour's degree on a dimension that
+ * is one for op is not taken. */
 static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, int reduce,
                     sf_config *out) {
     if (c->ndim == op->space.ndim && (reduce || !splits_reduce(op, c)) &&
@@ -254,8 +255,8 @@ static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, in
     int nd = op->space.ndim, degree[SF_MAX_DIMS];
     for (int i = 0; i < nd; i++) {
         int d = i < c->ndim ? c->degree[i] : 1;
-        degree[i] = d > 1 && op->kinds[i] != SF_DIM_NONE &&
-                            (reduce || !sf_op_dim_opt_in(op, i)) && d <= op->space.d[i]
+        degree[i] = d > 1 && op->kinds[i] != SF_DIM_NONE && (reduce || !sf_op_dim_opt_in(op, i)) &&
+                            d <= op->space.d[i]
                         ? d
                         : 1;
     }

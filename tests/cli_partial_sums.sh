@@ -3,7 +3,8 @@
 # `search --reduce-splits` proposes them in both searches and finds the
 # row-parallel linear where it pays; without the flag no config splits a
 # reduction dimension; `simulate` reads the strategy back to the same time and
-# writes a reduce degree of 1 left out (the file format of before).
+# writes a reduce degree of 1 left out (the file format of before); attention
+# heads and softmax_ce's classes come with the flag alone.
 #
 # Run by CTest as: bash tests/cli_partial_sums.sh <path-to-soapflow> <source-dir>
 set -u
@@ -61,4 +62,37 @@ done
 # an unsplit reduction is left out of the file: fc1's degrees have two entries
 grep -q '"fc1": {"degrees": \[[0-9]*, [0-9]*\]' "$TMP/optcnn.json" ||
     fail "a reduce degree of 1 was written: $(grep fc1 "$TMP/optcnn.json")"
+# attention heads (a reduction after (N, T, D)) come with the flag: OptCNN
+# splits a small GPT's attentions on heads, and simulate reads it back
+G=(--model gpt --layers 2 --hidden 256 --heads 8 --seq-len 64 --vocab 1000 -b 16 --machine "$M")
+heads_of() { python3 -c 'import json, sys; d = json.load(open(sys.argv[1]))["ops"]["h0.attn"]["degrees"]; print(d[3] if len(d) > 3 else 1)' "$1"; }
+run gpt "$SF" search "${G[@]}" --algo optcnn --json --out "$TMP/gpt.json"
+expect_ok gpt
+[ "$(heads_of "$TMP/gpt.json")" = 1 ] || fail "gpt without --reduce-splits: a head split"
+run gpt-r "$SF" search "${G[@]}" --algo optcnn --reduce-splits --json --out "$TMP/gpt-r.json"
+expect_ok gpt-r
+[ "$(heads_of "$TMP/gpt-r.json")" -gt 1 ] ||
+    fail "gpt --reduce-splits: h0.attn not split on heads: $(grep h0.attn "$TMP/gpt-r.json")"
+run gpt-sim "$SF" simulate "${G[@]}" --strategy "$TMP/gpt-r.json" --json
+expect_ok gpt-sim
+[ "$(json_num "$TMP/gpt-sim.out" iter_ms)" = "$(json_num "$TMP/gpt-r.out" best_ms)" ] ||
+    fail "gpt: simulate gives $(json_num "$TMP/gpt-sim.out" iter_ms) ms, search said $(json_num "$TMP/gpt-r.out" best_ms)"
+# softmax_ce's classes (its inner dimension) come with the flag too: after a
+# column-parallel 32000-class layer, OptCNN keeps the logits where they are
+# and splits the loss on its classes (vocabulary-parallel cross-entropy)
+V=(--model mlp --mlp-sizes 1024,4096,32000 -b 64 --machine "$M")
+classes_of() { python3 -c 'import json, sys; print(json.load(open(sys.argv[1]))["ops"]["loss"]["degrees"][1])' "$1"; }
+run vp "$SF" search "${V[@]}" --algo optcnn --json --out "$TMP/vp.json"
+expect_ok vp
+[ "$(classes_of "$TMP/vp.json")" = 1 ] || fail "mlp without --reduce-splits: a class split"
+run vp-r "$SF" search "${V[@]}" --algo optcnn --reduce-splits --json --out "$TMP/vp-r.json"
+expect_ok vp-r
+[ "$(classes_of "$TMP/vp-r.json")" -gt 1 ] ||
+    fail "mlp --reduce-splits: loss not split on its classes: $(grep loss "$TMP/vp-r.json")"
+awk -v a="$(json_num "$TMP/vp-r.out" best_ms)" -v b="$(json_num "$TMP/vp.out" best_ms)" \
+    'BEGIN { exit !(a < b) }' || fail "mlp --reduce-splits: not faster than without"
+run vp-sim "$SF" simulate "${V[@]}" --strategy "$TMP/vp-r.json" --json
+expect_ok vp-sim
+[ "$(json_num "$TMP/vp-sim.out" iter_ms)" = "$(json_num "$TMP/vp-r.out" best_ms)" ] ||
+    fail "mlp: simulate gives $(json_num "$TMP/vp-sim.out" iter_ms) ms, search said $(json_num "$TMP/vp-r.out" best_ms)"
 echo "cli_partial_sums: ok"

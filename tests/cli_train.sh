@@ -55,6 +55,15 @@ run bad_strategy $MPI "$SF" train "${SMALL[@]}" --strategy "$TMP/s4.json" --iter
 [ "$(rc_of bad_strategy)" -ne 0 ] || fail "a 4-device strategy on 2 ranks was accepted"
 [ "$(grep '^soapflow: ' "$TMP/bad_strategy.err" | grep -vc '^soapflow: warning')" -eq 1 ] ||
     fail "bad strategy: want one soapflow error line, got: $(cat "$TMP/bad_strategy.err")"
+# softmax_ce split on its classes (vocabulary-parallel cross-entropy): planned,
+# not executed yet: one line naming the operator
+"$SF" simulate --model lenet5 --batch 8 --machine 'cpu[2]' --strategy data \
+    --save-strategy "$TMP/s2.json" >/dev/null 2>&1 || fail "simulate --save-strategy failed"
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["ops"]["loss"]["degrees"] = [1, 2]; json.dump(d, open(sys.argv[1], "w"))' "$TMP/s2.json"
+run vocab_parallel $MPI "$SF" train "${SMALL[@]}" --machine 'cpu[2]' --strategy "$TMP/s2.json" --iters 2
+[ "$(rc_of vocab_parallel)" -ne 0 ] || fail "a class split of softmax_ce was trained"
+[ "$(grep -c "^soapflow: .*operator 'loss' is split 2 ways along dimension 1, which needs communication inside it" "$TMP/vocab_parallel.err")" -eq 1 ] ||
+    fail "vocab_parallel: want one line naming 'loss', got: $(cat "$TMP/vocab_parallel.err")"
 run bad_machine $MPI "$SF" train "${SMALL[@]}" --machine 'cpu[4]' --iters 2
 [ "$(rc_of bad_machine)" -ne 0 ] || fail "a 4-device machine on 2 ranks was accepted"
 [ "$(grep -c '^soapflow: .*4 devices, but there are 2 ranks' "$TMP/bad_machine.err")" -eq 1 ] ||

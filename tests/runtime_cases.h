@@ -313,10 +313,12 @@ static void rc_halo_strategy(const sf_graph *g, sf_strategy *s, int n) {
         const sf_op *x = sf_graph_op(g, op);
         sf_config *c = sf_strategy_config(s, op);
         int deg[SF_MAX_DIMS] = {1, 1, 1, 1, 1, 1};
-        int last = x->space.ndim - 1; /* the output's last: not a linear's reduction */
-        while (last > 0 && x->kinds[last] == SF_DIM_REDUCE) last--;
+        /* the output's last: not a linear's reduction nor softmax_ce's classes
+         * (sf_op_dim_opt_in: the runtime does not run them yet) */
+        int last = x->space.ndim - 1;
+        while (last > 0 && sf_op_dim_opt_in(x, last)) last--;
         int d = op % 3 == 0 ? 0 : x->space.ndim == 4 ? 2 : last;
-        if (x->kinds[d] == SF_DIM_NONE || x->space.d[d] < n) d = 0;
+        if (x->kinds[d] == SF_DIM_NONE || sf_op_dim_opt_in(x, d) || x->space.d[d] < n) d = 0;
         deg[d] = x->space.d[d] >= n ? n : 1;
         sf_config_set_degrees(c, x->space.ndim, deg);
         for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)((p + op) % n);

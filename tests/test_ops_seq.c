@@ -662,7 +662,9 @@ static void test_softmax_ce(void **state) {
     const sf_op *op = sf_graph_op(g, id);
     check_shape(&op->out_shapes[0], 3, (int64_t[]){8, 5, 10});
     assert_true(op->n_params == 0);
-    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_NONE});
+    /* the classes: an attribute, the inner dimension (vocabulary-parallel) */
+    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_ATTRIBUTE});
+    assert_int_equal(sf_op_inner_dim(op), 2);
     sf_tile full = sf_tile_full(&op->space);
     sf_op_cost c;
     sf_op_tile_cost(op, &full, &c);

@@ -473,12 +473,159 @@ static void test_attention_heads(void **state) {
     sf_graph_free(g);
 }
 
+/* x (8, 16, 32) -> fc (64 classes) -> sce (softmax_ce) */
+static sf_graph *lm_head(void) {
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("lm");
+    sf_shape s = sf_shape_make(3, (int64_t[]){8, 16, 32});
+    int x = sf_graph_add_input(g, "x", &s, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = 64;
+    int a = sf_graph_add_op(g, SF_OP_LINEAR, "fc", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_SOFTMAX_CE, &p);
+    int b = sf_graph_add_op(g, SF_OP_SOFTMAX_CE, "sce", &p, (sf_tensor_ref[]){{a, 0}}, 1, &err);
+    assert_true(x >= 0 && a >= 0 && b >= 0);
+    return g;
+}
+
+/* Vocabulary-parallel cross-entropy: softmax_ce's classes are its inner
+ * dimension, proposed only when asked; a class split lists, per group of parts
+ * that differ only in their classes, two all-reduces of per-row statistics
+ * (max; sum of exponentials and target logit) over the group's devices; the
+ * simulator runs them (delta equals full) and counts their bytes; OptCNN adds
+ * them to the node. */
+static void test_softmax_ce_classes(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = lm_head();
+    sf_machine *m = sf_machine_preset("p100-4x4", &err);
+    assert_non_null(m);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    assert_non_null(cm);
+    int sce = sf_graph_find(g, "sce"), fc = sf_graph_find(g, "fc");
+    const sf_op *so = sf_graph_op(g, sce), *fo = sf_graph_op(g, fc);
+    assert_int_equal(sf_op_inner_dim(so), 2);
+    assert_int_equal(so->kinds[2], SF_DIM_ATTRIBUTE);
+    assert_true(sf_op_dim_opt_in(so, 2) && !sf_op_dim_opt_in(so, 0) && !sf_op_dim_opt_in(so, 1));
+    assert_int_equal(sf_op_inner_dim(fo), -1);
+    assert_true(sf_op_dim_opt_in(fo, 3) && !sf_op_dim_opt_in(fo, 2));
+    sf_rng a, b;
+    sf_rng_seed(&a, 8);
+    sf_rng_seed(&b, 8);
+    int split = 0;
+    for (int i = 0; i < 300; i++) {
+        sf_config x, y;
+        sf_config_random_in(so, m, 0, &a, &x);
+        assert_int_equal(x.degree[2], 1);
+        sf_config_random_in(so, m, 1, &b, &y);
+        split += y.degree[2] > 1;
+    }
+    assert_true(split > 50);
+
+    /* the steps: samples in 2, classes in 4 on devices 0-7 */
+    sf_strategy *s = sf_strategy_new(g);
+    sf_strategy_single(s, g, 0);
+    set(s, g, "sce", (int[]){2, 1, 4}, 0);
+    sf_taskgraph *tg = sf_taskgraph_new(g, 16, &err);
+    assert_non_null(tg);
+    sf_taskgraph_set_strategy(tg, s);
+    for (int i = 0; i < sf_graph_num_ops(g); i++) sf_taskgraph_set_tiles(tg, i);
+    sf_tg_inner in;
+    assert_int_equal(sf_taskgraph_op_inner(tg, sce, &in), 2);
+    assert_int_equal(in.n_steps, 4);
+    for (int gi = 0; gi < 2; gi++) {
+        const sf_tg_inner_group *gr = &in.groups[gi];
+        assert_int_equal(gr->n_parts, 4);
+        assert_true(gr->rows == 4 * 16);
+        for (int r = 0; r < 4; r++) assert_int_equal(in.parts[gr->part_start + r], 4 * gi + r);
+        const sf_tg_step *s0 = &in.steps[gr->step_start], *s1 = s0 + 1;
+        assert_int_equal(s0->kind, SF_STEP_ALL_REDUCE);
+        assert_int_equal(s1->kind, SF_STEP_ALL_REDUCE);
+        assert_true(s0->numel == 64 && s1->numel == 128);
+        assert_int_equal(s0->n_group, 4);
+        assert_int_equal(in.devs[s0->group], 4 * gi);
+        assert_int_equal(s0->n_deps, 0);
+        assert_int_equal(s1->n_deps, 1);
+        assert_int_equal(in.deps[s1->dep], gr->step_start);
+    }
+    assert_int_equal(sf_taskgraph_op_inner(tg, fc, &in), 0); /* none inside a linear */
+    /* parts sharing devices in pairs: a ring of two; all on one device: none */
+    sf_config *c = sf_strategy_config(s, sce);
+    for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)(p / 2);
+    sf_taskgraph_set_tiles(tg, sce);
+    assert_int_equal(sf_taskgraph_op_inner(tg, sce, &in), 2);
+    assert_int_equal(in.steps[0].n_group, 2);
+    for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)(p < 4 ? 0 : 1);
+    sf_taskgraph_set_tiles(tg, sce);
+    assert_int_equal(sf_taskgraph_op_inner(tg, sce, &in), 0);
+    sf_taskgraph_free(tg);
+
+    /* the simulator: fc column-parallel on 0-3, sce on the same classes: x goes
+     * to devices 1-3 (3 x 4096 floats), the pairs into sce are in place, and
+     * the statistics' two ring all-reduces of 128 and 256 floats over 4
+     * devices send 2 * 3 * (128 + 256) floats */
+    sf_strategy_single(s, g, 0);
+    set(s, g, "fc", (int[]){1, 1, 4, 1}, 0);
+    set(s, g, "sce", (int[]){1, 1, 4}, 0);
+    sf_sim_options so_;
+    sf_sim_options_default(&so_);
+    sf_sim *sim = sf_sim_new(g, m, cm, &so_, &err);
+    assert_non_null(sim);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    assert_true(r.transfer_bytes == (3 * 4096 + 2 * 3 * (128 + 256)) * 4);
+    double split_s = r.iter_s;
+    set(s, g, "sce", (int[]){1, 1, 1}, 0);
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    assert_true(r.iter_s != split_s);
+    sf_sim_free(sim);
+
+    /* OptCNN's node cost of the class split holds the two all-reduces: more
+     * than its compute alone (the same config with the parts on one device
+     * has no steps and the same tiles) */
+    sf_optcnn_options o;
+    sf_optcnn_options_default(&o);
+    set(s, g, "sce", (int[]){1, 1, 4}, 0);
+    double four = sf_optcnn_cost(g, m, cm, &o, s);
+    c = sf_strategy_config(s, sce);
+    for (int p = 0; p < c->n_parts; p++) c->device[p] = 0;
+    double one = sf_optcnn_cost(g, m, cm, &o, s);
+    assert_true(four > 0 && one > 0 && four != one);
+
+    /* random moves with class splits: delta equals full, exactly */
+    assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
+    sim = sf_sim_new(g, m, cm, &so_, &err);
+    assert_non_null(sim);
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    sf_rng rng;
+    sf_rng_seed(&rng, 27);
+    int classes = 0;
+    for (int it = 0; it < 300; it++) {
+        int op = 1 + (int)sf_rng_below(&rng, 2);
+        const sf_op *x = sf_graph_op(g, op);
+        sf_config cf;
+        sf_config_random_in(x, m, 1, &rng, &cf);
+        if (sf_config_validate(x, m, &cf, NULL) != SF_OK) continue;
+        classes += op == sce && cf.degree[2] > 1;
+        assert_int_equal(sf_sim_update(sim, op, &cf, &r, &err), SF_OK);
+        *sf_strategy_config(s, op) = cf;
+        assert_true(r.iter_s == run_full(g, m, cm, s));
+    }
+    assert_true(classes > 30);
+    sf_sim_free(sim);
+    sf_strategy_free(s);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+    sf_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reduction_kinds),   cmocka_unit_test(test_sim_delta_equals_full),
         cmocka_unit_test(test_json_round_trip),   cmocka_unit_test(test_random_proposals),
         cmocka_unit_test(test_matmul_and_limits), cmocka_unit_test(test_optcnn_reduce),
-        cmocka_unit_test(test_attention_heads),
+        cmocka_unit_test(test_attention_heads),   cmocka_unit_test(test_softmax_ce_classes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -237,11 +237,16 @@ static void test_config_validate_messages(void **state) {
     assert_string_equal(err.msg,
                         "operator 'conv3': degree 5 on dimension 1 (parameter) exceeds its size 3");
 
+    /* a dimension of kind none (a flatten's features); softmax_ce's classes
+     * are its inner dimension and split (vocabulary-parallel) */
     sf_error_clear(&err);
     sf_config_set_degrees(&c, 2, (int[]){1, 2});
-    assert_int_equal(sf_config_validate(sm, m, &c, &err), SF_ERR_INVALID);
-    assert_string_equal(err.msg, "operator 'softmax': degree 2 on dimension 1 (none), which "
+    const sf_op *fl = sf_graph_op(g, sf_graph_find(g, "flatten"));
+    assert_int_equal(sf_config_validate(fl, m, &c, &err), SF_ERR_INVALID);
+    assert_string_equal(err.msg, "operator 'flatten': degree 2 on dimension 1 (none), which "
                                  "cannot be split");
+    sf_error_clear(&err);
+    assert_int_equal(sf_config_validate(sm, m, &c, &err), SF_OK);
 
     sf_error_clear(&err);
     sf_config_set_degrees(&c, 3, (int[]){1, 1, 1});
@@ -724,9 +729,10 @@ static void test_json_errors(void **state) {
     t = with_op_line(good, "fc1", "\"fc1\": {\"degrees\": [2, 1], \"devices\": [0, 1], \"x\": 1},");
     expect_load_error(g, m, t, SF_ERR_PARSE, fc1_line, "operator 'fc1'", "unknown field 'x'");
     free(t);
-    t = with_op_line(good, "softmax", "\"softmax\": {\"degrees\": [1, 2], \"devices\": [0, 1]}");
-    expect_load_error(g, m, t, SF_ERR_INVALID, 6 + sf_graph_find(g, "softmax"),
-                      "operator 'softmax'", "cannot be split");
+    t = with_op_line(good, "flatten",
+                     "\"flatten\": {\"degrees\": [1, 2], \"devices\": [0, 1]},");
+    expect_load_error(g, m, t, SF_ERR_INVALID, 6 + sf_graph_find(g, "flatten"),
+                      "operator 'flatten'", "cannot be split");
     free(t);
     t = with_op_line(good, "fc1", "\"fc9\": {\"degrees\": [1, 1], \"devices\": [0]},");
     expect_load_error(g, m, t, SF_ERR_NOTFOUND, fc1_line, "unknown operator 'fc9'", "tinycnn");

@@ -423,6 +423,14 @@ SF_API void sf_op_tile_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m);
  * hold replicas of the same shard); a tile cut along a reduction dimension
  * counts its weight slices (a linear's bias lives on its first part alone). */
 SF_API int64_t sf_op_tile_weights(const sf_op *op, const sf_tile *t);
+/* The space dimension whose split needs communication inside the operator: its
+ * parts exchange per-row statistics between the phases of their forward pass
+ * (softmax_ce's classes, Megatron's vocabulary-parallel cross-entropy:
+ * sf_taskgraph_op_inner); -1 for an operator without one. */
+SF_API int sf_op_inner_dim(const sf_op *op);
+/* 1 for a dimension the searches split only when asked (search --reduce-splits):
+ * a reduction dimension (SF_DIM_REDUCE) or the operator's inner dimension. */
+SF_API int sf_op_dim_opt_in(const sf_op *op, int d);
 
 /* ---- the weights of an operator: slices and parameter tensors ---------- */
 

@@ -74,7 +74,8 @@ SF_API int sf_strategy_idle_devices(const sf_strategy *s, int n_devices, int *id
  * drawn at random. The proposal of the MCMC search. */
 SF_API void sf_config_random(const sf_op *op, const sf_machine *m, sf_rng *rng, sf_config *c);
 /* sf_config_random over the splittable dimensions and, with reduce 1, the
- * reduction dimensions too (partial sums, SF_DIM_REDUCE); sf_config_random is
+ * reduction dimensions too (partial sums, SF_DIM_REDUCE) and the inner ones
+ * (softmax_ce's classes; both: sf_op_dim_opt_in); sf_config_random is
  * reduce 0, which draws exactly what it drew before reduction dimensions existed
  * (the runtime does not execute them yet, so the searches propose them only when
  * asked: sf_mcmc_options.reduce, sf_optcnn_options.reduce). */

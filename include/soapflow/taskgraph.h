@@ -367,6 +367,37 @@ typedef struct sf_tg_reduces {
  * (valid until the next call on tg); returns out->n. */
 SF_API int sf_taskgraph_edge_reduce(const sf_taskgraph *tg, sf_tg_reduces *out);
 
+/* ---- communication inside an operator ------------------------------------------ */
+
+/* An operator split along its inner dimension (sf_op_inner_dim: softmax_ce's
+ * classes) combines per-row statistics among each group of parts that differ
+ * only along it, between their forward pass and their backward (Megatron's
+ * vocabulary-parallel cross-entropy): an ALL_REDUCE (max) of the rows' maxima,
+ * then an ALL_REDUCE (sum) of their sums of exponentials and target logits, two
+ * elements per row, over the group's distinct devices in part order. A group
+ * whose parts share one device combines them there and is not listed. */
+typedef struct sf_tg_inner_group {
+    int n_parts;    /* parts of the group (the degree along the inner dimension) */
+    int part_start; /* sf_tg_inner.parts[part_start .. + n_parts], in order along it */
+    int64_t rows;   /* rows of statistics: elements of the piece per inner index */
+    int step_start; /* steps[step_start .. + n_steps]: after the forward tasks of the */
+    int n_steps;    /* group's parts, before their backward tasks */
+} sf_tg_inner_group;
+
+typedef struct sf_tg_inner {
+    int n; /* groups with steps; 0 when op is whole along its inner dimension */
+    const sf_tg_inner_group *groups;
+    const int32_t *parts;
+    int n_steps;
+    const sf_tg_step *steps; /* deps index steps */
+    const int16_t *devs;     /* the collectives' groups */
+    const int32_t *deps;
+} sf_tg_inner;
+
+/* The steps inside op under the strategy (its tiles must be set), valid until
+ * the next call on tg; returns out->n, or -1 when out of memory. */
+SF_API int sf_taskgraph_op_inner(sf_taskgraph *tg, int op, sf_tg_inner *out);
+
 /* ---- pricing: the one function that turns steps into time ------------------- */
 
 /* One use of a resource by a step: a link for `dur_s` (a link task), or a

@@ -127,7 +127,9 @@ static sf_status enumerate(enum_state *s) {
         int dims[SF_MAX_DIMS], n = 0, degree[SF_MAX_DIMS];
         for (int d = 0; d < op->space.ndim; d++) {
             degree[d] = 1;
-            if (op->kinds[d] != SF_DIM_NONE && op->space.d[d] > 1) dims[n++] = d;
+            /* not the inner dimension: no kernel runs a class split yet */
+            if (op->kinds[d] != SF_DIM_NONE && d != sf_op_inner_dim(op) && op->space.d[d] > 1)
+                dims[n++] = d;
         }
         sf_status st = enum_degrees(s, op, dims, n, 0, degree, 1);
         if (st != SF_OK) return st;

@@ -7,25 +7,26 @@
  * projections, each D x D, and a bias of D for each when `bias` is set, so
  * 4*D*D + 4*D parameters. `causal` masks keys after the query position.
  *
- * Parallel space: the output (N, Tq, D). N is the sample dimension; Tq an
- * attribute (a block of query rows needs every key and value, so the K and V
- * projections are recomputed by each Tq part, which the cost below counts); D
- * cannot be split (SF_DIM_NONE). It was a parameter dimension standing for the
- * heads, priced as if a part holding a share f of D held and updated f of every
- * projection. The kernels cannot run that: a D part computes its output columns
- * exactly only by computing the context of *every* head (each output column
- * reads all of them), so it reads and accumulates into ALL of W_q, W_k, W_v and
- * their biases, and only its rows of W_o and b_o (see the kernels below). Its
- * weight shard is then not "its share": the simulator's sync (an all-reduce of
- * f of the weights among the replicas of that share) would be wrong, the head
- * computation would be repeated by every part, and a head split proper (a part
- * owning whole heads) would need a gather of the heads' contexts, or Megatron's
- * reduction of partial outputs, that no tile region expresses. So a tile holds
- * all of D, all the weights are replicas of one shard, and the kernels' D
- * support (exact by accumulation, tested) is left for a future head split.
+ * Parallel space: the output (N, Tq, D), then the heads H (N, Tq, D, H). N is
+ * the sample dimension; Tq an attribute (a block of query rows needs every key
+ * and value, so the K and V projections are recomputed by each Tq part, which
+ * the cost below counts); D cannot be split (SF_DIM_NONE): each output column
+ * reads the context of every head, so a D part would recompute the whole
+ * attention and read all of W_q, W_k, W_v. The heads are a reduction
+ * (SF_DIM_REDUCE), Megatron's tensor-parallel attention: a part with heads
+ * [h0, h1) projects only its heads' Q, K, V (rows [c0, c1) of W_q, W_k, W_v and
+ * of their biases, c = h * D / heads), attends, and multiplies its heads'
+ * context by columns [c0, c1) of W_o, so its output is a partial sum over heads
+ * of the whole (N, Tq, D) piece, which the task graph reduces
+ * (src/taskgraph/reduce.c); b_o belongs to the part with h0 = 0, so the sum adds
+ * it once. The heads dimension counts heads, so a part always holds whole heads
+ * (an uneven degree gives parts of different head counts).
  *
- * Every tile reads and accumulates into all the weights (the default
- * sf_op_weight_slices). The parameter tensors are torch.nn.MultiheadAttention's,
+ * A tile reads and accumulates into exactly its heads' weights
+ * (sf_op_weight_slices: one strided slice of the three row blocks of W_q, W_k,
+ * W_v, one of W_o's columns, one of the three bias blocks, and b_o on the first
+ * head part; all heads merge into the whole layout). The parameter tensors are
+ * torch.nn.MultiheadAttention's,
  * in this layout's order: in_proj_weight (3D, D) by xavier_uniform, out_proj.weight
  * (D, D) as a Linear's, and, with bias, in_proj_bias (3D) and out_proj.bias (D),
  * both zero.
@@ -35,14 +36,17 @@
  * so a tile needs all T rows of it, or rows [0, hi) with a causal mask, since
  * query row i only attends to keys 0..i.
  *
- * FLOPs forward (full tensor; a tile scales each term by its shares):
- *   Q projection 2*N*Tq*D*D, K and V projections 2*2*N*Tk*D*D (not scaled by the
- *   Tq share: recomputed per part), scores 2*N*Tq*Tk*D, context 2*N*Tq*Tk*D,
- *   output projection 2*N*Tq*D*D, softmax ~5 per score (N*heads*Tq*Tk), and one
- *   add per projected element for the biases. With a causal mask in self-attention
+ * FLOPs forward (full tensor; a tile scales each term by its shares, the heads'
+ * share hc / D included):
+ *   Q projection 2*N*Tq*hc*D, K and V projections 2*2*N*Tk*hc*D (not scaled by
+ *   the Tq share: recomputed per part), scores 2*N*Tq*Tk*hc, context
+ *   2*N*Tq*Tk*hc, output projection 2*N*Tq*D*hc, softmax ~5 per score
+ *   (N*nh*Tq*Tk), and one add per projected element for the biases (b_o's on the
+ *   first head part). With a causal mask in self-attention
  *   a tile of rows [lo, hi) projects and scores only keys [0, hi) (Tk = hi for it);
  *   inside that block the mask is applied to a full score matrix, as kernels do.
- *   Backward: twice the forward.
+ *   Backward: twice the forward. With every head these are the figures of the
+ *   operator before head splits, so unsplit plans price as before.
  *
  * Kernels (buffers in soapflow/kernels.h). Weights, torch.nn.MultiheadAttention's
  * layout: in_proj_weight (3D, D) = [W_q; W_k; W_v], then out_proj.weight W_o
@@ -51,25 +55,25 @@
  * D/heads; scores are Q_h K_h^T / sqrt(dh); causal masks key j > query i (global
  * positions, for cross-attention too, as torch's triu mask does).
  *
- * A tile is samples [n0, n1) x query rows [q0, q1) x output columns [d0, d1).
- * N and Tq splits are exact: the tile's query rows attend to every key its
- * region holds (self-attention: region rows [0, T), or [0, q1) when causal,
- * where the query rows sit at offset q0; cross: the query region is the tile's
- * rows, the memory all Tk). The kernels also take a tile with a part of D,
- * which the space never offers (see above): computed exactly, not by heads,
- * the tile computes the context of *all* heads for its rows, then only its
- * output columns y = ctx W_o[d0:d1]^T + b_o[d0:d1], so every D part recomputes
- * the whole attention. Backward is exact by linearity: the tile's dy gives a partial
- * dctx = dy W_o[d0:d1], whose gradients into W_q, W_k, W_v, their biases and the
- * inputs are summed over the D parts by accumulation, so a D-split tile
- * accumulates into ALL rows of W_q, W_k, W_v and their biases (beyond the rows
- * of the shard it nominally owns), and into rows [d0, d1) of W_o and b_o.
- * Whoever reduces the gradients of D parts must sum those buffers in full.
+ * A tile is samples [n0, n1) x query rows [q0, q1) x output columns [d0, d1) x
+ * heads [h0, h1). N and Tq splits are exact: the tile's query rows attend to
+ * every key its region holds (self-attention: region rows [0, T), or [0, q1)
+ * when causal, where the query rows sit at offset q0; cross: the query region is
+ * the tile's rows, the memory all Tk). A head part computes its heads only and
+ * writes y = ctx_h W_o[d0:d1, c0:c1]^T (+ b_o[d0:d1] when h0 = 0), its partial
+ * sum; backward, dctx_h = dy W_o[d0:d1, c0:c1] flows into its heads' rows of
+ * W_q, W_k, W_v, their biases and (summed over the head parts by whoever
+ * reduces the input gradients) the inputs. The kernels also take a tile with a
+ * part of D, which the space never offers: it computes the context of all its
+ * heads, then only its output columns, and accumulates into rows [d0, d1) of
+ * W_o and b_o and all its heads' rows of W_q, W_k, W_v (its weight slices
+ * name all of W_o's rows, a superset).
  *
- * Both kernels work one sample at a time in the workspace (floats):
- *   Q (tq, D), K (tk, D), V (tk, D), P (heads, tq, tk) the probabilities,
- *   ctx (tq, D); backward adds dctx (tq, D), dP (tq, tk) (one head at a time),
- *   dQ (tq, D), dK (tk, D), dV (tk, D).
+ * Both kernels work one sample at a time in the workspace (floats), hc =
+ * (h1 - h0) * D / heads the tile's head columns:
+ *   Q (tq, hc), K (tk, hc), V (tk, hc), P (h1 - h0, tq, tk) the probabilities,
+ *   ctx (tq, hc); backward adds dctx (tq, hc), dP (tq, tk) (one head at a time),
+ *   dQ (tq, hc), dK (tk, hc), dV (tk, hc).
  * Backward recomputes the forward of the sample first. The fast kernel does every
  * product with SGEMM; the reference one with loops. The softmax (and its
  * adjoint) is shared: it holds no product.

@@ -16,7 +16,7 @@
  *               out_tile); other outputs: no map (an op with out_tile should set it)
  *   memory   -> weights from sf_op_tile_weights, saved = inputs' regions, output = tile
  *   weight_slices -> one slice of all n_params elements: right for an operator
- *               without parameter dimensions (layernorm, lstm, attention), wrong
+ *               without parameter or reduction dimensions (layernorm, lstm), wrong
  *               for one with (each must say which elements a tile owns)
  *   param_descs   -> one flat tensor "weight" of n_params zeros (a placeholder
  *               that keeps checkpoints complete; every operator with weights sets
@@ -74,6 +74,11 @@ typedef struct sf_op_class {
      * (capacity SF_MAX_PARAMS), returns how many. Called only for operators with
      * weights. NULL: a placeholder (see above). */
     int (*param_descs)(const sf_op *op, sf_param_desc *out);
+
+    /* The space dimension whose split makes the parts exchange per-row
+     * statistics inside the operator (softmax_ce's classes: sf_op_inner_dim),
+     * -1 for none; NULL: none. */
+    int (*inner_dim)(const sf_op *op);
 
     /* Kernels (see soapflow/kernels.h): reference and fast, forward and backward,
      * and the scratch memory a tile needs (NULL: none). */

@@ -8,8 +8,19 @@
  * is what every framework does for numerical stability and speed.
  *
  * Parallel space: the output. Dimension 0 is the sample, middle dimensions
- * (sequence) attributes, and the class dimension cannot be split: a row's
- * normalization needs all of it. The region of the input is the tile itself.
+ * (sequence) attributes, and so is the class dimension, the operator's inner
+ * dimension (sf_op_inner_dim): a row's normalization needs all of it, so parts
+ * that split it (Megatron's vocabulary-parallel cross-entropy: each holds its
+ * classes' logits, which are never gathered) combine per-row statistics inside
+ * the operator: the task graph lists, per group of parts that differ only in
+ * their classes, an all-reduce (max) of the rows' maxima and then one (sum) of
+ * their sums of exponentials and the target's logit, 2 floats per row
+ * (sf_taskgraph_op_inner), between the parts' forward and their backward; the
+ * backward needs nothing more (p - onehot on the part's own classes). The
+ * searches split it only with --reduce-splits (sf_op_dim_opt_in), so seeded
+ * searches run as before; the kernels and the runtime do not run such a tile
+ * yet (SF_ERR_INVALID, and the runtime refuses the strategy). The region of
+ * the input is the tile itself.
  *
  * FLOPs: about 5 per element forward (max, subtract, exp, sum, divide) and 2
  * backward (subtract the label, scale by 1/batch).
@@ -62,8 +73,10 @@ static void softmax_ce_space(const sf_op *op, sf_shape *space, sf_dim_kind *kind
     int n = space->ndim;
     for (int i = 0; i < n; i++) kinds[i] = SF_DIM_ATTRIBUTE;
     kinds[0] = SF_DIM_SAMPLE;
-    kinds[n - 1] = SF_DIM_NONE;
+    kinds[n - 1] = SF_DIM_ATTRIBUTE; /* the classes: the inner dimension */
 }
+
+static int softmax_ce_inner_dim(const sf_op *op) { return op->space.ndim - 1; }
 
 static void softmax_ce_region(const sf_op *op, const sf_tile *t, int input, sf_tile *r) {
     (void)op;
@@ -227,6 +240,7 @@ const sf_op_class sf_op_softmax_ce_class = {
     .param_count = NULL,
     .space = softmax_ce_space,
     .region = softmax_ce_region,
+    .inner_dim = softmax_ce_inner_dim,
     .cost = softmax_ce_cost,
     .fwd_ref = softmax_ce_fwd_ref,
     .fwd_fast = softmax_ce_fwd_fast,

@@ -164,6 +164,16 @@ int64_t sf_op_tile_weights(const sf_op *op, const sf_tile *t) {
     return w;
 }
 
+int sf_op_inner_dim(const sf_op *op) {
+    const sf_op_class *c = sf_op_class_get(op->type);
+    return c && c->inner_dim ? c->inner_dim(op) : -1;
+}
+
+int sf_op_dim_opt_in(const sf_op *op, int d) {
+    return d >= 0 && d < op->space.ndim &&
+           (op->kinds[d] == SF_DIM_REDUCE || d == sf_op_inner_dim(op));
+}
+
 int sf_weight_slices_one_run(const sf_weight_slice *s, int n) {
     /* neighbours are merged, so one run is one slice of contiguous rows */
     return n == 1 && (s[0].count == 1 || s[0].stride == s[0].len);

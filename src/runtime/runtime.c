@@ -354,6 +354,13 @@ static sf_status setup_parts(sf_runtime *rt, sf_error *err) {
                                     "%d: the runtime does not execute partial sums yet "
                                     "(sf_taskgraph_edge_reduce)",
                                     o->name, c->degree[d], d);
+        int id = sf_op_inner_dim(o);
+        if (id >= 0 && id < c->ndim && c->degree[id] > 1)
+            return sf_error_set(err, SF_ERR_UNSUPPORTED,
+                                "operator '%s' is split %d ways along dimension %d, which needs "
+                                "communication inside it: the runtime does not execute that yet "
+                                "(sf_taskgraph_op_inner)",
+                                o->name, c->degree[id], id);
         for (int p = 0; p < c->n_parts; p++) {
             if (c->device[p] >= sf_comm_size(rt->c))
                 return sf_error_set(err, SF_ERR_INVALID,

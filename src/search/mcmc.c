@@ -238,12 +238,13 @@ typedef struct mc_move {
  * cover the same indices share a device where the shapes allow. */
 static int splits_reduce(const sf_op *op, const sf_config *c) {
     for (int i = 0; i < c->ndim && i < op->space.ndim; i++)
-        if (op->kinds[i] == SF_DIM_REDUCE && c->degree[i] > 1) return 1;
+        if (sf_op_dim_opt_in(op, i) && c->degree[i] > 1) return 1;
     return 0;
 }
 
-/* Reduction dimensions are proposed only with sf_mcmc_options.reduce: without
- * it, a neighbour's degree on a dimension that is one for op is not taken. */
+/* Reduction and inner dimensions (sf_op_dim_opt_in) are proposed only with
+ * sf_mcmc_options.reduce: without it, a neighbour's degree on a dimension that
+ * is one for op is not taken. */
 static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, int reduce,
                     sf_config *out) {
     if (c->ndim == op->space.ndim && (reduce || !splits_reduce(op, c)) &&
@@ -254,8 +255,8 @@ static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, in
     int nd = op->space.ndim, degree[SF_MAX_DIMS];
     for (int i = 0; i < nd; i++) {
         int d = i < c->ndim ? c->degree[i] : 1;
-        degree[i] = d > 1 && op->kinds[i] != SF_DIM_NONE &&
-                            (reduce || op->kinds[i] != SF_DIM_REDUCE) && d <= op->space.d[i]
+        degree[i] = d > 1 && op->kinds[i] != SF_DIM_NONE && (reduce || !sf_op_dim_opt_in(op, i)) &&
+                            d <= op->space.d[i]
                         ? d
                         : 1;
     }
@@ -489,7 +490,7 @@ static int cands_from(const sf_op *op, int n_dev, int reduce, int i, int prod, i
         return n + 1;
     }
     int top = 1;
-    if (op->kinds[i] != SF_DIM_NONE && (reduce || op->kinds[i] != SF_DIM_REDUCE))
+    if (op->kinds[i] != SF_DIM_NONE && (reduce || !sf_op_dim_opt_in(op, i)))
         top = op->space.d[i] < n_dev ? (int)op->space.d[i] : n_dev;
     for (int d = 1; d <= top && prod * d <= n_dev && prod * d <= SF_MAX_PARTS; d++) {
         deg[i] = d;

@@ -161,9 +161,8 @@ static int enum_degrees(const sf_op *op, int reduce, int d, int rem, int *deg, o
         }
         return n + 1;
     }
-    /* reduction dimensions only with sf_optcnn_options.reduce */
-    int64_t maxd =
-        op->kinds[d] == SF_DIM_NONE || (!reduce && op->kinds[d] == SF_DIM_REDUCE) ? 1 : rem;
+    /* reduction and inner dimensions (sf_op_dim_opt_in) only with sf_optcnn_options.reduce */
+    int64_t maxd = op->kinds[d] == SF_DIM_NONE || (!reduce && sf_op_dim_opt_in(op, d)) ? 1 : rem;
     if (op->space.d[d] < maxd) maxd = op->space.d[d];
     for (int x = 1; x <= maxd; x++) {
         if (rem % x) continue;

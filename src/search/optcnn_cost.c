@@ -8,7 +8,9 @@
  *   node(op, c) = compute + (sync + update) / G
  *     compute: the largest, over the resources devices compute on (a device,
  *              or the core devices share: sf_machine_compute_unit), of the
- *              forward + backward times of the parts it runs;
+ *              forward + backward times of the parts it runs, plus the steps
+ *              inside the operator (sf_taskgraph_op_inner: a group's one
+ *              after another, the slowest group);
  *     sync:    the shards' steps (but updates) in levels (a step's level is
  *              one more than its deepest dependency's); per level, the
  *              busiest resource's summed use (a link, or a compute unit for
@@ -222,6 +224,32 @@ static double sync_cost(oc_scratch *s, int opi) {
     return sync + update;
 }
 
+/* The steps inside an operator split along its inner dimension
+ * (sf_taskgraph_op_inner: softmax_ce's per-row statistics), added to its
+ * compute: a group's steps one after another, the groups side by side; -1
+ * when out of memory or a step has more uses than the scratch holds. */
+static double inner_cost(oc_scratch *s, int opi) {
+    sf_tg_inner in;
+    int n = sf_taskgraph_op_inner(s->tg, opi, &in);
+    if (n <= 0) return n;
+    sf_tg_pricer pr = {.m = s->m, .cm = s->cm, .segments = 1, .routes = s->routes};
+    double worst = 0;
+    for (int g = 0; g < in.n; g++) {
+        const sf_tg_inner_group *gr = &in.groups[g];
+        double t = 0;
+        for (int q = gr->step_start; q < gr->step_start + gr->n_steps; q++) {
+            const sf_tg_step *st = &in.steps[q];
+            if (sf_tg_step_max_uses(st, 1) > s->uses_cap) return -1;
+            int nu = sf_tg_price_step(&pr, st, in.devs, s->uses);
+            double step = 0;
+            for (int u = 0; u < nu; u++) step = s->uses[u].dur_s > step ? s->uses[u].dur_s : step;
+            t += step;
+        }
+        if (t > worst) worst = t;
+    }
+    return worst;
+}
+
 double oc_node_cost(oc_scratch *s, int opi, const sf_config *c) {
     const sf_op *op = sf_graph_op(s->g, opi);
     oc_set_config(s, opi, c, NULL);
@@ -245,6 +273,9 @@ double oc_node_cost(oc_scratch *s, int opi, const sf_config *c) {
         if (s->busy[s->touched[k]] > compute) compute = s->busy[s->touched[k]];
         s->mark[s->touched[k]] = 0;
     }
+    double inner = inner_cost(s, opi);
+    if (inner < 0) return NAN;
+    compute += inner;
     if (op->n_params == 0) return compute;
     double sync = sync_cost(s, opi);
     if (sync < 0) return NAN;

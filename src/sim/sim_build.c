@@ -82,6 +82,8 @@ static int block_mem(sim_block *b, int dev, double bytes) {
 
 static int op_has_bwd(const sf_op *op) { return op->type != SF_OP_INPUT; }
 
+static int build_inner(sf_sim *sim, sim_block *b, int opi, int n, int bwd, const sf_tg_inner *in);
+
 static int build_core(sf_sim *sim, int opi) {
     sim_block *b = &sim->blocks[sim_block_id(opi, SLOT_CORE)];
     block_reset(b);
@@ -136,7 +138,12 @@ static int build_core(sf_sim *sim, int opi) {
                 return -1;
         }
     }
-    return 0;
+    /* communication inside the operator (softmax_ce split on its classes),
+     * after the forward tasks and the backward ones: tasks 2n.. of the block */
+    sf_tg_inner in;
+    int ni = sf_taskgraph_op_inner(sim->tg, opi, &in);
+    if (ni < 0) return -1;
+    return ni ? build_inner(sim, b, opi, n, bwd, &in) : 0;
 }
 
 /* ---- steps ------------------------------------------------------------------- */
@@ -282,6 +289,34 @@ static int end_at_reserve(sf_sim *sim, int64_t n_steps) {
     if (!q) return -1;
     sim->end_at = q;
     sim->cap_end_at = cap;
+    return 0;
+}
+
+/* The steps inside operator opi (sf_taskgraph_op_inner) in its core block b:
+ * each group's first step after the forward tasks of its parts, the next after
+ * it, and the parts' backward tasks after the last. */
+static int build_inner(sf_sim *sim, sim_block *b, int opi, int n, int bwd, const sf_tg_inner *in) {
+    int bid = sim_block_id(opi, SLOT_CORE);
+    if (end_at_reserve(sim, in->n_steps)) return -1;
+    sf_tg_pricer prc = {.m = sim->m, .cm = sim->cm, .segments = sim->opt.segments};
+    sim->n_ends = 0;
+    for (int g = 0; g < in->n; g++) {
+        const sf_tg_inner_group *gr = &in->groups[g];
+        int rep = in->parts[gr->part_start], last = gr->step_start + gr->n_steps - 1;
+        for (int q = gr->step_start; q <= last; q++) {
+            const sf_tg_step *st = &in->steps[q];
+            int32_t *e4 = &sim->end_at[4 * q];
+            if (step_tasks(sim, b, bid, &prc, st, NULL, in->devs, SIM_XFER, opi, rep, -1, e4))
+                return -1;
+            for (int d = 0; d < st->n_deps; d++)
+                if (wire(sim, b, &sim->end_at[4 * in->deps[st->dep + d]], e4)) return -1;
+            for (int r = 0; r < gr->n_parts; r++) {
+                int part = in->parts[gr->part_start + r];
+                if (!st->n_deps && wire_from(sim, b, REF(bid, part), e4)) return -1;
+                if (q == last && bwd && wire_to(sim, b, e4, REF(bid, n + part))) return -1;
+            }
+        }
+    }
     return 0;
 }
 

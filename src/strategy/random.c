@@ -6,7 +6,8 @@
  * pure data, pure model and mixed configs all come up). Placement: half the time
  * a contiguous run of devices starting anywhere (what OptCNN considers), half the
  * time distinct devices in random order (FlexFlow's full placement freedom).
- * Reduction dimensions (partial sums) are drawn only when the caller asks
+ * Reduction dimensions (partial sums) and an operator's inner dimension
+ * (softmax_ce's classes, sf_op_dim_opt_in) are drawn only when the caller asks
  * (sf_config_random_in): without them the draws are those of before they existed.
  */
 #include "soapflow/strategy.h"
@@ -26,7 +27,7 @@ void sf_config_random_in(const sf_op *op, const sf_machine *m, int reduce, sf_rn
     for (int i = 0; i < op->space.ndim; i++) {
         degree[i] = 1;
         /* reduction dimensions only when asked (sf_config_random_in) */
-        if (op->kinds[i] != SF_DIM_NONE && (reduce || op->kinds[i] != SF_DIM_REDUCE) &&
+        if (op->kinds[i] != SF_DIM_NONE && (reduce || !sf_op_dim_opt_in(op, i)) &&
             op->space.d[i] > 1)
             order[n++] = i;
     }

@@ -126,6 +126,11 @@ void sf_taskgraph_free(sf_taskgraph *tg) {
     free(tg->red_deps);
     free(tg->red_devs);
     free(tg->red_pairs);
+    free(tg->in_groups);
+    free(tg->in_parts);
+    free(tg->in_steps);
+    free(tg->in_devs);
+    free(tg->in_deps);
     free(tg);
 }
 

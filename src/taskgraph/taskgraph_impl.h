@@ -83,6 +83,13 @@ struct sf_taskgraph {
     int64_t cap_red_devs;
     sf_tg_pair *red_pairs; /* the re-sourced pairs, before they replace pairs */
     int cap_red_pairs;
+    /* communication inside the last operator asked (inner.c) */
+    sf_tg_inner_group *in_groups;
+    int32_t *in_parts;
+    sf_tg_step *in_steps;
+    int16_t *in_devs;
+    int32_t *in_deps;
+    int64_t cap_in_groups, cap_in_parts, cap_in_steps, cap_in_devs, cap_in_deps;
 };
 
 /* Grow *p (of *cap elements of elem bytes) to hold need; 0, or -1 when out of

@@ -19,6 +19,7 @@
 #include "soapflow/graph.h"
 #include "soapflow/io.h"
 #include "soapflow/machine.h"
+#include "soapflow/models.h"
 #include "soapflow/search.h"
 #include "soapflow/sim.h"
 #include "soapflow/strategy.h"
@@ -257,6 +258,40 @@ static void test_json_round_trip(void **state) {
     assert_int_equal(sf_strategy_parse_json(back, text, "mem.json", g, NULL, &err), SF_OK);
     int fc2 = sf_graph_find(g, "fc2");
     assert_true(sf_config_equal(sf_strategy_get(back, fc2), sf_strategy_get(s, fc2)));
+    free(text);
+    sf_strategy_free(back);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+}
+
+/* Operators tied across types (GPT's wte and lm_head) keep their weights whole,
+ * so their reduction dimension's kind is none; files still leave its degree out
+ * (written before the embedding's reduction existed, and by the writer since). */
+static void test_json_tied_tail(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = 4;
+    o.layers = 1;
+    o.hidden = 32;
+    o.heads = 4;
+    o.seq_len = 8;
+    o.vocab = 16;
+    sf_graph *g = sf_model_build("gpt", &o, &err);
+    assert_non_null(g);
+    int wte = sf_graph_find(g, "wte");
+    assert_true(wte >= 0);
+    assert_int_equal(sf_graph_op(g, wte)->space.ndim, 4);
+    sf_strategy *s = sf_strategy_new(g);
+    sf_strategy_single(s, g, 0);
+    char *text = sf_strategy_to_json(s, g, &err);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"wte\": {\"degrees\": [1, 1, 1], \"devices\": [0]}"));
+    assert_non_null(strstr(text, "\"lm_head\": {\"degrees\": [1, 1, 1], \"devices\": [0]}"));
+    sf_strategy *back = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_parse_json(back, text, "old.json", g, NULL, &err), SF_OK);
+    assert_true(sf_config_equal(sf_strategy_get(back, wte), sf_strategy_get(s, wte)));
     free(text);
     sf_strategy_free(back);
     sf_strategy_free(s);
@@ -622,10 +657,11 @@ static void test_softmax_ce_classes(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reduction_kinds),   cmocka_unit_test(test_sim_delta_equals_full),
-        cmocka_unit_test(test_json_round_trip),   cmocka_unit_test(test_random_proposals),
-        cmocka_unit_test(test_matmul_and_limits), cmocka_unit_test(test_optcnn_reduce),
-        cmocka_unit_test(test_attention_heads),   cmocka_unit_test(test_softmax_ce_classes),
+        cmocka_unit_test(test_reduction_kinds),    cmocka_unit_test(test_sim_delta_equals_full),
+        cmocka_unit_test(test_json_round_trip),    cmocka_unit_test(test_json_tied_tail),
+        cmocka_unit_test(test_random_proposals),   cmocka_unit_test(test_matmul_and_limits),
+        cmocka_unit_test(test_optcnn_reduce),      cmocka_unit_test(test_attention_heads),
+        cmocka_unit_test(test_softmax_ce_classes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -51,6 +51,14 @@ typedef struct reader {
 } reader;
 
 /* "origin:line:col: [operator 'name': ]message" at the value `path` names. */
+/* 1 when op's parallel space ends with a reduction dimension after its output's
+ * (a linear's input features, an attention's heads, ...), which files may leave
+ * out; its kind may have become NONE (operators tied across types keep their
+ * weights whole: graph.c), and old files still leave it out. */
+static int reduce_tail(const sf_op *op) {
+    return op->n_outputs > 0 && op->space.ndim == op->out_shapes[0].ndim + 1;
+}
+
 static sf_status fail_at(const reader *r, const sf_json_step *path, int n_path, const char *op,
                          sf_status st, const char *fmt, ...) SF_PRINTF(6, 7);
 static sf_status fail_at(const reader *r, const sf_json_step *path, int n_path, const char *op,
@@ -121,7 +129,7 @@ static sf_status read_config(const reader *r, const sf_op *op, const sf_machine 
     /* a trailing reduction dimension may be left out: degree 1 (the files
      * written before partial sums, and every config that does not use one) */
     int given = (int)json_array_size(deg);
-    if (!(given == nd || (given == nd - 1 && op->kinds[nd - 1] == SF_DIM_REDUCE)))
+    if (!(given == nd || (given == nd - 1 && reduce_tail(op))))
         return fail_at(r, at, 3, name, SF_ERR_INVALID,
                        "\"degrees\" has %d entries, its parallel space %s has %d dimensions",
                        (int)json_array_size(deg), sf_shape_str(&op->space, shape, sizeof shape),
@@ -173,8 +181,8 @@ static sf_status read_config(const reader *r, const sf_op *op, const sf_machine 
                 return fail_at(r, at, 4, name, SF_ERR_RANGE,
                                "part %d on device %lld, but machine '%s' has %d devices (0-%d)", p,
                                (long long)d, sf_machine_name(m), n_dev, n_dev - 1);
-            return fail_at(r, at, 4, name, SF_ERR_RANGE, "part %d on device %lld, out of range",
-                           p, (long long)d);
+            return fail_at(r, at, 4, name, SF_ERR_RANGE, "part %d on device %lld, out of range", p,
+                           (long long)d);
         }
         c->device[p] = (int16_t)d;
     }
@@ -245,8 +253,10 @@ static sf_status read_strategy(const reader *r, json_t *root, const sf_graph *g,
         const json_t *idv = json_object_get(ids, key);
         if (!idv) {
             sf_json_step p[2] = {{"ops", 0}, {key, 0}};
-            st = fail_at(r, p, 2, NULL, SF_ERR_NOTFOUND, "unknown operator '%s' (model '%s' has "
-                         "no operator of that name)", key, sf_graph_name(g));
+            st = fail_at(r, p, 2, NULL, SF_ERR_NOTFOUND,
+                         "unknown operator '%s' (model '%s' has "
+                         "no operator of that name)",
+                         key, sf_graph_name(g));
             break;
         }
         int id = (int)json_integer_value(idv);
@@ -275,8 +285,7 @@ static sf_status read_strategy(const reader *r, json_t *root, const sf_graph *g,
     if (missing > listed)
         return fail_at(r, at, 1, NULL, SF_ERR_INVALID,
                        "no config for %d operator%s of model '%s': %s and %d more", missing,
-                       missing == 1 ? "" : "s",
-                       sf_graph_name(g), list, missing - listed);
+                       missing == 1 ? "" : "s", sf_graph_name(g), list, missing - listed);
     return fail_at(r, at, 1, NULL, SF_ERR_INVALID, "no config for %d operator%s of model '%s': %s",
                    missing, missing == 1 ? "" : "s", sf_graph_name(g), list);
 }
@@ -370,9 +379,7 @@ char *sf_strategy_to_json_for(const sf_strategy *s, const sf_graph *g, const sf_
         sf_strbuf_puts(&b, ": {\"degrees\": [");
         const sf_op *op = sf_graph_op(g, i);
         int nd = c->ndim; /* a trailing reduction degree of 1 is left out (the reader's rule) */
-        if (nd > 1 && nd == op->space.ndim && op->kinds[nd - 1] == SF_DIM_REDUCE &&
-            c->degree[nd - 1] == 1)
-            nd--;
+        if (nd > 1 && nd == op->space.ndim && reduce_tail(op) && c->degree[nd - 1] == 1) nd--;
         for (int d = 0; d < nd; d++) sf_strbuf_printf(&b, "%s%d", d ? ", " : "", c->degree[d]);
         sf_strbuf_puts(&b, "], \"devices\": [");
         for (int p = 0; p < c->n_parts; p++)

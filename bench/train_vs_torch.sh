@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# train_vs_torch.sh - LeNet-5 training throughput: soapflow on 2 MPI ranks (one
-# BLAS thread each, data parallelism, batch 64 in all) against PyTorch with 2
-# threads (bench/torch_lenet5.py: the same model, optimizer, data and timing),
-# side by side in one invocation, and their ratio.
+# train_vs_torch.sh - training throughput: soapflow on P MPI ranks (one BLAS
+# thread each, data parallelism) against PyTorch with P threads
+# (bench/torch_zoo.py: the same model, optimizer, data and timing), side by side
+# in one invocation, and their ratio, for each model asked for.
 #
-#   bench/train_vs_torch.sh [--reps N] [--epochs E | --iters N] [--mpi-args "ARGS"]
+#   bench/train_vs_torch.sh [--model M]... [--ranks P] [--reps N]
+#                           [--epochs E | --iters N] [--batch B] [--mpi-args "ARGS"]
 #
+#   --model M      lenet5, mlp (784-4096-4096-10) or resnet18; repeat it for
+#                  several (default: lenet5)
+#   --ranks P      soapflow's ranks and PyTorch's threads (default 2)
 #   --reps N       runs of each (default 3), alternating which goes first
-#   --epochs E     passes over Fashion-MNIST each run (default 1: 937 steps)
+#   --epochs E     passes over the data each run (default: 1 epoch, 937 steps,
+#                  for lenet5; 100 steps for mlp; 12 for resnet18)
 #   --iters N      steps each run instead of epochs (both still report test accuracy)
+#   --batch B      the global batch (default 64; 8 for resnet18)
 #   --mpi-args A   extra mpirun arguments, e.g. "--mca mpi_yield_when_idle 1"
 #   SOAPFLOW=path  the binary (default build/soapflow); PYTHON=path (default
 #                  /usr/bin/python3: Debian's python3-torch installs for it)
@@ -28,18 +34,30 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SOAPFLOW="${SOAPFLOW:-$ROOT/build/soapflow}"
 PYTHON="${PYTHON:-/usr/bin/python3}"
 REPS=3
-LEN=(--epochs 1)
+LEN=()
 MPI_ARGS=""
+MODELS=()
+RANKS=2
+BATCH=""
 while [ $# -gt 0 ]; do
     case "$1" in
+    --model)
+        case "${2:-}" in
+        lenet5 | mlp | resnet18) MODELS+=("$2") ;;
+        *) echo "train_vs_torch.sh: unknown model '${2:-}' (lenet5, mlp or resnet18)" >&2; exit 2 ;;
+        esac
+        shift 2 ;;
+    --ranks) RANKS="$2"; shift 2 ;;
+    --batch) BATCH="$2"; shift 2 ;;
     --reps) REPS="$2"; shift 2 ;;
     --epochs) LEN=(--epochs "$2"); shift 2 ;;
     --iters) LEN=(--iters "$2"); shift 2 ;;
     --mpi-args) MPI_ARGS="$2"; shift 2 ;;
-    -h|--help) sed -n '2,24p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
+    -h|--help) sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//'; exit 0 ;;
     *) echo "train_vs_torch.sh: unknown argument '$1' (see --help)" >&2; exit 2 ;;
     esac
 done
+[ ${#MODELS[@]} -gt 0 ] || MODELS=(lenet5)
 
 [ -x "$SOAPFLOW" ] || { echo "train_vs_torch.sh: no $SOAPFLOW: build first (cmake --build build)" >&2; exit 1; }
 if ! "$PYTHON" -c 'import torch' 2>/dev/null; then
@@ -62,30 +80,43 @@ load1() { cut -d' ' -f1 /proc/loadavg; }
 
 run_soapflow() {
     # shellcheck disable=SC2086  # MPI_ARGS is a list of words
-    mpirun -n 2 $MPI_ARGS "$SOAPFLOW" train --model lenet5 --batch 64 --lr 0.01 --momentum 0.9 \
-        --weight-decay 0 "${LEN[@]}" --json > "$TMP/sf.$1.json"
+    mpirun -n "$RANKS" $MPI_ARGS "$SOAPFLOW" train --model "$MODEL" --batch "$B" --lr 0.01 \
+        --momentum 0.9 --weight-decay 0 "${ML[@]}" --json > "$TMP/sf.$1.json"
 }
 run_torch() {
-    OMP_NUM_THREADS=2 "$PYTHON" "$ROOT/bench/torch_lenet5.py" --threads 2 --lr 0.01 \
-        --momentum 0.9 --weight-decay 0 "${LEN[@]}" --json > "$TMP/pt.$1.json"
+    OMP_NUM_THREADS="$RANKS" "$PYTHON" "$ROOT/bench/torch_zoo.py" --model "$MODEL" --batch "$B" \
+        --threads "$RANKS" --lr 0.01 --momentum 0.9 --weight-decay 0 "${ML[@]}" --json \
+        > "$TMP/pt.$1.json"
 }
 
-echo "lenet5, batch 64, ${LEN[*]}, $REPS runs each; $(nproc) cores; load before: $(load1)" >&2
-for r in $(seq 1 "$REPS"); do
-    if [ $((r % 2)) -eq 1 ]; then order="soapflow torch"; else order="torch soapflow"; fi
-    for w in $order; do
-        l=$(load1)
-        t0=$(date +%s%N)
-        if [ "$w" = soapflow ]; then run_soapflow "$r"; echo "$l" > "$TMP/sf.$r.load"
-        else run_torch "$r"; echo "$l" > "$TMP/pt.$r.load"; fi
-        printf '  run %d %-8s load %s, %d s\n' "$r" "$w" "$l" \
-            $(( ($(date +%s%N) - t0) / 1000000000 )) >&2
+for MODEL in "${MODELS[@]}"; do
+    B="$BATCH"
+    if [ -z "$B" ]; then if [ "$MODEL" = resnet18 ]; then B=8; else B=64; fi; fi
+    ML=("${LEN[@]}")
+    if [ ${#ML[@]} -eq 0 ]; then
+        case "$MODEL" in
+        lenet5) ML=(--epochs 1) ;;
+        mlp) ML=(--iters 100) ;;
+        resnet18) ML=(--iters 12) ;;
+        esac
+    fi
+    echo "$MODEL, batch $B, ${ML[*]}, $REPS runs each; $(nproc) cores; load before: $(load1)" >&2
+    for r in $(seq 1 "$REPS"); do
+        if [ $((r % 2)) -eq 1 ]; then order="soapflow torch"; else order="torch soapflow"; fi
+        for w in $order; do
+            l=$(load1)
+            t0=$(date +%s%N)
+            if [ "$w" = soapflow ]; then run_soapflow "$r"; echo "$l" > "$TMP/sf.$r.load"
+            else run_torch "$r"; echo "$l" > "$TMP/pt.$r.load"; fi
+            printf '  run %d %-8s load %s, %d s\n' "$r" "$w" "$l" \
+                $(( ($(date +%s%N) - t0) / 1000000000 )) >&2
+        done
     done
-done
 
-"$PYTHON" - "$TMP" "$REPS" "$(load1)" "$MPI_ARGS" <<'EOF'
-import json, statistics, sys
-tmp, reps, load_end, mpi_args = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+    "$PYTHON" - "$TMP" "$REPS" "$(load1)" "$MPI_ARGS" "$MODEL" "$RANKS" "$B" <<'EOF'
+import json, sys
+tmp, reps, load_end, mpi_args, model, ranks, batch = sys.argv[1:8]
+reps = int(reps)
 def runs(p):
     out = []
     for r in range(1, reps + 1):
@@ -98,23 +129,27 @@ def pick(rs):
     by = sorted(rs, key=lambda j: j["iter_ms"])
     return by[0], by[(len(by) - 1) // 2]   # best, median (lower median for even N)
 (sb, sm), (pb, pm) = pick(sf), pick(pt)
-print(f"soapflow: mpirun -n 2{' ' + mpi_args if mpi_args else ''}, 1 BLAS thread a rank, "
-      f"strategy {sf[0]['strategy']}; PyTorch {pt[0]['torch']}, {pt[0]['threads']} threads; "
-      f"batch 64, {sf[0]['steps']} steps a run, {reps} runs")
+pct = lambda v: f"{100 * v:.2f}%" if v is not None else "-"
+num = lambda v: f"{v:.4f}" if v is not None else "-"
+print(f"{model}: soapflow: mpirun -n {ranks}{' ' + mpi_args if mpi_args else ''}, 1 BLAS thread "
+      f"a rank, strategy {sf[0]['strategy']}; PyTorch {pt[0]['torch']}, {pt[0]['threads']} "
+      f"threads; batch {batch}, {sf[0]['steps']} steps a run, {reps} runs")
 print()
 print("| | soapflow best | PyTorch best | soapflow/PyTorch | soapflow median run | PyTorch median run | soapflow/PyTorch |")
 print("|---|---|---|---|---|---|---|")
-print(f"| images/s | {sb['images_per_s']:.0f} | {pb['images_per_s']:.0f} | "
-      f"{sb['images_per_s'] / pb['images_per_s']:.2f}x | {sm['images_per_s']:.0f} | "
-      f"{pm['images_per_s']:.0f} | {sm['images_per_s'] / pm['images_per_s']:.2f}x |")
+print(f"| images/s | {sb['images_per_s']:.1f} | {pb['images_per_s']:.1f} | "
+      f"{sb['images_per_s'] / pb['images_per_s']:.2f}x | {sm['images_per_s']:.1f} | "
+      f"{pm['images_per_s']:.1f} | {sm['images_per_s'] / pm['images_per_s']:.2f}x |")
 print(f"| median iteration ms | {sb['iter_ms']:.3f} | {pb['iter_ms']:.3f} | | "
       f"{sm['iter_ms']:.3f} | {pm['iter_ms']:.3f} | |")
-print(f"| test accuracy | {100 * sb['test_accuracy']:.2f}% | {100 * pb['test_accuracy']:.2f}% | | "
-      f"{100 * sm['test_accuracy']:.2f}% | {100 * pm['test_accuracy']:.2f}% | |")
-print(f"| final loss | {sb['loss_last']:.4f} | {pb['loss_last']:.4f} | | "
-      f"{sm['loss_last']:.4f} | {pm['loss_last']:.4f} | |")
+print(f"| test accuracy | {pct(sb.get('test_accuracy'))} | {pct(pb.get('test_accuracy'))} | | "
+      f"{pct(sm.get('test_accuracy'))} | {pct(pm.get('test_accuracy'))} | |")
+print(f"| final loss | {num(sb.get('loss_last'))} | {num(pb.get('loss_last'))} | | "
+      f"{num(sm.get('loss_last'))} | {num(pm.get('loss_last'))} | |")
 print()
 fmt = lambda rs: ", ".join(f"{j['iter_ms']:.2f} ms (load {j['load']:.2f})" for j in rs)
 print(f"every run: soapflow {fmt(sf)}; PyTorch {fmt(pt)}; load at the end {load_end}")
-print("images/s = 64 / median iteration time; ratio > 1: soapflow is faster")
+print(f"images/s = {batch} / median iteration time; ratio > 1: soapflow is faster")
+print()
 EOF
+done

@@ -28,6 +28,15 @@ that the imported graph and weights compute the same loss.
   transformer_op14
                  the same with GELU at torch's default opset, 14: layer normalization and
                  GELU spelled out in ReduceMean, Sub, Pow, Sqrt, Div, Erf ...
+  gpt            a GPT-2-style decoder (the zoo's gpt): token and position embeddings
+                 (two inputs, tokens and positions), 2 pre-norm blocks of
+                 nn.MultiheadAttention with a causal attn_mask and a GELU MLP, a final
+                 layer norm, the LM head tied to the token embedding (F.linear(x,
+                 wte.weight)); opset 17, constant folding on (torch's default: the head
+                 reads a transposed copy of wte)
+  gpt_op14_nofold
+                 the same at opset 14 without constant folding (the head reads
+                 Transpose(wte); layer norm and GELU spelled out)
   misc_op9, misc_op13
                  activations and shapes: LeakyReLU, ReLU6 (Clip by attributes at 9, by
                  inputs at 13), Sigmoid, Tanh, a product, a concatenation, average and
@@ -118,6 +127,64 @@ class TransformerLM(nn.Module):
         return self.fc(self.layer(self.embed(tokens)))
 
 
+class GptBlock(nn.Module):
+    def __init__(self, d, heads):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = nn.MultiheadAttention(d, heads, dropout=0.0, batch_first=True)
+        self.ln_2 = nn.LayerNorm(d)
+        self.fc1 = nn.Linear(d, 4 * d)
+        self.fc2 = nn.Linear(4 * d, d)
+
+    def forward(self, x, mask):
+        a = self.ln_1(x)
+        x = x + self.attn(a, a, a, attn_mask=mask, need_weights=False)[0]
+        return x + self.fc2(F.gelu(self.fc1(self.ln_2(x))))
+
+
+class GptLM(nn.Module):
+    """The zoo's gpt (src/models/zoo_gpt.c) at vocabulary 50, width 32, 4 heads, 2
+    blocks, 10 positions: 27,392 parameters, the tied head counted once."""
+
+    def __init__(self, vocab=50, d=32, heads=4, layers=2, t=10):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(t, d)
+        self.register_buffer("mask", torch.triu(torch.full((t, t), float("-inf")), 1))
+        self.h = nn.ModuleList([GptBlock(d, heads) for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(d)
+
+    def forward(self, tokens, positions):
+        x = self.wte(tokens) + self.wpe(positions)
+        for b in self.h:
+            x = b(x, self.mask)
+        return F.linear(self.ln_f(x), self.wte.weight)
+
+
+def gpt_fixture(outdir, name, m, opset, fold):
+    """GptLM exported with its two inputs, and its loss on one batch."""
+    tokens = torch.randint(0, 50, (BATCH, 10))
+    positions = torch.arange(10).repeat(BATCH, 1)
+    m.eval()
+    path = os.path.join(outdir, name + ".onnx")
+    torch.onnx.export(m, (tokens, positions), path, opset_version=opset,
+                      training=torch.onnx.TrainingMode.EVAL, do_constant_folding=fold,
+                      input_names=["tokens", "positions"], output_names=["output"],
+                      dynamic_axes={"tokens": {0: "batch"}, "positions": {0: "batch"}})
+    torch.manual_seed(1)
+    with torch.no_grad():
+        rows = m(tokens, positions).reshape(-1, 50)
+    labels = torch.randint(0, 50, (rows.shape[0],))
+    with open(os.path.join(outdir, name + ".json"), "w") as f:
+        json.dump({"batch": BATCH, "inputs": {"tokens": tokens.flatten().tolist(),
+                                              "positions": positions.flatten().tolist()},
+                   "labels": labels.tolist(), "loss": float(F.cross_entropy(rows, labels)),
+                   "params": params(m)}, f)
+        f.write("\n")
+    print("%-12s opset %2d  %8d params  %7d bytes" % (name, opset, params(m),
+                                                      os.path.getsize(path)))
+
+
 class Misc(nn.Module):
     def __init__(self):
         super().__init__()
@@ -197,6 +264,11 @@ def small(outdir):
                 f.write("\n")
         print("%-12s opset %2d  %8d params  %7d bytes" % (name, opset, params(m),
                                                           os.path.getsize(path)))
+
+
+    gpt = GptLM()
+    gpt_fixture(outdir, "gpt", gpt, 17, True)
+    gpt_fixture(outdir, "gpt_op14_nofold", gpt, 14, False)
 
 
 def big(outdir):

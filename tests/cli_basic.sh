@@ -17,11 +17,11 @@ trap 'rm -rf "$TMP"' EXIT
 run models "$SF" models
 expect_ok models
 for m in lenet5 alexnet vgg16 resnet18 resnet50 resnet101 inception_v3 rnntc rnnlm nmt mlp \
-    transformer; do
+    transformer gpt gpt2 gpt2-medium gpt2-large gpt2-xl gpt3; do
     grep -qx "$m" "$TMP/models.out" || fail "models: '$m' is not on a line of its own"
 done
-if grep -v '^[a-z0-9_]*$' "$TMP/models.out" >/dev/null; then
-    fail "models: plain output holds more than names: $(grep -v '^[a-z0-9_]*$' "$TMP/models.out")"
+if grep -v '^[a-z0-9_-]*$' "$TMP/models.out" >/dev/null; then
+    fail "models: plain output holds more than names: $(grep -v '^[a-z0-9_-]*$' "$TMP/models.out")"
 fi
 run models_json "$SF" models --json
 expect_ok models_json
@@ -100,6 +100,40 @@ params=$(json_int "$TMP/r50.out" params)
 for key in model ops flops_fwd flops_bwd activation_bytes; do
     grep -q "\"$key\":" "$TMP/r50.out" || fail "graph --json: no \"$key\""
 done
+
+# ---- graph: the GPTs count the published parameters (the tied head once) --
+for pair in gpt2:124439808 gpt2-medium:354823168 gpt2-large:774030080 gpt2-xl:1557611200 \
+    gpt3:174604259328; do
+    m=${pair%%:*}
+    run "gpt_$m" "$SF" graph --model "$m" --batch 1 --json
+    expect_ok "gpt_$m"
+    [ "$(json_int "$TMP/gpt_$m.out" params)" = "${pair#*:}" ] ||
+        fail "graph $m: params '$(json_int "$TMP/gpt_$m.out" params)', want ${pair#*:}"
+done
+# the sizes as options: 12 L h^2 + 13 L h + (V + S) h + 2h = 13,536 for L 1, h 32, S 8, V 16
+run gpt_small "$SF" graph --model gpt --layers 1 --hidden 32 --heads 4 --seq-len 8 --vocab 16 \
+    --batch 2 --json
+expect_ok gpt_small
+[ "$(json_int "$TMP/gpt_small.out" params)" = 13536 ] ||
+    fail "graph gpt --layers 1 ...: params '$(json_int "$TMP/gpt_small.out" params)', want 13536"
+# the tied head survives a model file: share_weights across types, counted once
+run gpt_save "$SF" graph --model gpt --layers 1 --hidden 32 --heads 4 --seq-len 8 --vocab 16 \
+    --batch 2 --save "$TMP/gpt.json"
+expect_ok gpt_save
+grep -q '"name": "lm_head", .*"bias": false, "share_weights": "wte"' "$TMP/gpt.json" ||
+    fail "graph gpt --save: the head is not tied to wte"
+run gpt_load "$SF" graph --model "$TMP/gpt.json" --json
+expect_ok gpt_load
+[ "$(json_int "$TMP/gpt_load.out" params)" = 13536 ] ||
+    fail "gpt model file: params '$(json_int "$TMP/gpt_load.out" params)', want 13536"
+run gpt_heads "$SF" graph --model gpt --hidden 32 --heads 5
+expect_error gpt_heads
+grep -q "hidden (32) must be a multiple of heads (5)" "$TMP/gpt_heads.err" ||
+    fail "gpt --heads 5: $(cat "$TMP/gpt_heads.err")"
+run lenet_layers "$SF" graph --model lenet5 --layers 2
+expect_usage lenet_layers
+grep -q "\-\-layers does not apply to lenet5" "$TMP/lenet_layers.err" ||
+    fail "lenet5 --layers: $(cat "$TMP/lenet_layers.err")"
 
 # The default batch is 64 per device of the machine (p100-4x4: 16 devices).
 run r50_default "$SF" graph --model resnet50 --json

@@ -17,7 +17,8 @@ export OPENBLAS_NUM_THREADS=1
 
 . "$(dirname "$0")/lib/cli.sh"
 command -v python3 >/dev/null 2>&1 || fail "no python3 to read the costs file"
-# 200 distinct tasks; at 10 timed runs each, a few seconds, stopped long before
+# 200 distinct tasks; at 300 timed runs each, about 20 s on this host (0.6 s at 10),
+# stopped long before: the stops below come 0.3 s and 1 s in, whatever the host
 P=(profile --model lenet5 --batch 64 --machine 'cpu[4]' --warmup 0)
 C="$TMP/costs.json"
 
@@ -43,7 +44,7 @@ wait_for() {
 }
 
 # ---- SIGKILL: the last write survives -----------------------------------------------
-"$SF" "${P[@]}" --reps 10 --save-every 0 --out "$C" >"$TMP/kill.out" 2>"$TMP/kill.err" &
+"$SF" "${P[@]}" --reps 300 --save-every 0 --out "$C" >"$TMP/kill.out" 2>"$TMP/kill.err" &
 pid=$!
 wait_for "$C"
 sleep 0.3
@@ -53,7 +54,7 @@ n1=$(entries "$C") || fail "after SIGKILL: not a valid costs file: $(head -c 300
 [ "$n1" -ge 1 ] && [ "$n1" -lt 200 ] || fail "after SIGKILL: $n1 entries, want 1 to 199"
 
 # ---- SIGTERM: every entry so far, one line, exit 1 ------------------------------------
-"$SF" "${P[@]}" --reps 10 --out "$C" >"$TMP/term.out" 2>"$TMP/term.err" &
+"$SF" "${P[@]}" --reps 300 --out "$C" >"$TMP/term.out" 2>"$TMP/term.err" &
 pid=$!
 sleep 1
 kill -TERM "$pid"

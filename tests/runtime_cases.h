@@ -5,8 +5,9 @@
  * A case is a model and a strategy; it passes when P ranks give the losses and
  * final weights of one rank within a relative 1e-4 after RC_ITERS steps of SGD
  * with momentum and weight decay on synthetic batches (different each step).
- * The models: lenet5, an MLP, a small residual CNN, a small LSTM language model
- * and a small transformer. The strategies: data, model, one weird trick, random
+ * The models: lenet5, an MLP, a small residual CNN, a small LSTM language model,
+ * a small transformer and a small GPT (causal attention, LM head tied to the
+ * token embedding: two operators accumulate into one weight group). The strategies: data, model, one weird trick, random
  * strategies over the whole SOAP space, one found by MCMC, and (lenet5) a
  * strategy that alternates attribute splits with halos, parameter splits and
  * sample splits between consecutive operators, so every edge re-partitions.
@@ -249,7 +250,7 @@ static sf_graph *rc_resnet_tiny(void) {
     return g;
 }
 
-#define RC_MODELS 5
+#define RC_MODELS 6
 
 /* Model i of the cases: small sizes, so that a case trains in milliseconds. */
 static sf_graph *rc_model(int i) {
@@ -279,12 +280,21 @@ static sf_graph *rc_model(int i) {
         o.hidden = 8;
         o.vocab = 16;
         break;
-    default:
+    case 4:
         name = "transformer";
         o.batch = 2;
         o.seq_len = 4;
         o.hidden = 24;
         o.vocab = 16;
+        break;
+    default:
+        name = "gpt";
+        o.batch = 2;
+        o.layers = 2;
+        o.hidden = 64;
+        o.heads = 4;
+        o.seq_len = 16;
+        o.vocab = 32;
         break;
     }
     sf_error err = {0};

@@ -97,14 +97,17 @@ static void test_load_small(void **state) {
             assert_int_equal(ds.n_classes, 10);
             assert_true(strstr(ds.images_path, s ? "t10k-images-idx3-ubyte.gz"
                                                  : "train-images-idx3-ubyte") != NULL);
+            float img[6];
             for (int i = 0; i < 36; i++) {
                 /* the documented formula, computed here in double */
                 double want = ((double)pixels[i] / 255.0 - mean[k]) / stdv[k];
-                assert_true(fabs(ds.images[i] - want) < 1e-6);
+                if (i % 6 == 0) sf_dataset_image(&ds, i / 6, img);
+                assert_true(fabs(img[i % 6] - want) < 1e-6);
+                assert_int_equal(ds.pixels[i], pixels[i]); /* kept as bytes */
             }
             for (int i = 0; i < 6; i++) assert_int_equal(ds.labels[i], labels[i]);
             sf_dataset_free(&ds);
-            assert_null(ds.images);
+            assert_null(ds.pixels);
         }
 }
 
@@ -119,7 +122,7 @@ static void test_mismatch_and_bad_labels(void **state) {
     sf_dataset ds;
     assert_int_equal(sf_dataset_load("mnist", "train", dir, &ds, &err), SF_ERR_SHAPE);
     assert_has(err.msg, "train-labels-idx1-ubyte.gz: 5 labels for the 6 images of ");
-    assert_null(ds.images);
+    assert_null(ds.pixels);
     sf_dataset_free(&ds); /* harmless on a failed load */
 
     /* a label of 10 in a ten-class dataset, at sample 4: byte 8 + 4 */
@@ -265,7 +268,7 @@ static void check_real(const char *name, double mean, double stdv, const int *fi
     double s = 0, s2 = 0;
     size_t n = (size_t)train.n * 784;
     for (size_t i = 0; i < n; i++) {
-        double u = (double)train.images[i] * train.std + train.mean; /* back to byte / 255 */
+        double u = (double)train.lut[train.pixels[i]] * train.std + train.mean; /* byte / 255 */
         s += u;
         s2 += u * u;
     }

@@ -4,7 +4,9 @@
  * beside each file (one rank, the runtime's kernels), which checks every weight
  * layout (transposed linear layers, LSTM gate order, the packed attention);
  * the zoo's lenet5 exported this way has the zoo model's parameters, FLOPs and
- * simulated times. Then the errors: every truncation and many corruptions of a
+ * simulated times; a GPT-2-style model (causal nn.MultiheadAttention, LM head
+ * tied to the token embedding) maps to causal attention operators and a head
+ * that shares the embedding's weights. Then the errors: every truncation and many corruptions of a
  * file give one line naming the file (and the node where there is one) and
  * never crash; unsupported operators are listed in one message with counts and
  * first nodes; cycles, unknown inputs, missing graphs, wrong opsets and shape
@@ -23,13 +25,14 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 /* cmocka needs setjmp.h, stdarg.h and stddef.h first */
 #include <cmocka.h>
 
 #include <jansson.h>
 
-#include "onnx/onnx_impl.h"
 #include "onnx.pb-c.h"
+#include "onnx/onnx_impl.h"
 #include "soapflow/cost.h"
 #include "soapflow/io.h"
 #include "soapflow/models.h"
@@ -37,7 +40,8 @@
 #include "soapflow/sim.h"
 
 static const char *const fixtures[] = {"lenet5",      "lenet5_op9",       "resblock", "lstm_lm",
-                                       "transformer", "transformer_op14", "misc_op9", "misc_op13"};
+                                       "transformer", "transformer_op14", "misc_op9", "misc_op13",
+                                       "gpt",         "gpt_op14_nofold"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 static void fixture_path(char *buf, size_t cap, const char *name, const char *ext) {
@@ -64,11 +68,38 @@ static json_t *read_expect(const char *name) {
     return j;
 }
 
-/* A failure's message: one line, starting with the origin. */
+/* 1 when s is valid UTF-8 (RFC 3629), checked by its own rules here. */
+static int valid_utf8(const char *str) {
+    const unsigned char *s = (const unsigned char *)str;
+    while (*s) {
+        int n = *s < 0x80                  ? 1
+                : *s >= 0xc2 && *s <= 0xdf ? 2
+                : *s >= 0xe0 && *s <= 0xef ? 3
+                : *s >= 0xf0 && *s <= 0xf4 ? 4
+                                           : 0;
+        if (!n) return 0;
+        for (int i = 1; i < n; i++)
+            if ((s[i] & 0xc0) != 0x80) return 0;
+        unsigned cp = n == 1   ? s[0]
+                      : n == 2 ? (s[0] & 0x1fu) << 6 | (s[1] & 0x3fu)
+                      : n == 3 ? (s[0] & 0x0fu) << 12 | (s[1] & 0x3fu) << 6 | (s[2] & 0x3fu)
+                               : (s[0] & 0x07u) << 18 | (s[1] & 0x3fu) << 12 | (s[2] & 0x3fu) << 6 |
+                                     (s[3] & 0x3fu);
+        if ((n == 3 && (cp < 0x800 || (cp >= 0xd800 && cp <= 0xdfff))) ||
+            (n == 4 && (cp < 0x10000 || cp > 0x10ffff)))
+            return 0;
+        s += n;
+    }
+    return 1;
+}
+
+/* A failure's message: one line of valid UTF-8, starting with the origin. */
 static void check_one_line(const sf_error *err, const char *origin) {
     assert_true(err->code != SF_OK);
-    assert_true(strncmp(err->msg, origin, strlen(origin)) == 0);
+    if (strncmp(err->msg, origin, strlen(origin)) != 0)
+        fail_msg("does not start with '%s': %s", origin, err->msg);
     assert_null(strchr(err->msg, '\n'));
+    if (!valid_utf8(err->msg)) fail_msg("not UTF-8: %s", err->msg);
 }
 
 static void expect_fail(const void *buf, size_t len, int64_t batch, sf_status code,
@@ -124,11 +155,30 @@ static void test_fixtures_import(void **state) {
             assert_non_null(w);
             for (int i = 0; i < sf_graph_num_ops(g); i++) {
                 const sf_op *op = sf_graph_op(g, i);
-                assert_true((op->n_params > 0) == (w[i] != NULL));
+                /* weights by owner: a tied head (gpt) reads its embedding's */
+                assert_true((op->n_params > 0 && op->weight_owner < 0) == (w[i] != NULL));
                 for (int64_t k = 0; w[i] && k < op->n_params; k++) assert_true(isfinite(w[i][k]));
             }
         } else {
             assert_null(w); /* exported without its parameters */
+        }
+        if (!strncmp(fixtures[f], "gpt", 3)) { /* the head is tied to wte, found by value */
+            const sf_op *head = sf_graph_op(g, sf_graph_num_ops(g) - 2);
+            assert_int_equal(head->type, SF_OP_LINEAR);
+            assert_int_equal(head->params.linear.bias, 0);
+            assert_true(head->weight_owner >= 0);
+            assert_int_equal(sf_graph_op(g, head->weight_owner)->type, SF_OP_EMBEDDING);
+            assert_int_equal(sf_graph_op(g, head->weight_owner)->params.embedding.num_embeddings,
+                             50);
+            int n_attn = 0;
+            for (int i = 0; i < sf_graph_num_ops(g); i++) {
+                const sf_op *op = sf_graph_op(g, i);
+                if (op->type != SF_OP_ATTENTION) continue;
+                assert_int_equal(op->params.attention.causal, 1);
+                assert_int_equal(op->params.attention.heads, 4);
+                n_attn++;
+            }
+            assert_int_equal(n_attn, 2);
         }
         /* the last operator is the loss, as in the zoo */
         assert_int_equal(sf_graph_op(g, sf_graph_num_ops(g) - 1)->type, SF_OP_SOFTMAX_CE);
@@ -139,6 +189,7 @@ static void test_fixtures_import(void **state) {
         sf_graph_stats st2;
         sf_graph_stats_compute(g2, &st2);
         assert_int_equal(st2.ops, st.ops);
+        assert_true(st2.params == st.params); /* a tied head is found either way */
         assert_true(st2.flops_fwd == st.flops_fwd);
         sf_onnx_weights_free(g, w);
         sf_graph_free(g);
@@ -193,18 +244,30 @@ static void test_weights_give_torch_loss(void **state) {
             if (sf_graph_op(g, i)->type == SF_OP_SOFTMAX_CE) loss_op = i;
         }
         assert_true(in_op >= 0 && loss_op >= 0);
-        json_t *xin = json_object_get(ex, "input"), *lab = json_object_get(ex, "labels");
-        const sf_op *iop = sf_graph_op(g, in_op);
-        assert_int_equal((int64_t)json_array_size(xin), sf_shape_numel(&iop->out_shapes[0]));
-        float *x = malloc(json_array_size(xin) * sizeof *x);
+        /* one input ("input"), or several by name ("inputs": {name: values}) */
+        json_t *named = json_object_get(ex, "inputs"), *lab = json_object_get(ex, "labels");
+        float **xs = calloc((size_t)(n > 0 ? n : 1), sizeof *xs);
+        int fed = 0;
+        for (int i = 0; i < n; i++) {
+            const sf_op *iop = sf_graph_op(g, i);
+            if (iop->type != SF_OP_INPUT) continue;
+            json_t *xin = named        ? json_object_get(named, iop->name)
+                          : i == in_op ? json_object_get(ex, "input")
+                                       : NULL;
+            if (!xin) fail_msg("%s: no values for input '%s'", fixtures[f], iop->name);
+            assert_int_equal((int64_t)json_array_size(xin), sf_shape_numel(&iop->out_shapes[0]));
+            xs[i] = malloc(json_array_size(xin) * sizeof **xs);
+            for (size_t k = 0; k < json_array_size(xin); k++)
+                xs[i][k] = (float)json_number_value(json_array_get(xin, k));
+            fed++;
+        }
+        assert_true(fed == (named ? (int)json_object_size(named) : 1));
         int32_t *y = malloc(json_array_size(lab) * sizeof *y);
-        for (size_t k = 0; k < json_array_size(xin); k++)
-            x[k] = (float)json_number_value(json_array_get(xin, k));
         for (size_t k = 0; k < json_array_size(lab); k++)
             y[k] = (int32_t)json_integer_value(json_array_get(lab, k));
         const float **inputs = calloc((size_t)n, sizeof *inputs);
         const int32_t **labels = calloc((size_t)n, sizeof *labels);
-        inputs[in_op] = x;
+        for (int i = 0; i < n; i++) inputs[i] = xs[i];
         labels[loss_op] = y;
         sf_batch b = {inputs, labels};
         sf_strategy *s = sf_strategy_new(g);
@@ -220,7 +283,8 @@ static void test_weights_give_torch_loss(void **state) {
         sf_strategy_free(s);
         free(inputs);
         free(labels);
-        free(x);
+        for (int i = 0; i < n; i++) free(xs[i]);
+        free(xs);
         free(y);
         sf_onnx_weights_free(g, w);
         sf_graph_free(g);
@@ -659,6 +723,17 @@ static sf_graph *import_writable(const Onnx__ModelProto *m) {
     return g;
 }
 
+/* The status of importing m (its message in err). */
+static sf_status import_err(const Onnx__ModelProto *m, sf_error *err) {
+    size_t len;
+    uint8_t *buf = encode(m, &len);
+    sf_graph *g = NULL;
+    sf_status st = sf_onnx_parse(buf, len, "names.onnx", 2, &g, NULL, err);
+    free(buf);
+    sf_graph_free(g);
+    return st;
+}
+
 /* ONNX strings should be UTF-8, but protobuf-c does not check, and names are cut to a
  * bound: an operator name keeps what is valid UTF-8 of the file's name, other bytes
  * become '?', and a name cut to its bound loses the character the cut splits. (The
@@ -684,6 +759,19 @@ static void test_names_from_the_file(void **state) {
         (char *)"c\xe9\xed\xa0\x80.weight"; /* Latin-1, a surrogate */
     sf_graph *sg = import_writable(m);
     assert_true(sf_graph_find(sg, "relu?") >= 0);
+    sf_graph_free(sg);
+
+    /* an unsupported operator whose type and name hold such bytes: the message that
+     * names them is valid UTF-8 (a raw 0xfe once went into it) */
+    char *rtype = g->node[r0]->op_type;
+    g->node[r0]->op_type = (char *)"Relu\xfe\xc3";
+    sf_error err = {0};
+    assert_int_equal(import_err(m, &err), SF_ERR_UNSUPPORTED);
+    check_one_line(&err, "names.onnx: ");
+    assert_non_null(strstr(err.msg, "Relu?"));
+    assert_non_null(strstr(err.msg, "'/relu?/Relu'"));
+    g->node[r0]->op_type = rtype;
+    sg = import_writable(m);
     assert_true(sf_graph_find(sg, "c????") >= 0);
     sf_graph_free(sg);
     g->node[c0]->input[1] = win;
@@ -788,11 +876,34 @@ static void test_pattern_departures(void **state) {
     int sq = find_node(g, "Sqrt", 0), rm = find_node(g, "ReduceMean", 0);
     char *old = retype(g->node[sq], "Erf");
     buf = encode(m, &len);
-    char want[256];
-    snprintf(want, sizeof want, "a step of the layer normalization that starts at node #%d '%s'",
-             rm, g->node[rm]->name);
-    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, want, g->node[sq]->name);
+    /* an Erf not after a division: no GELU, found before the import, in the list */
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED,
+                "Erf of activations outside layer norm and GELU x1", g->node[sq]->name);
     free(buf);
+    /* a Pow where the Sqrt was: a Pow of activations steps a layer norm only as
+     * the square of x - mean, so this one after the Add of eps is listed too */
+    retype(g->node[sq], "Pow");
+    size_t sq_n = g->node[sq]->n_input;
+    char *two[2] = {g->node[sq]->input[0], g->node[sq]->input[0]};
+    char **sq_inputs = g->node[sq]->input;
+    g->node[sq]->input = two;
+    g->node[sq]->n_input = 2;
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED,
+                "Pow of activations outside layer norm and GELU x1", g->node[sq]->name);
+    free(buf);
+    g->node[sq]->input = sq_inputs;
+    g->node[sq]->n_input = sq_n;
+    g->node[sq]->op_type = old;
+    /* two departures of different types are both listed: an Erf where the Sqrt
+     * was, and an operator soapflow lacks in place of the first ReduceMean (whose
+     * Sub then reads no mean either) */
+    retype(g->node[sq], "Erf");
+    char *rm_type = retype(g->node[rm], "HardSwish");
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "HardSwish x", "Erf of activations outside");
+    free(buf);
+    g->node[rm]->op_type = rm_type;
     g->node[sq]->op_type = old;
     /* GELU's last step, the product by 0.5, made a square: not GELU */
     int half = -1;
@@ -809,6 +920,171 @@ static void test_pattern_departures(void **state) {
     free(buf);
     g->node[half]->input[1] = c_in;
     onnx__model_proto__free_unpacked(m, NULL);
+}
+
+/* ---- external data ---------------------------------------------------------------------- */
+
+static void write_bytes(const char *path, const void *b, size_t n) {
+    FILE *f = fopen(path, "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(b, 1, n, f), n);
+    fclose(f);
+}
+
+/* Import dir/model.onnx (m encoded) with its weights; the status, err filled. */
+static sf_status load_in(const char *dir, const Onnx__ModelProto *m, sf_graph **g, float ***w,
+                         sf_error *err) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    size_t len;
+    uint8_t *buf = encode(m, &len);
+    write_bytes(path, buf, len);
+    free(buf);
+    memset(err, 0, sizeof *err);
+    return sf_onnx_load(path, 2, g, w, err);
+}
+
+static void set_entry(Onnx__StringStringEntryProto *e, const char *k, const char *v) {
+    onnx__string_string_entry_proto__init(e);
+    e->key = (char *)k;
+    e->value = (char *)v;
+}
+
+/* A weight kept in a file beside the model (ONNX external data: location,
+ * offset, length) imports to the same weights as kept inside; a missing or
+ * short file, a length that is not the shape's, a location outside the folder
+ * (absolute, "..", a symbolic link out of it) and a model parsed from memory
+ * are one line naming the tensor and the file. */
+static void test_external_data(void **state) {
+    (void)state;
+    char dir[] = "/tmp/sf_onnx_ext_XXXXXX", sub[64], path[600], other[] = "/tmp/sf_onnx_out_XXXXXX";
+    assert_non_null(mkdtemp(dir));
+    assert_non_null(mkdtemp(other));
+    snprintf(sub, sizeof sub, "%s/data", dir);
+    assert_int_equal(mkdir(sub, 0755), 0);
+    Onnx__ModelProto *m = decode_fixture("lenet5");
+    Onnx__GraphProto *g = m->graph;
+    sf_graph *g0 = NULL, *g1 = NULL;
+    float **w0 = NULL, **w1 = NULL;
+    sf_error err = {0};
+    assert_int_equal(load_in(dir, m, &g0, &w0, &err), SF_OK);
+
+    /* the largest initializer moves to data/w.bin at offset 8 */
+    Onnx__TensorProto *t = NULL;
+    for (size_t i = 0; i < g->n_initializer; i++)
+        if (g->initializer[i]->has_raw_data &&
+            (!t || g->initializer[i]->raw_data.len > t->raw_data.len))
+            t = g->initializer[i];
+    assert_non_null(t);
+    size_t n = t->raw_data.len;
+    uint8_t *bytes = malloc(n + 8);
+    memset(bytes, 0x7f, 8);
+    memcpy(bytes + 8, t->raw_data.data, n);
+    snprintf(path, sizeof path, "%s/w.bin", sub);
+    write_bytes(path, bytes, n + 8);
+    ProtobufCBinaryData keep_raw = t->raw_data;
+    char off[32], lenstr[32];
+    snprintf(off, sizeof off, "8");
+    snprintf(lenstr, sizeof lenstr, "%zu", n);
+    Onnx__StringStringEntryProto e[3];
+    Onnx__StringStringEntryProto *ep[3] = {&e[0], &e[1], &e[2]};
+    set_entry(&e[0], "location", "data/w.bin");
+    set_entry(&e[1], "offset", off);
+    set_entry(&e[2], "length", lenstr);
+    t->has_raw_data = 0;
+    t->raw_data.len = 0;
+    t->raw_data.data = NULL;
+    t->has_data_location = 1;
+    t->data_location = ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
+    t->external_data = ep;
+    t->n_external_data = 3;
+
+    assert_int_equal(load_in(dir, m, &g1, &w1, &err), SF_OK);
+    assert_int_equal(sf_graph_num_ops(g1), sf_graph_num_ops(g0));
+    for (int i = 0; i < sf_graph_num_ops(g0); i++) {
+        int64_t np = sf_graph_op(g0, i)->n_params;
+        if (!w0[i]) continue;
+        assert_non_null(w1[i]);
+        assert_memory_equal(w0[i], w1[i], (size_t)np * sizeof(float));
+    }
+    sf_onnx_weights_free(g1, w1);
+    sf_graph_free(g1);
+
+    char want[160];
+    /* no length: to the end of the file, the same */
+    t->n_external_data = 2;
+    assert_int_equal(load_in(dir, m, &g1, &w1, &err), SF_OK);
+    sf_onnx_weights_free(g1, w1);
+    sf_graph_free(g1);
+    t->n_external_data = 3;
+    /* a length that is not the shape's */
+    snprintf(lenstr, sizeof lenstr, "%zu", n - 4);
+    assert_int_not_equal(load_in(dir, m, &g1, &w1, &err), SF_OK);
+    check_one_line(&err, dir);
+    if (!strstr(err.msg, t->name)) fail_msg("\'%s\' not in: %s", t->name, err.msg);
+    if (!strstr(err.msg, "its shape needs"))
+        fail_msg("\'%s\' not in: %s", "its shape needs", err.msg);
+    snprintf(lenstr, sizeof lenstr, "%zu", n);
+    /* a short file */
+    write_bytes(path, bytes, n);
+    assert_int_not_equal(load_in(dir, m, &g1, &w1, &err), SF_OK);
+    check_one_line(&err, dir);
+    snprintf(want, sizeof want, "%s/data/w.bin is short", dir);
+    if (!strstr(err.msg, want)) fail_msg("\'%s\' not in: %s", want, err.msg);
+    if (!strstr(err.msg, t->name)) fail_msg("\'%s\' not in: %s", t->name, err.msg);
+    /* a missing one */
+    assert_int_equal(unlink(path), 0);
+    assert_int_equal(load_in(dir, m, &g1, &w1, &err), SF_ERR_NOTFOUND);
+    check_one_line(&err, dir);
+    if (!strstr(err.msg, "data/w.bin")) fail_msg("\'%s\' not in: %s", "data/w.bin", err.msg);
+    if (!strstr(err.msg, t->name)) fail_msg("\'%s\' not in: %s", t->name, err.msg);
+    /* outside the folder: "..", absolute, a link out */
+    snprintf(path, sizeof path, "%s/w.bin", other);
+    write_bytes(path, bytes, n + 8);
+    char up[64];
+    snprintf(up, sizeof up, "../%s/w.bin", strrchr(other, '/') + 1);
+    const char *outside[] = {up, path};
+    for (int k = 0; k < 2; k++) {
+        set_entry(&e[0], "location", outside[k]);
+        assert_int_equal(load_in(dir, m, &g1, &w1, &err), SF_ERR_INVALID);
+        check_one_line(&err, dir);
+        if (!strstr(err.msg, "not a relative path inside the model's folder"))
+            fail_msg("\'%s\' not in: %s", "not a relative path inside the model's folder", err.msg);
+    }
+    char link[128];
+    snprintf(link, sizeof link, "%s/link.bin", sub);
+    assert_int_equal(symlink(path, link), 0);
+    set_entry(&e[0], "location", "data/link.bin");
+    assert_int_equal(load_in(dir, m, &g1, &w1, &err), SF_ERR_INVALID);
+    check_one_line(&err, dir);
+    if (!strstr(err.msg, "lies outside the model's folder"))
+        fail_msg("\'%s\' not in: %s", "lies outside the model's folder", err.msg);
+    /* from memory there is no folder */
+    size_t len;
+    uint8_t *buf = encode(m, &len);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(sf_onnx_parse(buf, len, "mem.onnx", 2, &g1, NULL, &err), SF_ERR_UNSUPPORTED);
+    check_one_line(&err, "mem.onnx: ");
+    if (!strstr(err.msg, "load the model from its file"))
+        fail_msg("\'%s\' not in: %s", "load the model from its file", err.msg);
+    free(buf);
+
+    t->external_data = NULL;
+    t->n_external_data = 0;
+    t->has_data_location = 0;
+    t->raw_data = keep_raw;
+    t->has_raw_data = 1;
+    onnx__model_proto__free_unpacked(m, NULL);
+    sf_onnx_weights_free(g0, w0);
+    sf_graph_free(g0);
+    free(bytes);
+    unlink(link);
+    unlink(path);
+    rmdir(other);
+    snprintf(path, sizeof path, "%s/model.onnx", dir);
+    unlink(path);
+    rmdir(sub);
+    rmdir(dir);
 }
 
 /* ---- Debian's ONNX test data, where installed ---------------------------------------------- */
@@ -956,6 +1232,7 @@ int main(void) {
         cmocka_unit_test(test_graph_errors),
         cmocka_unit_test(test_pattern_departures),
         cmocka_unit_test(test_names_from_the_file),
+        cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_debian_testdata),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

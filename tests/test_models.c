@@ -1,16 +1,25 @@
 /* Model zoo: every model builds at several batches; CNN parameter counts equal
  * torchvision's exactly (numbers from scripts/check_param_counts.py); shapes at
  * known points; RNN unrolling (chunking, state wiring, weights shared and
- * counted once); options and errors; AlexNet's forward FLOPs. */
+ * counted once); the GPTs' parameter counts equal the published ones, their LM
+ * head is tied to the token embedding and counted once, and their attention
+ * is causal; options and errors; AlexNet's forward FLOPs. */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <cmocka.h>
 
+#include "soapflow/io.h"
+#include "soapflow/kernels.h"
+#include "soapflow/machine.h"
 #include "soapflow/models.h"
+#include "soapflow/runtime.h"
+#include "soapflow/strategy.h"
+#include "soapflow/taskgraph.h"
 
 static sf_graph *build(const char *name, int64_t batch) {
     sf_model_options o;
@@ -44,7 +53,7 @@ static int64_t lstm_params(int64_t in, int64_t h) { return 4 * h * (in + h) + 8 
 static void test_registry(void **state) {
     (void)state;
     int n = sf_model_count();
-    assert_int_equal(n, 12);
+    assert_int_equal(n, 18);
     for (int i = 0; i < n; i++) {
         assert_non_null(sf_model_name(i));
         assert_non_null(sf_model_summary(i));
@@ -342,6 +351,275 @@ static void test_transformer(void **state) {
     assert_int_equal(err.code, SF_ERR_INVALID);
 }
 
+/* The named GPT sizes count the parameters of the released GPT-2 checkpoints
+ * (Hugging Face's gpt2 ... gpt2-xl, tied head counted once) and GPT-3's
+ * 12 L h^2 + 13 L h + (V + S) h + 2h. */
+static void test_gpt_params(void **state) {
+    (void)state;
+    static const struct {
+        const char *name;
+        int64_t params, layers, hidden, heads, positions;
+    } want[] = {
+        {"gpt2", 124439808, 12, 768, 12, 1024},
+        {"gpt2-medium", 354823168, 24, 1024, 16, 1024},
+        {"gpt2-large", 774030080, 36, 1280, 20, 1024},
+        {"gpt2-xl", 1557611200, 48, 1600, 25, 1024},
+        {"gpt3", 174604259328, 96, 12288, 96, 2048},
+        {"gpt", 124439808, 12, 768, 12, 1024},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        sf_graph *g = build(want[i].name, 2);
+        int64_t L = want[i].layers, h = want[i].hidden, S = want[i].positions, V = 50257;
+        assert_true(params_of(g) == want[i].params);
+        assert_true(12 * L * h * h + 13 * L * h + (V + S) * h + 2 * h == want[i].params);
+        char name[32];
+        snprintf(name, sizeof name, "h%lld.attn", (long long)(L - 1));
+        const sf_op *attn = op_named(g, name);
+        assert_int_equal(attn->params.attention.heads, want[i].heads);
+        assert_int_equal(attn->params.attention.causal, 1);
+        char want_shape[64];
+        snprintf(want_shape, sizeof want_shape, "2x%lldx%lld", (long long)S, (long long)h);
+        assert_shape(&op_named(g, "wpe")->out_shapes[0], want_shape);
+        sf_graph_free(g);
+    }
+}
+
+/* Shapes through a gpt2 block and the head; the LM head shares wte's (V, h)
+ * matrix: it is a linear without bias owned by the embedding, counted once in
+ * the totals, and neither splits the shared matrix (parameter dimensions off). */
+static void test_gpt_shapes_and_tie(void **state) {
+    (void)state;
+    sf_graph *g = build("gpt2", 4);
+    assert_shape(&op_named(g, "tokens")->out_shapes[0], "4x1024");
+    assert_shape(&op_named(g, "wte")->out_shapes[0], "4x1024x768");
+    assert_shape(&op_named(g, "h0.ln_1")->out_shapes[0], "4x1024x768");
+    assert_shape(&op_named(g, "h0.attn")->out_shapes[0], "4x1024x768");
+    assert_shape(&op_named(g, "h11.mlp.fc1")->out_shapes[0], "4x1024x3072");
+    assert_shape(&op_named(g, "h11.mlp.fc2")->out_shapes[0], "4x1024x768");
+    assert_shape(&op_named(g, "ln_f")->out_shapes[0], "4x1024x768");
+    assert_shape(&op_named(g, "lm_head")->out_shapes[0], "4x1024x50257");
+    assert_shape(&op_named(g, "loss")->out_shapes[0], "4x1024x50257");
+    const sf_op *wte = op_named(g, "wte"), *head = op_named(g, "lm_head");
+    assert_int_equal(head->type, SF_OP_LINEAR);
+    assert_int_equal(head->params.linear.bias, 0);
+    assert_int_equal(head->weight_owner, wte->id);
+    assert_int_equal(wte->weight_owner, -1);
+    assert_true(head->n_params == wte->n_params && wte->n_params == 50257 * 768);
+    /* counted once: the sum of every operator's own weights less the head's */
+    int64_t all = 0;
+    for (int i = 0; i < sf_graph_num_ops(g); i++) all += sf_graph_op(g, i)->n_params;
+    assert_true(params_of(g) == all - head->n_params);
+    sf_graph_stats st;
+    sf_graph_stats_compute(g, &st);
+    assert_true(st.weight_bytes == 4.0 * (double)st.params);
+    for (int d = 0; d < head->space.ndim; d++) {
+        assert_int_not_equal(head->kinds[d], SF_DIM_PARAMETER);
+        assert_int_not_equal(wte->kinds[d], SF_DIM_PARAMETER);
+    }
+    assert_int_equal(head->kinds[0], SF_DIM_SAMPLE);
+    assert_int_equal(wte->kinds[1], SF_DIM_ATTRIBUTE);
+    /* an untied linear keeps its parameter dimension */
+    assert_int_equal(op_named(g, "h0.mlp.fc1")->kinds[2], SF_DIM_PARAMETER);
+    sf_graph_free(g);
+
+    /* options: sizes, and a position table as long as the sequence for "gpt" */
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = 3, o.layers = 2, o.hidden = 64, o.heads = 4, o.seq_len = 16, o.vocab = 32;
+    sf_error err = {0};
+    g = sf_model_build("gpt", &o, &err);
+    assert_non_null(g);
+    assert_true(params_of(g) == 12 * 2 * 64 * 64 + 13 * 2 * 64 + (32 + 16) * 64 + 2 * 64);
+    assert_shape(&op_named(g, "wpe")->out_shapes[0], "3x16x64");
+    assert_int_equal(op_named(g, "wpe")->params.embedding.num_embeddings, 16);
+    assert_int_equal(op_named(g, "h1.attn")->params.attention.heads, 4);
+    assert_int_equal(sf_graph_find(g, "h2.attn"), -1);
+    sf_graph_free(g);
+    /* gpt2 keeps its 1024 positions for a shorter sequence, grows for a longer one */
+    o.seq_len = 2048;
+    g = sf_model_build("gpt2", &o, &err);
+    assert_int_equal(op_named(g, "wpe")->params.embedding.num_embeddings, 2048);
+    sf_graph_free(g);
+    o.seq_len = 8;
+    g = sf_model_build("gpt2", &o, &err);
+    assert_int_equal(op_named(g, "wpe")->params.embedding.num_embeddings, 1024);
+    sf_graph_free(g);
+    o.heads = 5; /* 64 is not a multiple of 5 */
+    assert_null(sf_model_build("gpt", &o, &err));
+    assert_int_equal(err.code, SF_ERR_INVALID);
+    o.heads = 4, o.layers = -1;
+    assert_null(sf_model_build("gpt", &o, &err));
+    assert_int_equal(err.code, SF_ERR_INVALID);
+}
+
+/* Sharing across types takes one layout only: a linear without bias over V
+ * outputs of D inputs and a (V, D) embedding; not with a bias, not another V,
+ * not a later owner. */
+static void test_share_across_types(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("tie");
+    sf_shape s = sf_shape_make(2, (int64_t[]){2, 5});
+    int tok = sf_graph_add_input(g, "tokens", &s, 1, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_EMBEDDING, &p);
+    p.embedding.num_embeddings = 7;
+    p.embedding.embedding_dim = 3;
+    int emb = sf_graph_add_op(g, SF_OP_EMBEDDING, "emb", &p, (sf_tensor_ref[]){{tok, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = 7;
+    p.linear.bias = 1;
+    int with_bias =
+        sf_graph_add_op(g, SF_OP_LINEAR, "with_bias", &p, (sf_tensor_ref[]){{emb, 0}}, 1, &err);
+    p.linear.bias = 0;
+    p.linear.out_features = 6;
+    int other_v =
+        sf_graph_add_op(g, SF_OP_LINEAR, "other_v", &p, (sf_tensor_ref[]){{emb, 0}}, 1, &err);
+    p.linear.out_features = 7;
+    int head = sf_graph_add_op(g, SF_OP_LINEAR, "head", &p, (sf_tensor_ref[]){{emb, 0}}, 1, &err);
+    assert_true(head > 0);
+    assert_int_equal(sf_graph_share_weights(g, with_bias, emb, &err), SF_ERR_INVALID);
+    assert_int_equal(sf_graph_share_weights(g, other_v, emb, &err), SF_ERR_INVALID);
+    assert_int_equal(sf_graph_share_weights(g, emb, head, &err), SF_ERR_INVALID);
+    assert_int_equal(sf_graph_op(g, emb)->kinds[2], SF_DIM_PARAMETER); /* refusals change nothing */
+    assert_int_equal(sf_graph_share_weights(g, head, emb, &err), SF_OK);
+    assert_int_equal(sf_graph_op(g, head)->weight_owner, emb);
+    assert_int_equal(sf_graph_op(g, emb)->kinds[2], SF_DIM_NONE);
+    assert_int_equal(sf_graph_op(g, head)->kinds[2], SF_DIM_NONE);
+    assert_int_equal(sf_graph_op(g, other_v)->kinds[2], SF_DIM_PARAMETER);
+    int64_t all = 0;
+    for (int i = 0; i < sf_graph_num_ops(g); i++) all += sf_graph_op(g, i)->n_params;
+    assert_true(params_of(g) == all - 21);
+    sf_graph_free(g);
+}
+
+/* The task graph syncs the tied matrix once: wte's weight group holds wte and
+ * lm_head, and under data parallelism (and under random strategies) its parts
+ * form shards of the whole (V, h) table whose devices are those of both. */
+static void test_gpt_tie_synced_once(void **state) {
+    (void)state;
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = 8, o.layers = 1, o.hidden = 16, o.heads = 2, o.seq_len = 4, o.vocab = 24;
+    sf_error err = {0};
+    sf_graph *g = sf_model_build("gpt", &o, &err);
+    assert_non_null(g);
+    sf_machine *m = sf_machine_open("cpu[4]", &err);
+    assert_non_null(m);
+    int wte = sf_graph_find(g, "wte"), head = sf_graph_find(g, "lm_head");
+    sf_taskgraph *tg = sf_taskgraph_new(g, 4, &err);
+    sf_strategy *s = sf_strategy_new(g);
+    sf_rng rng;
+    sf_rng_seed(&rng, 5);
+    for (int round = 0; round < 20; round++) {
+        if (round == 0) {
+            assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
+        } else {
+            for (int op = 0; op < sf_graph_num_ops(g); op++)
+                sf_config_random(sf_graph_op(g, op), m, &rng, sf_strategy_config(s, op));
+        }
+        assert_int_equal(sf_strategy_validate(s, g, m, &err), SF_OK);
+        sf_taskgraph_set_strategy(tg, s);
+        for (int op = 0; op < sf_graph_num_ops(g); op++) sf_taskgraph_set_tiles(tg, op);
+        assert_int_equal(sf_taskgraph_owner(tg, head), wte);
+        const int *members;
+        assert_int_equal(sf_taskgraph_members(tg, wte, &members), 2);
+        assert_int_equal(members[1], head);
+        sf_tg_sync sy;
+        assert_int_equal(sf_taskgraph_sync(tg, wte, &sy), SF_OK);
+        assert_int_equal(sy.n_shards, 1);
+        assert_true(sy.shards[0].numel == 24 * 16);
+        /* its devices: every device of a part of either operator */
+        int want[4] = {0};
+        for (int k = 0; k < 2; k++) {
+            const sf_config *c = sf_strategy_get(s, members[k]);
+            for (int p = 0; p < c->n_parts; p++) want[c->device[p]] = 1;
+        }
+        int n_want = want[0] + want[1] + want[2] + want[3];
+        assert_int_equal(sy.shards[0].n_devs, n_want);
+        int e0 = sy.ent_start[sy.shards[0].dev_start];
+        int e1 = sy.ent_start[sy.shards[0].dev_start + sy.shards[0].n_devs];
+        assert_int_equal(e1 - e0,
+                         sf_strategy_get(s, wte)->n_parts + sf_strategy_get(s, head)->n_parts);
+    }
+    sf_strategy_free(s);
+    sf_taskgraph_free(tg);
+    sf_machine_free(m);
+    sf_graph_free(g);
+}
+
+/* The output at position t of a GPT's attention depends on positions <= t
+ * only: perturbing positions k.. leaves positions < k exactly as they were
+ * and changes every later one; the transformer's (bidirectional) attention
+ * changes them all, which shows the check can fail. */
+static int attention_changes_before(const char *model, int64_t k, int *after_changed) {
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = 2, o.layers = 1, o.hidden = 24, o.heads = 4, o.seq_len = 8, o.vocab = 16;
+    if (!strcmp(model, "transformer")) o.layers = 0;
+    sf_error err = {0};
+    sf_graph *g = sf_model_build(model, &o, &err);
+    if (!g) fail_msg("%s: %s", model, err.msg);
+    const sf_op *op = NULL;
+    for (int i = 0; i < sf_graph_num_ops(g) && !op; i++)
+        if (sf_graph_op(g, i)->type == SF_OP_ATTENTION) op = sf_graph_op(g, i);
+    float **w = sf_params_new(g, 3, 0, &err);
+    assert_non_null(w);
+    const int64_t N = 2, T = 8, D = 24, n = N * T * D;
+    float x[2 * 8 * 24], y0[2 * 8 * 24], y1[2 * 8 * 24];
+    sf_rng rng;
+    sf_rng_seed(&rng, 11);
+    for (int64_t q = 0; q < n; q++) x[q] = (float)sf_rng_uniform(&rng) - 0.5f;
+    sf_tile t = sf_tile_full(&op->space), region;
+    sf_op_input_region(op, &t, 0, &region);
+    size_t ws = sf_kernel_workspace_bytes(op, &t, 0);
+    void *work = ws ? malloc(ws) : NULL;
+    float *outs[2] = {y0, y1};
+    for (int pass = 0; pass < 2; pass++) {
+        if (pass == 1) /* perturb positions k.. of both samples */
+            for (int64_t s = 0; s < N; s++)
+                for (int64_t q = (s * T + k) * D; q < (s + 1) * T * D; q++) x[q] += 0.25f;
+        const float *in[1] = {x};
+        float *out[1] = {outs[pass]};
+        sf_kernel_args a = {.op = op,
+                            .tile = t,
+                            .n_inputs = 1,
+                            .in = in,
+                            .in_region = &region,
+                            .n_outputs = 1,
+                            .out = out,
+                            .weights = w[op->id],
+                            .workspace = work,
+                            .workspace_bytes = ws};
+        assert_int_equal(sf_kernel_forward(&a, 1), SF_OK);
+    }
+    int before = 0, after = 1;
+    for (int64_t s = 0; s < N; s++)
+        for (int64_t p = 0; p < T; p++) {
+            int changed = memcmp(&y0[(s * T + p) * D], &y1[(s * T + p) * D], D * sizeof(float));
+            if (p < k)
+                before |= changed != 0;
+            else
+                after &= changed != 0;
+        }
+    *after_changed = after;
+    free(work);
+    sf_params_free(g, w);
+    sf_graph_free(g);
+    return before;
+}
+
+static void test_gpt_causal(void **state) {
+    (void)state;
+    for (int64_t k = 1; k < 8; k += 3) {
+        int after = 0;
+        assert_int_equal(attention_changes_before("gpt", k, &after), 0);
+        assert_true(after);
+        assert_int_equal(attention_changes_before("transformer", k, &after), 1);
+        assert_true(after);
+    }
+}
+
 /* The options each zoo model reads: every builder's own use of sf_model_options. */
 static void test_options_taken(void **state) {
     (void)state;
@@ -354,6 +632,10 @@ static void test_options_taken(void **state) {
     assert_int_equal(sf_model_options_taken("mlp"), SF_MODEL_OPT_MLP_SIZES);
     assert_int_equal(sf_model_options_taken("transformer"),
                      SF_MODEL_OPT_SEQ_LEN | SF_MODEL_OPT_HIDDEN | SF_MODEL_OPT_VOCAB);
+    const unsigned gpt = SF_MODEL_OPT_LAYERS | SF_MODEL_OPT_HIDDEN | SF_MODEL_OPT_HEADS |
+                         SF_MODEL_OPT_SEQ_LEN | SF_MODEL_OPT_VOCAB;
+    assert_int_equal(sf_model_options_taken("gpt"), gpt);
+    assert_int_equal(sf_model_options_taken("gpt3"), gpt);
     assert_int_equal(sf_model_options_taken("nosuch"), 0);
     assert_int_equal(sf_model_options_taken(NULL), 0);
     /* a model that does not take an option builds the same graph with it */
@@ -477,13 +759,24 @@ static void test_output_axes_hold(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_registry),     cmocka_unit_test(test_all_build),
-        cmocka_unit_test(test_cnn_params),   cmocka_unit_test(test_cnn_shapes),
-        cmocka_unit_test(test_alexnet_flops), cmocka_unit_test(test_rnnlm),
-        cmocka_unit_test(test_rnntc),        cmocka_unit_test(test_nmt),
-        cmocka_unit_test(test_mlp),          cmocka_unit_test(test_transformer),
+        cmocka_unit_test(test_registry),
+        cmocka_unit_test(test_all_build),
+        cmocka_unit_test(test_cnn_params),
+        cmocka_unit_test(test_cnn_shapes),
+        cmocka_unit_test(test_alexnet_flops),
+        cmocka_unit_test(test_rnnlm),
+        cmocka_unit_test(test_rnntc),
+        cmocka_unit_test(test_nmt),
+        cmocka_unit_test(test_mlp),
+        cmocka_unit_test(test_transformer),
+        cmocka_unit_test(test_gpt_params),
+        cmocka_unit_test(test_gpt_shapes_and_tie),
+        cmocka_unit_test(test_gpt_causal),
+        cmocka_unit_test(test_share_across_types),
+        cmocka_unit_test(test_gpt_tie_synced_once),
         cmocka_unit_test(test_options_taken),
-        cmocka_unit_test(test_errors),       cmocka_unit_test(test_output_axes_hold),
+        cmocka_unit_test(test_errors),
+        cmocka_unit_test(test_output_axes_hold),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

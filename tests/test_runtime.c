@@ -79,6 +79,12 @@ static void test_transformer_small(void **state) {
     run_cases(4, 4);
 }
 
+static void test_gpt_small(void **state) {
+    (void)state;
+    run_cases(5, 2);
+    run_cases(5, 4);
+}
+
 /* A part on a device past the rank count is refused on every rank, before
  * any work, with one message. */
 typedef struct bad_job {
@@ -165,6 +171,7 @@ int main(void) {
         cmocka_unit_test(test_resnet_tiny),
         cmocka_unit_test(test_rnnlm_small),
         cmocka_unit_test(test_transformer_small),
+        cmocka_unit_test(test_gpt_small),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

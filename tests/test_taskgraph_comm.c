@@ -257,10 +257,70 @@ static void test_relabel_invariance(void **state) {
     sf_graph_free(g);
 }
 
+/* Count of step kind k among shard s's steps. */
+static int count_kind(const sf_tg_steps *ss, int s, sf_tg_step_kind k) {
+    int n = 0;
+    for (int q = ss->shard_start[s]; q < ss->shard_start[s + 1]; q++) n += ss->steps[q].kind == k;
+    return n;
+}
+
+/* On a machine that prices the runtime's copies, a shard whose weight elements
+ * are one run of the layout (a data-parallel layer: all of W and b) syncs
+ * without packing copies, as the runtime does (it all-reduces the gradient
+ * where it lies); a shard of several runs (a linear split on its outputs: rows
+ * of W and a piece of b) packs and unpacks, under ring and hierarchical alike.
+ * The parameter server's messages always go through the packed buffer. */
+static void test_copies_follow_the_layout(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m0 = sf_machine_open("p100-4x4[8]", &err);
+    assert_non_null(m0);
+    sf_machine_desc d = *sf_machine_get_desc(m0);
+    d.copy_bw_Bps = 8e9;
+    sf_machine *m = sf_machine_build(&d, &err);
+    assert_non_null(m);
+    sf_model_options zo;
+    sf_model_options_default(&zo);
+    zo.batch = 64;
+    sf_graph *g = sf_model_build("lenet5", &zo, &err);
+    assert_non_null(g);
+    int fc = sf_graph_find(g, "fc1");
+    assert_true(fc >= 0);
+    sf_strategy *s = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
+    for (int model = 0; model < 2; model++) {
+        if (model) { /* fc1 in 2 parts on its outputs, each part replicated over 4 samples */
+            sf_config *c = sf_strategy_config(s, fc);
+            assert_int_equal(sf_config_set_degrees(c, 2, (int[]){4, 2}), SF_OK);
+            for (int p = 0; p < 8; p++) c->device[p] = (int16_t)p;
+        }
+        for (int sc = 0; sc < 3; sc++) {
+            sf_taskgraph *tg = graph_of(g, s, m, (sf_sync_scheme)sc);
+            sf_tg_sync sy;
+            sf_tg_steps ss;
+            assert_int_equal(sf_taskgraph_sync_steps(tg, fc, &sy, &ss), SF_OK);
+            assert_int_equal(sy.n_shards, model ? 2 : 1);
+            for (int q = 0; q < sy.n_shards; q++) {
+                int copies = count_kind(&ss, q, SF_STEP_COPY);
+                if (sc == SF_SCHEME_PS || model)
+                    assert_true(copies > 0);
+                else
+                    assert_int_equal(copies, 0);
+            }
+            sf_taskgraph_free(tg);
+        }
+    }
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+    sf_machine_free(m0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_order_rule),
         cmocka_unit_test(test_relabel_invariance),
+        cmocka_unit_test(test_copies_follow_the_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

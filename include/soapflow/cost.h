@@ -49,14 +49,27 @@ typedef struct sf_cost_model {
     const sf_cost_model_vtable *vt;
     void *self;
     const sf_machine *machine;
+    /* The precision the plan trains in (docs/cost-model.md, "Precision"): the
+     * peak the tasks compute at, and the element size of what the simulator
+     * and OptCNN move and keep (activations, their transfers, gradients and
+     * their syncs, compute copies of the weights; weights keep fp32 masters).
+     * 0, fp32, for a model made by hand with calloc. */
+    sf_dtype dtype;
 } sf_cost_model;
+
+/* The model's dtype (fp32 for NULL). */
+SF_API sf_dtype sf_cost_dtype(const sf_cost_model *cm);
+/* Bytes of one element of an activation, a gradient or a compute copy of the
+ * weights under cm's dtype: sf_dtype_bytes(sf_cost_dtype(cm)), 4 for fp32. */
+SF_API int sf_cost_elem_bytes(const sf_cost_model *cm);
 
 /* Parameters of the analytic model; see docs/cost-model.md for sources. */
 typedef struct sf_analytic_params {
     double launch_s;                /* per-task overhead (kernel launch + framework) */
     double efficiency[SF_OP_COUNT]; /* fraction of peak FLOP/s each operator reaches */
     double mem_efficiency;          /* fraction of peak memory bandwidth reached */
-    sf_dtype dtype;                 /* which peak to use */
+    sf_dtype dtype;                 /* the peak to use, and the model's dtype: memory-bound
+                                     * bytes count its element size (default fp32) */
 } sf_analytic_params;
 
 SF_API void sf_analytic_params_default(sf_analytic_params *p);
@@ -143,7 +156,9 @@ SF_API sf_status sf_profile_db_save_json(const sf_profile_db *db, const char *pa
  * every update task (the update is a bandwidth-bound loop that the analytic
  * model already times well; see docs/cost-model.md). Input operators have no
  * kernel and are not counted as misses. Takes ownership of db and fallback,
- * also when it fails (NULL: out of memory, or a NULL argument). */
+ * also when it fails (NULL: out of memory, a NULL argument, or a fallback whose
+ * dtype is not fp32: the database holds measurements of soapflow's kernels,
+ * which run in fp32, so a plan in another dtype cannot use them). */
 SF_API sf_cost_model *sf_cost_profiled_new(const sf_machine *m, sf_profile_db *db,
                                            sf_cost_model *fallback);
 /* The database of a profiled model, or NULL when cm is another kind of model. */

@@ -5,7 +5,9 @@
  *     sf_dataset ds;
  *     if (sf_dataset_load("fashion-mnist", "train", NULL, &ds, &err) != SF_OK)
  *         fprintf(stderr, "%s\n", err.msg);  // "...: dataset not found: apt-get install ..."
- *     // ds.images is (ds.n, ds.c, ds.h, ds.w) floats, ds.labels (ds.n) in [0, ds.n_classes)
+ *     // ds.pixels is (ds.n, ds.c, ds.h, ds.w) bytes, ds.labels (ds.n) in [0, ds.n_classes);
+ *     float x[784];
+ *     sf_dataset_image(&ds, 0, x);  // sample 0 as normalized floats
  *     int64_t *order = malloc(ds.n * sizeof *order);
  *     sf_data_shuffle(seed, epoch, order, ds.n);  // the same order for the same (seed, epoch)
  *     sf_dataset_free(&ds);
@@ -69,10 +71,13 @@ SF_API void sf_idx_free(sf_idx *x);
 
 /* ---- datasets ---------------------------------------------------------- */
 
-/* A classification dataset in memory, ready for training. Pixels are scaled to
- * [0, 1] (byte / 255) and then normalized with the mean and standard deviation of
- * the dataset's training split, the same constants for both splits:
+/* A classification dataset in memory, ready for training. The pixels stay bytes
+ * (a quarter of the floats' memory: 47 MB instead of 188 MB for Fashion-MNIST's
+ * training split); sf_dataset_image turns one sample into floats, scaled to
+ * [0, 1] (byte / 255) and then normalized with the mean and standard deviation
+ * of the dataset's training split, the same constants for both splits:
  *     x = (byte / 255 - mean) / std
+ * through the table lut (computed in double, stored as float).
  * fashion-mnist: mean 0.2860, std 0.3530; mnist: mean 0.1307, std 0.3081. */
 typedef struct sf_dataset {
     const char *name;  /* "fashion-mnist" or "mnist" (static text) */
@@ -81,7 +86,8 @@ typedef struct sf_dataset {
     int64_t c, h, w;   /* one sample's shape, (1, 28, 28) */
     int n_classes;     /* 10 */
     float mean, std;   /* the normalization applied, in units of byte / 255 */
-    float *images;     /* (n, c, h, w), malloc'd */
+    uint8_t *pixels;   /* (n, c, h, w) bytes, malloc'd */
+    float lut[256];    /* a byte's normalized value */
     int32_t *labels;   /* (n), each in [0, n_classes), malloc'd */
     char *images_path; /* the files read, malloc'd */
     char *labels_path;
@@ -96,6 +102,8 @@ typedef struct sf_dataset {
 SF_API sf_status sf_dataset_load(const char *name, const char *split, const char *dir,
                                  sf_dataset *out, sf_error *err);
 SF_API void sf_dataset_free(sf_dataset *ds);
+/* Sample k (0 <= k < n) as c * h * w normalized floats into dst. */
+SF_API void sf_dataset_image(const sf_dataset *ds, int64_t k, float *dst);
 
 /* The folder a dataset is read from when no dir is given (SF_DATA_DIR applied),
  * written into buf (NUL-terminated, truncated to cap). SF_ERR_NOTFOUND for an

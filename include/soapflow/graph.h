@@ -29,7 +29,9 @@
  * split on output channels), what the tile costs in FLOPs and bytes, and how much memory it holds.
  * That is all the simulator and the search need to know about operators.
  *
- * The element type is fp32 everywhere (token ids and labels too: 4 bytes each).
+ * The element type is fp32 everywhere (token ids and labels too: 4 bytes each):
+ * operators count bytes in SF_ELEM_BYTES elements, and a plan in bf16 or fp16
+ * rescales them to its element size (soapflow/cost.h, sf_cost_model.dtype).
  */
 #ifndef SOAPFLOW_GRAPH_H
 #define SOAPFLOW_GRAPH_H
@@ -446,6 +448,9 @@ typedef struct sf_weight_slice {
  * nothing and gets none. Reduction dimensions split the weights as parameter dimensions do. The
  * runtime all-reduces and updates exactly these elements among the replicas of a shard. */
 SF_API int sf_op_weight_slices(const sf_op *op, const sf_tile *t, sf_weight_slice *out);
+/* 1 when the n slices sf_op_weight_slices gave are one run of the layout (the runtime then
+ * syncs a shard's gradient where it lies, without packing it: no COPY steps). */
+SF_API int sf_weight_slices_one_run(const sf_weight_slice *s, int n);
 
 #define SF_MAX_PARAMS 4
 /* How a parameter tensor starts training (PyTorch's default for its module). */

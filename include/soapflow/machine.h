@@ -47,6 +47,10 @@ extern "C" {
 typedef enum sf_dtype { SF_DTYPE_FP32 = 0, SF_DTYPE_FP16, SF_DTYPE_BF16, SF_DTYPE_COUNT } sf_dtype;
 
 SF_API const char *sf_dtype_name(sf_dtype t); /* "fp32", "fp16", "bf16" */
+/* Parse a dtype name ("fp32", "fp16", "bf16"); -1 when unknown. */
+SF_API int sf_dtype_parse(const char *name, sf_dtype *out);
+/* Bytes of one element: 4 for fp32, 2 for fp16 and bf16; 0 for an invalid dtype. */
+SF_API int sf_dtype_bytes(sf_dtype t);
 
 /* A kind of device, with the figures of its data sheet. */
 typedef struct sf_device_kind {
@@ -205,6 +209,10 @@ SF_API void sf_machine_route(const sf_machine *m, int a, int b, sf_route *out);
  * local number is that of the core (local device l computes on core l % cores),
  * so that the devices of one core take turns. */
 SF_API int sf_machine_compute_unit(const sf_machine *m, int dev);
+/* SF_OK when every device of m has a peak for dtype t (peak_flops[t] > 0); else
+ * SF_ERR_UNSUPPORTED with one line naming the machine, the device and the dtype
+ * ("machine 'p100-4x4': device P100-SXM2 has no bf16 peak (it has fp32, fp16)"). */
+SF_API sf_status sf_machine_check_dtype(const sf_machine *m, sf_dtype t, sf_error *err);
 /* Time for `bytes` to cross the route alone, store-and-forward: sum over links. */
 SF_API double sf_machine_transfer_time_s(const sf_machine *m, int a, int b, double bytes);
 

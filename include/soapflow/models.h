@@ -9,6 +9,8 @@
  * CNNs follow torchvision's definitions layer for layer (same trainable
  * parameter count); RNNs are unrolled with time steps exposed as operators
  * (chunks of `chunk` steps) so that layers and steps can be placed apart.
+ * The GPTs (gpt, gpt2 ... gpt2-xl, gpt3) count as many parameters as the
+ * published models.
  */
 #ifndef SOAPFLOW_MODELS_H
 #define SOAPFLOW_MODELS_H
@@ -27,6 +29,8 @@ typedef struct sf_model_options {
     int64_t chunk;   /* RNN steps per operator (0: default 4) */
     int64_t hidden;  /* RNN hidden/embedding size (0: model default) */
     int64_t vocab;   /* vocabulary (0: model default) */
+    int64_t layers;  /* gpt: transformer blocks (0: model default) */
+    int64_t heads;   /* gpt: attention heads, dividing hidden (0: model default) */
     int n_mlp;       /* mlp: number of sizes in mlp_sizes (input, hidden..., classes) */
     int64_t mlp_sizes[SF_MLP_MAX_LAYERS + 1];
 } sf_model_options;
@@ -42,6 +46,8 @@ enum {
     SF_MODEL_OPT_HIDDEN = 1u << 2,
     SF_MODEL_OPT_VOCAB = 1u << 3,
     SF_MODEL_OPT_MLP_SIZES = 1u << 4,
+    SF_MODEL_OPT_LAYERS = 1u << 5,
+    SF_MODEL_OPT_HEADS = 1u << 6,
 };
 /* The SF_MODEL_OPT_* a zoo model reads; 0 for one that reads none, or an
  * unknown name. */

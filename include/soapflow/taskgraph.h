@@ -43,7 +43,9 @@
  *                    or under a parameter server on the server alone, which
  *                    then sends the new weights back.
  * Bracketed copies are listed only on a machine that prices the runtime's
- * copies (runtime.copy_GBps); elsewhere nothing depends on them.
+ * copies (runtime.copy_GBps); elsewhere nothing depends on them. A shard whose
+ * elements are one run of its layout (sf_weight_slices_one_run) has no packing
+ * copies under ring and hierarchical: the runtime syncs it in place.
  * Operators are numbered in a topological order (inputs before consumers), so
  * op-id order is a valid forward order and its reverse a valid backward order.
  *

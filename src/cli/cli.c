@@ -547,15 +547,39 @@ int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o) {
 
 /* ---- cost models --------------------------------------------------------- */
 
-int sf_cli_cost_model_open(const sf_machine *m, const char *costs_path, sf_cost_model **out) {
+const char sf_cli_dtype_help[] =
+    "  --dtype fp32|bf16|fp16 the precision the plan trains in (default fp32): tasks\n"
+    "                         compute at the device's peak for it; activations, their\n"
+    "                         transfers, gradients and their syncs take its bytes;\n"
+    "                         weights keep fp32 masters beside a compute copy (mixed\n"
+    "                         precision). A device without that peak is refused\n";
+
+int sf_cli_dtype_option(sf_cli_args *a, sf_dtype *out) {
+    const char *v = NULL;
+    if (!sf_cli_str(a, "--dtype", NULL, &v)) return 0;
+    if (v && sf_dtype_parse(v, out) != 0)
+        a->status = sf_cli_usage_error(a->cmd, "--dtype must be fp32, bf16 or fp16, not '%s'", v);
+    return 1;
+}
+
+int sf_cli_cost_model_open(const sf_machine *m, const char *costs_path, sf_dtype dtype,
+                           sf_cost_model **out) {
     *out = NULL;
-    sf_cost_model *analytic = sf_cost_analytic_new(m, NULL);
+    sf_error err = {0};
+    if (sf_machine_check_dtype(m, dtype, &err) != SF_OK) return sf_cli_fail_err(&err);
+    if (costs_path && dtype != SF_DTYPE_FP32)
+        return sf_cli_fail("%s: a costs file holds fp32 times (soapflow's kernels run in fp32), "
+                           "so it cannot price a %s plan: drop --costs or --dtype",
+                           costs_path, sf_dtype_name(dtype));
+    sf_analytic_params ap;
+    sf_analytic_params_default(&ap);
+    ap.dtype = dtype;
+    sf_cost_model *analytic = sf_cost_analytic_new(m, &ap);
     if (!analytic) return sf_cli_fail("out of memory");
     if (!costs_path) {
         *out = analytic;
         return SF_EXIT_OK;
     }
-    sf_error err = {0};
     sf_profile_db *db = sf_profile_db_load_json(costs_path, &err);
     if (!db) {
         sf_cost_free(analytic);

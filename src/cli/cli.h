@@ -212,11 +212,13 @@ sf_machine *sf_cli_rank_machine(const char *cmd, const char *name, int ranks);
 #define SF_CLI_SAMPLES_PER_DEVICE 64
 
 /* The model options of the commands that plan (simulate, bench sim, ...):
- * -m/--model, -b/--batch, --seq-len, --chunk, --hidden, --vocab, --mlp-sizes. */
+ * -m/--model, -b/--batch, --seq-len, --chunk, --hidden, --vocab, --layers, --heads,
+ * --mlp-sizes. */
 typedef struct sf_cli_model_opts {
     const char *model;                            /* zoo name, model JSON or ONNX file */
     const char *mlp_sizes;                        /* "784,4096,10" */
     int64_t batch, seq_len, chunk, hidden, vocab; /* 0: default */
+    int64_t layers, heads;                        /* 0: default */
 } sf_cli_model_opts;
 
 /* Match the current argument against the model options (as the sf_cli_* matchers). */
@@ -252,7 +254,13 @@ int sf_cli_strategy_open(const char *name_or_path, const sf_graph *g, const sf_m
  * over it with the analytic one as its fallback. Warns when the file was
  * measured on another device kind than the machine's. Returns an exit status;
  * *out on success. */
-int sf_cli_cost_model_open(const sf_machine *m, const char *costs_path, sf_cost_model **out);
+int sf_cli_cost_model_open(const sf_machine *m, const char *costs_path, sf_dtype dtype,
+                           sf_cost_model **out);
+/* --dtype fp32|fp16|bf16, the precision a plan trains in (docs/cost-model.md,
+ * "Precision"): into *out; returns 1 when the option was consumed (a bad value
+ * sets a->status). */
+int sf_cli_dtype_option(sf_cli_args *a, sf_dtype *out);
+extern const char sf_cli_dtype_help[];
 /* The simulator's options of simulate, search and bench sim: --sync
  * overlap|bulk, --sync-scheme ring|ps|hierarchical and --segments N. Returns 1 when an option was consumed
  * (a bad value sets a->status). */

@@ -65,10 +65,12 @@ static int sim_usage(FILE *out) {
             "  --moves N              random moves for the delta figures (default 1000)\n"
             "  --seed S               seed of the random moves (default 1)\n"
             "%s"
+            "%s"
             "  --json                 print one JSON object: model, machine, strategy, sync,\n"
-            "                         sync_scheme, segments, batch, tasks, reps, moves, seed,\n"
-            "                         full_us, tasks_per_s, delta_us (mean update),\n"
-            "                         delta_revert_us (mean update + revert), delta_tasks\n"
+            "                         sync_scheme, segments, dtype, batch, tasks, reps,\n"
+            "                         moves, seed, full_us, tasks_per_s, delta_us (mean\n"
+            "                         update), delta_revert_us (mean update + revert),\n"
+            "                         delta_tasks\n"
             "                         (mean tasks of the changed strategies), speedup\n"
             "                         (full_us / delta_us), delta_bounded_us (mean update +\n"
             "                         revert bounded at 1.02 x the start, as MCMC bounds\n"
@@ -93,7 +95,8 @@ static int sim_usage(FILE *out) {
             "example:\n"
             "  soapflow bench sim --model inception_v3 --machine p100-4x4\n"
             "  soapflow bench sim --model nmt --machine k80-16x4 --moves 200 --json\n",
-            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY, sf_cli_sim_help);
+            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY, sf_cli_sim_help,
+            sf_cli_dtype_help);
     return SF_EXIT_OK;
 }
 
@@ -105,11 +108,13 @@ static int bench_sim(int argc, char **argv) {
     int json = 0;
     sf_sim_options so;
     sf_sim_options_default(&so);
+    sf_dtype dtype = SF_DTYPE_FP32;
     sf_cli_args a;
     sf_cli_args_init(&a, argc, argv);
     while (sf_cli_next(&a)) {
         if (sf_cli_help(&a)) return sim_usage(stdout);
         if (sf_cli_sim_option(&a, &so)) continue;
+        if (sf_cli_dtype_option(&a, &dtype)) continue;
         if (sf_cli_model_option(&a, &mo)) continue;
         if (sf_cli_str(&a, "--machine", NULL, &machine)) continue;
         if (sf_cli_str(&a, "--strategy", "-s", &strategy)) continue;
@@ -131,11 +136,8 @@ static int bench_sim(int argc, char **argv) {
     int rc = sf_cli_model_open(a.cmd, &mo, sf_machine_num_devices(m), &g);
     if (rc == SF_EXIT_OK) rc = sf_cli_strategy_open(strategy, g, m, &s);
     if (rc != SF_EXIT_OK) goto done;
-    cm = sf_cost_analytic_new(m, NULL);
-    if (!cm) {
-        rc = sf_cli_fail("out of memory");
-        goto done;
-    }
+    rc = sf_cli_cost_model_open(m, NULL, dtype, &cm);
+    if (rc != SF_EXIT_OK) goto done;
     sf_bench_sim_result br;
     if (sf_bench_sim(g, m, cm, &so, s, reps, moves, (uint64_t)seed, &br, &err) != SF_OK) {
         rc = sf_cli_fail_err(&err);
@@ -149,7 +151,7 @@ static int bench_sim(int argc, char **argv) {
     if (json) {
         json_t *j = json_pack(
             "{s:s, s:s, s:s, s:s, s:s, s:i, s:I, s:I, s:I, s:I, s:I, s:o, s:o, s:o, s:o, s:o, s:o, "
-            "s:o, s:o, s:o, s:o, s:o, s:o, s:o}",
+            "s:o, s:o, s:o, s:o, s:o, s:o, s:o, s:s}",
             "model", sf_graph_name(g), "machine", sf_machine_name(m), "strategy", strategy, "sync",
             sf_sync_mode_name(so.sync), "sync_scheme", sf_sync_scheme_name(so.scheme), "segments",
             so.segments, "batch", (json_int_t)gs.batch, "tasks", (json_int_t)br.tasks, "reps",
@@ -162,7 +164,7 @@ static int bench_sim(int argc, char **argv) {
             sf_cli_json_real(br.resched_frac), "delta_changed_frac",
             sf_cli_json_real(br.changed_frac), "delta_uneven_frac",
             sf_cli_json_real(br.uneven_frac), "full_moved_us", sf_cli_json_real(br.full_moved_us),
-            "speedup_moved", sf_cli_json_real(speedup_moved));
+            "speedup_moved", sf_cli_json_real(speedup_moved), "dtype", sf_dtype_name(dtype));
         rc = sf_cli_print_json(j);
     } else {
         char b1[32];

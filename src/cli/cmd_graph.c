@@ -49,14 +49,20 @@ static int usage(FILE *out) {
             "                         - not splittable; names by position: N C H W, N T C, N C)\n"
             "  --json                 print one JSON object instead: model, source (zoo or\n"
             "                         file), machine (when it set the batch), ops, params,\n"
-            "                         flops_fwd, flops_bwd, activation_bytes, weight_bytes,\n"
-            "                         batch (and \"operators\" with --ops)\n"
+            "                         flops_fwd, flops_bwd, dtype, activation_bytes,\n"
+            "                         weight_bytes (fp32 masters), weight_copy_bytes (the\n"
+            "                         compute copy of mixed precision, 0 in fp32), batch\n"
+            "                         (and \"operators\" with --ops)\n"
+            "  --dtype fp32|bf16|fp16 count activations in that dtype's bytes, and add a\n"
+            "                         compute copy of the fp32 weights in it (mixed\n"
+            "                         precision; default fp32)\n"
             "  --dot FILE             write the graph as Graphviz DOT\n"
             "  --save FILE            write the model as a model JSON file\n"
             "  -h, --help             show this help\n"
             "\n"
             "FLOPs are for one pass over the whole batch; activations are all operator\n"
-            "outputs at that batch; weights are fp32 trainable parameters.\n"
+            "outputs at that batch; weights are fp32 trainable parameters (the masters of\n"
+            "mixed precision).\n"
             "\n"
             "example:\n"
             "  soapflow graph --model resnet50 --machine dgx-a100 --ops\n"
@@ -69,7 +75,18 @@ typedef struct graph_opts {
     sf_cli_model_opts model;
     const char *machine, *dot, *save;
     int json, ops;
+    sf_dtype dtype;
 } graph_opts;
+
+/* What the totals take in the plan's dtype: activations (counted by the graph
+ * in fp32 elements) in its bytes; the fp32 master weights stay as counted, and
+ * mixed precision adds a compute copy of them in the dtype. */
+static double activation_bytes(const sf_graph_stats *st, sf_dtype t) {
+    return st->activation_bytes * sf_dtype_bytes(t) / SF_ELEM_BYTES;
+}
+static double weight_copy_bytes(const sf_graph_stats *st, sf_dtype t) {
+    return t == SF_DTYPE_FP32 ? 0 : (double)st->params * sf_dtype_bytes(t);
+}
 
 /* ---- the parallel dimensions of an operator ---------------------------- */
 
@@ -167,8 +184,10 @@ static int print_json(const sf_graph *g, const sf_graph_stats *st, const graph_o
     bad |= json_object_set_new(j, "params", json_integer(st->params));
     bad |= sf_cli_json_set_number(j, "flops_fwd", st->flops_fwd);
     bad |= sf_cli_json_set_number(j, "flops_bwd", st->flops_bwd);
-    bad |= sf_cli_json_set_number(j, "activation_bytes", st->activation_bytes);
+    bad |= json_object_set_new(j, "dtype", json_string(sf_dtype_name(o->dtype)));
+    bad |= sf_cli_json_set_number(j, "activation_bytes", activation_bytes(st, o->dtype));
     bad |= sf_cli_json_set_number(j, "weight_bytes", st->weight_bytes);
+    bad |= sf_cli_json_set_number(j, "weight_copy_bytes", weight_copy_bytes(st, o->dtype));
     bad |= json_object_set_new(j, "batch", json_integer(st->batch));
     if (o->ops) {
         json_t *arr = json_array();
@@ -269,9 +288,19 @@ static int print_text(const sf_graph *g, const sf_graph_stats *st, const graph_o
     sf_cli_table_cell(t, "backward");
     sf_cli_table_cell(t, "%s", fmt_flops(st->flops_bwd, buf, sizeof buf));
     sf_cli_table_cell(t, "activations");
-    sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(st->activation_bytes, buf, sizeof buf));
+    sf_cli_table_cell(t, "%s (%s)",
+                      sf_cli_fmt_bytes(activation_bytes(st, o->dtype), buf, sizeof buf),
+                      sf_dtype_name(o->dtype));
     sf_cli_table_cell(t, "weights");
-    sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(st->weight_bytes, buf, sizeof buf));
+    if (o->dtype == SF_DTYPE_FP32) {
+        sf_cli_table_cell(t, "%s (fp32)", sf_cli_fmt_bytes(st->weight_bytes, buf, sizeof buf));
+    } else {
+        char copy[64];
+        sf_cli_table_cell(t, "%s fp32 masters + %s %s compute copies",
+                          sf_cli_fmt_bytes(st->weight_bytes, buf, sizeof buf),
+                          sf_cli_fmt_bytes(weight_copy_bytes(st, o->dtype), copy, sizeof copy),
+                          sf_dtype_name(o->dtype));
+    }
     int rc = sf_cli_table_print(t, stdout);
     sf_cli_table_free(t);
     if (rc == SF_EXIT_OK && o->ops) {
@@ -295,6 +324,7 @@ static int parse(int argc, char **argv, graph_opts *o, const char **cmd) {
         if (sf_cli_flag(&a, "--json", NULL, &o->json)) continue;
         if (sf_cli_str(&a, "--dot", NULL, &o->dot)) continue;
         if (sf_cli_str(&a, "--save", NULL, &o->save)) continue;
+        if (sf_cli_dtype_option(&a, &o->dtype)) continue;
         sf_cli_unknown(&a);
     }
     if (a.status) return a.status;

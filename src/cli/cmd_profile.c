@@ -56,6 +56,9 @@ static int usage(FILE *out) {
             "                         have passed since the last write (default: %d; 0:\n"
             "                         after every entry), so an interrupted run keeps what\n"
             "                         it measured and a rerun resumes\n"
+            "  --dtype fp32           the precision measured: the kernels run in fp32 only,\n"
+            "                         so a costs file holds fp32 times and other dtypes are\n"
+            "                         refused (docs/formats-costs.md)\n"
             "  --json                 print one JSON object: keys, measured, reused, skipped,\n"
             "                         too_large, failed, entries, seconds, out, skipped_ops\n"
             "  -h, --help             show this help\n"
@@ -77,6 +80,7 @@ typedef struct profile_opts {
     const char *machine, *out;
     int64_t reps, warmup, max_devices, save_every_s;
     int json;
+    sf_dtype dtype;
 } profile_opts;
 
 static int parse(int argc, char **argv, profile_opts *o, const char **cmd) {
@@ -93,10 +97,19 @@ static int parse(int argc, char **argv, profile_opts *o, const char **cmd) {
         if (sf_cli_int(&a, "--max-devices", NULL, 1, SF_MAX_DEVICES, &o->max_devices)) continue;
         if (sf_cli_int(&a, "--save-every", NULL, 0, 86400, &o->save_every_s)) continue;
         if (sf_cli_flag(&a, "--json", NULL, &o->json)) continue;
+        if (sf_cli_dtype_option(&a, &o->dtype)) continue;
         sf_cli_unknown(&a);
     }
     if (a.status) return a.status;
     if (!o->model.model) return sf_cli_usage_error(a.cmd, "--model is required");
+    /* the costs file holds what the kernels measure, and they are fp32 */
+    if (o->dtype != SF_DTYPE_FP32)
+        return sf_cli_usage_error(a.cmd,
+                                  "--dtype %s: the kernels measured here run in fp32 only, so a "
+                                  "costs file holds fp32 times; plan %s with the analytic model "
+                                  "(simulate or search --dtype %s without --costs)",
+                                  sf_dtype_name(o->dtype), sf_dtype_name(o->dtype),
+                                  sf_dtype_name(o->dtype));
     return SF_EXIT_OK;
 }
 

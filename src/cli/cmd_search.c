@@ -51,6 +51,7 @@ static int usage(FILE *out) {
         "  --costs FILE           measured task times from 'soapflow profile' (default:\n"
         "                         the analytic roofline model)\n"
         "%s"
+        "%s"
         "  --out FILE             write the best strategy (strategy JSON)\n"
         "  --trace FILE           Chrome trace of the best strategy's iteration\n"
         "  --svg FILE             SVG timeline of the best strategy's iteration\n"
@@ -60,7 +61,7 @@ static int usage(FILE *out) {
         "example:\n"
         "  soapflow search --model inception_v3 --machine p100-4x4 --budget 30s --out best.json\n"
         "  soapflow simulate --model inception_v3 --machine p100-4x4 --strategy best.json\n",
-        sf_cli_model_help, sf_cli_sim_help);
+        sf_cli_model_help, sf_cli_sim_help, sf_cli_dtype_help);
     return SF_EXIT_OK;
 }
 
@@ -70,6 +71,7 @@ typedef struct search_opts {
     int64_t iters, seed;
     int json, no_delta, reduce;
     sf_sim_options sim;
+    sf_dtype dtype;
 } search_opts;
 
 /* "30s", "2m", "500ms", "1.5h" or a plain number of seconds; above 0 and
@@ -128,6 +130,7 @@ int sf_cmd_search(int argc, char **argv) {
         if (sf_cli_flag(&a, "--no-delta", NULL, &o.no_delta)) continue;
         if (sf_cli_flag(&a, "--reduce-splits", NULL, &o.reduce)) continue;
         if (sf_cli_sim_option(&a, &o.sim)) continue;
+        if (sf_cli_dtype_option(&a, &o.dtype)) continue;
         if (sf_cli_str(&a, "--out", "-o", &o.out)) continue;
         if (sf_cli_str(&a, "--costs", NULL, &o.costs)) continue;
         if (sf_cli_str(&a, "--trace", NULL, &o.trace)) continue;
@@ -177,7 +180,7 @@ int sf_cmd_search(int argc, char **argv) {
         return rc;
     }
     sf_cost_model *cm = NULL;
-    rc = sf_cli_cost_model_open(m, o.costs, &cm);
+    rc = sf_cli_cost_model_open(m, o.costs, o.dtype, &cm);
     if (rc != SF_EXIT_OK) {
         sf_graph_free(g);
         sf_machine_free(m);
@@ -241,6 +244,7 @@ int sf_cmd_search(int argc, char **argv) {
         json_object_set_new(j, "sync", json_string(sf_sync_mode_name(o.sim.sync)));
         json_object_set_new(j, "sync_scheme", json_string(sf_sync_scheme_name(o.sim.scheme)));
         json_object_set_new(j, "segments", json_integer(o.sim.segments));
+        json_object_set_new(j, "dtype", json_string(sf_dtype_name(o.dtype)));
         json_object_set_new(j, "baselines", b);
         if (run_optcnn) {
             sf_cli_json_set_real(j, "optcnn_ms", rows[SF_SEARCH_OPTCNN].iter_s * 1e3);

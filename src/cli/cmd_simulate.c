@@ -36,8 +36,10 @@
 #define MODEL_SIZE_HELP                                                                            \
     "  --seq-len N            RNN unrolled steps / transformer sequence length\n"                  \
     "  --chunk N              RNN time steps per operator\n"                                       \
-    "  --hidden N             RNN hidden and embedding size\n"                                     \
+    "  --hidden N             RNN hidden and embedding size / transformer width\n"                 \
     "  --vocab N              vocabulary size\n"                                                   \
+    "  --layers N             gpt: transformer blocks\n"                                           \
+    "  --heads N              gpt: attention heads (dividing --hidden)\n"                          \
     "  --mlp-sizes A,B,...    mlp: input, hidden..., classes (e.g. 784,4096,10)\n"
 
 #define MODEL_NAME_HELP                                                                            \
@@ -56,6 +58,8 @@ int sf_cli_model_option(sf_cli_args *a, sf_cli_model_opts *o) {
            sf_cli_int(a, "--chunk", NULL, 1, MAX_SIZE, &o->chunk) ||
            sf_cli_int(a, "--hidden", NULL, 1, MAX_SIZE, &o->hidden) ||
            sf_cli_int(a, "--vocab", NULL, 1, MAX_SIZE, &o->vocab) ||
+           sf_cli_int(a, "--layers", NULL, 1, 100000, &o->layers) ||
+           sf_cli_int(a, "--heads", NULL, 1, MAX_SIZE, &o->heads) ||
            sf_cli_str(a, "--mlp-sizes", NULL, &o->mlp_sizes);
 }
 
@@ -95,11 +99,12 @@ static int options_apply(const char *cmd, const sf_cli_model_opts *o) {
     static const struct {
         const char *flag;
         unsigned bit;
-    } opts[] = {{"--seq-len", SF_MODEL_OPT_SEQ_LEN}, {"--chunk", SF_MODEL_OPT_CHUNK},
-                {"--hidden", SF_MODEL_OPT_HIDDEN},   {"--vocab", SF_MODEL_OPT_VOCAB},
-                {"--mlp-sizes", SF_MODEL_OPT_MLP_SIZES}};
-    int given[] = {o->seq_len != 0, o->chunk != 0, o->hidden != 0, o->vocab != 0,
-                   o->mlp_sizes != NULL};
+    } opts[] = {{"--seq-len", SF_MODEL_OPT_SEQ_LEN},     {"--chunk", SF_MODEL_OPT_CHUNK},
+                {"--hidden", SF_MODEL_OPT_HIDDEN},       {"--vocab", SF_MODEL_OPT_VOCAB},
+                {"--mlp-sizes", SF_MODEL_OPT_MLP_SIZES}, {"--layers", SF_MODEL_OPT_LAYERS},
+                {"--heads", SF_MODEL_OPT_HEADS}};
+    int given[] = {o->seq_len != 0,      o->chunk != 0,  o->hidden != 0, o->vocab != 0,
+                   o->mlp_sizes != NULL, o->layers != 0, o->heads != 0};
     unsigned taken = sf_model_options_taken(o->model);
     char list[96] = "--batch";
     for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
@@ -119,7 +124,8 @@ static int model_options(const char *cmd, const sf_cli_model_opts *o, int n_devi
                          sf_model_options *mo) {
     if (!o->model) return sf_cli_usage_error(cmd, "--model is required");
     if (sf_onnx_is_path(o->model)) { /* takes --batch for a dynamic batch dimension */
-        if (o->seq_len || o->chunk || o->hidden || o->vocab || o->mlp_sizes)
+        if (o->seq_len || o->chunk || o->hidden || o->vocab || o->mlp_sizes || o->layers ||
+            o->heads)
             return sf_cli_usage_error(cmd,
                                       "the model options other than --batch apply to zoo "
                                       "models; the ONNX file '%.200s' keeps its own",
@@ -130,7 +136,8 @@ static int model_options(const char *cmd, const sf_cli_model_opts *o, int n_devi
         return SF_EXIT_OK;
     }
     if (sf_cli_is_path(o->model)) {
-        if (o->batch || o->seq_len || o->chunk || o->hidden || o->vocab || o->mlp_sizes)
+        if (o->batch || o->seq_len || o->chunk || o->hidden || o->vocab || o->mlp_sizes ||
+            o->layers || o->heads)
             return sf_cli_usage_error(cmd,
                                       "--batch and the model options apply to zoo models; "
                                       "the file '%.200s' keeps its own",
@@ -147,6 +154,8 @@ static int model_options(const char *cmd, const sf_cli_model_opts *o, int n_devi
     mo->chunk = o->chunk;
     mo->hidden = o->hidden;
     mo->vocab = o->vocab;
+    mo->layers = o->layers;
+    mo->heads = o->heads;
     return SF_EXIT_OK;
 }
 
@@ -248,8 +257,8 @@ static int usage(FILE *out) {
             "                         sync_ms, transfer_bytes, sync_bytes, intra_bytes,\n"
             "                         inter_bytes, peak_mem_bytes, mem_capacity_bytes, fits,\n"
             "                         tasks, model, machine, strategy, sync, sync_scheme,\n"
-            "                         segments, batch, devices and a \"per_device\" array\n"
-            "                         (device, node, busy_ms, utilization, mem_bytes)\n"
+            "                         segments, dtype, batch, devices and a \"per_device\"\n"
+            "                         array (device, node, busy_ms, utilization, mem_bytes)\n"
             "  --trace FILE           write the schedule as a Chrome trace (JSON) for\n"
             "                         Perfetto (ui.perfetto.dev) or chrome://tracing\n"
             "  --svg FILE             write the schedule as an SVG Gantt chart\n"
@@ -258,6 +267,7 @@ static int usage(FILE *out) {
             "  --save-strategy FILE   write the strategy as a strategy JSON file\n"
             "  --costs FILE           measured task times ('soapflow profile'): the profiled\n"
             "                         cost model, analytic where the file has no entry\n"
+            "%s"
             "%s"
             "  -h, --help             show this help\n"
             "\n"
@@ -270,7 +280,8 @@ static int usage(FILE *out) {
             "  soapflow simulate --model inception_v3 --machine p100-4x4 --strategy data\n"
             "  soapflow simulate --model nmt --strategy expert --json --svg nmt.svg\n"
             "  soapflow simulate --model resnet50 --strategy best.json --trace r50.trace.json\n",
-            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY, sf_cli_sim_help);
+            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY, sf_cli_sim_help,
+            sf_cli_dtype_help);
     return SF_EXIT_OK;
 }
 
@@ -279,6 +290,7 @@ typedef struct sim_opts {
     const char *machine, *strategy, *trace, *svg, *dot, *save, *costs;
     int json;
     sf_sim_options sim;
+    sf_dtype dtype;
 } sim_opts;
 
 static int parse(int argc, char **argv, sim_opts *o, const char **cmd) {
@@ -297,6 +309,7 @@ static int parse(int argc, char **argv, sim_opts *o, const char **cmd) {
         if (sf_cli_str(&a, "--save-strategy", NULL, &o->save)) continue;
         if (sf_cli_str(&a, "--costs", NULL, &o->costs)) continue;
         if (sf_cli_sim_option(&a, &o->sim)) continue;
+        if (sf_cli_dtype_option(&a, &o->dtype)) continue;
         sf_cli_unknown(&a);
     }
     if (a.status) return a.status;
@@ -382,6 +395,7 @@ typedef struct report {
     const sf_sim_result *r;
     const char *strategy;
     sf_sim_options sim;
+    sf_dtype dtype;
     int64_t batch;
     double capacity; /* smallest device memory, bytes */
     int peak_dev;
@@ -403,6 +417,7 @@ static int print_json(const report *rp) {
     bad |= json_object_set_new(j, "sync_scheme",
                                json_string(sf_sync_scheme_name(rp->sim.scheme)));
     bad |= json_object_set_new(j, "segments", json_integer(rp->sim.segments));
+    bad |= json_object_set_new(j, "dtype", json_string(sf_dtype_name(rp->dtype)));
     bad |= json_object_set_new(j, "batch", json_integer(rp->batch));
     bad |= json_object_set_new(j, "devices", json_integer(r->n_devices));
     bad |= sf_cli_json_set_real(j, "iter_ms", r->iter_s * 1e3);
@@ -451,6 +466,11 @@ static int print_text(const report *rp) {
                       rp->sim.sync == SF_SYNC_BULK
                           ? "after each device's backward pass (bulk)"
                           : "as soon as each gradient is ready (overlap)");
+    sf_cli_table_cell(t, "precision");
+    if (rp->dtype == SF_DTYPE_FP32)
+        sf_cli_table_cell(t, "fp32");
+    else
+        sf_cli_table_cell(t, "%s, fp32 master weights (mixed precision)", sf_dtype_name(rp->dtype));
     if (rp->sim.segments > 1) {
         sf_cli_table_cell(t, "segments");
         sf_cli_table_cell(t, "%d per transfer over several links", rp->sim.segments);
@@ -533,7 +553,7 @@ int sf_cmd_simulate(int argc, char **argv) {
     rc = sf_cli_strategy_open(o.strategy, g, m, &s);
     if (rc != SF_EXIT_OK) goto done;
 
-    rc = sf_cli_cost_model_open(m, o.costs, &cm);
+    rc = sf_cli_cost_model_open(m, o.costs, o.dtype, &cm);
     if (rc != SF_EXIT_OK) goto done;
     sim = sf_sim_new(g, m, cm, &o.sim, &err);
     sf_sim_result r;
@@ -556,7 +576,7 @@ int sf_cmd_simulate(int argc, char **argv) {
     if (rc == SF_EXIT_OK) rc = sf_cli_outputs_write(&files);
     if (rc != SF_EXIT_OK) goto done;
 
-    report rp = {g, m, &r, o.strategy, o.sim, 0, 0, 0};
+    report rp = {g, m, &r, o.strategy, o.sim, o.dtype, 0, 0, 0};
     sf_graph_stats gs;
     sf_graph_stats_compute(g, &gs);
     rp.batch = gs.batch;

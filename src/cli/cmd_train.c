@@ -84,6 +84,8 @@ static int usage(FILE *out) {
         "  --trace FILE           Chrome trace of one measured iteration (the tracks and\n"
         "                         task names of 'simulate --trace')\n"
         "  --costs FILE           task costs for the prediction (soapflow profile)\n"
+        "  --dtype fp32           the runtime computes in fp32 on CPU: other dtypes are\n"
+        "                         refused (plan them with simulate or search)\n"
         "  --sync overlap|bulk    when gradient syncs start (default overlap)\n"
         "  --sync-scheme S        ring (default), ps or hierarchical: how a weight's\n"
         "                         replicas combine their gradients, the task graph's\n"
@@ -111,6 +113,7 @@ typedef struct train_opts {
     int64_t epochs, iters, seed, log_every, save_every, lr_steps;
     double lr, momentum, weight_decay;
     int json, reference, help;
+    sf_dtype dtype;
 } train_opts;
 
 static int parse_scheme(sf_cli_args *a, sf_sync_scheme *out) {
@@ -168,7 +171,7 @@ static int parse(int argc, char **argv, train_opts *o) {
             sf_cli_str(&a, "--init", NULL, &o->init) || sf_cli_str(&a, "--save", NULL, &o->save) ||
             sf_cli_str(&a, "--resume", NULL, &o->resume) ||
             sf_cli_str(&a, "--trace", NULL, &o->trace) ||
-            sf_cli_str(&a, "--costs", NULL, &o->costs) ||
+            sf_cli_str(&a, "--costs", NULL, &o->costs) || sf_cli_dtype_option(&a, &o->dtype) ||
             sf_cli_str(&a, "--sync", NULL, &o->sync) || parse_scheme(&a, &o->scheme) ||
             sf_cli_str(&a, "--lr-schedule", NULL, &o->schedule) ||
             sf_cli_int(&a, "--log-every", NULL, 1, MAX_STEPS, &o->log_every) ||
@@ -181,6 +184,11 @@ static int parse(int argc, char **argv, train_opts *o) {
     }
     if (a.status) return a.status;
     if (!o->model.model) return sf_cli_usage_error("train", "--model is required");
+    if (o->dtype != SF_DTYPE_FP32)
+        return sf_cli_usage_error("train",
+                                  "--dtype %s: the runtime trains in fp32 on CPU (its kernels are "
+                                  "fp32 only); plan a %s run with simulate or search",
+                                  sf_dtype_name(o->dtype), sf_dtype_name(o->dtype));
     if (o->epochs && o->iters)
         return sf_cli_usage_error("train", "--epochs and --iters exclude each other");
     if (o->init && o->resume)
@@ -246,9 +254,10 @@ static int check_images(const sf_graph *g, int input, const sf_dataset *ds) {
 
 static void fill_batch(sf_batch_bufs *bb, const sf_dataset *ds, const int64_t *order, int64_t first,
                        int64_t batch, int input, int loss) {
+    int64_t m = ds->c * ds->h * ds->w; /* what the model reads a sample (check_images) */
     for (int64_t i = 0; i < batch; i++) {
         int64_t k = order[(first + i) % ds->n];
-        memcpy(bb->inputs[input] + i * 784, ds->images + k * 784, 784 * sizeof(float));
+        sf_dataset_image(ds, k, bb->inputs[input] + i * m);
         bb->labels[loss][i] = ds->labels[k];
     }
 }
@@ -489,7 +498,7 @@ static int setup(train_state *t, sf_error *err) {
 /* The simulator's prediction for the strategy on the machine. */
 static int predict(train_state *t, sf_error *err) {
     sf_cost_model *cm = NULL;
-    int rc = sf_cli_cost_model_open(t->m, t->o.costs, &cm);
+    int rc = sf_cli_cost_model_open(t->m, t->o.costs, SF_DTYPE_FP32, &cm);
     if (rc != SF_EXIT_OK) return rc;
     sf_sim_options so;
     sf_sim_options_default(&so);

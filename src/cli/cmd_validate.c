@@ -27,9 +27,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include <cblas.h>
-
 #include "soapflow/io.h"
+#include "soapflow/kernels.h"
 #include "soapflow/models.h"
 #include "soapflow/runtime.h"
 #include "soapflow/search.h"
@@ -348,7 +347,7 @@ static int setup(vstate *v) {
                            "'mpirun -n %d' or give a machine of %d devices",
                            sf_machine_name(v->m), sf_machine_num_devices(v->m), v->ranks,
                            sf_machine_num_devices(v->m), v->ranks);
-    rc = sf_cli_cost_model_open(v->m, o->costs, &v->cm);
+    rc = sf_cli_cost_model_open(v->m, o->costs, SF_DTYPE_FP32, &v->cm);
     if (rc != SF_EXIT_OK) return rc;
     sf_sim_options_default(&v->so);
     v->so.sync = o->sync;
@@ -711,7 +710,7 @@ int sf_cmd_validate(int argc, char **argv) {
     if (!v.comm) return sf_cli_fail_err(&err);
     v.rank = sf_comm_rank(v.comm);
     v.ranks = sf_comm_size(v.comm);
-    openblas_set_num_threads(1); /* one BLAS thread per rank */
+    sf_kernels_set_threads(1); /* one BLAS thread per rank */
 
     rc = setup(&v);
     if (rc == SF_EXIT_OK) rc = predict(&v);

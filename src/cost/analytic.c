@@ -6,16 +6,25 @@
  *
  *     fwd/bwd:  launch_s + max(flops / (peak[dtype] * efficiency[op type]),
  *                              bytes / (mem_bw * mem_efficiency))
- *     update:   launch_s + w * UPDATE_ACCESSES * 4 bytes / (mem_bw * mem_efficiency)
+ *     update:   launch_s + w * update_bytes / (mem_bw * mem_efficiency)
  *
  * with flops and bytes from sf_op_tile_cost and w the weight elements of the
  * tile's shard (sf_op_tile_weights). The update is SGD with momentum, which
  * reads the weight, its gradient and the momentum and writes the momentum and
  * the weight, and zeroes the gradient for the next step (soapflow's runtime
  * does it in the same loop; a framework's zero_grad is the same store): six
- * 4-byte accesses per element, a few FLOPs each, so it is
+ * 4-byte accesses per element in fp32, a few FLOPs each, so it is
  * bandwidth-bound on every device. An empty tile, or an update of a tile
  * without weights, is no task: 0 s.
+ *
+ * Precision (dtype, docs/cost-model.md): flops run at peak[dtype]; the bytes
+ * of sf_op_tile_cost, which an operator counts in fp32 elements (SF_ELEM_BYTES:
+ * its activations and the weights it reads), are scaled to the dtype's element
+ * size, as a mixed-precision kernel reads and writes 16-bit activations and
+ * the 16-bit compute copy of the weights. The update of mixed precision reads
+ * and writes the fp32 master and momentum (16 bytes), reads and zeroes the
+ * 16-bit gradient and writes the new 16-bit compute copy (3 x 2 bytes): 22
+ * bytes an element, against fp32's 24.
  *
  * A roofline (Williams, Waterman, Patterson, CACM 2009) with a fixed per-task
  * overhead plans clusters one does not own from data-sheet figures alone; it
@@ -33,7 +42,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define UPDATE_ACCESSES 6.0 /* read w, g, m; write m, w, g = 0 (SGD with momentum) */
+/* Bytes the update moves per weight element (SGD with momentum): read and
+ * write the fp32 weight and momentum (4 x 4 bytes), read and zero the gradient
+ * (2 in the dtype), and under mixed precision write the compute copy (1 more). */
+static double update_bytes(sf_dtype t) {
+    double db = sf_dtype_bytes(t);
+    return 4.0 * 4 + db * (t == SF_DTYPE_FP32 ? 2 : 3);
+}
 
 /*
  * Defaults (docs/cost-model.md has the longer argument):
@@ -55,7 +70,8 @@
  *    this value only matters if an operator ever reports unusual FLOPs.
  *  mem_efficiency 0.8: STREAM-like kernels (BabelStream, Deakin et al.) reach
  *    roughly 75-90% of the data-sheet bandwidth on P100, V100, A100 and H100.
- *  dtype fp32: the papers trained in fp32, and every preset has an fp32 peak.
+ *  dtype fp32: the papers trained in fp32, and every preset has an fp32 peak
+ *    (bf16 and fp16 are the CLI's --dtype; docs/cost-model.md, "Precision").
  */
 void sf_analytic_params_default(sf_analytic_params *p) {
     memset(p, 0, sizeof *p);
@@ -83,12 +99,15 @@ static int params_ok(const sf_analytic_params *p) {
 static double roofline_s(const sf_analytic_params *p, const sf_op *op, const sf_device_kind *kind,
                          double flops, double bytes) {
     double bw = kind->mem_bw_Bps * p->mem_efficiency;
-    /* A device without the requested dtype runs it at its fp32 peak. */
+    /* A device without the requested dtype runs it at its fp32 peak (the
+     * simulator refuses such a plan before it asks: sf_machine_check_dtype). */
     double peak = kind->peak_flops[p->dtype];
     if (!(peak > 0)) peak = kind->peak_flops[SF_DTYPE_FP32];
     unsigned type = (unsigned)op->type;
     double eff = type < SF_OP_COUNT ? p->efficiency[type] : 0.5;
     double compute = flops > 0 && peak > 0 ? flops / (peak * eff) : 0;
+    /* the operator counts fp32 elements; the scale is exactly 1 in fp32 */
+    bytes *= (double)sf_dtype_bytes(p->dtype) / SF_ELEM_BYTES;
     double memory = bytes > 0 ? bytes / bw : 0;
     return p->launch_s + (compute > memory ? compute : memory);
 }
@@ -101,7 +120,7 @@ static double analytic_task_s(void *self, const sf_op *op, const sf_tile *t,
         double bw = kind->mem_bw_Bps * p->mem_efficiency;
         int64_t w = sf_op_tile_weights(op, t);
         if (w <= 0) return 0;
-        return p->launch_s + (double)w * UPDATE_ACCESSES * SF_ELEM_BYTES / bw;
+        return p->launch_s + (double)w * update_bytes(p->dtype) / bw;
     }
     sf_op_cost c;
     sf_op_tile_cost(op, t, &c);
@@ -152,5 +171,6 @@ sf_cost_model *sf_cost_analytic_new(const sf_machine *m, const sf_analytic_param
     cm->vt = &analytic_vt;
     cm->self = self;
     cm->machine = m;
+    cm->dtype = p->dtype;
     return cm;
 }

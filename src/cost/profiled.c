@@ -549,6 +549,7 @@ sf_cost_model *sf_cost_profiled_new(const sf_machine *m, sf_profile_db *db,
     sf_cost_model *cm = NULL;
     profiled *p = NULL;
     if (!m || !db || !fallback || !fallback->vt || !fallback->vt->task_s) goto fail;
+    if (fallback->dtype != SF_DTYPE_FP32) goto fail; /* the measurements are fp32 */
     cm = calloc(1, sizeof *cm);
     p = calloc(1, sizeof *p);
     if (!cm || !p) goto fail;

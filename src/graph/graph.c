@@ -259,6 +259,33 @@ int sf_graph_add_input(sf_graph *g, const char *name, const sf_shape *shape, int
     return sf_graph_add_op(g, SF_OP_INPUT, name, &p, NULL, 0, err);
 }
 
+/* 1 when a and b describe the same parameter tensors, shape for shape, at the
+ * same offsets: a linear without bias (W (V, D)) and an embedding (table (V,
+ * D)) hold one matrix alike, which is how GPT-2 ties its LM head to the token
+ * embedding. */
+static int same_param_layout(const sf_op *a, const sf_op *b) {
+    sf_param_desc da[SF_MAX_PARAMS], db[SF_MAX_PARAMS];
+    int na = sf_op_param_descs(a, da), nb = sf_op_param_descs(b, db);
+    if (na != nb || na == 0) return 0;
+    for (int i = 0; i < na; i++)
+        if (da[i].offset != db[i].offset || !sf_shape_equal(&da[i].shape, &db[i].shape)) return 0;
+    return 1;
+}
+
+/* Operators of different types that share weights split them along different
+ * axes (an embedding's parts own columns of the table, a linear's parts rows
+ * of W), so the parts of one would meet the parts of the other in pieces that
+ * neither's tiles name, and a shard is the weight elements of one tile (the
+ * task graph's shards, the runtime's slices). Until shards can be finer than a
+ * tile, tied operators keep the shared weights whole: every dimension whose
+ * split would split the weights can no longer be split (samples and positions
+ * still can, which keeps data parallelism and sequence splits). */
+static void keep_weights_whole(sf_op *op) {
+    for (int d = 0; d < op->space.ndim; d++)
+        if (op->kinds[d] != SF_DIM_SAMPLE && op->kinds[d] != SF_DIM_ATTRIBUTE)
+            op->kinds[d] = SF_DIM_NONE;
+}
+
 sf_status sf_graph_share_weights(sf_graph *g, int op_id, int owner_id, sf_error *err) {
     if (op_id < 0 || op_id >= g->n_ops || owner_id < 0 || owner_id >= g->n_ops)
         return sf_error_set(err, SF_ERR_INVALID, "share_weights: operator out of range");
@@ -269,12 +296,17 @@ sf_status sf_graph_share_weights(sf_graph *g, int op_id, int owner_id, sf_error 
         return sf_error_set(err, SF_ERR_INVALID,
                             "operator '%s': shares weights with '%s', which must come earlier",
                             op->name, owner->name);
-    if (owner->type != op->type || owner->n_params != op->n_params || op->n_params == 0)
+    if (owner->n_params != op->n_params || op->n_params == 0 ||
+        (owner->type != op->type && !same_param_layout(owner, op)))
         return sf_error_set(err, SF_ERR_INVALID,
                             "operator '%s': cannot share weights with '%s' (type or weight "
                             "shapes differ)",
                             op->name, owner->name);
     op->weight_owner = owner->id;
+    if (owner->type != op->type) { /* a tie: both keep the shared tensors whole */
+        keep_weights_whole(op);
+        keep_weights_whole(g->ops[owner->id]);
+    }
     return SF_OK;
 }
 

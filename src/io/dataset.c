@@ -164,24 +164,21 @@ sf_status sf_dataset_load(const char *name, const char *split, const char *dir, 
             goto fail;
         }
 
-    /* img.bytes == n * h * w was overflow-checked by the reader; floats are 4x */
-    size_t fbytes;
+    /* img.bytes == n * h * w was overflow-checked by the reader */
     size_t lbytes;
-    if (sf_mul_overflow_size(img.bytes, sizeof(float), &fbytes) != 0 ||
-        sf_mul_overflow_size((size_t)n, sizeof(int32_t), &lbytes) != 0) {
+    if (sf_mul_overflow_size((size_t)n, sizeof(int32_t), &lbytes) != 0) {
         st = sf_error_set(err, SF_ERR_RANGE, "%s: too many images for memory", img_path);
         goto fail;
     }
-    out->images = malloc(fbytes ? fbytes : 1);
+    out->pixels = malloc(img.bytes ? img.bytes : 1);
     out->labels = malloc(lbytes ? lbytes : 1);
-    if (!out->images || !out->labels) {
+    if (!out->pixels || !out->labels) {
         st = sf_error_set(err, SF_ERR_NOMEM, "%s: out of memory for %zu bytes of images", img_path,
-                          fbytes);
+                          img.bytes);
         goto fail;
     }
-    float lut[256];
-    for (int b = 0; b < 256; b++) lut[b] = (float)(((double)b / 255.0 - d->mean) / d->std);
-    for (size_t i = 0; i < img.bytes; i++) out->images[i] = lut[img.data[i]];
+    for (int b = 0; b < 256; b++) out->lut[b] = (float)(((double)b / 255.0 - d->mean) / d->std);
+    if (img.bytes) memcpy(out->pixels, img.data, img.bytes);
     for (int64_t i = 0; i < n; i++) out->labels[i] = lab.data[i];
 
     out->name = d->name;
@@ -204,7 +201,7 @@ fail:
     sf_idx_free(&lab);
     free(img_path);
     free(lab_path);
-    free(out->images);
+    free(out->pixels);
     free(out->labels);
     memset(out, 0, sizeof *out);
     return st;
@@ -212,11 +209,18 @@ fail:
 
 void sf_dataset_free(sf_dataset *ds) {
     if (!ds) return;
-    free(ds->images);
+    free(ds->pixels);
     free(ds->labels);
     free(ds->images_path);
     free(ds->labels_path);
     memset(ds, 0, sizeof *ds);
+}
+
+void sf_dataset_image(const sf_dataset *ds, int64_t k, float *dst) {
+    int64_t m = ds->c * ds->h * ds->w;
+    if (m <= 0 || !ds->pixels) return;
+    const uint8_t *src = ds->pixels + k * m;
+    for (int64_t i = 0; i < m; i++) dst[i] = ds->lut[src[i]];
 }
 
 /* splitmix64's output function: a bijection that spreads nearby inputs apart. */

@@ -58,6 +58,7 @@
 #include <assert.h>
 #include <limits.h>
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,6 +88,20 @@ _Static_assert(sizeof topology_names / sizeof topology_names[0] == SF_INTRA_COUN
 const char *sf_dtype_name(sf_dtype t) {
     if ((int)t < 0 || t >= SF_DTYPE_COUNT) return "unknown";
     return dtype_names[t];
+}
+
+int sf_dtype_parse(const char *name, sf_dtype *out) {
+    for (int t = 0; name && t < SF_DTYPE_COUNT; t++)
+        if (strcmp(name, dtype_names[t]) == 0) {
+            *out = (sf_dtype)t;
+            return 0;
+        }
+    return -1;
+}
+
+int sf_dtype_bytes(sf_dtype t) {
+    if ((int)t < 0 || t >= SF_DTYPE_COUNT) return 0;
+    return t == SF_DTYPE_FP32 ? 4 : 2;
 }
 
 const char *sf_link_type_name(sf_link_type t) {
@@ -522,4 +537,26 @@ double sf_machine_transfer_time_s(const sf_machine *m, int a, int b, double byte
         t += l.latency_s + bytes / l.bandwidth_Bps;
     }
     return t;
+}
+
+/* Every device of a machine is of its description's kind, so one look at the
+ * kind answers for all of them. */
+sf_status sf_machine_check_dtype(const sf_machine *m, sf_dtype t, sf_error *err) {
+    if (!m) return sf_error_set(err, SF_ERR_INVALID, "machine is NULL");
+    if ((int)t < 0 || t >= SF_DTYPE_COUNT)
+        return sf_error_set(err, SF_ERR_INVALID, "machine '%s': invalid dtype %d",
+                            sf_machine_name(m), (int)t);
+    const sf_device_kind *k = &sf_machine_get_desc(m)->kind;
+    if (k->peak_flops[t] > 0) return SF_OK;
+    char has[32] = "";
+    size_t n = 0;
+    for (int u = 0; u < SF_DTYPE_COUNT; u++)
+        if (k->peak_flops[u] > 0 && n < sizeof has) {
+            int w = snprintf(has + n, sizeof has - n, "%s%s", n ? ", " : "", dtype_names[u]);
+            if (w > 0) n += (size_t)w;
+        }
+    return sf_error_set(err, SF_ERR_UNSUPPORTED,
+                        "machine '%s': device %s has no %s peak (it has %s), so it cannot plan "
+                        "in %s",
+                        sf_machine_name(m), k->name, dtype_names[t], has, dtype_names[t]);
 }

@@ -14,13 +14,19 @@
  * transfer two switch links (2 x 1 us), a direct NVLink transfer one (2 us).
  *
  * Sources:
- *   P100 SXM2  NVIDIA Tesla P100 data sheet (2016): 10.6 TFLOP/s fp32, 21.2 fp16,
+ *   peaks      peak_flops is {fp32, fp16, bf16}: the dense (no sparsity) rate of
+ *              the data sheet, on tensor cores where the device has them; 0 where
+ *              the device has no arithmetic in that dtype (bf16 before Ampere).
+ *   P100 SXM2  NVIDIA Tesla P100 data sheet (2016): 10.6 TFLOP/s fp32, 21.2 fp16
+ *              (no tensor cores, no bf16),
  *              732 GB/s HBM2, 16 GB. NVLink 1.0 moves 20 GB/s per link each way;
  *              the 4-GPU nodes of both papers give each pair a link.
  *   EDR IB     Mellanox ConnectX-4 EDR: 100 Gb/s = 12.5 GB/s per port.
  *   K80        NVIDIA Tesla K80 data sheet: per board (two GK210) 8.73 TFLOP/s
  *              fp32 with GPU Boost, 480 GB/s, 24 GB; halved per GK210. Kepler
- *              has no faster fp16 path (fp16 = fp32) and no bf16. The board's
+ *              (compute capability 3.7) has no fp16 arithmetic (CUDA's half
+ *              arithmetic needs 5.3) and no bf16 (8.0), so both peaks are 0 and
+ *              a plan in either is refused. The board's
  *              PCIe switch joins its two GPUs, the boards meet at the host root
  *              complex; PCIe 3.0 x16 is 15.75 GB/s raw, ~12 GB/s in practice.
  *   FDR IB     Mellanox ConnectX-3 FDR: 56 Gb/s = 7 GB/s per port.
@@ -69,7 +75,7 @@ static const preset presets[] = {
       .nodes = 16,
       .devices_per_node = 4,
       .kind = {.name = "K80-GK210",
-               .peak_flops = {4.37e12, 4.37e12, 0},
+               .peak_flops = {4.37e12, 0, 0},
                .mem_bw_Bps = 240e9,
                .mem_bytes = 12e9},
       .intra = SF_INTRA_PCIE_TREE,

@@ -5,7 +5,7 @@
  * options once here (batch >= 1, no negative sizes) so that the builders only
  * resolve their own defaults. The models live one family per file:
  * zoo_cnn.c (lenet5, alexnet, vgg16), zoo_resnet.c, zoo_inception.c,
- * zoo_rnn.c (rnntc, rnnlm, nmt), zoo_mlp.c and zoo_transformer.c.
+ * zoo_rnn.c (rnntc, rnnlm, nmt), zoo_mlp.c, zoo_transformer.c and zoo_gpt.c.
  */
 #include <stdio.h>
 #include <string.h>
@@ -14,6 +14,10 @@
 
 #define RNN_OPTS                                                                               \
     (SF_MODEL_OPT_SEQ_LEN | SF_MODEL_OPT_CHUNK | SF_MODEL_OPT_HIDDEN | SF_MODEL_OPT_VOCAB)
+
+#define GPT_OPTS                                                                                   \
+    (SF_MODEL_OPT_LAYERS | SF_MODEL_OPT_HIDDEN | SF_MODEL_OPT_HEADS | SF_MODEL_OPT_SEQ_LEN |       \
+     SF_MODEL_OPT_VOCAB)
 
 typedef sf_graph *(*zoo_build_fn)(const sf_model_options *o, sf_error *err);
 
@@ -62,6 +66,25 @@ static const struct {
      "BERT-base-like encoder: 12 layers, hidden 768, 12 heads, ff 3072, seq 128, vocab 30522, "
      "MLM head",
      SF_MODEL_OPT_SEQ_LEN | SF_MODEL_OPT_HIDDEN | SF_MODEL_OPT_VOCAB},
+    {"gpt", sf_zoo_gpt,
+     "GPT decoder (pre-norm, causal, GELU MLP 4h, learned positions, LM head tied to wte); "
+     "gpt2's sizes, positions = seq",
+     GPT_OPTS},
+    {"gpt2", sf_zoo_gpt2,
+     "GPT-2 small: 12 layers, hidden 768, 12 heads, seq 1024, vocab 50257, 124,439,808 params",
+     GPT_OPTS},
+    {"gpt2-medium", sf_zoo_gpt2_medium,
+     "GPT-2 medium: 24 layers, hidden 1024, 16 heads, seq 1024, vocab 50257, 354.8M params",
+     GPT_OPTS},
+    {"gpt2-large", sf_zoo_gpt2_large,
+     "GPT-2 large: 36 layers, hidden 1280, 20 heads, seq 1024, vocab 50257, 774.0M params",
+     GPT_OPTS},
+    {"gpt2-xl", sf_zoo_gpt2_xl,
+     "GPT-2 XL: 48 layers, hidden 1600, 25 heads, seq 1024, vocab 50257, 1.56B params",
+     GPT_OPTS},
+    {"gpt3", sf_zoo_gpt3,
+     "GPT-3 175B: 96 layers, hidden 12288, 96 heads, seq 2048, vocab 50257, 174.6B params",
+     GPT_OPTS},
 };
 
 #define ZOO_COUNT ((int)(sizeof zoo_models / sizeof zoo_models[0]))
@@ -89,9 +112,11 @@ static sf_status check_options(const sf_model_options *o, sf_error *err) {
     if (o->batch < 1)
         return sf_error_set(err, SF_ERR_INVALID, "batch must be >= 1, got %lld",
                             (long long)o->batch);
-    if (o->seq_len < 0 || o->chunk < 0 || o->hidden < 0 || o->vocab < 0)
+    if (o->seq_len < 0 || o->chunk < 0 || o->hidden < 0 || o->vocab < 0 || o->layers < 0 ||
+        o->heads < 0)
         return sf_error_set(err, SF_ERR_INVALID,
-                            "seq_len, chunk, hidden and vocab must be >= 0 (0: model default)");
+                            "seq_len, chunk, hidden, vocab, layers and heads must be >= 0 (0: "
+                            "model default)");
     if (o->n_mlp < 0 || o->n_mlp > SF_MLP_MAX_LAYERS + 1)
         return sf_error_set(err, SF_ERR_INVALID, "n_mlp must be in 0..%d, got %d",
                             SF_MLP_MAX_LAYERS + 1, o->n_mlp);

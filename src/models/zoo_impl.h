@@ -99,5 +99,11 @@ sf_graph *sf_zoo_rnnlm(const sf_model_options *o, sf_error *err);
 sf_graph *sf_zoo_nmt(const sf_model_options *o, sf_error *err);
 sf_graph *sf_zoo_mlp(const sf_model_options *o, sf_error *err);
 sf_graph *sf_zoo_transformer(const sf_model_options *o, sf_error *err);
+sf_graph *sf_zoo_gpt(const sf_model_options *o, sf_error *err);
+sf_graph *sf_zoo_gpt2(const sf_model_options *o, sf_error *err);
+sf_graph *sf_zoo_gpt2_medium(const sf_model_options *o, sf_error *err);
+sf_graph *sf_zoo_gpt2_large(const sf_model_options *o, sf_error *err);
+sf_graph *sf_zoo_gpt2_xl(const sf_model_options *o, sf_error *err);
+sf_graph *sf_zoo_gpt3(const sf_model_options *o, sf_error *err);
 
 #endif

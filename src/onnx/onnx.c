@@ -78,8 +78,8 @@ void sf_onnx_weights_free(const sf_graph *g, float **weights) {
 
 /* owned: the caller's buffer holding data, freed once decoded (protobuf-c
  * copies what it keeps), so a large file is not held twice for long. */
-static sf_status parse(const void *data, size_t len, const char *origin, int64_t batch,
-                       sf_graph **g, float ***weights, void *owned, sf_error *err) {
+static sf_status parse(const void *data, size_t len, const char *origin, const char *dir,
+                       int64_t batch, sf_graph **g, float ***weights, void *owned, sf_error *err) {
     if (g) *g = NULL;
     if (weights) *weights = NULL;
     if (!origin) origin = "<onnx>";
@@ -94,6 +94,7 @@ static sf_status parse(const void *data, size_t len, const char *origin, int64_t
     ox_ctx c;
     memset(&c, 0, sizeof c);
     c.origin = origin;
+    c.dir = dir;
     c.err = err;
     c.model = m;
     c.graph = m->graph;
@@ -136,7 +137,7 @@ static sf_status parse(const void *data, size_t len, const char *origin, int64_t
 
 sf_status sf_onnx_parse(const void *data, size_t len, const char *origin, int64_t batch,
                         sf_graph **g, float ***weights, sf_error *err) {
-    return parse(data, len, origin, batch, g, weights, NULL, err);
+    return parse(data, len, origin, NULL, batch, g, weights, NULL, err);
 }
 
 sf_status sf_onnx_load(const char *path, int64_t batch, sf_graph **g, float ***weights,
@@ -147,7 +148,20 @@ sf_status sf_onnx_load(const char *path, int64_t batch, sf_graph **g, float ***w
     size_t len = 0;
     void *buf = sf_read_file_bytes(path, SF_READ_FILE_MAX, &len, err);
     if (!buf) return err && err->code ? err->code : SF_ERR_IO;
-    return parse(buf, len, path, batch, g, weights, buf, err);
+    /* the folder external data is read from: the path up to its last '/' */
+    const char *slash = strrchr(path, '/');
+    size_t dl = slash ? (size_t)(slash - path) : 1;
+    char *dir = malloc(dl + 2);
+    if (!dir) {
+        free(buf);
+        return sf_error_set(err, SF_ERR_NOMEM, "%s: out of memory", path);
+    }
+    memcpy(dir, slash ? path : ".", dl);
+    if (slash && dl == 0) dir[dl++] = '/'; /* a file in / */
+    dir[dl] = '\0';
+    sf_status st = parse(buf, len, path, dir, batch, g, weights, buf, err);
+    free(dir);
+    return st;
 }
 
 int sf_onnx_is_path(const char *name) {

@@ -18,6 +18,7 @@
  *   Transpose                   HEADS p in another order (q, v: N*H first; k: (N*H, hd, T))
  *   Div / Mul by a constant     the scaling of q (1 / sqrt(hd) in all, checked at the scores)
  *   MatMul(q, k)                SCORES (N*H, T, T)
+ *   Mul by 1 (baddbmm's alpha)   SCORES (torch adds an attn_mask with baddbmm)
  *   Add of a causal mask        SCORES, causal (a constant: -inf above the diagonal, 0 else)
  *   Softmax(-1)                 PROBS (a Dropout after it is dropped: the operator has none)
  *   MatMul(PROBS, v)            CTX (N*H, T, hd)
@@ -324,6 +325,19 @@ int ox_attn_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st) {
         if (!(x != 0) || !isfinite(x)) TAKE(ox_attn_refuse(c, v));
         a->scale *= !strcmp(t, "Div") ? x : 1.0 / x;
         set_stage(c, o, rec, av.stage, av.part, av.perm, c->vals[v].ndim, c->vals[v].d);
+        TAKE(SF_OK);
+    }
+    /* torch.baddbmm(mask, q, k^T), how torch 1.13 adds an attn_mask to the
+     * scores, exports as Mul(scores, alpha) + Mul(mask, beta) with alpha =
+     * beta = 1: a product of the scores by a constant 1 changes nothing. */
+    if ((!strcmp(t, "Mul") || !strcmp(t, "Div")) && av.stage == AT_SCORES && n->n_input == 2 &&
+        (!strcmp(t, "Mul") || ox_in(c, n, 0) == v)) {
+        int other = ox_in(c, n, 0) == v ? ox_in(c, n, 1) : ox_in(c, n, 0);
+        const ox_value *k = other > 0 ? &c->vals[other] : NULL;
+        if (!k || k->kind != OX_CONST || k->numel != 1 ||
+            (k->is_index ? (double)k->i[0] : (double)k->f[0]) != 1.0)
+            TAKE(ox_attn_refuse(c, v));
+        set_stage(c, o, rec, AT_SCORES, 0, NULL, 3, c->vals[v].d);
         TAKE(SF_OK);
     }
     if (!strcmp(t, "MatMul")) {

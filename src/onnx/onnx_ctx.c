@@ -41,13 +41,6 @@ const char *ox_node_str(const ox_ctx *c, int node, char *buf, size_t cap) {
     return buf;
 }
 
-/* Names from the file go into messages: control characters become '?', so a
- * message stays one line whatever the file holds. */
-void ox_one_line(char *s) {
-    for (; *s; s++)
-        if ((unsigned char)*s < 0x20 || *s == 0x7f) *s = '?';
-}
-
 static sf_status vfail(ox_ctx *c, int node, sf_status st, const char *fmt, va_list ap) {
     char msg[SF_ERRMSG_MAX], who[240];
     vsnprintf(msg, sizeof msg, fmt, ap);
@@ -386,11 +379,8 @@ sf_status ox_tensor_to_value_lazy(ox_ctx *c, const Onnx__TensorProto *t, int v, 
         if (sf_mul_overflow_i64(numel, d[k], &numel) || numel > SF_MAX_NUMEL)
             return ox_fail(c, SF_ERR_RANGE, "tensor '%.100s' has more than 2^40 elements", nm);
     }
-    if (t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL)
-        return ox_fail(c, SF_ERR_UNSUPPORTED,
-                       "tensor '%.100s' keeps its data in an external file, which soapflow "
-                       "does not read (save the model with the weights inside it)",
-                       nm);
+    int external =
+        t->has_data_location && t->data_location == ONNX__TENSOR_PROTO__DATA_LOCATION__EXTERNAL;
     if (t->segment)
         return ox_fail(c, SF_ERR_UNSUPPORTED, "tensor '%.100s' is stored in segments", nm);
     int dt = t->has_data_type ? t->data_type : 0;
@@ -424,10 +414,29 @@ sf_status ox_tensor_to_value_lazy(ox_ctx *c, const Onnx__TensorProto *t, int v, 
     int64_t *ii = is_int ? data : NULL;
     size_t have; /* elements in the field that holds the data */
     const char *field;
-    if (t->has_raw_data) {
-        field = "raw_data";
-        have = t->raw_data.len / (size_t)elsize;
-        if (t->raw_data.len % (size_t)elsize) have = (size_t)-1; /* a partial element */
+    /* the little-endian bytes, from raw_data or an external file */
+    int has_raw = t->has_raw_data || external;
+    const uint8_t *raw = t->raw_data.data;
+    size_t raw_len = t->raw_data.len;
+    uint8_t *ext = NULL;
+    if (external) {
+        size_t need;
+        if (sf_mul_overflow_size((size_t)numel, (size_t)elsize, &need)) {
+            free(data);
+            return ox_fail(c, SF_ERR_RANGE, "tensor '%.100s' is too large", nm);
+        }
+        sf_status es = ox_external_data(c, t, nm, need, convert ? &ext : NULL);
+        if (es != SF_OK) {
+            free(data);
+            return es;
+        }
+        raw = ext;
+        raw_len = need;
+    }
+    if (has_raw) {
+        field = external ? "external data" : "raw_data";
+        have = raw_len / (size_t)elsize;
+        if (raw_len % (size_t)elsize) have = (size_t)-1; /* a partial element */
     } else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT) {
         field = "float_data", have = t->n_float_data;
     } else if (dt == ONNX__TENSOR_PROTO__DATA_TYPE__DOUBLE) {
@@ -442,11 +451,12 @@ sf_status ox_tensor_to_value_lazy(ox_ctx *c, const Onnx__TensorProto *t, int v, 
     }
     if (have != (size_t)numel) {
         free(data);
+        free(ext);
         if (have == (size_t)-1)
             return ox_fail(c, SF_ERR_PARSE,
                            "tensor '%.100s': raw_data of %zu bytes is not a whole number of "
                            "%d-byte elements",
-                           nm, t->raw_data.len, elsize);
+                           nm, raw_len, elsize);
         return ox_fail(
             c, SF_ERR_PARSE, "tensor '%.100s' of shape %s needs %lld elements, its %s holds %zu",
             nm, ox_dims_str((int)t->n_dims, d, (char[96]){0}, 96), (long long)numel, field, have);
@@ -460,8 +470,8 @@ sf_status ox_tensor_to_value_lazy(ox_ctx *c, const Onnx__TensorProto *t, int v, 
     for (int64_t k = 0; k < numel; k++) {
         double x = 0;
         int64_t xi = 0;
-        if (t->has_raw_data) {
-            uint64_t u = load_le(t->raw_data.data + k * elsize, elsize);
+        if (has_raw) {
+            uint64_t u = load_le(raw + k * elsize, elsize);
             switch (dt) {
             case ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT: {
                 uint32_t b = (uint32_t)u;
@@ -503,6 +513,7 @@ sf_status ox_tensor_to_value_lazy(ox_ctx *c, const Onnx__TensorProto *t, int v, 
         else
             f[k] = (float)x;
     }
+    free(ext);
     return ox_set_const(c, v, (int)t->n_dims, d, is_int, data);
 }
 
@@ -580,6 +591,29 @@ void ox_utf8_copy(char *dst, size_t cap, const char *src) {
         }
     }
     dst[n] = '\0';
+}
+
+/* Names from the file go into messages: control characters and bytes that are
+ * not UTF-8 become '?' (the rest of a character cut by a "%.60s" is left out),
+ * so a message stays one line of valid text whatever the file holds. In place:
+ * the text only shrinks, so writes never pass the reads. */
+void ox_one_line(char *str) {
+    const unsigned char *s = (const unsigned char *)str;
+    char *d = str;
+    while (*s) {
+        size_t k = utf8_char(s);
+        if (!k && utf8_cut_short(s)) break;
+        if (k == 1 && (*s < 0x20 || *s == 0x7f)) k = 0;
+        if (k) {
+            memmove(d, s, k);
+            d += k;
+            s += k;
+        } else {
+            *d++ = '?';
+            s++;
+        }
+    }
+    *d = '\0';
 }
 
 /* A unique operator name from base into buf (cap bytes, well over 16). Names go
@@ -909,6 +943,7 @@ void ox_ctx_free(ox_ctx *c) {
     free(c->lin);
     free(c->attn);
     free(c->attn_val);
+    free(c->emb);
     free(c->pat);
     free(c->pat_stage);
 }

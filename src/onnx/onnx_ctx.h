@@ -137,6 +137,7 @@ typedef sf_status (*ox_pend_fn)(ox_ctx *c, int v);
 
 struct ox_ctx {
     const char *origin; /* the file name, for messages */
+    const char *dir;    /* the model file's folder (external data), NULL from memory */
     sf_error *err;
     const Onnx__ModelProto *model;
     const Onnx__GraphProto *graph;
@@ -166,6 +167,8 @@ struct ox_ctx {
     int want_weights; /* the caller asked for the weights */
     float **w;        /* [cap_w] full-layout weights by operator id (want_weights) */
     int cap_w;
+    int (*emb)[2]; /* [n_emb] (embedding operator, value of its table), for ties */
+    int n_emb, cap_emb;
     int weights_missing; /* some parameter has no data in the file */
     int64_t filled;      /* parameter elements set (or marked missing): a check */
     int loss_op;         /* the softmax_ce a final Softmax became, or -1 */
@@ -190,6 +193,11 @@ sf_status ox_fail_node(ox_ctx *c, int node, sf_status st, const char *fmt, ...) 
 /* "<file>: out of memory". */
 sf_status ox_oom(ox_ctx *c);
 /* Control characters of a name from the file made '?', so a message stays one line. */
+/* onnx_extdata.c: the need bytes of tensor t (named nm) kept in an external file
+ * beside the model, checked (location inside c->dir, offset, length, file size)
+ * and, with out non-NULL, read into a malloc'd *out. */
+sf_status ox_external_data(ox_ctx *c, const Onnx__TensorProto *t, const char *nm, size_t need,
+                           uint8_t **out);
 void ox_one_line(char *s);
 /* "2x3x224x224" of an ONNX shape (or "scalar"), into buf. */
 const char *ox_dims_str(int ndim, const int64_t *d, char *buf, size_t cap);

@@ -360,9 +360,13 @@ static sf_status check_supported(ox_ctx *c) {
             if (v > 0) dyn[v] = (uint8_t)(any_dyn && !shape_like);
         }
         int ok = e && (shape_like ? 1 : any_dyn ? (e->can & OX_CAN_ACT) : (e->can & OX_CAN_FOLD));
-        if (ok) continue;
+        int step = ok && any_dyn && (e->can & OX_CAN_STEP) && !ox_pat_may_take(c, n);
+        if (ok && !step) continue;
         char key[96];
-        if (!default_domain(n->domain))
+        if (step)
+            snprintf(key, sizeof key, "%.40s of activations outside layer norm and GELU",
+                     n->op_type);
+        else if (!default_domain(n->domain))
             snprintf(key, sizeof key, "%.40s.%.50s", n->domain, n->op_type);
         else if (e && !any_dyn)
             snprintf(key, sizeof key, "%.60s on constants", n->op_type);

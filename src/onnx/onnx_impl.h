@@ -35,7 +35,13 @@ typedef sf_status (*ox_handler)(ox_ctx *c, const Onnx__NodeProto *n);
 
 /* What a node type can do: be folded (all inputs constant) and/or be imported
  * (an input is an activation), and the handlers that do it. */
-enum { OX_CAN_FOLD = 1, OX_CAN_ACT = 2 };
+enum {
+    OX_CAN_FOLD = 1,
+    OX_CAN_ACT = 2,
+    /* on activations only as a step of a pattern (onnx_norm.c): the check before
+     * import asks ox_pat_may_take whether the node could be one */
+    OX_CAN_STEP = 4
+};
 typedef struct ox_op_entry {
     const char *op_type;
     int can;
@@ -65,6 +71,10 @@ sf_status ox_attn_refuse(ox_ctx *c, int v);
 /* onnx_norm.c: the steps of a layer normalization or a GELU; as ox_attn_node
  * (also the nodes that start one). */
 int ox_pat_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st);
+/* Whether node n, on activations, is where a step of layer normalization or GELU
+ * could be, judged by the types of the nodes around it alone (before any import:
+ * constants are checked when the pattern is read). 0 means it would be refused. */
+int ox_pat_may_take(const ox_ctx *c, const Onnx__NodeProto *n);
 /* A step read as an activation: the layernorm it completes, or an error. */
 sf_status ox_pat_force(ox_ctx *c, int v);
 sf_status ox_pat_refuse(ox_ctx *c, int v);

@@ -284,3 +284,46 @@ int ox_pat_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st) {
     if (stage == LN_NORM || stage == LN_SCALED) return 0; /* a layernorm, read as one */
     TAKE(ox_pat_refuse(c, v));
 }
+
+/* ---- before the import: could a node be a step? ---------------------------------- */
+
+/* The node that makes value v, or NULL (a graph input, an initializer). */
+static const Onnx__NodeProto *maker(const ox_ctx *c, int v) {
+    if (v <= 0 || c->vals[v].producer < 0) return NULL;
+    return c->graph->node[c->vals[v].producer];
+}
+
+static int is_type(const Onnx__NodeProto *n, const char *t) {
+    return n && n->op_type && !strcmp(n->op_type, t);
+}
+
+/* Whether some node is Sub(x, m): a layer normalization's centring on mean m. */
+static int centred_on(const ox_ctx *c, int x, int m) {
+    for (size_t i = 0; i < c->graph->n_node; i++) {
+        const Onnx__NodeProto *s = c->graph->node[i];
+        if (is_type(s, "Sub") && s->n_input == 2 && ox_in(c, s, 0) == x && ox_in(c, s, 1) == m)
+            return 1;
+    }
+    return 0;
+}
+
+int ox_pat_may_take(const ox_ctx *c, const Onnx__NodeProto *n) {
+    const char *t = n->op_type;
+    int a = ox_in(c, n, 0), b = n->n_input > 1 ? ox_in(c, n, 1) : -1;
+    const Onnx__NodeProto *pa = maker(c, a), *pb = maker(c, b);
+    if (!strcmp(t, "Erf")) /* GELU: Erf(x / sqrt 2), the division or Mul by 1 / sqrt 2 */
+        return is_type(pa, "Div") || is_type(pa, "Mul");
+    if (!strcmp(t, "Sub")) /* x - ReduceMean(x) */
+        return is_type(pb, "ReduceMean") && pb->n_input > 0 && ox_in(c, pb, 0) == a;
+    if (!strcmp(t, "Pow")) /* (x - mean) ^ 2 */
+        return is_type(pa, "Sub");
+    if (!strcmp(t, "Sqrt")) { /* Sqrt(ReduceMean(...) + eps) */
+        if (!is_type(pa, "Add")) return 0;
+        for (size_t k = 0; k < pa->n_input; k++)
+            if (is_type(maker(c, ox_in(c, pa, (int)k)), "ReduceMean")) return 1;
+        return 0;
+    }
+    if (!strcmp(t, "ReduceMean")) /* the variance's mean, or the mean x is centred on */
+        return is_type(pa, "Pow") || is_type(pa, "Mul") || centred_on(c, a, ox_out(c, n, 0));
+    return 1;
+}

@@ -15,7 +15,9 @@
  * What maps where:
  *   Conv (2-D)                  conv2d; pads must be symmetric, auto_pad SAME only when even
  *   Gemm, MatMul by a constant  linear (a following Add of a constant vector is its bias;
- *                               alpha and beta are folded into the weights)
+ *                               alpha and beta are folded into the weights); without a
+ *                               bias and with an embedding's table as its weight, tied
+ *                               to that embedding (GPT-2's LM head)
  *   MatMul of two activations   matmul (a transposed last pair of dimensions is transpose_a/b)
  *   Relu, Sigmoid, Tanh         relu, sigmoid, tanh
  *   Clip(0, 6), Clip(0)         relu6, relu (others: unsupported)
@@ -507,6 +509,49 @@ static sf_status act_layernorm(ox_ctx *c, const Onnx__NodeProto *n) {
 
 /* ---- linear layers and products ---------------------------------------------------- */
 
+/* The embedding whose table holds the values of W, a linear layer's weight as
+ * the MatMul reads it, (k, n), or, transposed (Gemm's transB), (n, k); -1 when
+ * none does. That is how a tied LM head (F.linear(x, wte.weight), GPT-2's)
+ * reaches an ONNX file: torch writes the head's MatMul on Transpose(wte), or
+ * on a transposed copy of wte once constant folding (its default) has run, so
+ * the tie is the same values, which a head trained apart from the embedding
+ * does not have. The values are compared whether or not the caller wants the
+ * weights (the data of both is read for it), so that an import counts the
+ * same parameters either way; a file without its weights has no tie. *emb
+ * gets the embedding's id, or -1. */
+static sf_status tied_embedding(ox_ctx *c, int wv, int64_t n, int64_t k, int transposed, int *emb) {
+    *emb = -1;
+    for (int i = 0; i < c->n_emb; i++) {
+        const sf_op *op = sf_graph_op(c->g, c->emb[i][0]);
+        if (op->params.embedding.num_embeddings != n || op->params.embedding.embedding_dim != k)
+            continue;
+        TRY(ox_const_data(c, wv));
+        TRY(ox_const_data(c, c->emb[i][1]));
+        const float *w = c->vals[wv].f, *t = c->vals[c->emb[i][1]].f;
+        if (!w || !t || c->vals[wv].kind != OX_CONST || c->vals[c->emb[i][1]].kind != OX_CONST)
+            continue;
+        int64_t q = 0;
+        if (transposed) /* w (n, k) as the table */
+            while (q < n * k && t[q] == w[q]) q++;
+        else /* w (k, n): table row j is column j of w */
+            while (q < n * k && t[q] == w[(q % k) * n + q / k]) q++;
+        if (q == n * k) {
+            *emb = c->emb[i][0];
+            return SF_OK;
+        }
+    }
+    return SF_OK;
+}
+
+/* Tie linear `id` (no bias) to embedding `emb`: it shares the table and owns
+ * no weights of its own. */
+static sf_status tie_linear(ox_ctx *c, int id, int emb) {
+    sf_error local = {0};
+    if (sf_graph_share_weights(c->g, id, emb, &local) != SF_OK)
+        return ox_fail(c, local.code, "%s", local.msg);
+    return SF_OK;
+}
+
 static sf_status act_gemm(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_status st;
     if (ox_attn_node(c, n, &st)) return st;
@@ -552,6 +597,8 @@ static sf_status act_gemm(ox_ctx *c, const Onnx__NodeProto *n) {
     p.linear.bias = has_c && beta != 0;
     int id = ox_add_op(c, SF_OP_LINEAR, &p, &in, 1, Bv->name);
     if (id < 0) return (sf_status)id;
+    int emb = -1;
+    if (!p.linear.bias && alpha == 1.0) TRY(tied_embedding(c, bv, nout, k, tb != 0, &emb));
     float *w = NULL, *b = NULL;
     if (c->want_weights && B) {
         w = malloc((size_t)(k * nout) * sizeof *w);
@@ -560,7 +607,7 @@ static sf_status act_gemm(ox_ctx *c, const Onnx__NodeProto *n) {
             for (int64_t i = 0; i < k; i++)
                 w[j * k + i] = (float)(alpha * (tb ? B[j * k + i] : B[i * nout + j]));
     }
-    st = ox_put_param(c, id, "weight", B ? w : NULL, k * nout);
+    st = emb >= 0 ? tie_linear(c, id, emb) : ox_put_param(c, id, "weight", B ? w : NULL, k * nout);
     free(w);
     TRY(st);
     if (p.linear.bias) {
@@ -706,6 +753,8 @@ sf_status ox_linear_force(ox_ctx *c, int v) {
     p.linear.bias = L->b >= 0;
     int id = ox_add_op(c, SF_OP_LINEAR, &p, &in, 1, NULL);
     if (id < 0) return (sf_status)id;
+    int emb = -1;
+    if (L->b < 0 && (st = tied_embedding(c, L->w, L->n, L->k, 0, &emb)) != SF_OK) return st;
     const ox_value *W = &c->vals[L->w];
     /* torch's weight (N, K) is the MatMul's (K, N) transposed */
     if (c->want_weights && W->f) {
@@ -713,10 +762,10 @@ sf_status ox_linear_force(ox_ctx *c, int v) {
         if (!wt) return ox_oom(c);
         for (int64_t i = 0; i < L->k; i++)
             for (int64_t j = 0; j < L->n; j++) wt[j * L->k + i] = W->f[i * L->n + j];
-        st = ox_put_param(c, id, "weight", wt, L->k * L->n);
+        st = emb >= 0 ? tie_linear(c, id, emb) : ox_put_param(c, id, "weight", wt, L->k * L->n);
         free(wt);
     } else {
-        st = ox_put_param(c, id, "weight", W->f, L->k * L->n);
+        st = emb >= 0 ? tie_linear(c, id, emb) : ox_put_param(c, id, "weight", W->f, L->k * L->n);
     }
     if (st == SF_OK && L->b >= 0) st = ox_put_param(c, id, "bias", c->vals[L->b].f, L->n);
     if (st != SF_OK) return st;
@@ -1078,6 +1127,15 @@ static sf_status act_gather(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_tensor_ref in = I->ref;
     int id = ox_add_op(c, SF_OP_EMBEDDING, &p, &in, 1, D->name);
     if (id < 0) return (sf_status)id;
+    if (c->n_emb == c->cap_emb) { /* remembered for a linear layer tied to it */
+        int cap = c->cap_emb ? 2 * c->cap_emb : 8;
+        void *q = realloc(c->emb, (size_t)cap * sizeof *c->emb);
+        if (!q) return ox_oom(c);
+        c->emb = q;
+        c->cap_emb = cap;
+    }
+    c->emb[c->n_emb][0] = id;
+    c->emb[c->n_emb++][1] = dv;
     TRY(ox_put_param(c, id, "weight", table, D->d[0] * D->d[1]));
     /* the output appends D to the ids' view */
     I = &c->vals[iv];
@@ -1547,6 +1605,7 @@ static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
 
 #define FOLD OX_CAN_FOLD
 #define ACT OX_CAN_ACT
+#define STEP OX_CAN_STEP
 
 /* Sorted by op_type (strcmp), for bsearch. min_in is the fewest inputs ONNX
  * allows in any opset read (Slice takes 1 before opset 10, 3 from it; Gemm's C is
@@ -1568,7 +1627,7 @@ static const ox_op_entry table[] = {
     {"Div", FOLD | ACT, 2, ox_fold_node, act_div},
     {"Dropout", ACT, 1, NULL, act_dropout},
     {"Equal", FOLD, 2, ox_fold_node, NULL},
-    {"Erf", ACT, 1, NULL, act_steps_only},
+    {"Erf", ACT | STEP, 1, NULL, act_steps_only},
     {"Expand", FOLD, 2, ox_fold_node, NULL},
     {"Flatten", FOLD | ACT, 1, ox_fold_node, act_flatten},
     {"Floor", FOLD, 1, ox_fold_node, NULL},
@@ -1590,10 +1649,10 @@ static const ox_op_entry table[] = {
     {"Mul", FOLD | ACT, 2, ox_fold_node, act_mul},
     {"Neg", FOLD, 1, ox_fold_node, NULL},
     {"Not", FOLD, 1, ox_fold_node, NULL},
-    {"Pow", FOLD | ACT, 2, ox_fold_node, act_steps_only},
+    {"Pow", FOLD | ACT | STEP, 2, ox_fold_node, act_steps_only},
     {"Range", FOLD, 3, ox_fold_node, NULL},
     {"Reciprocal", FOLD, 1, ox_fold_node, NULL},
-    {"ReduceMean", ACT, 1, NULL, act_steps_only},
+    {"ReduceMean", ACT | STEP, 1, NULL, act_steps_only},
     {"ReduceProd", FOLD, 1, ox_fold_node, NULL},
     {"ReduceSum", FOLD, 1, ox_fold_node, NULL},
     {"Relu", ACT, 1, NULL, act_relu},
@@ -1604,9 +1663,9 @@ static const ox_op_entry table[] = {
     {"Slice", FOLD | ACT, 1, ox_fold_node, act_slice},
     {"Softmax", ACT, 1, NULL, act_softmax},
     {"Split", ACT, 1, NULL, act_split},
-    {"Sqrt", FOLD | ACT, 1, ox_fold_node, act_steps_only},
+    {"Sqrt", FOLD | ACT | STEP, 1, ox_fold_node, act_steps_only},
     {"Squeeze", FOLD | ACT, 1, ox_fold_node, act_squeeze},
-    {"Sub", FOLD | ACT, 2, ox_fold_node, act_steps_only},
+    {"Sub", FOLD | ACT | STEP, 2, ox_fold_node, act_steps_only},
     {"Tanh", ACT, 1, NULL, act_tanh},
     {"Transpose", FOLD | ACT, 1, ox_fold_node, act_transpose},
     {"Unsqueeze", FOLD | ACT, 1, ox_fold_node, act_unsqueeze},

@@ -164,6 +164,11 @@ int64_t sf_op_tile_weights(const sf_op *op, const sf_tile *t) {
     return w;
 }
 
+int sf_weight_slices_one_run(const sf_weight_slice *s, int n) {
+    /* neighbours are merged, so one run is one slice of contiguous rows */
+    return n == 1 && (s[0].count == 1 || s[0].stride == s[0].len);
+}
+
 int sf_op_weight_slices(const sf_op *op, const sf_tile *t, sf_weight_slice *out) {
     if (op->n_params <= 0 || sf_tile_empty(t)) return 0;
     const sf_op_class *c = sf_op_class_get(op->type);

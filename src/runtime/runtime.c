@@ -23,10 +23,10 @@
  * backward loop passes the lowest operator with an entry of the shard (every
  * rank has then done its entries), so all ranks post in one order. Finally
  * each rank runs the rest of each shard's steps in that order, each waited for
- * (finish_sync), updates the shards it updates and waits for its sends. Batch norm's running statistics are kept whole on
- * every rank: the step's per-channel sums are added over the ranks and every
- * rank updates them alike (update_buffers); sf_runtime_eval runs the forward
- * in inference mode (docs/runtime.md, "Training and inference mode").
+ * (finish_sync), updates the shards it updates and waits for its sends. Batch norm's running
+ * statistics are kept whole on every rank: the step's per-channel sums are added over the ranks and
+ * every rank updates them alike (update_buffers); sf_runtime_eval runs the forward in inference
+ * mode (docs/runtime.md, "Training and inference mode").
  */
 #include <math.h>
 #include <stdlib.h>
@@ -102,6 +102,9 @@ typedef struct rt_shard {
     int key_op;       /* lowest operator with an entry of the shard */
     int n_devs;
     int comm; /* 1: its sync moves data (its gradient is packed into buf) */
+    /* 1: buf is the gradient itself: the slices are one run of the group's
+     * layout and every step is a collective or the update, so nothing is packed */
+    int in_place;
     int n_slices;
     sf_weight_slice sl[SF_MAX_WEIGHT_SLICES];
     int64_t numel;
@@ -321,7 +324,10 @@ static void place_tensors(sf_runtime *rt) {
     }
     for (int i = 0; i < rt->n_shards; i++) {
         rt_shard *sh = &rt->shards[i];
-        if (sh->comm) sh->buf = carve_f(rt, sh->numel);
+        if (sh->in_place && !rt->sizing)
+            sh->buf = rt->groups[sh->group].g + sh->sl[0].offset;
+        else if (sh->comm && !sh->in_place)
+            sh->buf = carve_f(rt, sh->numel);
         for (int q = 0; q < sh->n_steps && !sh->rbuf; q++) {
             const rt_step *st = &rt->sync_steps[sh->step0 + q];
             if (st->kind == SF_STEP_P2P && !st->send && st->payload == SF_PAYLOAD_GRAD)
@@ -724,6 +730,9 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
         }
         if (sh) {
             sh->n_steps = rt->n_sync_steps - sh->step0;
+            sh->in_place = sh->comm && sf_weight_slices_one_run(sh->sl, sh->n_slices);
+            for (int q = 0; q < sh->n_steps; q++)
+                if (rt->sync_steps[sh->step0 + q].kind == SF_STEP_P2P) sh->in_place = 0;
             rt->n_shards++;
         }
     }
@@ -1076,9 +1085,11 @@ static sf_status post_step(sf_runtime *rt, rt_shard *sh, sf_error *err) {
  * into one buffer and post its first step. */
 static sf_status post_sync(sf_runtime *rt, rt_shard *sh, sf_error *err) {
     if (!sh->comm || sh->n_steps == 0) return SF_OK;
-    double t0 = sf_now_s();
-    slices_move(sh, rt->groups[sh->group].g, sh->buf, 1);
-    event(rt, SF_RT_COPY, t0, sh->owner, sh->global, -1, sh->numel * 4);
+    if (!sh->in_place) {
+        double t0 = sf_now_s();
+        slices_move(sh, rt->groups[sh->group].g, sh->buf, 1);
+        event(rt, SF_RT_COPY, t0, sh->owner, sh->global, -1, sh->numel * 4);
+    }
     return post_step(rt, sh, err);
 }
 
@@ -1126,7 +1137,7 @@ static sf_status finish_sync(sf_runtime *rt, rt_shard *sh, sf_error *err) {
         const rt_step *st = &rt->sync_steps[sh->step0 + sh->cur];
         double t0 = sf_now_s();
         if (st->kind == SF_STEP_UPDATE) {
-            if (sh->comm) {
+            if (sh->comm && !sh->in_place) {
                 slices_move(sh, gr->g, sh->buf, 0);
                 event(rt, SF_RT_COPY, t0, sh->owner, sh->global, -1, sh->numel * 4);
                 t0 = sf_now_s();

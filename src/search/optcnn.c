@@ -10,7 +10,9 @@
  * device i (p contiguous devices from device 0, in part order). On 16 devices a
  * convolution (sample, channel, height, width) has 70 candidates. With
  * check_memory, a config whose largest part (sf_op_tile_memory: saved and output
- * activations, plus weights x 3 for weights, gradients and optimizer state) does
+ * activations in the plan's dtype, plus fp32 weights x 3 for weights, gradients
+ * and optimizer state, which mixed precision's masters and 16-bit copies and
+ * gradients take too) does
  * not fit the device is dropped; when none fits, the config with the smallest
  * largest part is kept so that the search always answers. max_configs > 0 keeps
  * the configs of lowest node cost (and always the data-parallel one).
@@ -168,14 +170,17 @@ static int enum_degrees(const sf_op *op, int reduce, int d, int rem, int *deg, s
     return n;
 }
 
-static double largest_part_bytes(const sf_op *op, const sf_config *c) {
+/* act_scale: the plan's element bytes over fp32's (activations are in the
+ * dtype). The weights' 3 x fp32 bytes hold under mixed precision too: an fp32
+ * master and momentum and 16-bit copy and gradient are 4 + 4 + 2 + 2 bytes. */
+static double largest_part_bytes(const sf_op *op, const sf_config *c, double act_scale) {
     double worst = 0;
     for (int p = 0; p < c->n_parts; p++) {
         sf_tile t;
         sf_op_mem mem;
         sf_config_part_tile(op, c, p, &t);
         sf_op_tile_memory(op, &t, &mem);
-        double b = mem.saved_bytes + mem.output_bytes + 3.0 * mem.weight_bytes;
+        double b = (mem.saved_bytes + mem.output_bytes) * act_scale + 3.0 * mem.weight_bytes;
         if (b > worst) worst = b;
     }
     return worst;
@@ -203,6 +208,7 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
     int n_dev = sf_machine_num_devices(m);
     int pmax = n_dev < SF_MAX_PARTS ? n_dev : SF_MAX_PARTS;
     double mem_cap = sf_machine_device_kind(m, 0)->mem_bytes;
+    double act_scale = (double)sf_cost_elem_bytes(cm) / SF_ELEM_BYTES;
     oc_scratch sc;
     if (o->max_configs > 0 && oc_scratch_init(&sc, g, m, cm, o->scheme) != SF_OK)
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory enumerating configs");
@@ -227,7 +233,7 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         if (o->check_memory) {
             int kept = 0, smallest = 0;
             for (int c = 0; c < nc; c++) {
-                bytes[c] = largest_part_bytes(op, &cfg[c]);
+                bytes[c] = largest_part_bytes(op, &cfg[c], act_scale);
                 if (bytes[c] < bytes[smallest]) smallest = c;
             }
             for (int c = 0; c < nc; c++)
@@ -864,6 +870,8 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
         return sf_error_set(err, SF_ERR_INVALID,
                             "optcnn: the strategy has %d operators, the graph %d",
                             sf_strategy_num_ops(out), sf_graph_num_ops(g));
+    sf_status dst = sf_machine_check_dtype(m, sf_cost_dtype(cm), err);
+    if (dst != SF_OK) return dst;
     sf_optcnn_options def;
     if (!o) {
         sf_optcnn_options_default(&def);

@@ -107,6 +107,9 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
         sf_error_set(err, SF_ERR_INVALID, "simulator needs a graph, a machine and a cost model");
         return NULL;
     }
+    /* a plan in a dtype the devices cannot compute in is refused here, for
+     * every caller (simulate, search, bench, the predictions of train) */
+    if (sf_machine_check_dtype(m, sf_cost_dtype(cm), err) != SF_OK) return NULL;
     int n_ops = sf_graph_num_ops(g);
     for (int i = 0; i < n_ops; i++) {
         if (sf_graph_op(g, i)->n_inputs > SIM_SLOTS - 2) {
@@ -120,6 +123,7 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->g = g;
     sim->m = m;
     sim->cm = cm;
+    sim->act_scale = (double)sf_cost_elem_bytes(cm) / SF_ELEM_BYTES;
     sim->copy_bw = sf_machine_get_desc(m)->copy_bw_Bps;
     sim->per_node = sf_machine_get_desc(m)->devices_per_node;
     if (sf_machine_get_desc(m)->cores_per_node < sim->per_node)

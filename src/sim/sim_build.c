@@ -113,7 +113,8 @@ static int build_core(sf_sim *sim, int opi) {
             in_bytes += (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
         }
         double extra = mem.saved_bytes > in_bytes ? mem.saved_bytes - in_bytes : 0;
-        if (block_mem(b, dev, mem.output_bytes + extra)) return -1;
+        /* the operator counts fp32 elements; activations live in the dtype */
+        if (block_mem(b, dev, (mem.output_bytes + extra) * sim->act_scale)) return -1;
     }
     if (bwd) {
         int bid = sim_block_id(opi, SLOT_CORE);
@@ -307,7 +308,8 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int pi, const s
     }
     if (n_fwd ? wire_to(sim, b, &e4[4 * (n_fwd - 1)], x_fwd) : block_edge(b, p_fwd, x_fwd))
         return -1;
-    if (pr->src_dev != pr->dst_dev && block_mem(b, pr->dst_dev, (double)pr->numel * SF_ELEM_BYTES))
+    if (pr->src_dev != pr->dst_dev &&
+        block_mem(b, pr->dst_dev, (double)pr->numel * SF_ELEM_BYTES * sim->act_scale))
         return -1; /* the received copy lives on the consumer's device */
     if (!p_bwd) return 0;
     return n > n_fwd ? wire_to(sim, b, &e4[4 * (n - 1)], p_b) : block_edge(b, x_b, p_b);
@@ -441,6 +443,21 @@ static int grads_into(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, const sf_
  * steps its scheme lowers to (the task graph's, comm.c), priced. A step that
  * waits for gradients waits for those of each device it involves; a message
  * that does (a parameter server's) starts from a barrier that joins them. */
+/* The memory of n weight elements on a device that holds them: in fp32 the
+ * weights and their gradients, and where the device updates them, the
+ * optimizer's state (state = 2 + its factor, the weight's bytes each). Under
+ * mixed precision (ZeRO's count, Rajbhandari et al. 2020, section 3.1) a device
+ * that updates keeps the fp32 master (4 bytes) and state (4 x factor), the
+ * 16-bit compute copy and the 16-bit gradient; a device that only computes
+ * (a parameter server's replica) the compute copy and the gradient. */
+static double weight_mem(const sf_sim *sim, int64_t n, int updates, double state) {
+    if (sf_cost_dtype(sim->cm) == SF_DTYPE_FP32)
+        return (double)(n * SF_ELEM_BYTES) * (updates ? state : 2.0);
+    double eb = sf_cost_elem_bytes(sim->cm);
+    if (!updates) return (double)n * 2.0 * eb;
+    return (double)n * (SF_ELEM_BYTES * (state - 1.0) + 2.0 * eb);
+}
+
 static int build_sync(sf_sim *sim, int owner) {
     int bid = sim_block_id(owner, SLOT_SYNC);
     sim_block *b = &sim->blocks[bid];
@@ -512,8 +529,7 @@ static int build_sync(sf_sim *sim, int owner) {
             int d = sy.devs[r], updates = 0;
             for (int q = first; q < last && !updates; q++)
                 updates = ss.steps[q].kind == SF_STEP_UPDATE && ss.steps[q].dev == d;
-            if (block_mem(b, d, (double)(sh->numel * SF_ELEM_BYTES) * (updates ? state : 2.0)))
-                return -1;
+            if (block_mem(b, d, weight_mem(sim, sh->numel, updates, state))) return -1;
         }
     }
     return 0;

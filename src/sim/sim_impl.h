@@ -168,6 +168,8 @@ struct sf_sim {
     sf_strategy *s; /* current strategy */
     int n_ops, n_dev;
     double copy_bw;      /* the machine's copy_bw_Bps (0: copies not priced) */
+    double act_scale;    /* the cost model's element bytes over SF_ELEM_BYTES: what an
+                          * operator's fp32 activation bytes take in the plan's dtype */
     int cores, per_node; /* cores_per_node when fewer than devices_per_node, else 0 */
     /* resources: devices 0..n_dev-1, then the links tasks have used (sim_links.c),
      * n_dev..n_res-1; the per-resource arrays hold cap_res + 1 entries */

@@ -97,6 +97,10 @@ typedef struct lower {
     sf_taskgraph *tg;
     int n, n_devs, n_deps;
     int failed;
+    /* the shard's collectives run on a packed copy of its gradient, priced:
+     * copies are, and its slices are not one run (the runtime syncs one run in
+     * place, sf_weight_slices_one_run) */
+    int pack;
 } lower;
 
 /* Append a step waiting for the n_deps steps in deps (indices); its index, or
@@ -171,7 +175,7 @@ static sf_tg_step p2p(int from, int to, int64_t numel, sf_tg_payload what, int g
  * gradients: their indices into out, and how many (0 when copies are not
  * priced; the next step then waits for the gradients itself). */
 static int pack_all(lower *l, const int16_t *devs, int R, int64_t n, int32_t *out) {
-    if (!l->tg->copies) return 0;
+    if (!l->pack) return 0;
     for (int r = 0; r < R; r++) {
         sf_tg_step c = device_step(SF_STEP_COPY, devs[r], n, 2.0, 1);
         out[r] = add_step(l, &c, NULL, 0);
@@ -183,7 +187,7 @@ static int pack_all(lower *l, const int16_t *devs, int R, int64_t n, int32_t *ou
  * unpacking copy (when priced) and its update. */
 static void unpack_update(lower *l, int d, int64_t n, const int32_t *done, int nd) {
     int32_t after;
-    if (l->tg->copies) {
+    if (l->pack) {
         sf_tg_step c = device_step(SF_STEP_COPY, d, n, 2.0, 0);
         if ((after = add_step(l, &c, done, nd)) < 0) return;
         done = &after;
@@ -352,6 +356,14 @@ static const int16_t *ring_order(sf_taskgraph *tg, const int *members, int nm, c
 }
 
 /* Lower the shards in *sy (just made for the nm operators `members`) into steps. */
+/* Whether shard sh's weight elements are one run of its group's layout. */
+static int one_run(sf_taskgraph *tg, const sf_tg_shard *sh) {
+    sf_weight_slice sl[SF_MAX_WEIGHT_SLICES];
+    const sf_op *op = sf_graph_op(tg->g, sh->rep_op);
+    int n = sf_op_weight_slices(op, &sf_taskgraph_tiles(tg, sh->rep_op)[sh->rep_part], sl);
+    return sf_weight_slices_one_run(sl, n);
+}
+
 static sf_status lower_shards(sf_taskgraph *tg, const int *members, int nm, const sf_tg_sync *sy,
                               sf_tg_steps *out) {
     /* scratch for step indices: at most 2 per device of a shard, and a node count */
@@ -366,6 +378,7 @@ static sf_status lower_shards(sf_taskgraph *tg, const int *members, int nm, cons
         const int16_t *devs = sy->devs + sh->dev_start;
         int R = sh->n_devs, N, L;
         if (R > 1 && !(devs = ring_order(tg, members, nm, sy, sh))) return SF_ERR_NOMEM;
+        l.pack = tg->copies && !one_run(tg, sh);
         if (R == 1) {
             sf_tg_step u = device_step(SF_STEP_UPDATE, devs[0], sh->numel, 0, 1);
             add_step(&l, &u, NULL, 0);

@@ -15,7 +15,8 @@
  * take R - 1 steps each and send (R - 1) / R of the buffer; an all-reduce both.
  * The bandwidth is the machine's calibrated all-reduce curve at the buffer's
  * size when it has one (MPI_Allreduce on shared memory reduces on the ranks'
- * cores, far below the ping-pong rate), else the link's.
+ * cores, far below the ping-pong rate), else the link's. A step counts
+ * elements; its bytes are elements at the cost model's dtype (fp32: 4).
  */
 #include <stdlib.h>
 
@@ -84,6 +85,11 @@ static const tg_route *route_of(const sf_tg_pricer *p, int a, int b, tg_route *b
     return buf;
 }
 
+/* Bytes of one element a step moves: every payload (activations, gradients,
+ * a parameter server's returned weights, which are the compute copy) is in
+ * the cost model's dtype (docs/simulator.md, "Precision"); fp32 without one. */
+static inline int64_t elem_bytes(const sf_tg_pricer *p) { return sf_cost_elem_bytes(p->cm); }
+
 int sf_tg_step_max_uses(const sf_tg_step *st, int segments) {
     switch ((sf_tg_step_kind)st->kind) {
     case SF_STEP_P2P: return (segments > 1 ? segments : 1) * SF_MAX_ROUTE;
@@ -108,12 +114,12 @@ static int64_t chunk_len(int64_t n, int R, int i) {
  * n elements: a reduce-scatter every chunk but chunk i + 1 (the one it ends up
  * owning arrives last, i + 1 owning its own), an all-gather every chunk but i +
  * 2, a broadcast's chain the whole buffer (but the last position, nothing). */
-static int64_t position_bytes(sf_tg_step_kind k, int64_t n, int R, int i) {
+static int64_t position_bytes(sf_tg_step_kind k, int64_t n, int R, int i, int64_t eb) {
     int64_t e = 0;
     if (k == SF_STEP_REDUCE_SCATTER || k == SF_STEP_ALL_REDUCE) e += n - chunk_len(n, R, i + 1);
     if (k == SF_STEP_ALL_GATHER || k == SF_STEP_ALL_REDUCE) e += n - chunk_len(n, R, i + 2);
     if (k == SF_STEP_BROADCAST) e = i < R - 1 ? n : 0;
-    return e * SF_ELEM_BYTES;
+    return e * eb;
 }
 
 /* One hop of a message: the one formula for a link's time. */
@@ -124,7 +130,7 @@ static inline double hop_s(const tg_route *r, int i, double bytes) {
 static int price_p2p(const sf_tg_pricer *p, const sf_tg_step *st, sf_tg_use *out) {
     tg_route buf;
     const tg_route *r = route_of(p, st->dev, st->peer, &buf);
-    int64_t bytes = st->numel * SF_ELEM_BYTES;
+    int64_t bytes = st->numel * elem_bytes(p);
     int nseg = r->n_links > 1 && p->segments > 1 ? p->segments : 1, n = 0;
     for (int s = 0; s < nseg; s++) {
         int64_t piece = bytes / nseg + (s < bytes % nseg);
@@ -146,7 +152,8 @@ static int price_ring(const sf_tg_pricer *p, const sf_tg_step *st, const int16_t
     int R = st->n_group, n = 0;
     if (R < 2) return 0;
     const int16_t *g = devs + st->group;
-    double shard = (double)(st->numel * SF_ELEM_BYTES);
+    int64_t eb = elem_bytes(p);
+    double shard = (double)(st->numel * eb);
     double steps = k == SF_STEP_ALL_REDUCE ? 2.0 * (R - 1) : k == SF_STEP_BROADCAST ? 1.0 : R - 1.0;
     double send = k == SF_STEP_BROADCAST ? shard : steps / R * shard;
     double sbw = sf_machine_sync_bw(sf_machine_get_desc(p->m), shard);
@@ -154,7 +161,7 @@ static int price_ring(const sf_tg_pricer *p, const sf_tg_step *st, const int16_t
     for (int i = 0; i < last; i++) {
         tg_route buf;
         const tg_route *r = route_of(p, g[i], g[(i + 1) % R], &buf);
-        int64_t bytes = position_bytes(k, st->numel, R, i);
+        int64_t bytes = position_bytes(k, st->numel, R, i, eb);
         for (int h = 0; h < r->n_links; h++) {
             double bw = sbw > 0 ? sbw : r->bandwidth_Bps[h];
             out[n++] = (sf_tg_use){.link = r->links[h],
@@ -174,7 +181,7 @@ static double device_s(const sf_tg_pricer *p, const sf_tg_step *st) {
     if (st->kind == SF_STEP_UPDATE)
         return sf_cost_task_s(p->cm, p->op, p->tile, st->dev, SF_PASS_UPDATE);
     double bw = sf_machine_get_desc(p->m)->copy_bw_Bps;
-    return bw > 0 ? st->moved * (double)(st->numel * SF_ELEM_BYTES) / bw : 0;
+    return bw > 0 ? st->moved * (double)(st->numel * elem_bytes(p)) / bw : 0;
 }
 
 int sf_tg_price_step(const sf_tg_pricer *p, const sf_tg_step *st, const int16_t *devs,
@@ -190,7 +197,7 @@ int sf_tg_price_step(const sf_tg_pricer *p, const sf_tg_step *st, const int16_t 
         out[0] = (sf_tg_use){.link = -1,
                              .dev = st->dev,
                              .dur_s = device_s(p, st),
-                             .bytes = st->numel * SF_ELEM_BYTES};
+                             .bytes = st->numel * elem_bytes(p)};
         return 1;
     case SF_STEP_UPDATE:
         out[0] = (sf_tg_use){.link = -1, .dev = st->dev, .dur_s = device_s(p, st)};
@@ -206,5 +213,5 @@ double sf_tg_step_chain_s(const sf_tg_pricer *p, const sf_tg_step *st) {
     const tg_route *r = route_of(p, st->dev, st->peer, &buf);
     /* the hops' times added up, as latencies plus bytes over each bandwidth
      * (equal to the sum of hop_s up to rounding) */
-    return r->sum_latency_s + (double)(st->numel * SF_ELEM_BYTES) * r->sum_inv_Bps;
+    return r->sum_latency_s + (double)(st->numel * elem_bytes(p)) * r->sum_inv_Bps;
 }

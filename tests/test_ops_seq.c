@@ -51,13 +51,30 @@ static void test_matmul(void **state) {
     assert_int_equal(op->n_outputs, 1);
     check_shape(&op->out_shapes[0], 3, (int64_t[]){3, 5, 4});
     assert_true(op->n_params == 0);
-    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_ATTRIBUTE});
+    check_kinds(op, 4,
+                (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_ATTRIBUTE, SF_DIM_REDUCE});
+    assert_int_equal(op->space.d[3], 7); /* K, contracted: a reduction */
 
     sf_tile full = sf_tile_full(&op->space);
     sf_op_cost c;
     sf_op_tile_cost(op, &full, &c);
     assert_true(c.flops_fwd == 2.0 * 3 * 5 * 4 * 7); /* 840 */
     assert_true(c.flops_bwd == 1680.0);
+    {
+        /* a partial sum over K [2, 7): A's columns and B's rows of that range */
+        sf_tile t = {4, {0, 0, 0, 2}, {3, 5, 4, 7}}, ra, rb, o;
+        sf_op_input_region(op, &t, 0, &ra);
+        sf_op_input_region(op, &t, 1, &rb);
+        sf_tile want_a = {3, {0, 0, 2}, {3, 5, 7}}, want_b = {3, {0, 2, 0}, {3, 7, 4}};
+        assert_true(sf_tile_equal(&ra, &want_a));
+        assert_true(sf_tile_equal(&rb, &want_b));
+        sf_op_output_tile(op, &t, 0, &o);
+        assert_int_equal(o.ndim, 3);
+        assert_int_equal(sf_tile_numel(&o), 60);
+        sf_op_cost cp;
+        sf_op_tile_cost(op, &t, &cp);
+        assert_true(cp.flops_fwd == 2.0 * 3 * 5 * 4 * 5);
+    }
     assert_true(c.bytes_fwd == (105.0 + 84.0 + 60.0) * 4);
 
     /* batch 1..3, M part 1 of 3 of 5 rows ([1, 3)), N 2..4 */
@@ -104,7 +121,7 @@ static void test_matmul(void **state) {
     id = add_ok(g, SF_OP_MATMUL, "mm2", &p, (sf_tensor_ref[]){{x, 0}, {w, 0}}, 2);
     op = sf_graph_op(g, id);
     check_shape(&op->out_shapes[0], 2, (int64_t[]){6, 3});
-    check_kinds(op, 2, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE});
+    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_REDUCE});
     sf_tile t2 = mk_tile(2, (int64_t[]){4, 1}, (int64_t[]){6, 2});
     sf_op_input_region(op, &t2, 0, &r);
     check_tile(&r, 2, (int64_t[]){4, 0}, (int64_t[]){6, 10});

@@ -290,12 +290,58 @@ static void test_random_proposals(void **state) {
     sf_graph_free(g);
 }
 
+/* A matmul split on K feeds a consumer on one device: a reduce to it; and the
+ * size limit of a parallel space leaves its reduction out (a linear of 2^36
+ * outputs over 2^14 inputs: the space's product is 2^50, its output's 2^36). */
+static void test_matmul_and_limits(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("mm");
+    sf_shape sa = sf_shape_make(2, (int64_t[]){8, 32}), sb = sf_shape_make(2, (int64_t[]){32, 16});
+    int a = sf_graph_add_input(g, "a", &sa, 0, &err), b = sf_graph_add_input(g, "b", &sb, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_MATMUL, &p);
+    int mm = sf_graph_add_op(g, SF_OP_MATMUL, "mm", &p, (sf_tensor_ref[]){{a, 0}, {b, 0}}, 2, &err);
+    sf_op_params_default(SF_OP_RELU, &p);
+    int r = sf_graph_add_op(g, SF_OP_RELU, "r", &p, (sf_tensor_ref[]){{mm, 0}}, 1, &err);
+    assert_true(a >= 0 && b >= 0 && mm >= 0 && r >= 0);
+    assert_int_equal(sf_graph_op(g, mm)->kinds[2], SF_DIM_REDUCE);
+    sf_strategy *s = sf_strategy_new(g);
+    sf_strategy_single(s, g, 0);
+    set(s, g, "mm", (int[]){1, 1, 4}, 0);
+    sf_taskgraph *tg = sf_taskgraph_new(g, 4, &err);
+    sf_taskgraph_set_strategy(tg, s);
+    for (int i = 0; i < 4; i++) sf_taskgraph_set_tiles(tg, i);
+    const sf_tg_pair *pr;
+    sf_taskgraph_edge(tg, r, 0, &pr);
+    sf_tg_reduces rd;
+    assert_int_equal(sf_taskgraph_edge_reduce(tg, &rd), 1);
+    assert_int_equal(rd.groups[0].kind, SF_REDUCE_ONE);
+    assert_int_equal(rd.groups[0].numel, 8 * 16);
+    /* the operands' pairs: part i reads columns [8i, 8i + 8) of a */
+    int n = sf_taskgraph_edge(tg, mm, 0, &pr);
+    assert_int_equal(n, 4);
+    for (int q = 0; q < 4; q++) assert_int_equal(pr[q].region.lo[1], 8 * q);
+    sf_taskgraph_free(tg);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+
+    g = sf_graph_new("wide");
+    sf_shape sx = sf_shape_make(2, (int64_t[]){(int64_t)1 << 16, (int64_t)1 << 14});
+    int x = sf_graph_add_input(g, "x", &sx, 0, &err);
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = (int64_t)1 << 20;
+    p.linear.bias = 0;
+    assert_true(sf_graph_add_op(g, SF_OP_LINEAR, "fc", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err) >=
+                0);
+    sf_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reduction_kinds),
-        cmocka_unit_test(test_sim_delta_equals_full),
-        cmocka_unit_test(test_json_round_trip),
-        cmocka_unit_test(test_random_proposals),
+        cmocka_unit_test(test_reduction_kinds),   cmocka_unit_test(test_sim_delta_equals_full),
+        cmocka_unit_test(test_json_round_trip),   cmocka_unit_test(test_random_proposals),
+        cmocka_unit_test(test_matmul_and_limits),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

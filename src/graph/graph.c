@@ -237,7 +237,14 @@ int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_
         return sf_error_set(err, SF_ERR_RANGE,
                             "operator '%s' (%s): its weights exceed the limit of %lld elements",
                             name, c->name, (long long)SF_MAX_NUMEL);
-    if (!shape_in_limits(&op->space)) {
+    /* A reduction dimension is an input's extent, checked with the input: the
+     * space's other dimensions are the output's, which bound its tiles' pieces
+     * (a tile's whole extent product is never taken). */
+    sf_shape named = op->space;
+    named.ndim = 0;
+    for (int i = 0; i < op->space.ndim; i++)
+        if (op->kinds[i] != SF_DIM_REDUCE) named.d[named.ndim++] = op->space.d[i];
+    if (!shape_in_limits(&named)) {
         char buf[128];
         return sf_error_set(err, SF_ERR_RANGE,
                             "operator '%s' (%s): its parallel space %s exceeds the limit of %lld "

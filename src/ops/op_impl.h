@@ -10,7 +10,8 @@
  *
  * Callbacks that may be NULL fall back to defaults in registry.c:
  *   space    -> output 0's shape, every dimension SF_DIM_NONE except 0 (sample)
- *   out_tile -> the tile itself for output 0 (ops with several outputs must set it)
+ *   out_tile -> the tile itself for output 0, less its reduction dimensions (ops
+ *               with several outputs must set it)
  *   out_axes -> output 0 follows the space dimension for dimension (the default
  *               out_tile); other outputs: no map (an op with out_tile should set it)
  *   memory   -> weights from sf_op_tile_weights, saved = inputs' regions, output = tile

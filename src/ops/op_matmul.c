@@ -7,17 +7,22 @@
  * would. Leading (batch) dimensions must match exactly: broadcasting is left to an
  * explicit reshape so that every tile maps to one rectangle of each operand.
  *
- * Parallel space: the output (..., M, N). Dimension 0 is the sample (for a plain
- * 2-D product that is M, the rows, which is the batch when A holds activations);
- * every other dimension is an attribute: no weights are split, a tile needs the
- * rows of A in its M range and the columns of B in its N range, each with all K.
+ * Parallel space: the output (..., M, N), then K, the contracted dimension (a
+ * reduction, SF_DIM_REDUCE: no output dimension names it). Dimension 0 is the
+ * sample (for a plain 2-D product that is M, the rows, which is the batch when A
+ * holds activations); every other output dimension is an attribute: no weights
+ * are split, a tile needs the rows of A in its M range and the columns of B in
+ * its N range, each with the tile's range of K [k0, k1): all of K unless the
+ * tile splits it, when its output piece is a partial sum that the task graph
+ * reduces (src/taskgraph/reduce.c).
  *
  * FLOPs: 2*M*N*K per batch element forward (a multiply-add is two); backward
  * computes dA = dC B^T and dB = A^T dC, twice the forward.
  *
  * Kernels (buffers in soapflow/kernels.h): a tile is a block of batch elements
  * (the leading dimensions of the tile, flattened: nb of them) times rows
- * [m0, m0 + mt) times columns [n0, n0 + nt). Its region of A is, per batch
+ * [m0, m0 + mt) times columns [n0, n0 + nt) times K = k1 - k0 contracted
+ * elements. Its region of A is, per batch
  * element, an (mt, K) matrix, or (K, mt) with transpose_a; of B a (K, nt) one,
  * or (nt, K) with transpose_b; the output tile is (nb, mt, nt). Both regions are
  * contiguous per batch element, so the fast kernel is one SGEMM per batch element
@@ -84,16 +89,37 @@ static sf_status matmul_infer(const sf_op_params *p, const sf_shape *in, int n_i
     return SF_OK;
 }
 
+/* K, the contracted dimension's size. */
+static int64_t matmul_k(const sf_op *op) {
+    const sf_shape *a = &op->in_shapes[0];
+    return op->params.matmul.transpose_a ? a->d[a->ndim - 2] : a->d[a->ndim - 1];
+}
+
+/* The output's dimensions, then K (the reduction). */
 static void matmul_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {
     *space = op->out_shapes[0];
-    for (int i = 0; i < space->ndim; i++) kinds[i] = SF_DIM_ATTRIBUTE;
+    int n = space->ndim;
+    for (int i = 0; i < n; i++) kinds[i] = SF_DIM_ATTRIBUTE;
     kinds[0] = SF_DIM_SAMPLE;
+    space->d[n] = matmul_k(op);
+    kinds[n] = SF_DIM_REDUCE;
+    space->ndim = n + 1;
+}
+
+/* The tile's range of K: its range on the reduction dimension, or all of K for
+ * a tile of the output's rank. */
+static void matmul_krange(const sf_op *op, const sf_tile *t, int64_t *k0, int64_t *k1) {
+    int n = op->out_shapes[0].ndim;
+    *k0 = t->ndim > n ? t->lo[n] : 0;
+    *k1 = t->ndim > n ? t->hi[n] : matmul_k(op);
 }
 
 static void matmul_region(const sf_op *op, const sf_tile *t, int input, sf_tile *r) {
     const sf_shape *in = &op->in_shapes[input];
     int rank = in->ndim;
     *r = *t; /* leading dimensions: the tile's own */
+    r->ndim = rank;
+    for (int d = rank; d < SF_MAX_DIMS; d++) r->lo[d] = r->hi[d] = 0;
     /* The tile's range in the free dimension of this operand: M for A, N for B. */
     int64_t lo = input == 0 ? t->lo[rank - 2] : t->lo[rank - 1];
     int64_t hi = input == 0 ? t->hi[rank - 2] : t->hi[rank - 1];
@@ -105,15 +131,16 @@ static void matmul_region(const sf_op *op, const sf_tile *t, int input, sf_tile 
     int kd = free_first ? rank - 1 : rank - 2;
     r->lo[fd] = lo;
     r->hi[fd] = hi;
-    r->lo[kd] = 0;
-    r->hi[kd] = in->d[kd];
+    matmul_krange(op, t, &r->lo[kd], &r->hi[kd]);
 }
 
 static void matmul_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
-    const sf_shape *a = &op->in_shapes[0];
-    int64_t k = op->params.matmul.transpose_a ? a->d[a->ndim - 2] : a->d[a->ndim - 1];
-    double outs = (double)sf_tile_numel(t);
-    double macs = outs * (double)k;
+    int64_t k0, k1;
+    matmul_krange(op, t, &k0, &k1);
+    sf_tile o = *t;
+    o.ndim = op->out_shapes[0].ndim; /* the output piece */
+    double outs = (double)sf_tile_numel(&o);
+    double macs = outs * (double)(k1 > k0 ? k1 - k0 : 0);
     cost->flops_fwd = 2 * macs;
     cost->flops_bwd = 4 * macs;
     double in_b = 0;
@@ -139,15 +166,16 @@ typedef struct matmul_geom {
 } matmul_geom;
 
 static void matmul_geom_init(const sf_op *op, const sf_tile *t, matmul_geom *g) {
-    int rank = t->ndim;
-    const sf_shape *a = &op->in_shapes[0];
+    int rank = op->out_shapes[0].ndim;
+    int64_t k0, k1;
+    matmul_krange(op, t, &k0, &k1);
     g->nb = 1;
     for (int i = 0; i < rank - 2; i++) g->nb *= t->hi[i] - t->lo[i];
     g->mt = t->hi[rank - 2] - t->lo[rank - 2];
     g->nt = t->hi[rank - 1] - t->lo[rank - 1];
     g->ta = op->params.matmul.transpose_a != 0;
     g->tb = op->params.matmul.transpose_b != 0;
-    g->k = g->ta ? a->d[rank - 2] : a->d[rank - 1];
+    g->k = k1 - k0;
     g->lda = g->ta ? g->mt : g->k;
     g->ldb = g->tb ? g->k : g->nt;
 }

@@ -6,13 +6,17 @@
  * final weights of one rank within a relative 1e-4 after RC_ITERS steps of SGD
  * with momentum and weight decay on synthetic batches (different each step).
  * The models: lenet5, an MLP, a small residual CNN, a small LSTM language model,
- * a small transformer and a small GPT (causal attention, LM head tied to the
- * token embedding: two operators accumulate into one weight group). The strategies: data, model,
- * one weird trick, random strategies over the whole SOAP space, random ones that also split
- * reduction dimensions (partial sums: a linear's input features), every linear split on its input
- * features with its parts on ranks of their own (all-reduce or reduce-scatter of the partial sums)
- * or sharing ranks (a reduce to the first part's rank), one found by MCMC, and (lenet5) a strategy
- * that alternates attribute splits with halos, parameter splits and sample splits between
+ * a small transformer, a small GPT (causal attention, LM head tied to the token
+ * embedding: two operators accumulate into one weight group) and a chain of
+ * linears. The strategies: data, model, one weird trick, random strategies over
+ * the whole SOAP space, random ones that also split reduction dimensions
+ * (partial sums: a linear's input features), every linear split on its input
+ * features with its parts on ranks of their own (all-reduce or reduce-scatter
+ * of the partial sums) or sharing ranks (a reduce to the first part's rank), a
+ * column-parallel linear after a row-parallel one (an all-reduce), Megatron's
+ * tensor parallelism as the SOAP space has it (with and without sequence
+ * parallelism), one found by MCMC, and (lenet5) a strategy that alternates
+ * attribute splits with halos, parameter splits and sample splits between
  * consecutive operators, so every edge re-partitions.
  */
 #ifndef SOAPFLOW_TESTS_RUNTIME_CASES_H
@@ -444,11 +448,69 @@ static int rc_row_col_strategy(const sf_graph *g, sf_strategy *s, int n) {
     return col;
 }
 
+/* The one consumer of op's output, or -1. */
+static int rc_only_consumer(const sf_graph *g, int op) {
+    sf_tensor_ref u[2];
+    return sf_graph_consumers(g, op, 0, u, 2) == 1 ? u[0].op : -1;
+}
+
+/* Megatron's tensor parallelism as the SOAP space has it, n ways on ranks 0 ..
+ * n-1: each linear -> activation -> linear chain (a transformer's MLP) split
+ * column-parallel (the first linear and the activation on their features) then
+ * row-parallel (the second on its input features: partial sums), a linear
+ * that feeds the loss on its output features (the vocabulary); every other
+ * operator whole on rank 0 (its reductions go to one rank: messages, then a
+ * broadcast of the gradient), or with sp split on its sequence dimension
+ * (Megatron's sequence parallelism: reduce-scatters, all-gathers backward).
+ * Returns how many row-parallel linears it made. */
+static int rc_megatron_strategy(const sf_graph *g, sf_strategy *s, int n, int sp) {
+    int n_ops = sf_graph_num_ops(g), rows = 0;
+    int *dim = malloc((size_t)n_ops * sizeof *dim); /* the dimension split n ways, -1 */
+    if (!dim) return 0;
+    for (int op = 0; op < n_ops; op++) {
+        const sf_op *x = sf_graph_op(g, op);
+        dim[op] = sp && x->space.ndim >= 3 && x->kinds[1] == SF_DIM_ATTRIBUTE &&
+                          x->space.d[1] >= n && x->type != SF_OP_INPUT
+                      ? 1
+                      : -1;
+    }
+    for (int op = 0; op < n_ops; op++) {
+        const sf_op *x = sf_graph_op(g, op);
+        int rd = rc_reduce_dim(x);
+        if (x->type != SF_OP_LINEAR || rd < 0) continue;
+        int u = rc_only_consumer(g, op), y = u >= 0 ? rc_only_consumer(g, u) : -1;
+        const sf_op *uo = u >= 0 ? sf_graph_op(g, u) : NULL;
+        const sf_op *yo = y >= 0 ? sf_graph_op(g, y) : NULL;
+        if (uo && (uo->type == SF_OP_GELU || uo->type == SF_OP_RELU) && yo &&
+            yo->type == SF_OP_LINEAR && rc_reduce_dim(yo) >= 0 && x->space.d[rd - 1] >= n &&
+            yo->space.d[rc_reduce_dim(yo)] >= n) {
+            dim[op] = rd - 1;
+            dim[u] = uo->space.ndim - 1;
+            dim[y] = rc_reduce_dim(yo);
+            rows++;
+            op = y;
+        } else if (uo && uo->type == SF_OP_SOFTMAX_CE && x->space.d[rd - 1] >= n) {
+            dim[op] = rd - 1;
+        }
+    }
+    for (int op = 0; op < n_ops; op++) {
+        const sf_op *x = sf_graph_op(g, op);
+        sf_config *c = sf_strategy_config(s, op);
+        int deg[SF_MAX_DIMS] = {1, 1, 1, 1, 1, 1};
+        if (dim[op] >= 0) deg[dim[op]] = n;
+        sf_config_set_degrees(c, x->space.ndim, deg);
+        for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)p;
+    }
+    free(dim);
+    return rows;
+}
+
 /* Strategy k for graph g on n ranks, named into what; 0 when there is no
  * strategy k. 0-2 baselines, 3 MCMC, 4 the halo strategy (lenet5 only),
  * then n_random random ones, n_random random ones that also split reduction
- * dimensions (partial sums), and the two partial-sum strategies of
- * rc_partial_strategy. *bulk: run this case with bulk sync. */
+ * dimensions (partial sums), the two partial-sum strategies of
+ * rc_partial_strategy, rc_row_col_strategy and the two of rc_megatron_strategy.
+ * *bulk: run this case with bulk sync. */
 static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strategy *s, char *what,
                        size_t cap, int *bulk) {
     sf_machine *m = rc_machine(n);
@@ -510,6 +572,13 @@ static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strateg
             return rc_strategy(g, n, k + 1, n_random, s, what, cap, bulk);
         }
         snprintf(what, cap, "%s row- then column-parallel on %d ranks", sf_graph_name(g), n);
+    } else if (k < 10 + 2 * n_random) {
+        int sp = k == 9 + 2 * n_random;
+        if (!rc_megatron_strategy(g, s, n, sp)) {
+            sf_machine_free(m);
+            return rc_strategy(g, n, k + 1, n_random, s, what, cap, bulk);
+        }
+        snprintf(what, cap, "%s megatron%s-like on %d ranks", sf_graph_name(g), sp ? "-sp" : "", n);
     } else {
         ok = 0;
     }

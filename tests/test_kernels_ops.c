@@ -255,8 +255,11 @@ static sf_tile partition_tile(const sf_shape *space, const int *deg, int part) {
  * dimension of the parallel space), stitched into res. */
 static void run_partition(const kop *o, const int *deg, int fast, const kdata *d, kres *res) {
     const sf_op *op = o->op;
-    int parts = 1;
+    int parts = 1, partial = 0;
     for (int i = 0; i < op->space.ndim; i++) parts *= deg[i];
+    /* parts along a reduction dimension (an embedding's vocabulary) hold partial
+     * sums of their output piece: they add up to it (res starts zeroed) */
+    for (int i = 0; i < op->space.ndim; i++) partial |= op->kinds[i] == SF_DIM_REDUCE && deg[i] > 1;
     for (int p = 0; p < parts; p++) {
         sf_tile t = partition_tile(&op->space, deg, p);
         ktile kt;
@@ -265,7 +268,7 @@ static void run_partition(const kop *o, const int *deg, int fast, const kdata *d
         if (s != SF_OK) fail_msg("%s forward fast=%d: %d", sf_op_type_name(op->type), fast, s);
         if (!sf_tile_empty(&t)) {
             for (int k = 0; k < o->n_out; k++)
-                region_copy(res->y[k], &op->out_shapes[k], &kt.ot[k], kt.y[k], 1);
+                region_copy(res->y[k], &op->out_shapes[k], &kt.ot[k], kt.y[k], partial ? 2 : 1);
             s = sf_kernel_backward(&kt.a, fast);
             if (s != SF_OK) fail_msg("%s backward fast=%d: %d", sf_op_type_name(op->type), fast, s);
             for (int k = 0; k < o->n_in; k++)
@@ -1537,7 +1540,8 @@ static void test_embedding(void **state) {
     };
     static const int degs[][SF_MAX_DIMS] = {{2, 1, 1, 1, 1, 1}, {1, 2, 3, 1, 1, 1},
                                             {3, 1, 5, 1, 1, 1}, {1, 1, 2, 2, 1, 1},
-                                            {2, 2, 1, 4, 1, 1}};
+                                            {2, 2, 1, 4, 1, 1}, {2, 1, 1, 1, 3, 1}};
+    /* the last: the vocabulary (a reduction) of the rank-3 ids split in three */
     for (int c = 0; c < N_OF(cases); c++) {
         kop o;
         sf_op_params p;

@@ -163,7 +163,24 @@ static void test_embedding(void **state) {
     const sf_op *op = sf_graph_op(g, id);
     check_shape(&op->out_shapes[0], 3, (int64_t[]){8, 5, 16});
     assert_true(op->n_params == 16000);
-    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_PARAMETER});
+    check_kinds(op, 4,
+                (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_PARAMETER, SF_DIM_REDUCE});
+    assert_int_equal(op->space.d[3], 1000); /* the vocabulary: a reduction */
+    {
+        /* rows [250, 500) of the table, columns [5, 10): a partial sum over the
+         * vocabulary, reading every token's id */
+        sf_tile tv = {4, {0, 0, 5, 250}, {8, 5, 10, 500}}, r, o;
+        sf_op_input_region(op, &tv, 0, &r);
+        sf_tile want = {2, {0, 0}, {8, 5}};
+        assert_true(sf_tile_equal(&r, &want));
+        sf_op_output_tile(op, &tv, 0, &o);
+        assert_int_equal(sf_tile_numel(&o), 8 * 5 * 5);
+        assert_int_equal(sf_op_tile_weights(op, &tv), 250 * 5);
+        sf_weight_slice sl[SF_MAX_WEIGHT_SLICES];
+        assert_int_equal(sf_op_weight_slices(op, &tv, sl), 1);
+        assert_true(sl[0].offset == 250 * 16 + 5 && sl[0].len == 5 && sl[0].stride == 16 &&
+                    sl[0].count == 250);
+    }
 
     /* uneven split: tokens 2..5 of 5, D part 1 of 3 of 16 = [5, 10) */
     int64_t dlo, dhi;
@@ -185,7 +202,15 @@ static void test_embedding(void **state) {
     id = add_ok(g, SF_OP_EMBEDDING, "emb1", &p, (sf_tensor_ref[]){{v, 0}}, 1);
     op = sf_graph_op(g, id);
     check_shape(&op->out_shapes[0], 2, (int64_t[]){7, 16});
-    check_kinds(op, 2, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_PARAMETER});
+    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_PARAMETER, SF_DIM_REDUCE});
+
+    /* ids of rank 5: an output of SF_MAX_DIMS dimensions leaves no room for the
+     * vocabulary, which then cannot be split */
+    int five = add_input(g, "five", 5, (int64_t[]){2, 1, 1, 1, 3});
+    id = add_ok(g, SF_OP_EMBEDDING, "emb5", &p, (sf_tensor_ref[]){{five, 0}}, 1);
+    op = sf_graph_op(g, id);
+    assert_int_equal(op->space.ndim, SF_MAX_DIMS);
+    assert_int_equal(op->kinds[SF_MAX_DIMS - 1], SF_DIM_PARAMETER);
 
     int big = add_input(g, "big", 6, (int64_t[]){1, 1, 1, 1, 1, 2});
     expect_fail(g, SF_OP_EMBEDDING, "bad_rank", &p, (sf_tensor_ref[]){{big, 0}}, 1,

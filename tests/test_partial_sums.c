@@ -14,10 +14,12 @@
 #include <string.h>
 
 #include <cmocka.h>
+#include <math.h>
 
 #include "soapflow/graph.h"
 #include "soapflow/io.h"
 #include "soapflow/machine.h"
+#include "soapflow/search.h"
 #include "soapflow/sim.h"
 #include "soapflow/strategy.h"
 #include "soapflow/taskgraph.h"
@@ -337,11 +339,57 @@ static void test_matmul_and_limits(void **state) {
     sf_graph_free(g);
 }
 
+/* OptCNN with reduction degrees: on fc1 (4096 -> 8192) then fc2 (8192 -> 16)
+ * at batch 8 on four P100s its optimum splits fc2 on its inputs, below the
+ * optimum without them, and the additive cost of the strategy it returns is
+ * the optimum it reports (the edge tables and the direct sum price the
+ * reductions alike). */
+static void test_optcnn_reduce(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("rp");
+    sf_shape s = sf_shape_make(2, (int64_t[]){8, 4096});
+    int x = sf_graph_add_input(g, "x", &s, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = 8192;
+    int a = sf_graph_add_op(g, SF_OP_LINEAR, "fc1", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    p.linear.out_features = 16;
+    int b = sf_graph_add_op(g, SF_OP_LINEAR, "fc2", &p, (sf_tensor_ref[]){{a, 0}}, 1, &err);
+    assert_true(b >= 0);
+    sf_machine *full = sf_machine_preset("p100-4x4", &err);
+    sf_machine *m = sf_machine_subset(full, 4, &err);
+    assert_non_null(m);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    double cost[2];
+    for (int r = 0; r < 2; r++) {
+        sf_optcnn_options o;
+        sf_optcnn_options_default(&o);
+        o.reduce = r;
+        sf_strategy *st = sf_strategy_new(g);
+        sf_optcnn_result res;
+        assert_int_equal(sf_optcnn_search(g, m, cm, &o, st, &res, &err), SF_OK);
+        assert_true(res.exact);
+        const sf_config *c2 = sf_strategy_get(st, b);
+        int rdeg = c2->ndim == 3 ? c2->degree[2] : 1;
+        assert_true(r ? rdeg > 1 : rdeg == 1);
+        double direct = sf_optcnn_cost(g, m, cm, &o, st);
+        assert_true(fabs(direct - res.cost_s) <= 1e-12 * res.cost_s);
+        cost[r] = res.cost_s;
+        sf_strategy_free(st);
+    }
+    assert_true(cost[1] < cost[0]);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+    sf_machine_free(full);
+    sf_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reduction_kinds),   cmocka_unit_test(test_sim_delta_equals_full),
         cmocka_unit_test(test_json_round_trip),   cmocka_unit_test(test_random_proposals),
-        cmocka_unit_test(test_matmul_and_limits),
+        cmocka_unit_test(test_matmul_and_limits), cmocka_unit_test(test_optcnn_reduce),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -75,6 +75,7 @@ static void linear_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {
     for (int i = 0; i < n; i++) kinds[i] = SF_DIM_ATTRIBUTE;
     kinds[0] = SF_DIM_SAMPLE;
     kinds[n - 1] = SF_DIM_PARAMETER;
+    if (n == SF_MAX_DIMS) return; /* no room: the reduction stays whole */
     space->d[n] = op->in_shapes[0].d[op->in_shapes[0].ndim - 1];
     kinds[n] = SF_DIM_REDUCE;
     space->ndim = n + 1;

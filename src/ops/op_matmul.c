@@ -101,6 +101,7 @@ static void matmul_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {
     int n = space->ndim;
     for (int i = 0; i < n; i++) kinds[i] = SF_DIM_ATTRIBUTE;
     kinds[0] = SF_DIM_SAMPLE;
+    if (n == SF_MAX_DIMS) return; /* no room: the reduction stays whole */
     space->d[n] = matmul_k(op);
     kinds[n] = SF_DIM_REDUCE;
     space->ndim = n + 1;

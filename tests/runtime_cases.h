@@ -458,11 +458,12 @@ static int rc_only_consumer(const sf_graph *g, int op) {
  * n-1: each linear -> activation -> linear chain (a transformer's MLP) split
  * column-parallel (the first linear and the activation on their features) then
  * row-parallel (the second on its input features: partial sums), a linear
- * that feeds the loss on its output features (the vocabulary); every other
+ * that feeds the loss on its output features (the vocabulary), an embedding
+ * on its vocabulary (partial sums: a part's rows of the table); every other
  * operator whole on rank 0 (its reductions go to one rank: messages, then a
  * broadcast of the gradient), or with sp split on its sequence dimension
  * (Megatron's sequence parallelism: reduce-scatters, all-gathers backward).
- * Returns how many row-parallel linears it made. */
+ * Returns how many operators it split along a reduction dimension. */
 static int rc_megatron_strategy(const sf_graph *g, sf_strategy *s, int n, int sp) {
     int n_ops = sf_graph_num_ops(g), rows = 0;
     int *dim = malloc((size_t)n_ops * sizeof *dim); /* the dimension split n ways, -1 */
@@ -477,6 +478,10 @@ static int rc_megatron_strategy(const sf_graph *g, sf_strategy *s, int n, int sp
     for (int op = 0; op < n_ops; op++) {
         const sf_op *x = sf_graph_op(g, op);
         int rd = rc_reduce_dim(x);
+        if (x->type == SF_OP_EMBEDDING && rd >= 0 && x->space.d[rd] >= n) {
+            dim[op] = rd; /* vocabulary-parallel */
+            rows++;
+        }
         if (x->type != SF_OP_LINEAR || rd < 0) continue;
         int u = rc_only_consumer(g, op), y = u >= 0 ? rc_only_consumer(g, u) : -1;
         const sf_op *uo = u >= 0 ? sf_graph_op(g, u) : NULL;

@@ -3,7 +3,7 @@
 # over zoo models x machines x baselines x sync settings: prints every case whose
 # iter_ms, sync_bytes, transfer_bytes, peak_mem_bytes, compute_ms or sync_ms differ,
 # then "N of M differ" (cases the OLD binary refuses are skipped and counted). A structural change of the simulator should print 0 (or
-# explain each line). MACHINE_FILE (optional) adds a machine of your own, e.g. one
+# explain each line); warnings (stderr) are not compared. MACHINE_FILE (optional) adds a machine of your own, e.g. one
 # written by `soapflow calibrate` (runtime object: copies, all-reduce curve, cores).
 set -u
 OLD=${1:?usage: compare_simulate.sh OLD NEW [MACHINE_FILE]}
@@ -11,7 +11,7 @@ NEW=${2:?usage: compare_simulate.sh OLD NEW [MACHINE_FILE]}
 machines=(p100-4x4 "k80-16x4[16]" "cpu[2]")
 [ $# -ge 3 ] && machines+=("$3")
 fields() {
-    "$@" --json 2>&1 | python3 -c '
+    "$@" --json 2>/dev/null | python3 -c '
 import json, sys
 try:
     d = json.load(sys.stdin)

@@ -201,7 +201,7 @@ static void test_set_degrees_and_equal(void **state) {
     memset(&a, 0, sizeof a);
     assert_int_equal(sf_config_set_degrees(&a, 3, (int[]){2, 3, 4}), SF_OK);
     assert_int_equal(a.n_parts, 24);
-    assert_int_equal(sf_config_set_degrees(&a, 3, (int[]){8, 8, 2}), SF_ERR_RANGE);
+    assert_int_equal(sf_config_set_degrees(&a, 3, (int[]){64, 32, 3}), SF_ERR_RANGE); /* > 4096 */
     assert_int_equal(a.n_parts, 24); /* unchanged on error */
     assert_int_equal(sf_config_set_degrees(&a, 2, (int[]){0, 2}), SF_ERR_INVALID);
     assert_int_equal(sf_config_set_degrees(&a, SF_MAX_DIMS + 1, (int[]){1, 1, 1, 1, 1, 1, 1}),
@@ -268,13 +268,14 @@ static void test_config_validate_messages(void **state) {
     assert_non_null(strstr(err.msg, "degree 0 on dimension 0 (sample) is below 1"));
 
     sf_error_clear(&err);
-    c.degree[0] = 8; /* 8 x 3 x 6 x 6 = 864 parts; sizes allow it */
-    c.degree[1] = 3;
-    c.degree[2] = 6;
-    c.degree[3] = 6;
-    c.n_parts = 64;
-    assert_int_equal(sf_config_validate(conv3, m, &c, &err), SF_ERR_RANGE);
-    assert_non_null(strstr(err.msg, "more than 64 parts"));
+    const sf_op *conv1 = sf_graph_op(g, sf_graph_find(g, "conv1"));
+    c.degree[0] = 8; /* 8 x 6 x 12 x 12 = 6912 parts, above SF_MAX_PARTS; sizes allow it */
+    c.degree[1] = 6;
+    c.degree[2] = 12;
+    c.degree[3] = 12;
+    c.n_parts = 4096;
+    assert_int_equal(sf_config_validate(conv1, m, &c, &err), SF_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "more than 4096 parts"));
 
     sf_error_clear(&err);
     sf_config_set_degrees(&c, 4, (int[]){2, 1, 1, 1});

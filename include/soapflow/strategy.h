@@ -22,13 +22,19 @@
 extern "C" {
 #endif
 
-#define SF_MAX_PARTS 64 /* most parts of one operator */
+/* Most parts of one operator: one per device of the largest machine, so that
+ * every device can hold a part of every operator. */
+#define SF_MAX_PARTS SF_MAX_DEVICES
 
+/* A plain value with the placement inline (8 KB), so that c->device[p] is an
+ * array access and a config can live on the stack. Only device[0 .. n_parts)
+ * means anything: copy with sf_config_copy, which copies those and no more,
+ * where a config is copied often (the searches, the simulator's undo). */
 typedef struct sf_config {
     int ndim;    /* = the operator's space rank */
     int n_parts; /* product of degrees */
     int degree[SF_MAX_DIMS];
-    int16_t device[SF_MAX_PARTS]; /* device of each part */
+    int16_t device[SF_MAX_PARTS]; /* device of each part, [n_parts] used */
 } sf_config;
 
 /* Tile of part `part` (0 <= part < n_parts) of op's space. */
@@ -36,6 +42,9 @@ SF_API void sf_config_part_tile(const sf_op *op, const sf_config *c, int part, s
 /* Set degrees (recomputes n_parts); SF_ERR_RANGE when the product exceeds SF_MAX_PARTS. */
 SF_API sf_status sf_config_set_degrees(sf_config *c, int ndim, const int *degree);
 SF_API int sf_config_equal(const sf_config *a, const sf_config *b);
+/* *dst = *src, copying only the n_parts devices in use (the rest of dst's
+ * device array is left as it was). */
+SF_API void sf_config_copy(sf_config *dst, const sf_config *src);
 /* Check one config against its operator and machine, with a message naming the
  * operator: degree above a dimension's size or on a dimension that cannot be split,
  * wrong dimension count, device out of range, too many parts. */
@@ -55,6 +64,9 @@ SF_API sf_config *sf_strategy_config(sf_strategy *s, int op);
 SF_API const sf_config *sf_strategy_get(const sf_strategy *s, int op);
 SF_API sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
                                       sf_error *err);
+/* The devices of 0..n_devices-1 that no part of any operator runs on, written in order to idle[]
+ * when non-NULL ([n_devices]); the count. */
+SF_API int sf_strategy_idle_devices(const sf_strategy *s, int n_devices, int *idle);
 
 /* A random valid config from the whole SOAP space of `op` on `m`: degrees over
  * any of its splittable dimensions (product at most the device count and

@@ -121,8 +121,12 @@ SF_API void sf_taskgraph_free(sf_taskgraph *tg);
 SF_API void sf_taskgraph_set_strategy(sf_taskgraph *tg, const sf_strategy *s);
 SF_API const sf_graph *sf_taskgraph_graph(const sf_taskgraph *tg);
 
-/* Compute (again) the part tiles of op under the strategy's config. */
-SF_API void sf_taskgraph_set_tiles(sf_taskgraph *tg, int op);
+/* Compute (again) the part tiles of op under the strategy's config; SF_ERR_NOMEM
+ * when there is no room for them (nothing changed). */
+SF_API sf_status sf_taskgraph_set_tiles(sf_taskgraph *tg, int op);
+/* Room for n part tiles of op (they are kept per operator, as many as its
+ * largest config so far had): SF_OK, or SF_ERR_NOMEM with nothing changed. */
+SF_API sf_status sf_taskgraph_reserve_tiles(sf_taskgraph *tg, int op, int n);
 /* op's part tiles, [n_parts] (sf_config_part_tile); writable, so that a caller
  * that changes a config and changes it back may save and restore them. */
 SF_API sf_tile *sf_taskgraph_tiles(sf_taskgraph *tg, int op);

@@ -604,6 +604,39 @@ void sf_cli_cost_model_report(const sf_cost_model *cm) {
                   buf);
 }
 
+int sf_cli_idle_report(const sf_strategy *s, const sf_machine *m, const char *what) {
+    int n_dev = sf_machine_num_devices(m);
+    int *idle = malloc((size_t)(n_dev > 0 ? n_dev : 1) * sizeof *idle);
+    if (!idle) return 0;
+    int n = sf_strategy_idle_devices(s, n_dev, idle);
+    if (n > 0) {
+        /* the idle devices as ranges, "64-255" or "3,5,8-11", cut after a few */
+        char list[160], item[32];
+        size_t len = 0;
+        list[0] = '\0';
+        for (int i = 0; i < n;) {
+            int j = i;
+            while (j + 1 < n && idle[j + 1] == idle[j] + 1) j++;
+            if (j > i)
+                snprintf(item, sizeof item, "%s%d-%d", i ? "," : "", idle[i], idle[j]);
+            else
+                snprintf(item, sizeof item, "%s%d", i ? "," : "", idle[i]);
+            if (len + strlen(item) + 5 > sizeof list) {
+                snprintf(list + len, sizeof list - len, ",...");
+                break;
+            }
+            snprintf(list + len, sizeof list - len, "%s", item);
+            len += strlen(item);
+            i = j + 1;
+        }
+        SF_LOG_WARN_F("strategy '%s' leaves %d of %d devices idle (%s): no part of any operator "
+                      "runs there",
+                      what, n, n_dev, list);
+    }
+    free(idle);
+    return n;
+}
+
 int sf_cli_launcher_rank(void) {
     static const char *const vars[] = {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"};
     for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) {

@@ -272,4 +272,9 @@ extern const char sf_cli_sim_help[];
  * tasks), ..."); nothing for an analytic model or when all were measured. */
 void sf_cli_cost_model_report(const sf_cost_model *cm);
 
+/* One warning line when strategy s (named `what`) leaves devices of m idle, no
+ * part of any operator on them: "strategy 'data' leaves 192 of 256 devices
+ * idle (64-255)"; nothing when it uses every device. Returns the idle count. */
+int sf_cli_idle_report(const sf_strategy *s, const sf_machine *m, const char *what);
+
 #endif

@@ -227,6 +227,7 @@ int sf_cmd_search(int argc, char **argv) {
     if (rc != SF_EXIT_OK) goto done;
     const sf_search_row *rows = rep.rows;
     double data_s = rows[SF_SEARCH_DATA].iter_s;
+    int idle = sf_cli_idle_report(best, m, rows[rep.best].name);
     if (o.json) {
         json_t *j = json_object(), *b = json_object();
         if (!j || !b) {
@@ -269,6 +270,7 @@ int sf_cmd_search(int argc, char **argv) {
         sf_cli_json_set_real(j, "speedup_vs_data", data_s / br.iter_s);
         json_object_set_new(j, "best_fits", json_boolean(br.fits));
         sf_cli_json_set_real(j, "best_peak_mem_bytes", br.peak_mem_bytes);
+        json_object_set_new(j, "best_idle_devices", json_integer(idle));
         if (o.out) json_object_set_new(j, "strategy_file", json_string(o.out));
         rc = sf_cli_print_json(j);
         goto done;

@@ -257,7 +257,8 @@ static int usage(FILE *out) {
             "                         sync_ms, transfer_bytes, sync_bytes, intra_bytes,\n"
             "                         inter_bytes, peak_mem_bytes, mem_capacity_bytes, fits,\n"
             "                         tasks, model, machine, strategy, sync, sync_scheme,\n"
-            "                         segments, dtype, batch, devices and a \"per_device\"\n"
+            "                         segments, dtype, batch, devices, idle_devices (no part\n"
+            "                         runs there; a warning names them) and a \"per_device\"\n"
             "                         array (device, node, busy_ms, utilization, mem_bytes)\n"
             "  --trace FILE           write the schedule as a Chrome trace (JSON) for\n"
             "                         Perfetto (ui.perfetto.dev) or chrome://tracing\n"
@@ -399,6 +400,7 @@ typedef struct report {
     int64_t batch;
     double capacity; /* smallest device memory, bytes */
     int peak_dev;
+    int idle; /* devices no part runs on (sf_strategy_idle_devices) */
 } report;
 
 static int print_json(const report *rp) {
@@ -420,6 +422,7 @@ static int print_json(const report *rp) {
     bad |= json_object_set_new(j, "dtype", json_string(sf_dtype_name(rp->dtype)));
     bad |= json_object_set_new(j, "batch", json_integer(rp->batch));
     bad |= json_object_set_new(j, "devices", json_integer(r->n_devices));
+    bad |= json_object_set_new(j, "idle_devices", json_integer(rp->idle));
     bad |= sf_cli_json_set_real(j, "iter_ms", r->iter_s * 1e3);
     bad |= sf_cli_json_set_real(j, "compute_ms", r->compute_s * 1e3);
     bad |= sf_cli_json_set_real(j, "transfer_ms", r->transfer_s * 1e3);
@@ -562,6 +565,7 @@ int sf_cmd_simulate(int argc, char **argv) {
         goto done;
     }
     sf_cli_cost_model_report(cm);
+    int idle = sf_cli_idle_report(s, m, o.strategy);
     SF_LOG_INFO_F("%s on %s under %s: %lld tasks, %.3f ms", sf_graph_name(g), sf_machine_name(m),
                   o.strategy, (long long)r.tasks, r.iter_s * 1e3);
 
@@ -576,7 +580,7 @@ int sf_cmd_simulate(int argc, char **argv) {
     if (rc == SF_EXIT_OK) rc = sf_cli_outputs_write(&files);
     if (rc != SF_EXIT_OK) goto done;
 
-    report rp = {g, m, &r, o.strategy, o.sim, o.dtype, 0, 0, 0};
+    report rp = {g, m, &r, o.strategy, o.sim, o.dtype, 0, 0, 0, idle};
     sf_graph_stats gs;
     sf_graph_stats_compute(g, &gs);
     rp.batch = gs.batch;

@@ -425,10 +425,12 @@ sf_status ox_tensor_to_value_lazy(ox_ctx *c, const Onnx__TensorProto *t, int v, 
             free(data);
             return ox_fail(c, SF_ERR_RANGE, "tensor '%.100s' is too large", nm);
         }
-        sf_status es = ox_external_data(c, t, nm, need, convert ? &ext : NULL);
+        char why[SF_ERRMSG_MAX];
+        sf_status es =
+            ox_external_data(c->dir, t, nm, need, convert ? &ext : NULL, why, sizeof why);
         if (es != SF_OK) {
             free(data);
-            return es;
+            return ox_fail(c, es, "%s", why);
         }
         raw = ext;
         raw_len = need;

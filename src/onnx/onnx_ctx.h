@@ -194,10 +194,11 @@ sf_status ox_fail_node(ox_ctx *c, int node, sf_status st, const char *fmt, ...) 
 sf_status ox_oom(ox_ctx *c);
 /* Control characters of a name from the file made '?', so a message stays one line. */
 /* onnx_extdata.c: the need bytes of tensor t (named nm) kept in an external file
- * beside the model, checked (location inside c->dir, offset, length, file size)
- * and, with out non-NULL, read into a malloc'd *out. */
-sf_status ox_external_data(ox_ctx *c, const Onnx__TensorProto *t, const char *nm, size_t need,
-                           uint8_t **out);
+ * beside the model, checked (location inside dir, the model's folder, NULL when
+ * parsed from memory; offset, length, file size) and, with out non-NULL, read
+ * into a malloc'd *out. On failure, a one-line reason in msg (cap bytes). */
+sf_status ox_external_data(const char *dir, const Onnx__TensorProto *t, const char *nm, size_t need,
+                           uint8_t **out, char *msg, size_t cap);
 void ox_one_line(char *s);
 /* "2x3x224x224" of an ONNX shape (or "scalar"), into buf. */
 const char *ox_dims_str(int ndim, const int64_t *d, char *buf, size_t cap);

@@ -17,6 +17,8 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -47,8 +49,19 @@ static int stays_inside(const char *loc) {
     return 1;
 }
 
-sf_status ox_external_data(ox_ctx *c, const Onnx__TensorProto *t, const char *nm, size_t need,
-                           uint8_t **out) {
+/* The message of a failure into msg. */
+static sf_status why(char *msg, size_t cap, sf_status st, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static sf_status why(char *msg, size_t cap, sf_status st, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, cap, fmt, ap);
+    va_end(ap);
+    return st;
+}
+
+sf_status ox_external_data(const char *dir, const Onnx__TensorProto *t, const char *nm, size_t need,
+                           uint8_t **out, char *msg, size_t cap) {
     if (out) *out = NULL;
     const char *loc = NULL;
     int64_t off = 0, len = -1;
@@ -60,9 +73,9 @@ sf_status ox_external_data(ox_ctx *c, const Onnx__TensorProto *t, const char *nm
         } else if (!strcmp(k, "offset") || !strcmp(k, "length")) {
             int64_t x = parse_count(v);
             if (x < 0)
-                return ox_fail(c, SF_ERR_PARSE,
-                               "tensor '%.100s': external data %s '%.40s' is not a byte count", nm,
-                               k, v);
+                return why(msg, cap, SF_ERR_PARSE,
+                           "tensor '%.100s': external data %s '%.40s' is not a byte count", nm, k,
+                           v);
             if (k[0] == 'o')
                 off = x;
             else
@@ -70,64 +83,64 @@ sf_status ox_external_data(ox_ctx *c, const Onnx__TensorProto *t, const char *nm
         }
     }
     if (!loc)
-        return ox_fail(c, SF_ERR_PARSE, "tensor '%.100s': external data without a location", nm);
-    if (!c->dir)
-        return ox_fail(c, SF_ERR_UNSUPPORTED,
-                       "tensor '%.100s' keeps its data in '%.100s' beside the model: load the "
-                       "model from its file (sf_onnx_load), not from memory",
-                       nm, loc);
+        return why(msg, cap, SF_ERR_PARSE, "tensor '%.100s': external data without a location", nm);
+    if (!dir)
+        return why(msg, cap, SF_ERR_UNSUPPORTED,
+                   "tensor '%.100s' keeps its data in '%.100s' beside the model: load the "
+                   "model from its file (sf_onnx_load), not from memory",
+                   nm, loc);
     if (!stays_inside(loc))
-        return ox_fail(c, SF_ERR_INVALID,
-                       "tensor '%.100s': external data location '%.100s' is not a relative "
-                       "path inside the model's folder",
-                       nm, loc);
-    size_t dl = strlen(c->dir), ll = strlen(loc);
+        return why(msg, cap, SF_ERR_INVALID,
+                   "tensor '%.100s': external data location '%.100s' is not a relative "
+                   "path inside the model's folder",
+                   nm, loc);
+    size_t dl = strlen(dir), ll = strlen(loc);
     char *path = malloc(dl + ll + 2);
-    if (!path) return ox_oom(c);
-    memcpy(path, c->dir, dl);
+    if (!path) return why(msg, cap, SF_ERR_NOMEM, "out of memory");
+    memcpy(path, dir, dl);
     path[dl] = '/';
     memcpy(path + dl + 1, loc, ll + 1);
     sf_status st = SF_OK;
-    char *real = realpath(path, NULL), *rdir = realpath(c->dir, NULL);
+    char *real = realpath(path, NULL), *rdir = realpath(dir, NULL);
     int fd = -1;
     struct stat sb;
     size_t rl = rdir ? strlen(rdir) : 0;
     if (!real || !rdir) {
-        st = ox_fail(c, SF_ERR_NOTFOUND, "tensor '%.100s': external data file %.200s: %s", nm, path,
-                     strerror(errno));
+        st = why(msg, cap, SF_ERR_NOTFOUND, "tensor '%.100s': external data file %.200s: %s", nm,
+                 path, strerror(errno));
     } else if (strncmp(real, rdir, rl) != 0 || (real[rl] != '/' && rl > 1)) {
-        st = ox_fail(c, SF_ERR_INVALID,
-                     "tensor '%.100s': external data file %.200s lies outside the model's folder",
-                     nm, path);
+        st = why(msg, cap, SF_ERR_INVALID,
+                 "tensor '%.100s': external data file %.200s lies outside the model's folder", nm,
+                 path);
     } else if ((fd = open(real, O_RDONLY)) < 0 || fstat(fd, &sb) != 0) {
-        st = ox_fail(c, SF_ERR_IO, "tensor '%.100s': external data file %.200s: %s", nm, path,
-                     strerror(errno));
+        st = why(msg, cap, SF_ERR_IO, "tensor '%.100s': external data file %.200s: %s", nm, path,
+                 strerror(errno));
     } else if (!S_ISREG(sb.st_mode)) {
-        st = ox_fail(c, SF_ERR_INVALID, "tensor '%.100s': external data file %.200s is not a file",
-                     nm, path);
+        st = why(msg, cap, SF_ERR_INVALID,
+                 "tensor '%.100s': external data file %.200s is not a file", nm, path);
     } else {
         int64_t size = (int64_t)sb.st_size;
         if (len < 0) len = off <= size ? size - off : 0;
         if ((uint64_t)len != (uint64_t)need) {
-            st = ox_fail(c, SF_ERR_PARSE,
-                         "tensor '%.100s': external data of %lld bytes in %.200s, its shape needs "
-                         "%zu",
-                         nm, (long long)len, path, need);
+            st = why(msg, cap, SF_ERR_PARSE,
+                     "tensor '%.100s': external data of %lld bytes in %.200s, its shape needs "
+                     "%zu",
+                     nm, (long long)len, path, need);
         } else if (off > size || len > size - off) {
-            st = ox_fail(c, SF_ERR_PARSE,
-                         "tensor '%.100s': external data file %.200s is short: %lld bytes, the "
-                         "tensor's end is at byte %lld",
-                         nm, path, (long long)size, (long long)(off + len));
+            st = why(msg, cap, SF_ERR_PARSE,
+                     "tensor '%.100s': external data file %.200s is short: %lld bytes, the "
+                     "tensor's end is at byte %lld",
+                     nm, path, (long long)size, (long long)(off + len));
         } else if (out) {
             uint8_t *buf = malloc(need ? need : 1);
             size_t got = 0;
-            if (!buf) st = ox_oom(c);
+            if (!buf) st = why(msg, cap, SF_ERR_NOMEM, "out of memory");
             while (st == SF_OK && got < need) {
                 ssize_t r = pread(fd, buf + got, need - got, (off_t)(off + (int64_t)got));
                 if (r < 0 && errno == EINTR) continue;
                 if (r <= 0) {
-                    st = ox_fail(c, SF_ERR_IO, "tensor '%.100s': reading %.200s: %s", nm, path,
-                                 r < 0 ? strerror(errno) : "the file ended early");
+                    st = why(msg, cap, SF_ERR_IO, "tensor '%.100s': reading %.200s: %s", nm, path,
+                             r < 0 ? strerror(errno) : "the file ended early");
                     break;
                 }
                 got += (size_t)r;

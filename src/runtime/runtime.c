@@ -155,7 +155,8 @@ struct sf_runtime {
     int rank, n_ops;
     rt_part *parts;
     int n_parts;
-    rt_part **part_of; /* [n_ops * SF_MAX_PARTS] */
+    rt_part **part_of;   /* [part_start[n_ops]]: part p of op at part_start[op] + p */
+    int64_t *part_start; /* [n_ops + 1] */
     rt_link *links;
     int n_links;
     rt_link **cons_links, **prod_links;
@@ -429,8 +430,13 @@ static sf_status setup_parts(sf_runtime *rt, sf_error *err) {
         }
     }
     rt->parts = calloc((size_t)(n ? n : 1), sizeof *rt->parts);
-    rt->part_of = calloc((size_t)(rt->n_ops ? rt->n_ops : 1) * SF_MAX_PARTS, sizeof *rt->part_of);
-    if (!rt->parts || !rt->part_of) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    rt->part_start = calloc((size_t)rt->n_ops + 1, sizeof *rt->part_start);
+    if (!rt->parts || !rt->part_start) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    for (int op = 0; op < rt->n_ops; op++)
+        rt->part_start[op + 1] = rt->part_start[op] + sf_strategy_get(rt->s, op)->n_parts;
+    rt->part_of = calloc((size_t)(rt->part_start[rt->n_ops] ? rt->part_start[rt->n_ops] : 1),
+                         sizeof *rt->part_of);
+    if (!rt->part_of) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     for (int op = 0; op < rt->n_ops; op++) {
         const sf_op *o = sf_graph_op(rt->g, op);
         const sf_config *c = sf_strategy_get(rt->s, op);
@@ -438,7 +444,7 @@ static sf_status setup_parts(sf_runtime *rt, sf_error *err) {
         for (int p = 0; p < c->n_parts; p++) {
             if (c->device[p] != rt->rank) continue;
             rt_part *q = &rt->parts[rt->n_parts++];
-            rt->part_of[(size_t)op * SF_MAX_PARTS + p] = q;
+            rt->part_of[rt->part_start[op] + p] = q;
             q->op = op;
             q->part = p;
             q->o = o;
@@ -666,12 +672,11 @@ static sf_status setup_links(sf_runtime *rt, sf_error *err) {
                     l->cons_op = x;
                     l->cons_part = pr[i].cons_part;
                     l->out = o->inputs[k].out;
-                    l->prod =
-                        pr[i].src_dev == rt->rank
-                            ? rt->part_of[(size_t)o->inputs[k].op * SF_MAX_PARTS + pr[i].prod_part]
-                            : NULL;
+                    l->prod = pr[i].src_dev == rt->rank
+                                  ? rt->part_of[rt->part_start[o->inputs[k].op] + pr[i].prod_part]
+                                  : NULL;
                     l->cons = pr[i].dst_dev == rt->rank
-                                  ? rt->part_of[(size_t)x * SF_MAX_PARTS + pr[i].cons_part]
+                                  ? rt->part_of[rt->part_start[x] + pr[i].cons_part]
                                   : NULL;
                     l->peer = !remote ? -1 : l->prod ? pr[i].dst_dev : pr[i].src_dev;
                     l->tag = t;
@@ -1040,8 +1045,10 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
     if (st == SF_OK) {
         sf_taskgraph_set_strategy(rt->tg, rt->s);
         sf_taskgraph_set_comm(rt->tg, rt->o.machine, rt->o.scheme);
-        for (int op = 0; op < rt->n_ops; op++) sf_taskgraph_set_tiles(rt->tg, op);
-        st = setup_parts(rt, err);
+        for (int op = 0; op < rt->n_ops && st == SF_OK; op++)
+            if (sf_taskgraph_set_tiles(rt->tg, op) != SF_OK)
+                st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        if (st == SF_OK) st = setup_parts(rt, err);
     }
     /* agree before anything collective: a bad strategy stops every rank here */
     st = sf_comm_agree(c, st, err);
@@ -1101,6 +1108,7 @@ void sf_runtime_free(sf_runtime *rt) {
     free(rt->sets);
     free(rt->parts);
     free(rt->part_of);
+    free(rt->part_start);
     free(rt->links);
     free(rt->cons_links);
     free(rt->prod_links);

@@ -67,18 +67,19 @@ static sf_status walk_additive(const sf_graph *g, const sf_machine *m, const sf_
         int i = n - 1;
         while (i >= 0 && ++digit[i] == cand[i].n) {
             digit[i] = 0;
-            *sf_strategy_config(cur, i) = cand[i].cfg[0];
+            oc_cfg_get(&cand[i].cfg[0], sf_strategy_config(cur, i));
             i--;
         }
         if (i < 0) break;
-        *sf_strategy_config(cur, i) = cand[i].cfg[digit[i]];
+        oc_cfg_get(&cand[i].cfg[digit[i]], sf_strategy_config(cur, i));
         changed_from = i;
     }
+    int nomem = sc.nomem;
     oc_scratch_free(&sc);
     free(node);
     free(edge);
     free(eoff);
-    return SF_OK;
+    return nomem ? sf_error_set(err, SF_ERR_NOMEM, "out of memory in exhaustive search") : SF_OK;
 }
 
 static sf_status walk_simulated(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
@@ -88,6 +89,7 @@ static sf_status walk_simulated(const sf_graph *g, const sf_machine *m, const sf
     sf_sim *sim = sf_sim_new(g, m, cm, NULL, err);
     if (!sim) return err && err->code ? err->code : SF_ERR_NOMEM;
     sf_sim_result res;
+    sf_config next; /* the candidate an operator turns to */
     sf_status st = sf_sim_run(sim, cur, &res, err);
     int best_fits = -1;
     *best_cost = INFINITY;
@@ -105,9 +107,10 @@ static sf_status walk_simulated(const sf_graph *g, const sf_machine *m, const sf
         if (i < 0) break;
         /* operators i.. turned: i to its next config, the later ones back to their first */
         for (int j = i; j < n && st == SF_OK; j++) {
-            const sf_config *c = &cand[j].cfg[digit[j]];
-            if (sf_config_equal(c, sf_strategy_get(cur, j))) continue;
-            *sf_strategy_config(cur, j) = *c;
+            sf_config *c = sf_strategy_config(cur, j);
+            oc_cfg_get(&cand[j].cfg[digit[j]], &next);
+            if (sf_config_equal(&next, c)) continue;
+            sf_config_copy(c, &next);
             st = sf_sim_update(sim, j, c, &res, err);
         }
     }
@@ -151,7 +154,7 @@ sf_status sf_exhaustive_search(const sf_graph *g, const sf_machine *m, const sf_
             goto done;
         }
     }
-    for (int i = 0; i < n; i++) *sf_strategy_config(cur, i) = cand[i].cfg[0];
+    for (int i = 0; i < n; i++) oc_cfg_get(&cand[i].cfg[0], sf_strategy_config(cur, i));
     if (use_simulator)
         st = walk_simulated(g, m, cm, cand, digit, cur, out, best_cost, err);
     else

@@ -157,9 +157,10 @@ typedef struct mc_search {
     int64_t iterations, accepted, sims;
     int64_t pair_proposals, pair_accepted;
     int64_t polish_moves, polish_improved;
-    sf_config *cands;     /* polish: [max_cands] candidate configs of one operator */
-    int *order;           /* polish: [n_movable] the movable operators, most weights first */
-    int max_cands;
+    int *cand_deg;   /* polish: [max_cands][SF_MAX_DIMS] degree tuples of one operator */
+    int *cand_start; /* [max_cands + 1] each tuple's first candidate (cand_at) */
+    int *order;      /* polish: [n_movable] the movable operators, most weights first */
+    int max_cands;   /* polish: most degree tuples of one operator */
     double t0_s;
     sf_progress bar;
 } mc_search;
@@ -247,7 +248,7 @@ static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, in
                     sf_config *out) {
     if (c->ndim == op->space.ndim && (reduce || !splits_reduce(op, c)) &&
         sf_config_validate(op, m, c, NULL) == SF_OK) {
-        *out = *c;
+        sf_config_copy(out, c);
         return;
     }
     int nd = op->space.ndim, degree[SF_MAX_DIMS];
@@ -275,7 +276,7 @@ static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, in
 
 /* The same degrees as cur on a contiguous run of devices from a random first one. */
 static void shift_devices(mc_search *s, const sf_config *cur, sf_config *c) {
-    *c = *cur;
+    sf_config_copy(c, cur);
     int first = (int)sf_rng_below(&s->rng, (uint64_t)s->n_dev);
     for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)((first + p) % s->n_dev);
 }
@@ -327,7 +328,7 @@ static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, int pai
         int nb = s->nbr[s->nbr_start[opi] + (int)sf_rng_below(&s->rng, (uint64_t)n_nb)];
         const sf_config *nc = sf_strategy_get(cur_strat, nb);
         if (nc->ndim == op->space.ndim && sf_config_validate(op, s->m, nc, NULL) == SF_OK) {
-            *c = *nc;
+            sf_config_copy(c, nc);
             return;
         }
     } else if (kind == 3) {
@@ -403,7 +404,7 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
         for (int j = 0; j < mv.n; j++) {
             if (sf_config_equal(&mv.cfg[j], sf_strategy_get(cur_strat, mv.op[j]))) continue;
             mv.op[n] = mv.op[j];
-            mv.cfg[n++] = mv.cfg[j];
+            sf_config_copy(&mv.cfg[n++], &mv.cfg[j]);
         }
         mv.n = n;
         if (mv.n == 0) {
@@ -427,8 +428,8 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
         } else {
             for (int j = 0; j < mv.n; j++) {
                 sf_config *wc = sf_strategy_config(s->work, mv.op[j]);
-                saved[j] = *wc;
-                *wc = mv.cfg[j];
+                sf_config_copy(&saved[j], wc);
+                sf_config_copy(wc, &mv.cfg[j]);
             }
             st = sf_sim_run(s->sim, s->work, &r, err);
         }
@@ -457,7 +458,8 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
             st = sf_sim_revert(s->sim, NULL, err);
             if (st != SF_OK) return st;
         } else {
-            for (int j = mv.n - 1; j >= 0; j--) *sf_strategy_config(s->work, mv.op[j]) = saved[j];
+            for (int j = mv.n - 1; j >= 0; j--)
+                sf_config_copy(sf_strategy_config(s->work, mv.op[j]), &saved[j]);
         }
     }
     return SF_OK;
@@ -467,42 +469,59 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
 
 /* Degree tuples over op's splittable dimensions from dimension i on, whose
  * product with `prod` is at most n_dev and SF_MAX_PARTS; for each complete
- * tuple whose product p is a power of two or divides n_dev, one config per
- * run of p contiguous devices (first device 0, 1, ..., n_dev - p). Stores
- * the first `cap` into out and returns how many there are. */
+ * tuple whose product p is a power of two or divides n_dev, one candidate
+ * config per run of p contiguous devices (first device 0, 1, ..., n_dev - p).
+ * The candidates are not stored (on 4096 devices there are millions, 8 KB
+ * each as configs): the first `cap` tuples go to deg_out ([cap][SF_MAX_DIMS])
+ * with start[t] the index of tuple t's first candidate, and cand_at makes
+ * candidate j. Returns the number of tuples; *total counts candidates. */
 static int cands_from(const sf_op *op, int n_dev, int reduce, int i, int prod, int *deg,
-                      sf_config *out, int cap, int n) {
+                      int *deg_out, int *start, int cap, int n, int *total) {
     int nd = op->space.ndim;
     if (i == nd) {
         if ((prod & (prod - 1)) != 0 && n_dev % prod != 0) return n;
-        for (int f = 0; f + prod <= n_dev; f++) {
-            if (n < cap) {
-                sf_config *c = &out[n];
-                memset(c, 0, sizeof *c);
-                sf_config_set_degrees(c, nd, deg); /* prod <= SF_MAX_PARTS: cannot fail */
-                for (int p = 0; p < prod; p++) c->device[p] = (int16_t)(f + p);
-            }
-            n++;
+        if (n < cap) {
+            memcpy(&deg_out[(size_t)n * SF_MAX_DIMS], deg, SF_MAX_DIMS * sizeof *deg);
+            start[n] = *total;
+            start[n + 1] = *total + n_dev - prod + 1;
         }
-        return n;
+        *total += n_dev - prod + 1;
+        return n + 1;
     }
     int top = 1;
     if (op->kinds[i] != SF_DIM_NONE && (reduce || op->kinds[i] != SF_DIM_REDUCE))
         top = op->space.d[i] < n_dev ? (int)op->space.d[i] : n_dev;
     for (int d = 1; d <= top && prod * d <= n_dev && prod * d <= SF_MAX_PARTS; d++) {
         deg[i] = d;
-        n = cands_from(op, n_dev, reduce, i + 1, prod * d, deg, out, cap, n);
+        n = cands_from(op, n_dev, reduce, i + 1, prod * d, deg, deg_out, start, cap, n, total);
     }
     deg[i] = 1;
     return n;
 }
 
-/* The polish's candidate configs of op (see cands_from); out may be NULL with
- * cap 0 to count them. */
-static int polish_cands(const sf_op *op, int n_dev, int reduce, sf_config *out, int cap) {
+/* The polish's candidate tuples of op (see cands_from); deg_out and start
+ * may be NULL with cap 0 to count them. */
+static int polish_cands(const sf_op *op, int n_dev, int reduce, int *deg_out, int *start,
+                        int cap, int *total) {
     int deg[SF_MAX_DIMS];
     for (int i = 0; i < SF_MAX_DIMS; i++) deg[i] = 1;
-    return cands_from(op, n_dev, reduce, 0, 1, deg, out, cap, 0);
+    *total = 0;
+    return cands_from(op, n_dev, reduce, 0, 1, deg, deg_out, start, cap, 0, total);
+}
+
+/* Candidate j (0 <= j < start[nt]) of the nt tuples polish_cands wrote. */
+static void cand_at(const mc_search *s, int nd, int nt, int j, sf_config *c) {
+    int lo = 0, hi = nt - 1; /* the last tuple t with start[t] <= j */
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (s->cand_start[mid] <= j)
+            lo = mid;
+        else
+            hi = mid - 1;
+    }
+    int first = j - s->cand_start[lo];
+    sf_config_set_degrees(c, nd, &s->cand_deg[(size_t)lo * SF_MAX_DIMS]); /* cannot fail */
+    for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)(first + p);
 }
 
 /* Budget left for the polish: 1 while there is. */
@@ -527,7 +546,7 @@ static sf_status polish_try(mc_search *s, mc_move *mv, mc_point *cur, int *impro
     for (int j = 0; j < mv->n; j++) {
         if (sf_config_equal(&mv->cfg[j], sf_strategy_get(cs, mv->op[j]))) continue;
         mv->op[n] = mv->op[j];
-        mv->cfg[n++] = mv->cfg[j];
+        sf_config_copy(&mv->cfg[n++], &mv->cfg[j]);
     }
     /* a pair move whose partner keeps its config is a single move, tried already */
     if (n == 0 || n < mv->n) return SF_OK;
@@ -541,8 +560,8 @@ static sf_status polish_try(mc_search *s, mc_move *mv, mc_point *cur, int *impro
     } else {
         for (int j = 0; j < mv->n; j++) {
             sf_config *wc = sf_strategy_config(s->work, mv->op[j]);
-            saved[j] = *wc;
-            *wc = mv->cfg[j];
+            sf_config_copy(&saved[j], wc);
+            sf_config_copy(wc, &mv->cfg[j]);
         }
         st = sf_sim_run(s->sim, s->work, &r, err);
     }
@@ -563,7 +582,8 @@ static sf_status polish_try(mc_search *s, mc_move *mv, mc_point *cur, int *impro
         }
     }
     if (s->o->use_delta) return sf_sim_revert(s->sim, NULL, err);
-    for (int j = mv->n - 1; j >= 0; j--) *sf_strategy_config(s->work, mv->op[j]) = saved[j];
+    for (int j = mv->n - 1; j >= 0; j--)
+        sf_config_copy(sf_strategy_config(s->work, mv->op[j]), &saved[j]);
     return SF_OK;
 }
 
@@ -587,7 +607,9 @@ static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
         for (int k = 0; k < s->n_movable && polish_budget_left(s, deadline_s); k++) {
             int opi = s->order[k];
             const sf_op *op = sf_graph_op(s->g, opi);
-            int nc = polish_cands(op, s->n_dev, s->o->reduce, s->cands, s->max_cands);
+            int nc;
+            int nt = polish_cands(op, s->n_dev, s->o->reduce, s->cand_deg, s->cand_start,
+                                  s->max_cands, &nc);
             int nb0 = s->nbr_start[opi], nb1 = s->nbr_start[opi + 1];
             mc_move mv;
             mv.pair = 0;
@@ -599,7 +621,7 @@ static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
                     line_up(op, s->m, sf_strategy_get(polish_current(s), s->nbr[nb1 + j]),
                             s->o->reduce, &mv.cfg[0]);
                 else
-                    mv.cfg[0] = s->cands[j];
+                    cand_at(s, op->space.ndim, nt, j, &mv.cfg[0]);
                 st = polish_try(s, &mv, &cur, &improved, err);
                 if (st != SF_OK) return st;
             }
@@ -611,7 +633,7 @@ static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
                     mv.n = 2;
                     mv.op[0] = opi;
                     mv.op[1] = nb;
-                    mv.cfg[0] = s->cands[j];
+                    cand_at(s, op->space.ndim, nt, j, &mv.cfg[0]);
                     line_up(sf_graph_op(s->g, nb), s->m, &mv.cfg[0], s->o->reduce, &mv.cfg[1]);
                     st = polish_try(s, &mv, &cur, &improved, err);
                     if (st != SF_OK) return st;
@@ -631,7 +653,8 @@ static void search_free(mc_search *s) {
     sf_strategy_free(s->polish);
     free(s->cap_bytes);
     free(s->movable);
-    free(s->cands);
+    free(s->cand_deg);
+    free(s->cand_start);
     free(s->order);
 }
 
@@ -692,12 +715,15 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
         if (op_movable(sf_graph_op(g, i), s.n_dev)) s.movable[s.n_movable++] = i;
     if (o->polish) {
         for (int k = 0; k < s.n_movable; k++) {
-            int n = polish_cands(sf_graph_op(g, s.movable[k]), s.n_dev, o->reduce, NULL, 0);
+            int total, n = polish_cands(sf_graph_op(g, s.movable[k]), s.n_dev, o->reduce, NULL,
+                                        NULL, 0, &total);
             if (n > s.max_cands) s.max_cands = n;
         }
-        s.cands = malloc((size_t)(s.max_cands > 0 ? s.max_cands : 1) * sizeof *s.cands);
+        size_t nt = (size_t)(s.max_cands > 0 ? s.max_cands : 1);
+        s.cand_deg = malloc(nt * SF_MAX_DIMS * sizeof *s.cand_deg);
+        s.cand_start = malloc((nt + 1) * sizeof *s.cand_start);
         s.order = malloc((size_t)(s.n_movable > 0 ? s.n_movable : 1) * sizeof *s.order);
-        if (!s.cands || !s.order) {
+        if (!s.cand_deg || !s.cand_start || !s.order) {
             search_free(&s);
             return sf_error_set(err, SF_ERR_NOMEM, "mcmc: out of memory");
         }

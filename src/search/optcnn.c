@@ -135,6 +135,7 @@ double sf_optcnn_cost(const sf_graph *g, const sf_machine *m, const sf_cost_mode
         for (int k = 0; k < v->n_inputs; k++)
             total += oc_edge_cost(&sc, vi, k, sf_strategy_get(s, v->inputs[k].op), cv);
     }
+    if (sc.nomem) total = NAN;
     oc_scratch_free(&sc);
     return total;
 }
@@ -145,15 +146,18 @@ static int parts_allowed(int p, int n_dev) { return (p & (p - 1)) == 0 || n_dev 
 
 /* Degree tuples of op with product exactly `rem` over dimensions d.., in
  * lexicographic order; writes them to out (when non-NULL) from index n. */
-static int enum_degrees(const sf_op *op, int reduce, int d, int rem, int *deg, sf_config *out,
+static int enum_degrees(const sf_op *op, int reduce, int d, int rem, int *deg, oc_cfg *out,
                         int n) {
     if (d == op->space.ndim) {
         if (rem != 1) return n;
         if (out) {
-            sf_config *c = &out[n];
-            memset(c, 0, sizeof *c);
-            sf_config_set_degrees(c, op->space.ndim, deg);
-            for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)p;
+            oc_cfg *c = &out[n];
+            c->ndim = op->space.ndim;
+            c->n_parts = 1;
+            for (int i = 0; i < SF_MAX_DIMS; i++) {
+                c->degree[i] = i < c->ndim ? deg[i] : 1;
+                c->n_parts *= c->degree[i];
+            }
         }
         return n + 1;
     }
@@ -170,15 +174,24 @@ static int enum_degrees(const sf_op *op, int reduce, int d, int rem, int *deg, s
     return n;
 }
 
+/* The degrees of k as a config for sf_config_part_tile, which reads no devices. */
+static void degrees_of(const oc_cfg *k, sf_config *c) {
+    c->ndim = k->ndim;
+    c->n_parts = k->n_parts;
+    memcpy(c->degree, k->degree, sizeof c->degree);
+}
+
 /* act_scale: the plan's element bytes over fp32's (activations are in the
  * dtype). The weights' 3 x fp32 bytes hold under mixed precision too: an fp32
  * master and momentum and 16-bit copy and gradient are 4 + 4 + 2 + 2 bytes. */
-static double largest_part_bytes(const sf_op *op, const sf_config *c, double act_scale) {
+static double largest_part_bytes(const sf_op *op, const oc_cfg *k, double act_scale) {
     double worst = 0;
-    for (int p = 0; p < c->n_parts; p++) {
+    sf_config c;
+    degrees_of(k, &c);
+    for (int p = 0; p < k->n_parts; p++) {
         sf_tile t;
         sf_op_mem mem;
-        sf_config_part_tile(op, c, p, &t);
+        sf_config_part_tile(op, &c, p, &t);
         sf_op_tile_memory(op, &t, &mem);
         double b = (mem.saved_bytes + mem.output_bytes) * act_scale + 3.0 * mem.weight_bytes;
         if (b > worst) worst = b;
@@ -186,7 +199,7 @@ static double largest_part_bytes(const sf_op *op, const sf_config *c, double act
     return worst;
 }
 
-static int data_like(const sf_op *op, const sf_config *c) {
+static int data_like(const sf_op *op, const oc_cfg *c) {
     for (int d = 0; d < op->space.ndim; d++)
         if (c->degree[d] > 1 && op->kinds[d] != SF_DIM_SAMPLE) return 0;
     return 1;
@@ -212,6 +225,11 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
     oc_scratch sc;
     if (o->max_configs > 0 && oc_scratch_init(&sc, g, m, cm, o->scheme) != SF_OK)
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory enumerating configs");
+    sf_config *one = o->max_configs > 0 ? malloc(sizeof *one) : NULL; /* a candidate, whole */
+    if (o->max_configs > 0 && !one) {
+        oc_scratch_free(&sc);
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory enumerating configs");
+    }
     sf_status st = SF_OK;
     for (int i = 0; i < sf_graph_num_ops(g) && st == SF_OK; i++) {
         const sf_op *op = sf_graph_op(g, i);
@@ -221,7 +239,7 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         for (int p = 1; p <= pmax; p++)
             if (parts_allowed(p, n_dev))
                 total = enum_degrees(op, o->reduce, 0, p, deg, NULL, total);
-        sf_config *cfg = sf_arena_calloc(arena, (size_t)total, sizeof *cfg);
+        oc_cfg *cfg = sf_arena_calloc(arena, (size_t)total, sizeof *cfg);
         double *bytes = sf_arena_calloc(arena, (size_t)total, sizeof *bytes);
         if (!cfg || !bytes) {
             st = sf_error_set(err, SF_ERR_NOMEM, "out of memory enumerating configs");
@@ -253,7 +271,8 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
                 break;
             }
             for (int c = 0; c < nc; c++) {
-                rk[c].cost = c == data ? -1.0 : oc_node_cost(&sc, i, &cfg[c]);
+                oc_cfg_get(&cfg[c], one);
+                rk[c].cost = c == data ? -1.0 : oc_node_cost(&sc, i, one);
                 rk[c].idx = c;
             }
             qsort(rk, (size_t)nc, sizeof *rk, cmp_ranked);
@@ -274,6 +293,7 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         out[i].data_idx = data;
     }
     if (o->max_configs > 0) oc_scratch_free(&sc);
+    free(one);
     return st;
 }
 
@@ -321,7 +341,8 @@ typedef struct dp {
     int q_head, q_len;
     double *tmp_a, *tmp_b; /* [max_n * max_n] min-plus scratch */
     int max_n;
-    int n_tables; /* distinct edge tables computed */
+    int n_tables;           /* distinct edge tables computed */
+    sf_config cfg_a, cfg_b; /* candidates made whole (oc_cfg_get) for the cost functions */
 } dp;
 
 static double tab(const dp *s, const dp_edge *e, int x, int cx, int cy) {
@@ -512,11 +533,13 @@ typedef struct edge_scratch {
 
 static void prepare_producer(const sf_op *u, int out, const oc_cands *cu, edge_scratch *es) {
     int off = 0;
+    sf_config dg;
     for (int c = 0; c < cu->n; c++) {
-        const sf_config *cf = &cu->cfg[c];
+        const oc_cfg *cf = &cu->cfg[c];
+        degrees_of(cf, &dg);
         for (int i = 0; i < cf->n_parts; i++) {
             sf_tile t;
-            sf_config_part_tile(u, cf, i, &t);
+            sf_config_part_tile(u, &dg, i, &t);
             sf_op_output_tile(u, &t, out, &es->ot[off + i]);
         }
         off += cf->n_parts;
@@ -525,11 +548,13 @@ static void prepare_producer(const sf_op *u, int out, const oc_cands *cu, edge_s
 
 static void prepare_consumer(const sf_op *v, int k, const oc_cands *cv, edge_scratch *es) {
     int off = 0;
+    sf_config dg;
     for (int c = 0; c < cv->n; c++) {
-        const sf_config *cf = &cv->cfg[c];
+        const oc_cfg *cf = &cv->cfg[c];
+        degrees_of(cf, &dg);
         es->roff[c] = off;
         for (int j = 0; j < cf->n_parts; j++) {
-            sf_config_part_tile(v, cf, j, &es->vt[off + j]);
+            sf_config_part_tile(v, &dg, j, &es->vt[off + j]);
             sf_op_input_region(v, &es->vt[off + j], k, &es->rg[off + j]);
         }
         off += cf->n_parts;
@@ -551,11 +576,11 @@ static size_t key_side(int64_t *k, const oc_cands *c, const sf_tile *tiles) {
     int off = 0;
     k[n++] = c->n;
     for (int a = 0; a < c->n; a++) {
-        const sf_config *cf = &c->cfg[a];
+        const oc_cfg *cf = &c->cfg[a];
         k[n++] = cf->n_parts;
         for (int i = 0; i < cf->n_parts; i++) {
             const sf_tile *t = &tiles[off + i];
-            k[n++] = cf->device[i];
+            k[n++] = i; /* the device of part i */
             k[n++] = t->ndim;
             for (int d = 0; d < t->ndim; d++) {
                 k[n++] = t->lo[d];
@@ -636,9 +661,11 @@ static sf_status build_edges(dp *s, oc_scratch *sc, sf_error *err) {
                 }
                 memcpy(kc, key, len * sizeof *key);
                 for (int a = 0; a < cu->n && st == SF_OK; a++) {
-                    oc_set_config(sc, ui, &cu->cfg[a], NULL);
+                    oc_cfg_get(&cu->cfg[a], &s->cfg_a);
+                    oc_set_config(sc, ui, &s->cfg_a, NULL);
                     for (int b = 0; b < cv->n; b++) {
-                        oc_set_config(sc, vi, &cv->cfg[b], &es.vt[es.roff[b]]);
+                        oc_cfg_get(&cv->cfg[b], &s->cfg_b);
+                        oc_set_config(sc, vi, &s->cfg_b, &es.vt[es.roff[b]]);
                         double c = oc_edge_cost_set(sc, vi, k);
                         if (isnan(c)) {
                             st = sf_error_set(err, SF_ERR_NOMEM, "out of memory building edge tables");
@@ -924,7 +951,8 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
             goto done;
         }
         for (int c = 0; c < nd->n; c++) {
-            nd->vec[c] = oc_node_cost(&sc, i, &s.cand[i].cfg[c]);
+            oc_cfg_get(&s.cand[i].cfg[c], &s.cfg_a);
+            nd->vec[c] = oc_node_cost(&sc, i, &s.cfg_a);
             if (isnan(nd->vec[c])) {
                 st = sf_error_set(err, SF_ERR_NOMEM, "out of memory computing node costs");
                 goto done;
@@ -938,6 +966,8 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
         goto done;
     }
     st = build_edges(&s, &sc, err);
+    if (st == SF_OK && sc.nomem)
+        st = sf_error_set(err, SF_ERR_NOMEM, "out of memory computing edge costs");
     if (st != SF_OK) goto done;
 
     for (int i = 0; i < n; i++) push(&s, i);
@@ -955,7 +985,8 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
     st = solve_rest(&s, o, r, err);
     if (st != SF_OK) goto done;
     undo_all(&s);
-    for (int i = 0; i < n; i++) *sf_strategy_config(out, i) = s.cand[i].cfg[s.nodes[i].choice];
+    for (int i = 0; i < n; i++)
+        oc_cfg_get(&s.cand[i].cfg[s.nodes[i].choice], sf_strategy_config(out, i));
     r->cost_s = s.constant;
     {
         /* Same answer by another route: the additive cost of the strategy found. */

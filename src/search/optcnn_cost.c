@@ -97,7 +97,11 @@ void oc_scratch_free(oc_scratch *s) {
 }
 
 void oc_set_config(oc_scratch *s, int op, const sf_config *c, const sf_tile *tiles) {
-    *sf_strategy_config(s->s, op) = *c;
+    if (sf_taskgraph_reserve_tiles(s->tg, op, c->n_parts) != SF_OK) {
+        s->nomem = 1; /* the old config and its tiles stay, consistent; the caller fails */
+        return;
+    }
+    sf_config_copy(sf_strategy_config(s->s, op), c);
     if (tiles)
         memcpy(sf_taskgraph_tiles(s->tg, op), tiles, (size_t)c->n_parts * sizeof *tiles);
     else
@@ -221,6 +225,7 @@ static double sync_cost(oc_scratch *s, int opi) {
 double oc_node_cost(oc_scratch *s, int opi, const sf_config *c) {
     const sf_op *op = sf_graph_op(s->g, opi);
     oc_set_config(s, opi, c, NULL);
+    if (s->nomem) return NAN;
     const sf_tile *tiles = sf_taskgraph_tiles(s->tg, opi);
     int n = c->n_parts, nt = 0;
     int has_bwd = op->type != SF_OP_INPUT;
@@ -329,5 +334,6 @@ double oc_edge_cost_set(oc_scratch *s, int vi, int k) {
 double oc_edge_cost(oc_scratch *s, int vi, int k, const sf_config *cu, const sf_config *cv) {
     oc_set_config(s, sf_graph_op(s->g, vi)->inputs[k].op, cu, NULL);
     oc_set_config(s, vi, cv, NULL);
+    if (s->nomem) return NAN;
     return oc_edge_cost_set(s, vi, k);
 }

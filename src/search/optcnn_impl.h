@@ -14,11 +14,27 @@
 
 #include "soapflow/search.h"
 
+/* One candidate config: degrees only, since a candidate puts part p on device
+ * p. A full sf_config holds room for SF_MAX_PARTS devices (8 KB), and an
+ * operator has hundreds of candidates on a large machine; oc_cfg_get makes the
+ * config where one is needed. */
+typedef struct oc_cfg {
+    int ndim, n_parts;
+    int degree[SF_MAX_DIMS];
+} oc_cfg;
+
+static inline void oc_cfg_get(const oc_cfg *k, sf_config *c) {
+    c->ndim = k->ndim;
+    c->n_parts = k->n_parts;
+    for (int d = 0; d < SF_MAX_DIMS; d++) c->degree[d] = k->degree[d];
+    for (int p = 0; p < k->n_parts; p++) c->device[p] = (int16_t)p;
+}
+
 /* OptCNN's candidate configs of one operator (see optcnn.c for the space). */
 typedef struct oc_cands {
-    int n;          /* number of configs (>= 1) */
-    sf_config *cfg; /* [n] */
-    int data_idx;   /* the data-parallel-like config: most parts on the sample dimension */
+    int n;        /* number of configs (>= 1) */
+    oc_cfg *cfg;  /* [n] */
+    int data_idx; /* the data-parallel-like config: most parts on the sample dimension */
 } oc_cands;
 
 /* One (level, resource) sum of optcnn_cost.c's table. */
@@ -52,6 +68,7 @@ typedef struct oc_scratch {
     oc_acc *acc; /* [cap_acc], a power of two */
     int *acc_used;
     int n_acc, cap_acc;
+    int nomem; /* sticky: oc_set_config found no room for a config's tiles */
 } oc_scratch;
 
 sf_status oc_scratch_init(oc_scratch *s, const sf_graph *g, const sf_machine *m,

@@ -205,6 +205,9 @@ void sf_sim_free(sf_sim *sim) {
         for (int i = 0; i < sim->n_blocks; i++) block_free(&sim->blocks[i]);
     for (int i = 0; i < sim->cap_saved; i++) block_free(&sim->saved[i].block);
     free(sim->saved);
+    for (int j = 0; j < SF_SIM_MAX_UPDATE_OPS; j++) free(sim->undo_tiles[j]);
+    free(sim->bwd_s);
+    free(sim->upd_mark);
     sf_taskgraph_free(sim->tg);
     free(sim->blocks);
     free(sim->order);
@@ -455,6 +458,16 @@ sf_status sf_sim_update_bounded(sf_sim *sim, int opi, const sf_config *c, double
  * what each one's change rebuilds (save_block skips a block already saved), so
  * the layout, t0 and the resumed schedule see one set of rebuilt blocks as for
  * one operator, and a revert swaps them all back. */
+/* Room for n tiles in *t (of *cap); 0, or -1 when out of memory. */
+static int undo_room(sf_tile **t, int64_t *cap, int n) {
+    if (n <= *cap) return 0;
+    sf_tile *q = realloc(*t, (size_t)n * sizeof *q);
+    if (!q) return -1;
+    *t = q;
+    *cap = n;
+    return 0;
+}
+
 sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config *cfgs,
                             double bound_s, sf_sim_result *r, sf_error *err) {
     if (!sim->has_run)
@@ -474,6 +487,14 @@ sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config 
         sf_status st = sf_config_validate(op, sim->m, &cfgs[j], err);
         if (st != SF_OK) return st;
     }
+    /* Room first, so that nothing changes when there is none: the old tiles'
+     * copy for a revert, and the new config's tiles in the task graph. */
+    for (int j = 0; j < n; j++) {
+        int old = sf_strategy_get(sim->s, ops[j])->n_parts;
+        if (undo_room(&sim->undo_tiles[j], &sim->undo_tiles_cap[j], old) ||
+            sf_taskgraph_reserve_tiles(sim->tg, ops[j], cfgs[j].n_parts) != SF_OK)
+            return sf_error_set(err, SF_ERR_NOMEM, "out of memory updating the task graph");
+    }
     sf_status st;
     /* The update before this one is kept for good: if the dead slots or list
      * entries it and its predecessors left outnumber the live ones, lay out
@@ -492,9 +513,10 @@ sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config 
     int fail = 0;
     for (int j = 0; j < n; j++) {
         sim->undo_ops[j] = ops[j];
-        sim->undo_cfg[j] = *sf_strategy_get(sim->s, ops[j]);
-        memcpy(sim->undo_tiles[j], sim_part_tiles(sim, ops[j]), sizeof sim->undo_tiles[j]);
-        *sf_strategy_config(sim->s, ops[j]) = cfgs[j];
+        sf_config_copy(&sim->undo_cfg[j], sf_strategy_get(sim->s, ops[j]));
+        memcpy(sim->undo_tiles[j], sim_part_tiles(sim, ops[j]),
+               (size_t)sim->undo_cfg[j].n_parts * sizeof *sim->undo_tiles[j]);
+        sf_config_copy(sf_strategy_config(sim->s, ops[j]), &cfgs[j]);
         /* cores first: they are rebuilt in this order, and the edge and sync
          * blocks read the part tiles of every operator they join */
         fail |= save_block(sim, sim_block_id(ops[j], SLOT_CORE));
@@ -571,9 +593,9 @@ sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
     if (sim->n_undo == 0 || !sim->has_run)
         return sf_error_set(err, SF_ERR_INVALID, "nothing to revert");
     for (int j = 0; j < sim->n_undo; j++) {
-        *sf_strategy_config(sim->s, sim->undo_ops[j]) = sim->undo_cfg[j];
+        sf_config_copy(sf_strategy_config(sim->s, sim->undo_ops[j]), &sim->undo_cfg[j]);
         memcpy(sim_part_tiles(sim, sim->undo_ops[j]), sim->undo_tiles[j],
-               sizeof sim->undo_tiles[j]);
+               (size_t)sim->undo_cfg[j].n_parts * sizeof *sim->undo_tiles[j]);
     }
     for (int i = sim->n_saved - 1; i >= 0; i--) {
         sim_saved_block *sv = &sim->saved[i];

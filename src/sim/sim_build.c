@@ -18,6 +18,7 @@
  * resources (sim_links.c).
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "sim_impl.h"
@@ -90,9 +91,16 @@ static int build_core(sf_sim *sim, int opi) {
     /* The part tiles, kept by the task graph for the edge and sync blocks of
      * this operator and of its neighbours: computing them costs divisions, and
      * every block that touches the operator needs them. */
-    sf_taskgraph_set_tiles(sim->tg, opi);
+    if (sf_taskgraph_set_tiles(sim->tg, opi) != SF_OK) return -1;
     const sf_tile *tiles = sim_part_tiles(sim, opi);
-    double bwd_s[SF_MAX_PARTS]; /* both passes are costed at once, the backward tasks come later */
+    /* both passes are costed at once, the backward tasks come later */
+    if (n > sim->cap_bwd_s) {
+        double *q = realloc(sim->bwd_s, (size_t)n * sizeof *q);
+        if (!q) return -1;
+        sim->bwd_s = q;
+        sim->cap_bwd_s = n;
+    }
+    double *bwd_s = sim->bwd_s;
     for (int p = 0; p < n; p++) {
         const sf_tile t = tiles[p];
         int dev = c->device[p];
@@ -428,8 +436,21 @@ static int build_edge(sf_sim *sim, int xi, int k) {
 static int grads_into(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, const sf_tg_shard *sh, int d,
                       const int32_t *to4) {
     if (sim->opt.sync == SF_SYNC_BULK) return wire_from(sim, b, REF(BARRIER_BLOCK(sim), d), to4);
-    int row = sh->dev_start;
-    while (row < sh->dev_start + sh->n_devs && sy->devs[row] != d) row++;
+    /* the shard's devices are in id order: find d's row by bisection (a ring
+     * over 4096 devices asks for each of them) */
+    int lo = sh->dev_start, hi = sh->dev_start + sh->n_devs - 1;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (sy->devs[mid] < d)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    int row = lo;
+    if (row >= sh->dev_start + sh->n_devs || sy->devs[row] != d) {
+        row = sh->dev_start; /* not in order after all: look at every row */
+        while (row < sh->dev_start + sh->n_devs && sy->devs[row] != d) row++;
+    }
     for (int32_t i = sy->ent_start[row]; i < sy->ent_start[row + 1]; i++) {
         const sf_tg_entry *e = &sy->ents[i];
         const sf_config *c = sf_strategy_get(sim->s, e->op);
@@ -464,6 +485,10 @@ static int build_sync(sf_sim *sim, int owner) {
     block_reset(b);
     sf_tg_sync sy;
     sf_tg_steps ss;
+    if (!sim->upd_mark) {
+        sim->upd_mark = calloc((size_t)(sim->n_dev > 0 ? sim->n_dev : 1), sizeof *sim->upd_mark);
+        if (!sim->upd_mark) return -1;
+    }
     if (sf_taskgraph_sync_steps(sim->tg, owner, &sy, &ss) != SF_OK) return -1;
     if (end_at_reserve(sim, ss.n_steps)) return -1;
     double state = 2.0 + sim->opt.optimizer_state_factor;
@@ -524,11 +549,19 @@ static int build_sync(sf_sim *sim, int owner) {
                 q++;
             }
         }
-        /* weights, gradients and, where the shard is updated, the optimizer's state */
+        /* weights, gradients and, where the shard is updated, the optimizer's
+         * state; the devices that update are marked first (one pass over the
+         * steps, not one per device) */
+        if (++sim->upd_stamp == INT32_MAX) {
+            memset(sim->upd_mark, 0, (size_t)sim->n_dev * sizeof *sim->upd_mark);
+            sim->upd_stamp = 1;
+        }
+        for (int q = first; q < last; q++)
+            if (ss.steps[q].kind == SF_STEP_UPDATE && ss.steps[q].dev >= 0 &&
+                ss.steps[q].dev < sim->n_dev)
+                sim->upd_mark[ss.steps[q].dev] = sim->upd_stamp;
         for (int r = sh->dev_start; r < sh->dev_start + sh->n_devs; r++) {
-            int d = sy.devs[r], updates = 0;
-            for (int q = first; q < last && !updates; q++)
-                updates = ss.steps[q].kind == SF_STEP_UPDATE && ss.steps[q].dev == d;
+            int d = sy.devs[r], updates = sim->upd_mark[d] == sim->upd_stamp;
             if (block_mem(b, d, weight_mem(sim, sh->numel, updates, state))) return -1;
         }
     }

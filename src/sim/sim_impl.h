@@ -223,8 +223,9 @@ struct sf_sim {
 
     double *res_free;  /* [n_res] (cap_res + 1 allocated) */
     double *remaining; /* [n_res] bounded runs: work still queued per resource */
-    sf_tile undo_tiles[SF_SIM_MAX_UPDATE_OPS][SF_MAX_PARTS]; /* the changed operators' tiles
-                                                              * before the update */
+    sf_tile *undo_tiles[SF_SIM_MAX_UPDATE_OPS]; /* the changed operators' tiles before the
+                                                 * update, [undo_cfg[j].n_parts] */
+    int64_t undo_tiles_cap[SF_SIM_MAX_UPDATE_OPS];
 
     /* the builders' scratch (sim_build.c): a step's priced uses, and the
      * entry and exit tasks of each step of a list */
@@ -234,6 +235,10 @@ struct sf_sim {
     int64_t n_ends, cap_ends;
     int32_t *end_at; /* [4 * steps]: entry start, entries, exit start, exits */
     int64_t cap_end_at;
+    double *bwd_s; /* [cap_bwd_s] build_core: the backward times of one operator's parts */
+    int cap_bwd_s;
+    int32_t *upd_mark; /* [n_dev] build_sync: upd_stamp where the shard's updates run */
+    int32_t upd_stamp;
     int32_t *scratch; /* for the layout and scheduling passes, carved into index arrays */
     int64_t cap_scratch;
     int64_t last_resimulated; /* tasks the last schedule pass handled (sf_sim_result.rescheduled) */

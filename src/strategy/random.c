@@ -43,23 +43,19 @@ void sf_config_random_in(const sf_op *op, const sf_machine *m, int reduce, sf_rn
         degree[d] = 1 + (int)sf_rng_below(rng, (uint64_t)cap);
         left /= degree[d];
     }
-    memset(c, 0, sizeof *c);
     sf_config_set_degrees(c, op->space.ndim, degree);
     if (sf_rng_below(rng, 2) == 0) {
         int s = (int)sf_rng_below(rng, (uint64_t)n_dev);
         for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)((s + p) % n_dev);
     } else {
-        /* partial Fisher-Yates over device ids, without an n_dev-sized buffer */
-        int16_t picked[SF_MAX_PARTS];
+        /* distinct devices by rejection: a device drawn again is drawn anew
+         * (a bit per device tells, so 4096 parts cost draws, not pairs) */
+        uint64_t taken[SF_MAX_DEVICES / 64] = {0};
         for (int p = 0; p < c->n_parts; p++) {
-            int d, again;
-            do {
-                d = (int)sf_rng_below(rng, (uint64_t)n_dev);
-                again = 0;
-                for (int q = 0; q < p; q++)
-                    if (picked[q] == d) again = 1;
-            } while (again);
-            picked[p] = (int16_t)d;
+            int d;
+            do d = (int)sf_rng_below(rng, (uint64_t)n_dev);
+            while (taken[d / 64] >> (d % 64) & 1);
+            taken[d / 64] |= (uint64_t)1 << (d % 64);
             c->device[p] = (int16_t)d;
         }
     }

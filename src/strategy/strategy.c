@@ -4,10 +4,18 @@
  *
  * A config is a plain value (no pointers) so that the search can copy, compare
  * and store it freely; a strategy is one flat array of configs indexed by
- * operator id, so cloning and copying are single memcpys and the search loop
- * never allocates. The strategy does not keep the graph: every function that
- * needs shapes takes the graph (or the operator) as an argument, which keeps a
- * strategy valid across graph rebuilds with the same operators.
+ * operator id, so cloning and copying never allocate per operator and the
+ * search loop never allocates. A config holds room for a part on every device
+ * of the largest machine (SF_MAX_PARTS = SF_MAX_DEVICES, 8 KB of placement),
+ * of which n_parts entries are used: copies go through sf_config_copy, which
+ * moves those alone, so a strategy copy costs its parts, not 8 KB an operator.
+ * (A compact placement, a rule such as "part i on device first + i" with an
+ * explicit list only when needed, would make configs small but would end the
+ * c->device[p] array access everywhere a part's device is read; the inline
+ * array keeps that, and costs memory only where configs are stored by the
+ * thousand, which OptCNN's candidate tables avoid by storing degrees only.) The strategy does not
+ * keep the graph: every function that needs shapes takes the graph (or the operator) as an
+ * argument, which keeps a strategy valid across graph rebuilds with the same operators.
  *
  * Part numbering is row-major over the grid of degrees, the last dimension
  * varying fastest, exactly as a C array of shape degree[0] x ... x degree[n-1]:
@@ -64,6 +72,15 @@ int sf_config_equal(const sf_config *a, const sf_config *b) {
     for (int p = 0; p < n; p++)
         if (a->device[p] != b->device[p]) return 0;
     return 1;
+}
+
+void sf_config_copy(sf_config *dst, const sf_config *src) {
+    if (dst == src) return;
+    int n = src->n_parts < 0 ? 0 : src->n_parts > SF_MAX_PARTS ? SF_MAX_PARTS : src->n_parts;
+    dst->ndim = src->ndim;
+    dst->n_parts = src->n_parts;
+    memcpy(dst->degree, src->degree, sizeof dst->degree);
+    memcpy(dst->device, src->device, (size_t)n * sizeof dst->device[0]);
 }
 
 sf_status sf_config_validate(const sf_op *op, const sf_machine *m, const sf_config *c,
@@ -181,7 +198,6 @@ char *sf_config_str(const sf_op *op, const sf_config *c, char *buf, size_t n) {
 /* ---- strategies ------------------------------------------------------------ */
 
 static void config_single(sf_config *c, int ndim, int device) {
-    memset(c, 0, sizeof *c);
     c->ndim = ndim;
     c->n_parts = 1;
     for (int i = 0; i < SF_MAX_DIMS; i++) c->degree[i] = 1;
@@ -206,18 +222,18 @@ sf_strategy *sf_strategy_clone(const sf_strategy *src) {
     sf_strategy *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->n_ops = src->n_ops;
-    s->configs = malloc((size_t)(src->n_ops ? src->n_ops : 1) * sizeof *s->configs);
+    s->configs = calloc((size_t)(src->n_ops ? src->n_ops : 1), sizeof *s->configs);
     if (!s->configs) {
         free(s);
         return NULL;
     }
-    memcpy(s->configs, src->configs, (size_t)src->n_ops * sizeof *s->configs);
+    for (int i = 0; i < src->n_ops; i++) sf_config_copy(&s->configs[i], &src->configs[i]);
     return s;
 }
 
 void sf_strategy_copy(sf_strategy *dst, const sf_strategy *src) {
     int n = dst->n_ops < src->n_ops ? dst->n_ops : src->n_ops;
-    memcpy(dst->configs, src->configs, (size_t)n * sizeof *dst->configs);
+    for (int i = 0; i < n; i++) sf_config_copy(&dst->configs[i], &src->configs[i]);
 }
 
 void sf_strategy_free(sf_strategy *s) {
@@ -250,4 +266,27 @@ sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, const sf
         if (st != SF_OK) return st;
     }
     return SF_OK;
+}
+
+int sf_strategy_idle_devices(const sf_strategy *s, int n_devices, int *idle) {
+    if (n_devices <= 0) return 0;
+    unsigned char used[SF_MAX_DEVICES] = {0};
+    int n = n_devices < SF_MAX_DEVICES ? n_devices : SF_MAX_DEVICES, busy = 0;
+    for (int i = 0; i < s->n_ops && busy < n; i++) {
+        const sf_config *c = &s->configs[i];
+        for (int p = 0; p < c->n_parts && p < SF_MAX_PARTS; p++) {
+            int d = c->device[p];
+            if (d >= 0 && d < n && !used[d]) {
+                used[d] = 1;
+                busy++;
+            }
+        }
+    }
+    int k = 0;
+    for (int d = 0; d < n; d++)
+        if (!used[d]) {
+            if (idle) idle[k] = d;
+            k++;
+        }
+    return k + (n_devices - n);
 }

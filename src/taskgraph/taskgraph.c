@@ -14,7 +14,8 @@
  * form one shard, in order of first appearance, with its distinct devices in
  * id order and each device's entries in entry order. Grouping compares each
  * unassigned entry with the later ones: quadratic in the entries of a group,
- * which are at most members x SF_MAX_PARTS and, in practice, a few hundred.
+ * which are at most members x SF_MAX_PARTS; data parallelism, whose entries
+ * all share the one shard, takes one pass.
  *
  * Everything here is a function of the strategy alone; scratch arrays grow
  * and are kept, so that the simulator's delta updates do not allocate.
@@ -39,11 +40,12 @@ sf_taskgraph *sf_taskgraph_new(const sf_graph *g, int n_devices, sf_error *err) 
     tg->mem_start = calloc(n1 + 1, sizeof *tg->mem_start);
     tg->mem = malloc(n1 * sizeof *tg->mem);
     tg->cons_start = calloc(n1 + 1, sizeof *tg->cons_start);
-    tg->tiles = calloc(n1 * SF_MAX_PARTS, sizeof *tg->tiles);
+    tg->tiles = calloc(n1, sizeof *tg->tiles);
+    tg->tiles_cap = calloc(n1, sizeof *tg->tiles_cap);
     tg->dev_count = calloc((size_t)(n_devices > 0 ? n_devices : 1), sizeof *tg->dev_count);
     tg->cursor = calloc((size_t)(n_devices > 0 ? n_devices : 1), sizeof *tg->cursor);
     if (!tg->owner || !tg->mem_start || !tg->mem || !tg->cons_start || !tg->tiles ||
-        !tg->dev_count || !tg->cursor)
+        !tg->tiles_cap || !tg->dev_count || !tg->cursor)
         goto oom;
     /* weight groups, as counting sorts: members of each owner in id order */
     for (int i = 0; i < n; i++) {
@@ -95,7 +97,13 @@ void sf_taskgraph_free(sf_taskgraph *tg) {
     free(tg->mem);
     free(tg->cons_start);
     free(tg->cons);
+    if (tg->tiles)
+        for (int i = 0; i < tg->n_ops; i++) free(tg->tiles[i]);
     free(tg->tiles);
+    free(tg->tiles_cap);
+    free(tg->tp);
+    free(tg->rg);
+    free(tg->feeds);
     free(tg->pairs);
     free(tg->ents);
     free(tg->shards);
@@ -124,15 +132,32 @@ void sf_taskgraph_free(sf_taskgraph *tg) {
 void sf_taskgraph_set_strategy(sf_taskgraph *tg, const sf_strategy *s) { tg->s = s; }
 const sf_graph *sf_taskgraph_graph(const sf_taskgraph *tg) { return tg->g; }
 
-sf_tile *sf_taskgraph_tiles(sf_taskgraph *tg, int op) {
-    return &tg->tiles[(size_t)op * SF_MAX_PARTS];
+sf_tile *sf_taskgraph_tiles(sf_taskgraph *tg, int op) { return tg->tiles[op]; }
+
+/* Each operator's tiles are an array of their own that only grows, so a
+ * config of more parts than the last one moves no other operator's tiles,
+ * and memory follows the parts the strategy has (a 4096-way data-parallel
+ * operator holds 4096 tiles, a whole one a single tile), not SF_MAX_PARTS
+ * for every operator. */
+sf_status sf_taskgraph_reserve_tiles(sf_taskgraph *tg, int op, int n) {
+    if (n <= tg->tiles_cap[op]) return SF_OK;
+    int cap = tg->tiles_cap[op] ? tg->tiles_cap[op] : 1;
+    while (cap < n) cap *= 2;
+    if (cap > SF_MAX_PARTS) cap = n > SF_MAX_PARTS ? n : SF_MAX_PARTS;
+    sf_tile *t = realloc(tg->tiles[op], (size_t)cap * sizeof *t);
+    if (!t) return SF_ERR_NOMEM;
+    tg->tiles[op] = t;
+    tg->tiles_cap[op] = cap;
+    return SF_OK;
 }
 
-void sf_taskgraph_set_tiles(sf_taskgraph *tg, int opi) {
+sf_status sf_taskgraph_set_tiles(sf_taskgraph *tg, int opi) {
     const sf_op *op = sf_graph_op(tg->g, opi);
     const sf_config *c = sf_strategy_get(tg->s, opi);
+    if (sf_taskgraph_reserve_tiles(tg, opi, c->n_parts) != SF_OK) return SF_ERR_NOMEM;
     sf_tile *t = sf_taskgraph_tiles(tg, opi);
     for (int p = 0; p < c->n_parts; p++) sf_config_part_tile(op, c, p, &t[p]);
+    return SF_OK;
 }
 
 int sf_taskgraph_owner(const sf_taskgraph *tg, int op) { return tg->owner[op]; }
@@ -231,16 +256,16 @@ static int sole_reader(const sf_taskgraph *tg, const sf_op *x, int k) {
  * intersection of the piece and the input region, so it is either whole when
  * its element count is. */
 static void set_in_place(const sf_taskgraph *tg, const sf_op *x, int k, const sf_tile *tp,
-                         const sf_tile *rg, sf_tg_pair *pr, int n) {
-    int sole = -1;           /* not yet known */
-    int feeds[SF_MAX_PARTS]; /* pairs each producer part feeds, counted when needed */
+                         const sf_tile *rg, sf_tg_pair *pr, int n, int n_prod) {
+    int sole = -1;              /* not yet known */
+    int32_t *feeds = tg->feeds; /* [n_prod] pairs each producer part feeds, counted when needed */
     for (int q = 0; q < n; q++) {
         sf_tg_pair *a = &pr[q];
         if (a->src_dev != a->dst_dev || a->numel != sf_tile_numel(&tp[a->prod_part])) continue;
         if (a->numel != sf_tile_numel(&rg[a->cons_part])) continue;
         if (sole < 0) {
             sole = sole_reader(tg, x, k);
-            memset(feeds, 0, sizeof feeds);
+            memset(feeds, 0, (size_t)n_prod * sizeof *feeds);
             for (int i = 0; i < n; i++) feeds[pr[i].prod_part]++;
         }
         a->in_place = sole && feeds[a->prod_part] == 1 ? 2 : 1;
@@ -265,18 +290,24 @@ static int edge_pairs(sf_taskgraph *tg, int xi, int k, int remote_only, const sf
     /* The producer's output pieces and the consumer's input regions follow
      * from the degrees alone: kept from the last call while they are the same
      * (OptCNN's tables ask for every pair of configs of one edge in a row). */
+    if (tg_grow((void **)&tg->tp, &tg->cap_tp, cp->n_parts, sizeof *tg->tp) ||
+        tg_grow((void **)&tg->rg, &tg->cap_rg, cx->n_parts, sizeof *tg->rg) ||
+        tg_grow((void **)&tg->feeds, &tg->cap_feeds, cp->n_parts, sizeof *tg->feeds))
+        return -1;
     sf_tile *tp = tg->tp, *rg = tg->rg;
     if (tg->tp_op != pi || tg->tp_out != out || !same_degrees(&tg->tp_cfg, cp)) {
         for (int i = 0; i < cp->n_parts; i++) sf_op_output_tile(p, &ptiles[i], out, &tp[i]);
         tg->tp_op = pi;
         tg->tp_out = out;
-        tg->tp_cfg = *cp;
+        tg->tp_cfg.ndim = cp->ndim;
+        memcpy(tg->tp_cfg.degree, cp->degree, sizeof cp->degree);
     }
     if (tg->rg_op != xi || tg->rg_k != k || !same_degrees(&tg->rg_cfg, cx)) {
         for (int j = 0; j < cx->n_parts; j++) sf_op_input_region(x, &xtiles[j], k, &rg[j]);
         tg->rg_op = xi;
         tg->rg_k = k;
-        tg->rg_cfg = *cx;
+        tg->rg_cfg.ndim = cx->ndim;
+        memcpy(tg->rg_cfg.degree, cx->degree, sizeof cx->degree);
     }
     int axis[SF_MAX_DIMS];
     int64_t shift[SF_MAX_DIMS];
@@ -320,7 +351,7 @@ static int edge_pairs(sf_taskgraph *tg, int xi, int k, int remote_only, const sf
         }
     }
     if (rd >= 0 && tg_reduce_edge(tg, cp, rd, tp, &n)) return -1;
-    if (!remote_only) set_in_place(tg, x, k, tp, rg, tg->pairs, n);
+    if (!remote_only) set_in_place(tg, x, k, tp, rg, tg->pairs, n, cp->n_parts);
     if (drop_local) {
         int m = 0;
         for (int q = 0; q < n; q++)

@@ -17,13 +17,17 @@ struct sf_taskgraph {
     int *mem;
     int *cons_start; /* [n_ops + 1] */
     sf_tensor_ref *cons;
-    sf_tile *tiles;           /* [n_ops * SF_MAX_PARTS] */
-    sf_tile tp[SF_MAX_PARTS]; /* producer output pieces of the last edge */
-    int tp_op, tp_out;        /* ... of this output of this operator (-1: none) */
-    sf_config tp_cfg;         /* ... under these degrees */
-    sf_tile rg[SF_MAX_PARTS]; /* consumer input regions of the last edge */
+    sf_tile **tiles;   /* [n_ops] each operator's part tiles, [tiles_cap[op]] held */
+    int *tiles_cap;    /* [n_ops] */
+    sf_tile *tp;       /* [cap_tp] producer output pieces of the last edge */
+    int tp_op, tp_out; /* ... of this output of this operator (-1: none) */
+    sf_config tp_cfg;  /* ... under these degrees (ndim, degree[] only) */
+    sf_tile *rg;       /* [cap_rg] consumer input regions of the last edge */
     int rg_op, rg_k;
     sf_config rg_cfg;
+    int64_t cap_tp, cap_rg;
+    int32_t *feeds; /* [cap_feeds] pairs each producer part feeds (set_in_place) */
+    int64_t cap_feeds;
     sf_tg_pair *pairs;
     int cap_pairs;
     /* sync scratch */

@@ -172,7 +172,7 @@ struct sf_runtime {
     int n_red_pending, cap_red_pending;
     struct rt_set { /* the reductions' communication groups, made once */
         int n, comm;
-        int devs[SF_MAX_PARTS];
+        int *devs; /* [n] */
     } * sets;
     int n_sets;
     rt_group *groups;
@@ -503,15 +503,16 @@ static int red_comm(sf_runtime *rt, const int16_t *d, int n) {
         for (int q = 0; q < n && same; q++) same = e->devs[q] == d[q];
         if (same) return e->comm;
     }
-    if (n > SF_MAX_PARTS) return -1;
     struct rt_set *ns = realloc(rt->sets, (size_t)(rt->n_sets + 1) * sizeof *ns);
     if (!ns) return -1;
     rt->sets = ns;
     struct rt_set *e = &rt->sets[rt->n_sets];
     e->n = n;
+    e->devs = malloc((size_t)n * sizeof *e->devs);
+    if (!e->devs) return -1;
     for (int q = 0; q < n; q++) e->devs[q] = d[q];
+    rt->n_sets++; /* freed with the runtime from here on */
     if (rt->c->vt->group_new(rt->c, e->devs, n, &e->comm) != SF_OK) return -1;
-    rt->n_sets++;
     return e->comm;
 }
 
@@ -523,27 +524,33 @@ static int red_comm(sf_runtime *rt, const int16_t *d, int n) {
  * just walked (sf_taskgraph_edge_reduce): every rank counts the tags of their
  * messages alike (from *tag); in the filling walk (fill), those this rank
  * holds a part of become rt->reds, and red_of[part] their index for the
- * group's parts on this rank. */
+ * group's parts on this rank (-1 for every other part of the producer). scr:
+ * room for 3 ints a part of the producer. */
 static sf_status setup_reds(sf_runtime *rt, int x, int k, const sf_tg_pair *pr, int np, int fill,
-                            int *tag, int *red_of, sf_error *err) {
+                            int *tag, int *red_of, int *scr, sf_error *err) {
     sf_tg_reduces rd;
     int n = sf_taskgraph_edge_reduce(rt->tg, &rd);
     const sf_op *o = sf_graph_op(rt->g, x);
     int prod = o->inputs[k].op;
     const sf_op *po = sf_graph_op(rt->g, prod);
     const sf_config *cp = sf_strategy_get(rt->s, prod);
+    int *devs = scr, *tags = scr + cp->n_parts, *read = scr + 2 * cp->n_parts;
+    for (int q = 0; q < cp->n_parts; q++) {
+        red_of[q] = -1;
+        read[q] = 0;
+    }
+    for (int i = 0; i < np; i++) read[pr[i].prod_part] = 1; /* the parts some pair reads */
     for (int g = 0; g < n; g++) {
         const sf_tg_reduce *gr = &rd.groups[g];
         const int32_t *parts = rd.parts + gr->part_start;
-        int R = gr->n_parts, devs[SF_MAX_PARTS], tags[SF_MAX_PARTS];
+        int R = gr->n_parts;
         int needed = 0, involved = 0;
         for (int r = 0; r < R; r++) {
             devs[r] = cp->device[parts[r]];
             tags[r] = -1;
             involved |= devs[r] == rt->rank;
+            needed |= read[parts[r]];
         }
-        for (int i = 0; i < np && !needed; i++)
-            for (int r = 0; r < R && !needed; r++) needed = pr[i].prod_part == parts[r];
         if (!needed) continue;
         const sf_tg_step *st = rd.steps + gr->step_start;
         int nb = gr->n_steps - gr->n_fwd; /* backward steps */
@@ -602,7 +609,7 @@ static sf_status setup_reds(sf_runtime *rt, int x, int k, const sf_tg_pair *pr, 
             r->devs[q] = devs[q];
             r->tags[q] = tags[q];
             if (devs[q] != rt->rank) continue;
-            r->mine[q] = rt->part_of[(size_t)prod * SF_MAX_PARTS + parts[q]];
+            r->mine[q] = rt->part_of[rt->part_start[prod] + parts[q]];
             red_of[parts[q]] = rt->n_reds - 1;
             if (r->kind != SF_REDUCE_ONE) r->pos = q;
             if (r->kind == SF_REDUCE_ONE && devs[q] != devs[0]) rt->cap_red_pending++;
@@ -639,9 +646,25 @@ static sf_status setup_reds(sf_runtime *rt, int x, int k, const sf_tg_pair *pr, 
     return SF_OK;
 }
 
+static sf_status setup_link_walks(sf_runtime *rt, int *red_of, int *scr, sf_error *err);
+
 /* Every pair of the task graph, in the same order on every rank; those that
  * touch this rank become links. Two walks: count, then fill. */
 static sf_status setup_links(sf_runtime *rt, sf_error *err) {
+    int max_parts = 1;
+    for (int op = 0; op < rt->n_ops; op++)
+        if (sf_strategy_get(rt->s, op)->n_parts > max_parts)
+            max_parts = sf_strategy_get(rt->s, op)->n_parts;
+    int *red_of = malloc((size_t)max_parts * 4 * sizeof *red_of); /* then setup_reds' room */
+    if (!red_of) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    sf_status st = setup_link_walks(rt, red_of, red_of + max_parts, err);
+    free(red_of);
+    return st;
+}
+
+/* setup_links' two walks (red_of, scr: room for every part of an operator, and
+ * 3 ints a part). */
+static sf_status setup_link_walks(sf_runtime *rt, int *red_of, int *scr, sf_error *err) {
     for (int pass = 0; pass < 2; pass++) {
         int tag = 0, nl = 0;
         for (int x = 0; x < rt->n_ops; x++) {
@@ -651,9 +674,7 @@ static sf_status setup_links(sf_runtime *rt, sf_error *err) {
                 int np = sf_taskgraph_edge(rt->tg, x, k, &pr);
                 if (np < 0) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
                 const sf_op *po = sf_graph_op(rt->g, o->inputs[k].op);
-                int red_of[SF_MAX_PARTS];
-                for (int q = 0; q < SF_MAX_PARTS; q++) red_of[q] = -1;
-                sf_status rs = setup_reds(rt, x, k, pr, np, pass, &tag, red_of, err);
+                sf_status rs = setup_reds(rt, x, k, pr, np, pass, &tag, red_of, scr, err);
                 if (rs != SF_OK) return rs;
                 for (int i = 0; i < np; i++) {
                     int remote = pr[i].src_dev != pr[i].dst_dev;
@@ -1057,7 +1078,9 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
     if (st == SF_OK) st = setup_buffers(rt, err);
     if (st == SF_OK) {
         rt->cap_ev = 2 * rt->n_parts + 2 * rt->n_recv + 2 * rt->n_send + 4 * rt->n_shards +
-                     2 * rt->n_links + 2 * rt->n_reds * (SF_MAX_PARTS + 1) + 8;
+                     2 * rt->n_links + 8;
+        for (int i = 0; i < rt->n_reds; i++)
+            rt->cap_ev += 2 * rt->reds[i].R + 2 * rt->reds[i].n_links + 4;
         rt->ev = malloc((size_t)rt->cap_ev * sizeof *rt->ev);
         rt->sizing = 1;
         rt->used = 0;
@@ -1105,6 +1128,7 @@ void sf_runtime_free(sf_runtime *rt) {
     free(rt->red_order);
     free(rt->red_links);
     free(rt->red_pending);
+    for (int i = 0; i < rt->n_sets; i++) free(rt->sets[i].devs);
     free(rt->sets);
     free(rt->parts);
     free(rt->part_of);

@@ -13,6 +13,12 @@
  * talking. Then it sizes every buffer, reserves them in one block, and carves
  * it (the same walk twice: once counting, once placing).
  *
+ * The walk also gives, per consumer edge of a producer split along a reduction
+ * dimension, the reductions of its partial sums (rt_red, setup_reds): after the
+ * producer's parts a rank runs the forward steps of those it takes part in, in
+ * walk order, and the pairs read the sum from their buffers; backward, before
+ * the producer's parts, the duals give every part the gradient of the sum.
+ *
  * A step posts every receive first (activations and gradients), then runs the
  * forward pass: a part copies the regions of local producers into its input
  * buffers and unpacks the messages of remote ones as they arrive, runs its

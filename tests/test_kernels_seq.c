@@ -572,8 +572,21 @@ static void attn_fwd_d(const sf_op *op, double *const *x, const double *w, doubl
 static void test_attention_tiles(void **state) {
     (void)state;
     static const int degs[][4] = {
-        {2, 3, 1, 1}, {1, 2, 2, 1}, {1, 1, 3, 1}, {3, 1, 1, 1},
-        {2, 2, 2, 1}, {1, 4, 1, 1}, {1, 1, 7, 1}, {1, 8, 1, 1}, /* empty query tiles */
+        {2, 3, 1, 1},
+        {1, 2, 2, 1},
+        {1, 1, 3, 1},
+        {3, 1, 1, 1},
+        {2, 2, 2, 1},
+        {1, 4, 1, 1},
+        {1, 1, 7, 1},
+        {1, 8, 1, 1}, /* empty query tiles */
+        /* heads (a reduction: the parts' outputs are partial sums that add up),
+         * alone, with samples, rows (causal blocks) and D, more parts than heads */
+        {1, 1, 1, 2},
+        {2, 1, 1, 3},
+        {1, 3, 1, 2},
+        {1, 1, 2, 2},
+        {1, 1, 1, 5},
     };
     for (int i = 0; i < N_ATTN; i++) {
         opx o;
@@ -597,11 +610,11 @@ static void test_attention_gradients_fd(void **state) {
 static void test_attention_larger(void **state) {
     (void)state;
     static const attn_case big[] = {{3, 33, 0, 48, 4, 1, 1}, {2, 17, 41, 32, 8, 0, 1}};
-    static const int degs[][4] = {{3, 2, 1, 1}, {1, 3, 2, 1}};
+    static const int degs[][4] = {{3, 2, 1, 1}, {1, 3, 2, 1}, {1, 2, 1, 4}, {2, 1, 1, 3}};
     for (int i = 0; i < 2; i++) {
         opx o;
         attn_make(&o, &big[i]);
-        check_partitions(&o, degs, 2, 650 + (uint64_t)i);
+        check_partitions(&o, degs, 4, 650 + (uint64_t)i);
         sf_graph_free(o.g);
     }
 }
@@ -722,10 +735,12 @@ static void test_accumulation(void **state) {
     check_accumulates(&o, (int[]){2, 1, 1}, 1, 701);
     sf_graph_free(o.g);
     attn_make(&o, &attn_cases[2]); /* self, causal: a middle block of rows, part of D */
-    check_accumulates(&o, (int[]){1, 3, 2}, 3, 702);
+    check_accumulates(&o, (int[]){1, 3, 2, 1}, 3, 702);
+    check_accumulates(&o, (int[]){1, 3, 1, 3}, 4, 705); /* middle rows, the second head */
     sf_graph_free(o.g);
     attn_make(&o, &attn_cases[3]); /* cross */
-    check_accumulates(&o, (int[]){3, 2, 2}, 5, 703);
+    check_accumulates(&o, (int[]){3, 2, 2, 1}, 5, 703);
+    check_accumulates(&o, (int[]){1, 2, 1, 2}, 3, 706); /* the second head, partial sum */
     sf_graph_free(o.g);
 }
 

@@ -344,7 +344,9 @@ static void test_attention_params(void **state) {
     const sf_op *op = sf_graph_op(g, id);
     assert_true(op->n_params == 2362368); /* torch.nn.MultiheadAttention(768, 12) */
     check_shape(&op->out_shapes[0], 3, (int64_t[]){8, 128, 768});
-    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_NONE});
+    check_kinds(op, 4,
+                (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_NONE, SF_DIM_REDUCE});
+    assert_true(op->space.d[3] == 12); /* the heads */
     p.attention.bias = 0;
     id = add_ok(g, SF_OP_ATTENTION, "mha_nobias", &p, (sf_tensor_ref[]){{x, 0}}, 1);
     assert_true(sf_graph_op(g, id)->n_params == 4 * 768 * 768);
@@ -437,6 +439,67 @@ static void test_attention_tiles_and_flops(void **state) {
     assert_true(m.saved_bytes == 216.0 * 4);
     assert_true(m.output_bytes == 16.0 * 4);
     assert_true(m.weight_bytes == 256.0 * 4);
+    sf_graph_free(g);
+}
+
+/* A head part: its heads' Q, K, V, scores and context, its columns of W_o, the
+ * output bias on the first; the two head parts add up to the whole tile. */
+static void test_attention_heads(void **state) {
+    (void)state;
+    sf_graph *g = sf_graph_new("attn");
+    int q = add_input(g, "q", 3, (int64_t[]){2, 4, 8});
+    sf_op_params p;
+    sf_op_params_default(SF_OP_ATTENTION, &p);
+    p.attention.embed_dim = 8;
+    p.attention.heads = 2;
+    const sf_op *op =
+        sf_graph_op(g, add_ok(g, SF_OP_ATTENTION, "self", &p, (sf_tensor_ref[]){{q, 0}}, 1));
+    sf_tile h0 = mk_tile(4, (int64_t[]){0, 0, 0, 0}, (int64_t[]){2, 4, 8, 1});
+    sf_tile h1 = mk_tile(4, (int64_t[]){0, 0, 0, 1}, (int64_t[]){2, 4, 8, 2});
+    /* head 1: Q 2*32*8 + K, V 2*64*8, scores + context 4*32*4, output
+     * 2*64*4, softmax 5*32, biases of Q, K, V 96 (b_o is head 0's) */
+    sf_op_cost c;
+    sf_op_tile_cost(op, &h1, &c);
+    assert_true(c.flops_fwd == 2816.0);
+    sf_op_tile_cost(op, &h0, &c);
+    assert_true(c.flops_fwd == 2816.0 + 64); /* and b_o's 64 adds */
+    assert_true(sf_op_tile_weights(op, &h1) == 4 * 8 * 4 + 12);
+    assert_true(sf_op_tile_weights(op, &h0) == 4 * 8 * 4 + 12 + 8);
+    sf_weight_slice sl[SF_MAX_WEIGHT_SLICES];
+    assert_int_equal(sf_op_weight_slices(op, &h1, sl), 3);
+    int64_t want1[3][4] = {{32, 32, 64, 3}, {196, 4, 8, 8}, {260, 4, 8, 3}};
+    for (int i = 0; i < 3; i++) {
+        assert_true(sl[i].offset == want1[i][0] && sl[i].len == want1[i][1]);
+        assert_true(sl[i].stride == want1[i][2] && sl[i].count == want1[i][3]);
+    }
+    assert_int_equal(sf_op_weight_slices(op, &h0, sl), 4);
+    assert_true(sl[0].offset == 0 && sl[1].offset == 192 && sl[2].offset == 256);
+    assert_true(sl[3].offset == 280 && sl[3].len == 8 && sl[3].count == 1);
+    sf_tile full = sf_tile_full(&op->space);
+    assert_int_equal(sf_op_weight_slices(op, &full, sl), 1);
+    assert_true(sl[0].offset == 0 && sl[0].len == op->n_params);
+    /* a head part needs every input feature and writes the whole output piece */
+    sf_tile r, o;
+    sf_op_input_region(op, &h1, 0, &r);
+    check_tile(&r, 3, (int64_t[]){0, 0, 0}, (int64_t[]){2, 4, 8});
+    sf_op_output_tile(op, &h1, 0, &o);
+    check_tile(&o, 3, (int64_t[]){0, 0, 0}, (int64_t[]){2, 4, 8});
+    sf_op_mem m;
+    sf_op_tile_memory(op, &h1, &m);
+    assert_true(m.output_bytes == 64.0 * 4);
+    assert_true(m.weight_bytes == 140.0 * 4);
+    /* saved: the input 64, Q 32, K+V 64, probabilities 32, context 32 */
+    assert_true(m.saved_bytes == 224.0 * 4);
+    /* causal, rows [1, 3) of head 1: keys [0, 3) */
+    p.attention.causal = 1;
+    op = sf_graph_op(g, add_ok(g, SF_OP_ATTENTION, "causal", &p, (sf_tensor_ref[]){{q, 0}}, 1));
+    sf_tile t = mk_tile(4, (int64_t[]){0, 1, 0, 1}, (int64_t[]){1, 3, 8, 2});
+    sf_op_input_region(op, &t, 0, &r);
+    check_tile(&r, 3, (int64_t[]){0, 0, 0}, (int64_t[]){1, 3, 8});
+    /* Q 2*8*8, K+V 2*24*8, scores + context 4*8*3, output 2*16*4, softmax
+     * 5*1*2*3, biases 8 + 24 */
+    sf_op_tile_cost(op, &t, &c);
+    assert_true(c.flops_fwd == 128 + 384 + 96 + 128 + 30 + 32);
     sf_graph_free(g);
 }
 
@@ -706,6 +769,7 @@ int main(void) {
         cmocka_unit_test(test_lstm_tiles_and_flops),
         cmocka_unit_test(test_attention_params),
         cmocka_unit_test(test_attention_tiles_and_flops),
+        cmocka_unit_test(test_attention_heads),
         cmocka_unit_test(test_split_even),
         cmocka_unit_test(test_split_sizes_and_errors),
         cmocka_unit_test(test_softmax_ce),

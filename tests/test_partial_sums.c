@@ -385,11 +385,100 @@ static void test_optcnn_reduce(void **state) {
     sf_graph_free(g);
 }
 
+/* x (8, 16, 32) -> attn (self, causal, 4 heads) -> fc (32 out) -> ln */
+static sf_graph *attn_net(void) {
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("attn");
+    sf_shape s = sf_shape_make(3, (int64_t[]){8, 16, 32});
+    int x = sf_graph_add_input(g, "x", &s, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_ATTENTION, &p);
+    p.attention.embed_dim = 32;
+    p.attention.heads = 4;
+    p.attention.causal = 1;
+    int a = sf_graph_add_op(g, SF_OP_ATTENTION, "attn", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = 32;
+    int b = sf_graph_add_op(g, SF_OP_LINEAR, "fc", &p, (sf_tensor_ref[]){{a, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_LAYERNORM, &p);
+    int c = sf_graph_add_op(g, SF_OP_LAYERNORM, "ln", &p, (sf_tensor_ref[]){{b, 0}}, 1, &err);
+    assert_true(x >= 0 && a >= 0 && b >= 0 && c >= 0);
+    return g;
+}
+
+/* Attention split on its heads: the proposal draws head degrees when asked;
+ * random moves with them keep delta equal to full simulation, exactly; a head
+ * degree reads back from JSON, and a file without one means one head part. */
+static void test_attention_heads(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = attn_net();
+    sf_machine *m = sf_machine_preset("p100-4x4", &err);
+    assert_non_null(m);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    assert_non_null(cm);
+    int attn = sf_graph_find(g, "attn");
+    const sf_op *ao = sf_graph_op(g, attn);
+    assert_int_equal(ao->space.ndim, 4);
+    assert_int_equal(ao->kinds[3], SF_DIM_REDUCE);
+    sf_strategy *s = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    sf_sim *sim = sf_sim_new(g, m, cm, &so, &err);
+    assert_non_null(sim);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    sf_rng rng;
+    sf_rng_seed(&rng, 26);
+    int n_ops = sf_graph_num_ops(g), heads = 0;
+    for (int it = 0; it < 400; it++) {
+        int op = 1 + (int)sf_rng_below(&rng, (uint64_t)(n_ops - 1));
+        const sf_op *o = sf_graph_op(g, op);
+        sf_config c;
+        sf_config_random_in(o, m, 1, &rng, &c);
+        if (sf_config_validate(o, m, &c, NULL) != SF_OK) continue;
+        heads += op == attn && c.degree[3] > 1;
+        assert_int_equal(sf_sim_update(sim, op, &c, &r, &err), SF_OK);
+        *sf_strategy_config(s, op) = c;
+        assert_true(r.iter_s == run_full(g, m, cm, s));
+    }
+    assert_true(heads > 30);
+    sf_sim_free(sim);
+
+    /* heads 4 ways on devices 0-3 feeding fc on device 0 (a reduce to one),
+     * against the whole attention on device 0: the reduce is priced */
+    sf_strategy_single(s, g, 0);
+    double one = run_full(g, m, cm, s);
+    set(s, g, "attn", (int[]){1, 1, 1, 4}, 0);
+    double four = run_full(g, m, cm, s);
+    assert_true(one > 0 && four > 0 && four != one);
+    char *text = sf_strategy_to_json(s, g, &err);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"attn\": {\"degrees\": [1, 1, 1, 4]"));
+    sf_strategy *back = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_parse_json(back, text, "mem.json", g, NULL, &err), SF_OK);
+    assert_true(sf_config_equal(sf_strategy_get(back, attn), sf_strategy_get(s, attn)));
+    free(text);
+    set(s, g, "attn", (int[]){2, 1, 1, 1}, 0);
+    text = sf_strategy_to_json(s, g, &err);
+    assert_non_null(strstr(text, "\"attn\": {\"degrees\": [2, 1, 1], \"devices\": [0, 1]}"));
+    assert_int_equal(sf_strategy_parse_json(back, text, "mem.json", g, NULL, &err), SF_OK);
+    assert_true(sf_config_equal(sf_strategy_get(back, attn), sf_strategy_get(s, attn)));
+    free(text);
+    sf_strategy_free(back);
+    sf_strategy_free(s);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+    sf_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reduction_kinds),   cmocka_unit_test(test_sim_delta_equals_full),
         cmocka_unit_test(test_json_round_trip),   cmocka_unit_test(test_random_proposals),
         cmocka_unit_test(test_matmul_and_limits), cmocka_unit_test(test_optcnn_reduce),
+        cmocka_unit_test(test_attention_heads),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -97,9 +97,26 @@ SF_API sf_status sf_strategy_owt(sf_strategy *s, const sf_graph *g, const sf_mac
  * A graph without LSTM operators (a CNN, the transformer) gets data parallelism,
  * exactly sf_strategy_data's configs. */
 SF_API sf_status sf_strategy_expert(sf_strategy *s, const sf_graph *g, const sf_machine *m);
+/* Megatron-LM's tensor parallelism (src/strategy/megatron.c): groups of tp
+ * consecutive devices inside a node (tp <= 0: a node's devices), data parallel
+ * across groups; attention split on its heads, linear layers column- then
+ * row-parallel (an MLP's first on its outputs, second on its inputs, a partial
+ * sum), the token embedding and a tied LM head on the vocabulary, softmax_ce on
+ * the classes where it can be; the other operators split over the group on the
+ * sequence (sp: sequence parallelism) or, without sp, on the group's samples.
+ * SF_ERR_UNSUPPORTED with err naming what is missing for a graph without
+ * attention and linear layers or an operator that cannot be split so;
+ * SF_ERR_INVALID for a tp that does not divide the nodes or a batch smaller
+ * than the groups. */
+SF_API sf_status sf_strategy_megatron(sf_strategy *s, const sf_graph *g, const sf_machine *m,
+                                      int tp, int sp, sf_error *err);
 /* Everything on one device, unsplit. */
 SF_API sf_status sf_strategy_single(sf_strategy *s, const sf_graph *g, int device);
-/* By name: "data", "model", "owt", "expert", "single". */
+/* By name: "data", "model", "owt", "expert", "single", "megatron[:T]",
+ * "megatron-sp[:T]". */
+/* 1 when name names a baseline: one of those, or megatron / megatron-sp followed
+ * by ':' and anything (sf_strategy_baseline then checks what follows). */
+SF_API int sf_strategy_is_baseline_name(const char *name);
 SF_API sf_status sf_strategy_baseline(sf_strategy *s, const char *name, const sf_graph *g,
                                       const sf_machine *m, sf_error *err);
 

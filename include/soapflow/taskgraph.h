@@ -152,6 +152,13 @@ SF_API int sf_taskgraph_edge_moves(sf_taskgraph *tg, int op, int k, const sf_tg_
  * owner), in order of first appearance. The tiles of every member must be set.
  * SF_OK, or SF_ERR_NOMEM. */
 SF_API sf_status sf_taskgraph_sync(sf_taskgraph *tg, int owner, sf_tg_sync *out);
+/* The weight elements each device holds under the strategy (set, with every
+ * operator's tiles): every shard's elements once on each of its devices, a
+ * weight group shared by several operators (unrolled steps, a tied head) once.
+ * per_device has n_devices entries; SF_ERR_NOMEM. Multiplied by the bytes a
+ * weight element keeps (weights, gradient, optimizer state) it is the device's
+ * weight state. */
+SF_API sf_status sf_taskgraph_device_weights(sf_taskgraph *tg, int64_t *per_device);
 
 /* ---- communication: how gradients are synchronized ------------------------- */
 

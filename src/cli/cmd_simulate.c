@@ -112,8 +112,8 @@ static int options_apply(const char *cmd, const sf_cli_model_opts *o) {
             snprintf(list + strlen(list), sizeof list - strlen(list), ", %s", opts[k].flag);
     for (size_t k = 0; k < sizeof opts / sizeof opts[0]; k++)
         if (given[k] && !(taken & opts[k].bit))
-            return sf_cli_usage_error(cmd, "%s does not apply to %s, which takes %s",
-                                      opts[k].flag, o->model, list);
+            return sf_cli_usage_error(cmd, "%s does not apply to %s, which takes %s", opts[k].flag,
+                                      o->model, list);
     return SF_EXIT_OK;
 }
 
@@ -130,9 +130,8 @@ static int model_options(const char *cmd, const sf_cli_model_opts *o, int n_devi
                                       "the model options other than --batch apply to zoo "
                                       "models; the ONNX file '%.200s' keeps its own",
                                       o->model);
-        mo->batch =
-            o->batch ? o->batch
-                     : (int64_t)SF_CLI_SAMPLES_PER_DEVICE * (n_devices > 0 ? n_devices : 1);
+        mo->batch = o->batch ? o->batch
+                             : (int64_t)SF_CLI_SAMPLES_PER_DEVICE * (n_devices > 0 ? n_devices : 1);
         return SF_EXIT_OK;
     }
     if (sf_cli_is_path(o->model)) {
@@ -198,12 +197,7 @@ int sf_cli_model_open(const char *cmd, const sf_cli_model_opts *o, int n_devices
     return sf_cli_model_open_weights(cmd, o, n_devices, out, NULL);
 }
 
-static int is_baseline(const char *name) {
-    static const char *const names[] = {"data", "model", "owt", "expert", "single"};
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
-        if (strcmp(name, names[i]) == 0) return 1;
-    return 0;
-}
+static int is_baseline(const char *name) { return sf_strategy_is_baseline_name(name); }
 
 static int file_exists(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -226,7 +220,7 @@ int sf_cli_strategy_open(const char *name_or_path, const sf_graph *g, const sf_m
     else
         st = sf_error_set(&err, SF_ERR_NOTFOUND,
                           "unknown strategy '%.200s': not a baseline (data, model, owt, expert, "
-                          "single) nor a strategy file",
+                          "single, megatron[:T], megatron-sp[:T]) nor a strategy file",
                           name_or_path);
     if (st != SF_OK) {
         sf_strategy_free(s);
@@ -251,15 +245,19 @@ static int usage(FILE *out) {
             "  --machine NAME|FILE    machine preset or machine JSON file (default: %s)\n"
             "                         NAME[N]: its first N devices, N at most one node's\n"
             "                         devices or whole nodes (p100-4x4[8]: two nodes)\n"
-            "  -s, --strategy S       a baseline: data, model, owt, expert, single; or a\n"
-            "                         strategy JSON file (default: %s)\n"
+            "  -s, --strategy S       a baseline: data, model, owt, expert, single,\n"
+            "                         megatron[:T] (Megatron-LM's tensor parallelism, T ways\n"
+            "                         inside a node, default a node's devices, data parallel\n"
+            "                         across), megatron-sp[:T] (with sequence parallelism);\n"
+            "                         or a strategy JSON file (default: %s)\n"
             "  --json                 print one JSON object: iter_ms, compute_ms, transfer_ms,\n"
             "                         sync_ms, transfer_bytes, sync_bytes, intra_bytes,\n"
             "                         inter_bytes, peak_mem_bytes, mem_capacity_bytes, fits,\n"
             "                         tasks, model, machine, strategy, sync, sync_scheme,\n"
             "                         segments, dtype, batch, devices, idle_devices (no part\n"
             "                         runs there; a warning names them) and a \"per_device\"\n"
-            "                         array (device, node, busy_ms, utilization, mem_bytes)\n"
+            "                         array (device, node, busy_ms, utilization, mem_bytes,\n"
+            "                         weight_elems: weight elements it holds)\n"
             "  --trace FILE           write the schedule as a Chrome trace (JSON) for\n"
             "                         Perfetto (ui.perfetto.dev) or chrome://tracing\n"
             "  --svg FILE             write the schedule as an SVG Gantt chart\n"
@@ -400,8 +398,26 @@ typedef struct report {
     int64_t batch;
     double capacity; /* smallest device memory, bytes */
     int peak_dev;
-    int idle; /* devices no part runs on (sf_strategy_idle_devices) */
+    int idle;               /* devices no part runs on (sf_strategy_idle_devices) */
+    const int64_t *weights; /* [devices] weight elements held (sf_taskgraph_device_weights) */
 } report;
+
+/* The weight elements each device holds under s, malloc'd ([n_dev]); NULL with err. */
+static int64_t *device_weights(const sf_graph *g, const sf_strategy *s, int n_dev, sf_error *err) {
+    sf_taskgraph *tg = sf_taskgraph_new(g, n_dev, err);
+    int64_t *w = tg ? calloc((size_t)(n_dev > 0 ? n_dev : 1), sizeof *w) : NULL;
+    sf_status st = w ? SF_OK : SF_ERR_NOMEM;
+    if (tg) sf_taskgraph_set_strategy(tg, s);
+    for (int i = 0; i < sf_graph_num_ops(g) && st == SF_OK; i++) st = sf_taskgraph_set_tiles(tg, i);
+    if (st == SF_OK) st = sf_taskgraph_device_weights(tg, w);
+    sf_taskgraph_free(tg);
+    if (st != SF_OK) {
+        free(w);
+        if (tg) sf_error_set(err, st, "out of memory counting weights");
+        return NULL;
+    }
+    return w;
+}
 
 static int print_json(const report *rp) {
     const sf_sim_result *r = rp->r;
@@ -416,8 +432,7 @@ static int print_json(const report *rp) {
     bad |= json_object_set_new(j, "machine", json_string(sf_machine_name(rp->m)));
     bad |= json_object_set_new(j, "strategy", json_string(rp->strategy));
     bad |= json_object_set_new(j, "sync", json_string(sf_sync_mode_name(rp->sim.sync)));
-    bad |= json_object_set_new(j, "sync_scheme",
-                               json_string(sf_sync_scheme_name(rp->sim.scheme)));
+    bad |= json_object_set_new(j, "sync_scheme", json_string(sf_sync_scheme_name(rp->sim.scheme)));
     bad |= json_object_set_new(j, "segments", json_integer(rp->sim.segments));
     bad |= json_object_set_new(j, "dtype", json_string(sf_dtype_name(rp->dtype)));
     bad |= json_object_set_new(j, "batch", json_integer(rp->batch));
@@ -439,10 +454,11 @@ static int print_json(const report *rp) {
         const sf_device *dev = sf_machine_device(rp->m, d);
         double busy = r->device_busy_s[d];
         bad |= json_array_append_new(
-            per, json_pack("{s:i, s:i, s:o, s:o, s:o}", "device", d, "node", dev->node, "busy_ms",
-                           sf_cli_json_real(busy * 1e3), "utilization",
+            per, json_pack("{s:i, s:i, s:o, s:o, s:o, s:I}", "device", d, "node", dev->node,
+                           "busy_ms", sf_cli_json_real(busy * 1e3), "utilization",
                            sf_cli_json_real(r->iter_s > 0 ? busy / r->iter_s : 0.0), "mem_bytes",
-                           sf_cli_json_number(r->device_mem_bytes[d])));
+                           sf_cli_json_number(r->device_mem_bytes[d]), "weight_elems",
+                           (json_int_t)rp->weights[d]));
     }
     bad |= json_object_set_new(j, "per_device", per);
     return sf_cli_print_json_built(j, bad);
@@ -466,9 +482,8 @@ static int print_text(const report *rp) {
                       rp->sim.scheme == SF_SCHEME_PS             ? "parameter server"
                       : rp->sim.scheme == SF_SCHEME_HIERARCHICAL ? "hierarchical all-reduce"
                                                                  : "ring all-reduce",
-                      rp->sim.sync == SF_SYNC_BULK
-                          ? "after each device's backward pass (bulk)"
-                          : "as soon as each gradient is ready (overlap)");
+                      rp->sim.sync == SF_SYNC_BULK ? "after each device's backward pass (bulk)"
+                                                   : "as soon as each gradient is ready (overlap)");
     sf_cli_table_cell(t, "precision");
     if (rp->dtype == SF_DTYPE_FP32)
         sf_cli_table_cell(t, "fp32");
@@ -548,6 +563,7 @@ int sf_cmd_simulate(int argc, char **argv) {
     sf_cost_model *cm = NULL;
     sf_sim *sim = NULL;
     sf_cli_outputs files = {0};
+    int64_t *weights = NULL;
 
     m = sf_machine_open(o.machine, &err);
     if (!m) return sf_cli_fail_err(&err);
@@ -580,7 +596,12 @@ int sf_cmd_simulate(int argc, char **argv) {
     if (rc == SF_EXIT_OK) rc = sf_cli_outputs_write(&files);
     if (rc != SF_EXIT_OK) goto done;
 
-    report rp = {g, m, &r, o.strategy, o.sim, o.dtype, 0, 0, 0, idle};
+    weights = device_weights(g, s, r.n_devices, &err);
+    if (!weights) {
+        rc = sf_cli_fail_err(&err);
+        goto done;
+    }
+    report rp = {g, m, &r, o.strategy, o.sim, o.dtype, 0, 0, 0, idle, weights};
     sf_graph_stats gs;
     sf_graph_stats_compute(g, &gs);
     rp.batch = gs.batch;
@@ -592,6 +613,7 @@ int sf_cmd_simulate(int argc, char **argv) {
     }
     rc = o.json ? print_json(&rp) : print_text(&rp);
 done:
+    free(weights);
     sf_cli_outputs_free(&files);
     sf_sim_free(sim);
     sf_cost_free(cm);

@@ -84,7 +84,8 @@
 #define ATTN_SOFTMAX_FLOPS 5.0 /* max, subtract, exp, sum, divide per score */
 
 static const sf_attr_desc attention_attrs[] = {
-    {.name = "embed_dim", .type = SF_ATTR_INT,
+    {.name = "embed_dim",
+     .type = SF_ATTR_INT,
      .offset = offsetof(sf_op_params, attention.embed_dim)},
     {.name = "heads", .type = SF_ATTR_INT, .offset = offsetof(sf_op_params, attention.heads)},
     {.name = "causal", .type = SF_ATTR_BOOL, .offset = offsetof(sf_op_params, attention.causal)},
@@ -97,8 +98,8 @@ static void attention_defaults(sf_op_params *p) {
     p->attention.bias = 1;
 }
 
-static sf_status attention_infer(const sf_op_params *p, const sf_shape *in, int n_in,
-                                 sf_shape *out, int *n_out, sf_error *err) {
+static sf_status attention_infer(const sf_op_params *p, const sf_shape *in, int n_in, sf_shape *out,
+                                 int *n_out, sf_error *err) {
     const sf_attention_params *a = &p->attention;
     if (a->embed_dim < 1)
         return sf_error_set(err, SF_ERR_INVALID, "embed_dim must be >= 1, got %lld",
@@ -141,11 +142,30 @@ static int64_t attention_params(const sf_op_params *p, const sf_shape *in, int n
     return sf_count_add(sf_count_mul(d4, d), p->attention.bias ? d4 : 0);
 }
 
+/* The output (N, Tq, D), then the heads (a reduction: no output dimension
+ * names them, the output projection sums over them). */
 static void attention_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {
     *space = op->out_shapes[0];
     kinds[0] = SF_DIM_SAMPLE;
     kinds[1] = SF_DIM_ATTRIBUTE;
-    kinds[2] = SF_DIM_NONE; /* a D part uses all of W_q, W_k, W_v: see the header */
+    kinds[2] = SF_DIM_NONE; /* a D part needs every head's context: see the header */
+    space->d[3] = op->params.attention.heads;
+    kinds[3] = SF_DIM_REDUCE;
+    space->ndim = 4;
+}
+
+/* The tile's heads [h0, h1): its range on the reduction dimension, or all of
+ * them for a tile of the output's rank (one that names no reduction). */
+static void attention_hrange(const sf_op *op, const sf_tile *t, int64_t *h0, int64_t *h1) {
+    *h0 = t->ndim > 3 ? t->lo[3] : 0;
+    *h1 = t->ndim > 3 ? t->hi[3] : op->params.attention.heads;
+}
+
+/* The output piece of a tile: its first three dimensions. */
+static double attention_out_numel(const sf_tile *t) {
+    sf_tile o = *t;
+    o.ndim = 3;
+    return (double)sf_tile_numel(&o);
 }
 
 static void attention_region(const sf_op *op, const sf_tile *t, int input, sf_tile *r) {
@@ -160,21 +180,37 @@ static void attention_region(const sf_op *op, const sf_tile *t, int input, sf_ti
     }
 }
 
-/* Elements of the intermediate tensors a tile computes: Q, K, V, scores, context. */
+/* Elements of the intermediate tensors a tile computes: Q, K, V (its heads'
+ * columns), scores (its heads), context (its heads' columns), and its output
+ * piece. */
 typedef struct attn_sizes {
-    double q, kv, scores, ctx;
+    double q, kv, scores, ctx, out, hc;
 } attn_sizes;
 
 static attn_sizes attention_sizes(const sf_op *op, const sf_tile *t, double *tk_out) {
     const sf_attention_params *a = &op->params.attention;
     double n = (double)(t->hi[0] - t->lo[0]), tq = (double)(t->hi[1] - t->lo[1]);
-    double d = (double)(t->hi[2] - t->lo[2]);
+    double dt = (double)(t->hi[2] - t->lo[2]);
     double tk = (double)op->in_shapes[op->n_inputs - 1].d[1];
     if (op->n_inputs == 1 && a->causal) tk = (double)t->hi[1]; /* keys 0..hi-1 only */
-    double heads = (double)a->heads * d / (double)a->embed_dim; /* the tile's share */
-    attn_sizes s = {n * tq * d, 2 * n * tk * d, n * heads * tq * tk, n * tq * d};
+    int64_t h0, h1;
+    attention_hrange(op, t, &h0, &h1);
+    double nh = h1 > h0 ? (double)(h1 - h0) : 0;
+    double hc = nh * (double)(a->embed_dim / a->heads); /* the tile's head columns */
+    attn_sizes s = {n * tq * hc, 2 * n * tk * hc, n * nh * tq * tk, n * tq * hc, n * tq * dt, hc};
     *tk_out = tk;
     return s;
+}
+
+/* Weight elements of a tile: the rows of W_q, W_k, W_v and the columns of W_o
+ * of its heads, their biases, and b_o on the part with the first head. */
+static int64_t attention_tile_weights(const sf_op *op, const sf_tile *t) {
+    const sf_attention_params *a = &op->params.attention;
+    int64_t h0, h1;
+    attention_hrange(op, t, &h0, &h1);
+    if (h1 <= h0) return 0;
+    int64_t d = a->embed_dim, hc = (h1 - h0) * (d / a->heads);
+    return 4 * d * hc + (a->bias ? 3 * hc + (h0 == 0 ? d : 0) : 0);
 }
 
 static void attention_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
@@ -182,11 +218,13 @@ static void attention_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) 
     const sf_attention_params *a = &op->params.attention;
     double full_d = (double)a->embed_dim, tk;
     attn_sizes s = attention_sizes(op, t, &tk);
+    int64_t h0, h1;
+    attention_hrange(op, t, &h0, &h1);
     double proj = 2 * s.q * full_d + 2 * s.kv * full_d; /* Q, K, V: each output reads all D */
     double attn = 2 * s.ctx * tk + 2 * s.ctx * tk;      /* scores (per Tk) and context */
-    double outp = 2 * s.ctx * full_d;                   /* output columns d, inputs all D */
+    double outp = 2 * s.out * s.hc;                     /* output columns, the heads' inputs */
     double soft = ATTN_SOFTMAX_FLOPS * s.scores;
-    double bias = a->bias ? s.q + s.kv + s.ctx : 0;
+    double bias = a->bias ? s.q + s.kv + (h0 == 0 ? s.out : 0) : 0;
     cost->flops_fwd = proj + attn + outp + soft + bias;
     cost->flops_bwd = 2 * cost->flops_fwd;
     double in_b = 0;
@@ -195,18 +233,36 @@ static void attention_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) 
         attention_region(op, t, i, &r);
         in_b += (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
     }
-    double w_b = (double)sf_tile_weight_share(op, t) * SF_ELEM_BYTES;
-    double out_b = (double)sf_tile_numel(t) * SF_ELEM_BYTES;
+    double w_b = (double)attention_tile_weights(op, t) * SF_ELEM_BYTES;
+    double out_b = s.out * SF_ELEM_BYTES;
     double mid_b = (s.q + s.kv + s.scores + s.ctx) * SF_ELEM_BYTES; /* written, read back */
     cost->bytes_fwd = in_b + w_b + out_b + 2 * mid_b;
     cost->bytes_bwd = 2 * in_b + 2 * w_b + out_b + 2 * mid_b;
 }
 
+/* A tile's heads [h0, h1) in the full layout (below): rows [c0, c1) of W_q, W_k
+ * and W_v (c = h * D / heads; one strided slice of three runs), columns [c0, c1)
+ * of W_o's D rows, the same entries of b_q, b_k, b_v, and b_o on the first head
+ * part. With every head these merge into the whole layout. */
+static int attention_weight_slices(const sf_op *op, const sf_tile *t, sf_weight_slice *out) {
+    const sf_attention_params *a = &op->params.attention;
+    int64_t h0, h1;
+    attention_hrange(op, t, &h0, &h1);
+    int64_t d = a->embed_dim, dd = d * d, hd = d / a->heads;
+    int64_t c0 = h0 * hd, hc = (h1 - h0) * hd;
+    out[0] = (sf_weight_slice){c0 * d, hc * d, dd, 3};
+    out[1] = (sf_weight_slice){3 * dd + c0, hc, d, d};
+    if (!a->bias) return 2;
+    out[2] = (sf_weight_slice){4 * dd + c0, hc, d, 3};
+    if (h0 != 0) return 3;
+    out[3] = sf_weight_run(4 * dd + 3 * d, d);
+    return 4;
+}
+
 /* torch.nn.MultiheadAttention(D, heads, bias): in_proj_weight (3D, D) by
  * xavier_uniform (bound sqrt(6 / (fan_in + fan_out)) = sqrt(6 / 4D)), out_proj
  * as a Linear(D, D) (U(+-1/sqrt(D))), both biases zero; in this file's layout
- * order (both weights, then both biases), not PyTorch's registration order. No
- * weight_slices: D is never split, every tile uses all the weights. */
+ * order (both weights, then both biases), not PyTorch's registration order. */
 static int attention_param_descs(const sf_op *op, sf_param_desc *out) {
     int64_t d = op->params.attention.embed_dim;
     out[0] = sf_param_make("in_proj_weight", 2, (int64_t[]){3 * d, d}, 0, SF_INIT_UNIFORM,
@@ -221,8 +277,8 @@ static int attention_param_descs(const sf_op *op, sf_param_desc *out) {
 }
 
 static void attention_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
-    m->weight_bytes = (double)sf_tile_weight_share(op, t) * SF_ELEM_BYTES;
-    m->output_bytes = (double)sf_tile_numel(t) * SF_ELEM_BYTES;
+    m->weight_bytes = (double)attention_tile_weights(op, t) * SF_ELEM_BYTES;
+    m->output_bytes = attention_out_numel(t) * SF_ELEM_BYTES;
     if (sf_tile_empty(t)) return;
     for (int i = 0; i < op->n_inputs; i++) {
         sf_tile r;
@@ -238,12 +294,14 @@ static void attention_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
 /* ---- kernels ----------------------------------------------------------- */
 
 typedef struct attn_geom {
-    int64_t n, tq, tk, dt; /* tile samples, query rows, keys, output columns */
-    int64_t q0, d0;        /* first query row (global) and output column */
-    int64_t q_off;         /* the tile's first query row inside the query region */
-    int64_t rq, rk;        /* rows of one sample in the query and key regions */
-    int64_t d, heads, hd;  /* D, heads, D / heads */
-    int self, causal, bias;
+    int64_t n, tq, tk, dt;          /* tile samples, query rows, keys, output columns */
+    int64_t q0, d0;                 /* first query row (global) and output column */
+    int64_t q_off;                  /* the tile's first query row inside the query region */
+    int64_t rq, rk;                 /* rows of one sample in the query and key regions */
+    int64_t d, hd;                  /* D, D / heads */
+    int64_t h0, nh;                 /* the tile's first head and its number of heads */
+    int64_t c0, hc;                 /* its heads' first column of Q, K, V and their width nh * hd */
+    int self, causal, bias, bias_o; /* bias_o: this part adds b_o (its heads start at 0) */
 } attn_geom;
 
 static void attn_geom_init(const sf_op *op, const sf_tile *t, attn_geom *g) {
@@ -264,8 +322,13 @@ static void attn_geom_init(const sf_op *op, const sf_tile *t, attn_geom *g) {
     g->tk = g->rk;
     g->q_off = g->q0 - rq.lo[1];
     g->d = p->embed_dim;
-    g->heads = p->heads;
-    g->hd = g->d / g->heads;
+    g->hd = g->d / p->heads;
+    int64_t h1;
+    attention_hrange(op, t, &g->h0, &h1);
+    g->nh = h1 > g->h0 ? h1 - g->h0 : 0;
+    g->c0 = g->h0 * g->hd;
+    g->hc = g->nh * g->hd;
+    g->bias_o = g->bias && g->h0 == 0;
 }
 
 typedef struct attn_ws {
@@ -274,8 +337,8 @@ typedef struct attn_ws {
 } attn_ws;
 
 static int64_t attn_ws_floats(const attn_geom *g, int backward) {
-    int64_t f = 2 * g->tq * g->d + 2 * g->tk * g->d + g->heads * g->tq * g->tk;
-    if (backward) f += 2 * g->tq * g->d + g->tq * g->tk + 2 * g->tk * g->d;
+    int64_t f = 2 * g->tq * g->hc + 2 * g->tk * g->hc + g->nh * g->tq * g->tk;
+    if (backward) f += 2 * g->tq * g->hc + g->tq * g->tk + 2 * g->tk * g->hc;
     return f;
 }
 
@@ -289,44 +352,70 @@ static attn_ws attn_ws_carve(const attn_geom *g, void *workspace, int backward) 
     float *p = workspace;
     attn_ws w = {0};
     w.q = p;
-    p += g->tq * g->d;
+    p += g->tq * g->hc;
     w.k = p;
-    p += g->tk * g->d;
+    p += g->tk * g->hc;
     w.v = p;
-    p += g->tk * g->d;
+    p += g->tk * g->hc;
     w.p = p;
-    p += g->heads * g->tq * g->tk;
+    p += g->nh * g->tq * g->tk;
     w.ctx = p;
-    p += g->tq * g->d;
+    p += g->tq * g->hc;
     if (backward) {
         w.dctx = p;
-        p += g->tq * g->d;
+        p += g->tq * g->hc;
         w.dp = p;
         p += g->tq * g->tk;
         w.dq = p;
-        p += g->tq * g->d;
+        p += g->tq * g->hc;
         w.dk = p;
-        p += g->tk * g->d;
+        p += g->tk * g->hc;
         w.dv = p;
     }
     return w;
 }
 
-/* The weight blocks (see the layout above); biases NULL without bias. */
+/* The tile's weight blocks (see the layout above): W_q, W_k, W_v and their
+ * biases start at the rows of its heads, W_o at its first output row and its
+ * heads' first column (row stride D); b_o at its first output column, NULL
+ * unless this part adds it; biases NULL without bias. */
 typedef struct attn_weights {
     const float *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo;
 } attn_weights;
 
 static attn_weights attn_weights_of(const attn_geom *g, const float *w) {
-    const int64_t dd = g->d * g->d;
-    attn_weights r = {w, w + dd, w + 2 * dd, w + 3 * dd, NULL, NULL, NULL, NULL};
+    const int64_t dd = g->d * g->d, r = g->c0 * g->d;
+    attn_weights x = {w + r, w + dd + r, w + 2 * dd + r, w + 3 * dd + g->d0 * g->d + g->c0,
+                      NULL,  NULL,       NULL,           NULL};
     if (g->bias) {
-        r.bq = w + 4 * dd;
-        r.bk = r.bq + g->d;
-        r.bv = r.bk + g->d;
-        r.bo = r.bv + g->d;
+        x.bq = w + 4 * dd + g->c0;
+        x.bk = x.bq + g->d;
+        x.bv = x.bk + g->d;
     }
-    return r;
+    if (g->bias_o) x.bo = w + 4 * dd + 3 * g->d + g->d0;
+    return x;
+}
+
+/* The same offsets into the weight gradients (NULL when dw is NULL). */
+typedef struct attn_grads {
+    float *wq, *wk, *wv, *wo, *bq, *bk, *bv, *bo;
+} attn_grads;
+
+static attn_grads attn_grads_of(const attn_geom *g, float *dw) {
+    attn_grads x = {0};
+    if (!dw) return x;
+    const int64_t dd = g->d * g->d, r = g->c0 * g->d;
+    x.wq = dw + r;
+    x.wk = dw + dd + r;
+    x.wv = dw + 2 * dd + r;
+    x.wo = dw + 3 * dd + g->d0 * g->d + g->c0;
+    if (g->bias) {
+        x.bq = dw + 4 * dd + g->c0;
+        x.bk = x.bq + g->d;
+        x.bv = x.bk + g->d;
+    }
+    if (g->bias_o) x.bo = dw + 4 * dd + 3 * g->d + g->d0;
+    return x;
 }
 
 /* The query rows and key rows of sample n of the tile, inside the input buffers. */
@@ -343,10 +432,10 @@ static int attn_masked(const attn_geom *g, int64_t i, int64_t j) {
     return g->causal && j > g->q0 + i;
 }
 
-/* Scores in w->p (heads, tq, tk), already scaled, become probabilities: masked
+/* Scores in w->p (nh, tq, tk), already scaled, become probabilities: masked
  * entries 0, the rest a softmax over the row. */
 static void attn_softmax(const attn_geom *g, const attn_ws *w) {
-    for (int64_t h = 0; h < g->heads; h++)
+    for (int64_t h = 0; h < g->nh; h++)
         for (int64_t i = 0; i < g->tq; i++) {
             float *row = w->p + (h * g->tq + i) * g->tk;
             float mx = -INFINITY;
@@ -363,8 +452,8 @@ static void attn_softmax(const attn_geom *g, const attn_ws *w) {
         }
 }
 
-/* dP (tq, tk) of head h becomes dS, the gradient of the scaled scores:
- * dS = P * (dP - rowsum(P * dP)), times the scale. */
+/* dP (tq, tk) of the tile's head h becomes dS, the gradient of the scaled
+ * scores: dS = P * (dP - rowsum(P * dP)), times the scale. */
 static void attn_softmax_backward(const attn_geom *g, const attn_ws *w, int64_t h, float scale) {
     for (int64_t i = 0; i < g->tq; i++) {
         const float *p = w->p + (h * g->tq + i) * g->tk;
@@ -375,66 +464,70 @@ static void attn_softmax_backward(const attn_geom *g, const attn_ws *w, int64_t 
     }
 }
 
-/* y (rows, cols) = x (rows, kin) W[0:cols]^T + b[0:cols] (b may be NULL), by loops. */
-static void proj_ref(const float *x, int64_t rows, int64_t kin, const float *w, const float *b,
-                     int64_t cols, float *y, int64_t ldy) {
+/* y (rows, cols) = x (rows, kin) W[0:cols, 0:kin]^T + b[0:cols] (b may be NULL;
+ * W's rows ldw apart), by loops. */
+static void proj_ref(const float *x, int64_t rows, int64_t kin, const float *w, int64_t ldw,
+                     const float *b, int64_t cols, float *y, int64_t ldy) {
     for (int64_t r = 0; r < rows; r++)
         for (int64_t o = 0; o < cols; o++) {
             float acc = b ? b[o] : 0.0f;
-            for (int64_t k = 0; k < kin; k++) acc += x[r * kin + k] * w[o * kin + k];
+            for (int64_t k = 0; k < kin; k++) acc += x[r * kin + k] * w[o * ldw + k];
             y[r * ldy + o] = acc;
         }
 }
 
 /* The same by SGEMM. */
-static void proj_fast(const float *x, int64_t rows, int64_t kin, const float *w, const float *b,
-                      int64_t cols, float *y, int64_t ldy) {
+static void proj_fast(const float *x, int64_t rows, int64_t kin, const float *w, int64_t ldw,
+                      const float *b, int64_t cols, float *y, int64_t ldy) {
     float beta = 0.0f;
     if (b) {
         for (int64_t r = 0; r < rows; r++) memcpy(y + r * ldy, b, (size_t)cols * sizeof *y);
         beta = 1.0f;
     }
-    sf_sgemm(0, 1, rows, cols, kin, 1.0f, x, kin, w, kin, beta, y, ldy);
+    sf_sgemm(0, 1, rows, cols, kin, 1.0f, x, kin, w, ldw, beta, y, ldy);
 }
 
-/* Forward of sample n into the workspace (Q, K, V, P, ctx), by loops or SGEMM. */
+typedef void (*attn_proj_fn)(const float *, int64_t, int64_t, const float *, int64_t, const float *,
+                             int64_t, float *, int64_t);
+
+/* Forward of sample n into the workspace (Q, K, V, P, ctx of the tile's heads,
+ * row stride hc), by loops or SGEMM. */
 static void attn_sample_forward(const sf_kernel_args *a, const attn_geom *g, const attn_ws *w,
                                 int64_t n, int fast) {
     attn_weights W = attn_weights_of(g, a->weights);
     const float *xq = attn_xq(a, g, n), *xkv = attn_xkv(a, g, n);
-    const int64_t D = g->d, hd = g->hd, tq = g->tq, tk = g->tk;
+    const int64_t D = g->d, hd = g->hd, tq = g->tq, tk = g->tk, hc = g->hc;
     const float scale = 1.0f / sqrtf((float)hd);
-    void (*proj)(const float *, int64_t, int64_t, const float *, const float *, int64_t, float *,
-                 int64_t) = fast ? proj_fast : proj_ref;
-    proj(xq, tq, D, W.wq, W.bq, D, w->q, D);
-    proj(xkv, tk, D, W.wk, W.bk, D, w->k, D);
-    proj(xkv, tk, D, W.wv, W.bv, D, w->v, D);
-    for (int64_t h = 0; h < g->heads; h++) {
+    attn_proj_fn proj = fast ? proj_fast : proj_ref;
+    proj(xq, tq, D, W.wq, D, W.bq, hc, w->q, hc);
+    proj(xkv, tk, D, W.wk, D, W.bk, hc, w->k, hc);
+    proj(xkv, tk, D, W.wv, D, W.bv, hc, w->v, hc);
+    for (int64_t h = 0; h < g->nh; h++) {
         float *s = w->p + h * tq * tk;
         if (fast) {
-            sf_sgemm(0, 1, tq, tk, hd, scale, w->q + h * hd, D, w->k + h * hd, D, 0.0f, s, tk);
+            sf_sgemm(0, 1, tq, tk, hd, scale, w->q + h * hd, hc, w->k + h * hd, hc, 0.0f, s, tk);
         } else {
             for (int64_t i = 0; i < tq; i++)
                 for (int64_t j = 0; j < tk; j++) {
                     float acc = 0.0f;
                     for (int64_t e = 0; e < hd; e++)
-                        acc += w->q[i * D + h * hd + e] * w->k[j * D + h * hd + e];
+                        acc += w->q[i * hc + h * hd + e] * w->k[j * hc + h * hd + e];
                     s[i * tk + j] = acc * scale;
                 }
         }
     }
     attn_softmax(g, w);
-    for (int64_t h = 0; h < g->heads; h++) {
+    for (int64_t h = 0; h < g->nh; h++) {
         const float *p = w->p + h * tq * tk;
         if (fast) {
-            sf_sgemm(0, 0, tq, hd, tk, 1.0f, p, tk, w->v + h * hd, D, 0.0f, w->ctx + h * hd, D);
+            sf_sgemm(0, 0, tq, hd, tk, 1.0f, p, tk, w->v + h * hd, hc, 0.0f, w->ctx + h * hd, hc);
         } else {
             for (int64_t i = 0; i < tq; i++)
                 for (int64_t e = 0; e < hd; e++) {
                     float acc = 0.0f;
                     for (int64_t j = 0; j < tk; j++)
-                        acc += p[i * tk + j] * w->v[j * D + h * hd + e];
-                    w->ctx[i * D + h * hd + e] = acc;
+                        acc += p[i * tk + j] * w->v[j * hc + h * hd + e];
+                    w->ctx[i * hc + h * hd + e] = acc;
                 }
         }
     }
@@ -445,13 +538,13 @@ static sf_status attn_forward(const sf_kernel_args *a, int fast) {
     attn_geom_init(a->op, &a->tile, &g);
     attn_ws w = attn_ws_carve(&g, a->workspace, 0);
     attn_weights W = attn_weights_of(&g, a->weights);
+    attn_proj_fn proj = fast ? proj_fast : proj_ref;
     for (int64_t n = 0; n < g.n; n++) {
         attn_sample_forward(a, &g, &w, n, fast);
-        /* y (tq, dt) = ctx (tq, D) W_o[d0:d1]^T + b_o[d0:d1] */
+        /* y (tq, dt) = ctx (tq, hc) W_o[d0:d1, c0:c1]^T (+ b_o[d0:d1] on the first
+         * head part): the heads' share of the output, a partial sum */
         float *y = a->out[0] + n * g.tq * g.dt;
-        const float *bo = W.bo ? W.bo + g.d0 : NULL;
-        if (fast) proj_fast(w.ctx, g.tq, g.d, W.wo + g.d0 * g.d, bo, g.dt, y, g.dt);
-        else proj_ref(w.ctx, g.tq, g.d, W.wo + g.d0 * g.d, bo, g.dt, y, g.dt);
+        proj(w.ctx, g.tq, g.hc, W.wo, g.d, W.bo, g.dt, y, g.dt);
     }
     return SF_OK;
 }
@@ -460,8 +553,9 @@ static sf_status attention_fwd_ref(const sf_kernel_args *a) { return attn_forwar
 static sf_status attention_fwd_fast(const sf_kernel_args *a) { return attn_forward(a, 1); }
 
 /* The adjoint of proj: dx (rows, kin) += dy W (dx may be NULL), dW += dy^T x and
- * db += column sums of dy (dW, db may be NULL); dy is (rows, cols), row stride ldy. */
-static void proj_back_ref(const float *x, int64_t rows, int64_t kin, const float *w,
+ * db += column sums of dy (dW, db may be NULL); dy is (rows, cols), row stride
+ * ldy; W's and dW's rows are ldw apart. */
+static void proj_back_ref(const float *x, int64_t rows, int64_t kin, const float *w, int64_t ldw,
                           const float *dy, int64_t cols, int64_t ldy, float *dx, float *dw,
                           float *db) {
     for (int64_t r = 0; r < rows; r++)
@@ -469,17 +563,17 @@ static void proj_back_ref(const float *x, int64_t rows, int64_t kin, const float
             float d = dy[r * ldy + o];
             if (db) db[o] += d;
             for (int64_t k = 0; k < kin; k++) {
-                if (dx) dx[r * kin + k] += d * w[o * kin + k];
-                if (dw) dw[o * kin + k] += d * x[r * kin + k];
+                if (dx) dx[r * kin + k] += d * w[o * ldw + k];
+                if (dw) dw[o * ldw + k] += d * x[r * kin + k];
             }
         }
 }
 
-static void proj_back_fast(const float *x, int64_t rows, int64_t kin, const float *w,
+static void proj_back_fast(const float *x, int64_t rows, int64_t kin, const float *w, int64_t ldw,
                            const float *dy, int64_t cols, int64_t ldy, float *dx, float *dw,
                            float *db) {
-    if (dx) sf_sgemm(0, 0, rows, kin, cols, 1.0f, dy, ldy, w, kin, 1.0f, dx, kin);
-    if (dw) sf_sgemm(1, 0, cols, kin, rows, 1.0f, dy, ldy, x, kin, 1.0f, dw, kin);
+    if (dx) sf_sgemm(0, 0, rows, kin, cols, 1.0f, dy, ldy, w, ldw, 1.0f, dx, kin);
+    if (dw) sf_sgemm(1, 0, cols, kin, rows, 1.0f, dy, ldy, x, kin, 1.0f, dw, ldw);
     if (db)
         for (int64_t r = 0; r < rows; r++)
             for (int64_t o = 0; o < cols; o++) db[o] += dy[r * ldy + o];
@@ -490,69 +584,65 @@ static sf_status attn_backward(const sf_kernel_args *a, int fast) {
     attn_geom_init(a->op, &a->tile, &g);
     attn_ws w = attn_ws_carve(&g, a->workspace, 1);
     attn_weights W = attn_weights_of(&g, a->weights);
-    const int64_t D = g.d, hd = g.hd, tq = g.tq, tk = g.tk, dd = D * D;
+    attn_grads G = attn_grads_of(&g, a->grad_weights);
+    const int64_t D = g.d, hd = g.hd, tq = g.tq, tk = g.tk, hc = g.hc;
     const float scale = 1.0f / sqrtf((float)hd);
-    void (*back)(const float *, int64_t, int64_t, const float *, const float *, int64_t, int64_t,
-                 float *, float *, float *) = fast ? proj_back_fast : proj_back_ref;
-    float *dw = a->grad_weights;
-    float *dwq = dw, *dwk = dw ? dw + dd : NULL, *dwv = dw ? dw + 2 * dd : NULL;
-    float *dwo = dw ? dw + 3 * dd + g.d0 * D : NULL;
-    float *dbq = dw && g.bias ? dw + 4 * dd : NULL, *dbk = dbq ? dbq + D : NULL;
-    float *dbv = dbq ? dbq + 2 * D : NULL, *dbo = dbq ? dbq + 3 * D + g.d0 : NULL;
+    void (*back)(const float *, int64_t, int64_t, const float *, int64_t, const float *, int64_t,
+                 int64_t, float *, float *, float *) = fast ? proj_back_fast : proj_back_ref;
     float *dxq_all = a->grad_in ? a->grad_in[0] : NULL;
     float *dxkv_all = a->grad_in ? a->grad_in[g.self ? 0 : 1] : NULL;
     for (int64_t n = 0; n < g.n; n++) {
         attn_sample_forward(a, &g, &w, n, fast);
         const float *dy = a->grad_out[0] + n * tq * g.dt;
-        /* output projection: dctx = dy W_o[d0:d1], dW_o[d0:d1] += dy^T ctx */
-        memset(w.dctx, 0, (size_t)(tq * D) * sizeof(float));
-        back(w.ctx, tq, D, W.wo + g.d0 * D, dy, g.dt, g.dt, w.dctx, dwo, dbo);
-        for (int64_t h = 0; h < g.heads; h++) {
+        /* output projection: dctx = dy W_o[d0:d1, c0:c1], dW_o[d0:d1, c0:c1] += dy^T ctx */
+        memset(w.dctx, 0, (size_t)(tq * hc) * sizeof(float));
+        back(w.ctx, tq, hc, W.wo, D, dy, g.dt, g.dt, w.dctx, G.wo, G.bo);
+        for (int64_t h = 0; h < g.nh; h++) {
             const float *p = w.p + h * tq * tk;
             const float *dctx = w.dctx + h * hd;
             const float *qh = w.q + h * hd, *kh = w.k + h * hd, *vh = w.v + h * hd;
             float *dqh = w.dq + h * hd, *dkh = w.dk + h * hd, *dvh = w.dv + h * hd;
             if (fast) {
-                sf_sgemm(1, 0, tk, hd, tq, 1.0f, p, tk, dctx, D, 0.0f, dvh, D);   /* P^T dctx */
-                sf_sgemm(0, 1, tq, tk, hd, 1.0f, dctx, D, vh, D, 0.0f, w.dp, tk); /* dctx V^T */
+                sf_sgemm(1, 0, tk, hd, tq, 1.0f, p, tk, dctx, hc, 0.0f, dvh, hc);   /* P^T dctx */
+                sf_sgemm(0, 1, tq, tk, hd, 1.0f, dctx, hc, vh, hc, 0.0f, w.dp, tk); /* dctx V^T */
                 attn_softmax_backward(&g, &w, h, scale);
-                sf_sgemm(0, 0, tq, hd, tk, 1.0f, w.dp, tk, kh, D, 0.0f, dqh, D); /* dS K */
-                sf_sgemm(1, 0, tk, hd, tq, 1.0f, w.dp, tk, qh, D, 0.0f, dkh, D); /* dS^T Q */
+                sf_sgemm(0, 0, tq, hd, tk, 1.0f, w.dp, tk, kh, hc, 0.0f, dqh, hc); /* dS K */
+                sf_sgemm(1, 0, tk, hd, tq, 1.0f, w.dp, tk, qh, hc, 0.0f, dkh, hc); /* dS^T Q */
                 continue;
             }
             for (int64_t j = 0; j < tk; j++)
                 for (int64_t e = 0; e < hd; e++) {
                     float acc = 0.0f;
-                    for (int64_t i = 0; i < tq; i++) acc += p[i * tk + j] * dctx[i * D + e];
-                    dvh[j * D + e] = acc;
+                    for (int64_t i = 0; i < tq; i++) acc += p[i * tk + j] * dctx[i * hc + e];
+                    dvh[j * hc + e] = acc;
                 }
             for (int64_t i = 0; i < tq; i++)
                 for (int64_t j = 0; j < tk; j++) {
                     float acc = 0.0f;
-                    for (int64_t e = 0; e < hd; e++) acc += dctx[i * D + e] * vh[j * D + e];
+                    for (int64_t e = 0; e < hd; e++) acc += dctx[i * hc + e] * vh[j * hc + e];
                     w.dp[i * tk + j] = acc;
                 }
             attn_softmax_backward(&g, &w, h, scale);
             for (int64_t i = 0; i < tq; i++)
                 for (int64_t e = 0; e < hd; e++) {
                     float acc = 0.0f;
-                    for (int64_t j = 0; j < tk; j++) acc += w.dp[i * tk + j] * kh[j * D + e];
-                    dqh[i * D + e] = acc;
+                    for (int64_t j = 0; j < tk; j++) acc += w.dp[i * tk + j] * kh[j * hc + e];
+                    dqh[i * hc + e] = acc;
                 }
             for (int64_t j = 0; j < tk; j++)
                 for (int64_t e = 0; e < hd; e++) {
                     float acc = 0.0f;
-                    for (int64_t i = 0; i < tq; i++) acc += w.dp[i * tk + j] * qh[i * D + e];
-                    dkh[j * D + e] = acc;
+                    for (int64_t i = 0; i < tq; i++) acc += w.dp[i * tk + j] * qh[i * hc + e];
+                    dkh[j * hc + e] = acc;
                 }
         }
-        /* the three input projections; for self-attention xq and xkv are rows of
-         * the same region, and so are their gradients */
+        /* the three input projections of the tile's heads; for self-attention xq
+         * and xkv are rows of the same region, and so are their gradients */
         float *dxq = dxq_all ? dxq_all + (n * g.rq + g.q_off) * D : NULL;
         float *dxkv = dxkv_all ? dxkv_all + n * g.rk * D : NULL;
-        back(attn_xq(a, &g, n), tq, D, W.wq, w.dq, D, D, dxq, dwq, dbq);
-        back(attn_xkv(a, &g, n), tk, D, W.wk, w.dk, D, D, dxkv, dwk, dbk);
-        back(attn_xkv(a, &g, n), tk, D, W.wv, w.dv, D, D, dxkv, dwv, dbv);
+        back(attn_xq(a, &g, n), tq, D, W.wq, D, w.dq, hc, hc, dxq, G.wq, G.bq);
+        back(attn_xkv(a, &g, n), tk, D, W.wk, D, w.dk, hc, hc, dxkv, G.wk, G.bk);
+        back(attn_xkv(a, &g, n), tk, D, W.wv, D, w.dv, hc, hc, dxkv, G.wv, G.bv);
     }
     return SF_OK;
 }
@@ -574,6 +664,7 @@ const sf_op_class sf_op_attention_class = {
     .region = attention_region,
     .cost = attention_cost,
     .memory = attention_memory,
+    .weight_slices = attention_weight_slices,
     .param_descs = attention_param_descs,
     .fwd_ref = attention_fwd_ref,
     .fwd_fast = attention_fwd_fast,

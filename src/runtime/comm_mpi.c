@@ -43,6 +43,10 @@ typedef struct comm_mpi {
         float *tmp, *dst;
         int64_t n;
         int *counts; /* [2 * group size]: counts, then displacements */
+        /* a deferred collective (base.defer), run blocking by the wait: its
+         * kind (SF_STEP_ALL_REDUCE, ...; 0: none), buffer and group */
+        int deferred, group;
+        float *buf;
     } * after;
     MPI_Comm *groups;
     int n_groups, cap_groups;
@@ -108,11 +112,24 @@ static int m_irecv(sf_comm *c, void *buf, size_t bytes, int src, int tag) {
     return rc == MPI_SUCCESS ? id : mpi_fail(rc);
 }
 
+/* Under base.defer (and can_defer), request id records the collective for its
+ * wait to run; 1 when it did. */
+static int defers(comm_mpi *m, int id, int kind, float *buf, int64_t n, int group) {
+    if (!m->base.defer || !m->base.can_defer) return 0;
+    m->req[id] = MPI_REQUEST_NULL;
+    m->after[id].deferred = kind;
+    m->after[id].buf = buf;
+    m->after[id].n = n;
+    m->after[id].group = group;
+    return 1;
+}
+
 static int m_iallreduce(sf_comm *c, float *buf, int64_t n, int group) {
     comm_mpi *m = (comm_mpi *)c;
     if (n > 0x7fffffff || group < 0 || group >= m->n_groups) return SF_ERR_INVALID;
     int id = new_req(m);
     if (id < 0) return id;
+    if (defers(m, id, SF_STEP_ALL_REDUCE, buf, n, group)) return id;
     int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, m->groups[group],
                             &m->req[id]);
     return rc == MPI_SUCCESS ? id : mpi_fail(rc);
@@ -137,6 +154,7 @@ static int m_ireduce_scatter(sf_comm *c, float *buf, int64_t n, int group) {
     if (n > 0x7fffffff || group < 0 || group >= m->n_groups) return SF_ERR_INVALID;
     int id = new_req(m), size, me;
     if (id < 0) return id;
+    if (defers(m, id, SF_STEP_REDUCE_SCATTER, buf, n, group)) return id;
     int *counts = chunk_counts(m, n, group, &size);
     if (!counts || MPI_Comm_rank(m->groups[group], &me) != MPI_SUCCESS) {
         free(counts);
@@ -149,7 +167,7 @@ static int m_ireduce_scatter(sf_comm *c, float *buf, int64_t n, int group) {
         free(counts);
         return SF_ERR_NOMEM;
     }
-    m->after[id] = (struct m_after){tmp, buf + counts[size + me], counts[me], counts};
+    m->after[id] = (struct m_after){tmp, buf + counts[size + me], counts[me], counts, 0, 0, NULL};
     int rc =
         MPI_Ireduce_scatter(buf, tmp, counts, MPI_FLOAT, MPI_SUM, m->groups[group], &m->req[id]);
     return rc == MPI_SUCCESS ? id : mpi_fail(rc);
@@ -160,9 +178,10 @@ static int m_iallgather(sf_comm *c, float *buf, int64_t n, int group) {
     if (n > 0x7fffffff || group < 0 || group >= m->n_groups) return SF_ERR_INVALID;
     int id = new_req(m), size;
     if (id < 0) return id;
+    if (defers(m, id, SF_STEP_ALL_GATHER, buf, n, group)) return id;
     int *counts = chunk_counts(m, n, group, &size);
     if (!counts) return SF_ERR_NOMEM;
-    m->after[id] = (struct m_after){NULL, NULL, 0, counts};
+    m->after[id] = (struct m_after){NULL, NULL, 0, counts, 0, 0, NULL};
     int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, counts + size,
                              MPI_FLOAT, m->groups[group], &m->req[id]);
     return rc == MPI_SUCCESS ? id : mpi_fail(rc);
@@ -177,12 +196,43 @@ static int m_ibcast(sf_comm *c, float *buf, int64_t n, int group) {
     return rc == MPI_SUCCESS ? id : mpi_fail(rc);
 }
 
+/* A deferred collective, now, blocking (MPI's tuned algorithms). */
+static int run_deferred(comm_mpi *m, struct m_after *a) {
+    MPI_Comm g = m->groups[a->group];
+    if (a->deferred == SF_STEP_ALL_REDUCE)
+        return MPI_Allreduce(MPI_IN_PLACE, a->buf, (int)a->n, MPI_FLOAT, MPI_SUM, g);
+    int size, me;
+    int *counts = chunk_counts(m, a->n, a->group, &size);
+    if (!counts || MPI_Comm_rank(g, &me) != MPI_SUCCESS) {
+        free(counts);
+        return MPI_ERR_NO_MEM;
+    }
+    int rc;
+    if (a->deferred == SF_STEP_ALL_GATHER) {
+        rc = MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, a->buf, counts, counts + size,
+                            MPI_FLOAT, g);
+    } else { /* reduce-scatter: the rank's chunk in place, as the nonblocking one leaves it */
+        float *tmp = malloc((size_t)(counts[me] ? counts[me] : 1) * sizeof *tmp);
+        rc = tmp ? MPI_Reduce_scatter(a->buf, tmp, counts, MPI_FLOAT, MPI_SUM, g) : MPI_ERR_NO_MEM;
+        if (rc == MPI_SUCCESS)
+            memcpy(a->buf + counts[size + me], tmp, (size_t)counts[me] * sizeof *tmp);
+        free(tmp);
+    }
+    free(counts);
+    return rc;
+}
+
 static sf_status m_wait(sf_comm *c, int id) {
     comm_mpi *m = (comm_mpi *)c;
     if (id < 0 || id >= m->n_req) return SF_ERR_INVALID;
     int rc = MPI_SUCCESS, done = 0;
-    if (!m->base.shared_cores) rc = MPI_Wait(&m->req[id], MPI_STATUS_IGNORE);
-    while (m->base.shared_cores && rc == MPI_SUCCESS && !done) {
+    if (m->after[id].deferred) {
+        rc = run_deferred(m, &m->after[id]);
+        done = 1;
+    } else if (!m->base.shared_cores) {
+        rc = MPI_Wait(&m->req[id], MPI_STATUS_IGNORE);
+    }
+    while (m->base.shared_cores && rc == MPI_SUCCESS && !done) { /* never deferred */
         rc = MPI_Test(&m->req[id], &done, MPI_STATUS_IGNORE);
         if (rc == MPI_SUCCESS && !done) sched_yield();
     }
@@ -280,6 +330,9 @@ static void share_cores(comm_mpi *m) {
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     if (online < 1 || on_host <= online) return;
     m->base.shared_cores = (int)online;
+    /* with a core a rank, a blocking collective inside the wait is the fast
+     * one; ranks that share cores poll and yield instead (above) */
+    m->base.can_defer = !m->base.shared_cores;
     /* mpirun binds no oversubscribed rank; one it bound stays where it is */
     cpu_set_t set;
     CPU_ZERO(&set);

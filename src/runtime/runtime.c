@@ -1357,7 +1357,19 @@ static sf_status red_wait(sf_runtime *rt, const rt_red *r, int id, sf_rt_event_k
  * the partial sums of this rank's parts go into buf (in the collective's
  * layout: a reduce-scatter's chunks in position order), the step runs, and the
  * remote pairs it sources are sent from the result. */
+static sf_status red_forward_steps(sf_runtime *rt, rt_red *r, sf_error *err);
+
+/* Each collective of a reduction is waited for as soon as it is posted, so it
+ * may run blocking (comm_impl.h, defer: MPI's tuned algorithms, where each rank
+ * has its core). */
 static sf_status red_forward(sf_runtime *rt, rt_red *r, sf_error *err) {
+    rt->c->defer = 1;
+    sf_status st = red_forward_steps(rt, r, err);
+    rt->c->defer = 0;
+    return st;
+}
+
+static sf_status red_forward_steps(sf_runtime *rt, rt_red *r, sf_error *err) {
     double t0 = sf_now_s();
     sf_status st = SF_OK;
     if (r->kind == SF_REDUCE_ONE) {
@@ -1411,7 +1423,16 @@ static sf_status red_forward(sf_runtime *rt, rt_red *r, sf_error *err) {
  * rank: the gradients of the remote pairs it sourced join gbuf (the local
  * ones are there already), the dual step makes it the gradient of the sum,
  * and every part of the group here adds it to its output gradient. */
+static sf_status red_backward_steps(sf_runtime *rt, rt_red *r, sf_error *err);
+
 static sf_status red_backward(sf_runtime *rt, rt_red *r, sf_error *err) {
+    rt->c->defer = 1;
+    sf_status st = red_backward_steps(rt, r, err);
+    rt->c->defer = 0;
+    return st;
+}
+
+static sf_status red_backward_steps(sf_runtime *rt, rt_red *r, sf_error *err) {
     for (int i = 0; i < r->n_links; i++) {
         rt_link *l = rt->red_links[r->link_start + i];
         if (!l->grad) continue;
@@ -1491,6 +1512,10 @@ static sf_status post_sync(sf_runtime *rt, rt_shard *sh, sf_error *err) {
         slices_move(sh, rt->groups[sh->group].g, sh->buf, 1);
         event(rt, SF_RT_COPY, t0, sh->owner, sh->global, -1, sh->numel * 4);
     }
+    /* a collective that would only run inside its wait is left to finish_sync,
+     * which runs it there, blocking (comm_impl.h, can_defer) */
+    const rt_step *st = &rt->sync_steps[sh->step0 + sh->cur];
+    if (rt->c->can_defer && st->kind != SF_STEP_P2P) return SF_OK;
     return post_step(rt, sh, err);
 }
 
@@ -1532,7 +1557,17 @@ static void zero_grad(rt_shard *sh, float *g) {
  * a received gradient is added to the packed one (the server), an update
  * unpacks the sum and steps the optimizer (and packs the new weights when the
  * server sends them back), received weights are unpacked in place. */
+static sf_status finish_steps(sf_runtime *rt, rt_shard *sh, sf_error *err);
+
 static sf_status finish_sync(sf_runtime *rt, rt_shard *sh, sf_error *err) {
+    rt->c->defer = 1;
+    sf_status st = finish_steps(rt, sh, err);
+    rt->c->defer = 0;
+    return st;
+}
+
+/* finish_sync's steps. */
+static sf_status finish_steps(sf_runtime *rt, rt_shard *sh, sf_error *err) {
     rt_group *gr = &rt->groups[sh->group];
     for (; sh->cur < sh->n_steps; sh->cur++) {
         const rt_step *st = &rt->sync_steps[sh->step0 + sh->cur];

@@ -85,7 +85,7 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
     if (o->run_mcmc) {
         const sf_search_row *data = &rep->rows[SF_SEARCH_DATA];
         const sf_search_row *expert = &rep->rows[SF_SEARCH_EXPERT];
-        const sf_strategy *starts[4];
+        const sf_strategy *starts[5];
         int ns = 0;
         starts[ns++] = base[SF_SEARCH_DATA];
         starts[ns++] = expert->present && expert->iter_s != data->iter_s ? base[SF_SEARCH_EXPERT]
@@ -100,7 +100,12 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         if (data->present && sf_sim_run(sim, rnd, &res, &ignore) == SF_OK &&
             res.tasks <= 4 * data_res.tasks)
             starts[ns++] = rnd;
+        /* with reduction splits, Megatron's layout where the graph has one */
+        sf_strategy *mega = o->mcmc.reduce ? sf_strategy_new(g) : NULL;
+        if (mega && sf_strategy_megatron(mega, g, m, 0, 0, &ignore) == SF_OK)
+            starts[ns++] = mega;
         st = sf_mcmc_search(g, m, cm, starts, ns, &o->mcmc, mbest, &rep->mcmc, err);
+        sf_strategy_free(mega);
         if (st != SF_OK) goto done;
         judge(sim, mbest, &rep->rows[SF_SEARCH_MCMC], &res);
         if (better(&rep->rows[SF_SEARCH_MCMC], &rep->rows[rep->best])) {

@@ -217,6 +217,18 @@ sf_status sf_strategy_single(sf_strategy *s, const sf_graph *g, int device) {
     return SF_OK;
 }
 
+int sf_strategy_is_baseline_name(const char *name) {
+    static const char *const names[] = {"data",   "model",    "owt",        "expert",
+                                        "single", "megatron", "megatron-sp"};
+    if (!name) return 0;
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        size_t n = strlen(names[i]);
+        if (strncmp(name, names[i], n) == 0 && (name[n] == '\0' || (i >= 5 && name[n] == ':')))
+            return 1;
+    }
+    return 0;
+}
+
 sf_status sf_strategy_baseline(sf_strategy *s, const char *name, const sf_graph *g,
                                const sf_machine *m, sf_error *err) {
     static const char *const names[] = {"data", "model", "owt", "expert", "single"};
@@ -224,14 +236,35 @@ sf_status sf_strategy_baseline(sf_strategy *s, const char *name, const sf_graph 
     int which = -1;
     for (int i = 0; i < N_NAMES && name; i++)
         if (strcmp(name, names[i]) == 0) which = i;
+    int sp = name && strncmp(name, "megatron-sp", 11) == 0;
+    if (which < 0 && name && strncmp(name, "megatron", 8) == 0) {
+        const char *rest = name + (sp ? 11 : 8);
+        long tp = 0;
+        if (*rest == ':') {
+            char *end;
+            tp = strtol(rest + 1, &end, 10);
+            if (end == rest + 1 || *end || tp < 1 || tp > SF_MAX_DEVICES)
+                return sf_error_set(err, SF_ERR_INVALID,
+                                    "baseline '%s': the tensor-parallel degree after ':' must be "
+                                    "an integer from 1 to %d",
+                                    name, SF_MAX_DEVICES);
+        } else if (*rest) {
+            rest = NULL;
+        }
+        if (rest) {
+            if (mismatch(s, g) || !m)
+                return sf_error_set(err, SF_ERR_INVALID, "baseline '%s': no graph or machine",
+                                    name);
+            return sf_strategy_megatron(s, g, m, (int)tp, sp, err);
+        }
+    }
     if (which < 0)
         return sf_error_set(err, SF_ERR_NOTFOUND,
                             "unknown baseline strategy '%s' (known: data, model, owt, expert, "
-                            "single)",
+                            "single, megatron[:T], megatron-sp[:T])",
                             name ? name : "(null)");
     if (mismatch(s, g))
-        return sf_error_set(err, SF_ERR_INVALID,
-                            "strategy has %d operators, graph '%s' has %d",
+        return sf_error_set(err, SF_ERR_INVALID, "strategy has %d operators, graph '%s' has %d",
                             sf_strategy_num_ops(s), sf_graph_name(g), sf_graph_num_ops(g));
     sf_status st = SF_OK;
     switch (which) {

@@ -378,6 +378,22 @@ static int same_shard(const struct tg_ent *a, const struct tg_ent *b, int nd) {
     return 1;
 }
 
+sf_status sf_taskgraph_device_weights(sf_taskgraph *tg, int64_t *per_device) {
+    for (int d = 0; d < tg->n_dev; d++) per_device[d] = 0;
+    for (int ow = 0; ow < tg->n_ops; ow++) {
+        if (tg->owner[ow] != ow) continue;
+        sf_tg_sync sy;
+        sf_status st = sf_taskgraph_sync(tg, ow, &sy);
+        if (st != SF_OK) return st;
+        for (int k = 0; k < sy.n_shards; k++) {
+            const sf_tg_shard *sh = &sy.shards[k];
+            for (int r = 0; r < sh->n_devs; r++)
+                per_device[sy.devs[sh->dev_start + r]] += sh->numel;
+        }
+    }
+    return SF_OK;
+}
+
 sf_status sf_taskgraph_sync(sf_taskgraph *tg, int owner, sf_tg_sync *out) {
     const int *members;
     int nm = sf_taskgraph_members(tg, owner, &members);

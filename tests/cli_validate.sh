@@ -3,8 +3,9 @@
 # its output, not the size of its errors (the machine is noisy). One launch
 # prints JSON, writes the traces and the plot; the other prints the tables,
 # with a costs file that misses tasks (one warning line) and a strategy file
-# in the list; then each sync scheme, and partial sums (a small GPT with a
-# row-parallel fc2, random strategies with --reduce-splits). Usage errors come
+# in the list; then each sync scheme, and partial sums (a small GPT under
+# megatron and megatron-sp, with a row-parallel fc2, and random strategies with
+# --reduce-splits). Usage errors come
 # before MPI and need no mpirun.
 #
 # Run by CTest as: bash tests/cli_validate.sh <path-to-soapflow> <source-dir>
@@ -129,7 +130,8 @@ for r in j["strategies"]:
 EOF
 done
 
-# ---- launch 4: partial sums (a small GPT, row-parallel fc2, random reduce splits) -------
+# ---- launch 4: partial sums (a small GPT: the megatron baselines, a row-parallel fc2, -----
+# random strategies with reduce splits)
 GPT=(--model gpt --batch 4 --layers 2 --hidden 64 --heads 4 --seq-len 16 --vocab 32)
 "$SF" simulate "${GPT[@]}" --machine 'cpu[2]' --strategy data --save-strategy "$TMP/gdata.json" \
     >/dev/null 2>&1 || fail "simulate --save-strategy (gpt) failed"
@@ -146,17 +148,18 @@ for name, c in j["ops"].items():
 json.dump(j, open(sys.argv[2], "w"))
 EOF
 run psum $MPI "$SF" validate "${GPT[@]}" --iters 2 --warmup 1 --reduce-splits --json \
-    --strategies "$TMP/rowpar.json,random:2" --trace-dir "$TMP/ptraces"
+    --strategies "megatron,megatron-sp,$TMP/rowpar.json,random:2" --trace-dir "$TMP/ptraces"
 expect_ok psum
 python3 - "$TMP/psum.out" <<'EOF' || fail "validate with partial sums: $(cat "$TMP/psum.err")"
 import json, math, sys
 j = json.load(open(sys.argv[1]))
-assert [r["name"] for r in j["strategies"]] == ["rowpar", "random1", "random2"], j["strategies"]
+names = [r["name"] for r in j["strategies"]]
+assert names == ["megatron", "megatron-sp", "rowpar", "random1", "random2"], names
 for r in j["strategies"]:
     assert math.isfinite(r["measured_ms"]) and r["measured_ms"] > 0, r
 EOF
 # fc2's parts hold distinct weights, so its collective is the partial sums' reduction
-grep -q '"allreduce h0.mlp.fc2"' "$TMP/ptraces/1-rowpar.measured.json" ||
+grep -q '"allreduce h0.mlp.fc2"' "$TMP/ptraces/3-rowpar.measured.json" ||
     fail "validate: no reduction of fc2's partial sums in the measured trace"
 "$SF" validate --help | grep -q -- "--reduce-splits" || fail "validate --help: no --reduce-splits"
 

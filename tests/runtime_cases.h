@@ -15,7 +15,8 @@
  * of the partial sums) or sharing ranks (a reduce to the first part's rank), a
  * column-parallel linear after a row-parallel one (an all-reduce), Megatron's
  * tensor parallelism as the SOAP space has it (with and without sequence
- * parallelism), one found by MCMC, and (lenet5) a strategy that alternates
+ * parallelism; and the megatron baselines themselves on the transformers),
+ * one found by MCMC, and (lenet5) a strategy that alternates
  * attribute splits with halos, parameter splits and sample splits between
  * consecutive operators, so every edge re-partitions.
  */
@@ -514,7 +515,9 @@ static int rc_megatron_strategy(const sf_graph *g, sf_strategy *s, int n, int sp
  * strategy k. 0-2 baselines, 3 MCMC, 4 the halo strategy (lenet5 only),
  * then n_random random ones, n_random random ones that also split reduction
  * dimensions (partial sums), the two partial-sum strategies of
- * rc_partial_strategy, rc_row_col_strategy and the two of rc_megatron_strategy.
+ * rc_partial_strategy, rc_row_col_strategy, the two of rc_megatron_strategy
+ * and the megatron baselines (megatron, megatron-sp, and megatron-sp:2 on 4
+ * ranks) where the graph has their pattern.
  * *bulk: run this case with bulk sync. */
 static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strategy *s, char *what,
                        size_t cap, int *bulk) {
@@ -584,6 +587,17 @@ static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strateg
             return rc_strategy(g, n, k + 1, n_random, s, what, cap, bulk);
         }
         snprintf(what, cap, "%s megatron%s-like on %d ranks", sf_graph_name(g), sp ? "-sp" : "", n);
+    } else if (k < 13 + 2 * n_random) {
+        /* the baselines (sf_strategy_megatron), where the graph has their pattern;
+         * on 4 ranks also two groups of 2, data parallel across them */
+        static const char *const mega[] = {"megatron", "megatron-sp", "megatron-sp:2"};
+        const char *name = mega[k - 10 - 2 * n_random];
+        if ((n < 4 && k == 12 + 2 * n_random) ||
+            sf_strategy_baseline(s, name, g, m, &err) != SF_OK) {
+            sf_machine_free(m);
+            return rc_strategy(g, n, k + 1, n_random, s, what, cap, bulk);
+        }
+        snprintf(what, cap, "%s %s on %d ranks", sf_graph_name(g), name, n);
     } else {
         ok = 0;
     }

@@ -319,6 +319,8 @@ static const sf_comm_vt mpi_vt = {
 /* Pin this rank to one core and make waits yield when the ranks on this host
  * outnumber the cores they may run on. */
 static void share_cores(comm_mpi *m) {
+    /* with a core a rank, a blocking collective inside the wait is the fast one */
+    m->base.can_defer = 1;
     MPI_Comm host;
     if (MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &host) !=
         MPI_SUCCESS)
@@ -330,9 +332,7 @@ static void share_cores(comm_mpi *m) {
     long online = sysconf(_SC_NPROCESSORS_ONLN);
     if (online < 1 || on_host <= online) return;
     m->base.shared_cores = (int)online;
-    /* with a core a rank, a blocking collective inside the wait is the fast
-     * one; ranks that share cores poll and yield instead (above) */
-    m->base.can_defer = !m->base.shared_cores;
+    m->base.can_defer = 0; /* ranks that share cores poll and yield instead (m_wait) */
     /* mpirun binds no oversubscribed rank; one it bound stays where it is */
     cpu_set_t set;
     CPU_ZERO(&set);

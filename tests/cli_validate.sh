@@ -3,7 +3,10 @@
 # its output, not the size of its errors (the machine is noisy). One launch
 # prints JSON, writes the traces and the plot; the other prints the tables,
 # with a costs file that misses tasks (one warning line) and a strategy file
-# in the list. Usage errors come before MPI and need no mpirun.
+# in the list; then each sync scheme, and partial sums (a small GPT under
+# megatron and megatron-sp, with a row-parallel fc2, and random strategies with
+# --reduce-splits). Usage errors come
+# before MPI and need no mpirun.
 #
 # Run by CTest as: bash tests/cli_validate.sh <path-to-soapflow> <source-dir>
 set -u
@@ -126,5 +129,38 @@ for r in j["strategies"]:
     assert math.isfinite(r["measured_ms"]) and r["measured_ms"] > 0, r
 EOF
 done
+
+# ---- launch 4: partial sums (a small GPT: the megatron baselines, a row-parallel fc2, -----
+# random strategies with reduce splits)
+GPT=(--model gpt --batch 4 --layers 2 --hidden 64 --heads 4 --seq-len 16 --vocab 32)
+"$SF" simulate "${GPT[@]}" --machine 'cpu[2]' --strategy data --save-strategy "$TMP/gdata.json" \
+    >/dev/null 2>&1 || fail "simulate --save-strategy (gpt) failed"
+# fc1 and gelu split on their features, fc2 on its inputs (partial sums, reduce-scattered
+# into the data-parallel add that follows), the rest data parallel
+python3 - "$TMP/gdata.json" "$TMP/rowpar.json" <<'EOF' || fail "cannot write the row-parallel strategy"
+import json, sys
+j = json.load(open(sys.argv[1]))
+for name, c in j["ops"].items():
+    if name.endswith("mlp.fc1") or name.endswith("mlp.gelu"):
+        c["degrees"] = [1, 1, 2]
+    if name.endswith("mlp.fc2"):
+        c["degrees"] = [1, 1, 1, 2]
+json.dump(j, open(sys.argv[2], "w"))
+EOF
+run psum $MPI "$SF" validate "${GPT[@]}" --iters 2 --warmup 1 --reduce-splits --json \
+    --strategies "megatron,megatron-sp,$TMP/rowpar.json,random:2" --trace-dir "$TMP/ptraces"
+expect_ok psum
+python3 - "$TMP/psum.out" <<'EOF' || fail "validate with partial sums: $(cat "$TMP/psum.err")"
+import json, math, sys
+j = json.load(open(sys.argv[1]))
+names = [r["name"] for r in j["strategies"]]
+assert names == ["megatron", "megatron-sp", "rowpar", "random1", "random2"], names
+for r in j["strategies"]:
+    assert math.isfinite(r["measured_ms"]) and r["measured_ms"] > 0, r
+EOF
+# fc2's parts hold distinct weights, so its collective is the partial sums' reduction
+grep -q '"allreduce h0.mlp.fc2"' "$TMP/ptraces/3-rowpar.measured.json" ||
+    fail "validate: no reduction of fc2's partial sums in the measured trace"
+"$SF" validate --help | grep -q -- "--reduce-splits" || fail "validate --help: no --reduce-splits"
 
 echo "cli_validate: ok"

@@ -2,7 +2,8 @@
  * mpi_runtime.c - the runtime's cases (runtime_cases.h) under mpirun: every
  * rank of the launch trains each case on the MPI back end, rank 0 trains it
  * as one rank on its own (threads back end) and compares. One launch runs
- * every case, so that the suite pays mpirun's start-up once per rank count
+ * every case (partial sums too: the linears model runs every kind of their
+ * reductions), so that the suite pays mpirun's start-up once per rank count
  * (CMakeLists.txt launches it with 2 and with 4 ranks). Exits 0 when every
  * case matched on every rank.
  */
@@ -27,7 +28,7 @@ int main(void) {
         if (rank == 0 && rc_train_one(&one, g, 0) != SF_OK) failed++;
         sf_strategy *s = sf_strategy_new(g);
         char what[160];
-        int bulk, ok;
+        int bulk, ok, reduces[SF_REDUCE_KIND_COUNT] = {0};
         for (int k = 0; (ok = rc_strategy(g, n, k, N_RANDOM, s, what, sizeof what, &bulk)) != 0;
              k++) {
             cases++;
@@ -48,7 +49,14 @@ int main(void) {
                 failed++;
             }
             rc_job_free(&j);
+            rc_count_reduces(g, s, n, reduces);
         }
+        /* the linears model runs every kind of partial sums' reduction */
+        for (int q = 0; q < SF_REDUCE_KIND_COUNT && model == 6; q++)
+            if (!reduces[q]) {
+                if (rank == 0) fprintf(stderr, "linears: no reduction of kind %d\n", q);
+                failed++;
+            }
         if (rank == 0) rc_job_free(&one);
         sf_strategy_free(s);
         sf_graph_free(g);

@@ -6,11 +6,19 @@
  * final weights of one rank within a relative 1e-4 after RC_ITERS steps of SGD
  * with momentum and weight decay on synthetic batches (different each step).
  * The models: lenet5, an MLP, a small residual CNN, a small LSTM language model,
- * a small transformer and a small GPT (causal attention, LM head tied to the
- * token embedding: two operators accumulate into one weight group). The strategies: data, model, one weird trick, random
- * strategies over the whole SOAP space, one found by MCMC, and (lenet5) a
- * strategy that alternates attribute splits with halos, parameter splits and
- * sample splits between consecutive operators, so every edge re-partitions.
+ * a small transformer, a small GPT (causal attention, LM head tied to the token
+ * embedding: two operators accumulate into one weight group) and a chain of
+ * linears. The strategies: data, model, one weird trick, random strategies over
+ * the whole SOAP space, random ones that also split reduction dimensions
+ * (partial sums: a linear's input features), every linear split on its input
+ * features with its parts on ranks of their own (all-reduce or reduce-scatter
+ * of the partial sums) or sharing ranks (a reduce to the first part's rank), a
+ * column-parallel linear after a row-parallel one (an all-reduce), Megatron's
+ * tensor parallelism as the SOAP space has it (with and without sequence
+ * parallelism; and the megatron baselines themselves on the transformers),
+ * one found by MCMC, and (lenet5) a strategy that alternates
+ * attribute splits with halos, parameter splits and sample splits between
+ * consecutive operators, so every edge re-partitions.
  */
 #ifndef SOAPFLOW_TESTS_RUNTIME_CASES_H
 #define SOAPFLOW_TESTS_RUNTIME_CASES_H
@@ -199,6 +207,30 @@ static int rc_check_coverage(const sf_graph *g, const sf_strategy *s, int n_dev)
     return bad ? -1 : 0;
 }
 
+/* Count the reductions of partial sums that the task graph of s makes, by
+ * kind (sf_tg_reduce_kind), those of pieces a consumer reads. */
+static void rc_count_reduces(const sf_graph *g, const sf_strategy *s, int n_dev,
+                             int counts[SF_REDUCE_KIND_COUNT]) {
+    sf_error err = {0};
+    sf_taskgraph *tg = sf_taskgraph_new(g, n_dev, &err);
+    if (!tg) return;
+    sf_taskgraph_set_strategy(tg, s);
+    for (int op = 0; op < sf_graph_num_ops(g); op++) sf_taskgraph_set_tiles(tg, op);
+    for (int x = 0; x < sf_graph_num_ops(g); x++) {
+        const sf_op *o = sf_graph_op(g, x);
+        for (int k = 0; k < o->n_inputs; k++) {
+            const sf_tg_pair *pr;
+            if (sf_taskgraph_edge(tg, x, k, &pr) < 0) continue;
+            sf_tg_reduces rd;
+            int n = sf_taskgraph_edge_reduce(tg, &rd);
+            for (int i = 0; i < n; i++)
+                if (rd.groups[i].n_fwd > 0 || rd.groups[i].kind == SF_REDUCE_ONE)
+                    counts[rd.groups[i].kind]++;
+        }
+    }
+    sf_taskgraph_free(tg);
+}
+
 static sf_machine *rc_machine(int n) {
     char name[32];
     snprintf(name, sizeof name, "cpu[%d]", n);
@@ -250,7 +282,37 @@ static sf_graph *rc_resnet_tiny(void) {
     return g;
 }
 
-#define RC_MODELS 6
+/* input -> fc1 -> fc2 -> relu -> add(fc2) -> fc3 -> loss: linears that feed
+ * linears (a column-parallel layer after a row-parallel one all-reduces the
+ * partial sums), and an output read by two operators (reduced for each). */
+static sf_graph *rc_linears(void) {
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("linears");
+    sf_shape in = {2, {8, 12}};
+    int x = sf_graph_add_input(g, "x", &in, 0, &err);
+    sf_op_params p, q;
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = 16;
+    int f1 = sf_graph_add_op(g, SF_OP_LINEAR, "fc1", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    p.linear.out_features = 20;
+    int f2 = sf_graph_add_op(g, SF_OP_LINEAR, "fc2", &p, (sf_tensor_ref[]){{f1, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_RELU, &q);
+    int r = sf_graph_add_op(g, SF_OP_RELU, "relu", &q, (sf_tensor_ref[]){{f2, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_ADD, &q);
+    int a = sf_graph_add_op(g, SF_OP_ADD, "add", &q, (sf_tensor_ref[]){{r, 0}, {f2, 0}}, 2, &err);
+    p.linear.out_features = 10;
+    int f3 = sf_graph_add_op(g, SF_OP_LINEAR, "fc3", &p, (sf_tensor_ref[]){{a, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_SOFTMAX_CE, &q);
+    int l = sf_graph_add_op(g, SF_OP_SOFTMAX_CE, "loss", &q, (sf_tensor_ref[]){{f3, 0}}, 1, &err);
+    if (l < 0) {
+        fprintf(stderr, "linears: %s\n", err.msg);
+        sf_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+#define RC_MODELS 7
 
 /* Model i of the cases: small sizes, so that a case trains in milliseconds. */
 static sf_graph *rc_model(int i) {
@@ -287,6 +349,7 @@ static sf_graph *rc_model(int i) {
         o.hidden = 24;
         o.vocab = 16;
         break;
+    case 6: return rc_linears();
     default:
         name = "gpt";
         o.batch = 2;
@@ -325,9 +388,139 @@ static void rc_halo_strategy(const sf_graph *g, sf_strategy *s, int n) {
     }
 }
 
+/* The reduction dimension of op, or -1. */
+static int rc_reduce_dim(const sf_op *x) {
+    for (int d = 0; d < x->space.ndim; d++)
+        if (x->kinds[d] == SF_DIM_REDUCE && x->space.d[d] > 1) return d;
+    return -1;
+}
+
+/* Partial sums by hand: every operator with a reduction dimension split n ways
+ * along it, the others split on the sample dimension (whole when the batch is
+ * smaller than n), devices rotated by the operator. shared: the partial sums'
+ * parts share ranks in pairs (part p on rank p / 2), so their pieces are
+ * reduced to the first part's rank (a message and a local sum) and its
+ * gradient broadcast back; else each part has a rank of its own, and the
+ * consumer's split picks an all-reduce or a reduce-scatter. Returns how many
+ * operators hold partial sums. */
+static int rc_partial_strategy(const sf_graph *g, sf_strategy *s, int n, int shared) {
+    int split = 0;
+    for (int op = 0; op < sf_graph_num_ops(g); op++) {
+        const sf_op *x = sf_graph_op(g, op);
+        sf_config *c = sf_strategy_config(s, op);
+        int deg[SF_MAX_DIMS] = {1, 1, 1, 1, 1, 1};
+        int rd = rc_reduce_dim(x);
+        if (rd >= 0 && x->space.d[rd] >= n)
+            deg[rd] = n;
+        else if (x->kinds[0] == SF_DIM_SAMPLE && x->space.d[0] >= n)
+            deg[0] = n;
+        split += rd >= 0 && deg[rd] > 1;
+        sf_config_set_degrees(c, x->space.ndim, deg);
+        for (int p = 0; p < c->n_parts; p++)
+            c->device[p] = (int16_t)(rd >= 0 && deg[rd] > 1 && shared ? p / 2 : (p + op) % n);
+    }
+    return split;
+}
+
+/* Row-parallel linears followed by column-parallel ones: a linear whose input
+ * comes from a linear split on its input features is split on its output
+ * features, every other linear on its input features, both n ways on ranks 0
+ * .. n-1 (the column-parallel parts each need the whole piece: an all-reduce);
+ * the rest as rc_partial_strategy. Returns how many linears follow a
+ * row-parallel one. */
+static int rc_row_col_strategy(const sf_graph *g, sf_strategy *s, int n) {
+    rc_partial_strategy(g, s, n, 0);
+    int col = 0;
+    for (int op = 0; op < sf_graph_num_ops(g); op++) {
+        const sf_op *x = sf_graph_op(g, op);
+        int rd = rc_reduce_dim(x);
+        if (rd < 0 || x->type != SF_OP_LINEAR || x->space.d[rd] < n) continue;
+        const sf_op *src = sf_graph_op(g, x->inputs[0].op);
+        const sf_config *cs = sf_strategy_get(s, x->inputs[0].op);
+        int srd = rc_reduce_dim(src);
+        int after_row = src->type == SF_OP_LINEAR && srd >= 0 && cs->degree[srd] > 1;
+        int d = after_row ? rd - 1 : rd;
+        if (x->space.d[d] < n) continue;
+        int deg[SF_MAX_DIMS] = {1, 1, 1, 1, 1, 1};
+        deg[d] = n;
+        sf_config *c = sf_strategy_config(s, op);
+        sf_config_set_degrees(c, x->space.ndim, deg);
+        for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)p;
+        col += after_row;
+    }
+    return col;
+}
+
+/* The one consumer of op's output, or -1. */
+static int rc_only_consumer(const sf_graph *g, int op) {
+    sf_tensor_ref u[2];
+    return sf_graph_consumers(g, op, 0, u, 2) == 1 ? u[0].op : -1;
+}
+
+/* Megatron's tensor parallelism as the SOAP space has it, n ways on ranks 0 ..
+ * n-1: each linear -> activation -> linear chain (a transformer's MLP) split
+ * column-parallel (the first linear and the activation on their features) then
+ * row-parallel (the second on its input features: partial sums), a linear
+ * that feeds the loss on its output features (the vocabulary), an embedding
+ * on its vocabulary (partial sums: a part's rows of the table); every other
+ * operator whole on rank 0 (its reductions go to one rank: messages, then a
+ * broadcast of the gradient), or with sp split on its sequence dimension
+ * (Megatron's sequence parallelism: reduce-scatters, all-gathers backward).
+ * Returns how many operators it split along a reduction dimension. */
+static int rc_megatron_strategy(const sf_graph *g, sf_strategy *s, int n, int sp) {
+    int n_ops = sf_graph_num_ops(g), rows = 0;
+    int *dim = malloc((size_t)n_ops * sizeof *dim); /* the dimension split n ways, -1 */
+    if (!dim) return 0;
+    for (int op = 0; op < n_ops; op++) {
+        const sf_op *x = sf_graph_op(g, op);
+        dim[op] = sp && x->space.ndim >= 3 && x->kinds[1] == SF_DIM_ATTRIBUTE &&
+                          x->space.d[1] >= n && x->type != SF_OP_INPUT
+                      ? 1
+                      : -1;
+    }
+    for (int op = 0; op < n_ops; op++) {
+        const sf_op *x = sf_graph_op(g, op);
+        int rd = rc_reduce_dim(x);
+        if (x->type == SF_OP_EMBEDDING && rd >= 0 && x->space.d[rd] >= n) {
+            dim[op] = rd; /* vocabulary-parallel */
+            rows++;
+        }
+        if (x->type != SF_OP_LINEAR || rd < 0) continue;
+        int u = rc_only_consumer(g, op), y = u >= 0 ? rc_only_consumer(g, u) : -1;
+        const sf_op *uo = u >= 0 ? sf_graph_op(g, u) : NULL;
+        const sf_op *yo = y >= 0 ? sf_graph_op(g, y) : NULL;
+        if (uo && (uo->type == SF_OP_GELU || uo->type == SF_OP_RELU) && yo &&
+            yo->type == SF_OP_LINEAR && rc_reduce_dim(yo) >= 0 && x->space.d[rd - 1] >= n &&
+            yo->space.d[rc_reduce_dim(yo)] >= n) {
+            dim[op] = rd - 1;
+            dim[u] = uo->space.ndim - 1;
+            dim[y] = rc_reduce_dim(yo);
+            rows++;
+            op = y;
+        } else if (uo && uo->type == SF_OP_SOFTMAX_CE && x->space.d[rd - 1] >= n) {
+            dim[op] = rd - 1;
+        }
+    }
+    for (int op = 0; op < n_ops; op++) {
+        const sf_op *x = sf_graph_op(g, op);
+        sf_config *c = sf_strategy_config(s, op);
+        int deg[SF_MAX_DIMS] = {1, 1, 1, 1, 1, 1};
+        if (dim[op] >= 0) deg[dim[op]] = n;
+        sf_config_set_degrees(c, x->space.ndim, deg);
+        for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)p;
+    }
+    free(dim);
+    return rows;
+}
+
 /* Strategy k for graph g on n ranks, named into what; 0 when there is no
  * strategy k. 0-2 baselines, 3 MCMC, 4 the halo strategy (lenet5 only),
- * then n_random random ones. *bulk: run this case with bulk sync. */
+ * then n_random random ones, n_random random ones that also split reduction
+ * dimensions (partial sums), the two partial-sum strategies of
+ * rc_partial_strategy, rc_row_col_strategy, the two of rc_megatron_strategy
+ * and the megatron baselines (megatron, megatron-sp, and megatron-sp:2 on 4
+ * ranks) where the graph has their pattern.
+ * *bulk: run this case with bulk sync. */
 static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strategy *s, char *what,
                        size_t cap, int *bulk) {
     sf_machine *m = rc_machine(n);
@@ -368,6 +561,45 @@ static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strateg
         for (int op = 0; op < sf_graph_num_ops(g); op++)
             sf_config_random(sf_graph_op(g, op), m, &rng, sf_strategy_config(s, op));
         snprintf(what, cap, "%s random #%d on %d ranks", sf_graph_name(g), k - 5, n);
+    } else if (k < 5 + 2 * n_random) {
+        sf_rng rng;
+        sf_rng_seed(&rng, 4321 + (uint64_t)k * 7 + (uint64_t)n);
+        for (int op = 0; op < sf_graph_num_ops(g); op++)
+            sf_config_random_in(sf_graph_op(g, op), m, 1, &rng, sf_strategy_config(s, op));
+        snprintf(what, cap, "%s random with partial sums #%d on %d ranks", sf_graph_name(g),
+                 k - 5 - n_random, n);
+    } else if (k < 7 + 2 * n_random) {
+        int shared = k == 6 + 2 * n_random;
+        if (!rc_partial_strategy(g, s, n, shared)) {
+            sf_machine_free(m);
+            return rc_strategy(g, n, k + 1, n_random, s, what, cap, bulk);
+        }
+        snprintf(what, cap, "%s partial sums%s on %d ranks", sf_graph_name(g),
+                 shared ? " sharing ranks" : "", n);
+    } else if (k == 7 + 2 * n_random) {
+        if (!rc_row_col_strategy(g, s, n)) {
+            sf_machine_free(m);
+            return rc_strategy(g, n, k + 1, n_random, s, what, cap, bulk);
+        }
+        snprintf(what, cap, "%s row- then column-parallel on %d ranks", sf_graph_name(g), n);
+    } else if (k < 10 + 2 * n_random) {
+        int sp = k == 9 + 2 * n_random;
+        if (!rc_megatron_strategy(g, s, n, sp)) {
+            sf_machine_free(m);
+            return rc_strategy(g, n, k + 1, n_random, s, what, cap, bulk);
+        }
+        snprintf(what, cap, "%s megatron%s-like on %d ranks", sf_graph_name(g), sp ? "-sp" : "", n);
+    } else if (k < 13 + 2 * n_random) {
+        /* the baselines (sf_strategy_megatron), where the graph has their pattern;
+         * on 4 ranks also two groups of 2, data parallel across them */
+        static const char *const mega[] = {"megatron", "megatron-sp", "megatron-sp:2"};
+        const char *name = mega[k - 10 - 2 * n_random];
+        if ((n < 4 && k == 12 + 2 * n_random) ||
+            sf_strategy_baseline(s, name, g, m, &err) != SF_OK) {
+            sf_machine_free(m);
+            return rc_strategy(g, n, k + 1, n_random, s, what, cap, bulk);
+        }
+        snprintf(what, cap, "%s %s on %d ranks", sf_graph_name(g), name, n);
     } else {
         ok = 0;
     }

@@ -23,7 +23,7 @@ static void run_cases(int model, int n) {
     assert_int_equal(rc_train_one(&one, g, 0), SF_OK);
     sf_strategy *s = sf_strategy_new(g);
     char what[160];
-    int bulk, ok, cases = 0;
+    int bulk, ok, cases = 0, reduces[SF_REDUCE_KIND_COUNT] = {0};
     for (int k = 0; (ok = rc_strategy(g, n, k, N_RANDOM, s, what, sizeof what, &bulk)) != 0; k++) {
         assert_int_equal(ok, 1);
         assert_int_equal(rc_check_coverage(g, s, n), 0);
@@ -41,8 +41,13 @@ static void run_cases(int model, int n) {
         assert_int_equal(st, SF_OK);
         assert_int_equal(rc_compare(&j, &one, what), 0);
         rc_job_free(&j);
+        rc_count_reduces(g, s, n, reduces);
         cases++;
     }
+    /* the models with linears run partial sums; the linears model every kind */
+    if (model != 2) assert_true(reduces[SF_REDUCE_SCATTER] + reduces[SF_REDUCE_ONE] > 0);
+    if (model == 6)
+        for (int q = 0; q < SF_REDUCE_KIND_COUNT; q++) assert_true(reduces[q] > 0);
     assert_true(cases >= 4 + N_RANDOM);
     rc_job_free(&one);
     sf_strategy_free(s);
@@ -83,6 +88,12 @@ static void test_gpt_small(void **state) {
     (void)state;
     run_cases(5, 2);
     run_cases(5, 4);
+}
+
+static void test_linears(void **state) {
+    (void)state;
+    run_cases(6, 2);
+    run_cases(6, 4);
 }
 
 /* A part on a device past the rank count is refused on every rank, before
@@ -172,6 +183,7 @@ int main(void) {
         cmocka_unit_test(test_rnnlm_small),
         cmocka_unit_test(test_transformer_small),
         cmocka_unit_test(test_gpt_small),
+        cmocka_unit_test(test_linears),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -234,9 +234,9 @@ static void test_one_rank(void **state) {
 }
 
 /* Two ranks, the batch norm split on samples (data parallelism: each part
- * normalizes with its own statistics), on channels and on rows: the running
- * statistics are one rank's, the same on both ranks, and evaluation is
- * inference with them. */
+ * normalizes with its own statistics), on channels and on rows, or the linear
+ * split on its input features (partial sums): the running statistics are one
+ * rank's, the same on both ranks, and evaluation is inference with them. */
 static void test_two_ranks(void **state) {
     (void)state;
     sf_graph *g = model();
@@ -245,10 +245,19 @@ static void test_two_ranks(void **state) {
     assert_non_null(m);
     double rm[C], rv[C];
     reference_running(g, rm, rv);
-    for (int split = 0; split < 3; split++) {
+    for (int split = 0; split < 4; split++) {
         sf_strategy *s = sf_strategy_new(g);
         if (split == 0) {
             sf_strategy_data(s, g, m);
+        } else if (split == 3) {
+            /* the linear on its input features: partial sums, reduced to rank 0 for
+             * the loss, in the step and in evaluation alike */
+            sf_strategy_single(s, g, 0);
+            sf_config *cfg = sf_strategy_config(s, OP_FC);
+            int deg[SF_MAX_DIMS] = {1, 1, 2, 1, 1, 1};
+            assert_int_equal(sf_config_set_degrees(cfg, 3, deg), SF_OK);
+            cfg->device[0] = 0;
+            cfg->device[1] = 1;
         } else {
             sf_strategy_single(s, g, 0);
             sf_config *cfg = sf_strategy_config(s, OP_BN);

@@ -77,7 +77,7 @@ SF_API void sf_config_random(const sf_op *op, const sf_machine *m, sf_rng *rng, 
  * reduction dimensions too (partial sums, SF_DIM_REDUCE) and the inner ones
  * (softmax_ce's classes; both: sf_op_dim_opt_in); sf_config_random is
  * reduce 0, which draws exactly what it drew before reduction dimensions existed
- * (the runtime does not execute them yet, so the searches propose them only when
+ * (so that seeded searches stay as they were, the searches propose them only when
  * asked: sf_mcmc_options.reduce, sf_optcnn_options.reduce). */
 SF_API void sf_config_random_in(const sf_op *op, const sf_machine *m, int reduce, sf_rng *rng,
                                 sf_config *c);

@@ -81,6 +81,8 @@ static int usage(FILE *out) {
             "  --warmup N             untimed steps before each round's (default %d)\n"
             "  --seed S               random strategies, the search, weights, data (default 1)\n"
             "  --search-iters N       proposals of 'search' (default %d)\n"
+            "  --reduce-splits        random:K and search also split reduction dimensions\n"
+            "                         (partial sums: row-parallel linears)\n"
             "  --trace-dir DIR        write DIR/<i>-<name>.predicted.json and .measured.json,\n"
             "                         Chrome traces of each strategy side by side (Perfetto)\n"
             "  --svg FILE             scatter plot of predicted vs measured, with y = x\n"
@@ -107,7 +109,7 @@ typedef struct validate_opts {
     sf_sync_mode sync;
     sf_sync_scheme scheme;
     int64_t iters, warmup, rounds, seed, search_iters;
-    int json, help;
+    int json, help, reduce;
 } validate_opts;
 
 static int parse(int argc, char **argv, validate_opts *o) {
@@ -148,7 +150,8 @@ static int parse(int argc, char **argv, validate_opts *o) {
             sf_cli_int(&a, "--rounds", NULL, 1, MAX_STEPS, &o->rounds) ||
             sf_cli_int(&a, "--seed", NULL, 0, INT64_MAX, &o->seed) ||
             sf_cli_int(&a, "--search-iters", NULL, 1, 100000000, &o->search_iters) ||
-            sf_cli_flag(&a, "--json", NULL, &o->json))
+            sf_cli_flag(&a, "--json", NULL, &o->json) ||
+            sf_cli_flag(&a, "--reduce-splits", NULL, &o->reduce))
             continue;
         sf_cli_unknown(&a);
     }
@@ -239,6 +242,7 @@ static int add_search(vstate *v, int64_t iters, const char *label) {
     mo.seed = (uint64_t)v->o.seed;
     mo.progress = 0;
     mo.sim = v->so;
+    mo.reduce = v->o.reduce;
     const sf_strategy *starts[1] = {start};
     sf_mcmc_result mr;
     sf_status st = sf_mcmc_search(v->g, v->m, v->cm, starts, 1, &mo, best, &mr, &err);
@@ -277,7 +281,8 @@ static int build_list(vstate *v) {
                 sf_strategy *s = sf_strategy_new(v->g);
                 if (!s) return sf_cli_fail("validate: out of memory");
                 for (int op = 0; op < sf_graph_num_ops(v->g); op++)
-                    sf_config_random(sf_graph_op(v->g, op), v->m, &rng, sf_strategy_config(s, op));
+                    sf_config_random_in(sf_graph_op(v->g, op), v->m, v->o.reduce, &rng,
+                                        sf_strategy_config(s, op));
                 sf_error err = {0};
                 if (sf_strategy_validate(s, v->g, v->m, &err) != SF_OK) {
                     sf_strategy_free(s);

@@ -5,8 +5,8 @@
  * debugging a strategy without mpirun). The runtime needs little: nonblocking
  * point-to-point messages of raw bytes, a nonblocking in-place sum of floats
  * among a fixed group of ranks (and its two halves, a reduce-scatter and an
- * all-gather), groups made once, and a few blocking world-wide
- * reductions for losses, errors and timings.
+ * all-gather), a broadcast from a group's first member, groups made once, and a few blocking
+ * world-wide reductions for losses, errors and timings.
  *
  * Requests are small integers valid until waited for; a back end keeps them
  * in an array that grows to the most in flight and is then reused, so a
@@ -36,8 +36,12 @@ typedef struct sf_comm_vt {
      * leaves every chunk everywhere. */
     int (*ireduce_scatter)(sf_comm *c, float *buf, int64_t n, int group);
     int (*iallgather)(sf_comm *c, float *buf, int64_t n, int group);
+    /* The n floats of the group's first member (position 0), into buf on the
+     * others (a partial sum's gradient, from the part that took the sum). */
+    int (*ibcast)(sf_comm *c, float *buf, int64_t n, int group);
     sf_status (*wait)(sf_comm *c, int req);
-    /* Make a group of the given ranks (ascending, including the caller);
+    /* Make a group of the given ranks (including the caller; position i is
+     * ranks[i]);
      * collective over the members only. *group is >= 0. */
     sf_status (*group_new)(sf_comm *c, const int *ranks, int n, int *group);
     /* Blocking, over every rank: element-wise sum of doubles, max of ints, a

@@ -211,6 +211,16 @@ static int l_iallgather(sf_comm *c, float *buf, int64_t n, int group) {
     return coll_post((comm_local *)c, group, COLL_ALL_GATHER_F, buf, (size_t)n * sizeof(float), -1);
 }
 
+static int l_ibcast(sf_comm *c, float *buf, int64_t n, int group) {
+    comm_local *l = (comm_local *)c;
+    lworld *w = l->w;
+    pthread_mutex_lock(&w->mu);
+    int root = group >= 0 && group < w->n_groups ? w->groups[group].ranks[0] : -1;
+    pthread_mutex_unlock(&w->mu);
+    if (root < 0) return SF_ERR_INVALID;
+    return coll_post(l, group, COLL_BCAST, buf, (size_t)n * sizeof(float), root);
+}
+
 static void coll_finish(lcoll *k, void *buf, int pos) {
     size_t n;
     int64_t off, len;
@@ -385,6 +395,7 @@ static const sf_comm_vt local_vt = {
     .iallreduce = l_iallreduce,
     .ireduce_scatter = l_ireduce_scatter,
     .iallgather = l_iallgather,
+    .ibcast = l_ibcast,
     .wait = l_wait,
     .group_new = l_group_new,
     .sum_doubles = l_sum_doubles,

@@ -187,6 +187,15 @@ static int m_iallgather(sf_comm *c, float *buf, int64_t n, int group) {
     return rc == MPI_SUCCESS ? id : mpi_fail(rc);
 }
 
+static int m_ibcast(sf_comm *c, float *buf, int64_t n, int group) {
+    comm_mpi *m = (comm_mpi *)c;
+    if (n > 0x7fffffff || group < 0 || group >= m->n_groups) return SF_ERR_INVALID;
+    int id = new_req(m);
+    if (id < 0) return id;
+    int rc = MPI_Ibcast(buf, (int)n, MPI_FLOAT, 0, m->groups[group], &m->req[id]);
+    return rc == MPI_SUCCESS ? id : mpi_fail(rc);
+}
+
 /* A deferred collective, now, blocking (MPI's tuned algorithms). */
 static int run_deferred(comm_mpi *m, struct m_after *a) {
     MPI_Comm g = m->groups[a->group];
@@ -298,6 +307,7 @@ static const sf_comm_vt mpi_vt = {
     .iallreduce = m_iallreduce,
     .ireduce_scatter = m_ireduce_scatter,
     .iallgather = m_iallgather,
+    .ibcast = m_ibcast,
     .wait = m_wait,
     .group_new = m_group_new,
     .sum_doubles = m_sum_doubles,

@@ -13,6 +13,12 @@
  * talking. Then it sizes every buffer, reserves them in one block, and carves
  * it (the same walk twice: once counting, once placing).
  *
+ * The walk also gives, per consumer edge of a producer split along a reduction
+ * dimension, the reductions of its partial sums (rt_red, setup_reds): after the
+ * producer's parts a rank runs the forward steps of those it takes part in, in
+ * walk order, and the pairs read the sum from their buffers; backward, before
+ * the producer's parts, the duals give every part the gradient of the sum.
+ *
  * A step posts every receive first (activations and gradients), then runs the
  * forward pass: a part copies the regions of local producers into its input
  * buffers and unpacks the messages of remote ones as they arrive, runs its
@@ -57,6 +63,9 @@ typedef struct rt_link {
                          * producer's output gradient, accumulated in place */
     float *fbuf, *gbuf; /* remote: the region's activations and gradients */
     int freq, greq;     /* requests in flight, -1 when none */
+    int red;            /* the producer holds partial sums: the rt->reds index of the
+                         * reduction whose result the pair reads (at the producer's
+                         * side), -1 otherwise */
 } rt_link;
 
 struct rt_part {
@@ -75,6 +84,34 @@ struct rt_part {
     int prod_start, n_prod; /* remote links where it produces: rt->prod_links[] */
     int group;              /* rt->groups index of its weight group, -1 when none */
 };
+
+/* One group of a producer's parts split along a reduction dimension (partial
+ * sums of one output piece) on one consumer edge, on a rank that holds a part
+ * of it: the task graph's reduction (sf_taskgraph_edge_reduce) as this rank
+ * runs it. buf holds what this rank has of the sum once the forward steps are
+ * done (SF_REDUCE_ALL, and SF_REDUCE_ONE on the first part's rank: the piece;
+ * SF_REDUCE_SCATTER: the chunks in position order, this rank's at off), and
+ * the pairs it sources read it there (lay: the layout of the region at off);
+ * gbuf gathers those pairs' gradients in the same layout, the backward steps
+ * make it the gradient of the sum, which every local part of the group adds
+ * to its output gradient. */
+typedef struct rt_red {
+    int prod_op, out; /* the producer and its output */
+    int kind;         /* sf_tg_reduce_kind */
+    int R;            /* parts of the group, along the reduction */
+    int root;         /* SF_REDUCE_ONE: this rank holds the first part */
+    int d0;           /* the first part's rank */
+    int pos;          /* SF_REDUCE_ALL, _SCATTER: this rank's position (its part) */
+    int fcomm, bcomm; /* the forward and backward collectives' groups, -1 when none */
+    rt_part **mine;   /* [R] the group's parts on this rank, NULL elsewhere */
+    int *devs;        /* [R] the parts' ranks */
+    int *tags;        /* [R] SF_REDUCE_ONE: the tag of part r's message to d0, -1 */
+    sf_tile *chunks;  /* [R] SF_REDUCE_SCATTER: position r's region of the piece */
+    sf_tile piece, lay;
+    int64_t numel, off;
+    float *buf, *gbuf, *rbuf; /* rbuf: the root's, a message as it arrives */
+    int link_start, n_links;  /* the remote pairs it sources: rt->red_links[] */
+} rt_red;
 
 typedef struct rt_group {
     int owner;
@@ -133,6 +170,17 @@ struct sf_runtime {
     int n_recv;
     rt_link **send_links; /* remote links where this rank produces */
     int n_send;
+    rt_red *reds; /* partial sums' reductions this rank takes part in, in walk order */
+    int n_reds, cap_reds;
+    int *red_order;      /* [n_reds] by producer, then walk order */
+    rt_link **red_links; /* remote links sourced by a reduction, by reduction */
+    int *red_pending;    /* SF_REDUCE_ONE messages sent, waited for at the end */
+    int n_red_pending, cap_red_pending;
+    struct rt_set { /* the reductions' communication groups, made once */
+        int n, comm;
+        int *devs; /* [n] */
+    } * sets;
+    int n_sets;
     rt_group *groups;
     int n_groups;
     int *group_of;    /* [n_ops] owner -> groups index, -1 */
@@ -254,6 +302,30 @@ static void slices_move(const rt_shard *sh, float *full, float *packed, int pack
     }
 }
 
+/* Where link l's pair reads its producer's output on the producer's rank, and
+ * the layout there: the producer part's output tile, or what its reduction
+ * holds of the sum. NULL before the buffers are placed. */
+static float *link_src(const sf_runtime *rt, const rt_link *l, const sf_tile **lay) {
+    if (l->red >= 0) {
+        const rt_red *r = &rt->reds[l->red];
+        *lay = &r->lay;
+        return r->buf ? r->buf + r->off : NULL;
+    }
+    *lay = &l->prod->out_tile[l->out];
+    return l->prod->out[l->out];
+}
+
+/* Where the gradient coming back along link l is added on the producer's rank. */
+static float *link_gdst(const sf_runtime *rt, const rt_link *l, const sf_tile **lay) {
+    if (l->red >= 0) {
+        const rt_red *r = &rt->reds[l->red];
+        *lay = &r->lay;
+        return r->gbuf ? r->gbuf + r->off : NULL;
+    }
+    *lay = &l->prod->out_tile[l->out];
+    return l->prod->gout[l->out];
+}
+
 /* ---- set-up ---------------------------------------------------------------- */
 
 /* Reserve n bytes of the block (counted only, in the sizing pass). */
@@ -278,6 +350,13 @@ static int64_t tile_rows(const sf_tile *t) {
 /* The tensors of every part, in two passes: activations and their inputs
  * first, then (contiguous, for one memset per step) the gradients. */
 static void place_tensors(sf_runtime *rt) {
+    const sf_tile *lay;
+    for (int i = 0; i < rt->n_reds; i++) {
+        rt_red *r = &rt->reds[i];
+        int sum_here = r->kind != SF_REDUCE_ONE || r->root;
+        r->buf = sum_here ? carve_f(rt, r->numel) : NULL;
+        r->rbuf = r->kind == SF_REDUCE_ONE && r->root ? carve_f(rt, r->numel) : NULL;
+    }
     for (int i = 0; i < rt->n_parts; i++) {
         rt_part *p = &rt->parts[i];
         const sf_op *o = p->o;
@@ -285,7 +364,7 @@ static void place_tensors(sf_runtime *rt) {
             p->out[k] = carve_f(rt, sf_tile_numel(&p->out_tile[k]));
         for (int k = 0; k < o->n_inputs; k++) {
             const rt_link *l = p->in_alias[k];
-            p->in[k] = l ? l->prod->out[l->out] : carve_f(rt, sf_tile_numel(&p->in_region[k]));
+            p->in[k] = l ? link_src(rt, l, &lay) : carve_f(rt, sf_tile_numel(&p->in_region[k]));
         }
         if (o->type == SF_OP_SOFTMAX_CE)
             p->labels = carve(rt, (size_t)(p->rows > 0 ? p->rows : 1) * sizeof(int32_t));
@@ -296,6 +375,7 @@ static void place_tensors(sf_runtime *rt) {
         l->fbuf = carve_f(rt, l->numel);
     }
     size_t zero_from = (rt->used + ALIGN - 1) / ALIGN * ALIGN;
+    for (int i = 0; i < rt->n_reds; i++) rt->reds[i].gbuf = carve_f(rt, rt->reds[i].numel);
     for (int i = 0; i < rt->n_parts; i++) {
         rt_part *p = &rt->parts[i];
         const sf_op *o = p->o;
@@ -307,7 +387,7 @@ static void place_tensors(sf_runtime *rt) {
             if (!op_has_bwd(o) || !op_has_bwd(src))
                 p->gin[k] = NULL;
             else if (l && l->alias == 2)
-                p->gin[k] = l->prod->gout[l->out];
+                p->gin[k] = link_gdst(rt, l, &lay);
             else
                 p->gin[k] = carve_f(rt, sf_tile_numel(&p->in_region[k]));
         }
@@ -347,13 +427,6 @@ static sf_status setup_parts(sf_runtime *rt, sf_error *err) {
     for (int op = 0; op < rt->n_ops; op++) {
         const sf_config *c = sf_strategy_get(rt->s, op);
         const sf_op *o = sf_graph_op(rt->g, op);
-        for (int d = 0; d < c->ndim && d < o->space.ndim; d++)
-            if (o->kinds[d] == SF_DIM_REDUCE && c->degree[d] > 1)
-                return sf_error_set(err, SF_ERR_UNSUPPORTED,
-                                    "operator '%s' is split %d ways along its reduction dimension "
-                                    "%d: the runtime does not execute partial sums yet "
-                                    "(sf_taskgraph_edge_reduce)",
-                                    o->name, c->degree[d], d);
         int id = sf_op_inner_dim(o);
         if (id >= 0 && id < c->ndim && c->degree[id] > 1)
             return sf_error_set(err, SF_ERR_UNSUPPORTED,
@@ -434,9 +507,178 @@ static void set_aliases(sf_runtime *rt) {
     }
 }
 
+/* The communication group of the n ranks d (in that order: position i is
+ * d[i]) for a reduction's collective, made on first sight by its members (every
+ * member meets the reductions in the same order); -1 on failure. */
+static int red_comm(sf_runtime *rt, const int16_t *d, int n) {
+    for (int i = 0; i < rt->n_sets; i++) {
+        const struct rt_set *e = &rt->sets[i];
+        int same = e->n == n;
+        for (int q = 0; q < n && same; q++) same = e->devs[q] == d[q];
+        if (same) return e->comm;
+    }
+    struct rt_set *ns = realloc(rt->sets, (size_t)(rt->n_sets + 1) * sizeof *ns);
+    if (!ns) return -1;
+    rt->sets = ns;
+    struct rt_set *e = &rt->sets[rt->n_sets];
+    e->n = n;
+    e->devs = malloc((size_t)n * sizeof *e->devs);
+    if (!e->devs) return -1;
+    for (int q = 0; q < n; q++) e->devs[q] = d[q];
+    rt->n_sets++; /* freed with the runtime from here on */
+    if (rt->c->vt->group_new(rt->c, e->devs, n, &e->comm) != SF_OK) return -1;
+    return e->comm;
+}
+
+#define RED_BAD(what)                                                                              \
+    sf_error_set(err, SF_ERR_INTERNAL, "operator '%s': partial sums for '%s': %s", po->name,       \
+                 sf_graph_op(rt->g, x)->name, what)
+
+/* The reductions of the edge into input k of x whose pairs (np of them) were
+ * just walked (sf_taskgraph_edge_reduce): every rank counts the tags of their
+ * messages alike (from *tag); in the filling walk (fill), those this rank
+ * holds a part of become rt->reds, and red_of[part] their index for the
+ * group's parts on this rank (-1 for every other part of the producer). scr:
+ * room for 3 ints a part of the producer. */
+static sf_status setup_reds(sf_runtime *rt, int x, int k, const sf_tg_pair *pr, int np, int fill,
+                            int *tag, int *red_of, int *scr, sf_error *err) {
+    sf_tg_reduces rd;
+    int n = sf_taskgraph_edge_reduce(rt->tg, &rd);
+    const sf_op *o = sf_graph_op(rt->g, x);
+    int prod = o->inputs[k].op;
+    const sf_op *po = sf_graph_op(rt->g, prod);
+    const sf_config *cp = sf_strategy_get(rt->s, prod);
+    int *devs = scr, *tags = scr + cp->n_parts, *read = scr + 2 * cp->n_parts;
+    for (int q = 0; q < cp->n_parts; q++) {
+        red_of[q] = -1;
+        read[q] = 0;
+    }
+    for (int i = 0; i < np; i++) read[pr[i].prod_part] = 1; /* the parts some pair reads */
+    for (int g = 0; g < n; g++) {
+        const sf_tg_reduce *gr = &rd.groups[g];
+        const int32_t *parts = rd.parts + gr->part_start;
+        int R = gr->n_parts;
+        int needed = 0, involved = 0;
+        for (int r = 0; r < R; r++) {
+            devs[r] = cp->device[parts[r]];
+            tags[r] = -1;
+            involved |= devs[r] == rt->rank;
+            needed |= read[parts[r]];
+        }
+        if (!needed) continue;
+        const sf_tg_step *st = rd.steps + gr->step_start;
+        int nb = gr->n_steps - gr->n_fwd; /* backward steps */
+        if (gr->kind == SF_REDUCE_ONE) {
+            /* a message from each part on another rank, in part order */
+            int q = 0;
+            for (int r = 1; r < R; r++) {
+                if (devs[r] == devs[0]) continue;
+                while (q < gr->n_fwd && st[q].kind == SF_STEP_COPY) q++;
+                if (q >= gr->n_fwd || st[q].kind != SF_STEP_P2P || st[q].dev != devs[r] ||
+                    st[q].peer != devs[0] || st[q].numel != gr->numel)
+                    return RED_BAD("the reduction's messages are not one per part on another rank");
+                q++;
+                tags[r] = 2 * (*tag)++;
+            }
+            if (nb > 1 || (nb == 1 && st[gr->n_fwd].kind != SF_STEP_BROADCAST))
+                return RED_BAD("the gradient's dual is not one broadcast");
+        } else {
+            int fk = gr->kind == SF_REDUCE_ALL ? SF_STEP_ALL_REDUCE : SF_STEP_REDUCE_SCATTER;
+            int bk = gr->kind == SF_REDUCE_ALL ? SF_STEP_ALL_REDUCE : SF_STEP_ALL_GATHER;
+            if (gr->n_fwd != 1 || nb != 1 || st[0].kind != fk || st[1].kind != bk ||
+                st[0].n_group != R || st[0].numel != gr->numel)
+                return RED_BAD("the reduction is not one collective each way");
+        }
+        if (*tag > (1 << 29))
+            return sf_error_set(err, SF_ERR_RANGE, "too many messages in the task graph");
+        if (!fill || !involved) continue;
+        if (rt->n_reds == rt->cap_reds) {
+            int cap = rt->cap_reds ? 2 * rt->cap_reds : 16;
+            rt_red *nr = realloc(rt->reds, (size_t)cap * sizeof *nr);
+            if (!nr) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            rt->reds = nr;
+            rt->cap_reds = cap;
+        }
+        rt_red *r = &rt->reds[rt->n_reds];
+        memset(r, 0, sizeof *r);
+        r->prod_op = prod;
+        r->out = o->inputs[k].out;
+        r->kind = gr->kind;
+        r->R = R;
+        r->d0 = devs[0];
+        r->root = devs[0] == rt->rank;
+        r->pos = -1;
+        r->fcomm = r->bcomm = -1;
+        r->piece = gr->piece;
+        r->lay = gr->piece;
+        r->numel = gr->numel;
+        r->mine = calloc((size_t)R, sizeof *r->mine);
+        r->devs = malloc((size_t)R * sizeof *r->devs);
+        r->tags = malloc((size_t)R * sizeof *r->tags);
+        r->chunks = gr->kind == SF_REDUCE_SCATTER ? malloc((size_t)R * sizeof *r->chunks) : NULL;
+        rt->n_reds++; /* freed with the runtime from here on */
+        if (!r->mine || !r->devs || !r->tags || (gr->kind == SF_REDUCE_SCATTER && !r->chunks))
+            return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        for (int q = 0; q < R; q++) {
+            r->devs[q] = devs[q];
+            r->tags[q] = tags[q];
+            if (devs[q] != rt->rank) continue;
+            r->mine[q] = rt->part_of[rt->part_start[prod] + parts[q]];
+            red_of[parts[q]] = rt->n_reds - 1;
+            if (r->kind != SF_REDUCE_ONE) r->pos = q;
+            if (r->kind == SF_REDUCE_ONE && devs[q] != devs[0]) rt->cap_red_pending++;
+        }
+        if (gr->kind == SF_REDUCE_SCATTER) {
+            for (int q = 0; q < R; q++) {
+                int64_t off, len;
+                r->chunks[q] = rd.chunks[gr->part_start + q];
+                sf_tg_chunk(r->numel, R, q, &off, &len);
+                if (sf_tile_numel(&r->chunks[q]) != len)
+                    return RED_BAD("a reduce-scatter's region is not its chunk");
+                if (q == r->pos) {
+                    r->off = off;
+                    r->lay = r->chunks[q];
+                }
+            }
+        }
+        if (gr->kind != SF_REDUCE_ONE) {
+            r->fcomm = red_comm(rt, rd.devs + st[0].group, st[0].n_group);
+            r->bcomm = red_comm(rt, rd.devs + st[1].group, st[1].n_group);
+            if (r->fcomm < 0 || r->bcomm < 0)
+                return sf_error_set(err, SF_ERR_IO, "cannot make a communication group of %d ranks",
+                                    R);
+        } else if (nb == 1) {
+            const sf_tg_step *b = &st[gr->n_fwd];
+            if (b->n_group < 2 || rd.devs[b->group] != devs[0])
+                return RED_BAD("the gradient's broadcast does not start at the first part");
+            r->bcomm = red_comm(rt, rd.devs + b->group, b->n_group);
+            if (r->bcomm < 0)
+                return sf_error_set(err, SF_ERR_IO, "cannot make a communication group of %d ranks",
+                                    b->n_group);
+        }
+    }
+    return SF_OK;
+}
+
+static sf_status setup_link_walks(sf_runtime *rt, int *red_of, int *scr, sf_error *err);
+
 /* Every pair of the task graph, in the same order on every rank; those that
  * touch this rank become links. Two walks: count, then fill. */
 static sf_status setup_links(sf_runtime *rt, sf_error *err) {
+    int max_parts = 1;
+    for (int op = 0; op < rt->n_ops; op++)
+        if (sf_strategy_get(rt->s, op)->n_parts > max_parts)
+            max_parts = sf_strategy_get(rt->s, op)->n_parts;
+    int *red_of = malloc((size_t)max_parts * 4 * sizeof *red_of); /* then setup_reds' room */
+    if (!red_of) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    sf_status st = setup_link_walks(rt, red_of, red_of + max_parts, err);
+    free(red_of);
+    return st;
+}
+
+/* setup_links' two walks (red_of, scr: room for every part of an operator, and
+ * 3 ints a part). */
+static sf_status setup_link_walks(sf_runtime *rt, int *red_of, int *scr, sf_error *err) {
     for (int pass = 0; pass < 2; pass++) {
         int tag = 0, nl = 0;
         for (int x = 0; x < rt->n_ops; x++) {
@@ -446,6 +688,8 @@ static sf_status setup_links(sf_runtime *rt, sf_error *err) {
                 int np = sf_taskgraph_edge(rt->tg, x, k, &pr);
                 if (np < 0) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
                 const sf_op *po = sf_graph_op(rt->g, o->inputs[k].op);
+                sf_status rs = setup_reds(rt, x, k, pr, np, pass, &tag, red_of, scr, err);
+                if (rs != SF_OK) return rs;
                 for (int i = 0; i < np; i++) {
                     int remote = pr[i].src_dev != pr[i].dst_dev;
                     int t = remote ? 2 * tag++ : -1;
@@ -476,6 +720,9 @@ static sf_status setup_links(sf_runtime *rt, sf_error *err) {
                     l->alias = pr[i].in_place;
                     l->numel = pr[i].numel;
                     l->freq = l->greq = -1;
+                    l->red = l->prod ? red_of[pr[i].prod_part] : -1;
+                    /* a reduce-scatter's holder has a chunk, not the piece */
+                    if (l->red >= 0 && rt->reds[l->red].kind == SF_REDUCE_SCATTER) l->alias = 0;
                 }
             }
         }
@@ -493,10 +740,28 @@ static sf_status setup_links(sf_runtime *rt, sf_error *err) {
     rt->send_links = malloc(nl1 * sizeof *rt->send_links);
     if (!rt->cons_links || !rt->prod_links || !rt->recv_links || !rt->send_links)
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    rt->red_links = malloc(nl1 * sizeof *rt->red_links);
+    rt->red_order = malloc((size_t)(rt->n_reds ? rt->n_reds : 1) * sizeof *rt->red_order);
+    rt->red_pending =
+        malloc((size_t)(rt->cap_red_pending ? rt->cap_red_pending : 1) * sizeof *rt->red_pending);
+    if (!rt->red_links || !rt->red_order || !rt->red_pending)
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     for (int i = 0; i < rt->n_links; i++) {
         rt_link *l = &rt->links[i];
         if (l->cons) l->cons->n_cons++;
-        if (l->prod && l->peer >= 0) l->prod->n_prod++;
+        if (l->prod && l->peer >= 0 && l->red < 0) l->prod->n_prod++;
+        if (l->prod && l->peer >= 0 && l->red >= 0) rt->reds[l->red].n_links++;
+    }
+    /* reductions run after their producer's parts, in walk order */
+    int at = 0;
+    for (int op = 0; op < rt->n_ops; op++)
+        for (int i = 0; i < rt->n_reds; i++)
+            if (rt->reds[i].prod_op == op) rt->red_order[at++] = i;
+    int ar = 0;
+    for (int i = 0; i < rt->n_reds; i++) {
+        rt->reds[i].link_start = ar;
+        ar += rt->reds[i].n_links;
+        rt->reds[i].n_links = 0;
     }
     int ac = 0, ap = 0;
     for (int i = 0; i < rt->n_parts; i++) {
@@ -509,7 +774,12 @@ static sf_status setup_links(sf_runtime *rt, sf_error *err) {
     for (int i = 0; i < rt->n_links; i++) {
         rt_link *l = &rt->links[i];
         if (l->cons) rt->cons_links[l->cons->cons_start + l->cons->n_cons++] = l;
-        if (l->prod && l->peer >= 0) rt->prod_links[l->prod->prod_start + l->prod->n_prod++] = l;
+        if (l->prod && l->peer >= 0 && l->red < 0)
+            rt->prod_links[l->prod->prod_start + l->prod->n_prod++] = l;
+        if (l->prod && l->peer >= 0 && l->red >= 0) {
+            rt_red *r = &rt->reds[l->red];
+            rt->red_links[r->link_start + r->n_links++] = l;
+        }
         if (l->peer >= 0 && l->cons) rt->recv_links[rt->n_recv++] = l;
         if (l->peer >= 0 && l->prod) rt->send_links[rt->n_send++] = l;
     }
@@ -823,6 +1093,8 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
     if (st == SF_OK) {
         rt->cap_ev = 2 * rt->n_parts + 2 * rt->n_recv + 2 * rt->n_send + 4 * rt->n_shards +
                      2 * rt->n_links + 8;
+        for (int i = 0; i < rt->n_reds; i++)
+            rt->cap_ev += 2 * rt->reds[i].R + 2 * rt->reds[i].n_links + 4;
         rt->ev = malloc((size_t)rt->cap_ev * sizeof *rt->ev);
         rt->sizing = 1;
         rt->used = 0;
@@ -860,6 +1132,18 @@ void sf_runtime_free(sf_runtime *rt) {
         free(p->in_region);
         free(p->in_alias);
     }
+    for (int i = 0; i < rt->n_reds; i++) {
+        free(rt->reds[i].mine);
+        free(rt->reds[i].devs);
+        free(rt->reds[i].tags);
+        free(rt->reds[i].chunks);
+    }
+    free(rt->reds);
+    free(rt->red_order);
+    free(rt->red_links);
+    free(rt->red_pending);
+    for (int i = 0; i < rt->n_sets; i++) free(rt->sets[i].devs);
+    free(rt->sets);
     free(rt->parts);
     free(rt->part_of);
     free(rt->part_start);
@@ -980,8 +1264,9 @@ static sf_status forward_part(sf_runtime *rt, rt_part *p, const sf_batch *b, dou
         if (l->peer < 0) {
             if (!l->alias) {
                 double t0 = sf_now_s();
-                box_move(l->prod->out[l->out], &l->prod->out_tile[l->out], p->in[l->k],
-                         &p->in_region[l->k], &l->region, 0);
+                const sf_tile *lay;
+                const float *src = link_src(rt, l, &lay);
+                box_move(src, lay, p->in[l->k], &p->in_region[l->k], &l->region, 0);
                 copy_event(rt, t0, p, l);
             }
             continue;
@@ -1049,8 +1334,9 @@ static sf_status backward_part(sf_runtime *rt, rt_part *p, sf_error *err) {
         double t1 = sf_now_s();
         if (l->peer < 0) {
             if (l->alias != 2) {
-                box_move(p->gin[l->k], &p->in_region[l->k], l->prod->gout[l->out],
-                         &l->prod->out_tile[l->out], &l->region, 1);
+                const sf_tile *lay;
+                float *dst = link_gdst(rt, l, &lay);
+                box_move(p->gin[l->k], &p->in_region[l->k], dst, lay, &l->region, 1);
                 copy_event(rt, t1, p, l);
             }
             continue;
@@ -1062,6 +1348,135 @@ static sf_status backward_part(sf_runtime *rt, rt_part *p, sf_error *err) {
         l->greq = id;
     }
     return SF_OK;
+}
+
+/* ---- partial sums -------------------------------------------------------------- */
+
+/* Wait for request id of reduction r's step (an event of kind k, from peer). */
+static sf_status red_wait(sf_runtime *rt, const rt_red *r, int id, sf_rt_event_kind k, int peer,
+                          double t0, sf_error *err) {
+    COMM(id, "posting a partial sums' reduction");
+    COMM(rt->c->vt->wait(rt->c, id), "reducing partial sums");
+    event(rt, k, t0, r->prod_op, 0, peer, r->numel * 4);
+    return SF_OK;
+}
+
+/* The forward steps of reduction r, after its producer's parts on this rank:
+ * the partial sums of this rank's parts go into buf (in the collective's
+ * layout: a reduce-scatter's chunks in position order), the step runs, and the
+ * remote pairs it sources are sent from the result. */
+static sf_status red_forward_steps(sf_runtime *rt, rt_red *r, sf_error *err);
+
+/* Each collective of a reduction is waited for as soon as it is posted, so it
+ * may run blocking (comm_impl.h, defer: MPI's tuned algorithms, where each rank
+ * has its core). */
+static sf_status red_forward(sf_runtime *rt, rt_red *r, sf_error *err) {
+    rt->c->defer = 1;
+    sf_status st = red_forward_steps(rt, r, err);
+    rt->c->defer = 0;
+    return st;
+}
+
+static sf_status red_forward_steps(sf_runtime *rt, rt_red *r, sf_error *err) {
+    double t0 = sf_now_s();
+    sf_status st = SF_OK;
+    if (r->kind == SF_REDUCE_ONE) {
+        for (int q = 0; q < r->R && st == SF_OK; q++) {
+            const rt_part *p = r->mine[q];
+            if (r->root && p) { /* a part on the first part's rank: added here */
+                box_move(p->out[r->out], &p->out_tile[r->out], r->buf, &r->piece, &r->piece, q > 0);
+            } else if (r->root && q > 0 && r->tags[q] >= 0) {
+                int id =
+                    rt->c->vt->irecv(rt->c, r->rbuf, (size_t)r->numel * 4, r->devs[q], r->tags[q]);
+                st = red_wait(rt, r, id, SF_RT_XFER, r->devs[q], t0, err);
+                for (int64_t e = 0; e < r->numel && st == SF_OK; e++) r->buf[e] += r->rbuf[e];
+                t0 = sf_now_s();
+            } else if (p) { /* a part elsewhere: its partial sum to the first part's rank */
+                int id = rt->c->vt->isend(rt->c, p->out[r->out], (size_t)r->numel * 4, r->d0,
+                                          r->tags[q]);
+                COMM(id, "sending partial sums");
+                rt->red_pending[rt->n_red_pending++] = id;
+            }
+        }
+    } else {
+        const rt_part *p = r->mine[r->pos];
+        if (r->kind == SF_REDUCE_ALL) {
+            memcpy(r->buf, p->out[r->out], (size_t)r->numel * sizeof *r->buf);
+        } else {
+            for (int q = 0; q < r->R; q++) {
+                int64_t off, len;
+                sf_tg_chunk(r->numel, r->R, q, &off, &len);
+                box_move(p->out[r->out], &p->out_tile[r->out], r->buf + off, &r->chunks[q],
+                         &r->chunks[q], 0);
+            }
+        }
+        int id = r->kind == SF_REDUCE_ALL
+                     ? rt->c->vt->iallreduce(rt->c, r->buf, r->numel, r->fcomm)
+                     : rt->c->vt->ireduce_scatter(rt->c, r->buf, r->numel, r->fcomm);
+        st = red_wait(rt, r, id, SF_RT_SYNC, -1, t0, err);
+    }
+    for (int i = 0; i < r->n_links && st == SF_OK; i++) {
+        rt_link *l = rt->red_links[r->link_start + i];
+        double t1 = sf_now_s();
+        box_move(r->buf + r->off, &r->lay, l->fbuf, &l->region, &l->region, 0);
+        copy_event(rt, t1, l->prod, l);
+        int id = rt->c->vt->isend(rt->c, l->fbuf, (size_t)l->numel * 4, l->peer, l->tag);
+        COMM(id, "sending activations");
+        l->freq = id;
+    }
+    return st;
+}
+
+/* The backward steps of reduction r, before its producer's parts on this
+ * rank: the gradients of the remote pairs it sourced join gbuf (the local
+ * ones are there already), the dual step makes it the gradient of the sum,
+ * and every part of the group here adds it to its output gradient. */
+static sf_status red_backward_steps(sf_runtime *rt, rt_red *r, sf_error *err);
+
+static sf_status red_backward(sf_runtime *rt, rt_red *r, sf_error *err) {
+    rt->c->defer = 1;
+    sf_status st = red_backward_steps(rt, r, err);
+    rt->c->defer = 0;
+    return st;
+}
+
+static sf_status red_backward_steps(sf_runtime *rt, rt_red *r, sf_error *err) {
+    for (int i = 0; i < r->n_links; i++) {
+        rt_link *l = rt->red_links[r->link_start + i];
+        if (!l->grad) continue;
+        double t0 = sf_now_s();
+        COMM(rt->c->vt->wait(rt->c, l->greq), "receiving gradients");
+        l->greq = -1;
+        event(rt, SF_RT_GRAD, t0, l->cons_op, l->cons_part, l->peer, l->numel * 4);
+        box_move(l->gbuf, &l->region, r->gbuf + r->off, &r->lay, &l->region, 1);
+    }
+    double t0 = sf_now_s();
+    sf_status st = SF_OK;
+    if (r->kind == SF_REDUCE_ALL) {
+        st = red_wait(rt, r, rt->c->vt->iallreduce(rt->c, r->gbuf, r->numel, r->bcomm), SF_RT_SYNC,
+                      -1, t0, err);
+    } else if (r->kind == SF_REDUCE_SCATTER) {
+        st = red_wait(rt, r, rt->c->vt->iallgather(rt->c, r->gbuf, r->numel, r->bcomm), SF_RT_SYNC,
+                      -1, t0, err);
+    } else if (r->bcomm >= 0) {
+        st = red_wait(rt, r, rt->c->vt->ibcast(rt->c, r->gbuf, r->numel, r->bcomm), SF_RT_SYNC, -1,
+                      t0, err);
+    }
+    for (int q = 0; q < r->R && st == SF_OK; q++) {
+        rt_part *p = r->mine[q];
+        if (!p) continue;
+        if (r->kind != SF_REDUCE_SCATTER) {
+            box_move(r->gbuf, &r->piece, p->gout[r->out], &p->out_tile[r->out], &r->piece, 1);
+            continue;
+        }
+        for (int c = 0; c < r->R; c++) {
+            int64_t off, len;
+            sf_tg_chunk(r->numel, r->R, c, &off, &len);
+            box_move(r->gbuf + off, &r->chunks[c], p->gout[r->out], &p->out_tile[r->out],
+                     &r->chunks[c], 1);
+        }
+    }
+    return st;
 }
 
 /* Post step q of shard sh (a request in sh->req; none for an update). */
@@ -1206,6 +1621,9 @@ static sf_status finish_steps(sf_runtime *rt, rt_shard *sh, sf_error *err) {
 }
 
 static sf_status wait_sends(sf_runtime *rt, int train, sf_error *err) {
+    for (int i = 0; i < rt->n_red_pending; i++)
+        COMM(rt->c->vt->wait(rt->c, rt->red_pending[i]), "sending partial sums");
+    rt->n_red_pending = 0;
     for (int i = 0; i < rt->n_send; i++) {
         rt_link *l = rt->send_links[i];
         if (l->freq >= 0) COMM(rt->c->vt->wait(rt->c, l->freq), "sending activations");
@@ -1220,10 +1638,18 @@ static sf_status wait_sends(sf_runtime *rt, int train, sf_error *err) {
     return SF_OK;
 }
 
+/* The parts in operator order, each operator's reductions after its parts. */
 static sf_status forward_pass(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
+    int ri = 0;
     for (int i = 0; i < rt->n_parts; i++) {
         sf_status st = forward_part(rt, &rt->parts[i], b, loss, err);
         if (st != SF_OK) return st;
+        int op = rt->parts[i].op;
+        if (i + 1 < rt->n_parts && rt->parts[i + 1].op == op) continue;
+        for (; ri < rt->n_reds && rt->reds[rt->red_order[ri]].prod_op == op; ri++) {
+            st = red_forward(rt, &rt->reds[rt->red_order[ri]], err);
+            if (st != SF_OK) return st;
+        }
     }
     return SF_OK;
 }
@@ -1238,8 +1664,11 @@ static sf_status step_local(sf_runtime *rt, const sf_batch *b, double *loss, sf_
     /* backward in reverse, with each shard's all-reduce posted once the loop
      * has passed its lowest operator (rt->shards are in that order) */
     int next = 0;
-    int pi = rt->n_parts - 1;
+    int pi = rt->n_parts - 1, ri = rt->n_reds - 1;
     for (int op = rt->n_ops - 1; op >= 0 && st == SF_OK; op--) {
+        /* its reductions' duals first, in the reverse of the forward order */
+        for (; ri >= 0 && rt->reds[rt->red_order[ri]].prod_op == op && st == SF_OK; ri--)
+            st = red_backward(rt, &rt->reds[rt->red_order[ri]], err);
         for (; pi >= 0 && rt->parts[pi].op == op && st == SF_OK; pi--)
             if (op_has_bwd(rt->parts[pi].o)) st = backward_part(rt, &rt->parts[pi], err);
         if (rt->o.sync == SF_SYNC_BULK) continue;

@@ -467,6 +467,36 @@ static int rc_only_consumer(const sf_graph *g, int op) {
  * broadcast of the gradient), or with sp split on its sequence dimension
  * (Megatron's sequence parallelism: reduce-scatters, all-gathers backward).
  * Returns how many operators it split along a reduction dimension. */
+/* The runtime does not run a split of an operator's inner dimension yet
+ * (softmax_ce's classes: sf_op_inner_dim): such a config is made whole on that
+ * dimension, each part on the device of the part with the same other indices
+ * and the first inner index (the logits are gathered there). The count of
+ * configs changed. */
+static int rc_gather_inner(const sf_graph *g, sf_strategy *s) {
+    int changed = 0;
+    for (int op = 0; op < sf_graph_num_ops(g); op++) {
+        const sf_op *o = sf_graph_op(g, op);
+        sf_config *c = sf_strategy_config(s, op);
+        int id = sf_op_inner_dim(o);
+        if (id < 0 || id >= c->ndim || c->degree[id] == 1) continue;
+        sf_config old;
+        sf_config_copy(&old, c);
+        int deg[SF_MAX_DIMS];
+        for (int d = 0; d < SF_MAX_DIMS; d++) deg[d] = d < c->ndim ? c->degree[d] : 1;
+        deg[id] = 1;
+        sf_config_set_degrees(c, old.ndim, deg);
+        /* part q's index along id is 0; the old part with the same others */
+        int inner_stride = 1;
+        for (int d = id + 1; d < old.ndim; d++) inner_stride *= old.degree[d];
+        for (int q = 0; q < c->n_parts; q++) {
+            int outer = q / inner_stride, inner = q % inner_stride;
+            c->device[q] = old.device[outer * old.degree[id] * inner_stride + inner];
+        }
+        changed++;
+    }
+    return changed;
+}
+
 static int rc_megatron_strategy(const sf_graph *g, sf_strategy *s, int n, int sp) {
     int n_ops = sf_graph_num_ops(g), rows = 0;
     int *dim = malloc((size_t)n_ops * sizeof *dim); /* the dimension split n ways, -1 */
@@ -599,7 +629,9 @@ static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strateg
             sf_machine_free(m);
             return rc_strategy(g, n, k + 1, n_random, s, what, cap, bulk);
         }
-        snprintf(what, cap, "%s %s on %d ranks", sf_graph_name(g), name, n);
+        int gathered = rc_gather_inner(g, s);
+        snprintf(what, cap, "%s %s%s on %d ranks", sf_graph_name(g), name,
+                 gathered ? " (classes gathered)" : "", n);
     } else {
         ok = 0;
     }

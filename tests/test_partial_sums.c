@@ -471,7 +471,7 @@ static void test_attention_heads(void **state) {
         int op = 1 + (int)sf_rng_below(&rng, (uint64_t)(n_ops - 1));
         const sf_op *o = sf_graph_op(g, op);
         sf_config c;
-        sf_config_random_in(o, m, 1, &rng, &c);
+        sf_config_random_in(o, m, SF_OPT_IN_INNER, &rng, &c);
         if (sf_config_validate(o, m, &c, NULL) != SF_OK) continue;
         heads += op == attn && c.degree[3] > 1;
         assert_int_equal(sf_sim_update(sim, op, &c, &r, &err), SF_OK);
@@ -542,7 +542,8 @@ static void test_softmax_ce_classes(void **state) {
     const sf_op *so = sf_graph_op(g, sce), *fo = sf_graph_op(g, fc);
     assert_int_equal(sf_op_inner_dim(so), 2);
     assert_int_equal(so->kinds[2], SF_DIM_ATTRIBUTE);
-    assert_true(sf_op_dim_opt_in(so, 2) && !sf_op_dim_opt_in(so, 0) && !sf_op_dim_opt_in(so, 1));
+    assert_true(sf_op_dim_opt_in(so, 2) == SF_OPT_IN_INNER && !sf_op_dim_opt_in(so, 0) &&
+                !sf_op_dim_opt_in(so, 1));
     assert_int_equal(sf_op_inner_dim(fo), -1);
     assert_true(sf_op_dim_opt_in(fo, 3) && !sf_op_dim_opt_in(fo, 2));
     sf_rng a, b;
@@ -553,7 +554,9 @@ static void test_softmax_ce_classes(void **state) {
         sf_config x, y;
         sf_config_random_in(so, m, 0, &a, &x);
         assert_int_equal(x.degree[2], 1);
-        sf_config_random_in(so, m, 1, &b, &y);
+        sf_config_random_in(so, m, SF_OPT_IN_REDUCE, &a, &x); /* what the runtime trains */
+        assert_int_equal(x.degree[2], 1);
+        sf_config_random_in(so, m, SF_OPT_IN_INNER, &b, &y);
         split += y.degree[2] > 1;
     }
     assert_true(split > 50);
@@ -640,7 +643,7 @@ static void test_softmax_ce_classes(void **state) {
         int op = 1 + (int)sf_rng_below(&rng, 2);
         const sf_op *x = sf_graph_op(g, op);
         sf_config cf;
-        sf_config_random_in(x, m, 1, &rng, &cf);
+        sf_config_random_in(x, m, SF_OPT_IN_INNER, &rng, &cf);
         if (sf_config_validate(x, m, &cf, NULL) != SF_OK) continue;
         classes += op == sce && cf.degree[2] > 1;
         assert_int_equal(sf_sim_update(sim, op, &cf, &r, &err), SF_OK);

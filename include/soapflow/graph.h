@@ -428,8 +428,12 @@ SF_API int64_t sf_op_tile_weights(const sf_op *op, const sf_tile *t);
  * (softmax_ce's classes, Megatron's vocabulary-parallel cross-entropy:
  * sf_taskgraph_op_inner); -1 for an operator without one. */
 SF_API int sf_op_inner_dim(const sf_op *op);
-/* 1 for a dimension the searches split only when asked (search --reduce-splits):
- * a reduction dimension (SF_DIM_REDUCE) or the operator's inner dimension. */
+/* The level at which the searches and random proposals split dimension d when
+ * asked (their `reduce` option: a dimension of level L is split when reduce >=
+ * L): 0 for an ordinary dimension, SF_OPT_IN_REDUCE for a reduction dimension
+ * (partial sums, which the runtime trains), SF_OPT_IN_INNER for the operator's
+ * inner dimension (planned only: the runtime does not run it yet). */
+enum { SF_OPT_IN_REDUCE = 1, SF_OPT_IN_INNER = 2 };
 SF_API int sf_op_dim_opt_in(const sf_op *op, int d);
 
 /* ---- the weights of an operator: slices and parameter tensors ---------- */

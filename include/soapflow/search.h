@@ -43,9 +43,10 @@ typedef struct sf_optcnn_options {
     int max_left;          /* enumerate exhaustively what is left when at most this many nodes */
     sf_sync_scheme scheme; /* how gradient sync is priced: ring all-reduce (default) or
                             * parameter server, as the simulator runs them */
-    int reduce;            /* 1: each node's configs split reduction dimensions too
-                            * (partial sums: a row-parallel linear, attention heads) and
-                            * inner ones (softmax_ce's classes: sf_op_dim_opt_in); 0
+    int reduce;            /* SF_OPT_IN_REDUCE (1): each node's configs split reduction
+                            * dimensions too (partial sums: a row-parallel linear, attention
+                            * heads); SF_OPT_IN_INNER (2): also inner ones (softmax_ce's
+                            * classes: sf_op_dim_opt_in); 0
                             * (default) until the
                             * runtime executes them */
 } sf_optcnn_options;
@@ -100,9 +101,10 @@ typedef struct sf_mcmc_options {
                          * over every single-operator and neighbour-pair move of a
                          * candidate set (docs/search.md); 0: none */
     int progress;       /* draw a progress bar on stderr when it is a terminal */
-    int reduce;         /* 1: propose reduction degrees too (partial sums: a row-parallel
-                         * linear, attention heads) and inner ones (softmax_ce's classes:
-                         * sf_op_dim_opt_in), in single moves, pair moves and the polish's
+    int reduce;         /* SF_OPT_IN_REDUCE (1): propose reduction degrees too (partial
+                         * sums: a row-parallel linear, attention heads); SF_OPT_IN_INNER
+                         * (2): also inner ones (softmax_ce's classes: sf_op_dim_opt_in),
+                         * in single moves, pair moves and the polish's
                          * candidates; 0 (default) until the runtime executes them,
                          * which keeps every seeded search as it was */
     sf_sim_options sim; /* the simulator's options (sync mode); sf_search_run judges

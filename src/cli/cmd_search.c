@@ -48,7 +48,8 @@ static int usage(FILE *out) {
         "  --reduce-splits        also propose reduction degrees (partial sums: row-parallel\n"
         "                         linears, attention heads) and softmax_ce's classes\n"
         "                         (vocabulary-parallel loss) in both searches; the runtime\n"
-        "                         trains them, except a split of the classes\n"        "  --costs FILE           measured task times from 'soapflow profile' (default:\n"
+        "                         trains them, except a split of the classes\n"
+        "  --costs FILE           measured task times from 'soapflow profile' (default:\n"
         "                         the analytic roofline model)\n"
         "%s"
         "%s"
@@ -196,7 +197,7 @@ int sf_cmd_search(int argc, char **argv) {
     if (o.beta) so.mcmc.beta = beta;
     if (o.anneal) so.mcmc.anneal = anneal;
     so.mcmc.use_delta = !o.no_delta;
-    so.mcmc.reduce = o.reduce;
+    so.mcmc.reduce = o.reduce ? SF_OPT_IN_INNER : 0; /* everything the planner prices */
     so.mcmc.sim = o.sim;
     so.mcmc.progress = !o.json;
     sf_search_report rep;

@@ -170,8 +170,9 @@ int sf_op_inner_dim(const sf_op *op) {
 }
 
 int sf_op_dim_opt_in(const sf_op *op, int d) {
-    return d >= 0 && d < op->space.ndim &&
-           (op->kinds[d] == SF_DIM_REDUCE || d == sf_op_inner_dim(op));
+    if (d < 0 || d >= op->space.ndim) return 0;
+    if (d == sf_op_inner_dim(op)) return SF_OPT_IN_INNER;
+    return op->kinds[d] == SF_DIM_REDUCE ? SF_OPT_IN_REDUCE : 0;
 }
 
 int sf_weight_slices_one_run(const sf_weight_slice *s, int n) {

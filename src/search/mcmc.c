@@ -236,10 +236,12 @@ typedef struct mc_move {
  * elsewhere, each part on the device of c's part with the same coordinates (0
  * in the dimensions dropped). Either way the parts of the two operators that
  * cover the same indices share a device where the shapes allow. */
+/* The highest opt-in level (sf_op_dim_opt_in) among the dimensions c splits. */
 static int splits_reduce(const sf_op *op, const sf_config *c) {
+    int level = 0;
     for (int i = 0; i < c->ndim && i < op->space.ndim; i++)
-        if (sf_op_dim_opt_in(op, i) && c->degree[i] > 1) return 1;
-    return 0;
+        if (c->degree[i] > 1 && sf_op_dim_opt_in(op, i) > level) level = sf_op_dim_opt_in(op, i);
+    return level;
 }
 
 /* Reduction and inner dimensions (sf_op_dim_opt_in) are proposed only with
@@ -247,7 +249,7 @@ static int splits_reduce(const sf_op *op, const sf_config *c) {
  * is one for op is not taken. */
 static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, int reduce,
                     sf_config *out) {
-    if (c->ndim == op->space.ndim && (reduce || !splits_reduce(op, c)) &&
+    if (c->ndim == op->space.ndim && splits_reduce(op, c) <= reduce &&
         sf_config_validate(op, m, c, NULL) == SF_OK) {
         sf_config_copy(out, c);
         return;
@@ -255,7 +257,7 @@ static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, in
     int nd = op->space.ndim, degree[SF_MAX_DIMS];
     for (int i = 0; i < nd; i++) {
         int d = i < c->ndim ? c->degree[i] : 1;
-        degree[i] = d > 1 && op->kinds[i] != SF_DIM_NONE && (reduce || !sf_op_dim_opt_in(op, i)) &&
+        degree[i] = d > 1 && op->kinds[i] != SF_DIM_NONE && sf_op_dim_opt_in(op, i) <= reduce &&
                             d <= op->space.d[i]
                         ? d
                         : 1;
@@ -303,8 +305,7 @@ static void shift_devices(mc_search *s, const sf_config *cur, sf_config *c) {
  * set, so the other chains draw exactly what they drew without pair moves.
  * Every move gives valid configs, so the chain still explores the whole space;
  * the mix only makes useful moves likelier. */
-static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, int pairs,
-                    mc_move *mv) {
+static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, int pairs, mc_move *mv) {
     const sf_op *op = sf_graph_op(s->g, opi);
     const sf_config *cur = sf_strategy_get(cur_strat, opi);
     int n_nb = s->nbr_start[opi + 1] - s->nbr_start[opi];
@@ -360,8 +361,7 @@ static double chain_beta(const sf_mcmc_options *o, int has_it, int64_t it, int64
  * share_s seconds (budget_s > 0); what it finds is credited to start i. pairs:
  * half of its proposals are pair moves. */
 static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pairs, int has_it,
-                           int64_t share_it, double share_s, mc_point *start_pt,
-                           sf_error *err) {
+                           int64_t share_it, double share_s, mc_point *start_pt, sf_error *err) {
     const sf_mcmc_options *o = s->o;
     sf_sim_result r;
     sf_status st = sf_sim_run(s->sim, start, &r, err);
@@ -490,7 +490,7 @@ static int cands_from(const sf_op *op, int n_dev, int reduce, int i, int prod, i
         return n + 1;
     }
     int top = 1;
-    if (op->kinds[i] != SF_DIM_NONE && (reduce || !sf_op_dim_opt_in(op, i)))
+    if (op->kinds[i] != SF_DIM_NONE && sf_op_dim_opt_in(op, i) <= reduce)
         top = op->space.d[i] < n_dev ? (int)op->space.d[i] : n_dev;
     for (int d = 1; d <= top && prod * d <= n_dev && prod * d <= SF_MAX_PARTS; d++) {
         deg[i] = d;
@@ -502,8 +502,8 @@ static int cands_from(const sf_op *op, int n_dev, int reduce, int i, int prod, i
 
 /* The polish's candidate tuples of op (see cands_from); deg_out and start
  * may be NULL with cap 0 to count them. */
-static int polish_cands(const sf_op *op, int n_dev, int reduce, int *deg_out, int *start,
-                        int cap, int *total) {
+static int polish_cands(const sf_op *op, int n_dev, int reduce, int *deg_out, int *start, int cap,
+                        int *total) {
     int deg[SF_MAX_DIMS];
     for (int i = 0; i < SF_MAX_DIMS; i++) deg[i] = 1;
     *total = 0;
@@ -660,17 +660,17 @@ static void search_free(mc_search *s) {
 }
 
 sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
-                         const sf_strategy *const *starts, int n_starts,
-                         const sf_mcmc_options *o, sf_strategy *best, sf_mcmc_result *r,
-                         sf_error *err) {
+                         const sf_strategy *const *starts, int n_starts, const sf_mcmc_options *o,
+                         sf_strategy *best, sf_mcmc_result *r, sf_error *err) {
     sf_mcmc_options defaults;
     if (!o) {
         sf_mcmc_options_default(&defaults);
         o = &defaults;
     }
     if (!g || !m || !cm || !best)
-        return sf_error_set(err, SF_ERR_INVALID, "mcmc: graph, machine, cost model and output "
-                                                 "strategy are required");
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "mcmc: graph, machine, cost model and output "
+                            "strategy are required");
     if (!starts || n_starts < 1)
         return sf_error_set(err, SF_ERR_INVALID, "mcmc: needs at least one start strategy");
     for (int i = 0; i < n_starts; i++)
@@ -810,8 +810,7 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
         if ((o->iters <= 0 || left_it > 0) && (!(o->budget_s > 0) || left_s > 0)) {
             sf_strategy_copy(s.polish, s.best);
             mc_point sp;
-            st = run_chain(&s, s.polish, s.best_start, 1, o->iters > 0, left_it, left_s, &sp,
-                           err);
+            st = run_chain(&s, s.polish, s.best_start, 1, o->iters > 0, left_it, left_s, &sp, err);
         }
     }
     /* Then the greedy polish of the best strategy, with the rest of the budget. */

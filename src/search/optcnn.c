@@ -146,8 +146,7 @@ static int parts_allowed(int p, int n_dev) { return (p & (p - 1)) == 0 || n_dev 
 
 /* Degree tuples of op with product exactly `rem` over dimensions d.., in
  * lexicographic order; writes them to out (when non-NULL) from index n. */
-static int enum_degrees(const sf_op *op, int reduce, int d, int rem, int *deg, oc_cfg *out,
-                        int n) {
+static int enum_degrees(const sf_op *op, int reduce, int d, int rem, int *deg, oc_cfg *out, int n) {
     if (d == op->space.ndim) {
         if (rem != 1) return n;
         if (out) {
@@ -162,7 +161,7 @@ static int enum_degrees(const sf_op *op, int reduce, int d, int rem, int *deg, o
         return n + 1;
     }
     /* reduction and inner dimensions (sf_op_dim_opt_in) only with sf_optcnn_options.reduce */
-    int64_t maxd = op->kinds[d] == SF_DIM_NONE || (!reduce && sf_op_dim_opt_in(op, d)) ? 1 : rem;
+    int64_t maxd = op->kinds[d] == SF_DIM_NONE || sf_op_dim_opt_in(op, d) > reduce ? 1 : rem;
     if (op->space.d[d] < maxd) maxd = op->space.d[d];
     for (int x = 1; x <= maxd; x++) {
         if (rem % x) continue;
@@ -667,7 +666,8 @@ static sf_status build_edges(dp *s, oc_scratch *sc, sf_error *err) {
                         oc_set_config(sc, vi, &s->cfg_b, &es.vt[es.roff[b]]);
                         double c = oc_edge_cost_set(sc, vi, k);
                         if (isnan(c)) {
-                            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory building edge tables");
+                            st = sf_error_set(err, SF_ERR_NOMEM,
+                                              "out of memory building edge tables");
                             break;
                         }
                         nt[(size_t)a * (size_t)cv->n + (size_t)b] = c;

@@ -27,8 +27,7 @@ void sf_config_random_in(const sf_op *op, const sf_machine *m, int reduce, sf_rn
     for (int i = 0; i < op->space.ndim; i++) {
         degree[i] = 1;
         /* reduction dimensions only when asked (sf_config_random_in) */
-        if (op->kinds[i] != SF_DIM_NONE && (reduce || !sf_op_dim_opt_in(op, i)) &&
-            op->space.d[i] > 1)
+        if (op->kinds[i] != SF_DIM_NONE && sf_op_dim_opt_in(op, i) <= reduce && op->space.d[i] > 1)
             order[n++] = i;
     }
     for (int i = n - 1; i > 0; i--) {

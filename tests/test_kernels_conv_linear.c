@@ -259,8 +259,9 @@ static void check_gradients_fd(const one_op *o, fwd_d_fn f, uint64_t seed) {
     free(gw);
 }
 
-/* Every partition in degs: fast and reference tiles stitched == full reference. */
-static void check_partitions(const one_op *o, const int (*degs)[4], int n_degs, uint64_t seed) {
+/* Every partition in degs (degrees of the first 5 dimensions, 0 read as 1): fast and
+ * reference tiles stitched (partial sums added) == full reference. */
+static void check_partitions(const one_op *o, const int (*degs)[5], int n_degs, uint64_t seed) {
     sf_rng rng;
     sf_rng_seed(&rng, seed);
     float *x = falloc(o->n_in), *w = falloc(o->n_w), *dy = falloc(o->n_out);
@@ -273,7 +274,8 @@ static void check_partitions(const one_op *o, const int (*degs)[4], int n_degs, 
     for (int d = -1; d < n_degs; d++) {
         int deg[SF_MAX_DIMS] = {1, 1, 1, 1, 1, 1};
         if (d >= 0)
-            for (int i = 0; i < o->op->space.ndim && i < 4; i++) deg[i] = degs[d][i];
+            for (int i = 0; i < o->op->space.ndim && i < 5; i++)
+                deg[i] = degs[d][i] > 0 ? degs[d][i] : 1;
         for (int fast = 0; fast < 2; fast++) {
             if (d < 0 && !fast) continue; /* that is the baseline itself */
             float *y = falloc(o->n_out), *dx = falloc(o->n_in), *dw = falloc(o->n_w);
@@ -281,9 +283,9 @@ static void check_partitions(const one_op *o, const int (*degs)[4], int n_degs, 
             double ey = rel_err(y, y0, o->n_out), ex = rel_err(dx, dx0, o->n_in);
             double ew = rel_err(dw, dw0, o->n_w);
             if (ey > 1e-4 || ex > 1e-4 || ew > 1e-4)
-                fail_msg("%s partition %d (%d,%d,%d,%d) fast=%d: y %g dx %g dw %g",
-                         sf_op_type_name(o->op->type), d, deg[0], deg[1], deg[2], deg[3], fast,
-                         ey, ex, ew);
+                fail_msg("%s partition %d (%d,%d,%d,%d,%d) fast=%d: y %g dx %g dw %g",
+                         sf_op_type_name(o->op->type), d, deg[0], deg[1], deg[2], deg[3], deg[4],
+                         fast, ey, ex, ew);
             free(y);
             free(dx);
             free(dw);
@@ -364,10 +366,21 @@ static void conv_make(one_op *o, const conv_case *k) {
 
 static void test_conv_tiles_fast_vs_ref(void **state) {
     (void)state;
-    static const int degs[][4] = {
-        {2, 3, 2, 3}, {3, 2, 3, 2}, {1, 1, 4, 5}, {2, 1, 1, 1}, {1, 5, 1, 1},
+    static const int degs[][5] = {
+        {2, 3, 2, 3},
+        {3, 2, 3, 2},
+        {1, 1, 4, 5},
+        {2, 1, 1, 1},
+        {1, 5, 1, 1},
         {1, 1, 7, 1}, /* more parts than rows in some cases: empty tiles */
         {1, 2, 1, 4},
+        /* partial sums over the input channels (groups 1; with groups the
+         * dimension has size 1 and the extra parts are empty); more parts than
+         * channels in some cases */
+        {1, 1, 1, 1, 2},
+        {2, 3, 1, 2, 3},
+        {1, 2, 2, 1, 2},
+        {1, 1, 1, 1, 5},
     };
     for (int i = 0; i < N_CONV_CASES; i++) {
         one_op o;
@@ -387,7 +400,7 @@ static const conv_case conv_big_cases[] = {
 
 static void test_conv_big_tiles(void **state) {
     (void)state;
-    static const int degs[][4] = {{2, 1, 3, 1}, {1, 2, 1, 2}};
+    static const int degs[][5] = {{2, 1, 3, 1}, {1, 2, 1, 2}, {1, 2, 1, 1, 3}};
     for (int i = 0; i < (int)(sizeof conv_big_cases / sizeof conv_big_cases[0]); i++) {
         one_op o;
         conv_make(&o, &conv_big_cases[i]);
@@ -463,7 +476,9 @@ static void run_with_guard(const sf_kernel_args *a0, int backward) {
 static void test_conv_workspace_bounds(void **state) {
     (void)state;
     static const conv_case all_padding = {3, 2, 10, 3, 1, 2, 1, 1, 1, 2, 3, 3, 2, 1, 0};
-    static const int degs[][4] = {{1, 1, 4, 4}, {2, 1, 3, 2}, {1, 1, 1, 9}};
+    /* partial sums (input channels split) first: the last partition is stitched */
+    static const int degs[][5] = {
+        {1, 2, 2, 1, 2}, {1, 1, 1, 1, 3}, {1, 1, 4, 4, 1}, {2, 1, 3, 2, 1}, {1, 1, 1, 9, 1}};
     for (int i = 0; i <= N_CONV_CASES; i++) {
         one_op o;
         conv_make(&o, i < N_CONV_CASES ? &conv_cases[i] : &all_padding);
@@ -475,7 +490,7 @@ static void test_conv_workspace_bounds(void **state) {
         fill_random(&rng, w, o.n_w);
         fill_random(&rng, dy, o.n_out);
         for (int d = 0; d < (int)(sizeof degs / sizeof degs[0]); d++)
-            for (int p = 0; p < partition_count(degs[d], 4); p++) {
+            for (int p = 0; p < partition_count(degs[d], 5); p++) {
                 sf_tile t = partition_tile(&o.op->space, degs[d], p);
                 tile_run tr;
                 tile_run_init(&tr, o.op, &t, x, w, dy, dw);
@@ -532,7 +547,7 @@ static void linear_make(one_op *o, const linear_case *k) {
 
 static void test_linear_tiles_fast_vs_ref(void **state) {
     (void)state;
-    static const int degs[][4] = {
+    static const int degs[][5] = {
         {2, 3, 1, 1}, {3, 2, 2, 1}, {1, 5, 3, 1}, {4, 1, 1, 1}, {1, 1, 2, 1},
     };
     for (int i = 0; i < N_LINEAR_CASES; i++) {
@@ -618,7 +633,7 @@ static void test_dispatch_checks(void **state) {
     float *x = falloc(o.n_in), *w = falloc(o.n_w), *dy = falloc(o.n_out);
     fill_random(&rng, x, o.n_in);
     fill_random(&rng, w, o.n_w);
-    sf_tile t = partition_tile(&o.op->space, (int[]){1, 2, 2, 1}, 1);
+    sf_tile t = partition_tile(&o.op->space, (int[]){1, 2, 2, 1, 1}, 1);
     tile_run tr;
     tile_run_init(&tr, o.op, &t, x, w, dy, NULL);
     assert_true(sf_kernel_workspace_bytes(o.op, &t, 0) > 0);

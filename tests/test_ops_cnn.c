@@ -122,7 +122,8 @@ static void test_conv2d_alexnet(void **state) {
     int c = add_ok(g, SF_OP_CONV2D, "conv1", &p, (sf_tensor_ref[]){{x, 0}}, 1);
     const sf_op *op = sf_graph_op(g, c);
     check_shape(&op->out_shapes[0], 4, I64(2, 64, 55, 55));
-    check_kinds(op, 4, KINDS(S, P, A, A));
+    check_kinds(op, 5, KINDS(S, P, A, A, R));
+    assert_int_equal(op->space.d[4], 3);                   /* the input channels, a reduction */
     assert_int_equal(op->n_params, 64 * 3 * 11 * 11 + 64); /* 23296 */
 
     /* outs = 2*64*55*55 = 387200, MACs = outs * 3 * 121 */
@@ -151,6 +152,60 @@ static void test_conv2d_alexnet(void **state) {
     /* a sample-split tile holds a whole replica of the weights */
     t = mk_tile(4, I64(1, 0, 0, 0), I64(2, 64, 55, 55));
     assert_int_equal(sf_op_tile_weights(op, &t), 23296);
+    {
+        /* a partial sum: output channels [32, 64), input channels [1, 3) of every
+         * image: reads those channels only, W[32:64, 1:3] (strided), no bias (the
+         * part with channel 0 adds it); its output piece has the output's rank */
+        sf_tile tp = {5, {0, 32, 0, 0, 1}, {2, 64, 55, 55, 3}}, r, o;
+        sf_op_input_region(op, &tp, 0, &r);
+        sf_tile want_r = {4, {0, 1, 0, 0}, {2, 3, 224, 224}};
+        assert_true(sf_tile_equal(&r, &want_r));
+        sf_op_output_tile(op, &tp, 0, &o);
+        sf_tile want_o = {4, {0, 32, 0, 0}, {2, 64, 55, 55}};
+        assert_true(sf_tile_equal(&o, &want_o));
+        sf_op_cost kp;
+        sf_op_tile_cost(op, &tp, &kp);
+        double outs = 2.0 * 32 * 55 * 55; /* 193600 */
+        assert_true(kp.flops_fwd == 2.0 * outs * 2 * 121);
+        assert_true(kp.flops_bwd == 4.0 * outs * 2 * 121);
+        assert_true(kp.bytes_fwd == (2.0 * 2 * 224 * 224 + 32 * 2 * 121 + outs) * 4);
+        assert_int_equal(sf_op_tile_weights(op, &tp), 32 * 2 * 121);
+        sf_weight_slice ws[SF_MAX_WEIGHT_SLICES];
+        assert_int_equal(sf_op_weight_slices(op, &tp, ws), 1);
+        assert_int_equal(ws[0].offset, 32 * 363 + 121);
+        assert_int_equal(ws[0].len, 242);
+        assert_int_equal(ws[0].stride, 363);
+        assert_int_equal(ws[0].count, 32);
+        sf_op_mem mp;
+        sf_op_tile_memory(op, &tp, &mp);
+        assert_true(mp.output_bytes == outs * SF_ELEM_BYTES);
+        /* channel [0, 1): the bias of its output channels too */
+        tp.lo[4] = 0;
+        tp.hi[4] = 1;
+        sf_op_tile_cost(op, &tp, &kp);
+        assert_true(kp.flops_fwd == 2.0 * outs * 121 + outs);
+        assert_int_equal(sf_op_tile_weights(op, &tp), 32 * 121 + 32);
+        assert_int_equal(sf_op_weight_slices(op, &tp, ws), 2);
+        assert_int_equal(ws[0].offset, 32 * 363);
+        assert_int_equal(ws[0].len, 121);
+        assert_int_equal(ws[0].stride, 363);
+        assert_int_equal(ws[0].count, 32);
+        assert_int_equal(ws[1].offset, 64 * 363 + 32);
+        assert_int_equal(ws[1].len, 32);
+        assert_int_equal(ws[1].count, 1);
+        /* all the input channels: the same as a tile of the output's rank */
+        tp.hi[4] = 3;
+        sf_tile t4 = mk_tile(4, I64(0, 32, 0, 0), I64(2, 64, 55, 55));
+        sf_op_cost k4;
+        sf_op_tile_cost(op, &tp, &kp);
+        sf_op_tile_cost(op, &t4, &k4);
+        assert_true(kp.flops_fwd == k4.flops_fwd && kp.bytes_fwd == k4.bytes_fwd &&
+                    kp.bytes_bwd == k4.bytes_bwd);
+        assert_int_equal(sf_op_weight_slices(op, &tp, ws), 2);
+        assert_int_equal(ws[0].offset, 32 * 363);
+        assert_int_equal(ws[0].len, 32 * 363);
+        assert_int_equal(ws[0].count, 1);
+    }
     sf_graph_free(g);
 }
 
@@ -170,6 +225,9 @@ static void test_conv2d_groups_dilation(void **state) {
     const sf_op *op = sf_graph_op(g, c);
     /* (10 + 2 - 2*2 - 1) / 2 + 1 = 4 */
     check_shape(&op->out_shapes[0], 4, I64(2, 12, 4, 4));
+    /* with groups the input channels cannot be split: a reduction of size 1 */
+    check_kinds(op, 5, KINDS(S, P, A, A, R));
+    assert_int_equal(op->space.d[4], 1);
     assert_int_equal(op->n_params, 12 * 2 * 9 + 12);
     /* output channels [4,7) fall in groups 1 and 2 -> input channels [2,6);
      * rows [1,3): 1*2-1 = 1 .. 2*2-1 + 2*2 + 1 = 8 */

@@ -238,6 +238,125 @@ static void test_sim_delta_equals_full(void **state) {
     sf_graph_free(g);
 }
 
+/* x (8, 16, 10, 10) -> conv1 (32, 3x3, pad 1) -> relu -> conv2 (16, 3x3, pad 1)
+ * -> gconv (16, 1x1, groups 4) */
+static sf_graph *cnn(void) {
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("cnn");
+    sf_shape s = sf_shape_make(4, (int64_t[]){8, 16, 10, 10});
+    int x = sf_graph_add_input(g, "x", &s, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONV2D, &p);
+    p.conv2d.out_channels = 32;
+    p.conv2d.kernel[0] = p.conv2d.kernel[1] = 3;
+    p.conv2d.padding[0] = p.conv2d.padding[1] = 1;
+    int a = sf_graph_add_op(g, SF_OP_CONV2D, "conv1", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    sf_op_params q;
+    sf_op_params_default(SF_OP_RELU, &q);
+    int r = sf_graph_add_op(g, SF_OP_RELU, "relu", &q, (sf_tensor_ref[]){{a, 0}}, 1, &err);
+    p.conv2d.out_channels = 16;
+    int b = sf_graph_add_op(g, SF_OP_CONV2D, "conv2", &p, (sf_tensor_ref[]){{r, 0}}, 1, &err);
+    p.conv2d.kernel[0] = p.conv2d.kernel[1] = 1;
+    p.conv2d.padding[0] = p.conv2d.padding[1] = 0;
+    p.conv2d.groups = 4;
+    int c = sf_graph_add_op(g, SF_OP_CONV2D, "gconv", &p, (sf_tensor_ref[]){{b, 0}}, 1, &err);
+    assert_true(x >= 0 && a >= 0 && r >= 0 && b >= 0 && c >= 0);
+    return g;
+}
+
+/* conv2d split on its input channels: the task graph reduces the partial sums
+ * for the consumer (a reduce to one device, an all-reduce), random moves with
+ * channel splits keep delta equal to full simulation, exactly; a grouped conv
+ * cannot be split so; a file with four conv degrees reads as reduce degree 1. */
+static void test_conv_channels(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = cnn();
+    const sf_op *c2 = sf_graph_op(g, sf_graph_find(g, "conv2"));
+    const sf_op *gc = sf_graph_op(g, sf_graph_find(g, "gconv"));
+    assert_int_equal(c2->space.ndim, 5);
+    assert_int_equal(c2->kinds[4], SF_DIM_REDUCE);
+    assert_int_equal(c2->space.d[4], 32);
+    assert_int_equal(gc->space.d[4], 1); /* groups: not splittable */
+    sf_machine *m = sf_machine_preset("p100-4x4", &err);
+    assert_non_null(m);
+    sf_config bad;
+    memset(&bad, 0, sizeof bad);
+    sf_config_set_degrees(&bad, 5, (int[]){1, 1, 1, 1, 2});
+    bad.device[1] = 1;
+    assert_int_not_equal(sf_config_validate(gc, m, &bad, NULL), SF_OK);
+
+    /* conv2 on devices 0-3, 4 ways on its input channels; gconv whole on 0: a
+     * reduce to device 0, three messages and a broadcast back */
+    sf_strategy *s = sf_strategy_new(g);
+    sf_strategy_single(s, g, 0);
+    set(s, g, "conv2", (int[]){1, 1, 1, 1, 4}, 0);
+    sf_taskgraph *tg = sf_taskgraph_new(g, 4, &err);
+    assert_non_null(tg);
+    sf_taskgraph_set_strategy(tg, s);
+    for (int i = 0; i < sf_graph_num_ops(g); i++) sf_taskgraph_set_tiles(tg, i);
+    const sf_tg_pair *pr;
+    assert_true(sf_taskgraph_edge(tg, gc->id, 0, &pr) >= 0);
+    sf_tg_reduces rd;
+    assert_int_equal(sf_taskgraph_edge_reduce(tg, &rd), 1);
+    assert_int_equal(rd.groups[0].kind, SF_REDUCE_ONE);
+    assert_int_equal(rd.groups[0].n_parts, 4);
+    assert_int_equal(rd.groups[0].numel, 8 * 16 * 10 * 10);
+    assert_int_equal(rd.groups[0].n_fwd, 3);
+    sf_taskgraph_free(tg);
+
+    /* the partial sums and their reduction cost time: whole conv2 differs */
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    assert_non_null(cm);
+    double split = run_full(g, m, cm, s);
+    set(s, g, "conv2", (int[]){1, 1, 1, 1, 1}, 0);
+    double whole = run_full(g, m, cm, s);
+    assert_true(split > 0 && whole > 0 && split != whole);
+
+    /* JSON: four degrees read as a reduce degree of 1; a channel split reads back */
+    set(s, g, "conv2", (int[]){2, 1, 1, 1, 4}, 0);
+    char *text = sf_strategy_to_json(s, g, &err);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"conv2\": {\"degrees\": [2, 1, 1, 1, 4]"));
+    assert_non_null(strstr(text, "\"conv1\": {\"degrees\": [1, 1, 1, 1], \"devices\": [0]}"));
+    sf_strategy *back = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_parse_json(back, text, "mem.json", g, NULL, &err), SF_OK);
+    for (int i = 0; i < sf_graph_num_ops(g); i++)
+        assert_true(sf_config_equal(sf_strategy_get(back, i), sf_strategy_get(s, i)));
+    free(text);
+    sf_strategy_free(back);
+
+    /* random moves with channel splits: delta equals full, exactly */
+    assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    sf_sim *sim = sf_sim_new(g, m, cm, &so, &err);
+    assert_non_null(sim);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    sf_rng rng;
+    sf_rng_seed(&rng, 2525);
+    int n_ops = sf_graph_num_ops(g), reduced = 0;
+    for (int it = 0; it < 300; it++) {
+        int op = 1 + (int)sf_rng_below(&rng, (uint64_t)(n_ops - 1));
+        const sf_op *o = sf_graph_op(g, op);
+        sf_config c;
+        sf_config_random_in(o, m, SF_OPT_IN_REDUCE, &rng, &c);
+        if (sf_config_validate(o, m, &c, NULL) != SF_OK) continue;
+        for (int d = 0; d < c.ndim; d++)
+            reduced += o->type == SF_OP_CONV2D && o->kinds[d] == SF_DIM_REDUCE && c.degree[d] > 1;
+        assert_int_equal(sf_sim_update(sim, op, &c, &r, &err), SF_OK);
+        *sf_strategy_config(s, op) = c;
+        assert_true(r.iter_s == run_full(g, m, cm, s));
+    }
+    assert_true(reduced > 20);
+    sf_sim_free(sim);
+    sf_strategy_free(s);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+    sf_graph_free(g);
+}
+
 /* A reduce degree of 1 is left out of the file, so files written before
  * partial sums read and write the same bytes; a reduce degree above 1 is the
  * last entry of "degrees" and reads back. */
@@ -660,11 +779,11 @@ static void test_softmax_ce_classes(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_reduction_kinds),    cmocka_unit_test(test_sim_delta_equals_full),
-        cmocka_unit_test(test_json_round_trip),    cmocka_unit_test(test_json_tied_tail),
-        cmocka_unit_test(test_random_proposals),   cmocka_unit_test(test_matmul_and_limits),
-        cmocka_unit_test(test_optcnn_reduce),      cmocka_unit_test(test_attention_heads),
-        cmocka_unit_test(test_softmax_ce_classes),
+        cmocka_unit_test(test_reduction_kinds),   cmocka_unit_test(test_sim_delta_equals_full),
+        cmocka_unit_test(test_conv_channels),     cmocka_unit_test(test_json_round_trip),
+        cmocka_unit_test(test_json_tied_tail),    cmocka_unit_test(test_random_proposals),
+        cmocka_unit_test(test_matmul_and_limits), cmocka_unit_test(test_optcnn_reduce),
+        cmocka_unit_test(test_attention_heads),   cmocka_unit_test(test_softmax_ce_classes),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,7 +23,7 @@ static void run_cases(int model, int n) {
     assert_int_equal(rc_train_one(&one, g, 0), SF_OK);
     sf_strategy *s = sf_strategy_new(g);
     char what[160];
-    int bulk, ok, cases = 0, reduces[SF_REDUCE_KIND_COUNT] = {0};
+    int bulk, ok, cases = 0, reduces[SF_REDUCE_KIND_COUNT] = {0}, conv_partial = 0;
     for (int k = 0; (ok = rc_strategy(g, n, k, N_RANDOM, s, what, sizeof what, &bulk)) != 0; k++) {
         assert_int_equal(ok, 1);
         assert_int_equal(rc_check_coverage(g, s, n), 0);
@@ -42,8 +42,17 @@ static void run_cases(int model, int n) {
         assert_int_equal(rc_compare(&j, &one, what), 0);
         rc_job_free(&j);
         rc_count_reduces(g, s, n, reduces);
+        for (int op = 0; op < sf_graph_num_ops(g); op++) {
+            const sf_op *x = sf_graph_op(g, op);
+            int rd = rc_reduce_dim(x);
+            conv_partial += x->type == SF_OP_CONV2D && rd >= 0 &&
+                            sf_strategy_get(s, op)->ndim > rd &&
+                            sf_strategy_get(s, op)->degree[rd] > 1;
+        }
         cases++;
     }
+    /* the CNNs run convolutions split on their input channels (partial sums) */
+    if (model == 0 || model == 2) assert_true(conv_partial > 0);
     /* the models with linears run partial sums; the linears model every kind */
     if (model != 2) assert_true(reduces[SF_REDUCE_SCATTER] + reduces[SF_REDUCE_ONE] > 0);
     if (model == 6)

@@ -252,7 +252,7 @@ static void test_config_validate_messages(void **state) {
     sf_config_set_degrees(&c, 3, (int[]){1, 1, 1});
     assert_int_equal(sf_config_validate(conv3, m, &c, &err), SF_ERR_INVALID);
     assert_non_null(strstr(err.msg, "operator 'conv3': config has 3 dimensions"));
-    assert_non_null(strstr(err.msg, "has 4"));
+    assert_non_null(strstr(err.msg, "has 5"));
 
     sf_error_clear(&err);
     sf_config_set_degrees(&c, 4, (int[]){2, 1, 1, 1});
@@ -565,7 +565,7 @@ static sf_strategy *mixed(const sf_graph *g, const sf_machine *m) {
     sf_strategy *s = sf_strategy_new(g);
     assert_int_equal(sf_strategy_owt(s, g, m), SF_OK);
     sf_config *c = sf_strategy_config(s, sf_graph_find(g, "conv1"));
-    sf_config_set_degrees(c, 4, (int[]){2, 3, 2, 1});
+    sf_config_set_degrees(c, 5, (int[]){2, 3, 2, 1, 1});
     for (int p = 0; p < 12; p++) c->device[p] = (int16_t)((p * 5) % 16);
     c = sf_strategy_config(s, sf_graph_find(g, "pool1"));
     sf_config_set_degrees(c, 4, (int[]){1, 1, 1, 1});
@@ -713,7 +713,7 @@ static void test_json_errors(void **state) {
     free(t);
     t = with_op_line(good, "conv3", "\"conv3\": {\"degrees\": [1, 1, 1], \"devices\": [0]},");
     expect_load_error(g, m, t, SF_ERR_INVALID, conv3_line, "operator 'conv3'",
-                      "has 3 entries, its parallel space 8x3x6x6 has 4 dimensions");
+                      "has 3 entries, its parallel space 8x3x6x6x6 has 5 dimensions");
     free(t);
     t = with_op_line(good, "fc1", "\"fc1\": {\"degrees\": [2, 1], \"devices\": [0, 16]},");
     expect_load_error(g, m, t, SF_ERR_RANGE, fc1_line, "operator 'fc1'",

@@ -3,7 +3,13 @@
  *
  * Parallel space: the output (N, C_out, H_out, W_out); N is the sample dimension,
  * C_out a parameter dimension (splitting it splits the filters), H and W attribute
- * dimensions (splitting them keeps the filters whole but needs a halo of input rows).
+ * dimensions (splitting them keeps the filters whole but needs a halo of input rows),
+ * then one more, the input channels (a reduction dimension, SF_DIM_REDUCE: no output
+ * dimension names it). A part with input channels [c0, c1) reads only those channels
+ * of its input region and the columns [c0, c1) of the filters, W[:, c0:c1, :, :], and
+ * produces a partial sum of its output piece, which the task graph reduces
+ * (src/taskgraph/reduce.c); the bias belongs to the part with c0 = 0. The split needs
+ * groups == 1: with groups the dimension has size 1 (it cannot be split).
  *
  * Every split runs exactly on both kernels (tests/test_ops_slices.c): a tile reads
  * and, backward, accumulates into the filters of its output channels (rows
@@ -99,11 +105,31 @@ static int64_t conv2d_params(const sf_op_params *p, const sf_shape *in, int n_in
     return sf_count_add(w, c->bias ? c->out_channels : 0);
 }
 
+/* The output's dimensions, then the input channels (the reduction; size 1,
+ * unsplittable, with groups). */
 static void conv2d_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {
     *space = op->out_shapes[0];
     kinds[0] = SF_DIM_SAMPLE;
     kinds[1] = SF_DIM_PARAMETER;
     kinds[2] = kinds[3] = SF_DIM_ATTRIBUTE;
+    space->d[4] = op->params.conv2d.groups == 1 ? op->in_shapes[0].d[1] : 1;
+    kinds[4] = SF_DIM_REDUCE;
+    space->ndim = 5;
+}
+
+/* The tile's input channels [c0, c1) of each group: its range on the reduction
+ * dimension (groups == 1 only), or all of them. */
+static void conv2d_crange(const sf_op *op, const sf_tile *t, int64_t *c0, int64_t *c1) {
+    int split = t->ndim > 4 && op->params.conv2d.groups == 1;
+    *c0 = split ? t->lo[4] : 0;
+    *c1 = split ? t->hi[4] : op->in_shapes[0].d[1] / op->params.conv2d.groups;
+}
+
+/* Whether the tile covers all the input channels (no partial sum). */
+static int conv2d_whole_c(const sf_op *op, const sf_tile *t) {
+    int64_t c0, c1;
+    conv2d_crange(op, t, &c0, &c1);
+    return c0 == 0 && c1 == op->in_shapes[0].d[1] / op->params.conv2d.groups;
 }
 
 static void conv2d_region(const sf_op *op, const sf_tile *t, int input, sf_tile *r) {
@@ -122,28 +148,13 @@ static void conv2d_region(const sf_op *op, const sf_tile *t, int input, sf_tile 
         int64_t g0 = t->lo[1] / cout_per_g, g1 = (t->hi[1] - 1) / cout_per_g;
         r->lo[1] = g0 * cin_per_g;
         r->hi[1] = (g1 + 1) * cin_per_g;
+        if (c->groups == 1) conv2d_crange(op, t, &r->lo[1], &r->hi[1]);
     }
     for (int i = 0; i < 2; i++)
         sf_window_range(t->lo[2 + i], t->hi[2 + i], c->stride[i], c->padding[i], c->kernel[i],
                         c->dilation[i], in->d[2 + i], &r->lo[2 + i], &r->hi[2 + i]);
-}
-
-static void conv2d_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
-    const sf_conv2d_params *c = &op->params.conv2d;
-    double outs = (double)sf_tile_numel(t);
-    double macs = outs * (double)(op->in_shapes[0].d[1] / c->groups) * (double)c->kernel[0] *
-                  (double)c->kernel[1];
-    double bias = c->bias ? outs : 0;
-    cost->flops_fwd = 2 * macs + bias;
-    cost->flops_bwd = 4 * macs + bias;
-    sf_tile r;
-    conv2d_region(op, t, 0, &r);
-    double in_b = (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
-    double w_b = (double)sf_tile_weight_share(op, t) * SF_ELEM_BYTES;
-    double out_b = outs * SF_ELEM_BYTES;
-    cost->bytes_fwd = in_b + w_b + out_b;
-    /* backward reads input, weights and output gradient; writes both gradients */
-    cost->bytes_bwd = 2 * in_b + 2 * w_b + out_b;
+    r->lo[4] = r->hi[4] = 0;
+    for (int d = 5; d < SF_MAX_DIMS; d++) r->lo[d] = r->hi[d] = 0;
 }
 
 /* Filter elements per output channel: C_in/groups * kh * kw. */
@@ -152,13 +163,57 @@ static int64_t conv2d_fan_in(const sf_op *op) {
     return op->in_shapes[0].d[1] / c->groups * c->kernel[0] * c->kernel[1];
 }
 
-/* The filters of the tile's output channels (rows [c0, c1) of W), then their biases. */
+/* Weight elements of a tile: its output channels' filters over its input
+ * channels, and their biases on the part with c0 = 0. */
+static int64_t conv2d_tile_weights(const sf_op *op, const sf_tile *t) {
+    if (conv2d_whole_c(op, t)) return sf_tile_weight_share(op, t);
+    const sf_conv2d_params *c = &op->params.conv2d;
+    int64_t c0, c1;
+    conv2d_crange(op, t, &c0, &c1);
+    int64_t ot = t->hi[1] - t->lo[1], ct = c1 - c0;
+    if (ot <= 0 || ct <= 0) return 0;
+    return ot * ct * c->kernel[0] * c->kernel[1] + (c->bias && c0 == 0 ? ot : 0);
+}
+
+static void conv2d_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
+    const sf_conv2d_params *c = &op->params.conv2d;
+    sf_tile o = *t;
+    o.ndim = 4; /* the output piece */
+    double outs = (double)sf_tile_numel(&o);
+    int64_t c0, c1;
+    conv2d_crange(op, t, &c0, &c1);
+    double macs =
+        outs * (double)(c1 > c0 ? c1 - c0 : 0) * (double)c->kernel[0] * (double)c->kernel[1];
+    double bias = c->bias && c0 == 0 ? outs : 0;
+    cost->flops_fwd = 2 * macs + bias;
+    cost->flops_bwd = 4 * macs + bias;
+    sf_tile r;
+    conv2d_region(op, t, 0, &r);
+    double in_b = (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
+    double w_b = (double)conv2d_tile_weights(op, t) * SF_ELEM_BYTES;
+    double out_b = outs * SF_ELEM_BYTES;
+    cost->bytes_fwd = in_b + w_b + out_b;
+    /* backward reads input, weights and output gradient; writes both gradients */
+    cost->bytes_bwd = 2 * in_b + 2 * w_b + out_b;
+}
+
+/* The filters of the tile's output channels (rows [o0, o1) of W): whole, one run,
+ * or, for a part of the input channels [c0, c1), W[o0:o1, c0:c1, :, :] (a strided
+ * slice); then their biases, on the part with c0 = 0. */
 static int conv2d_weight_slices(const sf_op *op, const sf_tile *t, sf_weight_slice *out) {
     const sf_conv2d_params *c = &op->params.conv2d;
-    int64_t k = conv2d_fan_in(op), c0 = t->lo[1], ct = t->hi[1] - t->lo[1];
-    out[0] = sf_weight_run(c0 * k, ct * k);
+    int64_t k = conv2d_fan_in(op), o0 = t->lo[1], ot = t->hi[1] - t->lo[1];
+    if (conv2d_whole_c(op, t)) {
+        out[0] = sf_weight_run(o0 * k, ot * k);
+    } else {
+        int64_t c0, c1, khw = c->kernel[0] * c->kernel[1];
+        conv2d_crange(op, t, &c0, &c1);
+        out[0] = (sf_weight_slice){o0 * k + c0 * khw, (c1 - c0) * khw, k, ot};
+        if (c0 != 0) return 1;
+    }
     if (!c->bias) return 1;
-    out[1] = sf_weight_run(c->out_channels * k + c0, ct);
+    int64_t c0 = o0;
+    out[1] = sf_weight_run(c->out_channels * k + c0, ot);
     return 2;
 }
 
@@ -236,6 +291,7 @@ typedef struct conv_geom {
     int64_t n0, nt, co0, cot, oh0, oht, ow0, owt; /* output tile */
     int64_t cr0, crn, ih0, ihn, iw0, iwn;         /* input region: channels, rows, cols */
     int64_t cin_g, cout_g, kh, kw;
+    int64_t ci0, ci1; /* the tile's input channels of each group (a partial sum unless whole) */
     int64_t k;     /* rows of the columns: cin_g * kh * kw */
     int64_t p;          /* output positions per image: oht * owt */
     conv_blocking blk;  /* blocks of the output, for im2col of x */
@@ -263,6 +319,7 @@ static void conv_geom_init(const sf_op *op, const sf_tile *t, const sf_tile *r, 
     g->iw0 = r->lo[3];
     g->iwn = r->hi[3] - r->lo[3];
     g->cin_g = op->in_shapes[0].d[1] / c->groups;
+    conv2d_crange(op, t, &g->ci0, &g->ci1);
     g->cout_g = c->out_channels / c->groups;
     g->kh = c->kernel[0];
     g->kw = c->kernel[1];
@@ -948,7 +1005,7 @@ static void conv_narrow_dw(const conv_geom *g, const conv_direct *d, const float
 #endif
 #endif /* CONV_DIRECT_AVAILABLE */
 
-size_t sf_conv2d_workspace_bytes(const sf_op *op, const sf_tile *t, int backward) {
+static size_t conv2d_workspace_whole(const sf_op *op, const sf_tile *t, int backward) {
     sf_tile r;
     conv2d_region(op, t, 0, &r);
     conv_geom g;
@@ -986,7 +1043,7 @@ static sf_status conv2d_fwd_ref(const sf_kernel_args *a) {
     conv_geom g;
     conv_geom_init(op, &a->tile, &a->in_region[0], &g);
     const float *x = a->in[0], *w = a->weights;
-    const float *bias = c->bias ? w + c->out_channels * g.k : NULL;
+    const float *bias = c->bias && g.ci0 == 0 ? w + c->out_channels * g.k : NULL;
     float *y = a->out[0];
     for (int64_t n = 0; n < g.nt; n++) {
         for (int64_t co = 0; co < g.cot; co++) {
@@ -994,7 +1051,7 @@ static sf_status conv2d_fwd_ref(const sf_kernel_args *a) {
             for (int64_t oh = 0; oh < g.oht; oh++) {
                 for (int64_t ow = 0; ow < g.owt; ow++) {
                     float acc = bias ? bias[cg] : 0.0f;
-                    for (int64_t ci = 0; ci < g.cin_g; ci++) {
+                    for (int64_t ci = g.ci0; ci < g.ci1; ci++) {
                         const float *xc =
                             x + (n * g.crn + grp * g.cin_g + ci - g.cr0) * g.ihn * g.iwn;
                         const float *wc = w + (cg * g.cin_g + ci) * g.kh * g.kw;
@@ -1028,7 +1085,7 @@ static sf_status conv2d_bwd_ref(const sf_kernel_args *a) {
     const float *x = a->in[0], *w = a->weights, *dy = a->grad_out[0];
     float *dx = a->grad_in ? a->grad_in[0] : NULL;
     float *dw = a->grad_weights;
-    float *db = dw && c->bias ? dw + c->out_channels * g.k : NULL;
+    float *db = dw && c->bias && g.ci0 == 0 ? dw + c->out_channels * g.k : NULL;
     for (int64_t n = 0; n < g.nt; n++) {
         for (int64_t co = 0; co < g.cot; co++) {
             int64_t cg = g.co0 + co, grp = cg / g.cout_g;
@@ -1036,7 +1093,7 @@ static sf_status conv2d_bwd_ref(const sf_kernel_args *a) {
                 for (int64_t ow = 0; ow < g.owt; ow++) {
                     float d = dy[((n * g.cot + co) * g.oht + oh) * g.owt + ow];
                     if (db) db[cg] += d;
-                    for (int64_t ci = 0; ci < g.cin_g; ci++) {
+                    for (int64_t ci = g.ci0; ci < g.ci1; ci++) {
                         int64_t xoff = (n * g.crn + grp * g.cin_g + ci - g.cr0) * g.ihn * g.iwn;
                         int64_t woff = (cg * g.cin_g + ci) * g.kh * g.kw;
                         for (int64_t i = 0; i < g.kh; i++) {
@@ -1105,7 +1162,7 @@ static void conv_fold(const conv_geom *g, sf_window2d win, const conv_block *b,
     }
 }
 
-static sf_status conv2d_fwd_fast(const sf_kernel_args *a) {
+static sf_status conv2d_fwd_fast_whole(const sf_kernel_args *a) {
     const sf_op *op = a->op;
     const sf_conv2d_params *c = &op->params.conv2d;
     conv_geom g;
@@ -1226,7 +1283,7 @@ static void conv2d_bwd_dx_transposed(const sf_op *op, const conv_geom *g, const 
     }
 }
 
-static sf_status conv2d_bwd_fast(const sf_kernel_args *a) {
+static sf_status conv2d_bwd_fast_whole(const sf_kernel_args *a) {
     const sf_op *op = a->op;
     const sf_conv2d_params *c = &op->params.conv2d;
     conv_geom g;
@@ -1312,6 +1369,111 @@ static sf_status conv2d_bwd_fast(const sf_kernel_args *a) {
         }
     }
     return SF_OK;
+}
+
+/* ---- partial sums: a part of the input channels ----------------------- */
+
+/* The fast kernels run a part with input channels [c0, c1) (groups == 1) as the
+ * whole convolution of a view: the same operator with ct = c1 - c0 input channels
+ * (the bias only on the part with c0 = 0), the tile without its reduction
+ * dimension, the region's channels renumbered from 0, and the filters
+ * W[o0:o1, c0:c1, :, :] packed into the workspace (backward: their gradient too,
+ * packed, then added back). Packing copies ot * ct * kh * kw weights, N * H * W
+ * times fewer than the convolution's multiply-adds. */
+typedef struct conv_part {
+    sf_op op;
+    sf_shape in_shape;
+    sf_tile tile, region;
+    int64_t o0, ot, c0, ct, khw, k, nout;
+    int bias;
+    int64_t packed; /* floats of one packed weight buffer, rounded up to 16 */
+} conv_part;
+
+static void conv_part_make(const sf_op *op, const sf_tile *t, conv_part *v) {
+    const sf_conv2d_params *c = &op->params.conv2d;
+    int64_t c1;
+    conv2d_crange(op, t, &v->c0, &c1);
+    v->ct = c1 - v->c0;
+    v->o0 = t->lo[1];
+    v->ot = t->hi[1] - t->lo[1];
+    v->khw = c->kernel[0] * c->kernel[1];
+    v->k = conv2d_fan_in(op);
+    v->nout = c->out_channels;
+    v->bias = c->bias && v->c0 == 0;
+    v->op = *op;
+    v->in_shape = op->in_shapes[0];
+    v->in_shape.d[1] = v->ct;
+    v->op.in_shapes = &v->in_shape;
+    v->op.params.conv2d.bias = v->bias;
+    v->tile = *t;
+    v->tile.ndim = 4;
+    v->tile.lo[4] = v->tile.hi[4] = 0;
+    conv2d_region(&v->op, &v->tile, 0, &v->region);
+    int64_t n = v->nout * v->ct * v->khw + (v->bias ? v->nout : 0);
+    v->packed = (n + 15) / 16 * 16;
+}
+
+size_t sf_conv2d_workspace_bytes(const sf_op *op, const sf_tile *t, int backward) {
+    if (conv2d_whole_c(op, t)) return conv2d_workspace_whole(op, t, backward);
+    conv_part v;
+    conv_part_make(op, t, &v);
+    return (size_t)((backward ? 2 : 1) * v.packed) * sizeof(float) +
+           conv2d_workspace_whole(&v.op, &v.tile, backward);
+}
+
+/* Copy the tile's filters W[o0:o1, c0:c1] (and their biases) from the full
+ * layout `from` (row length k) into the view's layout `to` (row length ct * khw),
+ * or back, adding, when `back`. */
+static void conv_part_copy(const conv_part *v, const float *from, float *to, int back) {
+    int64_t kv = v->ct * v->khw, len = kv;
+    for (int64_t o = v->o0; o < v->o0 + v->ot; o++) {
+        const float *f = back ? from + o * kv : from + o * v->k + v->c0 * v->khw;
+        float *d = back ? to + o * v->k + v->c0 * v->khw : to + o * kv;
+        if (back)
+            for (int64_t i = 0; i < len; i++) d[i] += f[i];
+        else
+            memcpy(d, f, (size_t)len * sizeof *d);
+    }
+    if (!v->bias) return;
+    const float *fb = from + v->nout * (back ? kv : v->k) + v->o0;
+    float *db = to + v->nout * (back ? v->k : kv) + v->o0;
+    for (int64_t o = 0; o < v->ot; o++) db[o] = back ? db[o] + fb[o] : fb[o];
+}
+
+static sf_status conv2d_fwd_fast(const sf_kernel_args *a) {
+    if (conv2d_whole_c(a->op, &a->tile)) return conv2d_fwd_fast_whole(a);
+    conv_part v;
+    conv_part_make(a->op, &a->tile, &v);
+    float *wp = a->workspace;
+    conv_part_copy(&v, a->weights, wp, 0);
+    sf_kernel_args b = *a;
+    b.op = &v.op;
+    b.tile = v.tile;
+    b.in_region = &v.region;
+    b.weights = wp;
+    b.workspace = wp + v.packed;
+    b.workspace_bytes = a->workspace_bytes - (size_t)v.packed * sizeof(float);
+    return conv2d_fwd_fast_whole(&b);
+}
+
+static sf_status conv2d_bwd_fast(const sf_kernel_args *a) {
+    if (conv2d_whole_c(a->op, &a->tile)) return conv2d_bwd_fast_whole(a);
+    conv_part v;
+    conv_part_make(a->op, &a->tile, &v);
+    float *wp = a->workspace, *dwp = wp + v.packed;
+    conv_part_copy(&v, a->weights, wp, 0);
+    if (a->grad_weights) memset(dwp, 0, (size_t)v.packed * sizeof *dwp);
+    sf_kernel_args b = *a;
+    b.op = &v.op;
+    b.tile = v.tile;
+    b.in_region = &v.region;
+    b.weights = wp;
+    b.grad_weights = a->grad_weights ? dwp : NULL;
+    b.workspace = dwp + v.packed;
+    b.workspace_bytes = a->workspace_bytes - (size_t)(2 * v.packed) * sizeof(float);
+    sf_status s = conv2d_bwd_fast_whole(&b);
+    if (s == SF_OK && a->grad_weights) conv_part_copy(&v, dwp, a->grad_weights, 1);
+    return s;
 }
 
 const sf_op_class sf_op_conv2d_class = {

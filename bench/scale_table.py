@@ -5,6 +5,7 @@ that each row's peak memory is its own).
 
 usage: bench/scale_table.py BENCH_SCALE [--model NAME|FILE] [--devices 64,256,1024,4096]
            [--machine PRESET] [--reps R] [--moves K] [--random-moves K1,K2,...]
+           [--per-device B]
 
 --random-moves gives the moves from the whole SOAP space per row (default
 20,20,5,0: one such move on 4096 devices can pair every part of an operator
@@ -26,6 +27,7 @@ def main():
     ap.add_argument("--reps", default="5")
     ap.add_argument("--moves", default="20")
     ap.add_argument("--random-moves", default="20,20,5,0")
+    ap.add_argument("--per-device", help="samples a device (bench_scale's default when unset)")
     a = ap.parse_args()
     devices = a.devices.split(",")
     rnd = a.random_moves.split(",")
@@ -38,6 +40,8 @@ def main():
     for n, k in zip(devices, rnd):
         cmd = [a.bench_scale, a.model, n, "--machine", a.machine, "--reps", a.reps,
                "--moves", a.moves, "--random-moves", k]
+        if a.per_device:
+            cmd += ["--per-device", a.per_device]
         out = subprocess.run(cmd, capture_output=True, text=True)
         if out.returncode != 0:
             print(f"| {a.model} | {n} | error: {out.stderr.strip()} ||||||||||")

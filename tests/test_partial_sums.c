@@ -168,6 +168,41 @@ static double run_full(const sf_graph *g, const sf_machine *m, const sf_cost_mod
     return r.iter_s;
 }
 
+/* How many dimensions of one kind a move splits: a counter of random_moves. */
+typedef int (*split_count)(const sf_graph *g, int op, const sf_config *c);
+
+/* iters random moves from s: an operator in [1, 1 + n_choice), a config drawn at
+ * opt-in level `level`, each applied by delta simulation (from a full run of s)
+ * and compared with a full simulation of the strategy, exactly. Returns the
+ * sum of count over the valid moves. */
+static int random_moves(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                        sf_strategy *s, uint64_t seed, int iters, int n_choice, int level,
+                        split_count count) {
+    sf_error err = {0};
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    sf_sim *sim = sf_sim_new(g, m, cm, &so, &err);
+    assert_non_null(sim);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    sf_rng rng;
+    sf_rng_seed(&rng, seed);
+    int n = 0;
+    for (int it = 0; it < iters; it++) {
+        int op = 1 + (int)sf_rng_below(&rng, (uint64_t)n_choice);
+        const sf_op *o = sf_graph_op(g, op);
+        sf_config c;
+        sf_config_random_in(o, m, level, &rng, &c);
+        if (sf_config_validate(o, m, &c, NULL) != SF_OK) continue;
+        n += count(g, op, &c);
+        assert_int_equal(sf_sim_update(sim, op, &c, &r, &err), SF_OK);
+        sf_config_copy(sf_strategy_config(s, op), &c);
+        assert_true(r.iter_s == run_full(g, m, cm, s));
+    }
+    sf_sim_free(sim);
+    return n;
+}
+
 /* Random moves with reduce splits: delta equals full, exactly; and the
  * all-reduce after a row-parallel linear costs time. */
 static void test_sim_delta_equals_full(void **state) {
@@ -268,6 +303,29 @@ static sf_graph *cnn(void) {
  * for the consumer (a reduce to one device, an all-reduce), random moves with
  * channel splits keep delta equal to full simulation, exactly; a grouped conv
  * cannot be split so; a file with four conv degrees reads as reduce degree 1. */
+/* The reduction dimensions c splits when op is of type t. */
+static int reduce_splits(const sf_graph *g, int op, const sf_config *c, sf_op_type t) {
+    const sf_op *o = sf_graph_op(g, op);
+    int n = 0;
+    for (int d = 0; d < c->ndim; d++)
+        n += o->type == t && o->kinds[d] == SF_DIM_REDUCE && c->degree[d] > 1;
+    return n;
+}
+
+static int conv_channel_splits(const sf_graph *g, int op, const sf_config *c) {
+    return reduce_splits(g, op, c, SF_OP_CONV2D);
+}
+
+static int head_splits(const sf_graph *g, int op, const sf_config *c) {
+    return reduce_splits(g, op, c, SF_OP_ATTENTION);
+}
+
+static int class_splits(const sf_graph *g, int op, const sf_config *c) {
+    const sf_op *o = sf_graph_op(g, op);
+    int d = sf_op_inner_dim(o);
+    return o->type == SF_OP_SOFTMAX_CE && d >= 0 && d < c->ndim && c->degree[d] > 1;
+}
+
 static void test_conv_channels(void **state) {
     (void)state;
     sf_error err = {0};
@@ -328,29 +386,9 @@ static void test_conv_channels(void **state) {
 
     /* random moves with channel splits: delta equals full, exactly */
     assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
-    sf_sim_options so;
-    sf_sim_options_default(&so);
-    sf_sim *sim = sf_sim_new(g, m, cm, &so, &err);
-    assert_non_null(sim);
-    sf_sim_result r;
-    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
-    sf_rng rng;
-    sf_rng_seed(&rng, 2525);
-    int n_ops = sf_graph_num_ops(g), reduced = 0;
-    for (int it = 0; it < 300; it++) {
-        int op = 1 + (int)sf_rng_below(&rng, (uint64_t)(n_ops - 1));
-        const sf_op *o = sf_graph_op(g, op);
-        sf_config c;
-        sf_config_random_in(o, m, SF_OPT_IN_REDUCE, &rng, &c);
-        if (sf_config_validate(o, m, &c, NULL) != SF_OK) continue;
-        for (int d = 0; d < c.ndim; d++)
-            reduced += o->type == SF_OP_CONV2D && o->kinds[d] == SF_DIM_REDUCE && c.degree[d] > 1;
-        assert_int_equal(sf_sim_update(sim, op, &c, &r, &err), SF_OK);
-        *sf_strategy_config(s, op) = c;
-        assert_true(r.iter_s == run_full(g, m, cm, s));
-    }
+    int reduced = random_moves(g, m, cm, s, 2525, 300, sf_graph_num_ops(g) - 1, SF_OPT_IN_REDUCE,
+                               conv_channel_splits);
     assert_true(reduced > 20);
-    sf_sim_free(sim);
     sf_strategy_free(s);
     sf_cost_free(cm);
     sf_machine_free(m);
@@ -577,28 +615,9 @@ static void test_attention_heads(void **state) {
     assert_int_equal(ao->kinds[3], SF_DIM_REDUCE);
     sf_strategy *s = sf_strategy_new(g);
     assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
-    sf_sim_options so;
-    sf_sim_options_default(&so);
-    sf_sim *sim = sf_sim_new(g, m, cm, &so, &err);
-    assert_non_null(sim);
-    sf_sim_result r;
-    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
-    sf_rng rng;
-    sf_rng_seed(&rng, 26);
-    int n_ops = sf_graph_num_ops(g), heads = 0;
-    for (int it = 0; it < 400; it++) {
-        int op = 1 + (int)sf_rng_below(&rng, (uint64_t)(n_ops - 1));
-        const sf_op *o = sf_graph_op(g, op);
-        sf_config c;
-        sf_config_random_in(o, m, SF_OPT_IN_INNER, &rng, &c);
-        if (sf_config_validate(o, m, &c, NULL) != SF_OK) continue;
-        heads += op == attn && c.degree[3] > 1;
-        assert_int_equal(sf_sim_update(sim, op, &c, &r, &err), SF_OK);
-        *sf_strategy_config(s, op) = c;
-        assert_true(r.iter_s == run_full(g, m, cm, s));
-    }
+    int heads =
+        random_moves(g, m, cm, s, 26, 400, sf_graph_num_ops(g) - 1, SF_OPT_IN_INNER, head_splits);
     assert_true(heads > 30);
-    sf_sim_free(sim);
 
     /* heads 4 ways on devices 0-3 feeding fc on device 0 (a reduce to one),
      * against the whole attention on device 0: the reduce is priced */
@@ -752,25 +771,8 @@ static void test_softmax_ce_classes(void **state) {
 
     /* random moves with class splits: delta equals full, exactly */
     assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
-    sim = sf_sim_new(g, m, cm, &so_, &err);
-    assert_non_null(sim);
-    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
-    sf_rng rng;
-    sf_rng_seed(&rng, 27);
-    int classes = 0;
-    for (int it = 0; it < 300; it++) {
-        int op = 1 + (int)sf_rng_below(&rng, 2);
-        const sf_op *x = sf_graph_op(g, op);
-        sf_config cf;
-        sf_config_random_in(x, m, SF_OPT_IN_INNER, &rng, &cf);
-        if (sf_config_validate(x, m, &cf, NULL) != SF_OK) continue;
-        classes += op == sce && cf.degree[2] > 1;
-        assert_int_equal(sf_sim_update(sim, op, &cf, &r, &err), SF_OK);
-        *sf_strategy_config(s, op) = cf;
-        assert_true(r.iter_s == run_full(g, m, cm, s));
-    }
+    int classes = random_moves(g, m, cm, s, 27, 300, 2, SF_OPT_IN_INNER, class_splits);
     assert_true(classes > 30);
-    sf_sim_free(sim);
     sf_strategy_free(s);
     sf_cost_free(cm);
     sf_machine_free(m);

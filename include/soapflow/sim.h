@@ -55,6 +55,12 @@ typedef struct sf_sim_options {
     sf_sync_scheme scheme;         /* how they run (default ring) */
     int segments;                  /* pieces a transfer over several links is cut into,
                                     * pipelined hop by hop (default 1: whole message) */
+    int memory_timeline;           /* also follow memory over the schedule (each entry alive
+                                    * from its first to its last use): device_live_bytes, and
+                                    * `fits` from those peaks (default 0: every activation
+                                    * alive at once, device_mem_bytes) */
+    double memory_headroom;        /* with memory_timeline: the share of each device's memory
+                                    * kept free (allocator slack, the framework's own), in [0, 1) */
 } sf_sim_options;
 
 #define SF_SIM_MAX_SEGMENTS 64
@@ -87,7 +93,13 @@ typedef struct sf_sim_result {
     double *device_busy_s;    /* [n_devices], owned by the simulator, valid until next call;
                                * on a machine whose devices share cores, per core: on the
                                * node's device of the core's number, 0 on the others */
-    double *device_mem_bytes; /* [n_devices] */
+    double *device_mem_bytes; /* [n_devices] every activation, received copy and weight a
+                               * device holds, summed as if alive at once */
+    /* with sf_sim_options.memory_timeline (else 0 and NULL): memory as the schedule lives
+     * it, each entry alive from its first use to its last, activation gradients included */
+    double live_peak_bytes;     /* largest of device_live_bytes */
+    double *device_live_bytes;  /* [n_devices] each device's peak over the timeline */
+    double *device_live_peak_s; /* [n_devices] when that peak is reached */
 } sf_sim_result;
 
 typedef struct sf_sim sf_sim;

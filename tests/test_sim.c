@@ -5,7 +5,6 @@
  * machine; data parallelism with free links), and delta simulation against full
  * simulation over thousands of random single-operator changes.
  */
-#include <cmocka.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -15,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <cmocka.h>
 
 #include "sim/sim_impl.h" /* sim_set_test_limits, sim_layout_consistent */
 #include "soapflow/cost.h"

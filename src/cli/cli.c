@@ -431,21 +431,6 @@ char *sf_cli_fmt_count(int64_t v, char *buf, size_t n) {
     return buf;
 }
 
-char *sf_cli_fmt_bytes(double bytes, char *buf, size_t n) {
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    int u = 0;
-    double v = bytes;
-    while (v >= 1024.0 && u < 5) {
-        v /= 1024.0;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, n, "%.0f B", v);
-    else
-        snprintf(buf, n, "%.*f %s", v < 100.0 ? 2 : 1, v, units[u]);
-    return buf;
-}
-
 /* ---- shared lookups ---------------------------------------------------- */
 
 int sf_cli_is_path(const char *name) {

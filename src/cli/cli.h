@@ -166,8 +166,7 @@ const char *sf_cli_non_finite_name(double v);
 
 /* 25557032 -> "25,557,032". Returns buf. */
 char *sf_cli_fmt_count(int64_t v, char *buf, size_t n);
-/* Bytes in binary units: "512 B", "97.5 MiB", "12.3 GiB". Returns buf. */
-char *sf_cli_fmt_bytes(double bytes, char *buf, size_t n);
+/* bytes in binary units: sf_fmt_bytes (soapflow/core.h) */
 
 /* ---- output files -------------------------------------------------------- */
 

@@ -253,15 +253,20 @@ static int usage(FILE *out) {
             "                         or a strategy JSON file (default: %s)\n"
             "  --json                 print one JSON object: iter_ms, compute_ms, transfer_ms,\n"
             "                         sync_ms, transfer_bytes, sync_bytes, intra_bytes,\n"
-            "                         inter_bytes, peak_mem_bytes, mem_capacity_bytes, fits,\n"
+            "                         inter_bytes, peak_live_bytes (the timeline's peak),\n"
+            "                         peak_mem_bytes (all alive at once), memory_headroom,\n"
+            "                         mem_capacity_bytes, fits,\n"
             "                         tasks, model, machine, strategy, sync, sync_scheme,\n"
             "                         segments, dtype, batch, devices, idle_devices (no part\n"
             "                         runs there; a warning names them) and a \"per_device\"\n"
             "                         array (device, node, busy_ms, utilization, mem_bytes,\n"
+            "                         live_peak_bytes, live_peak_ms,\n"
             "                         weight_elems: weight elements it holds)\n"
             "  --trace FILE           write the schedule as a Chrome trace (JSON) for\n"
-            "                         Perfetto (ui.perfetto.dev) or chrome://tracing\n"
-            "  --svg FILE             write the schedule as an SVG Gantt chart\n"
+            "                         Perfetto (ui.perfetto.dev) or chrome://tracing, with\n"
+            "                         a memory counter per device\n"
+            "  --svg FILE             write the schedule as an SVG Gantt chart, memory over\n"
+            "                         the iteration under it\n"
             "  --dot FILE             write the graph as Graphviz DOT, each operator labelled\n"
             "                         with its config and coloured by it\n"
             "  --save-strategy FILE   write the strategy as a strategy JSON file\n"
@@ -509,23 +514,23 @@ static int print_text(const report *rp) {
     sf_cli_table_cell(t, "%.3f ms (sum over devices)", r->compute_s * 1e3);
     sf_cli_table_cell(t, "transfer");
     sf_cli_table_cell(t, "%.3f ms, %s (activations and their gradients)", r->transfer_s * 1e3,
-                      sf_cli_fmt_bytes((double)r->transfer_bytes, b1, sizeof b1));
+                      sf_fmt_bytes((double)r->transfer_bytes, b1, sizeof b1));
     sf_cli_table_cell(t, "sync");
     sf_cli_table_cell(t, "%.3f ms, %s (gradient all-reduce)", r->sync_s * 1e3,
-                      sf_cli_fmt_bytes((double)r->sync_bytes, b1, sizeof b1));
+                      sf_fmt_bytes((double)r->sync_bytes, b1, sizeof b1));
     sf_cli_table_cell(t, "link traffic");
     sf_cli_table_cell(t, "%s intra-node, %s inter-node",
-                      sf_cli_fmt_bytes((double)r->intra_bytes, b1, sizeof b1),
-                      sf_cli_fmt_bytes((double)r->inter_bytes, b2, sizeof b2));
+                      sf_fmt_bytes((double)r->intra_bytes, b1, sizeof b1),
+                      sf_fmt_bytes((double)r->inter_bytes, b2, sizeof b2));
     sf_cli_table_cell(t, "peak memory");
     sf_cli_table_cell(t, "%s on device %d at %.3f ms, of %s less %g%% headroom: %s",
-                      sf_cli_fmt_bytes(r->live_peak_bytes, b1, sizeof b1), rp->peak_dev,
+                      sf_fmt_bytes(r->live_peak_bytes, b1, sizeof b1), rp->peak_dev,
                       r->device_live_peak_s[rp->peak_dev] * 1e3,
-                      sf_cli_fmt_bytes(rp->capacity, b2, sizeof b2),
-                      100.0 * rp->sim.memory_headroom, r->fits ? "fits" : "DOES NOT FIT");
+                      sf_fmt_bytes(rp->capacity, b2, sizeof b2), 100.0 * rp->sim.memory_headroom,
+                      r->fits ? "fits" : "DOES NOT FIT");
     sf_cli_table_cell(t, "all alive at once");
     sf_cli_table_cell(t, "%s (every activation kept as if alive at the same time)",
-                      sf_cli_fmt_bytes(r->peak_mem_bytes, b1, sizeof b1));
+                      sf_fmt_bytes(r->peak_mem_bytes, b1, sizeof b1));
     sf_cli_table_cell(t, "tasks");
     sf_cli_table_cell(t, "%s", sf_cli_fmt_count(r->tasks, b1, sizeof b1));
     int rc = sf_cli_table_print(t, stdout);
@@ -542,10 +547,10 @@ static int print_text(const report *rp) {
         sf_cli_table_cell(t, "%d", sf_machine_device(rp->m, d)->node);
         sf_cli_table_cell(t, "%.3f", busy * 1e3);
         sf_cli_table_cell(t, "%.1f", r->iter_s > 0 ? 100.0 * busy / r->iter_s : 0.0);
-        sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(r->device_live_bytes[d], b1, sizeof b1));
-        sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(r->device_mem_bytes[d], b2, sizeof b2));
+        sf_cli_table_cell(t, "%s", sf_fmt_bytes(r->device_live_bytes[d], b1, sizeof b1));
+        sf_cli_table_cell(t, "%s", sf_fmt_bytes(r->device_mem_bytes[d], b2, sizeof b2));
         sf_cli_table_cell(
-            t, "%s%s", sf_cli_fmt_bytes(cap, b3, sizeof b3),
+            t, "%s%s", sf_fmt_bytes(cap, b3, sizeof b3),
             r->device_live_bytes[d] > cap * (1.0 - rp->sim.memory_headroom) ? " (over)" : "");
     }
     fputc('\n', stdout);

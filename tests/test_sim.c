@@ -165,6 +165,18 @@ static void test_memory_timeline(void **state) {
     assert_true(fabs(r.device_live_peak_s[1] - b_bwd) < EPS);
     assert_true(fabs(r.device_live_peak_s[0] - (b_bwd + 2e-3)) < EPS);
     assert_true(r.live_peak_bytes == fmax(r.device_live_bytes[0], r.device_live_bytes[1]));
+    /* what each peak holds: the one gradient region; device 1 also the copy it received */
+    for (int d = 0; d < 2; d++) {
+        const double *k = &r.device_live_kinds[d * SF_SIM_MEM_KIND_COUNT];
+        double sum = 0;
+        for (int i = 0; i < SF_SIM_MEM_KIND_COUNT; i++) sum += k[i];
+        assert_true(sum == r.device_live_bytes[d]);
+        assert_true(k[SF_SIM_MEM_ACT_GRADS] == 128.0);
+        assert_true(k[SF_SIM_MEM_RECEIVED] == (d == 1 ? 128.0 : 0.0));
+        assert_true(k[SF_SIM_MEM_WEIGHTS] > 0 && k[SF_SIM_MEM_ACTIVATIONS] > 0);
+    }
+    assert_string_equal(sf_sim_mem_kind_name(SF_SIM_MEM_ACT_GRADS), "activation gradients");
+    assert_null(sf_sim_mem_kind_name(SF_SIM_MEM_KIND_COUNT));
     assert_true(r.fits);
     /* a headroom that leaves less than the peak: it does not fit */
     sf_sim_free(sim);
@@ -800,6 +812,9 @@ static void results_equal(const sf_sim_result *a, const sf_sim_result *b) {
     for (int d = 0; d < a->n_devices && a->device_live_bytes; d++) {
         assert_true(a->device_live_bytes[d] == b->device_live_bytes[d]);
         assert_true(a->device_live_peak_s[d] == b->device_live_peak_s[d]);
+        for (int k = 0; k < SF_SIM_MEM_KIND_COUNT; k++)
+            assert_true(a->device_live_kinds[d * SF_SIM_MEM_KIND_COUNT + k] ==
+                        b->device_live_kinds[d * SF_SIM_MEM_KIND_COUNT + k]);
     }
 }
 

@@ -48,6 +48,17 @@
 extern "C" {
 #endif
 
+/* What a device's memory holds (the timeline's breakdown of a peak). */
+typedef enum sf_sim_mem_kind {
+    SF_SIM_MEM_WEIGHTS = 0, /* weights, their gradients and the optimizer's state */
+    SF_SIM_MEM_ACTIVATIONS, /* the parts' outputs and what they save for backward */
+    SF_SIM_MEM_RECEIVED,    /* copies of input regions and partial sums from other devices */
+    SF_SIM_MEM_ACT_GRADS,   /* gradients of activations during the backward pass */
+    SF_SIM_MEM_KIND_COUNT
+} sf_sim_mem_kind;
+/* "weights", "activations", "received", "activation gradients"; NULL out of range. */
+SF_API const char *sf_sim_mem_kind_name(sf_sim_mem_kind k);
+
 typedef struct sf_sim_options {
     double optimizer_state_factor; /* optimizer state per weight byte (SGD momentum: 1) */
     int keep_schedule;             /* keep per-task times for traces (sf_sim_write_*) */
@@ -100,6 +111,8 @@ typedef struct sf_sim_result {
     double live_peak_bytes;     /* largest of device_live_bytes */
     double *device_live_bytes;  /* [n_devices] each device's peak over the timeline */
     double *device_live_peak_s; /* [n_devices] when that peak is reached */
+    double *device_live_kinds;  /* [n_devices * SF_SIM_MEM_KIND_COUNT] what each peak holds, by
+                                 * sf_sim_mem_kind: device d's at d * SF_SIM_MEM_KIND_COUNT */
 } sf_sim_result;
 
 typedef struct sf_sim sf_sim;

@@ -260,7 +260,9 @@ static int usage(FILE *out) {
             "                         segments, dtype, batch, devices, idle_devices (no part\n"
             "                         runs there; a warning names them) and a \"per_device\"\n"
             "                         array (device, node, busy_ms, utilization, mem_bytes,\n"
-            "                         live_peak_bytes, live_peak_ms,\n"
+            "                         live_peak_bytes, live_peak_ms, live_peak_kinds (what\n"
+            "                         the peak holds: weights, activations, received,\n"
+            "                         activation gradients),\n"
             "                         weight_elems: weight elements it holds)\n"
             "  --trace FILE           write the schedule as a Chrome trace (JSON) for\n"
             "                         Perfetto (ui.perfetto.dev) or chrome://tracing, with\n"
@@ -466,14 +468,18 @@ static int print_json(const report *rp) {
     for (int d = 0; d < r->n_devices && !bad; d++) {
         const sf_device *dev = sf_machine_device(rp->m, d);
         double busy = r->device_busy_s[d];
+        json_t *kinds = json_object();
+        for (int k = 0; k < SF_SIM_MEM_KIND_COUNT && kinds; k++)
+            bad |= sf_cli_json_set_number(kinds, sf_sim_mem_kind_name(k),
+                                          r->device_live_kinds[d * SF_SIM_MEM_KIND_COUNT + k]);
         bad |= json_array_append_new(
-            per, json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:I}", "device", d, "node",
+            per, json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o*, s:I}", "device", d, "node",
                            dev->node, "busy_ms", sf_cli_json_real(busy * 1e3), "utilization",
                            sf_cli_json_real(r->iter_s > 0 ? busy / r->iter_s : 0.0), "mem_bytes",
                            sf_cli_json_number(r->device_mem_bytes[d]), "live_peak_bytes",
                            sf_cli_json_number(r->device_live_bytes[d]), "live_peak_ms",
-                           sf_cli_json_real(r->device_live_peak_s[d] * 1e3), "weight_elems",
-                           (json_int_t)rp->weights[d]));
+                           sf_cli_json_real(r->device_live_peak_s[d] * 1e3), "live_peak_kinds",
+                           kinds, "weight_elems", (json_int_t)rp->weights[d]));
     }
     bad |= json_object_set_new(j, "per_device", per);
     return sf_cli_print_json_built(j, bad);
@@ -528,6 +534,17 @@ static int print_text(const report *rp) {
                       r->device_live_peak_s[rp->peak_dev] * 1e3,
                       sf_fmt_bytes(rp->capacity, b2, sizeof b2), 100.0 * rp->sim.memory_headroom,
                       r->fits ? "fits" : "DOES NOT FIT");
+    sf_cli_table_cell(t, "at the peak");
+    {
+        sf_strbuf s = {0};
+        const double *k = &r->device_live_kinds[rp->peak_dev * SF_SIM_MEM_KIND_COUNT];
+        for (int i = 0; i < SF_SIM_MEM_KIND_COUNT; i++)
+            sf_strbuf_printf(&s, "%s%s %s", i ? ", " : "", sf_sim_mem_kind_name(i),
+                             sf_fmt_bytes(k[i], b3, sizeof b3));
+        char *text = sf_strbuf_take(&s);
+        sf_cli_table_cell(t, "%s", text ? text : "?");
+        free(text);
+    }
     sf_cli_table_cell(t, "all alive at once");
     sf_cli_table_cell(t, "%s (every activation kept as if alive at the same time)",
                       sf_fmt_bytes(r->peak_mem_bytes, b1, sizeof b1));

@@ -76,7 +76,11 @@ static int sched_alloc_fixed(sim_sched *f, int n_dev, int n_res) {
     f->device_mem = calloc((size_t)n_dev + 1, sizeof *f->device_mem);
     f->device_live = calloc((size_t)n_dev + 1, sizeof *f->device_live);
     f->live_t = calloc((size_t)n_dev + 1, sizeof *f->live_t);
-    return f->res_total && f->device_busy && f->device_mem && f->device_live && f->live_t ? 0 : -1;
+    f->live_kinds = calloc((size_t)n_dev * SF_SIM_MEM_KIND_COUNT + 1, sizeof *f->live_kinds);
+    return f->res_total && f->device_busy && f->device_mem && f->device_live && f->live_t &&
+                   f->live_kinds
+               ? 0
+               : -1;
 }
 
 static void sched_free(sim_sched *f) {
@@ -87,6 +91,7 @@ static void sched_free(sim_sched *f) {
     free(f->device_mem);
     free(f->device_live);
     free(f->live_t);
+    free(f->live_kinds);
     free(f->res_total);
 }
 
@@ -263,7 +268,7 @@ static void mem_full(sf_sim *sim, sim_sched *f) {
         const sim_block *b = &sim->blocks[bid];
         exact &= !b->mem_inexact;
         for (int i = 0; i < b->n_mem; i++)
-            if (!b->mem[i].live_only) f->device_mem[b->mem[i].dev] += b->mem[i].bytes;
+            if (sim_mem_summed(&b->mem[i])) f->device_mem[b->mem[i].dev] += b->mem[i].bytes;
     }
     for (int d = 0; d < sim->n_dev; d++) exact &= f->device_mem[d] <= SIM_EXACT_BYTES;
     f->mem_exact = exact;
@@ -285,9 +290,9 @@ static int mem_delta(sf_sim *sim, sim_sched *f, const sim_sched *o) {
     for (int i = 0; i < sim->n_saved; i++) {
         const sim_block *ob = &sim->saved[i].block, *nb = &sim->blocks[sim->saved[i].bid];
         for (int k = 0; k < ob->n_mem; k++)
-            if (!ob->mem[k].live_only) f->device_mem[ob->mem[k].dev] -= ob->mem[k].bytes;
+            if (sim_mem_summed(&ob->mem[k])) f->device_mem[ob->mem[k].dev] -= ob->mem[k].bytes;
         for (int k = 0; k < nb->n_mem; k++)
-            if (!nb->mem[k].live_only) f->device_mem[nb->mem[k].dev] += nb->mem[k].bytes;
+            if (sim_mem_summed(&nb->mem[k])) f->device_mem[nb->mem[k].dev] += nb->mem[k].bytes;
     }
     for (int d = 0; d < sim->n_dev; d++)
         if (f->device_mem[d] > SIM_EXACT_BYTES) return 0;
@@ -327,7 +332,7 @@ static int collect(sf_sim *sim, sim_sched *f, const sim_sched *o) {
     if (!sim->opt.memory_timeline) return 0;
     /* the timeline decides whether it fits: each device's peak within its
      * memory less the headroom */
-    if (sim_mem_timeline(sim, f, f->device_live, f->live_t)) return -1;
+    if (sim_mem_timeline(sim, f, f->device_live, f->live_t, f->live_kinds)) return -1;
     r->fits = 1;
     for (int d = 0; d < sim->n_dev; d++) {
         double cap =
@@ -337,6 +342,7 @@ static int collect(sf_sim *sim, sim_sched *f, const sim_sched *o) {
     }
     r->device_live_bytes = f->device_live;
     r->device_live_peak_s = f->live_t;
+    r->device_live_kinds = f->live_kinds;
     return 0;
 }
 

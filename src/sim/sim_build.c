@@ -71,21 +71,18 @@ static int block_edge(sim_block *b, int64_t from, int64_t to) {
     return 0;
 }
 
-/* bytes on dev from the start of task `from` to the finish of task `to`
- * (SIM_MEM_ALWAYS: the iteration's start or end). live_only: counted by the
- * timeline alone, not by the all-at-once sums (activation gradients, which
- * those sums have never held: they price the end of the forward pass). */
-static int block_mem_live(sim_block *b, int dev, double bytes, int64_t from, int64_t to,
-                          int live_only) {
+/* bytes of a kind on dev from the start of task `from` to the finish of task
+ * `to` (SIM_MEM_ALWAYS: the iteration's start or end). Activation gradients
+ * are the timeline's alone (sim_mem_summed): the all-at-once sums price the
+ * end of the forward pass and have never held them. */
+static int block_mem(sim_block *b, int dev, sf_sim_mem_kind kind, double bytes, int64_t from,
+                     int64_t to) {
     if (sim_grow_int((void **)&b->mem, &b->cap_mem, b->n_mem + 1, sizeof *b->mem)) return -1;
-    b->mem[b->n_mem++] = (sim_mem){dev, (uint8_t)live_only, bytes, from, to};
-    if (!live_only && !(bytes >= 0 && bytes <= SIM_EXACT_BYTES && bytes == floor(bytes)))
+    sim_mem *e = &b->mem[b->n_mem++];
+    *e = (sim_mem){dev, (uint8_t)kind, bytes, from, to};
+    if (sim_mem_summed(e) && !(bytes >= 0 && bytes <= SIM_EXACT_BYTES && bytes == floor(bytes)))
         b->mem_inexact = 1;
     return 0;
-}
-
-static int block_mem(sim_block *b, int dev, double bytes, int64_t from, int64_t to) {
-    return block_mem_live(b, dev, bytes, from, to, 0);
 }
 
 /* ---- block builders --------------------------------------------------------- */
@@ -139,8 +136,8 @@ static int build_core(sf_sim *sim, int opi) {
          * after every consumer's backward: it waits for their gradients); an
          * operator without a backward pass (the input) keeps its output to the
          * iteration's end. */
-        if (block_mem(b, dev, (mem.output_bytes + extra) * sim->act_scale, REF(bid, fwd),
-                      bwd ? REF(bid, n + p) : SIM_MEM_ALWAYS))
+        if (block_mem(b, dev, SF_SIM_MEM_ACTIVATIONS, (mem.output_bytes + extra) * sim->act_scale,
+                      REF(bid, fwd), bwd ? REF(bid, n + p) : SIM_MEM_ALWAYS))
             return -1;
     }
     if (bwd) {
@@ -372,17 +369,19 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int pi, const s
     /* the received copy lives on the consumer's device, from its transfer to
      * the consumer's backward task */
     double bytes = (double)pr->numel * SF_ELEM_BYTES * sim->act_scale;
-    if (pr->src_dev != pr->dst_dev &&
-        block_mem(b, pr->dst_dev, bytes, n_fwd ? REF(bid, first_fwd) : x_fwd, x_b))
+    if (pr->src_dev != pr->dst_dev && block_mem(b, pr->dst_dev, SF_SIM_MEM_RECEIVED, bytes,
+                                                n_fwd ? REF(bid, first_fwd) : x_fwd, x_b))
         return -1;
     if (!p_bwd) return 0;
     /* the gradient of the region: on the consumer's device from its backward
      * task to the gradient's arrival, on the producer's from then to the
      * producer's backward task */
     int64_t arrive = n > n_fwd ? REF(bid, b->n_tasks - 1) : x_b;
-    if (pr->src_dev != pr->dst_dev && block_mem_live(b, pr->dst_dev, bytes, x_b, arrive, 1))
+    if (pr->src_dev != pr->dst_dev &&
+        block_mem(b, pr->dst_dev, SF_SIM_MEM_ACT_GRADS, bytes, x_b, arrive))
         return -1;
-    if (block_mem_live(b, pr->src_dev, bytes, n > n_fwd ? REF(bid, first_grad) : x_b, p_b, 1))
+    if (block_mem(b, pr->src_dev, SF_SIM_MEM_ACT_GRADS, bytes,
+                  n > n_fwd ? REF(bid, first_grad) : x_b, p_b))
         return -1;
     return n > n_fwd ? wire_to(sim, b, &e4[4 * (n - 1)], p_b) : block_edge(b, x_b, p_b);
 }
@@ -437,7 +436,8 @@ static int build_reduced_edge(sf_sim *sim, sim_block *b, int bid, int xi, int pi
             for (int d = 0; d < st->n_deps; d++)
                 if (wire(sim, b, &sim->end_at[4 * rd->deps[st->dep + d]], e4)) return -1;
             if (st->kind == SF_STEP_P2P &&
-                block_mem(b, st->peer, (double)st->numel * SF_ELEM_BYTES, REF(bid, first), gin[g]))
+                block_mem(b, st->peer, SF_SIM_MEM_RECEIVED, (double)st->numel * SF_ELEM_BYTES,
+                          REF(bid, first), gin[g]))
                 return -1; /* the partial sum received, until the group's gradients are in */
         }
     }
@@ -627,8 +627,8 @@ static int build_sync(sf_sim *sim, int owner) {
                 sim->upd_mark[ss.steps[q].dev] = sim->upd_stamp;
         for (int r = sh->dev_start; r < sh->dev_start + sh->n_devs; r++) {
             int d = sy.devs[r], updates = sim->upd_mark[d] == sim->upd_stamp;
-            if (block_mem(b, d, weight_mem(sim, sh->numel, updates, state), SIM_MEM_ALWAYS,
-                          SIM_MEM_ALWAYS))
+            if (block_mem(b, d, SF_SIM_MEM_WEIGHTS, weight_mem(sim, sh->numel, updates, state),
+                          SIM_MEM_ALWAYS, SIM_MEM_ALWAYS))
                 return -1;
         }
     }

@@ -73,10 +73,14 @@ typedef struct sim_stats {
 #define SIM_MEM_ALWAYS (-1)
 typedef struct sim_mem {
     int32_t dev;
-    uint8_t live_only; /* the timeline's alone (activation gradients) */
+    uint8_t kind; /* sf_sim_mem_kind */
     double bytes;
     int64_t from, to;
 } sim_mem;
+
+/* Whether the all-at-once sums (device_mem) count an entry: all but the
+ * activation gradients, which only the timeline follows. */
+static inline int sim_mem_summed(const sim_mem *e) { return e->kind != SF_SIM_MEM_ACT_GRADS; }
 
 typedef struct sim_block {
     sim_task *tasks;
@@ -147,6 +151,7 @@ typedef struct sim_sched {
     double *device_busy;            /* [n_dev] */
     double *device_mem;             /* [n_dev] */
     double *device_live, *live_t;   /* [n_dev] the timeline's peaks and when (memory_timeline) */
+    double *live_kinds;             /* [n_dev * SF_SIM_MEM_KIND_COUNT] what each peak holds */
     double *res_total;              /* [n_res] work (seconds) queued on each resource, summed in
                                      * canonical task order by the scheduling passes */
     int mem_exact;                  /* device_mem holds exact sums (every block's entries whole
@@ -256,14 +261,16 @@ struct sf_sim {
 typedef struct sim_mem_event {
     double t, bytes;
     int32_t dev;
-    int64_t seq; /* place before sorting: a total order */
+    int32_t kind; /* sf_sim_mem_kind */
+    int64_t seq;  /* place before sorting: a total order */
 } sim_mem_event;
 /* Every memory entry's two events in schedule f, sorted by (time, frees first, device);
  * *out is malloc'd. The count, or -1 when out of memory (sim_memline.c). */
 int64_t sim_mem_events(const sf_sim *sim, const sim_sched *f, sim_mem_event **out);
 /* Per device, the peak of the bytes alive at once in schedule f and when it is reached
  * (peak[], peak_t[]: [n_dev]). -1 when out of memory. */
-int sim_mem_timeline(const sf_sim *sim, const sim_sched *f, double *peak, double *peak_t);
+int sim_mem_timeline(const sf_sim *sim, const sim_sched *f, double *peak, double *peak_t,
+                     double *peak_kinds);
 
 /* Slot -> the block's task record (for traces). */
 const sim_task *sim_task_of(const sf_sim *sim, int64_t slot, int *block);

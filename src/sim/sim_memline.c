@@ -60,9 +60,9 @@ int64_t sim_mem_events(const sf_sim *sim, const sim_sched *f, sim_mem_event **ou
             if (e->bytes <= 0) continue;
             double t0 = ref_time(sim, f, e->from, 0), t1 = ref_time(sim, f, e->to, 1);
             if (t1 < t0) t1 = t0; /* an entry freed by a task that ends before it starts */
-            ev[m] = (sim_mem_event){t0, e->bytes, e->dev, m};
+            ev[m] = (sim_mem_event){t0, e->bytes, e->dev, e->kind, m};
             m++;
-            ev[m] = (sim_mem_event){t1, -e->bytes, e->dev, m};
+            ev[m] = (sim_mem_event){t1, -e->bytes, e->dev, e->kind, m};
             m++;
         }
     }
@@ -71,22 +71,34 @@ int64_t sim_mem_events(const sf_sim *sim, const sim_sched *f, sim_mem_event **ou
     return m;
 }
 
-int sim_mem_timeline(const sf_sim *sim, const sim_sched *f, double *peak, double *peak_t) {
+const char *sf_sim_mem_kind_name(sf_sim_mem_kind k) {
+    static const char *const names[SF_SIM_MEM_KIND_COUNT] = {"weights", "activations", "received",
+                                                             "activation gradients"};
+    return k >= 0 && k < SF_SIM_MEM_KIND_COUNT ? names[k] : NULL;
+}
+
+int sim_mem_timeline(const sf_sim *sim, const sim_sched *f, double *peak, double *peak_t,
+                     double *peak_kinds) {
+    enum { K = SF_SIM_MEM_KIND_COUNT };
     sim_mem_event *ev;
     int64_t n = sim_mem_events(sim, f, &ev);
     if (n < 0) return -1;
-    double *cur = calloc((size_t)sim->n_dev + 1, sizeof *cur);
+    double *cur = calloc((size_t)sim->n_dev * (K + 1) + 1, sizeof *cur);
     if (!cur) {
         free(ev);
         return -1;
     }
+    double *kinds = cur + sim->n_dev; /* [n_dev * K] the running sums by kind */
     for (int d = 0; d < sim->n_dev; d++) peak[d] = peak_t[d] = 0;
+    memset(peak_kinds, 0, (size_t)sim->n_dev * K * sizeof *peak_kinds);
     for (int64_t i = 0; i < n; i++) {
         int d = ev[i].dev;
         cur[d] += ev[i].bytes;
+        kinds[(int64_t)d * K + ev[i].kind] += ev[i].bytes;
         if (ev[i].bytes > 0 && cur[d] > peak[d]) {
             peak[d] = cur[d];
             peak_t[d] = ev[i].t;
+            memcpy(&peak_kinds[(int64_t)d * K], &kinds[(int64_t)d * K], K * sizeof *kinds);
         }
     }
     free(cur);

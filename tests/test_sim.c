@@ -74,8 +74,7 @@ static sf_op_params linear_params(int64_t out) {
 
 /* devs holds n_devs entries, one per part; the loop is bounded by n_devs (not
  * c->n_parts) so the compiler can see every read stays inside the array. */
-static void place(sf_strategy *s, int op, int ndim, const int *deg, int n_devs,
-                  const int *devs) {
+static void place(sf_strategy *s, int op, int ndim, const int *deg, int n_devs, const int *devs) {
     sf_config *c = sf_strategy_config(s, op);
     assert_int_equal(sf_config_set_degrees(c, ndim, deg), SF_OK);
     assert_int_equal(c->n_parts, n_devs);
@@ -135,6 +134,65 @@ static void test_two_ops_two_devices(void **state) {
     sf_machine_free(m);
 }
 
+/* Memory over the schedule of the case above (memory_timeline): on device 0,
+ * a's output lives to a's backward task and the gradient b sends back arrives
+ * before it; on device 1, the received copy and b's output live to b's
+ * backward task, which makes the gradient of its input. Each device's peak is
+ * its all-at-once sum plus one 128-byte gradient region, reached when that
+ * gradient appears: at b's backward start on 1, at the gradient's transfer
+ * on 0. */
+static void test_memory_timeline(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
+    int x, a, b;
+    sf_graph *g = small_graph("two", &x, &a, &b, 0);
+    sf_strategy *s = sf_strategy_new(g);
+    place(s, b, 2, (int[]){1, 1}, 1, (int[]){1});
+    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_sim_options o;
+    sf_sim_options_default(&o);
+    o.memory_timeline = 1;
+    sf_sim *sim = sf_sim_new(g, m, &cm, &o, &err);
+    assert_non_null(sim);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    assert_non_null(r.device_live_bytes);
+    double xfer = 10e-6 + 128.0 / 1e6;
+    double b_bwd = 0.1e-3 + 1e-3 + xfer + 1e-3;
+    for (int d = 0; d < 2; d++)
+        assert_true(r.device_live_bytes[d] == r.device_mem_bytes[d] + 128.0);
+    assert_true(fabs(r.device_live_peak_s[1] - b_bwd) < EPS);
+    assert_true(fabs(r.device_live_peak_s[0] - (b_bwd + 2e-3)) < EPS);
+    assert_true(r.live_peak_bytes == fmax(r.device_live_bytes[0], r.device_live_bytes[1]));
+    /* what each peak holds: the one gradient region; device 1 also the copy it received */
+    for (int d = 0; d < 2; d++) {
+        const double *k = &r.device_live_kinds[d * SF_SIM_MEM_KIND_COUNT];
+        double sum = 0;
+        for (int i = 0; i < SF_SIM_MEM_KIND_COUNT; i++) sum += k[i];
+        assert_true(sum == r.device_live_bytes[d]);
+        assert_true(k[SF_SIM_MEM_ACT_GRADS] == 128.0);
+        assert_true(k[SF_SIM_MEM_RECEIVED] == (d == 1 ? 128.0 : 0.0));
+        assert_true(k[SF_SIM_MEM_WEIGHTS] > 0 && k[SF_SIM_MEM_ACTIVATIONS] > 0);
+    }
+    assert_string_equal(sf_sim_mem_kind_name(SF_SIM_MEM_ACT_GRADS), "activation gradients");
+    assert_null(sf_sim_mem_kind_name(SF_SIM_MEM_KIND_COUNT));
+    assert_true(r.fits);
+    /* a headroom that leaves less than the peak: it does not fit */
+    sf_sim_free(sim);
+    o.memory_headroom = 1.0 - r.live_peak_bytes / 1e12 * 0.99;
+    sim = sf_sim_new(g, m, &cm, &o, &err);
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    assert_false(r.fits);
+    sf_sim_free(sim);
+    o.memory_headroom = 1.0;
+    assert_null(sf_sim_new(g, m, &cm, &o, &err));
+    assert_non_null(strstr(err.msg, "memory headroom"));
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+}
+
 /* The same with the runtime's copies priced (copy_bw 1 MB/s): the message is
  * packed on device 0 and unpacked on device 1 (2 x 128 B moved each), its
  * gradient packed on 1 (2 x 128 B) and accumulated on 0 (3 x 128 B). x feeds
@@ -157,8 +215,8 @@ static void test_copies_priced(void **state) {
     sf_sim_result r;
     assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
     double xfer = 10e-6 + 128.0 / 1e6, two = 256.0 / 1e6, three = 384.0 / 1e6;
-    double expect = 0.1e-3 + 1e-3 + two + xfer + two + 1e-3 + 2e-3 + two + xfer + three + 2e-3 +
-                    0.5e-3;
+    double expect =
+        0.1e-3 + 1e-3 + two + xfer + two + 1e-3 + 2e-3 + two + xfer + three + 2e-3 + 0.5e-3;
     if (fabs(r.iter_s - expect) > EPS) fail_msg("%.9g, expected %.9g", r.iter_s, expect);
     assert_true(fabs(r.compute_s - (7.1e-3 + 3 * two + three)) < EPS);
     assert_int_equal(r.tasks, 1 + 2 + 2 + 2 + 2 + 4);
@@ -749,6 +807,15 @@ static void results_equal(const sf_sim_result *a, const sf_sim_result *b) {
         assert_true(a->device_busy_s[d] == b->device_busy_s[d]);
         assert_true(a->device_mem_bytes[d] == b->device_mem_bytes[d]);
     }
+    assert_true(a->live_peak_bytes == b->live_peak_bytes);
+    assert_int_equal(!a->device_live_bytes, !b->device_live_bytes);
+    for (int d = 0; d < a->n_devices && a->device_live_bytes; d++) {
+        assert_true(a->device_live_bytes[d] == b->device_live_bytes[d]);
+        assert_true(a->device_live_peak_s[d] == b->device_live_peak_s[d]);
+        for (int k = 0; k < SF_SIM_MEM_KIND_COUNT; k++)
+            assert_true(a->device_live_kinds[d * SF_SIM_MEM_KIND_COUNT + k] ==
+                        b->device_live_kinds[d * SF_SIM_MEM_KIND_COUNT + k]);
+    }
 }
 
 /* One run of delta_vs_full; zero options take the simulator's defaults. */
@@ -762,10 +829,11 @@ typedef struct delta_case {
     sf_sync_scheme scheme;
     int segments;
     double optimizer_state_factor;
-    int squeeze; /* no spare ranks and a compaction before every update (sim_set_test_limits) */
-    int multi;   /* each move changes 1 to SF_SIM_MAX_UPDATE_OPS operators in one
-                  * sf_sim_update_ops: a first one, then producers of the ones before
-                  * (a producer and its consumer, as MCMC's pair moves) or any other */
+    int squeeze;  /* no spare ranks and a compaction before every update (sim_set_test_limits) */
+    int timeline; /* memory over the schedule too (memory_timeline) */
+    int multi;    /* each move changes 1 to SF_SIM_MAX_UPDATE_OPS operators in one
+                   * sf_sim_update_ops: a first one, then producers of the ones before
+                   * (a producer and its consumer, as MCMC's pair moves) or any other */
 } delta_case;
 
 /* p100-4x4, the first 8 devices of k80-16x4, and a pairwise 2 x 40 (3,120 NVLinks)
@@ -822,6 +890,7 @@ static void delta_vs_full(const delta_case *dc, sf_machine *m) {
     so.scheme = dc->scheme;
     if (dc->segments) so.segments = dc->segments;
     if (dc->optimizer_state_factor) so.optimizer_state_factor = dc->optimizer_state_factor;
+    so.memory_timeline = dc->timeline;
     sf_sim *delta = sf_sim_new(g, m, cm, &so, &err), *full = sf_sim_new(g, m, cm, &so, &err);
     if (dc->squeeze) sim_set_test_limits(delta, 0, -((int64_t)1 << 40));
     sf_sim_result rd, rf;
@@ -943,6 +1012,13 @@ static const delta_case delta_cases[] = {
      .sync = SF_SYNC_BULK, .multi = 1},
     {.model = "inception_v3", .batch = 16, .machine = DELTA_HOST, .moves = 100, .seed = 22,
      .squeeze = 1, .multi = 1},
+    /* memory over the schedule: the same peaks, at the same times */
+    {.model = "lenet5", .batch = 64, .machine = DELTA_P100, .moves = 300, .seed = 23,
+     .timeline = 1},
+    {.model = "rnnlm", .batch = 32, .machine = DELTA_K8, .moves = 200, .seed = 24,
+     .timeline = 1, .multi = 1, .squeeze = 1},
+    {.model = "transformer", .batch = 8, .machine = DELTA_HOST, .moves = 100, .seed = 25,
+     .timeline = 1, .sync = SF_SYNC_BULK},
 };
 /* clang-format on */
 
@@ -1198,7 +1274,6 @@ static void test_pictures_independent_of_link_order(void **state) {
     sf_machine_free(m);
 }
 
-
 static void test_update_errors(void **state) {
     (void)state;
     sf_error err = {0};
@@ -1264,6 +1339,7 @@ int main(void) {
         cmocka_unit_test(test_multi_hop_route),
         cmocka_unit_test(test_allreduce),
         cmocka_unit_test(test_copies_priced),
+        cmocka_unit_test(test_memory_timeline),
         cmocka_unit_test(test_in_place),
         cmocka_unit_test(test_shared_core),
         cmocka_unit_test(test_ring_bytes_whole),

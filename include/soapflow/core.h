@@ -130,6 +130,9 @@ SF_API void sf_strbuf_free(sf_strbuf *b);
  * \n, carriage returns dropped. */
 SF_API void sf_strbuf_put_xml(sf_strbuf *b, const char *s);
 SF_API void sf_strbuf_put_dot(sf_strbuf *b, const char *s);
+/* bytes as "512 B", "1.50 MiB", "74.5 GiB" (binary units, 3 significant digits or
+ * so) into buf; returns buf. */
+SF_API char *sf_fmt_bytes(double bytes, char *buf, size_t n);
 
 /* ---- random numbers ---------------------------------------------------- */
 

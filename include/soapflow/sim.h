@@ -48,6 +48,17 @@
 extern "C" {
 #endif
 
+/* What a device's memory holds (the timeline's breakdown of a peak). */
+typedef enum sf_sim_mem_kind {
+    SF_SIM_MEM_WEIGHTS = 0, /* weights, their gradients and the optimizer's state */
+    SF_SIM_MEM_ACTIVATIONS, /* the parts' outputs and what they save for backward */
+    SF_SIM_MEM_RECEIVED,    /* copies of input regions and partial sums from other devices */
+    SF_SIM_MEM_ACT_GRADS,   /* gradients of activations during the backward pass */
+    SF_SIM_MEM_KIND_COUNT
+} sf_sim_mem_kind;
+/* "weights", "activations", "received", "activation gradients"; NULL out of range. */
+SF_API const char *sf_sim_mem_kind_name(sf_sim_mem_kind k);
+
 typedef struct sf_sim_options {
     double optimizer_state_factor; /* optimizer state per weight byte (SGD momentum: 1) */
     int keep_schedule;             /* keep per-task times for traces (sf_sim_write_*) */
@@ -55,6 +66,12 @@ typedef struct sf_sim_options {
     sf_sync_scheme scheme;         /* how they run (default ring) */
     int segments;                  /* pieces a transfer over several links is cut into,
                                     * pipelined hop by hop (default 1: whole message) */
+    int memory_timeline;           /* also follow memory over the schedule (each entry alive
+                                    * from its first to its last use): device_live_bytes, and
+                                    * `fits` from those peaks (default 0: every activation
+                                    * alive at once, device_mem_bytes) */
+    double memory_headroom;        /* with memory_timeline: the share of each device's memory
+                                    * kept free (allocator slack, the framework's own), in [0, 1) */
 } sf_sim_options;
 
 #define SF_SIM_MAX_SEGMENTS 64
@@ -87,7 +104,15 @@ typedef struct sf_sim_result {
     double *device_busy_s;    /* [n_devices], owned by the simulator, valid until next call;
                                * on a machine whose devices share cores, per core: on the
                                * node's device of the core's number, 0 on the others */
-    double *device_mem_bytes; /* [n_devices] */
+    double *device_mem_bytes; /* [n_devices] every activation, received copy and weight a
+                               * device holds, summed as if alive at once */
+    /* with sf_sim_options.memory_timeline (else 0 and NULL): memory as the schedule lives
+     * it, each entry alive from its first use to its last, activation gradients included */
+    double live_peak_bytes;     /* largest of device_live_bytes */
+    double *device_live_bytes;  /* [n_devices] each device's peak over the timeline */
+    double *device_live_peak_s; /* [n_devices] when that peak is reached */
+    double *device_live_kinds;  /* [n_devices * SF_SIM_MEM_KIND_COUNT] what each peak holds, by
+                                 * sf_sim_mem_kind: device d's at d * SF_SIM_MEM_KIND_COUNT */
 } sf_sim_result;
 
 typedef struct sf_sim sf_sim;

@@ -431,21 +431,6 @@ char *sf_cli_fmt_count(int64_t v, char *buf, size_t n) {
     return buf;
 }
 
-char *sf_cli_fmt_bytes(double bytes, char *buf, size_t n) {
-    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    int u = 0;
-    double v = bytes;
-    while (v >= 1024.0 && u < 5) {
-        v /= 1024.0;
-        u++;
-    }
-    if (u == 0)
-        snprintf(buf, n, "%.0f B", v);
-    else
-        snprintf(buf, n, "%.*f %s", v < 100.0 ? 2 : 1, v, units[u]);
-    return buf;
-}
-
 /* ---- shared lookups ---------------------------------------------------- */
 
 int sf_cli_is_path(const char *name) {
@@ -538,11 +523,26 @@ int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o) {
     }
     if (sf_cli_str(a, "--sync-scheme", NULL, &v)) {
         if (v && sf_sync_scheme_parse(v, &o->scheme) != 0)
-            a->status =
-                sf_cli_usage_error(a->cmd, "--sync-scheme must be ring, ps or hierarchical, not '%s'", v);
+            a->status = sf_cli_usage_error(
+                a->cmd, "--sync-scheme must be ring, ps or hierarchical, not '%s'", v);
         return 1;
     }
     return 0;
+}
+
+int sf_cli_double(sf_cli_args *a, const char *name, double lo, double hi, double *out) {
+    const char *v;
+    if (!sf_cli_str(a, name, NULL, &v)) return 0;
+    if (!v) return 1;
+    char *end;
+    double x = strtod(v, &end);
+    if (end == v || *end || !(x >= lo && x <= hi)) {
+        a->status = sf_cli_usage_error(a->cmd, "%s wants a number in [%g, %g], got '%.64s'", name,
+                                       lo, hi, v);
+        return 1;
+    }
+    *out = x;
+    return 1;
 }
 
 /* ---- cost models --------------------------------------------------------- */

@@ -67,8 +67,7 @@ int sf_cmd_profile(int argc, char **argv);   /* cmd_profile.c */
 int sf_cmd_calibrate(int argc, char **argv); /* cmd_calibrate.c: MPI, under mpirun */
 int sf_cmd_train(int argc, char **argv);     /* cmd_train.c: MPI, under mpirun */
 
-int sf_cmd_validate(int argc, char **argv);  /* cmd_validate.c: MPI, under mpirun */
-
+int sf_cmd_validate(int argc, char **argv); /* cmd_validate.c: MPI, under mpirun */
 
 /* The rank the launcher gave this process, read before MPI_Init from
  * OpenMPI's, PMIx's or PMI's environment; 0 without a launcher. Only rank 0
@@ -111,6 +110,8 @@ int sf_cli_str(sf_cli_args *a, const char *long_name, const char *short_name, co
 /* A decimal integer in [lo, hi]; "1e3", "12x" and overflow are rejected. */
 int sf_cli_int(sf_cli_args *a, const char *long_name, const char *short_name, int64_t lo,
                int64_t hi, int64_t *out);
+/* A number in [lo, hi] (strtod's forms); anything after it is rejected. */
+int sf_cli_double(sf_cli_args *a, const char *name, double lo, double hi, double *out);
 /* The current argument is positional: store it and return 1. */
 int sf_cli_positional(sf_cli_args *a, const char **out);
 /* Report the current argument as unknown or unexpected (usage error). */
@@ -152,7 +153,8 @@ json_t *sf_cli_json_number(double v);
 json_t *sf_cli_json_real(double v);
 /* The rule of README.md ("Conventions every command follows"): obj[key] =
  * sf_cli_json_number(v), and when v is not finite the reason beside it,
- * obj["null_reasons"][key] = "NaN", "+Inf" or "-Inf". Returns 0, or -1 when out of memory (for `bad |=`). */
+ * obj["null_reasons"][key] = "NaN", "+Inf" or "-Inf". Returns 0, or -1 when out of memory (for `bad
+ * |=`). */
 int sf_cli_json_set_number(json_t *obj, const char *key, double v);
 /* The same with sf_cli_json_real. */
 int sf_cli_json_set_real(json_t *obj, const char *key, double v);
@@ -164,8 +166,7 @@ const char *sf_cli_non_finite_name(double v);
 
 /* 25557032 -> "25,557,032". Returns buf. */
 char *sf_cli_fmt_count(int64_t v, char *buf, size_t n);
-/* Bytes in binary units: "512 B", "97.5 MiB", "12.3 GiB". Returns buf. */
-char *sf_cli_fmt_bytes(double bytes, char *buf, size_t n);
+/* bytes in binary units: sf_fmt_bytes (soapflow/core.h) */
 
 /* ---- output files -------------------------------------------------------- */
 
@@ -262,8 +263,8 @@ int sf_cli_cost_model_open(const sf_machine *m, const char *costs_path, sf_dtype
 int sf_cli_dtype_option(sf_cli_args *a, sf_dtype *out);
 extern const char sf_cli_dtype_help[];
 /* The simulator's options of simulate, search and bench sim: --sync
- * overlap|bulk, --sync-scheme ring|ps|hierarchical and --segments N. Returns 1 when an option was consumed
- * (a bad value sets a->status). */
+ * overlap|bulk, --sync-scheme ring|ps|hierarchical and --segments N. Returns 1 when an option was
+ * consumed (a bad value sets a->status). */
 int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o);
 extern const char sf_cli_sim_help[];
 

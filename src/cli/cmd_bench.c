@@ -64,6 +64,8 @@ static int sim_usage(FILE *out) {
             "  --reps N               full simulations timed, the best is reported (default 5)\n"
             "  --moves N              random moves for the delta figures (default 1000)\n"
             "  --seed S               seed of the random moves (default 1)\n"
+            "  --memory-timeline      also follow memory over each schedule (as simulate\n"
+            "                         does): what the timeline's sweep adds to each figure\n"
             "%s"
             "%s"
             "  --json                 print one JSON object: model, machine, strategy, sync,\n"
@@ -122,6 +124,7 @@ static int bench_sim(int argc, char **argv) {
         if (sf_cli_int(&a, "--moves", NULL, 0, 100000000, &moves)) continue;
         if (sf_cli_int(&a, "--seed", NULL, 0, INT64_MAX, &seed)) continue;
         if (sf_cli_flag(&a, "--json", NULL, &json)) continue;
+        if (sf_cli_flag(&a, "--memory-timeline", NULL, &so.memory_timeline)) continue;
         sf_cli_unknown(&a);
     }
     if (a.status) return a.status;

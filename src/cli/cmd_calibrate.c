@@ -147,7 +147,7 @@ static int print_summary(const sf_calibrate_result *r, const sf_machine_desc *d,
         static const char *const h2[] = {"message", "half round trip us", "GB/s"};
         t = sf_cli_table_new(3, h2, "rrr");
         for (int i = 0; i < r->n_sizes; i++) {
-            sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes((double)r->sizes[i], b1, sizeof b1));
+            sf_cli_table_cell(t, "%s", sf_fmt_bytes((double)r->sizes[i], b1, sizeof b1));
             sf_cli_table_cell(t, "%.2f", r->half_rtt_s[i] * 1e6);
             sf_cli_table_cell(t, "%.3f", (double)r->sizes[i] / r->half_rtt_s[i] * 1e-9);
         }
@@ -159,7 +159,7 @@ static int print_summary(const sf_calibrate_result *r, const sf_machine_desc *d,
     static const char *const h3[] = {"allreduce", "ms", "algorithm GB/s"};
     t = sf_cli_table_new(3, h3, "rrr");
     for (int i = 0; i < r->n_allreduce; i++) {
-        sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes((double)r->allreduce_bytes[i], b1, sizeof b1));
+        sf_cli_table_cell(t, "%s", sf_fmt_bytes((double)r->allreduce_bytes[i], b1, sizeof b1));
         sf_cli_table_cell(t, "%.3f", r->allreduce_s[i] * 1e3);
         sf_cli_table_cell(t, "%.3f", (double)r->allreduce_bytes[i] / r->allreduce_s[i] * 1e-9);
     }
@@ -172,7 +172,7 @@ static int print_summary(const sf_calibrate_result *r, const sf_machine_desc *d,
     sf_cli_table_cell(t, "device");
     sf_cli_table_cell(t, "%s: %.1f GFLOP/s fp32 (median SGEMM), %.2f GB/s, %s", d->kind.name,
                       d->kind.peak_flops[SF_DTYPE_FP32] * 1e-9, d->kind.mem_bw_Bps * 1e-9,
-                      sf_cli_fmt_bytes(d->kind.mem_bytes, b2, sizeof b2));
+                      sf_fmt_bytes(d->kind.mem_bytes, b2, sizeof b2));
     sf_cli_table_cell(t, "link");
     if (r->ranks > 1)
         sf_cli_table_cell(t, "shared memory: %.2f us latency, %.2f GB/s (median over %d pair%s)",
@@ -194,8 +194,8 @@ static int print_summary(const sf_calibrate_result *r, const sf_machine_desc *d,
                           "copies at %.2f GB/s; all-reduce steps at %.2f-%.2f GB/s a link over "
                           "%s-%s (fitted to MPI_Allreduce at each size)",
                           d->copy_bw_Bps * 1e-9, lo * 1e-9, hi * 1e-9,
-                          sf_cli_fmt_bytes(d->sync_bytes[0], b1, sizeof b1),
-                          sf_cli_fmt_bytes(d->sync_bytes[d->n_sync - 1], b2, sizeof b2));
+                          sf_fmt_bytes(d->sync_bytes[0], b1, sizeof b1),
+                          sf_fmt_bytes(d->sync_bytes[d->n_sync - 1], b2, sizeof b2));
     else
         sf_cli_table_cell(t, "copies at %.2f GB/s; all-reduce steps at the link's bandwidth",
                           d->copy_bw_Bps * 1e-9);

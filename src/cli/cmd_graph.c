@@ -288,17 +288,16 @@ static int print_text(const sf_graph *g, const sf_graph_stats *st, const graph_o
     sf_cli_table_cell(t, "backward");
     sf_cli_table_cell(t, "%s", fmt_flops(st->flops_bwd, buf, sizeof buf));
     sf_cli_table_cell(t, "activations");
-    sf_cli_table_cell(t, "%s (%s)",
-                      sf_cli_fmt_bytes(activation_bytes(st, o->dtype), buf, sizeof buf),
+    sf_cli_table_cell(t, "%s (%s)", sf_fmt_bytes(activation_bytes(st, o->dtype), buf, sizeof buf),
                       sf_dtype_name(o->dtype));
     sf_cli_table_cell(t, "weights");
     if (o->dtype == SF_DTYPE_FP32) {
-        sf_cli_table_cell(t, "%s (fp32)", sf_cli_fmt_bytes(st->weight_bytes, buf, sizeof buf));
+        sf_cli_table_cell(t, "%s (fp32)", sf_fmt_bytes(st->weight_bytes, buf, sizeof buf));
     } else {
         char copy[64];
         sf_cli_table_cell(t, "%s fp32 masters + %s %s compute copies",
-                          sf_cli_fmt_bytes(st->weight_bytes, buf, sizeof buf),
-                          sf_cli_fmt_bytes(weight_copy_bytes(st, o->dtype), copy, sizeof copy),
+                          sf_fmt_bytes(st->weight_bytes, buf, sizeof buf),
+                          sf_fmt_bytes(weight_copy_bytes(st, o->dtype), copy, sizeof copy),
                           sf_dtype_name(o->dtype));
     }
     int rc = sf_cli_table_print(t, stdout);
@@ -370,8 +369,9 @@ int sf_cmd_graph(int argc, char **argv) {
     if (is_onnx) {
         sf_graph_stats bs;
         sf_graph_stats_compute(g, &bs);
-        int64_t asked = o.model.batch ? o.model.batch
-                                      : (int64_t)SF_CLI_SAMPLES_PER_DEVICE * (devices ? devices : 1);
+        int64_t asked = o.model.batch
+                            ? o.model.batch
+                            : (int64_t)SF_CLI_SAMPLES_PER_DEVICE * (devices ? devices : 1);
         if (bs.batch != asked) snprintf(batch_note, sizeof batch_note, " (fixed by the file)");
     }
     SF_LOG_INFO_F("%s: %d operators", sf_graph_name(g), sf_graph_num_ops(g));

@@ -287,8 +287,8 @@ int sf_cmd_search(int argc, char **argv) {
             sf_cli_table_cell(t, "%s%s", rows[i].name, i == rep.best ? " *" : "");
             sf_cli_table_cell(t, "%.3f ms", rows[i].iter_s * 1e3);
             sf_cli_table_cell(t, "%.2fx", data_s / rows[i].iter_s);
-            sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(rows[i].moved_bytes, by, sizeof by));
-            sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(rows[i].peak_mem_bytes, pk, sizeof pk));
+            sf_cli_table_cell(t, "%s", sf_fmt_bytes(rows[i].moved_bytes, by, sizeof by));
+            sf_cli_table_cell(t, "%s", sf_fmt_bytes(rows[i].peak_mem_bytes, pk, sizeof pk));
             sf_cli_table_cell(t, "%s", rows[i].fits ? "yes" : "no");
         }
         /* the batch as simulate reports it (dimension 0 of the first input),

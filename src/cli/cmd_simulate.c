@@ -28,6 +28,7 @@
 
 #define DEFAULT_MACHINE "p100-4x4"
 #define DEFAULT_STRATEGY "data"
+#define DEFAULT_HEADROOM_PCT 10.0
 #define MAX_BATCH ((int64_t)1 << 40)
 #define MAX_SIZE ((int64_t)1 << 40)
 
@@ -252,20 +253,30 @@ static int usage(FILE *out) {
             "                         or a strategy JSON file (default: %s)\n"
             "  --json                 print one JSON object: iter_ms, compute_ms, transfer_ms,\n"
             "                         sync_ms, transfer_bytes, sync_bytes, intra_bytes,\n"
-            "                         inter_bytes, peak_mem_bytes, mem_capacity_bytes, fits,\n"
+            "                         inter_bytes, peak_live_bytes (the timeline's peak),\n"
+            "                         peak_mem_bytes (all alive at once), memory_headroom,\n"
+            "                         mem_capacity_bytes, fits,\n"
             "                         tasks, model, machine, strategy, sync, sync_scheme,\n"
             "                         segments, dtype, batch, devices, idle_devices (no part\n"
             "                         runs there; a warning names them) and a \"per_device\"\n"
             "                         array (device, node, busy_ms, utilization, mem_bytes,\n"
+            "                         live_peak_bytes, live_peak_ms, live_peak_kinds (what\n"
+            "                         the peak holds: weights, activations, received,\n"
+            "                         activation gradients),\n"
             "                         weight_elems: weight elements it holds)\n"
             "  --trace FILE           write the schedule as a Chrome trace (JSON) for\n"
-            "                         Perfetto (ui.perfetto.dev) or chrome://tracing\n"
-            "  --svg FILE             write the schedule as an SVG Gantt chart\n"
+            "                         Perfetto (ui.perfetto.dev) or chrome://tracing, with\n"
+            "                         a memory counter per device\n"
+            "  --svg FILE             write the schedule as an SVG Gantt chart, memory over\n"
+            "                         the iteration under it\n"
             "  --dot FILE             write the graph as Graphviz DOT, each operator labelled\n"
             "                         with its config and coloured by it\n"
             "  --save-strategy FILE   write the strategy as a strategy JSON file\n"
             "  --costs FILE           measured task times ('soapflow profile'): the profiled\n"
             "                         cost model, analytic where the file has no entry\n"
+            "  --memory-headroom P    percent of each device's memory kept free (allocator\n"
+            "                         slack, the framework's own): a strategy fits when\n"
+            "                         every device's peak stays below the rest (default %g)\n"
             "%s"
             "%s"
             "  -h, --help             show this help\n"
@@ -279,8 +290,8 @@ static int usage(FILE *out) {
             "  soapflow simulate --model inception_v3 --machine p100-4x4 --strategy data\n"
             "  soapflow simulate --model nmt --strategy expert --json --svg nmt.svg\n"
             "  soapflow simulate --model resnet50 --strategy best.json --trace r50.trace.json\n",
-            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY, sf_cli_sim_help,
-            sf_cli_dtype_help);
+            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY, DEFAULT_HEADROOM_PCT,
+            sf_cli_sim_help, sf_cli_dtype_help);
     return SF_EXIT_OK;
 }
 
@@ -288,6 +299,7 @@ typedef struct sim_opts {
     sf_cli_model_opts model;
     const char *machine, *strategy, *trace, *svg, *dot, *save, *costs;
     int json;
+    double headroom_pct;
     sf_sim_options sim;
     sf_dtype dtype;
 } sim_opts;
@@ -308,6 +320,7 @@ static int parse(int argc, char **argv, sim_opts *o, const char **cmd) {
         if (sf_cli_str(&a, "--save-strategy", NULL, &o->save)) continue;
         if (sf_cli_str(&a, "--costs", NULL, &o->costs)) continue;
         if (sf_cli_sim_option(&a, &o->sim)) continue;
+        if (sf_cli_double(&a, "--memory-headroom", 0, 99, &o->headroom_pct)) continue;
         if (sf_cli_dtype_option(&a, &o->dtype)) continue;
         sf_cli_unknown(&a);
     }
@@ -447,18 +460,26 @@ static int print_json(const report *rp) {
     bad |= json_object_set_new(j, "intra_bytes", json_integer((json_int_t)r->intra_bytes));
     bad |= json_object_set_new(j, "inter_bytes", json_integer((json_int_t)r->inter_bytes));
     bad |= sf_cli_json_set_number(j, "peak_mem_bytes", r->peak_mem_bytes);
+    bad |= sf_cli_json_set_number(j, "peak_live_bytes", r->live_peak_bytes);
+    bad |= sf_cli_json_set_real(j, "memory_headroom", rp->sim.memory_headroom);
     bad |= sf_cli_json_set_number(j, "mem_capacity_bytes", rp->capacity);
     bad |= json_object_set_new(j, "fits", json_boolean(r->fits));
     bad |= json_object_set_new(j, "tasks", json_integer((json_int_t)r->tasks));
     for (int d = 0; d < r->n_devices && !bad; d++) {
         const sf_device *dev = sf_machine_device(rp->m, d);
         double busy = r->device_busy_s[d];
+        json_t *kinds = json_object();
+        for (int k = 0; k < SF_SIM_MEM_KIND_COUNT && kinds; k++)
+            bad |= sf_cli_json_set_number(kinds, sf_sim_mem_kind_name(k),
+                                          r->device_live_kinds[d * SF_SIM_MEM_KIND_COUNT + k]);
         bad |= json_array_append_new(
-            per, json_pack("{s:i, s:i, s:o, s:o, s:o, s:I}", "device", d, "node", dev->node,
-                           "busy_ms", sf_cli_json_real(busy * 1e3), "utilization",
+            per, json_pack("{s:i, s:i, s:o, s:o, s:o, s:o, s:o, s:o*, s:I}", "device", d, "node",
+                           dev->node, "busy_ms", sf_cli_json_real(busy * 1e3), "utilization",
                            sf_cli_json_real(r->iter_s > 0 ? busy / r->iter_s : 0.0), "mem_bytes",
-                           sf_cli_json_number(r->device_mem_bytes[d]), "weight_elems",
-                           (json_int_t)rp->weights[d]));
+                           sf_cli_json_number(r->device_mem_bytes[d]), "live_peak_bytes",
+                           sf_cli_json_number(r->device_live_bytes[d]), "live_peak_ms",
+                           sf_cli_json_real(r->device_live_peak_s[d] * 1e3), "live_peak_kinds",
+                           kinds, "weight_elems", (json_int_t)rp->weights[d]));
     }
     bad |= json_object_set_new(j, "per_device", per);
     return sf_cli_print_json_built(j, bad);
@@ -499,28 +520,43 @@ static int print_text(const report *rp) {
     sf_cli_table_cell(t, "%.3f ms (sum over devices)", r->compute_s * 1e3);
     sf_cli_table_cell(t, "transfer");
     sf_cli_table_cell(t, "%.3f ms, %s (activations and their gradients)", r->transfer_s * 1e3,
-                      sf_cli_fmt_bytes((double)r->transfer_bytes, b1, sizeof b1));
+                      sf_fmt_bytes((double)r->transfer_bytes, b1, sizeof b1));
     sf_cli_table_cell(t, "sync");
     sf_cli_table_cell(t, "%.3f ms, %s (gradient all-reduce)", r->sync_s * 1e3,
-                      sf_cli_fmt_bytes((double)r->sync_bytes, b1, sizeof b1));
+                      sf_fmt_bytes((double)r->sync_bytes, b1, sizeof b1));
     sf_cli_table_cell(t, "link traffic");
     sf_cli_table_cell(t, "%s intra-node, %s inter-node",
-                      sf_cli_fmt_bytes((double)r->intra_bytes, b1, sizeof b1),
-                      sf_cli_fmt_bytes((double)r->inter_bytes, b2, sizeof b2));
+                      sf_fmt_bytes((double)r->intra_bytes, b1, sizeof b1),
+                      sf_fmt_bytes((double)r->inter_bytes, b2, sizeof b2));
     sf_cli_table_cell(t, "peak memory");
-    sf_cli_table_cell(t, "%s on device %d of %s: %s",
-                      sf_cli_fmt_bytes(r->peak_mem_bytes, b1, sizeof b1), rp->peak_dev,
-                      sf_cli_fmt_bytes(rp->capacity, b2, sizeof b2),
+    sf_cli_table_cell(t, "%s on device %d at %.3f ms, of %s less %g%% headroom: %s",
+                      sf_fmt_bytes(r->live_peak_bytes, b1, sizeof b1), rp->peak_dev,
+                      r->device_live_peak_s[rp->peak_dev] * 1e3,
+                      sf_fmt_bytes(rp->capacity, b2, sizeof b2), 100.0 * rp->sim.memory_headroom,
                       r->fits ? "fits" : "DOES NOT FIT");
+    sf_cli_table_cell(t, "at the peak");
+    {
+        sf_strbuf s = {0};
+        const double *k = &r->device_live_kinds[rp->peak_dev * SF_SIM_MEM_KIND_COUNT];
+        for (int i = 0; i < SF_SIM_MEM_KIND_COUNT; i++)
+            sf_strbuf_printf(&s, "%s%s %s", i ? ", " : "", sf_sim_mem_kind_name(i),
+                             sf_fmt_bytes(k[i], b3, sizeof b3));
+        char *text = sf_strbuf_take(&s);
+        sf_cli_table_cell(t, "%s", text ? text : "?");
+        free(text);
+    }
+    sf_cli_table_cell(t, "all alive at once");
+    sf_cli_table_cell(t, "%s (every activation kept as if alive at the same time)",
+                      sf_fmt_bytes(r->peak_mem_bytes, b1, sizeof b1));
     sf_cli_table_cell(t, "tasks");
     sf_cli_table_cell(t, "%s", sf_cli_fmt_count(r->tasks, b1, sizeof b1));
     int rc = sf_cli_table_print(t, stdout);
     sf_cli_table_free(t);
     if (rc != SF_EXIT_OK) return rc;
 
-    static const char *const headers[] = {"device", "node",   "busy ms",
-                                          "util %", "memory", "capacity"};
-    t = sf_cli_table_new(6, headers, "rrrrrl");
+    static const char *const headers[] = {"device", "node",    "busy ms", "util %",
+                                          "peak",   "at once", "capacity"};
+    t = sf_cli_table_new(7, headers, "rrrrrrl");
     for (int d = 0; d < r->n_devices; d++) {
         double busy = r->device_busy_s[d];
         double cap = sf_machine_device_kind(rp->m, d)->mem_bytes;
@@ -528,9 +564,11 @@ static int print_text(const report *rp) {
         sf_cli_table_cell(t, "%d", sf_machine_device(rp->m, d)->node);
         sf_cli_table_cell(t, "%.3f", busy * 1e3);
         sf_cli_table_cell(t, "%.1f", r->iter_s > 0 ? 100.0 * busy / r->iter_s : 0.0);
-        sf_cli_table_cell(t, "%s", sf_cli_fmt_bytes(r->device_mem_bytes[d], b1, sizeof b1));
-        sf_cli_table_cell(t, "%s%s", sf_cli_fmt_bytes(cap, b3, sizeof b3),
-                          r->device_mem_bytes[d] > cap ? " (over)" : "");
+        sf_cli_table_cell(t, "%s", sf_fmt_bytes(r->device_live_bytes[d], b1, sizeof b1));
+        sf_cli_table_cell(t, "%s", sf_fmt_bytes(r->device_mem_bytes[d], b2, sizeof b2));
+        sf_cli_table_cell(
+            t, "%s%s", sf_fmt_bytes(cap, b3, sizeof b3),
+            r->device_live_bytes[d] > cap * (1.0 - rp->sim.memory_headroom) ? " (over)" : "");
     }
     fputc('\n', stdout);
     rc = sf_cli_table_print(t, stdout);
@@ -542,10 +580,13 @@ int sf_cmd_simulate(int argc, char **argv) {
     sim_opts o;
     memset(&o, 0, sizeof o);
     sf_sim_options_default(&o.sim);
+    o.headroom_pct = DEFAULT_HEADROOM_PCT;
     const char *cmd;
     int rc = parse(argc, argv, &o, &cmd);
     if (rc < 0) return usage(stdout);
     if (rc != SF_EXIT_OK) return rc;
+    o.sim.memory_timeline = 1;
+    o.sim.memory_headroom = o.headroom_pct / 100.0;
     if (!o.machine) o.machine = DEFAULT_MACHINE;
     if (!o.strategy) o.strategy = DEFAULT_STRATEGY;
 
@@ -609,7 +650,7 @@ int sf_cmd_simulate(int argc, char **argv) {
     for (int d = 0; d < r.n_devices; d++) {
         double cap = sf_machine_device_kind(m, d)->mem_bytes;
         if (cap < rp.capacity) rp.capacity = cap;
-        if (r.device_mem_bytes[d] > r.device_mem_bytes[rp.peak_dev]) rp.peak_dev = d;
+        if (r.device_live_bytes[d] > r.device_live_bytes[rp.peak_dev]) rp.peak_dev = d;
     }
     rc = o.json ? print_json(&rp) : print_text(&rp);
 done:

@@ -128,21 +128,6 @@ static int parse_scheme(sf_cli_args *a, sf_sync_scheme *out) {
     return 1;
 }
 
-static int parse_double(sf_cli_args *a, const char *name, double lo, double hi, double *out) {
-    const char *v;
-    if (!sf_cli_str(a, name, NULL, &v)) return 0;
-    if (!v) return 1;
-    char *end;
-    double x = strtod(v, &end);
-    if (*end || !(x >= lo && x <= hi)) {
-        sf_cli_usage_error(a->cmd, "%s wants a number in [%g, %g], got '%.64s'", name, lo, hi, v);
-        a->status = SF_EXIT_USAGE;
-        return 1;
-    }
-    *out = x;
-    return 1;
-}
-
 static int parse(int argc, char **argv, train_opts *o) {
     memset(o, 0, sizeof *o);
     o->strategy = DEFAULT_STRATEGY;
@@ -165,9 +150,9 @@ static int parse(int argc, char **argv, train_opts *o) {
             sf_cli_str(&a, "--data-dir", NULL, &o->data_dir) ||
             sf_cli_int(&a, "--epochs", NULL, 1, 1000000, &o->epochs) ||
             sf_cli_int(&a, "--iters", NULL, 1, MAX_STEPS, &o->iters) ||
-            parse_double(&a, "--lr", 0, 1e6, &o->lr) ||
-            parse_double(&a, "--momentum", 0, 1, &o->momentum) ||
-            parse_double(&a, "--weight-decay", 0, 1e6, &o->weight_decay) ||
+            sf_cli_double(&a, "--lr", 0, 1e6, &o->lr) ||
+            sf_cli_double(&a, "--momentum", 0, 1, &o->momentum) ||
+            sf_cli_double(&a, "--weight-decay", 0, 1e6, &o->weight_decay) ||
             sf_cli_int(&a, "--seed", NULL, 0, INT64_MAX, &o->seed) ||
             sf_cli_str(&a, "--init", NULL, &o->init) || sf_cli_str(&a, "--save", NULL, &o->save) ||
             sf_cli_str(&a, "--resume", NULL, &o->resume) ||
@@ -782,8 +767,8 @@ int sf_cmd_train(int argc, char **argv) {
                    (t.predicted_s / med - 1) * 100);
             printf("throughput    %.0f images/s\n", (double)batch / med);
             printf("memory        %s reserved on the largest rank, %s predicted peak\n",
-                   sf_cli_fmt_bytes(peak_max, b1, sizeof b1),
-                   sf_cli_fmt_bytes(t.predicted_peak, b2, sizeof b2));
+                   sf_fmt_bytes(peak_max, b1, sizeof b1),
+                   sf_fmt_bytes(t.predicted_peak, b2, sizeof b2));
             printf("loss          %.4f -> %.4f\n", losses[0], losses[total - 1]);
             if (acc >= 0)
                 printf("test accuracy %.2f%% (%lld samples of %s)\n", acc * 100,

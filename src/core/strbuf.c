@@ -14,6 +14,7 @@
  */
 #include "soapflow/core.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -169,4 +170,19 @@ void sf_strbuf_put_dot(sf_strbuf *b, const char *s) {
             sf_strbuf_add(b, s, 1);
         }
     }
+}
+
+char *sf_fmt_bytes(double bytes, char *buf, size_t n) {
+    static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
+    int u = 0;
+    double v = bytes;
+    while (v >= 1024.0 && u < 5) {
+        v /= 1024.0;
+        u++;
+    }
+    if (u == 0)
+        snprintf(buf, n, "%.0f B", v);
+    else
+        snprintf(buf, n, "%.*f %s", v < 100.0 ? 2 : 1, v, units[u]);
+    return buf;
 }

@@ -68,14 +68,19 @@ void sf_sim_options_default(sf_sim_options *o) {
     o->segments = 1;
 }
 
-
 /* ---- setup ----------------------------------------------------------------- */
 
 static int sched_alloc_fixed(sim_sched *f, int n_dev, int n_res) {
     f->res_total = calloc((size_t)n_res + 1, sizeof *f->res_total);
     f->device_busy = calloc((size_t)n_dev + 1, sizeof *f->device_busy);
     f->device_mem = calloc((size_t)n_dev + 1, sizeof *f->device_mem);
-    return f->res_total && f->device_busy && f->device_mem ? 0 : -1;
+    f->device_live = calloc((size_t)n_dev + 1, sizeof *f->device_live);
+    f->live_t = calloc((size_t)n_dev + 1, sizeof *f->live_t);
+    f->live_kinds = calloc((size_t)n_dev * SF_SIM_MEM_KIND_COUNT + 1, sizeof *f->live_kinds);
+    return f->res_total && f->device_busy && f->device_mem && f->device_live && f->live_t &&
+                   f->live_kinds
+               ? 0
+               : -1;
 }
 
 static void sched_free(sim_sched *f) {
@@ -84,6 +89,9 @@ static void sched_free(sim_sched *f) {
     free(f->finish);
     free(f->device_busy);
     free(f->device_mem);
+    free(f->device_live);
+    free(f->live_t);
+    free(f->live_kinds);
     free(f->res_total);
 }
 
@@ -139,6 +147,13 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
         sf_error_set(err, SF_ERR_INVALID,
                      "invalid simulator options: sync mode %d, scheme %d, segments %d (1 to %d)",
                      mode, scheme, seg, SF_SIM_MAX_SEGMENTS);
+        return NULL;
+    }
+    if (!(sim->opt.memory_headroom >= 0 && sim->opt.memory_headroom < 1)) {
+        double h = sim->opt.memory_headroom;
+        free(sim);
+        sf_error_set(err, SF_ERR_INVALID, "invalid simulator options: memory headroom %g (0 to 1)",
+                     h);
         return NULL;
     }
     sim->n_ops = n_ops;
@@ -252,7 +267,8 @@ static void mem_full(sf_sim *sim, sim_sched *f) {
     FOR_ALL_BLOCKS(sim, bid) {
         const sim_block *b = &sim->blocks[bid];
         exact &= !b->mem_inexact;
-        for (int i = 0; i < b->n_mem; i++) f->device_mem[b->mem[i].dev] += b->mem[i].bytes;
+        for (int i = 0; i < b->n_mem; i++)
+            if (sim_mem_summed(&b->mem[i])) f->device_mem[b->mem[i].dev] += b->mem[i].bytes;
     }
     for (int d = 0; d < sim->n_dev; d++) exact &= f->device_mem[d] <= SIM_EXACT_BYTES;
     f->mem_exact = exact;
@@ -273,8 +289,10 @@ static int mem_delta(sf_sim *sim, sim_sched *f, const sim_sched *o) {
     memcpy(f->device_mem, o->device_mem, (size_t)sim->n_dev * sizeof *f->device_mem);
     for (int i = 0; i < sim->n_saved; i++) {
         const sim_block *ob = &sim->saved[i].block, *nb = &sim->blocks[sim->saved[i].bid];
-        for (int k = 0; k < ob->n_mem; k++) f->device_mem[ob->mem[k].dev] -= ob->mem[k].bytes;
-        for (int k = 0; k < nb->n_mem; k++) f->device_mem[nb->mem[k].dev] += nb->mem[k].bytes;
+        for (int k = 0; k < ob->n_mem; k++)
+            if (sim_mem_summed(&ob->mem[k])) f->device_mem[ob->mem[k].dev] -= ob->mem[k].bytes;
+        for (int k = 0; k < nb->n_mem; k++)
+            if (sim_mem_summed(&nb->mem[k])) f->device_mem[nb->mem[k].dev] += nb->mem[k].bytes;
     }
     for (int d = 0; d < sim->n_dev; d++)
         if (f->device_mem[d] > SIM_EXACT_BYTES) return 0;
@@ -284,7 +302,7 @@ static int mem_delta(sf_sim *sim, sim_sched *f, const sim_sched *o) {
 
 /* The result of the schedule in f. o: the layout before a delta update (its
  * memory totals are reused when exact), NULL after a full run. */
-static void collect(sf_sim *sim, sim_sched *f, const sim_sched *o) {
+static int collect(sf_sim *sim, sim_sched *f, const sim_sched *o) {
     sf_sim_result *r = &f->result;
     memset(r, 0, sizeof *r);
     r->tasks = sim->lay.n_tasks;
@@ -311,6 +329,21 @@ static void collect(sf_sim *sim, sim_sched *f, const sim_sched *o) {
     }
     r->device_busy_s = f->device_busy;
     r->device_mem_bytes = f->device_mem;
+    if (!sim->opt.memory_timeline) return 0;
+    /* the timeline decides whether it fits: each device's peak within its
+     * memory less the headroom */
+    if (sim_mem_timeline(sim, f, f->device_live, f->live_t, f->live_kinds)) return -1;
+    r->fits = 1;
+    for (int d = 0; d < sim->n_dev; d++) {
+        double cap =
+            sf_machine_device_kind(sim->m, d)->mem_bytes * (1.0 - sim->opt.memory_headroom);
+        if (f->device_live[d] > r->live_peak_bytes) r->live_peak_bytes = f->device_live[d];
+        if (f->device_live[d] > cap) r->fits = 0;
+    }
+    r->device_live_bytes = f->device_live;
+    r->device_live_peak_s = f->live_t;
+    r->device_live_kinds = f->live_kinds;
+    return 0;
 }
 
 /* ---- the public entry points ---------------------------------------------------- */
@@ -336,7 +369,8 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
     st = sim_schedule_full(sim, sim->cur, err);
     if (st != SF_OK) return st;
-    collect(sim, sim->cur, NULL);
+    if (collect(sim, sim->cur, NULL))
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory following memory over the schedule");
     sim->has_run = 1;
     *r = sim->cur->result;
     return SF_OK;
@@ -584,7 +618,10 @@ sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config 
         sim->cut_pending = 1;
         return SF_OK;
     }
-    collect(sim, f, o);
+    if (collect(sim, f, o)) {
+        sim->has_run = 0; /* the next call must be a full run */
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory following memory over the schedule");
+    }
     *r = f->result;
     return SF_OK;
 }

@@ -71,10 +71,17 @@ static int block_edge(sim_block *b, int64_t from, int64_t to) {
     return 0;
 }
 
-static int block_mem(sim_block *b, int dev, double bytes) {
+/* bytes of a kind on dev from the start of task `from` to the finish of task
+ * `to` (SIM_MEM_ALWAYS: the iteration's start or end). Activation gradients
+ * are the timeline's alone (sim_mem_summed): the all-at-once sums price the
+ * end of the forward pass and have never held them. */
+static int block_mem(sim_block *b, int dev, sf_sim_mem_kind kind, double bytes, int64_t from,
+                     int64_t to) {
     if (sim_grow_int((void **)&b->mem, &b->cap_mem, b->n_mem + 1, sizeof *b->mem)) return -1;
-    b->mem[b->n_mem++] = (sim_mem){dev, bytes};
-    if (!(bytes >= 0 && bytes <= SIM_EXACT_BYTES && bytes == floor(bytes))) b->mem_inexact = 1;
+    sim_mem *e = &b->mem[b->n_mem++];
+    *e = (sim_mem){dev, (uint8_t)kind, bytes, from, to};
+    if (sim_mem_summed(e) && !(bytes >= 0 && bytes <= SIM_EXACT_BYTES && bytes == floor(bytes)))
+        b->mem_inexact = 1;
     return 0;
 }
 
@@ -89,7 +96,7 @@ static int build_core(sf_sim *sim, int opi) {
     block_reset(b);
     const sf_op *op = sf_graph_op(sim->g, opi);
     const sf_config *c = sf_strategy_get(sim->s, opi);
-    int n = c->n_parts, bwd = op_has_bwd(op);
+    int n = c->n_parts, bwd = op_has_bwd(op), bid = sim_block_id(opi, SLOT_CORE);
     /* The part tiles, kept by the task graph for the edge and sync blocks of
      * this operator and of its neighbours: computing them costs divisions, and
      * every block that touches the operator needs them. */
@@ -108,8 +115,9 @@ static int build_core(sf_sim *sim, int opi) {
         int dev = c->device[p];
         double d;
         sf_cost_task_fwd_bwd_s(sim->cm, op, &t, dev, &d, &bwd_s[p]);
-        if (device_task(sim, b, SIM_FWD, dev, opi, p, d) < 0) return -1;
-        b->st.compute_s += b->tasks[b->n_tasks - 1].dur_s;
+        int fwd = device_task(sim, b, SIM_FWD, dev, opi, p, d);
+        if (fwd < 0) return -1;
+        b->st.compute_s += b->tasks[fwd].dur_s;
         /* Activations: the part's outputs, plus whatever it saves beyond its
          * inputs (LSTM gates, attention scores). Inputs are the outputs of other
          * parts, counted there, or copies received from another device, counted
@@ -123,11 +131,16 @@ static int build_core(sf_sim *sim, int opi) {
             in_bytes += (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
         }
         double extra = mem.saved_bytes > in_bytes ? mem.saved_bytes - in_bytes : 0;
-        /* the operator counts fp32 elements; activations live in the dtype */
-        if (block_mem(b, dev, (mem.output_bytes + extra) * sim->act_scale)) return -1;
+        /* the operator counts fp32 elements; activations live in the dtype. They
+         * live from the part's forward task to its backward task (which runs
+         * after every consumer's backward: it waits for their gradients); an
+         * operator without a backward pass (the input) keeps its output to the
+         * iteration's end. */
+        if (block_mem(b, dev, SF_SIM_MEM_ACTIVATIONS, (mem.output_bytes + extra) * sim->act_scale,
+                      REF(bid, fwd), bwd ? REF(bid, n + p) : SIM_MEM_ALWAYS))
+            return -1;
     }
     if (bwd) {
-        int bid = sim_block_id(opi, SLOT_CORE);
         for (int p = 0; p < n; p++) {
             int dev = c->device[p];
             if (device_task(sim, b, SIM_BWD, dev, opi, p, bwd_s[p]) < 0) return -1;
@@ -341,8 +354,10 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int pi, const s
     int n_fwd, n = sf_taskgraph_pair_steps(sim->tg, pr, p_bwd, st, deps, &n_fwd);
     sf_tg_pricer prc = {.m = sim->m, .cm = sim->cm, .segments = sim->opt.segments};
     sim->n_ends = 0;
+    int first_fwd = b->n_tasks, first_grad = -1;
     for (int q = 0; q < n; q++) {
         sim_kind kind = q < n_fwd ? SIM_XFER : SIM_GRAD;
+        if (q == n_fwd) first_grad = b->n_tasks;
         if (step_tasks(sim, b, bid, &prc, &st[q], NULL, NULL, kind, xi, j, -1, &e4[4 * q]))
             return -1;
         if (st[q].n_deps ? wire(sim, b, &e4[4 * deps[st[q].dep]], &e4[4 * q])
@@ -351,10 +366,23 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int pi, const s
     }
     if (n_fwd ? wire_to(sim, b, &e4[4 * (n_fwd - 1)], x_fwd) : block_edge(b, p_fwd, x_fwd))
         return -1;
-    if (pr->src_dev != pr->dst_dev &&
-        block_mem(b, pr->dst_dev, (double)pr->numel * SF_ELEM_BYTES * sim->act_scale))
-        return -1; /* the received copy lives on the consumer's device */
+    /* the received copy lives on the consumer's device, from its transfer to
+     * the consumer's backward task */
+    double bytes = (double)pr->numel * SF_ELEM_BYTES * sim->act_scale;
+    if (pr->src_dev != pr->dst_dev && block_mem(b, pr->dst_dev, SF_SIM_MEM_RECEIVED, bytes,
+                                                n_fwd ? REF(bid, first_fwd) : x_fwd, x_b))
+        return -1;
     if (!p_bwd) return 0;
+    /* the gradient of the region: on the consumer's device from its backward
+     * task to the gradient's arrival, on the producer's from then to the
+     * producer's backward task */
+    int64_t arrive = n > n_fwd ? REF(bid, b->n_tasks - 1) : x_b;
+    if (pr->src_dev != pr->dst_dev &&
+        block_mem(b, pr->dst_dev, SF_SIM_MEM_ACT_GRADS, bytes, x_b, arrive))
+        return -1;
+    if (block_mem(b, pr->src_dev, SF_SIM_MEM_ACT_GRADS, bytes,
+                  n > n_fwd ? REF(bid, first_grad) : x_b, p_b))
+        return -1;
     return n > n_fwd ? wire_to(sim, b, &e4[4 * (n - 1)], p_b) : block_edge(b, x_b, p_b);
 }
 
@@ -401,14 +429,16 @@ static int build_reduced_edge(sf_sim *sim, sim_block *b, int bid, int xi, int pi
         for (int q = gr->step_start; q < gr->step_start + gr->n_fwd; q++) {
             const sf_tg_step *st = &rd->steps[q];
             int32_t *e4 = &sim->end_at[4 * q];
+            int first = b->n_tasks;
             if (step_tasks(sim, b, bid, &prc, st, NULL, rd->devs, SIM_XFER, xi, rep, -1, e4) ||
                 parts_into(sim, b, rd, gr, st, pi, e4) || wire_to(sim, b, e4, sum[g]))
                 return -1;
             for (int d = 0; d < st->n_deps; d++)
                 if (wire(sim, b, &sim->end_at[4 * rd->deps[st->dep + d]], e4)) return -1;
             if (st->kind == SF_STEP_P2P &&
-                block_mem(b, st->peer, (double)st->numel * SF_ELEM_BYTES))
-                return -1; /* the partial sum received */
+                block_mem(b, st->peer, SF_SIM_MEM_RECEIVED, (double)st->numel * SF_ELEM_BYTES,
+                          REF(bid, first), gin[g]))
+                return -1; /* the partial sum received, until the group's gradients are in */
         }
     }
     for (int q = 0; q < n; q++) {
@@ -597,7 +627,9 @@ static int build_sync(sf_sim *sim, int owner) {
                 sim->upd_mark[ss.steps[q].dev] = sim->upd_stamp;
         for (int r = sh->dev_start; r < sh->dev_start + sh->n_devs; r++) {
             int d = sy.devs[r], updates = sim->upd_mark[d] == sim->upd_stamp;
-            if (block_mem(b, d, weight_mem(sim, sh->numel, updates, state))) return -1;
+            if (block_mem(b, d, SF_SIM_MEM_WEIGHTS, weight_mem(sim, sh->numel, updates, state),
+                          SIM_MEM_ALWAYS, SIM_MEM_ALWAYS))
+                return -1;
         }
     }
     return 0;

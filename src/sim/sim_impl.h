@@ -65,11 +65,22 @@ typedef struct sim_stats {
     int64_t xfer_bytes, sync_bytes, intra_bytes, inter_bytes; /* whole bytes */
 } sim_stats;
 
-/* Memory a block places on a device. */
+/* Memory a block places on a device, and when it lives in the schedule: from
+ * the start of task `from` to the finish of task `to` (canonical references,
+ * REF), SIM_MEM_ALWAYS for the start or the end of the iteration. The sums
+ * (device_mem) take every entry as alive at once; the timeline
+ * (sim_mem_timeline, sim_memline.c) takes the lifetimes. */
+#define SIM_MEM_ALWAYS (-1)
 typedef struct sim_mem {
     int32_t dev;
+    uint8_t kind; /* sf_sim_mem_kind */
     double bytes;
+    int64_t from, to;
 } sim_mem;
+
+/* Whether the all-at-once sums (device_mem) count an entry: all but the
+ * activation gradients, which only the timeline follows. */
+static inline int sim_mem_summed(const sim_mem *e) { return e->kind != SF_SIM_MEM_ACT_GRADS; }
 
 typedef struct sim_block {
     sim_task *tasks;
@@ -139,6 +150,8 @@ typedef struct sim_sched {
     double *ready, *start, *finish; /* [cap_slots] seconds */
     double *device_busy;            /* [n_dev] */
     double *device_mem;             /* [n_dev] */
+    double *device_live, *live_t;   /* [n_dev] the timeline's peaks and when (memory_timeline) */
+    double *live_kinds;             /* [n_dev * SF_SIM_MEM_KIND_COUNT] what each peak holds */
     double *res_total;              /* [n_res] work (seconds) queued on each resource, summed in
                                      * canonical task order by the scheduling passes */
     int mem_exact;                  /* device_mem holds exact sums (every block's entries whole
@@ -243,6 +256,21 @@ struct sf_sim {
     int64_t cap_scratch;
     int64_t last_resimulated; /* tasks the last schedule pass handled (sf_sim_result.rescheduled) */
 };
+
+/* A memory entry's start (bytes > 0) or end (bytes < 0) in a schedule. */
+typedef struct sim_mem_event {
+    double t, bytes;
+    int32_t dev;
+    int32_t kind; /* sf_sim_mem_kind */
+    int64_t seq;  /* place before sorting: a total order */
+} sim_mem_event;
+/* Every memory entry's two events in schedule f, sorted by (time, frees first, device);
+ * *out is malloc'd. The count, or -1 when out of memory (sim_memline.c). */
+int64_t sim_mem_events(const sf_sim *sim, const sim_sched *f, sim_mem_event **out);
+/* Per device, the peak of the bytes alive at once in schedule f and when it is reached
+ * (peak[], peak_t[]: [n_dev]). -1 when out of memory. */
+int sim_mem_timeline(const sf_sim *sim, const sim_sched *f, double *peak, double *peak_t,
+                     double *peak_kinds);
 
 /* Slot -> the block's task record (for traces). */
 const sim_task *sim_task_of(const sf_sim *sim, int64_t slot, int *block);

@@ -361,11 +361,18 @@ int sim_layout_compact(sf_sim *sim) {
     memcpy(f->res_total, o->res_total, (size_t)sim->n_res * sizeof *f->res_total);
     memcpy(f->device_busy, o->device_busy, (size_t)sim->n_dev * sizeof *f->device_busy);
     memcpy(f->device_mem, o->device_mem, (size_t)sim->n_dev * sizeof *f->device_mem);
+    memcpy(f->device_live, o->device_live, (size_t)sim->n_dev * sizeof *f->device_live);
+    memcpy(f->live_t, o->live_t, (size_t)sim->n_dev * sizeof *f->live_t);
+    memcpy(f->live_kinds, o->live_kinds,
+           (size_t)sim->n_dev * SF_SIM_MEM_KIND_COUNT * sizeof *f->live_kinds);
     f->mem_exact = o->mem_exact;
     f->makespan_s = o->makespan_s;
     f->result = o->result;
     f->result.device_busy_s = f->device_busy;
     f->result.device_mem_bytes = f->device_mem;
+    f->result.device_live_bytes = o->result.device_live_bytes ? f->device_live : NULL;
+    f->result.device_live_peak_s = o->result.device_live_peak_s ? f->live_t : NULL;
+    f->result.device_live_kinds = o->result.device_live_kinds ? f->live_kinds : NULL;
     sim->prev = sim->cur;
     sim->cur = f;
     return 0;

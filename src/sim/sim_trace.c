@@ -124,6 +124,42 @@ static unsigned char *used_resources(const sf_sim *sim) {
     return used;
 }
 
+/* Memory over the schedule, device by device: the timeline's events
+ * (sim_mem_events) regrouped by device, each device's in time order, device
+ * d's at ev[start[d] .. start[d + 1]). */
+typedef struct mem_curves {
+    sim_mem_event *ev;
+    int64_t *start; /* [n_dev + 1] */
+} mem_curves;
+
+static void mem_curves_free(mem_curves *mc) {
+    free(mc->ev);
+    free(mc->start);
+}
+
+static int mem_curves_get(const sf_sim *sim, mem_curves *mc) {
+    memset(mc, 0, sizeof *mc);
+    sim_mem_event *all;
+    int64_t n = sim_mem_events(sim, sim->cur, &all);
+    if (n < 0) return -1;
+    mc->ev = malloc((size_t)(n + 1) * sizeof *mc->ev);
+    mc->start = calloc((size_t)sim->n_dev + 2, sizeof *mc->start);
+    if (!mc->ev || !mc->start) {
+        free(all);
+        mem_curves_free(mc);
+        return -1;
+    }
+    for (int64_t i = 0; i < n; i++) mc->start[all[i].dev + 1]++;
+    for (int d = 0; d < sim->n_dev; d++) mc->start[d + 1] += mc->start[d];
+    /* start[d] serves as device d's cursor, which ends where d + 1 begins:
+     * shifted back after */
+    for (int64_t i = 0; i < n; i++) mc->ev[mc->start[all[i].dev]++] = all[i];
+    for (int d = sim->n_dev; d > 0; d--) mc->start[d] = mc->start[d - 1];
+    mc->start[0] = 0;
+    free(all);
+    return 0;
+}
+
 static void device_label(const sf_sim *sim, int d, char *buf, size_t n) {
     const sf_device *dev = sf_machine_device(sim->m, d);
     snprintf(buf, n, "device %d (node %d)", d, dev ? dev->node : 0);
@@ -131,7 +167,7 @@ static void device_label(const sf_sim *sim, int d, char *buf, size_t n) {
 
 /* ---- Chrome trace --------------------------------------------------------------- */
 
-enum { PID_DEVICES = 1, PID_LINKS = 2 };
+enum { PID_DEVICES = 1, PID_LINKS = 2, PID_MEMORY = 3 };
 
 static void trace_meta(sf_strbuf *b, int *first, const char *what, int pid, int tid,
                        const char *name) {
@@ -148,6 +184,25 @@ static void trace_sort(sf_strbuf *b, const char *what, int pid, int tid, int ind
     sf_strbuf_printf(b, ",\n{\"ph\":\"M\",\"name\":\"%s\",\"pid\":%d", what, pid);
     if (tid >= 0) sf_strbuf_printf(b, ",\"tid\":%d", tid);
     sf_strbuf_printf(b, ",\"args\":{\"sort_index\":%d}}", index);
+}
+
+/* Memory per device as counter tracks of a "memory" process: the bytes alive
+ * after the events at each instant, in MiB. */
+static void trace_memory(sf_strbuf *b, const sf_sim *sim, const mem_curves *mc) {
+    int first = 0;
+    trace_meta(b, &first, "process_name", PID_MEMORY, -1, "memory");
+    trace_sort(b, "process_sort_index", PID_MEMORY, -1, 2);
+    for (int d = 0; d < sim->n_dev && !b->oom; d++) {
+        double cur = 0;
+        for (int64_t i = mc->start[d]; i < mc->start[d + 1]; i++) {
+            cur += mc->ev[i].bytes;
+            if (i + 1 < mc->start[d + 1] && mc->ev[i + 1].t == mc->ev[i].t) continue;
+            sf_strbuf_printf(b,
+                             ",\n{\"ph\":\"C\",\"name\":\"device %d\",\"pid\":%d,\"ts\":%.4f,"
+                             "\"args\":{\"MiB\":%.6f}}",
+                             d, PID_MEMORY, mc->ev[i].t * 1e6, cur / 1048576.0);
+        }
+    }
 }
 
 char *sf_sim_trace_to_json(const sf_sim *sim, sf_error *err) {
@@ -220,6 +275,18 @@ char *sf_sim_trace_to_json(const sf_sim *sim, sf_error *err) {
                                  t->part);
         }
     }
+    if (sim->opt.memory_timeline && !b.oom) {
+        mem_curves mc;
+        if (mem_curves_get(sim, &mc)) {
+            free(used);
+            free(links);
+            sf_strbuf_free(&b);
+            sf_error_set(err, SF_ERR_NOMEM, "out of memory building the trace");
+            return NULL;
+        }
+        trace_memory(&b, sim, &mc);
+        mem_curves_free(&mc);
+    }
     sf_strbuf_puts(&b, "\n]}\n");
     free(used);
     free(links);
@@ -239,6 +306,8 @@ sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err)
 #define SVG_ROW 18.0     /* row pitch */
 #define SVG_BAR 14.0     /* bar height within a row */
 #define SVG_MERGE_PX 1.0 /* tasks narrower than this merge with their neighbours */
+#define SVG_MEM_GAP 40.0 /* between the task rows and the memory panel */
+#define SVG_MEM_ROW 30.0 /* a device's memory row */
 
 /* SVG colour classes by kind; barriers are never drawn. */
 static const char *const kind_class[SIM_KIND_COUNT] = {"f", "b", "u", "x", "g", "s", "c", "z"};
@@ -289,6 +358,69 @@ static void svg_rect(sf_strbuf *b, const sf_sim *sim, double scale, const svg_it
     sf_strbuf_printf(b, ": %.4f-%.4f ms</title></rect>\n", start * 1e3, finish * 1e3);
 }
 
+/* The memory panel: per device, the bytes alive over the iteration as a filled
+ * step curve, each pixel column at its largest value (so no peak is lost
+ * however many events fall in it), all rows on one scale: the largest peak. */
+static void svg_memory(sf_strbuf *b, const sf_sim *sim, const mem_curves *mc, double scale,
+                       double makespan, double top) {
+    const sim_sched *f = sim->cur;
+    double top_bytes = f->result.live_peak_bytes;
+    char v1[48], v2[48];
+    sf_strbuf_printf(b,
+                     "<text x=\"10\" y=\"%.1f\" font-weight=\"bold\">memory alive per device "
+                     "(rows on one scale: %s at the top)</text>\n",
+                     top - 12, sf_fmt_bytes(top_bytes, v1, sizeof v1));
+    int cols = (int)ceil(makespan * scale) + 1;
+    double *colmax = malloc((size_t)(cols > 0 ? cols : 1) * sizeof *colmax);
+    if (!colmax) {
+        b->oom = 1;
+        return;
+    }
+    double usable_frac = 1.0 - sim->opt.memory_headroom;
+    for (int d = 0; d < sim->n_dev && !b->oom; d++) {
+        double y0 = top + d * SVG_MEM_ROW, h = SVG_MEM_ROW - 4, base = y0 + h;
+        char label[160];
+        device_label(sim, d, label, sizeof label);
+        if (d % 2 == 0)
+            sf_strbuf_printf(
+                b, "<rect class=\"band\" x=\"0\" y=\"%.1f\" width=\"%.0f\" height=\"%.0f\"/>\n", y0,
+                SVG_WIDTH, SVG_MEM_ROW);
+        double cap = sf_machine_device_kind(sim->m, d)->mem_bytes * usable_frac;
+        sf_strbuf_printf(b, "<text x=\"%.0f\" y=\"%.1f\" text-anchor=\"end\">", SVG_LEFT - 8,
+                         y0 + SVG_MEM_ROW - 10);
+        sf_strbuf_put_xml(b, label);
+        sf_strbuf_printf(b, ": %s</text>\n", sf_fmt_bytes(f->device_live[d], v1, sizeof v1));
+        for (int c = 0; c < cols; c++) colmax[c] = 0;
+        double cur = 0;
+        for (int64_t i = mc->start[d]; i < mc->start[d + 1]; i++) {
+            cur += mc->ev[i].bytes;
+            double t0 = mc->ev[i].t, t1 = i + 1 < mc->start[d + 1] ? mc->ev[i + 1].t : makespan;
+            int c0 = (int)floor(t0 * scale), c1 = (int)floor(t1 * scale);
+            if (c0 < 0) c0 = 0;
+            if (c1 >= cols) c1 = cols - 1;
+            for (int c = c0; c <= c1; c++)
+                if (cur > colmax[c]) colmax[c] = cur;
+        }
+        double k = top_bytes > 0 ? h / top_bytes : 0;
+        sf_strbuf_printf(b, "<path class=\"m\" d=\"M%.1f %.1f", SVG_LEFT, base);
+        double last = -1;
+        for (int c = 0; c < cols; c++) {
+            if (colmax[c] == last) continue;
+            double y = base - colmax[c] * k;
+            sf_strbuf_printf(b, "L%.1f %.2fL%.1f %.2f", SVG_LEFT + c,
+                             base - (last < 0 ? 0 : last) * k, SVG_LEFT + c, y);
+            last = colmax[c];
+        }
+        sf_strbuf_printf(b, "L%.1f %.2fL%.1f %.1fZ\"><title>", SVG_LEFT + cols, base - last * k,
+                         SVG_LEFT + cols, base);
+        sf_strbuf_put_xml(b, label);
+        sf_strbuf_printf(b, ": peak %s at %.4f ms of %s usable</title></path>\n",
+                         sf_fmt_bytes(f->device_live[d], v1, sizeof v1), f->live_t[d] * 1e3,
+                         sf_fmt_bytes(cap, v2, sizeof v2));
+    }
+    free(colmax);
+}
+
 char *sf_sim_to_svg(const sf_sim *sim, sf_error *err) {
     if (check_schedule(sim, err) != SF_OK) return NULL;
     const sim_layout *L = &sim->lay;
@@ -330,7 +462,20 @@ char *sf_sim_to_svg(const sf_sim *sim, sf_error *err) {
     double plot_w = SVG_WIDTH - SVG_LEFT - SVG_RIGHT;
     double scale = makespan > 0 ? plot_w / makespan : 0; /* px per second */
     double rows_h = n_rows * SVG_ROW;
-    double legend_y = SVG_TOP + rows_h + 24;
+    /* memory: a panel of a row per device under the tasks */
+    mem_curves mc = {0};
+    int mem = sim->opt.memory_timeline;
+    if (mem && mem_curves_get(sim, &mc)) {
+        free(used);
+        free(links);
+        free(row_of);
+        free(row_res);
+        free(items);
+        sf_error_set(err, SF_ERR_NOMEM, "out of memory building the svg");
+        return NULL;
+    }
+    double mem_top = SVG_TOP + rows_h + SVG_MEM_GAP;
+    double legend_y = (mem ? mem_top + sim->n_dev * SVG_MEM_ROW : SVG_TOP + rows_h) + 24;
     double height = legend_y + 30;
     char label[160];
 
@@ -344,6 +489,7 @@ char *sf_sim_to_svg(const sf_sim *sim, sf_error *err) {
     for (int k = 0; k < SIM_KIND_COUNT; k++)
         sf_strbuf_printf(&b, ".%s{fill:%s}\n", kind_class[k], kind_colour[k]);
     sf_strbuf_puts(&b, ".grid{stroke:#ddd;stroke-width:1}\n.band{fill:#f4f4f4}\n"
+                       ".m{fill:#9c755f;fill-opacity:0.6;stroke:#6b4f3f;stroke-width:0.5}\n"
                        "rect:hover{stroke:#000;stroke-width:1}\n</style>\n");
     sf_strbuf_printf(&b, "<rect width=\"%.0f\" height=\"%.0f\" fill=\"#fff\"/>\n", SVG_WIDTH,
                      height);
@@ -414,6 +560,9 @@ char *sf_sim_to_svg(const sf_sim *sim, sf_error *err) {
         i = j;
     }
     if (cur_row >= 0) sf_strbuf_puts(&b, "</g>\n");
+
+    if (mem) svg_memory(&b, sim, &mc, scale, makespan, mem_top);
+    mem_curves_free(&mc);
 
     /* legend */
     double x = SVG_LEFT;

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # cli_train.sh - `soapflow train`: as one rank without mpirun; under mpirun, one
-# error message for a strategy or machine that does not fit the ranks; a
+# error message for a strategy or machine that does not fit the ranks; the
+# loss split on its classes (vocabulary-parallel cross-entropy, by hand and
+# under megatron) trains the losses of one rank or data parallelism; a
 # checkpoint, stopped and resumed, gives the weights of the run that did not
 # stop, bit for bit; a rank killed with SIGKILL ends every rank within 10 s,
 # non-zero, naming the rank, and leaves no checkpoint behind; a truncated
@@ -55,15 +57,31 @@ run bad_strategy $MPI "$SF" train "${SMALL[@]}" --strategy "$TMP/s4.json" --iter
 [ "$(rc_of bad_strategy)" -ne 0 ] || fail "a 4-device strategy on 2 ranks was accepted"
 [ "$(grep '^soapflow: ' "$TMP/bad_strategy.err" | grep -vc '^soapflow: warning')" -eq 1 ] ||
     fail "bad strategy: want one soapflow error line, got: $(cat "$TMP/bad_strategy.err")"
-# softmax_ce split on its classes (vocabulary-parallel cross-entropy): planned,
-# not executed yet: one line naming the operator
+# softmax_ce split on its classes (vocabulary-parallel cross-entropy): the
+# losses of data parallelism, whose loss is split on its samples
 "$SF" simulate --model lenet5 --batch 8 --machine 'cpu[2]' --strategy data \
     --save-strategy "$TMP/s2.json" >/dev/null 2>&1 || fail "simulate --save-strategy failed"
-python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["ops"]["loss"]["degrees"] = [1, 2]; json.dump(d, open(sys.argv[1], "w"))' "$TMP/s2.json"
-run vocab_parallel $MPI "$SF" train "${SMALL[@]}" --machine 'cpu[2]' --strategy "$TMP/s2.json" --iters 2
-[ "$(rc_of vocab_parallel)" -ne 0 ] || fail "a class split of softmax_ce was trained"
-[ "$(grep -c "^soapflow: .*operator 'loss' is split 2 ways along dimension 1, which needs communication inside it" "$TMP/vocab_parallel.err")" -eq 1 ] ||
-    fail "vocab_parallel: want one line naming 'loss', got: $(cat "$TMP/vocab_parallel.err")"
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["ops"]["loss"]["degrees"] = [1, 2]; json.dump(d, open(sys.argv[2], "w"))' "$TMP/s2.json" "$TMP/vp.json"
+run vp_data $MPI "$SF" train "${SMALL[@]}" --machine 'cpu[2]' --strategy "$TMP/s2.json" --iters 3 --json
+expect_ok vp_data
+run vocab_parallel $MPI "$SF" train "${SMALL[@]}" --machine 'cpu[2]' --strategy "$TMP/vp.json" --iters 3 --json
+expect_ok vocab_parallel
+close_to() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; s = b < 0 ? -b : b; exit !(d <= 1e-4 * s) }'; }
+for key in loss_first loss_last; do
+    close_to "$(json_num "$TMP/vocab_parallel.out" $key)" "$(json_num "$TMP/vp_data.out" $key)" ||
+        fail "vocab_parallel: $key $(json_num "$TMP/vocab_parallel.out" $key), data parallelism's $(json_num "$TMP/vp_data.out" $key)"
+done
+# megatron on a transformer splits its loss on the classes after the
+# column-parallel head: the losses of one rank
+TR=(--model transformer --seq-len 8 --hidden 48 --vocab 64 --batch 4 --data synthetic --iters 3 --json)
+run tr_one "$SF" train "${TR[@]}"
+expect_ok tr_one
+run tr_mega $MPI "$SF" train "${TR[@]}" --strategy megatron
+expect_ok tr_mega
+for key in loss_first loss_last; do
+    close_to "$(json_num "$TMP/tr_mega.out" $key)" "$(json_num "$TMP/tr_one.out" $key)" ||
+        fail "megatron: $key $(json_num "$TMP/tr_mega.out" $key), one rank's $(json_num "$TMP/tr_one.out" $key)"
+done
 run bad_machine $MPI "$SF" train "${SMALL[@]}" --machine 'cpu[4]' --iters 2
 [ "$(rc_of bad_machine)" -ne 0 ] || fail "a 4-device machine on 2 ranks was accepted"
 [ "$(grep -c '^soapflow: .*4 devices, but there are 2 ranks' "$TMP/bad_machine.err")" -eq 1 ] ||

@@ -131,7 +131,7 @@ EOF
 done
 
 # ---- launch 4: partial sums (a small GPT: the megatron baselines, a row-parallel fc2, -----
-# random strategies with reduce splits)
+# the loss split on its classes, random strategies with reduce splits)
 GPT=(--model gpt --batch 4 --layers 2 --hidden 64 --heads 4 --seq-len 16 --vocab 32)
 "$SF" simulate "${GPT[@]}" --machine 'cpu[2]' --strategy data --save-strategy "$TMP/gdata.json" \
     >/dev/null 2>&1 || fail "simulate --save-strategy (gpt) failed"
@@ -147,20 +147,27 @@ for name, c in j["ops"].items():
         c["degrees"] = [1, 1, 1, 2]
 json.dump(j, open(sys.argv[2], "w"))
 EOF
+# the loss on its classes (vocabulary-parallel cross-entropy), the rest data parallel
+python3 -c 'import json, sys; d = json.load(open(sys.argv[1])); d["ops"]["loss"]["degrees"] = [1, 1, 2]; json.dump(d, open(sys.argv[2], "w"))' \
+    "$TMP/gdata.json" "$TMP/vocab.json" || fail "cannot write the class-split strategy"
 run psum $MPI "$SF" validate "${GPT[@]}" --iters 2 --warmup 1 --reduce-splits --json \
-    --strategies "megatron,megatron-sp,$TMP/rowpar.json,random:2" --trace-dir "$TMP/ptraces"
+    --strategies "megatron,megatron-sp,$TMP/rowpar.json,$TMP/vocab.json,random:2" \
+    --trace-dir "$TMP/ptraces"
 expect_ok psum
 python3 - "$TMP/psum.out" <<'EOF' || fail "validate with partial sums: $(cat "$TMP/psum.err")"
 import json, math, sys
 j = json.load(open(sys.argv[1]))
 names = [r["name"] for r in j["strategies"]]
-assert names == ["megatron", "megatron-sp", "rowpar", "random1", "random2"], names
+assert names == ["megatron", "megatron-sp", "rowpar", "vocab", "random1", "random2"], names
 for r in j["strategies"]:
     assert math.isfinite(r["measured_ms"]) and r["measured_ms"] > 0, r
 EOF
 # fc2's parts hold distinct weights, so its collective is the partial sums' reduction
 grep -q '"allreduce h0.mlp.fc2"' "$TMP/ptraces/3-rowpar.measured.json" ||
     fail "validate: no reduction of fc2's partial sums in the measured trace"
+# the loss's parts all-reduce their rows' statistics (two collectives a step)
+grep -q '"allreduce loss"' "$TMP/ptraces/4-vocab.measured.json" ||
+    fail "validate: no all-reduce of the loss's row statistics in the measured trace"
 "$SF" validate --help | grep -q -- "--reduce-splits" || fail "validate --help: no --reduce-splits"
 
 echo "cli_validate: ok"

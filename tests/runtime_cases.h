@@ -10,13 +10,15 @@
  * embedding: two operators accumulate into one weight group) and a chain of
  * linears. The strategies: data, model, one weird trick, random strategies over
  * the whole SOAP space, random ones that also split reduction dimensions
- * (partial sums: a linear's input features), every linear split on its input
+ * (partial sums: a linear's input features; softmax_ce's classes, the
+ * vocabulary-parallel cross-entropy), every linear split on its input
  * features with its parts on ranks of their own (all-reduce or reduce-scatter
  * of the partial sums) or sharing ranks (a reduce to the first part's rank), a
  * column-parallel linear after a row-parallel one (an all-reduce), Megatron's
  * tensor parallelism as the SOAP space has it (with and without sequence
  * parallelism; and the megatron baselines themselves on the transformers),
- * one found by MCMC, and (lenet5) a strategy that alternates
+ * every softmax_ce split on its classes, its groups across ranks or sharing
+ * them, one found by MCMC, and (lenet5) a strategy that alternates
  * attribute splits with halos, parameter splits and sample splits between
  * consecutive operators, so every edge re-partitions.
  */
@@ -377,7 +379,7 @@ static void rc_halo_strategy(const sf_graph *g, sf_strategy *s, int n) {
         sf_config *c = sf_strategy_config(s, op);
         int deg[SF_MAX_DIMS] = {1, 1, 1, 1, 1, 1};
         /* the output's last: not a linear's reduction nor softmax_ce's classes
-         * (sf_op_dim_opt_in: the runtime does not run them yet) */
+         * (sf_op_dim_opt_in: the cases below split those) */
         int last = x->space.ndim - 1;
         while (last > 0 && sf_op_dim_opt_in(x, last)) last--;
         int d = op % 3 == 0 ? 0 : x->space.ndim == 4 ? 2 : last;
@@ -465,38 +467,10 @@ static int rc_only_consumer(const sf_graph *g, int op) {
  * on its vocabulary (partial sums: a part's rows of the table); every other
  * operator whole on rank 0 (its reductions go to one rank: messages, then a
  * broadcast of the gradient), or with sp split on its sequence dimension
- * (Megatron's sequence parallelism: reduce-scatters, all-gathers backward).
+ * (Megatron's sequence parallelism: reduce-scatters, all-gathers backward);
+ * a softmax_ce after a linear split on its output features on its classes
+ * (the vocabulary-parallel cross-entropy: the row statistics' all-reduces).
  * Returns how many operators it split along a reduction dimension. */
-/* The runtime does not run a split of an operator's inner dimension yet
- * (softmax_ce's classes: sf_op_inner_dim): such a config is made whole on that
- * dimension, each part on the device of the part with the same other indices
- * and the first inner index (the logits are gathered there). The count of
- * configs changed. */
-static int rc_gather_inner(const sf_graph *g, sf_strategy *s) {
-    int changed = 0;
-    for (int op = 0; op < sf_graph_num_ops(g); op++) {
-        const sf_op *o = sf_graph_op(g, op);
-        sf_config *c = sf_strategy_config(s, op);
-        int id = sf_op_inner_dim(o);
-        if (id < 0 || id >= c->ndim || c->degree[id] == 1) continue;
-        sf_config old;
-        sf_config_copy(&old, c);
-        int deg[SF_MAX_DIMS];
-        for (int d = 0; d < SF_MAX_DIMS; d++) deg[d] = d < c->ndim ? c->degree[d] : 1;
-        deg[id] = 1;
-        sf_config_set_degrees(c, old.ndim, deg);
-        /* part q's index along id is 0; the old part with the same others */
-        int inner_stride = 1;
-        for (int d = id + 1; d < old.ndim; d++) inner_stride *= old.degree[d];
-        for (int q = 0; q < c->n_parts; q++) {
-            int outer = q / inner_stride, inner = q % inner_stride;
-            c->device[q] = old.device[outer * old.degree[id] * inner_stride + inner];
-        }
-        changed++;
-    }
-    return changed;
-}
-
 static int rc_megatron_strategy(const sf_graph *g, sf_strategy *s, int n, int sp) {
     int n_ops = sf_graph_num_ops(g), rows = 0;
     int *dim = malloc((size_t)n_ops * sizeof *dim); /* the dimension split n ways, -1 */
@@ -529,6 +503,7 @@ static int rc_megatron_strategy(const sf_graph *g, sf_strategy *s, int n, int sp
             op = y;
         } else if (uo && uo->type == SF_OP_SOFTMAX_CE && x->space.d[rd - 1] >= n) {
             dim[op] = rd - 1;
+            dim[u] = sf_op_inner_dim(uo);
         }
     }
     for (int op = 0; op < n_ops; op++) {
@@ -543,13 +518,69 @@ static int rc_megatron_strategy(const sf_graph *g, sf_strategy *s, int n, int sp
     return rows;
 }
 
+/* The groups of softmax_ce parts split on their classes whose statistics the
+ * task graph of s all-reduces across devices (sf_taskgraph_op_inner). */
+static int rc_count_inner(const sf_graph *g, const sf_strategy *s, int n_dev) {
+    sf_error err = {0};
+    sf_taskgraph *tg = sf_taskgraph_new(g, n_dev, &err);
+    if (!tg) return 0;
+    sf_taskgraph_set_strategy(tg, s);
+    int count = 0;
+    for (int op = 0; op < sf_graph_num_ops(g); op++) {
+        sf_taskgraph_set_tiles(tg, op);
+        sf_tg_inner in;
+        int k = sf_taskgraph_op_inner(tg, op, &in);
+        count += k > 0 ? k : 0;
+    }
+    sf_taskgraph_free(tg);
+    return count;
+}
+
+/* Vocabulary-parallel cross-entropy by hand: every softmax_ce split on its
+ * classes n ways, on ranks 0 .. n-1, the other operators on their samples n
+ * ways (whole when the batch is smaller; devices rotated by the operator).
+ * shared: the classes split n ways and the samples 2 ways, the
+ * first half's groups across every rank, the second's in pairs of parts on
+ * one rank (ranks 1, 1, 2, 2, ...; on 2 ranks one rank holds the whole group,
+ * which combines its statistics alone). Returns how many operators it split
+ * on their classes. */
+static int rc_classes_strategy(const sf_graph *g, sf_strategy *s, int n, int shared) {
+    int split = 0;
+    for (int op = 0; op < sf_graph_num_ops(g); op++) {
+        const sf_op *x = sf_graph_op(g, op);
+        sf_config *c = sf_strategy_config(s, op);
+        int deg[SF_MAX_DIMS] = {1, 1, 1, 1, 1, 1};
+        int id = sf_op_inner_dim(x);
+        int samples = x->kinds[0] == SF_DIM_SAMPLE;
+        if (id >= 0 && x->space.d[id] >= n) {
+            deg[id] = n;
+            if (shared && samples && x->space.d[0] >= 2) deg[0] = 2;
+        } else if (samples && x->space.d[0] >= n) {
+            deg[0] = n;
+        }
+        sf_config_set_degrees(c, x->space.ndim, deg);
+        if (id >= 0 && deg[id] > 1) {
+            split++;
+            int per = c->n_parts / deg[0]; /* parts of one sample group */
+            for (int p = 0; p < c->n_parts; p++) {
+                int sg = p / per, ci = p % deg[id];
+                c->device[p] = (int16_t)(sg == 0 ? ci : (ci / 2 + 1) % n);
+            }
+        } else {
+            for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)((p + op) % n);
+        }
+    }
+    return split;
+}
+
 /* Strategy k for graph g on n ranks, named into what; 0 when there is no
  * strategy k. 0-2 baselines, 3 MCMC, 4 the halo strategy (lenet5 only),
  * then n_random random ones, n_random random ones that also split reduction
  * dimensions (partial sums), the two partial-sum strategies of
- * rc_partial_strategy, rc_row_col_strategy, the two of rc_megatron_strategy
- * and the megatron baselines (megatron, megatron-sp, and megatron-sp:2 on 4
- * ranks) where the graph has their pattern.
+ * rc_partial_strategy, rc_row_col_strategy, the two of rc_megatron_strategy,
+ * the megatron baselines (megatron, megatron-sp, and megatron-sp:2 on 4
+ * ranks) where the graph has their pattern, and the two of
+ * rc_classes_strategy.
  * *bulk: run this case with bulk sync. */
 static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strategy *s, char *what,
                        size_t cap, int *bulk) {
@@ -595,7 +626,8 @@ static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strateg
         sf_rng rng;
         sf_rng_seed(&rng, 4321 + (uint64_t)k * 7 + (uint64_t)n);
         for (int op = 0; op < sf_graph_num_ops(g); op++)
-            sf_config_random_in(sf_graph_op(g, op), m, 1, &rng, sf_strategy_config(s, op));
+            sf_config_random_in(sf_graph_op(g, op), m, SF_OPT_IN_INNER, &rng,
+                                sf_strategy_config(s, op));
         snprintf(what, cap, "%s random with partial sums #%d on %d ranks", sf_graph_name(g),
                  k - 5 - n_random, n);
     } else if (k < 7 + 2 * n_random) {
@@ -629,9 +661,16 @@ static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strateg
             sf_machine_free(m);
             return rc_strategy(g, n, k + 1, n_random, s, what, cap, bulk);
         }
-        int gathered = rc_gather_inner(g, s);
         snprintf(what, cap, "%s %s%s on %d ranks", sf_graph_name(g), name,
-                 gathered ? " (classes gathered)" : "", n);
+                 rc_count_inner(g, s, n) ? " (classes split)" : "", n);
+    } else if (k < 15 + 2 * n_random) {
+        int shared = k == 14 + 2 * n_random;
+        if (!rc_classes_strategy(g, s, n, shared)) {
+            sf_machine_free(m);
+            return rc_strategy(g, n, k + 1, n_random, s, what, cap, bulk);
+        }
+        snprintf(what, cap, "%s classes split%s on %d ranks", sf_graph_name(g),
+                 shared ? " sharing ranks" : "", n);
     } else {
         ok = 0;
     }

@@ -1479,6 +1479,118 @@ static void test_softmax_ce(void **state) {
     }
 }
 
+/* The tiles of partition deg (classes split deg[last] ways) run in the phases
+ * of a vocabulary-parallel cross-entropy, each group of tiles that differ
+ * only in their classes sharing one statistics buffer as the runtime's ranks
+ * do after their all-reduces, stitched into res. */
+static void run_class_partition(const kop *o, const int *deg, int fast, const kdata *d, kres *res) {
+    const sf_op *op = o->op;
+    int nd = op->space.ndim, parts = 1, per = deg[nd - 1];
+    for (int i = 0; i < nd; i++) parts *= deg[i];
+    for (int p0 = 0; p0 < parts; p0 += per) { /* a group: consecutive parts */
+        ktile *kt = calloc((size_t)per, sizeof *kt);
+        assert_non_null(kt);
+        for (int k = 0; k < per; k++) {
+            sf_tile t = partition_tile(&op->space, deg, p0 + k);
+            ktile_init(&kt[k], o, &t, d, NULL, &res->loss);
+        }
+        const sf_tile *t0 = &kt[0].t;
+        int64_t rows = 1;
+        for (int i = 0; i + 1 < nd; i++) rows *= t0->hi[i] - t0->lo[i];
+        float *stats = falloc(3 * rows);
+        for (int64_t r = 0; r < rows; r++) stats[r] = -INFINITY;
+        static const int phases[3] = {SF_CE_PHASE_MAX, SF_CE_PHASE_SUMS, SF_CE_PHASE_FULL};
+        for (int q = 0; q < 3; q++) {
+            int ph = phases[q];
+            for (int k = 0; k < per; k++) {
+                sf_kernel_args a = kt[k].a;
+                a.stats = stats;
+                a.phase = ph;
+                if (ph != SF_CE_PHASE_FULL) a.loss = NULL;
+                assert_int_equal(sf_kernel_forward(&a, fast), SF_OK);
+                if (ph != SF_CE_PHASE_FULL) continue;
+                region_copy(res->y[0], &op->out_shapes[0], &kt[k].ot[0], kt[k].y[0], 1);
+                assert_int_equal(sf_kernel_backward(&a, fast), SF_OK);
+                region_copy(res->dx[0], &op->in_shapes[0], &kt[k].r[0], kt[k].dx[0], 2);
+            }
+            if (ph == SF_CE_PHASE_MAX) /* the sums start from 0 */
+                for (int64_t r = rows; r < 3 * rows; r++) stats[r] = 0.0f;
+        }
+        free(stats);
+        for (int k = 0; k < per; k++) ktile_free(&kt[k], o);
+        free(kt);
+    }
+}
+
+/* Split on its classes (Megatron's vocabulary-parallel cross-entropy), run in
+ * phases with the rows' statistics combined over the parts: the probabilities,
+ * the loss and the logits' gradient of the whole tensor, fast and reference;
+ * without the statistics such a tile is refused. */
+static void test_softmax_ce_classes(void **state) {
+    (void)state;
+    const sf_shape shapes[] = {shp(2, 5, 7, 0, 0), shp(3, 2, 3, 11, 0), shp(2, 4, 37, 0, 0)};
+    /* samples, the next dimension (when there are 3 or more), classes */
+    static const int degs[][3] = {{1, 1, 2}, {2, 1, 3}, {1, 2, 4}, {2, 1, 7}, {3, 2, 5}};
+    for (int c = 0; c < N_OF(shapes); c++) {
+        kop o;
+        sf_op_params p;
+        sf_op_params_default(SF_OP_SOFTMAX_CE, &p);
+        kop_make(&o, SF_OP_SOFTMAX_CE, &shapes[c], 1, &p);
+        int nd = o.op->space.ndim;
+        kdata d;
+        kdata_make(&d, &o, 1200 + (uint64_t)c, NULL);
+        for (int64_t i = 0; i < o.n_x[0]; i++) d.x[0][i] *= 4.0f;
+        kres base;
+        kres_make(&base, &o);
+        run_partition(&o, WHOLE, 0, &d, &base);
+        for (int k = 0; k < N_OF(degs); k++) {
+            int deg[SF_MAX_DIMS] = {1, 1, 1, 1, 1, 1};
+            deg[0] = degs[k][0];
+            if (nd > 2) deg[1] = degs[k][1];
+            deg[nd - 1] = degs[k][2];
+            int fits = 1;
+            for (int i = 0; i < nd; i++) fits &= deg[i] <= o.op->space.d[i];
+            if (!fits) continue;
+            for (int fast = 0; fast < 2; fast++) {
+                kres got;
+                kres_make(&got, &o);
+                run_class_partition(&o, deg, fast, &d, &got);
+                double ey = rel_err(got.y[0], base.y[0], o.n_y[0]);
+                double ex = rel_err(got.dx[0], base.dx[0], o.n_x[0]);
+                double el = fabs(got.loss - base.loss) / fabs(base.loss);
+                if (ey > 1e-5 || ex > 1e-5 || el > 1e-5)
+                    fail_msg("softmax_ce classes (%d,%d,%d) fast=%d: y %g dx %g loss %g", deg[0],
+                             deg[1], deg[2], fast, ey, ex, el);
+                kres_free(&got, &o);
+            }
+        }
+        /* a part of the classes without statistics, or an unknown phase */
+        sf_tile t = sf_tile_full(&o.op->space);
+        t.hi[nd - 1] = 2;
+        ktile kt;
+        ktile_init(&kt, &o, &t, &d, NULL, NULL);
+        for (int fast = 0; fast < 2; fast++) {
+            assert_int_equal(sf_kernel_forward(&kt.a, fast), SF_ERR_INVALID);
+            assert_int_equal(sf_kernel_backward(&kt.a, fast), SF_ERR_INVALID);
+            sf_kernel_args a = kt.a;
+            a.phase = SF_CE_PHASE_MAX; /* no statistics to take the maxima into */
+            assert_int_equal(sf_kernel_forward(&a, fast), SF_ERR_INVALID);
+            float st[64];
+            a.stats = st;
+            a.phase = 7;
+            assert_int_equal(sf_kernel_forward(&a, fast), SF_ERR_INVALID);
+            a.phase = SF_CE_PHASE_SUMS;
+            kt.labels[0] = (int32_t)o.op->space.d[nd - 1]; /* == C */
+            assert_int_equal(sf_kernel_forward(&a, fast), SF_ERR_INVALID);
+            kt.labels[0] = 0;
+        }
+        ktile_free(&kt, &o);
+        kres_free(&base, &o);
+        kdata_free(&d, &o);
+        sf_graph_free(o.g);
+    }
+}
+
 /* Labels are required by backward and checked; huge logits stay finite. */
 static void test_softmax_ce_contract(void **state) {
     (void)state;
@@ -1668,6 +1780,7 @@ int main(void) {
         cmocka_unit_test(test_norm_offset),
         cmocka_unit_test(test_softmax_ce),
         cmocka_unit_test(test_softmax_ce_contract),
+        cmocka_unit_test(test_softmax_ce_classes),
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_embedding_bad_ids),
         cmocka_unit_test(test_layernorm_needs_whole_rows),

@@ -354,8 +354,10 @@ static void pick_degrees(const sf_op *op, int dim, sf_rng *rng, int *deg) {
     int parts = 1;
     for (int i = 0; i < SF_MAX_DIMS; i++) deg[i] = 1;
     for (int i = 0; i < op->space.ndim; i++) {
-        /* not an inner dimension (softmax_ce's classes): no kernel runs a part
-         * of it yet, test_kernels_on_split_tiles checks they refuse it */
+        /* not an inner dimension (softmax_ce's classes): a part of it runs
+         * only with the rows' statistics (sf_kernel_args.stats, tested in
+         * test_kernels_ops.c); test_kernels_on_split_tiles checks that the
+         * kernels refuse it without them */
         if (op->kinds[i] == SF_DIM_NONE || i == sf_op_inner_dim(op) || op->space.d[i] < 2)
             continue;
         if (dim >= 0 && i != dim) continue;
@@ -900,8 +902,8 @@ static void check_tile_kernels(const sf_op *op, const sf_tile *t, int fast, uint
 }
 
 /* A tile cut along an inner dimension (softmax_ce's classes) needs statistics
- * from the other parts, which no kernel call receives yet: both kernels refuse
- * it before writing anything. */
+ * from the other parts (sf_kernel_args.stats): without them both kernels
+ * refuse it before writing anything. */
 static void check_inner_refused(const sf_op *op, int d) {
     sf_tile t = sf_tile_full(&op->space);
     t.hi[d] = op->space.d[d] / 2;

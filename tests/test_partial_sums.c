@@ -692,7 +692,7 @@ static void test_softmax_ce_classes(void **state) {
         sf_config x, y;
         sf_config_random_in(so, m, 0, &a, &x);
         assert_int_equal(x.degree[2], 1);
-        sf_config_random_in(so, m, SF_OPT_IN_REDUCE, &a, &x); /* what the runtime trains */
+        sf_config_random_in(so, m, SF_OPT_IN_REDUCE, &a, &x); /* reductions alone */
         assert_int_equal(x.degree[2], 1);
         sf_config_random_in(so, m, SF_OPT_IN_INNER, &b, &y);
         split += y.degree[2] > 1;

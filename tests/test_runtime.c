@@ -23,7 +23,7 @@ static void run_cases(int model, int n) {
     assert_int_equal(rc_train_one(&one, g, 0), SF_OK);
     sf_strategy *s = sf_strategy_new(g);
     char what[160];
-    int bulk, ok, cases = 0, reduces[SF_REDUCE_KIND_COUNT] = {0}, conv_partial = 0;
+    int bulk, ok, cases = 0, reduces[SF_REDUCE_KIND_COUNT] = {0}, conv_partial = 0, classes = 0;
     for (int k = 0; (ok = rc_strategy(g, n, k, N_RANDOM, s, what, sizeof what, &bulk)) != 0; k++) {
         assert_int_equal(ok, 1);
         assert_int_equal(rc_check_coverage(g, s, n), 0);
@@ -42,6 +42,7 @@ static void run_cases(int model, int n) {
         assert_int_equal(rc_compare(&j, &one, what), 0);
         rc_job_free(&j);
         rc_count_reduces(g, s, n, reduces);
+        classes += rc_count_inner(g, s, n) > 0;
         for (int op = 0; op < sf_graph_num_ops(g); op++) {
             const sf_op *x = sf_graph_op(g, op);
             int rd = rc_reduce_dim(x);
@@ -57,6 +58,9 @@ static void run_cases(int model, int n) {
     if (model != 2) assert_true(reduces[SF_REDUCE_SCATTER] + reduces[SF_REDUCE_ONE] > 0);
     if (model == 6)
         for (int q = 0; q < SF_REDUCE_KIND_COUNT; q++) assert_true(reduces[q] > 0);
+    /* every model ends in a softmax_ce: some cases split it on its classes
+     * across ranks (vocabulary-parallel cross-entropy) */
+    assert_true(classes >= 2);
     assert_true(cases >= 4 + N_RANDOM);
     rc_job_free(&one);
     sf_strategy_free(s);

@@ -235,8 +235,9 @@ static void test_one_rank(void **state) {
 
 /* Two ranks, the batch norm split on samples (data parallelism: each part
  * normalizes with its own statistics), on channels and on rows, or the linear
- * split on its input features (partial sums): the running statistics are one
- * rank's, the same on both ranks, and evaluation is inference with them. */
+ * split on its input features (partial sums), or the loss on its classes: the
+ * running statistics are one rank's, the same on both ranks, and evaluation is
+ * inference with them (its loss and accuracy). */
 static void test_two_ranks(void **state) {
     (void)state;
     sf_graph *g = model();
@@ -245,10 +246,20 @@ static void test_two_ranks(void **state) {
     assert_non_null(m);
     double rm[C], rv[C];
     reference_running(g, rm, rv);
-    for (int split = 0; split < 4; split++) {
+    for (int split = 0; split < 6; split++) {
         sf_strategy *s = sf_strategy_new(g);
         if (split == 0) {
             sf_strategy_data(s, g, m);
+        } else if (split >= 4) {
+            /* the loss on its classes (vocabulary-parallel: K = 5 in parts of 3
+             * and 2), across the ranks; or also on its samples, the first half's
+             * classes across the ranks, the second half's both on rank 1 */
+            sf_strategy_single(s, g, 0);
+            sf_config *cfg = sf_strategy_config(s, OP_LOSS);
+            int deg[SF_MAX_DIMS] = {split == 4 ? 1 : 2, 2, 1, 1, 1, 1};
+            assert_int_equal(sf_config_set_degrees(cfg, 2, deg), SF_OK);
+            static const int16_t dev[4] = {0, 1, 1, 1};
+            for (int q = 0; q < cfg->n_parts; q++) cfg->device[q] = dev[q];
         } else if (split == 3) {
             /* the linear on its input features: partial sums, reduced to rank 0 for
              * the loss, in the step and in evaluation alike */

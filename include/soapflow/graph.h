@@ -431,8 +431,8 @@ SF_API int sf_op_inner_dim(const sf_op *op);
 /* The level at which the searches and random proposals split dimension d when
  * asked (their `reduce` option: a dimension of level L is split when reduce >=
  * L): 0 for an ordinary dimension, SF_OPT_IN_REDUCE for a reduction dimension
- * (partial sums, which the runtime trains), SF_OPT_IN_INNER for the operator's
- * inner dimension (planned only: the runtime does not run it yet). */
+ * (partial sums), SF_OPT_IN_INNER for the operator's inner dimension (its
+ * parts all-reduce row statistics); the runtime trains both. */
 enum { SF_OPT_IN_REDUCE = 1, SF_OPT_IN_INNER = 2 };
 SF_API int sf_op_dim_opt_in(const sf_op *op, int d);
 

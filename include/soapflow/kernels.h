@@ -113,7 +113,34 @@ typedef struct sf_kernel_args {
                            * sums of x - running_mean[c] and of its square, so a
                            * caller adds tiles (and ranks) into the whole batch's
                            * statistics (sf_batchnorm_update_running) */
+    /* softmax_ce on a tile that holds only some of the classes (a split of its
+     * inner dimension, sf_op_inner_dim: Megatron's vocabulary-parallel
+     * cross-entropy). stats: 3 R floats for the R rows of the tile: at [0, R)
+     * each row's maximum, at [R, 2 R) its sum of exp(x - maximum), at [2 R, 3 R)
+     * its target's logit, all over every class of the row, whichever tile holds
+     * it. phase says what a forward call does with them (SF_CE_PHASE_*):
+     *   SF_CE_PHASE_MAX   stats[r] = max(stats[r], the tile's largest logit of
+     *                     row r) (the caller starts from -INFINITY; nothing else
+     *                     is read or written)
+     *   SF_CE_PHASE_SUMS  with stats[r] the row's maximum over all its classes,
+     *                     stats[R + r] += the sum of exp(x - stats[r]) over the
+     *                     tile's classes, stats[2 R + r] += x[label] when the
+     *                     tile holds the label's class (the caller starts from 0)
+     *   SF_CE_PHASE_FULL  (0) the forward: with stats non-NULL, the probabilities
+     *                     exp(x - max) / sum from the row's statistics, and the
+     *                     loss of the rows whose label the tile holds (each row
+     *                     counted once over the tiles); backward likewise takes
+     *                     (p - onehot) / N_total on the tile's classes
+     * Between the phases the caller combines the tiles' statistics of a row:
+     * the maximum of their maxima, the sum of their sums (runtime.c: the task
+     * graph's two all-reduces, sf_taskgraph_op_inner). stats NULL: the tile must
+     * hold every class, and the kernels take the row statistics themselves. */
+    float *stats;
+    int phase;
 } sf_kernel_args;
+
+/* The phases of sf_kernel_args.phase. */
+enum { SF_CE_PHASE_FULL = 0, SF_CE_PHASE_MAX = 1, SF_CE_PHASE_SUMS = 2 };
 
 /* Scratch bytes the kernels of `op` need for tile `t` (forward when backward is
  * 0), for the reference and the fast kernel alike. 0 when none. */

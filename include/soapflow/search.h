@@ -47,8 +47,7 @@ typedef struct sf_optcnn_options {
                             * dimensions too (partial sums: a row-parallel linear, attention
                             * heads); SF_OPT_IN_INNER (2): also inner ones (softmax_ce's
                             * classes: sf_op_dim_opt_in); 0
-                            * (default) until the
-                            * runtime executes them */
+                            * (default) keeps every seeded search as it was */
 } sf_optcnn_options;
 
 SF_API void sf_optcnn_options_default(sf_optcnn_options *o);
@@ -105,8 +104,8 @@ typedef struct sf_mcmc_options {
                          * sums: a row-parallel linear, attention heads); SF_OPT_IN_INNER
                          * (2): also inner ones (softmax_ce's classes: sf_op_dim_opt_in),
                          * in single moves, pair moves and the polish's
-                         * candidates; 0 (default) until the runtime executes them,
-                         * which keeps every seeded search as it was */
+                         * candidates; 0 (default) keeps every seeded search as
+                         * it was */
     sf_sim_options sim; /* the simulator's options (sync mode); sf_search_run judges
                          * every candidate with these too */
 } sf_mcmc_options;

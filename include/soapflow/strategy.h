@@ -75,8 +75,8 @@ SF_API int sf_strategy_idle_devices(const sf_strategy *s, int n_devices, int *id
 SF_API void sf_config_random(const sf_op *op, const sf_machine *m, sf_rng *rng, sf_config *c);
 /* sf_config_random over the splittable dimensions and the opt-in dimensions up
  * to level reduce (sf_op_dim_opt_in): with SF_OPT_IN_REDUCE (1) the reduction
- * dimensions too (partial sums, SF_DIM_REDUCE: what the runtime trains), with
- * SF_OPT_IN_INNER (2) also the inner ones (softmax_ce's classes); sf_config_random is
+ * dimensions too (partial sums, SF_DIM_REDUCE), with SF_OPT_IN_INNER (2) also
+ * the inner ones (softmax_ce's classes; the runtime trains both); sf_config_random is
  * reduce 0, which draws exactly what it drew before reduction dimensions existed
  * (so that seeded searches stay as they were, the searches propose them only when
  * asked: sf_mcmc_options.reduce, sf_optcnn_options.reduce). */

@@ -48,7 +48,7 @@ static int usage(FILE *out) {
         "  --reduce-splits        also propose reduction degrees (partial sums: row-parallel\n"
         "                         linears, attention heads) and softmax_ce's classes\n"
         "                         (vocabulary-parallel loss) in both searches; the runtime\n"
-        "                         trains them, except a split of the classes\n"
+        "                         trains them all\n"
         "  --costs FILE           measured task times from 'soapflow profile' (default:\n"
         "                         the analytic roofline model)\n"
         "%s"

@@ -82,7 +82,8 @@ static int usage(FILE *out) {
             "  --seed S               random strategies, the search, weights, data (default 1)\n"
             "  --search-iters N       proposals of 'search' (default %d)\n"
             "  --reduce-splits        random:K and search also split reduction dimensions\n"
-            "                         (partial sums: row-parallel linears)\n"
+            "                         (partial sums: row-parallel linears) and softmax_ce's\n"
+            "                         classes (vocabulary-parallel cross-entropy)\n"
             "  --trace-dir DIR        write DIR/<i>-<name>.predicted.json and .measured.json,\n"
             "                         Chrome traces of each strategy side by side (Perfetto)\n"
             "  --svg FILE             scatter plot of predicted vs measured, with y = x\n"
@@ -156,6 +157,9 @@ static int parse(int argc, char **argv, validate_opts *o) {
         sf_cli_unknown(&a);
     }
     if (a.status) return a.status;
+    /* everything the planner prices, as search --reduce-splits: the runtime
+     * trains both levels (sf_op_dim_opt_in) */
+    o->reduce = o->reduce ? SF_OPT_IN_INNER : 0;
     if (!o->model.model) return sf_cli_usage_error("validate", "--model is required");
     if (!o->strategies) return sf_cli_usage_error("validate", "--strategies is required");
     return sf_cli_model_check("validate", &o->model);

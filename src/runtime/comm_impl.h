@@ -5,7 +5,8 @@
  * debugging a strategy without mpirun). The runtime needs little: nonblocking
  * point-to-point messages of raw bytes, a nonblocking in-place sum of floats
  * among a fixed group of ranks (and its two halves, a reduce-scatter and an
- * all-gather), a broadcast from a group's first member, groups made once, and a few blocking
+ * all-gather; and a maximum, for the rows of a softmax_ce split on its
+ * classes), a broadcast from a group's first member, groups made once, and a few blocking
  * world-wide reductions for losses, errors and timings.
  *
  * Requests are small integers valid until waited for; a back end keeps them
@@ -28,6 +29,9 @@ typedef struct sf_comm_vt {
     int (*irecv)(sf_comm *c, void *buf, size_t bytes, int src, int tag);
     /* In-place sum of n floats among group g's members. */
     int (*iallreduce)(sf_comm *c, float *buf, int64_t n, int group);
+    /* In-place element-wise maximum of n floats among group g's members (the
+     * rows' maxima of a softmax_ce split on its classes). */
+    int (*iallreduce_max)(sf_comm *c, float *buf, int64_t n, int group);
     /* The two halves of it. buf holds n floats, cut into the group's size of
      * chunks as the task graph cuts them (chunk i: n / size elements, the first
      * n % size one more; sf_tg_chunk): after a reduce-scatter the member at

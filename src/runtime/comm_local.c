@@ -31,6 +31,7 @@ typedef struct lmsg {
 
 typedef enum coll_op {
     COLL_SUM_F,
+    COLL_MAX_F,
     COLL_SUM_D,
     COLL_MAX_I,
     COLL_BCAST,
@@ -202,6 +203,10 @@ static int l_iallreduce(sf_comm *c, float *buf, int64_t n, int group) {
     return coll_post((comm_local *)c, group, COLL_SUM_F, buf, (size_t)n * sizeof(float), -1);
 }
 
+static int l_iallreduce_max(sf_comm *c, float *buf, int64_t n, int group) {
+    return coll_post((comm_local *)c, group, COLL_MAX_F, buf, (size_t)n * sizeof(float), -1);
+}
+
 static int l_ireduce_scatter(sf_comm *c, float *buf, int64_t n, int group) {
     return coll_post((comm_local *)c, group, COLL_REDUCE_SCATTER_F, buf, (size_t)n * sizeof(float),
                      -1);
@@ -249,6 +254,17 @@ static void coll_finish(lcoll *k, void *buf, int pos) {
         for (size_t i = 0; i < n; i++) {
             float s = 0;
             for (int p = 0; p < k->n; p++) s += ((const float *)k->part[p])[i];
+            o[i] = s;
+        }
+        break;
+    }
+    case COLL_MAX_F: {
+        n = k->bytes / sizeof(float);
+        float *o = buf;
+        for (size_t i = 0; i < n; i++) {
+            float s = ((const float *)k->part[0])[i];
+            for (int p = 1; p < k->n; p++)
+                if (((const float *)k->part[p])[i] > s) s = ((const float *)k->part[p])[i];
             o[i] = s;
         }
         break;
@@ -393,6 +409,7 @@ static const sf_comm_vt local_vt = {
     .isend = l_isend,
     .irecv = l_irecv,
     .iallreduce = l_iallreduce,
+    .iallreduce_max = l_iallreduce_max,
     .ireduce_scatter = l_ireduce_scatter,
     .iallgather = l_iallgather,
     .ibcast = l_ibcast,

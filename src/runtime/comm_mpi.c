@@ -47,6 +47,7 @@ typedef struct comm_mpi {
          * kind (SF_STEP_ALL_REDUCE, ...; 0: none), buffer and group */
         int deferred, group;
         float *buf;
+        int max; /* a deferred all-reduce takes the maximum, not the sum */
     } * after;
     MPI_Comm *groups;
     int n_groups, cap_groups;
@@ -124,15 +125,26 @@ static int defers(comm_mpi *m, int id, int kind, float *buf, int64_t n, int grou
     return 1;
 }
 
-static int m_iallreduce(sf_comm *c, float *buf, int64_t n, int group) {
-    comm_mpi *m = (comm_mpi *)c;
+/* An in-place all-reduce of n floats on group, summed or (max) their maximum. */
+static int allreduce_op(comm_mpi *m, float *buf, int64_t n, int group, int max) {
     if (n > 0x7fffffff || group < 0 || group >= m->n_groups) return SF_ERR_INVALID;
     int id = new_req(m);
     if (id < 0) return id;
-    if (defers(m, id, SF_STEP_ALL_REDUCE, buf, n, group)) return id;
-    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, MPI_SUM, m->groups[group],
-                            &m->req[id]);
+    if (defers(m, id, SF_STEP_ALL_REDUCE, buf, n, group)) {
+        m->after[id].max = max;
+        return id;
+    }
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, buf, (int)n, MPI_FLOAT, max ? MPI_MAX : MPI_SUM,
+                            m->groups[group], &m->req[id]);
     return rc == MPI_SUCCESS ? id : mpi_fail(rc);
+}
+
+static int m_iallreduce(sf_comm *c, float *buf, int64_t n, int group) {
+    return allreduce_op((comm_mpi *)c, buf, n, group, 0);
+}
+
+static int m_iallreduce_max(sf_comm *c, float *buf, int64_t n, int group) {
+    return allreduce_op((comm_mpi *)c, buf, n, group, 1);
 }
 
 /* The counts and displacements of n floats over a group's members. */
@@ -167,7 +179,8 @@ static int m_ireduce_scatter(sf_comm *c, float *buf, int64_t n, int group) {
         free(counts);
         return SF_ERR_NOMEM;
     }
-    m->after[id] = (struct m_after){tmp, buf + counts[size + me], counts[me], counts, 0, 0, NULL};
+    m->after[id] =
+        (struct m_after){tmp, buf + counts[size + me], counts[me], counts, 0, 0, NULL, 0};
     int rc =
         MPI_Ireduce_scatter(buf, tmp, counts, MPI_FLOAT, MPI_SUM, m->groups[group], &m->req[id]);
     return rc == MPI_SUCCESS ? id : mpi_fail(rc);
@@ -181,7 +194,7 @@ static int m_iallgather(sf_comm *c, float *buf, int64_t n, int group) {
     if (defers(m, id, SF_STEP_ALL_GATHER, buf, n, group)) return id;
     int *counts = chunk_counts(m, n, group, &size);
     if (!counts) return SF_ERR_NOMEM;
-    m->after[id] = (struct m_after){NULL, NULL, 0, counts, 0, 0, NULL};
+    m->after[id] = (struct m_after){NULL, NULL, 0, counts, 0, 0, NULL, 0};
     int rc = MPI_Iallgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, buf, counts, counts + size,
                              MPI_FLOAT, m->groups[group], &m->req[id]);
     return rc == MPI_SUCCESS ? id : mpi_fail(rc);
@@ -200,7 +213,8 @@ static int m_ibcast(sf_comm *c, float *buf, int64_t n, int group) {
 static int run_deferred(comm_mpi *m, struct m_after *a) {
     MPI_Comm g = m->groups[a->group];
     if (a->deferred == SF_STEP_ALL_REDUCE)
-        return MPI_Allreduce(MPI_IN_PLACE, a->buf, (int)a->n, MPI_FLOAT, MPI_SUM, g);
+        return MPI_Allreduce(MPI_IN_PLACE, a->buf, (int)a->n, MPI_FLOAT, a->max ? MPI_MAX : MPI_SUM,
+                             g);
     int size, me;
     int *counts = chunk_counts(m, a->n, a->group, &size);
     if (!counts || MPI_Comm_rank(g, &me) != MPI_SUCCESS) {
@@ -305,6 +319,7 @@ static const sf_comm_vt mpi_vt = {
     .isend = m_isend,
     .irecv = m_irecv,
     .iallreduce = m_iallreduce,
+    .iallreduce_max = m_iallreduce_max,
     .ireduce_scatter = m_ireduce_scatter,
     .iallgather = m_iallgather,
     .ibcast = m_ibcast,

@@ -83,7 +83,23 @@ struct rt_part {
     int cons_start, n_cons; /* links where this part consumes: rt->cons_links[] */
     int prod_start, n_prod; /* remote links where it produces: rt->prod_links[] */
     int group;              /* rt->groups index of its weight group, -1 when none */
+    int inner;              /* softmax_ce split on its classes: the rt->inner index of
+                             * its group of parts, -1 otherwise */
 };
+
+/* A group of the parts of a softmax_ce split on its classes (sf_op_inner_dim:
+ * the parts that differ only in their classes, Megatron's vocabulary-parallel
+ * cross-entropy) on a rank that holds parts of it: the rows' statistics they
+ * share (soapflow/kernels.h, sf_kernel_args.stats), which this rank's parts
+ * combine into one buffer, and, when the group spans ranks, the task graph's
+ * two all-reduces (sf_taskgraph_op_inner): the maxima, then the sums and the
+ * targets' logits. */
+typedef struct rt_inner {
+    int op, first;    /* the operator and the group's first part */
+    int64_t rows;     /* rows of each part's tile */
+    int mcomm, scomm; /* the two all-reduces' groups; -1 when the group is on this rank alone */
+    float *stats;     /* 3 rows: maxima, sums of exp(x - max), targets' logits */
+} rt_inner;
 
 /* One group of a producer's parts split along a reduction dimension (partial
  * sums of one output piece) on one consumer edge, on a rank that holds a part
@@ -181,6 +197,8 @@ struct sf_runtime {
         int *devs; /* [n] */
     } * sets;
     int n_sets;
+    rt_inner *inner; /* groups of class-split softmax_ce parts here, by operator and part */
+    int n_inner;
     rt_group *groups;
     int n_groups;
     int *group_of;    /* [n_ops] owner -> groups index, -1 */
@@ -369,6 +387,7 @@ static void place_tensors(sf_runtime *rt) {
         if (o->type == SF_OP_SOFTMAX_CE)
             p->labels = carve(rt, (size_t)(p->rows > 0 ? p->rows : 1) * sizeof(int32_t));
     }
+    for (int i = 0; i < rt->n_inner; i++) rt->inner[i].stats = carve_f(rt, 3 * rt->inner[i].rows);
     for (int i = 0; i < rt->n_links; i++) {
         rt_link *l = &rt->links[i];
         if (l->peer < 0) continue;
@@ -428,12 +447,11 @@ static sf_status setup_parts(sf_runtime *rt, sf_error *err) {
         const sf_config *c = sf_strategy_get(rt->s, op);
         const sf_op *o = sf_graph_op(rt->g, op);
         int id = sf_op_inner_dim(o);
-        if (id >= 0 && id < c->ndim && c->degree[id] > 1)
+        if (id >= 0 && id < c->ndim && c->degree[id] > 1 && o->type != SF_OP_SOFTMAX_CE)
             return sf_error_set(err, SF_ERR_UNSUPPORTED,
-                                "operator '%s' is split %d ways along dimension %d, which needs "
-                                "communication inside it: the runtime does not execute that yet "
-                                "(sf_taskgraph_op_inner)",
-                                o->name, c->degree[id], id);
+                                "operator '%s' (%s) is split along its inner dimension %d, which "
+                                "the runtime executes for softmax_ce only",
+                                o->name, sf_op_type_name(o->type), id);
         for (int p = 0; p < c->n_parts; p++) {
             if (c->device[p] >= sf_comm_size(rt->c))
                 return sf_error_set(err, SF_ERR_INVALID,
@@ -464,6 +482,7 @@ static sf_status setup_parts(sf_runtime *rt, sf_error *err) {
             q->o = o;
             q->tile = tiles[p];
             q->group = -1;
+            q->inner = -1;
             q->out = calloc((size_t)o->n_outputs, sizeof *q->out);
             q->gout = calloc((size_t)o->n_outputs, sizeof *q->gout);
             q->out_tile = calloc((size_t)o->n_outputs, sizeof *q->out_tile);
@@ -787,6 +806,78 @@ static sf_status setup_link_walks(sf_runtime *rt, int *red_of, int *scr, sf_erro
     return SF_OK;
 }
 
+#define INNER_BAD(what)                                                                            \
+    sf_error_set(err, SF_ERR_INTERNAL, "operator '%s': the statistics of its classes' parts: %s",  \
+                 o->name, what)
+
+/* The groups of op's parts split along its inner dimension that this rank
+ * holds parts of (counted into rt->n_inner when fill is 0, else made), with
+ * the task graph's steps of those that span ranks. */
+static sf_status setup_inner_op(sf_runtime *rt, int op, int fill, sf_error *err) {
+    const sf_op *o = sf_graph_op(rt->g, op);
+    const sf_config *c = sf_strategy_get(rt->s, op);
+    int id = sf_op_inner_dim(o);
+    if (id < 0 || id >= c->ndim || c->degree[id] <= 1) return SF_OK;
+    sf_tg_inner in;
+    memset(&in, 0, sizeof in);
+    if (fill && sf_taskgraph_op_inner(rt->tg, op, &in) < 0)
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    int deg = c->degree[id], stride = 1;
+    for (int d = id + 1; d < c->ndim; d++) stride *= c->degree[d];
+    const sf_tile *tiles = sf_taskgraph_tiles(rt->tg, op);
+    for (int p = 0; p < c->n_parts; p++) {
+        if ((p / stride) % deg != 0) continue; /* not the first of its group */
+        int mine = 0;
+        for (int k = 0; k < deg; k++) mine |= c->device[p + k * stride] == rt->rank;
+        if (!mine) continue;
+        if (!fill) {
+            rt->n_inner++;
+            continue;
+        }
+        rt_inner *g = &rt->inner[rt->n_inner];
+        *g = (rt_inner){
+            .op = op, .first = p, .rows = tile_rows(&tiles[p]), .mcomm = -1, .scomm = -1};
+        for (int k = 0; k < deg; k++)
+            if (c->device[p + k * stride] == rt->rank)
+                rt->part_of[rt->part_start[op] + p + k * stride]->inner = rt->n_inner;
+        rt->n_inner++;
+        for (int q = 0; q < in.n; q++) {
+            const sf_tg_inner_group *tg = &in.groups[q];
+            if (in.parts[tg->part_start] != p) continue;
+            const sf_tg_step *st = in.steps + tg->step_start;
+            if (tg->n_steps != 2 || tg->n_parts != deg || tg->rows != g->rows ||
+                st[0].kind != SF_STEP_ALL_REDUCE || st[1].kind != SF_STEP_ALL_REDUCE ||
+                st[0].numel != g->rows || st[1].numel != 2 * g->rows || st[0].n_group < 2)
+                return INNER_BAD("the task graph's steps are not two all-reduces of its rows");
+            g->mcomm = red_comm(rt, in.devs + st[0].group, st[0].n_group);
+            g->scomm = red_comm(rt, in.devs + st[1].group, st[1].n_group);
+            if (g->mcomm < 0 || g->scomm < 0)
+                return sf_error_set(err, SF_ERR_IO, "cannot make a communication group of %d ranks",
+                                    st[0].n_group);
+        }
+    }
+    return SF_OK;
+}
+
+/* Every operator's groups split along its inner dimension, in operator order
+ * and, in each, part order (every rank alike: the communication groups are
+ * made, and the all-reduces posted, in that order). */
+static sf_status setup_inner(sf_runtime *rt, sf_error *err) {
+    for (int op = 0; op < rt->n_ops; op++) {
+        sf_status st = setup_inner_op(rt, op, 0, err);
+        if (st != SF_OK) return st;
+    }
+    int n = rt->n_inner;
+    rt->n_inner = 0;
+    rt->inner = calloc((size_t)(n ? n : 1), sizeof *rt->inner);
+    if (!rt->inner) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    for (int op = 0; op < rt->n_ops; op++) {
+        sf_status st = setup_inner_op(rt, op, 1, err);
+        if (st != SF_OK) return st;
+    }
+    return SF_OK;
+}
+
 /* A shard of the global list, before this rank keeps the ones it holds. */
 typedef struct g_shard {
     int owner, idx, key_op, n_devs, dev_start;
@@ -1088,6 +1179,7 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
     /* agree before anything collective: a bad strategy stops every rank here */
     st = sf_comm_agree(c, st, err);
     if (st == SF_OK) st = setup_links(rt, err);
+    if (st == SF_OK) st = setup_inner(rt, err);
     if (st == SF_OK) st = setup_shards(rt, err);
     if (st == SF_OK) st = setup_buffers(rt, err);
     if (st == SF_OK) {
@@ -1095,6 +1187,7 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
                      2 * rt->n_links + 8;
         for (int i = 0; i < rt->n_reds; i++)
             rt->cap_ev += 2 * rt->reds[i].R + 2 * rt->reds[i].n_links + 4;
+        rt->cap_ev += 2 * rt->n_parts + 2 * rt->n_inner; /* the classes' phases, all-reduces */
         rt->ev = malloc((size_t)rt->cap_ev * sizeof *rt->ev);
         rt->sizing = 1;
         rt->used = 0;
@@ -1139,6 +1232,7 @@ void sf_runtime_free(sf_runtime *rt) {
         free(rt->reds[i].chunks);
     }
     free(rt->reds);
+    free(rt->inner);
     free(rt->red_order);
     free(rt->red_links);
     free(rt->red_pending);
@@ -1219,7 +1313,10 @@ static uint64_t mix64(uint64_t x) {
     return x ^ (x >> 31);
 }
 
-static sf_status run_kernel(sf_runtime *rt, rt_part *p, int backward, double *loss, sf_error *err) {
+/* Part p's forward (phase: SF_CE_PHASE_*, for a softmax_ce split on its
+ * classes) or backward kernel. */
+static sf_status run_kernel_phase(sf_runtime *rt, rt_part *p, int backward, int phase, double *loss,
+                                  sf_error *err) {
     const sf_op *o = p->o;
     sf_kernel_args a;
     memset(&a, 0, sizeof a);
@@ -1235,8 +1332,10 @@ static sf_status run_kernel(sf_runtime *rt, rt_part *p, int backward, double *lo
     a.workspace_bytes = rt->ws_bytes;
     a.seed = mix64(rt->o.seed ^ mix64((uint64_t)rt->steps + 1));
     a.labels = p->labels;
-    a.loss = backward ? NULL : loss;
+    a.loss = backward || phase != SF_CE_PHASE_FULL ? NULL : loss;
     a.eval = rt->eval;
+    a.stats = p->inner >= 0 ? rt->inner[p->inner].stats : NULL;
+    a.phase = phase;
     if (o->type == SF_OP_BATCHNORM) {
         int64_t c0 = rt->bn_chan[p->op];
         a.running = rt->bn_running + 2 * c0;
@@ -1255,9 +1354,13 @@ static sf_status run_kernel(sf_runtime *rt, rt_part *p, int backward, double *lo
     return SF_OK;
 }
 
-/* The forward task of part p: gather its inputs, run it, send its pieces. */
-static sf_status forward_part(sf_runtime *rt, rt_part *p, const sf_batch *b, double *loss,
-                              sf_error *err) {
+static sf_status run_kernel(sf_runtime *rt, rt_part *p, int backward, double *loss, sf_error *err) {
+    return run_kernel_phase(rt, p, backward, SF_CE_PHASE_FULL, loss, err);
+}
+
+/* Gather part p's inputs: copies of local producers' regions, messages of
+ * remote ones (and a softmax_ce's labels, from the batch). */
+static sf_status part_inputs(sf_runtime *rt, rt_part *p, const sf_batch *b, sf_error *err) {
     const sf_op *o = p->o;
     for (int i = 0; i < p->n_cons; i++) {
         rt_link *l = rt->cons_links[p->cons_start + i];
@@ -1279,25 +1382,19 @@ static sf_status forward_part(sf_runtime *rt, rt_part *p, const sf_batch *b, dou
         box_move(l->fbuf, &l->region, p->in[l->k], &p->in_region[l->k], &l->region, 0);
         copy_event(rt, t0, p, l);
     }
-    double t0 = sf_now_s();
-    if (o->type == SF_OP_INPUT) {
-        if (!b->inputs || !b->inputs[p->op])
-            return sf_error_set(err, SF_ERR_INVALID, "no data for input '%s'", o->name);
-        sf_tile whole = sf_tile_full(&o->out_shapes[0]);
-        box_move(b->inputs[p->op], &whole, p->out[0], &p->out_tile[0], &p->out_tile[0], 0);
-    } else {
-        if (o->type == SF_OP_SOFTMAX_CE) {
-            if (!b->labels || !b->labels[p->op])
-                return sf_error_set(err, SF_ERR_INVALID, "no labels for '%s'", o->name);
-            sf_tile whole = sf_tile_full(&o->out_shapes[0]), rows = p->tile;
-            whole.ndim--;
-            rows.ndim--;
-            box_move(b->labels[p->op], &whole, p->labels, &rows, &rows, 0);
-        }
-        sf_status st = run_kernel(rt, p, 0, loss, err);
-        if (st != SF_OK) return st;
+    if (o->type == SF_OP_SOFTMAX_CE) {
+        if (!b->labels || !b->labels[p->op])
+            return sf_error_set(err, SF_ERR_INVALID, "no labels for '%s'", o->name);
+        sf_tile whole = sf_tile_full(&o->out_shapes[0]), rows = p->tile;
+        whole.ndim--;
+        rows.ndim--;
+        box_move(b->labels[p->op], &whole, p->labels, &rows, &rows, 0);
     }
-    event(rt, SF_RT_FWD, t0, p->op, p->part, -1, 0);
+    return SF_OK;
+}
+
+/* Send part p's pieces to its remote consumers. */
+static sf_status part_outputs(sf_runtime *rt, rt_part *p, sf_error *err) {
     for (int i = 0; i < p->n_prod; i++) {
         rt_link *l = rt->prod_links[p->prod_start + i];
         double t1 = sf_now_s();
@@ -1308,6 +1405,89 @@ static sf_status forward_part(sf_runtime *rt, rt_part *p, const sf_batch *b, dou
         l->freq = id;
     }
     return SF_OK;
+}
+
+/* The forward task of part p: gather its inputs, run it, send its pieces. */
+static sf_status forward_part(sf_runtime *rt, rt_part *p, const sf_batch *b, double *loss,
+                              sf_error *err) {
+    const sf_op *o = p->o;
+    sf_status st = part_inputs(rt, p, b, err);
+    if (st != SF_OK) return st;
+    double t0 = sf_now_s();
+    if (o->type == SF_OP_INPUT) {
+        if (!b->inputs || !b->inputs[p->op])
+            return sf_error_set(err, SF_ERR_INVALID, "no data for input '%s'", o->name);
+        sf_tile whole = sf_tile_full(&o->out_shapes[0]);
+        box_move(b->inputs[p->op], &whole, p->out[0], &p->out_tile[0], &p->out_tile[0], 0);
+    } else {
+        st = run_kernel(rt, p, 0, loss, err);
+        if (st != SF_OK) return st;
+    }
+    event(rt, SF_RT_FWD, t0, p->op, p->part, -1, 0);
+    return part_outputs(rt, p, err);
+}
+
+/* ---- softmax_ce split on its classes ----------------------------------------------- */
+
+/* One phase of the statistics of group g (SF_CE_PHASE_MAX or _SUMS) over
+ * parts[0 .. n) of its operator on this rank: each part of the group adds its
+ * figures into the group's buffer, then the task graph's all-reduce combines
+ * the ranks' (each waited for as soon as it is posted, as the partial sums'
+ * collectives are: red_forward). */
+static sf_status inner_phase(sf_runtime *rt, rt_inner *g, rt_part *parts, int n, int phase,
+                             sf_error *err) {
+    int64_t R = g->rows;
+    float *buf = phase == SF_CE_PHASE_MAX ? g->stats : g->stats + R;
+    int64_t len = phase == SF_CE_PHASE_MAX ? R : 2 * R;
+    for (int64_t e = 0; e < len; e++) buf[e] = phase == SF_CE_PHASE_MAX ? -INFINITY : 0.0f;
+    for (int i = 0; i < n; i++) {
+        rt_part *p = &parts[i];
+        if (p->inner != (int)(g - rt->inner)) continue;
+        double t0 = sf_now_s();
+        sf_status st = run_kernel_phase(rt, p, 0, phase, NULL, err);
+        if (st != SF_OK) return st;
+        event(rt, SF_RT_FWD, t0, p->op, p->part, -1, 0);
+    }
+    int comm = phase == SF_CE_PHASE_MAX ? g->mcomm : g->scomm;
+    if (comm < 0) return SF_OK;
+    double t0 = sf_now_s();
+    rt->c->defer = 1;
+    int id = phase == SF_CE_PHASE_MAX ? rt->c->vt->iallreduce_max(rt->c, buf, len, comm)
+                                      : rt->c->vt->iallreduce(rt->c, buf, len, comm);
+    sf_status st = id < 0 ? (sf_status)id : rt->c->vt->wait(rt->c, id);
+    rt->c->defer = 0;
+    if (st != SF_OK)
+        return sf_error_set(err, st, "rank %d: the all-reduce of '%s''s row %s failed", rt->rank,
+                            sf_graph_op(rt->g, g->op)->name,
+                            phase == SF_CE_PHASE_MAX ? "maxima" : "sums");
+    event(rt, SF_RT_SYNC, t0, g->op, g->first, -1, len * 4);
+    return SF_OK;
+}
+
+/* The forward of parts[0 .. n), every part of a softmax_ce split on its classes
+ * on this rank: their inputs; per group (in part order), the rows' maxima and
+ * then the sums, each combined over the group's parts; then each part's
+ * probabilities and loss from them, and its pieces sent. */
+static sf_status forward_inner(sf_runtime *rt, rt_part *parts, int n, const sf_batch *b,
+                               double *loss, sf_error *err) {
+    sf_status st = SF_OK;
+    for (int i = 0; i < n && st == SF_OK; i++) st = part_inputs(rt, &parts[i], b, err);
+    int g0 = 0;
+    while (g0 < rt->n_inner && rt->inner[g0].op != parts[0].op) g0++;
+    int g1 = g0;
+    while (g1 < rt->n_inner && rt->inner[g1].op == parts[0].op) g1++;
+    for (int g = g0; g < g1 && st == SF_OK; g++) {
+        st = inner_phase(rt, &rt->inner[g], parts, n, SF_CE_PHASE_MAX, err);
+        if (st == SF_OK) st = inner_phase(rt, &rt->inner[g], parts, n, SF_CE_PHASE_SUMS, err);
+    }
+    for (int i = 0; i < n && st == SF_OK; i++) {
+        double t0 = sf_now_s();
+        st = run_kernel(rt, &parts[i], 0, loss, err);
+        if (st != SF_OK) break;
+        event(rt, SF_RT_FWD, t0, parts[i].op, parts[i].part, -1, 0);
+        st = part_outputs(rt, &parts[i], err);
+    }
+    return st;
 }
 
 /* The backward task of part p: collect its output gradient, run it, give
@@ -1642,9 +1822,17 @@ static sf_status wait_sends(sf_runtime *rt, int train, sf_error *err) {
 static sf_status forward_pass(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
     int ri = 0;
     for (int i = 0; i < rt->n_parts; i++) {
-        sf_status st = forward_part(rt, &rt->parts[i], b, loss, err);
-        if (st != SF_OK) return st;
+        sf_status st;
         int op = rt->parts[i].op;
+        if (rt->parts[i].inner >= 0) { /* the operator's parts here, together */
+            int n = 1;
+            while (i + n < rt->n_parts && rt->parts[i + n].op == op) n++;
+            st = forward_inner(rt, &rt->parts[i], n, b, loss, err);
+            i += n - 1;
+        } else {
+            st = forward_part(rt, &rt->parts[i], b, loss, err);
+        }
+        if (st != SF_OK) return st;
         if (i + 1 < rt->n_parts && rt->parts[i + 1].op == op) continue;
         for (; ri < rt->n_reds && rt->reds[rt->red_order[ri]].prod_op == op; ri++) {
             st = red_forward(rt, &rt->reds[rt->red_order[ri]], err);
@@ -1723,13 +1911,17 @@ sf_status sf_runtime_forward(sf_runtime *rt, const sf_batch *b, int train, doubl
         rt_part *p = &rt->parts[i];
         if (p->o->type != SF_OP_SOFTMAX_CE) continue;
         int nd = p->tile.ndim;
-        int64_t C = p->tile.hi[nd - 1] - p->tile.lo[nd - 1];
+        int64_t C = p->tile.hi[nd - 1] - p->tile.lo[nd - 1], lo = p->tile.lo[nd - 1];
+        /* split on its classes: the part that holds the label counts the row
+         * when its best class is the label and its logit the row's maximum
+         * (a tie with a class of an earlier part counts here, not there) */
+        const float *mx = p->inner >= 0 ? rt->inner[p->inner].stats : NULL;
         for (int64_t r = 0; r < p->rows; r++) {
             const float *row = p->out[0] + r * C;
             int64_t best = 0;
             for (int64_t c = 1; c < C; c++)
                 if (row[c] > row[best]) best = c;
-            ok += best == p->labels[r];
+            ok += lo + best == p->labels[r] && (!mx || p->in[0][r * C + best] >= mx[r]);
         }
     }
     double v[3] = {l, ok, st != SF_OK ? 1.0 : 0.0};

@@ -62,6 +62,21 @@ run mcmc "$SF" search --model rnnlm --seq-len 8 --machine 'p100-4x4[4]' --algo m
 expect_ok mcmc
 grep -q '^mcmc' "$TMP/mcmc.out" || fail "search --algo mcmc: no mcmc row"
 
+# ---- memory: the best strategy over the iteration (issue 26) -------------
+# what fits says nothing; what does not says by how much and what its peak holds
+grep -q 'does not fit' "$TMP/mcmc.out" && fail "search: rnnlm on 4 P100s said it does not fit"
+run miss "$SF" search --model vgg16 --batch 4096 --machine 'p100-4x4[2]' --algo mcmc --iters 30
+expect_ok miss
+grep -q '^does not fit: device [0-9]* needs .* over the .* it may use (10% kept free); the peak holds activations' \
+    "$TMP/miss.out" || fail "search: vgg16 at batch 4096 on 2 P100s: no line saying how much it misses"
+run miss_json "$SF" search --model vgg16 --batch 4096 --machine 'p100-4x4[2]' --algo mcmc \
+    --iters 30 --json --memory-headroom 0
+expect_ok miss_json
+grep -q '"best_fits": *false' "$TMP/miss_json.out" || fail "search --json: vgg16 batch 4096 fits"
+grep -q '"best_peak_live_bytes"' "$TMP/miss_json.out" || fail "search --json: no best_peak_live_bytes"
+run headroom_bad "$SF" search --model lenet5 --memory-headroom -1
+expect_usage headroom_bad
+
 # ---- --beta is a real number, as FlexFlow's (issue 29, item 10) -----------
 run beta_real "$SF" search --model lenet5 --machine 'p100-4x4[4]' --iters 100 --beta 0.5 --json
 expect_ok beta_real

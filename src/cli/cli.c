@@ -545,6 +545,24 @@ int sf_cli_double(sf_cli_args *a, const char *name, double lo, double hi, double
     return 1;
 }
 
+const char sf_cli_memory_help[] =
+    "  --memory-headroom P    percent of each device's memory kept free (allocator\n"
+    "                         slack, the framework's own): a strategy fits when\n"
+    "                         every device's peak over the iteration stays below\n"
+    "                         the rest (default 10)\n";
+
+void sf_cli_memory_default(sf_sim_options *o) {
+    o->memory_timeline = 1;
+    o->memory_headroom = 0.10;
+}
+
+int sf_cli_memory_option(sf_cli_args *a, sf_sim_options *o) {
+    double pct = o->memory_headroom * 100.0;
+    if (!sf_cli_double(a, "--memory-headroom", 0, 99, &pct)) return 0;
+    o->memory_headroom = pct / 100.0;
+    return 1;
+}
+
 /* ---- cost models --------------------------------------------------------- */
 
 const char sf_cli_dtype_help[] =

@@ -110,6 +110,11 @@ int sf_cli_str(sf_cli_args *a, const char *long_name, const char *short_name, co
 /* A decimal integer in [lo, hi]; "1e3", "12x" and overflow are rejected. */
 int sf_cli_int(sf_cli_args *a, const char *long_name, const char *short_name, int64_t lo,
                int64_t hi, int64_t *out);
+/* Memory over the simulated schedule (sf_sim_options.memory_timeline) with the
+ * CLI's default headroom, 10 percent; --memory-headroom P and its help line. */
+extern const char sf_cli_memory_help[];
+void sf_cli_memory_default(sf_sim_options *o);
+int sf_cli_memory_option(sf_cli_args *a, sf_sim_options *o);
 /* A number in [lo, hi] (strtod's forms); anything after it is rejected. */
 int sf_cli_double(sf_cli_args *a, const char *name, double lo, double hi, double *out);
 /* The current argument is positional: store it and return 1. */

@@ -56,13 +56,19 @@ static int usage(FILE *out) {
         "  --out FILE             write the best strategy (strategy JSON)\n"
         "  --trace FILE           Chrome trace of the best strategy's iteration\n"
         "  --svg FILE             SVG timeline of the best strategy's iteration\n"
+        "%s"
         "  --json                 print one JSON object instead of tables\n"
         "  -h, --help             show this help\n"
+        "\n"
+        "The searches rank strategies by time, those that fit in memory first (every\n"
+        "activation counted as alive at once); the best one is then simulated with its\n"
+        "memory over the iteration, which decides best_fits, and when it does not fit a\n"
+        "line says by how much it misses and what its peak holds.\n"
         "\n"
         "example:\n"
         "  soapflow search --model inception_v3 --machine p100-4x4 --budget 30s --out best.json\n"
         "  soapflow simulate --model inception_v3 --machine p100-4x4 --strategy best.json\n",
-        sf_cli_model_help, sf_cli_sim_help, sf_cli_dtype_help);
+        sf_cli_model_help, sf_cli_sim_help, sf_cli_dtype_help, sf_cli_memory_help);
     return SF_EXIT_OK;
 }
 
@@ -71,7 +77,7 @@ typedef struct search_opts {
     const char *machine, *algo, *budget, *out, *trace, *svg, *costs, *beta, *anneal;
     int64_t iters, seed;
     int json, no_delta, reduce;
-    sf_sim_options sim;
+    sf_sim_options sim, mem; /* mem: the memory options alone (--memory-headroom) */
     sf_dtype dtype;
 } search_opts;
 
@@ -108,11 +114,44 @@ static int parse_beta(const char *s, double *out) {
     return 0;
 }
 
+/* One line for a best strategy that does not fit: the device that misses by
+ * the most, by how much, and what its peak holds, largest first. */
+static void report_miss(const sf_sim_result *r, const sf_machine *m, const sf_sim_options *so) {
+    int worst = 0;
+    double over = -INFINITY;
+    for (int d = 0; d < r->n_devices; d++) {
+        double usable = sf_machine_device_kind(m, d)->mem_bytes * (1.0 - so->memory_headroom);
+        if (r->device_live_bytes[d] - usable > over) {
+            over = r->device_live_bytes[d] - usable;
+            worst = d;
+        }
+    }
+    const double *k = &r->device_live_kinds[worst * SF_SIM_MEM_KIND_COUNT];
+    int order[SF_SIM_MEM_KIND_COUNT];
+    for (int i = 0; i < SF_SIM_MEM_KIND_COUNT; i++) {
+        int j = i;
+        for (; j > 0 && k[order[j - 1]] < k[i]; j--) order[j] = order[j - 1];
+        order[j] = i;
+    }
+    char b1[32], b2[32], b3[32];
+    printf("does not fit: device %d needs %s at its peak, %s over the %s it may use (%g%% kept "
+           "free); the peak holds",
+           worst, sf_fmt_bytes(r->device_live_bytes[worst], b1, sizeof b1),
+           sf_fmt_bytes(over, b2, sizeof b2),
+           sf_fmt_bytes(r->device_live_bytes[worst] - over, b3, sizeof b3),
+           100.0 * so->memory_headroom);
+    for (int i = 0; i < SF_SIM_MEM_KIND_COUNT; i++)
+        printf("%s %s %s", i ? "," : "", sf_sim_mem_kind_name(order[i]),
+               sf_fmt_bytes(k[order[i]], b1, sizeof b1));
+    printf("\n");
+}
+
 int sf_cmd_search(int argc, char **argv) {
     const char *cmd = argv[0];
     search_opts o;
     memset(&o, 0, sizeof o);
     sf_sim_options_default(&o.sim);
+    sf_cli_memory_default(&o.mem);
     o.machine = DEFAULT_MACHINE;
     o.algo = "all";
     o.seed = 1;
@@ -131,6 +170,7 @@ int sf_cmd_search(int argc, char **argv) {
         if (sf_cli_flag(&a, "--no-delta", NULL, &o.no_delta)) continue;
         if (sf_cli_flag(&a, "--reduce-splits", NULL, &o.reduce)) continue;
         if (sf_cli_sim_option(&a, &o.sim)) continue;
+        if (sf_cli_memory_option(&a, &o.mem)) continue;
         if (sf_cli_dtype_option(&a, &o.dtype)) continue;
         if (sf_cli_str(&a, "--out", "-o", &o.out)) continue;
         if (sf_cli_str(&a, "--costs", NULL, &o.costs)) continue;
@@ -214,7 +254,10 @@ int sf_cmd_search(int argc, char **argv) {
     }
     /* files first: a failure is one error line, not a report and then an error */
     sf_sim_result br;
-    sim = sf_sim_new(g, m, cm, &so.mcmc.sim, &err);
+    sf_sim_options bo = so.mcmc.sim; /* the best with its memory over the iteration */
+    bo.memory_timeline = o.mem.memory_timeline;
+    bo.memory_headroom = o.mem.memory_headroom;
+    sim = sf_sim_new(g, m, cm, &bo, &err);
     if (!sim || sf_sim_run(sim, best, &br, &err) != SF_OK) {
         rc = sf_cli_fail_err(&err);
         goto done;
@@ -272,6 +315,8 @@ int sf_cmd_search(int argc, char **argv) {
         sf_cli_json_set_real(j, "speedup_vs_data", data_s / br.iter_s);
         json_object_set_new(j, "best_fits", json_boolean(br.fits));
         sf_cli_json_set_real(j, "best_peak_mem_bytes", br.peak_mem_bytes);
+        sf_cli_json_set_real(j, "best_peak_live_bytes", br.live_peak_bytes);
+        sf_cli_json_set_real(j, "memory_headroom", bo.memory_headroom);
         json_object_set_new(j, "best_idle_devices", json_integer(idle));
         if (o.out) json_object_set_new(j, "strategy_file", json_string(o.out));
         rc = sf_cli_print_json(j);
@@ -316,6 +361,7 @@ int sf_cmd_search(int argc, char **argv) {
         printf("best: %s, %.3f ms, %.2fx over data parallelism%s%s\n", rows[rep.best].name,
                br.iter_s * 1e3, data_s / br.iter_s, o.out ? ", written to " : "",
                o.out ? o.out : "");
+        if (!br.fits) report_miss(&br, m, &bo);
     }
 done:
     if (rc == SF_EXIT_OK) sf_cli_cost_model_report(cm);

@@ -28,7 +28,6 @@
 
 #define DEFAULT_MACHINE "p100-4x4"
 #define DEFAULT_STRATEGY "data"
-#define DEFAULT_HEADROOM_PCT 10.0
 #define MAX_BATCH ((int64_t)1 << 40)
 #define MAX_SIZE ((int64_t)1 << 40)
 
@@ -274,9 +273,7 @@ static int usage(FILE *out) {
             "  --save-strategy FILE   write the strategy as a strategy JSON file\n"
             "  --costs FILE           measured task times ('soapflow profile'): the profiled\n"
             "                         cost model, analytic where the file has no entry\n"
-            "  --memory-headroom P    percent of each device's memory kept free (allocator\n"
-            "                         slack, the framework's own): a strategy fits when\n"
-            "                         every device's peak stays below the rest (default %g)\n"
+            "%s"
             "%s"
             "%s"
             "  -h, --help             show this help\n"
@@ -290,7 +287,7 @@ static int usage(FILE *out) {
             "  soapflow simulate --model inception_v3 --machine p100-4x4 --strategy data\n"
             "  soapflow simulate --model nmt --strategy expert --json --svg nmt.svg\n"
             "  soapflow simulate --model resnet50 --strategy best.json --trace r50.trace.json\n",
-            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY, DEFAULT_HEADROOM_PCT,
+            sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY, sf_cli_memory_help,
             sf_cli_sim_help, sf_cli_dtype_help);
     return SF_EXIT_OK;
 }
@@ -299,7 +296,6 @@ typedef struct sim_opts {
     sf_cli_model_opts model;
     const char *machine, *strategy, *trace, *svg, *dot, *save, *costs;
     int json;
-    double headroom_pct;
     sf_sim_options sim;
     sf_dtype dtype;
 } sim_opts;
@@ -320,7 +316,7 @@ static int parse(int argc, char **argv, sim_opts *o, const char **cmd) {
         if (sf_cli_str(&a, "--save-strategy", NULL, &o->save)) continue;
         if (sf_cli_str(&a, "--costs", NULL, &o->costs)) continue;
         if (sf_cli_sim_option(&a, &o->sim)) continue;
-        if (sf_cli_double(&a, "--memory-headroom", 0, 99, &o->headroom_pct)) continue;
+        if (sf_cli_memory_option(&a, &o->sim)) continue;
         if (sf_cli_dtype_option(&a, &o->dtype)) continue;
         sf_cli_unknown(&a);
     }
@@ -580,13 +576,11 @@ int sf_cmd_simulate(int argc, char **argv) {
     sim_opts o;
     memset(&o, 0, sizeof o);
     sf_sim_options_default(&o.sim);
-    o.headroom_pct = DEFAULT_HEADROOM_PCT;
+    sf_cli_memory_default(&o.sim);
     const char *cmd;
     int rc = parse(argc, argv, &o, &cmd);
     if (rc < 0) return usage(stdout);
     if (rc != SF_EXIT_OK) return rc;
-    o.sim.memory_timeline = 1;
-    o.sim.memory_headroom = o.headroom_pct / 100.0;
     if (!o.machine) o.machine = DEFAULT_MACHINE;
     if (!o.strategy) o.strategy = DEFAULT_STRATEGY;
 

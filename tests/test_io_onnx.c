@@ -39,9 +39,10 @@
 #include "soapflow/runtime.h"
 #include "soapflow/sim.h"
 
-static const char *const fixtures[] = {"lenet5",      "lenet5_op9",       "resblock", "lstm_lm",
-                                       "transformer", "transformer_op14", "misc_op9", "misc_op13",
-                                       "gpt",         "gpt_op14_nofold"};
+static const char *const fixtures[] = {
+    "lenet5",           "lenet5_op9",   "resblock",        "lstm_lm",  "transformer",
+    "transformer_op14", "misc_op9",     "misc_op13",       "gpt",      "gpt_op14_nofold",
+    "nanogpt",          "nanogpt_op13", "nanogpt_hf_drop", "mha_train"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 static void fixture_path(char *buf, size_t cap, const char *name, const char *ext) {
@@ -162,7 +163,8 @@ static void test_fixtures_import(void **state) {
         } else {
             assert_null(w); /* exported without its parameters */
         }
-        if (!strncmp(fixtures[f], "gpt", 3)) { /* the head is tied to wte, found by value */
+        /* the head is tied to wte: found by value (gpt), or the same initializer (nanogpt) */
+        if (!strncmp(fixtures[f], "gpt", 3) || !strncmp(fixtures[f], "nanogpt", 7)) {
             const sf_op *head = sf_graph_op(g, sf_graph_num_ops(g) - 2);
             assert_int_equal(head->type, SF_OP_LINEAR);
             assert_int_equal(head->params.linear.bias, 0);
@@ -205,6 +207,7 @@ typedef struct loss_job {
     const sf_strategy *s;
     float **w;
     const sf_batch *b;
+    int train; /* 0: dropout off (the fixtures that have some give PyTorch's eval loss) */
     double loss;
     sf_error err;
 } loss_job;
@@ -216,7 +219,7 @@ static sf_status loss_rank(sf_comm *c, void *arg) {
     sf_status st = sf_runtime_set_params(rt, SF_RT_WEIGHTS, (const float *const *)j->w, &j->err);
     int64_t correct = 0;
     /* the fixtures' loss is PyTorch's in training mode (batch statistics) */
-    if (st == SF_OK) st = sf_runtime_forward(rt, j->b, 1, &j->loss, &correct, &j->err);
+    if (st == SF_OK) st = sf_runtime_forward(rt, j->b, j->train, &j->loss, &correct, &j->err);
     sf_runtime_free(rt);
     return st;
 }
@@ -272,7 +275,7 @@ static void test_weights_give_torch_loss(void **state) {
         sf_batch b = {inputs, labels};
         sf_strategy *s = sf_strategy_new(g);
         assert_int_equal(sf_strategy_baseline(s, "single", g, m, &err), SF_OK);
-        loss_job j = {g, s, w, &b, 0, {0}};
+        loss_job j = {g, s, w, &b, !json_is_true(json_object_get(ex, "dropout")), 0, {0}};
         sf_status st = sf_comm_local_run(1, loss_rank, &j, &err);
         if (st != SF_OK) fail_msg("%s: %s", fixtures[f], err.msg);
         double want = json_number_value(json_object_get(ex, "loss"));

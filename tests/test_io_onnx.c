@@ -350,6 +350,97 @@ static void test_lenet5_is_the_zoo_model(void **state) {
     sf_machine_free(m);
 }
 
+/* ---- nanoGPT's model.py, exported, is the zoo's gpt ------------------------------------- */
+
+/* The GPT-2-style decoders written as nanoGPT does (products and a masked_fill
+ * for the attention, an arange for the positions, a tied head) import as the
+ * zoo's gpt of their size: the same operators in the same order (the inputs
+ * aside), shapes, parameters, attention settings and tie, and the same
+ * simulated times. */
+static void test_nanogpt_is_the_zoo_gpt(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = sf_machine_open("p100-4x4", &err);
+    assert_non_null(m);
+    sf_model_options mo;
+    sf_model_options_default(&mo);
+    mo.batch = 64;
+    mo.layers = 2;
+    mo.hidden = 32;
+    mo.heads = 4;
+    mo.vocab = 50;
+    mo.seq_len = 10;
+    sf_graph *zoo = sf_model_build("gpt", &mo, &err);
+    if (!zoo) fail_msg("%s", err.msg);
+    static const char *const files[] = {"nanogpt", "nanogpt_op13"};
+    for (int f = 0; f < 2; f++) {
+        char path[1024];
+        fixture_path(path, sizeof path, files[f], ".onnx");
+        sf_graph *imp = NULL;
+        if (sf_onnx_load(path, 64, &imp, NULL, &err) != SF_OK) fail_msg("%s", err.msg);
+        sf_graph_stats a, b;
+        sf_graph_stats_compute(zoo, &a);
+        sf_graph_stats_compute(imp, &b);
+        assert_int_equal(a.ops, b.ops);
+        assert_int_equal(a.params, b.params);
+        assert_int_equal(b.params, 27392); /* PyTorch's */
+        assert_true(a.flops_fwd == b.flops_fwd);
+        assert_true(a.flops_bwd == b.flops_bwd);
+        assert_true(a.activation_bytes == b.activation_bytes);
+        assert_true(a.weight_bytes == b.weight_bytes);
+        /* the operators other than the inputs, in order */
+        int i = 0, j = 0, n_in = 0;
+        for (;;) {
+            while (i < a.ops && sf_graph_op(zoo, i)->type == SF_OP_INPUT) i++, n_in++;
+            while (j < b.ops && sf_graph_op(imp, j)->type == SF_OP_INPUT) j++, n_in--;
+            if (i == a.ops || j == b.ops) break;
+            const sf_op *p = sf_graph_op(zoo, i), *q = sf_graph_op(imp, j);
+            if (p->type != q->type)
+                fail_msg("%s: operator %d is %s '%s', the zoo's %s '%s'", files[f], j,
+                         sf_op_type_name(q->type), q->name, sf_op_type_name(p->type), p->name);
+            assert_true(sf_shape_equal(&p->out_shapes[0], &q->out_shapes[0]));
+            assert_int_equal(p->n_params, q->n_params);
+            assert_int_equal(p->weight_owner >= 0, q->weight_owner >= 0);
+            if (p->type == SF_OP_ATTENTION) {
+                assert_int_equal(q->params.attention.heads, 4);
+                assert_int_equal(q->params.attention.causal, 1);
+                assert_int_equal(q->params.attention.bias, 1);
+                assert_int_equal(q->params.attention.embed_dim, 32);
+            }
+            if (p->type == SF_OP_EMBEDDING)
+                assert_int_equal(p->params.embedding.num_embeddings,
+                                 q->params.embedding.num_embeddings);
+            i++, j++;
+        }
+        assert_int_equal(i, a.ops);
+        assert_int_equal(j, b.ops);
+        assert_int_equal(n_in, 0); /* tokens and positions, both */
+        sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+        static const char *const base[] = {"data", "model", "owt", "single"};
+        for (size_t k = 0; k < sizeof base / sizeof base[0]; k++) {
+            double t[2];
+            for (int which = 0; which < 2; which++) {
+                sf_graph *g = which ? imp : zoo;
+                sf_strategy *s = sf_strategy_new(g);
+                assert_int_equal(sf_strategy_baseline(s, base[k], g, m, &err), SF_OK);
+                sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
+                assert_non_null(sim);
+                sf_sim_result r;
+                assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+                t[which] = r.iter_s;
+                sf_sim_free(sim);
+                sf_strategy_free(s);
+            }
+            if (fabs(t[0] - t[1]) > 1e-12 * t[0])
+                fail_msg("%s, %s: zoo %.9g s, imported %.9g s", files[f], base[k], t[0], t[1]);
+        }
+        sf_cost_free(cm);
+        sf_graph_free(imp);
+    }
+    sf_graph_free(zoo);
+    sf_machine_free(m);
+}
+
 /* ---- the batch ------------------------------------------------------------------------ */
 
 static void test_batch(void **state) {
@@ -925,6 +1016,101 @@ static void test_pattern_departures(void **state) {
     onnx__model_proto__free_unpacked(m, NULL);
 }
 
+/* The node that reads value name as its input k, or -1. */
+static int reader_of(const Onnx__GraphProto *g, const char *name, int k) {
+    for (size_t i = 0; i < g->n_node; i++)
+        if ((int)g->node[i]->n_input > k && !strcmp(g->node[i]->input[k], name)) return (int)i;
+    return -1;
+}
+
+/* GPT-2-style attention that departs from what soapflow's operator computes:
+ * one line naming the node, never a wrong graph. */
+static void test_gpt2_departures(void **state) {
+    (void)state;
+    Onnx__ModelProto *m = decode_fixture("nanogpt");
+    Onnx__GraphProto *g = m->graph;
+    size_t len;
+    uint8_t *buf;
+    /* a mask that is not causal: one key after the first query let through */
+    Onnx__TensorProto *mask = NULL;
+    for (size_t i = 0; i < g->n_initializer; i++)
+        if (!strcmp(g->initializer[i]->name, "h.0.attn.bias")) mask = g->initializer[i];
+    assert_non_null(mask);
+    assert_int_equal(mask->data_type, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    assert_int_equal(mask->raw_data.len, 10 * 10 * sizeof(float));
+    float one = 1.0f, was;
+    memcpy(&was, mask->raw_data.data + sizeof(float), sizeof was);
+    assert_true(was == 0.0f);
+    memcpy(mask->raw_data.data + sizeof(float), &one, sizeof one);
+    int wh = find_node(g, "Where", 0);
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "that is not causal", g->node[wh]->name);
+    free(buf);
+    memcpy(mask->raw_data.data + sizeof(float), &was, sizeof was);
+    /* the product with the values reads the masked scores, not the probabilities */
+    int sm = find_node(g, "Softmax", 0);
+    int pv = reader_of(g, g->node[sm]->output[0], 0);
+    assert_true(pv >= 0);
+    if (!strcmp(g->node[pv]->op_type, "Dropout")) pv = reader_of(g, g->node[pv]->output[0], 0);
+    assert_true(pv >= 0);
+    assert_string_equal(g->node[pv]->op_type, "MatMul");
+    char *probs = g->node[pv]->input[0];
+    g->node[pv]->input[0] = g->node[wh]->output[0];
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "the attention scores of the attention recognized",
+                g->node[pv]->name);
+    free(buf);
+    g->node[pv]->input[0] = probs;
+    /* a Where whose values no product makes: no mask, refused before the import */
+    char *scores = g->node[wh]->input[2];
+    int ln = find_node(g, "LayerNormalization", 0);
+    g->node[wh]->input[2] = g->node[ln]->output[0];
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED,
+                "Where of activations outside an attention's causal mask x1", g->node[wh]->name);
+    free(buf);
+    g->node[wh]->input[2] = scores;
+    /* the scores scaled by another factor than 1/sqrt(head_dim): the Mul that makes
+     * the Where's scores given the dropout's "training" constant (1) instead */
+    int sc = -1, tr = -1;
+    for (size_t i = 0; i < g->n_node; i++) {
+        if (sc < 0 && !strcmp(g->node[i]->op_type, "Mul") && g->node[i]->n_output == 1 &&
+            !strcmp(g->node[i]->output[0], scores))
+            sc = (int)i;
+        if (tr < 0 && !strcmp(g->node[i]->op_type, "Dropout") && g->node[i]->n_input == 3)
+            tr = (int)i;
+    }
+    assert_true(sc >= 0 && tr >= 0);
+    char *factor = g->node[sc]->input[1];
+    g->node[sc]->input[1] = g->node[tr]->input[2];
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "scaled by 1, not 1/sqrt(8)", g->node[sm]->name);
+    free(buf);
+    g->node[sc]->input[1] = factor;
+    /* learned positions as an nn.Parameter added to the activation (here wpe.weight
+     * itself, a (T, D) constant): soapflow has no sum with a learned constant */
+    int add = -1;
+    for (size_t i = 0; i < g->n_node && add < 0; i++)
+        if (!strcmp(g->node[i]->op_type, "Add") && g->node[i]->name &&
+            !strcmp(g->node[i]->name, "/Add"))
+            add = (int)i;
+    assert_true(add >= 0);
+    char *pos = g->node[add]->input[1];
+    g->node[add]->input[1] = (char *)"wpe.weight";
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "a sum of an activation and a constant", "'/Add'");
+    free(buf);
+    g->node[add]->input[1] = pos;
+    /* untouched, it imports */
+    buf = encode(m, &len);
+    sf_graph *ok = NULL;
+    sf_error err = {0};
+    assert_int_equal(sf_onnx_parse(buf, len, "nanogpt.onnx", 2, &ok, NULL, &err), SF_OK);
+    sf_graph_free(ok);
+    free(buf);
+    onnx__model_proto__free_unpacked(m, NULL);
+}
+
 /* ---- external data ---------------------------------------------------------------------- */
 
 static void write_bytes(const char *path, const void *b, size_t n) {
@@ -1227,6 +1413,7 @@ int main(void) {
         cmocka_unit_test(test_fixtures_import),
         cmocka_unit_test(test_weights_give_torch_loss),
         cmocka_unit_test(test_lenet5_is_the_zoo_model),
+        cmocka_unit_test(test_nanogpt_is_the_zoo_gpt),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_truncations),
         cmocka_unit_test(test_corruptions),
@@ -1234,6 +1421,7 @@ int main(void) {
         cmocka_unit_test(test_unsupported_listed),
         cmocka_unit_test(test_graph_errors),
         cmocka_unit_test(test_pattern_departures),
+        cmocka_unit_test(test_gpt2_departures),
         cmocka_unit_test(test_names_from_the_file),
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_debian_testdata),

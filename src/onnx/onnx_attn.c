@@ -458,15 +458,18 @@ static void set_stage4(ox_ctx *c, int o, int rec, int stage, int part, int lin, 
     for (int k = 0; k < 4; k++) a->perm[k] = perm ? perm[k] : k;
 }
 
-/* Whether every node that reads value v is of type t (and, with perms, a
- * Transpose with one of the two 4-D perms given); v must be read. */
+/* Whether every live node that reads value v is of type t (and, with perms, a
+ * Transpose with one of the two 4-D perms given), Shape and Size aside (they
+ * read shapes only); one must. */
 static int readers_are(const ox_ctx *c, int v, const char *t, const int64_t (*perms)[4]) {
     int seen = 0;
     for (int i = 0; i < c->n_nodes; i++) {
         const Onnx__NodeProto *nd = c->graph->node[i];
         int reads = 0;
         for (size_t k = 0; k < nd->n_input; k++) reads |= ox_in(c, nd, (int)k) == v;
-        if (!reads) continue;
+        if (!reads || !c->live[i]) continue;
+        if (nd->op_type && (!strcmp(nd->op_type, "Shape") || !strcmp(nd->op_type, "Size")))
+            continue;
         if (!nd->op_type || strcmp(nd->op_type, t)) return 0;
         if (perms) {
             const Onnx__AttributeProto *pa = ox_attr(nd, "perm");

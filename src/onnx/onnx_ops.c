@@ -784,9 +784,9 @@ sf_status ox_linear_force(ox_ctx *c, int v) {
  * an index input `positions` (N, T), which the data must hold as 0 .. T-1, and
  * an add. Returns 1 when taken. */
 static int positions_add(ox_ctx *c, const Onnx__NodeProto *n, int a, int b, sf_status *st) {
-    const ox_value *A = &c->vals[a], *B = &c->vals[b];
+    const ox_value *B = &c->vals[b];
     if (B->kind != OX_CONST || B->is_index || B->producer < 0) return 0;
-    if (A->kind != OX_ACT || A->is_index || A->ndim != 3) return 0;
+    if (c->vals[a].kind == OX_CONST || c->vals[a].kind == OX_WEIGHT) return 0;
     const Onnx__NodeProto *g = c->graph->node[B->producer];
     if (!g->op_type || strcmp(g->op_type, "Gather") || g->n_input != 2) return 0;
     int tv = ox_in(c, g, 0), iv = ox_in(c, g, 1);
@@ -794,6 +794,12 @@ static int positions_add(ox_ctx *c, const Onnx__NodeProto *n, int a, int b, sf_s
     if (Tb->kind != OX_CONST || !Tb->from_initializer || Tb->is_index || Tb->ndim != 2) return 0;
     const Onnx__AttributeProto *ax = ox_attr(g, "axis");
     if (ax && ax->i != 0) return 0;
+    if ((*st = ox_act(c, a)) != SF_OK) return 1;
+    const ox_value *A = &c->vals[a];
+    B = &c->vals[b];
+    Tb = &c->vals[tv];
+    I = &c->vals[iv];
+    if (A->kind != OX_ACT || A->is_index || A->ndim != 3) return 0;
     int64_t t = A->d[1], dm = A->d[2];
     if (I->kind != OX_CONST || !I->is_index || I->numel != t || Tb->d[1] != dm || Tb->d[0] < t)
         return 0;
@@ -853,12 +859,8 @@ static sf_status binary(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type) {
     if (ox_attn_node(c, n, &st)) return st;
     int a = ox_in(c, n, 0), b = ox_in(c, n, 1);
     if (type == SF_OP_ADD && (fuse_bias(c, n, a, b) || fuse_bias(c, n, b, a))) return SF_OK;
-    if (type == SF_OP_ADD && (c->vals[a].kind == OX_ACT || c->vals[a].kind == OX_INPUT) &&
-        (ox_act(c, a) != SF_OK || positions_add(c, n, a, b, &st)))
-        return c->err->code ? c->err->code : st;
-    if (type == SF_OP_ADD && (c->vals[b].kind == OX_ACT || c->vals[b].kind == OX_INPUT) &&
-        (ox_act(c, b) != SF_OK || positions_add(c, n, b, a, &st)))
-        return c->err->code ? c->err->code : st;
+    if (type == SF_OP_ADD && (positions_add(c, n, a, b, &st) || positions_add(c, n, b, a, &st)))
+        return st;
     if (ox_pat_node(c, n, &st)) return st;
     ox_kind ka = c->vals[a].kind, kb = c->vals[b].kind;
     if (ka == OX_CONST || kb == OX_CONST)

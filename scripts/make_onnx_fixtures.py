@@ -55,8 +55,9 @@ that the imported graph and weights compute the same loss.
                  ceil-mode max pooling, log-softmax at the end
 
 --big DIR: torchvision's squeezenet1_0, mobilenet_v2 and resnet18 (training mode,
-so batch norm stays a layer with its parameters) and an nn.LSTM language model
-(vocabulary 10000, 2 layers of 1024, as the zoo's rnnlm), with DIR/expected.json
+so batch norm stays a layer with its parameters), an nn.LSTM language model
+(vocabulary 10000, 2 layers of 1024, as the zoo's rnnlm) and NanoGPT at GPT-2's
+sizes (124,439,808 parameters, the zoo's gpt2; a 500 MB file), with DIR/expected.json
 holding PyTorch's parameter count of each; scripts/check_onnx_models.sh checks
 soapflow's import against it and runs `soapflow search` on each.
 """
@@ -439,6 +440,19 @@ def big(outdir):
                            "source": "nn.Embedding(10000, 1024) + nn.LSTM(1024, 1024, 2) + "
                                      "nn.Linear(1024, 10000), 40 steps"}
     print("%-14s %10d params" % ("lstm_lm", params(lm)))
+    torch.manual_seed(0)
+    gpt2 = NanoGPT(vocab=50257, d=768, heads=12, layers=12, t=1024)  # nanoGPT's "gpt2"
+    path = os.path.join(outdir, "nanogpt2.onnx")
+    gpt2.train()
+    torch.onnx.export(gpt2, (torch.randint(0, 50257, (1, 1024)),), path, opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=["tokens"], output_names=["output"],
+                      dynamic_axes={"tokens": {0: "batch"}})
+    expected["nanogpt2"] = {"file": "nanogpt2.onnx", "params": params(gpt2), "zoo": "gpt2",
+                            "source": "NanoGPT above at GPT-2's sizes (nanoGPT's model.py, "
+                                      "12 x 768, 12 heads, 1024 positions), training mode, "
+                                      "opset 17"}
+    print("%-14s %10d params" % ("nanogpt2", params(gpt2)))
     with open(os.path.join(outdir, "expected.json"), "w") as f:
         json.dump(expected, f, indent=2)
         f.write("\n")

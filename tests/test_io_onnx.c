@@ -6,13 +6,15 @@
  * the zoo's lenet5 exported this way has the zoo model's parameters, FLOPs and
  * simulated times; a GPT-2-style model (causal nn.MultiheadAttention, LM head
  * tied to the token embedding) maps to causal attention operators and a head
- * that shares the embedding's weights. Then the errors: every truncation and many corruptions of a
- * file give one line naming the file (and the node where there is one) and
- * never crash; unsupported operators are listed in one message with counts and
- * first nodes; cycles, unknown inputs, missing graphs, wrong opsets and shape
- * mismatches each name the node. Models are damaged through protobuf-c itself:
- * a fixture is decoded, changed, and encoded again. Where Debian's
- * libonnx-testdata is installed, every model of it imports or fails cleanly,
+ * that shares the embedding's weights, and the same written as nanoGPT does
+ * (products, masked_fill, an arange for the positions) is the zoo's gpt
+ * operator for operator; GPT-2-style attention that departs from soapflow's
+ * operator (a mask not causal, another scaling) is one line naming the node. Then the errors: every
+ * truncation and many corruptions of a file give one line naming the file (and the node where there
+ * is one) and never crash; unsupported operators are listed in one message with counts and first
+ * nodes; cycles, unknown inputs, missing graphs, wrong opsets and shape mismatches each name the
+ * node. Models are damaged through protobuf-c itself: a fixture is decoded, changed, and encoded
+ * again. Where Debian's libonnx-testdata is installed, every model of it imports or fails cleanly,
  * and a list of single-operator tests imports with ONNX's output shapes. Needs
  * SF_SOURCE_DIR (CTest sets it); never PyTorch. */
 #include <dirent.h>
@@ -181,6 +183,15 @@ static void test_fixtures_import(void **state) {
                 n_attn++;
             }
             assert_int_equal(n_attn, 2);
+        }
+        if (!strcmp(fixtures[f], "mha_train")) { /* dropout 0.1, exported in training mode */
+            int n_attn = 0, n_drop = 0;
+            for (int i = 0; i < sf_graph_num_ops(g); i++) {
+                n_attn += sf_graph_op(g, i)->type == SF_OP_ATTENTION;
+                n_drop += sf_graph_op(g, i)->type == SF_OP_DROPOUT;
+            }
+            assert_int_equal(n_attn, 1);
+            assert_int_equal(n_drop, 3); /* the layer's three; the attention's own is dropped */
         }
         /* the last operator is the loss, as in the zoo */
         assert_int_equal(sf_graph_op(g, sf_graph_num_ops(g) - 1)->type, SF_OP_SOFTMAX_CE);

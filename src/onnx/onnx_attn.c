@@ -1,6 +1,8 @@
 /*
- * onnx_attn.c - torch's nn.MultiheadAttention, as torch.onnx.export writes it,
- * recognized as one soapflow attention operator.
+ * onnx_attn.c - attention as torch.onnx.export writes it, recognized as one
+ * soapflow attention operator: torch's nn.MultiheadAttention (here), and the
+ * products of GPT-2-style code (nanoGPT, minGPT, Hugging Face's GPT-2; the
+ * batch-first form, below).
  *
  * ONNX has no attention operator before opset 23; PyTorch exports
  * nn.MultiheadAttention (and with it nn.TransformerEncoderLayer) as some twenty
@@ -20,7 +22,8 @@
  *   MatMul(q, k)                SCORES (N*H, T, T)
  *   Mul by 1 (baddbmm's alpha)   SCORES (torch adds an attn_mask with baddbmm)
  *   Add of a causal mask        SCORES, causal (a constant: -inf above the diagonal, 0 else)
- *   Softmax(-1)                 PROBS (a Dropout after it is dropped: the operator has none)
+ *   Softmax(-1)                 PROBS (a Dropout after it, as a training-mode export keeps
+ *                               it, is dropped: the operator has none)
  *   MatMul(PROBS, v)            CTX (N*H, T, hd)
  *   Transpose, Reshape (T*N, D) CTX_M
  *   Gemm(W_out, b_out)          OUT_M: the attention operator is made here
@@ -32,7 +35,7 @@
  * taken and stays an ordinary split. Not recognized: cross-attention and
  * separate Q/K/V projections (kdim != embed_dim), key-padding masks, masks that
  * are not causal, and other exporters' layouts (they fail at the node that
- * differs, with its name).
+ * differs, with its name); the batch-first form takes separate projections.
  */
 #include <math.h>
 #include <stdlib.h>

@@ -80,6 +80,7 @@ typedef struct ox_value {
     float *f;   /* numel floats, or NULL when is_index */
     int64_t *i; /* numel int64, when is_index */
     int from_initializer;
+    int copied_big; /* a Transpose has copied this initializer past OX_MAX_FOLD (once only) */
     /* a large float initializer whose data is not needed (no weights asked for):
      * converted on first use by ox_const_data, if ever */
     const Onnx__TensorProto *lazy;

@@ -37,7 +37,9 @@
  *   Dropout                     dropout (identity when training_mode is false)
  *   Identity, Cast              nothing: the same tensor
  *   LSTM                        lstm (forward, default activations; torch's gate order)
- *   torch's MultiheadAttention  attention (onnx_attn.c)
+ *   torch's MultiheadAttention  attention (onnx_attn.c); so is GPT-2-style attention, whose
+ *                               Where (masked_fill) on activations is taken only as its mask
+ *   Add of Gather(wpe, arange)  learned positions: a positions input, an embedding, an add
  *   torch's LayerNorm, GELU     layernorm, gelu, from their steps before opset 17 (onnx_norm.c)
  */
 #include <math.h>

@@ -589,6 +589,15 @@ static sf_status fold_transpose(ox_ctx *c, const Onnx__NodeProto *n) {
     void *data = alloc_data_big(c, x->numel, x->is_index, big);
     if (!data) return c->err->code;
     if (big) xv->copied_big = 1;
+    if (cnt == 2 && perm[0] == 1 && !x->is_index) { /* a weight (the common case): in tiles */
+        const int64_t r = x->d[0], q = x->d[1], B = 32;
+        float *out = data;
+        for (int64_t i0 = 0; i0 < r; i0 += B)
+            for (int64_t j0 = 0; j0 < q; j0 += B)
+                for (int64_t i = i0; i < r && i < i0 + B; i++)
+                    for (int64_t j = j0; j < q && j < j0 + B; j++) out[j * r + i] = x->f[i * q + j];
+        return ox_set_const(c, o, cnt, d, x->is_index, data);
+    }
     int64_t idx[OX_MAX_RANK] = {0};
     for (int64_t e = 0; e < x->numel; e++) {
         int64_t src = 0;

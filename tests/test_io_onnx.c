@@ -1122,6 +1122,134 @@ static void test_gpt2_departures(void **state) {
     onnx__model_proto__free_unpacked(m, NULL);
 }
 
+/* A tensor type (float, dims d) for a value of a model built by hand. */
+typedef struct hand_vi {
+    Onnx__ValueInfoProto vi;
+    Onnx__TypeProto tp;
+    Onnx__TypeProto__Tensor tt;
+    Onnx__TensorShapeProto sh;
+    Onnx__TensorShapeProto__Dimension dim[2], *dims[2];
+} hand_vi;
+
+static Onnx__ValueInfoProto *hand_value(hand_vi *h, const char *name, int64_t d0, int64_t d1) {
+    onnx__value_info_proto__init(&h->vi);
+    onnx__type_proto__init(&h->tp);
+    onnx__type_proto__tensor__init(&h->tt);
+    onnx__tensor_shape_proto__init(&h->sh);
+    int64_t d[2] = {d0, d1};
+    for (int k = 0; k < 2; k++) {
+        onnx__tensor_shape_proto__dimension__init(&h->dim[k]);
+        h->dim[k].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        h->dim[k].dim_value = d[k];
+        h->dims[k] = &h->dim[k];
+    }
+    h->sh.n_dim = 2;
+    h->sh.dim = h->dims;
+    h->tt.has_elem_type = 1;
+    h->tt.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    h->tt.shape = &h->sh;
+    h->tp.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    h->tp.tensor_type = &h->tt;
+    h->vi.name = (char *)name;
+    h->vi.type = &h->tp;
+    return &h->vi;
+}
+
+/* torch's training-mode exports multiply by Transpose(weight), folded at import.
+ * A weight over the fold bound (2^24 elements: GPT-2's LM head) is copied once;
+ * a second copy of the same initializer is refused, so that what folding holds
+ * never exceeds what the file does. */
+static void test_fold_big_transpose(void **state) {
+    (void)state;
+    const int64_t out = ((int64_t)1 << 20) + 1, in = 16; /* 16,777,232 elements */
+    Onnx__TensorProto w;
+    onnx__tensor_proto__init(&w);
+    int64_t wd[2] = {out, in};
+    w.name = (char *)"head.weight";
+    w.n_dims = 2;
+    w.dims = wd;
+    w.has_data_type = 1;
+    w.data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    w.has_raw_data = 1;
+    w.raw_data.len = (size_t)(out * in) * sizeof(float);
+    w.raw_data.data = calloc(w.raw_data.len, 1);
+    assert_non_null(w.raw_data.data);
+    Onnx__TensorProto *inits[1] = {&w};
+    Onnx__NodeProto nd[5], *nodes[5];
+    char *tr_in[1] = {(char *)"head.weight"}, *tr_out[2][1] = {{(char *)"wt"}, {(char *)"wt2"}};
+    char *mm_in[2][2] = {{(char *)"x", (char *)"wt"}, {(char *)"x", (char *)"wt2"}};
+    char *mm_out[2][1] = {{(char *)"y"}, {(char *)"y2"}};
+    char *add_in[2] = {(char *)"y", (char *)"y2"}, *add_out[1] = {(char *)"z"};
+    for (int k = 0; k < 5; k++) {
+        onnx__node_proto__init(&nd[k]);
+        nodes[k] = &nd[k];
+    }
+    for (int k = 0; k < 2; k++) {
+        nd[2 * k].op_type = (char *)"Transpose";
+        nd[2 * k].n_input = 1;
+        nd[2 * k].input = tr_in;
+        nd[2 * k].n_output = 1;
+        nd[2 * k].output = tr_out[k];
+        nd[2 * k + 1].op_type = (char *)"MatMul";
+        nd[2 * k + 1].n_input = 2;
+        nd[2 * k + 1].input = mm_in[k];
+        nd[2 * k + 1].n_output = 1;
+        nd[2 * k + 1].output = mm_out[k];
+    }
+    nd[4].op_type = (char *)"Add";
+    nd[4].name = (char *)"sum";
+    nd[4].n_input = 2;
+    nd[4].input = add_in;
+    nd[4].n_output = 1;
+    nd[4].output = add_out;
+    hand_vi hx, hy;
+    Onnx__ValueInfoProto *ins[1] = {hand_value(&hx, "x", 2, in)};
+    Onnx__ValueInfoProto *outs[1] = {hand_value(&hy, "y", 2, out)};
+    Onnx__GraphProto g;
+    onnx__graph_proto__init(&g);
+    g.name = (char *)"big";
+    g.n_node = 2;
+    g.node = nodes;
+    g.n_initializer = 1;
+    g.initializer = inits;
+    g.n_input = 1;
+    g.input = ins;
+    g.n_output = 1;
+    g.output = outs;
+    Onnx__OperatorSetIdProto op;
+    onnx__operator_set_id_proto__init(&op);
+    op.has_version = 1;
+    op.version = 13;
+    Onnx__OperatorSetIdProto *ops[1] = {&op};
+    Onnx__ModelProto m;
+    onnx__model_proto__init(&m);
+    m.has_ir_version = 1;
+    m.ir_version = 8;
+    m.n_opset_import = 1;
+    m.opset_import = ops;
+    m.graph = &g;
+    /* one copy: a linear layer of the weight's 16,777,232 parameters */
+    size_t len;
+    uint8_t *buf = encode(&m, &len);
+    sf_graph *gr = NULL;
+    sf_error err = {0};
+    if (sf_onnx_parse(buf, len, "big.onnx", 2, &gr, NULL, &err) != SF_OK) fail_msg("%s", err.msg);
+    sf_graph_stats st;
+    sf_graph_stats_compute(gr, &st);
+    assert_int_equal(st.params, out * in);
+    sf_graph_free(gr);
+    free(buf);
+    /* two copies of the one initializer: the second is refused at its node */
+    g.n_node = 5;
+    hy.vi.name = (char *)"z";
+    nd[2].name = (char *)"second";
+    buf = encode(&m, &len);
+    expect_fail(buf, len, 2, SF_ERR_RANGE, "'second' (Transpose): a constant of 16777232 elements",
+                "at most 16777216 folded");
+    free(buf);
+    free(w.raw_data.data);
+}
+
 /* ---- external data ---------------------------------------------------------------------- */
 
 static void write_bytes(const char *path, const void *b, size_t n) {
@@ -1433,6 +1561,7 @@ int main(void) {
         cmocka_unit_test(test_graph_errors),
         cmocka_unit_test(test_pattern_departures),
         cmocka_unit_test(test_gpt2_departures),
+        cmocka_unit_test(test_fold_big_transpose),
         cmocka_unit_test(test_names_from_the_file),
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_debian_testdata),

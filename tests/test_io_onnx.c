@@ -1109,7 +1109,9 @@ static void test_gpt2_departures(void **state) {
     char *pos = g->node[add]->input[1];
     g->node[add]->input[1] = (char *)"wpe.weight";
     buf = encode(m, &len);
-    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "a sum of an activation and a constant", "'/Add'");
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED,
+                "'/Add' (Add): a sum of an activation and a constant ('wpe.weight', a parameter)",
+                "wpe(torch.arange(T))");
     free(buf);
     g->node[add]->input[1] = pos;
     /* untouched, it imports */

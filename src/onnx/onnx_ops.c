@@ -865,11 +865,18 @@ static sf_status binary(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type) {
         return st;
     if (ox_pat_node(c, n, &st)) return st;
     ox_kind ka = c->vals[a].kind, kb = c->vals[b].kind;
-    if (ka == OX_CONST || kb == OX_CONST)
+    if (ka == OX_CONST || kb == OX_CONST) {
+        const ox_value *k = &c->vals[ka == OX_CONST ? a : b];
+        int param = type == SF_OP_ADD && k->from_initializer && k->ndim >= 2;
         return ox_fail(c, SF_ERR_UNSUPPORTED,
-                       "%s of an activation and a constant: soapflow has no such operator (a "
-                       "bias after a MatMul is folded into its linear layer)",
-                       type == SF_OP_ADD ? "a sum" : "a product");
+                       "%s of an activation and a constant%s%.100s%s: soapflow has no such "
+                       "operator (a bias after a MatMul is folded into its linear layer%s)",
+                       type == SF_OP_ADD ? "a sum" : "a product", param ? " ('" : "",
+                       param ? k->name : "", param ? "', a parameter)" : "",
+                       param ? "; learned positions import when looked up by an arange, as "
+                               "nanoGPT's wpe(torch.arange(T))"
+                             : "");
+    }
     TRY(ox_act(c, a));
     TRY(ox_act(c, b));
     const ox_value *A = &c->vals[a], *B = &c->vals[b];

@@ -1098,6 +1098,31 @@ static void test_gpt2_departures(void **state) {
     expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "scaled by 1, not 1/sqrt(8)", g->node[sm]->name);
     free(buf);
     g->node[sc]->input[1] = factor;
+    /* the values scaled (a Mul by the scores' factor before the product with them):
+     * not what the operator computes */
+    Onnx__NodeProto vmul, **more = malloc((g->n_node + 1) * sizeof *more);
+    onnx__node_proto__init(&vmul);
+    char *vm_in[2] = {g->node[pv]->input[1], factor}, *vm_out[1] = {(char *)"scaled_v"};
+    vmul.op_type = (char *)"Mul";
+    vmul.name = (char *)"vmul";
+    vmul.n_input = 2;
+    vmul.input = vm_in;
+    vmul.n_output = 1;
+    vmul.output = vm_out;
+    memcpy(more, g->node, g->n_node * sizeof *more);
+    more[g->n_node] = &vmul;
+    Onnx__NodeProto **keep_nodes = g->node;
+    g->node = more;
+    g->n_node++;
+    char *v_in = g->node[pv]->input[1];
+    g->node[pv]->input[1] = vm_out[0];
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "are scaled by 0.353553", g->node[pv]->name);
+    free(buf);
+    g->node[pv]->input[1] = v_in;
+    g->n_node--;
+    g->node = keep_nodes;
+    free(more);
     /* learned positions as an nn.Parameter added to the activation (here wpe.weight
      * itself, a (T, D) constant): soapflow has no sum with a learned constant */
     int add = -1;

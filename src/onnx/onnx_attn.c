@@ -459,6 +459,12 @@ static void set_stage4(ox_ctx *c, int o, int rec, int stage, int part, int lin, 
     a->part = part;
     a->lin = lin;
     for (int k = 0; k < 4; k++) a->perm[k] = perm ? perm[k] : k;
+    a->scale = 1.0;
+}
+
+/* The factor value o carries (set after set_stage4). */
+static void set_scale(ox_ctx *c, int o, double f) {
+    if (o >= 0) c->attn_val[o].scale = f;
 }
 
 /* Whether every live node that reads value v is of type t (and, with perms, a
@@ -525,7 +531,6 @@ static int bf_new(ox_ctx *c, int x, int node, sf_status *st) {
     a->t = X->d[1];
     a->d = X->d[2];
     a->scale = 1.0;
-    a->smul = 1.0;
     a->emitted = -1;
     a->x = x;
     for (int k = 0; k < 3; k++) a->role[k] = -1;
@@ -825,6 +830,7 @@ static int bf_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st, int v) {
         if (av.stage == AT_PART && heads_shape(a, s, cnt)) {
             a->heads = s[2];
             set_stage4(c, o, rec, AT_HEADS, av.part, -1, NULL, 4, s);
+            set_scale(c, o, av.scale);
             TAKE(SF_OK);
         }
         if (av.stage == AT_CTX && bf_perm_is(av.perm, BF_N, BF_T, BF_H, BF_E) && cnt == 3 &&
@@ -850,6 +856,7 @@ static int bf_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st, int v) {
         int64_t shape[4];
         for (int k = 0; k < 4; k++) shape[k] = c->vals[v].d[q[k]];
         set_stage4(c, o, rec, av.stage, av.part, av.lin, p, 4, shape);
+        set_scale(c, o, av.scale);
         TAKE(SF_OK);
     }
     /* the scaling: constant factors on q, k or the scores */
@@ -865,8 +872,8 @@ static int bf_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st, int v) {
                          "attention scores scaled by %g: soapflow's attention scales them by "
                          "1/sqrt(head_dim)",
                          x));
-        a->smul *= !strcmp(t, "Div") ? 1.0 / x : x;
         set_stage4(c, o, rec, av.stage, av.part, av.lin, av.perm, c->vals[v].ndim, c->vals[v].d);
+        set_scale(c, o, av.scale * (!strcmp(t, "Div") ? 1.0 / x : x));
         TAKE(SF_OK);
     }
     if (!strcmp(t, "MatMul")) {
@@ -894,11 +901,17 @@ static int bf_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st, int v) {
             if (!bf_assign(a, 0, &ax) || !bf_assign(a, 1, &ay)) TAKE(ox_attn_refuse(c, v));
             int64_t shape[4] = {a->n, a->heads, a->t, a->t};
             set_stage4(c, o, rec, AT_SCORES, 0, -1, NULL, 4, shape);
+            set_scale(c, o, ax.scale * ay.scale);
             TAKE(SF_OK);
         }
         if (ax.stage == AT_PROBS && ay.stage == AT_HEADS &&
             bf_perm_is(ay.perm, BF_N, BF_H, BF_T, BF_E)) {
             if (!bf_assign(a, 2, &ay)) TAKE(ox_attn_refuse(c, y));
+            if (ay.scale != 1.0)
+                TAKE(ox_fail(c, SF_ERR_UNSUPPORTED,
+                             "the values of the attention recognized at node #%d are scaled by "
+                             "%g: soapflow's attention does not scale them",
+                             a->node, ay.scale));
             int p[4] = {BF_N, BF_H, BF_T, BF_E};
             int64_t shape[4] = {a->n, a->heads, a->t, hd};
             set_stage4(c, o, rec, AT_CTX, 0, -1, p, 4, shape);
@@ -921,6 +934,7 @@ static int bf_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st, int v) {
                          a->node));
         a->causal = 1;
         set_stage4(c, o, rec, AT_SCORES, 0, -1, NULL, 4, c->vals[v].d);
+        set_scale(c, o, av.scale);
         TAKE(SF_OK);
     }
     if (!strcmp(t, "Add") && av.stage == AT_SCORES) {
@@ -930,6 +944,7 @@ static int bf_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st, int v) {
         if (a->causal || !causal_mask(&c->vals[other], a->t)) TAKE(ox_attn_refuse(c, v));
         a->causal = 1;
         set_stage4(c, o, rec, AT_SCORES, 0, -1, NULL, 4, c->vals[v].d);
+        set_scale(c, o, av.scale);
         TAKE(SF_OK);
     }
     if ((!strcmp(t, "Softmax") && av.stage == AT_SCORES) ||
@@ -940,11 +955,11 @@ static int bf_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st, int v) {
             if (r != SF_OK) TAKE(r);
             if (axis != -1 && axis != 3) TAKE(ox_attn_refuse(c, v));
             double want = 1.0 / sqrt((double)hd);
-            if (fabs(a->smul - want) > 1e-3 * want)
+            if (fabs(av.scale - want) > 1e-3 * want)
                 TAKE(ox_fail(c, SF_ERR_UNSUPPORTED,
                              "attention scores scaled by %g, not 1/sqrt(%lld): soapflow's "
                              "attention is scaled dot-product attention",
-                             a->smul, (long long)hd));
+                             av.scale, (long long)hd));
         }
         for (size_t k = 1; k < n->n_output; k++) /* a dropout's mask */
             if (ox_out(c, n, (int)k) > 0) c->vals[ox_out(c, n, (int)k)].kind = OX_NONE;

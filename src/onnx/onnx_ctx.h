@@ -119,7 +119,6 @@ typedef struct ox_attn {
     sf_tensor_ref out;
     /* OX_ATTN_BF */
     int x;        /* the value projected (N, T, D) */
-    double smul;  /* the product of the factors applied to Q, K or the scores */
     int role[3];  /* for q, k, v: the part of the packed projection, or the separate
                      ox_linear (-1 until the products say which is which) */
     int n_sep;    /* separate projections seen (at most 3) */
@@ -147,6 +146,7 @@ typedef struct ox_attn_val {
     int part;
     int lin;
     int perm[4];
+    double scale; /* batch-first form: the product of the constant factors applied to it */
 } ox_attn_val;
 
 typedef struct ox_ctx ox_ctx;

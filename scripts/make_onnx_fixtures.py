@@ -10,7 +10,7 @@ are not build dependencies of soapflow: the small files this writes are
 committed, so the build and the tests never need PyTorch.
 
 Default: small models exported once with torch.onnx.export into
-tests/fixtures/onnx/ (a few hundred KB in all), each with <name>.json beside it:
+tests/fixtures/onnx/ (1.4 MB in all), each with <name>.json beside it:
 the trainable parameter count PyTorch gives, one input batch with its labels and
 the cross-entropy loss PyTorch computes on it (train mode: batch norm on the
 batch's statistics, as soapflow's kernels do; no dropout), so a test can check

@@ -56,7 +56,12 @@ static void check_graph(const sf_graph *g) {
                    op->name, (long long)op->n_params);
         if (op->weight_owner >= 0) {
             const sf_op *o = sf_graph_op(g, op->weight_owner);
-            FUZZ_CHECK(op->weight_owner < i && o->type == op->type && o->n_params == op->n_params,
+            /* an unrolled step shares its layer's weights; a tied head (a linear on
+             * an embedding's table, GPT-2's) an operator of another type's, of the
+             * same layout */
+            FUZZ_CHECK(op->weight_owner < i && o->n_params == op->n_params &&
+                           (o->type == op->type ||
+                            (op->type == SF_OP_LINEAR && o->type == SF_OP_EMBEDDING)),
                        "operator '%s' shares the weights of operator %d", op->name,
                        op->weight_owner);
         } else {

@@ -2,7 +2,9 @@
 # check_onnx_models.sh - the torchvision models and the LSTM language model that
 # `scripts/make_onnx_fixtures.py --big DIR` exported: each must import with
 # PyTorch's parameter count (DIR/expected.json), and `soapflow search` must run
-# on it. Prints one line per model with the figures bench/RESULTS.md records.
+# on it; one that names a zoo model ("zoo": "gpt2") must also have that model's
+# operator count, parameters and forward FLOPs. Prints one line per model with
+# the figures bench/RESULTS.md records.
 #
 #   /usr/bin/python3 scripts/make_onnx_fixtures.py --big /tmp/onnx-big
 #   scripts/check_onnx_models.sh /tmp/onnx-big [build/soapflow] [search options...]
@@ -20,17 +22,17 @@ SEARCH=("$@")
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/sf-onnx-big.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
 
-# name file params, one line each, from expected.json (no jq needed)
+# name file params zoo, one line each, from expected.json (no jq needed)
 python3 - "$DIR/expected.json" >"$TMP/list" <<'PY' || exit 1
 import json, sys
 for name, e in json.load(open(sys.argv[1])).items():
-    print(name, e["file"], e["params"])
+    print(name, e["file"], e["params"], e.get("zoo", "-"))
 PY
 
 status=0
 printf '%-14s %12s %12s %5s %12s %10s %10s %8s %8s\n' model params torch ops \
     "fwd GFLOP" "data ms" "best ms" speedup search_s
-while read -r name file want; do
+while read -r name file want zoo; do
     if ! "$SF" graph --model "$DIR/$file" --json >"$TMP/g.json" 2>"$TMP/g.err"; then
         echo "$name: import failed: $(cat "$TMP/g.err")" >&2
         status=1
@@ -42,6 +44,17 @@ while read -r name file want; do
     if [ "$got" != "$want" ]; then
         echo "$name: $got parameters imported, PyTorch has $want" >&2
         status=1
+    fi
+    if [ "$zoo" != "-" ]; then
+        "$SF" graph --model "$zoo" --json >"$TMP/z.json" 2>"$TMP/z.err" ||
+            { echo "$name: zoo model $zoo: $(cat "$TMP/z.err")" >&2; status=1; continue; }
+        python3 - "$TMP/g.json" "$TMP/z.json" "$name" "$zoo" <<'PY' || status=1
+import json, sys
+g, z = json.load(open(sys.argv[1])), json.load(open(sys.argv[2]))
+bad = [k for k in ("ops", "params", "flops_fwd", "flops_bwd") if g[k] != z[k]]
+if bad:
+    sys.exit("%s: %s differ from the zoo's %s" % (sys.argv[3], ", ".join(bad), sys.argv[4]))
+PY
     fi
     t0=$(date +%s.%N)
     if ! "$SF" search --model "$DIR/$file" "${SEARCH[@]}" --json >"$TMP/s.json" 2>"$TMP/s.err"; then

@@ -10,7 +10,7 @@ are not build dependencies of soapflow: the small files this writes are
 committed, so the build and the tests never need PyTorch.
 
 Default: small models exported once with torch.onnx.export into
-tests/fixtures/onnx/ (a few hundred KB in all), each with <name>.json beside it:
+tests/fixtures/onnx/ (1.4 MB in all), each with <name>.json beside it:
 the trainable parameter count PyTorch gives, one input batch with its labels and
 the cross-entropy loss PyTorch computes on it (train mode: batch norm on the
 batch's statistics, as soapflow's kernels do; no dropout), so a test can check
@@ -37,19 +37,33 @@ that the imported graph and weights compute the same loss.
   gpt_op14_nofold
                  the same at opset 14 without constant folding (the head reads
                  Transpose(wte); layer norm and GELU spelled out)
+  nanogpt        a GPT-2-style decoder written as nanoGPT's model.py (NanoGPT below: the
+                 attention in products, masked_fill of a registered causal buffer, the
+                 positions an arange, the LM head tied by weight = wte.weight), exported
+                 in training mode at opset 17 (dropout 0, nanoGPT's default)
+  nanogpt_op13   the same at opset 13 (layer norm and GELU in steps)
+  nanogpt_hf_drop
+                 Hugging Face's spelling (three q, k, v Linears, torch.where of a
+                 boolean buffer and finfo.min, the scores divided by sqrt(head_dim)),
+                 dropout 0.1 everywhere (attention, residuals, embeddings), opset 13
+  mha_train      nn.TransformerEncoderLayer with its default dropout 0.1, exported in
+                 training mode (opset 17)
+                 (these four: loss with dropout off, "dropout": true when there is some)
   misc_op9, misc_op13
                  activations and shapes: LeakyReLU, ReLU6 (Clip by attributes at 9, by
                  inputs at 13), Sigmoid, Tanh, a product, a concatenation, average and
                  ceil-mode max pooling, log-softmax at the end
 
 --big DIR: torchvision's squeezenet1_0, mobilenet_v2 and resnet18 (training mode,
-so batch norm stays a layer with its parameters) and an nn.LSTM language model
-(vocabulary 10000, 2 layers of 1024, as the zoo's rnnlm), with DIR/expected.json
+so batch norm stays a layer with its parameters), an nn.LSTM language model
+(vocabulary 10000, 2 layers of 1024, as the zoo's rnnlm) and NanoGPT at GPT-2's
+sizes (124,439,808 parameters, the zoo's gpt2; a 500 MB file), with DIR/expected.json
 holding PyTorch's parameter count of each; scripts/check_onnx_models.sh checks
 soapflow's import against it and runs `soapflow search` on each.
 """
 import argparse
 import json
+import math
 import os
 import sys
 
@@ -185,6 +199,137 @@ def gpt_fixture(outdir, name, m, opset, fold):
                                                       os.path.getsize(path)))
 
 
+class NanoAttention(nn.Module):
+    """Causal self-attention as nanoGPT (and minGPT, Hugging Face's GPT-2) write it:
+    products and a softmax, the heads reshaped and transposed, a registered causal
+    buffer. packed: one c_attn Linear split into q, k, v (else three Linears);
+    hf: Hugging Face's spelling (a boolean buffer, torch.where(mask, att, -big),
+    the scores divided by sqrt(head_dim)) instead of nanoGPT's (masked_fill of
+    mask == 0 with -inf, multiplied by 1 / sqrt(head_dim))."""
+
+    def __init__(self, d, heads, t, packed, dropout, hf):
+        super().__init__()
+        self.heads, self.d, self.packed, self.hf = heads, d, packed, hf
+        if packed:
+            self.c_attn = nn.Linear(d, 3 * d)
+        else:
+            self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.c_proj = nn.Linear(d, d)
+        self.attn_dropout = nn.Dropout(dropout)
+        self.resid_dropout = nn.Dropout(dropout)
+        tril = torch.tril(torch.ones(t, t))
+        if hf:
+            self.register_buffer("bias", tril.bool().view(1, 1, t, t))
+        else:
+            self.register_buffer("bias", tril.view(1, 1, t, t))
+
+    def forward(self, x):
+        B, T, C = x.size()
+        if self.packed:
+            q, k, v = self.c_attn(x).split(self.d, dim=2)
+        else:
+            q, k, v = self.q(x), self.k(x), self.v(x)
+        hd = C // self.heads
+        k = k.view(B, T, self.heads, hd).transpose(1, 2)
+        q = q.view(B, T, self.heads, hd).transpose(1, 2)
+        v = v.view(B, T, self.heads, hd).transpose(1, 2)
+        if self.hf:
+            att = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(hd)
+            big = torch.tensor(torch.finfo(att.dtype).min, dtype=att.dtype)
+            att = torch.where(self.bias[:, :, :T, :T], att, big)
+        else:
+            att = (q @ k.transpose(-2, -1)) * (1.0 / math.sqrt(hd))
+            att = att.masked_fill(self.bias[:, :, :T, :T] == 0, float("-inf"))
+        att = self.attn_dropout(F.softmax(att, dim=-1))
+        y = (att @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.resid_dropout(self.c_proj(y))
+
+
+class NanoBlock(nn.Module):
+    def __init__(self, d, heads, t, packed, dropout, hf):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(d)
+        self.attn = NanoAttention(d, heads, t, packed, dropout, hf)
+        self.ln_2 = nn.LayerNorm(d)
+        self.c_fc = nn.Linear(d, 4 * d)
+        self.c_proj = nn.Linear(4 * d, d)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.dropout(self.c_proj(F.gelu(self.c_fc(self.ln_2(x)))))
+
+
+class NanoGPT(nn.Module):
+    """A GPT-2-style decoder written as nanoGPT's model.py: token and position
+    embeddings (the positions an arange inside forward), blocks of NanoAttention
+    and a GELU MLP, a final layer norm, an LM head Linear whose weight is the
+    token embedding's (weight tying). At vocabulary 50, width 32, 4 heads, 2
+    blocks, 10 positions: 27,392 parameters, the zoo's gpt of that size."""
+
+    def __init__(self, vocab=50, d=32, heads=4, layers=2, t=10, packed=True, dropout=0.0,
+                 hf=False):
+        super().__init__()
+        self.wte = nn.Embedding(vocab, d)
+        self.wpe = nn.Embedding(t, d)
+        self.drop = nn.Dropout(dropout)
+        self.h = nn.ModuleList([NanoBlock(d, heads, t, packed, dropout, hf)
+                                for _ in range(layers)])
+        self.ln_f = nn.LayerNorm(d)
+        self.lm_head = nn.Linear(d, vocab, bias=False)
+        self.wte.weight = self.lm_head.weight
+
+    def forward(self, idx):
+        _, t = idx.size()
+        pos = torch.arange(0, t, dtype=torch.long)
+        x = self.drop(self.wte(idx) + self.wpe(pos))
+        for block in self.h:
+            x = block(x)
+        return self.lm_head(self.ln_f(x))
+
+
+def train_fixture(outdir, name, m, opset, vocab=50, t=10):
+    """A module of token ids exported in training mode (dropout kept as Dropout
+    nodes, no constant folding), and its loss on one batch with dropout off (eval
+    mode: none of these has batch norm, so that is the loss of the weights)."""
+    tokens = torch.randint(0, vocab, (BATCH, t))
+    m.train()
+    path = os.path.join(outdir, name + ".onnx")
+    torch.onnx.export(m, (tokens,), path, opset_version=opset,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=["tokens"], output_names=["output"],
+                      dynamic_axes={"tokens": {0: "batch"}})
+    m.eval()
+    torch.manual_seed(1)
+    with torch.no_grad():
+        rows = m(tokens).reshape(-1, vocab)
+    labels = torch.randint(0, vocab, (rows.shape[0],))
+    inputs = {"tokens": tokens.flatten().tolist()}
+    if isinstance(m, NanoGPT):  # soapflow's positions input, as the zoo's gpt has
+        inputs["positions"] = torch.arange(t).repeat(BATCH, 1).flatten().tolist()
+    with open(os.path.join(outdir, name + ".json"), "w") as f:
+        json.dump({"batch": BATCH, "inputs": inputs, "labels": labels.tolist(),
+                   "loss": float(F.cross_entropy(rows, labels)), "params": params(m),
+                   "dropout": any(isinstance(x, nn.Dropout) and x.p > 0 for x in m.modules())},
+                  f)
+        f.write("\n")
+    print("%-12s opset %2d  %8d params  %7d bytes" % (name, opset, params(m),
+                                                      os.path.getsize(path)))
+
+
+class TrainTransformerLM(nn.Module):
+    """nn.TransformerEncoderLayer with its defaults (dropout 0.1), batch first."""
+
+    def __init__(self, vocab=50, d=32, heads=4, ff=64):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.layer = nn.TransformerEncoderLayer(d, heads, ff, batch_first=True)
+        self.fc = nn.Linear(d, vocab)
+
+    def forward(self, tokens):
+        return self.fc(self.layer(self.embed(tokens)))
+
+
 class Misc(nn.Module):
     def __init__(self):
         super().__init__()
@@ -270,6 +415,12 @@ def small(outdir):
     gpt_fixture(outdir, "gpt", gpt, 17, True)
     gpt_fixture(outdir, "gpt_op14_nofold", gpt, 14, False)
 
+    torch.manual_seed(2)
+    train_fixture(outdir, "nanogpt", NanoGPT(), 17)
+    train_fixture(outdir, "nanogpt_op13", NanoGPT(), 13)
+    train_fixture(outdir, "nanogpt_hf_drop", NanoGPT(packed=False, dropout=0.1, hf=True), 13)
+    train_fixture(outdir, "mha_train", TrainTransformerLM(), 17)
+
 
 def big(outdir):
     import torchvision
@@ -289,6 +440,19 @@ def big(outdir):
                            "source": "nn.Embedding(10000, 1024) + nn.LSTM(1024, 1024, 2) + "
                                      "nn.Linear(1024, 10000), 40 steps"}
     print("%-14s %10d params" % ("lstm_lm", params(lm)))
+    torch.manual_seed(0)
+    gpt2 = NanoGPT(vocab=50257, d=768, heads=12, layers=12, t=1024)  # nanoGPT's "gpt2"
+    path = os.path.join(outdir, "nanogpt2.onnx")
+    gpt2.train()
+    torch.onnx.export(gpt2, (torch.randint(0, 50257, (1, 1024)),), path, opset_version=17,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=["tokens"], output_names=["output"],
+                      dynamic_axes={"tokens": {0: "batch"}})
+    expected["nanogpt2"] = {"file": "nanogpt2.onnx", "params": params(gpt2), "zoo": "gpt2",
+                            "source": "NanoGPT above at GPT-2's sizes (nanoGPT's model.py, "
+                                      "12 x 768, 12 heads, 1024 positions), training mode, "
+                                      "opset 17"}
+    print("%-14s %10d params" % ("nanogpt2", params(gpt2)))
     with open(os.path.join(outdir, "expected.json"), "w") as f:
         json.dump(expected, f, indent=2)
         f.write("\n")

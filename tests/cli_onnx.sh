@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # cli_onnx.sh - ONNX files (tests/fixtures/onnx/, made by scripts/make_onnx_fixtures.py)
-# wherever a model is taken: graph, simulate, search, profile, train.
+# wherever a model is taken: graph, simulate, search, profile, train (nanoGPT's
+# model.py on one rank and on two, with the same losses).
 #
 # Run by CTest as: bash tests/cli_onnx.sh <path-to-soapflow> <source-dir>
 set -u
@@ -11,6 +12,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/sf-onnx.XXXXXX") || exit 1
 trap 'rm -rf "$TMP"' EXIT
 FIX="$SRC/tests/fixtures/onnx"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OPENBLAS_NUM_THREADS=1
+export OMPI_MCA_rmaps_base_oversubscribe=1
 
 . "$(dirname "$0")/lib/cli.sh"
 
@@ -95,6 +97,26 @@ cmp -s "$TMP/zoo.st" "$TMP/nw.st" || fail "train of a file without weights: not 
 run tr_lm mpi "$SF" train --model "$FIX/lstm_lm.onnx" --batch 4 --iters 3 --json
 expect_ok tr_lm
 positive "$(json_num "$TMP/tr_lm.out" loss_first)" || fail "train lstm_lm.onnx: no loss"
+
+# ---- nanoGPT's model.py: 2 ranks train as one ----------------------------------------
+# The GPT-2-style decoder written with products and masked_fill imports as the
+# zoo's gpt (tests/test_io_onnx.c compares the operators); here it trains, on one
+# rank and on two (data parallel, and Megatron's split of the attention heads and
+# MLP), with the same losses step for step (within float rounding of the sums).
+close() { awk -v a="$1" -v b="$2" 'BEGIN { d = a - b; if (d < 0) d = -d; exit !(a != "" && d <= 1e-5 * (a < 0 ? -a : a)) }'; }
+nano=(--model "$FIX/nanogpt.onnx" --batch 4 --iters 3 --data synthetic --lr 0.05 --json)
+run tr_nano1 mpi "$SF" train "${nano[@]}"
+expect_ok tr_nano1
+for s in data megatron; do
+    run "tr_nano2_$s" mpi timeout 120 mpirun -n 2 "$SF" train "${nano[@]}" --strategy "$s"
+    expect_ok "tr_nano2_$s"
+    [ "$(json_int "$TMP/tr_nano2_$s.out" ranks)" = 2 ] || fail "train nanogpt.onnx --strategy $s: not 2 ranks"
+    for key in loss_first loss_last; do
+        one=$(json_num "$TMP/tr_nano1.out" $key)
+        two=$(json_num "$TMP/tr_nano2_$s.out" $key)
+        close "$one" "$two" || fail "train nanogpt.onnx: $key $one on one rank, $two on two ($s)"
+    done
+done
 
 # ---- broken files: one line naming the file -----------------------------------------
 head -c 3000 "$FIX/lenet5.onnx" >"$TMP/cut.onnx"

@@ -6,13 +6,15 @@
  * the zoo's lenet5 exported this way has the zoo model's parameters, FLOPs and
  * simulated times; a GPT-2-style model (causal nn.MultiheadAttention, LM head
  * tied to the token embedding) maps to causal attention operators and a head
- * that shares the embedding's weights. Then the errors: every truncation and many corruptions of a
- * file give one line naming the file (and the node where there is one) and
- * never crash; unsupported operators are listed in one message with counts and
- * first nodes; cycles, unknown inputs, missing graphs, wrong opsets and shape
- * mismatches each name the node. Models are damaged through protobuf-c itself:
- * a fixture is decoded, changed, and encoded again. Where Debian's
- * libonnx-testdata is installed, every model of it imports or fails cleanly,
+ * that shares the embedding's weights, and the same written as nanoGPT does
+ * (products, masked_fill, an arange for the positions) is the zoo's gpt
+ * operator for operator; GPT-2-style attention that departs from soapflow's
+ * operator (a mask not causal, another scaling) is one line naming the node. Then the errors: every
+ * truncation and many corruptions of a file give one line naming the file (and the node where there
+ * is one) and never crash; unsupported operators are listed in one message with counts and first
+ * nodes; cycles, unknown inputs, missing graphs, wrong opsets and shape mismatches each name the
+ * node. Models are damaged through protobuf-c itself: a fixture is decoded, changed, and encoded
+ * again. Where Debian's libonnx-testdata is installed, every model of it imports or fails cleanly,
  * and a list of single-operator tests imports with ONNX's output shapes. Needs
  * SF_SOURCE_DIR (CTest sets it); never PyTorch. */
 #include <dirent.h>
@@ -39,9 +41,10 @@
 #include "soapflow/runtime.h"
 #include "soapflow/sim.h"
 
-static const char *const fixtures[] = {"lenet5",      "lenet5_op9",       "resblock", "lstm_lm",
-                                       "transformer", "transformer_op14", "misc_op9", "misc_op13",
-                                       "gpt",         "gpt_op14_nofold"};
+static const char *const fixtures[] = {
+    "lenet5",           "lenet5_op9",   "resblock",        "lstm_lm",  "transformer",
+    "transformer_op14", "misc_op9",     "misc_op13",       "gpt",      "gpt_op14_nofold",
+    "nanogpt",          "nanogpt_op13", "nanogpt_hf_drop", "mha_train"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 static void fixture_path(char *buf, size_t cap, const char *name, const char *ext) {
@@ -162,7 +165,8 @@ static void test_fixtures_import(void **state) {
         } else {
             assert_null(w); /* exported without its parameters */
         }
-        if (!strncmp(fixtures[f], "gpt", 3)) { /* the head is tied to wte, found by value */
+        /* the head is tied to wte: found by value (gpt), or the same initializer (nanogpt) */
+        if (!strncmp(fixtures[f], "gpt", 3) || !strncmp(fixtures[f], "nanogpt", 7)) {
             const sf_op *head = sf_graph_op(g, sf_graph_num_ops(g) - 2);
             assert_int_equal(head->type, SF_OP_LINEAR);
             assert_int_equal(head->params.linear.bias, 0);
@@ -179,6 +183,15 @@ static void test_fixtures_import(void **state) {
                 n_attn++;
             }
             assert_int_equal(n_attn, 2);
+        }
+        if (!strcmp(fixtures[f], "mha_train")) { /* dropout 0.1, exported in training mode */
+            int n_attn = 0, n_drop = 0;
+            for (int i = 0; i < sf_graph_num_ops(g); i++) {
+                n_attn += sf_graph_op(g, i)->type == SF_OP_ATTENTION;
+                n_drop += sf_graph_op(g, i)->type == SF_OP_DROPOUT;
+            }
+            assert_int_equal(n_attn, 1);
+            assert_int_equal(n_drop, 3); /* the layer's three; the attention's own is dropped */
         }
         /* the last operator is the loss, as in the zoo */
         assert_int_equal(sf_graph_op(g, sf_graph_num_ops(g) - 1)->type, SF_OP_SOFTMAX_CE);
@@ -205,6 +218,7 @@ typedef struct loss_job {
     const sf_strategy *s;
     float **w;
     const sf_batch *b;
+    int train; /* 0: dropout off (the fixtures that have some give PyTorch's eval loss) */
     double loss;
     sf_error err;
 } loss_job;
@@ -216,7 +230,7 @@ static sf_status loss_rank(sf_comm *c, void *arg) {
     sf_status st = sf_runtime_set_params(rt, SF_RT_WEIGHTS, (const float *const *)j->w, &j->err);
     int64_t correct = 0;
     /* the fixtures' loss is PyTorch's in training mode (batch statistics) */
-    if (st == SF_OK) st = sf_runtime_forward(rt, j->b, 1, &j->loss, &correct, &j->err);
+    if (st == SF_OK) st = sf_runtime_forward(rt, j->b, j->train, &j->loss, &correct, &j->err);
     sf_runtime_free(rt);
     return st;
 }
@@ -272,7 +286,7 @@ static void test_weights_give_torch_loss(void **state) {
         sf_batch b = {inputs, labels};
         sf_strategy *s = sf_strategy_new(g);
         assert_int_equal(sf_strategy_baseline(s, "single", g, m, &err), SF_OK);
-        loss_job j = {g, s, w, &b, 0, {0}};
+        loss_job j = {g, s, w, &b, !json_is_true(json_object_get(ex, "dropout")), 0, {0}};
         sf_status st = sf_comm_local_run(1, loss_rank, &j, &err);
         if (st != SF_OK) fail_msg("%s: %s", fixtures[f], err.msg);
         double want = json_number_value(json_object_get(ex, "loss"));
@@ -344,6 +358,97 @@ static void test_lenet5_is_the_zoo_model(void **state) {
     sf_cost_free(cm);
     sf_graph_free(zoo);
     sf_graph_free(imp);
+    sf_machine_free(m);
+}
+
+/* ---- nanoGPT's model.py, exported, is the zoo's gpt ------------------------------------- */
+
+/* The GPT-2-style decoders written as nanoGPT does (products and a masked_fill
+ * for the attention, an arange for the positions, a tied head) import as the
+ * zoo's gpt of their size: the same operators in the same order (the inputs
+ * aside), shapes, parameters, attention settings and tie, and the same
+ * simulated times. */
+static void test_nanogpt_is_the_zoo_gpt(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_machine *m = sf_machine_open("p100-4x4", &err);
+    assert_non_null(m);
+    sf_model_options mo;
+    sf_model_options_default(&mo);
+    mo.batch = 64;
+    mo.layers = 2;
+    mo.hidden = 32;
+    mo.heads = 4;
+    mo.vocab = 50;
+    mo.seq_len = 10;
+    sf_graph *zoo = sf_model_build("gpt", &mo, &err);
+    if (!zoo) fail_msg("%s", err.msg);
+    static const char *const files[] = {"nanogpt", "nanogpt_op13"};
+    for (int f = 0; f < 2; f++) {
+        char path[1024];
+        fixture_path(path, sizeof path, files[f], ".onnx");
+        sf_graph *imp = NULL;
+        if (sf_onnx_load(path, 64, &imp, NULL, &err) != SF_OK) fail_msg("%s", err.msg);
+        sf_graph_stats a, b;
+        sf_graph_stats_compute(zoo, &a);
+        sf_graph_stats_compute(imp, &b);
+        assert_int_equal(a.ops, b.ops);
+        assert_int_equal(a.params, b.params);
+        assert_int_equal(b.params, 27392); /* PyTorch's */
+        assert_true(a.flops_fwd == b.flops_fwd);
+        assert_true(a.flops_bwd == b.flops_bwd);
+        assert_true(a.activation_bytes == b.activation_bytes);
+        assert_true(a.weight_bytes == b.weight_bytes);
+        /* the operators other than the inputs, in order */
+        int i = 0, j = 0, n_in = 0;
+        for (;;) {
+            while (i < a.ops && sf_graph_op(zoo, i)->type == SF_OP_INPUT) i++, n_in++;
+            while (j < b.ops && sf_graph_op(imp, j)->type == SF_OP_INPUT) j++, n_in--;
+            if (i == a.ops || j == b.ops) break;
+            const sf_op *p = sf_graph_op(zoo, i), *q = sf_graph_op(imp, j);
+            if (p->type != q->type)
+                fail_msg("%s: operator %d is %s '%s', the zoo's %s '%s'", files[f], j,
+                         sf_op_type_name(q->type), q->name, sf_op_type_name(p->type), p->name);
+            assert_true(sf_shape_equal(&p->out_shapes[0], &q->out_shapes[0]));
+            assert_int_equal(p->n_params, q->n_params);
+            assert_int_equal(p->weight_owner >= 0, q->weight_owner >= 0);
+            if (p->type == SF_OP_ATTENTION) {
+                assert_int_equal(q->params.attention.heads, 4);
+                assert_int_equal(q->params.attention.causal, 1);
+                assert_int_equal(q->params.attention.bias, 1);
+                assert_int_equal(q->params.attention.embed_dim, 32);
+            }
+            if (p->type == SF_OP_EMBEDDING)
+                assert_int_equal(p->params.embedding.num_embeddings,
+                                 q->params.embedding.num_embeddings);
+            i++, j++;
+        }
+        assert_int_equal(i, a.ops);
+        assert_int_equal(j, b.ops);
+        assert_int_equal(n_in, 0); /* tokens and positions, both */
+        sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+        static const char *const base[] = {"data", "model", "owt", "single"};
+        for (size_t k = 0; k < sizeof base / sizeof base[0]; k++) {
+            double t[2];
+            for (int which = 0; which < 2; which++) {
+                sf_graph *g = which ? imp : zoo;
+                sf_strategy *s = sf_strategy_new(g);
+                assert_int_equal(sf_strategy_baseline(s, base[k], g, m, &err), SF_OK);
+                sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
+                assert_non_null(sim);
+                sf_sim_result r;
+                assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+                t[which] = r.iter_s;
+                sf_sim_free(sim);
+                sf_strategy_free(s);
+            }
+            if (fabs(t[0] - t[1]) > 1e-12 * t[0])
+                fail_msg("%s, %s: zoo %.9g s, imported %.9g s", files[f], base[k], t[0], t[1]);
+        }
+        sf_cost_free(cm);
+        sf_graph_free(imp);
+    }
+    sf_graph_free(zoo);
     sf_machine_free(m);
 }
 
@@ -922,6 +1027,256 @@ static void test_pattern_departures(void **state) {
     onnx__model_proto__free_unpacked(m, NULL);
 }
 
+/* The node that reads value name as its input k, or -1. */
+static int reader_of(const Onnx__GraphProto *g, const char *name, int k) {
+    for (size_t i = 0; i < g->n_node; i++)
+        if ((int)g->node[i]->n_input > k && !strcmp(g->node[i]->input[k], name)) return (int)i;
+    return -1;
+}
+
+/* GPT-2-style attention that departs from what soapflow's operator computes:
+ * one line naming the node, never a wrong graph. */
+static void test_gpt2_departures(void **state) {
+    (void)state;
+    Onnx__ModelProto *m = decode_fixture("nanogpt");
+    Onnx__GraphProto *g = m->graph;
+    size_t len;
+    uint8_t *buf;
+    /* a mask that is not causal: one key after the first query let through */
+    Onnx__TensorProto *mask = NULL;
+    for (size_t i = 0; i < g->n_initializer; i++)
+        if (!strcmp(g->initializer[i]->name, "h.0.attn.bias")) mask = g->initializer[i];
+    assert_non_null(mask);
+    assert_int_equal(mask->data_type, ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT);
+    assert_int_equal(mask->raw_data.len, 10 * 10 * sizeof(float));
+    float one = 1.0f, was;
+    memcpy(&was, mask->raw_data.data + sizeof(float), sizeof was);
+    assert_true(was == 0.0f);
+    memcpy(mask->raw_data.data + sizeof(float), &one, sizeof one);
+    int wh = find_node(g, "Where", 0);
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "that is not causal", g->node[wh]->name);
+    free(buf);
+    memcpy(mask->raw_data.data + sizeof(float), &was, sizeof was);
+    /* the product with the values reads the masked scores, not the probabilities */
+    int sm = find_node(g, "Softmax", 0);
+    int pv = reader_of(g, g->node[sm]->output[0], 0);
+    assert_true(pv >= 0);
+    if (!strcmp(g->node[pv]->op_type, "Dropout")) pv = reader_of(g, g->node[pv]->output[0], 0);
+    assert_true(pv >= 0);
+    assert_string_equal(g->node[pv]->op_type, "MatMul");
+    char *probs = g->node[pv]->input[0];
+    g->node[pv]->input[0] = g->node[wh]->output[0];
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "the attention scores of the attention recognized",
+                g->node[pv]->name);
+    free(buf);
+    g->node[pv]->input[0] = probs;
+    /* a Where whose values no product makes: no mask, refused before the import */
+    char *scores = g->node[wh]->input[2];
+    int ln = find_node(g, "LayerNormalization", 0);
+    g->node[wh]->input[2] = g->node[ln]->output[0];
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED,
+                "Where of activations outside an attention's causal mask x1", g->node[wh]->name);
+    free(buf);
+    g->node[wh]->input[2] = scores;
+    /* the scores scaled by another factor than 1/sqrt(head_dim): the Mul that makes
+     * the Where's scores given the dropout's "training" constant (1) instead */
+    int sc = -1, tr = -1;
+    for (size_t i = 0; i < g->n_node; i++) {
+        if (sc < 0 && !strcmp(g->node[i]->op_type, "Mul") && g->node[i]->n_output == 1 &&
+            !strcmp(g->node[i]->output[0], scores))
+            sc = (int)i;
+        if (tr < 0 && !strcmp(g->node[i]->op_type, "Dropout") && g->node[i]->n_input == 3)
+            tr = (int)i;
+    }
+    assert_true(sc >= 0 && tr >= 0);
+    char *factor = g->node[sc]->input[1];
+    g->node[sc]->input[1] = g->node[tr]->input[2];
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "scaled by 1, not 1/sqrt(8)", g->node[sm]->name);
+    free(buf);
+    g->node[sc]->input[1] = factor;
+    /* the values scaled (a Mul by the scores' factor before the product with them):
+     * not what the operator computes */
+    Onnx__NodeProto vmul, **more = malloc((g->n_node + 1) * sizeof *more);
+    onnx__node_proto__init(&vmul);
+    char *vm_in[2] = {g->node[pv]->input[1], factor}, *vm_out[1] = {(char *)"scaled_v"};
+    vmul.op_type = (char *)"Mul";
+    vmul.name = (char *)"vmul";
+    vmul.n_input = 2;
+    vmul.input = vm_in;
+    vmul.n_output = 1;
+    vmul.output = vm_out;
+    memcpy(more, g->node, g->n_node * sizeof *more);
+    more[g->n_node] = &vmul;
+    Onnx__NodeProto **keep_nodes = g->node;
+    g->node = more;
+    g->n_node++;
+    char *v_in = g->node[pv]->input[1];
+    g->node[pv]->input[1] = vm_out[0];
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "are scaled by 0.353553", g->node[pv]->name);
+    free(buf);
+    g->node[pv]->input[1] = v_in;
+    g->n_node--;
+    g->node = keep_nodes;
+    free(more);
+    /* learned positions as an nn.Parameter added to the activation (here wpe.weight
+     * itself, a (T, D) constant): soapflow has no sum with a learned constant */
+    int add = -1;
+    for (size_t i = 0; i < g->n_node && add < 0; i++)
+        if (!strcmp(g->node[i]->op_type, "Add") && g->node[i]->name &&
+            !strcmp(g->node[i]->name, "/Add"))
+            add = (int)i;
+    assert_true(add >= 0);
+    char *pos = g->node[add]->input[1];
+    g->node[add]->input[1] = (char *)"wpe.weight";
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED,
+                "'/Add' (Add): a sum of an activation and a constant ('wpe.weight', a parameter)",
+                "wpe(torch.arange(T))");
+    free(buf);
+    g->node[add]->input[1] = pos;
+    /* untouched, it imports */
+    buf = encode(m, &len);
+    sf_graph *ok = NULL;
+    sf_error err = {0};
+    assert_int_equal(sf_onnx_parse(buf, len, "nanogpt.onnx", 2, &ok, NULL, &err), SF_OK);
+    sf_graph_free(ok);
+    free(buf);
+    onnx__model_proto__free_unpacked(m, NULL);
+}
+
+/* A tensor type (float, dims d) for a value of a model built by hand. */
+typedef struct hand_vi {
+    Onnx__ValueInfoProto vi;
+    Onnx__TypeProto tp;
+    Onnx__TypeProto__Tensor tt;
+    Onnx__TensorShapeProto sh;
+    Onnx__TensorShapeProto__Dimension dim[2], *dims[2];
+} hand_vi;
+
+static Onnx__ValueInfoProto *hand_value(hand_vi *h, const char *name, int64_t d0, int64_t d1) {
+    onnx__value_info_proto__init(&h->vi);
+    onnx__type_proto__init(&h->tp);
+    onnx__type_proto__tensor__init(&h->tt);
+    onnx__tensor_shape_proto__init(&h->sh);
+    int64_t d[2] = {d0, d1};
+    for (int k = 0; k < 2; k++) {
+        onnx__tensor_shape_proto__dimension__init(&h->dim[k]);
+        h->dim[k].value_case = ONNX__TENSOR_SHAPE_PROTO__DIMENSION__VALUE_DIM_VALUE;
+        h->dim[k].dim_value = d[k];
+        h->dims[k] = &h->dim[k];
+    }
+    h->sh.n_dim = 2;
+    h->sh.dim = h->dims;
+    h->tt.has_elem_type = 1;
+    h->tt.elem_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    h->tt.shape = &h->sh;
+    h->tp.value_case = ONNX__TYPE_PROTO__VALUE_TENSOR_TYPE;
+    h->tp.tensor_type = &h->tt;
+    h->vi.name = (char *)name;
+    h->vi.type = &h->tp;
+    return &h->vi;
+}
+
+/* torch's training-mode exports multiply by Transpose(weight), folded at import.
+ * A weight over the fold bound (2^24 elements: GPT-2's LM head) is copied once;
+ * a second copy of the same initializer is refused, so that what folding holds
+ * never exceeds what the file does. */
+static void test_fold_big_transpose(void **state) {
+    (void)state;
+    const int64_t out = ((int64_t)1 << 20) + 1, in = 16; /* 16,777,232 elements */
+    Onnx__TensorProto w;
+    onnx__tensor_proto__init(&w);
+    int64_t wd[2] = {out, in};
+    w.name = (char *)"head.weight";
+    w.n_dims = 2;
+    w.dims = wd;
+    w.has_data_type = 1;
+    w.data_type = ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT;
+    w.has_raw_data = 1;
+    w.raw_data.len = (size_t)(out * in) * sizeof(float);
+    w.raw_data.data = calloc(w.raw_data.len, 1);
+    assert_non_null(w.raw_data.data);
+    Onnx__TensorProto *inits[1] = {&w};
+    Onnx__NodeProto nd[5], *nodes[5];
+    char *tr_in[1] = {(char *)"head.weight"}, *tr_out[2][1] = {{(char *)"wt"}, {(char *)"wt2"}};
+    char *mm_in[2][2] = {{(char *)"x", (char *)"wt"}, {(char *)"x", (char *)"wt2"}};
+    char *mm_out[2][1] = {{(char *)"y"}, {(char *)"y2"}};
+    char *add_in[2] = {(char *)"y", (char *)"y2"}, *add_out[1] = {(char *)"z"};
+    for (int k = 0; k < 5; k++) {
+        onnx__node_proto__init(&nd[k]);
+        nodes[k] = &nd[k];
+    }
+    for (int k = 0; k < 2; k++) {
+        nd[2 * k].op_type = (char *)"Transpose";
+        nd[2 * k].n_input = 1;
+        nd[2 * k].input = tr_in;
+        nd[2 * k].n_output = 1;
+        nd[2 * k].output = tr_out[k];
+        nd[2 * k + 1].op_type = (char *)"MatMul";
+        nd[2 * k + 1].n_input = 2;
+        nd[2 * k + 1].input = mm_in[k];
+        nd[2 * k + 1].n_output = 1;
+        nd[2 * k + 1].output = mm_out[k];
+    }
+    nd[4].op_type = (char *)"Add";
+    nd[4].name = (char *)"sum";
+    nd[4].n_input = 2;
+    nd[4].input = add_in;
+    nd[4].n_output = 1;
+    nd[4].output = add_out;
+    hand_vi hx, hy;
+    Onnx__ValueInfoProto *ins[1] = {hand_value(&hx, "x", 2, in)};
+    Onnx__ValueInfoProto *outs[1] = {hand_value(&hy, "y", 2, out)};
+    Onnx__GraphProto g;
+    onnx__graph_proto__init(&g);
+    g.name = (char *)"big";
+    g.n_node = 2;
+    g.node = nodes;
+    g.n_initializer = 1;
+    g.initializer = inits;
+    g.n_input = 1;
+    g.input = ins;
+    g.n_output = 1;
+    g.output = outs;
+    Onnx__OperatorSetIdProto op;
+    onnx__operator_set_id_proto__init(&op);
+    op.has_version = 1;
+    op.version = 13;
+    Onnx__OperatorSetIdProto *ops[1] = {&op};
+    Onnx__ModelProto m;
+    onnx__model_proto__init(&m);
+    m.has_ir_version = 1;
+    m.ir_version = 8;
+    m.n_opset_import = 1;
+    m.opset_import = ops;
+    m.graph = &g;
+    /* one copy: a linear layer of the weight's 16,777,232 parameters */
+    size_t len;
+    uint8_t *buf = encode(&m, &len);
+    sf_graph *gr = NULL;
+    sf_error err = {0};
+    if (sf_onnx_parse(buf, len, "big.onnx", 2, &gr, NULL, &err) != SF_OK) fail_msg("%s", err.msg);
+    sf_graph_stats st;
+    sf_graph_stats_compute(gr, &st);
+    assert_int_equal(st.params, out * in);
+    sf_graph_free(gr);
+    free(buf);
+    /* two copies of the one initializer: the second is refused at its node */
+    g.n_node = 5;
+    hy.vi.name = (char *)"z";
+    nd[2].name = (char *)"second";
+    buf = encode(&m, &len);
+    expect_fail(buf, len, 2, SF_ERR_RANGE, "'second' (Transpose): a constant of 16777232 elements",
+                "at most 16777216 folded");
+    free(buf);
+    free(w.raw_data.data);
+}
+
 /* ---- external data ---------------------------------------------------------------------- */
 
 static void write_bytes(const char *path, const void *b, size_t n) {
@@ -1224,6 +1579,7 @@ int main(void) {
         cmocka_unit_test(test_fixtures_import),
         cmocka_unit_test(test_weights_give_torch_loss),
         cmocka_unit_test(test_lenet5_is_the_zoo_model),
+        cmocka_unit_test(test_nanogpt_is_the_zoo_gpt),
         cmocka_unit_test(test_batch),
         cmocka_unit_test(test_truncations),
         cmocka_unit_test(test_corruptions),
@@ -1231,6 +1587,8 @@ int main(void) {
         cmocka_unit_test(test_unsupported_listed),
         cmocka_unit_test(test_graph_errors),
         cmocka_unit_test(test_pattern_departures),
+        cmocka_unit_test(test_gpt2_departures),
+        cmocka_unit_test(test_fold_big_transpose),
         cmocka_unit_test(test_names_from_the_file),
         cmocka_unit_test(test_external_data),
         cmocka_unit_test(test_debian_testdata),

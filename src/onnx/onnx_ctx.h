@@ -80,6 +80,7 @@ typedef struct ox_value {
     float *f;   /* numel floats, or NULL when is_index */
     int64_t *i; /* numel int64, when is_index */
     int from_initializer;
+    int copied_big; /* a Transpose has copied this initializer past OX_MAX_FOLD (once only) */
     /* a large float initializer whose data is not needed (no weights asked for):
      * converted on first use by ox_const_data, if ever */
     const Onnx__TensorProto *lazy;
@@ -103,16 +104,29 @@ typedef struct ox_linear {
     int64_t k, n;
 } ox_linear;
 
-/* One recognized attention in progress (onnx_attn.c). */
+/* One recognized attention in progress (onnx_attn.c), in one of two forms:
+ * torch's nn.MultiheadAttention export ((T, N*heads, head_dim), packed
+ * projections), or the batch-first (N, heads, T, head_dim) products of GPT-2-style
+ * code (packed projections split, or three separate ones). */
 typedef struct ox_attn {
-    int proj;               /* the ox_linear of the packed Q, K, V projection */
+    int form;               /* OX_ATTN_MHA or OX_ATTN_BF */
+    int proj;               /* the ox_linear of the packed Q, K, V projection, or -1 */
     int node;               /* the node where it was recognized (the first Slice) */
     int64_t t, n, d, heads; /* sequence, batch, model width; heads (0 until known) */
-    double scale;           /* what Q was divided by (must come to sqrt(D / heads)) */
+    double scale;           /* MHA: what Q was divided by (must come to sqrt(D / heads)) */
     int causal;
     int emitted; /* the soapflow operator made (at the output projection) */
     sf_tensor_ref out;
+    /* OX_ATTN_BF */
+    int x;        /* the value projected (N, T, D) */
+    int role[3];  /* for q, k, v: the part of the packed projection, or the separate
+                     ox_linear (-1 until the products say which is which) */
+    int n_sep;    /* separate projections seen (at most 3) */
+    int wo, bo;   /* the output projection's constant (D, D) and bias (-1 until seen) */
+    int out_node; /* the output projection's MatMul */
 } ox_attn;
+
+enum { OX_ATTN_MHA = 0, OX_ATTN_BF = 1 };
 
 /* A layer normalization or GELU spelled out in steps (onnx_norm.c). */
 typedef struct ox_pat {
@@ -122,12 +136,17 @@ typedef struct ox_pat {
     double eps;
 } ox_pat;
 
-/* What a PEND ATTN value holds (onnx_attn.c): a stage, the part (0 q, 1 k, 2 v)
- * for the per-part stages, and the order of (T, N*heads, head_dim) it is in. */
+/* What a PEND ATTN value holds (onnx_attn.c): a stage, the part (0 q, 1 k, 2 v
+ * of torch's packed projection; in the batch-first form the piece of a split
+ * packed projection, or -1 with lin the separate projection) for the per-part
+ * stages, and the order it is in: of (T, N*heads, head_dim), or of the axes
+ * (N, T, heads, head_dim) in the batch-first form. */
 typedef struct ox_attn_val {
     int stage;
     int part;
-    int perm[3];
+    int lin;
+    int perm[4];
+    double scale; /* batch-first form: the product of the constant factors applied to it */
 } ox_attn_val;
 
 typedef struct ox_ctx ox_ctx;

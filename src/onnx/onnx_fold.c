@@ -48,9 +48,10 @@ static int64_t get_i(const ox_value *x, int64_t k) {
     return x->is_index ? x->i[k] : (int64_t)x->f[k];
 }
 
-/* A new constant's storage for numel elements (checked against OX_MAX_FOLD). */
-static void *alloc_data(ox_ctx *c, int64_t numel, int is_index) {
-    if (numel > OX_MAX_FOLD) {
+/* A new constant's storage for numel elements (checked against OX_MAX_FOLD
+ * unless big). */
+static void *alloc_data_big(ox_ctx *c, int64_t numel, int is_index, int big) {
+    if (numel > OX_MAX_FOLD && !big) {
         ox_fail(c, SF_ERR_RANGE, "a constant of %lld elements (at most %lld folded)",
                 (long long)numel, (long long)OX_MAX_FOLD);
         return NULL;
@@ -58,6 +59,10 @@ static void *alloc_data(ox_ctx *c, int64_t numel, int is_index) {
     void *p = malloc((size_t)(numel ? numel : 1) * (is_index ? sizeof(int64_t) : sizeof(float)));
     if (!p) sf_error_set(c->err, SF_ERR_NOMEM, "%s: out of memory", c->origin);
     return p;
+}
+
+static void *alloc_data(ox_ctx *c, int64_t numel, int is_index) {
+    return alloc_data_big(c, numel, is_index, 0);
 }
 
 static sf_status numel_of(ox_ctx *c, int ndim, const int64_t *d, int64_t *out) {
@@ -576,8 +581,23 @@ static sf_status fold_transpose(ox_ctx *c, const Onnx__NodeProto *n) {
     }
     int o = ox_out(c, n, 0);
     if (o < 0) return SF_OK;
-    void *data = alloc_data(c, x->numel, x->is_index);
+    /* torch's training-mode exports multiply by Transpose(weight): a weight larger
+     * than OX_MAX_FOLD (GPT-2's LM head, 50257 x 768) is copied, once per
+     * initializer, so that the copies never exceed what the file holds */
+    ox_value *xv = &c->vals[ox_in(c, n, 0)];
+    int big = x->numel > OX_MAX_FOLD && xv->from_initializer && !xv->copied_big;
+    void *data = alloc_data_big(c, x->numel, x->is_index, big);
     if (!data) return c->err->code;
+    if (big) xv->copied_big = 1;
+    if (cnt == 2 && perm[0] == 1 && !x->is_index) { /* a weight (the common case): in tiles */
+        const int64_t r = x->d[0], q = x->d[1], B = 32;
+        float *out = data;
+        for (int64_t i0 = 0; i0 < r; i0 += B)
+            for (int64_t j0 = 0; j0 < q; j0 += B)
+                for (int64_t i = i0; i < r && i < i0 + B; i++)
+                    for (int64_t j = j0; j < q && j < j0 + B; j++) out[j * r + i] = x->f[i * q + j];
+        return ox_set_const(c, o, cnt, d, x->is_index, data);
+    }
     int64_t idx[OX_MAX_RANK] = {0};
     for (int64_t e = 0; e < x->numel; e++) {
         int64_t src = 0;

@@ -363,7 +363,9 @@ static sf_status check_supported(ox_ctx *c) {
         int step = ok && any_dyn && (e->can & OX_CAN_STEP) && !ox_pat_may_take(c, n);
         if (ok && !step) continue;
         char key[96];
-        if (step)
+        if (step && !strcmp(n->op_type, "Where"))
+            snprintf(key, sizeof key, "Where of activations outside an attention's causal mask");
+        else if (step)
             snprintf(key, sizeof key, "%.40s of activations outside layer norm and GELU",
                      n->op_type);
         else if (!default_domain(n->domain))
@@ -513,7 +515,7 @@ static sf_status import_node(ox_ctx *c, int i) {
  * own functions, handed to the context here so that it needs none of them. */
 static const ox_pend_fn pend_force[] = {
     [OX_PEND_LINEAR] = ox_linear_force,
-    [OX_PEND_ATTN] = ox_attn_refuse,
+    [OX_PEND_ATTN] = ox_attn_force,
     [OX_PEND_PAT] = ox_pat_force,
 };
 _Static_assert(sizeof pend_force / sizeof pend_force[0] == OX_PEND_COUNT,

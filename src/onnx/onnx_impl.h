@@ -65,8 +65,13 @@ sf_status ox_fold_node(ox_ctx *c, const Onnx__NodeProto *n);
  * set on failure: check c->err->code), 0 when the node is not part of one. */
 int ox_attn_slice(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st);
 int ox_attn_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st);
+/* A Split of a packed projection into the Q, K, V of GPT-2-style attention. */
+int ox_attn_split(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st);
 /* An error for a node that reads an attention stage it cannot take. */
 sf_status ox_attn_refuse(ox_ctx *c, int v);
+/* ox_act's way out of an attention stage (ox_pend_fn): the operator made where
+ * the output projection is read before its bias, an error otherwise. */
+sf_status ox_attn_force(ox_ctx *c, int v);
 
 /* onnx_norm.c: the steps of a layer normalization or a GELU; as ox_attn_node
  * (also the nodes that start one). */

@@ -323,6 +323,13 @@ int ox_pat_may_take(const ox_ctx *c, const Onnx__NodeProto *n) {
             if (is_type(maker(c, ox_in(c, pa, (int)k)), "ReduceMean")) return 1;
         return 0;
     }
+    if (!strcmp(t, "Where")) { /* an attention's causal mask on its scores (onnx_attn.c) */
+        for (int k = 1; k <= 2 && k < (int)n->n_input; k++) {
+            const Onnx__NodeProto *p = maker(c, ox_in(c, n, k));
+            if (is_type(p, "MatMul") || is_type(p, "Mul") || is_type(p, "Div")) return 1;
+        }
+        return 0;
+    }
     if (!strcmp(t, "ReduceMean")) /* the variance's mean, or the mean x is centred on */
         return is_type(pa, "Pow") || is_type(pa, "Mul") || centred_on(c, a, ox_out(c, n, 0));
     return 1;

@@ -37,7 +37,9 @@
  *   Dropout                     dropout (identity when training_mode is false)
  *   Identity, Cast              nothing: the same tensor
  *   LSTM                        lstm (forward, default activations; torch's gate order)
- *   torch's MultiheadAttention  attention (onnx_attn.c)
+ *   torch's MultiheadAttention  attention (onnx_attn.c); so is GPT-2-style attention, whose
+ *                               Where (masked_fill) on activations is taken only as its mask
+ *   Add of Gather(wpe, arange)  learned positions: a positions input, an embedding, an add
  *   torch's LayerNorm, GELU     layernorm, gelu, from their steps before opset 17 (onnx_norm.c)
  */
 #include <math.h>
@@ -163,6 +165,8 @@ static sf_status act_clip(ox_ctx *c, const Onnx__NodeProto *n) {
 }
 
 static sf_status act_dropout(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_attn_node(c, n, &st)) return st; /* the attention's dropout of its probabilities */
     double ratio = 0.5;
     int training = 1;
     if (c->opset < 12) {
@@ -776,18 +780,103 @@ sf_status ox_linear_force(ox_ctx *c, int v) {
     return SF_OK;
 }
 
+/* Learned positions as GPT-2 and nanoGPT write them: x (N, T, D) plus
+ * Gather(wpe, arange(T)) of a table initializer (P, D), which folds to a constant
+ * (T, D) (or (1, T, D)). Made what the zoo's gpt has: an embedding of wpe reading
+ * an index input `positions` (N, T), which the data must hold as 0 .. T-1, and
+ * an add. Returns 1 when taken. */
+static int positions_add(ox_ctx *c, const Onnx__NodeProto *n, int a, int b, sf_status *st) {
+    const ox_value *B = &c->vals[b];
+    if (B->kind != OX_CONST || B->is_index || B->producer < 0) return 0;
+    if (c->vals[a].kind == OX_CONST || c->vals[a].kind == OX_WEIGHT) return 0;
+    const Onnx__NodeProto *g = c->graph->node[B->producer];
+    if (!g->op_type || strcmp(g->op_type, "Gather") || g->n_input != 2) return 0;
+    int tv = ox_in(c, g, 0), iv = ox_in(c, g, 1);
+    const ox_value *Tb = &c->vals[tv], *I = &c->vals[iv];
+    if (Tb->kind != OX_CONST || !Tb->from_initializer || Tb->is_index || Tb->ndim != 2) return 0;
+    const Onnx__AttributeProto *ax = ox_attr(g, "axis");
+    if (ax && ax->i != 0) return 0;
+    if ((*st = ox_act(c, a)) != SF_OK) return 1;
+    const ox_value *A = &c->vals[a];
+    B = &c->vals[b];
+    Tb = &c->vals[tv];
+    I = &c->vals[iv];
+    if (A->kind != OX_ACT || A->is_index || A->ndim != 3) return 0;
+    int64_t t = A->d[1], dm = A->d[2];
+    if (I->kind != OX_CONST || !I->is_index || I->numel != t || Tb->d[1] != dm || Tb->d[0] < t)
+        return 0;
+    for (int64_t k = 0; k < t; k++)
+        if (I->i[k] != k) return 0;
+    if (!(B->ndim == 2 || (B->ndim == 3 && B->d[0] == 1)) || B->d[B->ndim - 2] != t ||
+        B->d[B->ndim - 1] != dm)
+        return 0;
+    sf_tensor_ref in[2];
+    if ((*st = ox_natural(c, a, &in[0])) != SF_OK) return 1;
+    const sf_shape *xs = ox_shape_of(c, in[0]);
+    if (xs->ndim != 3) return 0;
+    /* the positions input (N, T) and the embedding of the table */
+    sf_op_params p;
+    sf_op_params_default(SF_OP_INPUT, &p);
+    int64_t pd[2] = {xs->d[0], t};
+    p.input.shape = sf_shape_make(2, pd);
+    p.input.is_index = 1;
+    char name[300];
+    ox_unique_name(c, "positions", name, sizeof name);
+    int saved = c->cur_node;
+    c->cur_node = B->producer;
+    int pid = ox_add_named(c, SF_OP_INPUT, name, &p, NULL, 0);
+    if (pid < 0) {
+        c->cur_node = saved;
+        *st = (sf_status)pid;
+        return 1;
+    }
+    sf_op_params e;
+    sf_op_params_default(SF_OP_EMBEDDING, &e);
+    e.embedding.num_embeddings = Tb->d[0];
+    e.embedding.embedding_dim = dm;
+    sf_tensor_ref pin = {pid, 0};
+    int eid = ox_add_op(c, SF_OP_EMBEDDING, &e, &pin, 1, Tb->name);
+    c->cur_node = saved;
+    if (eid < 0) {
+        *st = (sf_status)eid;
+        return 1;
+    }
+    if ((*st = ox_const_data(c, tv)) != SF_OK) return 1;
+    if ((*st = ox_put_param(c, eid, "weight", c->vals[tv].f, Tb->d[0] * dm)) != SF_OK) return 1;
+    in[1] = (sf_tensor_ref){eid, 0};
+    sf_op_params ap;
+    sf_op_params_default(SF_OP_ADD, &ap);
+    int id = ox_add_op(c, SF_OP_ADD, &ap, in, 2, NULL);
+    if (id < 0) {
+        *st = (sf_status)id;
+        return 1;
+    }
+    set_natural(c, n, 0, id, 0, 0);
+    *st = SF_OK;
+    return 1;
+}
+
 static sf_status binary(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type) {
     sf_status st;
     if (ox_attn_node(c, n, &st)) return st;
     int a = ox_in(c, n, 0), b = ox_in(c, n, 1);
     if (type == SF_OP_ADD && (fuse_bias(c, n, a, b) || fuse_bias(c, n, b, a))) return SF_OK;
+    if (type == SF_OP_ADD && (positions_add(c, n, a, b, &st) || positions_add(c, n, b, a, &st)))
+        return st;
     if (ox_pat_node(c, n, &st)) return st;
     ox_kind ka = c->vals[a].kind, kb = c->vals[b].kind;
-    if (ka == OX_CONST || kb == OX_CONST)
+    if (ka == OX_CONST || kb == OX_CONST) {
+        const ox_value *k = &c->vals[ka == OX_CONST ? a : b];
+        int param = type == SF_OP_ADD && k->from_initializer && k->ndim >= 2;
         return ox_fail(c, SF_ERR_UNSUPPORTED,
-                       "%s of an activation and a constant: soapflow has no such operator (a "
-                       "bias after a MatMul is folded into its linear layer)",
-                       type == SF_OP_ADD ? "a sum" : "a product");
+                       "%s of an activation and a constant%s%.100s%s: soapflow has no such "
+                       "operator (a bias after a MatMul is folded into its linear layer%s)",
+                       type == SF_OP_ADD ? "a sum" : "a product", param ? " ('" : "",
+                       param ? k->name : "", param ? "', a parameter)" : "",
+                       param ? "; learned positions import when looked up by an arange, as "
+                               "nanoGPT's wpe(torch.arange(T))"
+                             : "");
+    }
     TRY(ox_act(c, a));
     TRY(ox_act(c, b));
     const ox_value *A = &c->vals[a], *B = &c->vals[b];
@@ -834,6 +923,16 @@ static sf_status act_div(ox_ctx *c, const Onnx__NodeProto *n) {
     return ox_fail(c, SF_ERR_UNSUPPORTED,
                    "a division of activations: soapflow has no such operator (one is taken "
                    "only as a step of torch's attention, layer normalization or GELU)");
+}
+
+/* Where on activations: only as the causal mask of an attention's scores
+ * (masked_fill, onnx_attn.c). */
+static sf_status act_where(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_attn_node(c, n, &st)) return st;
+    return ox_fail(c, SF_ERR_UNSUPPORTED,
+                   "a Where on activations: soapflow has no such operator (one is taken only as "
+                   "the causal mask, masked_fill, of an attention's scores)");
 }
 
 /* Sub, Pow, Sqrt, ReduceMean, Erf: only as steps of torch's layer normalization
@@ -948,6 +1047,8 @@ static sf_status split_into(ox_ctx *c, int x, int axis, const int64_t *sizes, in
 }
 
 static sf_status act_split(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_attn_split(c, n, &st)) return st;
     int x = ox_in(c, n, 0);
     TRY(ox_act(c, x));
     const ox_value *X = &c->vals[x];
@@ -1669,7 +1770,7 @@ static const ox_op_entry table[] = {
     {"Tanh", ACT, 1, NULL, act_tanh},
     {"Transpose", FOLD | ACT, 1, ox_fold_node, act_transpose},
     {"Unsqueeze", FOLD | ACT, 1, ox_fold_node, act_unsqueeze},
-    {"Where", FOLD, 3, ox_fold_node, NULL},
+    {"Where", FOLD | ACT | STEP, 3, ox_fold_node, act_where},
 };
 
 static int cmp_entry(const void *key, const void *e) {

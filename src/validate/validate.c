@@ -32,12 +32,9 @@ _Static_assert(sizeof kind_name / sizeof kind_name[0] == SF_VALIDATE_KIND_COUNT,
 /* The simulator's sync models, each judged against the same measurements:
  * which one the runtime behaves like (docs/simulator.md). */
 static const sf_validate_sync_model default_models[] = {
-    {SF_SYNC_OVERLAP, SF_SCHEME_RING},
-    {SF_SYNC_BULK, SF_SCHEME_RING},
-    {SF_SYNC_OVERLAP, SF_SCHEME_PS},
-    {SF_SYNC_BULK, SF_SCHEME_PS},
-    {SF_SYNC_OVERLAP, SF_SCHEME_HIERARCHICAL},
-    {SF_SYNC_BULK, SF_SCHEME_HIERARCHICAL},
+    {SF_SYNC_OVERLAP, SF_SCHEME_RING},         {SF_SYNC_BULK, SF_SCHEME_RING},
+    {SF_SYNC_OVERLAP, SF_SCHEME_PS},           {SF_SYNC_BULK, SF_SCHEME_PS},
+    {SF_SYNC_OVERLAP, SF_SCHEME_HIERARCHICAL}, {SF_SYNC_BULK, SF_SCHEME_HIERARCHICAL},
 };
 #define N_DEFAULT_MODELS ((int)(sizeof default_models / sizeof default_models[0]))
 _Static_assert(N_DEFAULT_MODELS <= SF_VALIDATE_MAX_SYNC_MODELS, "room for the defaults");
@@ -189,6 +186,11 @@ static sf_status run_round(measure *ms, const sf_validate_row *e, int i, int64_t
     ro.scheme = o->sim.scheme;
     ro.machine = o->machine;
     ro.seed = o->seed;
+    sf_optimizer opt;
+    sf_optimizer_default(&opt, o->optimizer);
+    ro.optimizer = opt.kind;
+    ro.lr = opt.lr;
+    ro.weight_decay = opt.weight_decay;
     sf_runtime *rt = sf_runtime_new(ms->g, e->strategy, ms->comm, &ro, err);
     if (!rt) return err && err->code ? err->code : SF_ERR_NOMEM;
     sf_status st = sf_runtime_set_params(rt, SF_RT_WEIGHTS, (const float *const *)ms->w, err);

@@ -538,8 +538,8 @@ int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o) {
     }
     if (sf_cli_str(a, "--sync-scheme", NULL, &v)) {
         if (v && sf_sync_scheme_parse(v, &o->scheme) != 0)
-            a->status = sf_cli_usage_error(
-                a->cmd, "--sync-scheme must be ring, ps or hierarchical, not '%s'", v);
+            a->status =
+                sf_cli_usage_error(a->cmd, "--sync-scheme must be ring, ps or hierarchical, not '%s'", v);
         return 1;
     }
     return 0;
@@ -563,9 +563,9 @@ int sf_cli_dtype_option(sf_cli_args *a, sf_dtype *out) {
 }
 
 const char sf_cli_optimizer_help[] =
-    "  --optimizer sgd|adam|adamw  the optimizer the plan trains with (default sgd):\n"
-    "                         its state a weight keeps (sgd's momentum 4 bytes, adam's\n"
-    "                         two moments 8) and its update's loop (docs/cost-model.md)\n";
+    "  --optimizer O          sgd (default), adam or adamw: the optimizer the plan\n"
+    "                         trains with, its state a weight keeps (sgd's momentum 4\n"
+    "                         bytes, adam's two moments 8) and its update's loop\n";
 
 int sf_cli_optimizer_option(sf_cli_args *a, sf_optimizer_kind *out) {
     const char *v = NULL;

@@ -67,7 +67,8 @@ int sf_cmd_profile(int argc, char **argv);   /* cmd_profile.c */
 int sf_cmd_calibrate(int argc, char **argv); /* cmd_calibrate.c: MPI, under mpirun */
 int sf_cmd_train(int argc, char **argv);     /* cmd_train.c: MPI, under mpirun */
 
-int sf_cmd_validate(int argc, char **argv); /* cmd_validate.c: MPI, under mpirun */
+int sf_cmd_validate(int argc, char **argv);  /* cmd_validate.c: MPI, under mpirun */
+
 
 /* The rank the launcher gave this process, read before MPI_Init from
  * OpenMPI's, PMIx's or PMI's environment; 0 without a launcher. Only rank 0
@@ -151,8 +152,7 @@ json_t *sf_cli_json_number(double v);
 json_t *sf_cli_json_real(double v);
 /* The rule of README.md ("Conventions every command follows"): obj[key] =
  * sf_cli_json_number(v), and when v is not finite the reason beside it,
- * obj["null_reasons"][key] = "NaN", "+Inf" or "-Inf". Returns 0, or -1 when out of memory (for `bad
- * |=`). */
+ * obj["null_reasons"][key] = "NaN", "+Inf" or "-Inf". Returns 0, or -1 when out of memory (for `bad |=`). */
 int sf_cli_json_set_number(json_t *obj, const char *key, double v);
 /* The same with sf_cli_json_real. */
 int sf_cli_json_set_real(json_t *obj, const char *key, double v);
@@ -267,8 +267,8 @@ extern const char sf_cli_dtype_help[];
 int sf_cli_optimizer_option(sf_cli_args *a, sf_optimizer_kind *out);
 extern const char sf_cli_optimizer_help[];
 /* The simulator's options of simulate, search and bench sim: --sync
- * overlap|bulk, --sync-scheme ring|ps|hierarchical and --segments N. Returns 1 when an option was
- * consumed (a bad value sets a->status). */
+ * overlap|bulk, --sync-scheme ring|ps|hierarchical and --segments N. Returns 1 when an option was consumed
+ * (a bad value sets a->status). */
 int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o);
 extern const char sf_cli_sim_help[];
 

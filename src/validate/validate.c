@@ -32,9 +32,12 @@ _Static_assert(sizeof kind_name / sizeof kind_name[0] == SF_VALIDATE_KIND_COUNT,
 /* The simulator's sync models, each judged against the same measurements:
  * which one the runtime behaves like (docs/simulator.md). */
 static const sf_validate_sync_model default_models[] = {
-    {SF_SYNC_OVERLAP, SF_SCHEME_RING},         {SF_SYNC_BULK, SF_SCHEME_RING},
-    {SF_SYNC_OVERLAP, SF_SCHEME_PS},           {SF_SYNC_BULK, SF_SCHEME_PS},
-    {SF_SYNC_OVERLAP, SF_SCHEME_HIERARCHICAL}, {SF_SYNC_BULK, SF_SCHEME_HIERARCHICAL},
+    {SF_SYNC_OVERLAP, SF_SCHEME_RING},
+    {SF_SYNC_BULK, SF_SCHEME_RING},
+    {SF_SYNC_OVERLAP, SF_SCHEME_PS},
+    {SF_SYNC_BULK, SF_SCHEME_PS},
+    {SF_SYNC_OVERLAP, SF_SCHEME_HIERARCHICAL},
+    {SF_SYNC_BULK, SF_SCHEME_HIERARCHICAL},
 };
 #define N_DEFAULT_MODELS ((int)(sizeof default_models / sizeof default_models[0]))
 _Static_assert(N_DEFAULT_MODELS <= SF_VALIDATE_MAX_SYNC_MODELS, "room for the defaults");

@@ -73,8 +73,7 @@ int main(void) {
                 g = rc_model(rc_adam_model(i));
                 if (!g) return 1;
             }
-            if (rank == 0 && rc_train_one_with(&one, g, 0, rc_adam_optimizer(i)) != SF_OK)
-                failed++;
+            if (rank == 0 && rc_train_one_with(&one, g, 0, rc_adam_optimizer(i)) != SF_OK) failed++;
         }
         sf_strategy *s = sf_strategy_new(g);
         char what[160];

@@ -12,6 +12,7 @@
  * correction from the step count, the decays) to PyTorch's.
  * Skipped where /usr/bin/python3 (or python3) has no torch.
  */
+#include <cmocka.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -21,7 +22,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-#include <cmocka.h>
 
 #include "soapflow/models.h"
 #include "soapflow/runtime.h"
@@ -123,9 +123,9 @@ static void gpt_matches_torch(sf_optimizer_kind optimizer) {
     j.dump = fopen(dump_path, "w");
     assert_non_null(j.dump);
     fprintf(j.dump, "model %lld %lld %lld %lld %lld %lld %lld %.17g %.17g %.17g\n",
-            (long long)mo.layers, (long long)mo.hidden, (long long)mo.heads,
-            (long long)mo.seq_len, (long long)mo.vocab, (long long)mo.batch,
-            (long long)mo.seq_len, adam ? ADAM_LR : LR, MOMENTUM, adam ? ADAM_WD : WD);
+            (long long)mo.layers, (long long)mo.hidden, (long long)mo.heads, (long long)mo.seq_len,
+            (long long)mo.vocab, (long long)mo.batch, (long long)mo.seq_len, adam ? ADAM_LR : LR,
+            MOMENTUM, adam ? ADAM_WD : WD);
     if (adam)
         fprintf(j.dump, "optimizer %s %.17g %.17g %.17g\n", sf_optimizer_name(optimizer), BETA1,
                 BETA2, EPS);

@@ -12,7 +12,6 @@
  * correction from the step count, the decays) to PyTorch's.
  * Skipped where /usr/bin/python3 (or python3) has no torch.
  */
-#include <cmocka.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
@@ -22,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <cmocka.h>
 
 #include "soapflow/models.h"
 #include "soapflow/runtime.h"

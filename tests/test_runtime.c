@@ -6,11 +6,11 @@
  * refused on every rank with one message. mpi_runtime.c runs the same cases
  * under mpirun.
  */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <cmocka.h>
 
 #include "runtime_cases.h"
 

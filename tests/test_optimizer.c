@@ -183,6 +183,16 @@ static void test_update_price(void **state) {
                    1e-12, "update", (int)i);
         sf_cost_free(cm);
     }
+    /* the profiled model prices updates with its fallback, optimizer and all */
+    sf_cost_model *fb = analytic(m, SF_DTYPE_FP32, SF_OPTIMIZER_ADAM);
+    sf_cost_model *ref = analytic(m, SF_DTYPE_FP32, SF_OPTIMIZER_ADAM);
+    sf_cost_model *pm = sf_cost_profiled_new(m, sf_profile_db_new(NULL), fb);
+    assert_non_null(pm);
+    assert_int_equal(sf_cost_optimizer(pm), SF_OPTIMIZER_ADAM);
+    assert_true(sf_cost_task_s(pm, fc, &t, 0, SF_PASS_UPDATE) ==
+                sf_cost_task_s(ref, fc, &t, 0, SF_PASS_UPDATE));
+    sf_cost_free(pm);
+    sf_cost_free(ref);
     sf_graph_free(g);
     sf_machine_free(m);
 }

@@ -21,6 +21,7 @@
 #include "soapflow/cost.h"
 #include "soapflow/models.h"
 #include "soapflow/runtime.h"
+#include "soapflow/search.h"
 #include "soapflow/sim.h"
 
 #define N 257 /* elements: not a multiple of any vector width */
@@ -265,6 +266,85 @@ static void test_sim_state_bytes(void **state) {
     sf_machine_free(full);
 }
 
+/* OptCNN's memory check counts the optimizer's state (fp32 weight bytes x 3
+ * with SGD, x 4 with Adam, beside the part's saved and output activations).
+ * Adam's optimum for a 256 x 256 linear over 256 rows on four P100s, given
+ * memory that holds its largest part counted as SGD's (3 x) but not as Adam's
+ * (4 x), is refused: the search answers another config that fits Adam's count
+ * (a search that counted SGD's state would keep it, the update's price being
+ * the same); SGD, under the same memory, finds an answer that fits its own. */
+static sf_machine *p100s(double mem_bytes) {
+    sf_error err = {0};
+    sf_machine_desc d;
+    assert_int_equal(sf_machine_preset_desc("p100-4x4", &d, &err), SF_OK);
+    d.nodes = 1;
+    d.devices_per_node = 4;
+    d.kind.mem_bytes = mem_bytes;
+    sf_machine *m = sf_machine_build(&d, &err);
+    assert_non_null(m);
+    return m;
+}
+
+/* The largest part's bytes as OptCNN counts them, with w_scale fp32 bytes a
+ * weight byte (3 SGD, 4 Adam). */
+static double part_bytes(const sf_op *op, const sf_config *c, double w_scale) {
+    double most = 0;
+    for (int q = 0; q < c->n_parts; q++) {
+        sf_tile t;
+        sf_op_mem mem;
+        sf_config_part_tile(op, c, q, &t);
+        sf_op_tile_memory(op, &t, &mem);
+        double b = mem.saved_bytes + mem.output_bytes + w_scale * mem.weight_bytes;
+        if (b > most) most = b;
+    }
+    return most;
+}
+
+static sf_strategy *optcnn(const sf_graph *g, const sf_machine *m, sf_optimizer_kind k) {
+    sf_error err = {0};
+    sf_cost_model *cm = analytic(m, SF_DTYPE_FP32, k);
+    sf_strategy *s = sf_strategy_new(g);
+    sf_optcnn_options o;
+    sf_optcnn_options_default(&o);
+    assert_int_equal(sf_optcnn_search(g, m, cm, &o, s, NULL, &err), SF_OK);
+    sf_cost_free(cm);
+    return s;
+}
+
+static void test_optcnn_memory(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("fc");
+    sf_shape in = sf_shape_make(2, (int64_t[]){256, 256});
+    int x = sf_graph_add_input(g, "x", &in, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = 256;
+    int fc = sf_graph_add_op(g, SF_OP_LINEAR, "fc", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    assert_true(fc > 0);
+    const sf_op *op = sf_graph_op(g, fc);
+    sf_machine *big = p100s(1e12);
+    for (int k = SF_OPTIMIZER_ADAM; k <= SF_OPTIMIZER_ADAMW; k++) {
+        sf_strategy *best = optcnn(g, big, (sf_optimizer_kind)k);
+        const sf_config *c0 = sf_strategy_get(best, fc);
+        double cap = part_bytes(op, c0, 3);
+        assert_true(part_bytes(op, c0, 4) > cap);
+        sf_machine *m = p100s(cap);
+        sf_strategy *adam = optcnn(g, m, (sf_optimizer_kind)k);
+        const sf_config *c = sf_strategy_get(adam, fc);
+        assert_false(sf_config_equal(c, c0));
+        assert_true(part_bytes(op, c, 4) <= cap);
+        sf_strategy *sgd = optcnn(g, m, SF_OPTIMIZER_SGD);
+        assert_true(part_bytes(op, sf_strategy_get(sgd, fc), 3) <= cap);
+        sf_strategy_free(sgd);
+        sf_strategy_free(adam);
+        sf_strategy_free(best);
+        sf_machine_free(m);
+    }
+    sf_machine_free(big);
+    sf_graph_free(g);
+}
+
 /* The runtime's Adam(W) state after real steps of mlp training is PyTorch's:
  * the first step's moments come from one gradient g (m = (1 - b1) g, v = (1 -
  * b2) g^2), and each step's weight is the formula of the moments it kept. */
@@ -374,7 +454,8 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_step_matches_reference), cmocka_unit_test(test_decoupled_decay),
         cmocka_unit_test(test_names_and_sizes),        cmocka_unit_test(test_update_price),
-        cmocka_unit_test(test_sim_state_bytes),        cmocka_unit_test(test_runtime_state),
+        cmocka_unit_test(test_sim_state_bytes),        cmocka_unit_test(test_optcnn_memory),
+        cmocka_unit_test(test_runtime_state),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -4,8 +4,9 @@
  * (the gradient recovered from the first moment); the simulator's memory
  * against the stated bytes per weight (Adam keeps 4 more than SGD on every
  * device that updates, none more on a parameter server's replicas, in fp32 and
- * under mixed precision); the analytic update against its byte count; and the
- * runtime's refusal of a second moment under SGD. tests/test_gpt_torch.c holds
+ * under mixed precision); OptCNN's memory check with Adam's state; the analytic
+ * (and profiled) update against its byte count; and the runtime's refusal of a
+ * second moment under SGD. tests/test_gpt_torch.c holds
  * the same loop to torch.optim.Adam and AdamW themselves. */
 #include <math.h>
 #include <setjmp.h>

@@ -95,18 +95,20 @@ SF_API sf_status sf_comm_barrier(sf_comm *c);
 /* ---- the runtime ------------------------------------------------------------ */
 
 typedef struct sf_runtime_options {
+    double lr;                 /* learning rate (default 0.01) */
+    double momentum;           /* SGD momentum (default 0.9) */
+    double weight_decay;       /* SGD, Adam: L2, added to the gradient; AdamW: decoupled,
+                                * w *= 1 - lr wd before the step (default 0) */
+    sf_sync_mode sync;         /* when a shard's sync starts: overlap (default) or bulk */
+    sf_sync_scheme scheme;     /* how it runs: the task graph's steps of the scheme (ring) */
+    const sf_machine *machine; /* the machine of the ranks: its nodes place the hierarchical
+                                * scheme's levels (NULL: one node) */
+    int fast_kernels;          /* 1: the fast kernels (default), 0: the reference ones */
+    uint64_t seed;             /* dropout masks: step s uses a hash of (seed, s) */
+
+    /* the optimizer (cost.h, sf_optimizer_step), with lr, momentum and weight_decay */
     sf_optimizer_kind optimizer; /* sgd (default), adam or adamw */
-    double lr;                   /* learning rate (default 0.01) */
-    double momentum;             /* SGD momentum (default 0.9) */
     double beta1, beta2, eps;    /* Adam, AdamW (default 0.9, 0.999, 1e-8) */
-    double weight_decay;         /* SGD, Adam: L2, added to the gradient; AdamW: decoupled,
-                                  * w *= 1 - lr wd before the step (default 0) */
-    sf_sync_mode sync;           /* when a shard's sync starts: overlap (default) or bulk */
-    sf_sync_scheme scheme;       /* how it runs: the task graph's steps of the scheme (ring) */
-    const sf_machine *machine;   /* the machine of the ranks: its nodes place the hierarchical
-                                  * scheme's levels (NULL: one node) */
-    int fast_kernels;            /* 1: the fast kernels (default), 0: the reference ones */
-    uint64_t seed;               /* dropout masks: step s uses a hash of (seed, s) */
 } sf_runtime_options;
 
 SF_API void sf_runtime_options_default(sf_runtime_options *o);
@@ -222,9 +224,9 @@ SF_API sf_status sf_runtime_write_trace(const char *path, const sf_graph *g,
 
 /* Gather every rank's events of rt's last step on rank 0 and write them there
  * as a measured trace (sf_runtime_write_trace). Collective over c. */
-SF_API sf_status sf_runtime_write_measured_trace(sf_comm *c, const sf_runtime *rt, const char *path,
-                                                 const sf_graph *g, const struct sf_machine *m,
-                                                 sf_error *err);
+SF_API sf_status sf_runtime_write_measured_trace(sf_comm *c, const sf_runtime *rt,
+                                                 const char *path, const sf_graph *g,
+                                                 const struct sf_machine *m, sf_error *err);
 
 /* ---- parameters in full layout ------------------------------------------------- */
 

@@ -5,11 +5,13 @@ Run by tests/test_gpt_torch.c where /usr/bin/python3 has torch; skipped elsewher
     python3 gpt_torch_check.py DUMP
 
 DUMP is a text file the C test writes: a line "model L H HEADS S V N T lr momentum wd",
+optionally a line "optimizer NAME beta1 beta2 eps" (sgd, adam or adamw; without it sgd),
 then "param OP NAME NUMEL v..." for each parameter tensor (soapflow's names, PyTorch's
 layouts), then per step "tokens", "positions" and "labels" lines (N*T integers each).
 The model is GPT-2's block as soapflow builds it (pre-norm, causal multi-head attention
 with biases, GELU MLP of 4h, learned positions, LM head tied to wte, no dropout, exact
-GELU, layer norm eps 1e-5); it trains with torch.optim.SGD (momentum, weight decay) on
+GELU, layer norm eps 1e-5); it trains with torch.optim.SGD (momentum, weight decay), or
+torch.optim.Adam or AdamW (betas, eps, weight decay: Adam's L2, AdamW's decoupled), on
 the mean cross-entropy of every position, and prints "loss STEP VALUE" for each step
 (the loss before that step's update), computed in float32.
 """
@@ -22,12 +24,16 @@ import torch.nn.functional as F
 
 def main(path):
     params, steps = {}, []
+    optimizer, betas, eps = "sgd", (0.9, 0.999), 1e-8
     with open(path) as f:
         for line in f:
             w = line.split()
             if w[0] == "model":
                 L, H, heads, S, V, N, T = (int(x) for x in w[1:8])
                 lr, mom, wd = (float(x) for x in w[8:11])
+            elif w[0] == "optimizer":
+                optimizer = w[1]
+                betas, eps = (float(w[2]), float(w[3])), float(w[4])
             elif w[0] == "param":
                 params["%s.%s" % (w[1], w[2])] = torch.tensor([float(x) for x in w[4:]],
                                                               dtype=torch.float32)
@@ -78,7 +84,15 @@ def main(path):
         logits = x @ wte.t()
         return F.cross_entropy(logits.reshape(N * T, V), lab.reshape(N * T))
 
-    opt = torch.optim.SGD(list(params.values()), lr=lr, momentum=mom, weight_decay=wd)
+    ps = list(params.values())
+    if optimizer == "sgd":
+        opt = torch.optim.SGD(ps, lr=lr, momentum=mom, weight_decay=wd)
+    elif optimizer == "adam":
+        opt = torch.optim.Adam(ps, lr=lr, betas=betas, eps=eps, weight_decay=wd, foreach=False)
+    elif optimizer == "adamw":
+        opt = torch.optim.AdamW(ps, lr=lr, betas=betas, eps=eps, weight_decay=wd, foreach=False)
+    else:
+        sys.exit("unknown optimizer " + optimizer)
     for i, st in enumerate(steps):
         tok = torch.tensor(st["tokens"]).reshape(N, T)
         pos = torch.tensor(st["positions"]).reshape(N, T)

@@ -20,7 +20,8 @@
  * every softmax_ce split on its classes, its groups across ranks or sharing
  * them, one found by MCMC, and (lenet5) a strategy that alternates
  * attribute splits with halos, parameter splits and sample splits between
- * consecutive operators, so every edge re-partitions.
+ * consecutive operators, so every edge re-partitions. The Adam cases
+ * (rc_adam_case) train with Adam and AdamW instead, ring and parameter server.
  */
 #ifndef SOAPFLOW_TESTS_RUNTIME_CASES_H
 #define SOAPFLOW_TESTS_RUNTIME_CASES_H
@@ -49,6 +50,7 @@ typedef struct rc_job {
     int bulk;
     sf_sync_scheme scheme;
     sf_machine *m; /* the ranks' nodes for the hierarchical scheme (NULL: one node) */
+    sf_optimizer_kind optimizer;
     float **w0;
     double losses[RC_ITERS];
     float **w_out;
@@ -65,6 +67,11 @@ static sf_status rc_rank_main(sf_comm *c, void *arg) {
     o.lr = 0.05;
     o.momentum = 0.9;
     o.weight_decay = 1e-3;
+    if (j->optimizer != SF_OPTIMIZER_SGD) { /* PyTorch's lr; L2 or decoupled decay */
+        o.optimizer = j->optimizer;
+        o.lr = 1e-3;
+        o.weight_decay = 1e-2;
+    }
     o.sync = j->bulk ? SF_SYNC_BULK : SF_SYNC_OVERLAP;
     o.scheme = j->scheme;
     o.machine = j->m;
@@ -120,16 +127,24 @@ static const char *rc_scheme_name(const rc_job *j) {
     return j->m ? "hierarchical over 2 nodes" : sf_sync_scheme_name(j->scheme);
 }
 
-/* Train with `s` as one rank, on threads of this process. */
-static sf_status rc_train_one(rc_job *j, const sf_graph *g, int bulk) {
+/* Train as one rank with optimizer opt, on threads of this process. */
+static sf_status rc_train_one_with(rc_job *j, const sf_graph *g, int bulk, sf_optimizer_kind opt) {
     sf_strategy *one = sf_strategy_new(g);
     sf_strategy_single(one, g, 0);
     sf_error err = {0};
-    sf_status st =
-        rc_job_init(j, g, one, bulk) ? SF_ERR_NOMEM : sf_comm_local_run(1, rc_rank_main, j, &err);
+    sf_status st = SF_ERR_NOMEM;
+    if (!rc_job_init(j, g, one, bulk)) {
+        j->optimizer = opt;
+        st = sf_comm_local_run(1, rc_rank_main, j, &err);
+    }
     j->s = NULL;
     sf_strategy_free(one);
     return st;
+}
+
+/* Train as one rank with SGD. */
+static sf_status rc_train_one(rc_job *j, const sf_graph *g, int bulk) {
+    return rc_train_one_with(j, g, bulk, SF_OPTIMIZER_SGD);
 }
 
 /* Largest relative difference of the losses, and of the weights (per group,
@@ -681,6 +696,48 @@ static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strateg
     }
     sf_machine_free(m);
     return ok;
+}
+
+/* ---- the Adam cases ------------------------------------------------------------- */
+
+/* Adam and AdamW on P ranks against one rank: the models (mlp, lenet5, the
+ * small residual CNN), each under data parallelism and a random strategy,
+ * each with ring all-reduces and a parameter server (which keeps the moments
+ * on the server alone). RC_ADAM_CASES of them; case i: model i / 8, Adam or
+ * AdamW by (i / 4) % 2, data or random by (i / 2) % 2, ring or ps by i % 2.
+ * Not the attention models: the key bias of attention has a gradient of 0 in
+ * exact arithmetic (softmax ignores what q . b_k adds to a whole row of
+ * scores), so its computed gradient is rounding noise, which Adam scales to
+ * steps of about lr whatever its size; P ranks sum the gradient in another
+ * order than one, so the key bias (in_proj_bias[H:2H]) parts by up to 7e-4 in
+ * 10 steps (measured: the small GPT, data parallel on 2 ranks, lr 1e-3), while
+ * every other weight tensor of the GPT agrees within 1e-5. Any Adam does this
+ * with any change of summation order; SGD, whose step scales with the
+ * gradient, does not. */
+#define RC_ADAM_MODELS 3
+#define RC_ADAM_CASES (RC_ADAM_MODELS * 2 * 2 * 2)
+
+static int rc_adam_model(int i) {
+    static const int models[RC_ADAM_MODELS] = {1, 0, 2};
+    return models[i / (RC_ADAM_CASES / RC_ADAM_MODELS)];
+}
+static sf_optimizer_kind rc_adam_optimizer(int i) {
+    return (i / 4) % 2 ? SF_OPTIMIZER_ADAMW : SF_OPTIMIZER_ADAM;
+}
+/* The strategy of case i into s (data, or the first random one of
+ * rc_strategy), named into what, and its job's scheme: rc_strategy's answer. */
+static int rc_adam_case(const sf_graph *g, int n, int i, int n_random, sf_strategy *s, char *what,
+                        size_t cap, rc_job *j) {
+    int bulk;
+    int ok = rc_strategy(g, n, (i / 2) % 2 ? 5 : 0, n_random, s, what, cap, &bulk);
+    if (ok <= 0) return ok;
+    if (rc_job_init(j, g, s, 0)) return -1;
+    j->optimizer = rc_adam_optimizer(i);
+    j->scheme = i % 2 ? SF_SCHEME_PS : SF_SCHEME_RING;
+    size_t len = strlen(what);
+    snprintf(what + len, cap - len, ", %s, %s", sf_optimizer_name(j->optimizer),
+             sf_sync_scheme_name(j->scheme));
+    return 1;
 }
 
 #endif

@@ -6,6 +6,10 @@
  * independent definition: causal attention, the pre-norm blocks, exact GELU,
  * learned positions and the LM head tied to wte (whose two gradients must
  * both reach the one weight group, or the losses part after the first step).
+ * Three times: with SGD (momentum, weight decay) against torch.optim.SGD, with
+ * Adam (L2 weight decay) against torch.optim.Adam and with AdamW (decoupled)
+ * against torch.optim.AdamW, which holds the runtime's optimizers (bias
+ * correction from the step count, the decays) to PyTorch's.
  * Skipped where /usr/bin/python3 (or python3) has no torch.
  */
 #include <math.h>
@@ -27,8 +31,15 @@
 #define LR 0.05
 #define MOMENTUM 0.9
 #define WD 1e-3
+/* Adam's: a rate that moves the loss in STEPS steps, a decay that shows */
+#define ADAM_LR 0.01
+#define ADAM_WD 0.05
+#define BETA1 0.8
+#define BETA2 0.99
+#define EPS 1e-7
 
 typedef struct job {
+    sf_optimizer_kind optimizer;
     const sf_graph *g;
     const sf_strategy *s;
     float **w0;
@@ -47,9 +58,14 @@ static sf_status train(sf_comm *c, void *arg) {
     job *j = arg;
     sf_runtime_options o;
     sf_runtime_options_default(&o);
-    o.lr = LR;
+    o.optimizer = j->optimizer;
+    int adam = j->optimizer != SF_OPTIMIZER_SGD;
+    o.lr = adam ? ADAM_LR : LR;
     o.momentum = MOMENTUM;
-    o.weight_decay = WD;
+    o.weight_decay = adam ? ADAM_WD : WD;
+    o.beta1 = BETA1;
+    o.beta2 = BETA2;
+    o.eps = EPS;
     sf_runtime *rt = sf_runtime_new(j->g, j->s, c, &o, &j->err);
     if (!rt) return j->err.code;
     sf_status st = sf_runtime_set_params(rt, SF_RT_WEIGHTS, (const float *const *)j->w0, &j->err);
@@ -79,8 +95,7 @@ static const char *python_with_torch(void) {
     return NULL;
 }
 
-static void test_gpt_matches_torch(void **state) {
-    (void)state;
+static void gpt_matches_torch(sf_optimizer_kind optimizer) {
     const char *src = getenv("SF_SOURCE_DIR");
     const char *py = python_with_torch();
     if (!src || !py) {
@@ -101,15 +116,19 @@ static void test_gpt_matches_torch(void **state) {
     char dump_path[128], out_path[128];
     snprintf(dump_path, sizeof dump_path, "%s/dump.txt", dir);
     snprintf(out_path, sizeof out_path, "%s/torch.txt", dir);
-    job j = {.g = g, .s = s};
+    job j = {.optimizer = optimizer, .g = g, .s = s};
+    int adam = optimizer != SF_OPTIMIZER_SGD;
     j.w0 = sf_params_new(g, 42, 0, &err);
     assert_non_null(j.w0);
     j.dump = fopen(dump_path, "w");
     assert_non_null(j.dump);
     fprintf(j.dump, "model %lld %lld %lld %lld %lld %lld %lld %.17g %.17g %.17g\n",
-            (long long)mo.layers, (long long)mo.hidden, (long long)mo.heads,
-            (long long)mo.seq_len, (long long)mo.vocab, (long long)mo.batch,
-            (long long)mo.seq_len, LR, MOMENTUM, WD);
+            (long long)mo.layers, (long long)mo.hidden, (long long)mo.heads, (long long)mo.seq_len,
+            (long long)mo.vocab, (long long)mo.batch, (long long)mo.seq_len, adam ? ADAM_LR : LR,
+            MOMENTUM, adam ? ADAM_WD : WD);
+    if (adam)
+        fprintf(j.dump, "optimizer %s %.17g %.17g %.17g\n", sf_optimizer_name(optimizer), BETA1,
+                BETA2, EPS);
     int owners = 0;
     for (int op = 0; op < sf_graph_num_ops(g); op++) {
         if (!j.w0[op]) continue;
@@ -141,8 +160,8 @@ static void test_gpt_matches_torch(void **state) {
     while (fscanf(f, " loss %d %lf", &step, &v) == 2) {
         assert_in_range(step, 0, STEPS - 1);
         double rel = fabs(v - j.losses[step]) / fmax(fabs(v), 1e-12);
-        print_message("step %d: soapflow %.7f torch %.7f (relative %.2g)\n", step,
-                      j.losses[step], v, rel);
+        print_message("%s step %d: soapflow %.7f torch %.7f (relative %.2g)\n",
+                      sf_optimizer_name(optimizer), step, j.losses[step], v, rel);
         if (!(rel <= 1e-4)) fail_msg("step %d: loss %.9g, torch %.9g", step, j.losses[step], v);
         got++;
     }
@@ -157,9 +176,26 @@ static void test_gpt_matches_torch(void **state) {
     sf_graph_free(g);
 }
 
+static void test_gpt_matches_torch(void **state) {
+    (void)state;
+    gpt_matches_torch(SF_OPTIMIZER_SGD);
+}
+
+static void test_gpt_adam_matches_torch(void **state) {
+    (void)state;
+    gpt_matches_torch(SF_OPTIMIZER_ADAM);
+}
+
+static void test_gpt_adamw_matches_torch(void **state) {
+    (void)state;
+    gpt_matches_torch(SF_OPTIMIZER_ADAMW);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_gpt_matches_torch),
+        cmocka_unit_test(test_gpt_adam_matches_torch),
+        cmocka_unit_test(test_gpt_adamw_matches_torch),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

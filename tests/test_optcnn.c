@@ -182,7 +182,7 @@ static const sf_cost_model_vtable hashed_vt = {"hashed", hashed_task_s, hashed_f
  * compare, 1 when compared, 2 when compared and elimination left nodes. */
 static int check_against_exhaustive(sf_graph *g, sf_machine *m, int rugged, int expect_reduced) {
     sf_error err = {0};
-    sf_cost_model rug = {&hashed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_cost_model rug = {&hashed_vt, NULL, m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     sf_cost_model *cm = rugged ? &rug : sf_cost_analytic_new(m, NULL);
     sf_strategy *dp = sf_strategy_new(g), *bf = sf_strategy_new(g);
     double best = 0;

@@ -111,7 +111,7 @@ static void test_two_ops_two_devices(void **state) {
     sf_graph *g = small_graph("two", &x, &a, &b, 0);
     sf_strategy *s = sf_strategy_new(g);
     place(s, b, 2, (int[]){1, 1}, 1, (int[]){1});
-    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
     assert_non_null(sim);
     sf_sim_result r;
@@ -149,7 +149,7 @@ static void test_memory_timeline(void **state) {
     sf_graph *g = small_graph("two", &x, &a, &b, 0);
     sf_strategy *s = sf_strategy_new(g);
     place(s, b, 2, (int[]){1, 1}, 1, (int[]){1});
-    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     sf_sim_options o;
     sf_sim_options_default(&o);
     o.memory_timeline = 1;
@@ -209,7 +209,7 @@ static void test_copies_priced(void **state) {
     sf_graph *g = small_graph("copies", &x, &a, &b, 0);
     sf_strategy *s = sf_strategy_new(g);
     place(s, b, 2, (int[]){1, 1}, 1, (int[]){1});
-    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
     assert_non_null(sim);
     sf_sim_result r;
@@ -251,7 +251,7 @@ static void test_multi_hop_route(void **state) {
     sf_graph *g = small_graph("hop", &x, &a, &b, 0);
     sf_strategy *s = sf_strategy_new(g);
     place(s, b, 2, (int[]){1, 1}, 1, (int[]){2});
-    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
     sf_sim_result r;
     assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
@@ -309,7 +309,7 @@ static void test_allreduce(void **state) {
     sf_strategy *s = sf_strategy_new(g);
     place(s, x, 2, (int[]){2, 1}, 2, (int[]){0, 1});
     place(s, a, 2, (int[]){2, 1}, 2, (int[]){0, 1});
-    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
     sf_sim_result r;
     assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
@@ -395,7 +395,7 @@ static void test_shared_core(void **state) {
     sf_strategy *s = sf_strategy_new(g);
     place(s, x, 2, (int[]){2, 1}, 2, (int[]){0, 1});
     place(s, a, 2, (int[]){2, 1}, 2, (int[]){0, 1});
-    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
     sf_sim_result r;
     assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
@@ -440,7 +440,7 @@ static void test_ring_bytes_whole(void **state) {
     const int devs[3] = {0, 1, 2};
     place(s, x, 2, (int[]){3, 1}, 3, devs);
     place(s, a, 2, (int[]){3, 1}, 3, devs);
-    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
     assert_non_null(sim);
     sf_sim_result r;
@@ -470,7 +470,7 @@ static void test_sync_modes(void **state) {
     place(s, x, 2, (int[]){2, 1}, 2, (int[]){0, 1});
     place(s, a, 2, (int[]){2, 1}, 2, (int[]){0, 1});
     place(s, b, 2, (int[]){2, 1}, 2, (int[]){0, 1});
-    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     /* each device: x 0.05, a.fwd 0.5, b.fwd 0.5, b.bwd 1, a.bwd 1 -> 3.05 ms;
      * an all-reduce of 288 bytes holds both ring links for ar */
     double ar = 2 * 10e-6 + 288.0 / 1e6, bwd_end = 3.05e-3;
@@ -579,7 +579,7 @@ static void test_barrier_ties_by_key(void **state) {
     place(s, x, 2, (int[]){4, 1}, 4, devs);
     place(s, a, 2, (int[]){4, 1}, 4, devs);
     place(s, b, 2, (int[]){4, 1}, 4, devs);
-    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     sf_sim_options o;
     sf_sim_options_default(&o);
     o.sync = SF_SYNC_BULK;
@@ -626,7 +626,7 @@ static void test_link_contention(void **state) {
     sf_strategy *s = sf_strategy_new(g);
     place(s, a, 2, (int[]){1, 1}, 1, (int[]){1});
     place(s, b, 2, (int[]){1, 1}, 1, (int[]){1});
-    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
     sf_sim_result r;
     assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
@@ -684,7 +684,7 @@ static void test_delta_stats(void **state) {
     sf_machine *m = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
     int x, a, b;
     sf_graph *g = small_graph("st", &x, &a, &b, 0);
-    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
     sf_strategy *s = sf_strategy_new(g);
     sf_sim_result r;
@@ -763,8 +763,8 @@ static void test_data_parallel_free_links(void **state) {
     sf_model_options_default(&o);
     o.batch = 64;
     sf_graph *g = sf_model_build("lenet5", &o, &err);
-    sf_cost_model c1 = {&fixed_vt, NULL, m1, SF_DTYPE_FP32},
-                  c4 = {&fixed_vt, NULL, m4, SF_DTYPE_FP32};
+    sf_cost_model c1 = {&fixed_vt, NULL, m1, SF_DTYPE_FP32, SF_OPTIMIZER_SGD},
+                  c4 = {&fixed_vt, NULL, m4, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     sf_strategy *s1 = sf_strategy_new(g), *s4 = sf_strategy_new(g);
     assert_int_equal(sf_strategy_data(s1, g, m1), SF_OK);
     assert_int_equal(sf_strategy_data(s4, g, m4), SF_OK);
@@ -1076,7 +1076,7 @@ static void test_link_resources(void **state) {
     sf_machine *m = make_machine(2, 2000, SF_INTRA_PAIRWISE, 1e9, 1e-6, 0);
     int x, a;
     sf_graph *g = small_graph("pw", &x, &a, NULL, 0);
-    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
     assert_non_null(sim);
     sf_strategy *s = sf_strategy_new(g);
@@ -1190,7 +1190,7 @@ static void test_kind_totals(void **state) {
     g = small_graph("k", &x, &a, NULL, 0);
     s = sf_strategy_new(g);
     place(s, a, 2, (int[]){1, 1}, 1, (int[]){1});
-    sf_cost_model fixed = {&fixed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_cost_model fixed = {&fixed_vt, NULL, m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     sf_sim *sim = sf_sim_new(g, m, &fixed, NULL, &err);
     sf_sim_result r;
     assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
@@ -1280,7 +1280,7 @@ static void test_update_errors(void **state) {
     sf_machine *m = make_machine(1, 2, SF_INTRA_PAIRWISE, 1e6, 10e-6, 0);
     int x, a;
     sf_graph *g = small_graph("e", &x, &a, NULL, 0);
-    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32};
+    sf_cost_model cm = {&fixed_vt, NULL, m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD};
     sf_sim *sim = sf_sim_new(g, m, &cm, NULL, &err);
     sf_config c = *sf_strategy_get(sf_sim_strategy(sim), a);
     sf_sim_result r;

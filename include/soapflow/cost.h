@@ -30,6 +30,66 @@ typedef enum sf_pass {
     SF_PASS_UPDATE = 2 /* optimizer step over the tile's weight shard */
 } sf_pass;
 
+/* ---- the optimizer -------------------------------------------------------
+ *
+ * What updates the weights after each step: the same descriptor prices the
+ * update (its state's bytes per weight, the FLOPs and bytes of its loop; the
+ * cost model carries the kind, as it carries the dtype, so that everything
+ * that prices a plan sees one optimizer) and runs it (the runtime steps every
+ * shard it updates with sf_optimizer_step). PyTorch's formulas
+ * (torch.optim.SGD, Adam, AdamW; docs/runtime.md, "Optimizers"):
+ *
+ *   sgd:   g += wd w;  v = mu v + g;  w -= lr v
+ *   adam:  g += wd w (L2 in the gradient);  m = b1 m + (1 - b1) g;
+ *          v = b2 v + (1 - b2) g^2;
+ *          w -= lr / (1 - b1^t) * m / (sqrt(v) / sqrt(1 - b2^t) + eps)
+ *   adamw: w *= 1 - lr wd (decoupled decay), then adam's step without the L2
+ *
+ * with t the step count from 1 (bias correction): a resumed run must carry
+ * it, and the checkpoint does (docs/formats-checkpoint.md). */
+typedef enum sf_optimizer_kind {
+    SF_OPTIMIZER_SGD = 0, /* with momentum (one state: the momentum buffer) */
+    SF_OPTIMIZER_ADAM,    /* two states: exp_avg (m) and exp_avg_sq (v) */
+    SF_OPTIMIZER_ADAMW,
+    SF_OPTIMIZER_COUNT
+} sf_optimizer_kind;
+
+typedef struct sf_optimizer {
+    sf_optimizer_kind kind;
+    double lr;           /* learning rate */
+    double momentum;     /* sgd: mu */
+    double beta1, beta2; /* adam, adamw: the moments' decay rates */
+    double eps;          /* adam, adamw: added to the denominator */
+    double weight_decay; /* sgd, adam: L2 added to the gradient; adamw: decoupled */
+} sf_optimizer;
+
+/* The defaults of kind: sgd lr 0.01 and momentum 0.9 (soapflow's SGD as it
+ * always was), adam and adamw PyTorch's: lr 0.001, betas 0.9 and 0.999, eps
+ * 1e-8; weight decay 0, adamw's 0.01 (PyTorch's). */
+SF_API void sf_optimizer_default(sf_optimizer *o, sf_optimizer_kind kind);
+SF_API const char *sf_optimizer_name(sf_optimizer_kind k); /* "sgd", "adam", "adamw" */
+/* Parse an optimizer name; -1 when unknown. */
+SF_API int sf_optimizer_parse(const char *name, sf_optimizer_kind *out);
+/* The fp32 state tensors the optimizer keeps per weight: sgd 1 (momentum),
+ * adam and adamw 2 (m and v). Their bytes per weight are 4 times this; under
+ * mixed precision the fp32 master (4 more) comes with them (docs/cost-model.md). */
+SF_API int sf_optimizer_state_slots(sf_optimizer_kind k);
+/* Device-memory bytes the update moves per weight element in a dtype: the fp32
+ * master weight and each state read and written, the gradient (in the dtype)
+ * read and zeroed, and under mixed precision the 16-bit compute copy written:
+ * sgd 24 in fp32, 22 in bf16/fp16; adam(w) 32 and 30. */
+SF_API double sf_optimizer_update_bytes(sf_optimizer_kind k, sf_dtype t);
+/* Floating-point operations of the update per weight element, in fp32 (the
+ * master's), weight decay included: sgd 6, adam 15, adamw 14 (a square root
+ * and a division counted as one each). */
+SF_API double sf_optimizer_update_flops(sf_optimizer_kind k);
+/* One update of n contiguous elements at step t (t >= 1: steps taken so far,
+ * this one included): w, g, s0 (sgd's momentum, adam's m) and s1 (adam's v;
+ * unused by sgd, may be NULL) in fp32. Zeroes g, which the runtime's next
+ * backward pass accumulates into. */
+SF_API void sf_optimizer_step(const sf_optimizer *o, int64_t t, float *w, float *g, float *s0,
+                              float *s1, int64_t n);
+
 /* The interface: one callback for the time of a task, plus a destructor, and
  * optionally both passes of a tile at once. */
 typedef struct sf_cost_model_vtable {
@@ -55,10 +115,15 @@ typedef struct sf_cost_model {
      * their syncs, compute copies of the weights; weights keep fp32 masters).
      * 0, fp32, for a model made by hand with calloc. */
     sf_dtype dtype;
+    /* The optimizer the plan trains with: the update's price and the state's
+     * bytes (the simulator's memory, OptCNN's). 0, sgd, for a model made by hand. */
+    sf_optimizer_kind optimizer;
 } sf_cost_model;
 
 /* The model's dtype (fp32 for NULL). */
 SF_API sf_dtype sf_cost_dtype(const sf_cost_model *cm);
+/* The model's optimizer (sgd for NULL). */
+SF_API sf_optimizer_kind sf_cost_optimizer(const sf_cost_model *cm);
 /* Bytes of one element of an activation, a gradient or a compute copy of the
  * weights under cm's dtype: sf_dtype_bytes(sf_cost_dtype(cm)), 4 for fp32. */
 SF_API int sf_cost_elem_bytes(const sf_cost_model *cm);
@@ -70,6 +135,7 @@ typedef struct sf_analytic_params {
     double mem_efficiency;          /* fraction of peak memory bandwidth reached */
     sf_dtype dtype;                 /* the peak to use, and the model's dtype: memory-bound
                                      * bytes count its element size (default fp32) */
+    sf_optimizer_kind optimizer;    /* the update's loop and the model's optimizer (default sgd) */
 } sf_analytic_params;
 
 SF_API void sf_analytic_params_default(sf_analytic_params *p);

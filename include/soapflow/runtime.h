@@ -27,13 +27,16 @@
  * (overlap), or after the backward pass (bulk), in the same global order on
  * every rank (the shard's lowest operator, latest first). Then the ranks that
  * update a shard (every replica; under a parameter server the server, which
- * sends the others the new weights) do so with SGD (momentum, weight decay,
- * PyTorch's formula: v = mu v + g + wd w; w -= lr v).
+ * sends the others the new weights) do so with the options' optimizer
+ * (sf_optimizer_step, cost.h: SGD with momentum and weight decay as PyTorch's,
+ * v = mu v + g + wd w; w -= lr v; or Adam, AdamW with PyTorch's formulas and
+ * bias correction from the step count, sf_runtime_steps + 1).
  *
  * Memory: the output and output-gradient tiles of the parts a rank runs, the
  * input regions (and their gradients) they read, one send buffer per message
  * out and one receive buffer per message in, and the full parameter layout
- * (weights, gradient, momentum) of every weight group the rank takes part in
+ * (weights, gradient, momentum; Adam's second moment too) of every weight group
+ * the rank takes part in
  * (kernels take weights in full layout; only the shard's elements are read,
  * reduced and updated). All of it is sized first and reserved at once: a step
  * allocates nothing.
@@ -94,13 +97,18 @@ SF_API sf_status sf_comm_barrier(sf_comm *c);
 typedef struct sf_runtime_options {
     double lr;                 /* learning rate (default 0.01) */
     double momentum;           /* SGD momentum (default 0.9) */
-    double weight_decay;       /* L2, added to the gradient (default 0) */
+    double weight_decay;       /* SGD, Adam: L2, added to the gradient; AdamW: decoupled,
+                                * w *= 1 - lr wd before the step (default 0) */
     sf_sync_mode sync;         /* when a shard's sync starts: overlap (default) or bulk */
     sf_sync_scheme scheme;     /* how it runs: the task graph's steps of the scheme (ring) */
     const sf_machine *machine; /* the machine of the ranks: its nodes place the hierarchical
                                 * scheme's levels (NULL: one node) */
     int fast_kernels;          /* 1: the fast kernels (default), 0: the reference ones */
     uint64_t seed;             /* dropout masks: step s uses a hash of (seed, s) */
+
+    /* the optimizer (cost.h, sf_optimizer_step), with lr, momentum and weight_decay */
+    sf_optimizer_kind optimizer; /* sgd (default), adam or adamw */
+    double beta1, beta2, eps;    /* Adam, AdamW (default 0.9, 0.999, 1e-8) */
 } sf_runtime_options;
 
 SF_API void sf_runtime_options_default(sf_runtime_options *o);
@@ -141,9 +149,18 @@ SF_API sf_status sf_runtime_eval(sf_runtime *rt, const sf_batch *b, double *loss
 SF_API sf_status sf_runtime_forward(sf_runtime *rt, const sf_batch *b, int train, double *loss,
                                     int64_t *correct, sf_error *err);
 
-typedef enum sf_rt_params { SF_RT_WEIGHTS = 0, SF_RT_MOMENTUM, SF_RT_PARAMS_COUNT } sf_rt_params;
+/* What a weight group holds: its weights, and the optimizer's state: SGD's
+ * momentum or Adam's first moment (exp_avg) in SF_RT_MOMENTUM, Adam's second
+ * moment (exp_avg_sq) in SF_RT_SECOND_MOMENT, which SGD does not keep
+ * (SF_ERR_INVALID). */
+typedef enum sf_rt_params {
+    SF_RT_WEIGHTS = 0,
+    SF_RT_MOMENTUM,
+    SF_RT_SECOND_MOMENT,
+    SF_RT_PARAMS_COUNT
+} sf_rt_params;
 
-/* Set every weight group's full layout (or momentum) from bufs[owner op]
+/* Set every weight group's full layout (or optimizer state) from bufs[owner op]
  * (NULL for operators that own no weights); every rank passes the same. */
 SF_API sf_status sf_runtime_set_params(sf_runtime *rt, sf_rt_params which, const float *const *bufs,
                                        sf_error *err);
@@ -163,7 +180,8 @@ SF_API sf_status sf_runtime_set_buffers(sf_runtime *rt, const float *const *bufs
 SF_API sf_status sf_runtime_get_buffers(const sf_runtime *rt, float *const *bufs, sf_error *err);
 /* The learning rate of the next steps (a schedule sets it before each). */
 SF_API void sf_runtime_set_lr(sf_runtime *rt, double lr);
-/* Steps taken (sf_runtime_step calls, or as set for a resumed run). */
+/* Steps taken (sf_runtime_step calls, or as set for a resumed run): Adam's
+ * bias correction counts from it, so a resumed run sets it before its first step. */
 SF_API int64_t sf_runtime_steps(const sf_runtime *rt);
 SF_API void sf_runtime_set_steps(sf_runtime *rt, int64_t steps);
 /* Bytes this rank reserved (tensors, buffers, parameters, workspace). */

@@ -60,7 +60,9 @@ typedef enum sf_sim_mem_kind {
 SF_API const char *sf_sim_mem_kind_name(sf_sim_mem_kind k);
 
 typedef struct sf_sim_options {
-    double optimizer_state_factor; /* optimizer state per weight byte (SGD momentum: 1) */
+    double optimizer_state_factor; /* optimizer state per weight byte; 0 (default): the
+                                    * cost model's optimizer's state slots (SGD's
+                                    * momentum 1, Adam's two moments 2) */
     int keep_schedule;             /* keep per-task times for traces (sf_sim_write_*) */
     sf_sync_mode sync;             /* when gradient syncs start (default overlap) */
     sf_sync_scheme scheme;         /* how they run (default ring) */

@@ -99,13 +99,15 @@ typedef struct sf_validate_options {
      * sf_validate_default_sync_models, overlap and bulk of ring, ps and
      * hierarchical) */
     const sf_validate_sync_model *models;
-    int n_models;              /* 0 .. SF_VALIDATE_MAX_SYNC_MODELS */
-    int64_t iters;             /* timed steps per strategy, >= 1 (default 20) */
-    int64_t warmup;            /* untimed steps before each round's, >= 0 (default 2) */
-    int64_t rounds;            /* rounds over the strategies, >= 1; iters when more (default 4) */
-    uint64_t seed;             /* initial weights, synthetic batches, the runtime (default 1) */
-    const sf_machine *machine; /* the ranks' machine, for the runtime's sync steps (the
-                                * hierarchical scheme's nodes); NULL: one node */
+    int n_models;                /* 0 .. SF_VALIDATE_MAX_SYNC_MODELS */
+    int64_t iters;               /* timed steps per strategy, >= 1 (default 20) */
+    int64_t warmup;              /* untimed steps before each round's, >= 0 (default 2) */
+    int64_t rounds;              /* rounds over the strategies, >= 1; iters when more (default 4) */
+    uint64_t seed;               /* initial weights, synthetic batches, the runtime (default 1) */
+    sf_optimizer_kind optimizer; /* the runtime's, with sf_optimizer_default's settings
+                                  * (default sgd); the predictions take the cost model's */
+    const sf_machine *machine;   /* the ranks' machine, for the runtime's sync steps (the
+                                  * hierarchical scheme's nodes); NULL: one node */
     sf_validate_predicted_fn on_predicted; /* each may be NULL */
     sf_validate_measured_fn on_measured;
     sf_validate_step_fn on_step;

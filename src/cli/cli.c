@@ -580,8 +580,22 @@ int sf_cli_dtype_option(sf_cli_args *a, sf_dtype *out) {
     return 1;
 }
 
+const char sf_cli_optimizer_help[] =
+    "  --optimizer O          sgd (default), adam or adamw: the optimizer the plan\n"
+    "                         trains with, its state a weight keeps (sgd's momentum 4\n"
+    "                         bytes, adam's two moments 8) and its update's loop\n";
+
+int sf_cli_optimizer_option(sf_cli_args *a, sf_optimizer_kind *out) {
+    const char *v = NULL;
+    if (!sf_cli_str(a, "--optimizer", NULL, &v)) return 0;
+    if (v && sf_optimizer_parse(v, out) != 0)
+        a->status =
+            sf_cli_usage_error(a->cmd, "--optimizer must be sgd, adam or adamw, not '%.64s'", v);
+    return 1;
+}
+
 int sf_cli_cost_model_open(const sf_machine *m, const char *costs_path, sf_dtype dtype,
-                           sf_cost_model **out) {
+                           sf_optimizer_kind optimizer, sf_cost_model **out) {
     *out = NULL;
     sf_error err = {0};
     if (sf_machine_check_dtype(m, dtype, &err) != SF_OK) return sf_cli_fail_err(&err);
@@ -592,6 +606,7 @@ int sf_cli_cost_model_open(const sf_machine *m, const char *costs_path, sf_dtype
     sf_analytic_params ap;
     sf_analytic_params_default(&ap);
     ap.dtype = dtype;
+    ap.optimizer = optimizer;
     sf_cost_model *analytic = sf_cost_analytic_new(m, &ap);
     if (!analytic) return sf_cli_fail("out of memory");
     if (!costs_path) {

@@ -259,14 +259,19 @@ int sf_cli_strategy_open(const char *name_or_path, const sf_graph *g, const sf_m
  * costs file (--costs FILE, written by `soapflow profile`), the profiled model
  * over it with the analytic one as its fallback. Warns when the file was
  * measured on another device kind than the machine's. Returns an exit status;
- * *out on success. */
+ * *out on success. dtype and optimizer: what the plan trains in and with. */
 int sf_cli_cost_model_open(const sf_machine *m, const char *costs_path, sf_dtype dtype,
-                           sf_cost_model **out);
+                           sf_optimizer_kind optimizer, sf_cost_model **out);
 /* --dtype fp32|fp16|bf16, the precision a plan trains in (docs/cost-model.md,
  * "Precision"): into *out; returns 1 when the option was consumed (a bad value
  * sets a->status). */
 int sf_cli_dtype_option(sf_cli_args *a, sf_dtype *out);
 extern const char sf_cli_dtype_help[];
+/* --optimizer sgd|adam|adamw, the optimizer a plan trains with (cost.h, "the
+ * optimizer"): into *out; returns 1 when the option was consumed (a bad value
+ * sets a->status). */
+int sf_cli_optimizer_option(sf_cli_args *a, sf_optimizer_kind *out);
+extern const char sf_cli_optimizer_help[];
 /* The simulator's options of simulate, search and bench sim: --sync
  * overlap|bulk, --sync-scheme ring|ps|hierarchical and --segments N. Returns 1 when an option was
  * consumed (a bad value sets a->status). */

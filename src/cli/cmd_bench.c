@@ -139,7 +139,7 @@ static int bench_sim(int argc, char **argv) {
     int rc = sf_cli_model_open(a.cmd, &mo, sf_machine_num_devices(m), &g);
     if (rc == SF_EXIT_OK) rc = sf_cli_strategy_open(strategy, g, m, &s);
     if (rc != SF_EXIT_OK) goto done;
-    rc = sf_cli_cost_model_open(m, NULL, dtype, &cm);
+    rc = sf_cli_cost_model_open(m, NULL, dtype, SF_OPTIMIZER_SGD, &cm);
     if (rc != SF_EXIT_OK) goto done;
     sf_bench_sim_result br;
     if (sf_bench_sim(g, m, cm, &so, s, reps, moves, (uint64_t)seed, &br, &err) != SF_OK) {

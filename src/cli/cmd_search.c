@@ -53,6 +53,7 @@ static int usage(FILE *out) {
         "                         the analytic roofline model)\n"
         "%s"
         "%s"
+        "%s"
         "  --out FILE             write the best strategy (strategy JSON)\n"
         "  --trace FILE           Chrome trace of the best strategy's iteration\n"
         "  --svg FILE             SVG timeline of the best strategy's iteration\n"
@@ -68,7 +69,8 @@ static int usage(FILE *out) {
         "example:\n"
         "  soapflow search --model inception_v3 --machine p100-4x4 --budget 30s --out best.json\n"
         "  soapflow simulate --model inception_v3 --machine p100-4x4 --strategy best.json\n",
-        sf_cli_model_help, sf_cli_sim_help, sf_cli_dtype_help, sf_cli_memory_help);
+        sf_cli_model_help, sf_cli_sim_help, sf_cli_dtype_help, sf_cli_optimizer_help,
+        sf_cli_memory_help);
     return SF_EXIT_OK;
 }
 
@@ -79,6 +81,7 @@ typedef struct search_opts {
     int json, no_delta, reduce;
     sf_sim_options sim, mem; /* mem: the memory options alone (--memory-headroom) */
     sf_dtype dtype;
+    sf_optimizer_kind optimizer;
 } search_opts;
 
 /* "30s", "2m", "500ms", "1.5h" or a plain number of seconds; above 0 and
@@ -172,6 +175,7 @@ int sf_cmd_search(int argc, char **argv) {
         if (sf_cli_sim_option(&a, &o.sim)) continue;
         if (sf_cli_memory_option(&a, &o.mem)) continue;
         if (sf_cli_dtype_option(&a, &o.dtype)) continue;
+        if (sf_cli_optimizer_option(&a, &o.optimizer)) continue;
         if (sf_cli_str(&a, "--out", "-o", &o.out)) continue;
         if (sf_cli_str(&a, "--costs", NULL, &o.costs)) continue;
         if (sf_cli_str(&a, "--trace", NULL, &o.trace)) continue;
@@ -221,7 +225,7 @@ int sf_cmd_search(int argc, char **argv) {
         return rc;
     }
     sf_cost_model *cm = NULL;
-    rc = sf_cli_cost_model_open(m, o.costs, o.dtype, &cm);
+    rc = sf_cli_cost_model_open(m, o.costs, o.dtype, o.optimizer, &cm);
     if (rc != SF_EXIT_OK) {
         sf_graph_free(g);
         sf_machine_free(m);
@@ -290,6 +294,7 @@ int sf_cmd_search(int argc, char **argv) {
         json_object_set_new(j, "sync_scheme", json_string(sf_sync_scheme_name(o.sim.scheme)));
         json_object_set_new(j, "segments", json_integer(o.sim.segments));
         json_object_set_new(j, "dtype", json_string(sf_dtype_name(o.dtype)));
+        json_object_set_new(j, "optimizer", json_string(sf_optimizer_name(o.optimizer)));
         json_object_set_new(j, "baselines", b);
         if (run_optcnn) {
             sf_cli_json_set_real(j, "optcnn_ms", rows[SF_SEARCH_OPTCNN].iter_s * 1e3);

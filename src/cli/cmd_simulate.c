@@ -256,8 +256,9 @@ static int usage(FILE *out) {
             "                         peak_mem_bytes (all alive at once), memory_headroom,\n"
             "                         mem_capacity_bytes, fits,\n"
             "                         tasks, model, machine, strategy, sync, sync_scheme,\n"
-            "                         segments, dtype, batch, devices, idle_devices (no part\n"
-            "                         runs there; a warning names them) and a \"per_device\"\n"
+            "                         segments, dtype, optimizer, batch, devices,\n"
+            "                         idle_devices (no part runs there; a warning names\n"
+            "                         them) and a \"per_device\"\n"
             "                         array (device, node, busy_ms, utilization, mem_bytes,\n"
             "                         live_peak_bytes, live_peak_ms, live_peak_kinds (what\n"
             "                         the peak holds: weights, activations, received,\n"
@@ -276,6 +277,7 @@ static int usage(FILE *out) {
             "%s"
             "%s"
             "%s"
+            "%s"
             "  -h, --help             show this help\n"
             "\n"
             "compute is the sum of forward, backward and update task times over all devices;\n"
@@ -288,7 +290,7 @@ static int usage(FILE *out) {
             "  soapflow simulate --model nmt --strategy expert --json --svg nmt.svg\n"
             "  soapflow simulate --model resnet50 --strategy best.json --trace r50.trace.json\n",
             sf_cli_model_help, DEFAULT_MACHINE, DEFAULT_STRATEGY, sf_cli_memory_help,
-            sf_cli_sim_help, sf_cli_dtype_help);
+            sf_cli_sim_help, sf_cli_dtype_help, sf_cli_optimizer_help);
     return SF_EXIT_OK;
 }
 
@@ -298,6 +300,7 @@ typedef struct sim_opts {
     int json;
     sf_sim_options sim;
     sf_dtype dtype;
+    sf_optimizer_kind optimizer;
 } sim_opts;
 
 static int parse(int argc, char **argv, sim_opts *o, const char **cmd) {
@@ -318,6 +321,7 @@ static int parse(int argc, char **argv, sim_opts *o, const char **cmd) {
         if (sf_cli_sim_option(&a, &o->sim)) continue;
         if (sf_cli_memory_option(&a, &o->sim)) continue;
         if (sf_cli_dtype_option(&a, &o->dtype)) continue;
+        if (sf_cli_optimizer_option(&a, &o->optimizer)) continue;
         sf_cli_unknown(&a);
     }
     if (a.status) return a.status;
@@ -404,6 +408,7 @@ typedef struct report {
     const char *strategy;
     sf_sim_options sim;
     sf_dtype dtype;
+    sf_optimizer_kind optimizer;
     int64_t batch;
     double capacity; /* smallest device memory, bytes */
     int peak_dev;
@@ -444,6 +449,7 @@ static int print_json(const report *rp) {
     bad |= json_object_set_new(j, "sync_scheme", json_string(sf_sync_scheme_name(rp->sim.scheme)));
     bad |= json_object_set_new(j, "segments", json_integer(rp->sim.segments));
     bad |= json_object_set_new(j, "dtype", json_string(sf_dtype_name(rp->dtype)));
+    bad |= json_object_set_new(j, "optimizer", json_string(sf_optimizer_name(rp->optimizer)));
     bad |= json_object_set_new(j, "batch", json_integer(rp->batch));
     bad |= json_object_set_new(j, "devices", json_integer(r->n_devices));
     bad |= json_object_set_new(j, "idle_devices", json_integer(rp->idle));
@@ -506,6 +512,9 @@ static int print_text(const report *rp) {
         sf_cli_table_cell(t, "fp32");
     else
         sf_cli_table_cell(t, "%s, fp32 master weights (mixed precision)", sf_dtype_name(rp->dtype));
+    sf_cli_table_cell(t, "optimizer");
+    sf_cli_table_cell(t, "%s (%d bytes of state a weight)", sf_optimizer_name(rp->optimizer),
+                      4 * sf_optimizer_state_slots(rp->optimizer));
     if (rp->sim.segments > 1) {
         sf_cli_table_cell(t, "segments");
         sf_cli_table_cell(t, "%d per transfer over several links", rp->sim.segments);
@@ -607,7 +616,7 @@ int sf_cmd_simulate(int argc, char **argv) {
     rc = sf_cli_strategy_open(o.strategy, g, m, &s);
     if (rc != SF_EXIT_OK) goto done;
 
-    rc = sf_cli_cost_model_open(m, o.costs, o.dtype, &cm);
+    rc = sf_cli_cost_model_open(m, o.costs, o.dtype, o.optimizer, &cm);
     if (rc != SF_EXIT_OK) goto done;
     sim = sf_sim_new(g, m, cm, &o.sim, &err);
     sf_sim_result r;
@@ -636,7 +645,7 @@ int sf_cmd_simulate(int argc, char **argv) {
         rc = sf_cli_fail_err(&err);
         goto done;
     }
-    report rp = {g, m, &r, o.strategy, o.sim, o.dtype, 0, 0, 0, idle, weights};
+    report rp = {g, m, &r, o.strategy, o.sim, o.dtype, o.optimizer, 0, 0, 0, idle, weights};
     sf_graph_stats gs;
     sf_graph_stats_compute(g, &gs);
     rp.batch = gs.batch;

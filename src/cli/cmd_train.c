@@ -18,9 +18,11 @@
  * seeded order (sf_data_shuffle); the runtime gives each part its tile.
  * Checkpoints are safetensors files of the full-layout weights (`<op>.<param>`,
  * PyTorch's names and shapes), written by rank 0 after gathering the shards;
- * --save also stores the momentum ("<op>.<param>.momentum") and, in the
- * metadata, the step, the seed and the data position, so --resume continues
- * exactly where the run stopped; --save-every writes the same as it goes. A
+ * --save also stores the optimizer's state (SGD's "<op>.<param>.momentum",
+ * Adam's "<op>.<param>.exp_avg" and ".exp_avg_sq", PyTorch's names) and, in the
+ * metadata, the step (Adam's step count), the seed, the data position and an
+ * optimizer other than SGD, so --resume continues exactly where the run
+ * stopped, bit for bit; --save-every writes the same as it goes. A
  * checkpoint is input like any other: its numbers are range-checked before
  * they index the data order or add to a step count.
  */
@@ -66,22 +68,28 @@ static int usage(FILE *out) {
         "  --data-dir DIR         folder holding the dataset's IDX files\n"
         "  --epochs E             passes over the training data (default 1)\n"
         "  --iters N              steps instead of epochs (synthetic data: default 100)\n"
-        "  --lr X                 learning rate (default 0.01)\n"
         "  --lr-schedule S        constant (default) or cosine: lr * (1 + cos(pi t / T)) / 2\n"
         "                         at step t, and 0 from step T on\n"
         "  --lr-steps T           the cosine schedule's length in steps (default: the\n"
         "                         checkpoint's for --resume, else the run's last step), so\n"
         "                         that a run cut into pieces follows one schedule\n"
+        "  --optimizer O          sgd (default), adam or adamw (PyTorch's formulas;\n"
+        "                         docs/runtime.md)\n"
+        "  --lr X                 learning rate (default 0.01; adam and adamw 0.001)\n"
         "  --momentum X           SGD momentum (default 0.9)\n"
-        "  --weight-decay X       L2 weight decay (default 0)\n"
+        "  --beta1 X, --beta2 X   Adam's decay rates of its moments (default 0.9, 0.999)\n"
+        "  --eps X                Adam's term of the denominator (default 1e-8)\n"
+        "  --weight-decay X       L2 weight decay added to the gradient (sgd, adam; default\n"
+        "                         0), decoupled for adamw (default 0.01)\n"
         "  --seed S               initial weights, data order and dropout (default 1)\n"
         "  --init F.safetensors   initial weights from a checkpoint (names and shapes checked);\n"
         "                         an ONNX model starts from its initializers when it has them\n"
-        "  --save F.safetensors   write the trained weights (and momentum, step) at the end\n"
+        "  --save F.safetensors   write the trained weights (and optimizer state, step) at\n"
+        "                         the end\n"
         "  --save-every N         also write --save every N steps (atomically: a killed run\n"
         "                         keeps its last checkpoint)\n"
-        "  --resume F             continue a run saved with --save: weights, momentum,\n"
-        "                         step and data order\n"
+        "  --resume F             continue a run saved with --save: weights, optimizer\n"
+        "                         state, step and data order (the same --optimizer)\n"
         "  --trace FILE           Chrome trace of one measured iteration (the tracks and\n"
         "                         task names of 'simulate --trace')\n"
         "  --costs FILE           task costs for the prediction (soapflow profile)\n"
@@ -112,7 +120,8 @@ typedef struct train_opts {
     const char *sync, *schedule;
     sf_sync_scheme scheme;
     int64_t epochs, iters, seed, log_every, save_every, lr_steps;
-    double lr, momentum, weight_decay;
+    double lr, momentum, weight_decay, beta1, beta2, eps;
+    sf_optimizer_kind optimizer;
     int json, reference, help;
     sf_dtype dtype;
 } train_opts;
@@ -131,8 +140,8 @@ static int parse_scheme(sf_cli_args *a, sf_sync_scheme *out) {
 static int parse(int argc, char **argv, train_opts *o) {
     memset(o, 0, sizeof *o);
     o->strategy = DEFAULT_STRATEGY;
-    o->lr = 0.01;
-    o->momentum = 0.9;
+    /* NaN: not given, the optimizer's default (sf_optimizer_default) */
+    o->lr = o->momentum = o->weight_decay = o->beta1 = o->beta2 = o->eps = NAN;
     o->seed = 1;
     o->sync = "overlap";
     o->scheme = SF_SCHEME_RING;
@@ -153,6 +162,10 @@ static int parse(int argc, char **argv, train_opts *o) {
             sf_cli_double(&a, "--lr", 0, 1e6, &o->lr) ||
             sf_cli_double(&a, "--momentum", 0, 1, &o->momentum) ||
             sf_cli_double(&a, "--weight-decay", 0, 1e6, &o->weight_decay) ||
+            sf_cli_double(&a, "--beta1", 0, 0.999999, &o->beta1) ||
+            sf_cli_double(&a, "--beta2", 0, 0.999999, &o->beta2) ||
+            sf_cli_double(&a, "--eps", 1e-30, 1, &o->eps) ||
+            sf_cli_optimizer_option(&a, &o->optimizer) ||
             sf_cli_int(&a, "--seed", NULL, 0, INT64_MAX, &o->seed) ||
             sf_cli_str(&a, "--init", NULL, &o->init) || sf_cli_str(&a, "--save", NULL, &o->save) ||
             sf_cli_str(&a, "--resume", NULL, &o->resume) ||
@@ -177,6 +190,21 @@ static int parse(int argc, char **argv, train_opts *o) {
                                   sf_dtype_name(o->dtype), sf_dtype_name(o->dtype));
     if (o->epochs && o->iters)
         return sf_cli_usage_error("train", "--epochs and --iters exclude each other");
+    int sgd = o->optimizer == SF_OPTIMIZER_SGD;
+    if (sgd && (!isnan(o->beta1) || !isnan(o->beta2) || !isnan(o->eps)))
+        return sf_cli_usage_error("train", "--beta1, --beta2 and --eps are Adam's: add --optimizer "
+                                           "adam or adamw");
+    if (!sgd && !isnan(o->momentum))
+        return sf_cli_usage_error("train", "--momentum is SGD's; %s has --beta1 and --beta2",
+                                  sf_optimizer_name(o->optimizer));
+    sf_optimizer def;
+    sf_optimizer_default(&def, o->optimizer);
+    if (isnan(o->lr)) o->lr = def.lr;
+    if (isnan(o->momentum)) o->momentum = def.momentum;
+    if (isnan(o->weight_decay)) o->weight_decay = def.weight_decay;
+    if (isnan(o->beta1)) o->beta1 = def.beta1;
+    if (isnan(o->beta2)) o->beta2 = def.beta2;
+    if (isnan(o->eps)) o->eps = def.eps;
     if (o->init && o->resume)
         return sf_cli_usage_error("train", "--init and --resume exclude each other");
     if (o->save_every && !o->save)
@@ -250,39 +278,53 @@ static void fill_batch(sf_batch_bufs *bb, const sf_dataset *ds, const int64_t *o
 
 /* ---- checkpoints ---------------------------------------------------------------- */
 
-#define MOMENTUM_SUFFIX ".momentum"
+/* What a checkpoint holds of the run: its passes over the operators, in file
+ * order (SGD's files are what they were before Adam: weights, momentum,
+ * buffers), and the suffix of each pass's tensor names. */
+enum { PASS_WEIGHTS, PASS_STATE0, PASS_BUFFERS, PASS_STATE1, N_PASSES };
 
-/* "<op>.<param>" or "<op>.<param>.momentum", malloc'd (NULL when out of
- * memory): operator names have no length limit, so neither have these. */
-static char *tensor_name(const char *op, const char *param, int momentum) {
-    const char *suffix = momentum ? MOMENTUM_SUFFIX : "";
+/* The tensor-name suffix of pass p under optimizer k: PyTorch's state names
+ * (SGD's momentum_buffer shortened to soapflow's ".momentum", as it was). */
+static const char *pass_suffix(int p, sf_optimizer_kind k) {
+    if (p == PASS_STATE0) return k == SF_OPTIMIZER_SGD ? ".momentum" : ".exp_avg";
+    if (p == PASS_STATE1) return ".exp_avg_sq";
+    return "";
+}
+
+/* "<op>.<param><suffix>", malloc'd (NULL when out of memory): operator names
+ * have no length limit, so neither have these. */
+static char *tensor_name(const char *op, const char *param, const char *suffix) {
     size_t n = strlen(op) + 1 + strlen(param) + strlen(suffix) + 1;
     char *s = malloc(n);
     if (s) snprintf(s, n, "%s.%s%s", op, param, suffix);
     return s;
 }
 
-/* Write the gathered weights (and momentum) of g as safetensors, on rank 0,
- * with the buffers b (batch norm's running statistics, "<op>.running_mean"
- * and "<op>.running_var" as in PyTorch's state_dict) when b is not NULL. */
-static sf_status save_checkpoint(const char *path, const sf_graph *g, float **w, float **v,
-                                 float **b, int64_t step, int64_t seed, int64_t lr_steps,
-                                 sf_error *err) {
+/* Write the gathered weights (and optimizer state: v, and v2 under Adam) of g
+ * as safetensors, on rank 0, with the buffers b (batch norm's running
+ * statistics, "<op>.running_mean" and "<op>.running_var" as in PyTorch's
+ * state_dict) when b is not NULL. */
+static sf_status save_checkpoint(const char *path, const sf_graph *g, sf_optimizer_kind opt,
+                                 float **w, float **v, float **v2, float **b, int64_t step,
+                                 int64_t seed, int64_t lr_steps, sf_error *err) {
     int n = sf_graph_num_ops(g), cap = 0;
-    for (int i = 0; i < n; i++) cap += 3 * SF_MAX_PARAMS;
+    for (int i = 0; i < n; i++) cap += N_PASSES * SF_MAX_PARAMS;
     sf_st_tensor *t = calloc((size_t)(cap ? cap : 1), sizeof *t);
     char **names = calloc((size_t)(cap ? cap : 1), sizeof *names);
     sf_status st = t && names ? SF_OK : SF_ERR_NOMEM;
     int nt = 0;
-    for (int pass = 0; pass < 3 && st == SF_OK; pass++) { /* weights, momentum, buffers */
-        float **src = pass == 0 ? w : pass == 1 ? v : b;
+    for (int pass = 0; pass < N_PASSES && st == SF_OK; pass++) {
+        float **src = pass == PASS_WEIGHTS  ? w
+                      : pass == PASS_STATE0 ? v
+                      : pass == PASS_STATE1 ? (v ? v2 : NULL)
+                                            : b;
         for (int i = 0; src && i < n && st == SF_OK; i++) {
             if (!src[i]) continue;
             const sf_op *op = sf_graph_op(g, i);
             sf_param_desc d[SF_MAX_PARAMS];
-            int np = pass == 2 ? sf_buffer_descs(op, d) : sf_op_param_descs(op, d);
+            int np = pass == PASS_BUFFERS ? sf_buffer_descs(op, d) : sf_op_param_descs(op, d);
             for (int k = 0; k < np; k++) {
-                names[nt] = tensor_name(op->name, d[k].name, pass == 1);
+                names[nt] = tensor_name(op->name, d[k].name, pass_suffix(pass, opt));
                 if (!names[nt]) {
                     st = SF_ERR_NOMEM;
                     break;
@@ -301,12 +343,20 @@ static sf_status save_checkpoint(const char *path, const sf_graph *g, float **w,
         snprintf(step_s, sizeof step_s, "%lld", (long long)step);
         snprintf(seed_s, sizeof seed_s, "%lld", (long long)seed);
         snprintf(lr_s, sizeof lr_s, "%lld", (long long)lr_steps);
-        const char *keys[] = {"format", "soapflow.model", "soapflow.step", "soapflow.seed",
-                              "soapflow.lr_steps"};
-        const char *vals[] = {"pt", sf_graph_name(g), step_s, seed_s, lr_s};
+        const char *keys[6] = {"format", "soapflow.model", "soapflow.step", "soapflow.seed"};
+        const char *vals[6] = {"pt", sf_graph_name(g), step_s, seed_s};
+        size_t n_meta = v ? 4 : 2;
         /* a schedule's T only when there is one (lr_steps > 0), so that a constant
-         * rate's checkpoints do not depend on how a run was cut */
-        size_t n_meta = v ? (lr_steps > 0 ? 5 : 4) : 2;
+         * rate's checkpoints do not depend on how a run was cut; the optimizer
+         * when it is not SGD (an SGD checkpoint is what it was before Adam) */
+        if (v && lr_steps > 0) {
+            keys[n_meta] = "soapflow.lr_steps";
+            vals[n_meta++] = lr_s;
+        }
+        if (v && opt != SF_OPTIMIZER_SGD) {
+            keys[n_meta] = "soapflow.optimizer";
+            vals[n_meta++] = sf_optimizer_name(opt);
+        }
         st = sf_safetensors_write(path, t, (size_t)nt, keys, vals, n_meta, err);
     } else {
         sf_error_set(err, st, "out of memory");
@@ -335,37 +385,58 @@ static sf_status meta_int(const sf_st_file *f, const char *path, const char *key
     return SF_OK;
 }
 
-/* Load weights (and momentum, for a resume) into w and v from a checkpoint:
- * every tensor of the model must be there with its shape; mismatches are listed.
+/* Load weights (and optimizer state, for a resume: v, and v2 under Adam) into
+ * w, v and v2 from a checkpoint: every tensor of the model must be there with
+ * its shape; mismatches are listed. A resume's checkpoint must have been saved
+ * by the same optimizer (its metadata 'soapflow.optimizer', sgd when absent):
+ * another's state would be read as this one's.
  * The numbers of a resume's metadata are checked against what the run does
  * with them: a step indexes the data order and adds to the steps to run, so it
  * is bounded by MAX_STEPS (the caller checks the sum); a schedule's length
  * divides. The buffers b (batch norm's running statistics) are loaded too, but may be
  * missing altogether (a checkpoint of an older soapflow): then b keeps its
  * initial values and a warning says so. */
-static sf_status load_checkpoint(const char *path, const sf_graph *g, float **w, float **v,
-                                 float **b, int64_t *step, int64_t *seed, int64_t *lr_steps,
-                                 sf_error *err) {
+static sf_status load_checkpoint(const char *path, const sf_graph *g, sf_optimizer_kind opt,
+                                 float **w, float **v, float **v2, float **b, int64_t *step,
+                                 int64_t *seed, int64_t *lr_steps, sf_error *err) {
     sf_st_file *f = sf_safetensors_read(path, err);
     if (!f) return err->code ? err->code : SF_ERR_IO;
     char bad[SF_ERRMSG_MAX] = "";
     int n_bad = 0, n_buf = 0, n_buf_found = 0;
     sf_status st = SF_OK;
-    for (int pass = 0; pass < 3 && st == SF_OK; pass++) { /* weights, momentum, buffers */
-        float **dst = pass == 0 ? w : pass == 1 ? v : b;
+    if (v) {
+        const char *saved = sf_safetensors_meta(f, "soapflow.optimizer");
+        sf_optimizer_kind k = SF_OPTIMIZER_SGD;
+        if (saved && sf_optimizer_parse(saved, &k) != 0)
+            st = sf_error_set(err, SF_ERR_PARSE,
+                              "%s: metadata 'soapflow.optimizer' is '%.40s', expected sgd, adam "
+                              "or adamw",
+                              path, saved);
+        else if (k != opt)
+            st = sf_error_set(err, SF_ERR_INVALID,
+                              "%s: saved by a run with --optimizer %s, this one has %s: resume "
+                              "with --optimizer %s",
+                              path, sf_optimizer_name(k), sf_optimizer_name(opt),
+                              sf_optimizer_name(k));
+    }
+    for (int pass = 0; pass < N_PASSES && st == SF_OK; pass++) {
+        float **dst = pass == PASS_WEIGHTS  ? w
+                      : pass == PASS_STATE0 ? v
+                      : pass == PASS_STATE1 ? (v ? v2 : NULL)
+                                            : b;
         for (int i = 0; dst && i < sf_graph_num_ops(g) && st == SF_OK; i++) {
             if (!dst[i]) continue;
             const sf_op *op = sf_graph_op(g, i);
             sf_param_desc d[SF_MAX_PARAMS];
-            int np = pass == 2 ? sf_buffer_descs(op, d) : sf_op_param_descs(op, d);
+            int np = pass == PASS_BUFFERS ? sf_buffer_descs(op, d) : sf_op_param_descs(op, d);
             for (int k = 0; k < np; k++) {
-                char *name = tensor_name(op->name, d[k].name, pass == 1);
+                char *name = tensor_name(op->name, d[k].name, pass_suffix(pass, opt));
                 if (!name) {
                     st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
                     break;
                 }
                 const sf_st_tensor *tp = sf_safetensors_find(f, name);
-                if (pass == 2) {
+                if (pass == PASS_BUFFERS) {
                     n_buf++;
                     n_buf_found += tp != NULL;
                     if (!tp) { /* all missing: warned below; some: listed */
@@ -424,6 +495,7 @@ typedef struct train_state {
     int input, loss;
     sf_batch_bufs *bb;
     float **w, **v, **b; /* weights, momentum, buffers (batch norm's running statistics) */
+    float **v2;          /* Adam's second moment; NULL under SGD */
     int64_t *order;
     double predicted_s;
     double predicted_peak;
@@ -476,15 +548,17 @@ static int setup(train_state *t, sf_error *err) {
     t->bb = sf_batch_bufs_new(t->g, err);
     if (!t->w) t->w = sf_params_new(t->g, (uint64_t)o->seed, 0, err);
     t->v = sf_params_new(t->g, 0, 1, err);
+    int adam = o->optimizer != SF_OPTIMIZER_SGD;
+    if (adam) t->v2 = sf_params_new(t->g, 0, 1, err);
     t->b = sf_buffers_new(t->g, err);
-    if (!t->bb || !t->w || !t->v || !t->b) return sf_cli_fail_err(err);
+    if (!t->bb || !t->w || !t->v || (adam && !t->v2) || !t->b) return sf_cli_fail_err(err);
     return SF_EXIT_OK;
 }
 
 /* The simulator's prediction for the strategy on the machine. */
 static int predict(train_state *t, sf_error *err) {
     sf_cost_model *cm = NULL;
-    int rc = sf_cli_cost_model_open(t->m, t->o.costs, SF_DTYPE_FP32, &cm);
+    int rc = sf_cli_cost_model_open(t->m, t->o.costs, SF_DTYPE_FP32, t->o.optimizer, &cm);
     if (rc != SF_EXIT_OK) return rc;
     sf_sim_options so;
     sf_sim_options_default(&so);
@@ -513,6 +587,7 @@ static void state_free(train_state *t) {
     if (t->g) {
         sf_params_free(t->g, t->w);
         sf_params_free(t->g, t->v);
+        if (t->v2) sf_params_free(t->g, t->v2);
         sf_params_free(t->g, t->b);
     }
     free(t->order);
@@ -548,17 +623,20 @@ static sf_status evaluate(train_state *t, double *acc, int64_t *seen, sf_error *
     return st;
 }
 
-/* Gather the weights and momentum on rank 0 and write them there as the
- * checkpoint after `step` steps. Collective: every rank gets the outcome. */
+/* Gather the weights and optimizer state on rank 0 and write them there as
+ * the checkpoint after `step` steps. Collective: every rank gets the outcome. */
 static sf_status checkpoint(train_state *t, int64_t step, int64_t seed, int64_t lr_steps,
                             sf_error *err) {
     sf_status st = sf_runtime_get_params(t->rt, SF_RT_WEIGHTS, t->rank == 0 ? t->w : NULL, err);
     if (st == SF_OK)
         st = sf_runtime_get_params(t->rt, SF_RT_MOMENTUM, t->rank == 0 ? t->v : NULL, err);
+    if (st == SF_OK && t->v2)
+        st = sf_runtime_get_params(t->rt, SF_RT_SECOND_MOMENT, t->rank == 0 ? t->v2 : NULL, err);
     if (st == SF_OK) st = sf_runtime_get_buffers(t->rt, t->b, err);
     sf_status ws = SF_OK;
     if (st == SF_OK && t->rank == 0)
-        ws = save_checkpoint(t->o.save, t->g, t->w, t->v, t->b, step, seed, lr_steps, err);
+        ws = save_checkpoint(t->o.save, t->g, t->o.optimizer, t->w, t->v, t->v2, t->b, step, seed,
+                             lr_steps, err);
     if (st == SF_OK) st = sf_comm_agree(t->comm, ws, err);
     return st;
 }
@@ -591,8 +669,9 @@ int sf_cmd_train(int argc, char **argv) {
     if (rc == SF_EXIT_OK) rc = predict(&t, &err);
     int64_t step0 = 0, seed = t.o.seed, lr_steps = 0;
     if (rc == SF_EXIT_OK && (t.o.init || t.o.resume)) {
-        if (load_checkpoint(t.o.init ? t.o.init : t.o.resume, t.g, t.w, t.o.resume ? t.v : NULL,
-                            t.b, t.o.resume ? &step0 : NULL, t.o.resume ? &seed : NULL,
+        if (load_checkpoint(t.o.init ? t.o.init : t.o.resume, t.g, t.o.optimizer, t.w,
+                            t.o.resume ? t.v : NULL, t.o.resume ? t.v2 : NULL, t.b,
+                            t.o.resume ? &step0 : NULL, t.o.resume ? &seed : NULL,
                             t.o.resume ? &lr_steps : NULL, &err) != SF_OK)
             rc = sf_cli_fail_err(&err);
     }
@@ -625,8 +704,12 @@ int sf_cmd_train(int argc, char **argv) {
 
     sf_runtime_options ro;
     sf_runtime_options_default(&ro);
+    ro.optimizer = t.o.optimizer;
     ro.lr = t.o.lr;
     ro.momentum = t.o.momentum;
+    ro.beta1 = t.o.beta1;
+    ro.beta2 = t.o.beta2;
+    ro.eps = t.o.eps;
     ro.weight_decay = t.o.weight_decay;
     ro.sync = strcmp(t.o.sync, "bulk") ? SF_SYNC_OVERLAP : SF_SYNC_BULK;
     ro.scheme = t.o.scheme;
@@ -639,6 +722,8 @@ int sf_cmd_train(int argc, char **argv) {
         st = sf_runtime_set_params(t.rt, SF_RT_WEIGHTS, (const float *const *)t.w, &err);
     if (st == SF_OK && t.o.resume)
         st = sf_runtime_set_params(t.rt, SF_RT_MOMENTUM, (const float *const *)t.v, &err);
+    if (st == SF_OK && t.o.resume && t.v2)
+        st = sf_runtime_set_params(t.rt, SF_RT_SECOND_MOMENT, (const float *const *)t.v2, &err);
     if (st == SF_OK) st = sf_runtime_set_buffers(t.rt, (const float *const *)t.b, &err);
     if (st == SF_OK) sf_runtime_set_steps(t.rt, step0);
 
@@ -652,9 +737,10 @@ int sf_cmd_train(int argc, char **argv) {
     if (!times || !losses) st = sf_error_set(&err, SF_ERR_NOMEM, "out of memory");
     int report = t.rank == 0 && !t.o.json;
     if (report && st == SF_OK)
-        printf("%s on %d rank%s (%s), strategy %s, batch %lld, data %s, %lld steps\n",
+        printf("%s on %d rank%s (%s), strategy %s, batch %lld, data %s, %lld steps, %s\n",
                sf_graph_name(t.g), t.ranks, t.ranks > 1 ? "s" : "", sf_comm_kind(t.comm),
-               t.o.strategy, (long long)batch, t.o.data, (long long)total);
+               t.o.strategy, (long long)batch, t.o.data, (long long)total,
+               sf_optimizer_name(t.o.optimizer));
     sf_progress prog;
     if (t.rank == 0 && !t.o.json) sf_progress_start(&prog, stderr, "train", (double)total);
     int64_t epoch_loaded = -1, traced = 0;
@@ -734,6 +820,7 @@ int sf_cmd_train(int argc, char **argv) {
             json_object_set_new(j, "ranks", json_integer(t.ranks));
             json_object_set_new(j, "batch", json_integer(batch));
             json_object_set_new(j, "data", json_string(t.o.data));
+            json_object_set_new(j, "optimizer", json_string(sf_optimizer_name(t.o.optimizer)));
             json_object_set_new(j, "steps", json_integer(total));
             sf_cli_json_set_number(j, "loss_first", losses[0]);
             sf_cli_json_set_number(j, "loss_last", losses[total - 1]);

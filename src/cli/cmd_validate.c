@@ -80,6 +80,8 @@ static int usage(FILE *out) {
             "                         the steps (default %d): load on a shared host spreads\n"
             "  --warmup N             untimed steps before each round's (default %d)\n"
             "  --seed S               random strategies, the search, weights, data (default 1)\n"
+            "  --optimizer O          sgd (default), adam or adamw: what the runtime updates\n"
+            "                         with (its default settings) and the predictions price\n"
             "  --search-iters N       proposals of 'search' (default %d)\n"
             "  --reduce-splits        random:K and search also split reduction dimensions\n"
             "                         (partial sums: row-parallel linears) and softmax_ce's\n"
@@ -111,6 +113,7 @@ typedef struct validate_opts {
     sf_sync_scheme scheme;
     int64_t iters, warmup, rounds, seed, search_iters;
     int json, help, reduce;
+    sf_optimizer_kind optimizer;
 } validate_opts;
 
 static int parse(int argc, char **argv, validate_opts *o) {
@@ -152,7 +155,8 @@ static int parse(int argc, char **argv, validate_opts *o) {
             sf_cli_int(&a, "--seed", NULL, 0, INT64_MAX, &o->seed) ||
             sf_cli_int(&a, "--search-iters", NULL, 1, 100000000, &o->search_iters) ||
             sf_cli_flag(&a, "--json", NULL, &o->json) ||
-            sf_cli_flag(&a, "--reduce-splits", NULL, &o->reduce))
+            sf_cli_flag(&a, "--reduce-splits", NULL, &o->reduce) ||
+            sf_cli_optimizer_option(&a, &o->optimizer))
             continue;
         sf_cli_unknown(&a);
     }
@@ -357,7 +361,7 @@ static int setup(vstate *v) {
                            "'mpirun -n %d' or give a machine of %d devices",
                            sf_machine_name(v->m), sf_machine_num_devices(v->m), v->ranks,
                            sf_machine_num_devices(v->m), v->ranks);
-    rc = sf_cli_cost_model_open(v->m, o->costs, SF_DTYPE_FP32, &v->cm);
+    rc = sf_cli_cost_model_open(v->m, o->costs, SF_DTYPE_FP32, o->optimizer, &v->cm);
     if (rc != SF_EXIT_OK) return rc;
     sf_sim_options_default(&v->so);
     v->so.sync = o->sync;
@@ -415,6 +419,7 @@ static int predict(vstate *v) {
     vo->warmup = v->o.warmup;
     vo->rounds = v->o.rounds;
     vo->seed = (uint64_t)v->o.seed;
+    vo->optimizer = v->o.optimizer;
     vo->machine = v->m;
     vo->on_predicted = v->o.trace_dir ? write_predicted : NULL;
     vo->on_measured = v->o.trace_dir ? write_measured : NULL;
@@ -472,6 +477,7 @@ static int print_json(const vstate *v, const sf_validate_summary *s) {
     bad |= json_object_set_new(j, "ranks", json_integer(v->ranks));
     bad |= json_object_set_new(j, "batch", json_integer(v->batch));
     bad |= json_object_set_new(j, "cost_model", json_string(sf_cost_name(v->cm)));
+    bad |= json_object_set_new(j, "optimizer", json_string(sf_optimizer_name(v->o.optimizer)));
     bad |= json_object_set_new(j, "costs", v->o.costs ? json_string(v->o.costs) : json_null());
     bad |= json_object_set_new(j, "costs_missed_tasks", json_integer(v->missed));
     bad |= json_object_set_new(j, "sync", json_string(sf_sync_mode_name(v->o.sync)));
@@ -548,10 +554,11 @@ static void fmt_tau(double tau, char *buf, size_t n) {
 }
 
 static int print_text(const vstate *v, const sf_validate_summary *s) {
-    printf("%s on %d rank%s (%s), machine %s, batch %lld, %s costs%s%s, sync %s\n",
+    printf("%s on %d rank%s (%s), machine %s, batch %lld, %s costs%s%s, sync %s, optimizer %s\n",
            sf_graph_name(v->g), v->ranks, v->ranks > 1 ? "s" : "", sf_comm_kind(v->comm),
            sf_machine_name(v->m), (long long)v->batch, sf_cost_name(v->cm),
-           v->o.costs ? " from " : "", v->o.costs ? v->o.costs : "", sf_sync_mode_name(v->o.sync));
+           v->o.costs ? " from " : "", v->o.costs ? v->o.costs : "", sf_sync_mode_name(v->o.sync),
+           sf_optimizer_name(v->o.optimizer));
     printf("measured: median of %lld steps in %lld rounds over the strategies, each after %lld "
            "warm-up, synthetic data\n\n",
            (long long)v->o.iters, (long long)sf_validate_rounds(&v->vo), (long long)v->o.warmup);

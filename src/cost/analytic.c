@@ -6,16 +6,19 @@
  *
  *     fwd/bwd:  launch_s + max(flops / (peak[dtype] * efficiency[op type]),
  *                              bytes / (mem_bw * mem_efficiency))
- *     update:   launch_s + w * update_bytes / (mem_bw * mem_efficiency)
+ *     update:   launch_s + max(w * update_flops / (peak[fp32] * 0.5),
+ *                              w * update_bytes / (mem_bw * mem_efficiency))
  *
  * with flops and bytes from sf_op_tile_cost and w the weight elements of the
- * tile's shard (sf_op_tile_weights). The update is SGD with momentum, which
- * reads the weight, its gradient and the momentum and writes the momentum and
- * the weight, and zeroes the gradient for the next step (soapflow's runtime
- * does it in the same loop; a framework's zero_grad is the same store): six
- * 4-byte accesses per element in fp32, a few FLOPs each, so it is
- * bandwidth-bound on every device. An empty tile, or an update of a tile
- * without weights, is no task: 0 s.
+ * tile's shard (sf_op_tile_weights). The update is the optimizer's loop
+ * (optimizer.c: sf_optimizer_update_bytes and _flops): SGD with momentum reads
+ * the weight, its gradient and the momentum and writes the momentum and the
+ * weight, and zeroes the gradient for the next step (soapflow's runtime does
+ * it in the same loop; a framework's zero_grad is the same store): six 4-byte
+ * accesses per element in fp32; Adam has a second state, eight. A few FLOPs
+ * each (6 and 15), so the memory term decides on every device: the compute
+ * term is there so that the price holds the loop's whole description. An
+ * empty tile, or an update of a tile without weights, is no task: 0 s.
  *
  * Precision (dtype, docs/cost-model.md): flops run at peak[dtype]; the bytes
  * of sf_op_tile_cost, which an operator counts in fp32 elements (SF_ELEM_BYTES:
@@ -24,7 +27,7 @@
  * the 16-bit compute copy of the weights. The update of mixed precision reads
  * and writes the fp32 master and momentum (16 bytes), reads and zeroes the
  * 16-bit gradient and writes the new 16-bit compute copy (3 x 2 bytes): 22
- * bytes an element, against fp32's 24.
+ * bytes an element, against fp32's 24 (Adam: 30 and 32).
  *
  * A roofline (Williams, Waterman, Patterson, CACM 2009) with a fixed per-task
  * overhead plans clusters one does not own from data-sheet figures alone; it
@@ -42,13 +45,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Bytes the update moves per weight element (SGD with momentum): read and
- * write the fp32 weight and momentum (4 x 4 bytes), read and zero the gradient
- * (2 in the dtype), and under mixed precision write the compute copy (1 more). */
-static double update_bytes(sf_dtype t) {
-    double db = sf_dtype_bytes(t);
-    return 4.0 * 4 + db * (t == SF_DTYPE_FP32 ? 2 : 3);
-}
+/* The efficiency the update's FLOPs reach: an elementwise loop's, as every
+ * operator without a table entry of its own (its memory term decides anyway). */
+#define UPDATE_EFFICIENCY 0.5
 
 /*
  * Defaults (docs/cost-model.md has the longer argument):
@@ -90,6 +89,7 @@ static int params_ok(const sf_analytic_params *p) {
     if (!(p->launch_s >= 0)) return 0;
     if (!(p->mem_efficiency > 0 && p->mem_efficiency <= 1)) return 0;
     if ((unsigned)p->dtype >= SF_DTYPE_COUNT) return 0;
+    if ((unsigned)p->optimizer >= SF_OPTIMIZER_COUNT) return 0;
     for (int i = 0; i < SF_OP_COUNT; i++)
         if (!(p->efficiency[i] > 0 && p->efficiency[i] <= 1)) return 0;
     return 1;
@@ -120,7 +120,11 @@ static double analytic_task_s(void *self, const sf_op *op, const sf_tile *t,
         double bw = kind->mem_bw_Bps * p->mem_efficiency;
         int64_t w = sf_op_tile_weights(op, t);
         if (w <= 0) return 0;
-        return p->launch_s + (double)w * update_bytes(p->dtype) / bw;
+        /* the optimizer's math runs on the fp32 masters: the fp32 peak */
+        double peak = kind->peak_flops[SF_DTYPE_FP32] * UPDATE_EFFICIENCY;
+        double memory = (double)w * sf_optimizer_update_bytes(p->optimizer, p->dtype) / bw;
+        double compute = peak > 0 ? (double)w * sf_optimizer_update_flops(p->optimizer) / peak : 0;
+        return p->launch_s + (compute > memory ? compute : memory);
     }
     sf_op_cost c;
     sf_op_tile_cost(op, t, &c);
@@ -172,5 +176,6 @@ sf_cost_model *sf_cost_analytic_new(const sf_machine *m, const sf_analytic_param
     cm->self = self;
     cm->machine = m;
     cm->dtype = p->dtype;
+    cm->optimizer = p->optimizer;
     return cm;
 }

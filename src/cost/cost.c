@@ -36,6 +36,10 @@ void sf_cost_task_fwd_bwd_s(const sf_cost_model *cm, const sf_op *op, const sf_t
 
 sf_dtype sf_cost_dtype(const sf_cost_model *cm) { return cm ? cm->dtype : SF_DTYPE_FP32; }
 
+sf_optimizer_kind sf_cost_optimizer(const sf_cost_model *cm) {
+    return cm ? cm->optimizer : SF_OPTIMIZER_SGD;
+}
+
 int sf_cost_elem_bytes(const sf_cost_model *cm) {
     int b = sf_dtype_bytes(sf_cost_dtype(cm));
     return b > 0 ? b : SF_ELEM_BYTES;

@@ -558,6 +558,7 @@ sf_cost_model *sf_cost_profiled_new(const sf_machine *m, sf_profile_db *db,
     cm->vt = &profiled_vt;
     cm->self = p;
     cm->machine = m;
+    cm->optimizer = fallback->optimizer; /* updates are the fallback's */
     return cm;
 fail:
     free(cm);

@@ -131,8 +131,9 @@ typedef struct rt_red {
 
 typedef struct rt_group {
     int owner;
-    int64_t n; /* elements of the full layout */
-    float *w, *g, *v;
+    int64_t n;        /* elements of the full layout */
+    float *w, *g, *v; /* weights, gradient, SGD's momentum or Adam's first moment */
+    float *v2;        /* Adam's second moment; NULL under SGD */
 } rt_group;
 
 /* One step of a shard's sync that this rank takes part in: the task graph's
@@ -232,8 +233,12 @@ struct sf_runtime {
 
 void sf_runtime_options_default(sf_runtime_options *o) {
     memset(o, 0, sizeof *o);
+    o->optimizer = SF_OPTIMIZER_SGD;
     o->lr = 0.01;
     o->momentum = 0.9;
+    o->beta1 = 0.9;
+    o->beta2 = 0.999;
+    o->eps = 1e-8;
     o->weight_decay = 0;
     o->sync = SF_SYNC_OVERLAP;
     o->scheme = SF_SCHEME_RING;
@@ -421,6 +426,7 @@ static void place_tensors(sf_runtime *rt) {
         gr->w = carve_f(rt, gr->n);
         gr->g = carve_f(rt, gr->n);
         gr->v = carve_f(rt, gr->n);
+        gr->v2 = rt->o.optimizer == SF_OPTIMIZER_SGD ? NULL : carve_f(rt, gr->n);
     }
     for (int i = 0; i < rt->n_shards; i++) {
         rt_shard *sh = &rt->shards[i];
@@ -1167,6 +1173,15 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
         rt->s = sf_strategy_clone(s);
         rt->tg = sf_taskgraph_new(g, sf_comm_size(c), err);
         if (!rt->s || !rt->tg) st = err && err->code ? err->code : SF_ERR_NOMEM;
+        int adam = rt->o.optimizer != SF_OPTIMIZER_SGD;
+        if (st == SF_OK &&
+            ((unsigned)rt->o.optimizer >= SF_OPTIMIZER_COUNT ||
+             (adam && !(rt->o.beta1 >= 0 && rt->o.beta1 < 1)) ||
+             (adam && !(rt->o.beta2 >= 0 && rt->o.beta2 < 1)) || (adam && !(rt->o.eps > 0))))
+            st = sf_error_set(err, SF_ERR_INVALID,
+                              "invalid optimizer options: kind %d, betas %g and %g (each in [0, "
+                              "1)), eps %g (> 0)",
+                              (int)rt->o.optimizer, rt->o.beta1, rt->o.beta2, rt->o.eps);
     }
     if (st == SF_OK) {
         sf_taskgraph_set_strategy(rt->tg, rt->s);
@@ -1707,26 +1722,30 @@ static sf_status post_sync(sf_runtime *rt, rt_shard *sh, sf_error *err) {
     return post_step(rt, sh, err);
 }
 
-/* SGD with momentum and weight decay on the shard's elements, which also
- * zeroes their gradient for the next step: the kernels of this rank write
- * gradients only into the elements of the shards it holds (each part's weight
- * tile is one shard's), so this replaces a memset of every group in full
- * layout at each step (mlp: 80 MB a rank) by one store in a loop that streams
- * the same memory anyway. The block starts zeroed. */
+/* The optimizer's step (sf_optimizer_step: SGD with momentum and weight
+ * decay, Adam or AdamW) on the shard's elements, which also zeroes their
+ * gradient for the next step: the kernels of this rank write gradients only
+ * into the elements of the shards it holds (each part's weight tile is one
+ * shard's), so this replaces a memset of every group in full layout at each
+ * step (mlp: 80 MB a rank) by one store in a loop that streams the same
+ * memory anyway. The block starts zeroed. Adam's step count is the step this
+ * is part of, from 1 (rt->steps counts the finished ones). */
 static void update_shard(sf_runtime *rt, rt_shard *sh) {
     rt_group *gr = &rt->groups[sh->group];
-    const float lr = (float)rt->o.lr, mu = (float)rt->o.momentum, wd = (float)rt->o.weight_decay;
+    sf_optimizer opt = {.kind = rt->o.optimizer,
+                        .lr = rt->o.lr,
+                        .momentum = rt->o.momentum,
+                        .beta1 = rt->o.beta1,
+                        .beta2 = rt->o.beta2,
+                        .eps = rt->o.eps,
+                        .weight_decay = rt->o.weight_decay};
+    int64_t t = rt->steps + 1;
     for (int i = 0; i < sh->n_slices; i++) {
         const sf_weight_slice *s = &sh->sl[i];
         for (int64_t r = 0; r < s->count; r++) {
             int64_t at = s->offset + r * s->stride;
-            float *w = gr->w + at, *g = gr->g + at, *v = gr->v + at;
-            for (int64_t q = 0; q < s->len; q++) {
-                float d = g[q] + wd * w[q];
-                v[q] = mu * v[q] + d;
-                w[q] -= lr * v[q];
-                g[q] = 0.0f;
-            }
+            sf_optimizer_step(&opt, t, gr->w + at, gr->g + at, gr->v + at,
+                              gr->v2 ? gr->v2 + at : NULL, s->len);
         }
     }
 }
@@ -1937,13 +1956,23 @@ sf_status sf_runtime_forward(sf_runtime *rt, const sf_batch *b, int train, doubl
 /* ---- parameters ------------------------------------------------------------------ */
 
 static float *group_buf(rt_group *gr, sf_rt_params which) {
-    return which == SF_RT_WEIGHTS ? gr->w : gr->v;
+    return which == SF_RT_WEIGHTS ? gr->w : which == SF_RT_MOMENTUM ? gr->v : gr->v2;
+}
+
+/* SF_OK when the runtime keeps `which`: a kind it knows, and a second moment
+ * only under Adam. */
+static sf_status params_kind_ok(const sf_runtime *rt, sf_rt_params which, sf_error *err) {
+    if (which < 0 || which >= SF_RT_PARAMS_COUNT)
+        return sf_error_set(err, SF_ERR_INVALID, "bad parameter kind");
+    if (which == SF_RT_SECOND_MOMENT && rt->o.optimizer == SF_OPTIMIZER_SGD)
+        return sf_error_set(err, SF_ERR_INVALID, "sgd keeps no second moment (adam, adamw do)");
+    return SF_OK;
 }
 
 sf_status sf_runtime_set_params(sf_runtime *rt, sf_rt_params which, const float *const *bufs,
                                 sf_error *err) {
-    if (which < 0 || which >= SF_RT_PARAMS_COUNT)
-        return sf_error_set(err, SF_ERR_INVALID, "bad parameter kind");
+    sf_status kst = params_kind_ok(rt, which, err);
+    if (kst != SF_OK) return kst;
     for (int i = 0; i < rt->n_groups; i++) {
         rt_group *gr = &rt->groups[i];
         float *dst = group_buf(gr, which);
@@ -1957,8 +1986,8 @@ sf_status sf_runtime_set_params(sf_runtime *rt, sf_rt_params which, const float 
 
 sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const *bufs,
                                 sf_error *err) {
-    if (which < 0 || which >= SF_RT_PARAMS_COUNT)
-        return sf_error_set(err, SF_ERR_INVALID, "bad parameter kind");
+    sf_status kst = params_kind_ok(rt, which, err);
+    if (kst != SF_OK) return kst;
     /* Each shard from its first device, in the global order on every rank:
      * rank 0 takes them one by one. Tags above every message tag. */
     sf_status st = SF_OK;

@@ -11,8 +11,8 @@
  * convolution (sample, channel, height, width) has 70 candidates. With
  * check_memory, a config whose largest part (sf_op_tile_memory: saved and output
  * activations in the plan's dtype, plus fp32 weights x 3 for weights, gradients
- * and optimizer state, which mixed precision's masters and 16-bit copies and
- * gradients take too) does
+ * and SGD's momentum, x 4 with Adam's two moments, which mixed precision's
+ * masters and 16-bit copies and gradients take too) does
  * not fit the device is dropped; when none fits, the config with the smallest
  * largest part is kept so that the search always answers. max_configs > 0 keeps
  * the configs of lowest node cost (and always the data-parallel one).
@@ -180,9 +180,12 @@ static void degrees_of(const oc_cfg *k, sf_config *c) {
 }
 
 /* act_scale: the plan's element bytes over fp32's (activations are in the
- * dtype). The weights' 3 x fp32 bytes hold under mixed precision too: an fp32
- * master and momentum and 16-bit copy and gradient are 4 + 4 + 2 + 2 bytes. */
-static double largest_part_bytes(const sf_op *op, const oc_cfg *k, double act_scale) {
+ * dtype). w_scale: the fp32 bytes a weight keeps over its own, 2 + the
+ * optimizer's state slots (SGD 3: weight, gradient, momentum; Adam 4), which
+ * hold under mixed precision too: an fp32 master and momentum and 16-bit copy
+ * and gradient are 4 + 4 + 2 + 2 bytes (Adam: 4 more for its second moment). */
+static double largest_part_bytes(const sf_op *op, const oc_cfg *k, double act_scale,
+                                 double w_scale) {
     double worst = 0;
     sf_config c;
     degrees_of(k, &c);
@@ -191,7 +194,7 @@ static double largest_part_bytes(const sf_op *op, const oc_cfg *k, double act_sc
         sf_op_mem mem;
         sf_config_part_tile(op, &c, p, &t);
         sf_op_tile_memory(op, &t, &mem);
-        double b = (mem.saved_bytes + mem.output_bytes) * act_scale + 3.0 * mem.weight_bytes;
+        double b = (mem.saved_bytes + mem.output_bytes) * act_scale + w_scale * mem.weight_bytes;
         if (b > worst) worst = b;
     }
     return worst;
@@ -220,6 +223,7 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
     int pmax = n_dev < SF_MAX_PARTS ? n_dev : SF_MAX_PARTS;
     double mem_cap = sf_machine_device_kind(m, 0)->mem_bytes;
     double act_scale = (double)sf_cost_elem_bytes(cm) / SF_ELEM_BYTES;
+    double w_scale = 2.0 + sf_optimizer_state_slots(sf_cost_optimizer(cm));
     oc_scratch sc;
     if (o->max_configs > 0 && oc_scratch_init(&sc, g, m, cm, o->scheme) != SF_OK)
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory enumerating configs");
@@ -249,7 +253,7 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         if (o->check_memory) {
             int kept = 0, smallest = 0;
             for (int c = 0; c < nc; c++) {
-                bytes[c] = largest_part_bytes(op, &cfg[c], act_scale);
+                bytes[c] = largest_part_bytes(op, &cfg[c], act_scale, w_scale);
                 if (bytes[c] < bytes[smallest]) smallest = c;
             }
             for (int c = 0; c < nc; c++)

@@ -43,9 +43,9 @@
  * steps of latency plus 2(R-1)/R * S / bandwidth, as before the steps.
  *
  * Memory per device: weights, their gradients and optimizer state (factor from
- * the options) for every distinct shard it holds, plus the outputs of every part
- * it runs, what those parts save beyond their inputs, and the copies of input
- * regions it receives from other devices, all counted as alive at once (the
+ * the options, else the cost model's optimizer's) for every distinct shard it
+ * holds, plus the outputs of every part it runs, what those parts save beyond
+ * their inputs, and the copies of input regions it receives from other devices, all counted as alive at once (the
  * peak of a training iteration is at the end of the forward pass, when every
  * activation kept for the backward pass is alive).
  *
@@ -62,7 +62,6 @@
 
 void sf_sim_options_default(sf_sim_options *o) {
     memset(o, 0, sizeof *o);
-    o->optimizer_state_factor = 1.0;
     o->keep_schedule = 1;
     o->sync = SF_SYNC_OVERLAP;
     o->segments = 1;

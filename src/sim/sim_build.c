@@ -556,7 +556,10 @@ static int build_sync(sf_sim *sim, int owner) {
     }
     if (sf_taskgraph_sync_steps(sim->tg, owner, &sy, &ss) != SF_OK) return -1;
     if (end_at_reserve(sim, ss.n_steps)) return -1;
-    double state = 2.0 + sim->opt.optimizer_state_factor;
+    double factor = sim->opt.optimizer_state_factor > 0
+                        ? sim->opt.optimizer_state_factor
+                        : sf_optimizer_state_slots(sf_cost_optimizer(sim->cm));
+    double state = 2.0 + factor;
     for (int cls = 0; cls < sy.n_shards; cls++) {
         const sf_tg_shard *sh = &sy.shards[cls];
         sf_tg_pricer prc = {.m = sim->m,

@@ -189,6 +189,11 @@ static sf_status run_round(measure *ms, const sf_validate_row *e, int i, int64_t
     ro.scheme = o->sim.scheme;
     ro.machine = o->machine;
     ro.seed = o->seed;
+    sf_optimizer opt;
+    sf_optimizer_default(&opt, o->optimizer);
+    ro.optimizer = opt.kind;
+    ro.lr = opt.lr;
+    ro.weight_decay = opt.weight_decay;
     sf_runtime *rt = sf_runtime_new(ms->g, e->strategy, ms->comm, &ro, err);
     if (!rt) return err && err->code ? err->code : SF_ERR_NOMEM;
     sf_status st = sf_runtime_set_params(rt, SF_RT_WEIGHTS, (const float *const *)ms->w, err);

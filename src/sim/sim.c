@@ -68,7 +68,6 @@ void sf_sim_options_default(sf_sim_options *o) {
     o->segments = 1;
 }
 
-
 /* ---- setup ----------------------------------------------------------------- */
 
 static int sched_alloc_fixed(sim_sched *f, int n_dev, int n_res) {
@@ -485,6 +484,10 @@ sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config 
                 return sf_error_set(err, SF_ERR_INVALID,
                                     "operator '%s' changed twice in one update", op->name);
         sf_status st = sf_config_validate(op, sim->m, &cfgs[j], err);
+        if (st != SF_OK) return st;
+    }
+    {
+        sf_status st = sf_strategy_check_ties(sim->s, sim->g, n, ops, cfgs, err);
         if (st != SF_OK) return st;
     }
     /* Room first, so that nothing changes when there is none: the old tiles'

@@ -4,7 +4,6 @@
  * counted once); the GPTs' parameter counts equal the published ones, their LM
  * head is tied to the token embedding and counted once, and their attention
  * is causal; options and errors; AlexNet's forward FLOPs. */
-#include <cmocka.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -12,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <cmocka.h>
 
 #include "soapflow/io.h"
 #include "soapflow/kernels.h"
@@ -116,15 +116,15 @@ static void test_cnn_params(void **state) {
         const char *name;
         int64_t params;
     } want[] = {
-        {"lenet5", 61706},          {"alexnet", 61100840},  {"vgg16", 138357544},
-        {"resnet18", 11689512},     {"resnet50", 25557032}, {"resnet101", 44549160},
+        {"lenet5", 61706},          {"alexnet", 61100840},    {"vgg16", 138357544},
+        {"resnet18", 11689512},     {"resnet50", 25557032},   {"resnet101", 44549160},
         {"inception_v3", 23834568},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         sf_graph *g = build(want[i].name, 2);
         if (params_of(g) != want[i].params)
-            fail_msg("%s: %lld params, torchvision has %lld", want[i].name, (long long)params_of(g),
-                     (long long)want[i].params);
+            fail_msg("%s: %lld params, torchvision has %lld", want[i].name,
+                     (long long)params_of(g), (long long)want[i].params);
         sf_graph_free(g);
     }
 }
@@ -826,7 +826,8 @@ static void test_output_axes_hold(void **state) {
                             fail_msg("%s %s output %d dim %d: piece [%lld, %lld) outside "
                                      "[%lld, %lld)",
                                      sf_model_name(mi), op->name, out, e, (long long)piece.lo[e],
-                                     (long long)piece.hi[e], (long long)(t.lo[axis[e]] - shift[e]),
+                                     (long long)piece.hi[e],
+                                     (long long)(t.lo[axis[e]] - shift[e]),
                                      (long long)(t.hi[axis[e]] - shift[e]));
                     }
                     checked++;

@@ -791,8 +791,8 @@ static sf_graph *tied_gpt(void) {
 }
 
 /* deg over the four dimensions of wte or lm_head, parts on devices first + p * step. */
-static void set_tied(sf_strategy *s, const sf_graph *g, const char *name, int d2, int d3,
-                     int first, int step) {
+static void set_tied(sf_strategy *s, const sf_graph *g, const char *name, int d2, int d3, int first,
+                     int step) {
     int deg[SF_MAX_DIMS] = {1, 1, d2, d3, 1, 1};
     const sf_op *op = sf_graph_op(g, sf_graph_find(g, name));
     sf_config *c = sf_strategy_config(s, op->id);

@@ -206,12 +206,12 @@ int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_
     for (int i = 0; i < n_inputs; i++) {
         const sf_op *src = sf_graph_op(g, inputs[i].op);
         if (!src)
-            return sf_error_set(err, SF_ERR_INVALID,
-                                "operator '%s': input %d refers to no operator", name, i);
+            return sf_error_set(err, SF_ERR_INVALID, "operator '%s': input %d refers to no operator",
+                                name, i);
         if (inputs[i].out < 0 || inputs[i].out >= src->n_outputs)
             return sf_error_set(err, SF_ERR_INVALID,
-                                "operator '%s': input %d uses output %d of '%s', which has %d",
-                                name, i, inputs[i].out, src->name, src->n_outputs);
+                                "operator '%s': input %d uses output %d of '%s', which has %d", name,
+                                i, inputs[i].out, src->name, src->n_outputs);
         ins[i] = inputs[i];
         in_shapes[i] = src->out_shapes[inputs[i].out];
     }

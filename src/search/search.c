@@ -103,7 +103,8 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
             starts[ns++] = rnd;
         /* with reduction splits, Megatron's layout where the graph has one */
         sf_strategy *mega = o->mcmc.reduce ? sf_strategy_new(g) : NULL;
-        if (mega && sf_strategy_megatron(mega, g, m, 0, 0, &ignore) == SF_OK) starts[ns++] = mega;
+        if (mega && sf_strategy_megatron(mega, g, m, 0, 0, &ignore) == SF_OK)
+            starts[ns++] = mega;
         st = sf_mcmc_search(g, m, cm, starts, ns, &o->mcmc, mbest, &rep->mcmc, err);
         sf_strategy_free(mega);
         if (st != SF_OK) goto done;

@@ -68,6 +68,7 @@ void sf_sim_options_default(sf_sim_options *o) {
     o->segments = 1;
 }
 
+
 /* ---- setup ----------------------------------------------------------------- */
 
 static int sched_alloc_fixed(sim_sched *f, int n_dev, int n_res) {

@@ -130,8 +130,8 @@ sf_status sf_config_validate(const sf_op *op, const sf_machine *m, const sf_conf
                                     "operator '%s': part %d on device %d, but the machine has %d "
                                     "devices (0-%d)",
                                     name, p, d, n_dev, n_dev - 1);
-            return sf_error_set(err, SF_ERR_RANGE, "operator '%s': part %d on device %d", name, p,
-                                d);
+            return sf_error_set(err, SF_ERR_RANGE, "operator '%s': part %d on device %d", name,
+                                p, d);
         }
     }
     return SF_OK;
@@ -258,8 +258,9 @@ sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, const sf
                                sf_error *err) {
     int n = sf_graph_num_ops(g);
     if (s->n_ops != n)
-        return sf_error_set(err, SF_ERR_INVALID, "strategy has %d operators, graph '%s' has %d",
-                            s->n_ops, sf_graph_name(g), n);
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "strategy has %d operators, graph '%s' has %d", s->n_ops,
+                            sf_graph_name(g), n);
     for (int i = 0; i < n; i++) {
         sf_status st = sf_config_validate(sf_graph_op(g, i), m, &s->configs[i], err);
         if (st != SF_OK) return st;

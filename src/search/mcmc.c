@@ -326,7 +326,9 @@ static void shift_devices(mc_search *s, const sf_config *cur, sf_config *c) {
  * short of such optima. The coin for a pair move is drawn only when `pairs` is
  * set, so the other chains draw exactly what they drew without pair moves.
  * Every move gives valid configs, so the chain still explores the whole space;
- * the mix only makes useful moves likelier. */
+ * the mix only makes useful moves likelier. Tied operators (an embedding and
+ * its LM head) must also split their table alike: tie_fix lines the other up
+ * with a move of one, or rejects the move (below). */
 static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, int pairs, mc_move *mv) {
     const sf_op *op = sf_graph_op(s->g, opi);
     const sf_config *cur = sf_strategy_get(cur_strat, opi);

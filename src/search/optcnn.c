@@ -8,7 +8,9 @@
  * product p of the degrees (the number of parts) is a power of two or a divisor
  * of the device count, and p <= min(devices, SF_MAX_PARTS); part i runs on
  * device i (p contiguous devices from device 0, in part order). On 16 devices a
- * convolution (sample, channel, height, width) has 70 candidates. With
+ * convolution (sample, channel, height, width) has 70 candidates. Tied
+ * operators (an embedding and the LM head sharing its table) keep the table
+ * whole: their candidates split samples and the sequence only (oc_candidates). With
  * check_memory, a config whose largest part (sf_op_tile_memory: saved and output
  * activations in the plan's dtype, plus fp32 weights x 3 for weights, gradients
  * and optimizer state, which mixed precision's masters and 16-bit copies and

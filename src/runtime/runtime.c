@@ -1076,6 +1076,8 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
         rt->s = sf_strategy_clone(s);
         rt->tg = sf_taskgraph_new(g, sf_comm_size(c), err);
         if (!rt->s || !rt->tg) st = err && err->code ? err->code : SF_ERR_NOMEM;
+        /* a tie split two ways would give shards that overlap in part */
+        if (st == SF_OK) st = sf_strategy_check_ties(rt->s, g, 0, NULL, NULL, err);
     }
     if (st == SF_OK) {
         sf_taskgraph_set_strategy(rt->tg, rt->s);

@@ -6,8 +6,12 @@ baselines on one node, against a hand calculation (issue 25's check).
                             [--hidden 12288] [--heads 96] [--seq-len 2048] [--batch 8]
 
 The model is `gpt --layers 1` with a vocabulary of 8, so that the token
-embedding and the LM head (tied, and not split by the baselines) are a
-negligible share of it: what is left is one transformer layer. For each of
+embedding and the LM head (tied) are a negligible share of its weights and
+compute: what is left is one transformer layer. The Megatron baselines split the
+tied table on the vocabulary as Megatron-LM does (the embedding's output is a
+partial sum, the head column-parallel), which adds the collectives of those two
+on the layer's activations to the simulated iteration; the hand calculation
+below counts the layer's four all-reduces only. For each of
 data, megatron and megatron-sp it prints the simulated iteration, the largest
 weight count a device holds (simulate --json: per_device weight_elems) and its
 share of data parallelism's. The hand calculation is Megatron-LM's own

@@ -95,4 +95,27 @@ run vp-sim "$SF" simulate "${V[@]}" --strategy "$TMP/vp-r.json" --json
 expect_ok vp-sim
 [ "$(json_num "$TMP/vp-sim.out" iter_ms)" = "$(json_num "$TMP/vp-r.out" best_ms)" ] ||
     fail "mlp: simulate gives $(json_num "$TMP/vp-sim.out" iter_ms) ms, search said $(json_num "$TMP/vp-r.out" best_ms)"
+
+# a GPT's tied table (wte and lm_head): megatron splits both on the vocabulary
+# alike, a file that splits them two ways is refused in one line naming the file
+# and both operators, and search --reduce-splits keeps the tie
+G=(--model gpt --layers 1 --hidden 32 --heads 4 --seq-len 8 --vocab 16 --batch 4 --machine 'cpu[4]')
+run tie-mega "$SF" simulate "${G[@]}" --strategy megatron --json --save-strategy "$TMP/tie.json"
+expect_ok tie-mega
+python3 - "$TMP/tie.json" "$TMP/tie-bad.json" <<'PY' || fail "megatron: the tied table is not split on the vocabulary: $(grep -E 'wte|lm_head' "$TMP/tie.json")"
+import json, sys
+d = json.load(open(sys.argv[1]))
+w, h = d["ops"]["wte"], d["ops"]["lm_head"]
+assert w["degrees"][3] == 4 and h["degrees"][2] == 4 and w["devices"] == h["devices"], (w, h)
+d["ops"]["lm_head"] = {"degrees": [1, 1, 2], "devices": [0, 1]}
+json.dump(d, open(sys.argv[2], "w"))
+PY
+run tie-bad "$SF" simulate "${G[@]}" --strategy "$TMP/tie-bad.json"
+expect_error tie-bad
+grep -q "tie-bad.json: tied operators 'wte' .* and 'lm_head'" "$TMP/tie-bad.err" ||
+    fail "tie-bad: $(cat "$TMP/tie-bad.err")"
+run tie-search "$SF" search "${G[@]}" --reduce-splits --iters 600 --out "$TMP/tie-s.json"
+expect_ok tie-search
+run tie-back "$SF" simulate "${G[@]}" --strategy "$TMP/tie-s.json"
+expect_ok tie-back
 echo "cli_partial_sums: ok"

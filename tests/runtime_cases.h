@@ -16,9 +16,11 @@
  * of the partial sums) or sharing ranks (a reduce to the first part's rank), a
  * column-parallel linear after a row-parallel one (an all-reduce), Megatron's
  * tensor parallelism as the SOAP space has it (with and without sequence
- * parallelism; and the megatron baselines themselves on the transformers),
- * every softmax_ce split on its classes, its groups across ranks or sharing
- * them, one found by MCMC, and (lenet5) a strategy that alternates
+ * parallelism; and the megatron baselines themselves on the transformers,
+ * which split the GPT's tied table on the vocabulary), every softmax_ce split
+ * on its classes, its groups across ranks or sharing them, the GPT's tied
+ * table split on the vocabulary or the width with the rest data parallel, one
+ * found by MCMC, and (lenet5) a strategy that alternates
  * attribute splits with halos, parameter splits and sample splits between
  * consecutive operators, so every edge re-partitions. The Adam cases
  * (rc_adam_case) train with Adam and AdamW instead, ring and parameter server.
@@ -588,14 +590,53 @@ static int rc_classes_strategy(const sf_graph *g, sf_strategy *s, int n, int sha
     return split;
 }
 
+/* The tied table of a GPT (wte and the LM head that shares it) split n ways,
+ * the rest data parallel: variant 0 on the vocabulary (wte's reduction, the
+ * head's output features), the head's parts on the ranks in reverse order, so
+ * that every shard of the table has two ranks (wte's part on one, the head's on
+ * another) and its gradient, accumulated by both operators, is all-reduced
+ * between them; variant 1 on the width (wte's columns, the head's input
+ * features: a partial sum), and on 4 ranks the vocabulary 2 ways by the width
+ * 2 ways, both on the same ranks, so that a rank holds its shard through both
+ * operators once. 0 when g has no tie. */
+static int rc_tied_strategy(const sf_graph *g, const sf_machine *m, sf_strategy *s, int n,
+                            int variant) {
+    int wte = sf_graph_find(g, "wte"), head = sf_graph_find(g, "lm_head");
+    if (wte < 0 || head < 0 || !sf_graph_op_tied(g, head)) return 0;
+    if (sf_strategy_data(s, g, m) != SF_OK) return 0;
+    const sf_op *ow = sf_graph_op(g, wte), *oh = sf_graph_op(g, head);
+    /* wte (N, T, D | V), the head (N, T, V | D) */
+    int dw[SF_MAX_DIMS] = {1, 1, 1, 1, 1, 1}, dh[SF_MAX_DIMS] = {1, 1, 1, 1, 1, 1};
+    if (variant == 0) {
+        dw[3] = dh[2] = n;
+    } else if (n == 4) {
+        dw[3] = dh[2] = 2;
+        dw[2] = dh[3] = 2;
+    } else {
+        dw[2] = dh[3] = n;
+    }
+    sf_config *cw = sf_strategy_config(s, wte), *ch = sf_strategy_config(s, head);
+    if (sf_config_set_degrees(cw, ow->space.ndim, dw) != SF_OK ||
+        sf_config_set_degrees(ch, oh->space.ndim, dh) != SF_OK)
+        return 0;
+    for (int p = 0; p < n; p++) {
+        cw->device[p] = (int16_t)p;
+        ch->device[p] = (int16_t)(variant == 0 ? n - 1 - p : p);
+    }
+    /* 2 x 2: the head's part (v, d) on the rank of wte's part (d, v) */
+    if (variant == 1 && n == 4 && !sf_config_tie_follow(ow, cw, oh, m, SF_OPT_IN_INNER, ch))
+        return 0;
+    return 1;
+}
+
 /* Strategy k for graph g on n ranks, named into what; 0 when there is no
  * strategy k. 0-2 baselines, 3 MCMC, 4 the halo strategy (lenet5 only),
  * then n_random random ones, n_random random ones that also split reduction
  * dimensions (partial sums), the two partial-sum strategies of
  * rc_partial_strategy, rc_row_col_strategy, the two of rc_megatron_strategy,
  * the megatron baselines (megatron, megatron-sp, and megatron-sp:2 on 4
- * ranks) where the graph has their pattern, and the two of
- * rc_classes_strategy.
+ * ranks) where the graph has their pattern, the two of rc_classes_strategy,
+ * then the two of rc_tied_strategy (a GPT's tied table).
  * *bulk: run this case with bulk sync. */
 static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strategy *s, char *what,
                        size_t cap, int *bulk) {
@@ -636,6 +677,7 @@ static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strateg
         sf_rng_seed(&rng, 1234 + (uint64_t)k * 7 + (uint64_t)n);
         for (int op = 0; op < sf_graph_num_ops(g); op++)
             sf_config_random(sf_graph_op(g, op), m, &rng, sf_strategy_config(s, op));
+        sf_strategy_align_ties(s, g, m); /* the tied head follows wte's table */
         snprintf(what, cap, "%s random #%d on %d ranks", sf_graph_name(g), k - 5, n);
     } else if (k < 5 + 2 * n_random) {
         sf_rng rng;
@@ -643,6 +685,7 @@ static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strateg
         for (int op = 0; op < sf_graph_num_ops(g); op++)
             sf_config_random_in(sf_graph_op(g, op), m, SF_OPT_IN_INNER, &rng,
                                 sf_strategy_config(s, op));
+        sf_strategy_align_ties(s, g, m);
         snprintf(what, cap, "%s random with partial sums #%d on %d ranks", sf_graph_name(g),
                  k - 5 - n_random, n);
     } else if (k < 7 + 2 * n_random) {
@@ -651,6 +694,7 @@ static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strateg
             sf_machine_free(m);
             return rc_strategy(g, n, k + 1, n_random, s, what, cap, bulk);
         }
+        sf_strategy_align_ties(s, g, m); /* a tied head follows its table */
         snprintf(what, cap, "%s partial sums%s on %d ranks", sf_graph_name(g),
                  shared ? " sharing ranks" : "", n);
     } else if (k == 7 + 2 * n_random) {
@@ -658,6 +702,7 @@ static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strateg
             sf_machine_free(m);
             return rc_strategy(g, n, k + 1, n_random, s, what, cap, bulk);
         }
+        sf_strategy_align_ties(s, g, m);
         snprintf(what, cap, "%s row- then column-parallel on %d ranks", sf_graph_name(g), n);
     } else if (k < 10 + 2 * n_random) {
         int sp = k == 9 + 2 * n_random;
@@ -686,6 +731,17 @@ static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strateg
         }
         snprintf(what, cap, "%s classes split%s on %d ranks", sf_graph_name(g),
                  shared ? " sharing ranks" : "", n);
+    } else if (k < 17 + 2 * n_random) {
+        int variant = k - 15 - 2 * n_random;
+        if (!rc_tied_strategy(g, m, s, n, variant)) {
+            sf_machine_free(m);
+            return rc_strategy(g, n, k + 1, n_random, s, what, cap, bulk);
+        }
+        snprintf(what, cap, "%s tied table split on the %s on %d ranks", sf_graph_name(g),
+                 variant == 0 ? "vocabulary (head on other ranks)"
+                 : n == 4     ? "vocabulary and the width"
+                              : "width",
+                 n);
     } else {
         ok = 0;
     }

@@ -412,12 +412,20 @@ static void test_gpt_shapes_and_tie(void **state) {
     sf_graph_stats st;
     sf_graph_stats_compute(g, &st);
     assert_true(st.weight_bytes == 4.0 * (double)st.params);
-    for (int d = 0; d < head->space.ndim; d++) {
-        assert_int_not_equal(head->kinds[d], SF_DIM_PARAMETER);
-        assert_int_not_equal(wte->kinds[d], SF_DIM_PARAMETER);
+    /* tied, both keep their kinds: the head (N, T, V | D) splits the table's
+     * rows on its parameter dimension, wte (N, T, D | V) on its reduction */
+    static const sf_dim_kind kinds[4] = {SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_PARAMETER,
+                                         SF_DIM_REDUCE};
+    assert_int_equal(head->space.ndim, 4);
+    assert_int_equal(wte->space.ndim, 4);
+    for (int d = 0; d < 4; d++) {
+        assert_int_equal(head->kinds[d], kinds[d]);
+        assert_int_equal(wte->kinds[d], kinds[d]);
     }
-    assert_int_equal(head->kinds[0], SF_DIM_SAMPLE);
-    assert_int_equal(wte->kinds[1], SF_DIM_ATTRIBUTE);
+    assert_true(head->space.d[2] == 50257 && wte->space.d[3] == 50257);
+    assert_true(sf_graph_op_tied(g, head->id) && sf_graph_op_tied(g, wte->id));
+    assert_int_equal(sf_graph_num_ties(g), 1);
+    assert_false(sf_graph_op_tied(g, sf_graph_find(g, "wpe")));
     /* an untied linear keeps its parameter dimension */
     assert_int_equal(op_named(g, "h0.mlp.fc1")->kinds[2], SF_DIM_PARAMETER);
     sf_graph_free(g);
@@ -481,12 +489,20 @@ static void test_share_across_types(void **state) {
     assert_int_equal(sf_graph_share_weights(g, with_bias, emb, &err), SF_ERR_INVALID);
     assert_int_equal(sf_graph_share_weights(g, other_v, emb, &err), SF_ERR_INVALID);
     assert_int_equal(sf_graph_share_weights(g, emb, head, &err), SF_ERR_INVALID);
-    assert_int_equal(sf_graph_op(g, emb)->kinds[2], SF_DIM_PARAMETER); /* refusals change nothing */
+    assert_int_equal(sf_graph_num_ties(g), 0); /* refusals change nothing */
+    assert_false(sf_graph_op_tied(g, emb));
     assert_int_equal(sf_graph_share_weights(g, head, emb, &err), SF_OK);
     assert_int_equal(sf_graph_op(g, head)->weight_owner, emb);
-    assert_int_equal(sf_graph_op(g, emb)->kinds[2], SF_DIM_NONE);
-    assert_int_equal(sf_graph_op(g, head)->kinds[2], SF_DIM_NONE);
-    assert_int_equal(sf_graph_op(g, other_v)->kinds[2], SF_DIM_PARAMETER);
+    /* tied, both keep their kinds */
+    assert_int_equal(sf_graph_op(g, emb)->kinds[2], SF_DIM_PARAMETER);
+    assert_int_equal(sf_graph_op(g, head)->kinds[2], SF_DIM_PARAMETER);
+    assert_int_equal(sf_graph_op(g, emb)->kinds[3], SF_DIM_REDUCE);
+    assert_int_equal(sf_graph_op(g, head)->kinds[3], SF_DIM_REDUCE);
+    assert_true(sf_graph_op_tied(g, emb) && sf_graph_op_tied(g, head));
+    assert_false(sf_graph_op_tied(g, other_v));
+    assert_int_equal(sf_graph_num_ties(g), 1);
+    assert_int_equal(sf_graph_share_weights(g, head, emb, &err), SF_OK); /* again: one tie */
+    assert_int_equal(sf_graph_num_ties(g), 1);
     int64_t all = 0;
     for (int i = 0; i < sf_graph_num_ops(g); i++) all += sf_graph_op(g, i)->n_params;
     assert_true(params_of(g) == all - 21);
@@ -494,8 +510,13 @@ static void test_share_across_types(void **state) {
 }
 
 /* The task graph syncs the tied matrix once: wte's weight group holds wte and
- * lm_head, and under data parallelism (and under random strategies) its parts
- * form shards of the whole (V, h) table whose devices are those of both. */
+ * lm_head, and under data parallelism its parts form one shard of the whole
+ * (V, h) table whose devices are those of both; under random strategies with
+ * the head lined up with wte (sf_strategy_align_ties: the table split alike,
+ * on the vocabulary or the width or both) every shard is one piece of the
+ * table, held by parts of both operators on the devices of both, the pieces
+ * adding up to the table; and the weight elements per device count each piece
+ * once. */
 static void test_gpt_tie_synced_once(void **state) {
     (void)state;
     sf_model_options o;
@@ -511,12 +532,15 @@ static void test_gpt_tie_synced_once(void **state) {
     sf_strategy *s = sf_strategy_new(g);
     sf_rng rng;
     sf_rng_seed(&rng, 5);
+    int tied_split = 0;
     for (int round = 0; round < 20; round++) {
         if (round == 0) {
             assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
         } else {
             for (int op = 0; op < sf_graph_num_ops(g); op++)
-                sf_config_random(sf_graph_op(g, op), m, &rng, sf_strategy_config(s, op));
+                sf_config_random_in(sf_graph_op(g, op), m, SF_OPT_IN_REDUCE, &rng,
+                                    sf_strategy_config(s, op));
+            assert_int_equal(sf_strategy_align_ties(s, g, m), 0);
         }
         assert_int_equal(sf_strategy_validate(s, g, m, &err), SF_OK);
         sf_taskgraph_set_strategy(tg, s);
@@ -527,21 +551,79 @@ static void test_gpt_tie_synced_once(void **state) {
         assert_int_equal(members[1], head);
         sf_tg_sync sy;
         assert_int_equal(sf_taskgraph_sync(tg, wte, &sy), SF_OK);
-        assert_int_equal(sy.n_shards, 1);
-        assert_true(sy.shards[0].numel == 24 * 16);
-        /* its devices: every device of a part of either operator */
-        int want[4] = {0};
+        const sf_config *cw = sf_strategy_get(s, wte);
+        /* wte's pieces: its degrees on the width (2) and the vocabulary (3) */
+        int pieces = (cw->ndim > 2 ? cw->degree[2] : 1) * (cw->ndim > 3 ? cw->degree[3] : 1);
+        if (round == 0) assert_int_equal(pieces, 1);
+        assert_int_equal(sy.n_shards, pieces);
+        if (pieces > 1) tied_split++;
+        int64_t total = 0, per_dev[4] = {0}, want_dev[4] = {0};
+        for (int k = 0; k < sy.n_shards; k++) {
+            const sf_tg_shard *sh = &sy.shards[k];
+            total += sh->numel;
+            sf_weight_slice rep[SF_MAX_WEIGHT_SLICES];
+            int nrep = sf_op_weight_slices(sf_graph_op(g, sh->rep_op),
+                                           &sf_taskgraph_tiles(tg, sh->rep_op)[sh->rep_part], rep);
+            int from[2] = {0};
+            for (int r = 0; r < sh->n_devs; r++) {
+                int d = sy.devs[sh->dev_start + r];
+                per_dev[d] += sh->numel;
+                for (int e = sy.ent_start[sh->dev_start + r];
+                     e < sy.ent_start[sh->dev_start + r + 1]; e++) {
+                    const sf_tg_entry *x = &sy.ents[e];
+                    sf_weight_slice sl[SF_MAX_WEIGHT_SLICES];
+                    int n = sf_op_weight_slices(sf_graph_op(g, x->op),
+                                                &sf_taskgraph_tiles(tg, x->op)[x->part], sl);
+                    assert_int_equal(n, nrep); /* the same elements as the shard's first */
+                    for (int q = 0; q < n; q++)
+                        assert_true(sl[q].offset == rep[q].offset && sl[q].len == rep[q].len &&
+                                    sl[q].count == rep[q].count);
+                    assert_int_equal(sf_strategy_get(s, x->op)->device[x->part], d);
+                    from[x->op == head]++;
+                }
+            }
+            assert_true(from[0] > 0 && from[1] > 0); /* both operators use every piece */
+        }
+        assert_true(total == 24 * 16);
+        /* per device: the pieces of its parts of either operator, each once */
         for (int k = 0; k < 2; k++) {
             const sf_config *c = sf_strategy_get(s, members[k]);
-            for (int p = 0; p < c->n_parts; p++) want[c->device[p]] = 1;
+            sf_tile *t = sf_taskgraph_tiles(tg, members[k]);
+            for (int p = 0; p < c->n_parts; p++) {
+                int seen = 0; /* an earlier part of either on this device with these slices */
+                sf_weight_slice a[SF_MAX_WEIGHT_SLICES];
+                int na = sf_op_weight_slices(sf_graph_op(g, members[k]), &t[p], a);
+                for (int k2 = 0; k2 <= k && !seen; k2++) {
+                    const sf_config *c2 = sf_strategy_get(s, members[k2]);
+                    sf_tile *t2 = sf_taskgraph_tiles(tg, members[k2]);
+                    for (int p2 = 0; p2 < (k2 < k ? c2->n_parts : p) && !seen; p2++) {
+                        if (c2->device[p2] != c->device[p]) continue;
+                        sf_weight_slice b[SF_MAX_WEIGHT_SLICES];
+                        int nb = sf_op_weight_slices(sf_graph_op(g, members[k2]), &t2[p2], b);
+                        seen = na == nb &&
+                               (na == 0 || (a[0].offset == b[0].offset && a[0].len == b[0].len &&
+                                            a[0].count == b[0].count));
+                    }
+                }
+                if (!seen)
+                    want_dev[c->device[p]] += sf_op_tile_weights(sf_graph_op(g, members[k]), &t[p]);
+            }
         }
-        int n_want = want[0] + want[1] + want[2] + want[3];
-        assert_int_equal(sy.shards[0].n_devs, n_want);
-        int e0 = sy.ent_start[sy.shards[0].dev_start];
-        int e1 = sy.ent_start[sy.shards[0].dev_start + sy.shards[0].n_devs];
-        assert_int_equal(e1 - e0,
-                         sf_strategy_get(s, wte)->n_parts + sf_strategy_get(s, head)->n_parts);
+        for (int d = 0; d < 4; d++) assert_true(per_dev[d] == want_dev[d]);
+        int64_t dw[4];
+        assert_int_equal(sf_taskgraph_device_weights(tg, dw), SF_OK);
+        int64_t rest = 0; /* the other groups' elements on device 0 */
+        for (int ow = 0; ow < sf_graph_num_ops(g); ow++) {
+            if (ow == wte || sf_taskgraph_owner(tg, ow) != ow) continue;
+            sf_tg_sync so;
+            assert_int_equal(sf_taskgraph_sync(tg, ow, &so), SF_OK);
+            for (int k = 0; k < so.n_shards; k++)
+                for (int r = 0; r < so.shards[k].n_devs; r++)
+                    if (so.devs[so.shards[k].dev_start + r] == 0) rest += so.shards[k].numel;
+        }
+        assert_true(dw[0] == rest + per_dev[0]);
     }
+    assert_true(tied_split >= 5); /* the table was split in many rounds */
     sf_strategy_free(s);
     sf_taskgraph_free(tg);
     sf_machine_free(m);

@@ -421,9 +421,9 @@ static void test_json_round_trip(void **state) {
     sf_graph_free(g);
 }
 
-/* Operators tied across types (GPT's wte and lm_head) keep their weights whole,
- * so their reduction dimension's kind is none; files still leave its degree out
- * (written before the embedding's reduction existed, and by the writer since). */
+/* Operators tied across types (GPT's wte and lm_head) keep their reduction
+ * dimension; files leave its degree out when it is 1 (written before the
+ * embedding's reduction existed, and by the writer since). */
 static void test_json_tied_tail(void **state) {
     (void)state;
     sf_error err = {0};
@@ -779,6 +779,235 @@ static void test_softmax_ce_classes(void **state) {
     sf_graph_free(g);
 }
 
+/* A small GPT: wte (N, T, D | V) and lm_head (N, T, V | D) tied, V = 16, D = 32. */
+static sf_graph *tied_gpt(void) {
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = 4, o.layers = 1, o.hidden = 32, o.heads = 4, o.seq_len = 8, o.vocab = 16;
+    sf_error err = {0};
+    sf_graph *g = sf_model_build("gpt", &o, &err);
+    assert_non_null(g);
+    return g;
+}
+
+/* deg over the four dimensions of wte or lm_head, parts on devices first + p * step. */
+static void set_tied(sf_strategy *s, const sf_graph *g, const char *name, int d2, int d3, int first,
+                     int step) {
+    int deg[SF_MAX_DIMS] = {1, 1, d2, d3, 1, 1};
+    const sf_op *op = sf_graph_op(g, sf_graph_find(g, name));
+    sf_config *c = sf_strategy_config(s, op->id);
+    assert_int_equal(sf_config_set_degrees(c, op->space.ndim, deg), SF_OK);
+    for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)(first + p * step);
+}
+
+/* Tied weights split alike are valid, whatever the devices; split differently
+ * (overlapping in part) they are refused by validation, by the simulator's full
+ * run and by its delta update, with one line naming both operators; the task
+ * graph's shards are the table's pieces, each on the devices of both
+ * operators' parts, and every device holds its pieces once. */
+static void test_tied_vocab_split(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = tied_gpt();
+    sf_machine *m = sf_machine_preset("p100-4x4", &err);
+    assert_non_null(m);
+    int wte = sf_graph_find(g, "wte"), head = sf_graph_find(g, "lm_head");
+    sf_strategy *s = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
+    struct {
+        int w2, w3, h2, h3, ok;
+    } cases[] = {
+        {1, 2, 2, 1, 1}, /* vocabulary 2 ways on both */
+        {1, 3, 3, 1, 1}, /* 3 ways: 16 rows split unevenly, alike */
+        {2, 1, 1, 2, 1}, /* width 2 ways on both (the head's a partial sum) */
+        {2, 2, 2, 2, 1}, /* both */
+        {1, 2, 4, 1, 0}, /* vocabulary 2 ways against 4 */
+        {2, 1, 2, 1, 0}, /* wte's width against the head's vocabulary */
+        {1, 2, 1, 2, 0}, /* wte's vocabulary against the head's width */
+        {1, 1, 2, 1, 0}, /* whole against split */
+    };
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        set_tied(s, g, "wte", cases[k].w2, cases[k].w3, 0, 1);
+        set_tied(s, g, "lm_head", cases[k].h2, cases[k].h3, 4, 1); /* other devices */
+        err = (sf_error){0};
+        sf_status st = sf_strategy_validate(s, g, m, &err);
+        if (!cases[k].ok) {
+            assert_int_equal(st, SF_ERR_INVALID);
+            assert_non_null(strstr(err.msg, "'wte'"));
+            assert_non_null(strstr(err.msg, "'lm_head'"));
+            assert_null(strchr(err.msg, '\n'));
+            sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
+            sf_sim_result r;
+            assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_ERR_INVALID);
+            sf_sim_free(sim);
+            continue;
+        }
+        assert_int_equal(st, SF_OK);
+        sf_taskgraph *tg = sf_taskgraph_new(g, 16, &err);
+        sf_taskgraph_set_strategy(tg, s);
+        for (int op = 0; op < sf_graph_num_ops(g); op++) sf_taskgraph_set_tiles(tg, op);
+        sf_tg_sync sy;
+        assert_int_equal(sf_taskgraph_sync(tg, wte, &sy), SF_OK);
+        int pieces = cases[k].w2 * cases[k].w3;
+        assert_int_equal(sy.n_shards, pieces);
+        int64_t total = 0;
+        for (int i = 0; i < sy.n_shards; i++) {
+            total += sy.shards[i].numel;
+            assert_int_equal(sy.shards[i].n_devs, 2); /* a part of each, devices 0-3 and 4-7 */
+            assert_true(sy.devs[sy.shards[i].dev_start] < 4);
+            assert_true(sy.devs[sy.shards[i].dev_start + 1] >= 4);
+        }
+        assert_true(total == 16 * 32);
+        /* on one device set, both operators' parts of a piece are one copy */
+        set_tied(s, g, "lm_head", cases[k].h2, cases[k].h3, 0, 1);
+        sf_config c;
+        assert_int_equal(sf_config_tie_follow(sf_graph_op(g, wte), sf_strategy_get(s, wte),
+                                              sf_graph_op(g, head), m, SF_OPT_IN_INNER, &c),
+                         1);
+        sf_config_copy(sf_strategy_config(s, head), &c);
+        assert_int_equal(sf_strategy_validate(s, g, m, &err), SF_OK);
+        for (int op = 0; op < sf_graph_num_ops(g); op++) sf_taskgraph_set_tiles(tg, op);
+        assert_int_equal(sf_taskgraph_sync(tg, wte, &sy), SF_OK);
+        assert_int_equal(sy.n_shards, pieces);
+        int64_t want[16] = {0};
+        for (int i = 0; i < sy.n_shards; i++) {
+            assert_int_equal(sy.shards[i].n_devs, 1);
+            int e0 = sy.ent_start[sy.shards[i].dev_start];
+            int e1 = sy.ent_start[sy.shards[i].dev_start + 1];
+            assert_int_equal(e1 - e0, 2); /* wte's part and the head's */
+            assert_true(sy.ents[e0].op == wte && sy.ents[e0 + 1].op == head);
+            want[sy.devs[sy.shards[i].dev_start]] += sy.shards[i].numel;
+        }
+        /* per device: each piece once, beside the other groups' shards */
+        for (int ow = 0; ow < sf_graph_num_ops(g); ow++) {
+            if (ow == wte || sf_taskgraph_owner(tg, ow) != ow) continue;
+            assert_int_equal(sf_taskgraph_sync(tg, ow, &sy), SF_OK);
+            for (int i = 0; i < sy.n_shards; i++)
+                for (int q = 0; q < sy.shards[i].n_devs; q++)
+                    want[sy.devs[sy.shards[i].dev_start + q]] += sy.shards[i].numel;
+        }
+        int64_t per[16];
+        assert_int_equal(sf_taskgraph_device_weights(tg, per), SF_OK);
+        for (int d = 0; d < 16; d++) assert_true(per[d] == want[d]);
+        sf_taskgraph_free(tg);
+    }
+    /* the simulator refuses a delta update that breaks the tie, and keeps its state */
+    set_tied(s, g, "wte", 1, 2, 0, 1);
+    set_tied(s, g, "lm_head", 2, 1, 0, 1);
+    sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    double before = r.iter_s;
+    sf_config c;
+    sf_config_copy(&c, sf_strategy_get(s, head));
+    c.degree[2] = 4, c.n_parts = 4;
+    for (int p = 0; p < 4; p++) c.device[p] = (int16_t)p;
+    err = (sf_error){0};
+    assert_int_equal(sf_sim_update(sim, head, &c, &r, &err), SF_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "tied"));
+    /* both at once is fine */
+    sf_config cw;
+    assert_int_equal(sf_config_tie_follow(sf_graph_op(g, head), &c, sf_graph_op(g, wte), m,
+                                          SF_OPT_IN_REDUCE, &cw),
+                     1);
+    assert_int_equal(cw.degree[3], 4);
+    const int ops[2] = {head, wte};
+    const sf_config cfgs[2] = {c, cw};
+    assert_int_equal(sf_sim_update_ops(sim, 2, ops, cfgs, INFINITY, &r, &err), SF_OK);
+    sf_config_copy(sf_strategy_config(s, head), &c);
+    sf_config_copy(sf_strategy_config(s, wte), &cw);
+    assert_true(r.iter_s == run_full(g, m, cm, s));
+    assert_int_equal(sf_sim_revert(sim, &r, &err), SF_OK);
+    assert_true(r.iter_s == before);
+    /* a follower above the opt-in level is refused: the head's width is a reduction */
+    set_tied(s, g, "wte", 2, 1, 0, 1);
+    assert_int_equal(sf_config_tie_follow(sf_graph_op(g, wte), sf_strategy_get(s, wte),
+                                          sf_graph_op(g, head), m, 0, &c),
+                     0);
+    sf_sim_free(sim);
+    sf_cost_free(cm);
+    sf_strategy_free(s);
+    sf_machine_free(m);
+    sf_graph_free(g);
+}
+
+/* Random moves on the tied GPT from Megatron's layout (wte and the head split
+ * 4 ways on the vocabulary): a move of wte or the head that breaks the tie is
+ * refused by the simulator, and made with the other lined up by the weights
+ * (sf_config_tie_follow); delta equals full, exactly, on every move. Then MCMC
+ * with reduction splits keeps every tie. */
+static void test_tied_delta_equals_full(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = tied_gpt();
+    sf_machine *m = sf_machine_preset("p100-4x4", &err);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    assert_non_null(cm);
+    int wte = sf_graph_find(g, "wte"), head = sf_graph_find(g, "lm_head");
+    sf_strategy *s = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_megatron(s, g, m, 4, 0, &err), SF_OK);
+    assert_int_equal(sf_strategy_get(s, wte)->degree[3], 4);
+    assert_int_equal(sf_strategy_get(s, head)->degree[2], 4);
+    for (int p = 0; p < 16; p++)
+        assert_int_equal(sf_strategy_get(s, wte)->device[p], sf_strategy_get(s, head)->device[p]);
+    sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    sf_rng rng;
+    sf_rng_seed(&rng, 28);
+    int n_ops = sf_graph_num_ops(g), followed = 0, split = 0;
+    for (int it = 0; it < 300; it++) {
+        /* half the moves on the tied pair */
+        int op = sf_rng_below(&rng, 2) ? (sf_rng_below(&rng, 2) ? wte : head)
+                                       : 1 + (int)sf_rng_below(&rng, (uint64_t)(n_ops - 1));
+        int ops[2] = {op, -1};
+        sf_config cfgs[2];
+        sf_config_random_in(sf_graph_op(g, op), m, SF_OPT_IN_REDUCE, &rng, &cfgs[0]);
+        int n = 1;
+        if (sf_strategy_check_ties(s, g, 1, ops, cfgs, NULL) != SF_OK) {
+            assert_int_equal(sf_sim_update(sim, op, &cfgs[0], &r, &err), SF_ERR_INVALID);
+            ops[1] = sf_strategy_tie_partner(g, op);
+            if (!sf_config_tie_follow(sf_graph_op(g, op), &cfgs[0], sf_graph_op(g, ops[1]), m,
+                                      SF_OPT_IN_REDUCE, &cfgs[1]))
+                continue;
+            n = 2;
+            followed++;
+        }
+        assert_int_equal(sf_sim_update_ops(sim, n, ops, cfgs, INFINITY, &r, &err), SF_OK);
+        for (int j = 0; j < n; j++) sf_config_copy(sf_strategy_config(s, ops[j]), &cfgs[j]);
+        assert_int_equal(sf_strategy_validate(s, g, m, &err), SF_OK);
+        const sf_config *cw = sf_strategy_get(s, wte);
+        split += (cw->ndim > 3 && cw->degree[3] > 1) || cw->degree[2] > 1;
+        assert_true(r.iter_s == run_full(g, m, cm, s));
+    }
+    assert_true(followed > 20);
+    assert_true(split > 50);
+    sf_sim_free(sim);
+
+    /* MCMC with reduction splits from data parallelism and Megatron's layout */
+    sf_strategy *data = sf_strategy_new(g), *best = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_data(data, g, m), SF_OK);
+    assert_int_equal(sf_strategy_megatron(s, g, m, 4, 0, &err), SF_OK);
+    const sf_strategy *starts[2] = {data, s};
+    sf_mcmc_options mo;
+    sf_mcmc_options_default(&mo);
+    mo.iters = 600;
+    mo.budget_s = 0;
+    mo.seed = 3;
+    mo.progress = 0;
+    mo.reduce = SF_OPT_IN_REDUCE;
+    sf_mcmc_result mr;
+    assert_int_equal(sf_mcmc_search(g, m, cm, starts, 2, &mo, best, &mr, &err), SF_OK);
+    assert_int_equal(sf_strategy_validate(best, g, m, &err), SF_OK);
+    sf_strategy_free(data);
+    sf_strategy_free(best);
+    sf_strategy_free(s);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+    sf_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_reduction_kinds),   cmocka_unit_test(test_sim_delta_equals_full),
@@ -786,6 +1015,7 @@ int main(void) {
         cmocka_unit_test(test_json_tied_tail),    cmocka_unit_test(test_random_proposals),
         cmocka_unit_test(test_matmul_and_limits), cmocka_unit_test(test_optcnn_reduce),
         cmocka_unit_test(test_attention_heads),   cmocka_unit_test(test_softmax_ce_classes),
+        cmocka_unit_test(test_tied_vocab_split),  cmocka_unit_test(test_tied_delta_equals_full),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -370,8 +370,16 @@ SF_API int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const
 SF_API int sf_graph_add_input(sf_graph *g, const char *name, const sf_shape *shape, int is_index,
                               sf_error *err);
 /* Make `op` use the weights of `owner` (an earlier operator of the same type
- * with the same weight shapes): unrolled RNN steps share their layer's weights. */
+ * with the same weight shapes): unrolled RNN steps share their layer's weights.
+ * Operators of different types may share weights when their parameter layouts
+ * are the same tensors (a linear without bias and an embedding, GPT-2's tied LM
+ * head): a tie. Tied operators keep their parallel spaces; a strategy must split
+ * their weights alike (sf_strategy_validate). */
 SF_API sf_status sf_graph_share_weights(sf_graph *g, int op, int owner, sf_error *err);
+/* Operators that share an owner's weights across types (ties), and whether op
+ * is one of them or such an owner (1) or not (0). */
+SF_API int sf_graph_num_ties(const sf_graph *g);
+SF_API int sf_graph_op_tied(const sf_graph *g, int op);
 
 /* Consumers of output `out` of `op`: fills up to `cap` (op, input index) pairs
  * into `users` and returns how many there are in all. */

@@ -64,6 +64,41 @@ SF_API sf_config *sf_strategy_config(sf_strategy *s, int op);
 SF_API const sf_config *sf_strategy_get(const sf_strategy *s, int op);
 SF_API sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
                                       sf_error *err);
+
+/* ---- tied weights (src/strategy/tie.c) -------------------------------------- */
+
+/* Operators that share weights across types (sf_graph_share_weights: GPT-2's
+ * token embedding and its LM head) must split them alike: every part's weight
+ * slices (sf_op_weight_slices) equal to or disjoint from every part's of the
+ * other, so that each shard is one tile's slices of either. sf_strategy_validate
+ * checks every tie. */
+
+/* SF_OK when a under ca and b under cb (two operators of one weight group, each
+ * config valid) split the weights alike; SF_ERR_INVALID with one line naming both
+ * operators and their configs otherwise. */
+SF_API sf_status sf_config_check_tie(const sf_op *a, const sf_config *ca, const sf_op *b,
+                                     const sf_config *cb, sf_error *err);
+/* The ties of s, with the n operators ops[] taking cfgs[] instead of their
+ * configs in s (n = 0: s as it is); with n > 0 only the ties of those operators.
+ * SF_OK at once for a graph without ties. */
+SF_API sf_status sf_strategy_check_ties(const sf_strategy *s, const sf_graph *g, int n,
+                                        const int *ops, const sf_config *cfgs, sf_error *err);
+/* The operator op is tied to (its owner, or for an owner its first member of
+ * another type), -1 when op is tied to none. */
+SF_API int sf_strategy_tie_partner(const sf_graph *g, int op);
+/* b's config lined up with a's under ca by the weight elements: each dimension
+ * of a split as the dimension of b that splits the same weights (the sample and
+ * the sequence as themselves), each part on the device of a's part at the same
+ * coordinates. 1 with *cb set when that config is valid on m, splits no
+ * dimension above the opt-in level reduce (sf_op_dim_opt_in) and ties with ca;
+ * 0 (cb untouched) otherwise. */
+SF_API int sf_config_tie_follow(const sf_op *a, const sf_config *ca, const sf_op *b,
+                                const sf_machine *m, int reduce, sf_config *cb);
+/* Line every tied member of s up with its owner (sf_config_tie_follow, any
+ * level) where the two do not tie: for strategies drawn operator by operator at
+ * random. Returns how many ties are left that could not be lined up. */
+SF_API int sf_strategy_align_ties(sf_strategy *s, const sf_graph *g, const sf_machine *m);
+
 /* The devices of 0..n_devices-1 that no part of any operator runs on, written in order to idle[]
  * when non-NULL ([n_devices]); the count. */
 SF_API int sf_strategy_idle_devices(const sf_strategy *s, int n_devices, int *idle);

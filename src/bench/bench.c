@@ -17,12 +17,23 @@
 
 /* ---- the simulator ---------------------------------------------------------- */
 
-/* One random single-operator move, as every pass of the benchmarks draws them: a
- * random operator gets a random config from its whole SOAP space. */
-static int random_move(const sf_graph *g, const sf_machine *m, sf_rng *rng, sf_config *c) {
-    int op = (int)sf_rng_below(rng, (uint64_t)sf_graph_num_ops(g));
-    sf_config_random(sf_graph_op(g, op), m, rng, c);
-    return op;
+/* One random single-operator move from strategy s, as every pass of the
+ * benchmarks draws them: a random operator gets a random config from its whole
+ * SOAP space. A draw that splits tied weights two ways (an embedding against its
+ * LM head, src/strategy/tie.c) is invalid and drawn again; a graph without ties
+ * never draws again, so its moves are those of before ties could be split. */
+static int random_move(const sf_graph *g, const sf_machine *m, const sf_strategy *s, sf_rng *rng,
+                       sf_config *c) {
+    for (int tries = 0;; tries++) {
+        int op = (int)sf_rng_below(rng, (uint64_t)sf_graph_num_ops(g));
+        sf_config_random(sf_graph_op(g, op), m, rng, c);
+        if (sf_graph_num_ties(g) == 0 || sf_strategy_check_ties(s, g, 1, &op, c, NULL) == SF_OK)
+            return op;
+        if (tries == 1000) { /* the operator's config again: a move that changes nothing */
+            sf_config_copy(c, sf_strategy_get(s, op));
+            return op;
+        }
+    }
 }
 
 /* The measurements themselves. sim2: a second simulator on the same graph and
@@ -51,7 +62,7 @@ static sf_status measure(sf_sim *sim, sf_sim *sim2, const sf_graph *g, const sf_
     double iter_sum = 0; /* the moves' iteration times, summed in move order */
     for (int64_t i = 0; i < moves && n_ops > 0; i++) {
         sf_config c;
-        int op = random_move(g, m, &rng, &c);
+        int op = random_move(g, m, s, &rng, &c);
         double t0 = sf_now_s();
         st = sf_sim_update(sim, op, &c, &r, err);
         double t1 = sf_now_s();
@@ -74,7 +85,7 @@ static sf_status measure(sf_sim *sim, sf_sim *sim2, const sf_graph *g, const sf_
     int64_t cuts = 0;
     for (int64_t i = 0; i < moves && n_ops > 0; i++) {
         sf_config c;
-        int op = random_move(g, m, &rng, &c);
+        int op = random_move(g, m, s, &rng, &c);
         double t0 = sf_now_s();
         st = sf_sim_update_bounded(sim, op, &c, r0.iter_s * 1.02, &r, err);
         if (st == SF_OK) {
@@ -90,7 +101,7 @@ static sf_status measure(sf_sim *sim, sf_sim *sim2, const sf_graph *g, const sf_
     sf_rng_seed(&rng, seed);
     for (int64_t i = 0; i < moves && n_ops > 0; i++) {
         sf_config c;
-        int op = random_move(g, m, &rng, &c);
+        int op = random_move(g, m, s, &rng, &c);
         sf_sim_delta_stats ds;
         st = sf_sim_update(sim, op, &c, &r, err);
         if (st == SF_OK) st = sf_sim_delta_stats_get(sim, &ds, err);
@@ -109,7 +120,7 @@ static sf_status measure(sf_sim *sim, sf_sim *sim2, const sf_graph *g, const sf_
     sf_sim_result r2;
     for (int64_t i = 0; i < moves && n_ops > 0 && st == SF_OK; i++) {
         sf_config c;
-        int op = random_move(g, m, &rng, &c);
+        int op = random_move(g, m, s, &rng, &c);
         *sf_strategy_config(moved, op) = c;
         double t0 = sf_now_s();
         st = sf_sim_run(sim2, moved, &r2, err);
@@ -235,7 +246,7 @@ sf_status sf_bench_machine_sim(const sf_graph *g, const sf_machine *m, const sf_
     int n_ops = sf_graph_num_ops(g);
     for (int64_t i = 0; i < moves && n_ops > 0 && st == SF_OK; i++) {
         sf_config c;
-        int op = random_move(g, m, &rng, &c);
+        int op = random_move(g, m, s, &rng, &c);
         double t0 = sf_now_s();
         st = sf_sim_update(sim, op, &c, &r, err);
         if (st == SF_OK) st = sf_sim_revert(sim, &r, err);

@@ -291,6 +291,7 @@ static int build_list(vstate *v) {
                 for (int op = 0; op < sf_graph_num_ops(v->g); op++)
                     sf_config_random_in(sf_graph_op(v->g, op), v->m, v->o.reduce, &rng,
                                         sf_strategy_config(s, op));
+                sf_strategy_align_ties(s, v->g, v->m); /* a tied head follows its table */
                 sf_error err = {0};
                 if (sf_strategy_validate(s, v->g, v->m, &err) != SF_OK) {
                     sf_strategy_free(s);

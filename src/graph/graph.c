@@ -31,8 +31,11 @@ struct sf_graph {
     char *name;
     sf_op **ops;
     int n_ops, cap_ops;
-    int *slots;     /* the name index: an op id, or -1 for a free slot */
-    size_t n_slots; /* a power of two above twice n_ops, or 0 before the first op */
+    int *slots;          /* the name index: an op id, or -1 for a free slot */
+    size_t n_slots;      /* a power of two above twice n_ops, or 0 before the first op */
+    unsigned char *tied; /* [cap_tied] 1: the op shares weights across types (NULL: none do) */
+    int cap_tied;
+    int n_ties; /* operators sharing an owner's weights across types */
 };
 
 sf_graph *sf_graph_new(const char *name) {
@@ -55,6 +58,7 @@ void sf_graph_free(sf_graph *g) {
     if (!g) return;
     free(g->ops);
     free(g->slots);
+    free(g->tied);
     sf_arena_free(g->arena);
     free(g);
 }
@@ -98,6 +102,26 @@ static int reserve_name(sf_graph *g) {
 int sf_graph_find(const sf_graph *g, const char *name) {
     if (!g->n_slots || !name) return -1;
     return g->slots[name_slot(g, name)];
+}
+
+int sf_graph_num_ties(const sf_graph *g) { return g->n_ties; }
+
+int sf_graph_op_tied(const sf_graph *g, int id) {
+    return g->tied && id >= 0 && id < g->n_ops && id < g->cap_tied ? g->tied[id] : 0;
+}
+
+/* Mark op id as tied (the array is made on the first tie, for every op so far). */
+static int mark_tied(sf_graph *g, int id) {
+    if (id >= g->cap_tied) {
+        int cap = g->cap_ops > id ? g->cap_ops : id + 1;
+        unsigned char *t = realloc(g->tied, (size_t)cap);
+        if (!t) return -1;
+        memset(t + g->cap_tied, 0, (size_t)(cap - g->cap_tied));
+        g->tied = t;
+        g->cap_tied = cap;
+    }
+    g->tied[id] = 1;
+    return 0;
 }
 
 static void default_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {
@@ -279,20 +303,17 @@ static int same_param_layout(const sf_op *a, const sf_op *b) {
     return 1;
 }
 
-/* Operators of different types that share weights split them along different
- * axes (an embedding's parts own columns of the table, a linear's parts rows
- * of W), so the parts of one would meet the parts of the other in pieces that
- * neither's tiles name, and a shard is the weight elements of one tile (the
- * task graph's shards, the runtime's slices). Until shards can be finer than a
- * tile, tied operators keep the shared weights whole: every dimension whose
- * split would split the weights can no longer be split (samples and positions
- * still can, which keeps data parallelism and sequence splits). */
-static void keep_weights_whole(sf_op *op) {
-    for (int d = 0; d < op->space.ndim; d++)
-        if (op->kinds[d] != SF_DIM_SAMPLE && op->kinds[d] != SF_DIM_ATTRIBUTE)
-            op->kinds[d] = SF_DIM_NONE;
-}
-
+/* Operators of different types that share weights (a tie) split them along
+ * different dimensions of their spaces: the embedding's parameter dimension D
+ * and reduction dimension V against the LM head's parameter dimension V and
+ * reduction dimension D. Both keep their dimension kinds: the task graph
+ * matches their parts by the weight elements themselves (sf_op_weight_slices
+ * in the owner's layout, which both share), and a strategy is valid only when
+ * the two operators split the table alike, every part's slices equal to or
+ * disjoint from every other's (sf_strategy_validate, src/strategy/tie.c), so
+ * that each shard is the slices of one tile of either. The graph marks both
+ * operators (sf_graph_op_tied) so that the strategy checks and the searches
+ * look at ties only where there are some. */
 sf_status sf_graph_share_weights(sf_graph *g, int op_id, int owner_id, sf_error *err) {
     if (op_id < 0 || op_id >= g->n_ops || owner_id < 0 || owner_id >= g->n_ops)
         return sf_error_set(err, SF_ERR_INVALID, "share_weights: operator out of range");
@@ -309,11 +330,13 @@ sf_status sf_graph_share_weights(sf_graph *g, int op_id, int owner_id, sf_error 
                             "operator '%s': cannot share weights with '%s' (type or weight "
                             "shapes differ)",
                             op->name, owner->name);
-    op->weight_owner = owner->id;
-    if (owner->type != op->type) { /* a tie: both keep the shared tensors whole */
-        keep_weights_whole(op);
-        keep_weights_whole(g->ops[owner->id]);
+    if (owner->type != op->type) { /* a tie: mark both */
+        int counted = sf_graph_op_tied(g, op->id);
+        if (mark_tied(g, op->id) != 0 || mark_tied(g, owner->id) != 0)
+            return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        if (!counted) g->n_ties++;
     }
+    op->weight_owner = owner->id;
     return SF_OK;
 }
 

@@ -320,6 +320,19 @@ sf_status sf_strategy_parse_json(sf_strategy *s, const char *text, const char *o
         reader r = {text, len, origin, err};
         st = read_strategy(&r, root, g, m, cfg, seen);
     }
+    if (st == SF_OK && sf_graph_num_ties(g) > 0) {
+        /* tied operators (an embedding and its LM head) split their table alike */
+        sf_strategy *t = sf_strategy_clone(s);
+        sf_error local = {0};
+        if (!t) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        } else {
+            for (int i = 0; i < n; i++) *sf_strategy_config(t, i) = cfg[i];
+            if (sf_strategy_check_ties(t, g, 0, NULL, NULL, &local) != SF_OK)
+                st = sf_error_set(err, local.code, "%s: %s", origin, local.msg);
+        }
+        sf_strategy_free(t);
+    }
     if (st == SF_OK)
         for (int i = 0; i < n; i++) *sf_strategy_config(s, i) = cfg[i];
     free(seen);

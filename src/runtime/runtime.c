@@ -1182,6 +1182,8 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
                               "invalid optimizer options: kind %d, betas %g and %g (each in [0, "
                               "1)), eps %g (> 0)",
                               (int)rt->o.optimizer, rt->o.beta1, rt->o.beta2, rt->o.eps);
+        /* a tie split two ways would give shards that overlap in part */
+        if (st == SF_OK) st = sf_strategy_check_ties(rt->s, g, 0, NULL, NULL, err);
     }
     if (st == SF_OK) {
         sf_taskgraph_set_strategy(rt->tg, rt->s);

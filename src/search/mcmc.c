@@ -230,6 +230,28 @@ typedef struct mc_move {
     sf_config cfg[2];
 } mc_move;
 
+/* Tied operators (an embedding and its LM head: src/strategy/tie.c) must split
+ * their table alike. A move of one that no longer ties with the other becomes a
+ * move of both, the other lined up with it by the weight elements
+ * (sf_config_tie_follow), when that config is one the search may propose; a
+ * move that still does not tie (a pair move, or a partner that cannot follow)
+ * is an invalid proposal and is rejected without simulating. Returns 1 when mv
+ * (perhaps grown to two operators) may be simulated. Graphs without ties pass
+ * at once and draw nothing: their searches are as before. */
+static int tie_fix(const mc_search *s, const sf_strategy *cur, mc_move *mv) {
+    if (sf_graph_num_ties(s->g) == 0) return 1;
+    if (sf_strategy_check_ties(cur, s->g, mv->n, mv->op, mv->cfg, NULL) == SF_OK) return 1;
+    if (mv->n != 1) return 0;
+    int partner = sf_strategy_tie_partner(s->g, mv->op[0]);
+    if (partner < 0 ||
+        !sf_config_tie_follow(sf_graph_op(s->g, mv->op[0]), &mv->cfg[0], sf_graph_op(s->g, partner),
+                              s->m, s->o->reduce, &mv->cfg[1]))
+        return 0;
+    mv->op[1] = partner;
+    mv->n = 2;
+    return sf_strategy_check_ties(cur, s->g, mv->n, mv->op, mv->cfg, NULL) == SF_OK;
+}
+
 /* The config of `op` that lines it up with a neighbour's config c: c itself
  * when valid for op; otherwise, dimension by dimension, c's degree where op can
  * take it (the dimension exists, can be split and is that large) and 1
@@ -304,7 +326,9 @@ static void shift_devices(mc_search *s, const sf_config *cur, sf_config *c) {
  * short of such optima. The coin for a pair move is drawn only when `pairs` is
  * set, so the other chains draw exactly what they drew without pair moves.
  * Every move gives valid configs, so the chain still explores the whole space;
- * the mix only makes useful moves likelier. */
+ * the mix only makes useful moves likelier. Tied operators (an embedding and
+ * its LM head) must also split their table alike: tie_fix lines the other up
+ * with a move of one, or rejects the move (below). */
 static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, int pairs, mc_move *mv) {
     const sf_op *op = sf_graph_op(s->g, opi);
     const sf_config *cur = sf_strategy_get(cur_strat, opi);
@@ -414,6 +438,7 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
             s->pair_accepted += mv.pair;
             continue;
         }
+        if (!tie_fix(s, cur_strat, &mv)) continue; /* tied weights split two ways: invalid */
         /* While the current strategy fits, the Metropolis test is decided by a
          * uniform u drawn now: the proposal is accepted iff it fits and its time
          * is at most cur + ref * (-ln u) / beta. Knowing that bound before
@@ -552,6 +577,7 @@ static sf_status polish_try(mc_search *s, mc_move *mv, mc_point *cur, int *impro
     /* a pair move whose partner keeps its config is a single move, tried already */
     if (n == 0 || n < mv->n) return SF_OK;
     mv->n = n;
+    if (!tie_fix(s, cs, mv)) return SF_OK; /* tied weights split two ways: invalid */
     sf_sim_result r;
     double bound = cur->fits ? cur->cost_s : INFINITY;
     sf_config saved[2];

@@ -8,7 +8,9 @@
  * product p of the degrees (the number of parts) is a power of two or a divisor
  * of the device count, and p <= min(devices, SF_MAX_PARTS); part i runs on
  * device i (p contiguous devices from device 0, in part order). On 16 devices a
- * convolution (sample, channel, height, width) has 70 candidates. With
+ * convolution (sample, channel, height, width) has 70 candidates. Tied
+ * operators (an embedding and the LM head sharing its table) keep the table
+ * whole: their candidates split samples and the sequence only (oc_candidates). With
  * check_memory, a config whose largest part (sf_op_tile_memory: saved and output
  * activations in the plan's dtype, plus fp32 weights x 3 for weights, gradients
  * and SGD's momentum, x 4 with Adam's two moments, which mixed precision's
@@ -145,8 +147,11 @@ double sf_optcnn_cost(const sf_graph *g, const sf_machine *m, const sf_cost_mode
 static int parts_allowed(int p, int n_dev) { return (p & (p - 1)) == 0 || n_dev % p == 0; }
 
 /* Degree tuples of op with product exactly `rem` over dimensions d.., in
- * lexicographic order; writes them to out (when non-NULL) from index n. */
-static int enum_degrees(const sf_op *op, int reduce, int d, int rem, int *deg, oc_cfg *out, int n) {
+ * lexicographic order; writes them to out (when non-NULL) from index n. With
+ * `whole`, the dimensions that split the weights (parameter, reduction) stay
+ * whole: a tied operator's (see oc_candidates). */
+static int enum_degrees(const sf_op *op, int reduce, int whole, int d, int rem, int *deg,
+                        oc_cfg *out, int n) {
     if (d == op->space.ndim) {
         if (rem != 1) return n;
         if (out) {
@@ -162,11 +167,12 @@ static int enum_degrees(const sf_op *op, int reduce, int d, int rem, int *deg, o
     }
     /* reduction and inner dimensions (sf_op_dim_opt_in) only with sf_optcnn_options.reduce */
     int64_t maxd = op->kinds[d] == SF_DIM_NONE || sf_op_dim_opt_in(op, d) > reduce ? 1 : rem;
+    if (whole && (op->kinds[d] == SF_DIM_PARAMETER || op->kinds[d] == SF_DIM_REDUCE)) maxd = 1;
     if (op->space.d[d] < maxd) maxd = op->space.d[d];
     for (int x = 1; x <= maxd; x++) {
         if (rem % x) continue;
         deg[d] = x;
-        n = enum_degrees(op, reduce, d + 1, rem / x, deg, out, n);
+        n = enum_degrees(op, reduce, whole, d + 1, rem / x, deg, out, n);
     }
     deg[d] = 1;
     return n;
@@ -237,10 +243,16 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         const sf_op *op = sf_graph_op(g, i);
         int deg[SF_MAX_DIMS];
         for (int d = 0; d < SF_MAX_DIMS; d++) deg[d] = 1;
+        /* Tied operators (an embedding and its LM head) must split their one
+         * table alike (src/strategy/tie.c), a constraint between two operators
+         * far apart that the additive model has no term for: their candidates
+         * keep the weights whole (samples and sequence split), so that every
+         * combination ties. */
+        int whole = sf_graph_op_tied(g, i);
         int total = 0;
         for (int p = 1; p <= pmax; p++)
             if (parts_allowed(p, n_dev))
-                total = enum_degrees(op, o->reduce, 0, p, deg, NULL, total);
+                total = enum_degrees(op, o->reduce, whole, 0, p, deg, NULL, total);
         oc_cfg *cfg = sf_arena_calloc(arena, (size_t)total, sizeof *cfg);
         double *bytes = sf_arena_calloc(arena, (size_t)total, sizeof *bytes);
         if (!cfg || !bytes) {
@@ -249,7 +261,8 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         }
         int nc = 0;
         for (int p = 1; p <= pmax; p++)
-            if (parts_allowed(p, n_dev)) nc = enum_degrees(op, o->reduce, 0, p, deg, cfg, nc);
+            if (parts_allowed(p, n_dev))
+                nc = enum_degrees(op, o->reduce, whole, 0, p, deg, cfg, nc);
         if (o->check_memory) {
             int kept = 0, smallest = 0;
             for (int c = 0; c < nc; c++) {

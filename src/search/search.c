@@ -96,6 +96,7 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         for (int i = 0; i < sf_graph_num_ops(g); i++)
             sf_config_random_in(sf_graph_op(g, i), m, o->mcmc.reduce, &rng,
                                 sf_strategy_config(rnd, i));
+        sf_strategy_align_ties(rnd, g, m); /* tied weights split alike (draws nothing) */
         sf_error ignore = {0};
         if (data->present && sf_sim_run(sim, rnd, &res, &ignore) == SF_OK &&
             res.tasks <= 4 * data_res.tasks)

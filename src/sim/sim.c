@@ -520,6 +520,10 @@ sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config 
         sf_status st = sf_config_validate(op, sim->m, &cfgs[j], err);
         if (st != SF_OK) return st;
     }
+    {
+        sf_status st = sf_strategy_check_ties(sim->s, sim->g, n, ops, cfgs, err);
+        if (st != SF_OK) return st;
+    }
     /* Room first, so that nothing changes when there is none: the old tiles'
      * copy for a revert, and the new config's tiles in the task graph. */
     for (int j = 0; j < n; j++) {

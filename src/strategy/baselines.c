@@ -18,9 +18,14 @@
  *           parameter dimension to split (layernorm, lstm, attention), are
  *           data parallel: model parallelism says nothing about them, and data
  *           parallelism is what OptCNN's baseline did between the layers it
- *           split.
+ *           split. Tied operators (an embedding and the LM head that shares its
+ *           table, sf_graph_op_tied) are data parallel too: their parameter
+ *           dimensions are different axes of the one table (the embedding's
+ *           columns, the head's rows), so splitting both on them would split
+ *           the table two ways that do not tie (src/strategy/tie.c).
  *   owt     Krizhevsky's "one weird trick": linear layers as in `model`
- *           (parameter dimension over all devices); every other operator
+ *           (parameter dimension over all devices; a tied one, data parallel
+ *           as there); every other operator
  *           (convolutions, pools, norms, activations, and the elementwise
  *           operators and softmax_ce after a linear layer) data parallel.
  *   expert  GNMT-style for recurrent graphs, see expert_local below; for a
@@ -98,7 +103,7 @@ sf_status sf_strategy_model(sf_strategy *s, const sf_graph *g, const sf_machine 
     int n_dev = sf_machine_num_devices(m);
     for (int i = 0; i < sf_graph_num_ops(g); i++) {
         const sf_op *op = sf_graph_op(g, i);
-        if (op->n_params > 0)
+        if (op->n_params > 0 && !sf_graph_op_tied(g, i))
             model_config(sf_strategy_config(s, i), op, n_dev);
         else
             data_config(sf_strategy_config(s, i), op, n_dev);
@@ -111,7 +116,7 @@ sf_status sf_strategy_owt(sf_strategy *s, const sf_graph *g, const sf_machine *m
     int n_dev = sf_machine_num_devices(m);
     for (int i = 0; i < sf_graph_num_ops(g); i++) {
         const sf_op *op = sf_graph_op(g, i);
-        if (op->type == SF_OP_LINEAR)
+        if (op->type == SF_OP_LINEAR && !sf_graph_op_tied(g, i))
             model_config(sf_strategy_config(s, i), op, n_dev);
         else
             data_config(sf_strategy_config(s, i), op, n_dev);

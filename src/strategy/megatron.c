@@ -24,10 +24,15 @@
  *                    embedding tied to a linear) split on its vocabulary rows:
  *                    each device looks up the tokens of its rows, a partial
  *                    sum; other embeddings (positions) are elementwise. An
- *                    embedding tied to an LM head (GPT-2's) and that head keep
- *                    their one table whole for now (graph.c: shards of two
- *                    operator types split along different axes are not yet
- *                    matched), so both are split like the rest;
+ *                    embedding tied to an LM head (GPT-2's wte) and that head
+ *                    split the one table together: the embedding on its
+ *                    vocabulary rows, the head (column-parallel) on its output
+ *                    features, which are the same rows, T ways with the same
+ *                    ranges on the same devices, so each device holds one
+ *                    shard of the table that both use (src/strategy/tie.c);
+ *                    where either cannot be split T ways on the vocabulary,
+ *                    both are split like the rest (which keeps the table
+ *                    whole);
  *   softmax_ce       after a column-parallel linear, split on the classes
  *                    where the operator allows it (the vocabulary-parallel
  *                    cross-entropy: the logits are never gathered);
@@ -89,8 +94,8 @@ static int passes_features(const sf_op *op) {
     }
 }
 
-/* The operators' roles, in id (topological) order. */
-static void assign_roles(const sf_graph *g, role *r) {
+/* The operators' roles, in id (topological) order; T: the group's devices. */
+static void assign_roles(const sf_graph *g, int T, role *r) {
     int n = sf_graph_num_ops(g);
     int64_t vocab = 0;
     for (int i = 0; i < n; i++) {
@@ -117,25 +122,20 @@ static void assign_roles(const sf_graph *g, role *r) {
             break;
         }
     }
-    /* embeddings whose table a linear shares (a tied LM head) are split on the
-     * vocabulary with it */
+    /* an embedding whose table a linear shares (a tied LM head) is split on the
+     * vocabulary with it, the head on its output features (the same rows of the
+     * table): both T ways, or neither (the table then stays whole) */
     for (int i = 0; i < n; i++) {
         const sf_op *op = sf_graph_op(g, i);
         int ow = op->weight_owner;
-        if (op->type == SF_OP_LINEAR && ow >= 0 && sf_graph_op(g, ow)->type == SF_OP_EMBEDDING)
-            r[ow] = R_VOCAB;
+        if (op->type != SF_OP_LINEAR || ow < 0 || sf_graph_op(g, ow)->type != SF_OP_EMBEDDING)
+            continue;
+        const sf_op *e = sf_graph_op(g, ow);
+        int ve = first_dim(e, SF_DIM_REDUCE), vh = last_dim(op, SF_DIM_PARAMETER);
+        int both = ve >= 0 && vh >= 0 && e->space.d[ve] >= T && op->space.d[vh] >= T;
+        r[ow] = both ? R_VOCAB : R_REST;
+        r[i] = both ? R_COLUMN : R_REST;
     }
-}
-
-/* 1 when op shares its weights with an operator of another type, or one with it. */
-static int tied(const sf_graph *g, int op) {
-    const sf_op *o = sf_graph_op(g, op);
-    if (o->weight_owner >= 0) return sf_graph_op(g, o->weight_owner)->type != o->type;
-    for (int i = op + 1; i < sf_graph_num_ops(g); i++) {
-        const sf_op *u = sf_graph_op(g, i);
-        if (u->weight_owner == op && u->type != o->type) return 1;
-    }
-    return 0;
 }
 
 /* The config of op: samples D ways (the sample dimension s, the first) and
@@ -184,7 +184,7 @@ sf_status sf_strategy_megatron(sf_strategy *s, const sf_graph *g, const sf_machi
                             bn, sf_graph_name(g));
     role *r = malloc((size_t)n * sizeof *r);
     if (!r) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-    assign_roles(g, r);
+    assign_roles(g, T, r);
     sf_status st = SF_OK;
     for (int i = 0; i < n && st == SF_OK; i++) {
         const sf_op *op = sf_graph_op(g, i);
@@ -214,12 +214,6 @@ sf_status sf_strategy_megatron(sf_strategy *s, const sf_graph *g, const sf_machi
             if (r[op->inputs[0].op] != R_COLUMN && r[op->inputs[0].op] != R_FEATURE) r[i] = R_REST;
             break;
         case R_REST: break;
-        }
-        /* operators that share weights across types (a tied LM head and its
-         * embedding) keep them whole (graph.c), so they are split like the rest */
-        if (what && tied(g, i) && (dim < 0 || op->kinds[dim] == SF_DIM_NONE)) {
-            r[i] = R_REST;
-            what = NULL;
         }
         if (r[i] == R_REST) {
             /* sequence parallelism, or the group's samples (the sequence when

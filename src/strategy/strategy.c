@@ -254,20 +254,6 @@ const sf_config *sf_strategy_get(const sf_strategy *s, int op) {
     return &s->configs[op];
 }
 
-sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
-                               sf_error *err) {
-    int n = sf_graph_num_ops(g);
-    if (s->n_ops != n)
-        return sf_error_set(err, SF_ERR_INVALID,
-                            "strategy has %d operators, graph '%s' has %d", s->n_ops,
-                            sf_graph_name(g), n);
-    for (int i = 0; i < n; i++) {
-        sf_status st = sf_config_validate(sf_graph_op(g, i), m, &s->configs[i], err);
-        if (st != SF_OK) return st;
-    }
-    return SF_OK;
-}
-
 int sf_strategy_idle_devices(const sf_strategy *s, int n_devices, int *idle) {
     if (n_devices <= 0) return 0;
     unsigned char used[SF_MAX_DEVICES] = {0};

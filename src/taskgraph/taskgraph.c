@@ -9,13 +9,20 @@
  * parts, found by inverting sf_split_range; only those are intersected. An
  * output with no such map has every part tested.
  *
- * Shards: the entries of a weight group (every part of every member) whose
- * tiles agree on every parameter dimension use the same weight elements; they
- * form one shard, in order of first appearance, with its distinct devices in
- * id order and each device's entries in entry order. Grouping compares each
- * unassigned entry with the later ones: quadratic in the entries of a group,
- * which are at most members x SF_MAX_PARTS; data parallelism, whose entries
- * all share the one shard, takes one pass.
+ * Shards: the entries of a weight group (every part of every member) that
+ * use the same weight elements form one shard, in order of first appearance,
+ * with its distinct devices in id order and each device's entries in entry
+ * order. Members of one type (an RNN layer's steps) name the weights by the
+ * same dimensions, so their entries are compared by their tiles' ranges on the
+ * parameter and reduction dimensions. A tie (members of different types: an
+ * embedding and its LM head, which name the table's rows and columns by
+ * different dimensions) compares the entries' weight slices themselves
+ * (sf_op_weight_slices, in the layout both share); the strategy guarantees
+ * that two entries' slices are equal or disjoint (sf_strategy_check_ties).
+ * Only tied groups pay for the slices. Grouping compares each unassigned entry
+ * with the later ones: quadratic in the entries of a group, which are at most
+ * members x SF_MAX_PARTS; data parallelism, whose entries all share the one
+ * shard, takes one pass.
  *
  * Everything here is a function of the strategy alone; scratch arrays grow
  * and are kept, so that the simulator's delta updates do not allocate.
@@ -106,6 +113,7 @@ void sf_taskgraph_free(sf_taskgraph *tg) {
     free(tg->feeds);
     free(tg->pairs);
     free(tg->ents);
+    free(tg->ent_sl);
     free(tg->shards);
     free(tg->devs);
     free(tg->ent_start);
@@ -383,6 +391,17 @@ static int same_shard(const struct tg_ent *a, const struct tg_ent *b, int nd) {
     return 1;
 }
 
+/* Entries of a tied group: the same weight elements, slice for slice (the
+ * slices are normalized, so equal elements are equal slices). */
+static int same_slices(const struct tg_ent_slices *a, const struct tg_ent_slices *b) {
+    if (a->n != b->n) return 0;
+    for (int i = 0; i < a->n; i++)
+        if (a->sl[i].offset != b->sl[i].offset || a->sl[i].len != b->sl[i].len ||
+            a->sl[i].stride != b->sl[i].stride || a->sl[i].count != b->sl[i].count)
+            return 0;
+    return 1;
+}
+
 sf_status sf_taskgraph_device_weights(sf_taskgraph *tg, int64_t *per_device) {
     for (int d = 0; d < tg->n_dev; d++) per_device[d] = 0;
     for (int ow = 0; ow < tg->n_ops; ow++) {
@@ -419,6 +438,13 @@ sf_status tg_shards(sf_taskgraph *tg, const int *members, int nm, int owner, sf_
     struct tg_ent *e = tg->ents;
     const sf_op *own = sf_graph_op(tg->g, owner);
     int nd = own->space.ndim;
+    /* a tie (members of another type than the owner's): entries are matched by
+     * their weight slices, since the members split the weights along
+     * dimensions of different indices */
+    int tied = 0;
+    for (int i = 0; i < nm && !tied; i++) tied = sf_graph_op(tg->g, members[i])->type != own->type;
+    if (tied && tg_grow((void **)&tg->ent_sl, &tg->cap_ent_sl, n_ent, sizeof *tg->ent_sl))
+        return SF_ERR_NOMEM;
     int64_t ne = 0;
     for (int i = 0; i < nm; i++) {
         const sf_op *op = sf_graph_op(tg->g, members[i]);
@@ -437,6 +463,10 @@ sf_status tg_shards(sf_taskgraph *tg, const int *members, int nm, int owner, sf_
             x->part = p;
             x->dev = c->device[p];
             x->cls = -1;
+            if (tied) {
+                struct tg_ent_slices *q = &tg->ent_sl[ne - 1];
+                q->n = sf_op_weight_slices(op, &mt[p], q->sl);
+            }
         }
     }
     int n_cls = 0;
@@ -444,7 +474,9 @@ sf_status tg_shards(sf_taskgraph *tg, const int *members, int nm, int owner, sf_
         if (e[i].cls >= 0) continue;
         e[i].cls = n_cls;
         for (int64_t j = i + 1; j < ne; j++)
-            if (e[j].cls < 0 && same_shard(&e[i], &e[j], nd)) e[j].cls = n_cls;
+            if (e[j].cls < 0 &&
+                (tied ? same_slices(&tg->ent_sl[i], &tg->ent_sl[j]) : same_shard(&e[i], &e[j], nd)))
+                e[j].cls = n_cls;
         n_cls++;
     }
     /* Lay each shard out: its devices in id order with their entries in entry

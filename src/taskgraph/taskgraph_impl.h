@@ -36,6 +36,11 @@ struct sf_taskgraph {
         int op, part, dev, cls;
     } * ents;
     int64_t cap_ents;
+    struct tg_ent_slices { /* a tied group's entries: their weight slices */
+        int n;
+        sf_weight_slice sl[SF_MAX_WEIGHT_SLICES];
+    } * ent_sl;
+    int64_t cap_ent_sl;
     sf_tg_shard *shards;
     int64_t cap_shards;
     int16_t *devs;

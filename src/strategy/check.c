@@ -1,0 +1,21 @@
+/*
+ * check.c - the check of a whole strategy: every operator's config against
+ * its operator and the machine (strategy.c), then every tie (tie.c: tied
+ * operators split their shared weights alike). A file of its own so that the
+ * calls between the configs' file and the ties' go one way (tie.c uses
+ * strategy.c's configs; tests/check_cycles.py).
+ */
+#include "soapflow/strategy.h"
+
+sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
+                               sf_error *err) {
+    int n = sf_graph_num_ops(g);
+    if (sf_strategy_num_ops(s) != n)
+        return sf_error_set(err, SF_ERR_INVALID, "strategy has %d operators, graph '%s' has %d",
+                            sf_strategy_num_ops(s), sf_graph_name(g), n);
+    for (int i = 0; i < n; i++) {
+        sf_status st = sf_config_validate(sf_graph_op(g, i), m, sf_strategy_get(s, i), err);
+        if (st != SF_OK) return st;
+    }
+    return sf_strategy_check_ties(s, g, 0, NULL, NULL, err);
+}

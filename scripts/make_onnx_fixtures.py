@@ -203,6 +203,35 @@ class Misc(nn.Module):
         return F.log_softmax(self.fc2(y), dim=1)
 
 
+class ConstOps(nn.Module):
+    """Element-wise operators with constant operands: a learned position embedding
+    (1, T, D) added, literals (x * 0.5 - 1, x / 4, 2 - x), a learned per-feature
+    scale (D,) multiplied from the left, a learned scalar, and a per-channel
+    learned scale and shift of a convolution's output ((1, C, 1, 1) and (C, 1, 1))
+    on a second path."""
+
+    def __init__(self, t=4, d=8, classes=5):
+        super().__init__()
+        self.pos_embedding = nn.Parameter(torch.randn(1, t, d) * 0.1)
+        self.gamma = nn.Parameter(torch.rand(d) + 0.5)
+        self.temp = nn.Parameter(torch.tensor(1.5))
+        self.conv = nn.Conv2d(1, 3, 3, padding=1)
+        self.cscale = nn.Parameter(torch.rand(1, 3, 1, 1) + 0.5)
+        self.cshift = nn.Parameter(torch.randn(3, 1, 1) * 0.1)
+        self.fc = nn.Linear(d, classes)
+        self.fc_conv = nn.Linear(3 * t * d, t * classes)
+        self.t, self.classes = t, classes
+
+    def forward(self, x):
+        y = x + self.pos_embedding
+        y = (y * 0.5 - 1.0) / 4
+        y = 2.0 - self.gamma * y
+        y = y * self.temp
+        z = self.conv(x.unsqueeze(1)) * self.cscale + self.cshift  # (N, 3, T, D)
+        z = self.fc_conv(torch.flatten(z, 1)).reshape(-1, self.t, self.classes)
+        return self.fc(y) + z
+
+
 def params(m):
     return sum(p.numel() for p in m.parameters())
 
@@ -233,6 +262,30 @@ def expectation(m, x, classes, path):
                    "labels": labels.tolist(), "loss": float(loss), "params": params(m)},
                   f)
         f.write("\n")
+
+
+# The idioms of issue 28's operators: name, module class, input shape (floats)
+# or (vocabulary, length) of tokens, opset, training-mode export, classes per row.
+# Each is built under its own seed, so one can be remade alone (--only).
+OPS_JOBS = [
+    ("constops_op13", ConstOps, (BATCH, 4, 8), 13, False, 5),
+    ("constops_op17_train", ConstOps, (BATCH, 4, 8), 17, True, 5),
+]
+
+
+def ops_fixtures(outdir, only):
+    os.makedirs(outdir, exist_ok=True)
+    for k, (name, cls, shape, opset, training, classes) in enumerate(OPS_JOBS):
+        if only and name not in only:
+            continue
+        torch.manual_seed(100 + k)
+        m = cls()
+        x = torch.randn(*shape)
+        path = os.path.join(outdir, name + ".onnx")
+        export(m, x, path, opset, training)
+        expectation(m, x, classes, os.path.join(outdir, name + ".json"))
+        print("%-20s opset %2d  %8d params  %7d bytes" % (name, opset, params(m),
+                                                          os.path.getsize(path)))
 
 
 def small(outdir):
@@ -298,11 +351,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=FIXTURES, help="folder of the small fixtures")
     ap.add_argument("--big", metavar="DIR", help="export the torchvision models into DIR")
+    ap.add_argument("--only", metavar="NAMES",
+                    help="comma-separated fixtures of OPS_JOBS to make (the others are left)")
     a = ap.parse_args()
     if a.big:
         big(a.big)
+    elif a.only:
+        ops_fixtures(os.path.normpath(a.out), a.only.split(","))
     else:
         small(os.path.normpath(a.out))
+        ops_fixtures(os.path.normpath(a.out), None)
 
 
 if __name__ == "__main__":

@@ -39,9 +39,12 @@
 #include "soapflow/runtime.h"
 #include "soapflow/sim.h"
 
-static const char *const fixtures[] = {"lenet5",      "lenet5_op9",       "resblock", "lstm_lm",
-                                       "transformer", "transformer_op14", "misc_op9", "misc_op13",
-                                       "gpt",         "gpt_op14_nofold"};
+static const char *const fixtures[] = {"lenet5", "lenet5_op9", "resblock", "lstm_lm", "transformer",
+                                       "transformer_op14", "misc_op9", "misc_op13", "gpt",
+                                       "gpt_op14_nofold",
+                                       /* issue 28's operators (scripts/make_onnx_fixtures.py,
+                                        * OPS_JOBS) */
+                                       "constops_op13", "constops_op17_train"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 static void fixture_path(char *buf, size_t cap, const char *name, const char *ext) {

@@ -518,6 +518,31 @@ static void embedding_d(const sf_op *op, double *const *x, const double *w, doub
         for (int64_t j = 0; j < D; j++) y[0][r * D + j] = w[(int64_t)x[0][r] * D + j];
 }
 
+/* add_param, mul_param: y = x + w, x * w, w broadcast from PyTorch's shape
+ * aligned with x's last dimensions. */
+static void param_d(const sf_op *op, double *const *x, const double *w, double **y) {
+    const sf_shape *s = &op->in_shapes[0];
+    int nd = s->ndim, pn = op->params.param.ndim;
+    int64_t n = sf_shape_numel(s), idx[SF_MAX_DIMS] = {0};
+    for (int64_t e = 0; e < n; e++) {
+        int64_t q = 0;
+        for (int j = 0; j < pn; j++) {
+            int64_t pd = op->params.param.shape[j];
+            q = q * pd + (pd == 1 ? 0 : idx[j + nd - pn]);
+        }
+        y[0][e] = op->type == SF_OP_MUL_PARAM ? x[0][e] * w[q] : x[0][e] + w[q];
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++idx[i] < s->d[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+static void scale_d(const sf_op *op, double *const *x, const double *w, double **y) {
+    (void)w;
+    int64_t n = sf_shape_numel(&op->in_shapes[0]);
+    for (int64_t i = 0; i < n; i++) y[0][i] = x[0][i] * op->params.scale.mul + op->params.scale.add;
+}
+
 /* ---- gradients against central differences ----------------------------- */
 
 /* L = sum_k sum(y_k * rnd_k), or for softmax_ce the mean cross-entropy. */
@@ -1613,6 +1638,57 @@ static void test_layernorm_needs_whole_rows(void **state) {
 
 /* The graph input has no kernels (op_input.c says why); every other operator
  * of this file has both. */
+/* ---- element-wise with a constant: add_param, mul_param, scale ---------- */
+
+static void test_param_ops(void **state) {
+    (void)state;
+    /* (input, weight shape): a position embedding (1, T, D), a rank-2 one (T, D),
+     * a per-channel (C, 1, 1) and a (1, C, 1, 1), a last-dimension vector, a
+     * scalar, one varying along three dimensions, and one with a broadcast
+     * dimension between its two parameter dimensions */
+    static const struct {
+        sf_shape x;
+        int pn;
+        int64_t pd[4];
+    } cases[] = {
+        {{3, {3, 5, 4}}, 3, {1, 5, 4}},    {{3, {2, 5, 7}}, 2, {5, 7}},
+        {{4, {2, 3, 4, 5}}, 3, {3, 1, 1}}, {{4, {2, 3, 4, 5}}, 4, {1, 3, 1, 1}},
+        {{3, {3, 1, 6}}, 1, {6}},          {{2, {4, 3}}, 0, {0}},
+        {{4, {2, 3, 4, 5}}, 3, {3, 4, 5}}, {{4, {3, 4, 3, 5}}, 3, {4, 1, 5}},
+    };
+    for (int t = 0; t < 2; t++)
+        for (int c = 0; c < N_OF(cases); c++) {
+            sf_op_type type = t ? SF_OP_MUL_PARAM : SF_OP_ADD_PARAM;
+            sf_op_params p;
+            sf_op_params_default(type, &p);
+            p.param.ndim = cases[c].pn;
+            for (int j = 0; j < cases[c].pn; j++) p.param.shape[j] = cases[c].pd[j];
+            kop o;
+            kop_make(&o, type, &cases[c].x, 1, &p);
+            int64_t numel = 1;
+            for (int j = 0; j < cases[c].pn; j++) numel *= cases[c].pd[j];
+            assert_int_equal(o.op->n_params, numel);
+            check_op(&o, param_d, DEGS4, N_OF(DEGS4), 1700 + (uint64_t)(t * 20 + c), NULL, 1e-3);
+            sf_graph_free(o.g);
+        }
+}
+
+static void test_scale(void **state) {
+    (void)state;
+    const sf_shape shapes[] = {shp(1, 1, 0, 0, 0), shp(3, 2, 3, 17, 0), shp(4, 2, 3, 5, 7)};
+    const double muls[] = {1, -0.5, 3}, adds[] = {2, 0, -1.25};
+    for (int s = 0; s < N_OF(shapes); s++) {
+        sf_op_params p;
+        sf_op_params_default(SF_OP_SCALE, &p);
+        p.scale.mul = muls[s];
+        p.scale.add = adds[s];
+        kop o;
+        kop_make(&o, SF_OP_SCALE, &shapes[s], 1, &p);
+        check_op(&o, scale_d, DEGS4, N_OF(DEGS4), 1750 + (uint64_t)s, NULL, 1e-3);
+        sf_graph_free(o.g);
+    }
+}
+
 static void test_availability(void **state) {
     (void)state;
     assert_int_equal(sf_kernel_available(SF_OP_INPUT, 0), 0);
@@ -1621,7 +1697,8 @@ static void test_availability(void **state) {
         SF_OP_POOL2D, SF_OP_EMBEDDING, SF_OP_RELU, SF_OP_SIGMOID, SF_OP_TANH,
         SF_OP_GELU, SF_OP_ADD, SF_OP_MUL, SF_OP_CONCAT, SF_OP_SPLIT,
         SF_OP_RESHAPE, SF_OP_FLATTEN, SF_OP_SOFTMAX_CE, SF_OP_BATCHNORM, SF_OP_LAYERNORM,
-        SF_OP_DROPOUT, SF_OP_RELU6, SF_OP_LEAKY_RELU,
+        SF_OP_DROPOUT, SF_OP_RELU6, SF_OP_LEAKY_RELU, SF_OP_ADD_PARAM, SF_OP_MUL_PARAM,
+        SF_OP_SCALE,
     };
     for (int i = 0; i < N_OF(types); i++)
         assert_true(sf_kernel_available(types[i], 0) && sf_kernel_available(types[i], 1));
@@ -1671,6 +1748,8 @@ int main(void) {
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_embedding_bad_ids),
         cmocka_unit_test(test_layernorm_needs_whole_rows),
+        cmocka_unit_test(test_param_ops),
+        cmocka_unit_test(test_scale),
         cmocka_unit_test(test_availability),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -187,6 +187,9 @@ typedef enum sf_op_type {
     SF_OP_DROPOUT,
     SF_OP_RELU6,      /* min(max(x, 0), 6): torch.nn.ReLU6, ONNX Clip(0, 6) */
     SF_OP_LEAKY_RELU, /* x, or alpha * x below 0 */
+    SF_OP_ADD_PARAM,  /* x + w, w a learned tensor broadcast over x (position embeddings) */
+    SF_OP_MUL_PARAM,  /* x * w, w a learned tensor broadcast over x (layer scale) */
+    SF_OP_SCALE,      /* x * mul + add, two constants (ONNX Add/Mul/Sub/Div by a scalar) */
     SF_OP_COUNT
 } sf_op_type;
 
@@ -277,6 +280,18 @@ typedef struct sf_leaky_relu_params {
     double alpha; /* slope below 0 (torch's negative_slope, ONNX's alpha) */
 } sf_leaky_relu_params;
 
+typedef struct sf_param_tensor_params {
+    /* add_param, mul_param: the learned tensor's shape, PyTorch's, aligned with the
+     * input's last dimensions (NumPy broadcasting); each size is the input's or 1,
+     * and the batch dimension's is 1 */
+    int ndim;
+    int64_t shape[SF_MAX_DIMS];
+} sf_param_tensor_params;
+
+typedef struct sf_scale_params {
+    double mul, add; /* y = x * mul + add */
+} sf_scale_params;
+
 typedef union sf_op_params {
     sf_input_params input;
     sf_conv2d_params conv2d;
@@ -293,6 +308,8 @@ typedef union sf_op_params {
     sf_norm_params norm; /* batchnorm, layernorm */
     sf_dropout_params dropout;
     sf_leaky_relu_params leaky_relu;
+    sf_param_tensor_params param; /* add_param, mul_param */
+    sf_scale_params scale;
 } sf_op_params;
 
 SF_API const char *sf_op_type_name(sf_op_type t); /* "conv2d"; "?" when out of range */

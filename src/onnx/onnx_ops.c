@@ -27,6 +27,9 @@
  *   BatchNormalization          batchnorm (running statistics are buffers: not imported)
  *   LayerNormalization          layernorm over the last axis
  *   Add, Mul                    add, mul (same rank, broadcasting 1s)
+ *   Add, Sub, Mul, Div by a     scale (x * mul + add) for a scalar literal; add_param,
+ *   constant                    mul_param for a named initializer (a learned tensor:
+ *                               position embeddings, layer scale), its weight
  *   Concat, Split, Slice        concat, split (a Slice of one axis, step 1, is a split
  *                               and one of its outputs)
  *   Flatten, Reshape            flatten, reshape (the batch must stay dimension 0);
@@ -776,6 +779,99 @@ sf_status ox_linear_force(ox_ctx *c, int v) {
     return SF_OK;
 }
 
+/* A learned tensor: an initializer named as a module's state (torch writes
+ * parameters by their state_dict names, "pos_embedding", "encoder.gamma";
+ * constants it folds are "onnx::Mul_42", and literals are Constant nodes).
+ * torch writes a buffer (register_buffer) the same way as a parameter, so a
+ * named buffer is taken for a parameter too (docs/formats-onnx.md). */
+static int named_param(const ox_ctx *c, int v) {
+    const ox_value *k = &c->vals[v];
+    return k->kind == OX_CONST && k->from_initializer && !k->is_index && k->name &&
+           strncmp(k->name, "onnx::", 6) != 0;
+}
+
+/* An element-wise Add, Sub, Mul or Div (type SF_OP_ADD or SF_OP_MUL, the
+ * division and difference said by the node) of an activation and a constant:
+ * a scalar that is not a parameter is a scale operator (x * mul + add); a
+ * named initializer is the weight of an add_param or mul_param, broadcast
+ * over the activation as ONNX broadcasts; anything else is refused. */
+static sf_status const_operand(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type, int a, int b) {
+    int kfirst = c->vals[a].kind == OX_CONST, k = kfirst ? a : b, x = kfirst ? b : a;
+    int sub = !strcmp(n->op_type, "Sub"), div = !strcmp(n->op_type, "Div");
+    if (c->vals[x].kind == OX_CONST)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "%s of two constants on activations", n->op_type);
+    TRY(ox_const_data(c, k));
+    TRY(ox_act(c, x));
+    const ox_value *K = &c->vals[k], *X = &c->vals[x];
+    if (K->is_index || X->is_index)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "%s of integers (token ids)", n->op_type);
+    if (K->ndim > X->ndim)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "the constant '%.100s' has rank %d, the activation %d: soapflow broadcasts "
+                       "a constant over an activation, not the activation over it",
+                       K->name, K->ndim, X->ndim);
+    for (int j = 0; j < K->ndim; j++) {
+        int64_t kd = K->d[j], xd = X->d[j + X->ndim - K->ndim];
+        if (kd != 1 && kd != xd)
+            return ox_fail(c, SF_ERR_SHAPE,
+                           "the constant '%.100s' is %lld along axis %d, the activation %lld",
+                           K->name, (long long)kd, j + X->ndim - K->ndim, (long long)xd);
+    }
+    if (K->numel == 1 && !named_param(c, k)) {
+        double v = K->f ? (double)K->f[0] : 0;
+        sf_op_params p;
+        sf_op_params_default(SF_OP_SCALE, &p);
+        if (div && kfirst)
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "a constant divided by an activation: soapflow has no reciprocal");
+        if (div && v == 0) return ox_fail(c, SF_ERR_INVALID, "a division by the constant 0");
+        if (type == SF_OP_MUL)
+            p.scale.mul = div ? 1.0 / v : v;
+        else if (sub && kfirst)
+            p.scale.mul = -1, p.scale.add = v;
+        else
+            p.scale.add = sub ? -v : v;
+        sf_tensor_ref in = X->ref;
+        int id = ox_add_op(c, SF_OP_SCALE, &p, &in, 1, NULL);
+        if (id < 0) return (sf_status)id;
+        set_like(c, n, 0, id, x, 0);
+        return SF_OK;
+    }
+    if (!named_param(c, k))
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "%s of an activation and the constant tensor '%.100s' of %lld values: "
+                       "soapflow trains a tensor operand (a named initializer, a parameter) but "
+                       "holds no fixed one",
+                       n->op_type, K->name, (long long)K->numel);
+    if (sub || div)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "%s by the parameter '%.100s': soapflow adds and multiplies by a learned "
+                       "tensor",
+                       n->op_type, K->name);
+    if (K->ndim == X->ndim && K->d[0] != 1)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "the parameter '%.100s' varies along the batch (%lld on axis 0)", K->name,
+                       (long long)K->d[0]);
+    sf_tensor_ref in;
+    TRY(ox_natural(c, x, &in));
+    K = &c->vals[k];
+    X = &c->vals[x];
+    if (X->ndim > SF_MAX_DIMS)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "an activation of rank %d", X->ndim);
+    sf_op_type pt = type == SF_OP_ADD ? SF_OP_ADD_PARAM : SF_OP_MUL_PARAM;
+    sf_op_params p;
+    sf_op_params_default(pt, &p);
+    p.param.ndim = K->ndim;
+    for (int j = 0; j < K->ndim; j++) p.param.shape[j] = K->d[j];
+    char name[300]; /* named after the parameter: its checkpoint tensor is <name>.weight */
+    ox_unique_name(c, K->name, name, sizeof name);
+    int id = ox_add_named(c, pt, name, &p, &in, 1);
+    if (id < 0) return (sf_status)id;
+    TRY(ox_put_param(c, id, "weight", c->vals[k].f, c->vals[k].numel));
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
 static sf_status binary(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type) {
     sf_status st;
     if (ox_attn_node(c, n, &st)) return st;
@@ -783,11 +879,7 @@ static sf_status binary(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type) {
     if (type == SF_OP_ADD && (fuse_bias(c, n, a, b) || fuse_bias(c, n, b, a))) return SF_OK;
     if (ox_pat_node(c, n, &st)) return st;
     ox_kind ka = c->vals[a].kind, kb = c->vals[b].kind;
-    if (ka == OX_CONST || kb == OX_CONST)
-        return ox_fail(c, SF_ERR_UNSUPPORTED,
-                       "%s of an activation and a constant: soapflow has no such operator (a "
-                       "bias after a MatMul is folded into its linear layer)",
-                       type == SF_OP_ADD ? "a sum" : "a product");
+    if (ka == OX_CONST || kb == OX_CONST) return const_operand(c, n, type, a, b);
     TRY(ox_act(c, a));
     TRY(ox_act(c, b));
     const ox_value *A = &c->vals[a], *B = &c->vals[b];
@@ -831,12 +923,27 @@ static sf_status act_div(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_status st;
     if (ox_attn_node(c, n, &st)) return st;
     if (ox_pat_node(c, n, &st)) return st;
+    int a = ox_in(c, n, 0), b = ox_in(c, n, 1);
+    if (c->vals[a].kind == OX_CONST || c->vals[b].kind == OX_CONST)
+        return const_operand(c, n, SF_OP_MUL, a, b);
     return ox_fail(c, SF_ERR_UNSUPPORTED,
                    "a division of activations: soapflow has no such operator (one is taken "
                    "only as a step of torch's attention, layer normalization or GELU)");
 }
 
-/* Sub, Pow, Sqrt, ReduceMean, Erf: only as steps of torch's layer normalization
+/* x - c, c - x (a scale), or a step of torch's layer normalization. */
+static sf_status act_sub(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_pat_node(c, n, &st)) return st;
+    int a = ox_in(c, n, 0), b = ox_in(c, n, 1);
+    if (c->vals[a].kind == OX_CONST || c->vals[b].kind == OX_CONST)
+        return const_operand(c, n, SF_OP_ADD, a, b);
+    return ox_fail(c, SF_ERR_UNSUPPORTED,
+                   "a difference of activations: soapflow has no such operator (one is taken "
+                   "only as a step of torch's layer normalization)");
+}
+
+/* Pow, Sqrt, ReduceMean, Erf: only as steps of torch's layer normalization
  * and GELU (onnx_norm.c). */
 static sf_status act_steps_only(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_status st;
@@ -1665,7 +1772,7 @@ static const ox_op_entry table[] = {
     {"Split", ACT, 1, NULL, act_split},
     {"Sqrt", FOLD | ACT | STEP, 1, ox_fold_node, act_steps_only},
     {"Squeeze", FOLD | ACT, 1, ox_fold_node, act_squeeze},
-    {"Sub", FOLD | ACT | STEP, 2, ox_fold_node, act_steps_only},
+    {"Sub", FOLD | ACT, 2, ox_fold_node, act_sub},
     {"Tanh", ACT, 1, NULL, act_tanh},
     {"Transpose", FOLD | ACT, 1, ox_fold_node, act_transpose},
     {"Unsqueeze", FOLD | ACT, 1, ox_fold_node, act_unsqueeze},

@@ -1,0 +1,193 @@
+/* The operators issue 28 added for imported models (add_param, mul_param,
+ * scale, ...): shapes and parameter counts against PyTorch's, every check of
+ * their shape inference with the operator and the numbers in the message,
+ * their parallel dimensions and weight slices by hand, FLOPs by hand and
+ * summed over split parts, and their attributes through the model JSON and
+ * back. Kernels are tested in test_kernels_ops.c, every split in
+ * test_ops_slices.c, and the ONNX mappings in test_io_onnx.c. */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+/* cmocka needs setjmp.h, stdarg.h and stddef.h first */
+#include <cmocka.h>
+
+#include "ops_check.h"
+#include "soapflow/graph.h"
+#include "soapflow/io.h"
+
+static void expect_fail(sf_graph *g, sf_op_type t, const char *name, const sf_op_params *p, int x,
+                        sf_status code, const char *needle) {
+    sf_error err = {0};
+    int id = sf_graph_add_op(g, t, name, p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    if (id >= 0) fail_msg("'%s' was accepted; expected \"%s\"", name, needle);
+    assert_int_equal(err.code, code);
+    if (!strstr(err.msg, name)) fail_msg("message does not name %s: %s", name, err.msg);
+    if (!strstr(err.msg, needle)) fail_msg("message lacks \"%s\": %s", needle, err.msg);
+}
+
+static int add_ok(sf_graph *g, sf_op_type t, const char *name, const sf_op_params *p, int x) {
+    sf_error err = {0};
+    int id = sf_graph_add_op(g, t, name, p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    if (id < 0) fail_msg("%s: %s", name, err.msg);
+    return id;
+}
+
+static sf_op_params param_p(sf_op_type t, int nd, const int64_t *d) {
+    sf_op_params p;
+    sf_op_params_default(t, &p);
+    p.param.ndim = nd;
+    for (int k = 0; k < nd; k++) p.param.shape[k] = d[k];
+    return p;
+}
+
+/* ---- add_param, mul_param ---------------------------------------------------- */
+
+static void test_param_shapes_and_errors(void **state) {
+    (void)state;
+    sf_graph *g = sf_graph_new("p");
+    int x = add_input(g, "x", 3, (int64_t[]){2, 5, 8});
+    /* ViT's pos_embedding (1, T, D): T * D parameters, the input's shape out */
+    sf_op_params p = param_p(SF_OP_ADD_PARAM, 3, (int64_t[]){1, 5, 8});
+    int a = add_ok(g, SF_OP_ADD_PARAM, "pos", &p, x);
+    const sf_op *op = sf_graph_op(g, a);
+    assert_int_equal(op->n_params, 40);
+    check_shape(&op->out_shapes[0], 3, (int64_t[]){2, 5, 8});
+    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_PARAMETER, SF_DIM_PARAMETER});
+    /* a layer scale (D,): D parameters, T an attribute */
+    p = param_p(SF_OP_MUL_PARAM, 1, (int64_t[]){8});
+    op = sf_graph_op(g, add_ok(g, SF_OP_MUL_PARAM, "gamma", &p, x));
+    assert_int_equal(op->n_params, 8);
+    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_PARAMETER});
+    /* a scalar: no parameter dimension */
+    p = param_p(SF_OP_MUL_PARAM, 0, NULL);
+    op = sf_graph_op(g, add_ok(g, SF_OP_MUL_PARAM, "temp", &p, x));
+    assert_int_equal(op->n_params, 1);
+    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_ATTRIBUTE});
+
+    p = param_p(SF_OP_ADD_PARAM, 3, (int64_t[]){1, 4, 8});
+    expect_fail(g, SF_OP_ADD_PARAM, "bad_t", &p, x, SF_ERR_SHAPE,
+                "the weight is 4 along dimension 1 of the input 2x5x8 (must be 5 or 1)");
+    p = param_p(SF_OP_ADD_PARAM, 3, (int64_t[]){2, 5, 8});
+    expect_fail(g, SF_OP_ADD_PARAM, "bad_batch", &p, x, SF_ERR_SHAPE,
+                "the weight is 2 along the batch");
+    p = param_p(SF_OP_MUL_PARAM, 4, (int64_t[]){1, 1, 5, 8});
+    expect_fail(g, SF_OP_MUL_PARAM, "bad_rank", &p, x, SF_ERR_SHAPE,
+                "the weight has 4 dimensions, the input 2x5x8 only 3");
+    p = param_p(SF_OP_MUL_PARAM, 2, (int64_t[]){0, 8});
+    expect_fail(g, SF_OP_MUL_PARAM, "bad_zero", &p, x, SF_ERR_SHAPE, "weight dimension 0 is 0");
+    sf_graph_free(g);
+}
+
+/* The slices of a (1, T, D) embedding: rows of T and columns of D. */
+static void test_param_slices(void **state) {
+    (void)state;
+    sf_graph *g = sf_graph_new("p");
+    int x = add_input(g, "x", 4, (int64_t[]){2, 3, 4, 5});
+    sf_op_params p = param_p(SF_OP_MUL_PARAM, 3, (int64_t[]){3, 1, 5}); /* (C, 1, W) */
+    const sf_op *op = sf_graph_op(g, add_ok(g, SF_OP_MUL_PARAM, "s", &p, x));
+    check_kinds(
+        op, 4,
+        (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_PARAMETER, SF_DIM_ATTRIBUTE, SF_DIM_PARAMETER});
+    sf_tile t = mk_tile(4, (int64_t[]){0, 1, 0, 2}, (int64_t[]){1, 3, 2, 4});
+    sf_weight_slice s[SF_MAX_WEIGHT_SLICES];
+    assert_int_equal(sf_op_weight_slices(op, &t, s), 1);
+    /* channels 1, 2 (rows of 5), columns 2, 3 */
+    assert_int_equal(s[0].offset, 1 * 5 + 2);
+    assert_int_equal(s[0].len, 2);
+    assert_int_equal(s[0].stride, 5);
+    assert_int_equal(s[0].count, 2);
+    assert_int_equal(sf_op_tile_weights(op, &t), 4);
+    /* FLOPs: 1 forward and 3 backward per element; the parts add up */
+    sf_op_cost c;
+    sf_tile full = sf_tile_full(&op->space);
+    sf_op_tile_cost(op, &full, &c);
+    assert_true(c.flops_fwd == 120 && c.flops_bwd == 360);
+    double sum = 0;
+    for (int k = 0; k < 3; k++) {
+        sf_tile part = full;
+        part.lo[1] = k;
+        part.hi[1] = k + 1;
+        sf_op_cost pc;
+        sf_op_tile_cost(op, &part, &pc);
+        sum += pc.flops_bwd;
+    }
+    assert_true(sum == c.flops_bwd);
+    sf_graph_free(g);
+}
+
+/* ---- scale -------------------------------------------------------------------- */
+
+static void test_scale_errors(void **state) {
+    (void)state;
+    sf_graph *g = sf_graph_new("s");
+    int x = add_input(g, "x", 2, (int64_t[]){2, 5});
+    sf_op_params p;
+    sf_op_params_default(SF_OP_SCALE, &p);
+    assert_true(p.scale.mul == 1 && p.scale.add == 0);
+    p.scale.mul = NAN;
+    expect_fail(g, SF_OP_SCALE, "bad_mul", &p, x, SF_ERR_INVALID, "must be finite numbers");
+    p.scale.mul = 2;
+    p.scale.add = INFINITY;
+    expect_fail(g, SF_OP_SCALE, "bad_add", &p, x, SF_ERR_INVALID, "must be finite numbers");
+    p.scale.add = 1;
+    const sf_op *op = sf_graph_op(g, add_ok(g, SF_OP_SCALE, "ok", &p, x));
+    assert_int_equal(op->n_params, 0);
+    sf_op_cost c;
+    sf_tile full = sf_tile_full(&op->space);
+    sf_op_tile_cost(op, &full, &c);
+    assert_true(c.flops_fwd == 20 && c.flops_bwd == 10);
+    sf_graph_free(g);
+}
+
+/* ---- through the model JSON ------------------------------------------------------- */
+
+static void test_json_round_trip(void **state) {
+    (void)state;
+    sf_graph *g = sf_graph_new("rt");
+    int x = add_input(g, "x", 3, (int64_t[]){2, 5, 8});
+    sf_op_params p = param_p(SF_OP_ADD_PARAM, 3, (int64_t[]){1, 5, 8});
+    int a = add_ok(g, SF_OP_ADD_PARAM, "pos", &p, x);
+    p = param_p(SF_OP_MUL_PARAM, 2, (int64_t[]){1, 8});
+    int b = add_ok(g, SF_OP_MUL_PARAM, "gamma", &p, a);
+    sf_op_params_default(SF_OP_SCALE, &p);
+    p.scale.mul = -0.25;
+    p.scale.add = 3.5;
+    add_ok(g, SF_OP_SCALE, "sc", &p, b);
+    sf_error err = {0};
+    char *json = sf_model_to_json(g, &err);
+    assert_non_null(json);
+    sf_graph *back = sf_model_parse_json(json, "rt.json", &err);
+    if (!back) fail_msg("%s\n%s", err.msg, json);
+    assert_int_equal(sf_graph_num_ops(back), sf_graph_num_ops(g));
+    for (int i = 0; i < sf_graph_num_ops(g); i++) {
+        const sf_op *o = sf_graph_op(g, i), *q = sf_graph_op(back, i);
+        assert_int_equal(o->type, q->type);
+        assert_int_equal(o->n_params, q->n_params);
+        assert_true(sf_shape_equal(&o->out_shapes[0], &q->out_shapes[0]));
+        if (o->type == SF_OP_ADD_PARAM || o->type == SF_OP_MUL_PARAM) {
+            assert_int_equal(o->params.param.ndim, q->params.param.ndim);
+            for (int k = 0; k < o->params.param.ndim; k++)
+                assert_int_equal(o->params.param.shape[k], q->params.param.shape[k]);
+        }
+        if (o->type == SF_OP_SCALE)
+            assert_true(q->params.scale.mul == -0.25 && q->params.scale.add == 3.5);
+    }
+    free(json);
+    sf_graph_free(back);
+    sf_graph_free(g);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_param_shapes_and_errors),
+        cmocka_unit_test(test_param_slices),
+        cmocka_unit_test(test_scale_errors),
+        cmocka_unit_test(test_json_round_trip),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

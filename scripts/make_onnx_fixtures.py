@@ -232,6 +232,26 @@ class ConstOps(nn.Module):
         return self.fc(y) + z
 
 
+class ClassToken(nn.Module):
+    """ViT's head end: tokens embedded by a linear layer, a learned class token
+    (1, 1, D) concatenated in front (Expand + Concat), learned positions added,
+    a layer norm, and the class token's row classified."""
+
+    def __init__(self, t=4, f=6, d=8, classes=5):
+        super().__init__()
+        self.embed = nn.Linear(f, d)
+        self.class_token = nn.Parameter(torch.randn(1, 1, d) * 0.5)
+        self.pos_embedding = nn.Parameter(torch.randn(1, t + 1, d) * 0.1)
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        y = self.embed(x)
+        y = torch.cat([self.class_token.expand(y.shape[0], -1, -1), y], dim=1)
+        y = self.ln(y + self.pos_embedding)
+        return self.head(y[:, 0])
+
+
 def params(m):
     return sum(p.numel() for p in m.parameters())
 
@@ -270,6 +290,8 @@ def expectation(m, x, classes, path):
 OPS_JOBS = [
     ("constops_op13", ConstOps, (BATCH, 4, 8), 13, False, 5),
     ("constops_op17_train", ConstOps, (BATCH, 4, 8), 17, True, 5),
+    ("clstoken_op13_train", ClassToken, (BATCH, 4, 6), 13, True, 5),
+    ("clstoken_op17", ClassToken, (BATCH, 4, 6), 17, False, 5),
 ]
 
 

@@ -44,7 +44,8 @@ static const char *const fixtures[] = {"lenet5", "lenet5_op9", "resblock", "lstm
                                        "gpt_op14_nofold",
                                        /* issue 28's operators (scripts/make_onnx_fixtures.py,
                                         * OPS_JOBS) */
-                                       "constops_op13", "constops_op17_train"};
+                                       "constops_op13", "constops_op17_train", "clstoken_op13_train",
+                                       "clstoken_op17"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 static void fixture_path(char *buf, size_t cap, const char *name, const char *ext) {

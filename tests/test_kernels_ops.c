@@ -543,6 +543,29 @@ static void scale_d(const sf_op *op, double *const *x, const double *w, double *
     for (int64_t i = 0; i < n; i++) y[0][i] = x[0][i] * op->params.scale.mul + op->params.scale.add;
 }
 
+/* concat_param: the learned tensor's P positions before (or after) x's along the axis. */
+static void concat_param_d(const sf_op *op, double *const *x, const double *w, double **y) {
+    const sf_concat_param_params *q = &op->params.concat_param;
+    const sf_shape *os = &op->out_shapes[0], *xs = &op->in_shapes[0];
+    int nd = os->ndim, ax = q->axis;
+    int64_t P = q->shape[ax], T = xs->d[ax], n = sf_shape_numel(os), idx[SF_MAX_DIMS] = {0};
+    int64_t xoff = q->last ? 0 : P, toff = q->last ? T : 0;
+    for (int64_t e = 0; e < n; e++) {
+        int64_t a = idx[ax], o = 0;
+        if (a >= xoff && a < xoff + T) {
+            for (int i = 0; i < nd; i++) o = o * xs->d[i] + (i == ax ? a - xoff : idx[i]);
+            y[0][e] = x[0][o];
+        } else {
+            for (int i = 1; i < nd; i++) o = o * q->shape[i] + (i == ax ? a - toff : idx[i]);
+            y[0][e] = w[o];
+        }
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++idx[i] < os->d[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
 /* ---- gradients against central differences ----------------------------- */
 
 /* L = sum_k sum(y_k * rnd_k), or for softmax_ce the mean cross-entropy. */
@@ -1689,6 +1712,34 @@ static void test_scale(void **state) {
     }
 }
 
+/* The class token of ViT (1, 1, D) first along T, a (1, C, 2, W) block after x on
+ * the channels of a 4-D input, and one along the last dimension. */
+static void test_concat_param(void **state) {
+    (void)state;
+    static const struct {
+        sf_shape x;
+        int axis, last;
+        int64_t pd[4];
+    } cases[] = {
+        {{3, {3, 5, 4}}, 1, 0, {1, 1, 4}},
+        {{4, {2, 3, 2, 5}}, 1, 1, {1, 2, 2, 5}},
+        {{3, {2, 3, 4}}, 2, 0, {1, 3, 3}},
+        {{3, {2, 3, 4}}, 2, 1, {1, 3, 2}},
+    };
+    for (int c = 0; c < N_OF(cases); c++) {
+        sf_op_params p;
+        sf_op_params_default(SF_OP_CONCAT_PARAM, &p);
+        p.concat_param.axis = cases[c].axis;
+        p.concat_param.last = cases[c].last;
+        p.concat_param.ndim = cases[c].x.ndim;
+        for (int j = 0; j < cases[c].x.ndim; j++) p.concat_param.shape[j] = cases[c].pd[j];
+        kop o;
+        kop_make(&o, SF_OP_CONCAT_PARAM, &cases[c].x, 1, &p);
+        check_op(&o, concat_param_d, DEGS4, N_OF(DEGS4), 1760 + (uint64_t)c, NULL, 1e-3);
+        sf_graph_free(o.g);
+    }
+}
+
 static void test_availability(void **state) {
     (void)state;
     assert_int_equal(sf_kernel_available(SF_OP_INPUT, 0), 0);
@@ -1698,7 +1749,7 @@ static void test_availability(void **state) {
         SF_OP_GELU, SF_OP_ADD, SF_OP_MUL, SF_OP_CONCAT, SF_OP_SPLIT,
         SF_OP_RESHAPE, SF_OP_FLATTEN, SF_OP_SOFTMAX_CE, SF_OP_BATCHNORM, SF_OP_LAYERNORM,
         SF_OP_DROPOUT, SF_OP_RELU6, SF_OP_LEAKY_RELU, SF_OP_ADD_PARAM, SF_OP_MUL_PARAM,
-        SF_OP_SCALE,
+        SF_OP_SCALE, SF_OP_CONCAT_PARAM,
     };
     for (int i = 0; i < N_OF(types); i++)
         assert_true(sf_kernel_available(types[i], 0) && sf_kernel_available(types[i], 1));
@@ -1750,6 +1801,7 @@ int main(void) {
         cmocka_unit_test(test_layernorm_needs_whole_rows),
         cmocka_unit_test(test_param_ops),
         cmocka_unit_test(test_scale),
+        cmocka_unit_test(test_concat_param),
         cmocka_unit_test(test_availability),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

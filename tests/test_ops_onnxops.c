@@ -144,6 +144,55 @@ static void test_scale_errors(void **state) {
     sf_graph_free(g);
 }
 
+/* ---- concat_param ------------------------------------------------------------- */
+
+static sf_op_params cp_p(int axis, int last, int nd, const int64_t *d) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONCAT_PARAM, &p);
+    p.concat_param.axis = axis;
+    p.concat_param.last = last;
+    p.concat_param.ndim = nd;
+    for (int k = 0; k < nd; k++) p.concat_param.shape[k] = d[k];
+    return p;
+}
+
+static void test_concat_param_shapes(void **state) {
+    (void)state;
+    sf_graph *g = sf_graph_new("c");
+    int x = add_input(g, "x", 3, (int64_t[]){2, 196, 16});
+    /* ViT-B/16's class token at width 16: (1, 1, D), 197 tokens out */
+    sf_op_params p = cp_p(1, 0, 3, (int64_t[]){1, 1, 16});
+    const sf_op *op = sf_graph_op(g, add_ok(g, SF_OP_CONCAT_PARAM, "cls", &p, x));
+    assert_int_equal(op->n_params, 16);
+    check_shape(&op->out_shapes[0], 3, (int64_t[]){2, 197, 16});
+    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_ATTRIBUTE});
+    /* the region: token rows need none of x, the rest x shifted by one */
+    sf_tile t = mk_tile(3, (int64_t[]){0, 0, 0}, (int64_t[]){2, 1, 16}), r;
+    sf_op_input_region(op, &t, 0, &r);
+    assert_int_equal(sf_tile_numel(&r), 0);
+    t = mk_tile(3, (int64_t[]){1, 0, 4}, (int64_t[]){2, 10, 8});
+    sf_op_input_region(op, &t, 0, &r);
+    check_tile(&r, 3, (int64_t[]){1, 0, 4}, (int64_t[]){2, 9, 8});
+    /* backward FLOPs: the token's gradient, summed over the batch */
+    sf_op_cost c;
+    sf_tile full = sf_tile_full(&op->space);
+    sf_op_tile_cost(op, &full, &c);
+    assert_true(c.flops_fwd == 0 && c.flops_bwd == 32);
+
+    p = cp_p(0, 0, 3, (int64_t[]){1, 1, 16});
+    expect_fail(g, SF_OP_CONCAT_PARAM, "cp_batch", &p, x, SF_ERR_INVALID, "axis 0");
+    p = cp_p(1, 0, 2, (int64_t[]){1, 16});
+    expect_fail(g, SF_OP_CONCAT_PARAM, "cp_rank", &p, x, SF_ERR_SHAPE,
+                "the learned tensor has rank 2, the input 2x196x16 3");
+    p = cp_p(1, 0, 3, (int64_t[]){1, 1, 8});
+    expect_fail(g, SF_OP_CONCAT_PARAM, "cp_width", &p, x, SF_ERR_SHAPE,
+                "is 8 along dimension 2; it must be 16");
+    p = cp_p(1, 0, 3, (int64_t[]){2, 1, 16});
+    expect_fail(g, SF_OP_CONCAT_PARAM, "cp_n", &p, x, SF_ERR_SHAPE,
+                "is 2 along dimension 0; it must be 1");
+    sf_graph_free(g);
+}
+
 /* ---- through the model JSON ------------------------------------------------------- */
 
 static void test_json_round_trip(void **state) {
@@ -157,7 +206,9 @@ static void test_json_round_trip(void **state) {
     sf_op_params_default(SF_OP_SCALE, &p);
     p.scale.mul = -0.25;
     p.scale.add = 3.5;
-    add_ok(g, SF_OP_SCALE, "sc", &p, b);
+    int sc = add_ok(g, SF_OP_SCALE, "sc", &p, b);
+    p = cp_p(2, 1, 3, (int64_t[]){1, 5, 3});
+    add_ok(g, SF_OP_CONCAT_PARAM, "tok", &p, sc);
     sf_error err = {0};
     char *json = sf_model_to_json(g, &err);
     assert_non_null(json);
@@ -174,6 +225,9 @@ static void test_json_round_trip(void **state) {
             for (int k = 0; k < o->params.param.ndim; k++)
                 assert_int_equal(o->params.param.shape[k], q->params.param.shape[k]);
         }
+        if (o->type == SF_OP_CONCAT_PARAM)
+            assert_true(q->params.concat_param.axis == 2 && q->params.concat_param.last == 1 &&
+                        q->params.concat_param.ndim == 3 && q->params.concat_param.shape[2] == 3);
         if (o->type == SF_OP_SCALE)
             assert_true(q->params.scale.mul == -0.25 && q->params.scale.add == 3.5);
     }
@@ -187,6 +241,7 @@ int main(void) {
         cmocka_unit_test(test_param_shapes_and_errors),
         cmocka_unit_test(test_param_slices),
         cmocka_unit_test(test_scale_errors),
+        cmocka_unit_test(test_concat_param_shapes),
         cmocka_unit_test(test_json_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -323,6 +323,18 @@ static int b_scale(sf_graph *g) {
     return unary_on(g, SF_OP_SCALE, &p, 3, (int64_t[]){3, 4, 5});
 }
 
+/* ViT's class token (1, 1, D) before x (N, T, D) */
+static int b_concat_param(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONCAT_PARAM, &p);
+    p.concat_param.axis = 1;
+    p.concat_param.ndim = 3;
+    p.concat_param.shape[0] = 1;
+    p.concat_param.shape[1] = 2;
+    p.concat_param.shape[2] = 4;
+    return unary_on(g, SF_OP_CONCAT_PARAM, &p, 3, (int64_t[]){3, 5, 4});
+}
+
 typedef struct op_case {
     const char *name;
     int (*build)(sf_graph *g); /* returns the operator to test */
@@ -370,6 +382,7 @@ static const op_case cases[] = {
     {"mul_param channel", b_mul_param_channel},
     {"mul_param 3d", b_mul_param_3d},
     {"scale", b_scale},
+    {"concat_param", b_concat_param},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -822,6 +835,11 @@ static void test_param_descs_are_pytorchs(void **state) {
     g = sf_graph_new("p"); /* nn.Parameter (4, 1, 5), a scale: ones */
     assert_int_equal(sf_op_param_descs(sf_graph_op(g, b_mul_param_channel(g)), d), 1);
     expect_param(&d[0], "weight", 3, (int64_t[]){4, 1, 5}, 0, SF_INIT_CONST, 1.0);
+    sf_graph_free(g);
+
+    g = sf_graph_new("p"); /* a class token nn.Parameter (1, 2, 4): ViT's zeros */
+    assert_int_equal(sf_op_param_descs(sf_graph_op(g, b_concat_param(g)), d), 1);
+    expect_param(&d[0], "weight", 3, (int64_t[]){1, 2, 4}, 0, SF_INIT_CONST, 0.0);
     sf_graph_free(g);
 
     g = sf_graph_new("p"); /* MultiheadAttention(6, 3, bias=False) */

@@ -190,6 +190,8 @@ typedef enum sf_op_type {
     SF_OP_ADD_PARAM,  /* x + w, w a learned tensor broadcast over x (position embeddings) */
     SF_OP_MUL_PARAM,  /* x * w, w a learned tensor broadcast over x (layer scale) */
     SF_OP_SCALE,      /* x * mul + add, two constants (ONNX Add/Mul/Sub/Div by a scalar) */
+    SF_OP_CONCAT_PARAM, /* a learned tensor, the same for every sample, concatenated with x
+                         * (ViT's class token) */
     SF_OP_COUNT
 } sf_op_type;
 
@@ -288,6 +290,13 @@ typedef struct sf_param_tensor_params {
     int64_t shape[SF_MAX_DIMS];
 } sf_param_tensor_params;
 
+typedef struct sf_concat_param_params {
+    int axis;                   /* the axis concatenated along (not 0, the batch) */
+    int last;                   /* 0: the learned tensor first (ViT), 1: after x */
+    int ndim;                   /* the learned tensor's shape, PyTorch's: the input's rank, */
+    int64_t shape[SF_MAX_DIMS]; /* 1 along the batch, the input's sizes but on the axis */
+} sf_concat_param_params;
+
 typedef struct sf_scale_params {
     double mul, add; /* y = x * mul + add */
 } sf_scale_params;
@@ -310,6 +319,7 @@ typedef union sf_op_params {
     sf_leaky_relu_params leaky_relu;
     sf_param_tensor_params param; /* add_param, mul_param */
     sf_scale_params scale;
+    sf_concat_param_params concat_param;
 } sf_op_params;
 
 SF_API const char *sf_op_type_name(sf_op_type t); /* "conv2d"; "?" when out of range */

@@ -91,6 +91,9 @@ typedef struct ox_value {
     int rec; /* index into the linear or attention records */
     /* INPUT: the dimension that is the batch (-1 for dimension 0 of a static shape) */
     int batch_dim;
+    /* CONST made by an Expand: the value expanded (0: none), so that a Concat can
+     * take a learned tensor repeated over the batch as a weight */
+    int expanded_from;
 } ox_value;
 
 /* A MatMul by a constant waiting for its bias (OX_PEND_LINEAR). */

@@ -31,7 +31,9 @@
  *   constant                    mul_param for a named initializer (a learned tensor:
  *                               position embeddings, layer scale), its weight
  *   Concat, Split, Slice        concat, split (a Slice of one axis, step 1, is a split
- *                               and one of its outputs)
+ *                               and one of its outputs); a Concat of an activation and a
+ *                               named initializer Expanded over the batch (a class token)
+ *                               is concat_param, the initializer its weight
  *   Flatten, Reshape            flatten, reshape (the batch must stay dimension 0);
  *                               Squeeze, Unsqueeze, Transpose change the view only
  *   Gather                      embedding (a constant table indexed by token ids), or a
@@ -962,6 +964,53 @@ static int norm_axis(int64_t axis, int rank, int *out) {
     return 0;
 }
 
+/* Value v is a named initializer (a learned tensor) of size 1 along the batch,
+ * expanded along the batch only: class_token.expand(N, -1, -1). */
+static int expanded_param(const ox_ctx *c, int v) {
+    const ox_value *V = &c->vals[v];
+    int s = V->kind == OX_CONST ? V->expanded_from : 0;
+    if (s <= 0 || !named_param(c, s)) return 0;
+    const ox_value *S = &c->vals[s];
+    if (S->ndim != V->ndim || V->ndim < 2 || S->d[0] != 1) return 0;
+    for (int k = 1; k < V->ndim; k++)
+        if (S->d[k] != V->d[k]) return 0;
+    return 1;
+}
+
+/* Concat of one activation and a learned tensor repeated over the batch (input
+ * tok, first or last): concat_param, the tensor its weight. */
+static sf_status concat_param(ox_ctx *c, const Onnx__NodeProto *n, int tok, int x, int axis) {
+    int s = c->vals[ox_in(c, n, tok)].expanded_from;
+    if (axis == 0)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "a learned tensor concatenated along the batch");
+    sf_tensor_ref in;
+    TRY(ox_natural(c, x, &in));
+    TRY(ox_const_data(c, s));
+    const ox_value *X = &c->vals[x], *S = &c->vals[s];
+    if (X->ndim != S->ndim || X->ndim > SF_MAX_DIMS)
+        return ox_fail(c, SF_ERR_SHAPE, "the learned tensor '%.100s' has rank %d, the input %d",
+                       S->name, S->ndim, X->ndim);
+    for (int k = 1; k < X->ndim; k++)
+        if (k != axis && X->d[k] != S->d[k])
+            return ox_fail(c, SF_ERR_SHAPE,
+                           "the learned tensor '%.100s' is %lld on axis %d, the "
+                           "input %lld",
+                           S->name, (long long)S->d[k], k, (long long)X->d[k]);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONCAT_PARAM, &p);
+    p.concat_param.axis = axis;
+    p.concat_param.last = tok != 0;
+    p.concat_param.ndim = S->ndim;
+    for (int k = 0; k < S->ndim; k++) p.concat_param.shape[k] = S->d[k];
+    char name[300];
+    ox_unique_name(c, S->name, name, sizeof name);
+    int id = ox_add_named(c, SF_OP_CONCAT_PARAM, name, &p, &in, 1);
+    if (id < 0) return (sf_status)id;
+    TRY(ox_put_param(c, id, "weight", c->vals[s].f, c->vals[s].numel));
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
 static sf_status act_concat(ox_ctx *c, const Onnx__NodeProto *n) {
     int64_t axis64;
     TRY(ox_attr_int(c, n, "axis", 1, &axis64));
@@ -969,11 +1018,32 @@ static sf_status act_concat(ox_ctx *c, const Onnx__NodeProto *n) {
     if (nin < 1) return ox_fail(c, SF_ERR_PARSE, "no inputs");
     if (nin > SF_MAX_SPLIT)
         return ox_fail(c, SF_ERR_UNSUPPORTED, "%d inputs (at most %d)", nin, SF_MAX_SPLIT);
+    int tok = -1;
     for (int k = 0; k < nin; k++) {
         int v = ox_in(c, n, k);
-        if (c->vals[v].kind == OX_CONST)
-            return ox_fail(c, SF_ERR_UNSUPPORTED, "concatenates a constant with activations");
+        if (c->vals[v].kind == OX_CONST) {
+            if (tok < 0 && expanded_param(c, v)) {
+                tok = k;
+                continue;
+            }
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "concatenates the constant '%.100s' with activations (soapflow takes "
+                           "a learned tensor expanded over the batch, a class token, first or "
+                           "last)",
+                           c->vals[v].name);
+        }
         TRY(ox_act(c, v));
+    }
+    if (tok >= 0) {
+        if (nin != 2)
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "a learned tensor concatenated with %d activations (soapflow takes one)",
+                           nin - 1);
+        int x = ox_in(c, n, 1 - tok), axis;
+        if (norm_axis(axis64, c->vals[x].ndim, &axis) != 0)
+            return ox_fail(c, SF_ERR_PARSE, "axis %lld of rank %d", (long long)axis64,
+                           c->vals[x].ndim);
+        return concat_param(c, n, tok, x, axis);
     }
     if (nin == 1) return alias(c, n, ox_in(c, n, 0));
     const ox_value *A = &c->vals[ox_in(c, n, 0)];

@@ -252,6 +252,32 @@ class ClassToken(nn.Module):
         return self.head(y[:, 0])
 
 
+class Permutes(nn.Module):
+    """Transposed layouts: a ConvNeXt block (depthwise convolution, permute to
+    NHWC, LayerNorm over the channels, a pointwise MLP as linear layers, a learned
+    layer scale, permute back, residual) and ShuffleNet's channel shuffle
+    (reshape to (N, g, C/g, H, W), transpose the group dimensions, reshape back),
+    then a classifier."""
+
+    def __init__(self, c=8, classes=5):
+        super().__init__()
+        self.dwconv = nn.Conv2d(c, c, 3, padding=1, groups=c)
+        self.norm = nn.LayerNorm(c)
+        self.pwconv1 = nn.Linear(c, 2 * c)
+        self.pwconv2 = nn.Linear(2 * c, c)
+        self.gamma = nn.Parameter(torch.rand(c) + 0.5)
+        self.conv = nn.Conv2d(c, c, 1, groups=2)
+        self.fc = nn.Linear(c * 4 * 4, classes)
+
+    def forward(self, x):
+        y = self.dwconv(x).permute(0, 2, 3, 1)
+        y = self.pwconv2(F.gelu(self.pwconv1(self.norm(y))))
+        x = x + (self.gamma * y).permute(0, 3, 1, 2)
+        n, c, h, w = x.shape
+        x = x.reshape(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+        return self.fc(torch.flatten(F.relu(self.conv(x)), 1))
+
+
 def params(m):
     return sum(p.numel() for p in m.parameters())
 
@@ -292,6 +318,8 @@ OPS_JOBS = [
     ("constops_op17_train", ConstOps, (BATCH, 4, 8), 17, True, 5),
     ("clstoken_op13_train", ClassToken, (BATCH, 4, 6), 13, True, 5),
     ("clstoken_op17", ClassToken, (BATCH, 4, 6), 17, False, 5),
+    ("permute_op13", Permutes, (BATCH, 8, 4, 4), 13, False, 5),
+    ("permute_op17_train", Permutes, (BATCH, 8, 4, 4), 17, True, 5),
 ]
 
 

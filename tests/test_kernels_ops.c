@@ -566,6 +566,24 @@ static void concat_param_d(const sf_op *op, double *const *x, const double *w, d
     }
 }
 
+/* transpose: output element idx is input element idx permuted back. */
+static void transpose_d(const sf_op *op, double *const *x, const double *w, double **y) {
+    (void)w;
+    const sf_shape *os = &op->out_shapes[0], *xs = &op->in_shapes[0];
+    int nd = os->ndim;
+    int64_t st[SF_MAX_DIMS], idx[SF_MAX_DIMS] = {0}, n = sf_shape_numel(os);
+    strides_of(xs, st);
+    for (int64_t e = 0; e < n; e++) {
+        int64_t o = 0;
+        for (int k = 0; k < nd; k++) o += idx[k] * st[op->params.transpose.perm[k]];
+        y[0][e] = x[0][o];
+        for (int k = nd - 1; k >= 0; k--) {
+            if (++idx[k] < os->d[k]) break;
+            idx[k] = 0;
+        }
+    }
+}
+
 /* ---- gradients against central differences ----------------------------- */
 
 /* L = sum_k sum(y_k * rnd_k), or for softmax_ce the mean cross-entropy. */
@@ -1740,6 +1758,33 @@ static void test_concat_param(void **state) {
     }
 }
 
+/* ConvNeXt's NHWC permutes both ways, a channel shuffle's swap of two middle
+ * dimensions of a 5-D tensor, a head reshape's (N, T, h, d) to (N, h, T, d), the
+ * identity, and the last dimension kept last (row copies). */
+static void test_transpose(void **state) {
+    (void)state;
+    static const struct {
+        sf_shape x;
+        int64_t perm[5];
+    } cases[] = {
+        {{4, {2, 3, 4, 5}}, {0, 2, 3, 1}},       {{4, {2, 4, 5, 3}}, {0, 3, 1, 2}},
+        {{5, {2, 2, 3, 2, 3}}, {0, 2, 1, 3, 4}}, {{4, {2, 5, 3, 4}}, {0, 2, 1, 3}},
+        {{3, {3, 4, 5}}, {0, 1, 2}},             {{3, {3, 4, 5}}, {0, 2, 1}},
+    };
+    for (int c = 0; c < N_OF(cases); c++) {
+        sf_op_params p;
+        sf_op_params_default(SF_OP_TRANSPOSE, &p);
+        p.transpose.ndim = cases[c].x.ndim;
+        for (int k = 0; k < cases[c].x.ndim; k++) p.transpose.perm[k] = cases[c].perm[k];
+        kop o;
+        kop_make(&o, SF_OP_TRANSPOSE, &cases[c].x, 1, &p);
+        for (int k = 0; k < cases[c].x.ndim; k++)
+            assert_int_equal(o.op->out_shapes[0].d[k], cases[c].x.d[cases[c].perm[k]]);
+        check_op(&o, transpose_d, DEGS4, N_OF(DEGS4), 1770 + (uint64_t)c, NULL, 1e-3);
+        sf_graph_free(o.g);
+    }
+}
+
 static void test_availability(void **state) {
     (void)state;
     assert_int_equal(sf_kernel_available(SF_OP_INPUT, 0), 0);
@@ -1749,7 +1794,7 @@ static void test_availability(void **state) {
         SF_OP_GELU, SF_OP_ADD, SF_OP_MUL, SF_OP_CONCAT, SF_OP_SPLIT,
         SF_OP_RESHAPE, SF_OP_FLATTEN, SF_OP_SOFTMAX_CE, SF_OP_BATCHNORM, SF_OP_LAYERNORM,
         SF_OP_DROPOUT, SF_OP_RELU6, SF_OP_LEAKY_RELU, SF_OP_ADD_PARAM, SF_OP_MUL_PARAM,
-        SF_OP_SCALE, SF_OP_CONCAT_PARAM,
+        SF_OP_SCALE, SF_OP_CONCAT_PARAM, SF_OP_TRANSPOSE,
     };
     for (int i = 0; i < N_OF(types); i++)
         assert_true(sf_kernel_available(types[i], 0) && sf_kernel_available(types[i], 1));
@@ -1802,6 +1847,7 @@ int main(void) {
         cmocka_unit_test(test_param_ops),
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_concat_param),
+        cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_availability),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

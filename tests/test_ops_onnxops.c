@@ -193,6 +193,46 @@ static void test_concat_param_shapes(void **state) {
     sf_graph_free(g);
 }
 
+/* ---- transpose ------------------------------------------------------------------- */
+
+static sf_op_params tr_p(int nd, const int64_t *perm) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_TRANSPOSE, &p);
+    p.transpose.ndim = nd;
+    for (int k = 0; k < nd; k++) p.transpose.perm[k] = perm[k];
+    return p;
+}
+
+static void test_transpose_shapes(void **state) {
+    (void)state;
+    sf_graph *g = sf_graph_new("t");
+    int x = add_input(g, "x", 4, (int64_t[]){2, 3, 4, 5});
+    sf_op_params p = tr_p(4, (int64_t[]){0, 2, 3, 1}); /* NCHW to NHWC */
+    const sf_op *op = sf_graph_op(g, add_ok(g, SF_OP_TRANSPOSE, "nhwc", &p, x));
+    check_shape(&op->out_shapes[0], 4, (int64_t[]){2, 4, 5, 3});
+    check_kinds(
+        op, 4,
+        (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE, SF_DIM_ATTRIBUTE, SF_DIM_ATTRIBUTE});
+    /* an output tile (n, h, w, c) needs the input's (n, c, h, w) */
+    sf_tile t = mk_tile(4, (int64_t[]){1, 1, 0, 2}, (int64_t[]){2, 3, 5, 3}), r;
+    sf_op_input_region(op, &t, 0, &r);
+    check_tile(&r, 4, (int64_t[]){1, 2, 1, 0}, (int64_t[]){2, 3, 3, 5});
+    sf_op_cost c;
+    sf_tile full = sf_tile_full(&op->space);
+    sf_op_tile_cost(op, &full, &c);
+    assert_true(c.flops_fwd == 0 && c.bytes_fwd == 2.0 * 120 * 4);
+    assert_int_equal(op->n_params, 0);
+
+    p = tr_p(3, (int64_t[]){0, 2, 1});
+    expect_fail(g, SF_OP_TRANSPOSE, "tr_rank", &p, x, SF_ERR_SHAPE, "perm has 3 entries");
+    p = tr_p(4, (int64_t[]){0, 2, 2, 1});
+    expect_fail(g, SF_OP_TRANSPOSE, "tr_dup", &p, x, SF_ERR_INVALID,
+                "perm is not a permutation of 0..3 (entry 2 is 2)");
+    p = tr_p(4, (int64_t[]){1, 0, 2, 3});
+    expect_fail(g, SF_OP_TRANSPOSE, "tr_batch", &p, x, SF_ERR_UNSUPPORTED, "perm moves the batch");
+    sf_graph_free(g);
+}
+
 /* ---- through the model JSON ------------------------------------------------------- */
 
 static void test_json_round_trip(void **state) {
@@ -208,7 +248,9 @@ static void test_json_round_trip(void **state) {
     p.scale.add = 3.5;
     int sc = add_ok(g, SF_OP_SCALE, "sc", &p, b);
     p = cp_p(2, 1, 3, (int64_t[]){1, 5, 3});
-    add_ok(g, SF_OP_CONCAT_PARAM, "tok", &p, sc);
+    int tok = add_ok(g, SF_OP_CONCAT_PARAM, "tok", &p, sc);
+    p = tr_p(3, (int64_t[]){0, 2, 1});
+    add_ok(g, SF_OP_TRANSPOSE, "tr", &p, tok);
     sf_error err = {0};
     char *json = sf_model_to_json(g, &err);
     assert_non_null(json);
@@ -228,6 +270,9 @@ static void test_json_round_trip(void **state) {
         if (o->type == SF_OP_CONCAT_PARAM)
             assert_true(q->params.concat_param.axis == 2 && q->params.concat_param.last == 1 &&
                         q->params.concat_param.ndim == 3 && q->params.concat_param.shape[2] == 3);
+        if (o->type == SF_OP_TRANSPOSE)
+            assert_true(q->params.transpose.ndim == 3 && q->params.transpose.perm[1] == 2 &&
+                        q->params.transpose.perm[2] == 1);
         if (o->type == SF_OP_SCALE)
             assert_true(q->params.scale.mul == -0.25 && q->params.scale.add == 3.5);
     }
@@ -242,6 +287,7 @@ int main(void) {
         cmocka_unit_test(test_param_slices),
         cmocka_unit_test(test_scale_errors),
         cmocka_unit_test(test_concat_param_shapes),
+        cmocka_unit_test(test_transpose_shapes),
         cmocka_unit_test(test_json_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -335,6 +335,18 @@ static int b_concat_param(sf_graph *g) {
     return unary_on(g, SF_OP_CONCAT_PARAM, &p, 3, (int64_t[]){3, 5, 4});
 }
 
+/* ConvNeXt's permute to NHWC */
+static int b_transpose(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_TRANSPOSE, &p);
+    p.transpose.ndim = 4;
+    p.transpose.perm[0] = 0;
+    p.transpose.perm[1] = 2;
+    p.transpose.perm[2] = 3;
+    p.transpose.perm[3] = 1;
+    return unary_on(g, SF_OP_TRANSPOSE, &p, 4, (int64_t[]){2, 3, 4, 5});
+}
+
 typedef struct op_case {
     const char *name;
     int (*build)(sf_graph *g); /* returns the operator to test */
@@ -383,6 +395,7 @@ static const op_case cases[] = {
     {"mul_param 3d", b_mul_param_3d},
     {"scale", b_scale},
     {"concat_param", b_concat_param},
+    {"transpose", b_transpose},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 

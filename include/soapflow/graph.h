@@ -192,6 +192,7 @@ typedef enum sf_op_type {
     SF_OP_SCALE,      /* x * mul + add, two constants (ONNX Add/Mul/Sub/Div by a scalar) */
     SF_OP_CONCAT_PARAM, /* a learned tensor, the same for every sample, concatenated with x
                          * (ViT's class token) */
+    SF_OP_TRANSPOSE,    /* a permutation of the dimensions, the batch kept first */
     SF_OP_COUNT
 } sf_op_type;
 
@@ -297,6 +298,11 @@ typedef struct sf_concat_param_params {
     int64_t shape[SF_MAX_DIMS]; /* 1 along the batch, the input's sizes but on the axis */
 } sf_concat_param_params;
 
+typedef struct sf_transpose_params {
+    int ndim;                  /* the input's rank */
+    int64_t perm[SF_MAX_DIMS]; /* output dimension k is input dimension perm[k]; perm[0] 0 */
+} sf_transpose_params;
+
 typedef struct sf_scale_params {
     double mul, add; /* y = x * mul + add */
 } sf_scale_params;
@@ -320,6 +326,7 @@ typedef union sf_op_params {
     sf_param_tensor_params param; /* add_param, mul_param */
     sf_scale_params scale;
     sf_concat_param_params concat_param;
+    sf_transpose_params transpose;
 } sf_op_params;
 
 SF_API const char *sf_op_type_name(sf_op_type t); /* "conv2d"; "?" when out of range */

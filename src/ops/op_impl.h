@@ -143,5 +143,6 @@ extern const sf_op_class sf_op_add_param_class;
 extern const sf_op_class sf_op_mul_param_class;
 extern const sf_op_class sf_op_scale_class;
 extern const sf_op_class sf_op_concat_param_class;
+extern const sf_op_class sf_op_transpose_class;
 
 #endif

@@ -278,6 +278,26 @@ class Permutes(nn.Module):
         return self.fc(torch.flatten(F.relu(self.conv(x)), 1))
 
 
+class Pads(nn.Module):
+    """Zero padding: Inception-v3's and DenseNet's nn.AvgPool2d(3, 1, 1,
+    count_include_pad=True) (exported as Pad + AveragePool, folded into the pool),
+    F.pad before a convolution (folded into its padding), an asymmetric
+    nn.ZeroPad2d((1, 0, 2, 0)) and a pad before a max pool (a pad operator)."""
+
+    def __init__(self, c=3, classes=5):
+        super().__init__()
+        self.pool = nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=True)
+        self.conv = nn.Conv2d(c, 4, 3)
+        self.zpad = nn.ZeroPad2d((1, 0, 2, 0))
+        self.fc = nn.Linear(4 * 6 * 5, classes)
+
+    def forward(self, x):
+        y = self.conv(F.pad(self.pool(x), (1, 1, 1, 1)))
+        y = F.max_pool2d(F.pad(y, (1, 1, 1, 1)), 2)
+        y = self.zpad(y)
+        return self.fc(torch.flatten(y, 1))
+
+
 def params(m):
     return sum(p.numel() for p in m.parameters())
 
@@ -320,6 +340,8 @@ OPS_JOBS = [
     ("clstoken_op17", ClassToken, (BATCH, 4, 6), 17, False, 5),
     ("permute_op13", Permutes, (BATCH, 8, 4, 4), 13, False, 5),
     ("permute_op17_train", Permutes, (BATCH, 8, 4, 4), 17, True, 5),
+    ("pad_op13_train", Pads, (BATCH, 3, 6, 6), 13, True, 5),
+    ("pad_op17", Pads, (BATCH, 3, 6, 6), 17, False, 5),
 ]
 
 

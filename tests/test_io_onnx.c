@@ -39,13 +39,13 @@
 #include "soapflow/runtime.h"
 #include "soapflow/sim.h"
 
-static const char *const fixtures[] = {"lenet5", "lenet5_op9", "resblock", "lstm_lm", "transformer",
-                                       "transformer_op14", "misc_op9", "misc_op13", "gpt",
-                                       "gpt_op14_nofold",
-                                       /* issue 28's operators (scripts/make_onnx_fixtures.py,
-                                        * OPS_JOBS) */
-                                       "constops_op13", "constops_op17_train", "clstoken_op13_train",
-                                       "clstoken_op17", "permute_op13", "permute_op17_train"};
+static const char *const fixtures[] = {
+    "lenet5", "lenet5_op9", "resblock", "lstm_lm", "transformer", "transformer_op14", "misc_op9",
+    "misc_op13", "gpt", "gpt_op14_nofold",
+    /* issue 28's operators (scripts/make_onnx_fixtures.py,
+     * OPS_JOBS) */
+    "constops_op13", "constops_op17_train", "clstoken_op13_train", "clstoken_op17", "permute_op13",
+    "permute_op17_train", "pad_op13_train", "pad_op17"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 static void fixture_path(char *buf, size_t cap, const char *name, const char *ext) {
@@ -183,6 +183,16 @@ static void test_fixtures_import(void **state) {
                 n_attn++;
             }
             assert_int_equal(n_attn, 2);
+        }
+        if (!strncmp(fixtures[f], "pad_", 4)) { /* two pads folded, two operators */
+            int pads = 0;
+            for (int i = 0; i < sf_graph_num_ops(g); i++)
+                pads += sf_graph_op(g, i)->type == SF_OP_PAD;
+            assert_int_equal(pads, 2);
+            const sf_op *pool = sf_graph_op(g, sf_graph_find(g, "pool"));
+            assert_int_equal(pool->params.pool2d.padding[0], 1);
+            assert_int_equal(pool->params.pool2d.count_include_pad, 1);
+            assert_int_equal(sf_graph_op(g, sf_graph_find(g, "conv"))->params.conv2d.padding[1], 1);
         }
         /* the last operator is the loss, as in the zoo */
         assert_int_equal(sf_graph_op(g, sf_graph_num_ops(g) - 1)->type, SF_OP_SOFTMAX_CE);
@@ -546,6 +556,54 @@ static void test_unsupported_listed(void **state) {
     g->node[r1]->op_type = o1;
     g->node[mp]->op_type = o2;
     g->node[gm]->op_type = o3;
+    onnx__model_proto__free_unpacked(m, NULL);
+}
+
+/* The refusals of issue 28's mappings, one line naming the node: a reflect
+ * pad, a constant divided by an activation, a view that moves the batch. */
+static void test_new_op_refusals(void **state) {
+    (void)state;
+    size_t len;
+    uint8_t *buf;
+    Onnx__ModelProto *m = decode_fixture("pad_op17");
+    Onnx__NodeProto *pad = m->graph->node[find_node(m->graph, "Pad", 2)];
+    Onnx__AttributeProto *mode = NULL;
+    for (size_t k = 0; k < pad->n_attribute; k++)
+        if (!strcmp(pad->attribute[k]->name, "mode")) mode = pad->attribute[k];
+    assert_non_null(mode);
+    ProtobufCBinaryData saved = mode->s;
+    mode->s.data = (uint8_t *)"reflect";
+    mode->s.len = 7;
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, pad->name, "reflect padding");
+    free(buf);
+    mode->s = saved;
+    onnx__model_proto__free_unpacked(m, NULL);
+
+    m = decode_fixture("constops_op13");
+    Onnx__NodeProto *div = m->graph->node[find_node(m->graph, "Div", 0)];
+    char *a = div->input[0];
+    div->input[0] = div->input[1];
+    div->input[1] = a;
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, div->name, "a constant divided by an activation");
+    free(buf);
+    div->input[1] = div->input[0];
+    div->input[0] = a;
+    onnx__model_proto__free_unpacked(m, NULL);
+
+    m = decode_fixture("permute_op17_train");
+    Onnx__NodeProto *tr = m->graph->node[find_node(m->graph, "Transpose", 0)];
+    Onnx__AttributeProto *perm = tr->attribute[0];
+    assert_string_equal(perm->name, "perm");
+    assert_int_equal(perm->n_ints, 4);
+    int64_t keep[4];
+    memcpy(keep, perm->ints, sizeof keep);
+    perm->ints[0] = 2, perm->ints[1] = 0, perm->ints[2] = 3, perm->ints[3] = 1;
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "moves the batch dimension", NULL);
+    free(buf);
+    memcpy(perm->ints, keep, sizeof keep);
     onnx__model_proto__free_unpacked(m, NULL);
 }
 
@@ -1226,6 +1284,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_op_table),
         cmocka_unit_test(test_fixtures_import),
+        cmocka_unit_test(test_new_op_refusals),
         cmocka_unit_test(test_weights_give_torch_loss),
         cmocka_unit_test(test_lenet5_is_the_zoo_model),
         cmocka_unit_test(test_batch),

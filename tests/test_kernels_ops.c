@@ -584,6 +584,29 @@ static void transpose_d(const sf_op *op, double *const *x, const double *w, doub
     }
 }
 
+/* pad: zeros, and the input shifted by the pads before. */
+static void pad_d(const sf_op *op, double *const *x, const double *w, double **y) {
+    (void)w;
+    const sf_shape *os = &op->out_shapes[0], *xs = &op->in_shapes[0];
+    int nd = os->ndim;
+    int64_t st[SF_MAX_DIMS], idx[SF_MAX_DIMS] = {0}, n = sf_shape_numel(os);
+    strides_of(xs, st);
+    for (int64_t e = 0; e < n; e++) {
+        int64_t o = 0;
+        int in = 1;
+        for (int i = 0; i < nd; i++) {
+            int64_t g = idx[i] - op->params.pad.pads[i];
+            in = in && g >= 0 && g < xs->d[i];
+            o += g * st[i];
+        }
+        y[0][e] = in ? x[0][o] : 0;
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++idx[i] < os->d[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
 /* ---- gradients against central differences ----------------------------- */
 
 /* L = sum_k sum(y_k * rnd_k), or for softmax_ce the mean cross-entropy. */
@@ -1785,6 +1808,32 @@ static void test_transpose(void **state) {
     }
 }
 
+/* Symmetric spatial pads, ZeroPad2d's asymmetric ones, pads on channels and on
+ * the last dimension only, and pads wider than the input. */
+static void test_pad(void **state) {
+    (void)state;
+    static const struct {
+        sf_shape x;
+        int64_t pads[8];
+    } cases[] = {
+        {{4, {2, 3, 4, 5}}, {0, 0, 1, 1, 0, 0, 1, 1}},
+        {{4, {2, 3, 4, 5}}, {0, 0, 2, 1, 0, 0, 0, 0}},
+        {{3, {3, 4, 5}}, {0, 2, 0, 0, 1, 0}},
+        {{2, {3, 4}}, {0, 3, 0, 2}},
+        {{3, {2, 1, 2}}, {0, 4, 3, 0, 2, 5}},
+    };
+    for (int c = 0; c < N_OF(cases); c++) {
+        sf_op_params p;
+        sf_op_params_default(SF_OP_PAD, &p);
+        p.pad.n_pads = 2 * cases[c].x.ndim;
+        for (int k = 0; k < p.pad.n_pads; k++) p.pad.pads[k] = cases[c].pads[k];
+        kop o;
+        kop_make(&o, SF_OP_PAD, &cases[c].x, 1, &p);
+        check_op(&o, pad_d, DEGS4, N_OF(DEGS4), 1780 + (uint64_t)c, NULL, 1e-3);
+        sf_graph_free(o.g);
+    }
+}
+
 static void test_availability(void **state) {
     (void)state;
     assert_int_equal(sf_kernel_available(SF_OP_INPUT, 0), 0);
@@ -1794,7 +1843,7 @@ static void test_availability(void **state) {
         SF_OP_GELU, SF_OP_ADD, SF_OP_MUL, SF_OP_CONCAT, SF_OP_SPLIT,
         SF_OP_RESHAPE, SF_OP_FLATTEN, SF_OP_SOFTMAX_CE, SF_OP_BATCHNORM, SF_OP_LAYERNORM,
         SF_OP_DROPOUT, SF_OP_RELU6, SF_OP_LEAKY_RELU, SF_OP_ADD_PARAM, SF_OP_MUL_PARAM,
-        SF_OP_SCALE, SF_OP_CONCAT_PARAM, SF_OP_TRANSPOSE,
+        SF_OP_SCALE, SF_OP_CONCAT_PARAM, SF_OP_TRANSPOSE, SF_OP_PAD,
     };
     for (int i = 0; i < N_OF(types); i++)
         assert_true(sf_kernel_available(types[i], 0) && sf_kernel_available(types[i], 1));
@@ -1848,6 +1897,7 @@ int main(void) {
         cmocka_unit_test(test_scale),
         cmocka_unit_test(test_concat_param),
         cmocka_unit_test(test_transpose),
+        cmocka_unit_test(test_pad),
         cmocka_unit_test(test_availability),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

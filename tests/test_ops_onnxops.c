@@ -233,6 +233,44 @@ static void test_transpose_shapes(void **state) {
     sf_graph_free(g);
 }
 
+/* ---- pad --------------------------------------------------------------------------- */
+
+static sf_op_params pad_p(int n, const int64_t *pads) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_PAD, &p);
+    p.pad.n_pads = n;
+    for (int k = 0; k < n; k++) p.pad.pads[k] = pads[k];
+    return p;
+}
+
+static void test_pad_shapes(void **state) {
+    (void)state;
+    sf_graph *g = sf_graph_new("p");
+    int x = add_input(g, "x", 4, (int64_t[]){2, 3, 4, 5});
+    /* ZeroPad2d((1, 0, 2, 0)): 2 rows on top, 1 column on the left */
+    sf_op_params p = pad_p(8, (int64_t[]){0, 0, 2, 1, 0, 0, 0, 0});
+    const sf_op *op = sf_graph_op(g, add_ok(g, SF_OP_PAD, "zpad", &p, x));
+    check_shape(&op->out_shapes[0], 4, (int64_t[]){2, 3, 6, 6});
+    /* a tile of the top rows needs nothing; one across the border the rows it covers */
+    sf_tile t = mk_tile(4, (int64_t[]){0, 0, 0, 0}, (int64_t[]){2, 3, 2, 6}), r;
+    sf_op_input_region(op, &t, 0, &r);
+    assert_int_equal(sf_tile_numel(&r), 0);
+    t = mk_tile(4, (int64_t[]){0, 1, 1, 0}, (int64_t[]){1, 2, 4, 3});
+    sf_op_input_region(op, &t, 0, &r);
+    check_tile(&r, 4, (int64_t[]){0, 1, 0, 0}, (int64_t[]){1, 2, 2, 2});
+    sf_op_cost c;
+    sf_op_tile_cost(op, &t, &c);
+    assert_true(c.flops_fwd == 0 && c.bytes_fwd == (9.0 + 4.0) * 4);
+
+    p = pad_p(6, (int64_t[]){0, 0, 1, 0, 0, 1});
+    expect_fail(g, SF_OP_PAD, "pad_n", &p, x, SF_ERR_SHAPE, "pads has 6 values");
+    p = pad_p(8, (int64_t[]){0, 0, -1, 0, 0, 0, 0, 0});
+    expect_fail(g, SF_OP_PAD, "pad_neg", &p, x, SF_ERR_INVALID, "pads -1 and 0 of dimension 2");
+    p = pad_p(8, (int64_t[]){1, 0, 0, 0, 0, 0, 0, 0});
+    expect_fail(g, SF_OP_PAD, "pad_batch", &p, x, SF_ERR_UNSUPPORTED, "pads the batch");
+    sf_graph_free(g);
+}
+
 /* ---- through the model JSON ------------------------------------------------------- */
 
 static void test_json_round_trip(void **state) {
@@ -250,7 +288,9 @@ static void test_json_round_trip(void **state) {
     p = cp_p(2, 1, 3, (int64_t[]){1, 5, 3});
     int tok = add_ok(g, SF_OP_CONCAT_PARAM, "tok", &p, sc);
     p = tr_p(3, (int64_t[]){0, 2, 1});
-    add_ok(g, SF_OP_TRANSPOSE, "tr", &p, tok);
+    int tr = add_ok(g, SF_OP_TRANSPOSE, "tr", &p, tok);
+    p = pad_p(6, (int64_t[]){0, 1, 0, 0, 2, 3});
+    add_ok(g, SF_OP_PAD, "pd", &p, tr);
     sf_error err = {0};
     char *json = sf_model_to_json(g, &err);
     assert_non_null(json);
@@ -273,6 +313,9 @@ static void test_json_round_trip(void **state) {
         if (o->type == SF_OP_TRANSPOSE)
             assert_true(q->params.transpose.ndim == 3 && q->params.transpose.perm[1] == 2 &&
                         q->params.transpose.perm[2] == 1);
+        if (o->type == SF_OP_PAD)
+            assert_true(q->params.pad.n_pads == 6 && q->params.pad.pads[1] == 1 &&
+                        q->params.pad.pads[4] == 2 && q->params.pad.pads[5] == 3);
         if (o->type == SF_OP_SCALE)
             assert_true(q->params.scale.mul == -0.25 && q->params.scale.add == 3.5);
     }
@@ -288,6 +331,7 @@ int main(void) {
         cmocka_unit_test(test_scale_errors),
         cmocka_unit_test(test_concat_param_shapes),
         cmocka_unit_test(test_transpose_shapes),
+        cmocka_unit_test(test_pad_shapes),
         cmocka_unit_test(test_json_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

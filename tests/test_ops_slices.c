@@ -347,6 +347,16 @@ static int b_transpose(sf_graph *g) {
     return unary_on(g, SF_OP_TRANSPOSE, &p, 4, (int64_t[]){2, 3, 4, 5});
 }
 
+/* nn.ZeroPad2d((1, 0, 2, 0)) */
+static int b_pad(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_PAD, &p);
+    p.pad.n_pads = 8;
+    p.pad.pads[2] = 2;
+    p.pad.pads[3] = 1;
+    return unary_on(g, SF_OP_PAD, &p, 4, (int64_t[]){2, 3, 4, 3});
+}
+
 typedef struct op_case {
     const char *name;
     int (*build)(sf_graph *g); /* returns the operator to test */
@@ -396,6 +406,7 @@ static const op_case cases[] = {
     {"scale", b_scale},
     {"concat_param", b_concat_param},
     {"transpose", b_transpose},
+    {"pad", b_pad},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 

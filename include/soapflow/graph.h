@@ -193,6 +193,7 @@ typedef enum sf_op_type {
     SF_OP_CONCAT_PARAM, /* a learned tensor, the same for every sample, concatenated with x
                          * (ViT's class token) */
     SF_OP_TRANSPOSE,    /* a permutation of the dimensions, the batch kept first */
+    SF_OP_PAD,          /* zeros added before and after dimensions (not the batch) */
     SF_OP_COUNT
 } sf_op_type;
 
@@ -303,6 +304,12 @@ typedef struct sf_transpose_params {
     int64_t perm[SF_MAX_DIMS]; /* output dimension k is input dimension perm[k]; perm[0] 0 */
 } sf_transpose_params;
 
+typedef struct sf_pad_params {
+    int n_pads;                    /* 2 x the input's rank */
+    int64_t pads[2 * SF_MAX_DIMS]; /* ONNX's order: the zeros before each dimension, then
+                                    * those after each; 0 for the batch */
+} sf_pad_params;
+
 typedef struct sf_scale_params {
     double mul, add; /* y = x * mul + add */
 } sf_scale_params;
@@ -327,6 +334,7 @@ typedef union sf_op_params {
     sf_scale_params scale;
     sf_concat_param_params concat_param;
     sf_transpose_params transpose;
+    sf_pad_params pad;
 } sf_op_params;
 
 SF_API const char *sf_op_type_name(sf_op_type t); /* "conv2d"; "?" when out of range */

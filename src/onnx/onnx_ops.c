@@ -34,6 +34,8 @@
  *                               and one of its outputs); a Concat of an activation and a
  *                               named initializer Expanded over the batch (a class token)
  *                               is concat_param, the initializer its weight
+ *   Pad (zeros)                 folded into the padding of the Conv or AveragePool that
+ *                               reads it where that is exact, else pad
  *   Flatten, Reshape            flatten, reshape (the batch must stay dimension 0);
  *                               Squeeze, Unsqueeze, Transpose change the view only
  *   Gather                      embedding (a constant table indexed by token ids), or a
@@ -320,6 +322,8 @@ static sf_status act_conv(ox_ctx *c, const Onnx__NodeProto *n) {
     TRY(pair_attr(c, n, "dilations", 1, p.conv2d.dilation));
     TRY(spatial_pads(c, n, X->d + 2, p.conv2d.kernel, p.conv2d.stride, p.conv2d.dilation,
                      p.conv2d.padding));
+    p.conv2d.padding[0] += X->pad_fold[0]; /* a zero Pad before it (act_pad) */
+    p.conv2d.padding[1] += X->pad_fold[1];
     int has_b = present(c, n, 2);
     p.conv2d.bias = has_b;
     const float *B = NULL;
@@ -388,6 +392,11 @@ static sf_status pool(ox_ctx *c, const Onnx__NodeProto *n, int mode) {
     if (mode == SF_POOL_AVG) {
         TRY(ox_attr_int(c, n, "count_include_pad", 0, &cip));
         p.pool2d.count_include_pad = cip != 0;
+        if (X->pad_fold[0] || X->pad_fold[1]) { /* zeros a Pad added count (act_pad) */
+            p.pool2d.padding[0] += X->pad_fold[0];
+            p.pool2d.padding[1] += X->pad_fold[1];
+            p.pool2d.count_include_pad = 1;
+        }
     } else {
         TRY(ox_attr_int(c, n, "storage_order", 0, &order));
         if (order) return ox_fail(c, SF_ERR_UNSUPPORTED, "storage_order 1 (column major)");
@@ -1558,6 +1567,117 @@ static sf_status act_unsqueeze(ox_ctx *c, const Onnx__NodeProto *n) {
     return SF_OK;
 }
 
+/* ---- padding ---------------------------------------------------------------------- */
+
+/* The one node that reads value v, or NULL. */
+static const Onnx__NodeProto *only_reader(const ox_ctx *c, int v) {
+    if (c->vals[v].uses != 1) return NULL;
+    for (int j = 0; j < c->n_nodes; j++) {
+        const Onnx__NodeProto *m = c->graph->node[j];
+        for (size_t k = 0; k < m->n_input; k++)
+            if (ox_in(c, m, (int)k) == v) return m;
+    }
+    return NULL;
+}
+
+/* Whether zero pads (h, w), symmetric, before node m (a Conv or an AveragePool
+ * that reads the padded tensor) fold into its padding exactly: a convolution's
+ * zero padding is the same zeros; an average pool counts the Pad's zeros, as
+ * count_include_pad does, so it folds when the pool's own padding (if any) is
+ * counted too, in floor mode (ceil mode adds windows the fold would not), and
+ * the total stays within half the kernel (soapflow's and PyTorch's rule). */
+static int pad_folds_into(ox_ctx *c, const Onnx__NodeProto *m, const int64_t *hw) {
+    if (!m || !m->op_type) return 0;
+    int conv = !strcmp(m->op_type, "Conv"), avg = !strcmp(m->op_type, "AveragePool");
+    if (!conv && !avg) return 0;
+    const Onnx__AttributeProto *ap = ox_attr(m, "auto_pad");
+    if (ap && !(ap->s.len == 6 && !memcmp(ap->s.data, "NOTSET", 6))) return 0;
+    int64_t pads[4] = {0, 0, 0, 0}, ks[OX_MAX_RANK], cm = 0, cip = 0;
+    int np = -1, nk = -1;
+    const Onnx__AttributeProto *a = ox_attr(m, "pads");
+    if (a) {
+        np = (int)a->n_ints;
+        for (int k = 0; k < np && k < 4; k++) pads[k] = a->ints[k];
+    }
+    if (np >= 0 && np != 4) return 0;
+    if (conv) return 1;
+    a = ox_attr(m, "kernel_shape");
+    if (!a || a->n_ints != 2) return 0;
+    nk = 2;
+    for (int k = 0; k < nk; k++) ks[k] = a->ints[k];
+    a = ox_attr(m, "ceil_mode");
+    if (a) cm = a->i;
+    a = ox_attr(m, "count_include_pad");
+    if (a) cip = a->i;
+    if (cm) return 0;
+    for (int k = 0; k < 2; k++) {
+        if (pads[k] && !cip) return 0;
+        if (pads[k] != pads[k + 2] || pads[k] + hw[k] > ks[k] / 2) return 0;
+    }
+    (void)c;
+    return 1;
+}
+
+static sf_status act_pad(ox_ctx *c, const Onnx__NodeProto *n) {
+    char mode[32];
+    TRY(ox_attr_str(c, n, "mode", "constant", mode, sizeof mode));
+    if (strcmp(mode, "constant"))
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "%s padding (soapflow pads with zeros)", mode);
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    int rank = c->vals[x].ndim;
+    int64_t pads[2 * OX_MAX_RANK];
+    int np = -1;
+    double value = 0;
+    if (c->opset < 11) {
+        TRY(ox_attr_ints(c, n, "pads", pads, 2 * OX_MAX_RANK, &np));
+        TRY(ox_attr_float(c, n, "value", 0.0, &value));
+    } else {
+        if (!present(c, n, 1)) return ox_fail(c, SF_ERR_PARSE, "no pads input");
+        TRY(ox_const_ints(c, ox_in(c, n, 1), "the pads", pads, 2 * OX_MAX_RANK, &np));
+        if (present(c, n, 2)) TRY(ox_const_scalar(c, ox_in(c, n, 2), "the value", &value));
+    }
+    if (value != 0)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "padding with %g (soapflow pads with zeros)", value);
+    if (np != 2 * rank)
+        return ox_fail(c, SF_ERR_SHAPE, "%d pads for rank %d (%d expected)", np, rank, 2 * rank);
+    int any = 0;
+    for (int k = 0; k < 2 * rank; k++) {
+        if (pads[k] < 0)
+            return ox_fail(c, SF_ERR_UNSUPPORTED, "a negative pad (%lld): a crop",
+                           (long long)pads[k]);
+        if (pads[k] > SF_MAX_EXTENT)
+            return ox_fail(c, SF_ERR_RANGE, "pad %lld out of [0, 2^31]", (long long)pads[k]);
+        any |= pads[k] != 0;
+    }
+    if (!any) return alias(c, n, x);
+    if (pads[0] || pads[rank])
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "pads the batch: soapflow keeps samples apart");
+    int o = ox_out(c, n, 0);
+    if (o < 0) return SF_OK;
+    /* symmetric zeros on H and W of a 4-D tensor, read by a Conv or an average
+     * pool that can take them as its own padding */
+    int64_t hw[2] = {pads[2], pads[3]};
+    if (rank == 4 && !pads[1] && !pads[5] && pads[2] == pads[6] && pads[3] == pads[7] &&
+        pad_folds_into(c, only_reader(c, o), hw)) {
+        TRY(alias(c, n, x));
+        c->vals[o].pad_fold[0] = hw[0] + c->vals[x].pad_fold[0];
+        c->vals[o].pad_fold[1] = hw[1] + c->vals[x].pad_fold[1];
+        return SF_OK;
+    }
+    if (rank > SF_MAX_DIMS) return ox_fail(c, SF_ERR_UNSUPPORTED, "a tensor of rank %d", rank);
+    sf_tensor_ref in;
+    TRY(ox_natural(c, x, &in));
+    sf_op_params p;
+    sf_op_params_default(SF_OP_PAD, &p);
+    p.pad.n_pads = 2 * rank;
+    for (int k = 0; k < 2 * rank; k++) p.pad.pads[k] = pads[k];
+    int id = ox_add_op(c, SF_OP_PAD, &p, &in, 1, NULL);
+    if (id < 0) return (sf_status)id;
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
 /* ---- the head ----------------------------------------------------------------------- */
 
 static sf_status act_softmax(ox_ctx *c, const Onnx__NodeProto *n) {
@@ -1826,6 +1946,7 @@ static const ox_op_entry table[] = {
     {"Mul", FOLD | ACT, 2, ox_fold_node, act_mul},
     {"Neg", FOLD, 1, ox_fold_node, NULL},
     {"Not", FOLD, 1, ox_fold_node, NULL},
+    {"Pad", ACT, 1, NULL, act_pad},
     {"Pow", FOLD | ACT | STEP, 2, ox_fold_node, act_steps_only},
     {"Range", FOLD, 3, ox_fold_node, NULL},
     {"Reciprocal", FOLD, 1, ox_fold_node, NULL},

@@ -298,6 +298,25 @@ class Pads(nn.Module):
         return self.fc(torch.flatten(y, 1))
 
 
+class Means(nn.Module):
+    """ReduceMean of activations: MnasNet's head x.mean([2, 3]), a mean over the
+    last axis that is not a layer normalization's (keepdim, then broadcast back
+    by a product), beside an nn.LayerNorm (spelled out in ReduceMean steps before
+    opset 17), and a mean over tokens x.mean(1)."""
+
+    def __init__(self, c=4, classes=5):
+        super().__init__()
+        self.conv = nn.Conv2d(3, c, 3, padding=1)
+        self.ln = nn.LayerNorm(c)
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x):
+        y = self.conv(x)                            # (N, C, H, W)
+        y = y * torch.sigmoid(y.mean(-1, keepdim=True))
+        t = self.ln(torch.flatten(y, 2).transpose(1, 2))  # (N, HW, C)
+        return self.fc(t.mean(1) + y.mean([2, 3]))
+
+
 def params(m):
     return sum(p.numel() for p in m.parameters())
 
@@ -342,6 +361,8 @@ OPS_JOBS = [
     ("permute_op17_train", Permutes, (BATCH, 8, 4, 4), 17, True, 5),
     ("pad_op13_train", Pads, (BATCH, 3, 6, 6), 13, True, 5),
     ("pad_op17", Pads, (BATCH, 3, 6, 6), 17, False, 5),
+    ("mean_op13", Means, (BATCH, 3, 4, 5), 13, False, 5),
+    ("mean_op17_train", Means, (BATCH, 3, 4, 5), 17, True, 5),
 ]
 
 

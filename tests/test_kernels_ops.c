@@ -607,6 +607,30 @@ static void pad_d(const sf_op *op, double *const *x, const double *w, double **y
     }
 }
 
+/* reduce_mean: each output the mean of the inputs with its kept coordinates. */
+static void reduce_mean_d(const sf_op *op, double *const *x, const double *w, double **y) {
+    (void)w;
+    const sf_shape *xs = &op->in_shapes[0];
+    const sf_reduce_params *q = &op->params.reduce;
+    int nd = xs->ndim;
+    int64_t n = sf_shape_numel(xs), m = sf_shape_numel(&op->out_shapes[0]), cnt = n / m;
+    int64_t idx[SF_MAX_DIMS] = {0};
+    for (int64_t o = 0; o < m; o++) y[0][o] = 0;
+    for (int64_t e = 0; e < n; e++) {
+        int64_t o = 0;
+        for (int i = 0; i < nd; i++) {
+            int red = 0;
+            for (int k = 0; k < q->n_axes; k++) red |= q->axes[k] == i;
+            if (!red) o = o * xs->d[i] + idx[i];
+        }
+        y[0][o] += x[0][e] / (double)cnt;
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++idx[i] < xs->d[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
 /* ---- gradients against central differences ----------------------------- */
 
 /* L = sum_k sum(y_k * rnd_k), or for softmax_ce the mean cross-entropy. */
@@ -1834,6 +1858,32 @@ static void test_pad(void **state) {
     }
 }
 
+/* MnasNet's mean over H and W (kept and dropped), a mean over the last axis, over
+ * tokens, over two separated dimensions, and over a dimension of size 1. */
+static void test_reduce_mean(void **state) {
+    (void)state;
+    static const struct {
+        sf_shape x;
+        int n, keep;
+        int64_t axes[3];
+    } cases[] = {
+        {{4, {2, 3, 4, 5}}, 2, 0, {2, 3}}, {{4, {2, 3, 4, 5}}, 2, 1, {2, 3}},
+        {{3, {3, 4, 7}}, 1, 1, {2}},       {{3, {3, 6, 4}}, 1, 0, {1}},
+        {{4, {2, 3, 4, 5}}, 2, 1, {1, 3}}, {{3, {3, 1, 4}}, 1, 0, {1}},
+    };
+    for (int c = 0; c < N_OF(cases); c++) {
+        sf_op_params p;
+        sf_op_params_default(SF_OP_REDUCE_MEAN, &p);
+        p.reduce.n_axes = cases[c].n;
+        p.reduce.keepdims = cases[c].keep;
+        for (int k = 0; k < cases[c].n; k++) p.reduce.axes[k] = cases[c].axes[k];
+        kop o;
+        kop_make(&o, SF_OP_REDUCE_MEAN, &cases[c].x, 1, &p);
+        check_op(&o, reduce_mean_d, DEGS4, N_OF(DEGS4), 1790 + (uint64_t)c, NULL, 1e-3);
+        sf_graph_free(o.g);
+    }
+}
+
 static void test_availability(void **state) {
     (void)state;
     assert_int_equal(sf_kernel_available(SF_OP_INPUT, 0), 0);
@@ -1843,7 +1893,7 @@ static void test_availability(void **state) {
         SF_OP_GELU, SF_OP_ADD, SF_OP_MUL, SF_OP_CONCAT, SF_OP_SPLIT,
         SF_OP_RESHAPE, SF_OP_FLATTEN, SF_OP_SOFTMAX_CE, SF_OP_BATCHNORM, SF_OP_LAYERNORM,
         SF_OP_DROPOUT, SF_OP_RELU6, SF_OP_LEAKY_RELU, SF_OP_ADD_PARAM, SF_OP_MUL_PARAM,
-        SF_OP_SCALE, SF_OP_CONCAT_PARAM, SF_OP_TRANSPOSE, SF_OP_PAD,
+        SF_OP_SCALE, SF_OP_CONCAT_PARAM, SF_OP_TRANSPOSE, SF_OP_PAD, SF_OP_REDUCE_MEAN,
     };
     for (int i = 0; i < N_OF(types); i++)
         assert_true(sf_kernel_available(types[i], 0) && sf_kernel_available(types[i], 1));
@@ -1898,6 +1948,7 @@ int main(void) {
         cmocka_unit_test(test_concat_param),
         cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_pad),
+        cmocka_unit_test(test_reduce_mean),
         cmocka_unit_test(test_availability),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

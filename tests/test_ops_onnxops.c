@@ -271,6 +271,53 @@ static void test_pad_shapes(void **state) {
     sf_graph_free(g);
 }
 
+/* ---- reduce_mean ------------------------------------------------------------------- */
+
+static sf_op_params rm_p(int n, const int64_t *axes, int keep) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_REDUCE_MEAN, &p);
+    p.reduce.n_axes = n;
+    p.reduce.keepdims = keep;
+    for (int k = 0; k < n; k++) p.reduce.axes[k] = axes[k];
+    return p;
+}
+
+static void test_reduce_mean_shapes(void **state) {
+    (void)state;
+    sf_graph *g = sf_graph_new("r");
+    int x = add_input(g, "x", 4, (int64_t[]){2, 3, 4, 5});
+    sf_op_params p;
+    sf_op_params_default(SF_OP_REDUCE_MEAN, &p);
+    assert_int_equal(p.reduce.keepdims, 1); /* ONNX's default */
+    /* x.mean([2, 3]): (N, C) */
+    p = rm_p(2, (int64_t[]){2, 3}, 0);
+    const sf_op *op = sf_graph_op(g, add_ok(g, SF_OP_REDUCE_MEAN, "gap", &p, x));
+    check_shape(&op->out_shapes[0], 2, (int64_t[]){2, 3});
+    check_kinds(op, 2, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_ATTRIBUTE});
+    sf_tile t = mk_tile(2, (int64_t[]){1, 1}, (int64_t[]){2, 3}), r;
+    sf_op_input_region(op, &t, 0, &r);
+    check_tile(&r, 4, (int64_t[]){1, 1, 0, 0}, (int64_t[]){2, 3, 4, 5});
+    sf_op_cost c;
+    sf_tile full = sf_tile_full(&op->space);
+    sf_op_tile_cost(op, &full, &c);
+    assert_true(c.flops_fwd == 120 + 6 && c.flops_bwd == 240);
+    /* x.mean(1, keepdim=True): the kept size-1 dimension cannot be split */
+    p = rm_p(1, (int64_t[]){1}, 1);
+    op = sf_graph_op(g, add_ok(g, SF_OP_REDUCE_MEAN, "m1", &p, x));
+    check_shape(&op->out_shapes[0], 4, (int64_t[]){2, 1, 4, 5});
+    check_kinds(op, 4,
+                (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_NONE, SF_DIM_ATTRIBUTE, SF_DIM_ATTRIBUTE});
+
+    p = rm_p(1, (int64_t[]){0}, 1);
+    expect_fail(g, SF_OP_REDUCE_MEAN, "rm_batch", &p, x, SF_ERR_INVALID,
+                "axis 0 of the input 2x3x4x5: axes are 1 to 3");
+    p = rm_p(2, (int64_t[]){3, 2}, 1);
+    expect_fail(g, SF_OP_REDUCE_MEAN, "rm_order", &p, x, SF_ERR_INVALID, "axes must increase");
+    p = rm_p(0, NULL, 1);
+    expect_fail(g, SF_OP_REDUCE_MEAN, "rm_none", &p, x, SF_ERR_INVALID, "0 axes");
+    sf_graph_free(g);
+}
+
 /* ---- through the model JSON ------------------------------------------------------- */
 
 static void test_json_round_trip(void **state) {
@@ -290,7 +337,9 @@ static void test_json_round_trip(void **state) {
     p = tr_p(3, (int64_t[]){0, 2, 1});
     int tr = add_ok(g, SF_OP_TRANSPOSE, "tr", &p, tok);
     p = pad_p(6, (int64_t[]){0, 1, 0, 0, 2, 3});
-    add_ok(g, SF_OP_PAD, "pd", &p, tr);
+    int pd = add_ok(g, SF_OP_PAD, "pd", &p, tr);
+    p = rm_p(1, (int64_t[]){2}, 0);
+    add_ok(g, SF_OP_REDUCE_MEAN, "rm", &p, pd);
     sf_error err = {0};
     char *json = sf_model_to_json(g, &err);
     assert_non_null(json);
@@ -316,6 +365,9 @@ static void test_json_round_trip(void **state) {
         if (o->type == SF_OP_PAD)
             assert_true(q->params.pad.n_pads == 6 && q->params.pad.pads[1] == 1 &&
                         q->params.pad.pads[4] == 2 && q->params.pad.pads[5] == 3);
+        if (o->type == SF_OP_REDUCE_MEAN)
+            assert_true(q->params.reduce.n_axes == 1 && q->params.reduce.axes[0] == 2 &&
+                        q->params.reduce.keepdims == 0);
         if (o->type == SF_OP_SCALE)
             assert_true(q->params.scale.mul == -0.25 && q->params.scale.add == 3.5);
     }
@@ -332,6 +384,7 @@ int main(void) {
         cmocka_unit_test(test_concat_param_shapes),
         cmocka_unit_test(test_transpose_shapes),
         cmocka_unit_test(test_pad_shapes),
+        cmocka_unit_test(test_reduce_mean_shapes),
         cmocka_unit_test(test_json_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -357,6 +357,25 @@ static int b_pad(sf_graph *g) {
     return unary_on(g, SF_OP_PAD, &p, 4, (int64_t[]){2, 3, 4, 3});
 }
 
+/* x.mean([1, 3], keepdim=True) */
+static int b_reduce_mean(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_REDUCE_MEAN, &p);
+    p.reduce.n_axes = 2;
+    p.reduce.axes[0] = 1;
+    p.reduce.axes[1] = 3;
+    return unary_on(g, SF_OP_REDUCE_MEAN, &p, 4, (int64_t[]){3, 2, 4, 3});
+}
+/* x.mean(2): dropped */
+static int b_reduce_mean_drop(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_REDUCE_MEAN, &p);
+    p.reduce.n_axes = 1;
+    p.reduce.axes[0] = 2;
+    p.reduce.keepdims = 0;
+    return unary_on(g, SF_OP_REDUCE_MEAN, &p, 3, (int64_t[]){3, 4, 5});
+}
+
 typedef struct op_case {
     const char *name;
     int (*build)(sf_graph *g); /* returns the operator to test */
@@ -407,6 +426,8 @@ static const op_case cases[] = {
     {"concat_param", b_concat_param},
     {"transpose", b_transpose},
     {"pad", b_pad},
+    {"reduce_mean", b_reduce_mean},
+    {"reduce_mean dropped", b_reduce_mean_drop},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 

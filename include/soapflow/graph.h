@@ -194,6 +194,7 @@ typedef enum sf_op_type {
                          * (ViT's class token) */
     SF_OP_TRANSPOSE,    /* a permutation of the dimensions, the batch kept first */
     SF_OP_PAD,          /* zeros added before and after dimensions (not the batch) */
+    SF_OP_REDUCE_MEAN,  /* the mean over some dimensions (not the batch) */
     SF_OP_COUNT
 } sf_op_type;
 
@@ -310,6 +311,12 @@ typedef struct sf_pad_params {
                                     * those after each; 0 for the batch */
 } sf_pad_params;
 
+typedef struct sf_reduce_params {
+    int n_axes;
+    int64_t axes[SF_MAX_DIMS]; /* the input dimensions averaged over, increasing, not 0 */
+    int keepdims;              /* 1: they stay as size 1 (ONNX's default); 0: they go */
+} sf_reduce_params;
+
 typedef struct sf_scale_params {
     double mul, add; /* y = x * mul + add */
 } sf_scale_params;
@@ -335,6 +342,7 @@ typedef union sf_op_params {
     sf_concat_param_params concat_param;
     sf_transpose_params transpose;
     sf_pad_params pad;
+    sf_reduce_params reduce;
 } sf_op_params;
 
 SF_API const char *sf_op_type_name(sf_op_type t); /* "conv2d"; "?" when out of range */

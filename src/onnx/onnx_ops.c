@@ -34,6 +34,8 @@
  *                               and one of its outputs); a Concat of an activation and a
  *                               named initializer Expanded over the batch (a class token)
  *                               is concat_param, the initializer its weight
+ *   ReduceMean                  reduce_mean (not over the batch), or a step of torch's
+ *                               layer normalization
  *   Pad (zeros)                 folded into the padding of the Conv or AveragePool that
  *                               reads it where that is exact, else pad
  *   Flatten, Reshape            flatten, reshape (the batch must stay dimension 0);
@@ -954,7 +956,7 @@ static sf_status act_sub(ox_ctx *c, const Onnx__NodeProto *n) {
                    "only as a step of torch's layer normalization)");
 }
 
-/* Pow, Sqrt, ReduceMean, Erf: only as steps of torch's layer normalization
+/* Pow, Sqrt, Erf: only as steps of torch's layer normalization
  * and GELU (onnx_norm.c). */
 static sf_status act_steps_only(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_status st;
@@ -1567,6 +1569,48 @@ static sf_status act_unsqueeze(ox_ctx *c, const Onnx__NodeProto *n) {
     return SF_OK;
 }
 
+/* ---- reductions -------------------------------------------------------------------- */
+
+/* ReduceMean: a step of torch's layer normalization (onnx_norm.c), or reduce_mean. */
+static sf_status act_reduce_mean(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_pat_node(c, n, &st)) return st;
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    if (c->vals[x].is_index) return ox_fail(c, SF_ERR_UNSUPPORTED, "a mean of token ids");
+    int rank = c->vals[x].ndim;
+    int64_t axes[OX_MAX_RANK], keep;
+    int cnt;
+    TRY(ox_attr_ints(c, n, "axes", axes, OX_MAX_RANK, &cnt));
+    TRY(ox_attr_int(c, n, "keepdims", 1, &keep));
+    if (cnt < 0)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a mean over every axis, the batch too: soapflow keeps samples apart");
+    int on[OX_MAX_RANK] = {0};
+    for (int k = 0; k < cnt; k++) {
+        int a;
+        if (norm_axis(axes[k], rank, &a) != 0)
+            return ox_fail(c, SF_ERR_PARSE, "axis %lld of rank %d", (long long)axes[k], rank);
+        if (a == 0)
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "a mean over the batch (axis 0): soapflow keeps samples apart");
+        on[a] = 1;
+    }
+    if (rank > SF_MAX_DIMS) return ox_fail(c, SF_ERR_UNSUPPORTED, "a tensor of rank %d", rank);
+    sf_tensor_ref in;
+    TRY(ox_natural(c, x, &in));
+    sf_op_params p;
+    sf_op_params_default(SF_OP_REDUCE_MEAN, &p);
+    for (int a = 1; a < rank; a++)
+        if (on[a]) p.reduce.axes[p.reduce.n_axes++] = a;
+    p.reduce.keepdims = keep != 0;
+    if (p.reduce.n_axes == 0) return alias(c, n, x);
+    int id = ox_add_op(c, SF_OP_REDUCE_MEAN, &p, &in, 1, NULL);
+    if (id < 0) return (sf_status)id;
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
 /* ---- padding ---------------------------------------------------------------------- */
 
 /* The one node that reads value v, or NULL. */
@@ -1950,7 +1994,7 @@ static const ox_op_entry table[] = {
     {"Pow", FOLD | ACT | STEP, 2, ox_fold_node, act_steps_only},
     {"Range", FOLD, 3, ox_fold_node, NULL},
     {"Reciprocal", FOLD, 1, ox_fold_node, NULL},
-    {"ReduceMean", ACT | STEP, 1, NULL, act_steps_only},
+    {"ReduceMean", ACT, 1, NULL, act_reduce_mean},
     {"ReduceProd", FOLD, 1, ox_fold_node, NULL},
     {"ReduceSum", FOLD, 1, ox_fold_node, NULL},
     {"Relu", ACT, 1, NULL, act_relu},

@@ -145,5 +145,6 @@ extern const sf_op_class sf_op_scale_class;
 extern const sf_op_class sf_op_concat_param_class;
 extern const sf_op_class sf_op_transpose_class;
 extern const sf_op_class sf_op_pad_class;
+extern const sf_op_class sf_op_reduce_mean_class;
 
 #endif

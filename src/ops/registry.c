@@ -48,6 +48,7 @@ static const sf_op_class *const op_classes[] = {
     [SF_OP_CONCAT_PARAM] = &sf_op_concat_param_class,
     [SF_OP_TRANSPOSE] = &sf_op_transpose_class,
     [SF_OP_PAD] = &sf_op_pad_class,
+    [SF_OP_REDUCE_MEAN] = &sf_op_reduce_mean_class,
 };
 _Static_assert(sizeof op_classes / sizeof op_classes[0] == SF_OP_COUNT,
                "every operator type has a class");

@@ -317,6 +317,26 @@ class Means(nn.Module):
         return self.fc(t.mean(1) + y.mean([2, 3]))
 
 
+class HardActs(nn.Module):
+    """MobileNet-v3's activations: nn.Hardswish after a convolution, a
+    squeeze-excitation gate through nn.Hardsigmoid, and x * hardsigmoid(x) written
+    out; (opset 13 has no HardSwish: torch writes it as HardSigmoid and Mul)."""
+
+    def __init__(self, c=4, classes=5):
+        super().__init__()
+        self.conv = nn.Conv2d(3, c, 3, padding=1)
+        self.fc1 = nn.Conv2d(c, 2, 1)
+        self.fc2 = nn.Conv2d(2, c, 1)
+        self.fc = nn.Linear(c * 16, classes)
+
+    def forward(self, x):
+        y = F.hardswish(self.conv(x) * 3.0)
+        s = F.hardsigmoid(self.fc2(F.relu(self.fc1(F.adaptive_avg_pool2d(y, 1)))))
+        y = y * s
+        y = y * F.hardsigmoid(y)
+        return self.fc(torch.flatten(y, 1))
+
+
 def params(m):
     return sum(p.numel() for p in m.parameters())
 
@@ -363,6 +383,8 @@ OPS_JOBS = [
     ("pad_op17", Pads, (BATCH, 3, 6, 6), 17, False, 5),
     ("mean_op13", Means, (BATCH, 3, 4, 5), 13, False, 5),
     ("mean_op17_train", Means, (BATCH, 3, 4, 5), 17, True, 5),
+    ("hard_op13_train", HardActs, (BATCH, 3, 4, 4), 13, True, 5),
+    ("hard_op17", HardActs, (BATCH, 3, 4, 4), 17, False, 5),
 ]
 
 

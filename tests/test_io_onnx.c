@@ -46,7 +46,7 @@ static const char *const fixtures[] = {
      * OPS_JOBS) */
     "constops_op13", "constops_op17_train", "clstoken_op13_train", "clstoken_op17", "permute_op13",
     "permute_op17_train", "pad_op13_train", "pad_op17", "mean_op13",
-                                       "mean_op17_train"};
+                                       "mean_op17_train", "hard_op13_train", "hard_op17"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 static void fixture_path(char *buf, size_t cap, const char *name, const char *ext) {
@@ -134,7 +134,7 @@ static void test_op_table(void **state) {
         assert_true(!(e->can & OX_CAN_ACT) == !e->act);
         assert_ptr_equal(ox_op_find(e->op_type), e);
     }
-    assert_null(ox_op_find("HardSwish"));
+    assert_null(ox_op_find("FancySwish"));
     assert_null(ox_op_find(""));
     assert_null(ox_op_find(NULL));
 }
@@ -531,14 +531,14 @@ static void test_unsupported_listed(void **state) {
     Onnx__GraphProto *g = m->graph;
     int r0 = find_node(g, "Relu", 0), r1 = find_node(g, "Relu", 2), mp = find_node(g, "MaxPool", 1);
     int fl = find_node(g, "Flatten", 0);
-    char *o0 = retype(g->node[r0], "HardSwish"), *o1 = retype(g->node[r1], "HardSwish");
+    char *o0 = retype(g->node[r0], "FancySwish"), *o1 = retype(g->node[r1], "FancySwish");
     char *o2 = retype(g->node[mp], "FancyPool");
     char *dom = g->node[fl]->domain;
     g->node[fl]->domain = (char *)"com.example";
     size_t len;
     uint8_t *buf = encode(m, &len);
     char want[256];
-    snprintf(want, sizeof want, "HardSwish x2 (first: node #%d '%s')", r0, g->node[r0]->name);
+    snprintf(want, sizeof want, "FancySwish x2 (first: node #%d '%s')", r0, g->node[r0]->name);
     expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "4 unsupported operators (3 types)", want);
     snprintf(want, sizeof want, "FancyPool x1 (first: node #%d '%s')", mp, g->node[mp]->name);
     expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, want, "com.example.Flatten x1");
@@ -962,9 +962,9 @@ static void test_pattern_departures(void **state) {
      * was, and an operator soapflow lacks in place of the first ReduceMean (whose
      * Sub then reads no mean either) */
     retype(g->node[sq], "Erf");
-    char *rm_type = retype(g->node[rm], "HardSwish");
+    char *rm_type = retype(g->node[rm], "FancySwish");
     buf = encode(m, &len);
-    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "HardSwish x", "Erf of activations outside");
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "FancySwish x", "Erf of activations outside");
     free(buf);
     g->node[rm]->op_type = rm_type;
     g->node[sq]->op_type = old;

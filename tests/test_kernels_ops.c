@@ -347,6 +347,12 @@ static void unary_d(const sf_op *op, double *const *x, const double *w, double *
         case SF_OP_TANH: y[0][i] = tanh(v); break;
         case SF_OP_RELU6: y[0][i] = v > 0 ? (v < 6 ? v : 6) : 0; break;
         case SF_OP_LEAKY_RELU: y[0][i] = v > 0 ? v : op->params.leaky_relu.alpha * v; break;
+        case SF_OP_HARD_SIGMOID: {
+            double h = op->params.hard_sigmoid.alpha * v + op->params.hard_sigmoid.beta;
+            y[0][i] = h < 0 ? 0 : h > 1 ? 1 : h;
+            break;
+        }
+        case SF_OP_HARD_SWISH: y[0][i] = v * (v + 3 < 0 ? 0 : v + 3 > 6 ? 6 : v + 3) / 6; break;
         default: y[0][i] = 0.5 * v * (1 + erf(v / sqrt(2.0))); break;
         }
     }
@@ -788,8 +794,9 @@ static sf_shape shp(int nd, int64_t a, int64_t b, int64_t c, int64_t d) {
 
 static void test_unary(void **state) {
     (void)state;
-    static const sf_op_type types[] = {SF_OP_RELU, SF_OP_SIGMOID, SF_OP_TANH,
-                                       SF_OP_GELU, SF_OP_RELU6,   SF_OP_LEAKY_RELU};
+    static const sf_op_type types[] = {SF_OP_RELU,         SF_OP_SIGMOID,   SF_OP_TANH,
+                                       SF_OP_GELU,         SF_OP_RELU6,     SF_OP_LEAKY_RELU,
+                                       SF_OP_HARD_SIGMOID, SF_OP_HARD_SWISH};
     const sf_shape shapes[] = {shp(1, 1, 0, 0, 0), shp(2, 3, 37, 0, 0), shp(4, 2, 3, 5, 7),
                                shp(3, 1, 1, 13, 0)};
     for (int t = 0; t < N_OF(types); t++)
@@ -1884,6 +1891,66 @@ static void test_reduce_mean(void **state) {
     }
 }
 
+/* hard_sigmoid and hard_swish at and around their kinks, exactly, both kernels:
+ * torch's values and gradients (hardsigmoid_backward 0 at the kinks,
+ * hardswish_backward x / 3 + 1/2 at x = -3 and 3, 0 below, 1 above); and
+ * hard_sigmoid at ONNX's default slope, its kinks inside [-1, 1) where the
+ * gradient check of test_unary does not go (torch's are at -3 and 3). */
+static void test_hard_kinks(void **state) {
+    (void)state;
+    static const float xs[] = {-6.0f, -3.0f, -1.5f, 0.0f, 1.5f, 3.0f, 4.5f};
+    static const float hsig_y[] = {0, 0, 0.25f, 0.5f, 0.75f, 1, 1};
+    static const float hsig_g[] = {0, 0, 1.0f / 6, 1.0f / 6, 1.0f / 6, 0, 0};
+    static const float hsw_y[] = {0, 0, -0.375f, 0, 1.125f, 3, 4.5f};
+    static const float hsw_g[] = {0, -0.5f, 0, 0.5f, 1, 1.5f, 1};
+    const int n = N_OF(xs);
+    for (int sw = 0; sw < 2; sw++) {
+        sf_shape s = shp(2, 1, n, 0, 0);
+        sf_op_type type = sw ? SF_OP_HARD_SWISH : SF_OP_HARD_SIGMOID;
+        kop o;
+        sf_op_params p;
+        sf_op_params_default(type, &p);
+        kop_make(&o, type, &s, 1, &p);
+        kdata d;
+        kdata_make(&d, &o, 162, NULL);
+        for (int i = 0; i < n; i++) {
+            d.x[0][i] = xs[i];
+            d.dy[0][i] = 1.0f;
+        }
+        for (int fast = 0; fast < 2; fast++) {
+            kres r;
+            kres_make(&r, &o);
+            run_partition(&o, WHOLE, fast, &d, &r);
+            for (int i = 0; i < n; i++) {
+                float y = sw ? hsw_y[i] : hsig_y[i], g = sw ? hsw_g[i] : hsig_g[i];
+                if (fabsf(r.y[0][i] - y) > 1e-6f || fabsf(r.dx[0][i] - g) > 1e-6f)
+                    fail_msg("%s fast=%d x=%g: y %g (want %g), dx %g (want %g)",
+                             sf_op_type_name(type), fast, xs[i], r.y[0][i], y, r.dx[0][i], g);
+            }
+            kres_free(&r, &o);
+        }
+        kdata_free(&d, &o);
+        sf_graph_free(o.g);
+    }
+    /* ONNX's default HardSigmoid (0.2, 0.5), away from its kinks at -2.5 and 2.5,
+     * on a wide range */
+    sf_shape s = shp(2, 3, 11, 0, 0);
+    kop o;
+    sf_op_params p;
+    sf_op_params_default(SF_OP_HARD_SIGMOID, &p);
+    p.hard_sigmoid.alpha = 0.2;
+    kop_make(&o, SF_OP_HARD_SIGMOID, &s, 1, &p);
+    kdata d;
+    kdata_make(&d, &o, 163, NULL);
+    for (int64_t i = 0; i < o.n_x[0]; i++) {
+        float v = d.x[0][i] * 5.0f;                     /* [-5, 5) */
+        d.x[0][i] = fabsf(fabsf(v) - 2.5f) < 0.05f ? 0.0f : v; /* not at a kink */
+    }
+    check_gradients(&o, unary_d, &d, 1e-3, 0);
+    kdata_free(&d, &o);
+    sf_graph_free(o.g);
+}
+
 static void test_availability(void **state) {
     (void)state;
     assert_int_equal(sf_kernel_available(SF_OP_INPUT, 0), 0);
@@ -1894,6 +1961,7 @@ static void test_availability(void **state) {
         SF_OP_RESHAPE, SF_OP_FLATTEN, SF_OP_SOFTMAX_CE, SF_OP_BATCHNORM, SF_OP_LAYERNORM,
         SF_OP_DROPOUT, SF_OP_RELU6, SF_OP_LEAKY_RELU, SF_OP_ADD_PARAM, SF_OP_MUL_PARAM,
         SF_OP_SCALE, SF_OP_CONCAT_PARAM, SF_OP_TRANSPOSE, SF_OP_PAD, SF_OP_REDUCE_MEAN,
+        SF_OP_HARD_SIGMOID, SF_OP_HARD_SWISH,
     };
     for (int i = 0; i < N_OF(types); i++)
         assert_true(sf_kernel_available(types[i], 0) && sf_kernel_available(types[i], 1));
@@ -1949,6 +2017,7 @@ int main(void) {
         cmocka_unit_test(test_transpose),
         cmocka_unit_test(test_pad),
         cmocka_unit_test(test_reduce_mean),
+        cmocka_unit_test(test_hard_kinks),
         cmocka_unit_test(test_availability),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -318,6 +318,26 @@ static void test_reduce_mean_shapes(void **state) {
     sf_graph_free(g);
 }
 
+/* ---- hard_sigmoid, hard_swish ---------------------------------------------------- */
+
+static void test_hard_defaults(void **state) {
+    (void)state;
+    sf_op_params p;
+    sf_op_params_default(SF_OP_HARD_SIGMOID, &p); /* torch's nn.Hardsigmoid */
+    assert_true(p.hard_sigmoid.alpha == 1.0 / 6.0 && p.hard_sigmoid.beta == 0.5);
+    sf_graph *g = sf_graph_new("h");
+    int x = add_input(g, "x", 2, (int64_t[]){2, 5});
+    p.hard_sigmoid.beta = NAN;
+    expect_fail(g, SF_OP_HARD_SIGMOID, "hs_nan", &p, x, SF_ERR_INVALID, "must be finite numbers");
+    sf_op_params_default(SF_OP_HARD_SWISH, &p);
+    const sf_op *op = sf_graph_op(g, add_ok(g, SF_OP_HARD_SWISH, "hsw", &p, x));
+    sf_op_cost c;
+    sf_tile full = sf_tile_full(&op->space);
+    sf_op_tile_cost(op, &full, &c);
+    assert_true(c.flops_fwd == 40 && c.flops_bwd == 40);
+    sf_graph_free(g);
+}
+
 /* ---- through the model JSON ------------------------------------------------------- */
 
 static void test_json_round_trip(void **state) {
@@ -339,7 +359,11 @@ static void test_json_round_trip(void **state) {
     p = pad_p(6, (int64_t[]){0, 1, 0, 0, 2, 3});
     int pd = add_ok(g, SF_OP_PAD, "pd", &p, tr);
     p = rm_p(1, (int64_t[]){2}, 0);
-    add_ok(g, SF_OP_REDUCE_MEAN, "rm", &p, pd);
+    int rm = add_ok(g, SF_OP_REDUCE_MEAN, "rm", &p, pd);
+    sf_op_params_default(SF_OP_HARD_SIGMOID, &p);
+    p.hard_sigmoid.alpha = 0.2;
+    p.hard_sigmoid.beta = 0.25;
+    add_ok(g, SF_OP_HARD_SIGMOID, "hs", &p, rm);
     sf_error err = {0};
     char *json = sf_model_to_json(g, &err);
     assert_non_null(json);
@@ -368,6 +392,8 @@ static void test_json_round_trip(void **state) {
         if (o->type == SF_OP_REDUCE_MEAN)
             assert_true(q->params.reduce.n_axes == 1 && q->params.reduce.axes[0] == 2 &&
                         q->params.reduce.keepdims == 0);
+        if (o->type == SF_OP_HARD_SIGMOID)
+            assert_true(q->params.hard_sigmoid.alpha == 0.2 && q->params.hard_sigmoid.beta == 0.25);
         if (o->type == SF_OP_SCALE)
             assert_true(q->params.scale.mul == -0.25 && q->params.scale.add == 3.5);
     }
@@ -385,6 +411,7 @@ int main(void) {
         cmocka_unit_test(test_transpose_shapes),
         cmocka_unit_test(test_pad_shapes),
         cmocka_unit_test(test_reduce_mean_shapes),
+        cmocka_unit_test(test_hard_defaults),
         cmocka_unit_test(test_json_round_trip),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

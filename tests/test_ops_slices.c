@@ -216,6 +216,8 @@ static int b_tanh(sf_graph *g) { return act(g, SF_OP_TANH); }
 static int b_gelu(sf_graph *g) { return act(g, SF_OP_GELU); }
 static int b_relu6(sf_graph *g) { return act(g, SF_OP_RELU6); }
 static int b_leaky_relu(sf_graph *g) { return act(g, SF_OP_LEAKY_RELU); }
+static int b_hard_sigmoid(sf_graph *g) { return act(g, SF_OP_HARD_SIGMOID); }
+static int b_hard_swish(sf_graph *g) { return act(g, SF_OP_HARD_SWISH); }
 
 static int binary(sf_graph *g, sf_op_type t, const int64_t *a, const int64_t *b) {
     sf_op_params p;
@@ -405,6 +407,8 @@ static const op_case cases[] = {
     {"gelu", b_gelu},
     {"relu6", b_relu6},
     {"leaky_relu", b_leaky_relu},
+    {"hard_sigmoid", b_hard_sigmoid},
+    {"hard_swish", b_hard_swish},
     {"add", b_add},
     {"mul", b_mul},
     {"concat", b_concat},

@@ -195,6 +195,8 @@ typedef enum sf_op_type {
     SF_OP_TRANSPOSE,    /* a permutation of the dimensions, the batch kept first */
     SF_OP_PAD,          /* zeros added before and after dimensions (not the batch) */
     SF_OP_REDUCE_MEAN,  /* the mean over some dimensions (not the batch) */
+    SF_OP_HARD_SIGMOID, /* min(max(alpha * x + beta, 0), 1) */
+    SF_OP_HARD_SWISH,   /* x * hard_sigmoid(x) at torch's alpha 1/6, beta 1/2 */
     SF_OP_COUNT
 } sf_op_type;
 
@@ -317,6 +319,10 @@ typedef struct sf_reduce_params {
     int keepdims;              /* 1: they stay as size 1 (ONNX's default); 0: they go */
 } sf_reduce_params;
 
+typedef struct sf_hard_sigmoid_params {
+    double alpha, beta; /* torch's nn.Hardsigmoid: 1/6 and 1/2; ONNX's default 0.2, 0.5 */
+} sf_hard_sigmoid_params;
+
 typedef struct sf_scale_params {
     double mul, add; /* y = x * mul + add */
 } sf_scale_params;
@@ -343,6 +349,7 @@ typedef union sf_op_params {
     sf_transpose_params transpose;
     sf_pad_params pad;
     sf_reduce_params reduce;
+    sf_hard_sigmoid_params hard_sigmoid;
 } sf_op_params;
 
 SF_API const char *sf_op_type_name(sf_op_type t); /* "conv2d"; "?" when out of range */

@@ -22,6 +22,8 @@
  *   Relu, Sigmoid, Tanh         relu, sigmoid, tanh
  *   Clip(0, 6), Clip(0)         relu6, relu (others: unsupported)
  *   LeakyRelu                   leaky_relu
+ *   HardSigmoid, HardSwish      hard_sigmoid (alpha, beta), hard_swish; torch's x *
+ *                               hardsigmoid(x) stays a mul of the two
  *   MaxPool, AveragePool        pool2d (max, avg); GlobalAveragePool: adaptive avg 1x1;
  *                               GlobalMaxPool: max over the whole plane
  *   BatchNormalization          batchnorm (running statistics are buffers: not imported)
@@ -146,6 +148,18 @@ static sf_status act_leaky_relu(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_op_params_default(SF_OP_LEAKY_RELU, &p);
     TRY(ox_attr_float(c, n, "alpha", 0.01, &p.leaky_relu.alpha));
     return unary(c, n, SF_OP_LEAKY_RELU, &p);
+}
+
+/* ONNX's defaults (0.2, 0.5), not torch's (1/6, 0.5): torch writes its own. */
+static sf_status act_hard_sigmoid(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_HARD_SIGMOID, &p);
+    TRY(ox_attr_float(c, n, "alpha", 0.2, &p.hard_sigmoid.alpha));
+    TRY(ox_attr_float(c, n, "beta", 0.5, &p.hard_sigmoid.beta));
+    return unary(c, n, SF_OP_HARD_SIGMOID, &p);
+}
+static sf_status act_hard_swish(ox_ctx *c, const Onnx__NodeProto *n) {
+    return simple_unary(c, n, SF_OP_HARD_SWISH);
 }
 
 static sf_status act_clip(ox_ctx *c, const Onnx__NodeProto *n) {
@@ -1977,6 +1991,8 @@ static const ox_op_entry table[] = {
     {"GlobalAveragePool", ACT, 1, NULL, act_gap},
     {"GlobalMaxPool", ACT, 1, NULL, act_gmp},
     {"Greater", FOLD, 2, ox_fold_node, NULL},
+    {"HardSigmoid", ACT, 1, NULL, act_hard_sigmoid},
+    {"HardSwish", ACT, 1, NULL, act_hard_swish},
     {"Identity", FOLD | ACT, 1, ox_fold_node, act_identity},
     {"LSTM", ACT, 3, NULL, act_lstm},
     {"LayerNormalization", ACT, 2, NULL, act_layernorm},

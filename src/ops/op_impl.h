@@ -146,5 +146,7 @@ extern const sf_op_class sf_op_concat_param_class;
 extern const sf_op_class sf_op_transpose_class;
 extern const sf_op_class sf_op_pad_class;
 extern const sf_op_class sf_op_reduce_mean_class;
+extern const sf_op_class sf_op_hard_sigmoid_class;
+extern const sf_op_class sf_op_hard_swish_class;
 
 #endif

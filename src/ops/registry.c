@@ -49,6 +49,8 @@ static const sf_op_class *const op_classes[] = {
     [SF_OP_TRANSPOSE] = &sf_op_transpose_class,
     [SF_OP_PAD] = &sf_op_pad_class,
     [SF_OP_REDUCE_MEAN] = &sf_op_reduce_mean_class,
+    [SF_OP_HARD_SIGMOID] = &sf_op_hard_sigmoid_class,
+    [SF_OP_HARD_SWISH] = &sf_op_hard_swish_class,
 };
 _Static_assert(sizeof op_classes / sizeof op_classes[0] == SF_OP_COUNT,
                "every operator type has a class");

@@ -45,8 +45,8 @@ static const char *const fixtures[] = {
     /* issue 28's operators (scripts/make_onnx_fixtures.py,
      * OPS_JOBS) */
     "constops_op13", "constops_op17_train", "clstoken_op13_train", "clstoken_op17", "permute_op13",
-    "permute_op17_train", "pad_op13_train", "pad_op17", "mean_op13",
-                                       "mean_op17_train", "hard_op13_train", "hard_op17"};
+    "permute_op17_train", "pad_op13_train", "pad_op17", "mean_op13", "mean_op17_train",
+    "hard_op13_train", "hard_op17"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 static void fixture_path(char *buf, size_t cap, const char *name, const char *ext) {

@@ -185,11 +185,11 @@ typedef enum sf_op_type {
     SF_OP_BATCHNORM,
     SF_OP_LAYERNORM,
     SF_OP_DROPOUT,
-    SF_OP_RELU6,      /* min(max(x, 0), 6): torch.nn.ReLU6, ONNX Clip(0, 6) */
-    SF_OP_LEAKY_RELU, /* x, or alpha * x below 0 */
-    SF_OP_ADD_PARAM,  /* x + w, w a learned tensor broadcast over x (position embeddings) */
-    SF_OP_MUL_PARAM,  /* x * w, w a learned tensor broadcast over x (layer scale) */
-    SF_OP_SCALE,      /* x * mul + add, two constants (ONNX Add/Mul/Sub/Div by a scalar) */
+    SF_OP_RELU6,        /* min(max(x, 0), 6): torch.nn.ReLU6, ONNX Clip(0, 6) */
+    SF_OP_LEAKY_RELU,   /* x, or alpha * x below 0 */
+    SF_OP_ADD_PARAM,    /* x + w, w a learned tensor broadcast over x (position embeddings) */
+    SF_OP_MUL_PARAM,    /* x * w, w a learned tensor broadcast over x (layer scale) */
+    SF_OP_SCALE,        /* x * mul + add, two constants (ONNX Add/Mul/Sub/Div by a scalar) */
     SF_OP_CONCAT_PARAM, /* a learned tensor, the same for every sample, concatenated with x
                          * (ViT's class token) */
     SF_OP_TRANSPOSE,    /* a permutation of the dimensions, the batch kept first */

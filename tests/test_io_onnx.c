@@ -561,7 +561,8 @@ static void test_unsupported_listed(void **state) {
 }
 
 /* The refusals of issue 28's mappings, one line naming the node: a reflect
- * pad, a constant divided by an activation, a view that moves the batch. */
+ * pad, a constant divided by an activation, a tensor constant that is not a
+ * named parameter, a view that moves the batch. */
 static void test_new_op_refusals(void **state) {
     (void)state;
     size_t len;
@@ -591,6 +592,26 @@ static void test_new_op_refusals(void **state) {
     free(buf);
     div->input[1] = div->input[0];
     div->input[0] = a;
+    onnx__model_proto__free_unpacked(m, NULL);
+
+    /* the position embedding renamed as a constant torch folded: a fixed tensor */
+    m = decode_fixture("constops_op13");
+    Onnx__TensorProto *init = NULL;
+    for (size_t k = 0; k < m->graph->n_initializer; k++)
+        if (!strcmp(m->graph->initializer[k]->name, "pos_embedding"))
+            init = m->graph->initializer[k];
+    assert_non_null(init);
+    Onnx__NodeProto *add = m->graph->node[find_node(m->graph, "Add", 0)];
+    int slot = !strcmp(add->input[0], "pos_embedding") ? 0 : 1;
+    assert_string_equal(add->input[slot], "pos_embedding");
+    char *iname = init->name, *aname = add->input[slot];
+    init->name = add->input[slot] = (char *)"onnx::Add_7";
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, add->name,
+                "the constant tensor 'onnx::Add_7' of 32 values");
+    free(buf);
+    init->name = iname;
+    add->input[slot] = aname;
     onnx__model_proto__free_unpacked(m, NULL);
 
     m = decode_fixture("permute_op17_train");

@@ -236,7 +236,8 @@ class ConstOps(nn.Module):
 
 class ClassToken(nn.Module):
     """ViT's head end: tokens embedded by a linear layer, a learned class token
-    (1, 1, D) concatenated in front (Expand + Concat), learned positions added,
+    (1, 1, D) concatenated in front (Expand + Concat), learned positions added
+    (Expanded over the batch first, as some ViT code writes it),
     a layer norm, and the class token's row classified."""
 
     def __init__(self, t=4, f=6, d=8, classes=5):
@@ -250,7 +251,7 @@ class ClassToken(nn.Module):
     def forward(self, x):
         y = self.embed(x)
         y = torch.cat([self.class_token.expand(y.shape[0], -1, -1), y], dim=1)
-        y = self.ln(y + self.pos_embedding)
+        y = self.ln(y + self.pos_embedding.expand(y.shape[0], -1, -1))
         return self.head(y[:, 0])
 
 

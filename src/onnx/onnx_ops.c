@@ -827,6 +827,11 @@ static sf_status const_operand(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type t
     int sub = !strcmp(n->op_type, "Sub"), div = !strcmp(n->op_type, "Div");
     if (c->vals[x].kind == OX_CONST)
         return ox_fail(c, SF_ERR_UNSUPPORTED, "%s of two constants on activations", n->op_type);
+    /* a learned tensor Expanded first (pos_embedding.expand(N, -1, -1) + x): the
+     * tensor itself, which broadcasts the same way */
+    if (!named_param(c, k) && c->vals[k].expanded_from > 0 &&
+        named_param(c, c->vals[k].expanded_from))
+        k = c->vals[k].expanded_from;
     TRY(ox_const_data(c, k));
     TRY(ox_act(c, x));
     const ox_value *K = &c->vals[k], *X = &c->vals[x];

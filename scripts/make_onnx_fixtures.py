@@ -54,8 +54,10 @@ that the imported graph and weights compute the same loss.
                  inputs at 13), Sigmoid, Tanh, a product, a concatenation, average and
                  ceil-mode max pooling, log-softmax at the end
 
---big DIR: torchvision's squeezenet1_0, mobilenet_v2 and resnet18 (training mode,
-so batch norm stays a layer with its parameters), an nn.LSTM language model
+--big DIR: torchvision's squeezenet1_0, mobilenet_v2, resnet18, mobilenet_v3_small,
+shufflenet_v2_x0_5, mnasnet0_5, densenet121, inception_v3 (without its auxiliary
+head), efficientnet_b0, convnext_tiny (stochastic depth at 0) and vit_b_16 (training
+mode, so batch norm stays a layer with its parameters) and an nn.LSTM language model
 (vocabulary 10000, 2 layers of 1024, as the zoo's rnnlm) and NanoGPT at GPT-2's
 sizes (124,439,808 parameters, the zoo's gpt2; a 500 MB file), with DIR/expected.json
 holding PyTorch's parameter count of each; scripts/check_onnx_models.sh checks
@@ -348,6 +350,141 @@ class Misc(nn.Module):
         return F.log_softmax(self.fc2(y), dim=1)
 
 
+class ConstOps(nn.Module):
+    """Element-wise operators with constant operands: a learned position embedding
+    (1, T, D) added, literals (x * 0.5 - 1, x / 4, 2 - x), a learned per-feature
+    scale (D,) multiplied from the left, a learned scalar, and a per-channel
+    learned scale and shift of a convolution's output ((1, C, 1, 1) and (C, 1, 1))
+    on a second path."""
+
+    def __init__(self, t=4, d=8, classes=5):
+        super().__init__()
+        self.pos_embedding = nn.Parameter(torch.randn(1, t, d) * 0.1)
+        self.gamma = nn.Parameter(torch.rand(d) + 0.5)
+        self.temp = nn.Parameter(torch.tensor(1.5))
+        self.conv = nn.Conv2d(1, 3, 3, padding=1)
+        self.cscale = nn.Parameter(torch.rand(1, 3, 1, 1) + 0.5)
+        self.cshift = nn.Parameter(torch.randn(3, 1, 1) * 0.1)
+        self.fc = nn.Linear(d, classes)
+        self.fc_conv = nn.Linear(3 * t * d, t * classes)
+        self.t, self.classes = t, classes
+
+    def forward(self, x):
+        y = x + self.pos_embedding
+        y = (y * 0.5 - 1.0) / 4
+        y = 2.0 - self.gamma * y
+        y = y * self.temp
+        z = self.conv(x.unsqueeze(1)) * self.cscale + self.cshift  # (N, 3, T, D)
+        z = self.fc_conv(torch.flatten(z, 1)).reshape(-1, self.t, self.classes)
+        return self.fc(y) + z
+
+
+class ClassToken(nn.Module):
+    """ViT's head end: tokens embedded by a linear layer, a learned class token
+    (1, 1, D) concatenated in front (Expand + Concat), learned positions added
+    (Expanded over the batch first, as some ViT code writes it),
+    a layer norm, and the class token's row classified."""
+
+    def __init__(self, t=4, f=6, d=8, classes=5):
+        super().__init__()
+        self.embed = nn.Linear(f, d)
+        self.class_token = nn.Parameter(torch.randn(1, 1, d) * 0.5)
+        self.pos_embedding = nn.Parameter(torch.randn(1, t + 1, d) * 0.1)
+        self.ln = nn.LayerNorm(d)
+        self.head = nn.Linear(d, classes)
+
+    def forward(self, x):
+        y = self.embed(x)
+        y = torch.cat([self.class_token.expand(y.shape[0], -1, -1), y], dim=1)
+        y = self.ln(y + self.pos_embedding.expand(y.shape[0], -1, -1))
+        return self.head(y[:, 0])
+
+
+class Permutes(nn.Module):
+    """Transposed layouts: a ConvNeXt block (depthwise convolution, permute to
+    NHWC, LayerNorm over the channels, a pointwise MLP as linear layers, a learned
+    layer scale, permute back, residual) and ShuffleNet's channel shuffle
+    (reshape to (N, g, C/g, H, W), transpose the group dimensions, reshape back),
+    then a classifier."""
+
+    def __init__(self, c=8, classes=5):
+        super().__init__()
+        self.dwconv = nn.Conv2d(c, c, 3, padding=1, groups=c)
+        self.norm = nn.LayerNorm(c)
+        self.pwconv1 = nn.Linear(c, 2 * c)
+        self.pwconv2 = nn.Linear(2 * c, c)
+        self.gamma = nn.Parameter(torch.rand(c) + 0.5)
+        self.conv = nn.Conv2d(c, c, 1, groups=2)
+        self.fc = nn.Linear(c * 4 * 4, classes)
+
+    def forward(self, x):
+        y = self.dwconv(x).permute(0, 2, 3, 1)
+        y = self.pwconv2(F.gelu(self.pwconv1(self.norm(y))))
+        x = x + (self.gamma * y).permute(0, 3, 1, 2)
+        n, c, h, w = x.shape
+        x = x.reshape(n, 2, c // 2, h, w).transpose(1, 2).reshape(n, c, h, w)
+        return self.fc(torch.flatten(F.relu(self.conv(x)), 1))
+
+
+class Pads(nn.Module):
+    """Zero padding: Inception-v3's and DenseNet's nn.AvgPool2d(3, 1, 1,
+    count_include_pad=True) (exported as Pad + AveragePool, folded into the pool),
+    F.pad before a convolution (folded into its padding), an asymmetric
+    nn.ZeroPad2d((1, 0, 2, 0)) and a pad before a max pool (a pad operator)."""
+
+    def __init__(self, c=3, classes=5):
+        super().__init__()
+        self.pool = nn.AvgPool2d(3, stride=1, padding=1, count_include_pad=True)
+        self.conv = nn.Conv2d(c, 4, 3)
+        self.zpad = nn.ZeroPad2d((1, 0, 2, 0))
+        self.fc = nn.Linear(4 * 6 * 5, classes)
+
+    def forward(self, x):
+        y = self.conv(F.pad(self.pool(x), (1, 1, 1, 1)))
+        y = F.max_pool2d(F.pad(y, (1, 1, 1, 1)), 2)
+        y = self.zpad(y)
+        return self.fc(torch.flatten(y, 1))
+
+
+class Means(nn.Module):
+    """ReduceMean of activations: MnasNet's head x.mean([2, 3]), a mean over the
+    last axis that is not a layer normalization's (keepdim, then broadcast back
+    by a product), beside an nn.LayerNorm (spelled out in ReduceMean steps before
+    opset 17), and a mean over tokens x.mean(1)."""
+
+    def __init__(self, c=4, classes=5):
+        super().__init__()
+        self.conv = nn.Conv2d(3, c, 3, padding=1)
+        self.ln = nn.LayerNorm(c)
+        self.fc = nn.Linear(c, classes)
+
+    def forward(self, x):
+        y = self.conv(x)                            # (N, C, H, W)
+        y = y * torch.sigmoid(y.mean(-1, keepdim=True))
+        t = self.ln(torch.flatten(y, 2).transpose(1, 2))  # (N, HW, C)
+        return self.fc(t.mean(1) + y.mean([2, 3]))
+
+
+class HardActs(nn.Module):
+    """MobileNet-v3's activations: nn.Hardswish after a convolution, a
+    squeeze-excitation gate through nn.Hardsigmoid, and x * hardsigmoid(x) written
+    out; (opset 13 has no HardSwish: torch writes it as HardSigmoid and Mul)."""
+
+    def __init__(self, c=4, classes=5):
+        super().__init__()
+        self.conv = nn.Conv2d(3, c, 3, padding=1)
+        self.fc1 = nn.Conv2d(c, 2, 1)
+        self.fc2 = nn.Conv2d(2, c, 1)
+        self.fc = nn.Linear(c * 16, classes)
+
+    def forward(self, x):
+        y = F.hardswish(self.conv(x) * 3.0)
+        s = F.hardsigmoid(self.fc2(F.relu(self.fc1(F.adaptive_avg_pool2d(y, 1)))))
+        y = y * s
+        y = y * F.hardsigmoid(y)
+        return self.fc(torch.flatten(y, 1))
+
+
 def params(m):
     return sum(p.numel() for p in m.parameters())
 
@@ -378,6 +515,40 @@ def expectation(m, x, classes, path):
                    "labels": labels.tolist(), "loss": float(loss), "params": params(m)},
                   f)
         f.write("\n")
+
+
+# The idioms of issue 28's operators: name, module class, input shape (floats)
+# or (vocabulary, length) of tokens, opset, training-mode export, classes per row.
+# Each is built under its own seed, so one can be remade alone (--only).
+OPS_JOBS = [
+    ("constops_op13", ConstOps, (BATCH, 4, 8), 13, False, 5),
+    ("constops_op17_train", ConstOps, (BATCH, 4, 8), 17, True, 5),
+    ("clstoken_op13_train", ClassToken, (BATCH, 4, 6), 13, True, 5),
+    ("clstoken_op17", ClassToken, (BATCH, 4, 6), 17, False, 5),
+    ("permute_op13", Permutes, (BATCH, 8, 4, 4), 13, False, 5),
+    ("permute_op17_train", Permutes, (BATCH, 8, 4, 4), 17, True, 5),
+    ("pad_op13_train", Pads, (BATCH, 3, 6, 6), 13, True, 5),
+    ("pad_op17", Pads, (BATCH, 3, 6, 6), 17, False, 5),
+    ("mean_op13", Means, (BATCH, 3, 4, 5), 13, False, 5),
+    ("mean_op17_train", Means, (BATCH, 3, 4, 5), 17, True, 5),
+    ("hard_op13_train", HardActs, (BATCH, 3, 4, 4), 13, True, 5),
+    ("hard_op17", HardActs, (BATCH, 3, 4, 4), 17, False, 5),
+]
+
+
+def ops_fixtures(outdir, only):
+    os.makedirs(outdir, exist_ok=True)
+    for k, (name, cls, shape, opset, training, classes) in enumerate(OPS_JOBS):
+        if only and name not in only:
+            continue
+        torch.manual_seed(100 + k)
+        m = cls()
+        x = torch.randn(*shape)
+        path = os.path.join(outdir, name + ".onnx")
+        export(m, x, path, opset, training)
+        expectation(m, x, classes, os.path.join(outdir, name + ".json"))
+        print("%-20s opset %2d  %8d params  %7d bytes" % (name, opset, params(m),
+                                                          os.path.getsize(path)))
 
 
 def small(outdir):
@@ -427,10 +598,24 @@ def big(outdir):
     os.makedirs(outdir, exist_ok=True)
     torch.manual_seed(0)
     expected = {}
-    for name in ["squeezenet1_0", "mobilenet_v2", "resnet18"]:
-        m = getattr(torchvision.models, name)()
+    # the last eight need issue 28's operators: hard activations (mobilenet_v3),
+    # transposes (shufflenet's channel shuffle, convnext's NHWC layer norm), means
+    # (mnasnet), pads folded into average pools (densenet, inception_v3), a class
+    # token and position embedding (vit), layer scale (convnext)
+    for name in ["squeezenet1_0", "mobilenet_v2", "resnet18", "mobilenet_v3_small",
+                 "shufflenet_v2_x0_5", "mnasnet0_5", "densenet121", "inception_v3",
+                 "efficientnet_b0", "convnext_tiny", "vit_b_16"]:
+        # GoogLeNet-style auxiliary heads cannot be exported in training mode
+        kw = {"aux_logits": False, "init_weights": False} if name == "inception_v3" else {}
+        m = getattr(torchvision.models, name)(**kw)
+        # stochastic depth draws with Bernoulli, which torch 1.13 cannot export in
+        # training mode: its probability set to 0 (docs/formats-onnx.md)
+        for mod in m.modules():
+            if type(mod).__name__ == "StochasticDepth":
+                mod.p = 0.0
+        size = 299 if name == "inception_v3" else 224
         path = os.path.join(outdir, name + ".onnx")
-        export(m, torch.randn(BATCH, 3, 224, 224), path, 13, training=True)
+        export(m, torch.randn(BATCH, 3, size, size), path, 13, training=True)
         expected[name] = {"file": name + ".onnx", "params": params(m), "source": "torchvision"}
         print("%-14s %10d params" % (name, params(m)))
     lm = LstmLM(vocab=10000, hidden=1024, layers=2)
@@ -462,11 +647,16 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=FIXTURES, help="folder of the small fixtures")
     ap.add_argument("--big", metavar="DIR", help="export the torchvision models into DIR")
+    ap.add_argument("--only", metavar="NAMES",
+                    help="comma-separated fixtures of OPS_JOBS to make (the others are left)")
     a = ap.parse_args()
     if a.big:
         big(a.big)
+    elif a.only:
+        ops_fixtures(os.path.normpath(a.out), a.only.split(","))
     else:
         small(os.path.normpath(a.out))
+        ops_fixtures(os.path.normpath(a.out), None)
 
 
 if __name__ == "__main__":

@@ -773,7 +773,10 @@ static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strateg
 #define RC_ADAM_MODELS 3
 #define RC_ADAM_CASES (RC_ADAM_MODELS * 2 * 2 * 2)
 
-static int rc_adam_model(int i) {
+/* the Adam cases are run by test_runtime and mpi_runtime, not by every includer */
+#define RC_UNUSED_OK __attribute__((unused))
+
+static RC_UNUSED_OK int rc_adam_model(int i) {
     static const int models[RC_ADAM_MODELS] = {1, 0, 2};
     return models[i / (RC_ADAM_CASES / RC_ADAM_MODELS)];
 }
@@ -782,8 +785,8 @@ static sf_optimizer_kind rc_adam_optimizer(int i) {
 }
 /* The strategy of case i into s (data, or the first random one of
  * rc_strategy), named into what, and its job's scheme: rc_strategy's answer. */
-static int rc_adam_case(const sf_graph *g, int n, int i, int n_random, sf_strategy *s, char *what,
-                        size_t cap, rc_job *j) {
+static RC_UNUSED_OK int rc_adam_case(const sf_graph *g, int n, int i, int n_random,
+                                     sf_strategy *s, char *what, size_t cap, rc_job *j) {
     int bulk;
     int ok = rc_strategy(g, n, (i / 2) % 2 ? 5 : 0, n_random, s, what, cap, &bulk);
     if (ok <= 0) return ok;

@@ -347,6 +347,12 @@ static void unary_d(const sf_op *op, double *const *x, const double *w, double *
         case SF_OP_TANH: y[0][i] = tanh(v); break;
         case SF_OP_RELU6: y[0][i] = v > 0 ? (v < 6 ? v : 6) : 0; break;
         case SF_OP_LEAKY_RELU: y[0][i] = v > 0 ? v : op->params.leaky_relu.alpha * v; break;
+        case SF_OP_HARD_SIGMOID: {
+            double h = op->params.hard_sigmoid.alpha * v + op->params.hard_sigmoid.beta;
+            y[0][i] = h < 0 ? 0 : h > 1 ? 1 : h;
+            break;
+        }
+        case SF_OP_HARD_SWISH: y[0][i] = v * (v + 3 < 0 ? 0 : v + 3 > 6 ? 6 : v + 3) / 6; break;
         default: y[0][i] = 0.5 * v * (1 + erf(v / sqrt(2.0))); break;
         }
     }
@@ -518,6 +524,119 @@ static void embedding_d(const sf_op *op, double *const *x, const double *w, doub
         for (int64_t j = 0; j < D; j++) y[0][r * D + j] = w[(int64_t)x[0][r] * D + j];
 }
 
+/* add_param, mul_param: y = x + w, x * w, w broadcast from PyTorch's shape
+ * aligned with x's last dimensions. */
+static void param_d(const sf_op *op, double *const *x, const double *w, double **y) {
+    const sf_shape *s = &op->in_shapes[0];
+    int nd = s->ndim, pn = op->params.param.ndim;
+    int64_t n = sf_shape_numel(s), idx[SF_MAX_DIMS] = {0};
+    for (int64_t e = 0; e < n; e++) {
+        int64_t q = 0;
+        for (int j = 0; j < pn; j++) {
+            int64_t pd = op->params.param.shape[j];
+            q = q * pd + (pd == 1 ? 0 : idx[j + nd - pn]);
+        }
+        y[0][e] = op->type == SF_OP_MUL_PARAM ? x[0][e] * w[q] : x[0][e] + w[q];
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++idx[i] < s->d[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+static void scale_d(const sf_op *op, double *const *x, const double *w, double **y) {
+    (void)w;
+    int64_t n = sf_shape_numel(&op->in_shapes[0]);
+    for (int64_t i = 0; i < n; i++) y[0][i] = x[0][i] * op->params.scale.mul + op->params.scale.add;
+}
+
+/* concat_param: the learned tensor's P positions before (or after) x's along the axis. */
+static void concat_param_d(const sf_op *op, double *const *x, const double *w, double **y) {
+    const sf_concat_param_params *q = &op->params.concat_param;
+    const sf_shape *os = &op->out_shapes[0], *xs = &op->in_shapes[0];
+    int nd = os->ndim, ax = q->axis;
+    int64_t P = q->shape[ax], T = xs->d[ax], n = sf_shape_numel(os), idx[SF_MAX_DIMS] = {0};
+    int64_t xoff = q->last ? 0 : P, toff = q->last ? T : 0;
+    for (int64_t e = 0; e < n; e++) {
+        int64_t a = idx[ax], o = 0;
+        if (a >= xoff && a < xoff + T) {
+            for (int i = 0; i < nd; i++) o = o * xs->d[i] + (i == ax ? a - xoff : idx[i]);
+            y[0][e] = x[0][o];
+        } else {
+            for (int i = 1; i < nd; i++) o = o * q->shape[i] + (i == ax ? a - toff : idx[i]);
+            y[0][e] = w[o];
+        }
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++idx[i] < os->d[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
+/* transpose: output element idx is input element idx permuted back. */
+static void transpose_d(const sf_op *op, double *const *x, const double *w, double **y) {
+    (void)w;
+    const sf_shape *os = &op->out_shapes[0], *xs = &op->in_shapes[0];
+    int nd = os->ndim;
+    int64_t st[SF_MAX_DIMS], idx[SF_MAX_DIMS] = {0}, n = sf_shape_numel(os);
+    strides_of(xs, st);
+    for (int64_t e = 0; e < n; e++) {
+        int64_t o = 0;
+        for (int k = 0; k < nd; k++) o += idx[k] * st[op->params.transpose.perm[k]];
+        y[0][e] = x[0][o];
+        for (int k = nd - 1; k >= 0; k--) {
+            if (++idx[k] < os->d[k]) break;
+            idx[k] = 0;
+        }
+    }
+}
+
+/* pad: zeros, and the input shifted by the pads before. */
+static void pad_d(const sf_op *op, double *const *x, const double *w, double **y) {
+    (void)w;
+    const sf_shape *os = &op->out_shapes[0], *xs = &op->in_shapes[0];
+    int nd = os->ndim;
+    int64_t st[SF_MAX_DIMS], idx[SF_MAX_DIMS] = {0}, n = sf_shape_numel(os);
+    strides_of(xs, st);
+    for (int64_t e = 0; e < n; e++) {
+        int64_t o = 0;
+        int in = 1;
+        for (int i = 0; i < nd; i++) {
+            int64_t g = idx[i] - op->params.pad.pads[i];
+            in = in && g >= 0 && g < xs->d[i];
+            o += g * st[i];
+        }
+        y[0][e] = in ? x[0][o] : 0;
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++idx[i] < os->d[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
+/* reduce_mean: each output the mean of the inputs with its kept coordinates. */
+static void reduce_mean_d(const sf_op *op, double *const *x, const double *w, double **y) {
+    (void)w;
+    const sf_shape *xs = &op->in_shapes[0];
+    const sf_reduce_params *q = &op->params.reduce;
+    int nd = xs->ndim;
+    int64_t n = sf_shape_numel(xs), m = sf_shape_numel(&op->out_shapes[0]), cnt = n / m;
+    int64_t idx[SF_MAX_DIMS] = {0};
+    for (int64_t o = 0; o < m; o++) y[0][o] = 0;
+    for (int64_t e = 0; e < n; e++) {
+        int64_t o = 0;
+        for (int i = 0; i < nd; i++) {
+            int red = 0;
+            for (int k = 0; k < q->n_axes; k++) red |= q->axes[k] == i;
+            if (!red) o = o * xs->d[i] + idx[i];
+        }
+        y[0][o] += x[0][e] / (double)cnt;
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++idx[i] < xs->d[i]) break;
+            idx[i] = 0;
+        }
+    }
+}
+
 /* ---- gradients against central differences ----------------------------- */
 
 /* L = sum_k sum(y_k * rnd_k), or for softmax_ce the mean cross-entropy. */
@@ -675,8 +794,9 @@ static sf_shape shp(int nd, int64_t a, int64_t b, int64_t c, int64_t d) {
 
 static void test_unary(void **state) {
     (void)state;
-    static const sf_op_type types[] = {SF_OP_RELU, SF_OP_SIGMOID, SF_OP_TANH,
-                                       SF_OP_GELU, SF_OP_RELU6,   SF_OP_LEAKY_RELU};
+    static const sf_op_type types[] = {SF_OP_RELU,         SF_OP_SIGMOID,   SF_OP_TANH,
+                                       SF_OP_GELU,         SF_OP_RELU6,     SF_OP_LEAKY_RELU,
+                                       SF_OP_HARD_SIGMOID, SF_OP_HARD_SWISH};
     const sf_shape shapes[] = {shp(1, 1, 0, 0, 0), shp(2, 3, 37, 0, 0), shp(4, 2, 3, 5, 7),
                                shp(3, 1, 1, 13, 0)};
     for (int t = 0; t < N_OF(types); t++)
@@ -1725,6 +1845,224 @@ static void test_layernorm_needs_whole_rows(void **state) {
 
 /* The graph input has no kernels (op_input.c says why); every other operator
  * of this file has both. */
+/* ---- element-wise with a constant: add_param, mul_param, scale ---------- */
+
+static void test_param_ops(void **state) {
+    (void)state;
+    /* (input, weight shape): a position embedding (1, T, D), a rank-2 one (T, D),
+     * a per-channel (C, 1, 1) and a (1, C, 1, 1), a last-dimension vector, a
+     * scalar, one varying along three dimensions, and one with a broadcast
+     * dimension between its two parameter dimensions */
+    static const struct {
+        sf_shape x;
+        int pn;
+        int64_t pd[4];
+    } cases[] = {
+        {{3, {3, 5, 4}}, 3, {1, 5, 4}},    {{3, {2, 5, 7}}, 2, {5, 7}},
+        {{4, {2, 3, 4, 5}}, 3, {3, 1, 1}}, {{4, {2, 3, 4, 5}}, 4, {1, 3, 1, 1}},
+        {{3, {3, 1, 6}}, 1, {6}},          {{2, {4, 3}}, 0, {0}},
+        {{4, {2, 3, 4, 5}}, 3, {3, 4, 5}}, {{4, {3, 4, 3, 5}}, 3, {4, 1, 5}},
+    };
+    for (int t = 0; t < 2; t++)
+        for (int c = 0; c < N_OF(cases); c++) {
+            sf_op_type type = t ? SF_OP_MUL_PARAM : SF_OP_ADD_PARAM;
+            sf_op_params p;
+            sf_op_params_default(type, &p);
+            p.param.ndim = cases[c].pn;
+            for (int j = 0; j < cases[c].pn; j++) p.param.shape[j] = cases[c].pd[j];
+            kop o;
+            kop_make(&o, type, &cases[c].x, 1, &p);
+            int64_t numel = 1;
+            for (int j = 0; j < cases[c].pn; j++) numel *= cases[c].pd[j];
+            assert_int_equal(o.op->n_params, numel);
+            check_op(&o, param_d, DEGS4, N_OF(DEGS4), 1700 + (uint64_t)(t * 20 + c), NULL, 1e-3);
+            sf_graph_free(o.g);
+        }
+}
+
+static void test_scale(void **state) {
+    (void)state;
+    const sf_shape shapes[] = {shp(1, 1, 0, 0, 0), shp(3, 2, 3, 17, 0), shp(4, 2, 3, 5, 7)};
+    const double muls[] = {1, -0.5, 3}, adds[] = {2, 0, -1.25};
+    for (int s = 0; s < N_OF(shapes); s++) {
+        sf_op_params p;
+        sf_op_params_default(SF_OP_SCALE, &p);
+        p.scale.mul = muls[s];
+        p.scale.add = adds[s];
+        kop o;
+        kop_make(&o, SF_OP_SCALE, &shapes[s], 1, &p);
+        check_op(&o, scale_d, DEGS4, N_OF(DEGS4), 1750 + (uint64_t)s, NULL, 1e-3);
+        sf_graph_free(o.g);
+    }
+}
+
+/* The class token of ViT (1, 1, D) first along T, a (1, C, 2, W) block after x on
+ * the channels of a 4-D input, and one along the last dimension. */
+static void test_concat_param(void **state) {
+    (void)state;
+    static const struct {
+        sf_shape x;
+        int axis, last;
+        int64_t pd[4];
+    } cases[] = {
+        {{3, {3, 5, 4}}, 1, 0, {1, 1, 4}},
+        {{4, {2, 3, 2, 5}}, 1, 1, {1, 2, 2, 5}},
+        {{3, {2, 3, 4}}, 2, 0, {1, 3, 3}},
+        {{3, {2, 3, 4}}, 2, 1, {1, 3, 2}},
+    };
+    for (int c = 0; c < N_OF(cases); c++) {
+        sf_op_params p;
+        sf_op_params_default(SF_OP_CONCAT_PARAM, &p);
+        p.concat_param.axis = cases[c].axis;
+        p.concat_param.last = cases[c].last;
+        p.concat_param.ndim = cases[c].x.ndim;
+        for (int j = 0; j < cases[c].x.ndim; j++) p.concat_param.shape[j] = cases[c].pd[j];
+        kop o;
+        kop_make(&o, SF_OP_CONCAT_PARAM, &cases[c].x, 1, &p);
+        check_op(&o, concat_param_d, DEGS4, N_OF(DEGS4), 1760 + (uint64_t)c, NULL, 1e-3);
+        sf_graph_free(o.g);
+    }
+}
+
+/* ConvNeXt's NHWC permutes both ways, a channel shuffle's swap of two middle
+ * dimensions of a 5-D tensor, a head reshape's (N, T, h, d) to (N, h, T, d), the
+ * identity, and the last dimension kept last (row copies). */
+static void test_transpose(void **state) {
+    (void)state;
+    static const struct {
+        sf_shape x;
+        int64_t perm[5];
+    } cases[] = {
+        {{4, {2, 3, 4, 5}}, {0, 2, 3, 1}},       {{4, {2, 4, 5, 3}}, {0, 3, 1, 2}},
+        {{5, {2, 2, 3, 2, 3}}, {0, 2, 1, 3, 4}}, {{4, {2, 5, 3, 4}}, {0, 2, 1, 3}},
+        {{3, {3, 4, 5}}, {0, 1, 2}},             {{3, {3, 4, 5}}, {0, 2, 1}},
+    };
+    for (int c = 0; c < N_OF(cases); c++) {
+        sf_op_params p;
+        sf_op_params_default(SF_OP_TRANSPOSE, &p);
+        p.transpose.ndim = cases[c].x.ndim;
+        for (int k = 0; k < cases[c].x.ndim; k++) p.transpose.perm[k] = cases[c].perm[k];
+        kop o;
+        kop_make(&o, SF_OP_TRANSPOSE, &cases[c].x, 1, &p);
+        for (int k = 0; k < cases[c].x.ndim; k++)
+            assert_int_equal(o.op->out_shapes[0].d[k], cases[c].x.d[cases[c].perm[k]]);
+        check_op(&o, transpose_d, DEGS4, N_OF(DEGS4), 1770 + (uint64_t)c, NULL, 1e-3);
+        sf_graph_free(o.g);
+    }
+}
+
+/* Symmetric spatial pads, ZeroPad2d's asymmetric ones, pads on channels and on
+ * the last dimension only, and pads wider than the input. */
+static void test_pad(void **state) {
+    (void)state;
+    static const struct {
+        sf_shape x;
+        int64_t pads[8];
+    } cases[] = {
+        {{4, {2, 3, 4, 5}}, {0, 0, 1, 1, 0, 0, 1, 1}},
+        {{4, {2, 3, 4, 5}}, {0, 0, 2, 1, 0, 0, 0, 0}},
+        {{3, {3, 4, 5}}, {0, 2, 0, 0, 1, 0}},
+        {{2, {3, 4}}, {0, 3, 0, 2}},
+        {{3, {2, 1, 2}}, {0, 4, 3, 0, 2, 5}},
+    };
+    for (int c = 0; c < N_OF(cases); c++) {
+        sf_op_params p;
+        sf_op_params_default(SF_OP_PAD, &p);
+        p.pad.n_pads = 2 * cases[c].x.ndim;
+        for (int k = 0; k < p.pad.n_pads; k++) p.pad.pads[k] = cases[c].pads[k];
+        kop o;
+        kop_make(&o, SF_OP_PAD, &cases[c].x, 1, &p);
+        check_op(&o, pad_d, DEGS4, N_OF(DEGS4), 1780 + (uint64_t)c, NULL, 1e-3);
+        sf_graph_free(o.g);
+    }
+}
+
+/* MnasNet's mean over H and W (kept and dropped), a mean over the last axis, over
+ * tokens, over two separated dimensions, and over a dimension of size 1. */
+static void test_reduce_mean(void **state) {
+    (void)state;
+    static const struct {
+        sf_shape x;
+        int n, keep;
+        int64_t axes[3];
+    } cases[] = {
+        {{4, {2, 3, 4, 5}}, 2, 0, {2, 3}}, {{4, {2, 3, 4, 5}}, 2, 1, {2, 3}},
+        {{3, {3, 4, 7}}, 1, 1, {2}},       {{3, {3, 6, 4}}, 1, 0, {1}},
+        {{4, {2, 3, 4, 5}}, 2, 1, {1, 3}}, {{3, {3, 1, 4}}, 1, 0, {1}},
+    };
+    for (int c = 0; c < N_OF(cases); c++) {
+        sf_op_params p;
+        sf_op_params_default(SF_OP_REDUCE_MEAN, &p);
+        p.reduce.n_axes = cases[c].n;
+        p.reduce.keepdims = cases[c].keep;
+        for (int k = 0; k < cases[c].n; k++) p.reduce.axes[k] = cases[c].axes[k];
+        kop o;
+        kop_make(&o, SF_OP_REDUCE_MEAN, &cases[c].x, 1, &p);
+        check_op(&o, reduce_mean_d, DEGS4, N_OF(DEGS4), 1790 + (uint64_t)c, NULL, 1e-3);
+        sf_graph_free(o.g);
+    }
+}
+
+/* hard_sigmoid and hard_swish at and around their kinks, exactly, both kernels:
+ * torch's values and gradients (hardsigmoid_backward 0 at the kinks,
+ * hardswish_backward x / 3 + 1/2 at x = -3 and 3, 0 below, 1 above); and
+ * hard_sigmoid at ONNX's default slope, its kinks inside [-1, 1) where the
+ * gradient check of test_unary does not go (torch's are at -3 and 3). */
+static void test_hard_kinks(void **state) {
+    (void)state;
+    static const float xs[] = {-6.0f, -3.0f, -1.5f, 0.0f, 1.5f, 3.0f, 4.5f};
+    static const float hsig_y[] = {0, 0, 0.25f, 0.5f, 0.75f, 1, 1};
+    static const float hsig_g[] = {0, 0, 1.0f / 6, 1.0f / 6, 1.0f / 6, 0, 0};
+    static const float hsw_y[] = {0, 0, -0.375f, 0, 1.125f, 3, 4.5f};
+    static const float hsw_g[] = {0, -0.5f, 0, 0.5f, 1, 1.5f, 1};
+    const int n = N_OF(xs);
+    for (int sw = 0; sw < 2; sw++) {
+        sf_shape s = shp(2, 1, n, 0, 0);
+        sf_op_type type = sw ? SF_OP_HARD_SWISH : SF_OP_HARD_SIGMOID;
+        kop o;
+        sf_op_params p;
+        sf_op_params_default(type, &p);
+        kop_make(&o, type, &s, 1, &p);
+        kdata d;
+        kdata_make(&d, &o, 162, NULL);
+        for (int i = 0; i < n; i++) {
+            d.x[0][i] = xs[i];
+            d.dy[0][i] = 1.0f;
+        }
+        for (int fast = 0; fast < 2; fast++) {
+            kres r;
+            kres_make(&r, &o);
+            run_partition(&o, WHOLE, fast, &d, &r);
+            for (int i = 0; i < n; i++) {
+                float y = sw ? hsw_y[i] : hsig_y[i], g = sw ? hsw_g[i] : hsig_g[i];
+                if (fabsf(r.y[0][i] - y) > 1e-6f || fabsf(r.dx[0][i] - g) > 1e-6f)
+                    fail_msg("%s fast=%d x=%g: y %g (want %g), dx %g (want %g)",
+                             sf_op_type_name(type), fast, xs[i], r.y[0][i], y, r.dx[0][i], g);
+            }
+            kres_free(&r, &o);
+        }
+        kdata_free(&d, &o);
+        sf_graph_free(o.g);
+    }
+    /* ONNX's default HardSigmoid (0.2, 0.5), away from its kinks at -2.5 and 2.5,
+     * on a wide range */
+    sf_shape s = shp(2, 3, 11, 0, 0);
+    kop o;
+    sf_op_params p;
+    sf_op_params_default(SF_OP_HARD_SIGMOID, &p);
+    p.hard_sigmoid.alpha = 0.2;
+    kop_make(&o, SF_OP_HARD_SIGMOID, &s, 1, &p);
+    kdata d;
+    kdata_make(&d, &o, 163, NULL);
+    for (int64_t i = 0; i < o.n_x[0]; i++) {
+        float v = d.x[0][i] * 5.0f;                     /* [-5, 5) */
+        d.x[0][i] = fabsf(fabsf(v) - 2.5f) < 0.05f ? 0.0f : v; /* not at a kink */
+    }
+    check_gradients(&o, unary_d, &d, 1e-3, 0);
+    kdata_free(&d, &o);
+    sf_graph_free(o.g);
+}
+
 static void test_availability(void **state) {
     (void)state;
     assert_int_equal(sf_kernel_available(SF_OP_INPUT, 0), 0);
@@ -1733,7 +2071,9 @@ static void test_availability(void **state) {
         SF_OP_POOL2D, SF_OP_EMBEDDING, SF_OP_RELU, SF_OP_SIGMOID, SF_OP_TANH,
         SF_OP_GELU, SF_OP_ADD, SF_OP_MUL, SF_OP_CONCAT, SF_OP_SPLIT,
         SF_OP_RESHAPE, SF_OP_FLATTEN, SF_OP_SOFTMAX_CE, SF_OP_BATCHNORM, SF_OP_LAYERNORM,
-        SF_OP_DROPOUT, SF_OP_RELU6, SF_OP_LEAKY_RELU,
+        SF_OP_DROPOUT, SF_OP_RELU6, SF_OP_LEAKY_RELU, SF_OP_ADD_PARAM, SF_OP_MUL_PARAM,
+        SF_OP_SCALE, SF_OP_CONCAT_PARAM, SF_OP_TRANSPOSE, SF_OP_PAD, SF_OP_REDUCE_MEAN,
+        SF_OP_HARD_SIGMOID, SF_OP_HARD_SWISH,
     };
     for (int i = 0; i < N_OF(types); i++)
         assert_true(sf_kernel_available(types[i], 0) && sf_kernel_available(types[i], 1));
@@ -1784,6 +2124,13 @@ int main(void) {
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_embedding_bad_ids),
         cmocka_unit_test(test_layernorm_needs_whole_rows),
+        cmocka_unit_test(test_param_ops),
+        cmocka_unit_test(test_scale),
+        cmocka_unit_test(test_concat_param),
+        cmocka_unit_test(test_transpose),
+        cmocka_unit_test(test_pad),
+        cmocka_unit_test(test_reduce_mean),
+        cmocka_unit_test(test_hard_kinks),
         cmocka_unit_test(test_availability),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -216,6 +216,8 @@ static int b_tanh(sf_graph *g) { return act(g, SF_OP_TANH); }
 static int b_gelu(sf_graph *g) { return act(g, SF_OP_GELU); }
 static int b_relu6(sf_graph *g) { return act(g, SF_OP_RELU6); }
 static int b_leaky_relu(sf_graph *g) { return act(g, SF_OP_LEAKY_RELU); }
+static int b_hard_sigmoid(sf_graph *g) { return act(g, SF_OP_HARD_SIGMOID); }
+static int b_hard_swish(sf_graph *g) { return act(g, SF_OP_HARD_SWISH); }
 
 static int binary(sf_graph *g, sf_op_type t, const int64_t *a, const int64_t *b) {
     sf_op_params p;
@@ -290,6 +292,92 @@ static int b_dropout(sf_graph *g) {
     return unary_on(g, SF_OP_DROPOUT, &p, 3, (int64_t[]){3, 4, 5});
 }
 
+/* add_param and mul_param: a learned tensor of PyTorch's shape, broadcast. */
+static int param_with(sf_graph *g, sf_op_type t, int nd, const int64_t *x, int pnd,
+                      const int64_t *shape) {
+    sf_op_params p;
+    sf_op_params_default(t, &p);
+    p.param.ndim = pnd;
+    for (int k = 0; k < pnd; k++) p.param.shape[k] = shape[k];
+    return unary_on(g, t, &p, nd, x);
+}
+/* a position embedding (1, T, D): T and D parameter dimensions */
+static int b_add_param_pos(sf_graph *g) {
+    return param_with(g, SF_OP_ADD_PARAM, 3, (int64_t[]){3, 5, 4}, 3, (int64_t[]){1, 5, 4});
+}
+/* a scale (C, 1, W) of a 4-D input: C and W parameter dimensions, H broadcast between */
+static int b_mul_param_channel(sf_graph *g) {
+    return param_with(g, SF_OP_MUL_PARAM, 4, (int64_t[]){2, 4, 3, 5}, 3, (int64_t[]){4, 1, 5});
+}
+/* three varying dimensions: the third an attribute that parts of a shard share */
+static int b_mul_param_3d(sf_graph *g) {
+    return param_with(g, SF_OP_MUL_PARAM, 4, (int64_t[]){2, 3, 4, 5}, 3, (int64_t[]){3, 4, 5});
+}
+/* a scalar parameter */
+static int b_add_param_scalar(sf_graph *g) {
+    return param_with(g, SF_OP_ADD_PARAM, 3, (int64_t[]){3, 4, 2}, 0, NULL);
+}
+static int b_scale(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_SCALE, &p);
+    p.scale.mul = -0.5;
+    p.scale.add = 2;
+    return unary_on(g, SF_OP_SCALE, &p, 3, (int64_t[]){3, 4, 5});
+}
+
+/* ViT's class token (1, 1, D) before x (N, T, D) */
+static int b_concat_param(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONCAT_PARAM, &p);
+    p.concat_param.axis = 1;
+    p.concat_param.ndim = 3;
+    p.concat_param.shape[0] = 1;
+    p.concat_param.shape[1] = 2;
+    p.concat_param.shape[2] = 4;
+    return unary_on(g, SF_OP_CONCAT_PARAM, &p, 3, (int64_t[]){3, 5, 4});
+}
+
+/* ConvNeXt's permute to NHWC */
+static int b_transpose(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_TRANSPOSE, &p);
+    p.transpose.ndim = 4;
+    p.transpose.perm[0] = 0;
+    p.transpose.perm[1] = 2;
+    p.transpose.perm[2] = 3;
+    p.transpose.perm[3] = 1;
+    return unary_on(g, SF_OP_TRANSPOSE, &p, 4, (int64_t[]){2, 3, 4, 5});
+}
+
+/* nn.ZeroPad2d((1, 0, 2, 0)) */
+static int b_pad(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_PAD, &p);
+    p.pad.n_pads = 8;
+    p.pad.pads[2] = 2;
+    p.pad.pads[3] = 1;
+    return unary_on(g, SF_OP_PAD, &p, 4, (int64_t[]){2, 3, 4, 3});
+}
+
+/* x.mean([1, 3], keepdim=True) */
+static int b_reduce_mean(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_REDUCE_MEAN, &p);
+    p.reduce.n_axes = 2;
+    p.reduce.axes[0] = 1;
+    p.reduce.axes[1] = 3;
+    return unary_on(g, SF_OP_REDUCE_MEAN, &p, 4, (int64_t[]){3, 2, 4, 3});
+}
+/* x.mean(2): dropped */
+static int b_reduce_mean_drop(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_REDUCE_MEAN, &p);
+    p.reduce.n_axes = 1;
+    p.reduce.axes[0] = 2;
+    p.reduce.keepdims = 0;
+    return unary_on(g, SF_OP_REDUCE_MEAN, &p, 3, (int64_t[]){3, 4, 5});
+}
+
 typedef struct op_case {
     const char *name;
     int (*build)(sf_graph *g); /* returns the operator to test */
@@ -319,6 +407,8 @@ static const op_case cases[] = {
     {"gelu", b_gelu},
     {"relu6", b_relu6},
     {"leaky_relu", b_leaky_relu},
+    {"hard_sigmoid", b_hard_sigmoid},
+    {"hard_swish", b_hard_swish},
     {"add", b_add},
     {"mul", b_mul},
     {"concat", b_concat},
@@ -332,6 +422,16 @@ static const op_case cases[] = {
     {"layernorm", b_ln},
     {"layernorm plain", b_ln_plain},
     {"dropout", b_dropout},
+    {"add_param pos", b_add_param_pos},
+    {"add_param scalar", b_add_param_scalar},
+    {"mul_param channel", b_mul_param_channel},
+    {"mul_param 3d", b_mul_param_3d},
+    {"scale", b_scale},
+    {"concat_param", b_concat_param},
+    {"transpose", b_transpose},
+    {"pad", b_pad},
+    {"reduce_mean", b_reduce_mean},
+    {"reduce_mean dropped", b_reduce_mean_drop},
 };
 #define N_CASES ((int)(sizeof cases / sizeof cases[0]))
 
@@ -693,7 +793,9 @@ static void test_param_descs_add_up(void **state) {
             if (d[k].offset != at)
                 fail_msg("%s: %s starts at %lld, expected %lld", cases[i].name, d[k].name,
                          (long long)d[k].offset, (long long)at);
-            assert_true(d[k].shape.ndim >= 1);
+            /* rank 0: a scalar nn.Parameter (add_param), shape () as in PyTorch */
+            assert_true(d[k].shape.ndim >=
+                        (op->type == SF_OP_ADD_PARAM || op->type == SF_OP_MUL_PARAM ? 0 : 1));
             at += sf_shape_numel(&d[k].shape);
             assert_true((unsigned)d[k].init < SF_INIT_COUNT);
             assert_true(isfinite(d[k].a));
@@ -774,6 +876,21 @@ static void test_param_descs_are_pytorchs(void **state) {
                  1 / sqrt(8.0));
     expect_param(&d[2], "in_proj_bias", 1, (int64_t[]){24}, 256, SF_INIT_CONST, 0.0);
     expect_param(&d[3], "out_proj.bias", 1, (int64_t[]){8}, 280, SF_INIT_CONST, 0.0);
+    sf_graph_free(g);
+
+    g = sf_graph_new("p"); /* nn.Parameter (1, 5, 4), a position embedding: ViT's init */
+    assert_int_equal(sf_op_param_descs(sf_graph_op(g, b_add_param_pos(g)), d), 1);
+    expect_param(&d[0], "weight", 3, (int64_t[]){1, 5, 4}, 0, SF_INIT_NORMAL, 0.02);
+    sf_graph_free(g);
+
+    g = sf_graph_new("p"); /* nn.Parameter (4, 1, 5), a scale: ones */
+    assert_int_equal(sf_op_param_descs(sf_graph_op(g, b_mul_param_channel(g)), d), 1);
+    expect_param(&d[0], "weight", 3, (int64_t[]){4, 1, 5}, 0, SF_INIT_CONST, 1.0);
+    sf_graph_free(g);
+
+    g = sf_graph_new("p"); /* a class token nn.Parameter (1, 2, 4): ViT's zeros */
+    assert_int_equal(sf_op_param_descs(sf_graph_op(g, b_concat_param(g)), d), 1);
+    expect_param(&d[0], "weight", 3, (int64_t[]){1, 2, 4}, 0, SF_INIT_CONST, 0.0);
     sf_graph_free(g);
 
     g = sf_graph_new("p"); /* MultiheadAttention(6, 3, bias=False) */

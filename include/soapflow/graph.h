@@ -185,8 +185,18 @@ typedef enum sf_op_type {
     SF_OP_BATCHNORM,
     SF_OP_LAYERNORM,
     SF_OP_DROPOUT,
-    SF_OP_RELU6,      /* min(max(x, 0), 6): torch.nn.ReLU6, ONNX Clip(0, 6) */
-    SF_OP_LEAKY_RELU, /* x, or alpha * x below 0 */
+    SF_OP_RELU6,        /* min(max(x, 0), 6): torch.nn.ReLU6, ONNX Clip(0, 6) */
+    SF_OP_LEAKY_RELU,   /* x, or alpha * x below 0 */
+    SF_OP_ADD_PARAM,    /* x + w, w a learned tensor broadcast over x (position embeddings) */
+    SF_OP_MUL_PARAM,    /* x * w, w a learned tensor broadcast over x (layer scale) */
+    SF_OP_SCALE,        /* x * mul + add, two constants (ONNX Add/Mul/Sub/Div by a scalar) */
+    SF_OP_CONCAT_PARAM, /* a learned tensor, the same for every sample, concatenated with x
+                         * (ViT's class token) */
+    SF_OP_TRANSPOSE,    /* a permutation of the dimensions, the batch kept first */
+    SF_OP_PAD,          /* zeros added before and after dimensions (not the batch) */
+    SF_OP_REDUCE_MEAN,  /* the mean over some dimensions (not the batch) */
+    SF_OP_HARD_SIGMOID, /* min(max(alpha * x + beta, 0), 1) */
+    SF_OP_HARD_SWISH,   /* x * hard_sigmoid(x) at torch's alpha 1/6, beta 1/2 */
     SF_OP_COUNT
 } sf_op_type;
 
@@ -277,6 +287,46 @@ typedef struct sf_leaky_relu_params {
     double alpha; /* slope below 0 (torch's negative_slope, ONNX's alpha) */
 } sf_leaky_relu_params;
 
+typedef struct sf_param_tensor_params {
+    /* add_param, mul_param: the learned tensor's shape, PyTorch's, aligned with the
+     * input's last dimensions (NumPy broadcasting); each size is the input's or 1,
+     * and the batch dimension's is 1 */
+    int ndim;
+    int64_t shape[SF_MAX_DIMS];
+} sf_param_tensor_params;
+
+typedef struct sf_concat_param_params {
+    int axis;                   /* the axis concatenated along (not 0, the batch) */
+    int last;                   /* 0: the learned tensor first (ViT), 1: after x */
+    int ndim;                   /* the learned tensor's shape, PyTorch's: the input's rank, */
+    int64_t shape[SF_MAX_DIMS]; /* 1 along the batch, the input's sizes but on the axis */
+} sf_concat_param_params;
+
+typedef struct sf_transpose_params {
+    int ndim;                  /* the input's rank */
+    int64_t perm[SF_MAX_DIMS]; /* output dimension k is input dimension perm[k]; perm[0] 0 */
+} sf_transpose_params;
+
+typedef struct sf_pad_params {
+    int n_pads;                    /* 2 x the input's rank */
+    int64_t pads[2 * SF_MAX_DIMS]; /* ONNX's order: the zeros before each dimension, then
+                                    * those after each; 0 for the batch */
+} sf_pad_params;
+
+typedef struct sf_reduce_params {
+    int n_axes;
+    int64_t axes[SF_MAX_DIMS]; /* the input dimensions averaged over, increasing, not 0 */
+    int keepdims;              /* 1: they stay as size 1 (ONNX's default); 0: they go */
+} sf_reduce_params;
+
+typedef struct sf_hard_sigmoid_params {
+    double alpha, beta; /* torch's nn.Hardsigmoid: 1/6 and 1/2; ONNX's default 0.2, 0.5 */
+} sf_hard_sigmoid_params;
+
+typedef struct sf_scale_params {
+    double mul, add; /* y = x * mul + add */
+} sf_scale_params;
+
 typedef union sf_op_params {
     sf_input_params input;
     sf_conv2d_params conv2d;
@@ -293,6 +343,13 @@ typedef union sf_op_params {
     sf_norm_params norm; /* batchnorm, layernorm */
     sf_dropout_params dropout;
     sf_leaky_relu_params leaky_relu;
+    sf_param_tensor_params param; /* add_param, mul_param */
+    sf_scale_params scale;
+    sf_concat_param_params concat_param;
+    sf_transpose_params transpose;
+    sf_pad_params pad;
+    sf_reduce_params reduce;
+    sf_hard_sigmoid_params hard_sigmoid;
 } sf_op_params;
 
 SF_API const char *sf_op_type_name(sf_op_type t); /* "conv2d"; "?" when out of range */

@@ -821,13 +821,49 @@ sf_status ox_natural(ox_ctx *c, int v, sf_tensor_ref *out) {
         if (x->map[k] <= last) monotonic = 0;
         last = x->map[k];
     }
+    if (!monotonic && x->ndim >= 1 && x->map[0] == 0) {
+        /* the batch first, other dimensions in another order: a transpose operator
+         * puts the tensor's dimensions in the view's order (those the view does
+         * not name, of size 1, last), then the view differs only in size-1
+         * dimensions */
+        sf_op_params p;
+        sf_op_params_default(SF_OP_TRANSPOSE, &p);
+        int named[SF_MAX_DIMS] = {0}, m = 0, pos[SF_MAX_DIMS];
+        for (int k = 0; k < x->ndim; k++)
+            if (x->map[k] >= 0) {
+                pos[x->map[k]] = m;
+                p.transpose.perm[m++] = x->map[k];
+                named[x->map[k]] = 1;
+            }
+        for (int j = 0; j < s->ndim; j++)
+            if (!named[j]) p.transpose.perm[m++] = j;
+        p.transpose.ndim = s->ndim;
+        char base[300], name[320];
+        snprintf(base, sizeof base, "%s.transpose", sf_graph_op(c->g, x->ref.op)->name);
+        ox_unique_name(c, base, name, sizeof name);
+        int id = ox_add_named(c, SF_OP_TRANSPOSE, name, &p, &x->ref, 1);
+        if (id < 0) return (sf_status)id;
+        x = &c->vals[v];
+        x->ref = (sf_tensor_ref){id, 0};
+        for (int k = 0; k < x->ndim; k++)
+            if (x->map[k] >= 0) x->map[k] = (int8_t)pos[x->map[k]];
+        s = ox_shape_of(c, x->ref);
+        identity = x->ndim == s->ndim;
+        for (int k = 0; identity && k < x->ndim; k++) identity = x->map[k] == k;
+        if (identity) {
+            *out = x->ref;
+            return SF_OK;
+        }
+        monotonic = 1;
+    }
     if (!monotonic) {
         char a[96], b[96];
         int64_t sd[OX_MAX_RANK];
         for (int k = 0; k < s->ndim; k++) sd[k] = s->d[k];
         return ox_fail(c, SF_ERR_UNSUPPORTED,
-                       "input '%.100s' (%s) is a transposed view of a tensor of soapflow's "
-                       "graph (%s, batch first): soapflow has no transpose operator",
+                       "input '%.100s' (%s) is a view of a tensor of soapflow's graph (%s, "
+                       "batch first) that moves the batch dimension: soapflow keeps the batch "
+                       "first",
                        x->name, ox_dims_str(x->ndim, x->d, a, sizeof a),
                        ox_dims_str(s->ndim, sd, b, sizeof b));
     }

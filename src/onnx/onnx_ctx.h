@@ -92,6 +92,12 @@ typedef struct ox_value {
     int rec; /* index into the linear or attention records */
     /* INPUT: the dimension that is the batch (-1 for dimension 0 of a static shape) */
     int batch_dim;
+    /* CONST made by an Expand: the value expanded (0: none), so that a Concat can
+     * take a learned tensor repeated over the batch as a weight */
+    int expanded_from;
+    /* ACT seen through a zero Pad folded into its one reader, a Conv or an
+     * AveragePool (onnx_ops.c): the symmetric (h, w) padding that reader adds */
+    int64_t pad_fold[2];
 } ox_value;
 
 /* A MatMul by a constant waiting for its bias (OX_PEND_LINEAR). */

@@ -766,7 +766,12 @@ static sf_status fold_expand(ox_ctx *c, const Onnx__NodeProto *n) {
             ((float *)data)[e] = x->f[src];
         next_index(rn, rd, idx);
     }
-    return ox_set_const(c, o, rn, rd, x->is_index, data);
+    int from = ox_in(c, n, 0);
+    TRY(ox_set_const(c, o, rn, rd, x->is_index, data));
+    /* a learned tensor repeated over the batch (ViT's class_token.expand(N, -1, -1)):
+     * a Concat may take it as a weight (onnx_ops.c) */
+    c->vals[o].expanded_from = from;
+    return SF_OK;
 }
 
 static sf_status fold_where(ox_ctx *c, const Onnx__NodeProto *n) {

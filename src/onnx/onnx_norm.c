@@ -162,6 +162,8 @@ sf_status ox_pat_force(ox_ctx *c, int v) {
     return ox_pat_refuse(c, v);
 }
 
+static int centred_on(const ox_ctx *c, int x, int m);
+
 /* x is an activation (made one: an INPUT, a pending linear layer). */
 static int act_value(ox_ctx *c, int x, sf_status *st) {
     if (x <= 0) return 0;
@@ -182,7 +184,8 @@ static int start(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st) {
         if (!act_value(c, x, st)) return *st != SF_OK;
         int last = mean_of_last(c, n, c->vals[x].ndim);
         if (last < 0) TAKE(c->err->code);
-        if (!last || c->opset >= 18) return 0;
+        /* a mean that no Sub(x, mean) centres x on is a mean (reduce_mean) */
+        if (!last || c->opset >= 18 || !centred_on(c, x, o)) return 0;
         if ((*st = new_rec(c, x, &rec)) != SF_OK) return 1;
         set_stage(c, o, rec, LN_MEAN, &c->vals[x], 1);
         TAKE(SF_OK);

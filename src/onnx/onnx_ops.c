@@ -22,13 +22,24 @@
  *   Relu, Sigmoid, Tanh         relu, sigmoid, tanh
  *   Clip(0, 6), Clip(0)         relu6, relu (others: unsupported)
  *   LeakyRelu                   leaky_relu
+ *   HardSigmoid, HardSwish      hard_sigmoid (alpha, beta), hard_swish; torch's x *
+ *                               hardsigmoid(x) stays a mul of the two
  *   MaxPool, AveragePool        pool2d (max, avg); GlobalAveragePool: adaptive avg 1x1;
  *                               GlobalMaxPool: max over the whole plane
  *   BatchNormalization          batchnorm (running statistics are buffers: not imported)
  *   LayerNormalization          layernorm over the last axis
  *   Add, Mul                    add, mul (same rank, broadcasting 1s)
+ *   Add, Sub, Mul, Div by a     scale (x * mul + add) for a scalar literal; add_param,
+ *   constant                    mul_param for a named initializer (a learned tensor:
+ *                               position embeddings, layer scale), its weight
  *   Concat, Split, Slice        concat, split (a Slice of one axis, step 1, is a split
- *                               and one of its outputs)
+ *                               and one of its outputs); a Concat of an activation and a
+ *                               named initializer Expanded over the batch (a class token)
+ *                               is concat_param, the initializer its weight
+ *   ReduceMean                  reduce_mean (not over the batch), or a step of torch's
+ *                               layer normalization
+ *   Pad (zeros)                 folded into the padding of the Conv or AveragePool that
+ *                               reads it where that is exact, else pad
  *   Flatten, Reshape            flatten, reshape (the batch must stay dimension 0);
  *                               Squeeze, Unsqueeze, Transpose change the view only
  *   Gather                      embedding (a constant table indexed by token ids), or a
@@ -139,6 +150,18 @@ static sf_status act_leaky_relu(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_op_params_default(SF_OP_LEAKY_RELU, &p);
     TRY(ox_attr_float(c, n, "alpha", 0.01, &p.leaky_relu.alpha));
     return unary(c, n, SF_OP_LEAKY_RELU, &p);
+}
+
+/* ONNX's defaults (0.2, 0.5), not torch's (1/6, 0.5): torch writes its own. */
+static sf_status act_hard_sigmoid(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_HARD_SIGMOID, &p);
+    TRY(ox_attr_float(c, n, "alpha", 0.2, &p.hard_sigmoid.alpha));
+    TRY(ox_attr_float(c, n, "beta", 0.5, &p.hard_sigmoid.beta));
+    return unary(c, n, SF_OP_HARD_SIGMOID, &p);
+}
+static sf_status act_hard_swish(ox_ctx *c, const Onnx__NodeProto *n) {
+    return simple_unary(c, n, SF_OP_HARD_SWISH);
 }
 
 static sf_status act_clip(ox_ctx *c, const Onnx__NodeProto *n) {
@@ -319,6 +342,8 @@ static sf_status act_conv(ox_ctx *c, const Onnx__NodeProto *n) {
     TRY(pair_attr(c, n, "dilations", 1, p.conv2d.dilation));
     TRY(spatial_pads(c, n, X->d + 2, p.conv2d.kernel, p.conv2d.stride, p.conv2d.dilation,
                      p.conv2d.padding));
+    p.conv2d.padding[0] += X->pad_fold[0]; /* a zero Pad before it (act_pad) */
+    p.conv2d.padding[1] += X->pad_fold[1];
     int has_b = present(c, n, 2);
     p.conv2d.bias = has_b;
     const float *B = NULL;
@@ -387,6 +412,11 @@ static sf_status pool(ox_ctx *c, const Onnx__NodeProto *n, int mode) {
     if (mode == SF_POOL_AVG) {
         TRY(ox_attr_int(c, n, "count_include_pad", 0, &cip));
         p.pool2d.count_include_pad = cip != 0;
+        if (X->pad_fold[0] || X->pad_fold[1]) { /* zeros a Pad added count (act_pad) */
+            p.pool2d.padding[0] += X->pad_fold[0];
+            p.pool2d.padding[1] += X->pad_fold[1];
+            p.pool2d.count_include_pad = 1;
+        }
     } else {
         TRY(ox_attr_int(c, n, "storage_order", 0, &order));
         if (order) return ox_fail(c, SF_ERR_UNSUPPORTED, "storage_order 1 (column major)");
@@ -856,6 +886,104 @@ static int positions_add(ox_ctx *c, const Onnx__NodeProto *n, int a, int b, sf_s
     return 1;
 }
 
+/* A learned tensor: an initializer named as a module's state (torch writes
+ * parameters by their state_dict names, "pos_embedding", "encoder.gamma";
+ * constants it folds are "onnx::Mul_42", and literals are Constant nodes).
+ * torch writes a buffer (register_buffer) the same way as a parameter, so a
+ * named buffer is taken for a parameter too (docs/formats-onnx.md). */
+static int named_param(const ox_ctx *c, int v) {
+    const ox_value *k = &c->vals[v];
+    return k->kind == OX_CONST && k->from_initializer && !k->is_index && k->name &&
+           strncmp(k->name, "onnx::", 6) != 0;
+}
+
+/* An element-wise Add, Sub, Mul or Div (type SF_OP_ADD or SF_OP_MUL, the
+ * division and difference said by the node) of an activation and a constant:
+ * a scalar that is not a parameter is a scale operator (x * mul + add); a
+ * named initializer is the weight of an add_param or mul_param, broadcast
+ * over the activation as ONNX broadcasts; anything else is refused. */
+static sf_status const_operand(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type, int a, int b) {
+    int kfirst = c->vals[a].kind == OX_CONST, k = kfirst ? a : b, x = kfirst ? b : a;
+    int sub = !strcmp(n->op_type, "Sub"), div = !strcmp(n->op_type, "Div");
+    if (c->vals[x].kind == OX_CONST)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "%s of two constants on activations", n->op_type);
+    /* a learned tensor Expanded first (pos_embedding.expand(N, -1, -1) + x): the
+     * tensor itself, which broadcasts the same way */
+    if (!named_param(c, k) && c->vals[k].expanded_from > 0 &&
+        named_param(c, c->vals[k].expanded_from))
+        k = c->vals[k].expanded_from;
+    TRY(ox_const_data(c, k));
+    TRY(ox_act(c, x));
+    const ox_value *K = &c->vals[k], *X = &c->vals[x];
+    if (K->is_index || X->is_index)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "%s of integers (token ids)", n->op_type);
+    if (K->ndim > X->ndim)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "the constant '%.100s' has rank %d, the activation %d: soapflow broadcasts "
+                       "a constant over an activation, not the activation over it",
+                       K->name, K->ndim, X->ndim);
+    for (int j = 0; j < K->ndim; j++) {
+        int64_t kd = K->d[j], xd = X->d[j + X->ndim - K->ndim];
+        if (kd != 1 && kd != xd)
+            return ox_fail(c, SF_ERR_SHAPE,
+                           "the constant '%.100s' is %lld along axis %d, the activation %lld",
+                           K->name, (long long)kd, j + X->ndim - K->ndim, (long long)xd);
+    }
+    if (K->numel == 1 && !named_param(c, k)) {
+        double v = K->f ? (double)K->f[0] : 0;
+        sf_op_params p;
+        sf_op_params_default(SF_OP_SCALE, &p);
+        if (div && kfirst)
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "a constant divided by an activation: soapflow has no reciprocal");
+        if (div && v == 0) return ox_fail(c, SF_ERR_INVALID, "a division by the constant 0");
+        if (type == SF_OP_MUL)
+            p.scale.mul = div ? 1.0 / v : v;
+        else if (sub && kfirst)
+            p.scale.mul = -1, p.scale.add = v;
+        else
+            p.scale.add = sub ? -v : v;
+        sf_tensor_ref in = X->ref;
+        int id = ox_add_op(c, SF_OP_SCALE, &p, &in, 1, NULL);
+        if (id < 0) return (sf_status)id;
+        set_like(c, n, 0, id, x, 0);
+        return SF_OK;
+    }
+    if (!named_param(c, k))
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "%s of an activation and the constant tensor '%.100s' of %lld values: "
+                       "soapflow trains a tensor operand (a named initializer, a parameter) but "
+                       "holds no fixed one",
+                       n->op_type, K->name, (long long)K->numel);
+    if (sub || div)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "%s by the parameter '%.100s': soapflow adds and multiplies by a learned "
+                       "tensor",
+                       n->op_type, K->name);
+    if (K->ndim == X->ndim && K->d[0] != 1)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "the parameter '%.100s' varies along the batch (%lld on axis 0)", K->name,
+                       (long long)K->d[0]);
+    sf_tensor_ref in;
+    TRY(ox_natural(c, x, &in));
+    K = &c->vals[k];
+    X = &c->vals[x];
+    if (X->ndim > SF_MAX_DIMS)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "an activation of rank %d", X->ndim);
+    sf_op_type pt = type == SF_OP_ADD ? SF_OP_ADD_PARAM : SF_OP_MUL_PARAM;
+    sf_op_params p;
+    sf_op_params_default(pt, &p);
+    p.param.ndim = K->ndim;
+    for (int j = 0; j < K->ndim; j++) p.param.shape[j] = K->d[j];
+    char name[300]; /* named after the parameter: its checkpoint tensor is <name>.weight */
+    ox_unique_name(c, K->name, name, sizeof name);
+    int id = ox_add_named(c, pt, name, &p, &in, 1);
+    if (id < 0) return (sf_status)id;
+    TRY(ox_put_param(c, id, "weight", c->vals[k].f, c->vals[k].numel));
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
 static sf_status binary(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type) {
     sf_status st;
     if (ox_attn_node(c, n, &st)) return st;
@@ -865,18 +993,7 @@ static sf_status binary(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type) {
         return st;
     if (ox_pat_node(c, n, &st)) return st;
     ox_kind ka = c->vals[a].kind, kb = c->vals[b].kind;
-    if (ka == OX_CONST || kb == OX_CONST) {
-        const ox_value *k = &c->vals[ka == OX_CONST ? a : b];
-        int param = type == SF_OP_ADD && k->from_initializer && k->ndim >= 2;
-        return ox_fail(c, SF_ERR_UNSUPPORTED,
-                       "%s of an activation and a constant%s%.100s%s: soapflow has no such "
-                       "operator (a bias after a MatMul is folded into its linear layer%s)",
-                       type == SF_OP_ADD ? "a sum" : "a product", param ? " ('" : "",
-                       param ? k->name : "", param ? "', a parameter)" : "",
-                       param ? "; learned positions import when looked up by an arange, as "
-                               "nanoGPT's wpe(torch.arange(T))"
-                             : "");
-    }
+    if (ka == OX_CONST || kb == OX_CONST) return const_operand(c, n, type, a, b);
     TRY(ox_act(c, a));
     TRY(ox_act(c, b));
     const ox_value *A = &c->vals[a], *B = &c->vals[b];
@@ -920,6 +1037,9 @@ static sf_status act_div(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_status st;
     if (ox_attn_node(c, n, &st)) return st;
     if (ox_pat_node(c, n, &st)) return st;
+    int a = ox_in(c, n, 0), b = ox_in(c, n, 1);
+    if (c->vals[a].kind == OX_CONST || c->vals[b].kind == OX_CONST)
+        return const_operand(c, n, SF_OP_MUL, a, b);
     return ox_fail(c, SF_ERR_UNSUPPORTED,
                    "a division of activations: soapflow has no such operator (one is taken "
                    "only as a step of torch's attention, layer normalization or GELU)");
@@ -935,7 +1055,19 @@ static sf_status act_where(ox_ctx *c, const Onnx__NodeProto *n) {
                    "the causal mask, masked_fill, of an attention's scores)");
 }
 
-/* Sub, Pow, Sqrt, ReduceMean, Erf: only as steps of torch's layer normalization
+/* x - c, c - x (a scale), or a step of torch's layer normalization. */
+static sf_status act_sub(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_pat_node(c, n, &st)) return st;
+    int a = ox_in(c, n, 0), b = ox_in(c, n, 1);
+    if (c->vals[a].kind == OX_CONST || c->vals[b].kind == OX_CONST)
+        return const_operand(c, n, SF_OP_ADD, a, b);
+    return ox_fail(c, SF_ERR_UNSUPPORTED,
+                   "a difference of activations: soapflow has no such operator (one is taken "
+                   "only as a step of torch's layer normalization)");
+}
+
+/* Pow, Sqrt, Erf: only as steps of torch's layer normalization
  * and GELU (onnx_norm.c). */
 static sf_status act_steps_only(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_status st;
@@ -954,6 +1086,53 @@ static int norm_axis(int64_t axis, int rank, int *out) {
     return 0;
 }
 
+/* Value v is a named initializer (a learned tensor) of size 1 along the batch,
+ * expanded along the batch only: class_token.expand(N, -1, -1). */
+static int expanded_param(const ox_ctx *c, int v) {
+    const ox_value *V = &c->vals[v];
+    int s = V->kind == OX_CONST ? V->expanded_from : 0;
+    if (s <= 0 || !named_param(c, s)) return 0;
+    const ox_value *S = &c->vals[s];
+    if (S->ndim != V->ndim || V->ndim < 2 || S->d[0] != 1) return 0;
+    for (int k = 1; k < V->ndim; k++)
+        if (S->d[k] != V->d[k]) return 0;
+    return 1;
+}
+
+/* Concat of one activation and a learned tensor repeated over the batch (input
+ * tok, first or last): concat_param, the tensor its weight. */
+static sf_status concat_param(ox_ctx *c, const Onnx__NodeProto *n, int tok, int x, int axis) {
+    int s = c->vals[ox_in(c, n, tok)].expanded_from;
+    if (axis == 0)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "a learned tensor concatenated along the batch");
+    sf_tensor_ref in;
+    TRY(ox_natural(c, x, &in));
+    TRY(ox_const_data(c, s));
+    const ox_value *X = &c->vals[x], *S = &c->vals[s];
+    if (X->ndim != S->ndim || X->ndim > SF_MAX_DIMS)
+        return ox_fail(c, SF_ERR_SHAPE, "the learned tensor '%.100s' has rank %d, the input %d",
+                       S->name, S->ndim, X->ndim);
+    for (int k = 1; k < X->ndim; k++)
+        if (k != axis && X->d[k] != S->d[k])
+            return ox_fail(c, SF_ERR_SHAPE,
+                           "the learned tensor '%.100s' is %lld on axis %d, the "
+                           "input %lld",
+                           S->name, (long long)S->d[k], k, (long long)X->d[k]);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONCAT_PARAM, &p);
+    p.concat_param.axis = axis;
+    p.concat_param.last = tok != 0;
+    p.concat_param.ndim = S->ndim;
+    for (int k = 0; k < S->ndim; k++) p.concat_param.shape[k] = S->d[k];
+    char name[300];
+    ox_unique_name(c, S->name, name, sizeof name);
+    int id = ox_add_named(c, SF_OP_CONCAT_PARAM, name, &p, &in, 1);
+    if (id < 0) return (sf_status)id;
+    TRY(ox_put_param(c, id, "weight", c->vals[s].f, c->vals[s].numel));
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
 static sf_status act_concat(ox_ctx *c, const Onnx__NodeProto *n) {
     int64_t axis64;
     TRY(ox_attr_int(c, n, "axis", 1, &axis64));
@@ -961,11 +1140,32 @@ static sf_status act_concat(ox_ctx *c, const Onnx__NodeProto *n) {
     if (nin < 1) return ox_fail(c, SF_ERR_PARSE, "no inputs");
     if (nin > SF_MAX_SPLIT)
         return ox_fail(c, SF_ERR_UNSUPPORTED, "%d inputs (at most %d)", nin, SF_MAX_SPLIT);
+    int tok = -1;
     for (int k = 0; k < nin; k++) {
         int v = ox_in(c, n, k);
-        if (c->vals[v].kind == OX_CONST)
-            return ox_fail(c, SF_ERR_UNSUPPORTED, "concatenates a constant with activations");
+        if (c->vals[v].kind == OX_CONST) {
+            if (tok < 0 && expanded_param(c, v)) {
+                tok = k;
+                continue;
+            }
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "concatenates the constant '%.100s' with activations (soapflow takes "
+                           "a learned tensor expanded over the batch, a class token, first or "
+                           "last)",
+                           c->vals[v].name);
+        }
         TRY(ox_act(c, v));
+    }
+    if (tok >= 0) {
+        if (nin != 2)
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "a learned tensor concatenated with %d activations (soapflow takes one)",
+                           nin - 1);
+        int x = ox_in(c, n, 1 - tok), axis;
+        if (norm_axis(axis64, c->vals[x].ndim, &axis) != 0)
+            return ox_fail(c, SF_ERR_PARSE, "axis %lld of rank %d", (long long)axis64,
+                           c->vals[x].ndim);
+        return concat_param(c, n, tok, x, axis);
     }
     if (nin == 1) return alias(c, n, ox_in(c, n, 0));
     const ox_value *A = &c->vals[ox_in(c, n, 0)];
@@ -1482,6 +1682,159 @@ static sf_status act_unsqueeze(ox_ctx *c, const Onnx__NodeProto *n) {
     return SF_OK;
 }
 
+/* ---- reductions -------------------------------------------------------------------- */
+
+/* ReduceMean: a step of torch's layer normalization (onnx_norm.c), or reduce_mean. */
+static sf_status act_reduce_mean(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_pat_node(c, n, &st)) return st;
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    if (c->vals[x].is_index) return ox_fail(c, SF_ERR_UNSUPPORTED, "a mean of token ids");
+    int rank = c->vals[x].ndim;
+    int64_t axes[OX_MAX_RANK], keep;
+    int cnt;
+    TRY(ox_attr_ints(c, n, "axes", axes, OX_MAX_RANK, &cnt));
+    TRY(ox_attr_int(c, n, "keepdims", 1, &keep));
+    if (cnt < 0)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a mean over every axis, the batch too: soapflow keeps samples apart");
+    int on[OX_MAX_RANK] = {0};
+    for (int k = 0; k < cnt; k++) {
+        int a;
+        if (norm_axis(axes[k], rank, &a) != 0)
+            return ox_fail(c, SF_ERR_PARSE, "axis %lld of rank %d", (long long)axes[k], rank);
+        if (a == 0)
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "a mean over the batch (axis 0): soapflow keeps samples apart");
+        on[a] = 1;
+    }
+    if (rank > SF_MAX_DIMS) return ox_fail(c, SF_ERR_UNSUPPORTED, "a tensor of rank %d", rank);
+    sf_tensor_ref in;
+    TRY(ox_natural(c, x, &in));
+    sf_op_params p;
+    sf_op_params_default(SF_OP_REDUCE_MEAN, &p);
+    for (int a = 1; a < rank; a++)
+        if (on[a]) p.reduce.axes[p.reduce.n_axes++] = a;
+    p.reduce.keepdims = keep != 0;
+    if (p.reduce.n_axes == 0) return alias(c, n, x);
+    int id = ox_add_op(c, SF_OP_REDUCE_MEAN, &p, &in, 1, NULL);
+    if (id < 0) return (sf_status)id;
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
+/* ---- padding ---------------------------------------------------------------------- */
+
+/* The one node that reads value v, or NULL. */
+static const Onnx__NodeProto *only_reader(const ox_ctx *c, int v) {
+    if (c->vals[v].uses != 1) return NULL;
+    for (int j = 0; j < c->n_nodes; j++) {
+        const Onnx__NodeProto *m = c->graph->node[j];
+        for (size_t k = 0; k < m->n_input; k++)
+            if (ox_in(c, m, (int)k) == v) return m;
+    }
+    return NULL;
+}
+
+/* Whether zero pads (h, w), symmetric, before node m (a Conv or an AveragePool
+ * that reads the padded tensor) fold into its padding exactly: a convolution's
+ * zero padding is the same zeros; an average pool counts the Pad's zeros, as
+ * count_include_pad does, so it folds when the pool's own padding (if any) is
+ * counted too, in floor mode (ceil mode adds windows the fold would not), and
+ * the total stays within half the kernel (soapflow's and PyTorch's rule). */
+static int pad_folds_into(ox_ctx *c, const Onnx__NodeProto *m, const int64_t *hw) {
+    if (!m || !m->op_type) return 0;
+    int conv = !strcmp(m->op_type, "Conv"), avg = !strcmp(m->op_type, "AveragePool");
+    if (!conv && !avg) return 0;
+    const Onnx__AttributeProto *ap = ox_attr(m, "auto_pad");
+    if (ap && !(ap->s.len == 6 && !memcmp(ap->s.data, "NOTSET", 6))) return 0;
+    int64_t pads[4] = {0, 0, 0, 0}, ks[OX_MAX_RANK], cm = 0, cip = 0;
+    int np = -1, nk = -1;
+    const Onnx__AttributeProto *a = ox_attr(m, "pads");
+    if (a) {
+        np = (int)a->n_ints;
+        for (int k = 0; k < np && k < 4; k++) pads[k] = a->ints[k];
+    }
+    if (np >= 0 && np != 4) return 0;
+    if (conv) return 1;
+    a = ox_attr(m, "kernel_shape");
+    if (!a || a->n_ints != 2) return 0;
+    nk = 2;
+    for (int k = 0; k < nk; k++) ks[k] = a->ints[k];
+    a = ox_attr(m, "ceil_mode");
+    if (a) cm = a->i;
+    a = ox_attr(m, "count_include_pad");
+    if (a) cip = a->i;
+    if (cm) return 0;
+    for (int k = 0; k < 2; k++) {
+        if (pads[k] && !cip) return 0;
+        if (pads[k] != pads[k + 2] || pads[k] + hw[k] > ks[k] / 2) return 0;
+    }
+    (void)c;
+    return 1;
+}
+
+static sf_status act_pad(ox_ctx *c, const Onnx__NodeProto *n) {
+    char mode[32];
+    TRY(ox_attr_str(c, n, "mode", "constant", mode, sizeof mode));
+    if (strcmp(mode, "constant"))
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "%s padding (soapflow pads with zeros)", mode);
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    int rank = c->vals[x].ndim;
+    int64_t pads[2 * OX_MAX_RANK];
+    int np = -1;
+    double value = 0;
+    if (c->opset < 11) {
+        TRY(ox_attr_ints(c, n, "pads", pads, 2 * OX_MAX_RANK, &np));
+        TRY(ox_attr_float(c, n, "value", 0.0, &value));
+    } else {
+        if (!present(c, n, 1)) return ox_fail(c, SF_ERR_PARSE, "no pads input");
+        TRY(ox_const_ints(c, ox_in(c, n, 1), "the pads", pads, 2 * OX_MAX_RANK, &np));
+        if (present(c, n, 2)) TRY(ox_const_scalar(c, ox_in(c, n, 2), "the value", &value));
+    }
+    if (value != 0)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "padding with %g (soapflow pads with zeros)", value);
+    if (np != 2 * rank)
+        return ox_fail(c, SF_ERR_SHAPE, "%d pads for rank %d (%d expected)", np, rank, 2 * rank);
+    int any = 0;
+    for (int k = 0; k < 2 * rank; k++) {
+        if (pads[k] < 0)
+            return ox_fail(c, SF_ERR_UNSUPPORTED, "a negative pad (%lld): a crop",
+                           (long long)pads[k]);
+        if (pads[k] > SF_MAX_EXTENT)
+            return ox_fail(c, SF_ERR_RANGE, "pad %lld out of [0, 2^31]", (long long)pads[k]);
+        any |= pads[k] != 0;
+    }
+    if (!any) return alias(c, n, x);
+    if (pads[0] || pads[rank])
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "pads the batch: soapflow keeps samples apart");
+    int o = ox_out(c, n, 0);
+    if (o < 0) return SF_OK;
+    /* symmetric zeros on H and W of a 4-D tensor, read by a Conv or an average
+     * pool that can take them as its own padding */
+    int64_t hw[2] = {pads[2], pads[3]};
+    if (rank == 4 && !pads[1] && !pads[5] && pads[2] == pads[6] && pads[3] == pads[7] &&
+        pad_folds_into(c, only_reader(c, o), hw)) {
+        TRY(alias(c, n, x));
+        c->vals[o].pad_fold[0] = hw[0] + c->vals[x].pad_fold[0];
+        c->vals[o].pad_fold[1] = hw[1] + c->vals[x].pad_fold[1];
+        return SF_OK;
+    }
+    if (rank > SF_MAX_DIMS) return ox_fail(c, SF_ERR_UNSUPPORTED, "a tensor of rank %d", rank);
+    sf_tensor_ref in;
+    TRY(ox_natural(c, x, &in));
+    sf_op_params p;
+    sf_op_params_default(SF_OP_PAD, &p);
+    p.pad.n_pads = 2 * rank;
+    for (int k = 0; k < 2 * rank; k++) p.pad.pads[k] = pads[k];
+    int id = ox_add_op(c, SF_OP_PAD, &p, &in, 1, NULL);
+    if (id < 0) return (sf_status)id;
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
 /* ---- the head ----------------------------------------------------------------------- */
 
 static sf_status act_softmax(ox_ctx *c, const Onnx__NodeProto *n) {
@@ -1737,6 +2090,8 @@ static const ox_op_entry table[] = {
     {"GlobalAveragePool", ACT, 1, NULL, act_gap},
     {"GlobalMaxPool", ACT, 1, NULL, act_gmp},
     {"Greater", FOLD, 2, ox_fold_node, NULL},
+    {"HardSigmoid", ACT, 1, NULL, act_hard_sigmoid},
+    {"HardSwish", ACT, 1, NULL, act_hard_swish},
     {"Identity", FOLD | ACT, 1, ox_fold_node, act_identity},
     {"LSTM", ACT, 3, NULL, act_lstm},
     {"LayerNormalization", ACT, 2, NULL, act_layernorm},
@@ -1750,10 +2105,11 @@ static const ox_op_entry table[] = {
     {"Mul", FOLD | ACT, 2, ox_fold_node, act_mul},
     {"Neg", FOLD, 1, ox_fold_node, NULL},
     {"Not", FOLD, 1, ox_fold_node, NULL},
+    {"Pad", ACT, 1, NULL, act_pad},
     {"Pow", FOLD | ACT | STEP, 2, ox_fold_node, act_steps_only},
     {"Range", FOLD, 3, ox_fold_node, NULL},
     {"Reciprocal", FOLD, 1, ox_fold_node, NULL},
-    {"ReduceMean", ACT | STEP, 1, NULL, act_steps_only},
+    {"ReduceMean", ACT, 1, NULL, act_reduce_mean},
     {"ReduceProd", FOLD, 1, ox_fold_node, NULL},
     {"ReduceSum", FOLD, 1, ox_fold_node, NULL},
     {"Relu", ACT, 1, NULL, act_relu},
@@ -1766,7 +2122,7 @@ static const ox_op_entry table[] = {
     {"Split", ACT, 1, NULL, act_split},
     {"Sqrt", FOLD | ACT | STEP, 1, ox_fold_node, act_steps_only},
     {"Squeeze", FOLD | ACT, 1, ox_fold_node, act_squeeze},
-    {"Sub", FOLD | ACT | STEP, 2, ox_fold_node, act_steps_only},
+    {"Sub", FOLD | ACT, 2, ox_fold_node, act_sub},
     {"Tanh", ACT, 1, NULL, act_tanh},
     {"Transpose", FOLD | ACT, 1, ox_fold_node, act_transpose},
     {"Unsqueeze", FOLD | ACT, 1, ox_fold_node, act_unsqueeze},

@@ -139,5 +139,14 @@ extern const sf_op_class sf_op_layernorm_class;
 extern const sf_op_class sf_op_dropout_class;
 extern const sf_op_class sf_op_relu6_class;
 extern const sf_op_class sf_op_leaky_relu_class;
+extern const sf_op_class sf_op_add_param_class;
+extern const sf_op_class sf_op_mul_param_class;
+extern const sf_op_class sf_op_scale_class;
+extern const sf_op_class sf_op_concat_param_class;
+extern const sf_op_class sf_op_transpose_class;
+extern const sf_op_class sf_op_pad_class;
+extern const sf_op_class sf_op_reduce_mean_class;
+extern const sf_op_class sf_op_hard_sigmoid_class;
+extern const sf_op_class sf_op_hard_swish_class;
 
 #endif

@@ -1,10 +1,11 @@
 /*
  * op_unary.c - element-wise activations: relu, sigmoid, tanh, gelu, relu6,
- * leaky_relu.
+ * leaky_relu, hard_sigmoid, hard_swish.
  *
- * The six share every callback and differ only in their FLOPs per element (and
- * leaky_relu in its one attribute, the slope alpha below zero), so one file
- * holds six classes over one set of static functions. Any rank;
+ * The eight share every callback and differ only in their FLOPs per element (and
+ * leaky_relu in its one attribute, the slope alpha below zero, hard_sigmoid in
+ * its two, the slope alpha and the offset beta), so one file holds eight
+ * classes over one set of static functions. Any rank;
  * the output has the input's shape and a tile needs exactly the same region of
  * the input. Parallel space: dimension 0 is the sample, all others attributes.
  *
@@ -16,6 +17,8 @@
  *                     the derivative also needs 1 - t * t and the inner derivative)
  *   relu6    2 / 2   (max and min; two compares select the gradient)
  *   leaky    2 / 2   (compare, multiply; compare, multiply)
+ *   hsig     3 / 2   (multiply-add, two clamps; compare, select alpha)
+ *   hswish   4 / 4   (hard_sigmoid, multiply; compares, multiply-add)
  * Bytes: forward reads the input and writes the output; backward reads the output
  * gradient and the saved input, and writes the input gradient.
  *
@@ -35,6 +38,12 @@
  *            gradient, which is 0 at both kinks)
  *   leaky    f = x for x > 0, else alpha * x; f' = 1 for x > 0, else alpha
  *            (PyTorch: the slope at 0 is alpha)
+ *   hsig     f = min(max(alpha x + beta, 0), 1) (torch's nn.Hardsigmoid: alpha 1/6,
+ *            beta 1/2; ONNX HardSigmoid's defaults 0.2, 0.5); f' = alpha where
+ *            0 < alpha x + beta < 1, else 0 (torch's: 0 at the kinks)
+ *   hswish   f = x * hsig(x) at torch's alpha and beta (nn.Hardswish, ONNX
+ *            HardSwish); f' = 0 below -3, x / 3 + 1/2 up to 3 (included, as
+ *            torch's hardswish_backward has it), 1 above
  * NaN propagates as in PyTorch, in both kernels: every comparison is written so
  * that a NaN x falls through to x (relu and relu6 are x <= 0 ? 0 : x, as
  * clamp_min and hardtanh give NaN for NaN), their gradients pass dy for a NaN x
@@ -68,6 +77,8 @@ static void unary_flops(sf_op_type type, double *fwd, double *bwd) {
     case SF_OP_GELU: *fwd = 8, *bwd = 12; break;
     case SF_OP_RELU6: *fwd = 2, *bwd = 2; break;
     case SF_OP_LEAKY_RELU: *fwd = 2, *bwd = 2; break;
+    case SF_OP_HARD_SIGMOID: *fwd = 3, *bwd = 2; break;
+    case SF_OP_HARD_SWISH: *fwd = 4, *bwd = 4; break;
     default: *fwd = *bwd = 0; break;
     }
 }
@@ -108,9 +119,27 @@ static void unary_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
 #define SQRT1_2 0.70710678118654752440 /* 1 / sqrt(2) */
 #define INV_SQRT_2PI 0.39894228040143267794
 
+/* hard_swish: x * min(max(x / 6 + 1/2, 0), 1), written as torch's hardswish. */
+static inline float hswish_f(float x) {
+    return x <= -3.0f ? 0.0f : x >= 3.0f ? x : x * (x + 3.0f) / 6.0f;
+}
+static inline float hswish_df(float x) {
+    return x < -3.0f ? 0.0f : x <= 3.0f ? x / 3.0f + 0.5f : 1.0f;
+}
+/* hard_sigmoid: a NaN falls through the clamps to NaN */
+static inline float hsig_f(float alpha, float beta, float x) {
+    float v = alpha * x + beta;
+    return v <= 0.0f ? 0.0f : v >= 1.0f ? 1.0f : v;
+}
+static inline float hsig_df(float alpha, float beta, float x) {
+    float v = alpha * x + beta;
+    return v > 0.0f && v < 1.0f ? alpha : 0.0f;
+}
+
 /* The reference: f and f' by definition, one element at a time, with libm.
- * alpha is leaky_relu's slope (unused by the others). */
-static float unary_ref_f(sf_op_type type, float alpha, float x) {
+ * alpha is leaky_relu's slope and hard_sigmoid's, beta hard_sigmoid's offset
+ * (unused by the others). */
+static float unary_ref_f(sf_op_type type, float alpha, float beta, float x) {
     switch (type) {
     case SF_OP_RELU: return x <= 0.0f ? 0.0f : x;
     case SF_OP_SIGMOID: return 1.0f / (1.0f + expf(-x));
@@ -118,11 +147,13 @@ static float unary_ref_f(sf_op_type type, float alpha, float x) {
     case SF_OP_GELU: return 0.5f * x * (1.0f + erff(x * (float)SQRT1_2));
     case SF_OP_RELU6: return x <= 0.0f ? 0.0f : x >= 6.0f ? 6.0f : x;
     case SF_OP_LEAKY_RELU: return x > 0.0f ? x : alpha * x;
+    case SF_OP_HARD_SIGMOID: return hsig_f(alpha, beta, x);
+    case SF_OP_HARD_SWISH: return hswish_f(x);
     default: return 0.0f;
     }
 }
 
-static float unary_ref_df(sf_op_type type, float alpha, float x) {
+static float unary_ref_df(sf_op_type type, float alpha, float beta, float x) {
     switch (type) {
     case SF_OP_RELU: return x <= 0.0f ? 0.0f : 1.0f;
     case SF_OP_SIGMOID: {
@@ -140,12 +171,20 @@ static float unary_ref_df(sf_op_type type, float alpha, float x) {
     }
     case SF_OP_RELU6: return x <= 0.0f || x >= 6.0f ? 0.0f : 1.0f;
     case SF_OP_LEAKY_RELU: return x > 0.0f ? 1.0f : alpha;
+    case SF_OP_HARD_SIGMOID: return hsig_df(alpha, beta, x);
+    case SF_OP_HARD_SWISH: return hswish_df(x);
     default: return 0.0f;
     }
 }
 
 static float leaky_alpha(const sf_op *op) {
-    return op->type == SF_OP_LEAKY_RELU ? (float)op->params.leaky_relu.alpha : 0.0f;
+    return op->type == SF_OP_LEAKY_RELU     ? (float)op->params.leaky_relu.alpha
+           : op->type == SF_OP_HARD_SIGMOID ? (float)op->params.hard_sigmoid.alpha
+                                            : 0.0f;
+}
+
+static float hsig_beta(const sf_op *op) {
+    return op->type == SF_OP_HARD_SIGMOID ? (float)op->params.hard_sigmoid.beta : 0.0f;
 }
 
 /* y (numel) = f(x) */
@@ -153,8 +192,8 @@ static sf_status unary_fwd_ref(const sf_kernel_args *a) {
     int64_t n = sf_tile_numel(&a->tile);
     const float *x = a->in[0];
     float *y = a->out[0];
-    float alpha = leaky_alpha(a->op);
-    for (int64_t i = 0; i < n; i++) y[i] = unary_ref_f(a->op->type, alpha, x[i]);
+    float alpha = leaky_alpha(a->op), beta = hsig_beta(a->op);
+    for (int64_t i = 0; i < n; i++) y[i] = unary_ref_f(a->op->type, alpha, beta, x[i]);
     return SF_OK;
 }
 
@@ -164,8 +203,8 @@ static sf_status unary_bwd_ref(const sf_kernel_args *a) {
     int64_t n = sf_tile_numel(&a->tile);
     const float *x = a->in[0], *dy = a->grad_out[0];
     float *dx = a->grad_in[0];
-    float alpha = leaky_alpha(a->op);
-    for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * unary_ref_df(a->op->type, alpha, x[i]);
+    float alpha = leaky_alpha(a->op), beta = hsig_beta(a->op);
+    for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * unary_ref_df(a->op->type, alpha, beta, x[i]);
     return SF_OK;
 }
 
@@ -221,9 +260,9 @@ static inline float fast_tanhf(float x) {
 static inline float fast_erff(float x) {
     float ax = x < 0.0f ? -x : x;
     float t = 1.0f / (1.0f + 0.3275911f * ax);
-    float poly = t * (0.254829592f +
-                      t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f +
-                                                                    t * 1.061405429f))));
+    float poly =
+        t * (0.254829592f +
+             t * (-0.284496736f + t * (1.421413741f + t * (-1.453152027f + t * 1.061405429f))));
     float e = 1.0f - poly * fast_expf(-ax * ax);
     return x < 0.0f ? -e : e;
 }
@@ -257,6 +296,14 @@ static sf_status unary_fwd_fast(const sf_kernel_args *a) {
         for (int64_t i = 0; i < n; i++) y[i] = x[i] > 0.0f ? x[i] : alpha * x[i];
         break;
     }
+    case SF_OP_HARD_SIGMOID: {
+        const float alpha = leaky_alpha(a->op), beta = hsig_beta(a->op);
+        for (int64_t i = 0; i < n; i++) y[i] = hsig_f(alpha, beta, x[i]);
+        break;
+    }
+    case SF_OP_HARD_SWISH:
+        for (int64_t i = 0; i < n; i++) y[i] = hswish_f(x[i]);
+        break;
     default: return SF_ERR_UNSUPPORTED;
     }
     return SF_OK;
@@ -309,6 +356,14 @@ static sf_status unary_bwd_fast(const sf_kernel_args *a) {
         for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * (x[i] > 0.0f ? 1.0f : alpha);
         break;
     }
+    case SF_OP_HARD_SIGMOID: {
+        const float alpha = leaky_alpha(a->op), beta = hsig_beta(a->op);
+        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * hsig_df(alpha, beta, x[i]);
+        break;
+    }
+    case SF_OP_HARD_SWISH:
+        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * hswish_df(x[i]);
+        break;
     default: return SF_ERR_UNSUPPORTED;
     }
     return SF_OK;
@@ -324,6 +379,25 @@ static sf_status leaky_relu_infer(const sf_op_params *p, const sf_shape *in, int
                                   sf_shape *out, int *n_out, sf_error *err) {
     if (!isfinite(p->leaky_relu.alpha))
         return sf_error_set(err, SF_ERR_INVALID, "alpha must be a finite number");
+    return unary_infer(p, in, n_in, out, n_out, err);
+}
+
+static const sf_attr_desc hard_sigmoid_attrs[] = {
+    {.name = "alpha", .type = SF_ATTR_FLOAT, .offset = offsetof(sf_op_params, hard_sigmoid.alpha)},
+    {.name = "beta", .type = SF_ATTR_FLOAT, .offset = offsetof(sf_op_params, hard_sigmoid.beta)},
+};
+
+/* torch's nn.Hardsigmoid: relu6(x + 3) / 6 */
+static void hard_sigmoid_defaults(sf_op_params *p) {
+    p->hard_sigmoid.alpha = 1.0 / 6.0;
+    p->hard_sigmoid.beta = 0.5;
+}
+
+static sf_status hard_sigmoid_infer(const sf_op_params *p, const sf_shape *in, int n_in,
+                                    sf_shape *out, int *n_out, sf_error *err) {
+    if (!isfinite(p->hard_sigmoid.alpha) || !isfinite(p->hard_sigmoid.beta))
+        return sf_error_set(err, SF_ERR_INVALID, "alpha (%g) and beta (%g) must be finite numbers",
+                            p->hard_sigmoid.alpha, p->hard_sigmoid.beta);
     return unary_infer(p, in, n_in, out, n_out, err);
 }
 
@@ -354,3 +428,7 @@ SF_UNARY_CLASS(sf_op_relu6_class, SF_OP_RELU6, "relu6", NULL, 0, NULL, unary_inf
 SF_UNARY_CLASS(sf_op_leaky_relu_class, SF_OP_LEAKY_RELU, "leaky_relu", leaky_relu_attrs,
                (int)(sizeof leaky_relu_attrs / sizeof leaky_relu_attrs[0]), leaky_relu_defaults,
                leaky_relu_infer);
+SF_UNARY_CLASS(sf_op_hard_sigmoid_class, SF_OP_HARD_SIGMOID, "hard_sigmoid", hard_sigmoid_attrs,
+               (int)(sizeof hard_sigmoid_attrs / sizeof hard_sigmoid_attrs[0]),
+               hard_sigmoid_defaults, hard_sigmoid_infer);
+SF_UNARY_CLASS(sf_op_hard_swish_class, SF_OP_HARD_SWISH, "hard_swish", NULL, 0, NULL, unary_infer);

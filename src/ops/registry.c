@@ -42,6 +42,15 @@ static const sf_op_class *const op_classes[] = {
     [SF_OP_DROPOUT] = &sf_op_dropout_class,
     [SF_OP_RELU6] = &sf_op_relu6_class,
     [SF_OP_LEAKY_RELU] = &sf_op_leaky_relu_class,
+    [SF_OP_ADD_PARAM] = &sf_op_add_param_class,
+    [SF_OP_MUL_PARAM] = &sf_op_mul_param_class,
+    [SF_OP_SCALE] = &sf_op_scale_class,
+    [SF_OP_CONCAT_PARAM] = &sf_op_concat_param_class,
+    [SF_OP_TRANSPOSE] = &sf_op_transpose_class,
+    [SF_OP_PAD] = &sf_op_pad_class,
+    [SF_OP_REDUCE_MEAN] = &sf_op_reduce_mean_class,
+    [SF_OP_HARD_SIGMOID] = &sf_op_hard_sigmoid_class,
+    [SF_OP_HARD_SWISH] = &sf_op_hard_swish_class,
 };
 _Static_assert(sizeof op_classes / sizeof op_classes[0] == SF_OP_COUNT,
                "every operator type has a class");

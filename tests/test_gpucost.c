@@ -334,6 +334,49 @@ static void test_lstm_steps(void **state) {
     sf_machine_free(pm);
 }
 
+/* The profiled model on a device with rnn_per_step: an LSTM tile of S steps
+ * not in the database is S times its measured one-step tile; without the flag
+ * it is the fallback's. */
+static sf_machine *one_gpu(int per_step) {
+    sf_error err = {0};
+    sf_machine_desc d;
+    const char *text = machine_text(per_step ? ", \"cost\": {\"rnn_per_step\": true}" : "");
+    assert_int_equal(sf_machine_desc_parse_json(text, "m.json", &d, &err), SF_OK);
+    sf_machine *m = sf_machine_build(&d, &err);
+    assert_non_null(m);
+    return m;
+}
+
+static void test_profiled_steps(void **state) {
+    (void)state;
+    sf_graph *g = lstm_graph(16, 8, 64, 64);
+    const sf_op *op = sf_graph_op(g, 1);
+    sf_tile t = sf_tile_full(&op->space), one = t;
+    one.hi[1] = 1;
+    for (int per_step = 0; per_step < 2; per_step++) {
+        sf_error err = {0};
+        sf_machine *m = one_gpu(per_step);
+        sf_profile_db *db = sf_profile_db_new("gpu");
+        char key[SF_PROFILE_KEY_MAX];
+        assert_non_null(sf_profile_key(op, &one, key, sizeof key));
+        assert_int_equal(sf_profile_db_insert(db, key, SF_OP_LSTM, 1e-3, 2e-3, 1, &err), SF_OK);
+        sf_cost_model *fb = sf_cost_analytic_new(m, NULL);
+        double fb_fwd = sf_cost_task_s(fb, op, &t, 0, SF_PASS_FWD);
+        sf_cost_model *cm = sf_cost_profiled_new(m, db, fb);
+        assert_non_null(cm);
+        assert_close(sf_cost_task_s(cm, op, &one, 0, SF_PASS_FWD), 1e-3, 1e-12);
+        if (per_step) {
+            assert_close(sf_cost_task_s(cm, op, &t, 0, SF_PASS_FWD), 8e-3, 1e-12);
+            assert_close(sf_cost_task_s(cm, op, &t, 0, SF_PASS_BWD), 16e-3, 1e-12);
+        } else {
+            assert_close(sf_cost_task_s(cm, op, &t, 0, SF_PASS_FWD), fb_fwd, 1e-12);
+        }
+        sf_cost_free(cm);
+        sf_machine_free(m);
+    }
+    sf_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_efficiency_lookup),
@@ -342,6 +385,7 @@ int main(void) {
         cmocka_unit_test(test_tf32),
         cmocka_unit_test(test_winograd),
         cmocka_unit_test(test_lstm_steps),
+        cmocka_unit_test(test_profiled_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -75,14 +75,15 @@ static void test_presets_build(void **state) {
     } want[] = {
         {"p100-4x4", 4, 16, 4 * (4 * 3 + 2)},
         {"k80-16x4", 16, 64, 16 * (2 * 4 + 2 * 2 + 2)},
+        {"dgx-1v", 4, 32, 4 * (8 * 7 + 2 * 4)},
         {"dgx-a100", 8, 64, 8 * (2 * 8 + 2 * 8)},
         {"dgx-h100", 8, 64, 8 * (2 * 8 + 2 * 8)},
         {"cpu", 1, 4, 4 * 3 + 2},
     };
-    assert_int_equal(sf_machine_preset_count(), 5);
-    assert_null(sf_machine_preset_name(5));
+    assert_int_equal(sf_machine_preset_count(), 6);
+    assert_null(sf_machine_preset_name(6));
     assert_null(sf_machine_preset_summary(-1));
-    for (int p = 0; p < 5; p++) {
+    for (int p = 0; p < 6; p++) {
         assert_string_equal(sf_machine_preset_name(p), want[p].name);
         assert_true(strlen(sf_machine_preset_summary(p)) > 10);
         sf_machine *m = preset(want[p].name);
@@ -1109,7 +1110,7 @@ static void test_open(void **state) {
     assert_null(sf_machine_open("nosuch", &err));
     assert_int_equal(err.code, SF_ERR_NOTFOUND);
     assert_contains(err.msg, "'nosuch'");
-    assert_contains(err.msg, "p100-4x4, k80-16x4, dgx-a100, dgx-h100, cpu");
+    assert_contains(err.msg, "p100-4x4, k80-16x4, dgx-1v, dgx-a100, dgx-h100, cpu");
     sf_error_clear(&err);
     sf_machine_desc d;
     assert_int_equal(sf_machine_preset_desc("nosuch", &d, &err), SF_ERR_NOTFOUND);

@@ -710,7 +710,7 @@ static void test_options_taken(void **state) {
     assert_int_equal(sf_model_options_taken("resnet50"), 0);
     assert_int_equal(sf_model_options_taken("lenet5"), 0);
     assert_int_equal(sf_model_options_taken("rnnlm"), rnn);
-    assert_int_equal(sf_model_options_taken("nmt"), rnn);
+    assert_int_equal(sf_model_options_taken("nmt"), rnn | SF_MODEL_OPT_LAYERS);
     assert_int_equal(sf_model_options_taken("mlp"), SF_MODEL_OPT_MLP_SIZES);
     assert_int_equal(sf_model_options_taken("transformer"),
                      SF_MODEL_OPT_SEQ_LEN | SF_MODEL_OPT_HIDDEN | SF_MODEL_OPT_VOCAB);

@@ -139,6 +139,14 @@ typedef struct sf_analytic_params {
 } sf_analytic_params;
 
 SF_API void sf_analytic_params_default(sf_analytic_params *p);
+/* The sf_eff_class of an operator type (conv2d, gemm for linear and matmul,
+ * attention, lstm), or -1 for the memory-bound rest. */
+SF_API int sf_analytic_eff_class(sf_op_type type);
+/* The fraction of peak an operator of `type` reaches on `kind` under p's dtype:
+ * the device's figure for its class and dtype (sf_device_kind.efficiency) when
+ * not 0, else p->efficiency[type]. */
+SF_API double sf_analytic_efficiency(const sf_analytic_params *p, const sf_device_kind *kind,
+                                     sf_op_type type);
 /* params NULL: defaults. */
 SF_API sf_cost_model *sf_cost_analytic_new(const sf_machine *m, const sf_analytic_params *p);
 SF_API void sf_cost_free(sf_cost_model *cm);

@@ -44,13 +44,37 @@ extern "C" {
 #define SF_MAX_ROUTE 8 /* most links on one route */
 #define SF_NAME_MAX 64
 
-typedef enum sf_dtype { SF_DTYPE_FP32 = 0, SF_DTYPE_FP16, SF_DTYPE_BF16, SF_DTYPE_COUNT } sf_dtype;
+/* SF_DTYPE_TF32: fp32 storage, products on TensorFloat-32 tensor cores (A100
+ * onwards; PyTorch's allow_tf32): 4-byte elements, no compute copy. */
+typedef enum sf_dtype {
+    SF_DTYPE_FP32 = 0,
+    SF_DTYPE_FP16,
+    SF_DTYPE_BF16,
+    SF_DTYPE_TF32,
+    SF_DTYPE_COUNT
+} sf_dtype;
 
-SF_API const char *sf_dtype_name(sf_dtype t); /* "fp32", "fp16", "bf16" */
-/* Parse a dtype name ("fp32", "fp16", "bf16"); -1 when unknown. */
+SF_API const char *sf_dtype_name(sf_dtype t); /* "fp32", "fp16", "bf16", "tf32" */
+/* Parse a dtype name ("fp32", "fp16", "bf16", "tf32"); -1 when unknown. */
 SF_API int sf_dtype_parse(const char *name, sf_dtype *out);
-/* Bytes of one element: 4 for fp32, 2 for fp16 and bf16; 0 for an invalid dtype. */
+/* Bytes of one element: 4 for fp32 and tf32, 2 for fp16 and bf16; 0 for an invalid dtype. */
 SF_API int sf_dtype_bytes(sf_dtype t);
+/* 1 for a mixed-precision dtype (16-bit compute copy beside fp32 master
+ * weights: fp16, bf16), 0 for fp32 and tf32 (fp32 storage) and invalid ones. */
+SF_API int sf_dtype_mixed(sf_dtype t);
+
+/* The classes of operators a device gives its own compute efficiencies for
+ * (sf_device_kind.efficiency; docs/cost-model.md, "Efficiencies by device"). */
+typedef enum sf_eff_class {
+    SF_EFF_CONV = 0,  /* conv2d */
+    SF_EFF_GEMM,      /* linear, matmul */
+    SF_EFF_ATTENTION, /* attention (its projections and the per-head products) */
+    SF_EFF_LSTM,      /* lstm: the batched input and weight-gradient products */
+    SF_EFF_LSTM_STEP, /* lstm: one time step's recurrent product (priced per step) */
+    SF_EFF_COUNT
+} sf_eff_class;
+
+SF_API const char *sf_eff_class_name(sf_eff_class c); /* "conv2d", "gemm", ... */
 
 /* A kind of device, with the figures of its data sheet. */
 typedef struct sf_device_kind {
@@ -58,6 +82,19 @@ typedef struct sf_device_kind {
     double peak_flops[SF_DTYPE_COUNT]; /* FLOP/s; 0 when the dtype is unsupported */
     double mem_bw_Bps;                 /* device memory bandwidth, bytes/s */
     double mem_bytes;                  /* device memory size, bytes */
+    /* The analytic cost model's figures for this device (docs/cost-model.md,
+     * "Efficiencies by device"); 0 everywhere leaves the model's own defaults,
+     * which is what the P100, K80 and CPU presets do. */
+    double efficiency[SF_EFF_COUNT][SF_DTYPE_COUNT]; /* fraction of peak_flops[dtype] the class
+                                                      * reaches; 0: the model's per-operator
+                                                      * default */
+    double conv3x3_flop_ratio[SF_DTYPE_COUNT];       /* FLOPs the library's algorithm does for a 3x3
+                                                      * stride-1 convolution, per direct-count FLOP
+                                                      * (Winograd: below 1); 0: 1 */
+    double mem_efficiency; /* fraction of mem_bw_Bps reached; 0: default */
+    double launch_s;       /* per-kernel overhead; 0: the model's default */
+    int rnn_per_step;      /* 1: an lstm tile is priced step by step (each step's recurrent
+                            * product and gates as kernels of their own); 0: as one product */
 } sf_device_kind;
 
 typedef struct sf_device {
@@ -171,7 +208,7 @@ SF_API sf_machine *sf_machine_build(const sf_machine_desc *desc, sf_error *err);
 SF_API double sf_machine_sync_bw(const sf_machine_desc *d, double bytes);
 SF_API void sf_machine_free(sf_machine *m);
 
-/* Built-in presets: "p100-4x4", "k80-16x4", "dgx-a100", "dgx-h100", "cpu". */
+/* Built-in presets: "p100-4x4", "k80-16x4", "dgx-1v", "dgx-a100", "dgx-h100", "cpu". */
 SF_API int sf_machine_preset_count(void);
 SF_API const char *sf_machine_preset_name(int i);
 SF_API const char *sf_machine_preset_summary(int i); /* one line for `soapflow machines` */

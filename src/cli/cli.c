@@ -566,17 +566,19 @@ int sf_cli_memory_option(sf_cli_args *a, sf_sim_options *o) {
 /* ---- cost models --------------------------------------------------------- */
 
 const char sf_cli_dtype_help[] =
-    "  --dtype fp32|bf16|fp16 the precision the plan trains in (default fp32): tasks\n"
-    "                         compute at the device's peak for it; activations, their\n"
-    "                         transfers, gradients and their syncs take its bytes;\n"
-    "                         weights keep fp32 masters beside a compute copy (mixed\n"
-    "                         precision). A device without that peak is refused\n";
+    "  --dtype fp32|bf16|fp16|tf32 the precision the plan trains in (default fp32):\n"
+    "                         tasks compute at the device's peak for it; activations,\n"
+    "                         their transfers, gradients and their syncs take its bytes;\n"
+    "                         bf16/fp16 weights keep fp32 masters beside a compute copy\n"
+    "                         (mixed precision); tf32 is fp32 storage with products on\n"
+    "                         tensor cores. A device without that peak is refused\n";
 
 int sf_cli_dtype_option(sf_cli_args *a, sf_dtype *out) {
     const char *v = NULL;
     if (!sf_cli_str(a, "--dtype", NULL, &v)) return 0;
     if (v && sf_dtype_parse(v, out) != 0)
-        a->status = sf_cli_usage_error(a->cmd, "--dtype must be fp32, bf16 or fp16, not '%s'", v);
+        a->status =
+            sf_cli_usage_error(a->cmd, "--dtype must be fp32, bf16, fp16 or tf32, not '%s'", v);
     return 1;
 }
 

@@ -85,7 +85,7 @@ static double activation_bytes(const sf_graph_stats *st, sf_dtype t) {
     return st->activation_bytes * sf_dtype_bytes(t) / SF_ELEM_BYTES;
 }
 static double weight_copy_bytes(const sf_graph_stats *st, sf_dtype t) {
-    return t == SF_DTYPE_FP32 ? 0 : (double)st->params * sf_dtype_bytes(t);
+    return !sf_dtype_mixed(t) ? 0 : (double)st->params * sf_dtype_bytes(t);
 }
 
 /* ---- the parallel dimensions of an operator ---------------------------- */
@@ -291,7 +291,7 @@ static int print_text(const sf_graph *g, const sf_graph_stats *st, const graph_o
     sf_cli_table_cell(t, "%s (%s)", sf_fmt_bytes(activation_bytes(st, o->dtype), buf, sizeof buf),
                       sf_dtype_name(o->dtype));
     sf_cli_table_cell(t, "weights");
-    if (o->dtype == SF_DTYPE_FP32) {
+    if (!sf_dtype_mixed(o->dtype)) {
         sf_cli_table_cell(t, "%s (fp32)", sf_fmt_bytes(st->weight_bytes, buf, sizeof buf));
     } else {
         char copy[64];

@@ -38,7 +38,7 @@
     "  --chunk N              RNN time steps per operator\n"                                       \
     "  --hidden N             RNN hidden and embedding size / transformer width\n"                 \
     "  --vocab N              vocabulary size\n"                                                   \
-    "  --layers N             gpt: transformer blocks\n"                                           \
+    "  --layers N             gpt: transformer blocks; nmt: LSTM layers a side\n"                  \
     "  --heads N              gpt: attention heads (dividing --hidden)\n"                          \
     "  --mlp-sizes A,B,...    mlp: input, hidden..., classes (e.g. 784,4096,10)\n"
 
@@ -508,8 +508,8 @@ static int print_text(const report *rp) {
                       rp->sim.sync == SF_SYNC_BULK ? "after each device's backward pass (bulk)"
                                                    : "as soon as each gradient is ready (overlap)");
     sf_cli_table_cell(t, "precision");
-    if (rp->dtype == SF_DTYPE_FP32)
-        sf_cli_table_cell(t, "fp32");
+    if (!sf_dtype_mixed(rp->dtype))
+        sf_cli_table_cell(t, "%s", sf_dtype_name(rp->dtype));
     else
         sf_cli_table_cell(t, "%s, fp32 master weights (mixed precision)", sf_dtype_name(rp->dtype));
     sf_cli_table_cell(t, "optimizer");

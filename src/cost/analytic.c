@@ -95,21 +95,144 @@ static int params_ok(const sf_analytic_params *p) {
     return 1;
 }
 
+int sf_analytic_eff_class(sf_op_type type) {
+    switch (type) {
+    case SF_OP_CONV2D: return SF_EFF_CONV;
+    case SF_OP_LINEAR:
+    case SF_OP_MATMUL: return SF_EFF_GEMM;
+    case SF_OP_ATTENTION: return SF_EFF_ATTENTION;
+    case SF_OP_LSTM: return SF_EFF_LSTM;
+    default: return -1;
+    }
+}
+
+/* The device's figure for a class in the model's dtype, else the model's own
+ * for the operator type. */
+static double class_eff(const sf_analytic_params *p, const sf_device_kind *kind, int cls,
+                        unsigned type) {
+    if (cls >= 0 && cls < SF_EFF_COUNT) {
+        double e = kind->efficiency[cls][p->dtype];
+        if (e > 0) return e;
+    }
+    return type < SF_OP_COUNT ? p->efficiency[type] : 0.5;
+}
+
+double sf_analytic_efficiency(const sf_analytic_params *p, const sf_device_kind *kind,
+                              sf_op_type type) {
+    return class_eff(p, kind, sf_analytic_eff_class(type), (unsigned)type);
+}
+
+/* The peak an operator of class cls computes at: the dtype's, except that
+ * under tf32 only the tensor-core products (conv2d, gemm, attention, lstm) run
+ * on tensor cores and everything else at the fp32 rate. A device without the
+ * requested dtype runs it at its fp32 peak (the simulator refuses such a plan
+ * before it asks: sf_machine_check_dtype). */
+static double peak_for(const sf_analytic_params *p, const sf_device_kind *kind, int cls) {
+    double peak = kind->peak_flops[p->dtype];
+    if (p->dtype == SF_DTYPE_TF32 && cls < 0) peak = kind->peak_flops[SF_DTYPE_FP32];
+    if (!(peak > 0)) peak = kind->peak_flops[SF_DTYPE_FP32];
+    return peak;
+}
+
+static double launch_of(const sf_analytic_params *p, const sf_device_kind *kind) {
+    return kind->launch_s > 0 ? kind->launch_s : p->launch_s;
+}
+
+static double bw_of(const sf_analytic_params *p, const sf_device_kind *kind) {
+    double me = kind->mem_efficiency > 0 ? kind->mem_efficiency : p->mem_efficiency;
+    return kind->mem_bw_Bps * me;
+}
+
+/* FLOPs the library's algorithm does per direct-count FLOP: the device's ratio
+ * for a 3x3, stride-1, undilated, ungrouped convolution (Winograd), else 1. */
+static double conv_flop_ratio(const sf_analytic_params *p, const sf_device_kind *kind,
+                              const sf_op *op) {
+    if (op->type != SF_OP_CONV2D) return 1;
+    double r = kind->conv3x3_flop_ratio[p->dtype];
+    if (!(r > 0)) return 1;
+    const sf_conv2d_params *c = &op->params.conv2d;
+    if (c->kernel[0] != 3 || c->kernel[1] != 3 || c->stride[0] != 1 || c->stride[1] != 1 ||
+        c->dilation[0] > 1 || c->dilation[1] > 1 || c->groups > 1)
+        return 1;
+    return r;
+}
+
+/* One kernel: launch + max(compute, memory); bytes in the model's dtype. */
+static double kernel_s(double launch, double flops, double peak_eff, double bytes, double bw) {
+    double compute = flops > 0 && peak_eff > 0 ? flops / peak_eff : 0;
+    double memory = bytes > 0 ? bytes / bw : 0;
+    return launch + (compute > memory ? compute : memory);
+}
+
 /* The roofline of one pass from its FLOPs and bytes. */
 static double roofline_s(const sf_analytic_params *p, const sf_op *op, const sf_device_kind *kind,
                          double flops, double bytes) {
-    double bw = kind->mem_bw_Bps * p->mem_efficiency;
-    /* A device without the requested dtype runs it at its fp32 peak (the
-     * simulator refuses such a plan before it asks: sf_machine_check_dtype). */
-    double peak = kind->peak_flops[p->dtype];
-    if (!(peak > 0)) peak = kind->peak_flops[SF_DTYPE_FP32];
     unsigned type = (unsigned)op->type;
-    double eff = type < SF_OP_COUNT ? p->efficiency[type] : 0.5;
-    double compute = flops > 0 && peak > 0 ? flops / (peak * eff) : 0;
+    int cls = sf_analytic_eff_class(op->type);
+    double eff = class_eff(p, kind, cls, type);
+    flops *= conv_flop_ratio(p, kind, op);
     /* the operator counts fp32 elements; the scale is exactly 1 in fp32 */
     bytes *= (double)sf_dtype_bytes(p->dtype) / SF_ELEM_BYTES;
-    double memory = bytes > 0 ? bytes / bw : 0;
-    return p->launch_s + (compute > memory ? compute : memory);
+    return kernel_s(launch_of(p, kind), flops, peak_for(p, kind, cls) * eff, bytes, bw_of(p, kind));
+}
+
+/*
+ * An LSTM tile step by step (devices with rnn_per_step; docs/cost-model.md,
+ * "Recurrent operators step by step"), as cuDNN runs a layer: the input
+ * projection x W_ih of all steps is one product, then each step is a
+ * recurrent product h W_hh (small: n x H by H x 4h, latency- and
+ * weight-read-bound) and a fused gate kernel, one after the other. Backward
+ * walks the steps back (the gates' backward and dh = dgates W_hh^T each step)
+ * and then does the products batched over the steps: dx, dW_ih, dW_hh. The
+ * FLOPs add up to the operator's (2 n 4h (I + H) per step forward, twice that
+ * backward, plus its elementwise work); the bytes are counted here per kernel.
+ */
+#define LSTM_GATE_FWD_ELEMS 15.0 /* per unit per step: 2 x 4 pre-activations, c, c', h', 4 saved   \
+                                  */
+#define LSTM_GATE_BWD_ELEMS 12.0 /* saved gates 4, c 2, dh, dc 2, dgates 4 written */
+
+static void lstm_steps_s(const sf_analytic_params *p, const sf_op *op, const sf_tile *t,
+                         const sf_device_kind *kind, double *fwd_s, double *bwd_s) {
+    double n = (double)(t->hi[0] - t->lo[0]), steps = (double)(t->hi[1] - t->lo[1]);
+    double h = (double)(t->hi[2] - t->lo[2]);
+    double in = (double)op->in_shapes[0].d[2], hid = (double)op->params.lstm.hidden;
+    double eb = sf_dtype_bytes(p->dtype), bw = bw_of(p, kind), launch = launch_of(p, kind);
+    sf_op_cost c;
+    memset(&c, 0, sizeof c);
+    sf_op_tile_cost(op, t, &c);
+    double gemm_fwd = 2 * n * 4 * h * (in + hid) * steps;
+    double ew_fwd = c.flops_fwd > gemm_fwd ? c.flops_fwd - gemm_fwd : 0;
+    double ew_bwd = c.flops_bwd > 2 * gemm_fwd ? c.flops_bwd - 2 * gemm_fwd : 0;
+    double pk = peak_for(p, kind, SF_EFF_LSTM), pk_ew = peak_for(p, kind, -1);
+    double big = pk * class_eff(p, kind, SF_EFF_LSTM, SF_OP_LSTM);
+    double small = pk * class_eff(p, kind, SF_EFF_LSTM_STEP, SF_OP_LSTM);
+    double ew_rate = pk_ew * (SF_OP_ADD < SF_OP_COUNT ? p->efficiency[SF_OP_ADD] : 0.5);
+
+    /* forward */
+    double proj = kernel_s(launch, 2 * n * steps * 4 * h * in, big,
+                           (n * steps * in + 4 * h * in + n * steps * 4 * h) * eb, bw);
+    double rec =
+        kernel_s(launch, 2 * n * 4 * h * hid, small, (n * hid + 4 * h * hid + n * 4 * h) * eb, bw);
+    double gate = kernel_s(launch, ew_fwd / (steps > 0 ? steps : 1), ew_rate,
+                           LSTM_GATE_FWD_ELEMS * n * h * eb, bw);
+    *fwd_s = proj + steps * (rec + gate);
+
+    /* backward: per step, the gates' backward and the recurrent dgrad */
+    double gate_b = kernel_s(launch, ew_bwd / (steps > 0 ? steps : 1), ew_rate,
+                             LSTM_GATE_BWD_ELEMS * n * h * eb, bw);
+    double rec_b =
+        kernel_s(launch, 2 * n * 4 * h * hid, small, (n * 4 * h + 4 * h * hid + n * hid) * eb, bw);
+    /* then batched over the steps: dx = dgates W_ih, dW_ih = dgates^T x, dW_hh = dgates^T h */
+    double dx = kernel_s(launch, 2 * n * steps * 4 * h * in, big,
+                         (n * steps * 4 * h + 4 * h * in + n * steps * in) * eb, bw);
+    double dw =
+        kernel_s(launch, 2 * n * steps * 4 * h * (in + hid), big,
+                 (n * steps * 4 * h + n * steps * (in + hid) + 4 * h * (in + hid)) * eb, bw);
+    *bwd_s = steps * (gate_b + rec_b) + dx + dw;
+}
+
+static int per_step(const sf_op *op, const sf_device_kind *kind) {
+    return op->type == SF_OP_LSTM && kind->rnn_per_step;
 }
 
 static double analytic_task_s(void *self, const sf_op *op, const sf_tile *t,
@@ -117,14 +240,19 @@ static double analytic_task_s(void *self, const sf_op *op, const sf_tile *t,
     const sf_analytic_params *p = self;
     if (sf_tile_empty(t)) return 0;
     if (pass == SF_PASS_UPDATE) {
-        double bw = kind->mem_bw_Bps * p->mem_efficiency;
         int64_t w = sf_op_tile_weights(op, t);
         if (w <= 0) return 0;
         /* the optimizer's math runs on the fp32 masters: the fp32 peak */
         double peak = kind->peak_flops[SF_DTYPE_FP32] * UPDATE_EFFICIENCY;
-        double memory = (double)w * sf_optimizer_update_bytes(p->optimizer, p->dtype) / bw;
+        double memory =
+            (double)w * sf_optimizer_update_bytes(p->optimizer, p->dtype) / bw_of(p, kind);
         double compute = peak > 0 ? (double)w * sf_optimizer_update_flops(p->optimizer) / peak : 0;
-        return p->launch_s + (compute > memory ? compute : memory);
+        return launch_of(p, kind) + (compute > memory ? compute : memory);
+    }
+    if (per_step(op, kind)) {
+        double f, b;
+        lstm_steps_s(p, op, t, kind, &f, &b);
+        return pass == SF_PASS_BWD ? b : f;
     }
     sf_op_cost c;
     sf_op_tile_cost(op, t, &c);
@@ -140,6 +268,10 @@ static void analytic_task_fwd_bwd_s(void *self, const sf_op *op, const sf_tile *
     const sf_analytic_params *p = self;
     if (sf_tile_empty(t)) {
         *fwd_s = *bwd_s = 0;
+        return;
+    }
+    if (per_step(op, kind)) {
+        lstm_steps_s(p, op, t, kind, fwd_s, bwd_s);
         return;
     }
     sf_op_cost c;

@@ -57,7 +57,7 @@ double sf_optimizer_update_bytes(sf_optimizer_kind k, sf_dtype t) {
     /* the fp32 master and each state read and written, the gradient read and
      * zeroed, under mixed precision the compute copy written */
     double db = sf_dtype_bytes(t);
-    return 8.0 * (1 + sf_optimizer_state_slots(k)) + db * (t == SF_DTYPE_FP32 ? 2 : 3);
+    return 8.0 * (1 + sf_optimizer_state_slots(k)) + db * (sf_dtype_mixed(t) ? 3 : 2);
 }
 
 double sf_optimizer_update_flops(sf_optimizer_kind k) {

@@ -91,7 +91,8 @@ typedef enum num_rule {
     NUM_MEM,          /* > 0 and <= SF_MAX_MEM_BYTES: memory sizes */
     NUM_RATE,         /* SF_MIN_RATE to SF_MAX_RATE: peaks and bandwidths */
     NUM_RATE_OR_ZERO, /* 0 (unsupported) or a rate: fp16 and bf16 peaks */
-    NUM_LATENCY       /* 0 to SF_MAX_LATENCY_S */
+    NUM_LATENCY,      /* 0 to SF_MAX_LATENCY_S */
+    NUM_FRACTION      /* 0 (the cost model's default) to 1: device.cost figures */
 } num_rule;
 
 static void join_path(char *out, size_t cap, const char *path, const char *key) {
@@ -207,6 +208,9 @@ static sf_status get_num(reader *r, const json_t *obj, const char *path, const c
     case NUM_LATENCY:
         snprintf(need, sizeof need, "must be a number from 0 to %g", SF_MAX_LATENCY_S / unit);
         break;
+    case NUM_FRACTION:
+        snprintf(need, sizeof need, "must be a number from 0 (the model's default) to 1");
+        break;
     }
     if (!json_is_number(v)) return field_error(r, SF_ERR_PARSE, path, key, need);
     double x = shift_decimal(json_number_value(v), exp10);
@@ -216,6 +220,7 @@ static sf_status get_num(reader *r, const json_t *obj, const char *path, const c
     case NUM_RATE: ok = ok && x >= SF_MIN_RATE && x <= SF_MAX_RATE; break;
     case NUM_RATE_OR_ZERO: ok = ok && (x == 0 || (x >= SF_MIN_RATE && x <= SF_MAX_RATE)); break;
     case NUM_LATENCY: ok = ok && x >= 0 && x <= SF_MAX_LATENCY_S; break;
+    case NUM_FRACTION: ok = ok && x >= 0 && x <= 1; break;
     }
     if (!ok) return field_error(r, SF_ERR_INVALID, path, key, need);
     *out = x;
@@ -254,8 +259,56 @@ static sf_status parse_allreduce(reader *r, const json_t *rtm, sf_machine_desc *
     }
     return SF_OK;
 }
-static const char *const device_keys[] = {"name", "peak_tflops", "mem_bw_GBps", "mem_GB", NULL};
-static const char *const peak_keys[] = {"fp32", "fp16", "bf16", NULL};
+static const char *const device_keys[] = {"name",   "peak_tflops", "mem_bw_GBps",
+                                          "mem_GB", "cost",        NULL};
+static const char *const peak_keys[] = {"fp32", "fp16", "bf16", "tf32", NULL};
+static const char *const cost_keys[] = {"efficiency", "conv3x3_flop_ratio", "mem_efficiency",
+                                        "launch_us",  "rnn_per_step",       NULL};
+static const char *const eff_keys[] = {"conv2d", "gemm", "attention", "lstm", "lstm_step", NULL};
+_Static_assert(sizeof eff_keys / sizeof eff_keys[0] == SF_EFF_COUNT + 1, "one key per class");
+
+/* {"fp32": x, "fp16": y, ...}: fractions by dtype, absent ones 0. */
+static sf_status parse_by_dtype(reader *r, const json_t *obj, const char *parent, const char *key,
+                                double *out) {
+    char path[80];
+    join_path(path, sizeof path, parent, key);
+    if (!json_is_object(obj)) return field_error(r, SF_ERR_PARSE, parent, key, "must be an object");
+    sf_status st = check_keys(r, obj, path, peak_keys);
+    for (int t = 0; st == SF_OK && t < SF_DTYPE_COUNT; t++)
+        st = get_num(r, obj, path, sf_dtype_name((sf_dtype)t), 0, NUM_FRACTION, 0, &out[t]);
+    return st;
+}
+
+/* device.cost: the analytic model's figures for this device (docs/formats-machine.md). */
+static sf_status parse_cost(reader *r, const json_t *c, sf_device_kind *k) {
+    sf_status st = check_keys(r, c, "device.cost", cost_keys);
+    const json_t *eff = json_object_get(c, "efficiency");
+    if (st == SF_OK && eff) {
+        if (!json_is_object(eff))
+            return field_error(r, SF_ERR_PARSE, "device.cost", "efficiency", "must be an object");
+        st = check_keys(r, eff, "device.cost.efficiency", eff_keys);
+        for (int e = 0; st == SF_OK && e < SF_EFF_COUNT; e++) {
+            const json_t *by = json_object_get(eff, eff_keys[e]);
+            if (by)
+                st = parse_by_dtype(r, by, "device.cost.efficiency", eff_keys[e], k->efficiency[e]);
+        }
+    }
+    const json_t *w = json_object_get(c, "conv3x3_flop_ratio");
+    if (st == SF_OK && w)
+        st = parse_by_dtype(r, w, "device.cost", "conv3x3_flop_ratio", k->conv3x3_flop_ratio);
+    if (st == SF_OK)
+        st = get_num(r, c, "device.cost", "mem_efficiency", 0, NUM_FRACTION, 0, &k->mem_efficiency);
+    if (st == SF_OK)
+        st = get_num(r, c, "device.cost", "launch_us", 0, NUM_LATENCY, -6, &k->launch_s);
+    const json_t *ps = json_object_get(c, "rnn_per_step");
+    if (st == SF_OK && ps) {
+        if (!json_is_boolean(ps))
+            return field_error(r, SF_ERR_PARSE, "device.cost", "rnn_per_step",
+                               "must be true or false");
+        k->rnn_per_step = json_is_true(ps);
+    }
+    return st;
+}
 static const char *const intra_keys[] = {"topology",   "bandwidth_GBps", "latency_us",
                                          "pcie_group", "pcie_up_GBps",   NULL};
 static const char *const inter_keys[] = {"nics_per_node", "bandwidth_GBps", "latency_us", NULL};
@@ -275,8 +328,17 @@ static sf_status parse_device(reader *r, const json_t *dev, sf_device_kind *k) {
     if (st == SF_OK)
         st = get_num(r, peak, "device.peak_tflops", "bf16", 0, NUM_RATE_OR_ZERO, 12,
                      &k->peak_flops[SF_DTYPE_BF16]);
+    if (st == SF_OK)
+        st = get_num(r, peak, "device.peak_tflops", "tf32", 0, NUM_RATE_OR_ZERO, 12,
+                     &k->peak_flops[SF_DTYPE_TF32]);
     if (st == SF_OK) st = get_num(r, dev, "device", "mem_bw_GBps", 1, NUM_RATE, 9, &k->mem_bw_Bps);
     if (st == SF_OK) st = get_num(r, dev, "device", "mem_GB", 1, NUM_MEM, 9, &k->mem_bytes);
+    const json_t *cost = json_object_get(dev, "cost");
+    if (st == SF_OK && cost) {
+        if (!json_is_object(cost))
+            return field_error(r, SF_ERR_PARSE, "device", "cost", "must be an object");
+        st = parse_cost(r, cost, k);
+    }
     return st;
 }
 
@@ -404,6 +466,46 @@ static void put_num(writer *w, json_t *obj, const char *key, double x, int exp10
     put(w, obj, key, json_real(y));
 }
 
+/* {"fp32": x, ...} of the dtypes whose figure is not 0; NULL when none is. */
+static json_t *by_dtype(writer *w, const double *v) {
+    json_t *o = NULL;
+    for (int t = 0; t < SF_DTYPE_COUNT; t++) {
+        if (v[t] == 0) continue;
+        if (!o) o = json_object();
+        if (!o) {
+            w->ok = 0;
+            return NULL;
+        }
+        put_num(w, o, sf_dtype_name((sf_dtype)t), v[t], 0);
+    }
+    return o;
+}
+
+/* device.cost, only the figures that are not the model's defaults (none: no
+ * object, so a file of a machine without them is written as before). */
+static void put_cost(writer *w, json_t *dev, const sf_device_kind *k) {
+    json_t *c = json_object(), *eff = json_object();
+    if (!c || !eff) {
+        w->ok = 0;
+        json_decref(c);
+        json_decref(eff);
+        return;
+    }
+    for (int e = 0; e < SF_EFF_COUNT; e++) {
+        json_t *o = by_dtype(w, k->efficiency[e]);
+        if (o) put(w, eff, eff_keys[e], o);
+    }
+    if (json_object_size(eff)) put(w, c, "efficiency", json_incref(eff));
+    json_t *r = by_dtype(w, k->conv3x3_flop_ratio);
+    if (r) put(w, c, "conv3x3_flop_ratio", r);
+    if (k->mem_efficiency > 0) put_num(w, c, "mem_efficiency", k->mem_efficiency, 0);
+    if (k->launch_s > 0) put_num(w, c, "launch_us", k->launch_s, -6);
+    if (k->rnn_per_step) put(w, c, "rnn_per_step", json_true());
+    if (json_object_size(c)) put(w, dev, "cost", json_incref(c));
+    json_decref(eff);
+    json_decref(c);
+}
+
 char *sf_machine_desc_to_json(const sf_machine_desc *d, sf_error *err) {
     if (sf_machine_desc_validate(d, err) != SF_OK) return NULL;
     writer w = {1, 15};
@@ -418,9 +520,12 @@ char *sf_machine_desc_to_json(const sf_machine_desc *d, sf_error *err) {
         put_num(&w, peak, "fp32", d->kind.peak_flops[SF_DTYPE_FP32], 12);
         put_num(&w, peak, "fp16", d->kind.peak_flops[SF_DTYPE_FP16], 12);
         put_num(&w, peak, "bf16", d->kind.peak_flops[SF_DTYPE_BF16], 12);
+        if (d->kind.peak_flops[SF_DTYPE_TF32] > 0)
+            put_num(&w, peak, "tf32", d->kind.peak_flops[SF_DTYPE_TF32], 12);
         put(&w, dev, "peak_tflops", json_incref(peak));
         put_num(&w, dev, "mem_bw_GBps", d->kind.mem_bw_Bps, 9);
         put_num(&w, dev, "mem_GB", d->kind.mem_bytes, 9);
+        put_cost(&w, dev, &d->kind);
         put(&w, root, "device", json_incref(dev));
         put(&w, intra, "topology", json_string(sf_intra_topology_name(d->intra)));
         put_num(&w, intra, "bandwidth_GBps", d->intra_bw_Bps, 9);

@@ -72,7 +72,7 @@ struct sf_machine {
     sf_device *devices; /* (n_devices) */
 };
 
-static const char *const dtype_names[] = {"fp32", "fp16", "bf16"};
+static const char *const dtype_names[] = {"fp32", "fp16", "bf16", "tf32"};
 _Static_assert(sizeof dtype_names / sizeof dtype_names[0] == SF_DTYPE_COUNT, "one name per dtype");
 
 static const char *const link_type_names[] = {
@@ -101,7 +101,18 @@ int sf_dtype_parse(const char *name, sf_dtype *out) {
 
 int sf_dtype_bytes(sf_dtype t) {
     if ((int)t < 0 || t >= SF_DTYPE_COUNT) return 0;
-    return t == SF_DTYPE_FP32 ? 4 : 2;
+    return t == SF_DTYPE_FP32 || t == SF_DTYPE_TF32 ? 4 : 2;
+}
+
+int sf_dtype_mixed(sf_dtype t) { return t == SF_DTYPE_FP16 || t == SF_DTYPE_BF16; }
+
+static const char *const eff_class_names[] = {"conv2d", "gemm", "attention", "lstm", "lstm_step"};
+_Static_assert(sizeof eff_class_names / sizeof eff_class_names[0] == SF_EFF_COUNT,
+               "one name per efficiency class");
+
+const char *sf_eff_class_name(sf_eff_class c) {
+    if ((int)c < 0 || c >= SF_EFF_COUNT) return "unknown";
+    return eff_class_names[c];
 }
 
 const char *sf_link_type_name(sf_link_type t) {
@@ -162,6 +173,41 @@ sf_status sf_machine_desc_validate(const sf_machine_desc *d, sf_error *err) {
         return sf_error_set(err, SF_ERR_INVALID,
                             "machine '%s': device memory bandwidth must be from 1 to %g B/s", mn,
                             SF_MAX_RATE);
+    for (int c = 0; c < SF_EFF_COUNT; c++)
+        for (int t = 0; t < SF_DTYPE_COUNT; t++) {
+            double e = d->kind.efficiency[c][t];
+            if (!(isfinite(e) && e >= 0 && e <= 1))
+                return sf_error_set(err, SF_ERR_INVALID,
+                                    "machine '%s': device efficiency %s.%s must be 0 (the "
+                                    "model's default) or in (0, 1], got %g",
+                                    mn, eff_class_names[c], dtype_names[t], e);
+            if (e > 0 && !(d->kind.peak_flops[t] > 0))
+                return sf_error_set(err, SF_ERR_INVALID,
+                                    "machine '%s': device efficiency %s.%s given, but the "
+                                    "device has no %s peak",
+                                    mn, eff_class_names[c], dtype_names[t], dtype_names[t]);
+        }
+    for (int t = 0; t < SF_DTYPE_COUNT; t++) {
+        double r = d->kind.conv3x3_flop_ratio[t];
+        if (!(isfinite(r) && r >= 0 && r <= 1))
+            return sf_error_set(err, SF_ERR_INVALID,
+                                "machine '%s': device conv3x3_flop_ratio.%s must be 0 (none) or "
+                                "in (0, 1], got %g",
+                                mn, dtype_names[t], r);
+    }
+    if (!(isfinite(d->kind.mem_efficiency) && d->kind.mem_efficiency >= 0 &&
+          d->kind.mem_efficiency <= 1))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': device mem_efficiency must be 0 (the model's default) "
+                            "or in (0, 1], got %g",
+                            mn, d->kind.mem_efficiency);
+    if (!is_latency(d->kind.launch_s))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': device launch time must be from 0 to %g s", mn,
+                            SF_MAX_LATENCY_S);
+    if (d->kind.rnn_per_step != 0 && d->kind.rnn_per_step != 1)
+        return sf_error_set(err, SF_ERR_INVALID, "machine '%s': device rnn_per_step must be 0 or 1",
+                            mn);
     if (!is_mem(d->kind.mem_bytes))
         return sf_error_set(err, SF_ERR_INVALID,
                             "machine '%s': device memory size must be above 0 and at most %g "

@@ -48,6 +48,47 @@
 #include <stdio.h>
 #include <string.h>
 
+/* Efficiencies of the tensor-core GPUs by class and dtype, {fp32, fp16, bf16,
+ * tf32} (docs/cost-model.md, "Efficiencies by device", has the source of each
+ * figure); 0 where the device lacks the dtype. */
+/* clang-format off */
+#define V100_EFF                                                                    \
+    {[SF_EFF_CONV] = {V100_CONV_FP32, V100_CONV_FP16, 0, 0},                         \
+     [SF_EFF_GEMM] = {V100_GEMM_FP32, V100_GEMM_FP16, 0, 0},                         \
+     [SF_EFF_ATTENTION] = {V100_GEMM_FP32, V100_GEMM_FP16, 0, 0},                    \
+     [SF_EFF_LSTM] = {V100_GEMM_FP32, V100_GEMM_FP16, 0, 0},                         \
+     [SF_EFF_LSTM_STEP] = {V100_STEP_FP32, V100_STEP_FP16, 0, 0}}
+#define A100_EFF                                                                    \
+    {[SF_EFF_CONV] = {A100_CONV_FP32, A100_CONV_TC, A100_CONV_TC, A100_CONV_TF32},   \
+     [SF_EFF_GEMM] = {A100_GEMM_FP32, A100_GEMM_TC, A100_GEMM_TC, A100_GEMM_TF32},   \
+     [SF_EFF_ATTENTION] = {A100_GEMM_FP32, A100_GEMM_TC, A100_GEMM_TC, A100_GEMM_TF32}, \
+     [SF_EFF_LSTM] = {A100_GEMM_FP32, A100_GEMM_TC, A100_GEMM_TC, A100_GEMM_TF32},   \
+     [SF_EFF_LSTM_STEP] = {A100_STEP_FP32, A100_STEP_TC, A100_STEP_TC, A100_STEP_TF32}}
+/* clang-format on */
+/* H100: no figures of its own yet (no published per-class measurements at
+ * hand and no published training throughput in bench/gpu_reference.py to hold
+ * them against): the model's defaults, the LSTM as one product. */
+
+#define V100_CONV_FP32 0.75
+#define V100_CONV_FP16 0.6
+#define V100_GEMM_FP32 0.85
+#define V100_GEMM_FP16 0.55
+#define V100_STEP_FP32 0.5
+#define V100_STEP_FP16 0.3
+#define V100_CONV3X3                                                                               \
+    { 1 / 2.25, 0, 0, 0 }
+#define A100_CONV_FP32 0.75
+#define A100_CONV_TF32 0.35
+#define A100_CONV_TC 0.5
+#define A100_GEMM_FP32 0.85
+#define A100_GEMM_TF32 0.6
+#define A100_GEMM_TC 0.55
+#define A100_STEP_FP32 0.5
+#define A100_STEP_TF32 0.3
+#define A100_STEP_TC 0.3
+#define A100_CONV3X3                                                                               \
+    { 1 / 2.25, 0, 0, 0 }
+
 typedef struct preset {
     const char *summary;
     sf_machine_desc desc;
@@ -86,14 +127,35 @@ static const preset presets[] = {
       .nics_per_node = 1,
       .inter_bw_Bps = 7e9,
       .inter_latency_s = 2.5e-6}},
+    {"4 DGX-1 nodes x 8 V100-SXM2-16GB, NVLink 2.0 25 GB/s per pair, 4 x EDR InfiniBand "
+     "12.5 GB/s",
+     {.name = "dgx-1v",
+      .nodes = 4,
+      .devices_per_node = 8,
+      .kind = {.name = "V100-SXM2-16GB",
+               .peak_flops = {15.7e12, 125e12, 0, 0},
+               .mem_bw_Bps = 900e9,
+               .mem_bytes = 16e9,
+               .efficiency = V100_EFF,
+               .conv3x3_flop_ratio = V100_CONV3X3,
+               .rnn_per_step = 1},
+      .intra = SF_INTRA_PAIRWISE,
+      .intra_bw_Bps = 25e9,
+      .intra_latency_s = 2e-6,
+      .nics_per_node = 4,
+      .inter_bw_Bps = 12.5e9,
+      .inter_latency_s = 2.5e-6}},
     {"8 DGX A100 nodes x 8 A100-SXM4-80GB, NVSwitch 300 GB/s, 8 x HDR InfiniBand 25 GB/s",
      {.name = "dgx-a100",
       .nodes = 8,
       .devices_per_node = 8,
       .kind = {.name = "A100-SXM4-80GB",
-               .peak_flops = {19.5e12, 312e12, 312e12},
+               .peak_flops = {19.5e12, 312e12, 312e12, 156e12},
                .mem_bw_Bps = 2000e9,
-               .mem_bytes = 80e9},
+               .mem_bytes = 80e9,
+               .efficiency = A100_EFF,
+               .conv3x3_flop_ratio = A100_CONV3X3,
+               .rnn_per_step = 1},
       .intra = SF_INTRA_SWITCH,
       .intra_bw_Bps = 300e9,
       .intra_latency_s = 1e-6,
@@ -105,7 +167,7 @@ static const preset presets[] = {
       .nodes = 8,
       .devices_per_node = 8,
       .kind = {.name = "H100-SXM5-80GB",
-               .peak_flops = {67e12, 989e12, 989e12},
+               .peak_flops = {67e12, 989e12, 989e12, 494.7e12},
                .mem_bw_Bps = 3350e9,
                .mem_bytes = 80e9},
       .intra = SF_INTRA_SWITCH,
@@ -119,10 +181,8 @@ static const preset presets[] = {
      {.name = "cpu",
       .nodes = 1,
       .devices_per_node = 4,
-      .kind = {.name = "cpu-rank",
-               .peak_flops = {50e9, 0, 0},
-               .mem_bw_Bps = 10e9,
-               .mem_bytes = 4e9},
+      .kind =
+          {.name = "cpu-rank", .peak_flops = {50e9, 0, 0}, .mem_bw_Bps = 10e9, .mem_bytes = 4e9},
       .intra = SF_INTRA_SHM,
       .intra_bw_Bps = 5e9,
       .intra_latency_s = 1e-6,
@@ -157,8 +217,8 @@ sf_status sf_machine_preset_desc(const char *name, sf_machine_desc *out, sf_erro
     size_t used = 0;
     list[0] = '\0';
     for (int i = 0; i < N_PRESETS && used < sizeof list; i++) {
-        int w = snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "",
-                         presets[i].desc.name);
+        int w =
+            snprintf(list + used, sizeof list - used, "%s%s", i ? ", " : "", presets[i].desc.name);
         if (w < 0) break;
         used += (size_t)w;
     }

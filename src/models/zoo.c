@@ -58,8 +58,8 @@ static const struct {
      RNN_OPTS},
     {"nmt", sf_zoo_nmt,
      "NMT: 2-layer LSTM encoder and decoder, attention (1 head), linear + softmax; seq 40, "
-     "chunk 4, hidden 1024, vocab 32768",
-     RNN_OPTS},
+     "chunk 4, hidden 1024, vocab 32768 (layers: each side's LSTM layers)",
+     RNN_OPTS | SF_MODEL_OPT_LAYERS},
     {"mlp", sf_zoo_mlp, "multilayer perceptron with relu; sizes 784-4096-4096-10 (mlp_sizes)",
      SF_MODEL_OPT_MLP_SIZES},
     {"transformer", sf_zoo_transformer,

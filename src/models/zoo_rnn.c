@@ -34,6 +34,8 @@
 
 #include "zoo_impl.h"
 
+#define NMT_MAX_LAYERS 16
+
 typedef struct rnn_dims {
     int64_t batch, seq, chunk, hidden, vocab;
     int n_chunks;
@@ -169,13 +171,21 @@ sf_graph *sf_zoo_nmt(const sf_model_options *o, sf_error *err) {
     if (sf_zoo_begin(b, "nmt", err) != SF_OK) return NULL;
     rnn_dims d;
     if (resolve_dims(b, o, 32768, &d) == 0) {
-        sf_tensor_ref src[SF_MAX_SPLIT], tgt[SF_MAX_SPLIT], enc_state[2][2];
+        /* layers: LSTM layers of the encoder and of the decoder each (default 2;
+         * GNMT has 4 and 4) */
+        if (o->layers > NMT_MAX_LAYERS) {
+            sf_zoo_fail(b, SF_ERR_RANGE, "nmt: layers %lld, at most %d", (long long)o->layers,
+                        NMT_MAX_LAYERS);
+            return sf_zoo_end(b);
+        }
+        int layers = o->layers ? (int)o->layers : 2;
+        sf_tensor_ref src[SF_MAX_SPLIT], tgt[SF_MAX_SPLIT], enc_state[NMT_MAX_LAYERS][2];
         embed_chunks(b, "enc.", "src_tokens", &d, src);
-        lstm_stack(b, "enc.", &d, 2, src, NULL, enc_state);
+        lstm_stack(b, "enc.", &d, layers, src, NULL, enc_state);
         sf_tensor_ref memory = join_chunks(b, "enc.concat", &d, src);
 
         embed_chunks(b, "dec.", "tgt_tokens", &d, tgt);
-        lstm_stack(b, "dec.", &d, 2, tgt, enc_state, NULL);
+        lstm_stack(b, "dec.", &d, layers, tgt, enc_state, NULL);
         sf_tensor_ref query = join_chunks(b, "dec.concat", &d, tgt);
 
         sf_op_params p;

@@ -537,7 +537,7 @@ static int grads_into(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, const sf_
  * 16-bit compute copy and the 16-bit gradient; a device that only computes
  * (a parameter server's replica) the compute copy and the gradient. */
 static double weight_mem(const sf_sim *sim, int64_t n, int updates, double state) {
-    if (sf_cost_dtype(sim->cm) == SF_DTYPE_FP32)
+    if (!sf_dtype_mixed(sf_cost_dtype(sim->cm)))
         return (double)(n * SF_ELEM_BYTES) * (updates ? state : 2.0);
     double eb = sf_cost_elem_bytes(sim->cm);
     if (!updates) return (double)n * 2.0 * eb;

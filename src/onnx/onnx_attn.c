@@ -448,15 +448,8 @@ static int bf_perm_is(const int *p, int a, int b, int cc, int d) {
 static void set_stage4(ox_ctx *c, int o, int rec, int stage, int part, int lin, const int *perm,
                        int ndim, const int64_t *d) {
     if (o < 0) return;
-    ox_value *x = &c->vals[o];
-    x->kind = OX_PEND;
-    x->pend = OX_PEND_ATTN;
-    x->rec = rec;
-    x->ndim = ndim;
-    for (int k = 0; k < ndim; k++) x->d[k] = d[k];
+    set_stage(c, o, rec, stage, part, NULL, ndim, d);
     ox_attn_val *a = &c->attn_val[o];
-    a->stage = stage;
-    a->part = part;
     a->lin = lin;
     for (int k = 0; k < 4; k++) a->perm[k] = perm ? perm[k] : k;
     a->scale = 1.0;

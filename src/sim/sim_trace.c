@@ -430,12 +430,17 @@ char *sf_sim_to_svg(const sf_sim *sim, sf_error *err) {
     int32_t *row_of = malloc(((size_t)sim->n_res + 1) * sizeof *row_of);
     int32_t *row_res = malloc(((size_t)sim->n_res + 1) * sizeof *row_res);
     svg_item *items = malloc(((size_t)L->n_tasks + 1) * sizeof *items);
-    if (!used || !links || !row_of || !row_res || !items) {
+    /* memory: a panel of a row per device under the tasks */
+    mem_curves mc = {0};
+    int mem = sim->opt.memory_timeline;
+    int mem_failed = mem && mem_curves_get(sim, &mc);
+    if (!used || !links || !row_of || !row_res || !items || mem_failed) {
         free(used);
         free(links);
         free(row_of);
         free(row_res);
         free(items);
+        mem_curves_free(&mc);
         sf_error_set(err, SF_ERR_NOMEM, "out of memory building the svg");
         return NULL;
     }
@@ -462,18 +467,6 @@ char *sf_sim_to_svg(const sf_sim *sim, sf_error *err) {
     double plot_w = SVG_WIDTH - SVG_LEFT - SVG_RIGHT;
     double scale = makespan > 0 ? plot_w / makespan : 0; /* px per second */
     double rows_h = n_rows * SVG_ROW;
-    /* memory: a panel of a row per device under the tasks */
-    mem_curves mc = {0};
-    int mem = sim->opt.memory_timeline;
-    if (mem && mem_curves_get(sim, &mc)) {
-        free(used);
-        free(links);
-        free(row_of);
-        free(row_res);
-        free(items);
-        sf_error_set(err, SF_ERR_NOMEM, "out of memory building the svg");
-        return NULL;
-    }
     double mem_top = SVG_TOP + rows_h + SVG_MEM_GAP;
     double legend_y = (mem ? mem_top + sim->n_dev * SVG_MEM_ROW : SVG_TOP + rows_h) + 24;
     double height = legend_y + 30;

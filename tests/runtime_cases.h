@@ -7,10 +7,11 @@
  * with momentum and weight decay on synthetic batches (different each step).
  * The models: lenet5, an MLP, a small residual CNN, a small LSTM language model,
  * a small transformer, a small GPT (causal attention, LM head tied to the token
- * embedding: two operators accumulate into one weight group) and a chain of
- * linears. The strategies: data, model, one weird trick, random strategies over
- * the whole SOAP space, random ones that also split reduction dimensions
- * (partial sums: a linear's input features; softmax_ce's classes, the
+ * embedding: two operators accumulate into one weight group), a chain of
+ * linears and two attention layers with dropout of their probabilities. The
+ * strategies: data, model, one weird trick, random strategies over the whole
+ * SOAP space, random ones that also split reduction dimensions (partial sums:
+ * a linear's input features, attention's heads; softmax_ce's classes, the
  * vocabulary-parallel cross-entropy), every linear split on its input
  * features with its parts on ranks of their own (all-reduce or reduce-scatter
  * of the partial sums) or sharing ranks (a reduce to the first part's rank), a
@@ -314,7 +315,39 @@ static sf_graph *rc_linears(void) {
     return g;
 }
 
-#define RC_MODELS 7
+/* input -> attention (causal, 4 heads, dropout) -> attention (2 heads, dropout)
+ * -> fc -> loss: attention dropout, whose mask must not depend on how the
+ * operator is split (heads, samples, rows). drop: the dropout of both. */
+static sf_graph *rc_attn_drop(double drop) {
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("attn_drop");
+    sf_shape in = {3, {4, 6, 16}};
+    int x = sf_graph_add_input(g, "x", &in, 0, &err);
+    sf_op_params p, q;
+    sf_op_params_default(SF_OP_ATTENTION, &p);
+    p.attention.embed_dim = 16;
+    p.attention.heads = 4;
+    p.attention.causal = 1;
+    p.attention.dropout = drop;
+    int a1 = sf_graph_add_op(g, SF_OP_ATTENTION, "attn1", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    p.attention.heads = 2;
+    p.attention.causal = 0;
+    p.attention.dropout = drop > 0 ? 2 * drop : 0;
+    int a2 = sf_graph_add_op(g, SF_OP_ATTENTION, "attn2", &p, (sf_tensor_ref[]){{a1, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_LINEAR, &q);
+    q.linear.out_features = 10;
+    int fc = sf_graph_add_op(g, SF_OP_LINEAR, "fc", &q, (sf_tensor_ref[]){{a2, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_SOFTMAX_CE, &q);
+    int l = sf_graph_add_op(g, SF_OP_SOFTMAX_CE, "loss", &q, (sf_tensor_ref[]){{fc, 0}}, 1, &err);
+    if (l < 0) {
+        fprintf(stderr, "attn_drop: %s\n", err.msg);
+        sf_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+#define RC_MODELS 8
 
 /* Model i of the cases: small sizes, so that a case trains in milliseconds. */
 static sf_graph *rc_model(int i) {
@@ -352,6 +385,7 @@ static sf_graph *rc_model(int i) {
         o.vocab = 16;
         break;
     case 6: return rc_linears();
+    case 7: return rc_attn_drop(0.25);
     default:
         name = "gpt";
         o.batch = 2;

@@ -191,7 +191,18 @@ static void test_fixtures_import(void **state) {
                 n_drop += sf_graph_op(g, i)->type == SF_OP_DROPOUT;
             }
             assert_int_equal(n_attn, 1);
-            assert_int_equal(n_drop, 3); /* the layer's three; the attention's own is dropped */
+            assert_int_equal(n_drop, 3); /* the layer's three; the attention's own is its ratio */
+        }
+        /* attention dropout (0.1 in the fixtures exported in training mode with
+         * dropout) becomes the operator's ratio; none elsewhere */
+        int drop = !strcmp(fixtures[f], "mha_train") || !strcmp(fixtures[f], "nanogpt_hf_drop");
+        for (int i = 0; i < sf_graph_num_ops(g); i++) {
+            const sf_op *op = sf_graph_op(g, i);
+            if (op->type != SF_OP_ATTENTION) continue;
+            double want = drop ? 0.1 : 0.0;
+            if (!(fabs(op->params.attention.dropout - want) < 1e-6))
+                fail_msg("%s: attention '%s' has dropout %g, %g expected", fixtures[f], op->name,
+                         op->params.attention.dropout, want);
         }
         /* the last operator is the loss, as in the zoo */
         assert_int_equal(sf_graph_op(g, sf_graph_num_ops(g) - 1)->type, SF_OP_SOFTMAX_CE);

@@ -29,7 +29,9 @@ static double rel_err_d(const float *a, const double *b, int64_t n) {
 #include "soapflow/graph.h"
 #include "soapflow/kernels.h"
 
-#define MAX_IO 3 /* most inputs and outputs of the operators tested here */
+#define MAX_IO 3           /* most inputs and outputs of the operators tested here */
+#define RUN_SEED 0x5eedull /* the kernels' seed (attention's dropout mask) */
+static int run_eval;       /* run_tile in inference mode */
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -149,6 +151,8 @@ static sf_status run_tile(const opx *o, const sf_tile *t, int fast, tensors *T) 
         .grad_weights = T->dw,
         .workspace = wsp,
         .workspace_bytes = ws,
+        .seed = RUN_SEED,
+        .eval = run_eval,
     };
     sf_status s = sf_kernel_forward(&a, fast);
     if (s == SF_OK && !sf_tile_empty(t)) {
@@ -487,17 +491,23 @@ typedef struct attn_case {
     int64_t n, tq, tk; /* tk 0: self-attention */
     int64_t d, heads;
     int causal, bias;
+    double drop; /* dropout of the probabilities */
 } attn_case;
 
 static const attn_case attn_cases[] = {
-    {1, 1, 0, 1, 1, 0, 1}, /* all ones */
-    {2, 5, 0, 6, 2, 0, 1}, /* self */
-    {2, 5, 0, 6, 3, 1, 1}, /* self, causal */
-    {3, 4, 7, 4, 2, 0, 1}, /* cross, more keys than queries */
-    {2, 6, 3, 6, 3, 1, 0}, /* cross, causal, fewer keys than queries, no bias */
-    {1, 7, 0, 5, 5, 1, 0}, /* prime D, one unit per head, causal */
-    {2, 3, 0, 7, 1, 0, 1}, /* prime D, one head */
-    {1, 1, 5, 3, 3, 0, 1}, /* one query */
+    {1, 1, 0, 1, 1, 0, 1, 0}, /* all ones */
+    {2, 5, 0, 6, 2, 0, 1, 0}, /* self */
+    {2, 5, 0, 6, 3, 1, 1, 0}, /* self, causal */
+    {3, 4, 7, 4, 2, 0, 1, 0}, /* cross, more keys than queries */
+    {2, 6, 3, 6, 3, 1, 0, 0}, /* cross, causal, fewer keys than queries, no bias */
+    {1, 7, 0, 5, 5, 1, 0, 0}, /* prime D, one unit per head, causal */
+    {2, 3, 0, 7, 1, 0, 1, 0}, /* prime D, one head */
+    {1, 1, 5, 3, 3, 0, 1, 0}, /* one query */
+    /* dropout: self causal, cross, one head, many heads */
+    {2, 5, 0, 6, 3, 1, 1, 0.3},
+    {3, 4, 7, 4, 2, 0, 1, 0.5},
+    {2, 3, 0, 7, 1, 0, 0, 0.2},
+    {2, 6, 0, 8, 4, 1, 1, 0.1},
 };
 #define N_ATTN ((int)(sizeof attn_cases / sizeof attn_cases[0]))
 
@@ -511,7 +521,27 @@ static void attn_make(opx *o, const attn_case *c) {
     p.attention.heads = c->heads;
     p.attention.causal = c->causal;
     p.attention.bias = c->bias;
+    p.attention.dropout = c->drop;
     opx_make(o, SF_OP_ATTENTION, s, c->tk ? 2 : 1, &p);
+}
+
+/* The dropout mask, as op_dropout.c's header defines it (written again): element
+ * e of the probabilities (N, heads, Tq, Tk) is kept when the top 24 bits of
+ * splitmix64(key + e * golden) are at least p * 2^24, key = splitmix64(seed ^
+ * op id * golden); kept ones are scaled by 1 / (1 - p). */
+static uint64_t mix_d(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double attn_drop_d(const sf_op *op, int64_t e) {
+    const uint64_t golden = 0x9e3779b97f4a7c15ull;
+    double p = op->params.attention.dropout;
+    if (p == 0) return 1.0;
+    uint64_t key = mix_d(RUN_SEED ^ ((uint64_t)op->id * golden));
+    int keep = (mix_d(key + (uint64_t)e * golden) >> 40) >= (uint64_t)(p * 16777216.0);
+    return keep ? (double)(float)(1.0 / (1.0 - p)) : 0.0;
 }
 
 /* Multi-head attention in double, as torch.nn.MultiheadAttention defines it. */
@@ -549,6 +579,8 @@ static void attn_fwd_d(const sf_op *op, double *const *x, const double *w, doubl
                     s[j] = p->causal && j > i ? 0.0 : exp(s[j] - mx);
                     sum += s[j];
                 }
+                for (int64_t j = 0; j < Tk; j++)
+                    s[j] *= attn_drop_d(op, ((n * nh + h) * Tq + i) * Tk + j);
                 for (int64_t e = 0; e < hd; e++) {
                     double acc = 0;
                     for (int64_t j = 0; j < Tk; j++) acc += s[j] / sum * v[j * D + h * hd + e];
@@ -609,9 +641,10 @@ static void test_attention_gradients_fd(void **state) {
 /* Larger shapes than finite differences allow: more heads and keys, causal. */
 static void test_attention_larger(void **state) {
     (void)state;
-    static const attn_case big[] = {{3, 33, 0, 48, 4, 1, 1}, {2, 17, 41, 32, 8, 0, 1}};
+    static const attn_case big[] = {
+        {3, 33, 0, 48, 4, 1, 1, 0}, {2, 17, 41, 32, 8, 0, 1, 0}, {2, 33, 0, 48, 8, 1, 1, 0.1}};
     static const int degs[][4] = {{3, 2, 1, 1}, {1, 3, 2, 1}, {1, 2, 1, 4}, {2, 1, 1, 3}};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         opx o;
         attn_make(&o, &big[i]);
         check_partitions(&o, degs, 4, 650 + (uint64_t)i);
@@ -742,6 +775,41 @@ static void test_accumulation(void **state) {
     check_accumulates(&o, (int[]){3, 2, 2, 1}, 5, 703);
     check_accumulates(&o, (int[]){1, 2, 1, 2}, 3, 706); /* the second head, partial sum */
     sf_graph_free(o.g);
+    attn_make(&o, &attn_cases[8]); /* self, causal, dropout: middle rows, the second head */
+    check_accumulates(&o, (int[]){1, 3, 1, 3}, 4, 707);
+    sf_graph_free(o.g);
+}
+
+/* Attention dropout is off in inference mode (the same results, bit for bit, as
+ * without it) and on in training (other results). */
+static void test_attention_dropout_eval(void **state) {
+    (void)state;
+    attn_case c = attn_cases[9], c0 = c;
+    c0.drop = 0;
+    opx o, o0;
+    attn_make(&o, &c);
+    attn_make(&o0, &c0);
+    sf_tile t = sf_tile_full(&o.op->space);
+    for (int fast = 0; fast < 2; fast++) {
+        tensors T, T0;
+        tensors_init(&T, &o, 900);
+        tensors_init(&T0, &o0, 900);
+        run_eval = 1;
+        assert_int_equal(run_tile(&o, &t, fast, &T), SF_OK);
+        run_eval = 0;
+        assert_int_equal(run_tile(&o0, &t, fast, &T0), SF_OK);
+        size_t ny = (size_t)o.out_n[0] * sizeof(float);
+        assert_memory_equal(T.y[0], T0.y[0], ny);
+        assert_memory_equal(T.dx[0], T0.dx[0], (size_t)o.in_n[0] * sizeof(float));
+        assert_memory_equal(T.dw, T0.dw, (size_t)o.n_w * sizeof(float));
+        tensors_clear(&T, &o);
+        assert_int_equal(run_tile(&o, &t, fast, &T), SF_OK);
+        assert_true(rel_err(T.y[0], T0.y[0], o.out_n[0]) > 1e-2);
+        tensors_free(&T, &o);
+        tensors_free(&T0, &o0);
+    }
+    sf_graph_free(o.g);
+    sf_graph_free(o0.g);
 }
 
 static void test_available(void **state) {
@@ -753,11 +821,17 @@ static void test_available(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_available),           cmocka_unit_test(test_matmul_tiles),
-        cmocka_unit_test(test_matmul_gradients_fd), cmocka_unit_test(test_lstm_tiles),
-        cmocka_unit_test(test_lstm_gradients_fd),   cmocka_unit_test(test_lstm_unsupported_tiles),
-        cmocka_unit_test(test_attention_tiles),     cmocka_unit_test(test_attention_gradients_fd),
-        cmocka_unit_test(test_attention_larger),    cmocka_unit_test(test_accumulation),
+        cmocka_unit_test(test_available),
+        cmocka_unit_test(test_matmul_tiles),
+        cmocka_unit_test(test_matmul_gradients_fd),
+        cmocka_unit_test(test_lstm_tiles),
+        cmocka_unit_test(test_lstm_gradients_fd),
+        cmocka_unit_test(test_lstm_unsupported_tiles),
+        cmocka_unit_test(test_attention_tiles),
+        cmocka_unit_test(test_attention_gradients_fd),
+        cmocka_unit_test(test_attention_larger),
+        cmocka_unit_test(test_accumulation),
+        cmocka_unit_test(test_attention_dropout_eval),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

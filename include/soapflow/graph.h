@@ -242,6 +242,7 @@ typedef struct sf_attention_params {
     int64_t heads;
     int causal;
     int bias;
+    double dropout; /* probability of zeroing an attention probability in training (0: none) */
     /* inputs: query (N, Tq, D) [, memory (N, Tk, D)]: self-attention with one input */
 } sf_attention_params;
 

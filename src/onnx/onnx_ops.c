@@ -167,20 +167,10 @@ static sf_status act_clip(ox_ctx *c, const Onnx__NodeProto *n) {
 static sf_status act_dropout(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_status st;
     if (ox_attn_node(c, n, &st)) return st; /* the attention's dropout of its probabilities */
-    double ratio = 0.5;
-    int training = 1;
-    if (c->opset < 12) {
-        TRY(ox_attr_float(c, n, "ratio", 0.5, &ratio));
-    } else {
-        if (present(c, n, 1)) TRY(ox_const_scalar(c, ox_in(c, n, 1), "the ratio", &ratio));
-        double t = 0;
-        if (present(c, n, 2)) TRY(ox_const_scalar(c, ox_in(c, n, 2), "training_mode", &t));
-        training = t != 0;
-    }
+    double ratio;
+    TRY(ox_dropout_ratio(c, n, &ratio));
     set_none_from(c, n, 1);
-    if (!training || ratio == 0) return alias(c, n, ox_in(c, n, 0));
-    if (!(ratio >= 0 && ratio < 1))
-        return ox_fail(c, SF_ERR_INVALID, "dropout ratio %g is not in [0, 1)", ratio);
+    if (ratio == 0) return alias(c, n, ox_in(c, n, 0));
     sf_op_params p;
     sf_op_params_default(SF_OP_DROPOUT, &p);
     p.dropout.p = ratio;

@@ -49,6 +49,10 @@ that the imported graph and weights compute the same loss.
   mha_train      nn.TransformerEncoderLayer with its default dropout 0.1, exported in
                  training mode (opset 17)
                  (these four: loss with dropout off, "dropout": true when there is some)
+  einsum_op13    torch.einsum products (EinsumLM below: "bqd,bkd->bqk", "bqk,bkd->bqd",
+                 "bkq,bkd->bqd"), eval mode, opset 13
+  einsum_train_op17
+                 the same in training mode at opset 17
   misc_op9, misc_op13
                  activations and shapes: LeakyReLU, ReLU6 (Clip by attributes at 9, by
                  inputs at 13), Sigmoid, Tanh, a product, a concatenation, average and
@@ -330,6 +334,24 @@ class TrainTransformerLM(nn.Module):
         return self.fc(self.layer(self.embed(tokens)))
 
 
+class EinsumLM(nn.Module):
+    """Products written with torch.einsum (exported as Einsum): B transposed,
+    plain, and A transposed; each a batched matmul in soapflow."""
+
+    def __init__(self, vocab=50, d=16):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.fc = nn.Linear(d, vocab)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        s = torch.einsum("bqd,bkd->bqk", self.q(x), self.k(x))
+        y = torch.einsum("bqk,bkd->bqd", s, self.v(x))
+        z = torch.einsum("bkq,bkd->bqd", s, y)
+        return self.fc(z)
+
+
 class Misc(nn.Module):
     def __init__(self):
         super().__init__()
@@ -380,6 +402,23 @@ def expectation(m, x, classes, path):
         f.write("\n")
 
 
+def job(outdir, name, m, x, opset, training, classes, weights):
+    """Export m (training or eval mode) and write its loss on x, or its parameter
+    count alone when exported without weights."""
+    path = os.path.join(outdir, name + ".onnx")
+    tokens = x.dtype == torch.long
+    export(m, x, path, opset, training, names=("tokens",) if tokens else ("input",),
+           weights=weights)
+    if weights:
+        expectation(m, x, classes, os.path.join(outdir, name + ".json"))
+    else:  # the parameter count only: there are no weights to compute with
+        with open(os.path.join(outdir, name + ".json"), "w") as f:
+            json.dump({"params": params(m), "weights": False}, f)
+            f.write("\n")
+    print("%-12s opset %2d  %8d params  %7d bytes" % (name, opset, params(m),
+                                                      os.path.getsize(path)))
+
+
 def small(outdir):
     os.makedirs(outdir, exist_ok=True)
     torch.manual_seed(0)
@@ -396,19 +435,8 @@ def small(outdir):
         ("misc_op9", misc, img16, 9, False, 10, True),
         ("misc_op13", misc, img16, 13, False, 10, True),
     ]
-    for name, m, x, opset, training, classes, weights in jobs:
-        path = os.path.join(outdir, name + ".onnx")
-        tokens = x.dtype == torch.long
-        export(m, x, path, opset, training, names=("tokens",) if tokens else ("input",),
-               weights=weights)
-        if weights:
-            expectation(m, x, classes, os.path.join(outdir, name + ".json"))
-        else:  # the parameter count only: there are no weights to compute with
-            with open(os.path.join(outdir, name + ".json"), "w") as f:
-                json.dump({"params": params(m), "weights": False}, f)
-                f.write("\n")
-        print("%-12s opset %2d  %8d params  %7d bytes" % (name, opset, params(m),
-                                                          os.path.getsize(path)))
+    for j in jobs:
+        job(outdir, *j)
 
 
     gpt = GptLM()
@@ -420,6 +448,11 @@ def small(outdir):
     train_fixture(outdir, "nanogpt_op13", NanoGPT(), 13)
     train_fixture(outdir, "nanogpt_hf_drop", NanoGPT(packed=False, dropout=0.1, hf=True), 13)
     train_fixture(outdir, "mha_train", TrainTransformerLM(), 17)
+
+    torch.manual_seed(3)
+    einsum, tok10 = EinsumLM(), torch.randint(0, 50, (BATCH, 10))
+    job(outdir, "einsum_op13", einsum, tok10, 13, False, 50, True)
+    job(outdir, "einsum_train_op17", einsum, tok10, 17, True, 50, True)
 
 
 def big(outdir):

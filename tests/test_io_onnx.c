@@ -42,9 +42,10 @@
 #include "soapflow/sim.h"
 
 static const char *const fixtures[] = {
-    "lenet5",           "lenet5_op9",   "resblock",        "lstm_lm",  "transformer",
-    "transformer_op14", "misc_op9",     "misc_op13",       "gpt",      "gpt_op14_nofold",
-    "nanogpt",          "nanogpt_op13", "nanogpt_hf_drop", "mha_train"};
+    "lenet5",           "lenet5_op9",   "resblock",        "lstm_lm",   "transformer",
+    "transformer_op14", "misc_op9",     "misc_op13",       "gpt",       "gpt_op14_nofold",
+    "nanogpt",          "nanogpt_op13", "nanogpt_hf_drop", "mha_train", "einsum_op13",
+    "einsum_train_op17"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 static void fixture_path(char *buf, size_t cap, const char *name, const char *ext) {
@@ -192,6 +193,20 @@ static void test_fixtures_import(void **state) {
             }
             assert_int_equal(n_attn, 1);
             assert_int_equal(n_drop, 3); /* the layer's three; the attention's own is its ratio */
+        }
+        /* the einsums are matmuls: B^T, plain, A^T (scripts/make_onnx_fixtures.py) */
+        if (!strncmp(fixtures[f], "einsum", 6)) {
+            static const int want[3][2] = {{0, 1}, {0, 0}, {1, 0}};
+            int k = 0;
+            for (int i = 0; i < sf_graph_num_ops(g); i++) {
+                const sf_op *op = sf_graph_op(g, i);
+                if (op->type != SF_OP_MATMUL) continue;
+                assert_true(k < 3);
+                assert_int_equal(op->params.matmul.transpose_a, want[k][0]);
+                assert_int_equal(op->params.matmul.transpose_b, want[k][1]);
+                k++;
+            }
+            assert_int_equal(k, 3);
         }
         /* attention dropout (0.1 in the fixtures exported in training mode with
          * dropout) becomes the operator's ratio; none elsewhere */
@@ -1047,6 +1062,38 @@ static int reader_of(const Onnx__GraphProto *g, const char *name, int k) {
 
 /* GPT-2-style attention that departs from what soapflow's operator computes:
  * one line naming the node, never a wrong graph. */
+/* An Einsum that is not a batched matrix product is refused in one line naming
+ * its equation and node. */
+static void test_einsum_refused(void **state) {
+    (void)state;
+    static const char *const bad[] = {
+        "bqd,bkd->bkq",  /* the output's (n, m) */
+        "bqd,bkd->qbk",  /* the batch not leading */
+        "bqd,bkd->bqkd", /* ranks that differ */
+        "bqd,bqd->bqd",  /* nothing contracted: an elementwise product */
+        "bqq,bkd->bqk",  /* a repeated index (a diagonal) */
+        "...d,...d->...", "bqd->bdq",
+    };
+    Onnx__ModelProto *m = decode_fixture("einsum_op13");
+    Onnx__GraphProto *g = m->graph;
+    int e = find_node(g, "Einsum", 0);
+    Onnx__AttributeProto *eq = NULL;
+    for (size_t i = 0; i < g->node[e]->n_attribute; i++)
+        if (!strcmp(g->node[e]->attribute[i]->name, "equation")) eq = g->node[e]->attribute[i];
+    assert_non_null(eq);
+    ProtobufCBinaryData was = eq->s;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        eq->s.data = (uint8_t *)bad[i];
+        eq->s.len = strlen(bad[i]);
+        size_t len;
+        uint8_t *buf = encode(m, &len);
+        expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, bad[i], g->node[e]->name);
+        free(buf);
+    }
+    eq->s = was;
+    onnx__model_proto__free_unpacked(m, NULL);
+}
+
 static void test_gpt2_departures(void **state) {
     (void)state;
     Onnx__ModelProto *m = decode_fixture("nanogpt");
@@ -1599,6 +1646,7 @@ int main(void) {
         cmocka_unit_test(test_graph_errors),
         cmocka_unit_test(test_pattern_departures),
         cmocka_unit_test(test_gpt2_departures),
+        cmocka_unit_test(test_einsum_refused),
         cmocka_unit_test(test_fold_big_transpose),
         cmocka_unit_test(test_names_from_the_file),
         cmocka_unit_test(test_external_data),

@@ -19,6 +19,7 @@
  *                               bias and with an embedding's table as its weight, tied
  *                               to that embedding (GPT-2's LM head)
  *   MatMul of two activations   matmul (a transposed last pair of dimensions is transpose_a/b)
+ *   Einsum of two activations   matmul, when it is a batched matrix product ("bhqd,bhkd->bhqk")
  *   Relu, Sigmoid, Tanh         relu, sigmoid, tanh
  *   Clip(0, 6), Clip(0)         relu6, relu (others: unsupported)
  *   LeakyRelu                   leaky_relu
@@ -691,6 +692,83 @@ static sf_status act_matmul(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_op_params_default(SF_OP_MATMUL, &p);
     p.matmul.transpose_a = ta;
     p.matmul.transpose_b = tb;
+    int id = ox_add_op(c, SF_OP_MATMUL, &p, in, 2, NULL);
+    if (id < 0) return (sf_status)id;
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
+/* The indices of one Einsum term (letters, each once) into t; its length, or -1. */
+static int einsum_term(const char *s, size_t len, char *t) {
+    if (len > SF_MAX_DIMS) return -1;
+    for (size_t i = 0; i < len; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))) return -1;
+        if (memchr(s, ch, i)) return -1;
+        t[i] = ch;
+    }
+    return (int)len;
+}
+
+/* Einsum of two activations that is a batched matrix product: matmul, with
+ * the operands' transposes folded into transpose_a/b. Taken: the same batch
+ * indices leading all three terms in the same order, then A's two in either
+ * order, B's two in either order, sharing one contracted index, and the output
+ * (m, n); "bhqd,bhkd->bhqk" (B^T), "bij,bjk->bik". Anything else is refused in
+ * one line naming the equation. */
+static sf_status act_einsum(ox_ctx *c, const Onnx__NodeProto *n) {
+    char eq[128], sp[128];
+    TRY(ox_attr_str(c, n, "equation", "", eq, sizeof eq));
+    size_t len = 0;
+    for (const char *q = eq; *q && len + 1 < sizeof sp; q++)
+        if (*q != ' ') sp[len++] = *q;
+    sp[len] = 0;
+    const char *comma = strchr(sp, ','), *arrow = strstr(sp, "->");
+    char ta_[SF_MAX_DIMS], tb_[SF_MAX_DIMS], to[SF_MAX_DIMS];
+    int ra = -1, rb = -1, ro = -1;
+    if (n->n_input == 2 && comma && arrow && comma < arrow && !strchr(comma + 1, ',')) {
+        ra = einsum_term(sp, (size_t)(comma - sp), ta_);
+        rb = einsum_term(comma + 1, (size_t)(arrow - comma - 1), tb_);
+        ro = einsum_term(arrow + 2, strlen(arrow + 2), to);
+    }
+    int a = ox_in(c, n, 0), b = n->n_input == 2 ? ox_in(c, n, 1) : -1;
+    int ok = ra >= 2 && ra == rb && ra == ro && a > 0 && b > 0 && c->vals[a].ndim == ra &&
+             c->vals[b].ndim == ra;
+    int r = ra, trans_a = 0, trans_b = 0;
+    for (int i = 0; ok && i < r - 2; i++) ok = ta_[i] == to[i] && tb_[i] == to[i];
+    if (ok) {
+        char m = to[r - 2], nn = to[r - 1];
+        /* A holds m and the contracted k, B holds k and n */
+        char ka = ta_[r - 2] == m ? ta_[r - 1] : ta_[r - 1] == m ? ta_[r - 2] : 0;
+        char kb = tb_[r - 1] == nn ? tb_[r - 2] : tb_[r - 2] == nn ? tb_[r - 1] : 0;
+        ok = m != nn && ka && ka == kb && ka != m && ka != nn;
+        trans_a = ta_[r - 2] == ka;
+        trans_b = tb_[r - 2] == nn;
+    }
+    if (!ok)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "Einsum '%s' is not a batched matrix product of two operands (soapflow maps "
+                       "'...mk,...kn->...mn' with the same leading batch indices, either operand "
+                       "transposed, to matmul)",
+                       eq);
+    for (int k = 0; k < 2; k++) {
+        int v = k ? b : a;
+        if (c->vals[v].kind == OX_CONST || c->vals[v].kind == OX_WEIGHT)
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "Einsum '%s' of a constant: soapflow's matmul multiplies two "
+                           "activations",
+                           eq);
+        if (c->vals[v].kind == OX_PEND && c->vals[v].pend == OX_PEND_ATTN)
+            return ox_attn_refuse(c, v);
+    }
+    sf_tensor_ref in[2];
+    int va, vb;
+    TRY(matmul_operand(c, a, &in[0], &va));
+    TRY(matmul_operand(c, b, &in[1], &vb));
+    sf_op_params p;
+    sf_op_params_default(SF_OP_MATMUL, &p);
+    p.matmul.transpose_a = trans_a ^ va;
+    p.matmul.transpose_b = trans_b ^ vb;
     int id = ox_add_op(c, SF_OP_MATMUL, &p, in, 2, NULL);
     if (id < 0) return (sf_status)id;
     set_natural(c, n, 0, id, 0, 0);
@@ -1717,6 +1795,7 @@ static const ox_op_entry table[] = {
     {"Conv", ACT, 2, NULL, act_conv},
     {"Div", FOLD | ACT, 2, ox_fold_node, act_div},
     {"Dropout", ACT, 1, NULL, act_dropout},
+    {"Einsum", ACT, 1, NULL, act_einsum},
     {"Equal", FOLD, 2, ox_fold_node, NULL},
     {"Erf", ACT | STEP, 1, NULL, act_steps_only},
     {"Expand", FOLD, 2, ox_fold_node, NULL},

@@ -53,6 +53,10 @@ that the imported graph and weights compute the same loss.
                  "bkq,bkd->bqd"), eval mode, opset 13
   einsum_train_op17
                  the same in training mode at opset 17
+  convt_op13     nn.ConvTranspose2d in a U-Net-style decoder (UpDecoder below: stride 2,
+                 padding 1, output_padding 1; kernel 2 stride 2 without bias), eval, opset 13
+  convt_train_op17
+                 the same in training mode at opset 17
   misc_op9, misc_op13
                  activations and shapes: LeakyReLU, ReLU6 (Clip by attributes at 9, by
                  inputs at 13), Sigmoid, Tanh, a product, a concatenation, average and
@@ -352,6 +356,22 @@ class EinsumLM(nn.Module):
         return self.fc(z)
 
 
+class UpDecoder(nn.Module):
+    """A U-Net-style decoder: a strided conv down, nn.ConvTranspose2d up (stride 2,
+    padding 1, output_padding 1; and kernel 2, stride 2 without bias)."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.up1 = nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1)
+        self.up2 = nn.ConvTranspose2d(4, 2, 2, stride=2, bias=False)
+        self.fc = nn.Linear(2 * 16 * 16, 10)
+
+    def forward(self, x):
+        y = F.relu(self.up1(F.relu(self.down(x))))
+        return self.fc(torch.flatten(self.up2(y), 1))
+
+
 class Misc(nn.Module):
     def __init__(self):
         super().__init__()
@@ -453,6 +473,11 @@ def small(outdir):
     einsum, tok10 = EinsumLM(), torch.randint(0, 50, (BATCH, 10))
     job(outdir, "einsum_op13", einsum, tok10, 13, False, 50, True)
     job(outdir, "einsum_train_op17", einsum, tok10, 17, True, 50, True)
+
+    torch.manual_seed(4)
+    up, img8 = UpDecoder(), torch.randn(BATCH, 3, 8, 8)
+    job(outdir, "convt_op13", up, img8, 13, False, 10, True)
+    job(outdir, "convt_train_op17", up, img8, 17, True, 10, True)
 
 
 def big(outdir):

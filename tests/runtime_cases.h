@@ -8,10 +8,11 @@
  * The models: lenet5, an MLP, a small residual CNN, a small LSTM language model,
  * a small transformer, a small GPT (causal attention, LM head tied to the token
  * embedding: two operators accumulate into one weight group), a chain of
- * linears and two attention layers with dropout of their probabilities. The
- * strategies: data, model, one weird trick, random strategies over the whole
- * SOAP space, random ones that also split reduction dimensions (partial sums:
- * a linear's input features, attention's heads; softmax_ce's classes, the
+ * linears, two attention layers with dropout of their probabilities and an
+ * upsampling decoder (conv_transpose2d). The strategies: data, model, one
+ * weird trick, random strategies over the whole SOAP space, random ones that
+ * also split reduction dimensions (partial sums: a linear's input features,
+ * attention's heads; softmax_ce's classes, the
  * vocabulary-parallel cross-entropy), every linear split on its input
  * features with its parts on ranks of their own (all-reduce or reduce-scatter
  * of the partial sums) or sharing ranks (a reduce to the first part's rank), a
@@ -347,7 +348,50 @@ static sf_graph *rc_attn_drop(double drop) {
     return g;
 }
 
-#define RC_MODELS 8
+/* input -> conv (stride 2) -> relu -> conv_transpose2d (stride 2, output_padding
+ * 1) -> relu -> flatten -> fc -> loss: a U-Net decoder's upsampling, whose
+ * output rows need halos of input rows and whose output channels split its
+ * weight's columns. */
+static sf_graph *rc_upsample(void) {
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("upsample");
+    sf_shape in = {4, {4, 3, 8, 8}};
+    int x = sf_graph_add_input(g, "x", &in, 0, &err);
+    sf_op_params p, q;
+    sf_op_params_default(SF_OP_CONV2D, &p);
+    p.conv2d.out_channels = 6;
+    p.conv2d.kernel[0] = p.conv2d.kernel[1] = 3;
+    p.conv2d.stride[0] = p.conv2d.stride[1] = 2;
+    p.conv2d.padding[0] = p.conv2d.padding[1] = 1;
+    int c1 = sf_graph_add_op(g, SF_OP_CONV2D, "down", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_RELU, &q);
+    int r1 = sf_graph_add_op(g, SF_OP_RELU, "relu1", &q, (sf_tensor_ref[]){{c1, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_CONV_TRANSPOSE2D, &p);
+    p.conv_transpose2d.out_channels = 4;
+    p.conv_transpose2d.kernel[0] = p.conv_transpose2d.kernel[1] = 3;
+    p.conv_transpose2d.stride[0] = p.conv_transpose2d.stride[1] = 2;
+    p.conv_transpose2d.padding[0] = p.conv_transpose2d.padding[1] = 1;
+    p.conv_transpose2d.output_padding[0] = p.conv_transpose2d.output_padding[1] = 1;
+    int u =
+        sf_graph_add_op(g, SF_OP_CONV_TRANSPOSE2D, "up", &p, (sf_tensor_ref[]){{r1, 0}}, 1, &err);
+    int r2 = sf_graph_add_op(g, SF_OP_RELU, "relu2", &q, (sf_tensor_ref[]){{u, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_FLATTEN, &q);
+    q.flatten.start_dim = 1;
+    int f = sf_graph_add_op(g, SF_OP_FLATTEN, "flat", &q, (sf_tensor_ref[]){{r2, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_LINEAR, &q);
+    q.linear.out_features = 10;
+    int fc = sf_graph_add_op(g, SF_OP_LINEAR, "fc", &q, (sf_tensor_ref[]){{f, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_SOFTMAX_CE, &q);
+    int l = sf_graph_add_op(g, SF_OP_SOFTMAX_CE, "loss", &q, (sf_tensor_ref[]){{fc, 0}}, 1, &err);
+    if (l < 0) {
+        fprintf(stderr, "upsample: %s\n", err.msg);
+        sf_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+#define RC_MODELS 9
 
 /* Model i of the cases: small sizes, so that a case trains in milliseconds. */
 static sf_graph *rc_model(int i) {
@@ -386,6 +430,7 @@ static sf_graph *rc_model(int i) {
         break;
     case 6: return rc_linears();
     case 7: return rc_attn_drop(0.25);
+    case 8: return rc_upsample();
     default:
         name = "gpt";
         o.batch = 2;

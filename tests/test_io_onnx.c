@@ -41,11 +41,24 @@
 #include "soapflow/runtime.h"
 #include "soapflow/sim.h"
 
-static const char *const fixtures[] = {
-    "lenet5",           "lenet5_op9",   "resblock",        "lstm_lm",   "transformer",
-    "transformer_op14", "misc_op9",     "misc_op13",       "gpt",       "gpt_op14_nofold",
-    "nanogpt",          "nanogpt_op13", "nanogpt_hf_drop", "mha_train", "einsum_op13",
-    "einsum_train_op17"};
+static const char *const fixtures[] = {"lenet5",
+                                       "lenet5_op9",
+                                       "resblock",
+                                       "lstm_lm",
+                                       "transformer",
+                                       "transformer_op14",
+                                       "misc_op9",
+                                       "misc_op13",
+                                       "gpt",
+                                       "gpt_op14_nofold",
+                                       "nanogpt",
+                                       "nanogpt_op13",
+                                       "nanogpt_hf_drop",
+                                       "mha_train",
+                                       "einsum_op13",
+                                       "einsum_train_op17",
+                                       "convt_op13",
+                                       "convt_train_op17"};
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 static void fixture_path(char *buf, size_t cap, const char *name, const char *ext) {
@@ -193,6 +206,23 @@ static void test_fixtures_import(void **state) {
             }
             assert_int_equal(n_attn, 1);
             assert_int_equal(n_drop, 3); /* the layer's three; the attention's own is its ratio */
+        }
+        /* the decoder's two ConvTranspose: stride 2 padding 1 output_padding 1, then
+         * kernel 2 stride 2 without bias */
+        if (!strncmp(fixtures[f], "convt", 5)) {
+            int k = 0;
+            for (int i = 0; i < sf_graph_num_ops(g); i++) {
+                const sf_op *op = sf_graph_op(g, i);
+                if (op->type != SF_OP_CONV_TRANSPOSE2D) continue;
+                const sf_conv_transpose2d_params *q = &op->params.conv_transpose2d;
+                assert_int_equal(q->stride[0], 2);
+                assert_int_equal(q->padding[1], k ? 0 : 1);
+                assert_int_equal(q->output_padding[0], k ? 0 : 1);
+                assert_int_equal(q->bias, !k);
+                assert_int_equal(op->out_shapes[0].d[2], k ? 16 : 8);
+                k++;
+            }
+            assert_int_equal(k, 2);
         }
         /* the einsums are matmuls: B^T, plain, A^T (scripts/make_onnx_fixtures.py) */
         if (!strncmp(fixtures[f], "einsum", 6)) {
@@ -1094,6 +1124,34 @@ static void test_einsum_refused(void **state) {
     onnx__model_proto__free_unpacked(m, NULL);
 }
 
+/* ConvTranspose beyond conv_transpose2d (groups, dilation) is refused in one line. */
+static void test_convt_refused(void **state) {
+    (void)state;
+    Onnx__ModelProto *m = decode_fixture("convt_op13");
+    Onnx__GraphProto *g = m->graph;
+    Onnx__NodeProto *ct = g->node[find_node(g, "ConvTranspose", 0)];
+    Onnx__AttributeProto *group = NULL, *dil = NULL;
+    for (size_t i = 0; i < ct->n_attribute; i++) {
+        if (!strcmp(ct->attribute[i]->name, "group")) group = ct->attribute[i];
+        if (!strcmp(ct->attribute[i]->name, "dilations")) dil = ct->attribute[i];
+    }
+    assert_non_null(group);
+    assert_non_null(dil);
+    size_t len;
+    uint8_t *buf;
+    group->i = 2;
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "group 2", ct->name);
+    free(buf);
+    group->i = 1;
+    dil->ints[0] = 2;
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "dilations 2x1", ct->name);
+    free(buf);
+    dil->ints[0] = 1;
+    onnx__model_proto__free_unpacked(m, NULL);
+}
+
 static void test_gpt2_departures(void **state) {
     (void)state;
     Onnx__ModelProto *m = decode_fixture("nanogpt");
@@ -1647,6 +1705,7 @@ int main(void) {
         cmocka_unit_test(test_pattern_departures),
         cmocka_unit_test(test_gpt2_departures),
         cmocka_unit_test(test_einsum_refused),
+        cmocka_unit_test(test_convt_refused),
         cmocka_unit_test(test_fold_big_transpose),
         cmocka_unit_test(test_names_from_the_file),
         cmocka_unit_test(test_external_data),

@@ -1,4 +1,4 @@
-/* Kernels of matmul, lstm and attention: fast against reference on awkward shapes
+/* Kernels of matmul, lstm, attention and conv_transpose2d: fast against reference on awkward shapes
  * (sizes 1, primes, every transpose, causal and cross attention), tiles of uneven
  * partitions stitched against the whole operator, outputs against a double
  * forward and every gradient against double-precision central differences,
@@ -812,10 +812,95 @@ static void test_attention_dropout_eval(void **state) {
     sf_graph_free(o0.g);
 }
 
+/* ---- conv_transpose2d ------------------------------------------------------ */
+
+typedef struct convt_case {
+    int64_t n, cin, h, w, cout, kh, kw, sh, sw, ph, pw, oph, opw;
+    int bias;
+} convt_case;
+
+static const convt_case convt_cases[] = {
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1}, /* all ones */
+    {2, 3, 4, 5, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1}, /* U-Net's: stride 2, output_padding 1 */
+    {2, 2, 3, 3, 3, 2, 2, 2, 2, 0, 0, 0, 0, 0}, /* kernel = stride: no overlap, no bias */
+    {1, 3, 5, 4, 2, 4, 3, 3, 1, 2, 0, 2, 0, 1}, /* uneven strides, kernel above stride */
+    {3, 2, 4, 4, 5, 3, 1, 1, 1, 1, 0, 0, 0, 1}, /* stride 1: a padded conv's transpose */
+};
+#define N_CONVT ((int)(sizeof convt_cases / sizeof convt_cases[0]))
+
+static void convt_make(opx *o, const convt_case *c) {
+    sf_shape s = sf_shape_make(4, (int64_t[]){c->n, c->cin, c->h, c->w});
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONV_TRANSPOSE2D, &p);
+    sf_conv_transpose2d_params *q = &p.conv_transpose2d;
+    q->out_channels = c->cout;
+    q->kernel[0] = c->kh;
+    q->kernel[1] = c->kw;
+    q->stride[0] = c->sh;
+    q->stride[1] = c->sw;
+    q->padding[0] = c->ph;
+    q->padding[1] = c->pw;
+    q->output_padding[0] = c->oph;
+    q->output_padding[1] = c->opw;
+    q->bias = c->bias;
+    opx_make(o, SF_OP_CONV_TRANSPOSE2D, &s, 1, &p);
+}
+
+/* The definition, in double, written as a gather: y[n, co, oh, ow] = b[co] +
+ * sum over ci, i, j with oh = ih*s - p + i (ih whole) of x[n, ci, ih, iw] W[ci, co, i, j]. */
+static void convt_fwd_d(const sf_op *op, double *const *x, const double *w, double *const *y) {
+    const sf_conv_transpose2d_params *c = &op->params.conv_transpose2d;
+    const sf_shape *is = &op->in_shapes[0], *os = &op->out_shapes[0];
+    int64_t N = is->d[0], CI = is->d[1], H = is->d[2], Wd = is->d[3];
+    int64_t CO = os->d[1], OH = os->d[2], OW = os->d[3], kh = c->kernel[0], kw = c->kernel[1];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t co = 0; co < CO; co++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double acc = c->bias ? w[CI * CO * kh * kw + co] : 0.0;
+                    for (int64_t ci = 0; ci < CI; ci++)
+                        for (int64_t i = 0; i < kh; i++)
+                            for (int64_t j = 0; j < kw; j++) {
+                                int64_t th = oh + c->padding[0] - i, tw = ow + c->padding[1] - j;
+                                if (th < 0 || tw < 0 || th % c->stride[0] || tw % c->stride[1])
+                                    continue;
+                                int64_t ih = th / c->stride[0], iw = tw / c->stride[1];
+                                if (ih >= H || iw >= Wd) continue;
+                                acc += x[0][((n * CI + ci) * H + ih) * Wd + iw] *
+                                       w[((ci * CO + co) * kh + i) * kw + j];
+                            }
+                    y[0][((n * CO + co) * OH + oh) * OW + ow] = acc;
+                }
+}
+
+static void test_convt_tiles(void **state) {
+    (void)state;
+    static const int degs[][4] = {
+        {2, 1, 1, 1}, {1, 2, 1, 1}, {1, 1, 3, 1}, {1, 1, 1, 2},
+        {2, 2, 2, 2}, {1, 3, 2, 1}, {1, 1, 5, 4}, /* more parts than rows: empty tiles */
+    };
+    for (int i = 0; i < N_CONVT; i++) {
+        opx o;
+        convt_make(&o, &convt_cases[i]);
+        check_partitions(&o, degs, (int)(sizeof degs / sizeof degs[0]), 800 + (uint64_t)i);
+        sf_graph_free(o.g);
+    }
+}
+
+static void test_convt_gradients_fd(void **state) {
+    (void)state;
+    for (int i = 0; i < N_CONVT; i++) {
+        opx o;
+        convt_make(&o, &convt_cases[i]);
+        check_gradients_fd(&o, convt_fwd_d, 850 + (uint64_t)i);
+        sf_graph_free(o.g);
+    }
+}
+
 static void test_available(void **state) {
     (void)state;
-    const sf_op_type types[] = {SF_OP_MATMUL, SF_OP_LSTM, SF_OP_ATTENTION};
-    for (int i = 0; i < 3; i++)
+    const sf_op_type types[] = {SF_OP_MATMUL, SF_OP_LSTM, SF_OP_ATTENTION, SF_OP_CONV_TRANSPOSE2D};
+    for (int i = 0; i < 4; i++)
         assert_true(sf_kernel_available(types[i], 0) && sf_kernel_available(types[i], 1));
 }
 
@@ -832,6 +917,8 @@ int main(void) {
         cmocka_unit_test(test_attention_larger),
         cmocka_unit_test(test_accumulation),
         cmocka_unit_test(test_attention_dropout_eval),
+        cmocka_unit_test(test_convt_tiles),
+        cmocka_unit_test(test_convt_gradients_fd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

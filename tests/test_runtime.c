@@ -131,6 +131,14 @@ static void test_attention_dropout(void **state) {
     run_cases(7, 4);
 }
 
+/* conv_transpose2d among convolutions: halos of its input rows, its output
+ * channels' weight columns. */
+static void test_upsample(void **state) {
+    (void)state;
+    run_cases(8, 2);
+    run_cases(8, 4);
+}
+
 /* A part on a device past the rank count is refused on every rank, before
  * any work, with one message. */
 typedef struct bad_job {
@@ -220,6 +228,7 @@ int main(void) {
         cmocka_unit_test(test_gpt_small),
         cmocka_unit_test(test_linears),
         cmocka_unit_test(test_attention_dropout),
+        cmocka_unit_test(test_upsample),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

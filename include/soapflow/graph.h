@@ -187,6 +187,7 @@ typedef enum sf_op_type {
     SF_OP_DROPOUT,
     SF_OP_RELU6,      /* min(max(x, 0), 6): torch.nn.ReLU6, ONNX Clip(0, 6) */
     SF_OP_LEAKY_RELU, /* x, or alpha * x below 0 */
+    SF_OP_CONV_TRANSPOSE2D, /* torch.nn.ConvTranspose2d, ONNX ConvTranspose (groups 1) */
     SF_OP_COUNT
 } sf_op_type;
 
@@ -208,6 +209,12 @@ typedef struct sf_conv2d_params {
     int64_t groups;
     int bias;
 } sf_conv2d_params;
+
+typedef struct sf_conv_transpose2d_params {
+    int64_t out_channels;
+    int64_t kernel[2], stride[2], padding[2], output_padding[2]; /* (h, w) */
+    int bias;
+} sf_conv_transpose2d_params;
 
 typedef struct sf_pool2d_params {
     int mode; /* sf_pool_mode */
@@ -294,6 +301,7 @@ typedef union sf_op_params {
     sf_norm_params norm; /* batchnorm, layernorm */
     sf_dropout_params dropout;
     sf_leaky_relu_params leaky_relu;
+    sf_conv_transpose2d_params conv_transpose2d;
 } sf_op_params;
 
 SF_API const char *sf_op_type_name(sf_op_type t); /* "conv2d"; "?" when out of range */

@@ -19,6 +19,7 @@
  *                               bias and with an embedding's table as its weight, tied
  *                               to that embedding (GPT-2's LM head)
  *   MatMul of two activations   matmul (a transposed last pair of dimensions is transpose_a/b)
+ *   ConvTranspose               conv_transpose2d (group 1, dilation 1, symmetric pads)
  *   Einsum of two activations   matmul, when it is a batched matrix product ("bhqd,bhkd->bhqk")
  *   Relu, Sigmoid, Tanh         relu, sigmoid, tanh
  *   Clip(0, 6), Clip(0)         relu6, relu (others: unsupported)
@@ -324,6 +325,82 @@ static sf_status act_conv(ox_ctx *c, const Onnx__NodeProto *n) {
     if (id < 0) return (sf_status)id;
     TRY(ox_put_param(c, id, "weight", W, Wv->d[0] * Wv->d[1] * Wv->d[2] * Wv->d[3]));
     if (has_b) TRY(ox_put_param(c, id, "bias", B, Wv->d[0]));
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
+/* ConvTranspose: conv_transpose2d with strides, symmetric pads and output_padding;
+ * group 1, dilation 1, no output_shape and auto_pad NOTSET (others refused in one
+ * line). The weight (C_in, C_out, kh, kw) is torch's and soapflow's layout. */
+static sf_status act_conv_transpose(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_tensor_ref in;
+    TRY(input_4d(c, n, "transposed convolution", &in));
+    const ox_value *X = &c->vals[ox_in(c, n, 0)];
+    int wv = ox_in(c, n, 1), ok;
+    const float *W = ox_weight(c, wv, "weight", &ok);
+    if (!ok) return c->err->code;
+    const ox_value *Wv = &c->vals[wv];
+    if (Wv->ndim != 4)
+        return ox_fail(c, SF_ERR_SHAPE, "the weight has rank %d, 4 expected", Wv->ndim);
+    int64_t group, dil[2], ks[2];
+    TRY(ox_attr_int(c, n, "group", 1, &group));
+    TRY(pair_attr(c, n, "dilations", 1, dil));
+    if (group != 1 || dil[0] != 1 || dil[1] != 1)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "ConvTranspose with group %lld and dilations %lldx%lld; soapflow's "
+                       "conv_transpose2d has group 1 and dilation 1",
+                       (long long)group, (long long)dil[0], (long long)dil[1]);
+    if (ox_attr(n, "output_shape"))
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "ConvTranspose with output_shape; soapflow takes pads and output_padding");
+    char ap[32];
+    TRY(ox_attr_str(c, n, "auto_pad", "NOTSET", ap, sizeof ap));
+    if (strcmp(ap, "NOTSET"))
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "ConvTranspose with auto_pad %s; soapflow takes explicit pads", ap);
+    TRY(pair_attr(c, n, "kernel_shape", 0, ks));
+    if (ks[0] && (ks[0] != Wv->d[2] || ks[1] != Wv->d[3]))
+        return ox_fail(c, SF_ERR_SHAPE, "kernel_shape %lldx%lld but the weight is %lldx%lld",
+                       (long long)ks[0], (long long)ks[1], (long long)Wv->d[2],
+                       (long long)Wv->d[3]);
+    if (Wv->d[0] != X->d[1])
+        return ox_fail(c, SF_ERR_SHAPE, "the weight takes %lld input channels, the input has %lld",
+                       (long long)Wv->d[0], (long long)X->d[1]);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONV_TRANSPOSE2D, &p);
+    sf_conv_transpose2d_params *q = &p.conv_transpose2d;
+    q->out_channels = Wv->d[1];
+    q->kernel[0] = Wv->d[2];
+    q->kernel[1] = Wv->d[3];
+    TRY(pair_attr(c, n, "strides", 1, q->stride));
+    int64_t one[2] = {1, 1};
+    TRY(spatial_pads(c, n, X->d + 2, q->kernel, q->stride, one, q->padding));
+    int64_t op[OX_MAX_RANK];
+    int nop;
+    TRY(ox_attr_ints(c, n, "output_padding", op, OX_MAX_RANK, &nop));
+    if (nop >= 0 && nop != 2)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "output_padding has %d values; soapflow's are 2-D",
+                       nop);
+    for (int i = 0; nop == 2 && i < 2; i++) {
+        if (op[i] < 0 || op[i] > SF_MAX_EXTENT)
+            return ox_fail(c, SF_ERR_RANGE, "output_padding value %lld out of [0, 2^31]",
+                           (long long)op[i]);
+        q->output_padding[i] = op[i];
+    }
+    int has_b = present(c, n, 2);
+    q->bias = has_b;
+    const float *B = NULL;
+    if (has_b) {
+        B = ox_weight(c, ox_in(c, n, 2), "bias", &ok);
+        if (!ok) return c->err->code;
+        if (c->vals[ox_in(c, n, 2)].numel != Wv->d[1])
+            return ox_fail(c, SF_ERR_SHAPE, "the bias has %lld values for %lld output channels",
+                           (long long)c->vals[ox_in(c, n, 2)].numel, (long long)Wv->d[1]);
+    }
+    int id = ox_add_op(c, SF_OP_CONV_TRANSPOSE2D, &p, &in, 1, Wv->name);
+    if (id < 0) return (sf_status)id;
+    TRY(ox_put_param(c, id, "weight", W, Wv->d[0] * Wv->d[1] * Wv->d[2] * Wv->d[3]));
+    if (has_b) TRY(ox_put_param(c, id, "bias", B, Wv->d[1]));
     set_natural(c, n, 0, id, 0, 0);
     return SF_OK;
 }
@@ -1793,6 +1870,7 @@ static const ox_op_entry table[] = {
     {"Constant", FOLD, 0, ox_fold_node, NULL},
     {"ConstantOfShape", FOLD, 1, ox_fold_node, NULL},
     {"Conv", ACT, 2, NULL, act_conv},
+    {"ConvTranspose", ACT, 2, NULL, act_conv_transpose},
     {"Div", FOLD | ACT, 2, ox_fold_node, act_div},
     {"Dropout", ACT, 1, NULL, act_dropout},
     {"Einsum", ACT, 1, NULL, act_einsum},

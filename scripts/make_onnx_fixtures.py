@@ -57,6 +57,10 @@ that the imported graph and weights compute the same loss.
                  padding 1, output_padding 1; kernel 2 stride 2 without bias), eval, opset 13
   convt_train_op17
                  the same in training mode at opset 17
+  resize_op13    nn.Upsample (nearest, scale factor 2) and F.interpolate (bilinear to a
+                 size, with and without align_corners; ResizeNet below), eval, opset 13
+  resize_train_op17
+                 the same in training mode at opset 17
   misc_op9, misc_op13
                  activations and shapes: LeakyReLU, ReLU6 (Clip by attributes at 9, by
                  inputs at 13), Sigmoid, Tanh, a product, a concatenation, average and
@@ -372,6 +376,24 @@ class UpDecoder(nn.Module):
         return self.fc(torch.flatten(self.up2(y), 1))
 
 
+class ResizeNet(nn.Module):
+    """nn.Upsample and F.interpolate: nearest x2 by scale factor, bilinear to a size
+    (12 -> 15: a ratio that is not whole), bilinear with align_corners to a size."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 20 * 20, 10)
+
+    def forward(self, x):
+        y = self.conv2(self.up(F.relu(self.conv1(x))))
+        y = F.interpolate(y, size=(15, 15), mode="bilinear", align_corners=False)
+        y = F.interpolate(y, size=(20, 20), mode="bilinear", align_corners=True)
+        return self.fc(torch.flatten(y, 1))
+
+
 class Misc(nn.Module):
     def __init__(self):
         super().__init__()
@@ -478,6 +500,11 @@ def small(outdir):
     up, img8 = UpDecoder(), torch.randn(BATCH, 3, 8, 8)
     job(outdir, "convt_op13", up, img8, 13, False, 10, True)
     job(outdir, "convt_train_op17", up, img8, 17, True, 10, True)
+
+    torch.manual_seed(5)
+    rn, img6 = ResizeNet(), torch.randn(BATCH, 3, 6, 6)
+    job(outdir, "resize_op13", rn, img6, 13, False, 10, True)
+    job(outdir, "resize_train_op17", rn, img6, 17, True, 10, True)
 
 
 def big(outdir):

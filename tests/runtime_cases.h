@@ -9,7 +9,7 @@
  * a small transformer, a small GPT (causal attention, LM head tied to the token
  * embedding: two operators accumulate into one weight group), a chain of
  * linears, two attention layers with dropout of their probabilities and an
- * upsampling decoder (conv_transpose2d). The strategies: data, model, one
+ * upsampling decoder (conv_transpose2d, resize). The strategies: data, model, one
  * weird trick, random strategies over the whole SOAP space, random ones that
  * also split reduction dimensions (partial sums: a linear's input features,
  * attention's heads; softmax_ce's classes, the
@@ -349,9 +349,9 @@ static sf_graph *rc_attn_drop(double drop) {
 }
 
 /* input -> conv (stride 2) -> relu -> conv_transpose2d (stride 2, output_padding
- * 1) -> relu -> flatten -> fc -> loss: a U-Net decoder's upsampling, whose
- * output rows need halos of input rows and whose output channels split its
- * weight's columns. */
+ * 1) -> relu -> resize (bilinear 8 -> 12) -> flatten -> fc -> loss: a U-Net
+ * decoder's upsampling, whose output rows need halos of input rows and whose
+ * output channels split its weight's columns. */
 static sf_graph *rc_upsample(void) {
     sf_error err = {0};
     sf_graph *g = sf_graph_new("upsample");
@@ -375,9 +375,13 @@ static sf_graph *rc_upsample(void) {
     int u =
         sf_graph_add_op(g, SF_OP_CONV_TRANSPOSE2D, "up", &p, (sf_tensor_ref[]){{r1, 0}}, 1, &err);
     int r2 = sf_graph_add_op(g, SF_OP_RELU, "relu2", &q, (sf_tensor_ref[]){{u, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_RESIZE, &q);
+    q.resize.mode = SF_RESIZE_BILINEAR;
+    q.resize.size[0] = q.resize.size[1] = 12;
+    int rz = sf_graph_add_op(g, SF_OP_RESIZE, "resize", &q, (sf_tensor_ref[]){{r2, 0}}, 1, &err);
     sf_op_params_default(SF_OP_FLATTEN, &q);
     q.flatten.start_dim = 1;
-    int f = sf_graph_add_op(g, SF_OP_FLATTEN, "flat", &q, (sf_tensor_ref[]){{r2, 0}}, 1, &err);
+    int f = sf_graph_add_op(g, SF_OP_FLATTEN, "flat", &q, (sf_tensor_ref[]){{rz, 0}}, 1, &err);
     sf_op_params_default(SF_OP_LINEAR, &q);
     q.linear.out_features = 10;
     int fc = sf_graph_add_op(g, SF_OP_LINEAR, "fc", &q, (sf_tensor_ref[]){{f, 0}}, 1, &err);

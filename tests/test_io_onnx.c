@@ -41,24 +41,14 @@
 #include "soapflow/runtime.h"
 #include "soapflow/sim.h"
 
-static const char *const fixtures[] = {"lenet5",
-                                       "lenet5_op9",
-                                       "resblock",
-                                       "lstm_lm",
-                                       "transformer",
-                                       "transformer_op14",
-                                       "misc_op9",
-                                       "misc_op13",
-                                       "gpt",
-                                       "gpt_op14_nofold",
-                                       "nanogpt",
-                                       "nanogpt_op13",
-                                       "nanogpt_hf_drop",
-                                       "mha_train",
-                                       "einsum_op13",
-                                       "einsum_train_op17",
-                                       "convt_op13",
-                                       "convt_train_op17"};
+/* clang-format off */
+static const char *const fixtures[] = {
+    "lenet5",           "lenet5_op9",        "resblock",        "lstm_lm",   "transformer",
+    "transformer_op14", "misc_op9",          "misc_op13",       "gpt",       "gpt_op14_nofold",
+    "nanogpt",          "nanogpt_op13",      "nanogpt_hf_drop", "mha_train", "einsum_op13",
+    "einsum_train_op17", "convt_op13",       "convt_train_op17", "resize_op13",
+    "resize_train_op17"};
+/* clang-format on */
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 static void fixture_path(char *buf, size_t cap, const char *name, const char *ext) {
@@ -223,6 +213,24 @@ static void test_fixtures_import(void **state) {
                 k++;
             }
             assert_int_equal(k, 2);
+        }
+        /* nearest x2, bilinear to 15x15, bilinear with align_corners to 20x20 */
+        if (!strncmp(fixtures[f], "resize", 6)) {
+            static const int64_t want[3][4] = {{SF_RESIZE_NEAREST, 0, 12, 12},
+                                               {SF_RESIZE_BILINEAR, 0, 15, 15},
+                                               {SF_RESIZE_BILINEAR, 1, 20, 20}};
+            int k = 0;
+            for (int i = 0; i < sf_graph_num_ops(g); i++) {
+                const sf_op *op = sf_graph_op(g, i);
+                if (op->type != SF_OP_RESIZE) continue;
+                assert_true(k < 3);
+                assert_int_equal(op->params.resize.mode, want[k][0]);
+                assert_int_equal(op->params.resize.align_corners, want[k][1]);
+                assert_int_equal(op->params.resize.size[0], want[k][2]);
+                assert_int_equal(op->params.resize.size[1], want[k][3]);
+                k++;
+            }
+            assert_int_equal(k, 3);
         }
         /* the einsums are matmuls: B^T, plain, A^T (scripts/make_onnx_fixtures.py) */
         if (!strncmp(fixtures[f], "einsum", 6)) {
@@ -1152,6 +1160,36 @@ static void test_convt_refused(void **state) {
     onnx__model_proto__free_unpacked(m, NULL);
 }
 
+/* Resize other than torch's nearest and bilinear is refused in one line. */
+static void test_resize_refused(void **state) {
+    (void)state;
+    Onnx__ModelProto *m = decode_fixture("resize_op13");
+    Onnx__GraphProto *g = m->graph;
+    Onnx__NodeProto *rz = g->node[find_node(g, "Resize", 1)]; /* the bilinear one */
+    Onnx__AttributeProto *mode = NULL, *ctm = NULL;
+    for (size_t i = 0; i < rz->n_attribute; i++) {
+        if (!strcmp(rz->attribute[i]->name, "mode")) mode = rz->attribute[i];
+        if (!strcmp(rz->attribute[i]->name, "coordinate_transformation_mode"))
+            ctm = rz->attribute[i];
+    }
+    assert_non_null(mode);
+    assert_non_null(ctm);
+    ProtobufCBinaryData was_mode = mode->s, was_ctm = ctm->s;
+    size_t len;
+    uint8_t *buf;
+    mode->s = (ProtobufCBinaryData){5, (uint8_t *)"cubic"};
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "Resize mode cubic", rz->name);
+    free(buf);
+    mode->s = was_mode;
+    ctm->s = (ProtobufCBinaryData){18, (uint8_t *)"tf_crop_and_resize"};
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "tf_crop_and_resize", rz->name);
+    free(buf);
+    ctm->s = was_ctm;
+    onnx__model_proto__free_unpacked(m, NULL);
+}
+
 static void test_gpt2_departures(void **state) {
     (void)state;
     Onnx__ModelProto *m = decode_fixture("nanogpt");
@@ -1706,6 +1744,7 @@ int main(void) {
         cmocka_unit_test(test_gpt2_departures),
         cmocka_unit_test(test_einsum_refused),
         cmocka_unit_test(test_convt_refused),
+        cmocka_unit_test(test_resize_refused),
         cmocka_unit_test(test_fold_big_transpose),
         cmocka_unit_test(test_names_from_the_file),
         cmocka_unit_test(test_external_data),

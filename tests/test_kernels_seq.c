@@ -1,5 +1,5 @@
-/* Kernels of matmul, lstm, attention and conv_transpose2d: fast against reference on awkward shapes
- * (sizes 1, primes, every transpose, causal and cross attention), tiles of uneven
+/* Kernels of matmul, lstm, attention, conv_transpose2d and resize: fast against reference on
+ * awkward shapes (sizes 1, primes, every transpose, causal and cross attention), tiles of uneven
  * partitions stitched against the whole operator, outputs against a double
  * forward and every gradient against double-precision central differences,
  * accumulation and NULL gradients, and the tiles an LSTM kernel refuses. */
@@ -897,6 +897,92 @@ static void test_convt_gradients_fd(void **state) {
     }
 }
 
+/* ---- resize ------------------------------------------------------------- */
+
+typedef struct resize_case {
+    int64_t n, c, h, w, oh, ow;
+    int mode, align;
+} resize_case;
+
+static const resize_case resize_cases[] = {
+    {2, 3, 4, 5, 8, 10, SF_RESIZE_NEAREST, 0},  /* nn.Upsample(scale_factor=2) */
+    {1, 2, 5, 3, 7, 4, SF_RESIZE_NEAREST, 0},   /* uneven factors */
+    {2, 2, 4, 5, 8, 10, SF_RESIZE_BILINEAR, 0}, /* bilinear x2, half pixel */
+    {1, 3, 3, 4, 7, 9, SF_RESIZE_BILINEAR, 1},  /* align_corners */
+    {2, 1, 6, 5, 3, 2, SF_RESIZE_BILINEAR, 0},  /* downsampling */
+    {1, 2, 1, 4, 3, 1, SF_RESIZE_BILINEAR, 1},  /* sizes of 1 */
+};
+#define N_RESIZE ((int)(sizeof resize_cases / sizeof resize_cases[0]))
+
+static void resize_make(opx *o, const resize_case *c) {
+    sf_shape s = sf_shape_make(4, (int64_t[]){c->n, c->c, c->h, c->w});
+    sf_op_params p;
+    sf_op_params_default(SF_OP_RESIZE, &p);
+    p.resize.mode = c->mode;
+    p.resize.size[0] = c->oh;
+    p.resize.size[1] = c->ow;
+    p.resize.align_corners = c->align;
+    opx_make(o, SF_OP_RESIZE, &s, 1, &p);
+}
+
+/* torch's source coordinate of output index o (in -> out), the definition again */
+static void resize_src_d(const sf_resize_params *p, int64_t in, int64_t out, int64_t o, int64_t *i0,
+                         int64_t *i1, double *f) {
+    if (p->mode == SF_RESIZE_NEAREST) {
+        int64_t i = (int64_t)floor((double)o * (double)in / (double)out);
+        *i0 = *i1 = i < in - 1 ? i : in - 1;
+        *f = 0;
+        return;
+    }
+    double s = p->align_corners ? (out > 1 ? (double)o * (double)(in - 1) / (double)(out - 1) : 0)
+                                : fmax(0.0, ((double)o + 0.5) * (double)in / (double)out - 0.5);
+    *i0 = (int64_t)floor(s);
+    *i1 = *i0 < in - 1 ? *i0 + 1 : *i0;
+    *f = s - (double)*i0;
+}
+
+static void resize_fwd_d(const sf_op *op, double *const *x, const double *w, double *const *y) {
+    (void)w;
+    const sf_resize_params *p = &op->params.resize;
+    const sf_shape *is = &op->in_shapes[0];
+    int64_t planes = is->d[0] * is->d[1], H = is->d[2], W = is->d[3];
+    int64_t OH = p->size[0], OW = p->size[1];
+    for (int64_t pl = 0; pl < planes; pl++)
+        for (int64_t i = 0; i < OH; i++)
+            for (int64_t j = 0; j < OW; j++) {
+                int64_t a0, a1, b0, b1;
+                double fh, fw;
+                resize_src_d(p, H, OH, i, &a0, &a1, &fh);
+                resize_src_d(p, W, OW, j, &b0, &b1, &fw);
+                const double *xp = x[0] + pl * H * W;
+                y[0][(pl * OH + i) * OW + j] =
+                    (1 - fh) * ((1 - fw) * xp[a0 * W + b0] + fw * xp[a0 * W + b1]) +
+                    fh * ((1 - fw) * xp[a1 * W + b0] + fw * xp[a1 * W + b1]);
+            }
+}
+
+static void test_resize_tiles(void **state) {
+    (void)state;
+    static const int degs[][4] = {{2, 1, 1, 1}, {1, 2, 1, 1}, {1, 1, 3, 1},
+                                  {1, 1, 1, 2}, {2, 1, 2, 3}, {1, 1, 7, 9}};
+    for (int i = 0; i < N_RESIZE; i++) {
+        opx o;
+        resize_make(&o, &resize_cases[i]);
+        check_partitions(&o, degs, (int)(sizeof degs / sizeof degs[0]), 880 + (uint64_t)i);
+        sf_graph_free(o.g);
+    }
+}
+
+static void test_resize_gradients_fd(void **state) {
+    (void)state;
+    for (int i = 0; i < N_RESIZE; i++) {
+        opx o;
+        resize_make(&o, &resize_cases[i]);
+        check_gradients_fd(&o, resize_fwd_d, 890 + (uint64_t)i);
+        sf_graph_free(o.g);
+    }
+}
+
 static void test_available(void **state) {
     (void)state;
     const sf_op_type types[] = {SF_OP_MATMUL, SF_OP_LSTM, SF_OP_ATTENTION, SF_OP_CONV_TRANSPOSE2D};
@@ -919,6 +1005,8 @@ int main(void) {
         cmocka_unit_test(test_attention_dropout_eval),
         cmocka_unit_test(test_convt_tiles),
         cmocka_unit_test(test_convt_gradients_fd),
+        cmocka_unit_test(test_resize_tiles),
+        cmocka_unit_test(test_resize_gradients_fd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

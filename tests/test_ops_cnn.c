@@ -133,6 +133,64 @@ static void test_conv_transpose2d(void **state) {
     sf_graph_free(g);
 }
 
+/* ---- resize ------------------------------------------------------------- */
+
+static void test_resize(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("rs");
+    sf_shape xs = sf_shape_make(4, I64(2, 3, 4, 6));
+    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_RESIZE, &p);
+    p.resize.mode = SF_RESIZE_BILINEAR;
+    p.resize.size[0] = 8;
+    p.resize.size[1] = 9;
+    const sf_op *op = sf_graph_op(g, add1(g, SF_OP_RESIZE, "bl", &p, x, &err));
+    check_shape(&op->out_shapes[0], 4, I64(2, 3, 8, 9));
+    assert_int_equal(op->n_params, 0);
+    check_kinds(op, 4, KINDS(S, A, A, A));
+    /* 4 -> 8 rows, half pixel: s = (o + 0.5) / 2 - 0.5; rows 3, 4 read 1..2, 1..2
+     * and 2..3 (s 1.25, 1.75); row 0 reads 0..1 (s below 0 is 0), row 7 row 3 */
+    sf_tile t = mk_tile(4, I64(0, 1, 3, 0), I64(2, 2, 5, 9));
+    check_region(op, &t, 0, 4, I64(0, 1, 1, 0), I64(2, 2, 3, 6));
+    t = mk_tile(4, I64(0, 0, 0, 0), I64(1, 3, 1, 9));
+    check_region(op, &t, 0, 4, I64(0, 0, 0, 0), I64(1, 3, 2, 6));
+    t = mk_tile(4, I64(0, 0, 7, 0), I64(1, 3, 8, 9));
+    check_region(op, &t, 0, 4, I64(0, 0, 3, 0), I64(1, 3, 4, 6));
+    sf_op_cost c = full_cost(op);
+    assert_true(c.flops_fwd == 8 * 432.0 && c.flops_bwd == 8 * 432.0);
+    /* nearest: rows 3, 4 read floor(3/2) = 1 and floor(4/2) = 2 */
+    p.resize.mode = SF_RESIZE_NEAREST;
+    op = sf_graph_op(g, add1(g, SF_OP_RESIZE, "nn", &p, x, &err));
+    t = mk_tile(4, I64(0, 1, 3, 0), I64(2, 2, 5, 9));
+    check_region(op, &t, 0, 4, I64(0, 1, 1, 0), I64(2, 2, 3, 6));
+    c = full_cost(op);
+    assert_true(c.flops_fwd == 0 && c.flops_bwd == 432.0);
+    /* align_corners: s = o * 3 / 7; row 7 reads row 3 alone */
+    p.resize.mode = SF_RESIZE_BILINEAR;
+    p.resize.align_corners = 1;
+    op = sf_graph_op(g, add1(g, SF_OP_RESIZE, "ac", &p, x, &err));
+    t = mk_tile(4, I64(0, 0, 7, 0), I64(1, 3, 8, 9));
+    check_region(op, &t, 0, 4, I64(0, 0, 3, 0), I64(1, 3, 4, 6));
+    /* errors */
+    p.resize.mode = SF_RESIZE_NEAREST;
+    check_fail(add1(g, SF_OP_RESIZE, "bad_ac", &p, x, &err), &err, SF_ERR_INVALID, "bad_ac",
+               "align_corners is for bilinear resizing only");
+    err = (sf_error){0};
+    p.resize.align_corners = 0;
+    p.resize.size[1] = 0;
+    check_fail(add1(g, SF_OP_RESIZE, "bad_size", &p, x, &err), &err, SF_ERR_INVALID, "bad_size",
+               "size must be >= 1, got 8x0");
+    err = (sf_error){0};
+    p.resize.size[1] = 9;
+    sf_shape s3 = sf_shape_make(3, I64(2, 4, 5));
+    int x3 = sf_graph_add_input(g, "x3", &s3, 0, &err);
+    check_fail(add1(g, SF_OP_RESIZE, "bad_rank", &p, x3, &err), &err, SF_ERR_SHAPE, "bad_rank",
+               "input must be 4-D");
+    sf_graph_free(g);
+}
+
 /* ---- input ------------------------------------------------------------- */
 
 static void test_input(void **state) {
@@ -1127,6 +1185,7 @@ int main(void) {
         cmocka_unit_test(test_input),
         cmocka_unit_test(test_conv2d_alexnet),
         cmocka_unit_test(test_conv_transpose2d),
+        cmocka_unit_test(test_resize),
         cmocka_unit_test(test_conv2d_groups_dilation),
         cmocka_unit_test(test_conv2d_errors),
         cmocka_unit_test(test_linear),

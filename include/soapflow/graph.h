@@ -188,6 +188,7 @@ typedef enum sf_op_type {
     SF_OP_RELU6,      /* min(max(x, 0), 6): torch.nn.ReLU6, ONNX Clip(0, 6) */
     SF_OP_LEAKY_RELU, /* x, or alpha * x below 0 */
     SF_OP_CONV_TRANSPOSE2D, /* torch.nn.ConvTranspose2d, ONNX ConvTranspose (groups 1) */
+    SF_OP_RESIZE,           /* nearest or bilinear resizing of NCHW: nn.Upsample, ONNX Resize */
     SF_OP_COUNT
 } sf_op_type;
 
@@ -215,6 +216,14 @@ typedef struct sf_conv_transpose2d_params {
     int64_t kernel[2], stride[2], padding[2], output_padding[2]; /* (h, w) */
     int bias;
 } sf_conv_transpose2d_params;
+
+typedef enum sf_resize_mode { SF_RESIZE_NEAREST = 0, SF_RESIZE_BILINEAR = 1 } sf_resize_mode;
+
+typedef struct sf_resize_params {
+    int mode;          /* sf_resize_mode */
+    int64_t size[2];   /* output (H, W) */
+    int align_corners; /* bilinear: corner pixels aligned (torch's align_corners=True) */
+} sf_resize_params;
 
 typedef struct sf_pool2d_params {
     int mode; /* sf_pool_mode */
@@ -302,6 +311,7 @@ typedef union sf_op_params {
     sf_dropout_params dropout;
     sf_leaky_relu_params leaky_relu;
     sf_conv_transpose2d_params conv_transpose2d;
+    sf_resize_params resize;
 } sf_op_params;
 
 SF_API const char *sf_op_type_name(sf_op_type t); /* "conv2d"; "?" when out of range */

@@ -20,6 +20,7 @@
  *                               to that embedding (GPT-2's LM head)
  *   MatMul of two activations   matmul (a transposed last pair of dimensions is transpose_a/b)
  *   ConvTranspose               conv_transpose2d (group 1, dilation 1, symmetric pads)
+ *   Resize                      resize (nearest as torch's, bilinear; by sizes or whole scales)
  *   Einsum of two activations   matmul, when it is a batched matrix product ("bhqd,bhkd->bhqk")
  *   Relu, Sigmoid, Tanh         relu, sigmoid, tanh
  *   Clip(0, 6), Clip(0)         relu6, relu (others: unsupported)
@@ -401,6 +402,79 @@ static sf_status act_conv_transpose(ox_ctx *c, const Onnx__NodeProto *n) {
     if (id < 0) return (sf_status)id;
     TRY(ox_put_param(c, id, "weight", W, Wv->d[0] * Wv->d[1] * Wv->d[2] * Wv->d[3]));
     if (has_b) TRY(ox_put_param(c, id, "bias", B, Wv->d[1]));
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
+/* Resize of an NCHW activation: resize. Nearest with
+ * asymmetric coordinates and nearest_mode floor (torch's nn.Upsample 'nearest'),
+ * linear with half_pixel, pytorch_half_pixel or align_corners (torch's
+ * 'bilinear'); the output by sizes, or by scales whose output size gives the same
+ * ratio; N and C kept. Others refused in one line. */
+static sf_status act_resize(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_tensor_ref in;
+    TRY(input_4d(c, n, "resize", &in));
+    const ox_value *X = &c->vals[ox_in(c, n, 0)];
+    char mode[32], ctm[32], nm[32];
+    TRY(ox_attr_str(c, n, "mode", "nearest", mode, sizeof mode));
+    int old = c->opset < 11; /* Resize-10: (X, scales), asymmetric, floor */
+    TRY(ox_attr_str(c, n, "coordinate_transformation_mode", old ? "asymmetric" : "half_pixel", ctm,
+                    sizeof ctm));
+    TRY(ox_attr_str(c, n, "nearest_mode", old ? "floor" : "round_prefer_floor", nm, sizeof nm));
+    sf_op_params p;
+    sf_op_params_default(SF_OP_RESIZE, &p);
+    if (!strcmp(mode, "nearest") && !strcmp(ctm, "asymmetric") && !strcmp(nm, "floor")) {
+        p.resize.mode = SF_RESIZE_NEAREST;
+    } else if (!strcmp(mode, "linear") &&
+               (!strcmp(ctm, "half_pixel") || !strcmp(ctm, "pytorch_half_pixel") ||
+                !strcmp(ctm, "align_corners"))) {
+        p.resize.mode = SF_RESIZE_BILINEAR;
+        p.resize.align_corners = !strcmp(ctm, "align_corners");
+    } else {
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "Resize mode %s with coordinate_transformation_mode %s and nearest_mode "
+                       "%s; soapflow resizes nearest (asymmetric, floor: torch's) and linear "
+                       "(half_pixel, pytorch_half_pixel, align_corners)",
+                       mode, ctm, nm);
+    }
+    int ks = old ? 1 : 2, kz = 3; /* the inputs holding scales and sizes */
+    int sv = ks < (int)n->n_input && present(c, n, ks) ? ox_in(c, n, ks) : -1;
+    int zv = !old && kz < (int)n->n_input && present(c, n, kz) ? ox_in(c, n, kz) : -1;
+    if (sv > 0 && ox_const_data(c, sv) != SF_OK) return c->err->code;
+    if (sv > 0 && c->vals[sv].kind == OX_CONST && c->vals[sv].numel == 0) sv = -1;
+    if (zv > 0) {
+        int64_t sz[4];
+        int cnt;
+        TRY(ox_const_ints(c, zv, "the sizes", sz, 4, &cnt));
+        if (cnt != 4 || sz[0] != X->d[0] || sz[1] != X->d[1])
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "Resize sizes must be 4 values keeping N and C; soapflow resizes H and "
+                           "W");
+        p.resize.size[0] = sz[2];
+        p.resize.size[1] = sz[3];
+    } else if (sv > 0) {
+        const ox_value *S = &c->vals[sv];
+        if (S->kind != OX_CONST || S->is_index || S->numel != 4)
+            return ox_fail(c, SF_ERR_UNSUPPORTED, "Resize scales must be 4 constant values");
+        if (S->f[0] != 1.0f || S->f[1] != 1.0f)
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "Resize scales %g, %g of N and C; soapflow resizes H and W", S->f[0],
+                           S->f[1]);
+        for (int i = 0; i < 2; i++) {
+            double want = (double)X->d[2 + i] * (double)S->f[2 + i];
+            int64_t o = (int64_t)floor(want);
+            if (o < 1 || fabs(want - (double)o) > 1e-6 * want)
+                return ox_fail(c, SF_ERR_UNSUPPORTED,
+                               "Resize scale %g of an axis of %lld gives %g, not a whole size: "
+                               "soapflow resizes to sizes whose ratio is the scale",
+                               S->f[2 + i], (long long)X->d[2 + i], want);
+            p.resize.size[i] = o;
+        }
+    } else {
+        return ox_fail(c, SF_ERR_PARSE, "Resize without scales or sizes");
+    }
+    int id = ox_add_op(c, SF_OP_RESIZE, &p, &in, 1, NULL);
+    if (id < 0) return (sf_status)id;
     set_natural(c, n, 0, id, 0, 0);
     return SF_OK;
 }
@@ -1905,6 +1979,7 @@ static const ox_op_entry table[] = {
     {"ReduceSum", FOLD, 1, ox_fold_node, NULL},
     {"Relu", ACT, 1, NULL, act_relu},
     {"Reshape", FOLD | ACT, 2, ox_fold_node, act_reshape},
+    {"Resize", ACT, 1, NULL, act_resize},
     {"Shape", FOLD, 1, ox_fold_node, NULL},
     {"Sigmoid", ACT, 1, NULL, act_sigmoid},
     {"Size", FOLD, 1, ox_fold_node, NULL},

@@ -140,5 +140,6 @@ extern const sf_op_class sf_op_dropout_class;
 extern const sf_op_class sf_op_relu6_class;
 extern const sf_op_class sf_op_leaky_relu_class;
 extern const sf_op_class sf_op_conv_transpose2d_class;
+extern const sf_op_class sf_op_resize_class;
 
 #endif

@@ -43,6 +43,7 @@ static const sf_op_class *const op_classes[] = {
     [SF_OP_RELU6] = &sf_op_relu6_class,
     [SF_OP_LEAKY_RELU] = &sf_op_leaky_relu_class,
     [SF_OP_CONV_TRANSPOSE2D] = &sf_op_conv_transpose2d_class,
+    [SF_OP_RESIZE] = &sf_op_resize_class,
 };
 _Static_assert(sizeof op_classes / sizeof op_classes[0] == SF_OP_COUNT,
                "every operator type has a class");

@@ -49,6 +49,18 @@ that the imported graph and weights compute the same loss.
   mha_train      nn.TransformerEncoderLayer with its default dropout 0.1, exported in
                  training mode (opset 17)
                  (these four: loss with dropout off, "dropout": true when there is some)
+  einsum_op13    torch.einsum products (EinsumLM below: "bqd,bkd->bqk", "bqk,bkd->bqd",
+                 "bkq,bkd->bqd"), eval mode, opset 13
+  einsum_train_op17
+                 the same in training mode at opset 17
+  convt_op13     nn.ConvTranspose2d in a U-Net-style decoder (UpDecoder below: stride 2,
+                 padding 1, output_padding 1; kernel 2 stride 2 without bias), eval, opset 13
+  convt_train_op17
+                 the same in training mode at opset 17
+  resize_op13    nn.Upsample (nearest, scale factor 2) and F.interpolate (bilinear to a
+                 size, with and without align_corners; ResizeNet below), eval, opset 13
+  resize_train_op17
+                 the same in training mode at opset 17
   misc_op9, misc_op13
                  activations and shapes: LeakyReLU, ReLU6 (Clip by attributes at 9, by
                  inputs at 13), Sigmoid, Tanh, a product, a concatenation, average and
@@ -332,6 +344,58 @@ class TrainTransformerLM(nn.Module):
         return self.fc(self.layer(self.embed(tokens)))
 
 
+class EinsumLM(nn.Module):
+    """Products written with torch.einsum (exported as Einsum): B transposed,
+    plain, and A transposed; each a batched matmul in soapflow."""
+
+    def __init__(self, vocab=50, d=16):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.q, self.k, self.v = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+        self.fc = nn.Linear(d, vocab)
+
+    def forward(self, tokens):
+        x = self.embed(tokens)
+        s = torch.einsum("bqd,bkd->bqk", self.q(x), self.k(x))
+        y = torch.einsum("bqk,bkd->bqd", s, self.v(x))
+        z = torch.einsum("bkq,bkd->bqd", s, y)
+        return self.fc(z)
+
+
+class UpDecoder(nn.Module):
+    """A U-Net-style decoder: a strided conv down, nn.ConvTranspose2d up (stride 2,
+    padding 1, output_padding 1; and kernel 2, stride 2 without bias)."""
+
+    def __init__(self):
+        super().__init__()
+        self.down = nn.Conv2d(3, 8, 3, stride=2, padding=1)
+        self.up1 = nn.ConvTranspose2d(8, 4, 3, stride=2, padding=1, output_padding=1)
+        self.up2 = nn.ConvTranspose2d(4, 2, 2, stride=2, bias=False)
+        self.fc = nn.Linear(2 * 16 * 16, 10)
+
+    def forward(self, x):
+        y = F.relu(self.up1(F.relu(self.down(x))))
+        return self.fc(torch.flatten(self.up2(y), 1))
+
+
+class ResizeNet(nn.Module):
+    """nn.Upsample and F.interpolate: nearest x2 by scale factor, bilinear to a size
+    (12 -> 15: a ratio that is not whole), bilinear with align_corners to a size."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv1 = nn.Conv2d(3, 4, 3, padding=1)
+        self.up = nn.Upsample(scale_factor=2, mode="nearest")
+        self.conv2 = nn.Conv2d(4, 4, 3, padding=1)
+        self.fc = nn.Linear(4 * 20 * 20, 10)
+
+    def forward(self, x):
+        y = self.conv2(self.up(F.relu(self.conv1(x))))
+        y = F.interpolate(y, size=(15, 15), mode="bilinear", align_corners=False)
+        y = F.interpolate(y, size=(20, 20), mode="bilinear", align_corners=True)
+        return self.fc(torch.flatten(y, 1))
+
+
 class Misc(nn.Module):
     def __init__(self):
         super().__init__()
@@ -551,6 +615,23 @@ def ops_fixtures(outdir, only):
                                                           os.path.getsize(path)))
 
 
+def job(outdir, name, m, x, opset, training, classes, weights):
+    """Export m (training or eval mode) and write its loss on x, or its parameter
+    count alone when exported without weights."""
+    path = os.path.join(outdir, name + ".onnx")
+    tokens = x.dtype == torch.long
+    export(m, x, path, opset, training, names=("tokens",) if tokens else ("input",),
+           weights=weights)
+    if weights:
+        expectation(m, x, classes, os.path.join(outdir, name + ".json"))
+    else:  # the parameter count only: there are no weights to compute with
+        with open(os.path.join(outdir, name + ".json"), "w") as f:
+            json.dump({"params": params(m), "weights": False}, f)
+            f.write("\n")
+    print("%-12s opset %2d  %8d params  %7d bytes" % (name, opset, params(m),
+                                                      os.path.getsize(path)))
+
+
 def small(outdir):
     os.makedirs(outdir, exist_ok=True)
     torch.manual_seed(0)
@@ -567,19 +648,8 @@ def small(outdir):
         ("misc_op9", misc, img16, 9, False, 10, True),
         ("misc_op13", misc, img16, 13, False, 10, True),
     ]
-    for name, m, x, opset, training, classes, weights in jobs:
-        path = os.path.join(outdir, name + ".onnx")
-        tokens = x.dtype == torch.long
-        export(m, x, path, opset, training, names=("tokens",) if tokens else ("input",),
-               weights=weights)
-        if weights:
-            expectation(m, x, classes, os.path.join(outdir, name + ".json"))
-        else:  # the parameter count only: there are no weights to compute with
-            with open(os.path.join(outdir, name + ".json"), "w") as f:
-                json.dump({"params": params(m), "weights": False}, f)
-                f.write("\n")
-        print("%-12s opset %2d  %8d params  %7d bytes" % (name, opset, params(m),
-                                                          os.path.getsize(path)))
+    for j in jobs:
+        job(outdir, *j)
 
 
     gpt = GptLM()
@@ -591,6 +661,21 @@ def small(outdir):
     train_fixture(outdir, "nanogpt_op13", NanoGPT(), 13)
     train_fixture(outdir, "nanogpt_hf_drop", NanoGPT(packed=False, dropout=0.1, hf=True), 13)
     train_fixture(outdir, "mha_train", TrainTransformerLM(), 17)
+
+    torch.manual_seed(3)
+    einsum, tok10 = EinsumLM(), torch.randint(0, 50, (BATCH, 10))
+    job(outdir, "einsum_op13", einsum, tok10, 13, False, 50, True)
+    job(outdir, "einsum_train_op17", einsum, tok10, 17, True, 50, True)
+
+    torch.manual_seed(4)
+    up, img8 = UpDecoder(), torch.randn(BATCH, 3, 8, 8)
+    job(outdir, "convt_op13", up, img8, 13, False, 10, True)
+    job(outdir, "convt_train_op17", up, img8, 17, True, 10, True)
+
+    torch.manual_seed(5)
+    rn, img6 = ResizeNet(), torch.randn(BATCH, 3, 6, 6)
+    job(outdir, "resize_op13", rn, img6, 13, False, 10, True)
+    job(outdir, "resize_train_op17", rn, img6, 17, True, 10, True)
 
 
 def big(outdir):

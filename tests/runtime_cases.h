@@ -7,10 +7,12 @@
  * with momentum and weight decay on synthetic batches (different each step).
  * The models: lenet5, an MLP, a small residual CNN, a small LSTM language model,
  * a small transformer, a small GPT (causal attention, LM head tied to the token
- * embedding: two operators accumulate into one weight group) and a chain of
- * linears. The strategies: data, model, one weird trick, random strategies over
- * the whole SOAP space, random ones that also split reduction dimensions
- * (partial sums: a linear's input features; softmax_ce's classes, the
+ * embedding: two operators accumulate into one weight group), a chain of
+ * linears, two attention layers with dropout of their probabilities and an
+ * upsampling decoder (conv_transpose2d, resize). The strategies: data, model, one
+ * weird trick, random strategies over the whole SOAP space, random ones that
+ * also split reduction dimensions (partial sums: a linear's input features,
+ * attention's heads; softmax_ce's classes, the
  * vocabulary-parallel cross-entropy), every linear split on its input
  * features with its parts on ranks of their own (all-reduce or reduce-scatter
  * of the partial sums) or sharing ranks (a reduce to the first part's rank), a
@@ -331,7 +333,86 @@ static sf_graph *rc_linears(void) {
     return g;
 }
 
-#define RC_MODELS 7
+/* input -> attention (causal, 4 heads, dropout) -> attention (2 heads, dropout)
+ * -> fc -> loss: attention dropout, whose mask must not depend on how the
+ * operator is split (heads, samples, rows). drop: the dropout of both. */
+static sf_graph *rc_attn_drop(double drop) {
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("attn_drop");
+    sf_shape in = {3, {4, 6, 16}};
+    int x = sf_graph_add_input(g, "x", &in, 0, &err);
+    sf_op_params p, q;
+    sf_op_params_default(SF_OP_ATTENTION, &p);
+    p.attention.embed_dim = 16;
+    p.attention.heads = 4;
+    p.attention.causal = 1;
+    p.attention.dropout = drop;
+    int a1 = sf_graph_add_op(g, SF_OP_ATTENTION, "attn1", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    p.attention.heads = 2;
+    p.attention.causal = 0;
+    p.attention.dropout = drop > 0 ? 2 * drop : 0;
+    int a2 = sf_graph_add_op(g, SF_OP_ATTENTION, "attn2", &p, (sf_tensor_ref[]){{a1, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_LINEAR, &q);
+    q.linear.out_features = 10;
+    int fc = sf_graph_add_op(g, SF_OP_LINEAR, "fc", &q, (sf_tensor_ref[]){{a2, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_SOFTMAX_CE, &q);
+    int l = sf_graph_add_op(g, SF_OP_SOFTMAX_CE, "loss", &q, (sf_tensor_ref[]){{fc, 0}}, 1, &err);
+    if (l < 0) {
+        fprintf(stderr, "attn_drop: %s\n", err.msg);
+        sf_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+/* input -> conv (stride 2) -> relu -> conv_transpose2d (stride 2, output_padding
+ * 1) -> relu -> resize (bilinear 8 -> 12) -> flatten -> fc -> loss: a U-Net
+ * decoder's upsampling, whose output rows need halos of input rows and whose
+ * output channels split its weight's columns. */
+static sf_graph *rc_upsample(void) {
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("upsample");
+    sf_shape in = {4, {4, 3, 8, 8}};
+    int x = sf_graph_add_input(g, "x", &in, 0, &err);
+    sf_op_params p, q;
+    sf_op_params_default(SF_OP_CONV2D, &p);
+    p.conv2d.out_channels = 6;
+    p.conv2d.kernel[0] = p.conv2d.kernel[1] = 3;
+    p.conv2d.stride[0] = p.conv2d.stride[1] = 2;
+    p.conv2d.padding[0] = p.conv2d.padding[1] = 1;
+    int c1 = sf_graph_add_op(g, SF_OP_CONV2D, "down", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_RELU, &q);
+    int r1 = sf_graph_add_op(g, SF_OP_RELU, "relu1", &q, (sf_tensor_ref[]){{c1, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_CONV_TRANSPOSE2D, &p);
+    p.conv_transpose2d.out_channels = 4;
+    p.conv_transpose2d.kernel[0] = p.conv_transpose2d.kernel[1] = 3;
+    p.conv_transpose2d.stride[0] = p.conv_transpose2d.stride[1] = 2;
+    p.conv_transpose2d.padding[0] = p.conv_transpose2d.padding[1] = 1;
+    p.conv_transpose2d.output_padding[0] = p.conv_transpose2d.output_padding[1] = 1;
+    int u =
+        sf_graph_add_op(g, SF_OP_CONV_TRANSPOSE2D, "up", &p, (sf_tensor_ref[]){{r1, 0}}, 1, &err);
+    int r2 = sf_graph_add_op(g, SF_OP_RELU, "relu2", &q, (sf_tensor_ref[]){{u, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_RESIZE, &q);
+    q.resize.mode = SF_RESIZE_BILINEAR;
+    q.resize.size[0] = q.resize.size[1] = 12;
+    int rz = sf_graph_add_op(g, SF_OP_RESIZE, "resize", &q, (sf_tensor_ref[]){{r2, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_FLATTEN, &q);
+    q.flatten.start_dim = 1;
+    int f = sf_graph_add_op(g, SF_OP_FLATTEN, "flat", &q, (sf_tensor_ref[]){{rz, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_LINEAR, &q);
+    q.linear.out_features = 10;
+    int fc = sf_graph_add_op(g, SF_OP_LINEAR, "fc", &q, (sf_tensor_ref[]){{f, 0}}, 1, &err);
+    sf_op_params_default(SF_OP_SOFTMAX_CE, &q);
+    int l = sf_graph_add_op(g, SF_OP_SOFTMAX_CE, "loss", &q, (sf_tensor_ref[]){{fc, 0}}, 1, &err);
+    if (l < 0) {
+        fprintf(stderr, "upsample: %s\n", err.msg);
+        sf_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
+#define RC_MODELS 9
 
 /* Model i of the cases: small sizes, so that a case trains in milliseconds. */
 static sf_graph *rc_model(int i) {
@@ -369,6 +450,8 @@ static sf_graph *rc_model(int i) {
         o.vocab = 16;
         break;
     case 6: return rc_linears();
+    case 7: return rc_attn_drop(0.25);
+    case 8: return rc_upsample();
     default:
         name = "gpt";
         o.batch = 2;

@@ -151,6 +151,7 @@ static sf_graph *build_seq(void) {
     p.attention.embed_dim = 16;
     p.attention.heads = 4;
     p.attention.causal = 1;
+    p.attention.dropout = 0.1;
     int att = add1(g, SF_OP_ATTENTION, "att", &p, ln);
     p = defaults(SF_OP_GELU);
     int ge = add1(g, SF_OP_GELU, "gelu", &p, att);

@@ -41,14 +41,18 @@
 #include "soapflow/runtime.h"
 #include "soapflow/sim.h"
 
+/* clang-format off */
 static const char *const fixtures[] = {
-    "lenet5", "lenet5_op9", "resblock", "lstm_lm", "transformer", "transformer_op14", "misc_op9",
-    "misc_op13", "gpt", "gpt_op14_nofold", "nanogpt", "nanogpt_op13", "nanogpt_hf_drop", "mha_train",
-    /* issue 28's operators (scripts/make_onnx_fixtures.py,
-     * OPS_JOBS) */
+    "lenet5",           "lenet5_op9",        "resblock",        "lstm_lm",   "transformer",
+    "transformer_op14", "misc_op9",          "misc_op13",       "gpt",       "gpt_op14_nofold",
+    "nanogpt",          "nanogpt_op13",      "nanogpt_hf_drop", "mha_train", "einsum_op13",
+    "einsum_train_op17", "convt_op13",       "convt_train_op17", "resize_op13",
+    "resize_train_op17",
+    /* issue 28's operators with constants (scripts/make_onnx_fixtures.py, OPS_JOBS) */
     "constops_op13", "constops_op17_train", "clstoken_op13_train", "clstoken_op17", "permute_op13",
     "permute_op17_train", "pad_op13_train", "pad_op17", "mean_op13", "mean_op17_train",
     "hard_op13_train", "hard_op17"};
+/* clang-format on */
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
 static void fixture_path(char *buf, size_t cap, const char *name, const char *ext) {
@@ -195,7 +199,67 @@ static void test_fixtures_import(void **state) {
                 n_drop += sf_graph_op(g, i)->type == SF_OP_DROPOUT;
             }
             assert_int_equal(n_attn, 1);
-            assert_int_equal(n_drop, 3); /* the layer's three; the attention's own is dropped */
+            assert_int_equal(n_drop, 3); /* the layer's three; the attention's own is its ratio */
+        }
+        /* the decoder's two ConvTranspose: stride 2 padding 1 output_padding 1, then
+         * kernel 2 stride 2 without bias */
+        if (!strncmp(fixtures[f], "convt", 5)) {
+            int k = 0;
+            for (int i = 0; i < sf_graph_num_ops(g); i++) {
+                const sf_op *op = sf_graph_op(g, i);
+                if (op->type != SF_OP_CONV_TRANSPOSE2D) continue;
+                const sf_conv_transpose2d_params *q = &op->params.conv_transpose2d;
+                assert_int_equal(q->stride[0], 2);
+                assert_int_equal(q->padding[1], k ? 0 : 1);
+                assert_int_equal(q->output_padding[0], k ? 0 : 1);
+                assert_int_equal(q->bias, !k);
+                assert_int_equal(op->out_shapes[0].d[2], k ? 16 : 8);
+                k++;
+            }
+            assert_int_equal(k, 2);
+        }
+        /* nearest x2, bilinear to 15x15, bilinear with align_corners to 20x20 */
+        if (!strncmp(fixtures[f], "resize", 6)) {
+            static const int64_t want[3][4] = {{SF_RESIZE_NEAREST, 0, 12, 12},
+                                               {SF_RESIZE_BILINEAR, 0, 15, 15},
+                                               {SF_RESIZE_BILINEAR, 1, 20, 20}};
+            int k = 0;
+            for (int i = 0; i < sf_graph_num_ops(g); i++) {
+                const sf_op *op = sf_graph_op(g, i);
+                if (op->type != SF_OP_RESIZE) continue;
+                assert_true(k < 3);
+                assert_int_equal(op->params.resize.mode, want[k][0]);
+                assert_int_equal(op->params.resize.align_corners, want[k][1]);
+                assert_int_equal(op->params.resize.size[0], want[k][2]);
+                assert_int_equal(op->params.resize.size[1], want[k][3]);
+                k++;
+            }
+            assert_int_equal(k, 3);
+        }
+        /* the einsums are matmuls: B^T, plain, A^T (scripts/make_onnx_fixtures.py) */
+        if (!strncmp(fixtures[f], "einsum", 6)) {
+            static const int want[3][2] = {{0, 1}, {0, 0}, {1, 0}};
+            int k = 0;
+            for (int i = 0; i < sf_graph_num_ops(g); i++) {
+                const sf_op *op = sf_graph_op(g, i);
+                if (op->type != SF_OP_MATMUL) continue;
+                assert_true(k < 3);
+                assert_int_equal(op->params.matmul.transpose_a, want[k][0]);
+                assert_int_equal(op->params.matmul.transpose_b, want[k][1]);
+                k++;
+            }
+            assert_int_equal(k, 3);
+        }
+        /* attention dropout (0.1 in the fixtures exported in training mode with
+         * dropout) becomes the operator's ratio; none elsewhere */
+        int drop = !strcmp(fixtures[f], "mha_train") || !strcmp(fixtures[f], "nanogpt_hf_drop");
+        for (int i = 0; i < sf_graph_num_ops(g); i++) {
+            const sf_op *op = sf_graph_op(g, i);
+            if (op->type != SF_OP_ATTENTION) continue;
+            double want = drop ? 0.1 : 0.0;
+            if (!(fabs(op->params.attention.dropout - want) < 1e-6))
+                fail_msg("%s: attention '%s' has dropout %g, %g expected", fixtures[f], op->name,
+                         op->params.attention.dropout, want);
         }
         if (!strncmp(fixtures[f], "pad_", 4)) { /* two pads folded, two operators */
             int pads = 0;
@@ -1119,6 +1183,96 @@ static int reader_of(const Onnx__GraphProto *g, const char *name, int k) {
 
 /* GPT-2-style attention that departs from what soapflow's operator computes:
  * one line naming the node, never a wrong graph. */
+/* An Einsum that is not a batched matrix product is refused in one line naming
+ * its equation and node. */
+static void test_einsum_refused(void **state) {
+    (void)state;
+    static const char *const bad[] = {
+        "bqd,bkd->bkq",  /* the output's (n, m) */
+        "bqd,bkd->qbk",  /* the batch not leading */
+        "bqd,bkd->bqkd", /* ranks that differ */
+        "bqd,bqd->bqd",  /* nothing contracted: an elementwise product */
+        "bqq,bkd->bqk",  /* a repeated index (a diagonal) */
+        "...d,...d->...", "bqd->bdq",
+    };
+    Onnx__ModelProto *m = decode_fixture("einsum_op13");
+    Onnx__GraphProto *g = m->graph;
+    int e = find_node(g, "Einsum", 0);
+    Onnx__AttributeProto *eq = NULL;
+    for (size_t i = 0; i < g->node[e]->n_attribute; i++)
+        if (!strcmp(g->node[e]->attribute[i]->name, "equation")) eq = g->node[e]->attribute[i];
+    assert_non_null(eq);
+    ProtobufCBinaryData was = eq->s;
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        eq->s.data = (uint8_t *)bad[i];
+        eq->s.len = strlen(bad[i]);
+        size_t len;
+        uint8_t *buf = encode(m, &len);
+        expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, bad[i], g->node[e]->name);
+        free(buf);
+    }
+    eq->s = was;
+    onnx__model_proto__free_unpacked(m, NULL);
+}
+
+/* ConvTranspose beyond conv_transpose2d (groups, dilation) is refused in one line. */
+static void test_convt_refused(void **state) {
+    (void)state;
+    Onnx__ModelProto *m = decode_fixture("convt_op13");
+    Onnx__GraphProto *g = m->graph;
+    Onnx__NodeProto *ct = g->node[find_node(g, "ConvTranspose", 0)];
+    Onnx__AttributeProto *group = NULL, *dil = NULL;
+    for (size_t i = 0; i < ct->n_attribute; i++) {
+        if (!strcmp(ct->attribute[i]->name, "group")) group = ct->attribute[i];
+        if (!strcmp(ct->attribute[i]->name, "dilations")) dil = ct->attribute[i];
+    }
+    assert_non_null(group);
+    assert_non_null(dil);
+    size_t len;
+    uint8_t *buf;
+    group->i = 2;
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "group 2", ct->name);
+    free(buf);
+    group->i = 1;
+    dil->ints[0] = 2;
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "dilations 2x1", ct->name);
+    free(buf);
+    dil->ints[0] = 1;
+    onnx__model_proto__free_unpacked(m, NULL);
+}
+
+/* Resize other than torch's nearest and bilinear is refused in one line. */
+static void test_resize_refused(void **state) {
+    (void)state;
+    Onnx__ModelProto *m = decode_fixture("resize_op13");
+    Onnx__GraphProto *g = m->graph;
+    Onnx__NodeProto *rz = g->node[find_node(g, "Resize", 1)]; /* the bilinear one */
+    Onnx__AttributeProto *mode = NULL, *ctm = NULL;
+    for (size_t i = 0; i < rz->n_attribute; i++) {
+        if (!strcmp(rz->attribute[i]->name, "mode")) mode = rz->attribute[i];
+        if (!strcmp(rz->attribute[i]->name, "coordinate_transformation_mode"))
+            ctm = rz->attribute[i];
+    }
+    assert_non_null(mode);
+    assert_non_null(ctm);
+    ProtobufCBinaryData was_mode = mode->s, was_ctm = ctm->s;
+    size_t len;
+    uint8_t *buf;
+    mode->s = (ProtobufCBinaryData){5, (uint8_t *)"cubic"};
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "Resize mode cubic", rz->name);
+    free(buf);
+    mode->s = was_mode;
+    ctm->s = (ProtobufCBinaryData){18, (uint8_t *)"tf_crop_and_resize"};
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "tf_crop_and_resize", rz->name);
+    free(buf);
+    ctm->s = was_ctm;
+    onnx__model_proto__free_unpacked(m, NULL);
+}
+
 static void test_gpt2_departures(void **state) {
     (void)state;
     Onnx__ModelProto *m = decode_fixture("nanogpt");
@@ -1680,6 +1834,9 @@ int main(void) {
         cmocka_unit_test(test_graph_errors),
         cmocka_unit_test(test_pattern_departures),
         cmocka_unit_test(test_gpt2_departures),
+        cmocka_unit_test(test_einsum_refused),
+        cmocka_unit_test(test_convt_refused),
+        cmocka_unit_test(test_resize_refused),
         cmocka_unit_test(test_fold_big_transpose),
         cmocka_unit_test(test_names_from_the_file),
         cmocka_unit_test(test_external_data),

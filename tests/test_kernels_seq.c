@@ -1,5 +1,5 @@
-/* Kernels of matmul, lstm and attention: fast against reference on awkward shapes
- * (sizes 1, primes, every transpose, causal and cross attention), tiles of uneven
+/* Kernels of matmul, lstm, attention, conv_transpose2d and resize: fast against reference on
+ * awkward shapes (sizes 1, primes, every transpose, causal and cross attention), tiles of uneven
  * partitions stitched against the whole operator, outputs against a double
  * forward and every gradient against double-precision central differences,
  * accumulation and NULL gradients, and the tiles an LSTM kernel refuses. */
@@ -29,7 +29,9 @@ static double rel_err_d(const float *a, const double *b, int64_t n) {
 #include "soapflow/graph.h"
 #include "soapflow/kernels.h"
 
-#define MAX_IO 3 /* most inputs and outputs of the operators tested here */
+#define MAX_IO 3           /* most inputs and outputs of the operators tested here */
+#define RUN_SEED 0x5eedull /* the kernels' seed (attention's dropout mask) */
+static int run_eval;       /* run_tile in inference mode */
 
 /* ---- helpers ----------------------------------------------------------- */
 
@@ -149,6 +151,8 @@ static sf_status run_tile(const opx *o, const sf_tile *t, int fast, tensors *T) 
         .grad_weights = T->dw,
         .workspace = wsp,
         .workspace_bytes = ws,
+        .seed = RUN_SEED,
+        .eval = run_eval,
     };
     sf_status s = sf_kernel_forward(&a, fast);
     if (s == SF_OK && !sf_tile_empty(t)) {
@@ -487,17 +491,23 @@ typedef struct attn_case {
     int64_t n, tq, tk; /* tk 0: self-attention */
     int64_t d, heads;
     int causal, bias;
+    double drop; /* dropout of the probabilities */
 } attn_case;
 
 static const attn_case attn_cases[] = {
-    {1, 1, 0, 1, 1, 0, 1}, /* all ones */
-    {2, 5, 0, 6, 2, 0, 1}, /* self */
-    {2, 5, 0, 6, 3, 1, 1}, /* self, causal */
-    {3, 4, 7, 4, 2, 0, 1}, /* cross, more keys than queries */
-    {2, 6, 3, 6, 3, 1, 0}, /* cross, causal, fewer keys than queries, no bias */
-    {1, 7, 0, 5, 5, 1, 0}, /* prime D, one unit per head, causal */
-    {2, 3, 0, 7, 1, 0, 1}, /* prime D, one head */
-    {1, 1, 5, 3, 3, 0, 1}, /* one query */
+    {1, 1, 0, 1, 1, 0, 1, 0}, /* all ones */
+    {2, 5, 0, 6, 2, 0, 1, 0}, /* self */
+    {2, 5, 0, 6, 3, 1, 1, 0}, /* self, causal */
+    {3, 4, 7, 4, 2, 0, 1, 0}, /* cross, more keys than queries */
+    {2, 6, 3, 6, 3, 1, 0, 0}, /* cross, causal, fewer keys than queries, no bias */
+    {1, 7, 0, 5, 5, 1, 0, 0}, /* prime D, one unit per head, causal */
+    {2, 3, 0, 7, 1, 0, 1, 0}, /* prime D, one head */
+    {1, 1, 5, 3, 3, 0, 1, 0}, /* one query */
+    /* dropout: self causal, cross, one head, many heads */
+    {2, 5, 0, 6, 3, 1, 1, 0.3},
+    {3, 4, 7, 4, 2, 0, 1, 0.5},
+    {2, 3, 0, 7, 1, 0, 0, 0.2},
+    {2, 6, 0, 8, 4, 1, 1, 0.1},
 };
 #define N_ATTN ((int)(sizeof attn_cases / sizeof attn_cases[0]))
 
@@ -511,7 +521,27 @@ static void attn_make(opx *o, const attn_case *c) {
     p.attention.heads = c->heads;
     p.attention.causal = c->causal;
     p.attention.bias = c->bias;
+    p.attention.dropout = c->drop;
     opx_make(o, SF_OP_ATTENTION, s, c->tk ? 2 : 1, &p);
+}
+
+/* The dropout mask, as op_dropout.c's header defines it (written again): element
+ * e of the probabilities (N, heads, Tq, Tk) is kept when the top 24 bits of
+ * splitmix64(key + e * golden) are at least p * 2^24, key = splitmix64(seed ^
+ * op id * golden); kept ones are scaled by 1 / (1 - p). */
+static uint64_t mix_d(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static double attn_drop_d(const sf_op *op, int64_t e) {
+    const uint64_t golden = 0x9e3779b97f4a7c15ull;
+    double p = op->params.attention.dropout;
+    if (p == 0) return 1.0;
+    uint64_t key = mix_d(RUN_SEED ^ ((uint64_t)op->id * golden));
+    int keep = (mix_d(key + (uint64_t)e * golden) >> 40) >= (uint64_t)(p * 16777216.0);
+    return keep ? (double)(float)(1.0 / (1.0 - p)) : 0.0;
 }
 
 /* Multi-head attention in double, as torch.nn.MultiheadAttention defines it. */
@@ -549,6 +579,8 @@ static void attn_fwd_d(const sf_op *op, double *const *x, const double *w, doubl
                     s[j] = p->causal && j > i ? 0.0 : exp(s[j] - mx);
                     sum += s[j];
                 }
+                for (int64_t j = 0; j < Tk; j++)
+                    s[j] *= attn_drop_d(op, ((n * nh + h) * Tq + i) * Tk + j);
                 for (int64_t e = 0; e < hd; e++) {
                     double acc = 0;
                     for (int64_t j = 0; j < Tk; j++) acc += s[j] / sum * v[j * D + h * hd + e];
@@ -609,9 +641,10 @@ static void test_attention_gradients_fd(void **state) {
 /* Larger shapes than finite differences allow: more heads and keys, causal. */
 static void test_attention_larger(void **state) {
     (void)state;
-    static const attn_case big[] = {{3, 33, 0, 48, 4, 1, 1}, {2, 17, 41, 32, 8, 0, 1}};
+    static const attn_case big[] = {
+        {3, 33, 0, 48, 4, 1, 1, 0}, {2, 17, 41, 32, 8, 0, 1, 0}, {2, 33, 0, 48, 8, 1, 1, 0.1}};
     static const int degs[][4] = {{3, 2, 1, 1}, {1, 3, 2, 1}, {1, 2, 1, 4}, {2, 1, 1, 3}};
-    for (int i = 0; i < 2; i++) {
+    for (int i = 0; i < 3; i++) {
         opx o;
         attn_make(&o, &big[i]);
         check_partitions(&o, degs, 4, 650 + (uint64_t)i);
@@ -742,22 +775,238 @@ static void test_accumulation(void **state) {
     check_accumulates(&o, (int[]){3, 2, 2, 1}, 5, 703);
     check_accumulates(&o, (int[]){1, 2, 1, 2}, 3, 706); /* the second head, partial sum */
     sf_graph_free(o.g);
+    attn_make(&o, &attn_cases[8]); /* self, causal, dropout: middle rows, the second head */
+    check_accumulates(&o, (int[]){1, 3, 1, 3}, 4, 707);
+    sf_graph_free(o.g);
+}
+
+/* Attention dropout is off in inference mode (the same results, bit for bit, as
+ * without it) and on in training (other results). */
+static void test_attention_dropout_eval(void **state) {
+    (void)state;
+    attn_case c = attn_cases[9], c0 = c;
+    c0.drop = 0;
+    opx o, o0;
+    attn_make(&o, &c);
+    attn_make(&o0, &c0);
+    sf_tile t = sf_tile_full(&o.op->space);
+    for (int fast = 0; fast < 2; fast++) {
+        tensors T, T0;
+        tensors_init(&T, &o, 900);
+        tensors_init(&T0, &o0, 900);
+        run_eval = 1;
+        assert_int_equal(run_tile(&o, &t, fast, &T), SF_OK);
+        run_eval = 0;
+        assert_int_equal(run_tile(&o0, &t, fast, &T0), SF_OK);
+        size_t ny = (size_t)o.out_n[0] * sizeof(float);
+        assert_memory_equal(T.y[0], T0.y[0], ny);
+        assert_memory_equal(T.dx[0], T0.dx[0], (size_t)o.in_n[0] * sizeof(float));
+        assert_memory_equal(T.dw, T0.dw, (size_t)o.n_w * sizeof(float));
+        tensors_clear(&T, &o);
+        assert_int_equal(run_tile(&o, &t, fast, &T), SF_OK);
+        assert_true(rel_err(T.y[0], T0.y[0], o.out_n[0]) > 1e-2);
+        tensors_free(&T, &o);
+        tensors_free(&T0, &o0);
+    }
+    sf_graph_free(o.g);
+    sf_graph_free(o0.g);
+}
+
+/* ---- conv_transpose2d ------------------------------------------------------ */
+
+typedef struct convt_case {
+    int64_t n, cin, h, w, cout, kh, kw, sh, sw, ph, pw, oph, opw;
+    int bias;
+} convt_case;
+
+static const convt_case convt_cases[] = {
+    {1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 1}, /* all ones */
+    {2, 3, 4, 5, 4, 3, 3, 2, 2, 1, 1, 1, 1, 1}, /* U-Net's: stride 2, output_padding 1 */
+    {2, 2, 3, 3, 3, 2, 2, 2, 2, 0, 0, 0, 0, 0}, /* kernel = stride: no overlap, no bias */
+    {1, 3, 5, 4, 2, 4, 3, 3, 1, 2, 0, 2, 0, 1}, /* uneven strides, kernel above stride */
+    {3, 2, 4, 4, 5, 3, 1, 1, 1, 1, 0, 0, 0, 1}, /* stride 1: a padded conv's transpose */
+};
+#define N_CONVT ((int)(sizeof convt_cases / sizeof convt_cases[0]))
+
+static void convt_make(opx *o, const convt_case *c) {
+    sf_shape s = sf_shape_make(4, (int64_t[]){c->n, c->cin, c->h, c->w});
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONV_TRANSPOSE2D, &p);
+    sf_conv_transpose2d_params *q = &p.conv_transpose2d;
+    q->out_channels = c->cout;
+    q->kernel[0] = c->kh;
+    q->kernel[1] = c->kw;
+    q->stride[0] = c->sh;
+    q->stride[1] = c->sw;
+    q->padding[0] = c->ph;
+    q->padding[1] = c->pw;
+    q->output_padding[0] = c->oph;
+    q->output_padding[1] = c->opw;
+    q->bias = c->bias;
+    opx_make(o, SF_OP_CONV_TRANSPOSE2D, &s, 1, &p);
+}
+
+/* The definition, in double, written as a gather: y[n, co, oh, ow] = b[co] +
+ * sum over ci, i, j with oh = ih*s - p + i (ih whole) of x[n, ci, ih, iw] W[ci, co, i, j]. */
+static void convt_fwd_d(const sf_op *op, double *const *x, const double *w, double *const *y) {
+    const sf_conv_transpose2d_params *c = &op->params.conv_transpose2d;
+    const sf_shape *is = &op->in_shapes[0], *os = &op->out_shapes[0];
+    int64_t N = is->d[0], CI = is->d[1], H = is->d[2], Wd = is->d[3];
+    int64_t CO = os->d[1], OH = os->d[2], OW = os->d[3], kh = c->kernel[0], kw = c->kernel[1];
+    for (int64_t n = 0; n < N; n++)
+        for (int64_t co = 0; co < CO; co++)
+            for (int64_t oh = 0; oh < OH; oh++)
+                for (int64_t ow = 0; ow < OW; ow++) {
+                    double acc = c->bias ? w[CI * CO * kh * kw + co] : 0.0;
+                    for (int64_t ci = 0; ci < CI; ci++)
+                        for (int64_t i = 0; i < kh; i++)
+                            for (int64_t j = 0; j < kw; j++) {
+                                int64_t th = oh + c->padding[0] - i, tw = ow + c->padding[1] - j;
+                                if (th < 0 || tw < 0 || th % c->stride[0] || tw % c->stride[1])
+                                    continue;
+                                int64_t ih = th / c->stride[0], iw = tw / c->stride[1];
+                                if (ih >= H || iw >= Wd) continue;
+                                acc += x[0][((n * CI + ci) * H + ih) * Wd + iw] *
+                                       w[((ci * CO + co) * kh + i) * kw + j];
+                            }
+                    y[0][((n * CO + co) * OH + oh) * OW + ow] = acc;
+                }
+}
+
+static void test_convt_tiles(void **state) {
+    (void)state;
+    static const int degs[][4] = {
+        {2, 1, 1, 1}, {1, 2, 1, 1}, {1, 1, 3, 1}, {1, 1, 1, 2},
+        {2, 2, 2, 2}, {1, 3, 2, 1}, {1, 1, 5, 4}, /* more parts than rows: empty tiles */
+    };
+    for (int i = 0; i < N_CONVT; i++) {
+        opx o;
+        convt_make(&o, &convt_cases[i]);
+        check_partitions(&o, degs, (int)(sizeof degs / sizeof degs[0]), 800 + (uint64_t)i);
+        sf_graph_free(o.g);
+    }
+}
+
+static void test_convt_gradients_fd(void **state) {
+    (void)state;
+    for (int i = 0; i < N_CONVT; i++) {
+        opx o;
+        convt_make(&o, &convt_cases[i]);
+        check_gradients_fd(&o, convt_fwd_d, 850 + (uint64_t)i);
+        sf_graph_free(o.g);
+    }
+}
+
+/* ---- resize ------------------------------------------------------------- */
+
+typedef struct resize_case {
+    int64_t n, c, h, w, oh, ow;
+    int mode, align;
+} resize_case;
+
+static const resize_case resize_cases[] = {
+    {2, 3, 4, 5, 8, 10, SF_RESIZE_NEAREST, 0},  /* nn.Upsample(scale_factor=2) */
+    {1, 2, 5, 3, 7, 4, SF_RESIZE_NEAREST, 0},   /* uneven factors */
+    {2, 2, 4, 5, 8, 10, SF_RESIZE_BILINEAR, 0}, /* bilinear x2, half pixel */
+    {1, 3, 3, 4, 7, 9, SF_RESIZE_BILINEAR, 1},  /* align_corners */
+    {2, 1, 6, 5, 3, 2, SF_RESIZE_BILINEAR, 0},  /* downsampling */
+    {1, 2, 1, 4, 3, 1, SF_RESIZE_BILINEAR, 1},  /* sizes of 1 */
+};
+#define N_RESIZE ((int)(sizeof resize_cases / sizeof resize_cases[0]))
+
+static void resize_make(opx *o, const resize_case *c) {
+    sf_shape s = sf_shape_make(4, (int64_t[]){c->n, c->c, c->h, c->w});
+    sf_op_params p;
+    sf_op_params_default(SF_OP_RESIZE, &p);
+    p.resize.mode = c->mode;
+    p.resize.size[0] = c->oh;
+    p.resize.size[1] = c->ow;
+    p.resize.align_corners = c->align;
+    opx_make(o, SF_OP_RESIZE, &s, 1, &p);
+}
+
+/* torch's source coordinate of output index o (in -> out), the definition again */
+static void resize_src_d(const sf_resize_params *p, int64_t in, int64_t out, int64_t o, int64_t *i0,
+                         int64_t *i1, double *f) {
+    if (p->mode == SF_RESIZE_NEAREST) {
+        int64_t i = (int64_t)floor((double)o * (double)in / (double)out);
+        *i0 = *i1 = i < in - 1 ? i : in - 1;
+        *f = 0;
+        return;
+    }
+    double s = p->align_corners ? (out > 1 ? (double)o * (double)(in - 1) / (double)(out - 1) : 0)
+                                : fmax(0.0, ((double)o + 0.5) * (double)in / (double)out - 0.5);
+    *i0 = (int64_t)floor(s);
+    *i1 = *i0 < in - 1 ? *i0 + 1 : *i0;
+    *f = s - (double)*i0;
+}
+
+static void resize_fwd_d(const sf_op *op, double *const *x, const double *w, double *const *y) {
+    (void)w;
+    const sf_resize_params *p = &op->params.resize;
+    const sf_shape *is = &op->in_shapes[0];
+    int64_t planes = is->d[0] * is->d[1], H = is->d[2], W = is->d[3];
+    int64_t OH = p->size[0], OW = p->size[1];
+    for (int64_t pl = 0; pl < planes; pl++)
+        for (int64_t i = 0; i < OH; i++)
+            for (int64_t j = 0; j < OW; j++) {
+                int64_t a0, a1, b0, b1;
+                double fh, fw;
+                resize_src_d(p, H, OH, i, &a0, &a1, &fh);
+                resize_src_d(p, W, OW, j, &b0, &b1, &fw);
+                const double *xp = x[0] + pl * H * W;
+                y[0][(pl * OH + i) * OW + j] =
+                    (1 - fh) * ((1 - fw) * xp[a0 * W + b0] + fw * xp[a0 * W + b1]) +
+                    fh * ((1 - fw) * xp[a1 * W + b0] + fw * xp[a1 * W + b1]);
+            }
+}
+
+static void test_resize_tiles(void **state) {
+    (void)state;
+    static const int degs[][4] = {{2, 1, 1, 1}, {1, 2, 1, 1}, {1, 1, 3, 1},
+                                  {1, 1, 1, 2}, {2, 1, 2, 3}, {1, 1, 7, 9}};
+    for (int i = 0; i < N_RESIZE; i++) {
+        opx o;
+        resize_make(&o, &resize_cases[i]);
+        check_partitions(&o, degs, (int)(sizeof degs / sizeof degs[0]), 880 + (uint64_t)i);
+        sf_graph_free(o.g);
+    }
+}
+
+static void test_resize_gradients_fd(void **state) {
+    (void)state;
+    for (int i = 0; i < N_RESIZE; i++) {
+        opx o;
+        resize_make(&o, &resize_cases[i]);
+        check_gradients_fd(&o, resize_fwd_d, 890 + (uint64_t)i);
+        sf_graph_free(o.g);
+    }
 }
 
 static void test_available(void **state) {
     (void)state;
-    const sf_op_type types[] = {SF_OP_MATMUL, SF_OP_LSTM, SF_OP_ATTENTION};
-    for (int i = 0; i < 3; i++)
+    const sf_op_type types[] = {SF_OP_MATMUL, SF_OP_LSTM, SF_OP_ATTENTION, SF_OP_CONV_TRANSPOSE2D};
+    for (int i = 0; i < 4; i++)
         assert_true(sf_kernel_available(types[i], 0) && sf_kernel_available(types[i], 1));
 }
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_available),           cmocka_unit_test(test_matmul_tiles),
-        cmocka_unit_test(test_matmul_gradients_fd), cmocka_unit_test(test_lstm_tiles),
-        cmocka_unit_test(test_lstm_gradients_fd),   cmocka_unit_test(test_lstm_unsupported_tiles),
-        cmocka_unit_test(test_attention_tiles),     cmocka_unit_test(test_attention_gradients_fd),
-        cmocka_unit_test(test_attention_larger),    cmocka_unit_test(test_accumulation),
+        cmocka_unit_test(test_available),
+        cmocka_unit_test(test_matmul_tiles),
+        cmocka_unit_test(test_matmul_gradients_fd),
+        cmocka_unit_test(test_lstm_tiles),
+        cmocka_unit_test(test_lstm_gradients_fd),
+        cmocka_unit_test(test_lstm_unsupported_tiles),
+        cmocka_unit_test(test_attention_tiles),
+        cmocka_unit_test(test_attention_gradients_fd),
+        cmocka_unit_test(test_attention_larger),
+        cmocka_unit_test(test_accumulation),
+        cmocka_unit_test(test_attention_dropout_eval),
+        cmocka_unit_test(test_convt_tiles),
+        cmocka_unit_test(test_convt_gradients_fd),
+        cmocka_unit_test(test_resize_tiles),
+        cmocka_unit_test(test_resize_gradients_fd),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -66,6 +66,131 @@ static sf_op_cost full_cost(const sf_op *op) {
 #define I64(...) ((const int64_t[]){__VA_ARGS__})
 #define KINDS(...) ((const sf_dim_kind[]){__VA_ARGS__})
 
+/* ---- conv_transpose2d --------------------------------------------------- */
+
+static void test_conv_transpose2d(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("ct");
+    sf_shape xs = sf_shape_make(4, I64(2, 4, 5, 6));
+    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONV_TRANSPOSE2D, &p);
+    sf_conv_transpose2d_params *q = &p.conv_transpose2d;
+    q->out_channels = 3;
+    q->kernel[0] = q->kernel[1] = 3;
+    q->stride[0] = q->stride[1] = 2;
+    q->padding[0] = q->padding[1] = 1;
+    q->output_padding[0] = q->output_padding[1] = 1;
+    const sf_op *op = sf_graph_op(g, add1(g, SF_OP_CONV_TRANSPOSE2D, "up", &p, x, &err));
+    /* torch: (in - 1) * stride - 2 * padding + kernel + output_padding */
+    check_shape(&op->out_shapes[0], 4, I64(2, 3, 10, 12));
+    assert_int_equal(op->n_params, 4 * 3 * 9 + 3); /* weight (C_in, C_out, 3, 3), bias */
+    assert_int_equal(op->space.ndim, 4);
+    check_kinds(op, 4, KINDS(S, P, A, A));
+    /* output rows [2, 5) are reached by input rows 1 (1, 2, 3) and 2 (3, 4, 5);
+     * every output channel reads every input channel */
+    sf_tile t = mk_tile(4, I64(0, 1, 2, 0), I64(2, 3, 5, 12));
+    check_region(op, &t, 0, 4, I64(0, 0, 1, 0), I64(2, 4, 3, 6));
+    /* the first row needs input rows 0 (-1, 0, 1) only; the last two, row 4 (7, 8, 9)
+     * and the output_padding's row 9 (reached by nothing past input row 4) */
+    t = mk_tile(4, I64(0, 0, 0, 0), I64(2, 3, 1, 12));
+    check_region(op, &t, 0, 4, I64(0, 0, 0, 0), I64(2, 4, 1, 6));
+    t = mk_tile(4, I64(0, 0, 8, 0), I64(2, 3, 10, 12));
+    check_region(op, &t, 0, 4, I64(0, 0, 4, 0), I64(2, 4, 5, 6));
+    /* MACs N * C_in * H * W * C_out * 9 = 6480, the bias 720 adds */
+    sf_op_cost c = full_cost(op);
+    assert_true(c.flops_fwd == 2 * 6480.0 + 720);
+    assert_true(c.flops_bwd == 4 * 6480.0 + 720);
+    /* output channels [1, 3): W[:, 1:3] (4 rows of 18, 27 apart) and b[1:3] */
+    sf_weight_slice sl[SF_MAX_WEIGHT_SLICES];
+    t = mk_tile(4, I64(0, 1, 0, 0), I64(2, 3, 10, 12));
+    assert_int_equal(sf_op_weight_slices(op, &t, sl), 2);
+    assert_true(sl[0].offset == 9 && sl[0].len == 18 && sl[0].stride == 27 && sl[0].count == 4);
+    assert_true(sl[1].offset == 108 + 1 && sl[1].len == 2 && sl[1].count == 1);
+    assert_true(sf_op_tile_weights(op, &t) == 4 * 18 + 2);
+    /* errors */
+    q->output_padding[0] = 2;
+    err = (sf_error){0};
+    check_fail(add1(g, SF_OP_CONV_TRANSPOSE2D, "bad_op", &p, x, &err), &err, SF_ERR_INVALID,
+               "bad_op", "output_padding (2) must be smaller than stride (2)");
+    q->output_padding[0] = 0;
+    q->padding[0] = 6;
+    err = (sf_error){0};
+    check_fail(add1(g, SF_OP_CONV_TRANSPOSE2D, "bad_pad", &p, x, &err), &err, SF_ERR_SHAPE,
+               "bad_pad", "padding 6 leaves no output");
+    q->padding[0] = 1;
+    q->out_channels = 0;
+    err = (sf_error){0};
+    check_fail(add1(g, SF_OP_CONV_TRANSPOSE2D, "bad_c", &p, x, &err), &err, SF_ERR_INVALID, "bad_c",
+               "out_channels must be >= 1");
+    q->out_channels = 3;
+    sf_shape s3 = sf_shape_make(3, I64(2, 4, 5));
+    int x3 = sf_graph_add_input(g, "x3", &s3, 0, &err);
+    err = (sf_error){0};
+    check_fail(add1(g, SF_OP_CONV_TRANSPOSE2D, "bad_rank", &p, x3, &err), &err, SF_ERR_SHAPE,
+               "bad_rank", "input must be 4-D");
+    sf_graph_free(g);
+}
+
+/* ---- resize ------------------------------------------------------------- */
+
+static void test_resize(void **state) {
+    (void)state;
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("rs");
+    sf_shape xs = sf_shape_make(4, I64(2, 3, 4, 6));
+    int x = sf_graph_add_input(g, "x", &xs, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_RESIZE, &p);
+    p.resize.mode = SF_RESIZE_BILINEAR;
+    p.resize.size[0] = 8;
+    p.resize.size[1] = 9;
+    const sf_op *op = sf_graph_op(g, add1(g, SF_OP_RESIZE, "bl", &p, x, &err));
+    check_shape(&op->out_shapes[0], 4, I64(2, 3, 8, 9));
+    assert_int_equal(op->n_params, 0);
+    check_kinds(op, 4, KINDS(S, A, A, A));
+    /* 4 -> 8 rows, half pixel: s = (o + 0.5) / 2 - 0.5; rows 3, 4 read 1..2, 1..2
+     * and 2..3 (s 1.25, 1.75); row 0 reads 0..1 (s below 0 is 0), row 7 row 3 */
+    sf_tile t = mk_tile(4, I64(0, 1, 3, 0), I64(2, 2, 5, 9));
+    check_region(op, &t, 0, 4, I64(0, 1, 1, 0), I64(2, 2, 3, 6));
+    t = mk_tile(4, I64(0, 0, 0, 0), I64(1, 3, 1, 9));
+    check_region(op, &t, 0, 4, I64(0, 0, 0, 0), I64(1, 3, 2, 6));
+    t = mk_tile(4, I64(0, 0, 7, 0), I64(1, 3, 8, 9));
+    check_region(op, &t, 0, 4, I64(0, 0, 3, 0), I64(1, 3, 4, 6));
+    sf_op_cost c = full_cost(op);
+    assert_true(c.flops_fwd == 8 * 432.0 && c.flops_bwd == 8 * 432.0);
+    /* nearest: rows 3, 4 read floor(3/2) = 1 and floor(4/2) = 2 */
+    p.resize.mode = SF_RESIZE_NEAREST;
+    op = sf_graph_op(g, add1(g, SF_OP_RESIZE, "nn", &p, x, &err));
+    t = mk_tile(4, I64(0, 1, 3, 0), I64(2, 2, 5, 9));
+    check_region(op, &t, 0, 4, I64(0, 1, 1, 0), I64(2, 2, 3, 6));
+    c = full_cost(op);
+    assert_true(c.flops_fwd == 0 && c.flops_bwd == 432.0);
+    /* align_corners: s = o * 3 / 7; row 7 reads row 3 alone */
+    p.resize.mode = SF_RESIZE_BILINEAR;
+    p.resize.align_corners = 1;
+    op = sf_graph_op(g, add1(g, SF_OP_RESIZE, "ac", &p, x, &err));
+    t = mk_tile(4, I64(0, 0, 7, 0), I64(1, 3, 8, 9));
+    check_region(op, &t, 0, 4, I64(0, 0, 3, 0), I64(1, 3, 4, 6));
+    /* errors */
+    p.resize.mode = SF_RESIZE_NEAREST;
+    check_fail(add1(g, SF_OP_RESIZE, "bad_ac", &p, x, &err), &err, SF_ERR_INVALID, "bad_ac",
+               "align_corners is for bilinear resizing only");
+    err = (sf_error){0};
+    p.resize.align_corners = 0;
+    p.resize.size[1] = 0;
+    check_fail(add1(g, SF_OP_RESIZE, "bad_size", &p, x, &err), &err, SF_ERR_INVALID, "bad_size",
+               "size must be >= 1, got 8x0");
+    err = (sf_error){0};
+    p.resize.size[1] = 9;
+    sf_shape s3 = sf_shape_make(3, I64(2, 4, 5));
+    int x3 = sf_graph_add_input(g, "x3", &s3, 0, &err);
+    check_fail(add1(g, SF_OP_RESIZE, "bad_rank", &p, x3, &err), &err, SF_ERR_SHAPE, "bad_rank",
+               "input must be 4-D");
+    sf_graph_free(g);
+}
+
 /* ---- input ------------------------------------------------------------- */
 
 static void test_input(void **state) {
@@ -1057,15 +1182,26 @@ static void test_lenet_totals(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_input),          cmocka_unit_test(test_conv2d_alexnet),
-        cmocka_unit_test(test_conv2d_groups_dilation), cmocka_unit_test(test_conv2d_errors),
-        cmocka_unit_test(test_linear),         cmocka_unit_test(test_pool2d_shapes),
-        cmocka_unit_test(test_pool2d_regions), cmocka_unit_test(test_pool2d_errors),
-        cmocka_unit_test(test_unary),          cmocka_unit_test(test_dropout),
-        cmocka_unit_test(test_binary),         cmocka_unit_test(test_concat),
-        cmocka_unit_test(test_reshape),        cmocka_unit_test(test_flatten),
-        cmocka_unit_test(test_batchnorm),      cmocka_unit_test(test_attr_tables),
-        cmocka_unit_test(test_lenet_totals),   cmocka_unit_test(test_size_bounds),
+        cmocka_unit_test(test_input),
+        cmocka_unit_test(test_conv2d_alexnet),
+        cmocka_unit_test(test_conv_transpose2d),
+        cmocka_unit_test(test_resize),
+        cmocka_unit_test(test_conv2d_groups_dilation),
+        cmocka_unit_test(test_conv2d_errors),
+        cmocka_unit_test(test_linear),
+        cmocka_unit_test(test_pool2d_shapes),
+        cmocka_unit_test(test_pool2d_regions),
+        cmocka_unit_test(test_pool2d_errors),
+        cmocka_unit_test(test_unary),
+        cmocka_unit_test(test_dropout),
+        cmocka_unit_test(test_binary),
+        cmocka_unit_test(test_concat),
+        cmocka_unit_test(test_reshape),
+        cmocka_unit_test(test_flatten),
+        cmocka_unit_test(test_batchnorm),
+        cmocka_unit_test(test_attr_tables),
+        cmocka_unit_test(test_lenet_totals),
+        cmocka_unit_test(test_size_bounds),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

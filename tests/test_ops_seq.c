@@ -13,6 +13,7 @@
 
 #include "ops/op_impl.h"
 #include "soapflow/graph.h"
+#include "soapflow/kernels.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -500,6 +501,30 @@ static void test_attention_heads(void **state) {
      * 5*1*2*3, biases 8 + 24 */
     sf_op_tile_cost(op, &t, &c);
     assert_true(c.flops_fwd == 128 + 384 + 96 + 128 + 30 + 32);
+    sf_op_cost c0 = c;
+    sf_op_mem m0;
+    sf_op_tile_memory(op, &t, &m0);
+    /* with dropout of the probabilities: 2 per score (1*1*2*3 of them) forward,
+     * 1 backward, the 4-byte mask written, read back and kept */
+    p.attention.dropout = 0.1;
+    op = sf_graph_op(g, add_ok(g, SF_OP_ATTENTION, "drop", &p, (sf_tensor_ref[]){{q, 0}}, 1));
+    assert_true(op->params.attention.dropout == 0.1);
+    sf_op_tile_cost(op, &t, &c);
+    assert_true(c.flops_fwd == c0.flops_fwd + 12);
+    assert_true(c.flops_bwd == c0.flops_bwd + 6);
+    assert_true(c.bytes_fwd == c0.bytes_fwd + 24 && c.bytes_bwd == c0.bytes_bwd + 24);
+    sf_op_tile_memory(op, &t, &m);
+    assert_true(m.saved_bytes == m0.saved_bytes + 24);
+    assert_true(m.output_bytes == m0.output_bytes && m.weight_bytes == m0.weight_bytes);
+    assert_true(sf_kernel_workspace_bytes(op, &t, 1) >
+                sf_kernel_workspace_bytes(sf_graph_op(g, sf_graph_find(g, "causal")), &t, 1));
+    /* a ratio outside [0, 1) is refused */
+    p.attention.dropout = 1.0;
+    expect_fail(g, SF_OP_ATTENTION, "bad", &p, (sf_tensor_ref[]){{q, 0}}, 1,
+                "dropout must be in [0, 1)");
+    p.attention.dropout = -0.1;
+    expect_fail(g, SF_OP_ATTENTION, "bad", &p, (sf_tensor_ref[]){{q, 0}}, 1,
+                "dropout must be in [0, 1)");
     sf_graph_free(g);
 }
 

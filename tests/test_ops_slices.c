@@ -96,6 +96,32 @@ static int b_conv_direct_bias(sf_graph *g) {
     return conv_with(g, (int64_t[]){2, 2, 5, 5}, 7, 3, 3, 1, 1, 1, 1);
 }
 
+/* stride 2, output_padding 1, with bias: a U-Net decoder's upsampling */
+static int b_conv_transpose(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONV_TRANSPOSE2D, &p);
+    p.conv_transpose2d.out_channels = 5;
+    p.conv_transpose2d.kernel[0] = p.conv_transpose2d.kernel[1] = 3;
+    p.conv_transpose2d.stride[0] = p.conv_transpose2d.stride[1] = 2;
+    p.conv_transpose2d.padding[0] = p.conv_transpose2d.padding[1] = 1;
+    p.conv_transpose2d.output_padding[0] = 1;
+    return unary_on(g, SF_OP_CONV_TRANSPOSE2D, &p, 4, (int64_t[]){3, 4, 5, 4});
+}
+
+/* bilinear to a size whose ratio is not whole (halos), and nearest */
+static int resize_with(sf_graph *g, int mode, int align) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_RESIZE, &p);
+    p.resize.mode = mode;
+    p.resize.align_corners = align;
+    p.resize.size[0] = 11;
+    p.resize.size[1] = 7;
+    return unary_on(g, SF_OP_RESIZE, &p, 4, (int64_t[]){3, 2, 5, 4});
+}
+static int b_resize_bilinear(sf_graph *g) { return resize_with(g, SF_RESIZE_BILINEAR, 0); }
+static int b_resize_corners(sf_graph *g) { return resize_with(g, SF_RESIZE_BILINEAR, 1); }
+static int b_resize_nearest(sf_graph *g) { return resize_with(g, SF_RESIZE_NEAREST, 0); }
+
 static int pool_with(sf_graph *g, int mode, int ceil_mode, int include_pad) {
     sf_op_params p;
     sf_op_params_default(SF_OP_POOL2D, &p);
@@ -388,6 +414,10 @@ static const op_case cases[] = {
     {"conv2d grouped", b_conv_grouped},
     {"conv2d direct", b_conv_direct},
     {"conv2d direct bias", b_conv_direct_bias},
+    {"conv_transpose2d", b_conv_transpose},
+    {"resize bilinear", b_resize_bilinear},
+    {"resize align_corners", b_resize_corners},
+    {"resize nearest", b_resize_nearest},
     {"pool2d max", b_pool_max},
     {"pool2d avg", b_pool_avg},
     {"pool2d adaptive", b_pool_adaptive},

@@ -10,6 +10,8 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+
+/* cmocka.h needs setjmp.h, stdarg.h and stddef.h first: its own block */
 #include <cmocka.h>
 
 #include "runtime_cases.h"
@@ -144,6 +146,34 @@ static void test_adam(void **state) {
     }
 }
 
+/* Attention with dropout of its probabilities, split on heads among the rest:
+ * the dropout is on (the losses differ from those without it), and P ranks
+ * draw one rank's mask. */
+static void test_attention_dropout(void **state) {
+    (void)state;
+    sf_graph *g = rc_attn_drop(0.25), *g0 = rc_attn_drop(0);
+    assert_non_null(g);
+    assert_non_null(g0);
+    rc_job j, j0;
+    assert_int_equal(rc_train_one(&j, g, 0), SF_OK);
+    assert_int_equal(rc_train_one(&j0, g0, 0), SF_OK);
+    for (int i = 0; i < RC_ITERS; i++) assert_true(fabs(j.losses[i] - j0.losses[i]) > 1e-6);
+    rc_job_free(&j);
+    rc_job_free(&j0);
+    sf_graph_free(g);
+    sf_graph_free(g0);
+    run_cases(7, 2);
+    run_cases(7, 4);
+}
+
+/* conv_transpose2d among convolutions: halos of its input rows, its output
+ * channels' weight columns. */
+static void test_upsample(void **state) {
+    (void)state;
+    run_cases(8, 2);
+    run_cases(8, 4);
+}
+
 /* A part on a device past the rank count is refused on every rank, before
  * any work, with one message. */
 typedef struct bad_job {
@@ -233,6 +263,8 @@ int main(void) {
         cmocka_unit_test(test_gpt_small),
         cmocka_unit_test(test_linears),
         cmocka_unit_test(test_adam),
+        cmocka_unit_test(test_attention_dropout),
+        cmocka_unit_test(test_upsample),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

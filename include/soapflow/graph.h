@@ -197,6 +197,8 @@ typedef enum sf_op_type {
     SF_OP_REDUCE_MEAN,  /* the mean over some dimensions (not the batch) */
     SF_OP_HARD_SIGMOID, /* min(max(alpha * x + beta, 0), 1) */
     SF_OP_HARD_SWISH,   /* x * hard_sigmoid(x) at torch's alpha 1/6, beta 1/2 */
+    SF_OP_CONV_TRANSPOSE2D, /* torch.nn.ConvTranspose2d, ONNX ConvTranspose (groups 1) */
+    SF_OP_RESIZE,           /* nearest or bilinear resizing of NCHW: nn.Upsample, ONNX Resize */
     SF_OP_COUNT
 } sf_op_type;
 
@@ -218,6 +220,20 @@ typedef struct sf_conv2d_params {
     int64_t groups;
     int bias;
 } sf_conv2d_params;
+
+typedef struct sf_conv_transpose2d_params {
+    int64_t out_channels;
+    int64_t kernel[2], stride[2], padding[2], output_padding[2]; /* (h, w) */
+    int bias;
+} sf_conv_transpose2d_params;
+
+typedef enum sf_resize_mode { SF_RESIZE_NEAREST = 0, SF_RESIZE_BILINEAR = 1 } sf_resize_mode;
+
+typedef struct sf_resize_params {
+    int mode;          /* sf_resize_mode */
+    int64_t size[2];   /* output (H, W) */
+    int align_corners; /* bilinear: corner pixels aligned (torch's align_corners=True) */
+} sf_resize_params;
 
 typedef struct sf_pool2d_params {
     int mode; /* sf_pool_mode */
@@ -252,6 +268,7 @@ typedef struct sf_attention_params {
     int64_t heads;
     int causal;
     int bias;
+    double dropout; /* probability of zeroing an attention probability in training (0: none) */
     /* inputs: query (N, Tq, D) [, memory (N, Tk, D)]: self-attention with one input */
 } sf_attention_params;
 
@@ -350,6 +367,8 @@ typedef union sf_op_params {
     sf_pad_params pad;
     sf_reduce_params reduce;
     sf_hard_sigmoid_params hard_sigmoid;
+    sf_conv_transpose2d_params conv_transpose2d;
+    sf_resize_params resize;
 } sf_op_params;
 
 SF_API const char *sf_op_type_name(sf_op_type t); /* "conv2d"; "?" when out of range */

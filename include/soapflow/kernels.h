@@ -37,7 +37,9 @@
  * op_lstm.c) attention  in_proj (3D, D) = [W_q; W_k; W_v], W_o (D, D), then, when bias is on,
  * in_proj_bias (3D) and out_proj bias (D) (PyTorch's); a tile split on D (which the space does not
  * offer) accumulates into all of W_q, W_k, W_v and their biases, not only its rows (see
- * op_attention.c) matmul     no weights
+ * op_attention.c) matmul     no weights conv_transpose2d  W (C_in, C_out, kh, kw), then bias
+ * (C_out) when on (PyTorch's ConvTranspose2d); a tile of output channels [o0, o1) reads and
+ * accumulates into W[:, o0:o1] and b[o0:o1]
  *
  * Semantics: forward OVERWRITES the output tiles. Backward ACCUMULATES into
  * grad_in (input-region layout) and grad_weights (full layout): the caller

@@ -50,4 +50,27 @@ size_t sf_conv2d_workspace_bytes(const sf_op *op, const sf_tile *t, int backward
  * row (x0) to keep the variance accurate for data far from zero. */
 void sf_shifted_sums(const float *restrict x, float x0, int64_t n, float *s1, float *s2);
 
+/* Dropout masks (op_dropout.c's header defines them): element e of an
+ * operator's masked tensor (its global row-major index) is kept when the top 24
+ * bits of sf_splitmix64(key + e * SF_DROP_GOLDEN) are at least p * 2^24, key =
+ * sf_drop_key(seed, op id). The dropout and attention operators share them. */
+#define SF_DROP_GOLDEN 0x9e3779b97f4a7c15ull
+
+static inline uint64_t sf_splitmix64(uint64_t z) {
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return z ^ (z >> 31);
+}
+
+static inline uint64_t sf_drop_key(uint64_t seed, int op_id) {
+    return sf_splitmix64(seed ^ ((uint64_t)op_id * SF_DROP_GOLDEN));
+}
+
+static inline uint64_t sf_drop_threshold(double p) { return (uint64_t)(p * 16777216.0); }
+
+/* 1 when element e is kept. */
+static inline int sf_drop_keep(uint64_t key, uint64_t threshold, uint64_t e) {
+    return (sf_splitmix64(key + e * SF_DROP_GOLDEN) >> 40) >= threshold;
+}
+
 #endif

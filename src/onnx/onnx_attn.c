@@ -23,7 +23,7 @@
  *   Mul by 1 (baddbmm's alpha)   SCORES (torch adds an attn_mask with baddbmm)
  *   Add of a causal mask        SCORES, causal (a constant: -inf above the diagonal, 0 else)
  *   Softmax(-1)                 PROBS (a Dropout after it, as a training-mode export keeps
- *                               it, is dropped: the operator has none)
+ *                               it, gives the operator its dropout ratio)
  *   MatMul(PROBS, v)            CTX (N*H, T, hd)
  *   Transpose, Reshape (T*N, D) CTX_M
  *   Gemm(W_out, b_out)          OUT_M: the attention operator is made here
@@ -64,6 +64,19 @@ static const char *stage_name(int s) {
     case AT_OUT_M: return "the output projection";
     default: return "an attention stage";
     }
+}
+
+/* A Dropout of the probabilities of attention rec: its ratio becomes the
+ * operator's dropout (two in a row keep an element with the product of their
+ * keep probabilities and scale it by the inverse, one dropout of the
+ * complement). */
+static sf_status probs_dropout(ox_ctx *c, const Onnx__NodeProto *n, int rec) {
+    double r;
+    sf_status st = ox_dropout_ratio(c, n, &r);
+    if (st != SF_OK) return st;
+    ox_attn *a = &c->attn[rec];
+    a->dropout = 1.0 - (1.0 - a->dropout) * (1.0 - r);
+    return SF_OK;
 }
 
 #define TAKE(expr)                                                                                 \
@@ -240,6 +253,7 @@ static sf_status emit(ox_ctx *c, const Onnx__NodeProto *n, int rec) {
     p.attention.embed_dim = d;
     p.attention.heads = a->heads;
     p.attention.causal = a->causal;
+    p.attention.dropout = a->dropout;
     p.attention.bias = has_bi || has_bo;
     int id = ox_add_op(c, SF_OP_ATTENTION, &p, &in, 1, W->name);
     if (id < 0) return (sf_status)id;
@@ -397,6 +411,10 @@ int ox_attn_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st) {
             if (r != SF_OK) TAKE(r);
             if (axis != -1 && axis != 2) TAKE(ox_attn_refuse(c, v));
         }
+        if (!strcmp(t, "Dropout")) {
+            sf_status r = probs_dropout(c, n, rec);
+            if (r != SF_OK) TAKE(r);
+        }
         for (size_t k = 1; k < n->n_output; k++) /* a dropout's mask */
             if (ox_out(c, n, (int)k) > 0) c->vals[ox_out(c, n, (int)k)].kind = OX_NONE;
         set_stage(c, o, rec, AT_PROBS, 0, NULL, 3, c->vals[v].d);
@@ -426,8 +444,8 @@ int ox_attn_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st) {
  *                                    constant true above the diagonal; or
  *                                    Where(mask, scores, -inf) with the lower
  *                                    triangle true), or an Add of an additive one
- *   Softmax(-1)                      PROBS (a Dropout after it is dropped: the
- *                                    operator has none)
+ *   Softmax(-1)                      PROBS (a Dropout after it gives the
+ *                                    operator its dropout ratio)
  *   MatMul(PROBS, v)                 CTX (N, H, T, hd)
  *   Transpose (N, T, H, hd), Reshape (N, T, D)   CTX_M
  *   MatMul(CTX_M, W_o)               OUT_W: the output projection
@@ -732,6 +750,7 @@ static sf_status bf_emit(ox_ctx *c, int rec, int bv, int o) {
     p.attention.embed_dim = d;
     p.attention.heads = a->heads;
     p.attention.causal = a->causal;
+    p.attention.dropout = a->dropout;
     p.attention.bias = has_bias;
     int id = ox_add_op(c, SF_OP_ATTENTION, &p, &in, 1, NULL);
     c->cur_node = saved;
@@ -953,6 +972,10 @@ static int bf_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st, int v) {
                              "attention scores scaled by %g, not 1/sqrt(%lld): soapflow's "
                              "attention is scaled dot-product attention",
                              av.scale, (long long)hd));
+        }
+        if (!strcmp(t, "Dropout")) {
+            sf_status r = probs_dropout(c, n, rec);
+            if (r != SF_OK) TAKE(r);
         }
         for (size_t k = 1; k < n->n_output; k++) /* a dropout's mask */
             if (ox_out(c, n, (int)k) > 0) c->vals[ox_out(c, n, (int)k)].kind = OX_NONE;

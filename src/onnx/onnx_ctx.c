@@ -317,6 +317,28 @@ sf_status ox_const_scalar(ox_ctx *c, int v, const char *what, double *out) {
     return SF_OK;
 }
 
+sf_status ox_dropout_ratio(ox_ctx *c, const Onnx__NodeProto *n, double *ratio) {
+    double r = 0.5;
+    int training = 1;
+    if (c->opset < 12) {
+        if (ox_attr_float(c, n, "ratio", 0.5, &r) != SF_OK) return c->err->code;
+    } else {
+        int v = ox_in(c, n, 1), t = ox_in(c, n, 2);
+        if (v > 0 && c->vals[v].kind != OX_ABSENT &&
+            ox_const_scalar(c, v, "the ratio", &r) != SF_OK)
+            return c->err->code;
+        double m = 0;
+        if (t > 0 && c->vals[t].kind != OX_ABSENT &&
+            ox_const_scalar(c, t, "training_mode", &m) != SF_OK)
+            return c->err->code;
+        training = m != 0;
+    }
+    *ratio = training ? r : 0.0;
+    if (!(*ratio >= 0 && *ratio < 1))
+        return ox_fail(c, SF_ERR_INVALID, "dropout ratio %g is not in [0, 1)", *ratio);
+    return SF_OK;
+}
+
 /* Half and bfloat16 to float. */
 static float half_to_float(uint16_t h) {
     uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff, bits;

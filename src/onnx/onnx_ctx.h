@@ -121,7 +121,8 @@ typedef struct ox_attn {
     int64_t t, n, d, heads; /* sequence, batch, model width; heads (0 until known) */
     double scale;           /* MHA: what Q was divided by (must come to sqrt(D / heads)) */
     int causal;
-    int emitted; /* the soapflow operator made (at the output projection) */
+    double dropout; /* the ratio of a Dropout on the probabilities (0: none, or not training) */
+    int emitted;    /* the soapflow operator made (at the output projection) */
     sf_tensor_ref out;
     /* OX_ATTN_BF */
     int x;        /* the value projected (N, T, D) */
@@ -271,6 +272,10 @@ sf_status ox_set_const(ox_ctx *c, int v, int ndim, const int64_t *d, int is_inde
 sf_status ox_const_ints(ox_ctx *c, int v, const char *what, int64_t *out, int cap, int *count);
 /* A constant scalar (any single element) as double. */
 sf_status ox_const_scalar(ox_ctx *c, int v, const char *what, double *out);
+/* The ratio a Dropout node applies: its ratio (attribute before opset 12, else
+ * the constant input 1, default 0.5) in training mode (input 2, constant,
+ * default false), 0 when not training; a ratio outside [0, 1) is an error. */
+sf_status ox_dropout_ratio(ox_ctx *c, const Onnx__NodeProto *n, double *ratio);
 
 /* The soapflow shape of a tensor of the graph being built. */
 const sf_shape *ox_shape_of(const ox_ctx *c, sf_tensor_ref r);

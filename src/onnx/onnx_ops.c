@@ -19,6 +19,9 @@
  *                               bias and with an embedding's table as its weight, tied
  *                               to that embedding (GPT-2's LM head)
  *   MatMul of two activations   matmul (a transposed last pair of dimensions is transpose_a/b)
+ *   ConvTranspose               conv_transpose2d (group 1, dilation 1, symmetric pads)
+ *   Resize                      resize (nearest as torch's, bilinear; by sizes or whole scales)
+ *   Einsum of two activations   matmul, when it is a batched matrix product ("bhqd,bhkd->bhqk")
  *   Relu, Sigmoid, Tanh         relu, sigmoid, tanh
  *   Clip(0, 6), Clip(0)         relu6, relu (others: unsupported)
  *   LeakyRelu                   leaky_relu
@@ -190,20 +193,10 @@ static sf_status act_clip(ox_ctx *c, const Onnx__NodeProto *n) {
 static sf_status act_dropout(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_status st;
     if (ox_attn_node(c, n, &st)) return st; /* the attention's dropout of its probabilities */
-    double ratio = 0.5;
-    int training = 1;
-    if (c->opset < 12) {
-        TRY(ox_attr_float(c, n, "ratio", 0.5, &ratio));
-    } else {
-        if (present(c, n, 1)) TRY(ox_const_scalar(c, ox_in(c, n, 1), "the ratio", &ratio));
-        double t = 0;
-        if (present(c, n, 2)) TRY(ox_const_scalar(c, ox_in(c, n, 2), "training_mode", &t));
-        training = t != 0;
-    }
+    double ratio;
+    TRY(ox_dropout_ratio(c, n, &ratio));
     set_none_from(c, n, 1);
-    if (!training || ratio == 0) return alias(c, n, ox_in(c, n, 0));
-    if (!(ratio >= 0 && ratio < 1))
-        return ox_fail(c, SF_ERR_INVALID, "dropout ratio %g is not in [0, 1)", ratio);
+    if (ratio == 0) return alias(c, n, ox_in(c, n, 0));
     sf_op_params p;
     sf_op_params_default(SF_OP_DROPOUT, &p);
     p.dropout.p = ratio;
@@ -358,6 +351,155 @@ static sf_status act_conv(ox_ctx *c, const Onnx__NodeProto *n) {
     if (id < 0) return (sf_status)id;
     TRY(ox_put_param(c, id, "weight", W, Wv->d[0] * Wv->d[1] * Wv->d[2] * Wv->d[3]));
     if (has_b) TRY(ox_put_param(c, id, "bias", B, Wv->d[0]));
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
+/* ConvTranspose: conv_transpose2d with strides, symmetric pads and output_padding;
+ * group 1, dilation 1, no output_shape and auto_pad NOTSET (others refused in one
+ * line). The weight (C_in, C_out, kh, kw) is torch's and soapflow's layout. */
+static sf_status act_conv_transpose(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_tensor_ref in;
+    TRY(input_4d(c, n, "transposed convolution", &in));
+    const ox_value *X = &c->vals[ox_in(c, n, 0)];
+    int wv = ox_in(c, n, 1), ok;
+    const float *W = ox_weight(c, wv, "weight", &ok);
+    if (!ok) return c->err->code;
+    const ox_value *Wv = &c->vals[wv];
+    if (Wv->ndim != 4)
+        return ox_fail(c, SF_ERR_SHAPE, "the weight has rank %d, 4 expected", Wv->ndim);
+    int64_t group, dil[2], ks[2];
+    TRY(ox_attr_int(c, n, "group", 1, &group));
+    TRY(pair_attr(c, n, "dilations", 1, dil));
+    if (group != 1 || dil[0] != 1 || dil[1] != 1)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "ConvTranspose with group %lld and dilations %lldx%lld; soapflow's "
+                       "conv_transpose2d has group 1 and dilation 1",
+                       (long long)group, (long long)dil[0], (long long)dil[1]);
+    if (ox_attr(n, "output_shape"))
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "ConvTranspose with output_shape; soapflow takes pads and output_padding");
+    char ap[32];
+    TRY(ox_attr_str(c, n, "auto_pad", "NOTSET", ap, sizeof ap));
+    if (strcmp(ap, "NOTSET"))
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "ConvTranspose with auto_pad %s; soapflow takes explicit pads", ap);
+    TRY(pair_attr(c, n, "kernel_shape", 0, ks));
+    if (ks[0] && (ks[0] != Wv->d[2] || ks[1] != Wv->d[3]))
+        return ox_fail(c, SF_ERR_SHAPE, "kernel_shape %lldx%lld but the weight is %lldx%lld",
+                       (long long)ks[0], (long long)ks[1], (long long)Wv->d[2],
+                       (long long)Wv->d[3]);
+    if (Wv->d[0] != X->d[1])
+        return ox_fail(c, SF_ERR_SHAPE, "the weight takes %lld input channels, the input has %lld",
+                       (long long)Wv->d[0], (long long)X->d[1]);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_CONV_TRANSPOSE2D, &p);
+    sf_conv_transpose2d_params *q = &p.conv_transpose2d;
+    q->out_channels = Wv->d[1];
+    q->kernel[0] = Wv->d[2];
+    q->kernel[1] = Wv->d[3];
+    TRY(pair_attr(c, n, "strides", 1, q->stride));
+    int64_t one[2] = {1, 1};
+    TRY(spatial_pads(c, n, X->d + 2, q->kernel, q->stride, one, q->padding));
+    int64_t op[OX_MAX_RANK];
+    int nop;
+    TRY(ox_attr_ints(c, n, "output_padding", op, OX_MAX_RANK, &nop));
+    if (nop >= 0 && nop != 2)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "output_padding has %d values; soapflow's are 2-D",
+                       nop);
+    for (int i = 0; nop == 2 && i < 2; i++) {
+        if (op[i] < 0 || op[i] > SF_MAX_EXTENT)
+            return ox_fail(c, SF_ERR_RANGE, "output_padding value %lld out of [0, 2^31]",
+                           (long long)op[i]);
+        q->output_padding[i] = op[i];
+    }
+    int has_b = present(c, n, 2);
+    q->bias = has_b;
+    const float *B = NULL;
+    if (has_b) {
+        B = ox_weight(c, ox_in(c, n, 2), "bias", &ok);
+        if (!ok) return c->err->code;
+        if (c->vals[ox_in(c, n, 2)].numel != Wv->d[1])
+            return ox_fail(c, SF_ERR_SHAPE, "the bias has %lld values for %lld output channels",
+                           (long long)c->vals[ox_in(c, n, 2)].numel, (long long)Wv->d[1]);
+    }
+    int id = ox_add_op(c, SF_OP_CONV_TRANSPOSE2D, &p, &in, 1, Wv->name);
+    if (id < 0) return (sf_status)id;
+    TRY(ox_put_param(c, id, "weight", W, Wv->d[0] * Wv->d[1] * Wv->d[2] * Wv->d[3]));
+    if (has_b) TRY(ox_put_param(c, id, "bias", B, Wv->d[1]));
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
+/* Resize of an NCHW activation: resize. Nearest with
+ * asymmetric coordinates and nearest_mode floor (torch's nn.Upsample 'nearest'),
+ * linear with half_pixel, pytorch_half_pixel or align_corners (torch's
+ * 'bilinear'); the output by sizes, or by scales whose output size gives the same
+ * ratio; N and C kept. Others refused in one line. */
+static sf_status act_resize(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_tensor_ref in;
+    TRY(input_4d(c, n, "resize", &in));
+    const ox_value *X = &c->vals[ox_in(c, n, 0)];
+    char mode[32], ctm[32], nm[32];
+    TRY(ox_attr_str(c, n, "mode", "nearest", mode, sizeof mode));
+    int old = c->opset < 11; /* Resize-10: (X, scales), asymmetric, floor */
+    TRY(ox_attr_str(c, n, "coordinate_transformation_mode", old ? "asymmetric" : "half_pixel", ctm,
+                    sizeof ctm));
+    TRY(ox_attr_str(c, n, "nearest_mode", old ? "floor" : "round_prefer_floor", nm, sizeof nm));
+    sf_op_params p;
+    sf_op_params_default(SF_OP_RESIZE, &p);
+    if (!strcmp(mode, "nearest") && !strcmp(ctm, "asymmetric") && !strcmp(nm, "floor")) {
+        p.resize.mode = SF_RESIZE_NEAREST;
+    } else if (!strcmp(mode, "linear") &&
+               (!strcmp(ctm, "half_pixel") || !strcmp(ctm, "pytorch_half_pixel") ||
+                !strcmp(ctm, "align_corners"))) {
+        p.resize.mode = SF_RESIZE_BILINEAR;
+        p.resize.align_corners = !strcmp(ctm, "align_corners");
+    } else {
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "Resize mode %s with coordinate_transformation_mode %s and nearest_mode "
+                       "%s; soapflow resizes nearest (asymmetric, floor: torch's) and linear "
+                       "(half_pixel, pytorch_half_pixel, align_corners)",
+                       mode, ctm, nm);
+    }
+    int ks = old ? 1 : 2, kz = 3; /* the inputs holding scales and sizes */
+    int sv = ks < (int)n->n_input && present(c, n, ks) ? ox_in(c, n, ks) : -1;
+    int zv = !old && kz < (int)n->n_input && present(c, n, kz) ? ox_in(c, n, kz) : -1;
+    if (sv > 0 && ox_const_data(c, sv) != SF_OK) return c->err->code;
+    if (sv > 0 && c->vals[sv].kind == OX_CONST && c->vals[sv].numel == 0) sv = -1;
+    if (zv > 0) {
+        int64_t sz[4];
+        int cnt;
+        TRY(ox_const_ints(c, zv, "the sizes", sz, 4, &cnt));
+        if (cnt != 4 || sz[0] != X->d[0] || sz[1] != X->d[1])
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "Resize sizes must be 4 values keeping N and C; soapflow resizes H and "
+                           "W");
+        p.resize.size[0] = sz[2];
+        p.resize.size[1] = sz[3];
+    } else if (sv > 0) {
+        const ox_value *S = &c->vals[sv];
+        if (S->kind != OX_CONST || S->is_index || S->numel != 4)
+            return ox_fail(c, SF_ERR_UNSUPPORTED, "Resize scales must be 4 constant values");
+        if (S->f[0] != 1.0f || S->f[1] != 1.0f)
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "Resize scales %g, %g of N and C; soapflow resizes H and W", S->f[0],
+                           S->f[1]);
+        for (int i = 0; i < 2; i++) {
+            double want = (double)X->d[2 + i] * (double)S->f[2 + i];
+            int64_t o = (int64_t)floor(want);
+            if (o < 1 || fabs(want - (double)o) > 1e-6 * want)
+                return ox_fail(c, SF_ERR_UNSUPPORTED,
+                               "Resize scale %g of an axis of %lld gives %g, not a whole size: "
+                               "soapflow resizes to sizes whose ratio is the scale",
+                               S->f[2 + i], (long long)X->d[2 + i], want);
+            p.resize.size[i] = o;
+        }
+    } else {
+        return ox_fail(c, SF_ERR_PARSE, "Resize without scales or sizes");
+    }
+    int id = ox_add_op(c, SF_OP_RESIZE, &p, &in, 1, NULL);
+    if (id < 0) return (sf_status)id;
     set_natural(c, n, 0, id, 0, 0);
     return SF_OK;
 }
@@ -731,6 +873,83 @@ static sf_status act_matmul(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_op_params_default(SF_OP_MATMUL, &p);
     p.matmul.transpose_a = ta;
     p.matmul.transpose_b = tb;
+    int id = ox_add_op(c, SF_OP_MATMUL, &p, in, 2, NULL);
+    if (id < 0) return (sf_status)id;
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
+/* The indices of one Einsum term (letters, each once) into t; its length, or -1. */
+static int einsum_term(const char *s, size_t len, char *t) {
+    if (len > SF_MAX_DIMS) return -1;
+    for (size_t i = 0; i < len; i++) {
+        char ch = s[i];
+        if (!((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z'))) return -1;
+        if (memchr(s, ch, i)) return -1;
+        t[i] = ch;
+    }
+    return (int)len;
+}
+
+/* Einsum of two activations that is a batched matrix product: matmul, with
+ * the operands' transposes folded into transpose_a/b. Taken: the same batch
+ * indices leading all three terms in the same order, then A's two in either
+ * order, B's two in either order, sharing one contracted index, and the output
+ * (m, n); "bhqd,bhkd->bhqk" (B^T), "bij,bjk->bik". Anything else is refused in
+ * one line naming the equation. */
+static sf_status act_einsum(ox_ctx *c, const Onnx__NodeProto *n) {
+    char eq[128], sp[128];
+    TRY(ox_attr_str(c, n, "equation", "", eq, sizeof eq));
+    size_t len = 0;
+    for (const char *q = eq; *q && len + 1 < sizeof sp; q++)
+        if (*q != ' ') sp[len++] = *q;
+    sp[len] = 0;
+    const char *comma = strchr(sp, ','), *arrow = strstr(sp, "->");
+    char ta_[SF_MAX_DIMS], tb_[SF_MAX_DIMS], to[SF_MAX_DIMS];
+    int ra = -1, rb = -1, ro = -1;
+    if (n->n_input == 2 && comma && arrow && comma < arrow && !strchr(comma + 1, ',')) {
+        ra = einsum_term(sp, (size_t)(comma - sp), ta_);
+        rb = einsum_term(comma + 1, (size_t)(arrow - comma - 1), tb_);
+        ro = einsum_term(arrow + 2, strlen(arrow + 2), to);
+    }
+    int a = ox_in(c, n, 0), b = n->n_input == 2 ? ox_in(c, n, 1) : -1;
+    int ok = ra >= 2 && ra == rb && ra == ro && a > 0 && b > 0 && c->vals[a].ndim == ra &&
+             c->vals[b].ndim == ra;
+    int r = ra, trans_a = 0, trans_b = 0;
+    for (int i = 0; ok && i < r - 2; i++) ok = ta_[i] == to[i] && tb_[i] == to[i];
+    if (ok) {
+        char m = to[r - 2], nn = to[r - 1];
+        /* A holds m and the contracted k, B holds k and n */
+        char ka = ta_[r - 2] == m ? ta_[r - 1] : ta_[r - 1] == m ? ta_[r - 2] : 0;
+        char kb = tb_[r - 1] == nn ? tb_[r - 2] : tb_[r - 2] == nn ? tb_[r - 1] : 0;
+        ok = m != nn && ka && ka == kb && ka != m && ka != nn;
+        trans_a = ta_[r - 2] == ka;
+        trans_b = tb_[r - 2] == nn;
+    }
+    if (!ok)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "Einsum '%s' is not a batched matrix product of two operands (soapflow maps "
+                       "'...mk,...kn->...mn' with the same leading batch indices, either operand "
+                       "transposed, to matmul)",
+                       eq);
+    for (int k = 0; k < 2; k++) {
+        int v = k ? b : a;
+        if (c->vals[v].kind == OX_CONST || c->vals[v].kind == OX_WEIGHT)
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "Einsum '%s' of a constant: soapflow's matmul multiplies two "
+                           "activations",
+                           eq);
+        if (c->vals[v].kind == OX_PEND && c->vals[v].pend == OX_PEND_ATTN)
+            return ox_attn_refuse(c, v);
+    }
+    sf_tensor_ref in[2];
+    int va, vb;
+    TRY(matmul_operand(c, a, &in[0], &va));
+    TRY(matmul_operand(c, b, &in[1], &vb));
+    sf_op_params p;
+    sf_op_params_default(SF_OP_MATMUL, &p);
+    p.matmul.transpose_a = trans_a ^ va;
+    p.matmul.transpose_b = trans_b ^ vb;
     int id = ox_add_op(c, SF_OP_MATMUL, &p, in, 2, NULL);
     if (id < 0) return (sf_status)id;
     set_natural(c, n, 0, id, 0, 0);
@@ -2078,8 +2297,10 @@ static const ox_op_entry table[] = {
     {"Constant", FOLD, 0, ox_fold_node, NULL},
     {"ConstantOfShape", FOLD, 1, ox_fold_node, NULL},
     {"Conv", ACT, 2, NULL, act_conv},
+    {"ConvTranspose", ACT, 2, NULL, act_conv_transpose},
     {"Div", FOLD | ACT, 2, ox_fold_node, act_div},
     {"Dropout", ACT, 1, NULL, act_dropout},
+    {"Einsum", ACT, 1, NULL, act_einsum},
     {"Equal", FOLD, 2, ox_fold_node, NULL},
     {"Erf", ACT | STEP, 1, NULL, act_steps_only},
     {"Expand", FOLD, 2, ox_fold_node, NULL},
@@ -2114,6 +2335,7 @@ static const ox_op_entry table[] = {
     {"ReduceSum", FOLD, 1, ox_fold_node, NULL},
     {"Relu", ACT, 1, NULL, act_relu},
     {"Reshape", FOLD | ACT, 2, ox_fold_node, act_reshape},
+    {"Resize", ACT, 1, NULL, act_resize},
     {"Shape", FOLD, 1, ox_fold_node, NULL},
     {"Sigmoid", ACT, 1, NULL, act_sigmoid},
     {"Size", FOLD, 1, ox_fold_node, NULL},

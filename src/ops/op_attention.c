@@ -6,6 +6,14 @@
  * Weights as torch.nn.MultiheadAttention holds them: Q, K, V and output
  * projections, each D x D, and a bias of D for each when `bias` is set, so
  * 4*D*D + 4*D parameters. `causal` masks keys after the query position.
+ * `dropout` (default 0, none) zeroes each attention probability with that
+ * probability in training and scales the rest by 1 / (1 - dropout), as
+ * torch.nn.MultiheadAttention's dropout and GPT-2's attn_pdrop do: the context
+ * is dropout(P) V. The mask is the dropout operator's (op_dropout.c, a hash of
+ * the kernel's seed, the operator id and the element's global index), drawn
+ * over the whole (N, heads, Tq, Tk) probabilities, so that any tiling (heads,
+ * samples, rows) draws the same one: P ranks train as one. Backward draws it
+ * again; in inference mode it is off.
  *
  * Parallel space: the output (N, Tq, D), then the heads H (N, Tq, D, H). N is
  * the sample dimension; Tq an attribute (a block of query rows needs every key
@@ -46,7 +54,10 @@
  *   a tile of rows [lo, hi) projects and scores only keys [0, hi) (Tk = hi for it);
  *   inside that block the mask is applied to a full score matrix, as kernels do.
  *   Backward: twice the forward. With every head these are the figures of the
- *   operator before head splits, so unsplit plans price as before.
+ *   operator before head splits, so unsplit plans price as before. Dropout
+ *   adds 2 per score forward and 1 backward (the dropout operator's figures),
+ *   4 bytes a score of mask written and read back, and the mask kept for
+ *   backward in the memory; without it nothing changes.
  *
  * Kernels (buffers in soapflow/kernels.h). Weights, torch.nn.MultiheadAttention's
  * layout: in_proj_weight (3D, D) = [W_q; W_k; W_v], then out_proj.weight W_o
@@ -73,7 +84,8 @@
  * (h1 - h0) * D / heads the tile's head columns:
  *   Q (tq, hc), K (tk, hc), V (tk, hc), P (h1 - h0, tq, tk) the probabilities,
  *   ctx (tq, hc); backward adds dctx (tq, hc), dP (tq, tk) (one head at a time),
- *   dQ (tq, hc), dK (tk, hc), dV (tk, hc).
+ *   dQ (tq, hc), dK (tk, hc), dV (tk, hc); with dropout, the dropped
+ *   probabilities (h1 - h0, tq, tk) after P, and backward one row of factors (tk).
  * Backward recomputes the forward of the sample first. The fast kernel does every
  * product with SGEMM; the reference one with loops. The softmax (and its
  * adjoint) is shared: it holds no product.
@@ -85,7 +97,9 @@
 #include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
-#define ATTN_SOFTMAX_FLOPS 5.0 /* max, subtract, exp, sum, divide per score */
+#define ATTN_SOFTMAX_FLOPS 5.0     /* max, subtract, exp, sum, divide per score */
+#define ATTN_DROPOUT_FLOPS_FWD 2.0 /* compare a draw with p, multiply: per score */
+#define ATTN_DROPOUT_FLOPS_BWD 1.0 /* multiply by the mask: per score */
 
 static const sf_attr_desc attention_attrs[] = {
     {.name = "embed_dim",
@@ -94,12 +108,14 @@ static const sf_attr_desc attention_attrs[] = {
     {.name = "heads", .type = SF_ATTR_INT, .offset = offsetof(sf_op_params, attention.heads)},
     {.name = "causal", .type = SF_ATTR_BOOL, .offset = offsetof(sf_op_params, attention.causal)},
     {.name = "bias", .type = SF_ATTR_BOOL, .offset = offsetof(sf_op_params, attention.bias)},
+    {.name = "dropout", .type = SF_ATTR_FLOAT, .offset = offsetof(sf_op_params, attention.dropout)},
 };
 
 static void attention_defaults(sf_op_params *p) {
     p->attention.heads = 1;
     p->attention.causal = 0;
     p->attention.bias = 1;
+    p->attention.dropout = 0.0;
 }
 
 static sf_status attention_infer(const sf_op_params *p, const sf_shape *in, int n_in, sf_shape *out,
@@ -114,6 +130,8 @@ static sf_status attention_infer(const sf_op_params *p, const sf_shape *in, int 
     if (a->embed_dim % a->heads)
         return sf_error_set(err, SF_ERR_INVALID, "heads (%lld) must divide embed_dim (%lld)",
                             (long long)a->heads, (long long)a->embed_dim);
+    if (!(a->dropout >= 0 && a->dropout < 1))
+        return sf_error_set(err, SF_ERR_INVALID, "dropout must be in [0, 1), got %g", a->dropout);
     if (in[0].ndim != 3)
         return sf_error_set(err, SF_ERR_SHAPE, "query must be 3-D (N, Tq, D), got %d-D",
                             in[0].ndim);
@@ -231,6 +249,10 @@ static void attention_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) 
     double bias = a->bias ? s.q + s.kv + (h0 == 0 ? s.out : 0) : 0;
     cost->flops_fwd = proj + attn + outp + soft + bias;
     cost->flops_bwd = 2 * cost->flops_fwd;
+    if (a->dropout > 0) { /* the mask on the probabilities, as the dropout operator's */
+        cost->flops_fwd += ATTN_DROPOUT_FLOPS_FWD * s.scores;
+        cost->flops_bwd += ATTN_DROPOUT_FLOPS_BWD * s.scores;
+    }
     double in_b = 0;
     for (int i = 0; i < op->n_inputs; i++) {
         sf_tile r;
@@ -240,8 +262,9 @@ static void attention_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) 
     double w_b = (double)attention_tile_weights(op, t) * SF_ELEM_BYTES;
     double out_b = s.out * SF_ELEM_BYTES;
     double mid_b = (s.q + s.kv + s.scores + s.ctx) * SF_ELEM_BYTES; /* written, read back */
-    cost->bytes_fwd = in_b + w_b + out_b + 2 * mid_b;
-    cost->bytes_bwd = 2 * in_b + 2 * w_b + out_b + 2 * mid_b;
+    double mask_b = a->dropout > 0 ? s.scores * SF_ELEM_BYTES : 0;  /* written, read back */
+    cost->bytes_fwd = in_b + w_b + out_b + 2 * mid_b + mask_b;
+    cost->bytes_bwd = 2 * in_b + 2 * w_b + out_b + 2 * mid_b + mask_b;
 }
 
 /* A tile's heads [h0, h1) in the full layout (below): rows [c0, c1) of W_q, W_k
@@ -291,8 +314,11 @@ static void attention_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
     }
     double tk;
     attn_sizes s = attention_sizes(op, t, &tk);
-    /* Q, K, V, the softmax probabilities and the context are kept for backward */
+    /* Q, K, V, the softmax probabilities and the context are kept for backward,
+     * and with dropout its mask of the probabilities (4 bytes a score, as the
+     * dropout operator's cost counts it) */
     m->saved_bytes += (s.q + s.kv + s.scores + s.ctx) * SF_ELEM_BYTES;
+    if (op->params.attention.dropout > 0) m->saved_bytes += s.scores * SF_ELEM_BYTES;
 }
 
 /* ---- kernels ----------------------------------------------------------- */
@@ -306,6 +332,11 @@ typedef struct attn_geom {
     int64_t h0, nh;                 /* the tile's first head and its number of heads */
     int64_t c0, hc;                 /* its heads' first column of Q, K, V and their width nh * hd */
     int self, causal, bias, bias_o; /* bias_o: this part adds b_o (its heads start at 0) */
+    int drop_ws;                    /* the workspace holds the dropped probabilities */
+    int drop;                       /* dropout applies in this call (ratio > 0, training) */
+    uint64_t drop_key, drop_thr;    /* the mask (kernels_impl.h) */
+    float drop_scale;               /* 1 / (1 - ratio) */
+    int64_t n0, heads, tq_all, tk_all; /* global sample, heads, query rows, keys: mask indices */
 } attn_geom;
 
 static void attn_geom_init(const sf_op *op, const sf_tile *t, attn_geom *g) {
@@ -333,16 +364,37 @@ static void attn_geom_init(const sf_op *op, const sf_tile *t, attn_geom *g) {
     g->c0 = g->h0 * g->hd;
     g->hc = g->nh * g->hd;
     g->bias_o = g->bias && g->h0 == 0;
+    g->drop_ws = p->dropout > 0;
+    g->drop = 0;
+    g->drop_key = 0;
+    g->drop_thr = sf_drop_threshold(p->dropout);
+    g->drop_scale = (float)(1.0 / (1.0 - p->dropout));
+    g->n0 = t->lo[0];
+    g->heads = p->heads;
+    g->tq_all = op->out_shapes[0].d[1];
+    g->tk_all = op->in_shapes[op->n_inputs - 1].d[1];
+}
+
+/* The geometry of a kernel call: with the dropout of its arguments (none in
+ * inference mode). */
+static void attn_geom_call(const sf_kernel_args *a, attn_geom *g) {
+    attn_geom_init(a->op, &a->tile, g);
+    g->drop = g->drop_ws && !a->eval;
+    g->drop_key = sf_drop_key(a->seed, a->op->id);
 }
 
 typedef struct attn_ws {
     float *q, *k, *v, *p, *ctx;      /* forward */
+    float *pd;                       /* the dropped probabilities (NULL without dropout) */
     float *dctx, *dp, *dq, *dk, *dv; /* backward */
+    float *f;                        /* backward with dropout: one row of factors (tk) */
 } attn_ws;
 
 static int64_t attn_ws_floats(const attn_geom *g, int backward) {
     int64_t f = 2 * g->tq * g->hc + 2 * g->tk * g->hc + g->nh * g->tq * g->tk;
+    if (g->drop_ws) f += g->nh * g->tq * g->tk;
     if (backward) f += 2 * g->tq * g->hc + g->tq * g->tk + 2 * g->tk * g->hc;
+    if (backward && g->drop_ws) f += g->tk;
     return f;
 }
 
@@ -365,6 +417,10 @@ static attn_ws attn_ws_carve(const attn_geom *g, void *workspace, int backward) 
     p += g->nh * g->tq * g->tk;
     w.ctx = p;
     p += g->tq * g->hc;
+    if (g->drop_ws) {
+        w.pd = p;
+        p += g->nh * g->tq * g->tk;
+    }
     if (backward) {
         w.dctx = p;
         p += g->tq * g->hc;
@@ -375,6 +431,8 @@ static attn_ws attn_ws_carve(const attn_geom *g, void *workspace, int backward) 
         w.dk = p;
         p += g->tk * g->hc;
         w.dv = p;
+        p += g->tk * g->hc;
+        if (g->drop_ws) w.f = p;
     }
     return w;
 }
@@ -468,6 +526,40 @@ static void attn_softmax_backward(const attn_geom *g, const attn_ws *w, int64_t 
     }
 }
 
+/* The dropout factor (0 or 1 / (1 - ratio)) of row i of the tile's head h, key
+ * j, into f[0 .. tk): the mask is drawn over the whole operator's probabilities
+ * (N, heads, Tq, Tk) at their global index, so any tiling draws the same one. */
+static void attn_drop_row(const attn_geom *g, int64_t n, int64_t h, int64_t i, float *f) {
+    uint64_t e0 =
+        (uint64_t)((((g->n0 + n) * g->heads + g->h0 + h) * g->tq_all + g->q0 + i) * g->tk_all);
+    for (int64_t j = 0; j < g->tk; j++)
+        f[j] = sf_drop_keep(g->drop_key, g->drop_thr, e0 + (uint64_t)j) ? g->drop_scale : 0.0f;
+}
+
+/* The dropped probabilities of sample n: pd = p * factor (a NaN stays NaN, as
+ * PyTorch's p * mask). */
+static void attn_dropout(const attn_geom *g, const attn_ws *w, int64_t n) {
+    for (int64_t h = 0; h < g->nh; h++)
+        for (int64_t i = 0; i < g->tq; i++) {
+            const float *p = w->p + (h * g->tq + i) * g->tk;
+            float *pd = w->pd + (h * g->tq + i) * g->tk;
+            attn_drop_row(g, n, h, i, pd);
+            for (int64_t j = 0; j < g->tk; j++) pd[j] *= p[j];
+        }
+}
+
+/* The adjoint for head h: dP (tq, tk), the gradient of the dropped
+ * probabilities, times the factors, becomes that of the probabilities. The
+ * factors are drawn again into f (tk floats). */
+static void attn_dropout_backward(const attn_geom *g, const attn_ws *w, int64_t n, int64_t h,
+                                  float *f) {
+    for (int64_t i = 0; i < g->tq; i++) {
+        float *dp = w->dp + i * g->tk;
+        attn_drop_row(g, n, h, i, f);
+        for (int64_t j = 0; j < g->tk; j++) dp[j] *= f[j];
+    }
+}
+
 /* y (rows, cols) = x (rows, kin) W[0:cols, 0:kin]^T + b[0:cols] (b may be NULL;
  * W's rows ldw apart), by loops. */
 static void proj_ref(const float *x, int64_t rows, int64_t kin, const float *w, int64_t ldw,
@@ -521,8 +613,10 @@ static void attn_sample_forward(const sf_kernel_args *a, const attn_geom *g, con
         }
     }
     attn_softmax(g, w);
+    if (g->drop) attn_dropout(g, w, n);
+    const float *probs = g->drop ? w->pd : w->p; /* what multiplies V */
     for (int64_t h = 0; h < g->nh; h++) {
-        const float *p = w->p + h * tq * tk;
+        const float *p = probs + h * tq * tk;
         if (fast) {
             sf_sgemm(0, 0, tq, hd, tk, 1.0f, p, tk, w->v + h * hd, hc, 0.0f, w->ctx + h * hd, hc);
         } else {
@@ -539,7 +633,7 @@ static void attn_sample_forward(const sf_kernel_args *a, const attn_geom *g, con
 
 static sf_status attn_forward(const sf_kernel_args *a, int fast) {
     attn_geom g;
-    attn_geom_init(a->op, &a->tile, &g);
+    attn_geom_call(a, &g);
     attn_ws w = attn_ws_carve(&g, a->workspace, 0);
     attn_weights W = attn_weights_of(&g, a->weights);
     attn_proj_fn proj = fast ? proj_fast : proj_ref;
@@ -585,7 +679,7 @@ static void proj_back_fast(const float *x, int64_t rows, int64_t kin, const floa
 
 static sf_status attn_backward(const sf_kernel_args *a, int fast) {
     attn_geom g;
-    attn_geom_init(a->op, &a->tile, &g);
+    attn_geom_call(a, &g);
     attn_ws w = attn_ws_carve(&g, a->workspace, 1);
     attn_weights W = attn_weights_of(&g, a->weights);
     attn_grads G = attn_grads_of(&g, a->grad_weights);
@@ -602,13 +696,14 @@ static sf_status attn_backward(const sf_kernel_args *a, int fast) {
         memset(w.dctx, 0, (size_t)(tq * hc) * sizeof(float));
         back(w.ctx, tq, hc, W.wo, D, dy, g.dt, g.dt, w.dctx, G.wo, G.bo);
         for (int64_t h = 0; h < g.nh; h++) {
-            const float *p = w.p + h * tq * tk;
+            const float *p = (g.drop ? w.pd : w.p) + h * tq * tk; /* what multiplied V */
             const float *dctx = w.dctx + h * hd;
             const float *qh = w.q + h * hd, *kh = w.k + h * hd, *vh = w.v + h * hd;
             float *dqh = w.dq + h * hd, *dkh = w.dk + h * hd, *dvh = w.dv + h * hd;
             if (fast) {
                 sf_sgemm(1, 0, tk, hd, tq, 1.0f, p, tk, dctx, hc, 0.0f, dvh, hc);   /* P^T dctx */
                 sf_sgemm(0, 1, tq, tk, hd, 1.0f, dctx, hc, vh, hc, 0.0f, w.dp, tk); /* dctx V^T */
+                if (g.drop) attn_dropout_backward(&g, &w, n, h, w.f);
                 attn_softmax_backward(&g, &w, h, scale);
                 sf_sgemm(0, 0, tq, hd, tk, 1.0f, w.dp, tk, kh, hc, 0.0f, dqh, hc); /* dS K */
                 sf_sgemm(1, 0, tk, hd, tq, 1.0f, w.dp, tk, qh, hc, 0.0f, dkh, hc); /* dS^T Q */
@@ -626,6 +721,7 @@ static sf_status attn_backward(const sf_kernel_args *a, int fast) {
                     for (int64_t e = 0; e < hd; e++) acc += dctx[i * hc + e] * vh[j * hc + e];
                     w.dp[i * tk + j] = acc;
                 }
+            if (g.drop) attn_dropout_backward(&g, &w, n, h, w.f);
             attn_softmax_backward(&g, &w, h, scale);
             for (int64_t i = 0; i < tq; i++)
                 for (int64_t e = 0; e < hd; e++) {

@@ -75,14 +75,6 @@ static void dropout_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
 
 /* ---- kernels ----------------------------------------------------------- */
 
-#define DROPOUT_GOLDEN 0x9e3779b97f4a7c15ull
-
-static inline uint64_t splitmix64(uint64_t z) {
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-    return z ^ (z >> 31);
-}
-
 /* What a kernel call needs to draw the mask. */
 typedef struct dropout_mask {
     uint64_t key;       /* hash of (seed, operator) */
@@ -93,15 +85,15 @@ typedef struct dropout_mask {
 static dropout_mask dropout_mask_get(const sf_kernel_args *a) {
     double p = a->op->params.dropout.p;
     dropout_mask m;
-    m.key = splitmix64(a->seed ^ ((uint64_t)a->op->id * DROPOUT_GOLDEN));
-    m.threshold = (uint64_t)(p * 16777216.0);
+    m.key = sf_drop_key(a->seed, a->op->id);
+    m.threshold = sf_drop_threshold(p);
     m.scale = (float)(1.0 / (1.0 - p));
     return m;
 }
 
 /* 1 when global element e is kept. */
 static inline int dropout_keep(const dropout_mask *m, uint64_t e) {
-    return (splitmix64(m->key + e * DROPOUT_GOLDEN) >> 40) >= m->threshold;
+    return sf_drop_keep(m->key, m->threshold, e);
 }
 
 /* forward: y = x * keep * scale; backward: dx += dy * keep * scale */
@@ -115,8 +107,10 @@ static void dropout_ref(const sf_kernel_args *a, int backward) {
         int64_t g = 0;
         for (int i = 0; i < nd; i++) g = g * s->d[i] + t->lo[i] + idx[i];
         float f = dropout_keep(&m, (uint64_t)g) ? m.scale : 0.0f;
-        if (!backward) a->out[0][e] = a->in[0][e] * f;
-        else a->grad_in[0][e] += a->grad_out[0][e] * f;
+        if (!backward)
+            a->out[0][e] = a->in[0][e] * f;
+        else
+            a->grad_in[0][e] += a->grad_out[0][e] * f;
         for (int i = nd - 1; i >= 0; i--) {
             if (++idx[i] < t->hi[i] - t->lo[i]) break;
             idx[i] = 0;
@@ -155,18 +149,18 @@ static sf_status dropout_bwd_ref(const sf_kernel_args *a) {
 }
 
 /* dst[j] (+)= src[j] * keep(g0 + j) * scale over one row */
-static void dropout_row(const dropout_mask *m, uint64_t g0, int64_t len,
-                        const float *restrict src, float *restrict dst, int accumulate) {
+static void dropout_row(const dropout_mask *m, uint64_t g0, int64_t len, const float *restrict src,
+                        float *restrict dst, int accumulate) {
     const uint64_t key = m->key, thr = m->threshold;
     const float scale = m->scale;
     if (!accumulate) {
         for (int64_t j = 0; j < len; j++) {
-            uint64_t h = splitmix64(key + (g0 + (uint64_t)j) * DROPOUT_GOLDEN);
+            uint64_t h = sf_splitmix64(key + (g0 + (uint64_t)j) * SF_DROP_GOLDEN);
             dst[j] = src[j] * ((h >> 40) >= thr ? scale : 0.0f);
         }
     } else {
         for (int64_t j = 0; j < len; j++) {
-            uint64_t h = splitmix64(key + (g0 + (uint64_t)j) * DROPOUT_GOLDEN);
+            uint64_t h = sf_splitmix64(key + (g0 + (uint64_t)j) * SF_DROP_GOLDEN);
             dst[j] += src[j] * ((h >> 40) >= thr ? scale : 0.0f);
         }
     }

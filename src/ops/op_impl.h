@@ -148,5 +148,7 @@ extern const sf_op_class sf_op_pad_class;
 extern const sf_op_class sf_op_reduce_mean_class;
 extern const sf_op_class sf_op_hard_sigmoid_class;
 extern const sf_op_class sf_op_hard_swish_class;
+extern const sf_op_class sf_op_conv_transpose2d_class;
+extern const sf_op_class sf_op_resize_class;
 
 #endif

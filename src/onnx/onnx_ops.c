@@ -299,6 +299,30 @@ static sf_status input_4d(ox_ctx *c, const Onnx__NodeProto *n, const char *what,
     return ox_natural(c, x, in);
 }
 
+/* A convolution's operator (conv2d or conv_transpose2d, params p) with its weight W
+ * (all of Wv's elements) and the optional bias of input 2, out_ch values; *bias
+ * (inside p) says whether there is one. */
+static sf_status conv_op(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type, sf_op_params *p,
+                         int *bias, sf_tensor_ref in, const float *W, const ox_value *Wv,
+                         int64_t out_ch) {
+    *bias = present(c, n, 2);
+    const float *B = NULL;
+    if (*bias) {
+        int ok;
+        B = ox_weight(c, ox_in(c, n, 2), "bias", &ok);
+        if (!ok) return c->err->code;
+        if (c->vals[ox_in(c, n, 2)].numel != out_ch)
+            return ox_fail(c, SF_ERR_SHAPE, "the bias has %lld values for %lld output channels",
+                           (long long)c->vals[ox_in(c, n, 2)].numel, (long long)out_ch);
+    }
+    int id = ox_add_op(c, type, p, &in, 1, Wv->name);
+    if (id < 0) return (sf_status)id;
+    TRY(ox_put_param(c, id, "weight", W, Wv->d[0] * Wv->d[1] * Wv->d[2] * Wv->d[3]));
+    if (*bias) TRY(ox_put_param(c, id, "bias", B, out_ch));
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
+}
+
 static sf_status act_conv(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_tensor_ref in;
     TRY(input_4d(c, n, "convolution", &in));
@@ -337,22 +361,7 @@ static sf_status act_conv(ox_ctx *c, const Onnx__NodeProto *n) {
                      p.conv2d.padding));
     p.conv2d.padding[0] += X->pad_fold[0]; /* a zero Pad before it (act_pad) */
     p.conv2d.padding[1] += X->pad_fold[1];
-    int has_b = present(c, n, 2);
-    p.conv2d.bias = has_b;
-    const float *B = NULL;
-    if (has_b) {
-        B = ox_weight(c, ox_in(c, n, 2), "bias", &ok);
-        if (!ok) return c->err->code;
-        if (c->vals[ox_in(c, n, 2)].numel != Wv->d[0])
-            return ox_fail(c, SF_ERR_SHAPE, "the bias has %lld values for %lld output channels",
-                           (long long)c->vals[ox_in(c, n, 2)].numel, (long long)Wv->d[0]);
-    }
-    int id = ox_add_op(c, SF_OP_CONV2D, &p, &in, 1, Wv->name);
-    if (id < 0) return (sf_status)id;
-    TRY(ox_put_param(c, id, "weight", W, Wv->d[0] * Wv->d[1] * Wv->d[2] * Wv->d[3]));
-    if (has_b) TRY(ox_put_param(c, id, "bias", B, Wv->d[0]));
-    set_natural(c, n, 0, id, 0, 0);
-    return SF_OK;
+    return conv_op(c, n, SF_OP_CONV2D, &p, &p.conv2d.bias, in, W, Wv, Wv->d[0]);
 }
 
 /* ConvTranspose: conv_transpose2d with strides, symmetric pads and output_padding;
@@ -413,22 +422,7 @@ static sf_status act_conv_transpose(ox_ctx *c, const Onnx__NodeProto *n) {
                            (long long)op[i]);
         q->output_padding[i] = op[i];
     }
-    int has_b = present(c, n, 2);
-    q->bias = has_b;
-    const float *B = NULL;
-    if (has_b) {
-        B = ox_weight(c, ox_in(c, n, 2), "bias", &ok);
-        if (!ok) return c->err->code;
-        if (c->vals[ox_in(c, n, 2)].numel != Wv->d[1])
-            return ox_fail(c, SF_ERR_SHAPE, "the bias has %lld values for %lld output channels",
-                           (long long)c->vals[ox_in(c, n, 2)].numel, (long long)Wv->d[1]);
-    }
-    int id = ox_add_op(c, SF_OP_CONV_TRANSPOSE2D, &p, &in, 1, Wv->name);
-    if (id < 0) return (sf_status)id;
-    TRY(ox_put_param(c, id, "weight", W, Wv->d[0] * Wv->d[1] * Wv->d[2] * Wv->d[3]));
-    if (has_b) TRY(ox_put_param(c, id, "bias", B, Wv->d[1]));
-    set_natural(c, n, 0, id, 0, 0);
-    return SF_OK;
+    return conv_op(c, n, SF_OP_CONV_TRANSPOSE2D, &p, &q->bias, in, W, Wv, Wv->d[1]);
 }
 
 /* Resize of an NCHW activation: resize. Nearest with

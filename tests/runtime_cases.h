@@ -264,6 +264,23 @@ static sf_machine *rc_machine(int n) {
 /* ---- the models ------------------------------------------------------------------ */
 
 /* input -> conv -> relu -> conv -> add(skip) -> relu -> global pool -> flatten -> fc -> loss */
+/* The head every small model ends with: fc (10 classes) on `from`, then the
+ * loss; g, or NULL (g freed) with the first error of its building in err. */
+static sf_graph *rc_head(sf_graph *g, int from, sf_error *err) {
+    sf_op_params q;
+    sf_op_params_default(SF_OP_LINEAR, &q);
+    q.linear.out_features = 10;
+    int fc = sf_graph_add_op(g, SF_OP_LINEAR, "fc", &q, (sf_tensor_ref[]){{from, 0}}, 1, err);
+    sf_op_params_default(SF_OP_SOFTMAX_CE, &q);
+    int l = sf_graph_add_op(g, SF_OP_SOFTMAX_CE, "loss", &q, (sf_tensor_ref[]){{fc, 0}}, 1, err);
+    if (l < 0) {
+        fprintf(stderr, "%s: %s\n", sf_graph_name(g), err->msg);
+        sf_graph_free(g);
+        return NULL;
+    }
+    return g;
+}
+
 static sf_graph *rc_resnet_tiny(void) {
     sf_error err = {0};
     sf_graph *g = sf_graph_new("resnet_tiny");
@@ -290,17 +307,7 @@ static sf_graph *rc_resnet_tiny(void) {
     sf_op_params_default(SF_OP_FLATTEN, &q);
     q.flatten.start_dim = 1;
     int f = sf_graph_add_op(g, SF_OP_FLATTEN, "flat", &q, (sf_tensor_ref[]){{pl, 0}}, 1, &err);
-    sf_op_params_default(SF_OP_LINEAR, &q);
-    q.linear.out_features = 10;
-    int fc = sf_graph_add_op(g, SF_OP_LINEAR, "fc", &q, (sf_tensor_ref[]){{f, 0}}, 1, &err);
-    sf_op_params_default(SF_OP_SOFTMAX_CE, &q);
-    int l = sf_graph_add_op(g, SF_OP_SOFTMAX_CE, "loss", &q, (sf_tensor_ref[]){{fc, 0}}, 1, &err);
-    if (l < 0) {
-        fprintf(stderr, "resnet_tiny: %s\n", err.msg);
-        sf_graph_free(g);
-        return NULL;
-    }
-    return g;
+    return rc_head(g, f, &err);
 }
 
 /* input -> fc1 -> fc2 -> relu -> add(fc2) -> fc3 -> loss: linears that feed
@@ -341,7 +348,7 @@ static sf_graph *rc_attn_drop(double drop) {
     sf_graph *g = sf_graph_new("attn_drop");
     sf_shape in = {3, {4, 6, 16}};
     int x = sf_graph_add_input(g, "x", &in, 0, &err);
-    sf_op_params p, q;
+    sf_op_params p;
     sf_op_params_default(SF_OP_ATTENTION, &p);
     p.attention.embed_dim = 16;
     p.attention.heads = 4;
@@ -352,17 +359,7 @@ static sf_graph *rc_attn_drop(double drop) {
     p.attention.causal = 0;
     p.attention.dropout = drop > 0 ? 2 * drop : 0;
     int a2 = sf_graph_add_op(g, SF_OP_ATTENTION, "attn2", &p, (sf_tensor_ref[]){{a1, 0}}, 1, &err);
-    sf_op_params_default(SF_OP_LINEAR, &q);
-    q.linear.out_features = 10;
-    int fc = sf_graph_add_op(g, SF_OP_LINEAR, "fc", &q, (sf_tensor_ref[]){{a2, 0}}, 1, &err);
-    sf_op_params_default(SF_OP_SOFTMAX_CE, &q);
-    int l = sf_graph_add_op(g, SF_OP_SOFTMAX_CE, "loss", &q, (sf_tensor_ref[]){{fc, 0}}, 1, &err);
-    if (l < 0) {
-        fprintf(stderr, "attn_drop: %s\n", err.msg);
-        sf_graph_free(g);
-        return NULL;
-    }
-    return g;
+    return rc_head(g, a2, &err);
 }
 
 /* input -> conv (stride 2) -> relu -> conv_transpose2d (stride 2, output_padding
@@ -399,17 +396,7 @@ static sf_graph *rc_upsample(void) {
     sf_op_params_default(SF_OP_FLATTEN, &q);
     q.flatten.start_dim = 1;
     int f = sf_graph_add_op(g, SF_OP_FLATTEN, "flat", &q, (sf_tensor_ref[]){{rz, 0}}, 1, &err);
-    sf_op_params_default(SF_OP_LINEAR, &q);
-    q.linear.out_features = 10;
-    int fc = sf_graph_add_op(g, SF_OP_LINEAR, "fc", &q, (sf_tensor_ref[]){{f, 0}}, 1, &err);
-    sf_op_params_default(SF_OP_SOFTMAX_CE, &q);
-    int l = sf_graph_add_op(g, SF_OP_SOFTMAX_CE, "loss", &q, (sf_tensor_ref[]){{fc, 0}}, 1, &err);
-    if (l < 0) {
-        fprintf(stderr, "upsample: %s\n", err.msg);
-        sf_graph_free(g);
-        return NULL;
-    }
-    return g;
+    return rc_head(g, f, &err);
 }
 
 #define RC_MODELS 9

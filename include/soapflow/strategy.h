@@ -34,12 +34,33 @@ typedef struct sf_config {
     int ndim;    /* = the operator's space rank */
     int n_parts; /* product of degrees */
     int degree[SF_MAX_DIMS];
+    /* Sharded data parallelism of the operator's weight group (read from the
+     * group's owner, sf_taskgraph_owner; the other members leave it 0 or repeat
+     * it): SF_ZERO_NONE .. SF_ZERO_WEIGHTS, across each shard's replicas. */
+    uint8_t zero;
+    /* 1: the operator's saved activations are dropped after its forward task
+     * and its backward recomputes the forward first (activation recomputation). */
+    uint8_t recompute;
+    uint8_t flag_pad[2];
     int16_t device[SF_MAX_PARTS]; /* device of each part, [n_parts] used */
 } sf_config;
 
+/* ZeRO's stages (Rajbhandari et al. 2020) for a weight group's replicas:
+ * stage 1 shards the optimizer state, 2 also the gradients (a reduce-scatter
+ * instead of an all-reduce), 3 also the weights, gathered before each use in
+ * forward and backward and freed after (FSDP). docs/strategies.md. */
+typedef enum sf_zero_stage {
+    SF_ZERO_NONE = 0,
+    SF_ZERO_OPTIMIZER = 1,
+    SF_ZERO_GRADIENTS = 2,
+    SF_ZERO_WEIGHTS = 3,
+    SF_ZERO_STAGE_COUNT
+} sf_zero_stage;
+
 /* Tile of part `part` (0 <= part < n_parts) of op's space. */
 SF_API void sf_config_part_tile(const sf_op *op, const sf_config *c, int part, sf_tile *t);
-/* Set degrees (recomputes n_parts); SF_ERR_RANGE when the product exceeds SF_MAX_PARTS. */
+/* Set degrees (recomputes n_parts) and clear the flags (zero, recompute): a
+ * fresh config; SF_ERR_RANGE when the product exceeds SF_MAX_PARTS. */
 SF_API sf_status sf_config_set_degrees(sf_config *c, int ndim, const int *degree);
 SF_API int sf_config_equal(const sf_config *a, const sf_config *b);
 /* *dst = *src, copying only the n_parts devices in use (the rest of dst's
@@ -47,7 +68,8 @@ SF_API int sf_config_equal(const sf_config *a, const sf_config *b);
 SF_API void sf_config_copy(sf_config *dst, const sf_config *src);
 /* Check one config against its operator and machine, with a message naming the
  * operator: degree above a dimension's size or on a dimension that cannot be split,
- * wrong dimension count, device out of range, too many parts. */
+ * wrong dimension count, device out of range, too many parts, a ZeRO stage
+ * above 3 or on an operator without weights, a recompute flag other than 0/1. */
 SF_API sf_status sf_config_validate(const sf_op *op, const sf_machine *m, const sf_config *c,
                                     sf_error *err);
 /* "n2 c4 @0-7" style short text for tables and pictures. */

@@ -5,6 +5,10 @@
  *      "machine": "p100-4x4", "ops": {
  *        "conv1": {"degrees": [4, 1, 1, 1], "devices": [0, 1, 2, 3]}, ...}}
  *
+ * An operator's object may add "zero": 1-3 (its weight group's ZeRO stage) and
+ * "recompute": true; both are written only when set, so files without them
+ * read and write the same bytes.
+ *
  * Operators are named, not numbered, so a file survives a rebuild of the graph
  * that reorders nothing but is still readable by a person, and a file made for
  * another model fails on the first unknown name instead of silently applying
@@ -105,11 +109,31 @@ static sf_status read_config(const reader *r, const sf_op *op, const sf_machine 
     const char *key;
     json_t *v;
     json_object_foreach((json_t *)obj, key, v) {
-        if (strcmp(key, "degrees") != 0 && strcmp(key, "devices") != 0) {
+        if (strcmp(key, "degrees") != 0 && strcmp(key, "devices") != 0 &&
+            strcmp(key, "zero") != 0 && strcmp(key, "recompute") != 0) {
             at[2].key = key;
             return fail_at(r, at, 3, name, SF_ERR_PARSE,
-                           "unknown field '%s' (expected \"degrees\" and \"devices\")", key);
+                           "unknown field '%s' (expected \"degrees\", \"devices\" and optional "
+                           "\"zero\", \"recompute\")",
+                           key);
         }
+    }
+    int zero = 0, recompute = 0;
+    const json_t *zv = json_object_get(obj, "zero"), *rv = json_object_get(obj, "recompute");
+    if (zv) {
+        at[2].key = "zero";
+        if (!json_is_integer(zv))
+            return fail_at(r, at, 3, name, SF_ERR_PARSE, "\"zero\" must be an integer 0-3");
+        json_int_t z = json_integer_value(zv);
+        if (z < 0 || z >= SF_ZERO_STAGE_COUNT)
+            return fail_at(r, at, 3, name, SF_ERR_RANGE, "zero stage %lld (0-3)", (long long)z);
+        zero = (int)z;
+    }
+    if (rv) {
+        at[2].key = "recompute";
+        if (!json_is_boolean(rv))
+            return fail_at(r, at, 3, name, SF_ERR_PARSE, "\"recompute\" must be true or false");
+        recompute = json_is_true(rv);
     }
     const json_t *deg = json_object_get(obj, "degrees");
     const json_t *dev = json_object_get(obj, "devices");
@@ -160,6 +184,8 @@ static sf_status read_config(const reader *r, const sf_op *op, const sf_machine 
         c->degree[i] = (int)d;
     }
     c->n_parts = (int)parts;
+    c->zero = (uint8_t)zero;
+    c->recompute = (uint8_t)recompute;
     at[2].key = "devices";
     if (!int_array(dev, &bad)) {
         if (bad < 0)
@@ -320,6 +346,18 @@ sf_status sf_strategy_parse_json(sf_strategy *s, const char *text, const char *o
         reader r = {text, len, origin, err};
         st = read_strategy(&r, root, g, m, cfg, seen);
     }
+    for (int i = 0; i < n && st == SF_OK; i++) { /* a weight group has its owner's stage */
+        const sf_op *op = sf_graph_op(g, i);
+        int w = op->weight_owner;
+        if (w >= 0 && cfg[i].zero && cfg[i].zero != cfg[w].zero) {
+            reader r = {text, len, origin, err};
+            sf_json_step at[3] = {{"ops", 0}, {op->name, 0}, {"zero", 0}};
+            st = fail_at(&r, at, 3, op->name, SF_ERR_INVALID,
+                         "zero stage %d, but the owner of its weights '%s' has %d (a weight "
+                         "group has one stage: its owner's)",
+                         cfg[i].zero, sf_graph_op(g, w)->name, cfg[w].zero);
+        }
+    }
     if (st == SF_OK && sf_graph_num_ties(g) > 0) {
         /* tied operators (an embedding and its LM head) split their table alike */
         sf_strategy *t = sf_strategy_clone(s);
@@ -397,7 +435,10 @@ char *sf_strategy_to_json_for(const sf_strategy *s, const sf_graph *g, const sf_
         sf_strbuf_puts(&b, "], \"devices\": [");
         for (int p = 0; p < c->n_parts; p++)
             sf_strbuf_printf(&b, "%s%d", p ? ", " : "", c->device[p]);
-        sf_strbuf_puts(&b, "]}");
+        sf_strbuf_puts(&b, "]");
+        if (c->zero) sf_strbuf_printf(&b, ", \"zero\": %d", c->zero);
+        if (c->recompute) sf_strbuf_puts(&b, ", \"recompute\": true");
+        sf_strbuf_puts(&b, "}");
     }
     sf_strbuf_puts(&b, n ? "\n  }\n}\n" : "}\n}\n");
     char *text = sf_strbuf_take(&b);

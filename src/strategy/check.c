@@ -14,8 +14,18 @@ sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, const sf
         return sf_error_set(err, SF_ERR_INVALID, "strategy has %d operators, graph '%s' has %d",
                             sf_strategy_num_ops(s), sf_graph_name(g), n);
     for (int i = 0; i < n; i++) {
-        sf_status st = sf_config_validate(sf_graph_op(g, i), m, sf_strategy_get(s, i), err);
+        const sf_op *op = sf_graph_op(g, i);
+        const sf_config *c = sf_strategy_get(s, i);
+        sf_status st = sf_config_validate(op, m, c, err);
         if (st != SF_OK) return st;
+        /* a weight group's stage is its owner's: the others leave it out or repeat it */
+        if (op->weight_owner >= 0 && c->zero &&
+            c->zero != sf_strategy_get(s, op->weight_owner)->zero)
+            return sf_error_set(err, SF_ERR_INVALID,
+                                "operator '%s': zero stage %d, but the owner of its weights '%s' "
+                                "has %d (a weight group has one stage: its owner's)",
+                                op->name, c->zero, sf_graph_op(g, op->weight_owner)->name,
+                                sf_strategy_get(s, op->weight_owner)->zero);
     }
     return sf_strategy_check_ties(s, g, 0, NULL, NULL, err);
 }

@@ -61,11 +61,15 @@ sf_status sf_config_set_degrees(sf_config *c, int ndim, const int *degree) {
     c->ndim = ndim;
     for (int i = 0; i < SF_MAX_DIMS; i++) c->degree[i] = i < ndim ? degree[i] : 1;
     c->n_parts = (int)parts;
+    c->zero = c->recompute = 0;
+    c->flag_pad[0] = c->flag_pad[1] = 0;
     return SF_OK;
 }
 
 int sf_config_equal(const sf_config *a, const sf_config *b) {
-    if (a->ndim != b->ndim || a->n_parts != b->n_parts) return 0;
+    if (a->ndim != b->ndim || a->n_parts != b->n_parts || a->zero != b->zero ||
+        a->recompute != b->recompute)
+        return 0;
     for (int i = 0; i < a->ndim; i++)
         if (a->degree[i] != b->degree[i]) return 0;
     int n = a->n_parts < 0 ? 0 : a->n_parts > SF_MAX_PARTS ? SF_MAX_PARTS : a->n_parts;
@@ -79,6 +83,8 @@ void sf_config_copy(sf_config *dst, const sf_config *src) {
     int n = src->n_parts < 0 ? 0 : src->n_parts > SF_MAX_PARTS ? SF_MAX_PARTS : src->n_parts;
     dst->ndim = src->ndim;
     dst->n_parts = src->n_parts;
+    dst->zero = src->zero;
+    dst->recompute = src->recompute;
     memcpy(dst->degree, src->degree, sizeof dst->degree);
     memcpy(dst->device, src->device, (size_t)n * sizeof dst->device[0]);
 }
@@ -130,10 +136,23 @@ sf_status sf_config_validate(const sf_op *op, const sf_machine *m, const sf_conf
                                     "operator '%s': part %d on device %d, but the machine has %d "
                                     "devices (0-%d)",
                                     name, p, d, n_dev, n_dev - 1);
-            return sf_error_set(err, SF_ERR_RANGE, "operator '%s': part %d on device %d", name,
-                                p, d);
+            return sf_error_set(err, SF_ERR_RANGE, "operator '%s': part %d on device %d", name, p,
+                                d);
         }
     }
+    if (c->zero >= SF_ZERO_STAGE_COUNT)
+        return sf_error_set(err, SF_ERR_RANGE, "operator '%s': zero stage %d (0-%d)", name, c->zero,
+                            SF_ZERO_STAGE_COUNT - 1);
+    if (c->zero) {
+        sf_tile full = sf_tile_full(&op->space);
+        if (sf_op_tile_weights(op, &full) == 0)
+            return sf_error_set(err, SF_ERR_INVALID,
+                                "operator '%s': zero stage %d, but it has no weights to shard",
+                                name, c->zero);
+    }
+    if (c->recompute > 1)
+        return sf_error_set(err, SF_ERR_RANGE, "operator '%s': recompute flag %d (0 or 1)", name,
+                            c->recompute);
     return SF_OK;
 }
 
@@ -192,6 +211,8 @@ char *sf_config_str(const sf_op *op, const sf_config *c, char *buf, size_t n) {
             put(buf, n, &len, "%s%d", p ? "," : "", c->device[p]);
         p = q + 1;
     }
+    if (c->zero) put(buf, n, &len, " zero%d", c->zero);
+    if (c->recompute) put(buf, n, &len, " rc");
     return buf;
 }
 

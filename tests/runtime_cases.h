@@ -25,7 +25,8 @@
  * found by MCMC, and (lenet5) a strategy that alternates
  * attribute splits with halos, parameter splits and sample splits between
  * consecutive operators, so every edge re-partitions. The Adam cases
- * (rc_adam_case) train with Adam and AdamW instead, ring and parameter server.
+ * (rc_adam_case) train with Adam and AdamW instead, ring and parameter server;
+ * the ZeRO cases (rc_zero_case) shard them at stages 1-3.
  */
 #ifndef SOAPFLOW_TESTS_RUNTIME_CASES_H
 #define SOAPFLOW_TESTS_RUNTIME_CASES_H
@@ -866,6 +867,38 @@ static RC_UNUSED_OK int rc_adam_case(const sf_graph *g, int n, int i, int n_rand
     size_t len = strlen(what);
     snprintf(what + len, cap - len, ", %s, %s", sf_optimizer_name(j->optimizer),
              sf_sync_scheme_name(j->scheme));
+    return 1;
+}
+
+/* ---- the ZeRO cases ------------------------------------------------------------- */
+
+/* Sharded data parallelism on P ranks against one rank: every weight group
+ * at ZeRO stage 1, 2 or 3 (each rank updates its chunk of each replicated
+ * shard; stage 3 gathers the weights before each pass), under data
+ * parallelism and a random strategy, with SGD and Adam. RC_ZERO_CASES; case
+ * i: model rc_adam_model's i / 12, stage 1 + i % 3, data or random by
+ * (i / 3) % 2, SGD or Adam by (i / 6) % 2. */
+#define RC_ZERO_CASES (RC_ADAM_MODELS * 12)
+
+static RC_UNUSED_OK int rc_zero_model(int i) {
+    static const int models[RC_ADAM_MODELS] = {1, 0, 2};
+    return models[i / (RC_ZERO_CASES / RC_ADAM_MODELS)];
+}
+static RC_UNUSED_OK sf_optimizer_kind rc_zero_optimizer(int i) {
+    return (i / 6) % 2 ? SF_OPTIMIZER_ADAM : SF_OPTIMIZER_SGD;
+}
+static RC_UNUSED_OK int rc_zero_case(const sf_graph *g, int n, int i, int n_random,
+                                     sf_strategy *s, char *what, size_t cap, rc_job *j) {
+    int bulk, stage = 1 + i % 3;
+    int ok = rc_strategy(g, n, (i / 3) % 2 ? 5 : 0, n_random, s, what, cap, &bulk);
+    if (ok <= 0) return ok;
+    for (int op = 0; op < sf_graph_num_ops(g); op++)
+        if (sf_graph_op(g, op)->weight_owner < 0 && sf_graph_op(g, op)->n_params > 0)
+            sf_strategy_config(s, op)->zero = (uint8_t)stage;
+    if (rc_job_init(j, g, s, 0)) return -1;
+    j->optimizer = rc_zero_optimizer(i);
+    size_t len = strlen(what);
+    snprintf(what + len, cap - len, ", zero %d, %s", stage, sf_optimizer_name(j->optimizer));
     return 1;
 }
 

@@ -87,7 +87,11 @@ static void test_refusals(void **state) {
     }
     assert_int_equal(sf_strategy_is_baseline_name("megatron-sp:4"), 1);
     assert_int_equal(sf_strategy_is_baseline_name("megatronx"), 0);
-    assert_int_equal(sf_strategy_is_baseline_name("data:2"), 0);
+    /* every baseline takes options after ':', checked when it is built */
+    assert_int_equal(sf_strategy_is_baseline_name("data:2"), 1);
+    memset(&err, 0, sizeof err);
+    assert_int_equal(sf_strategy_baseline(s, "data:2", g, m, &err), SF_ERR_INVALID);
+    assert_non_null(strstr(err.msg, "unknown option '2'"));
     /* more data-parallel groups than samples */
     sf_graph *g1 = small_gpt(1);
     sf_strategy *s1 = sf_strategy_new(g1);

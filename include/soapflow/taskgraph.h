@@ -233,6 +233,15 @@ typedef enum sf_tg_payload {
     SF_PAYLOAD_ACT       /* activations */
 } sf_tg_payload;
 
+/* When a weight shard's step runs (ZeRO stage 3 gathers its weights before
+ * each use; everything else is the sync after the backward pass). */
+typedef enum sf_tg_step_phase {
+    SF_PHASE_SYNC = 0,     /* the gradient sync and update, after the backward tasks */
+    SF_PHASE_FORWARD = 1,  /* before the shard's forward tasks on the devices it involves */
+    SF_PHASE_BACKWARD = 2, /* before the shard's backward tasks on the devices it involves */
+    SF_PHASE_COUNT
+} sf_tg_step_phase;
+
 /* One step. Steps come in lists whose dependencies point backwards. */
 typedef struct sf_tg_step {
     uint8_t kind;    /* sf_tg_step_kind */
@@ -241,7 +250,7 @@ typedef struct sf_tg_step {
                       * involves (the group, the sender, the copy's or the update's
                       * device): its backward tasks there, or under SF_SYNC_BULK that
                       * device's whole backward pass */
-    uint8_t pad;
+    uint8_t phase;   /* sf_tg_step_phase: when in the iteration it runs */
     int dev;   /* P2P: the sender; COPY, UPDATE: the device; else -1 */
     int peer;  /* P2P: the receiver; else -1 */
     int group; /* collectives: devices devs[group .. group + n_group] in ring order */
@@ -291,7 +300,18 @@ SF_API sf_sync_scheme sf_taskgraph_scheme(const sf_taskgraph *tg);
  *           chunk l across the nodes' l-th devices, ALL_GATHER inside each node,
  *           [COPY unpack], UPDATE on each device;
  * a shard on one device: its UPDATE alone. Bracketed copies only on a machine
- * that prices copies. SF_OK or SF_ERR_NOMEM. */
+ * that prices copies. A weight group whose owner's config has a ZeRO stage
+ * (sf_config.zero) lowers its replicated shards into a ring under every
+ * scheme, each position updating its chunk alone (UPDATE with that chunk's
+ * offset and numel):
+ *   stage 1, 2: [COPY pack], REDUCE_SCATTER, UPDATE of chunk r on position r,
+ *           ALL_GATHER of the updated weights (payload WEIGHTS), [COPY unpack];
+ *   stage 3: ALL_GATHER of the weights (payload WEIGHTS, phase FORWARD),
+ *           [COPY unpack], then the same again in phase BACKWARD, then [COPY
+ *           pack], REDUCE_SCATTER, UPDATE of chunk r on position r (the
+ *           weights stay sharded until the next forward gathers them).
+ * Stages 1 and 2 lower alike: they differ in what a device keeps (the
+ * simulator's memory), not in what moves. */
 SF_API sf_status sf_taskgraph_sync_steps(sf_taskgraph *tg, int owner, sf_tg_sync *sync,
                                          sf_tg_steps *out);
 

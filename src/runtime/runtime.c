@@ -165,6 +165,8 @@ typedef struct rt_shard {
     float *buf;         /* packed gradient (then, under a parameter server, weights) */
     float *rbuf;        /* a parameter server's: one replica's gradient as it arrives */
     int step0, n_steps; /* its steps: rt->sync_steps[step0 .. step0 + n_steps] */
+    int zero;           /* its weight group's ZeRO stage (sf_config.zero) */
+    int zgroup;         /* with a stage, the group of its reduce-scatter and gathers */
     int cur;            /* the next step to finish */
     int req;            /* the request of step cur, -1 when not posted */
 } rt_shard;
@@ -1065,6 +1067,8 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
             sh->comm = g->n_devs > 1;
             sh->step0 = rt->n_sync_steps;
             sh->req = -1;
+            sh->zero = sf_strategy_get(rt->s, g->owner)->zero;
+            sh->zgroup = -1;
             const sf_op *rop = sf_graph_op(rt->g, g->rep_op);
             sh->n_slices = sf_op_weight_slices(
                 rop, &sf_taskgraph_tiles(rt->tg, g->rep_op)[g->rep_part], sh->sl);
@@ -1104,12 +1108,16 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
                 }
                 rs.group = comm;
                 mine = comm >= 0;
+                if (sh && mine && sh->zero) sh->zgroup = comm;
+                /* ZeRO-3's gathers before each pass run from gather_weights */
+                if (st->phase != SF_PHASE_SYNC) continue;
             }
             if (sh && mine) rt->sync_steps[rt->n_sync_steps++] = rs;
         }
         if (sh) {
             sh->n_steps = rt->n_sync_steps - sh->step0;
-            sh->in_place = sh->comm && sf_weight_slices_one_run(sh->sl, sh->n_slices);
+            /* a ZeRO shard packs: its all-gathers move weights, not the gradient */
+            sh->in_place = sh->comm && !sh->zero && sf_weight_slices_one_run(sh->sl, sh->n_slices);
             for (int q = 0; q < sh->n_steps; q++)
                 if (rt->sync_steps[sh->step0 + q].kind == SF_STEP_P2P) sh->in_place = 0;
             rt->n_shards++;
@@ -1725,14 +1733,15 @@ static sf_status post_sync(sf_runtime *rt, rt_shard *sh, sf_error *err) {
 }
 
 /* The optimizer's step (sf_optimizer_step: SGD with momentum and weight
- * decay, Adam or AdamW) on the shard's elements, which also zeroes their
+ * decay, Adam or AdamW) on the len elements of the shard's packed layout
+ * from off (all of them, or under ZeRO this rank's chunk), which also zeroes their
  * gradient for the next step: the kernels of this rank write gradients only
  * into the elements of the shards it holds (each part's weight tile is one
  * shard's), so this replaces a memset of every group in full layout at each
  * step (mlp: 80 MB a rank) by one store in a loop that streams the same
  * memory anyway. The block starts zeroed. Adam's step count is the step this
  * is part of, from 1 (rt->steps counts the finished ones). */
-static void update_shard(sf_runtime *rt, rt_shard *sh) {
+static void update_shard(sf_runtime *rt, rt_shard *sh, int64_t off, int64_t len) {
     rt_group *gr = &rt->groups[sh->group];
     sf_optimizer opt = {.kind = rt->o.optimizer,
                         .lr = rt->o.lr,
@@ -1741,13 +1750,15 @@ static void update_shard(sf_runtime *rt, rt_shard *sh) {
                         .beta2 = rt->o.beta2,
                         .eps = rt->o.eps,
                         .weight_decay = rt->o.weight_decay};
-    int64_t t = rt->steps + 1;
+    int64_t t = rt->steps + 1, pos = 0, end = off + len;
     for (int i = 0; i < sh->n_slices; i++) {
         const sf_weight_slice *s = &sh->sl[i];
-        for (int64_t r = 0; r < s->count; r++) {
-            int64_t at = s->offset + r * s->stride;
+        for (int64_t r = 0; r < s->count; r++, pos += s->len) {
+            int64_t lo = pos > off ? pos : off, hi = pos + s->len < end ? pos + s->len : end;
+            if (lo >= hi) continue;
+            int64_t at = s->offset + r * s->stride + (lo - pos);
             sf_optimizer_step(&opt, t, gr->w + at, gr->g + at, gr->v + at,
-                              gr->v2 ? gr->v2 + at : NULL, s->len);
+                              gr->v2 ? gr->v2 + at : NULL, hi - lo);
         }
     }
 }
@@ -1787,7 +1798,8 @@ static sf_status finish_steps(sf_runtime *rt, rt_shard *sh, sf_error *err) {
                 event(rt, SF_RT_COPY, t0, sh->owner, sh->global, -1, sh->numel * 4);
                 t0 = sf_now_s();
             }
-            update_shard(rt, sh);
+            update_shard(rt, sh, st->offset, st->numel);
+            if (sh->zero) zero_grad(sh, gr->g); /* the chunks other ranks updated */
             event(rt, SF_RT_UPDATE, t0, sh->owner, sh->global, -1, 0);
             if (sh->cur + 1 < sh->n_steps) /* a server sends the new weights back */
                 slices_move(sh, gr->w, sh->buf, 1);
@@ -1810,6 +1822,8 @@ static sf_status finish_steps(sf_runtime *rt, rt_shard *sh, sf_error *err) {
               st->numel * 4);
         if (st->kind == SF_STEP_P2P && !st->send && st->payload == SF_PAYLOAD_GRAD) {
             for (int64_t e = 0; e < sh->numel; e++) sh->buf[e] += sh->rbuf[e];
+        } else if (st->kind == SF_STEP_ALL_GATHER && st->payload == SF_PAYLOAD_WEIGHTS) {
+            slices_move(sh, gr->w, sh->buf, 0); /* ZeRO-1/2: every chunk's new weights */
         } else if (st->kind == SF_STEP_P2P && !st->send) { /* the server's weights */
             t0 = sf_now_s();
             slices_move(sh, gr->w, sh->buf, 0);
@@ -1818,6 +1832,33 @@ static sf_status finish_steps(sf_runtime *rt, rt_shard *sh, sf_error *err) {
         }
     }
     sh->cur = 0;
+    return SF_OK;
+}
+
+static float *group_buf(rt_group *gr, sf_rt_params which) {
+    return which == SF_RT_WEIGHTS ? gr->w : which == SF_RT_MOMENTUM ? gr->v : gr->v2;
+}
+
+/* ZeRO: every shard of this rank at stage `min` or above gathers `which`
+ * (weights, optimizer state) whole from the chunks its ranks keep: stage 3's
+ * weights before each pass (the steps of phase FORWARD and BACKWARD), and
+ * before sf_runtime_get_params reads a shard whole. In the global shard order
+ * on every rank, blocking. */
+static sf_status zero_gather(sf_runtime *rt, sf_rt_params which, int min, sf_error *err) {
+    for (int i = 0; i < rt->n_shards; i++) {
+        rt_shard *sh = &rt->shards[i];
+        if (sh->zero < min || !sh->comm || sh->zgroup < 0) continue;
+        float *full = group_buf(&rt->groups[sh->group], which);
+        if (!full) continue;
+        double t0 = sf_now_s();
+        slices_move(sh, full, sh->buf, 1);
+        int id = rt->c->vt->iallgather(rt->c, sh->buf, sh->numel, sh->zgroup);
+        if (id < 0 || rt->c->vt->wait(rt->c, id) != SF_OK)
+            return sf_error_set(err, SF_ERR_IO, "rank %d: gathering a ZeRO shard failed",
+                                rt->rank);
+        slices_move(sh, full, sh->buf, 0);
+        event(rt, SF_RT_SYNC, t0, sh->owner, sh->global, -1, sh->numel * 4);
+    }
     return SF_OK;
 }
 
@@ -1842,6 +1883,8 @@ static sf_status wait_sends(sf_runtime *rt, int train, sf_error *err) {
 /* The parts in operator order, each operator's reductions after its parts. */
 static sf_status forward_pass(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
     int ri = 0;
+    sf_status gs = zero_gather(rt, SF_RT_WEIGHTS, SF_ZERO_WEIGHTS, err);
+    if (gs != SF_OK) return gs;
     for (int i = 0; i < rt->n_parts; i++) {
         sf_status st;
         int op = rt->parts[i].op;
@@ -1874,6 +1917,7 @@ static sf_status step_local(sf_runtime *rt, const sf_batch *b, double *loss, sf_
      * has passed its lowest operator (rt->shards are in that order) */
     int next = 0;
     int pi = rt->n_parts - 1, ri = rt->n_reds - 1;
+    if (st == SF_OK) st = zero_gather(rt, SF_RT_WEIGHTS, SF_ZERO_WEIGHTS, err);
     for (int op = rt->n_ops - 1; op >= 0 && st == SF_OK; op--) {
         /* its reductions' duals first, in the reverse of the forward order */
         for (; ri >= 0 && rt->reds[rt->red_order[ri]].prod_op == op && st == SF_OK; ri--)
@@ -1957,10 +2001,6 @@ sf_status sf_runtime_forward(sf_runtime *rt, const sf_batch *b, int train, doubl
 
 /* ---- parameters ------------------------------------------------------------------ */
 
-static float *group_buf(rt_group *gr, sf_rt_params which) {
-    return which == SF_RT_WEIGHTS ? gr->w : which == SF_RT_MOMENTUM ? gr->v : gr->v2;
-}
-
 /* SF_OK when the runtime keeps `which`: a kind it knows, and a second moment
  * only under Adam. */
 static sf_status params_kind_ok(const sf_runtime *rt, sf_rt_params which, sf_error *err) {
@@ -1989,6 +2029,11 @@ sf_status sf_runtime_set_params(sf_runtime *rt, sf_rt_params which, const float 
 sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const *bufs,
                                 sf_error *err) {
     sf_status kst = params_kind_ok(rt, which, err);
+    if (kst != SF_OK) return kst;
+    /* a ZeRO shard's chunks are whole on its first device first */
+    kst = zero_gather(rt, which, which == SF_RT_WEIGHTS ? SF_ZERO_WEIGHTS : SF_ZERO_OPTIMIZER,
+                      err);
+    kst = sf_comm_agree(rt->c, kst, err);
     if (kst != SF_OK) return kst;
     /* Each shard from its first device, in the global order on every rank:
      * rank 0 takes them one by one. Tags above every message tag. */

@@ -501,6 +501,37 @@ static int undo_room(sf_tile **t, int64_t *cap, int n) {
     return 0;
 }
 
+/* Save the sync block of x's weight group when it is at ZeRO stage 3 and
+ * one of its gathers is gated by op's tasks. */
+static int save_if_gated(sf_sim *sim, int x, int op) {
+    int owner = sf_taskgraph_owner(sim->tg, x), bwd;
+    if (owner < 0 || sf_strategy_get(sim->s, owner)->zero != SF_ZERO_WEIGHTS) return 0;
+    if (sim_zero_gate(sim, owner, SF_PHASE_FORWARD, &bwd) != op &&
+        sim_zero_gate(sim, owner, SF_PHASE_BACKWARD, &bwd) != op)
+        return 0;
+    return save_block(sim, sim_block_id(owner, SLOT_SYNC));
+}
+
+/* The ZeRO-3 sync blocks that op's tasks gate (sim_zero_gate: operators up
+ * to two before or after it) are rebuilt with op's. */
+static int save_zero_gated(sf_sim *sim, int op) {
+    int fail = 0;
+    const sf_tensor_ref *c1, *c2;
+    int n1 = sf_taskgraph_consumers(sim->tg, op, &c1);
+    for (int i = 0; i < n1; i++) {
+        fail |= save_if_gated(sim, c1[i].op, op);
+        int n2 = sf_taskgraph_consumers(sim->tg, c1[i].op, &c2);
+        for (int j = 0; j < n2; j++) fail |= save_if_gated(sim, c2[j].op, op);
+    }
+    const sf_op *o = sf_graph_op(sim->g, op);
+    for (int i = 0; i < o->n_inputs; i++) {
+        const sf_op *p = sf_graph_op(sim->g, o->inputs[i].op);
+        fail |= save_if_gated(sim, p->id, op);
+        for (int j = 0; j < p->n_inputs; j++) fail |= save_if_gated(sim, p->inputs[j].op, op);
+    }
+    return fail;
+}
+
 sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config *cfgs,
                             double bound_s, sf_sim_result *r, sf_error *err) {
     if (!sim->has_run)
@@ -569,6 +600,7 @@ sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config 
             fail |= save_block(sim, sim_block_id(cons[i].op, 1 + cons[i].out));
         int owner = sf_taskgraph_owner(sim->tg, opi);
         if (owner >= 0) fail |= save_block(sim, sim_block_id(owner, SLOT_SYNC));
+        fail |= save_zero_gated(sim, opi);
     }
     for (int i = 0; i < sim->n_saved && !fail; i++)
         fail |= sim_rebuild_block(sim, sim->saved[i].bid);

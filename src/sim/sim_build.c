@@ -498,9 +498,8 @@ static int build_edge(sf_sim *sim, int xi, int k) {
 /* Edges from the shard's gradients on device d (its row of the shard: the
  * backward tasks of its entries there, or in bulk mode d's barrier) into the
  * entries of a step. */
-static int grads_into(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, const sf_tg_shard *sh, int d,
-                      const int32_t *to4) {
-    if (sim->opt.sync == SF_SYNC_BULK) return wire_from(sim, b, REF(BARRIER_BLOCK(sim), d), to4);
+/* The row of device d among shard sh's devices (its entries on d). */
+static int shard_row(const sf_tg_sync *sy, const sf_tg_shard *sh, int d) {
     /* the shard's devices are in id order: find d's row by bisection (a ring
      * over 4096 devices asks for each of them) */
     int lo = sh->dev_start, hi = sh->dev_start + sh->n_devs - 1;
@@ -516,11 +515,95 @@ static int grads_into(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, const sf_
         row = sh->dev_start; /* not in order after all: look at every row */
         while (row < sh->dev_start + sh->n_devs && sy->devs[row] != d) row++;
     }
+    return row;
+}
+
+/* The task of entry e of a shard: its forward (bwd 0) or backward task. */
+static int64_t entry_task(const sf_sim *sim, const sf_tg_entry *e, int bwd) {
+    int n = bwd ? sf_strategy_get(sim->s, e->op)->n_parts : 0;
+    return REF(sim_block_id(e->op, SLOT_CORE), n + e->part);
+}
+
+static int grads_into(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, const sf_tg_shard *sh, int d,
+                      const int32_t *to4) {
+    if (sim->opt.sync == SF_SYNC_BULK) return wire_from(sim, b, REF(BARRIER_BLOCK(sim), d), to4);
+    int row = shard_row(sy, sh, d);
+    if (row >= sh->dev_start + sh->n_devs) return 0;
     for (int32_t i = sy->ent_start[row]; i < sy->ent_start[row + 1]; i++) {
         const sf_tg_entry *e = &sy->ents[i];
-        const sf_config *c = sf_strategy_get(sim->s, e->op);
-        if (wire_from(sim, b, REF(sim_block_id(e->op, SLOT_CORE), c->n_parts + e->part), to4))
+        if (wire_from(sim, b, entry_task(sim, e, 1), to4)) return -1;
+    }
+    return 0;
+}
+
+/* ---- ZeRO ---------------------------------------------------------------------- */
+
+/* The gate of stage 3's gathers (the prefetch of FSDP): a weight group's
+ * forward gather waits for the forward tasks of the operator two before its
+ * first member (the producer of its first input's producer; one when there is
+ * no second), so that it overlaps the operator just before; its backward
+ * gather for the backward tasks of the operator two after its last member
+ * (along first consumers), or one after, or with no consumer for its own
+ * forward tasks. The operator, with *bwd whether its backward tasks; -1 for
+ * none. sim.c's delta update rebuilds the sync blocks whose gate may have
+ * changed (sim_zero_gated). */
+int sim_zero_gate(const sf_sim *sim, int owner, int phase, int *bwd) {
+    const int *members;
+    int nm = sf_taskgraph_members(sim->tg, owner, &members);
+    if (nm < 1) return -1;
+    *bwd = 0;
+    if (phase == SF_PHASE_FORWARD) {
+        const sf_op *m = sf_graph_op(sim->g, members[0]);
+        int p = m->n_inputs ? m->inputs[0].op : -1;
+        const sf_op *po = p >= 0 ? sf_graph_op(sim->g, p) : NULL;
+        int pp = po && po->n_inputs ? po->inputs[0].op : -1;
+        return pp >= 0 ? pp : p;
+    }
+    int last = members[nm - 1], at = last;
+    for (int k = 0; k < 2; k++) {
+        const sf_tensor_ref *cons;
+        if (sf_taskgraph_consumers(sim->tg, at, &cons) < 1) break;
+        at = cons[0].op;
+    }
+    *bwd = at != last;
+    return at;
+}
+
+/* Edges from gate op's tasks (forward or backward, sim_zero_gate) on the
+ * devices of step st into the step's entries; the devices are marked first. */
+static int gate_into(sf_sim *sim, sim_block *b, const sf_tg_step *st, const int16_t *devs,
+                     int gate, int bwd, const int32_t *to4) {
+    if (gate < 0) return 0;
+    if (++sim->upd_stamp == INT32_MAX) {
+        memset(sim->upd_mark, 0, (size_t)sim->n_dev * sizeof *sim->upd_mark);
+        sim->upd_stamp = 1;
+    }
+    if (st->dev >= 0) {
+        sim->upd_mark[st->dev] = sim->upd_stamp;
+    } else {
+        for (int g = 0; g < st->n_group; g++) sim->upd_mark[devs[st->group + g]] = sim->upd_stamp;
+    }
+    const sf_config *c = sf_strategy_get(sim->s, gate);
+    int bid = sim_block_id(gate, SLOT_CORE);
+    for (int p = 0; p < c->n_parts; p++)
+        if (sim->upd_mark[c->device[p]] == sim->upd_stamp &&
+            wire_from(sim, b, REF(bid, (bwd ? c->n_parts : 0) + p), to4))
             return -1;
+    return 0;
+}
+
+/* Edges from step st's exits into the forward (phase FORWARD) or backward
+ * tasks of shard sh's entries on the devices st involves. */
+static int gather_into(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, const sf_tg_shard *sh,
+                       const sf_tg_step *st, const int16_t *devs, const int32_t *e4) {
+    int n = st->dev >= 0 ? 1 : st->n_group;
+    for (int g = 0; g < n; g++) {
+        int d = st->dev >= 0 ? st->dev : devs[st->group + g];
+        int row = shard_row(sy, sh, d);
+        if (row >= sh->dev_start + sh->n_devs) continue;
+        for (int32_t i = sy->ent_start[row]; i < sy->ent_start[row + 1]; i++)
+            if (wire_to(sim, b, e4, entry_task(sim, &sy->ents[i], st->phase == SF_PHASE_BACKWARD)))
+                return -1;
     }
     return 0;
 }
@@ -544,6 +627,59 @@ static double weight_mem(const sf_sim *sim, int64_t n, int updates, double state
     return (double)n * (SF_ELEM_BYTES * (state - 1.0) + 2.0 * eb);
 }
 
+/* The memory of a ZeRO shard of n elements on each of its R devices, which
+ * updates chunk c of it (its UPDATE step's numel), per element: w the compute
+ * copy, g the gradient, k the fp32 master (mixed precision) and the
+ * optimizer's state. Kept the whole iteration: the compute copy whole below
+ * stage 3 (else chunk c), the gradient whole below stage 2 (else c), master
+ * and state for c. For the timeline alone: from stage 2, the whole gradient
+ * from the first backward task on the device to the reduce-scatter's end;
+ * at stage 3, the whole compute copy from each gather's start to the end of
+ * the forward (backward) task it serves (Rajbhandari et al. 2020, 3.1-3.2). */
+static int zero_mem(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, const sf_tg_shard *sh,
+                    const sf_tg_steps *ss, int first, int last, int stage, double factor) {
+    double eb = sf_cost_elem_bytes(sim->cm);
+    int mixed = sf_dtype_mixed(sf_cost_dtype(sim->cm));
+    double w = mixed ? eb : SF_ELEM_BYTES, g = w;
+    double k = (mixed ? SF_ELEM_BYTES : 0) + SF_ELEM_BYTES * factor;
+    double n = (double)sh->numel;
+    int64_t rs_end = -1, gather_in[SF_PHASE_COUNT] = {-1, -1, -1};
+    for (int q = first; q < last; q++) {
+        const sf_tg_step *st = &ss->steps[q];
+        const int32_t *e4 = &sim->end_at[4 * q];
+        if (st->kind == SF_STEP_REDUCE_SCATTER && st->phase == SF_PHASE_SYNC)
+            rs_end = sim->ends[e4[2]];
+        if (st->kind == SF_STEP_ALL_GATHER && st->phase != SF_PHASE_SYNC)
+            gather_in[st->phase] = sim->ends[e4[0]];
+    }
+    for (int q = first; q < last; q++) {
+        const sf_tg_step *st = &ss->steps[q];
+        if (st->kind != SF_STEP_UPDATE || st->dev < 0) continue;
+        int d = st->dev, row = shard_row(sy, sh, d);
+        double c = (double)st->numel;
+        double keep = (stage < SF_ZERO_WEIGHTS ? n : c) * w +
+                      (stage < SF_ZERO_GRADIENTS ? n : c) * g + c * k;
+        if (block_mem(b, d, SF_SIM_MEM_WEIGHTS, keep, SIM_MEM_ALWAYS, SIM_MEM_ALWAYS)) return -1;
+        if (row >= sh->dev_start + sh->n_devs || n == c) continue;
+        const sf_tg_entry *e0 = &sy->ents[sy->ent_start[row]];
+        const sf_tg_entry *e1 = &sy->ents[sy->ent_start[row + 1] - 1];
+        if (stage >= SF_ZERO_GRADIENTS && rs_end >= 0 &&
+            block_mem(b, d, SF_SIM_MEM_WEIGHT_GRADS, (n - c) * g, entry_task(sim, e1, 1), rs_end))
+            return -1;
+        if (stage >= SF_ZERO_WEIGHTS) {
+            if (gather_in[SF_PHASE_FORWARD] >= 0 &&
+                block_mem(b, d, SF_SIM_MEM_GATHERED, (n - c) * w, gather_in[SF_PHASE_FORWARD],
+                          entry_task(sim, e1, 0)))
+                return -1;
+            if (gather_in[SF_PHASE_BACKWARD] >= 0 &&
+                block_mem(b, d, SF_SIM_MEM_GATHERED, (n - c) * w, gather_in[SF_PHASE_BACKWARD],
+                          entry_task(sim, e0, 1)))
+                return -1;
+        }
+    }
+    return 0;
+}
+
 static int build_sync(sf_sim *sim, int owner) {
     int bid = sim_block_id(owner, SLOT_SYNC);
     sim_block *b = &sim->blocks[bid];
@@ -560,6 +696,7 @@ static int build_sync(sf_sim *sim, int owner) {
                         ? sim->opt.optimizer_state_factor
                         : sf_optimizer_state_slots(sf_cost_optimizer(sim->cm));
     double state = 2.0 + factor;
+    int stage = sf_strategy_get(sim->s, owner)->zero;
     for (int cls = 0; cls < sy.n_shards; cls++) {
         const sf_tg_shard *sh = &sy.shards[cls];
         sf_tg_pricer prc = {.m = sim->m,
@@ -612,6 +749,12 @@ static int build_sync(sf_sim *sim, int owner) {
             }
             for (int d = 0; d < st->n_deps && chained < 0; d++)
                 if (wire(sim, b, &sim->end_at[4 * ss.deps[st->dep + d]], e4)) return -1;
+            if (st->phase != SF_PHASE_SYNC) { /* ZeRO-3: a gather before a use */
+                int gbwd, gate = sim_zero_gate(sim, owner, st->phase, &gbwd);
+                if ((!st->n_deps && gate_into(sim, b, st, ss.devs, gate, gbwd, e4)) ||
+                    gather_into(sim, b, &sy, sh, st, ss.devs, e4))
+                    return -1;
+            }
             if (then) { /* the all-gather ends where the fused task does */
                 memcpy(&sim->end_at[4 * (q + 1)], e4, 4 * sizeof *e4);
                 q++;
@@ -628,6 +771,10 @@ static int build_sync(sf_sim *sim, int owner) {
             if (ss.steps[q].kind == SF_STEP_UPDATE && ss.steps[q].dev >= 0 &&
                 ss.steps[q].dev < sim->n_dev)
                 sim->upd_mark[ss.steps[q].dev] = sim->upd_stamp;
+        if (stage != SF_ZERO_NONE && sh->n_devs > 1) {
+            if (zero_mem(sim, b, &sy, sh, &ss, first, last, stage, factor)) return -1;
+            continue;
+        }
         for (int r = sh->dev_start; r < sh->dev_start + sh->n_devs; r++) {
             int d = sy.devs[r], updates = sim->upd_mark[d] == sim->upd_stamp;
             if (block_mem(b, d, SF_SIM_MEM_WEIGHTS, weight_mem(sim, sh->numel, updates, state),

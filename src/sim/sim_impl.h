@@ -79,8 +79,12 @@ typedef struct sim_mem {
 } sim_mem;
 
 /* Whether the all-at-once sums (device_mem) count an entry: all but the
- * activation gradients, which only the timeline follows. */
-static inline int sim_mem_summed(const sim_mem *e) { return e->kind != SF_SIM_MEM_ACT_GRADS; }
+ * activation gradients and ZeRO's whole weights and gradients around their
+ * uses, which only the timeline follows. */
+static inline int sim_mem_summed(const sim_mem *e) {
+    return e->kind != SF_SIM_MEM_ACT_GRADS && e->kind != SF_SIM_MEM_GATHERED &&
+           e->kind != SF_SIM_MEM_WEIGHT_GRADS;
+}
 
 typedef struct sim_block {
     sim_task *tasks;
@@ -343,6 +347,10 @@ static inline int sim_grow_int(void **p, int *cap, int need, size_t elem) {
 
 /* Build block bid afresh from the current strategy and publish its stats. */
 int sim_rebuild_block(sf_sim *sim, int bid);
+/* The operator whose tasks gate a ZeRO-3 group's gather of phase `phase`
+ * (SF_PHASE_FORWARD or _BACKWARD), *bwd whether its backward tasks; -1 for
+ * none (sim_build.c). */
+int sim_zero_gate(const sf_sim *sim, int owner, int phase, int *bwd);
 /* Copy a block's stats to the dense array collect reads; called whenever the
  * block in place changes (built, or restored by a revert). */
 void sim_publish_stats(sf_sim *sim, int bid);

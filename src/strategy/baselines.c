@@ -222,64 +222,147 @@ sf_status sf_strategy_single(sf_strategy *s, const sf_graph *g, int device) {
     return SF_OK;
 }
 
-int sf_strategy_is_baseline_name(const char *name) {
-    static const char *const names[] = {"data",   "model",    "owt",        "expert",
-                                        "single", "megatron", "megatron-sp"};
-    if (!name) return 0;
-    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-        size_t n = strlen(names[i]);
-        if (strncmp(name, names[i], n) == 0 && (name[n] == '\0' || (i >= 5 && name[n] == ':')))
-            return 1;
+/* Every baseline's name: fsdp and zeroN are data parallelism with a ZeRO
+ * stage on every weight group. */
+static const char *const bl_names[] = {"data",  "model", "owt",   "expert", "single", "megatron",
+                                       "megatron-sp", "fsdp", "zero1", "zero2", "zero3"};
+enum { BL_DATA, BL_MODEL, BL_OWT, BL_EXPERT, BL_SINGLE, BL_MEGATRON, BL_MEGATRON_SP, BL_FSDP,
+       BL_ZERO1, BL_ZERO2, BL_ZERO3, BL_COUNT };
+_Static_assert(sizeof bl_names / sizeof bl_names[0] == BL_COUNT, "a name per baseline");
+
+/* The baseline `name` starts with (name[len] is '\0' or ':'), or -1. */
+static int bl_which(const char *name, size_t *len) {
+    int best = -1;
+    for (int i = 0; i < BL_COUNT && name; i++) {
+        size_t n = strlen(bl_names[i]);
+        if (strncmp(name, bl_names[i], n) == 0 && (name[n] == '\0' || name[n] == ':') &&
+            (best < 0 || n > *len)) {
+            best = i;
+            *len = n;
+        }
     }
-    return 0;
+    return best;
+}
+
+int sf_strategy_is_baseline_name(const char *name) {
+    size_t len = 0;
+    return bl_which(name, &len) >= 0;
+}
+
+/* What follows a baseline's ':' (docs/strategies.md). */
+typedef struct bl_opts {
+    long tp;       /* megatron: the tensor-parallel degree (0: a node) */
+    int sp;        /* megatron: sequence parallelism */
+    int zero;      /* the ZeRO stage of every weight group */
+    int recompute; /* 0 none, 1 selective (attention), 2 full (all but residual adds) */
+} bl_opts;
+
+static sf_status bl_parse(const char *name, int which, const char *opts, bl_opts *o,
+                          sf_error *err) {
+    int meg = which == BL_MEGATRON || which == BL_MEGATRON_SP;
+    char buf[256];
+    if (strlen(opts) >= sizeof buf)
+        return sf_error_set(err, SF_ERR_INVALID, "baseline '%.64s...': options too long", name);
+    strcpy(buf, opts);
+    int first = 1;
+    for (char *tok = buf, *next; tok; tok = next, first = 0) {
+        next = strchr(tok, ',');
+        if (next) *next++ = '\0';
+        char *eq = strchr(tok, '=');
+        if (eq) *eq = '\0';
+        const char *key = tok, *val = eq ? eq + 1 : NULL;
+        char *end;
+        if (meg && first && !eq && *tok >= '0' && *tok <= '9') { /* megatron:T */
+            val = tok;
+            key = "tp";
+        }
+        if (meg && strcmp(key, "tp") == 0 && val) {
+            o->tp = strtol(val, &end, 10);
+            if (end == val || *end || o->tp < 1 || o->tp > SF_MAX_DEVICES)
+                return sf_error_set(err, SF_ERR_INVALID,
+                                    "baseline '%s': the tensor-parallel degree must be an "
+                                    "integer from 1 to %d",
+                                    name, SF_MAX_DEVICES);
+        } else if (meg && strcmp(key, "sp") == 0 && !val) {
+            o->sp = 1;
+        } else if (strcmp(key, "zero") == 0 && val) {
+            long z = strtol(val, &end, 10);
+            if (end == val || *end || z < 0 || z >= SF_ZERO_STAGE_COUNT)
+                return sf_error_set(err, SF_ERR_INVALID,
+                                    "baseline '%s': zero must be a stage from 0 to %d", name,
+                                    SF_ZERO_STAGE_COUNT - 1);
+            o->zero = (int)z;
+        } else if (strcmp(key, "recompute") == 0 && val) {
+            static const char *const rc[] = {"none", "selective", "full"};
+            o->recompute = -1;
+            for (int i = 0; i < 3; i++)
+                if (strcmp(val, rc[i]) == 0) o->recompute = i;
+            if (o->recompute < 0)
+                return sf_error_set(err, SF_ERR_INVALID,
+                                    "baseline '%s': recompute must be none, selective or full",
+                                    name);
+        } else {
+            return sf_error_set(err, SF_ERR_INVALID,
+                                "baseline '%s': unknown option '%s'%s (known: %szero=0-3, "
+                                "recompute=none|selective|full)",
+                                name, key, val ? "=..." : "", meg ? "tp=T, sp, " : "");
+        }
+    }
+    return SF_OK;
+}
+
+/* The options every baseline takes: a ZeRO stage on every weight group (its
+ * owner's config), recomputation of the attention operators (selective:
+ * Korthikanti et al. 2022) or of every operator but the inputs, the residual
+ * adds and the loss (full: each block keeps the activations its adds join). */
+static void bl_apply(sf_strategy *s, const sf_graph *g, const bl_opts *o) {
+    for (int i = 0; i < sf_graph_num_ops(g); i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        sf_config *c = sf_strategy_config(s, i);
+        if (op->weight_owner < 0 && op->n_params > 0) c->zero = (uint8_t)o->zero;
+        int t = op->type;
+        if (o->recompute == 1)
+            c->recompute = t == SF_OP_ATTENTION;
+        else if (o->recompute == 2)
+            c->recompute = t != SF_OP_INPUT && t != SF_OP_ADD && t != SF_OP_SOFTMAX_CE;
+    }
 }
 
 sf_status sf_strategy_baseline(sf_strategy *s, const char *name, const sf_graph *g,
                                const sf_machine *m, sf_error *err) {
-    static const char *const names[] = {"data", "model", "owt", "expert", "single"};
-    enum { N_NAMES = (int)(sizeof names / sizeof names[0]) };
-    int which = -1;
-    for (int i = 0; i < N_NAMES && name; i++)
-        if (strcmp(name, names[i]) == 0) which = i;
-    int sp = name && strncmp(name, "megatron-sp", 11) == 0;
-    if (which < 0 && name && strncmp(name, "megatron", 8) == 0) {
-        const char *rest = name + (sp ? 11 : 8);
-        long tp = 0;
-        if (*rest == ':') {
-            char *end;
-            tp = strtol(rest + 1, &end, 10);
-            if (end == rest + 1 || *end || tp < 1 || tp > SF_MAX_DEVICES)
-                return sf_error_set(err, SF_ERR_INVALID,
-                                    "baseline '%s': the tensor-parallel degree after ':' must be "
-                                    "an integer from 1 to %d",
-                                    name, SF_MAX_DEVICES);
-        } else if (*rest) {
-            rest = NULL;
-        }
-        if (rest) {
-            if (mismatch(s, g) || !m)
-                return sf_error_set(err, SF_ERR_INVALID, "baseline '%s': no graph or machine",
-                                    name);
-            return sf_strategy_megatron(s, g, m, (int)tp, sp, err);
-        }
-    }
+    size_t len = 0;
+    int which = bl_which(name, &len);
     if (which < 0)
         return sf_error_set(err, SF_ERR_NOTFOUND,
                             "unknown baseline strategy '%s' (known: data, model, owt, expert, "
-                            "single, megatron[:T], megatron-sp[:T])",
+                            "single, megatron[:T], megatron-sp[:T], fsdp, zero1, zero2, zero3; "
+                            "each may add :zero=N,recompute=R)",
                             name ? name : "(null)");
     if (mismatch(s, g))
         return sf_error_set(err, SF_ERR_INVALID, "strategy has %d operators, graph '%s' has %d",
                             sf_strategy_num_ops(s), sf_graph_name(g), sf_graph_num_ops(g));
+    bl_opts o = {.sp = which == BL_MEGATRON_SP};
+    if (which >= BL_FSDP) o.zero = which == BL_FSDP ? SF_ZERO_WEIGHTS : which - BL_FSDP;
+    if (name[len] == ':') {
+        sf_status ps = bl_parse(name, which, name + len + 1, &o, err);
+        if (ps != SF_OK) return ps;
+    }
     sf_status st = SF_OK;
     switch (which) {
-    case 0: st = sf_strategy_data(s, g, m); break;
-    case 1: st = sf_strategy_model(s, g, m); break;
-    case 2: st = sf_strategy_owt(s, g, m); break;
-    case 3: st = sf_strategy_expert(s, g, m); break;
-    default: st = sf_strategy_single(s, g, 0); break;
+    case BL_MODEL: st = sf_strategy_model(s, g, m); break;
+    case BL_OWT: st = sf_strategy_owt(s, g, m); break;
+    case BL_EXPERT: st = sf_strategy_expert(s, g, m); break;
+    case BL_SINGLE: st = sf_strategy_single(s, g, 0); break;
+    case BL_MEGATRON:
+    case BL_MEGATRON_SP:
+        if (!m) return sf_error_set(err, SF_ERR_INVALID, "baseline '%s': no machine", name);
+        st = sf_strategy_megatron(s, g, m, (int)o.tp, o.sp, err);
+        if (st != SF_OK) return st;
+        break;
+    default: st = sf_strategy_data(s, g, m); break;
     }
     if (st != SF_OK)
-        return sf_error_set(err, st, "baseline '%s': %s", names[which], sf_status_str(st));
+        return sf_error_set(err, st, "baseline '%s': %s", name, sf_status_str(st));
+    bl_apply(s, g, &o);
     return SF_OK;
 }

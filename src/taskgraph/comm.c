@@ -207,6 +207,48 @@ static void lower_ring(lower *l, const int16_t *devs, int R, int64_t n, int32_t 
     for (int r = 0; r < R && !l->failed; r++) unpack_update(l, devs[r], n, &ag, 1);
 }
 
+/* ZeRO (Rajbhandari et al. 2020) over the R replicas: the gradient's
+ * reduce-scatter leaves position r with chunk r of the sum, which it alone
+ * updates; stages 1-2 then all-gather the new weights, stage 3 keeps them
+ * sharded and gathers them before each use, forward and backward. */
+static void lower_zero(lower *l, const int16_t *devs, int R, int64_t n, int stage,
+                       int32_t *scratch) {
+    int g = add_group(l, devs, R);
+    if (stage >= SF_ZERO_WEIGHTS) {
+        for (int ph = SF_PHASE_FORWARD; ph <= SF_PHASE_BACKWARD; ph++) {
+            sf_tg_step a = collective(SF_STEP_ALL_GATHER, g, R, n, 0, 0);
+            a.payload = SF_PAYLOAD_WEIGHTS;
+            a.phase = (uint8_t)ph;
+            int32_t ag = add_step(l, &a, NULL, 0);
+            for (int r = 0; r < R && l->pack; r++) {
+                sf_tg_step c = device_step(SF_STEP_COPY, devs[r], n, 2.0, 0);
+                c.payload = SF_PAYLOAD_WEIGHTS;
+                c.phase = (uint8_t)ph;
+                add_step(l, &c, &ag, 1);
+            }
+        }
+    }
+    int np = pack_all(l, devs, R, n, scratch);
+    sf_tg_step s = collective(SF_STEP_REDUCE_SCATTER, g, R, n, 0, np == 0);
+    int32_t rs = add_step(l, &s, scratch, np);
+    for (int r = 0; r < R && !l->failed; r++) {
+        int64_t off, len;
+        sf_tg_chunk(n, R, r, &off, &len);
+        sf_tg_step u = device_step(SF_STEP_UPDATE, devs[r], len, 0, 0);
+        u.offset = off;
+        scratch[r] = add_step(l, &u, &rs, 1);
+    }
+    if (stage >= SF_ZERO_WEIGHTS) return;
+    sf_tg_step a = collective(SF_STEP_ALL_GATHER, g, R, n, 0, 0);
+    a.payload = SF_PAYLOAD_WEIGHTS;
+    int32_t ag = add_step(l, &a, scratch, R);
+    for (int r = 0; r < R && l->pack; r++) {
+        sf_tg_step c = device_step(SF_STEP_COPY, devs[r], n, 2.0, 0);
+        c.payload = SF_PAYLOAD_WEIGHTS;
+        add_step(l, &c, &ag, 1);
+    }
+}
+
 static void lower_ps(lower *l, const int16_t *devs, int R, int64_t n, int server,
                      int32_t *scratch) {
     int np = 0;
@@ -371,6 +413,8 @@ static sf_status lower_shards(sf_taskgraph *tg, const int *members, int nm, cons
                 (int64_t)sy->n_shards + 1 + 3 * ((int64_t)tg->n_dev + 1), sizeof *tg->shard_start))
         return SF_ERR_NOMEM;
     lower l = {.tg = tg};
+    int own = nm > 0 ? sf_taskgraph_owner(tg, members[0]) : -1; /* the group's stage */
+    int stage = own >= 0 ? sf_strategy_get(tg->s, own)->zero : SF_ZERO_NONE;
     for (int s = 0; s < sy->n_shards && !l.failed; s++) {
         int32_t *scratch = tg->shard_start + sy->n_shards + 1;
         tg->shard_start[s] = l.n;
@@ -382,6 +426,8 @@ static sf_status lower_shards(sf_taskgraph *tg, const int *members, int nm, cons
         if (R == 1) {
             sf_tg_step u = device_step(SF_STEP_UPDATE, devs[0], sh->numel, 0, 1);
             add_step(&l, &u, NULL, 0);
+        } else if (stage != SF_ZERO_NONE) {
+            lower_zero(&l, devs, R, sh->numel, stage, scratch);
         } else if (tg->scheme == SF_SCHEME_PS) {
             lower_ps(&l, devs, R, sh->numel, sh->rep_dev, scratch);
         } else if (tg->scheme == SF_SCHEME_HIERARCHICAL && two_levels(tg, devs, R, &N, &L)) {

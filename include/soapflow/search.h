@@ -106,6 +106,12 @@ typedef struct sf_mcmc_options {
                          * in single moves, pair moves and the polish's
                          * candidates; 0 (default) keeps every seeded search as
                          * it was */
+    int memory;         /* 1: propose memory moves too: a weight group's ZeRO stage
+                         * (sf_config.zero, on its owner) and an operator's
+                         * recomputation flag, a quarter of single moves; every
+                         * move keeps the flags of the configs it replaces. 0
+                         * (default) draws what it drew before; sf_search_run turns
+                         * it on when data parallelism does not fit */
     sf_sim_options sim; /* the simulator's options (sync mode); sf_search_run judges
                          * every candidate with these too */
 } sf_mcmc_options;
@@ -144,6 +150,9 @@ typedef enum sf_search_row_id {
     SF_SEARCH_MODEL,
     SF_SEARCH_OWT,
     SF_SEARCH_EXPERT,
+    SF_SEARCH_SHARDED, /* when data parallelism does not fit: the best of the baselines
+                        * that save memory (ZeRO stages, FSDP, recomputation, Megatron
+                        * with them), named as a baseline */
     SF_SEARCH_OPTCNN,
     SF_SEARCH_MCMC,
     SF_SEARCH_ROWS
@@ -151,7 +160,8 @@ typedef enum sf_search_row_id {
 
 /* One candidate, as the simulator judges it. */
 typedef struct sf_search_row {
-    const char *name; /* "data", "model", "owt", "expert", "optcnn", "mcmc" */
+    const char *name; /* "data", "model", "owt", "expert", a sharded baseline's name
+                       * (e.g. "fsdp:recompute=full"), "optcnn", "mcmc" */
     int present;      /* 0 when not run (or its simulation failed) */
     double iter_s;
     double moved_bytes; /* transfers + all-reduce traffic */
@@ -177,6 +187,9 @@ typedef struct sf_search_report {
  * data parallelism, owt or expert (whichever differs from data), the OptCNN
  * result and a random strategy (skipped when its task graph is over 4x data
  * parallelism's: every proposal from it would cost that much to simulate).
+ * When data parallelism does not fit in memory, also the baselines that save
+ * memory (row SF_SEARCH_SHARDED: the best of them), whose best is an MCMC
+ * start too, and MCMC proposes ZeRO stages and recomputation (memory moves).
  * Writes the best strategy into `best`. */
 SF_API sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
                                const sf_search_options *o, sf_strategy *best, sf_search_report *rep,

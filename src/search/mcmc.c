@@ -249,6 +249,8 @@ static int tie_fix(const mc_search *s, const sf_strategy *cur, mc_move *mv) {
         return 0;
     mv->op[1] = partner;
     mv->n = 2;
+    mv->cfg[1].zero = sf_strategy_get(cur, partner)->zero; /* the partner keeps its flags */
+    mv->cfg[1].recompute = sf_strategy_get(cur, partner)->recompute;
     return sf_strategy_check_ties(cur, s->g, mv->n, mv->op, mv->cfg, NULL) == SF_OK;
 }
 
@@ -329,7 +331,52 @@ static void shift_devices(mc_search *s, const sf_config *cur, sf_config *c) {
  * the mix only makes useful moves likelier. Tied operators (an embedding and
  * its LM head) must also split their table alike: tie_fix lines the other up
  * with a move of one, or rejects the move (below). */
+static void propose_config(mc_search *s, const sf_strategy *cur_strat, int opi, int pairs,
+                           mc_move *mv);
+
+/* A memory move (sf_mcmc_options.memory): opi's config as it is with its
+ * weight group's ZeRO stage redrawn (an owner with weights) or its
+ * recomputation flag flipped, half and half where both apply. */
+static void memory_move(mc_search *s, const sf_op *op, const sf_config *cur, sf_config *c) {
+    sf_config_copy(c, cur);
+    int can_zero = op->n_params > 0 && op->weight_owner < 0;
+    int can_rc = op->type != SF_OP_INPUT;
+    if (can_zero && (!can_rc || sf_rng_below(&s->rng, 2))) {
+        c->zero = (uint8_t)((c->zero + 1 + sf_rng_below(&s->rng, SF_ZERO_STAGE_COUNT - 1)) %
+                            SF_ZERO_STAGE_COUNT);
+    } else if (can_rc) {
+        c->recompute = !c->recompute;
+    }
+}
+
+/* The flags (ZeRO stage, recomputation) of the configs mv replaces, onto its
+ * new configs: a move of degrees or devices keeps them. */
+static void keep_flags(const sf_strategy *cur, mc_move *mv) {
+    for (int k = 0; k < mv->n; k++) {
+        const sf_config *was = sf_strategy_get(cur, mv->op[k]);
+        mv->cfg[k].zero = was->zero;
+        mv->cfg[k].recompute = was->recompute;
+    }
+}
+
+/* Every proposal keeps the flags of the configs it replaces; a memory move
+ * changes them alone. */
 static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, int pairs, mc_move *mv) {
+    const sf_op *op = sf_graph_op(s->g, opi);
+    const sf_config *cur = sf_strategy_get(cur_strat, opi);
+    if (s->o->memory && sf_rng_below(&s->rng, 4) == 0) {
+        mv->n = 1;
+        mv->pair = 0;
+        mv->op[0] = opi;
+        memory_move(s, op, cur, &mv->cfg[0]);
+        return;
+    }
+    propose_config(s, cur_strat, opi, pairs, mv);
+    keep_flags(cur_strat, mv);
+}
+
+static void propose_config(mc_search *s, const sf_strategy *cur_strat, int opi, int pairs,
+                           mc_move *mv) {
     const sf_op *op = sf_graph_op(s->g, opi);
     const sf_config *cur = sf_strategy_get(cur_strat, opi);
     int n_nb = s->nbr_start[opi + 1] - s->nbr_start[opi];
@@ -649,6 +696,24 @@ static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
                             s->o->reduce, &mv.cfg[0]);
                 else
                     cand_at(s, op->space.ndim, nt, j, &mv.cfg[0]);
+                keep_flags(polish_current(s), &mv);
+                st = polish_try(s, &mv, &cur, &improved, err);
+                if (st != SF_OK) return st;
+            }
+            /* memory moves: each ZeRO stage of its weight group, its recomputation flipped */
+            for (int j = 0; s->o->memory && j <= SF_ZERO_STAGE_COUNT &&
+                            polish_budget_left(s, deadline_s);
+                 j++) {
+                const sf_config *c = sf_strategy_get(polish_current(s), opi);
+                mv.n = 1;
+                mv.op[0] = opi;
+                sf_config_copy(&mv.cfg[0], c);
+                if (j < SF_ZERO_STAGE_COUNT) {
+                    if (op->n_params <= 0 || op->weight_owner >= 0) continue;
+                    mv.cfg[0].zero = (uint8_t)j;
+                } else {
+                    mv.cfg[0].recompute = !c->recompute;
+                }
                 st = polish_try(s, &mv, &cur, &improved, err);
                 if (st != SF_OK) return st;
             }
@@ -662,6 +727,7 @@ static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
                     mv.op[1] = nb;
                     cand_at(s, op->space.ndim, nt, j, &mv.cfg[0]);
                     line_up(sf_graph_op(s->g, nb), s->m, &mv.cfg[0], s->o->reduce, &mv.cfg[1]);
+                    keep_flags(polish_current(s), &mv);
                     st = polish_try(s, &mv, &cur, &improved, err);
                     if (st != SF_OK) return st;
                 }

@@ -11,8 +11,8 @@
 
 #include <string.h>
 
-static const char *const row_names[SF_SEARCH_ROWS] = {"data",   "model",  "owt",
-                                                      "expert", "optcnn", "mcmc"};
+static const char *const row_names[SF_SEARCH_ROWS] = {"data",    "model",  "owt", "expert",
+                                                      "sharded", "optcnn", "mcmc"};
 
 void sf_search_options_default(sf_search_options *o) {
     memset(o, 0, sizeof *o);
@@ -39,6 +39,44 @@ static int better(const sf_search_row *a, const sf_search_row *b) {
     return a->iter_s < b->iter_s;
 }
 
+/* The baselines that save memory, tried when data parallelism does not fit
+ * (the Megatron ones where the graph has its pattern). */
+static const char *const sharded_names[] = {"zero1",
+                                            "zero2",
+                                            "fsdp",
+                                            "zero1:recompute=selective",
+                                            "fsdp:recompute=selective",
+                                            "zero1:recompute=full",
+                                            "fsdp:recompute=full",
+                                            "megatron:zero=1",
+                                            "megatron-sp:zero=1",
+                                            "megatron-sp:zero=1,recompute=selective",
+                                            "megatron-sp:zero=3,recompute=selective",
+                                            "megatron-sp:zero=3,recompute=full"};
+enum { N_SHARDED = (int)(sizeof sharded_names / sizeof sharded_names[0]) };
+
+/* The fastest fitting (else the smallest-peak) of sharded_names into out,
+ * judged into row (absent when none can be built). */
+static void best_sharded(sf_sim *sim, const sf_graph *g, const sf_machine *m, sf_strategy *out,
+                         sf_strategy *tmp, sf_search_row *row) {
+    row->present = 0;
+    for (int i = 0; i < N_SHARDED; i++) {
+        sf_error ignore = {0};
+        if (sf_strategy_baseline(tmp, sharded_names[i], g, m, &ignore) != SF_OK) continue;
+        sf_search_row r = {.name = sharded_names[i]};
+        sf_sim_result res;
+        judge(sim, tmp, &r, &res);
+        if (!r.present) continue;
+        int win = !row->present || (r.fits && !row->fits) ||
+                  (r.fits && row->fits && r.iter_s < row->iter_s) ||
+                  (!r.fits && !row->fits && r.peak_mem_bytes < row->peak_mem_bytes);
+        if (win) {
+            *row = r;
+            sf_strategy_copy(out, tmp);
+        }
+    }
+}
+
 sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
                         const sf_search_options *o, sf_strategy *best, sf_search_report *rep,
                         sf_error *err) {
@@ -51,7 +89,7 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
     for (int i = 0; i < SF_SEARCH_ROWS; i++) rep->rows[i].name = row_names[i];
     sf_status st = SF_OK;
     sf_sim *sim = sf_sim_new(g, m, cm, &o->mcmc.sim, err);
-    sf_strategy *base[4] = {0};
+    sf_strategy *base[4] = {0}, *shard = NULL;
     sf_strategy *opt = sf_strategy_new(g), *rnd = sf_strategy_new(g), *mbest = sf_strategy_new(g);
     if (!sim) return err && err->code != SF_OK ? err->code : SF_ERR_NOMEM;
     if (!opt || !rnd || !mbest) {
@@ -69,6 +107,15 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         if (st != SF_OK) goto done;
         judge(sim, base[i], &rep->rows[i], i == 0 ? &data_res : &res);
     }
+    /* data parallelism does not fit: the baselines that save memory */
+    if (!rep->rows[SF_SEARCH_DATA].fits) {
+        shard = sf_strategy_new(g);
+        if (!shard) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "search: out of memory");
+            goto done;
+        }
+        best_sharded(sim, g, m, shard, mbest, &rep->rows[SF_SEARCH_SHARDED]);
+    }
     if (o->run_optcnn) {
         sf_optcnn_options oo;
         sf_optcnn_options_default(&oo);
@@ -81,11 +128,14 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
     rep->best = SF_SEARCH_DATA;
     for (int i = 1; i <= SF_SEARCH_OPTCNN; i++)
         if (better(&rep->rows[i], &rep->rows[rep->best])) rep->best = i;
-    sf_strategy_copy(best, rep->best == SF_SEARCH_OPTCNN ? opt : base[rep->best]);
+    sf_strategy_copy(best, rep->best == SF_SEARCH_OPTCNN    ? opt
+                           : rep->best == SF_SEARCH_SHARDED ? shard
+                                                            : base[rep->best]);
     if (o->run_mcmc) {
         const sf_search_row *data = &rep->rows[SF_SEARCH_DATA];
         const sf_search_row *expert = &rep->rows[SF_SEARCH_EXPERT];
-        const sf_strategy *starts[5];
+        const sf_strategy *starts[6];
+        sf_mcmc_options mo = o->mcmc;
         int ns = 0;
         starts[ns++] = base[SF_SEARCH_DATA];
         starts[ns++] = expert->present && expert->iter_s != data->iter_s ? base[SF_SEARCH_EXPERT]
@@ -105,7 +155,11 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         sf_strategy *mega = o->mcmc.reduce ? sf_strategy_new(g) : NULL;
         if (mega && sf_strategy_megatron(mega, g, m, 0, 0, &ignore) == SF_OK)
             starts[ns++] = mega;
-        st = sf_mcmc_search(g, m, cm, starts, ns, &o->mcmc, mbest, &rep->mcmc, err);
+        if (rep->rows[SF_SEARCH_SHARDED].present) { /* and the moves that save memory */
+            starts[ns++] = shard;
+            mo.memory = 1;
+        }
+        st = sf_mcmc_search(g, m, cm, starts, ns, &mo, mbest, &rep->mcmc, err);
         sf_strategy_free(mega);
         if (st != SF_OK) goto done;
         judge(sim, mbest, &rep->rows[SF_SEARCH_MCMC], &res);
@@ -115,6 +169,7 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         }
     }
 done:
+    sf_strategy_free(shard);
     for (int i = 0; i < 4; i++) sf_strategy_free(base[i]);
     sf_strategy_free(opt);
     sf_strategy_free(rnd);

@@ -296,6 +296,16 @@ int sf_cmd_search(int argc, char **argv) {
         json_object_set_new(j, "dtype", json_string(sf_dtype_name(o.dtype)));
         json_object_set_new(j, "optimizer", json_string(sf_optimizer_name(o.optimizer)));
         json_object_set_new(j, "baselines", b);
+        json_object_set_new(j, "data_fits", json_boolean(rows[SF_SEARCH_DATA].fits));
+        sf_cli_json_set_real(j, "data_peak_mem_bytes", rows[SF_SEARCH_DATA].peak_mem_bytes);
+        if (rows[SF_SEARCH_SHARDED].present) { /* data parallelism did not fit */
+            json_t *sh = json_object();
+            json_object_set_new(sh, "strategy", json_string(rows[SF_SEARCH_SHARDED].name));
+            sf_cli_json_set_real(sh, "ms", rows[SF_SEARCH_SHARDED].iter_s * 1e3);
+            json_object_set_new(sh, "fits", json_boolean(rows[SF_SEARCH_SHARDED].fits));
+            sf_cli_json_set_real(sh, "peak_mem_bytes", rows[SF_SEARCH_SHARDED].peak_mem_bytes);
+            json_object_set_new(j, "sharded", sh);
+        }
         if (run_optcnn) {
             sf_cli_json_set_real(j, "optcnn_ms", rows[SF_SEARCH_OPTCNN].iter_s * 1e3);
             sf_cli_json_set_real(j, "optcnn_cost_ms", rep.optcnn.cost_s * 1e3);

@@ -42,16 +42,12 @@ static int better(const sf_search_row *a, const sf_search_row *b) {
 /* The baselines that save memory, tried when data parallelism does not fit
  * (the Megatron ones where the graph has its pattern). */
 static const char *const sharded_names[] = {"zero1",
-                                            "zero2",
                                             "fsdp",
-                                            "zero1:recompute=selective",
-                                            "fsdp:recompute=selective",
                                             "zero1:recompute=full",
+                                            "fsdp:recompute=selective",
                                             "fsdp:recompute=full",
                                             "megatron:zero=1",
-                                            "megatron-sp:zero=1",
                                             "megatron-sp:zero=1,recompute=selective",
-                                            "megatron-sp:zero=3,recompute=selective",
                                             "megatron-sp:zero=3,recompute=full"};
 enum { N_SHARDED = (int)(sizeof sharded_names / sizeof sharded_names[0]) };
 

@@ -220,7 +220,7 @@ int sf_cli_strategy_open(const char *name_or_path, const sf_graph *g, const sf_m
     else
         st = sf_error_set(&err, SF_ERR_NOTFOUND,
                           "unknown strategy '%.200s': not a baseline (data, model, owt, expert, "
-                          "single, megatron[:T], megatron-sp[:T]) nor a strategy file",
+                          "single, megatron[:T], megatron-sp[:T], fsdp, zero1-3) nor a strategy file",
                           name_or_path);
     if (st != SF_OK) {
         sf_strategy_free(s);
@@ -248,7 +248,11 @@ static int usage(FILE *out) {
             "  -s, --strategy S       a baseline: data, model, owt, expert, single,\n"
             "                         megatron[:T] (Megatron-LM's tensor parallelism, T ways\n"
             "                         inside a node, default a node's devices, data parallel\n"
-            "                         across), megatron-sp[:T] (with sequence parallelism);\n"
+            "                         across), megatron-sp[:T] (with sequence parallelism),\n"
+            "                         fsdp, zero1, zero2, zero3 (data parallel, every weight\n"
+            "                         group at that ZeRO stage; fsdp = zero3); each may add\n"
+            "                         :zero=0-3 and :recompute=none|selective|full, megatron\n"
+            "                         also tp=T and sp (megatron:tp=8,zero=1,recompute=full);\n"
             "                         or a strategy JSON file (default: %s)\n"
             "  --json                 print one JSON object: iter_ms, compute_ms, transfer_ms,\n"
             "                         sync_ms, transfer_bytes, sync_bytes, intra_bytes,\n"

@@ -54,7 +54,8 @@ static int usage(FILE *out) {
             "each strategy's critical device, predicted and measured time by task kind.\n"
             "\n"
             "LIST is comma-separated: data, model, owt, expert, single, megatron[:T],\n"
-            "megatron-sp[:T], strategy files,\n"
+            "megatron-sp[:T], fsdp, zero1-3 (each with :OPTIONS, see simulate --help),\n"
+            "strategy files,\n"
             "random:K (K random valid strategies, from --seed), search (the MCMC search's\n"
             "best after --search-iters proposals) or search:N (after N proposals).\n"
             "\n"
@@ -262,6 +263,18 @@ static int add_search(vstate *v, int64_t iters, const char *label) {
     return add_entry(v, label, best);
 }
 
+/* Whether the item at p (up to a comma) is a baseline option: KEY=VALUE of
+ * letters, or sp. */
+static int is_option(const char *p) {
+    size_t n = strcspn(p, ",");
+    if (n == 2 && strncmp(p, "sp", 2) == 0) return 1;
+    const char *eq = memchr(p, '=', n);
+    if (!eq || eq == p) return 0;
+    for (const char *q = p; q < eq; q++)
+        if (!((*q >= 'a' && *q <= 'z') || *q == '_')) return 0;
+    return memchr(p, '/', n) == NULL;
+}
+
 /* The items of --strategies, in order. */
 static int build_list(vstate *v) {
     const char *list = v->o.strategies;
@@ -270,6 +283,10 @@ static int build_list(vstate *v) {
     int n_random = 0;
     for (const char *p = list;;) {
         const char *comma = strchr(p, ',');
+        /* a baseline's options (megatron:tp=4,zero=1) are commas of its own */
+        while (comma && memchr(p, ':', (size_t)(comma - p)) && strncmp(p, "random:", 7) != 0 &&
+               is_option(comma + 1))
+            comma = strchr(comma + 1, ',');
         size_t len = comma ? (size_t)(comma - p) : strlen(p);
         char item[512];
         if (len == 0 || len >= sizeof item)

@@ -28,6 +28,8 @@ static inline void oc_cfg_get(const oc_cfg *k, sf_config *c) {
     c->n_parts = k->n_parts;
     for (int d = 0; d < SF_MAX_DIMS; d++) c->degree[d] = k->degree[d];
     for (int p = 0; p < k->n_parts; p++) c->device[p] = (int16_t)p;
+    c->zero = c->recompute = 0; /* OptCNN's candidates carry no flags */
+    c->flag_pad[0] = c->flag_pad[1] = 0;
 }
 
 /* OptCNN's candidate configs of one operator (see optcnn.c for the space). */

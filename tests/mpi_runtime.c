@@ -61,75 +61,46 @@ int main(void) {
         sf_strategy_free(s);
         sf_graph_free(g);
     }
-    /* Adam and AdamW: data and a random strategy, ring and parameter server */
-    sf_graph *g = NULL;
-    rc_job one;
-    memset(&one, 0, sizeof one);
-    for (int i = 0; i < RC_ADAM_CASES; i++) {
-        if (i % 4 == 0) { /* a new model or optimizer: its one-rank run, on rank 0 */
-            if (g && rank == 0) rc_job_free(&one);
-            if (i % (RC_ADAM_CASES / RC_ADAM_MODELS) == 0) {
-                sf_graph_free(g);
-                g = rc_model(rc_adam_model(i));
-                if (!g) return 1;
+    /* Adam and AdamW (ring and parameter server), ZeRO stages 1-3 */
+    static const rc_family *const families[] = {&rc_adam_family, &rc_zero_family};
+    for (int fi = 0; fi < 2; fi++) {
+        const rc_family *f = families[fi];
+        sf_graph *g = NULL;
+        rc_job one;
+        memset(&one, 0, sizeof one);
+        int model = -1;
+        for (int i = 0; i < f->n; i++) {
+            if (i % f->per == 0) { /* a new model or optimizer: its one-rank run, on rank 0 */
+                if (g && rank == 0) rc_job_free(&one);
+                if (f->model(i) != model) {
+                    sf_graph_free(g);
+                    g = rc_model(model = f->model(i));
+                    if (!g) return 1;
+                }
+                if (rank == 0 && rc_train_one_with(&one, g, 0, f->opt(i)) != SF_OK) failed++;
             }
-            if (rank == 0 && rc_train_one_with(&one, g, 0, rc_adam_optimizer(i)) != SF_OK) failed++;
-        }
-        sf_strategy *s = sf_strategy_new(g);
-        char what[160];
-        rc_job j;
-        cases++;
-        if (rc_adam_case(g, n, i, N_RANDOM, s, what, sizeof what, &j) != 1) {
-            failed++;
-            sf_strategy_free(s);
-            continue;
-        }
-        sf_status st = rc_rank_main(c, &j);
-        if (st != SF_OK) {
-            fprintf(stderr, "%s: rank %d: %s\n", what, rank, j.err[rank].msg);
-            failed++;
-        } else if (rank == 0 && rc_compare(&j, &one, what)) {
-            failed++;
-        }
-        rc_job_free(&j);
-        sf_strategy_free(s);
-    }
-    if (rank == 0) rc_job_free(&one);
-    sf_graph_free(g);
-    /* ZeRO stages 1-3: data and a random strategy, SGD and Adam */
-    g = NULL;
-    memset(&one, 0, sizeof one);
-    for (int i = 0; i < RC_ZERO_CASES; i++) {
-        if (i % 6 == 0) { /* a new model or optimizer: its one-rank run, on rank 0 */
-            if (g && rank == 0) rc_job_free(&one);
-            if (i % (RC_ZERO_CASES / RC_ADAM_MODELS) == 0) {
-                sf_graph_free(g);
-                g = rc_model(rc_zero_model(i));
-                if (!g) return 1;
+            sf_strategy *s = sf_strategy_new(g);
+            char what[160];
+            rc_job j;
+            cases++;
+            if (f->make(g, n, i, N_RANDOM, s, what, sizeof what, &j) != 1) {
+                failed++;
+                sf_strategy_free(s);
+                continue;
             }
-            if (rank == 0 && rc_train_one_with(&one, g, 0, rc_zero_optimizer(i)) != SF_OK) failed++;
-        }
-        sf_strategy *s = sf_strategy_new(g);
-        char what[160];
-        rc_job j;
-        cases++;
-        if (rc_zero_case(g, n, i, N_RANDOM, s, what, sizeof what, &j) != 1) {
-            failed++;
+            sf_status st = rc_rank_main(c, &j);
+            if (st != SF_OK) {
+                fprintf(stderr, "%s: rank %d: %s\n", what, rank, j.err[rank].msg);
+                failed++;
+            } else if (rank == 0 && rc_compare(&j, &one, what)) {
+                failed++;
+            }
+            rc_job_free(&j);
             sf_strategy_free(s);
-            continue;
         }
-        sf_status st = rc_rank_main(c, &j);
-        if (st != SF_OK) {
-            fprintf(stderr, "%s: rank %d: %s\n", what, rank, j.err[rank].msg);
-            failed++;
-        } else if (rank == 0 && rc_compare(&j, &one, what)) {
-            failed++;
-        }
-        rc_job_free(&j);
-        sf_strategy_free(s);
+        if (rank == 0) rc_job_free(&one);
+        sf_graph_free(g);
     }
-    if (rank == 0) rc_job_free(&one);
-    sf_graph_free(g);
     int v[1] = {failed};
     sf_comm_max(c, v, 1);
     if (rank == 0) printf("mpi_runtime: %d cases on %d ranks, %d failed\n", cases, n, v[0]);

@@ -847,7 +847,7 @@ static int rc_strategy(const sf_graph *g, int n, int k, int n_random, sf_strateg
 /* the Adam cases are run by test_runtime and mpi_runtime, not by every includer */
 #define RC_UNUSED_OK __attribute__((unused))
 
-static RC_UNUSED_OK int rc_adam_model(int i) {
+static int rc_adam_model(int i) {
     static const int models[RC_ADAM_MODELS] = {1, 0, 2};
     return models[i / (RC_ADAM_CASES / RC_ADAM_MODELS)];
 }
@@ -856,7 +856,7 @@ static sf_optimizer_kind rc_adam_optimizer(int i) {
 }
 /* The strategy of case i into s (data, or the first random one of
  * rc_strategy), named into what, and its job's scheme: rc_strategy's answer. */
-static RC_UNUSED_OK int rc_adam_case(const sf_graph *g, int n, int i, int n_random,
+static int rc_adam_case(const sf_graph *g, int n, int i, int n_random,
                                      sf_strategy *s, char *what, size_t cap, rc_job *j) {
     int bulk;
     int ok = rc_strategy(g, n, (i / 2) % 2 ? 5 : 0, n_random, s, what, cap, &bulk);
@@ -870,6 +870,18 @@ static RC_UNUSED_OK int rc_adam_case(const sf_graph *g, int n, int i, int n_rand
     return 1;
 }
 
+/* A family of cases that train with other settings than rc_strategy's own
+ * (the Adam and ZeRO cases): n cases, case i on model model(i) with
+ * optimizer opt(i), whose one-rank reference changes every `per` cases, made
+ * by make(). */
+typedef struct rc_family {
+    int n, per;
+    int (*model)(int i);
+    sf_optimizer_kind (*opt)(int i);
+    int (*make)(const sf_graph *g, int n, int i, int n_random, sf_strategy *s, char *what,
+                size_t cap, rc_job *j);
+} rc_family;
+
 /* ---- the ZeRO cases ------------------------------------------------------------- */
 
 /* Sharded data parallelism on P ranks against one rank: every weight group
@@ -880,14 +892,14 @@ static RC_UNUSED_OK int rc_adam_case(const sf_graph *g, int n, int i, int n_rand
  * (i / 3) % 2, SGD or Adam by (i / 6) % 2. */
 #define RC_ZERO_CASES (RC_ADAM_MODELS * 12)
 
-static RC_UNUSED_OK int rc_zero_model(int i) {
+static int rc_zero_model(int i) {
     static const int models[RC_ADAM_MODELS] = {1, 0, 2};
     return models[i / (RC_ZERO_CASES / RC_ADAM_MODELS)];
 }
-static RC_UNUSED_OK sf_optimizer_kind rc_zero_optimizer(int i) {
+static sf_optimizer_kind rc_zero_optimizer(int i) {
     return (i / 6) % 2 ? SF_OPTIMIZER_ADAM : SF_OPTIMIZER_SGD;
 }
-static RC_UNUSED_OK int rc_zero_case(const sf_graph *g, int n, int i, int n_random,
+static int rc_zero_case(const sf_graph *g, int n, int i, int n_random,
                                      sf_strategy *s, char *what, size_t cap, rc_job *j) {
     int bulk, stage = 1 + i % 3;
     int ok = rc_strategy(g, n, (i / 3) % 2 ? 5 : 0, n_random, s, what, cap, &bulk);
@@ -901,5 +913,10 @@ static RC_UNUSED_OK int rc_zero_case(const sf_graph *g, int n, int i, int n_rand
     snprintf(what + len, cap - len, ", zero %d, %s", stage, sf_optimizer_name(j->optimizer));
     return 1;
 }
+
+static RC_UNUSED_OK const rc_family rc_adam_family = {RC_ADAM_CASES, 4, rc_adam_model,
+                                                      rc_adam_optimizer, rc_adam_case};
+static RC_UNUSED_OK const rc_family rc_zero_family = {RC_ZERO_CASES, 6, rc_zero_model,
+                                                      rc_zero_optimizer, rc_zero_case};
 
 #endif

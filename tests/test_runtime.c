@@ -111,28 +111,27 @@ static void test_linears(void **state) {
     run_cases(6, 4);
 }
 
-/* Adam and AdamW on 2 and 4 ranks give one rank's losses and weights
- * (rc_adam_case: data and a random strategy, ring and parameter server). */
-static void test_adam(void **state) {
-    (void)state;
+/* The cases of family f on 2 and 4 ranks give one rank's losses and weights. */
+static void run_family(const rc_family *f) {
     for (int n = 2; n <= 4; n += 2) {
         sf_graph *g = NULL;
         rc_job one;
         memset(&one, 0, sizeof one);
-        for (int i = 0; i < RC_ADAM_CASES; i++) {
-            if (i % 4 == 0) { /* a new model or optimizer: its one-rank run */
+        int model = -1;
+        for (int i = 0; i < f->n; i++) {
+            if (i % f->per == 0) { /* a new model or optimizer: its one-rank run */
                 if (g) rc_job_free(&one);
-                if (i % (RC_ADAM_CASES / RC_ADAM_MODELS) == 0) {
+                if (f->model(i) != model) {
                     sf_graph_free(g);
-                    g = rc_model(rc_adam_model(i));
+                    g = rc_model(model = f->model(i));
                     assert_non_null(g);
                 }
-                assert_int_equal(rc_train_one_with(&one, g, 0, rc_adam_optimizer(i)), SF_OK);
+                assert_int_equal(rc_train_one_with(&one, g, 0, f->opt(i)), SF_OK);
             }
             sf_strategy *s = sf_strategy_new(g);
             char what[160];
             rc_job j;
-            assert_int_equal(rc_adam_case(g, n, i, N_RANDOM, s, what, sizeof what, &j), 1);
+            assert_int_equal(f->make(g, n, i, N_RANDOM, s, what, sizeof what, &j), 1);
             sf_error err = {0};
             sf_status st = sf_comm_local_run(n, rc_rank_main, &j, &err);
             if (st != SF_OK) fprintf(stderr, "%s: %s\n", what, err.msg);
@@ -146,39 +145,17 @@ static void test_adam(void **state) {
     }
 }
 
-/* ZeRO stages 1-3 on 2 and 4 ranks give one rank's losses and weights
- * (rc_zero_case: data and a random strategy, SGD and Adam). */
+/* Adam and AdamW (rc_adam_case: data and a random strategy, ring and
+ * parameter server). */
+static void test_adam(void **state) {
+    (void)state;
+    run_family(&rc_adam_family);
+}
+
+/* ZeRO stages 1-3 (rc_zero_case: data and a random strategy, SGD and Adam). */
 static void test_zero(void **state) {
     (void)state;
-    for (int n = 2; n <= 4; n += 2) {
-        sf_graph *g = NULL;
-        rc_job one;
-        memset(&one, 0, sizeof one);
-        for (int i = 0; i < RC_ZERO_CASES; i++) {
-            if (i % 6 == 0) { /* a new model or optimizer: its one-rank run */
-                if (g) rc_job_free(&one);
-                if (i % (RC_ZERO_CASES / RC_ADAM_MODELS) == 0) {
-                    sf_graph_free(g);
-                    g = rc_model(rc_zero_model(i));
-                    assert_non_null(g);
-                }
-                assert_int_equal(rc_train_one_with(&one, g, 0, rc_zero_optimizer(i)), SF_OK);
-            }
-            sf_strategy *s = sf_strategy_new(g);
-            char what[160];
-            rc_job j;
-            assert_int_equal(rc_zero_case(g, n, i, N_RANDOM, s, what, sizeof what, &j), 1);
-            sf_error err = {0};
-            sf_status st = sf_comm_local_run(n, rc_rank_main, &j, &err);
-            if (st != SF_OK) fprintf(stderr, "%s: %s\n", what, err.msg);
-            assert_int_equal(st, SF_OK);
-            assert_int_equal(rc_compare(&j, &one, what), 0);
-            rc_job_free(&j);
-            sf_strategy_free(s);
-        }
-        rc_job_free(&one);
-        sf_graph_free(g);
-    }
+    run_family(&rc_zero_family);
 }
 
 /* Attention with dropout of its probabilities, split on heads among the rest:

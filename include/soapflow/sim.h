@@ -76,6 +76,9 @@ typedef struct sf_sim_options {
                                     * alive at once, device_mem_bytes) */
     double memory_headroom;        /* with memory_timeline: the share of each device's memory
                                     * kept free (allocator slack, the framework's own), in [0, 1) */
+    int64_t max_tasks;             /* 0 (default): no limit; else a full simulation whose task
+                                    * graph grows past this many tasks stops with SF_ERR_RANGE
+                                    * before it is laid out (sf_sim_set_max_tasks) */
 } sf_sim_options;
 
 #define SF_SIM_MAX_SEGMENTS 64
@@ -164,6 +167,8 @@ typedef struct sf_sim_delta_stats {
 SF_API sf_status sf_sim_delta_stats_get(sf_sim *sim, sf_sim_delta_stats *out, sf_error *err);
 /* The strategy the simulator holds now (after run/update). */
 SF_API const sf_strategy *sf_sim_strategy(const sf_sim *sim);
+/* Change sf_sim_options.max_tasks for the next full simulations. */
+SF_API void sf_sim_set_max_tasks(sf_sim *sim, int64_t max_tasks);
 
 /* ---- where one device's time goes ------------------------------------------ */
 

@@ -102,6 +102,11 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         st = sf_strategy_baseline(base[i], row_names[i], g, m, err);
         if (st != SF_OK) goto done;
         judge(sim, base[i], &rep->rows[i], i == 0 ? &data_res : &res);
+        /* the other candidates within 4x data parallelism's task graph (or 2M
+         * tasks): OptCNN's model parallelism of GPT-3 on 1024 devices would
+         * take more memory than a host has (a row left out instead) */
+        if (i == 0 && rep->rows[0].present)
+            sf_sim_set_max_tasks(sim, 4 * data_res.tasks > 2000000 ? 4 * data_res.tasks : 2000000);
     }
     /* data parallelism does not fit: the baselines that save memory */
     if (!rep->rows[SF_SEARCH_DATA].fits) {

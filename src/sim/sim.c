@@ -347,6 +347,10 @@ static int collect(sf_sim *sim, sim_sched *f, const sim_sched *o) {
 
 /* ---- the public entry points ---------------------------------------------------- */
 
+void sf_sim_set_max_tasks(sf_sim *sim, int64_t max_tasks) {
+    sim->opt.max_tasks = max_tasks > 0 ? max_tasks : 0;
+}
+
 sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_error *err) {
     sf_status st = sf_strategy_validate(s, sim->g, sim->m, err);
     if (st != SF_OK) return st;
@@ -357,11 +361,17 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
     sim->n_saved = 0;
     sim->has_run = 0;
     /* cores first: the edge and sync blocks read every operator's part tiles */
+    int64_t n_tasks = 0;
     for (int pass = 0; pass < 2; pass++) {
         FOR_ALL_BLOCKS(sim, bid) {
             if ((bid % SIM_SLOTS == SLOT_CORE) != (pass == 0)) continue;
             if (sim_rebuild_block(sim, bid))
                 return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
+            n_tasks += sim->blocks[bid].n_tasks;
+            if (sim->opt.max_tasks > 0 && n_tasks > sim->opt.max_tasks)
+                return sf_error_set(err, SF_ERR_RANGE,
+                                    "the task graph has more than %lld tasks (the limit)",
+                                    (long long)sim->opt.max_tasks);
         }
     }
     if (sim_layout_full(sim))

@@ -56,6 +56,8 @@ typedef enum sf_sim_mem_kind {
     SF_SIM_MEM_ACT_GRADS,   /* gradients of activations during the backward pass */
     SF_SIM_MEM_GATHERED,    /* ZeRO-3: a shard's weights gathered whole around a use */
     SF_SIM_MEM_WEIGHT_GRADS, /* ZeRO-2/3: a shard's whole gradient before its reduce-scatter */
+    SF_SIM_MEM_RECOMPUTED,   /* recomputation: a part's outputs and saved tensors, from its
+                              * recompute task to its backward task */
     SF_SIM_MEM_KIND_COUNT
 } sf_sim_mem_kind;
 /* "weights", "activations", "received", "activation gradients"; NULL out of range. */

@@ -806,6 +806,7 @@ sf_status sf_sim_kind_totals(const sf_sim *sim, int device, double out[SF_SIM_TO
             switch ((sim_kind)t->kind) {
             case SIM_FWD:
             case SIM_BWD:
+            case SIM_RECOMPUTE:
                 if (t->dev == device) out[SF_SIM_TOTAL_COMPUTE] += t->dur_s;
                 break;
             case SIM_UPDATE:

@@ -89,6 +89,42 @@ static int block_mem(sim_block *b, int dev, sf_sim_mem_kind kind, double bytes, 
 
 static int op_has_bwd(const sf_op *op) { return op->type != SF_OP_INPUT; }
 
+/* ---- recomputation ------------------------------------------------------------ *
+ * A recomputing operator (its config's recompute flag; the input has nothing to
+ * recompute) adds to its core block, after the forward and backward tasks, a
+ * recompute task per part (2n + p), a gate (3n) and a read barrier (3n + 1):
+ * its parts' outputs are freed at the read barrier, what they save beyond them
+ * after their forward task, and the recompute task makes both again, kept to
+ * the backward task. The edge blocks of its consumers (recompute_pair) say
+ * what the two barriers wait for:
+ *   - in a chain (the operator's one consumer recomputes too: the chain is the
+ *     operator, its consumer, the consumer's ... up to the first operator whose
+ *     output is read by several or by one that keeps it) the outputs go once
+ *     the consumer's forward tasks have read them, the gate waits for the
+ *     consumer's gate, and a consumer part that reads them in place recomputes
+ *     after the part it reads: the chain is made again in forward order once
+ *     the gradient reaches its end;
+ *   - else the outputs stay until each consumer part is done with them (its
+ *     backward task when it reads them in place, else its forward) and the
+ *     gate waits for the consumers' backward tasks: the operator recomputes
+ *     just before its own backward, for what it saves beyond its outputs.
+ * Inputs received from another device stay until the consumer's backward, and
+ * forward communication (partial-sum reductions, transfers) is not done again.
+ * The recompute tasks of a chain reach only operators upstream of its end, and
+ * gates wait only for tasks downstream of it, so the graph stays acyclic. */
+enum { RC_GATE = 0, RC_READ = 1 };
+
+static int recomputes(const sf_sim *sim, int opi) {
+    return sf_strategy_get(sim->s, opi)->recompute && op_has_bwd(sf_graph_op(sim->g, opi));
+}
+
+/* Task i of a recomputing operator's recomputation: i < n the recompute task
+ * of part i, n + RC_GATE its gate, n + RC_READ its read barrier. */
+static int64_t rc_task(const sf_sim *sim, int opi, int i) {
+    int n = sf_strategy_get(sim->s, opi)->n_parts;
+    return REF(sim_block_id(opi, SLOT_CORE), 2 * n + i);
+}
+
 static int build_inner(sf_sim *sim, sim_block *b, int opi, int n, int bwd, const sf_tg_inner *in);
 
 static int build_core(sf_sim *sim, int opi) {
@@ -97,6 +133,7 @@ static int build_core(sf_sim *sim, int opi) {
     const sf_op *op = sf_graph_op(sim->g, opi);
     const sf_config *c = sf_strategy_get(sim->s, opi);
     int n = c->n_parts, bwd = op_has_bwd(op), bid = sim_block_id(opi, SLOT_CORE);
+    int rc = recomputes(sim, opi);
     /* The part tiles, kept by the task graph for the edge and sync blocks of
      * this operator and of its neighbours: computing them costs divisions, and
      * every block that touches the operator needs them. */
@@ -131,14 +168,26 @@ static int build_core(sf_sim *sim, int opi) {
             in_bytes += (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
         }
         double extra = mem.saved_bytes > in_bytes ? mem.saved_bytes - in_bytes : 0;
+        double out_b = mem.output_bytes * sim->act_scale, extra_b = extra * sim->act_scale;
         /* the operator counts fp32 elements; activations live in the dtype. They
          * live from the part's forward task to its backward task (which runs
          * after every consumer's backward: it waits for their gradients); an
          * operator without a backward pass (the input) keeps its output to the
-         * iteration's end. */
-        if (block_mem(b, dev, SF_SIM_MEM_ACTIVATIONS, (mem.output_bytes + extra) * sim->act_scale,
-                      REF(bid, fwd), bwd ? REF(bid, n + p) : SIM_MEM_ALWAYS))
+         * iteration's end. A recomputing part keeps its outputs until its
+         * consumers have read them (rc_task(RC_READ)) and what it saves beyond
+         * them not past its forward task; its recompute task makes both again,
+         * kept to its backward task. */
+        if (rc) {
+            if (block_mem(b, dev, SF_SIM_MEM_ACTIVATIONS, out_b, REF(bid, fwd),
+                          rc_task(sim, opi, n + RC_READ)) ||
+                block_mem(b, dev, SF_SIM_MEM_ACTIVATIONS, extra_b, REF(bid, fwd), REF(bid, fwd)) ||
+                block_mem(b, dev, SF_SIM_MEM_RECOMPUTED, out_b + extra_b,
+                          rc_task(sim, opi, p), REF(bid, n + p)))
+                return -1;
+        } else if (block_mem(b, dev, SF_SIM_MEM_ACTIVATIONS, out_b + extra_b, REF(bid, fwd),
+                             bwd ? REF(bid, n + p) : SIM_MEM_ALWAYS)) {
             return -1;
+        }
     }
     if (bwd) {
         for (int p = 0; p < n; p++) {
@@ -151,8 +200,29 @@ static int build_core(sf_sim *sim, int opi) {
                 return -1;
         }
     }
+    /* recomputation: each part's forward again (priced as its forward task),
+     * after the gate and before its backward; the gate and the read barrier
+     * wait for the forward tasks here and for the consumers' tasks in their
+     * edge blocks (recompute_pair) */
+    if (rc) {
+        for (int p = 0; p < n; p++) {
+            int r = device_task(sim, b, SIM_RECOMPUTE, c->device[p], opi, p, b->tasks[p].dur_s);
+            if (r < 0) return -1;
+            b->st.compute_s += b->tasks[r].dur_s;
+        }
+        int g = block_task(b, SIM_BARRIER, SIM_NO_RES, opi, 0, 0, 0);
+        if (g < 0 || block_task(b, SIM_BARRIER, SIM_NO_RES, opi, 0, 0, 0) < 0) return -1;
+        for (int p = 0; p < n; p++)
+            if (block_edge(b, REF(bid, p), rc_task(sim, opi, p)) ||
+                block_edge(b, REF(bid, g), rc_task(sim, opi, p)) ||
+                block_edge(b, rc_task(sim, opi, p), REF(bid, n + p)) ||
+                block_edge(b, REF(bid, p), REF(bid, g)) ||
+                block_edge(b, REF(bid, p), rc_task(sim, opi, n + RC_READ)))
+                return -1;
+    }
     /* communication inside the operator (softmax_ce split on its classes),
-     * after the forward tasks and the backward ones: tasks 2n.. of the block */
+     * after the forward tasks, the backward ones and the recomputation's:
+     * tasks 2n.. (3n + 2.. when it recomputes) of the block */
     sf_tg_inner in;
     int ni = sf_taskgraph_op_inner(sim->tg, opi, &in);
     if (ni < 0) return -1;
@@ -335,6 +405,29 @@ static int build_inner(sf_sim *sim, sim_block *b, int opi, int n, int bwd, const
 
 /* ---- edges ------------------------------------------------------------------- */
 
+/* Whether op opi's output is a chain link (above): one consumer, which
+ * recomputes (a fact of the graph and of the consumer's config). */
+static int rc_chain(const sf_sim *sim, int opi) {
+    const sf_tensor_ref *cons;
+    return sf_taskgraph_consumers(sim->tg, opi, &cons) == 1 && recomputes(sim, cons[0].op);
+}
+
+/* Recomputation across one pair (the rules above build_core): what the
+ * recomputing producer's read barrier and gate wait for on the consumer's
+ * side, and in a chain the order of the two recomputations where the
+ * consumer part reads the producer's output in place. The consumer's gate
+ * into the producer's is one edge per block (build_edge). */
+static int recompute_pair(sf_sim *sim, sim_block *b, int pi, int xi, const sf_tg_pair *pr,
+                          int in_place, int64_t x_fwd, int64_t x_b) {
+    if (!recomputes(sim, pi)) return 0;
+    int np = sf_strategy_get(sim->s, pi)->n_parts, chain = rc_chain(sim, pi);
+    if (block_edge(b, chain || !in_place ? x_fwd : x_b, rc_task(sim, pi, np + RC_READ)))
+        return -1;
+    if (!chain) return block_edge(b, x_b, rc_task(sim, pi, np + RC_GATE));
+    return in_place ? block_edge(b, rc_task(sim, pi, pr->prod_part), rc_task(sim, xi, pr->cons_part))
+                    : 0;
+}
+
 /* The tasks of one pair: the task graph's steps for it (its transfers and, on a
  * machine that prices them, the runtime's copies), between the producer part's
  * forward task and the consumer part's, and the gradient's back between their
@@ -371,6 +464,8 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int pi, const s
     double bytes = (double)pr->numel * SF_ELEM_BYTES * sim->act_scale;
     if (pr->src_dev != pr->dst_dev && block_mem(b, pr->dst_dev, SF_SIM_MEM_RECEIVED, bytes,
                                                 n_fwd ? REF(bid, first_fwd) : x_fwd, x_b))
+        return -1;
+    if (recompute_pair(sim, b, pi, xi, pr, sum < 0 && pr->src_dev == pr->dst_dev, x_fwd, x_b))
         return -1;
     if (!p_bwd) return 0;
     /* the gradient of the region: on the consumer's device from its backward
@@ -485,6 +580,9 @@ static int build_edge(sf_sim *sim, int xi, int k) {
     const sf_tg_pair *pr;
     int n = sf_taskgraph_edge(sim->tg, xi, k, &pr);
     if (n < 0) return -1;
+    if (recomputes(sim, pi) && rc_chain(sim, pi) &&
+        block_edge(b, rc_task(sim, xi, nx + RC_GATE), rc_task(sim, pi, np + RC_GATE)))
+        return -1;
     sf_tg_reduces rd;
     if (sf_taskgraph_edge_reduce(sim->tg, &rd))
         return build_reduced_edge(sim, b, bid, xi, pi, pr, n, &rd, p_bwd, np, nx);
@@ -593,17 +691,25 @@ static int gate_into(sf_sim *sim, sim_block *b, const sf_tg_step *st, const int1
 }
 
 /* Edges from step st's exits into the forward (phase FORWARD) or backward
- * tasks of shard sh's entries on the devices st involves. */
+ * tasks of shard sh's entries on the devices st involves, and with rc_gate
+ * (the gather waits for the gate of a recomputing last member) into their
+ * recompute tasks. Without it a member's recompute task does not wait for the
+ * gather: its chain may reach past the gather's gate. */
 static int gather_into(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, const sf_tg_shard *sh,
-                       const sf_tg_step *st, const int16_t *devs, const int32_t *e4) {
+                       const sf_tg_step *st, const int16_t *devs, int rc_gate, const int32_t *e4) {
     int n = st->dev >= 0 ? 1 : st->n_group;
     for (int g = 0; g < n; g++) {
         int d = st->dev >= 0 ? st->dev : devs[st->group + g];
         int row = shard_row(sy, sh, d);
         if (row >= sh->dev_start + sh->n_devs) continue;
-        for (int32_t i = sy->ent_start[row]; i < sy->ent_start[row + 1]; i++)
-            if (wire_to(sim, b, e4, entry_task(sim, &sy->ents[i], st->phase == SF_PHASE_BACKWARD)))
+        for (int32_t i = sy->ent_start[row]; i < sy->ent_start[row + 1]; i++) {
+            const sf_tg_entry *e = &sy->ents[i];
+            int bwd = st->phase == SF_PHASE_BACKWARD;
+            if (wire_to(sim, b, e4, entry_task(sim, e, bwd)) ||
+                (bwd && rc_gate && recomputes(sim, e->op) &&
+                 wire_to(sim, b, e4, rc_task(sim, e->op, e->part))))
                 return -1;
+        }
     }
     return 0;
 }
@@ -750,10 +856,21 @@ static int build_sync(sf_sim *sim, int owner) {
             for (int d = 0; d < st->n_deps && chained < 0; d++)
                 if (wire(sim, b, &sim->end_at[4 * ss.deps[st->dep + d]], e4)) return -1;
             if (st->phase != SF_PHASE_SYNC) { /* ZeRO-3: a gather before a use */
-                int gbwd, gate = sim_zero_gate(sim, owner, st->phase, &gbwd);
-                if ((!st->n_deps && gate_into(sim, b, st, ss.devs, gate, gbwd, e4)) ||
-                    gather_into(sim, b, &sy, sh, st, ss.devs, e4))
+                /* the recompute tasks need the weights before the backward
+                 * ones, and a chain's recomputation waits for its gate: a group
+                 * whose last member recomputes gathers at that member's gate */
+                const int *mem;
+                int nm = sf_taskgraph_members(sim->tg, owner, &mem), gbwd;
+                int lm = nm > 0 ? mem[nm - 1] : owner;
+                int rc_gate = st->phase == SF_PHASE_BACKWARD && recomputes(sim, lm);
+                int gate = rc_gate ? -1 : sim_zero_gate(sim, owner, st->phase, &gbwd);
+                if (!st->n_deps &&
+                    (rc_gate ? wire_from(sim, b,
+                                         rc_task(sim, lm, sf_strategy_get(sim->s, lm)->n_parts + RC_GATE),
+                                         e4)
+                             : gate_into(sim, b, st, ss.devs, gate, gbwd, e4)))
                     return -1;
+                if (gather_into(sim, b, &sy, sh, st, ss.devs, rc_gate, e4)) return -1;
             }
             if (then) { /* the all-gather ends where the fused task does */
                 memcpy(&sim->end_at[4 * (q + 1)], e4, 4 * sizeof *e4);

@@ -39,6 +39,7 @@ typedef enum sim_kind {
     SIM_SYNC,    /* all-reduce traffic on one link */
     SIM_COPY,    /* the runtime's copy of a tile region or a shard on a device
                   * (priced only when the machine has copy_bw_Bps) */
+    SIM_RECOMPUTE, /* a recomputing part's forward again, before its backward */
     SIM_BARRIER, /* zero-time join */
     SIM_KIND_COUNT
 } sim_kind;
@@ -79,11 +80,11 @@ typedef struct sim_mem {
 } sim_mem;
 
 /* Whether the all-at-once sums (device_mem) count an entry: all but the
- * activation gradients and ZeRO's whole weights and gradients around their
- * uses, which only the timeline follows. */
+ * activation gradients, ZeRO's whole weights and gradients around their uses
+ * and recomputed activations, which only the timeline follows. */
 static inline int sim_mem_summed(const sim_mem *e) {
     return e->kind != SF_SIM_MEM_ACT_GRADS && e->kind != SF_SIM_MEM_GATHERED &&
-           e->kind != SF_SIM_MEM_WEIGHT_GRADS;
+           e->kind != SF_SIM_MEM_WEIGHT_GRADS && e->kind != SF_SIM_MEM_RECOMPUTED;
 }
 
 typedef struct sim_block {

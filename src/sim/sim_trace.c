@@ -102,12 +102,14 @@ static void task_name(const sf_sim *sim, const sim_task *t, char *buf, size_t n)
     case SIM_GRAD: snprintf(buf, n, "grad %s p%d", name, t->part); break;
     case SIM_SYNC: snprintf(buf, n, "allreduce %s", name); break;
     case SIM_COPY: snprintf(buf, n, "copy %s p%d", name, t->part); break;
+    case SIM_RECOMPUTE: snprintf(buf, n, "%s recompute p%d", name, t->part); break;
     default: snprintf(buf, n, "barrier %s", name); break;
     }
 }
 
-static const char *const kind_cat[SIM_KIND_COUNT] = {"forward",  "backward",  "update", "transfer",
-                                                     "gradient", "allreduce", "copy",   "barrier"};
+static const char *const kind_cat[SIM_KIND_COUNT] = {
+    "forward", "backward", "update", "transfer", "gradient", "allreduce", "copy", "recompute",
+    "barrier"};
 _Static_assert(sizeof kind_cat / sizeof kind_cat[0] == SIM_KIND_COUNT, "a category per kind");
 
 /* Which resources hold tasks: used[r] for r in 0..n_res-1 (caller frees). */
@@ -310,12 +312,14 @@ sf_status sf_sim_write_trace(const sf_sim *sim, const char *path, sf_error *err)
 #define SVG_MEM_ROW 30.0 /* a device's memory row */
 
 /* SVG colour classes by kind; barriers are never drawn. */
-static const char *const kind_class[SIM_KIND_COUNT] = {"f", "b", "u", "x", "g", "s", "c", "z"};
+static const char *const kind_class[SIM_KIND_COUNT] = {"f", "b", "u", "x", "g",
+                                                       "s", "c", "r", "z"};
 static const char *const kind_label[SIM_KIND_COUNT] = {
-    "forward",           "backward",   "update", "transfer",
-    "gradient transfer", "all-reduce", "copy",   "barrier"};
-static const char *const kind_colour[SIM_KIND_COUNT] = {"#4e79a7", "#f28e2b", "#59a14f", "#76b7b2",
-                                                        "#edc948", "#e15759", "#b07aa1", "#bab0ac"};
+    "forward",    "backward", "update",    "transfer", "gradient transfer",
+    "all-reduce", "copy",     "recompute", "barrier"};
+static const char *const kind_colour[SIM_KIND_COUNT] = {"#4e79a7", "#f28e2b", "#59a14f",
+                                                        "#76b7b2", "#edc948", "#e15759",
+                                                        "#b07aa1", "#9467bd", "#bab0ac"};
 _Static_assert(sizeof kind_class / sizeof kind_class[0] == SIM_KIND_COUNT, "a class per kind");
 _Static_assert(sizeof kind_colour / sizeof kind_colour[0] == SIM_KIND_COUNT, "a colour per kind");
 

@@ -1333,9 +1333,61 @@ static void test_update_errors(void **state) {
     sf_machine_free(m);
 }
 
+/* The task limit (sf_sim_set_max_tasks): a full run past it fails with
+ * SF_ERR_RANGE and names the limit; an update that grows the graph past it is
+ * cut off (infinite time) and its revert gives the old result back; within
+ * it everything runs as without one. */
+static void test_task_limit(void **state) {
+    (void)state;
+    sf_model_options mo;
+    sf_model_options_default(&mo);
+    mo.batch = 64;
+    sf_error err = {0};
+    sf_graph *g = sf_model_build("mlp", &mo, &err);
+    sf_machine *m = sf_machine_preset("p100-4x4", &err);
+    assert_non_null(g);
+    assert_non_null(m);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
+    assert_non_null(sim);
+    sf_strategy *s = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_baseline(s, "single", g, m, &err), SF_OK);
+    sf_sim_result r0, r;
+    assert_int_equal(sf_sim_run(sim, s, &r0, &err), SF_OK);
+    sf_sim_set_max_tasks(sim, r0.tasks - 1);
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_ERR_RANGE);
+    assert_non_null(strstr(err.msg, "the limit"));
+    err = (sf_error){0};
+    sf_sim_set_max_tasks(sim, r0.tasks);
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    assert_true(r.iter_s == r0.iter_s);
+    int op = 1;
+    sf_config c;
+    sf_config_copy(&c, sf_strategy_get(s, op));
+    int deg[SF_MAX_DIMS] = {0};
+    for (int d = 0; d < SF_MAX_DIMS; d++) deg[d] = 1;
+    deg[0] = 4;
+    assert_int_equal(sf_config_set_degrees(&c, sf_graph_op(g, op)->space.ndim, deg), SF_OK);
+    for (int p = 0; p < c.n_parts; p++) c.device[p] = (int16_t)p;
+    assert_int_equal(sf_sim_update(sim, op, &c, &r, &err), SF_OK);
+    assert_true(r.cut_off && isinf(r.iter_s));
+    assert_int_equal(sf_sim_revert(sim, &r, &err), SF_OK);
+    assert_true(r.iter_s == r0.iter_s);
+    sf_sim_set_max_tasks(sim, 0);
+    assert_int_equal(sf_sim_update(sim, op, &c, &r, &err), SF_OK);
+    assert_false(r.cut_off);
+    assert_true(r.tasks > r0.tasks);
+    sf_strategy_free(s);
+    sf_sim_free(sim);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+    sf_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_ops_two_devices),
+        cmocka_unit_test(test_task_limit),
         cmocka_unit_test(test_multi_hop_route),
         cmocka_unit_test(test_allreduce),
         cmocka_unit_test(test_copies_priced),

@@ -80,7 +80,8 @@ typedef struct sf_sim_options {
                                     * kept free (allocator slack, the framework's own), in [0, 1) */
     int64_t max_tasks;             /* 0 (default): no limit; else a full simulation whose task
                                     * graph grows past this many tasks stops with SF_ERR_RANGE
-                                    * before it is laid out (sf_sim_set_max_tasks) */
+                                    * before it is laid out, and a delta update is cut off
+                                    * (cut_off, iter_s infinite: revert it) */
 } sf_sim_options;
 
 #define SF_SIM_MAX_SEGMENTS 64

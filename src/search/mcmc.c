@@ -428,6 +428,21 @@ static double chain_beta(const sf_mcmc_options *o, int has_it, int64_t it, int64
     return o->beta * pow(o->anneal, frac);
 }
 
+/* A proposal simulated in full (--no-delta): past the simulator's task limit
+ * it is cut off, as a delta update is. */
+static sf_status full_run(mc_search *s, sf_sim_result *r, sf_error *err) {
+    sf_error e = {0};
+    sf_status st = sf_sim_run(s->sim, s->work, r, &e);
+    if (st == SF_ERR_RANGE && s->o->sim.max_tasks > 0) { /* the limit's error */
+        memset(r, 0, sizeof *r);
+        r->iter_s = INFINITY;
+        r->cut_off = 1;
+        return SF_OK;
+    }
+    if (st != SF_OK && err) *err = e;
+    return st;
+}
+
 /* One chain from `start` with a budget of share_it iterations (has_it) and
  * share_s seconds (budget_s > 0); what it finds is credited to start i. pairs:
  * half of its proposals are pair moves. */
@@ -504,7 +519,7 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
                 sf_config_copy(&saved[j], wc);
                 sf_config_copy(wc, &mv.cfg[j]);
             }
-            st = sf_sim_run(s->sim, s->work, &r, err);
+            st = full_run(s, &r, err);
         }
         if (st != SF_OK) return st;
         s->sims++;
@@ -513,6 +528,8 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
         if (cur.fits) {
             ok = !r.cut_off && r.fits && r.iter_s <= bound;
             if (ok) p = point_of(s, &r);
+        } else if (r.cut_off) { /* past the simulator's task limit */
+            ok = 0;
         } else {
             p = point_of(s, &r);
             ok = accept(s, &cur, &p, &ref, beta);
@@ -637,7 +654,7 @@ static sf_status polish_try(mc_search *s, mc_move *mv, mc_point *cur, int *impro
             sf_config_copy(&saved[j], wc);
             sf_config_copy(wc, &mv->cfg[j]);
         }
-        st = sf_sim_run(s->sim, s->work, &r, err);
+        st = full_run(s, &r, err);
     }
     if (st != SF_OK) return st;
     s->sims++;

@@ -9,6 +9,7 @@
  */
 #include "soapflow/search.h"
 
+#include <stdio.h>
 #include <string.h>
 
 static const char *const row_names[SF_SEARCH_ROWS] = {"data",    "model",  "owt", "expert",
@@ -31,6 +32,8 @@ static void judge(sf_sim *sim, const sf_strategy *s, sf_search_row *row, sf_sim_
     row->fits = res->fits;
     row->present = 1;
 }
+
+#define SF_SEARCH_BIG_MACHINE 256 /* devices */
 
 static int better(const sf_search_row *a, const sf_search_row *b) {
     if (!b->present) return a->present;
@@ -93,6 +96,7 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         goto done;
     }
     sf_sim_result res, data_res = {0};
+    int64_t max_tasks = 0;
     for (int i = 0; i < 4; i++) {
         base[i] = sf_strategy_new(g);
         if (!base[i]) {
@@ -105,8 +109,10 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         /* the other candidates within 4x data parallelism's task graph (or 2M
          * tasks): OptCNN's model parallelism of GPT-3 on 1024 devices would
          * take more memory than a host has (a row left out instead) */
-        if (i == 0 && rep->rows[0].present)
-            sf_sim_set_max_tasks(sim, 4 * data_res.tasks > 2000000 ? 4 * data_res.tasks : 2000000);
+        if (i == 0 && rep->rows[0].present) {
+            max_tasks = 4 * data_res.tasks > 2000000 ? 4 * data_res.tasks : 2000000;
+            sf_sim_set_max_tasks(sim, max_tasks);
+        }
     }
     /* data parallelism does not fit: the baselines that save memory */
     if (!rep->rows[SF_SEARCH_DATA].fits) {
@@ -122,6 +128,10 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         sf_optcnn_options_default(&oo);
         oo.scheme = o->mcmc.sim.scheme; /* price sync as the simulator runs it */
         oo.reduce = o->mcmc.reduce;     /* and propose what MCMC proposes */
+        /* past a few hundred devices an operator has hundreds of configs and
+         * pricing every pair of neighbours' configs takes minutes: the ones
+         * of lowest node cost (and data parallelism's) */
+        if (sf_machine_num_devices(m) > SF_SEARCH_BIG_MACHINE) oo.max_configs = 8;
         st = sf_optcnn_search(g, m, cm, &oo, opt, &rep->optcnn, err);
         if (st != SF_OK) goto done;
         judge(sim, opt, &rep->rows[SF_SEARCH_OPTCNN], &res);
@@ -138,10 +148,13 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         const sf_strategy *starts[6];
         sf_mcmc_options mo = o->mcmc;
         int ns = 0;
+        /* the candidates that simulated (within the task limit) */
         starts[ns++] = base[SF_SEARCH_DATA];
-        starts[ns++] = expert->present && expert->iter_s != data->iter_s ? base[SF_SEARCH_EXPERT]
-                                                                         : base[SF_SEARCH_OWT];
-        if (o->run_optcnn) starts[ns++] = opt;
+        if (expert->present && expert->iter_s != data->iter_s)
+            starts[ns++] = base[SF_SEARCH_EXPERT];
+        else if (rep->rows[SF_SEARCH_OWT].present)
+            starts[ns++] = base[SF_SEARCH_OWT];
+        if (o->run_optcnn && rep->rows[SF_SEARCH_OPTCNN].present) starts[ns++] = opt;
         sf_rng rng;
         sf_rng_seed(&rng, o->mcmc.seed ^ 0x5eed5eedULL);
         for (int i = 0; i < sf_graph_num_ops(g); i++)
@@ -154,8 +167,10 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
             starts[ns++] = rnd;
         /* with reduction splits, Megatron's layout where the graph has one */
         sf_strategy *mega = o->mcmc.reduce ? sf_strategy_new(g) : NULL;
-        if (mega && sf_strategy_megatron(mega, g, m, 0, 0, &ignore) == SF_OK)
+        if (mega && sf_strategy_megatron(mega, g, m, 0, 0, &ignore) == SF_OK &&
+            sf_sim_run(sim, mega, &res, &ignore) == SF_OK)
             starts[ns++] = mega;
+        mo.sim.max_tasks = max_tasks; /* proposals past it are rejected */
         if (rep->rows[SF_SEARCH_SHARDED].present) { /* and the moves that save memory */
             starts[ns++] = shard;
             mo.memory = 1;

@@ -614,6 +614,22 @@ sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config 
     }
     for (int i = 0; i < sim->n_saved && !fail; i++)
         fail |= sim_rebuild_block(sim, sim->saved[i].bid);
+    if (!fail && sim->opt.max_tasks > 0) {
+        /* past the task limit: cut off before anything is laid out, as below */
+        int64_t n_tasks = sim->lay.n_tasks;
+        for (int i = 0; i < sim->n_saved; i++)
+            n_tasks += sim->blocks[sim->saved[i].bid].n_tasks - sim->saved[i].block.n_tasks;
+        if (n_tasks > sim->opt.max_tasks) {
+            for (int i = 0; i < sim->n_saved; i++) sim->dirty[sim->saved[i].bid] = 0;
+            memset(r, 0, sizeof *r);
+            r->iter_s = INFINITY;
+            r->tasks = n_tasks;
+            r->cut_off = 1;
+            sim->cut_pending = 1;
+            sim->cut_early = 1;
+            return SF_OK;
+        }
+    }
     if (!fail && bound_s < INFINITY) {
         /* Before laying anything out: a resource runs one task at a time, so the
          * iteration takes at least the work queued on any one resource. The new

@@ -72,17 +72,23 @@ static int block_edge(sim_block *b, int64_t from, int64_t to) {
 }
 
 /* bytes of a kind on dev from the start of task `from` to the finish of task
- * `to` (SIM_MEM_ALWAYS: the iteration's start or end). Activation gradients
- * are the timeline's alone (sim_mem_summed): the all-at-once sums price the
- * end of the forward pass and have never held them. */
-static int block_mem(sim_block *b, int dev, sf_sim_mem_kind kind, double bytes, int64_t from,
-                     int64_t to) {
+ * `to` (SIM_MEM_ALWAYS: the iteration's start or end), in both pictures or in
+ * `only` one. Activation gradients are the timeline's alone (sim_mem_summed):
+ * the all-at-once sums price the end of the forward pass and have never held
+ * them. */
+static int block_mem_in(sim_block *b, int dev, sf_sim_mem_kind kind, double bytes, int64_t from,
+                        int64_t to, int only) {
     if (sim_grow_int((void **)&b->mem, &b->cap_mem, b->n_mem + 1, sizeof *b->mem)) return -1;
     sim_mem *e = &b->mem[b->n_mem++];
-    *e = (sim_mem){dev, (uint8_t)kind, bytes, from, to};
+    *e = (sim_mem){dev, (uint8_t)kind, (uint8_t)only, bytes, from, to};
     if (sim_mem_summed(e) && !(bytes >= 0 && bytes <= SIM_EXACT_BYTES && bytes == floor(bytes)))
         b->mem_inexact = 1;
     return 0;
+}
+
+static int block_mem(sim_block *b, int dev, sf_sim_mem_kind kind, double bytes, int64_t from,
+                     int64_t to) {
+    return block_mem_in(b, dev, kind, bytes, from, to, SIM_MEM_BOTH);
 }
 
 /* ---- block builders --------------------------------------------------------- */
@@ -177,10 +183,12 @@ static int build_core(sf_sim *sim, int opi) {
          * consumers have read them (rc_task(RC_READ)) and what it saves beyond
          * them not past its forward task; its recompute task makes both again,
          * kept to its backward task. */
-        if (rc) {
-            if (block_mem(b, dev, SF_SIM_MEM_ACTIVATIONS, out_b, REF(bid, fwd),
-                          rc_task(sim, opi, n + RC_READ)) ||
-                block_mem(b, dev, SF_SIM_MEM_ACTIVATIONS, extra_b, REF(bid, fwd), REF(bid, fwd)) ||
+        if (rc) { /* the sums (the forward pass's end) take the outputs kept to then,
+                   * from the first consumer's edge block (rc_kept) */
+            if (block_mem_in(b, dev, SF_SIM_MEM_ACTIVATIONS, out_b, REF(bid, fwd),
+                             rc_task(sim, opi, n + RC_READ), SIM_MEM_TIMELINE) ||
+                block_mem_in(b, dev, SF_SIM_MEM_ACTIVATIONS, extra_b, REF(bid, fwd), REF(bid, fwd),
+                             SIM_MEM_TIMELINE) ||
                 block_mem(b, dev, SF_SIM_MEM_RECOMPUTED, out_b + extra_b,
                           rc_task(sim, opi, p), REF(bid, n + p)))
                 return -1;
@@ -412,6 +420,27 @@ static int rc_chain(const sf_sim *sim, int opi) {
     return sf_taskgraph_consumers(sim->tg, opi, &cons) == 1 && recomputes(sim, cons[0].op);
 }
 
+/* The all-at-once sums of a recomputing producer outside a chain: its parts'
+ * outputs, alive at the forward pass's end, entered once, by its first
+ * consumer's edge block (a chain's are freed by then). */
+static int rc_kept(sf_sim *sim, sim_block *b, int pi, int xi, int k) {
+    const sf_tensor_ref *cons;
+    if (!recomputes(sim, pi) || rc_chain(sim, pi) || sf_taskgraph_consumers(sim->tg, pi, &cons) < 1 ||
+        cons[0].op != xi || cons[0].out != k)
+        return 0;
+    const sf_op *op = sf_graph_op(sim->g, pi);
+    const sf_config *c = sf_strategy_get(sim->s, pi);
+    const sf_tile *tiles = sim_part_tiles(sim, pi);
+    for (int p = 0; p < c->n_parts; p++) {
+        sf_op_mem mem;
+        sf_op_tile_memory(op, &tiles[p], &mem);
+        if (block_mem_in(b, c->device[p], SF_SIM_MEM_ACTIVATIONS, mem.output_bytes * sim->act_scale,
+                         SIM_MEM_ALWAYS, SIM_MEM_ALWAYS, SIM_MEM_SUMS))
+            return -1;
+    }
+    return 0;
+}
+
 /* Recomputation across one pair (the rules above build_core): what the
  * recomputing producer's read barrier and gate wait for on the consumer's
  * side, and in a chain the order of the two recomputations where the
@@ -583,6 +612,7 @@ static int build_edge(sf_sim *sim, int xi, int k) {
     if (recomputes(sim, pi) && rc_chain(sim, pi) &&
         block_edge(b, rc_task(sim, xi, nx + RC_GATE), rc_task(sim, pi, np + RC_GATE)))
         return -1;
+    if (rc_kept(sim, b, pi, xi, k)) return -1;
     sf_tg_reduces rd;
     if (sf_taskgraph_edge_reduce(sim->tg, &rd))
         return build_reduced_edge(sim, b, bid, xi, pi, pr, n, &rd, p_bwd, np, nx);

@@ -72,19 +72,24 @@ typedef struct sim_stats {
  * (device_mem) take every entry as alive at once; the timeline
  * (sim_mem_timeline, sim_memline.c) takes the lifetimes. */
 #define SIM_MEM_ALWAYS (-1)
+/* Which of the two pictures takes an entry (sim_mem.only). */
+enum { SIM_MEM_BOTH = 0, SIM_MEM_TIMELINE, SIM_MEM_SUMS };
 typedef struct sim_mem {
     int32_t dev;
     uint8_t kind; /* sf_sim_mem_kind */
+    uint8_t only; /* SIM_MEM_BOTH, or the picture that alone takes it */
     double bytes;
     int64_t from, to;
 } sim_mem;
 
-/* Whether the all-at-once sums (device_mem) count an entry: all but the
- * activation gradients, ZeRO's whole weights and gradients around their uses
- * and recomputed activations, which only the timeline follows. */
+/* Whether the all-at-once sums (device_mem, the end of the forward pass)
+ * count an entry: all but the activation gradients, ZeRO's whole weights and
+ * gradients around their uses, recomputed activations and the timeline's
+ * own entries. */
 static inline int sim_mem_summed(const sim_mem *e) {
-    return e->kind != SF_SIM_MEM_ACT_GRADS && e->kind != SF_SIM_MEM_GATHERED &&
-           e->kind != SF_SIM_MEM_WEIGHT_GRADS && e->kind != SF_SIM_MEM_RECOMPUTED;
+    return e->only != SIM_MEM_TIMELINE && e->kind != SF_SIM_MEM_ACT_GRADS &&
+           e->kind != SF_SIM_MEM_GATHERED && e->kind != SF_SIM_MEM_WEIGHT_GRADS &&
+           e->kind != SF_SIM_MEM_RECOMPUTED;
 }
 
 typedef struct sim_block {

@@ -57,7 +57,7 @@ int64_t sim_mem_events(const sf_sim *sim, const sim_sched *f, sim_mem_event **ou
         const sim_block *b = &sim->blocks[sim->order[k]];
         for (int i = 0; i < b->n_mem; i++) {
             const sim_mem *e = &b->mem[i];
-            if (e->bytes <= 0) continue;
+            if (e->bytes <= 0 || e->only == SIM_MEM_SUMS) continue;
             double t0 = ref_time(sim, f, e->from, 0), t1 = ref_time(sim, f, e->to, 1);
             if (t1 < t0) t1 = t0; /* an entry freed by a task that ends before it starts */
             ev[m] = (sim_mem_event){t0, e->bytes, e->dev, e->kind, m};

@@ -314,18 +314,50 @@ static sf_status bl_parse(const char *name, int which, const char *opts, bl_opts
 /* The options every baseline takes: a ZeRO stage on every weight group (its
  * owner's config), recomputation of the attention operators (selective:
  * Korthikanti et al. 2022) or of every operator but the inputs, the residual
- * adds and the loss (full: each block keeps the activations its adds join). */
+ * adds and the loss (full: each block keeps the activations its adds join).
+ * Recomputing operators whose outputs feed one recomputing consumer form a
+ * chain that is made again whole before its backward (docs/simulator.md), so
+ * full also keeps one operator's outputs in every ceil(sqrt(n)) of a chain
+ * (n operators in the graph: Chen et al. 2016's checkpoints), which a network
+ * without residual adds (VGG) needs to save anything at its peak. */
+/* The reads of op's outputs (an operator reading one twice counts twice). */
+static int consumers(const sf_graph *g, int op) {
+    int n = 0;
+    for (int k = 0; k < sf_graph_op(g, op)->n_outputs; k++)
+        n += sf_graph_consumers(g, op, k, NULL, 0);
+    return n;
+}
+
 static void bl_apply(sf_strategy *s, const sf_graph *g, const bl_opts *o) {
-    for (int i = 0; i < sf_graph_num_ops(g); i++) {
+    int n = sf_graph_num_ops(g), every = 1;
+    while (every * every < n) every++;
+    int *run = o->recompute == 2 ? calloc((size_t)n, sizeof *run) : NULL; /* chain lengths */
+    for (int i = 0; i < n; i++) {
         const sf_op *op = sf_graph_op(g, i);
         sf_config *c = sf_strategy_config(s, i);
         if (op->weight_owner < 0 && op->n_params > 0) c->zero = (uint8_t)o->zero;
         int t = op->type;
-        if (o->recompute == 1)
+        if (o->recompute == 1) {
             c->recompute = t == SF_OP_ATTENTION;
-        else if (o->recompute == 2)
+        } else if (o->recompute == 2) {
             c->recompute = t != SF_OP_INPUT && t != SF_OP_ADD && t != SF_OP_SOFTMAX_CE;
+            if (!run || !c->recompute) continue;
+            /* the chain reaching i: through an input whose producer recomputes
+             * and feeds i alone */
+            int len = 1;
+            for (int k = 0; k < op->n_inputs; k++) {
+                int p = op->inputs[k].op;
+                if (sf_strategy_get(s, p)->recompute && consumers(g, p) == 1 && run[p] + 1 > len)
+                    len = run[p] + 1;
+            }
+            if (len >= every) { /* a checkpoint: kept, the chain starts again */
+                c->recompute = 0;
+                len = 0;
+            }
+            run[i] = len;
+        }
     }
+    free(run);
 }
 
 sf_status sf_strategy_baseline(sf_strategy *s, const char *name, const sf_graph *g,

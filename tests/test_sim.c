@@ -20,6 +20,7 @@
 #include "soapflow/cost.h"
 #include "soapflow/graph.h"
 #include "soapflow/io.h"
+#include "soapflow/kernels.h"
 #include "soapflow/machine.h"
 #include "soapflow/models.h"
 #include "soapflow/sim.h"
@@ -1384,10 +1385,90 @@ static void test_task_limit(void **state) {
     sf_graph_free(g);
 }
 
+/* Workspace and communication buffers on the timeline: every compute task's
+ * workspace is an entry of the kernels' size alive over the task, and where
+ * copies are priced a shard whose gradient is packed has one buffer per
+ * packing device (a pack and an unpack copy each), alive from the pack to the
+ * unpack; neither enters the all-at-once sums. */
+static void test_workspace_and_buffers(void **state) {
+    (void)state;
+    sf_model_options mo;
+    sf_model_options_default(&mo);
+    mo.batch = 32;
+    sf_error err = {0};
+    sf_graph *g = sf_model_build("lenet5", &mo, &err);
+    sf_machine *m0 = sf_machine_preset("p100-4x4", &err);
+    assert_non_null(g);
+    assert_non_null(m0);
+    sf_machine_desc d = *sf_machine_get_desc(m0);
+    d.copy_bw_Bps = 50e9;
+    sf_machine *m = sf_machine_build(&d, &err);
+    assert_non_null(m);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    so.memory_timeline = 1;
+    sf_sim *sim = sf_sim_new(g, m, cm, &so, &err);
+    assert_non_null(sim);
+    sf_strategy *s = sf_strategy_new(g);
+    sf_rng rng;
+    sf_rng_seed(&rng, 7);
+    int with_buffers = 0;
+    for (int trial = 0; trial < 30; trial++) {
+        for (int i = 0; i < sf_graph_num_ops(g); i++)
+            sf_config_random(sf_graph_op(g, i), m, &rng, sf_strategy_config(s, i));
+        sf_sim_result r;
+        if (sf_sim_run(sim, s, &r, &err) != SF_OK) fail_msg("%s", err.msg);
+        double ws_expect = 0, ws = 0, buf = 0;
+        int64_t copies = 0, n_buf = 0;
+        for (int k = 0; k < sim->n_order; k++) {
+            const sim_block *b = &sim->blocks[sim->order[k]];
+            for (int t = 0; t < b->n_tasks; t++) {
+                const sim_task *tk = &b->tasks[t];
+                const sf_op *op = sf_graph_op(g, tk->op);
+                if (tk->kind == SIM_FWD || tk->kind == SIM_BWD) {
+                    sf_tile tile;
+                    sf_config_part_tile(op, sf_strategy_get(s, tk->op), tk->part, &tile);
+                    ws_expect += (double)sf_kernel_workspace_bytes(op, &tile, tk->kind == SIM_BWD);
+                }
+                if (tk->kind == SIM_COPY && sim->order[k] % SIM_SLOTS == SLOT_SYNC) copies++;
+            }
+            for (int i = 0; i < b->n_mem; i++) {
+                const sim_mem *e = &b->mem[i];
+                assert_false(sim_mem_summed(e) &&
+                             (e->kind == SF_SIM_MEM_WORKSPACE || e->kind == SF_SIM_MEM_BUFFERS));
+                if (e->kind == SF_SIM_MEM_WORKSPACE) {
+                    ws += e->bytes;
+                    assert_true(e->from == e->to);
+                }
+                if (e->kind == SF_SIM_MEM_BUFFERS) {
+                    buf += e->bytes;
+                    n_buf++;
+                    assert_true(e->bytes > 0);
+                    assert_true(sim->cur->start[SLOT_OF(sim, e->from)] <=
+                                sim->cur->finish[SLOT_OF(sim, e->to)]);
+                }
+            }
+        }
+        assert_true(ws == ws_expect);
+        assert_true(ws > 0); /* lenet5's convolutions unfold their input */
+        assert_int_equal(2 * n_buf, copies);
+        with_buffers += buf > 0;
+    }
+    assert_true(with_buffers > 0);
+    sf_strategy_free(s);
+    sf_sim_free(sim);
+    sf_cost_free(cm);
+    sf_machine_free(m);
+    sf_machine_free(m0);
+    sf_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_two_ops_two_devices),
         cmocka_unit_test(test_task_limit),
+        cmocka_unit_test(test_workspace_and_buffers),
         cmocka_unit_test(test_multi_hop_route),
         cmocka_unit_test(test_allreduce),
         cmocka_unit_test(test_copies_priced),

@@ -58,6 +58,10 @@ typedef enum sf_sim_mem_kind {
     SF_SIM_MEM_WEIGHT_GRADS, /* ZeRO-2/3: a shard's whole gradient before its reduce-scatter */
     SF_SIM_MEM_RECOMPUTED,   /* recomputation: a part's outputs and saved tensors, from its
                               * recompute task to its backward task */
+    SF_SIM_MEM_WORKSPACE,    /* a compute task's scratch (im2col columns, ...: the kernels'
+                              * sf_kernel_workspace_bytes) while it runs */
+    SF_SIM_MEM_BUFFERS,      /* communication buffers: a shard's packed gradient from its
+                              * packing copy to its unpacking one */
     SF_SIM_MEM_KIND_COUNT
 } sf_sim_mem_kind;
 /* "weights", "activations", "received", "activation gradients"; NULL out of range. */

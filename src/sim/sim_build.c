@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "sim_impl.h"
+#include "soapflow/kernels.h"
 
 #define MIN_TASK_S 1e-9 /* every resource-holding task takes some time */
 
@@ -95,6 +96,16 @@ static int block_mem(sim_block *b, int dev, sf_sim_mem_kind kind, double bytes, 
 
 static int op_has_bwd(const sf_op *op) { return op->type != SF_OP_INPUT; }
 
+/* The workspace of compute task `task` of op's tile t (backward: its
+ * backward pass), in the plan's dtype, while the task runs (the kernels'
+ * scratch: im2col columns and the like, as the runtime reserves it). */
+static int task_workspace(sf_sim *sim, sim_block *b, const sf_op *op, const sf_tile *t, int dev,
+                          int backward, int64_t task) {
+    double ws = (double)sf_kernel_workspace_bytes(op, t, backward) * sim->act_scale;
+    return ws > 0 ? block_mem_in(b, dev, SF_SIM_MEM_WORKSPACE, ws, task, task, SIM_MEM_TIMELINE)
+                  : 0;
+}
+
 /* ---- recomputation ------------------------------------------------------------ *
  * A recomputing operator (its config's recompute flag; the input has nothing to
  * recompute) adds to its core block, after the forward and backward tasks, a
@@ -159,7 +170,7 @@ static int build_core(sf_sim *sim, int opi) {
         double d;
         sf_cost_task_fwd_bwd_s(sim->cm, op, &t, dev, &d, &bwd_s[p]);
         int fwd = device_task(sim, b, SIM_FWD, dev, opi, p, d);
-        if (fwd < 0) return -1;
+        if (fwd < 0 || task_workspace(sim, b, op, &t, dev, 0, REF(bid, fwd))) return -1;
         b->st.compute_s += b->tasks[fwd].dur_s;
         /* Activations: the part's outputs, plus whatever it saves beyond its
          * inputs (LSTM gates, attention scores). Inputs are the outputs of other
@@ -200,7 +211,9 @@ static int build_core(sf_sim *sim, int opi) {
     if (bwd) {
         for (int p = 0; p < n; p++) {
             int dev = c->device[p];
-            if (device_task(sim, b, SIM_BWD, dev, opi, p, bwd_s[p]) < 0) return -1;
+            if (device_task(sim, b, SIM_BWD, dev, opi, p, bwd_s[p]) < 0 ||
+                task_workspace(sim, b, op, &tiles[p], dev, 1, REF(bid, n + p)))
+                return -1;
             b->st.compute_s += b->tasks[b->n_tasks - 1].dur_s;
             if (block_edge(b, REF(bid, p), REF(bid, n + p))) return -1;
             if (sim->opt.sync == SF_SYNC_BULK &&
@@ -215,7 +228,8 @@ static int build_core(sf_sim *sim, int opi) {
     if (rc) {
         for (int p = 0; p < n; p++) {
             int r = device_task(sim, b, SIM_RECOMPUTE, c->device[p], opi, p, b->tasks[p].dur_s);
-            if (r < 0) return -1;
+            if (r < 0 || task_workspace(sim, b, op, &tiles[p], c->device[p], 0, REF(bid, r)))
+                return -1;
             b->st.compute_s += b->tasks[r].dur_s;
         }
         int g = block_task(b, SIM_BARRIER, SIM_NO_RES, opi, 0, 0, 0);
@@ -816,6 +830,28 @@ static int zero_mem(sf_sim *sim, sim_block *b, const sf_tg_sync *sy, const sf_tg
     return 0;
 }
 
+/* The packed gradients of a shard whose collectives run on a packed copy
+ * (the task graph lowers packing and unpacking copies where copies are
+ * priced, taskgraph/comm.c): on each device from its packing copy's first
+ * task to its unpacking copy's last, in the gradient's dtype. */
+static int pack_buffers(sf_sim *sim, sim_block *b, const sf_tg_steps *ss, int first, int last) {
+    for (int q = first; q < last; q++) {
+        const sf_tg_step *st = &ss->steps[q];
+        if (st->kind != SF_STEP_COPY || !st->grads || st->dev < 0) continue;
+        for (int u = q + 1; u < last; u++) {
+            const sf_tg_step *un = &ss->steps[u];
+            if (un->kind != SF_STEP_COPY || un->grads || un->dev != st->dev) continue;
+            double bytes = (double)st->numel * sf_cost_elem_bytes(sim->cm);
+            if (block_mem_in(b, st->dev, SF_SIM_MEM_BUFFERS, bytes,
+                             sim->ends[sim->end_at[4 * q]], sim->ends[sim->end_at[4 * u + 2]],
+                             SIM_MEM_TIMELINE))
+                return -1;
+            break;
+        }
+    }
+    return 0;
+}
+
 static int build_sync(sf_sim *sim, int owner) {
     int bid = sim_block_id(owner, SLOT_SYNC);
     sim_block *b = &sim->blocks[bid];
@@ -907,6 +943,7 @@ static int build_sync(sf_sim *sim, int owner) {
                 q++;
             }
         }
+        if (pack_buffers(sim, b, &ss, first, last)) return -1;
         /* weights, gradients and, where the shard is updated, the optimizer's
          * state; the devices that update are marked first (one pass over the
          * steps, not one per device) */

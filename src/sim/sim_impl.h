@@ -84,12 +84,13 @@ typedef struct sim_mem {
 
 /* Whether the all-at-once sums (device_mem, the end of the forward pass)
  * count an entry: all but the activation gradients, ZeRO's whole weights and
- * gradients around their uses, recomputed activations and the timeline's
- * own entries. */
+ * gradients around their uses, recomputed activations, workspace, buffers and
+ * the timeline's own entries. */
 static inline int sim_mem_summed(const sim_mem *e) {
     return e->only != SIM_MEM_TIMELINE && e->kind != SF_SIM_MEM_ACT_GRADS &&
            e->kind != SF_SIM_MEM_GATHERED && e->kind != SF_SIM_MEM_WEIGHT_GRADS &&
-           e->kind != SF_SIM_MEM_RECOMPUTED;
+           e->kind != SF_SIM_MEM_RECOMPUTED && e->kind != SF_SIM_MEM_WORKSPACE &&
+           e->kind != SF_SIM_MEM_BUFFERS;
 }
 
 typedef struct sim_block {

@@ -12,6 +12,8 @@
  *   - a copy of an input region received from another device: from its
  *     transfer's first task to the consumer's backward task;
  *   - a partial sum received for a reduction: to the group's gradients;
+ *   - a compute task's workspace while it runs; a shard's packed gradient
+ *     from its packing copy to its unpacking one;
  *   - the gradient of an activation region (the timeline's alone): on the
  *     consumer's device from its backward task to the gradient's arrival at the
  *     producer, and there until the producer's backward task. A region read by
@@ -74,7 +76,8 @@ int64_t sim_mem_events(const sf_sim *sim, const sim_sched *f, sim_mem_event **ou
 const char *sf_sim_mem_kind_name(sf_sim_mem_kind k) {
     static const char *const names[SF_SIM_MEM_KIND_COUNT] = {"weights", "activations", "received",
                                                              "activation gradients", "gathered weights",
-                                                             "weight gradients", "recomputed"};
+                                                             "weight gradients", "recomputed", "workspace",
+                                                             "comm buffers"};
     return k >= 0 && k < SF_SIM_MEM_KIND_COUNT ? names[k] : NULL;
 }
 

@@ -184,8 +184,16 @@ SF_API void sf_runtime_set_lr(sf_runtime *rt, double lr);
  * bias correction counts from it, so a resumed run sets it before its first step. */
 SF_API int64_t sf_runtime_steps(const sf_runtime *rt);
 SF_API void sf_runtime_set_steps(sf_runtime *rt, int64_t steps);
-/* Bytes this rank reserved (tensors, buffers, parameters, workspace). */
+/* Bytes this rank reserved: the one block its tensors and buffers share (each
+ * alive over its part of the step, those whose lives do not meet in the same
+ * memory), and what it holds of its weight groups (its shards' weights,
+ * gradients and optimizer state; under ZeRO its chunks, and the rest of a
+ * shard as far as a pass gathers it). */
 SF_API int64_t sf_runtime_reserved_bytes(const sf_runtime *rt);
+/* The most bytes this rank holds at one point of a step (training): the
+ * tensors and buffers alive there and the weight groups' share, as the memory
+ * plan lays the step out (docs/runtime.md, "Memory"). */
+SF_API int64_t sf_runtime_peak_bytes(const sf_runtime *rt);
 
 /* What this rank did in its last step, for a measured timeline. */
 typedef enum sf_rt_event_kind {

@@ -33,13 +33,13 @@
  * bias correction from the step count, sf_runtime_steps + 1).
  *
  * Memory: the output and output-gradient tiles of the parts a rank runs, the
- * input regions (and their gradients) they read, one send buffer per message
- * out and one receive buffer per message in, and the full parameter layout
- * (weights, gradient, momentum; Adam's second moment too) of every weight group
- * the rank takes part in
- * (kernels take weights in full layout; only the shard's elements are read,
- * reduced and updated). All of it is sized first and reserved at once: a step
- * allocates nothing.
+ * input regions (and their gradients) they read, message buffers, each alive
+ * only over its points of the step (docs/runtime.md, "Memory"), so that
+ * buffers whose lives do not meet share memory; and of every weight group the
+ * rank takes part in, the elements of its shards (kernels address weights in
+ * full layout; only the shard's elements are touched, reduced and updated;
+ * under ZeRO the rank's chunks). All of it is planned first and reserved at
+ * once: a step allocates nothing.
  */
 #ifndef SOAPFLOW_RUNTIME_H
 #define SOAPFLOW_RUNTIME_H
@@ -232,9 +232,9 @@ SF_API sf_status sf_runtime_write_trace(const char *path, const sf_graph *g,
 
 /* Gather every rank's events of rt's last step on rank 0 and write them there
  * as a measured trace (sf_runtime_write_trace). Collective over c. */
-SF_API sf_status sf_runtime_write_measured_trace(sf_comm *c, const sf_runtime *rt,
-                                                 const char *path, const sf_graph *g,
-                                                 const struct sf_machine *m, sf_error *err);
+SF_API sf_status sf_runtime_write_measured_trace(sf_comm *c, const sf_runtime *rt, const char *path,
+                                                 const sf_graph *g, const struct sf_machine *m,
+                                                 sf_error *err);
 
 /* ---- parameters in full layout ------------------------------------------------- */
 

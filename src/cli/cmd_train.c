@@ -52,7 +52,9 @@ static int usage(FILE *out) {
         "Train a model with a strategy on P MPI ranks, one rank per device of the\n"
         "strategy's machine, with the real kernels, messages and all-reduces. Prints the\n"
         "loss as it goes, the measured iteration time (median after warm-up) beside the\n"
-        "simulator's prediction for the same strategy and machine, and, for image\n"
+        "simulator's prediction for the same strategy and machine, the memory a rank\n"
+        "reserved and its peak used beside the simulator's peak for that device (its\n"
+        "memory timeline, counted as this runtime holds memory), and, for image\n"
         "classification data, the test accuracy. Without mpirun it runs as one rank.\n"
         "\n"
         "options:\n"
@@ -102,7 +104,8 @@ static int usage(FILE *out) {
         "                         steps of the scheme (docs/runtime.md)\n"
         "  --log-every N          steps between loss lines (default: about 10 per epoch)\n"
         "  --reference-kernels    the plain reference kernels instead of the fast ones\n"
-        "  --json                 print a JSON summary instead of the report\n"
+        "  --json                 print a JSON summary instead of the report (per rank:\n"
+        "                         reserved_bytes, peak_bytes, predicted_peak_bytes)\n"
         "  -h, --help             this help\n"
         "\n"
         "The default batch is 64 a rank: every command's default is 64 per device of its\n"
@@ -565,7 +568,8 @@ static int predict(train_state *t, sf_error *err) {
     sf_sim_options_default(&so);
     so.sync = strcmp(t->o.sync, "bulk") ? SF_SYNC_OVERLAP : SF_SYNC_BULK;
     so.scheme = t->o.scheme;
-    so.memory_timeline = 1; /* memory as the schedule lives it: what a rank holds */
+    so.memory_timeline = 1; /* memory as the schedule lives it, */
+    so.runtime_memory = 1;  /* and as this runtime holds it */
     sf_sim *sim = sf_sim_new(t->g, t->m, cm, &so, err);
     sf_sim_result r;
     if (!sim || sf_sim_run(sim, t->s, &r, err) != SF_OK) {

@@ -185,7 +185,10 @@ typedef struct rt_shard {
     int global;       /* its position in the global order */
     int owner, group; /* owner op, rt->groups index */
     int key_op;       /* lowest operator with an entry of the shard */
-    int max_op;       /* highest one (ZeRO-3's backward gather runs before it) */
+    int max_op;       /* highest one */
+    int fgather_op;   /* ZeRO-3: the forward gather runs when the forward reaches this
+                       * operator, the backward one when the backward does (zero_gates) */
+    int bgather_op;
     int n_devs;
     int comm; /* 1: its sync moves data (its gradient is packed into buf) */
     /* 1: buf is the gradient itself: the slices are one run of the group's
@@ -199,6 +202,9 @@ typedef struct rt_shard {
     int step0, n_steps; /* its steps: rt->sync_steps[step0 .. step0 + n_steps] */
     int zero;           /* its weight group's ZeRO stage (sf_config.zero) */
     int zgroup;         /* with a stage, the group of its reduce-scatter and gathers */
+    double rs_t0;       /* ZeRO-2/3: when its reduce-scatter was posted */
+    int rs_wait_op;     /* ... and the operator whose backward it overlaps (the next
+                         * one below its lowest that has weights), -1: the step's end */
     int cur;            /* the next step to finish */
     int req;            /* the request of step cur, -1 when not posted */
 } rt_shard;
@@ -226,7 +232,7 @@ struct sf_runtime {
     int *red_order;      /* [n_reds] by producer, then walk order */
     rt_link **red_links; /* remote links sourced by a reduction, by reduction */
     int cap_red_pending; /* SF_REDUCE_ONE messages this rank sends */
-    struct rt_set { /* the reductions' communication groups, made once */
+    struct rt_set {      /* the reductions' communication groups, made once */
         int n, comm;
         int *devs; /* [n] */
     } * sets;
@@ -250,11 +256,11 @@ struct sf_runtime {
     int n_points;
     rt_zero *zl; /* by point */
     int n_zl;
-    int *zl_start;         /* [n_points + 1] */
-    int64_t held_bytes;    /* weights, gradients and state at rest (virt records) */
-    int64_t peak_bytes;    /* the plan's largest sum of live records at one point */
-    int64_t *point_bytes;  /* [n_points] live bytes at each point */
-    int *fwd_wait_req;     /* forward sends and partial sums sent, waited one operator later */
+    int *zl_start;        /* [n_points + 1] */
+    int64_t held_bytes;   /* weights, gradients and state at rest (virt records) */
+    int64_t peak_bytes;   /* the plan's largest sum of live records at one point */
+    int64_t *point_bytes; /* [n_points] live bytes at each point */
+    int *fwd_wait_req;    /* forward sends and partial sums sent, waited one operator later */
     int *fwd_wait_op;
     int n_fwd_wait, cap_fwd_wait;
     void **ws_at;      /* [n_points] the kernels' workspace at each point (each
@@ -631,13 +637,15 @@ static void hold_weights(sf_runtime *rt) {
         hold(rt, z >= SF_ZERO_WEIGHTS ? c : n, always);
         hold(rt, z >= SF_ZERO_GRADIENTS ? c : n, always);
         if (c >= 0) hold(rt, slots * (z >= SF_ZERO_OPTIMIZER ? c : n), always);
-        if (z >= SF_ZERO_GRADIENTS) /* to its reduce-scatter (post_sync) */
+        if (z >= SF_ZERO_GRADIENTS) /* to its reduce-scatter's end (rs_wait) */
             hold(rt, n - c,
                  life1(pt_b(rt, sh->max_op),
-                       rt->o.sync == SF_SYNC_BULK ? pt_end(rt) : pt_b(rt, sh->key_op), 0));
+                       rt->o.sync == SF_SYNC_BULK || sh->rs_wait_op < 0 ? pt_end(rt)
+                                                                        : pt_b(rt, sh->rs_wait_op),
+                       0));
         if (z >= SF_ZERO_WEIGHTS) {
-            rt_life lw = life1(pt_f(rt, sh->key_op), pt_f(rt, sh->max_op), 0);
-            life_add(&lw, pt_b(rt, sh->max_op), pt_b(rt, sh->key_op));
+            rt_life lw = life1(pt_f(rt, sh->fgather_op), pt_f(rt, sh->max_op), 0);
+            life_add(&lw, pt_b(rt, sh->bgather_op), pt_b(rt, sh->key_op));
             hold(rt, n - c, lw);
         }
     }
@@ -724,11 +732,11 @@ static void place_tensors(sf_runtime *rt) {
         if (l->peer < 0) continue;
         /* a receive is posted when the step begins; a send is waited for once
          * the next operator's forward is done */
-        rt_life lf = l->cons ? life1(PT_START, pt_f(rt, l->cons_op), 0)
-                             : life1(pt_f(rt, l->prod->op),
-                                     pt_f(rt, l->prod->op + 1 < rt->n_ops ? l->prod->op + 1
-                                                                          : l->prod->op),
-                                     0);
+        rt_life lf =
+            l->cons
+                ? life1(PT_START, pt_f(rt, l->cons_op), 0)
+                : life1(pt_f(rt, l->prod->op),
+                        pt_f(rt, l->prod->op + 1 < rt->n_ops ? l->prod->op + 1 : l->prod->op), 0);
         l->fbuf = carve_f(rt, l->numel, &lf);
     }
     for (int i = 0; i < rt->n_reds; i++) {
@@ -775,8 +783,8 @@ static void place_tensors(sf_runtime *rt) {
         int32_t s0 = rt->o.sync == SF_SYNC_BULK ? end : pt_b(rt, sh->key_op);
         rt_life lf = life1(s0, end, 0);
         if (sh->comm && sh->zero >= SF_ZERO_WEIGHTS) {
-            life_add(&lf, pt_f(rt, sh->key_op), pt_f(rt, sh->key_op));
-            life_add(&lf, pt_b(rt, sh->max_op), pt_b(rt, sh->max_op));
+            life_add(&lf, pt_f(rt, sh->fgather_op), pt_f(rt, sh->fgather_op));
+            life_add(&lf, pt_b(rt, sh->bgather_op), pt_b(rt, sh->bgather_op));
         }
         if (sh->in_place && !rt->sizing)
             sh->buf = rt->groups[sh->group].g + sh->sl[0].offset;
@@ -1123,8 +1131,7 @@ static sf_status setup_link_walks(sf_runtime *rt, int *red_of, int *scr, sf_erro
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     rt->red_links = malloc(nl1 * sizeof *rt->red_links);
     rt->red_order = malloc((size_t)(rt->n_reds ? rt->n_reds : 1) * sizeof *rt->red_order);
-    if (!rt->red_links || !rt->red_order)
-        return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    if (!rt->red_links || !rt->red_order) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     for (int i = 0; i < rt->n_links; i++) {
         rt_link *l = &rt->links[i];
         if (l->cons) l->cons->n_cons++;
@@ -1488,6 +1495,42 @@ oom:
     return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
 }
 
+/* ZeRO-3's prefetch, as the simulator schedules it (sim_build.c,
+ * sim_zero_gate): a shard's forward gather waits for the operator two before
+ * its group's first member (along first inputs) and so runs while the one just
+ * before computes: here, at the start of the forward of the operator after that
+ * gate; its backward gather waits for the backward of the operator two after
+ * its last member (along first consumers): here, at the start of the backward
+ * of the operator before that gate (with no consumer, at the backward's start). */
+static void zero_gates(sf_runtime *rt) {
+    for (int i = 0; i < rt->n_shards; i++) {
+        rt_shard *sh = &rt->shards[i];
+        sh->rs_wait_op = -1;
+        for (int op = sh->key_op - 1; op >= 0 && sh->rs_wait_op < 0; op--)
+            if (sf_taskgraph_owner(rt->tg, op) >= 0) sh->rs_wait_op = op;
+        sh->fgather_op = sh->key_op;
+        sh->bgather_op = sh->max_op;
+        const int *members;
+        int nm = sf_taskgraph_members(rt->tg, sh->owner, &members);
+        if (nm < 1) continue;
+        const sf_op *m = sf_graph_op(rt->g, members[0]);
+        int p = m->n_inputs ? m->inputs[0].op : -1;
+        const sf_op *po = p >= 0 ? sf_graph_op(rt->g, p) : NULL;
+        int gate = po && po->n_inputs ? po->inputs[0].op : p;
+        if (gate >= 0 && gate + 1 < sh->fgather_op) sh->fgather_op = gate + 1;
+        int last = members[nm - 1], at = last;
+        for (int k = 0; k < 2; k++) {
+            const sf_tensor_ref *cons;
+            if (sf_taskgraph_consumers(rt->tg, at, &cons) < 1) break;
+            at = cons[0].op;
+        }
+        if (at == last)
+            sh->bgather_op = rt->n_ops - 1;
+        else if (at - 1 > sh->bgather_op)
+            sh->bgather_op = at - 1;
+    }
+}
+
 /* Every batch norm's running statistics, on every rank, at PyTorch's initial
  * values (mean 0, variance 1); allocated here, so that a step allocates nothing. */
 static sf_status setup_buffers(sf_runtime *rt, sf_error *err) {
@@ -1572,6 +1615,7 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
     if (st == SF_OK) st = setup_links(rt, err);
     if (st == SF_OK) st = setup_inner(rt, err);
     if (st == SF_OK) st = setup_shards(rt, err);
+    if (st == SF_OK) zero_gates(rt);
     if (st == SF_OK) st = setup_buffers(rt, err);
     if (st == SF_OK) {
         rt->cap_ev = 2 * rt->n_parts + 2 * rt->n_recv + 2 * rt->n_send + 4 * rt->n_shards +
@@ -2126,8 +2170,7 @@ static float *shard_base(const sf_runtime *rt, const rt_shard *sh, const float *
 static sf_status post_step(sf_runtime *rt, rt_shard *sh, sf_error *err) {
     const rt_step *st = &rt->sync_steps[sh->step0 + sh->cur];
     const rt_group *gr = &rt->groups[sh->group];
-    float *b =
-        shard_base(rt, sh, st->payload == SF_PAYLOAD_WEIGHTS ? gr->w : gr->g) + st->offset;
+    float *b = shard_base(rt, sh, st->payload == SF_PAYLOAD_WEIGHTS ? gr->w : gr->g) + st->offset;
     int id = -1;
     switch ((sf_tg_step_kind)st->kind) {
     case SF_STEP_ALL_REDUCE: id = rt->c->vt->iallreduce(rt->c, b, st->numel, st->group); break;
@@ -2168,21 +2211,16 @@ static sf_status post_sync(sf_runtime *rt, rt_shard *sh, sf_error *err) {
     /* a collective that would only run inside its wait is left to finish_sync,
      * which runs it there, blocking (comm_impl.h, can_defer) */
     const rt_step *st = &rt->sync_steps[sh->step0 + sh->cur];
-    if (sh->zero >= SF_ZERO_GRADIENTS && st->kind == SF_STEP_REDUCE_SCATTER) {
-        /* ZeRO-2/3: the reduce-scatter now, so that the rest of the gradient is
-         * dead from here on (what the plan counts: hold_weights) */
+    if (sh->zero >= SF_ZERO_GRADIENTS && st->kind == SF_STEP_REDUCE_SCATTER &&
+        rt->o.sync != SF_SYNC_BULK) {
+        /* ZeRO-2/3: the reduce-scatter is waited for once the next operator's
+         * backward is done (rs_wait), so that the rest of the gradient is dead
+         * from there on (what the plan counts: hold_weights) */
         rt->c->defer = 1;
-        double t0 = sf_now_s();
         sf_status ps = post_step(rt, sh, err);
-        int rc = ps == SF_OK ? rt->c->vt->wait(rt->c, sh->req) : 0;
-        sh->req = -1;
         rt->c->defer = 0;
-        if (ps != SF_OK) return ps;
-        if (rc < 0)
-            return sf_error_set(err, (sf_status)rc, "rank %d: gradient sync failed", rt->rank);
-        event(rt, SF_RT_SYNC, t0, sh->owner, sh->global, -1, st->numel * 4);
-        sh->cur++;
-        return SF_OK;
+        sh->rs_t0 = sf_now_s();
+        return ps;
     }
     if (rt->c->can_defer && st->kind != SF_STEP_P2P) return SF_OK;
     return post_step(rt, sh, err);
@@ -2280,7 +2318,7 @@ static sf_status finish_steps(sf_runtime *rt, rt_shard *sh, sf_error *err) {
             for (int64_t e = 0; e < sh->numel; e++) sh->buf[e] += sh->rbuf[e];
         } else if (st->kind == SF_STEP_ALL_GATHER && st->payload == SF_PAYLOAD_WEIGHTS) {
             if (!sh->in_place) slices_move(sh, gr->w, sh->buf, 0); /* ZeRO-1/2: every chunk's */
-        } else if (st->kind == SF_STEP_P2P && !st->send) { /* the server's weights */
+        } else if (st->kind == SF_STEP_P2P && !st->send) {         /* the server's weights */
             t0 = sf_now_s();
             slices_move(sh, gr->w, sh->buf, 0);
             zero_grad(sh, gr->g);
@@ -2342,7 +2380,7 @@ static sf_status gather_op(sf_runtime *rt, int op, int backward, sf_error *err) 
     for (int i = 0; i < rt->n_shards; i++) {
         rt_shard *sh = &rt->shards[i];
         if (sh->zero < SF_ZERO_WEIGHTS || !sh->comm || sh->zgroup < 0) continue;
-        if ((backward ? sh->max_op : sh->key_op) != op) continue;
+        if ((backward ? sh->bgather_op : sh->fgather_op) != op) continue;
         sf_status st = gather_shard(rt, sh, SF_RT_WEIGHTS, err);
         if (st != SF_OK) return st;
     }
@@ -2385,6 +2423,27 @@ static sf_status forward_pass(sf_runtime *rt, const sf_batch *b, double *loss, s
     return fwd_wait(rt, rt->n_ops, err);
 }
 
+/* ZeRO-2/3: after the backward of op, wait for the reduce-scatters that
+ * overlap it (FSDP's: a unit's reduce-scatter runs during the next unit's
+ * backward), in the global shard order. */
+static sf_status rs_wait(sf_runtime *rt, int op, sf_error *err) {
+    for (int i = 0; i < rt->n_shards; i++) {
+        rt_shard *sh = &rt->shards[i];
+        if (sh->rs_wait_op != op || sh->req < 0 || sh->cur != 0) continue;
+        const rt_step *st = &rt->sync_steps[sh->step0];
+        if (sh->zero < SF_ZERO_GRADIENTS || st->kind != SF_STEP_REDUCE_SCATTER) continue;
+        rt->c->defer = 1;
+        int rc = rt->c->vt->wait(rt->c, sh->req);
+        rt->c->defer = 0;
+        sh->req = -1;
+        if (rc < 0)
+            return sf_error_set(err, (sf_status)rc, "rank %d: gradient sync failed", rt->rank);
+        event(rt, SF_RT_SYNC, sh->rs_t0, sh->owner, sh->global, -1, st->numel * 4);
+        sh->cur = 1;
+    }
+    return SF_OK;
+}
+
 static sf_status step_local(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
     rt->n_ev = 0;
     rt->t_begin = sf_now_s();
@@ -2405,6 +2464,7 @@ static sf_status step_local(sf_runtime *rt, const sf_batch *b, double *loss, sf_
         for (; pi >= 0 && rt->parts[pi].op == op && st == SF_OK; pi--)
             if (op_has_bwd(rt->parts[pi].o)) st = backward_part(rt, &rt->parts[pi], err);
         if (rt->o.sync == SF_SYNC_BULK) continue;
+        if (st == SF_OK) st = rs_wait(rt, op, err);
         for (; next < rt->n_shards && rt->shards[next].key_op == op && st == SF_OK; next++)
             st = post_sync(rt, &rt->shards[next], err);
     }
@@ -2523,8 +2583,7 @@ sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const
     sf_status kst = params_kind_ok(rt, which, err);
     if (kst != SF_OK) return kst;
     /* a ZeRO shard's chunks are whole on its first device first */
-    kst = zero_gather(rt, which, which == SF_RT_WEIGHTS ? SF_ZERO_WEIGHTS : SF_ZERO_OPTIMIZER,
-                      err);
+    kst = zero_gather(rt, which, which == SF_RT_WEIGHTS ? SF_ZERO_WEIGHTS : SF_ZERO_OPTIMIZER, err);
     kst = sf_comm_agree(rt->c, kst, err);
     if (kst != SF_OK) return kst;
     /* Each shard from its first device, in the global order on every rank:

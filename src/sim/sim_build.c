@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "sim_impl.h"
+#include "soapflow/kernels.h"
 
 #define MIN_TASK_S 1e-9 /* every resource-holding task takes some time */
 
@@ -131,6 +132,7 @@ static int build_core(sf_sim *sim, int opi) {
             in_bytes += (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
         }
         double extra = mem.saved_bytes > in_bytes ? mem.saved_bytes - in_bytes : 0;
+        if (sim->opt.runtime_memory) extra = 0; /* soapflow's kernels keep their outputs alone */
         /* the operator counts fp32 elements; activations live in the dtype. They
          * live from the part's forward task to its backward task (which runs
          * after every consumer's backward: it waits for their gradients); an
@@ -139,11 +141,21 @@ static int build_core(sf_sim *sim, int opi) {
         if (block_mem(b, dev, SF_SIM_MEM_ACTIVATIONS, (mem.output_bytes + extra) * sim->act_scale,
                       REF(bid, fwd), bwd ? REF(bid, n + p) : SIM_MEM_ALWAYS))
             return -1;
+        if (sim->opt.runtime_memory &&
+            block_mem(b, dev, SF_SIM_MEM_WORKSPACE,
+                      (double)sf_kernel_workspace_bytes(op, &t, 0) * sim->act_scale, REF(bid, fwd),
+                      REF(bid, fwd)))
+            return -1;
     }
     if (bwd) {
         for (int p = 0; p < n; p++) {
             int dev = c->device[p];
             if (device_task(sim, b, SIM_BWD, dev, opi, p, bwd_s[p]) < 0) return -1;
+            if (sim->opt.runtime_memory &&
+                block_mem(b, dev, SF_SIM_MEM_WORKSPACE,
+                          (double)sf_kernel_workspace_bytes(op, &tiles[p], 1) * sim->act_scale,
+                          REF(bid, n + p), REF(bid, n + p)))
+                return -1;
             b->st.compute_s += b->tasks[b->n_tasks - 1].dur_s;
             if (block_edge(b, REF(bid, p), REF(bid, n + p))) return -1;
             if (sim->opt.sync == SF_SYNC_BULK &&
@@ -340,7 +352,7 @@ static int build_inner(sf_sim *sim, sim_block *b, int opi, int n, int bwd, const
  * forward task and the consumer part's, and the gradient's back between their
  * backward tasks; a local pair with no steps is a dependency alone. */
 static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int pi, const sf_tg_pair *pr,
-                     int p_bwd, int np, int nx, int64_t sum, int64_t grads_in) {
+                     int p_bwd, int np, int nx, int64_t sum, int64_t grads_in, int scatter) {
     int core_x = sim_block_id(xi, SLOT_CORE), core_p = sim_block_id(pi, SLOT_CORE);
     int i = pr->prod_part, j = pr->cons_part;
     int64_t p_fwd = REF(core_p, i), x_fwd = REF(core_x, j);
@@ -371,6 +383,12 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int pi, const s
     double bytes = (double)pr->numel * SF_ELEM_BYTES * sim->act_scale;
     if (pr->src_dev != pr->dst_dev && block_mem(b, pr->dst_dev, SF_SIM_MEM_RECEIVED, bytes,
                                                 n_fwd ? REF(bid, first_fwd) : x_fwd, x_b))
+        return -1;
+    /* runtime_memory: a local pair not read in place is copied into the
+     * consumer's input buffer (a reduce-scatter's holder has a chunk, never
+     * the piece in place), kept to its backward */
+    if (sim->opt.runtime_memory && pr->src_dev == pr->dst_dev && (!pr->in_place || scatter) &&
+        block_mem(b, pr->dst_dev, SF_SIM_MEM_RECEIVED, bytes, x_fwd, x_b))
         return -1;
     if (!p_bwd) return 0;
     /* the gradient of the region: on the consumer's device from its backward
@@ -443,7 +461,9 @@ static int build_reduced_edge(sf_sim *sim, sim_block *b, int bid, int xi, int pi
     }
     for (int q = 0; q < n; q++) {
         int g = of[pr[q].prod_part];
-        if (edge_pair(sim, b, bid, xi, pi, &pr[q], p_bwd, np, nx, sum[g], gin[g])) return -1;
+        if (edge_pair(sim, b, bid, xi, pi, &pr[q], p_bwd, np, nx, sum[g], gin[g],
+                      rd->groups[g].kind == SF_REDUCE_SCATTER))
+            return -1;
     }
     if (!p_bwd) return 0;
     for (int g = 0; g < rd->n; g++) {
@@ -489,7 +509,7 @@ static int build_edge(sf_sim *sim, int xi, int k) {
     if (sf_taskgraph_edge_reduce(sim->tg, &rd))
         return build_reduced_edge(sim, b, bid, xi, pi, pr, n, &rd, p_bwd, np, nx);
     for (int q = 0; q < n; q++)
-        if (edge_pair(sim, b, bid, xi, pi, &pr[q], p_bwd, np, nx, -1, -1)) return -1;
+        if (edge_pair(sim, b, bid, xi, pi, &pr[q], p_bwd, np, nx, -1, -1, 0)) return -1;
     return 0;
 }
 

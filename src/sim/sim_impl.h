@@ -83,7 +83,7 @@ typedef struct sim_mem {
  * uses, which only the timeline follows. */
 static inline int sim_mem_summed(const sim_mem *e) {
     return e->kind != SF_SIM_MEM_ACT_GRADS && e->kind != SF_SIM_MEM_GATHERED &&
-           e->kind != SF_SIM_MEM_WEIGHT_GRADS;
+           e->kind != SF_SIM_MEM_WEIGHT_GRADS && e->kind != SF_SIM_MEM_WORKSPACE;
 }
 
 typedef struct sim_block {

@@ -72,9 +72,9 @@ int64_t sim_mem_events(const sf_sim *sim, const sim_sched *f, sim_mem_event **ou
 }
 
 const char *sf_sim_mem_kind_name(sf_sim_mem_kind k) {
-    static const char *const names[SF_SIM_MEM_KIND_COUNT] = {"weights", "activations", "received",
-                                                             "activation gradients", "gathered weights",
-                                                             "weight gradients"};
+    static const char *const names[SF_SIM_MEM_KIND_COUNT] = {
+        "weights",          "activations",      "received", "activation gradients",
+        "gathered weights", "weight gradients", "workspace"};
     return k >= 0 && k < SF_SIM_MEM_KIND_COUNT ? names[k] : NULL;
 }
 

@@ -268,6 +268,9 @@ struct sf_runtime {
                         * runs there, so that it lives only there) */
     size_t *ws_bytes;  /* [n_points] */
     int32_t cur_point; /* the point the step is at (at_point) */
+    int recomputing;   /* a forward kernel re-run for a backward: no loss, no statistics */
+    int *rc_start;     /* [n_ops + 1] the parts each backward recomputes first: */
+    rt_part **rc_list; /* rc_list[rc_start[op] .. rc_start[op + 1]], in forward order */
     sf_rt_event *ev;
     int n_ev, cap_ev;
     double t_begin;
@@ -1564,12 +1567,168 @@ static sf_status update_buffers(sf_runtime *rt, sf_error *err) {
     return SF_OK;
 }
 
-/* Recomputation (sf_config.recompute): the lives of flagged parts' outputs
- * and what each backward recomputes first. */
+/* Whether part p is recomputed: its operator is flagged (sf_config.recompute),
+ * has a backward, and holds no partial sums (whose reductions would have to
+ * run again). */
+static int rc_flagged(const sf_runtime *rt, const rt_part *p) {
+    if (!sf_strategy_get(rt->s, p->op)->recompute || !op_has_bwd(p->o)) return 0;
+    for (int i = 0; i < rt->n_reds; i++)
+        if (rt->reds[i].prod_op == p->op) return 0;
+    return 1;
+}
+
+/* Recomputation (sf_config.recompute), the simulator's rules: a flagged part
+ * keeps each output until the forward of its consumers that are flagged and
+ * the backward of those that are not (what it saves beyond that is dropped at
+ * once: an output nobody reads dies with its forward); before a backward that
+ * needs it (its own, or a local consumer's reading it in place) it re-runs its
+ * forward kernel on its inputs (copies and received regions are kept to the
+ * consumer's backward, so nothing is sent again; a flagged local producer read
+ * in place is recomputed first, in forward order), and the recomputed output
+ * lives to its own backward. Walks the backward points as a step does, once. */
 static sf_status setup_recompute(sf_runtime *rt, sf_error *err) {
-    (void)rt;
-    (void)err;
-    return SF_OK;
+    int n = rt->n_parts;
+    int32_t *end1 = malloc((size_t)(n ? n : 1) * sizeof *end1);
+    int32_t *again = malloc((size_t)(n ? n : 1) * sizeof *again);
+    rt_part **stack = malloc((size_t)(n ? n : 1) * sizeof *stack);
+    rt->rc_start = calloc((size_t)rt->n_ops + 1, sizeof *rt->rc_start);
+    rt->rc_list = malloc((size_t)(n ? n : 1) * sizeof *rt->rc_list);
+    sf_status st = SF_OK;
+    if (!end1 || !again || !stack || !rt->rc_start || !rt->rc_list) {
+        st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        rt_part *p = &rt->parts[i];
+        again[i] = -1;
+        end1[i] = pt_f(rt, p->op);
+        if (!rc_flagged(rt, p)) continue;
+        for (int q = 0; q < rt->n_links; q++) {
+            const rt_link *l = &rt->links[q];
+            if (l->prod != p || l->peer >= 0 || !l->cons) continue;
+            int32_t use = rc_flagged(rt, l->cons) ? pt_f(rt, l->cons_op) : pt_b(rt, l->cons_op);
+            if (use > end1[i]) end1[i] = use;
+        }
+    }
+    int nl = 0;
+    for (int op = rt->n_ops - 1; op >= 0; op--) {
+        int32_t at = pt_b(rt, op);
+        rt->rc_start[op] = nl; /* filled in backward order, turned below */
+        int ns = 0;
+        /* the parts whose kernels run here: this operator's, then what they need */
+        for (int i = 0; i < n; i++)
+            if (rt->parts[i].op == op && op_has_bwd(rt->parts[i].o)) stack[ns++] = &rt->parts[i];
+        int first = nl;
+        for (int k = 0; k < ns; k++) {
+            rt_part *q = stack[k];
+            int qi = (int)(q - rt->parts);
+            if (k >= 0 && rc_flagged(rt, q) && again[qi] < 0 && end1[qi] < at) {
+                again[qi] = at;
+                rt->rc_list[nl++] = q;
+            } else if (q->op != op) {
+                continue; /* alive: its inputs are not needed */
+            }
+            for (int c = 0; c < q->n_cons; c++) {
+                const rt_link *l = rt->cons_links[q->cons_start + c];
+                if (!l->alias || !l->prod || l->red >= 0) continue;
+                int pi = (int)(l->prod - rt->parts);
+                if (rc_flagged(rt, l->prod) && again[pi] < 0 && end1[pi] < at) {
+                    int dup = 0;
+                    for (int z = 0; z < ns; z++) dup |= stack[z] == l->prod;
+                    if (!dup && ns < n) stack[ns++] = l->prod;
+                }
+            }
+        }
+        /* in forward order: operator, then part */
+        for (int a = first; a < nl; a++)
+            for (int b = a + 1; b < nl; b++) {
+                const rt_part *x = rt->rc_list[a], *y = rt->rc_list[b];
+                if (y->op < x->op || (y->op == x->op && y->part < x->part)) {
+                    rt->rc_list[a] = rt->rc_list[b];
+                    rt->rc_list[b] = (rt_part *)x;
+                }
+            }
+        /* their forward kernels run at this point: its workspace fits them */
+        for (int a = first; a < nl; a++) {
+            size_t w = sf_kernel_workspace_bytes(rt->rc_list[a]->o, &rt->rc_list[a]->tile, 0);
+            if (w > rt->ws_bytes[at]) rt->ws_bytes[at] = w;
+        }
+    }
+    /* rc_start by operator: the lists were made from the highest operator down */
+    {
+        int *cnt = calloc((size_t)rt->n_ops + 1, sizeof *cnt);
+        rt_part **tmp = malloc((size_t)(nl ? nl : 1) * sizeof *tmp);
+        if (!cnt || !tmp) {
+            free(cnt);
+            free(tmp);
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int op = rt->n_ops - 1; op >= 0; op--) {
+            int from = rt->rc_start[op], to = op > 0 ? rt->rc_start[op - 1] : nl;
+            if (op == rt->n_ops - 1) from = 0;
+            cnt[op] = to - from;
+        }
+        /* rebuild: rc_start[op] .. rc_start[op + 1] */
+        int at2 = 0, from = 0;
+        int *starts = calloc((size_t)rt->n_ops + 1, sizeof *starts);
+        if (!starts) {
+            free(cnt);
+            free(tmp);
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        int *src = calloc((size_t)rt->n_ops + 1, sizeof *src);
+        if (!src) {
+            free(cnt);
+            free(tmp);
+            free(starts);
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int op = rt->n_ops - 1; op >= 0; op--) {
+            src[op] = from;
+            from += cnt[op];
+        }
+        for (int op = 0; op < rt->n_ops; op++) {
+            starts[op] = at2;
+            for (int c = 0; c < cnt[op]; c++) tmp[at2++] = rt->rc_list[src[op] + c];
+        }
+        starts[rt->n_ops] = at2;
+        memcpy(rt->rc_list, tmp, (size_t)nl * sizeof *tmp);
+        memcpy(rt->rc_start, starts, ((size_t)rt->n_ops + 1) * sizeof *starts);
+        free(cnt);
+        free(tmp);
+        free(starts);
+        free(src);
+    }
+    /* the lives of the flagged parts' outputs */
+    for (int i = 0; i < n && st == SF_OK; i++) {
+        rt_part *p = &rt->parts[i];
+        if (!rc_flagged(rt, p)) continue;
+        p->out_life = calloc((size_t)p->o->n_outputs, sizeof *p->out_life);
+        if (!p->out_life) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            break;
+        }
+        for (int k = 0; k < p->o->n_outputs; k++) {
+            int32_t e = pt_f(rt, p->op);
+            for (int q = 0; q < rt->n_links; q++) {
+                const rt_link *l = &rt->links[q];
+                if (l->prod != p || l->out != k || l->peer >= 0 || !l->cons) continue;
+                int32_t use = rc_flagged(rt, l->cons) ? pt_f(rt, l->cons_op) : pt_b(rt, l->cons_op);
+                if (use > e) e = use;
+            }
+            p->out_life[k] = life1(pt_f(rt, p->op), e, 0);
+            int32_t r = again[i] >= 0 ? again[i] : pt_b(rt, p->op);
+            if (again[i] >= 0 || e < pt_b(rt, p->op)) life_add(&p->out_life[k], r, pt_b(rt, p->op));
+        }
+    }
+done:
+    free(end1);
+    free(again);
+    free(stack);
+    return st;
 }
 
 sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
@@ -1718,6 +1877,8 @@ void sf_runtime_free(sf_runtime *rt) {
     free(rt->fwd_wait_op);
     free(rt->ws_at);
     free(rt->ws_bytes);
+    free(rt->rc_start);
+    free(rt->rc_list);
     free(rt->shards);
     free(rt->sync_steps);
     free(rt->pending);
@@ -1827,14 +1988,14 @@ static sf_status run_kernel_phase(sf_runtime *rt, rt_part *p, int backward, int 
     a.workspace_bytes = rt->ws_bytes[rt->cur_point];
     a.seed = mix64(rt->o.seed ^ mix64((uint64_t)rt->steps + 1));
     a.labels = p->labels;
-    a.loss = backward || phase != SF_CE_PHASE_FULL ? NULL : loss;
+    a.loss = backward || rt->recomputing || phase != SF_CE_PHASE_FULL ? NULL : loss;
     a.eval = rt->eval;
     a.stats = p->inner >= 0 ? rt->inner[p->inner].stats : NULL;
     a.phase = phase;
     if (o->type == SF_OP_BATCHNORM) {
         int64_t c0 = rt->bn_chan[p->op];
         a.running = rt->bn_running + 2 * c0;
-        a.bn_sums = backward || rt->eval ? NULL : rt->bn_sums + 3 * c0;
+        a.bn_sums = backward || rt->eval || rt->recomputing ? NULL : rt->bn_sums + 3 * c0;
     }
     if (backward) {
         a.grad_out = (const float *const *)p->gout;
@@ -2390,10 +2551,16 @@ static sf_status gather_op(sf_runtime *rt, int op, int backward, sf_error *err) 
 /* Before the backward of op: the recomputation of the flagged parts it needs
  * (setup_recompute), in forward order. */
 static sf_status recompute_before(sf_runtime *rt, int op, sf_error *err) {
-    (void)rt;
-    (void)op;
-    (void)err;
-    return SF_OK;
+    sf_status st = SF_OK;
+    rt->recomputing = 1;
+    for (int i = rt->rc_start[op]; i < rt->rc_start[op + 1] && st == SF_OK; i++) {
+        rt_part *p = rt->rc_list[i];
+        double t0 = sf_now_s();
+        st = run_kernel(rt, p, 0, NULL, err);
+        event(rt, SF_RT_FWD, t0, p->op, p->part, -1, 0);
+    }
+    rt->recomputing = 0;
+    return st;
 }
 
 /* The operators in id order, each at its point of the plan: ZeRO-3's gathers

@@ -61,9 +61,10 @@ int main(void) {
         sf_strategy_free(s);
         sf_graph_free(g);
     }
-    /* Adam and AdamW (ring and parameter server), ZeRO stages 1-3 */
-    static const rc_family *const families[] = {&rc_adam_family, &rc_zero_family};
-    for (int fi = 0; fi < 2; fi++) {
+    /* Adam and AdamW (ring and parameter server), ZeRO stages 1-3, recomputation */
+    static const rc_family *const families[] = {&rc_adam_family, &rc_zero_family,
+                                                &rc_recompute_family};
+    for (int fi = 0; fi < 3; fi++) {
         const rc_family *f = families[fi];
         sf_graph *g = NULL;
         rc_job one;

@@ -26,7 +26,9 @@
  * attribute splits with halos, parameter splits and sample splits between
  * consecutive operators, so every edge re-partitions. The Adam cases
  * (rc_adam_case) train with Adam and AdamW instead, ring and parameter server;
- * the ZeRO cases (rc_zero_case) shard them at stages 1-3.
+ * the ZeRO cases (rc_zero_case) shard them at stages 1-3; the recomputation
+ * cases (rc_recompute_case) recompute every operator's forward before its
+ * backward.
  */
 #ifndef SOAPFLOW_TESTS_RUNTIME_CASES_H
 #define SOAPFLOW_TESTS_RUNTIME_CASES_H
@@ -914,9 +916,41 @@ static int rc_zero_case(const sf_graph *g, int n, int i, int n_random,
     return 1;
 }
 
+/* ---- the recomputation cases ------------------------------------------------- */
+
+/* Recomputation (sf_config.recompute on every operator with a backward, the
+ * baselines' recompute=full) on P ranks against one rank without it:
+ * lenet5, the MLP, the residual CNN and the small GPT, under data parallelism
+ * and a random strategy, SGD. RC_RECOMPUTE_CASES; case i: model i / 2, data or
+ * random by i % 2. */
+#define RC_RECOMPUTE_CASES 8
+
+static int rc_recompute_model(int i) {
+    static const int models[4] = {0, 1, 2, 5};
+    return models[i / 2];
+}
+static sf_optimizer_kind rc_recompute_optimizer(int i) {
+    (void)i;
+    return SF_OPTIMIZER_SGD;
+}
+static int rc_recompute_case(const sf_graph *g, int n, int i, int n_random, sf_strategy *s,
+                             char *what, size_t cap, rc_job *j) {
+    int bulk;
+    int ok = rc_strategy(g, n, i % 2 ? 5 : 0, n_random, s, what, cap, &bulk);
+    if (ok <= 0) return ok;
+    for (int op = 0; op < sf_graph_num_ops(g); op++)
+        if (sf_graph_op(g, op)->type != SF_OP_INPUT) sf_strategy_config(s, op)->recompute = 1;
+    if (rc_job_init(j, g, s, 0)) return -1;
+    size_t len = strlen(what);
+    snprintf(what + len, cap - len, ", recompute");
+    return 1;
+}
+
 static RC_UNUSED_OK const rc_family rc_adam_family = {RC_ADAM_CASES, 4, rc_adam_model,
                                                       rc_adam_optimizer, rc_adam_case};
 static RC_UNUSED_OK const rc_family rc_zero_family = {RC_ZERO_CASES, 6, rc_zero_model,
                                                       rc_zero_optimizer, rc_zero_case};
+static RC_UNUSED_OK const rc_family rc_recompute_family = {
+    RC_RECOMPUTE_CASES, 2, rc_recompute_model, rc_recompute_optimizer, rc_recompute_case};
 
 #endif

@@ -158,6 +158,13 @@ static void test_zero(void **state) {
     run_family(&rc_zero_family);
 }
 
+/* Recomputation of every operator (rc_recompute_case: data and a random
+ * strategy) against one rank without it. */
+static void test_recompute(void **state) {
+    (void)state;
+    run_family(&rc_recompute_family);
+}
+
 /* Attention with dropout of its probabilities, split on heads among the rest:
  * the dropout is on (the losses differ from those without it), and P ranks
  * draw one rank's mask. */
@@ -276,6 +283,7 @@ int main(void) {
         cmocka_unit_test(test_linears),
         cmocka_unit_test(test_adam),
         cmocka_unit_test(test_zero),
+        cmocka_unit_test(test_recompute),
         cmocka_unit_test(test_attention_dropout),
         cmocka_unit_test(test_upsample),
     };

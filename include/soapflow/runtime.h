@@ -33,13 +33,13 @@
  * bias correction from the step count, sf_runtime_steps + 1).
  *
  * Memory: the output and output-gradient tiles of the parts a rank runs, the
- * input regions (and their gradients) they read, one send buffer per message
- * out and one receive buffer per message in, and the full parameter layout
- * (weights, gradient, momentum; Adam's second moment too) of every weight group
- * the rank takes part in
- * (kernels take weights in full layout; only the shard's elements are read,
- * reduced and updated). All of it is sized first and reserved at once: a step
- * allocates nothing.
+ * input regions (and their gradients) they read, message buffers, each alive
+ * only over its points of the step (docs/runtime.md, "Memory"), so that
+ * buffers whose lives do not meet share memory; and of every weight group the
+ * rank takes part in, the elements of its shards (kernels address weights in
+ * full layout; only the shard's elements are touched, reduced and updated;
+ * under ZeRO the rank's chunks). All of it is planned first and reserved at
+ * once: a step allocates nothing.
  */
 #ifndef SOAPFLOW_RUNTIME_H
 #define SOAPFLOW_RUNTIME_H
@@ -184,8 +184,16 @@ SF_API void sf_runtime_set_lr(sf_runtime *rt, double lr);
  * bias correction counts from it, so a resumed run sets it before its first step. */
 SF_API int64_t sf_runtime_steps(const sf_runtime *rt);
 SF_API void sf_runtime_set_steps(sf_runtime *rt, int64_t steps);
-/* Bytes this rank reserved (tensors, buffers, parameters, workspace). */
+/* Bytes this rank reserved: the one block its tensors and buffers share (each
+ * alive over its part of the step, those whose lives do not meet in the same
+ * memory), and what it holds of its weight groups (its shards' weights,
+ * gradients and optimizer state; under ZeRO its chunks, and the rest of a
+ * shard as far as a pass gathers it). */
 SF_API int64_t sf_runtime_reserved_bytes(const sf_runtime *rt);
+/* The most bytes this rank holds at one point of a step (training): the
+ * tensors and buffers alive there and the weight groups' share, as the memory
+ * plan lays the step out (docs/runtime.md, "Memory"). */
+SF_API int64_t sf_runtime_peak_bytes(const sf_runtime *rt);
 
 /* What this rank did in its last step, for a measured timeline. */
 typedef enum sf_rt_event_kind {
@@ -224,9 +232,9 @@ SF_API sf_status sf_runtime_write_trace(const char *path, const sf_graph *g,
 
 /* Gather every rank's events of rt's last step on rank 0 and write them there
  * as a measured trace (sf_runtime_write_trace). Collective over c. */
-SF_API sf_status sf_runtime_write_measured_trace(sf_comm *c, const sf_runtime *rt,
-                                                 const char *path, const sf_graph *g,
-                                                 const struct sf_machine *m, sf_error *err);
+SF_API sf_status sf_runtime_write_measured_trace(sf_comm *c, const sf_runtime *rt, const char *path,
+                                                 const sf_graph *g, const struct sf_machine *m,
+                                                 sf_error *err);
 
 /* ---- parameters in full layout ------------------------------------------------- */
 

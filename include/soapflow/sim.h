@@ -50,11 +50,11 @@ extern "C" {
 
 /* What a device's memory holds (the timeline's breakdown of a peak). */
 typedef enum sf_sim_mem_kind {
-    SF_SIM_MEM_WEIGHTS = 0, /* weights, their gradients and the optimizer's state */
-    SF_SIM_MEM_ACTIVATIONS, /* the parts' outputs and what they save for backward */
-    SF_SIM_MEM_RECEIVED,    /* copies of input regions and partial sums from other devices */
-    SF_SIM_MEM_ACT_GRADS,   /* gradients of activations during the backward pass */
-    SF_SIM_MEM_GATHERED,    /* ZeRO-3: a shard's weights gathered whole around a use */
+    SF_SIM_MEM_WEIGHTS = 0,  /* weights, their gradients and the optimizer's state */
+    SF_SIM_MEM_ACTIVATIONS,  /* the parts' outputs and what they save for backward */
+    SF_SIM_MEM_RECEIVED,     /* copies of input regions and partial sums from other devices */
+    SF_SIM_MEM_ACT_GRADS,    /* gradients of activations during the backward pass */
+    SF_SIM_MEM_GATHERED,     /* ZeRO-3: a shard's weights gathered whole around a use */
     SF_SIM_MEM_WEIGHT_GRADS, /* ZeRO-2/3: a shard's whole gradient before its reduce-scatter */
     SF_SIM_MEM_RECOMPUTED,   /* recomputation: a part's outputs and saved tensors, from its
                               * recompute task to its backward task */
@@ -82,6 +82,14 @@ typedef struct sf_sim_options {
                                     * alive at once, device_mem_bytes) */
     double memory_headroom;        /* with memory_timeline: the share of each device's memory
                                     * kept free (allocator slack, the framework's own), in [0, 1) */
+    int runtime_memory;            /* count memory as soapflow's runtime holds it (train's
+                                    * prediction of its ranks): a part saves its outputs
+                                    * alone (its CPU kernels recompute the rest in backward:
+                                    * attention's Q, K, V and probabilities, an LSTM's
+                                    * gates), a local pair that is not read in place is a
+                                    * copy in the consumer's input buffer from its forward
+                                    * to its backward. Default 0: the operators' own counts
+                                    * (what PyTorch's modules save) */
     int64_t max_tasks;             /* 0 (default): no limit; else a full simulation whose task
                                     * graph grows past this many tasks stops with SF_ERR_RANGE
                                     * before it is laid out, and a delta update is cut off

@@ -52,7 +52,9 @@ static int usage(FILE *out) {
         "Train a model with a strategy on P MPI ranks, one rank per device of the\n"
         "strategy's machine, with the real kernels, messages and all-reduces. Prints the\n"
         "loss as it goes, the measured iteration time (median after warm-up) beside the\n"
-        "simulator's prediction for the same strategy and machine, and, for image\n"
+        "simulator's prediction for the same strategy and machine, the memory a rank\n"
+        "reserved and its peak used beside the simulator's peak for that device (its\n"
+        "memory timeline, counted as this runtime holds memory), and, for image\n"
         "classification data, the test accuracy. Without mpirun it runs as one rank.\n"
         "\n"
         "options:\n"
@@ -102,7 +104,8 @@ static int usage(FILE *out) {
         "                         steps of the scheme (docs/runtime.md)\n"
         "  --log-every N          steps between loss lines (default: about 10 per epoch)\n"
         "  --reference-kernels    the plain reference kernels instead of the fast ones\n"
-        "  --json                 print a JSON summary instead of the report\n"
+        "  --json                 print a JSON summary instead of the report (per rank:\n"
+        "                         reserved_bytes, peak_bytes, predicted_peak_bytes)\n"
         "  -h, --help             this help\n"
         "\n"
         "The default batch is 64 a rank: every command's default is 64 per device of its\n"
@@ -499,7 +502,7 @@ typedef struct train_state {
     float **v2;          /* Adam's second moment; NULL under SGD */
     int64_t *order;
     double predicted_s;
-    double predicted_peak;
+    double *predicted_peak; /* [ranks] each device's peak on the simulator's memory timeline */
 } train_state;
 
 /* Everything that can fail before training, on every rank alike. */
@@ -565,6 +568,8 @@ static int predict(train_state *t, sf_error *err) {
     sf_sim_options_default(&so);
     so.sync = strcmp(t->o.sync, "bulk") ? SF_SYNC_OVERLAP : SF_SYNC_BULK;
     so.scheme = t->o.scheme;
+    so.memory_timeline = 1; /* memory as the schedule lives it, */
+    so.runtime_memory = 1;  /* and as this runtime holds it */
     sf_sim *sim = sf_sim_new(t->g, t->m, cm, &so, err);
     sf_sim_result r;
     if (!sim || sf_sim_run(sim, t->s, &r, err) != SF_OK) {
@@ -573,7 +578,14 @@ static int predict(train_state *t, sf_error *err) {
         return sf_cli_fail_err(err);
     }
     t->predicted_s = r.iter_s;
-    t->predicted_peak = r.peak_mem_bytes;
+    t->predicted_peak = calloc((size_t)t->ranks, sizeof *t->predicted_peak);
+    if (!t->predicted_peak) {
+        sf_sim_free(sim);
+        sf_cost_free(cm);
+        return sf_cli_fail("out of memory");
+    }
+    for (int d = 0; d < t->ranks && d < r.n_devices; d++)
+        t->predicted_peak[d] = r.device_live_bytes ? r.device_live_bytes[d] : r.peak_mem_bytes;
     sf_cli_cost_model_report(cm); /* simulate's warning when the costs file misses tasks */
     sf_sim_free(sim);
     sf_cost_free(cm);
@@ -583,6 +595,7 @@ static int predict(train_state *t, sf_error *err) {
 /* Gather every rank's events of the last step on rank 0 and write the trace
  * there (validate writes its measured traces with it too). */
 static void state_free(train_state *t) {
+    free(t->predicted_peak);
     sf_runtime_free(t->rt);
     sf_batch_bufs_free(t->bb);
     if (t->g) {
@@ -793,11 +806,13 @@ int sf_cmd_train(int argc, char **argv) {
     if (st == SF_OK && !synthetic) st = evaluate(&t, &acc, &acc_seen, &err);
     if (st == SF_OK && t.o.save)
         st = checkpoint(&t, step0 + total, seed, cosine ? lr_steps : 0, &err);
-    /* every rank's reserved bytes, for the report */
-    double *peak = calloc((size_t)t.ranks, sizeof *peak);
-    if (st == SF_OK && peak) {
+    /* every rank's reserved and peak bytes, for the report */
+    double *peak = calloc((size_t)(2 * t.ranks), sizeof *peak);
+    if (st == SF_OK && !peak) st = sf_error_set(&err, SF_ERR_NOMEM, "out of memory");
+    if (st == SF_OK) {
         peak[t.rank] = (double)sf_runtime_reserved_bytes(t.rt);
-        st = sf_comm_sum(t.comm, peak, t.ranks);
+        peak[t.ranks + t.rank] = (double)sf_runtime_peak_bytes(t.rt);
+        st = sf_comm_sum(t.comm, peak, 2 * t.ranks);
     }
     if (st != SF_OK) {
         if (t.rank == 0) sf_cli_fail_err(&err);
@@ -811,8 +826,9 @@ int sf_cmd_train(int argc, char **argv) {
         int64_t warm = total > 10 ? total / 10 : (total > 1 ? 1 : 0);
         int64_t nm = total - warm;
         double med = sf_median(times + warm, nm);
-        double peak_max = 0;
-        for (int r = 0; r < t.ranks; r++) peak_max = fmax(peak_max, peak[r]);
+        int top = 0; /* the rank with the largest peak */
+        for (int r = 1; r < t.ranks; r++)
+            if (peak[t.ranks + r] > peak[t.ranks + top]) top = r;
         if (t.o.json) {
             json_t *j = json_object();
             json_object_set_new(j, "model", json_string(sf_graph_name(t.g)));
@@ -832,11 +848,15 @@ int sf_cmd_train(int argc, char **argv) {
             sf_cli_json_set_number(j, "iter_ms", med * 1e3);
             sf_cli_json_set_number(j, "images_per_s", (double)batch / med);
             sf_cli_json_set_number(j, "predicted_iter_ms", t.predicted_s * 1e3);
-            json_t *pk = json_array();
-            for (int r = 0; r < t.ranks; r++)
+            json_t *pk = json_array(), *pu = json_array(), *pp = json_array();
+            for (int r = 0; r < t.ranks; r++) {
                 json_array_append_new(pk, json_integer((json_int_t)peak[r]));
+                json_array_append_new(pu, json_integer((json_int_t)peak[t.ranks + r]));
+                json_array_append_new(pp, sf_cli_json_number(t.predicted_peak[r]));
+            }
             json_object_set_new(j, "reserved_bytes", pk);
-            sf_cli_json_set_number(j, "predicted_peak_bytes", t.predicted_peak);
+            json_object_set_new(j, "peak_bytes", pu);
+            json_object_set_new(j, "predicted_peak_bytes", pp);
             if (!synthetic) {
                 /* null, with the reason, when no batch fitted the test split */
                 if (acc >= 0)
@@ -848,15 +868,19 @@ int sf_cmd_train(int argc, char **argv) {
             }
             sf_cli_print_json(j);
         } else {
-            char b1[32], b2[32];
+            char b1[32], b2[32], b3[32];
             printf("iteration     measured %.3f ms (median of %lld after %lld warm-up), "
                    "predicted %.3f ms (%+.0f%%)\n",
                    med * 1e3, (long long)nm, (long long)warm, t.predicted_s * 1e3,
                    (t.predicted_s / med - 1) * 100);
             printf("throughput    %.0f images/s\n", (double)batch / med);
-            printf("memory        %s reserved on the largest rank, %s predicted peak\n",
-                   sf_fmt_bytes(peak_max, b1, sizeof b1),
-                   sf_fmt_bytes(t.predicted_peak, b2, sizeof b2));
+            double pred = t.predicted_peak[top];
+            printf("memory        rank %d: %s reserved, %s peak used, %s predicted peak "
+                   "(%+.0f%%)\n",
+                   top, sf_fmt_bytes(peak[top], b1, sizeof b1),
+                   sf_fmt_bytes(peak[t.ranks + top], b2, sizeof b2),
+                   sf_fmt_bytes(pred, b3, sizeof b3),
+                   pred > 0 ? (peak[t.ranks + top] / pred - 1) * 100 : 0.0);
             printf("loss          %.4f -> %.4f\n", losses[0], losses[total - 1]);
             if (acc >= 0)
                 printf("test accuracy %.2f%% (%lld samples of %s)\n", acc * 100,

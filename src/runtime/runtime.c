@@ -44,6 +44,34 @@
 
 #define ALIGN 64
 
+/* The memory plan (place_tensors, plan_memory). A step is a sequence of
+ * points, the same on every rank: START, the forward of each operator in id
+ * order (pt_f), the backward of each in reverse (pt_b), END. Every buffer the
+ * runtime carves lives over up to RT_LIVES intervals of points (inclusive);
+ * buffers whose lives do not meet share memory in the one block, whose size
+ * the plan decides before anything is allocated (ggml-alloc's way: measure,
+ * then reserve once), so a step still allocates nothing. A `virt` record is
+ * memory held outside the block (weights, gradients, optimizer state, in the
+ * groups' buffers): counted, not placed. */
+#define RT_LIVES 4
+typedef struct rt_life {
+    int n;
+    int32_t from[RT_LIVES], to[RT_LIVES];
+    uint8_t zero; /* zeroed at the start of each life (accumulated gradients) */
+    uint8_t virt;
+} rt_life;
+
+typedef struct rt_rec {
+    size_t bytes, off;
+    rt_life life;
+} rt_rec;
+
+typedef struct rt_zero { /* a buffer zeroed at the start of a point */
+    int32_t point;
+    float *p;
+    size_t n;
+} rt_zero;
+
 typedef struct rt_part rt_part;
 
 /* One pair of the task graph that touches this rank. */
@@ -83,6 +111,8 @@ struct rt_part {
     int cons_start, n_cons; /* links where this part consumes: rt->cons_links[] */
     int prod_start, n_prod; /* remote links where it produces: rt->prod_links[] */
     int group;              /* rt->groups index of its weight group, -1 when none */
+    rt_life *out_life;      /* [n_outputs] the outputs' lives when not [forward, backward]
+                             * (recomputation), else NULL */
     int inner;              /* softmax_ce split on its classes: the rt->inner index of
                              * its group of parts, -1 otherwise */
 };
@@ -113,6 +143,7 @@ typedef struct rt_inner {
  * to its output gradient. */
 typedef struct rt_red {
     int prod_op, out; /* the producer and its output */
+    int cons_op;      /* the consumer of the edge */
     int kind;         /* sf_tg_reduce_kind */
     int R;            /* parts of the group, along the reduction */
     int root;         /* SF_REDUCE_ONE: this rank holds the first part */
@@ -154,6 +185,10 @@ typedef struct rt_shard {
     int global;       /* its position in the global order */
     int owner, group; /* owner op, rt->groups index */
     int key_op;       /* lowest operator with an entry of the shard */
+    int max_op;       /* highest one */
+    int fgather_op;   /* ZeRO-3: the forward gather runs when the forward reaches this
+                       * operator, the backward one when the backward does (zero_gates) */
+    int bgather_op;
     int n_devs;
     int comm; /* 1: its sync moves data (its gradient is packed into buf) */
     /* 1: buf is the gradient itself: the slices are one run of the group's
@@ -167,6 +202,9 @@ typedef struct rt_shard {
     int step0, n_steps; /* its steps: rt->sync_steps[step0 .. step0 + n_steps] */
     int zero;           /* its weight group's ZeRO stage (sf_config.zero) */
     int zgroup;         /* with a stage, the group of its reduce-scatter and gathers */
+    double rs_t0;       /* ZeRO-2/3: when its reduce-scatter was posted */
+    int rs_wait_op;     /* ... and the operator whose backward it overlaps (the next
+                         * one below its lowest that has weights), -1: the step's end */
     int cur;            /* the next step to finish */
     int req;            /* the request of step cur, -1 when not posted */
 } rt_shard;
@@ -193,9 +231,8 @@ struct sf_runtime {
     int n_reds, cap_reds;
     int *red_order;      /* [n_reds] by producer, then walk order */
     rt_link **red_links; /* remote links sourced by a reduction, by reduction */
-    int *red_pending;    /* SF_REDUCE_ONE messages sent, waited for at the end */
-    int n_red_pending, cap_red_pending;
-    struct rt_set { /* the reductions' communication groups, made once */
+    int cap_red_pending; /* SF_REDUCE_ONE messages this rank sends */
+    struct rt_set {      /* the reductions' communication groups, made once */
         int n, comm;
         int *devs; /* [n] */
     } * sets;
@@ -212,12 +249,28 @@ struct sf_runtime {
     int *pending; /* [n_steps] requests of parameter-server sends, waited for at the end */
     int n_pending;
     unsigned char *block;
-    size_t block_bytes, used;
+    size_t block_bytes;
     int sizing;
-    float *zero_start; /* activation gradients, zeroed at each step: [zero_start, zero_end) */
-    float *zero_end;
-    void *ws;
-    size_t ws_bytes;
+    rt_rec *recs; /* the plan's records, in carve order */
+    int n_recs, cap_recs, rec_at;
+    int n_points;
+    rt_zero *zl; /* by point */
+    int n_zl;
+    int *zl_start;        /* [n_points + 1] */
+    int64_t held_bytes;   /* weights, gradients and state at rest (virt records) */
+    int64_t peak_bytes;   /* the plan's largest sum of live records at one point */
+    int64_t *point_bytes; /* [n_points] live bytes at each point */
+    int *fwd_wait_req;    /* forward sends and partial sums sent, waited one operator later */
+    int *fwd_wait_op;
+    int n_fwd_wait, cap_fwd_wait;
+    void **ws_at;      /* [n_points] the kernels' workspace at each point (each
+                        * forward and backward point has its own, sized by what
+                        * runs there, so that it lives only there) */
+    size_t *ws_bytes;  /* [n_points] */
+    int32_t cur_point; /* the point the step is at (at_point) */
+    int recomputing;   /* a forward kernel re-run for a backward: no loss, no statistics */
+    int *rc_start;     /* [n_ops + 1] the parts each backward recomputes first: */
+    rt_part **rc_list; /* rc_list[rc_start[op] .. rc_start[op + 1]], in forward order */
     sf_rt_event *ev;
     int n_ev, cap_ev;
     double t_begin;
@@ -353,15 +406,189 @@ static float *link_gdst(const sf_runtime *rt, const rt_link *l, const sf_tile **
 
 /* ---- set-up ---------------------------------------------------------------- */
 
-/* Reserve n bytes of the block (counted only, in the sizing pass). */
-static void *carve(sf_runtime *rt, size_t n) {
-    size_t at = (rt->used + ALIGN - 1) / ALIGN * ALIGN;
-    rt->used = at + n;
-    if (rt->sizing) return NULL;
-    return rt->block + at;
+/* The points of a step (the memory plan's clock). */
+static int32_t pt_f(const sf_runtime *rt, int op) {
+    (void)rt;
+    return 1 + op;
+}
+static int32_t pt_b(const sf_runtime *rt, int op) { return 1 + rt->n_ops + (rt->n_ops - 1 - op); }
+static int32_t pt_end(const sf_runtime *rt) { return 1 + 2 * rt->n_ops; }
+#define PT_START 0
+
+static rt_life life1(int32_t from, int32_t to, int zero) {
+    rt_life l;
+    memset(&l, 0, sizeof l);
+    l.n = 1;
+    l.from[0] = from;
+    l.to[0] = to < from ? from : to;
+    l.zero = (uint8_t)zero;
+    return l;
 }
 
-static float *carve_f(sf_runtime *rt, int64_t n) { return carve(rt, (size_t)n * sizeof(float)); }
+static void life_add(rt_life *l, int32_t from, int32_t to) {
+    if (to < from) to = from;
+    for (int i = 0; i < l->n; i++) /* one that meets or touches an interval widens it */
+        if (from <= l->to[i] + 1 && l->from[i] <= to + 1) {
+            if (from < l->from[i]) l->from[i] = from;
+            if (to > l->to[i]) l->to[i] = to;
+            return;
+        }
+    if (l->n >= RT_LIVES) { /* merge into the last: a longer life, never a shorter one */
+        if (from < l->from[l->n - 1]) l->from[l->n - 1] = from;
+        if (to > l->to[l->n - 1]) l->to[l->n - 1] = to;
+        return;
+    }
+    l->from[l->n] = from;
+    l->to[l->n] = to;
+    l->n++;
+}
+
+/* Record (sizing pass) or place (placing pass: the plan's offset of the same
+ * record, the carves coming in the same order) n bytes living over *lf. */
+static void *carve_life(sf_runtime *rt, size_t n, const rt_life *lf) {
+    if (rt->sizing) {
+        if (rt->n_recs == rt->cap_recs) {
+            int cap = rt->cap_recs ? 2 * rt->cap_recs : 256;
+            rt_rec *q = realloc(rt->recs, (size_t)cap * sizeof *q);
+            if (!q) {
+                rt->sizing = -1; /* out of memory: set-up fails */
+                return NULL;
+            }
+            rt->recs = q;
+            rt->cap_recs = cap;
+        }
+        rt->recs[rt->n_recs++] = (rt_rec){.bytes = n, .off = 0, .life = *lf};
+        return NULL;
+    }
+    if (rt->sizing < 0) return NULL;
+    rt_rec *r = &rt->recs[rt->rec_at++];
+    return rt->block + r->off;
+}
+
+static float *carve_f(sf_runtime *rt, int64_t n, const rt_life *lf) {
+    return carve_life(rt, (size_t)n * sizeof(float), lf);
+}
+
+/* Memory held outside the block, counted in the plan (sizing pass only). */
+static void hold(sf_runtime *rt, double bytes, rt_life lf) {
+    if (rt->sizing <= 0 || bytes <= 0) return;
+    lf.virt = 1;
+    carve_life(rt, (size_t)bytes, &lf);
+}
+
+static int lives_meet(const rt_life *a, const rt_life *b) {
+    for (int i = 0; i < a->n; i++)
+        for (int j = 0; j < b->n; j++)
+            if (a->from[i] <= b->to[j] && b->from[j] <= a->to[i]) return 1;
+    return 0;
+}
+
+static int rec_size_cmp(const void *pa, const void *pb) {
+    const rt_rec *a = *(rt_rec *const *)pa, *b = *(rt_rec *const *)pb;
+    if (a->bytes != b->bytes) return a->bytes > b->bytes ? -1 : 1;
+    return a < b ? -1 : a > b;
+}
+
+static int rec_off_cmp(const void *pa, const void *pb) {
+    const rt_rec *a = *(rt_rec *const *)pa, *b = *(rt_rec *const *)pb;
+    return a->off < b->off ? -1 : a->off > b->off;
+}
+
+/* Offsets for the block's records: largest first, each at the lowest aligned
+ * offset where it meets no placed record that is alive at a point it is
+ * (greedy best-fit by size, as ggml-alloc's planner). The block's size, the
+ * peak of live bytes and the bytes held outside it. -1 when out of memory. */
+static int plan_memory(sf_runtime *rt) {
+    int n = rt->n_recs;
+    rt_rec **by = malloc((size_t)(n ? n : 1) * sizeof *by);
+    rt_rec **meet = malloc((size_t)(n ? n : 1) * sizeof *meet);
+    rt->point_bytes = calloc((size_t)rt->n_points + 1, sizeof *rt->point_bytes);
+    if (!by || !meet || !rt->point_bytes) {
+        free(by);
+        free(meet);
+        return -1;
+    }
+    int nb = 0;
+    for (int i = 0; i < n; i++)
+        if (!rt->recs[i].life.virt) by[nb++] = &rt->recs[i];
+    qsort(by, (size_t)nb, sizeof *by, rec_size_cmp);
+    size_t top = 0;
+    for (int i = 0; i < nb; i++) {
+        rt_rec *r = by[i];
+        int nm = 0;
+        for (int j = 0; j < i; j++)
+            if (lives_meet(&by[j]->life, &r->life)) meet[nm++] = by[j];
+        qsort(meet, (size_t)nm, sizeof *meet, rec_off_cmp);
+        size_t at = 0;
+        for (int j = 0; j < nm; j++) {
+            if (meet[j]->off >= at + r->bytes) break; /* the gap before it fits */
+            size_t end = (meet[j]->off + meet[j]->bytes + ALIGN - 1) / ALIGN * ALIGN;
+            if (end > at) at = end;
+        }
+        r->off = at;
+        if (at + r->bytes > top) top = at + r->bytes;
+    }
+    free(by);
+    free(meet);
+    rt->block_bytes = top + ALIGN;
+    /* live bytes per point: a difference array over the lives */
+    int64_t *d = rt->point_bytes;
+    rt->held_bytes = 0;
+    for (int i = 0; i < n; i++) {
+        const rt_rec *r = &rt->recs[i];
+        for (int k = 0; k < r->life.n; k++) {
+            d[r->life.from[k]] += (int64_t)r->bytes;
+            d[r->life.to[k] + 1] -= (int64_t)r->bytes;
+        }
+        if (r->life.virt && r->life.n == 1 && r->life.from[0] == PT_START &&
+            r->life.to[0] == pt_end(rt))
+            rt->held_bytes += (int64_t)r->bytes;
+    }
+    rt->peak_bytes = 0;
+    for (int p = 0; p < rt->n_points; p++) {
+        if (p) d[p] += d[p - 1];
+        if (d[p] > rt->peak_bytes) rt->peak_bytes = d[p];
+    }
+    return 0;
+}
+
+/* After placing: the buffers to zero at the start of each point (the
+ * gradients the kernels accumulate into), by point. -1 when out of memory. */
+static int plan_zeroing(sf_runtime *rt) {
+    int n = 0;
+    for (int i = 0; i < rt->n_recs; i++)
+        if (rt->recs[i].life.zero && !rt->recs[i].life.virt) n += rt->recs[i].life.n;
+    rt->zl = malloc((size_t)(n ? n : 1) * sizeof *rt->zl);
+    rt->zl_start = calloc((size_t)rt->n_points + 1, sizeof *rt->zl_start);
+    if (!rt->zl || !rt->zl_start) return -1;
+    for (int i = 0; i < rt->n_recs; i++) {
+        const rt_rec *r = &rt->recs[i];
+        if (!r->life.zero || r->life.virt) continue;
+        for (int k = 0; k < r->life.n; k++) rt->zl_start[r->life.from[k] + 1]++;
+    }
+    for (int p = 0; p < rt->n_points; p++) rt->zl_start[p + 1] += rt->zl_start[p];
+    int *fill = calloc((size_t)rt->n_points + 1, sizeof *fill);
+    if (!fill) return -1;
+    for (int i = 0; i < rt->n_recs; i++) {
+        const rt_rec *r = &rt->recs[i];
+        if (!r->life.zero || r->life.virt) continue;
+        for (int k = 0; k < r->life.n; k++) {
+            int32_t p = r->life.from[k];
+            rt->zl[rt->zl_start[p] + fill[p]++] =
+                (rt_zero){p, (float *)(rt->block + r->off), r->bytes / sizeof(float)};
+        }
+    }
+    free(fill);
+    rt->n_zl = n;
+    return 0;
+}
+
+/* What starts at point p: its gradients zeroed. */
+static void at_point(sf_runtime *rt, int32_t p) {
+    rt->cur_point = p;
+    for (int i = rt->zl_start[p]; i < rt->zl_start[p + 1]; i++)
+        memset(rt->zl[i].p, 0, rt->zl[i].n * sizeof(float));
+}
 
 static int op_has_bwd(const sf_op *op) { return op->type != SF_OP_INPUT; }
 
@@ -372,85 +599,221 @@ static int64_t tile_rows(const sf_tile *t) {
     return r;
 }
 
-/* The tensors of every part, in two passes: activations and their inputs
- * first, then (contiguous, for one memset per step) the gradients. */
+/* The first point at which part p's output gradient receives anything: the
+ * backward of its latest local consumer (they add into it, or write in
+ * place), else its own backward (remote consumers' gradients arrive then). */
+static int32_t gout_from(const sf_runtime *rt, const rt_part *p) {
+    int32_t from = pt_b(rt, p->op);
+    for (int i = 0; i < rt->n_links; i++) {
+        const rt_link *l = &rt->links[i];
+        if (l->prod == p && l->peer < 0 && l->red < 0 && l->grad && pt_b(rt, l->cons_op) < from)
+            from = pt_b(rt, l->cons_op);
+    }
+    return from;
+}
+
+/* The elements of this rank's chunk of shard sh (its UPDATE step's), or -1
+ * when it does not update the shard (a parameter server's replica). */
+static int64_t shard_chunk(const sf_runtime *rt, const rt_shard *sh) {
+    if (!sh->comm) return sh->numel;
+    for (int q = 0; q < sh->n_steps; q++)
+        if (rt->sync_steps[sh->step0 + q].kind == SF_STEP_UPDATE)
+            return rt->sync_steps[sh->step0 + q].numel;
+    return -1;
+}
+
+/* What a rank holds of its weight groups, counted into the plan (their buffers
+ * are the groups' own, in full layout, of which the rank touches only these
+ * elements): per shard its weights and gradient, and where it updates, the
+ * optimizer's state; under ZeRO the chunk it updates of the state (stage 1),
+ * of the gradient (2) and of the weights (3), the rest of the gradient held
+ * from the shard's first backward to the sync's end, and at stage 3 the rest of
+ * the weights from each gather to the last use it serves (the simulator's
+ * entries, sim_build.c zero_mem). */
+static void hold_weights(sf_runtime *rt) {
+    int slots = rt->o.optimizer == SF_OPTIMIZER_SGD ? 1 : 2;
+    rt_life always = life1(PT_START, pt_end(rt), 0);
+    for (int i = 0; i < rt->n_shards; i++) {
+        const rt_shard *sh = &rt->shards[i];
+        double n = (double)sh->numel * 4, c = (double)shard_chunk(rt, sh) * 4;
+        int z = sh->comm ? sh->zero : 0;
+        hold(rt, z >= SF_ZERO_WEIGHTS ? c : n, always);
+        hold(rt, z >= SF_ZERO_GRADIENTS ? c : n, always);
+        if (c >= 0) hold(rt, slots * (z >= SF_ZERO_OPTIMIZER ? c : n), always);
+        if (z >= SF_ZERO_GRADIENTS) /* to its reduce-scatter's end (rs_wait) */
+            hold(rt, n - c,
+                 life1(pt_b(rt, sh->max_op),
+                       rt->o.sync == SF_SYNC_BULK || sh->rs_wait_op < 0 ? pt_end(rt)
+                                                                        : pt_b(rt, sh->rs_wait_op),
+                       0));
+        if (z >= SF_ZERO_WEIGHTS) {
+            rt_life lw = life1(pt_f(rt, sh->fgather_op), pt_f(rt, sh->max_op), 0);
+            life_add(&lw, pt_b(rt, sh->bgather_op), pt_b(rt, sh->key_op));
+            hold(rt, n - c, lw);
+        }
+    }
+}
+
+/* Operators whose backward kernels never read their forward output (the
+ * partial-sum producers: their sum may then replace their output). */
+static int bwd_reads_no_output(sf_op_type t) {
+    return t == SF_OP_LINEAR || t == SF_OP_MATMUL || t == SF_OP_CONV2D || t == SF_OP_ATTENTION ||
+           t == SF_OP_EMBEDDING || t == SF_OP_CONV_TRANSPOSE2D;
+}
+
+/* Whether reduction r's all-reduce runs in place on its part's output (which
+ * then holds the sum, as Megatron's row-parallel layer all-reduces its output):
+ * an all-reduce of the one part this rank holds of the group, the only
+ * reduction of that output here, from an operator whose backward does not
+ * read its output. */
+static int red_in_place(const sf_runtime *rt, const rt_red *r) {
+    if (r->kind != SF_REDUCE_ALL || r->pos < 0 || !r->mine[r->pos]) return 0;
+    const rt_part *p = r->mine[r->pos];
+    if (!bwd_reads_no_output(p->o->type) || sf_tile_numel(&p->out_tile[r->out]) != r->numel)
+        return 0;
+    for (int q = 0; q < r->R; q++)
+        if (q != r->pos && r->mine[q]) return 0;
+    for (int i = 0; i < rt->n_reds; i++) {
+        const rt_red *o = &rt->reds[i];
+        if (o == r || o->prod_op != r->prod_op || o->out != r->out) continue;
+        for (int q = 0; q < o->R; q++)
+            if (o->mine[q] == p) return 0;
+    }
+    return 1;
+}
+
+/* The tensors of every part, each with its life in the step. */
 static void place_tensors(sf_runtime *rt) {
     const sf_tile *lay;
+    int32_t end = pt_end(rt);
+    for (int i = 0; i < rt->n_parts; i++) {
+        rt_part *p = &rt->parts[i];
+        const sf_op *o = p->o;
+        int32_t f = pt_f(rt, p->op), b = op_has_bwd(o) ? pt_b(rt, p->op) : end;
+        for (int k = 0; k < o->n_outputs; k++) {
+            rt_life lf = p->out_life ? p->out_life[k] : life1(f, b, 0);
+            p->out[k] = carve_f(rt, sf_tile_numel(&p->out_tile[k]), &lf);
+        }
+    }
     for (int i = 0; i < rt->n_reds; i++) {
         rt_red *r = &rt->reds[i];
         int sum_here = r->kind != SF_REDUCE_ONE || r->root;
-        r->buf = sum_here ? carve_f(rt, r->numel) : NULL;
-        r->rbuf = r->kind == SF_REDUCE_ONE && r->root ? carve_f(rt, r->numel) : NULL;
+        /* the sum is read by the pairs: sent at once, copied by a local
+         * consumer's forward, or read in place there, backward too */
+        int32_t last = pt_f(rt, r->cons_op);
+        for (int q = 0; q < rt->n_links; q++)
+            if (rt->links[q].red == i && rt->links[q].alias) last = pt_b(rt, r->prod_op);
+        rt_life lf = life1(pt_f(rt, r->prod_op), last, 0);
+        rt_life lr = life1(pt_f(rt, r->prod_op), pt_f(rt, r->prod_op), 0);
+        if (red_in_place(rt, r))
+            r->buf = r->mine[r->pos]->out[r->out];
+        else
+            r->buf = sum_here ? carve_f(rt, r->numel, &lf) : NULL;
+        r->rbuf = r->kind == SF_REDUCE_ONE && r->root ? carve_f(rt, r->numel, &lr) : NULL;
     }
     for (int i = 0; i < rt->n_parts; i++) {
         rt_part *p = &rt->parts[i];
         const sf_op *o = p->o;
-        for (int k = 0; k < o->n_outputs; k++)
-            p->out[k] = carve_f(rt, sf_tile_numel(&p->out_tile[k]));
+        int32_t f = pt_f(rt, p->op), b = op_has_bwd(o) ? pt_b(rt, p->op) : end;
+        rt_life li = life1(f, b, 0);
         for (int k = 0; k < o->n_inputs; k++) {
             const rt_link *l = p->in_alias[k];
-            p->in[k] = l ? link_src(rt, l, &lay) : carve_f(rt, sf_tile_numel(&p->in_region[k]));
+            if (l)
+                p->in[k] = link_src(rt, l, &lay);
+            else
+                p->in[k] = carve_f(rt, sf_tile_numel(&p->in_region[k]), &li);
         }
         if (o->type == SF_OP_SOFTMAX_CE)
-            p->labels = carve(rt, (size_t)(p->rows > 0 ? p->rows : 1) * sizeof(int32_t));
+            p->labels = carve_life(rt, (size_t)(p->rows > 0 ? p->rows : 1) * sizeof(int32_t), &li);
     }
-    for (int i = 0; i < rt->n_inner; i++) rt->inner[i].stats = carve_f(rt, 3 * rt->inner[i].rows);
+    for (int i = 0; i < rt->n_inner; i++) {
+        rt_life lf = life1(pt_f(rt, rt->inner[i].op), pt_b(rt, rt->inner[i].op), 0);
+        rt->inner[i].stats = carve_f(rt, 3 * rt->inner[i].rows, &lf);
+    }
     for (int i = 0; i < rt->n_links; i++) {
         rt_link *l = &rt->links[i];
         if (l->peer < 0) continue;
-        l->fbuf = carve_f(rt, l->numel);
+        /* a receive is posted when the step begins; a send is waited for once
+         * the next operator's forward is done */
+        rt_life lf =
+            l->cons
+                ? life1(PT_START, pt_f(rt, l->cons_op), 0)
+                : life1(pt_f(rt, l->prod->op),
+                        pt_f(rt, l->prod->op + 1 < rt->n_ops ? l->prod->op + 1 : l->prod->op), 0);
+        l->fbuf = carve_f(rt, l->numel, &lf);
     }
-    size_t zero_from = (rt->used + ALIGN - 1) / ALIGN * ALIGN;
-    for (int i = 0; i < rt->n_reds; i++) rt->reds[i].gbuf = carve_f(rt, rt->reds[i].numel);
+    for (int i = 0; i < rt->n_reds; i++) {
+        rt_red *r = &rt->reds[i];
+        rt_life lf = life1(pt_b(rt, r->cons_op), pt_b(rt, r->prod_op), 1);
+        r->gbuf = carve_f(rt, r->numel, &lf);
+    }
     for (int i = 0; i < rt->n_parts; i++) {
         rt_part *p = &rt->parts[i];
         const sf_op *o = p->o;
+        if (!op_has_bwd(o)) {
+            for (int k = 0; k < o->n_outputs; k++) p->gout[k] = NULL;
+            for (int k = 0; k < o->n_inputs; k++) p->gin[k] = NULL;
+            continue;
+        }
+        int32_t b = pt_b(rt, p->op);
+        rt_life lg = life1(gout_from(rt, p), b, 1), lb = life1(b, b, 1);
         for (int k = 0; k < o->n_outputs; k++)
-            p->gout[k] = carve_f(rt, sf_tile_numel(&p->out_tile[k]));
+            p->gout[k] = carve_f(rt, sf_tile_numel(&p->out_tile[k]), &lg);
         for (int k = 0; k < o->n_inputs; k++) {
             const sf_op *src = sf_graph_op(rt->g, o->inputs[k].op);
             const rt_link *l = p->in_alias[k];
-            if (!op_has_bwd(o) || !op_has_bwd(src))
+            if (!op_has_bwd(src))
                 p->gin[k] = NULL;
             else if (l && l->alias == 2)
                 p->gin[k] = link_gdst(rt, l, &lay);
             else
-                p->gin[k] = carve_f(rt, sf_tile_numel(&p->in_region[k]));
+                p->gin[k] = carve_f(rt, sf_tile_numel(&p->in_region[k]), &lb);
         }
     }
-    size_t zero_to = rt->used;
     for (int i = 0; i < rt->n_links; i++) {
         rt_link *l = &rt->links[i];
-        if (l->peer >= 0 && l->grad) l->gbuf = carve_f(rt, l->numel);
-    }
-    for (int i = 0; i < rt->n_groups; i++) {
-        rt_group *gr = &rt->groups[i];
-        gr->w = carve_f(rt, gr->n);
-        gr->g = carve_f(rt, gr->n);
-        gr->v = carve_f(rt, gr->n);
-        gr->v2 = rt->o.optimizer == SF_OPTIMIZER_SGD ? NULL : carve_f(rt, gr->n);
+        if (l->peer < 0 || !l->grad) continue;
+        /* a gradient's receive is posted by the producer's backward, which waits
+         * for it; its send is waited for at the end of the step */
+        rt_life lf = l->prod ? life1(pt_b(rt, l->prod->op), pt_b(rt, l->prod->op), 0)
+                             : life1(pt_b(rt, l->cons_op), end, 0);
+        l->gbuf = carve_f(rt, l->numel, &lf);
     }
     for (int i = 0; i < rt->n_shards; i++) {
         rt_shard *sh = &rt->shards[i];
+        /* packed: from the sync's start (the backward of its lowest operator;
+         * bulk: the end); at stage 3 also around each gather before a pass */
+        int32_t s0 = rt->o.sync == SF_SYNC_BULK ? end : pt_b(rt, sh->key_op);
+        rt_life lf = life1(s0, end, 0);
+        if (sh->comm && sh->zero >= SF_ZERO_WEIGHTS) {
+            life_add(&lf, pt_f(rt, sh->fgather_op), pt_f(rt, sh->fgather_op));
+            life_add(&lf, pt_b(rt, sh->bgather_op), pt_b(rt, sh->bgather_op));
+        }
         if (sh->in_place && !rt->sizing)
             sh->buf = rt->groups[sh->group].g + sh->sl[0].offset;
         else if (sh->comm && !sh->in_place)
-            sh->buf = carve_f(rt, sh->numel);
-        for (int q = 0; q < sh->n_steps && !sh->rbuf; q++) {
+            sh->buf = carve_f(rt, sh->numel, &lf);
+        for (int q = 0; q < sh->n_steps; q++) {
             const rt_step *st = &rt->sync_steps[sh->step0 + q];
-            if (st->kind == SF_STEP_P2P && !st->send && st->payload == SF_PAYLOAD_GRAD)
-                sh->rbuf = carve_f(rt, sh->numel);
+            if (st->kind == SF_STEP_P2P && !st->send && st->payload == SF_PAYLOAD_GRAD) {
+                sh->rbuf = carve_f(rt, sh->numel, &lf);
+                break;
+            }
         }
     }
-    rt->ws = carve(rt, rt->ws_bytes);
-    if (!rt->sizing) {
-        rt->zero_start = (float *)(rt->block + zero_from);
-        rt->zero_end = (float *)(rt->block + (zero_to > zero_from ? zero_to : zero_from));
+    for (int32_t q = 0; q < rt->n_points; q++) {
+        rt_life lw = life1(q, q, 0);
+        rt->ws_at[q] = rt->ws_bytes[q] ? carve_life(rt, rt->ws_bytes[q], &lw) : NULL;
     }
+    if (rt->sizing > 0) hold_weights(rt);
 }
 
 static sf_status setup_parts(sf_runtime *rt, sf_error *err) {
     int n = 0;
+    rt->n_points = pt_end(rt) + 1;
+    rt->ws_at = calloc((size_t)rt->n_points, sizeof *rt->ws_at);
+    rt->ws_bytes = calloc((size_t)rt->n_points, sizeof *rt->ws_bytes);
+    if (!rt->ws_at || !rt->ws_bytes) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     for (int op = 0; op < rt->n_ops; op++) {
         const sf_config *c = sf_strategy_get(rt->s, op);
         const sf_op *o = sf_graph_op(rt->g, op);
@@ -509,7 +872,8 @@ static sf_status setup_parts(sf_runtime *rt, sf_error *err) {
             if (o->type == SF_OP_SOFTMAX_CE) q->rows = tile_rows(&q->tile);
             for (int b = 0; b < 2; b++) {
                 size_t w = sf_kernel_workspace_bytes(o, &q->tile, b);
-                if (w > rt->ws_bytes) rt->ws_bytes = w;
+                int32_t at = b ? pt_b(rt, op) : pt_f(rt, op);
+                if (w > rt->ws_bytes[at]) rt->ws_bytes[at] = w;
             }
             if (o->type != SF_OP_INPUT && !sf_kernel_available(o->type, rt->o.fast_kernels))
                 return sf_error_set(
@@ -629,6 +993,7 @@ static sf_status setup_reds(sf_runtime *rt, int x, int k, const sf_tg_pair *pr, 
         rt_red *r = &rt->reds[rt->n_reds];
         memset(r, 0, sizeof *r);
         r->prod_op = prod;
+        r->cons_op = x;
         r->out = o->inputs[k].out;
         r->kind = gr->kind;
         r->R = R;
@@ -769,10 +1134,7 @@ static sf_status setup_link_walks(sf_runtime *rt, int *red_of, int *scr, sf_erro
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     rt->red_links = malloc(nl1 * sizeof *rt->red_links);
     rt->red_order = malloc((size_t)(rt->n_reds ? rt->n_reds : 1) * sizeof *rt->red_order);
-    rt->red_pending =
-        malloc((size_t)(rt->cap_red_pending ? rt->cap_red_pending : 1) * sizeof *rt->red_pending);
-    if (!rt->red_links || !rt->red_order || !rt->red_pending)
-        return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    if (!rt->red_links || !rt->red_order) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     for (int i = 0; i < rt->n_links; i++) {
         rt_link *l = &rt->links[i];
         if (l->cons) l->cons->n_cons++;
@@ -888,7 +1250,7 @@ static sf_status setup_inner(sf_runtime *rt, sf_error *err) {
 
 /* A shard of the global list, before this rank keeps the ones it holds. */
 typedef struct g_shard {
-    int owner, idx, key_op, n_devs, dev_start;
+    int owner, idx, key_op, max_op, n_devs, dev_start;
     int rep_op, rep_part;
     int64_t numel;
     int step0, n_steps; /* its steps in the global step list */
@@ -1008,10 +1370,12 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
         for (int s = 0; s < sy.n_shards; s++) {
             const sf_tg_shard *sh = &sy.shards[s];
             if (g_grow((void **)&L.gs, &L.cap, L.n + 1, sizeof *L.gs)) goto oom;
-            int key = rt->n_ops;
+            int key = rt->n_ops, top = -1;
             int e0 = sy.ent_start[sh->dev_start], e1 = sy.ent_start[sh->dev_start + sh->n_devs];
-            for (int e = e0; e < e1; e++)
+            for (int e = e0; e < e1; e++) {
                 if (sy.ents[e].op < key) key = sy.ents[e].op;
+                if (sy.ents[e].op > top) top = sy.ents[e].op;
+            }
             int ds = g_push_devs(&L, sy.devs + sh->dev_start, sh->n_devs);
             int q0 = ss.shard_start[s], q1 = ss.shard_start[s + 1];
             if (ds < 0 || g_grow((void **)&L.st, &L.cap_st, L.n_st + (q1 - q0), sizeof *L.st))
@@ -1035,6 +1399,7 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
             L.gs[L.n++] = (g_shard){.owner = ow,
                                     .idx = s,
                                     .key_op = key,
+                                    .max_op = top,
                                     .n_devs = sh->n_devs,
                                     .dev_start = ds,
                                     .rep_op = sh->rep_op,
@@ -1063,6 +1428,7 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
             sh->owner = g->owner;
             sh->group = rt->group_of[g->owner];
             sh->key_op = g->key_op;
+            sh->max_op = g->max_op;
             sh->n_devs = g->n_devs;
             sh->comm = g->n_devs > 1;
             sh->step0 = rt->n_sync_steps;
@@ -1116,8 +1482,10 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
         }
         if (sh) {
             sh->n_steps = rt->n_sync_steps - sh->step0;
-            /* a ZeRO shard packs: its all-gathers move weights, not the gradient */
-            sh->in_place = sh->comm && !sh->zero && sf_weight_slices_one_run(sh->sl, sh->n_slices);
+            /* one run of the layout, collectives alone: synced where it lies (a
+             * ZeRO shard's reduce-scatter on its gradient, its all-gathers on
+             * its weights or state), no packed copy */
+            sh->in_place = sh->comm && sf_weight_slices_one_run(sh->sl, sh->n_slices);
             for (int q = 0; q < sh->n_steps; q++)
                 if (rt->sync_steps[sh->step0 + q].kind == SF_STEP_P2P) sh->in_place = 0;
             rt->n_shards++;
@@ -1128,6 +1496,42 @@ static sf_status setup_shards(sf_runtime *rt, sf_error *err) {
 oom:
     g_lists_free(&L);
     return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+}
+
+/* ZeRO-3's prefetch, as the simulator schedules it (sim_build.c,
+ * sim_zero_gate): a shard's forward gather waits for the operator two before
+ * its group's first member (along first inputs) and so runs while the one just
+ * before computes: here, at the start of the forward of the operator after that
+ * gate; its backward gather waits for the backward of the operator two after
+ * its last member (along first consumers): here, at the start of the backward
+ * of the operator before that gate (with no consumer, at the backward's start). */
+static void zero_gates(sf_runtime *rt) {
+    for (int i = 0; i < rt->n_shards; i++) {
+        rt_shard *sh = &rt->shards[i];
+        sh->rs_wait_op = -1;
+        for (int op = sh->key_op - 1; op >= 0 && sh->rs_wait_op < 0; op--)
+            if (sf_taskgraph_owner(rt->tg, op) >= 0) sh->rs_wait_op = op;
+        sh->fgather_op = sh->key_op;
+        sh->bgather_op = sh->max_op;
+        const int *members;
+        int nm = sf_taskgraph_members(rt->tg, sh->owner, &members);
+        if (nm < 1) continue;
+        const sf_op *m = sf_graph_op(rt->g, members[0]);
+        int p = m->n_inputs ? m->inputs[0].op : -1;
+        const sf_op *po = p >= 0 ? sf_graph_op(rt->g, p) : NULL;
+        int gate = po && po->n_inputs ? po->inputs[0].op : p;
+        if (gate >= 0 && gate + 1 < sh->fgather_op) sh->fgather_op = gate + 1;
+        int last = members[nm - 1], at = last;
+        for (int k = 0; k < 2; k++) {
+            const sf_tensor_ref *cons;
+            if (sf_taskgraph_consumers(rt->tg, at, &cons) < 1) break;
+            at = cons[0].op;
+        }
+        if (at == last)
+            sh->bgather_op = rt->n_ops - 1;
+        else if (at - 1 > sh->bgather_op)
+            sh->bgather_op = at - 1;
+    }
 }
 
 /* Every batch norm's running statistics, on every rank, at PyTorch's initial
@@ -1161,6 +1565,170 @@ static sf_status update_buffers(sf_runtime *rt, sf_error *err) {
         sf_batchnorm_update_running(ch, rt->bn_sums + 3 * c0, rt->bn_running + 2 * c0);
     }
     return SF_OK;
+}
+
+/* Whether part p is recomputed: its operator is flagged (sf_config.recompute),
+ * has a backward, and holds no partial sums (whose reductions would have to
+ * run again). */
+static int rc_flagged(const sf_runtime *rt, const rt_part *p) {
+    if (!sf_strategy_get(rt->s, p->op)->recompute || !op_has_bwd(p->o)) return 0;
+    for (int i = 0; i < rt->n_reds; i++)
+        if (rt->reds[i].prod_op == p->op) return 0;
+    return 1;
+}
+
+/* Recomputation (sf_config.recompute), the simulator's rules: a flagged part
+ * keeps each output until the forward of its consumers that are flagged and
+ * the backward of those that are not (what it saves beyond that is dropped at
+ * once: an output nobody reads dies with its forward); before a backward that
+ * needs it (its own, or a local consumer's reading it in place) it re-runs its
+ * forward kernel on its inputs (copies and received regions are kept to the
+ * consumer's backward, so nothing is sent again; a flagged local producer read
+ * in place is recomputed first, in forward order), and the recomputed output
+ * lives to its own backward. Walks the backward points as a step does, once. */
+static sf_status setup_recompute(sf_runtime *rt, sf_error *err) {
+    int n = rt->n_parts;
+    int32_t *end1 = malloc((size_t)(n ? n : 1) * sizeof *end1);
+    int32_t *again = malloc((size_t)(n ? n : 1) * sizeof *again);
+    rt_part **stack = malloc((size_t)(n ? n : 1) * sizeof *stack);
+    rt->rc_start = calloc((size_t)rt->n_ops + 1, sizeof *rt->rc_start);
+    rt->rc_list = malloc((size_t)(n ? n : 1) * sizeof *rt->rc_list);
+    sf_status st = SF_OK;
+    if (!end1 || !again || !stack || !rt->rc_start || !rt->rc_list) {
+        st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < n; i++) {
+        rt_part *p = &rt->parts[i];
+        again[i] = -1;
+        end1[i] = pt_f(rt, p->op);
+        if (!rc_flagged(rt, p)) continue;
+        for (int q = 0; q < rt->n_links; q++) {
+            const rt_link *l = &rt->links[q];
+            if (l->prod != p || l->peer >= 0 || !l->cons) continue;
+            int32_t use = rc_flagged(rt, l->cons) ? pt_f(rt, l->cons_op) : pt_b(rt, l->cons_op);
+            if (use > end1[i]) end1[i] = use;
+        }
+    }
+    int nl = 0;
+    for (int op = rt->n_ops - 1; op >= 0; op--) {
+        int32_t at = pt_b(rt, op);
+        rt->rc_start[op] = nl; /* filled in backward order, turned below */
+        int ns = 0;
+        /* the parts whose kernels run here: this operator's, then what they need */
+        for (int i = 0; i < n; i++)
+            if (rt->parts[i].op == op && op_has_bwd(rt->parts[i].o)) stack[ns++] = &rt->parts[i];
+        int first = nl;
+        for (int k = 0; k < ns; k++) {
+            rt_part *q = stack[k];
+            int qi = (int)(q - rt->parts);
+            if (k >= 0 && rc_flagged(rt, q) && again[qi] < 0 && end1[qi] < at) {
+                again[qi] = at;
+                rt->rc_list[nl++] = q;
+            } else if (q->op != op) {
+                continue; /* alive: its inputs are not needed */
+            }
+            for (int c = 0; c < q->n_cons; c++) {
+                const rt_link *l = rt->cons_links[q->cons_start + c];
+                if (!l->alias || !l->prod || l->red >= 0) continue;
+                int pi = (int)(l->prod - rt->parts);
+                if (rc_flagged(rt, l->prod) && again[pi] < 0 && end1[pi] < at) {
+                    int dup = 0;
+                    for (int z = 0; z < ns; z++) dup |= stack[z] == l->prod;
+                    if (!dup && ns < n) stack[ns++] = l->prod;
+                }
+            }
+        }
+        /* in forward order: operator, then part */
+        for (int a = first; a < nl; a++)
+            for (int b = a + 1; b < nl; b++) {
+                const rt_part *x = rt->rc_list[a], *y = rt->rc_list[b];
+                if (y->op < x->op || (y->op == x->op && y->part < x->part)) {
+                    rt->rc_list[a] = rt->rc_list[b];
+                    rt->rc_list[b] = (rt_part *)x;
+                }
+            }
+        /* their forward kernels run at this point: its workspace fits them */
+        for (int a = first; a < nl; a++) {
+            size_t w = sf_kernel_workspace_bytes(rt->rc_list[a]->o, &rt->rc_list[a]->tile, 0);
+            if (w > rt->ws_bytes[at]) rt->ws_bytes[at] = w;
+        }
+    }
+    /* rc_start by operator: the lists were made from the highest operator down */
+    {
+        int *cnt = calloc((size_t)rt->n_ops + 1, sizeof *cnt);
+        rt_part **tmp = malloc((size_t)(nl ? nl : 1) * sizeof *tmp);
+        if (!cnt || !tmp) {
+            free(cnt);
+            free(tmp);
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int op = rt->n_ops - 1; op >= 0; op--) {
+            int from = rt->rc_start[op], to = op > 0 ? rt->rc_start[op - 1] : nl;
+            if (op == rt->n_ops - 1) from = 0;
+            cnt[op] = to - from;
+        }
+        /* rebuild: rc_start[op] .. rc_start[op + 1] */
+        int at2 = 0, from = 0;
+        int *starts = calloc((size_t)rt->n_ops + 1, sizeof *starts);
+        if (!starts) {
+            free(cnt);
+            free(tmp);
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        int *src = calloc((size_t)rt->n_ops + 1, sizeof *src);
+        if (!src) {
+            free(cnt);
+            free(tmp);
+            free(starts);
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            goto done;
+        }
+        for (int op = rt->n_ops - 1; op >= 0; op--) {
+            src[op] = from;
+            from += cnt[op];
+        }
+        for (int op = 0; op < rt->n_ops; op++) {
+            starts[op] = at2;
+            for (int c = 0; c < cnt[op]; c++) tmp[at2++] = rt->rc_list[src[op] + c];
+        }
+        starts[rt->n_ops] = at2;
+        memcpy(rt->rc_list, tmp, (size_t)nl * sizeof *tmp);
+        memcpy(rt->rc_start, starts, ((size_t)rt->n_ops + 1) * sizeof *starts);
+        free(cnt);
+        free(tmp);
+        free(starts);
+        free(src);
+    }
+    /* the lives of the flagged parts' outputs */
+    for (int i = 0; i < n && st == SF_OK; i++) {
+        rt_part *p = &rt->parts[i];
+        if (!rc_flagged(rt, p)) continue;
+        p->out_life = calloc((size_t)p->o->n_outputs, sizeof *p->out_life);
+        if (!p->out_life) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            break;
+        }
+        for (int k = 0; k < p->o->n_outputs; k++) {
+            int32_t e = pt_f(rt, p->op);
+            for (int q = 0; q < rt->n_links; q++) {
+                const rt_link *l = &rt->links[q];
+                if (l->prod != p || l->out != k || l->peer >= 0 || !l->cons) continue;
+                int32_t use = rc_flagged(rt, l->cons) ? pt_f(rt, l->cons_op) : pt_b(rt, l->cons_op);
+                if (use > e) e = use;
+            }
+            p->out_life[k] = life1(pt_f(rt, p->op), e, 0);
+            int32_t r = again[i] >= 0 ? again[i] : pt_b(rt, p->op);
+            if (again[i] >= 0 || e < pt_b(rt, p->op)) life_add(&p->out_life[k], r, pt_b(rt, p->op));
+        }
+    }
+done:
+    free(end1);
+    free(again);
+    free(stack);
+    return st;
 }
 
 sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
@@ -1206,6 +1774,7 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
     if (st == SF_OK) st = setup_links(rt, err);
     if (st == SF_OK) st = setup_inner(rt, err);
     if (st == SF_OK) st = setup_shards(rt, err);
+    if (st == SF_OK) zero_gates(rt);
     if (st == SF_OK) st = setup_buffers(rt, err);
     if (st == SF_OK) {
         rt->cap_ev = 2 * rt->n_parts + 2 * rt->n_recv + 2 * rt->n_send + 4 * rt->n_shards +
@@ -1214,20 +1783,41 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
             rt->cap_ev += 2 * rt->reds[i].R + 2 * rt->reds[i].n_links + 4;
         rt->cap_ev += 2 * rt->n_parts + 2 * rt->n_inner; /* the classes' phases, all-reduces */
         rt->ev = malloc((size_t)rt->cap_ev * sizeof *rt->ev);
-        rt->sizing = 1;
-        rt->used = 0;
-        place_tensors(rt);
-        rt->block_bytes = rt->used + ALIGN;
-        rt->block =
-            rt->ev ? aligned_alloc(ALIGN, (rt->block_bytes + ALIGN - 1) / ALIGN * ALIGN) : NULL;
-        if (!rt->block) {
+        rt->n_points = pt_end(rt) + 1;
+        rt->cap_fwd_wait = rt->n_send + rt->cap_red_pending + 1;
+        rt->fwd_wait_req = malloc((size_t)rt->cap_fwd_wait * sizeof *rt->fwd_wait_req);
+        rt->fwd_wait_op = malloc((size_t)rt->cap_fwd_wait * sizeof *rt->fwd_wait_op);
+        /* the groups' buffers, in full layout: the kernels' addressing; a rank
+         * touches only its shards' elements (calloc leaves the rest of a large
+         * one untouched pages), and the plan counts those (hold_weights) */
+        int gok = rt->ev && rt->fwd_wait_req && rt->fwd_wait_op;
+        for (int i = 0; i < rt->n_groups && gok; i++) {
+            rt_group *gr = &rt->groups[i];
+            size_t n = (size_t)(gr->n ? gr->n : 1);
+            gr->w = calloc(n, sizeof(float));
+            gr->g = calloc(n, sizeof(float));
+            gr->v = calloc(n, sizeof(float));
+            gr->v2 = rt->o.optimizer == SF_OPTIMIZER_SGD ? NULL : calloc(n, sizeof(float));
+            gok = gr->w && gr->g && gr->v && (gr->v2 || rt->o.optimizer == SF_OPTIMIZER_SGD);
+        }
+        if (gok) st = setup_recompute(rt, err);
+        if (gok && st == SF_OK) {
+            rt->sizing = 1;
+            place_tensors(rt);
+            gok = rt->sizing > 0 && plan_memory(rt) == 0;
+        }
+        rt->block = gok && st == SF_OK
+                        ? aligned_alloc(ALIGN, (rt->block_bytes + ALIGN - 1) / ALIGN * ALIGN)
+                        : NULL;
+        if (st == SF_OK && !rt->block) {
             st = sf_error_set(err, SF_ERR_NOMEM, "out of memory reserving %.0f MiB",
                               (double)rt->block_bytes / 1048576.0);
-        } else {
+        } else if (st == SF_OK) {
             memset(rt->block, 0, rt->block_bytes);
             rt->sizing = 0;
-            rt->used = 0;
+            rt->rec_at = 0;
             place_tensors(rt);
+            if (plan_zeroing(rt)) st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
         }
     }
     st = sf_comm_agree(c, st, err);
@@ -1242,6 +1832,7 @@ void sf_runtime_free(sf_runtime *rt) {
     if (!rt) return;
     for (int i = 0; i < rt->n_parts; i++) {
         rt_part *p = &rt->parts[i];
+        free(p->out_life);
         free(p->out);
         free(p->gout);
         free(p->out_tile);
@@ -1260,7 +1851,6 @@ void sf_runtime_free(sf_runtime *rt) {
     free(rt->inner);
     free(rt->red_order);
     free(rt->red_links);
-    free(rt->red_pending);
     for (int i = 0; i < rt->n_sets; i++) free(rt->sets[i].devs);
     free(rt->sets);
     free(rt->parts);
@@ -1271,8 +1861,24 @@ void sf_runtime_free(sf_runtime *rt) {
     free(rt->prod_links);
     free(rt->recv_links);
     free(rt->send_links);
+    for (int i = 0; i < rt->n_groups; i++) {
+        free(rt->groups[i].w);
+        free(rt->groups[i].g);
+        free(rt->groups[i].v);
+        free(rt->groups[i].v2);
+    }
     free(rt->groups);
     free(rt->group_of);
+    free(rt->recs);
+    free(rt->zl);
+    free(rt->zl_start);
+    free(rt->point_bytes);
+    free(rt->fwd_wait_req);
+    free(rt->fwd_wait_op);
+    free(rt->ws_at);
+    free(rt->ws_bytes);
+    free(rt->rc_start);
+    free(rt->rc_list);
     free(rt->shards);
     free(rt->sync_steps);
     free(rt->pending);
@@ -1312,21 +1918,46 @@ static void copy_event(sf_runtime *rt, double t0, const rt_part *p, const rt_lin
             return sf_error_set(err, (sf_status)rc_, "rank %d: %s failed", rt->rank, what);        \
     } while (0)
 
-static sf_status post_receives(sf_runtime *rt, int train, sf_error *err) {
+/* The forward messages' receives, posted when a step begins (so that a
+ * sender may wait for its send one operator later); a gradient's receive is
+ * posted by the producer's backward, just before it waits for it. */
+static sf_status post_receives(sf_runtime *rt, sf_error *err) {
     for (int i = 0; i < rt->n_recv; i++) {
         rt_link *l = rt->recv_links[i];
         int id = rt->c->vt->irecv(rt->c, l->fbuf, (size_t)l->numel * 4, l->peer, l->tag);
         COMM(id, "posting a receive");
         l->freq = id;
     }
-    if (!train) return SF_OK;
-    for (int i = 0; i < rt->n_send; i++) {
-        rt_link *l = rt->send_links[i];
-        if (!l->grad) continue;
-        int id = rt->c->vt->irecv(rt->c, l->gbuf, (size_t)l->numel * 4, l->peer, l->tag + 1);
-        COMM(id, "posting a receive");
-        l->greq = id;
+    return SF_OK;
+}
+
+/* A forward send of operator op (request id), waited for once the forward of
+ * op + 1 is done: its buffer lives until then (place_tensors). */
+static void fwd_wait_add(sf_runtime *rt, int id, int op) {
+    rt->fwd_wait_req[rt->n_fwd_wait] = id;
+    rt->fwd_wait_op[rt->n_fwd_wait++] = op;
+}
+
+/* Wait for the forward sends of the operators below op (all with op = n_ops). */
+static sf_status fwd_wait(sf_runtime *rt, int op, sf_error *err) {
+    int keep = 0;
+    for (int i = 0; i < rt->n_fwd_wait; i++) {
+        if (rt->fwd_wait_op[i] < op) {
+            COMM(rt->c->vt->wait(rt->c, rt->fwd_wait_req[i]), "sending activations");
+            continue;
+        }
+        rt->fwd_wait_req[keep] = rt->fwd_wait_req[i];
+        rt->fwd_wait_op[keep++] = rt->fwd_wait_op[i];
     }
+    rt->n_fwd_wait = keep;
+    return SF_OK;
+}
+
+/* Post the receive of the gradient that comes back along link l. */
+static sf_status post_grad_recv(sf_runtime *rt, rt_link *l, sf_error *err) {
+    int id = rt->c->vt->irecv(rt->c, l->gbuf, (size_t)l->numel * 4, l->peer, l->tag + 1);
+    COMM(id, "posting a receive");
+    l->greq = id;
     return SF_OK;
 }
 
@@ -1353,18 +1984,18 @@ static sf_status run_kernel_phase(sf_runtime *rt, rt_part *p, int backward, int 
     a.n_outputs = o->n_outputs;
     a.out = p->out;
     a.weights = p->group >= 0 ? rt->groups[p->group].w : NULL;
-    a.workspace = rt->ws;
-    a.workspace_bytes = rt->ws_bytes;
+    a.workspace = rt->ws_at[rt->cur_point];
+    a.workspace_bytes = rt->ws_bytes[rt->cur_point];
     a.seed = mix64(rt->o.seed ^ mix64((uint64_t)rt->steps + 1));
     a.labels = p->labels;
-    a.loss = backward || phase != SF_CE_PHASE_FULL ? NULL : loss;
+    a.loss = backward || rt->recomputing || phase != SF_CE_PHASE_FULL ? NULL : loss;
     a.eval = rt->eval;
     a.stats = p->inner >= 0 ? rt->inner[p->inner].stats : NULL;
     a.phase = phase;
     if (o->type == SF_OP_BATCHNORM) {
         int64_t c0 = rt->bn_chan[p->op];
         a.running = rt->bn_running + 2 * c0;
-        a.bn_sums = backward || rt->eval ? NULL : rt->bn_sums + 3 * c0;
+        a.bn_sums = backward || rt->eval || rt->recomputing ? NULL : rt->bn_sums + 3 * c0;
     }
     if (backward) {
         a.grad_out = (const float *const *)p->gout;
@@ -1427,7 +2058,7 @@ static sf_status part_outputs(sf_runtime *rt, rt_part *p, sf_error *err) {
         copy_event(rt, t1, p, l);
         int id = rt->c->vt->isend(rt->c, l->fbuf, (size_t)l->numel * 4, l->peer, l->tag);
         COMM(id, "sending activations");
-        l->freq = id;
+        fwd_wait_add(rt, id, p->op);
     }
     return SF_OK;
 }
@@ -1522,6 +2153,8 @@ static sf_status backward_part(sf_runtime *rt, rt_part *p, sf_error *err) {
         rt_link *l = rt->prod_links[p->prod_start + i];
         if (!l->grad) continue;
         double t0 = sf_now_s();
+        sf_status ps = post_grad_recv(rt, l, err);
+        if (ps != SF_OK) return ps;
         COMM(rt->c->vt->wait(rt->c, l->greq), "receiving gradients");
         l->greq = -1;
         event(rt, SF_RT_GRAD, t0, l->cons_op, l->cons_part, l->peer, l->numel * 4);
@@ -1600,13 +2233,14 @@ static sf_status red_forward_steps(sf_runtime *rt, rt_red *r, sf_error *err) {
                 int id = rt->c->vt->isend(rt->c, p->out[r->out], (size_t)r->numel * 4, r->d0,
                                           r->tags[q]);
                 COMM(id, "sending partial sums");
-                rt->red_pending[rt->n_red_pending++] = id;
+                fwd_wait_add(rt, id, r->prod_op);
             }
         }
     } else {
         const rt_part *p = r->mine[r->pos];
         if (r->kind == SF_REDUCE_ALL) {
-            memcpy(r->buf, p->out[r->out], (size_t)r->numel * sizeof *r->buf);
+            if (r->buf != p->out[r->out])
+                memcpy(r->buf, p->out[r->out], (size_t)r->numel * sizeof *r->buf);
         } else {
             for (int q = 0; q < r->R; q++) {
                 int64_t off, len;
@@ -1627,7 +2261,7 @@ static sf_status red_forward_steps(sf_runtime *rt, rt_red *r, sf_error *err) {
         copy_event(rt, t1, l->prod, l);
         int id = rt->c->vt->isend(rt->c, l->fbuf, (size_t)l->numel * 4, l->peer, l->tag);
         COMM(id, "sending activations");
-        l->freq = id;
+        fwd_wait_add(rt, id, r->prod_op);
     }
     return st;
 }
@@ -1650,6 +2284,8 @@ static sf_status red_backward_steps(sf_runtime *rt, rt_red *r, sf_error *err) {
         rt_link *l = rt->red_links[r->link_start + i];
         if (!l->grad) continue;
         double t0 = sf_now_s();
+        sf_status ps = post_grad_recv(rt, l, err);
+        if (ps != SF_OK) return ps;
         COMM(rt->c->vt->wait(rt->c, l->greq), "receiving gradients");
         l->greq = -1;
         event(rt, SF_RT_GRAD, t0, l->cons_op, l->cons_part, l->peer, l->numel * 4);
@@ -1684,10 +2320,18 @@ static sf_status red_backward_steps(sf_runtime *rt, rt_red *r, sf_error *err) {
     return st;
 }
 
+/* Where shard sh's collectives run on `full` (a group's buffer): in place
+ * when the shard is one run of the layout, else in its packed buffer. */
+static float *shard_base(const sf_runtime *rt, const rt_shard *sh, const float *full) {
+    (void)rt;
+    return sh->in_place ? (float *)full + sh->sl[0].offset : sh->buf;
+}
+
 /* Post step q of shard sh (a request in sh->req; none for an update). */
 static sf_status post_step(sf_runtime *rt, rt_shard *sh, sf_error *err) {
     const rt_step *st = &rt->sync_steps[sh->step0 + sh->cur];
-    float *b = sh->buf + st->offset;
+    const rt_group *gr = &rt->groups[sh->group];
+    float *b = shard_base(rt, sh, st->payload == SF_PAYLOAD_WEIGHTS ? gr->w : gr->g) + st->offset;
     int id = -1;
     switch ((sf_tg_step_kind)st->kind) {
     case SF_STEP_ALL_REDUCE: id = rt->c->vt->iallreduce(rt->c, b, st->numel, st->group); break;
@@ -1728,6 +2372,17 @@ static sf_status post_sync(sf_runtime *rt, rt_shard *sh, sf_error *err) {
     /* a collective that would only run inside its wait is left to finish_sync,
      * which runs it there, blocking (comm_impl.h, can_defer) */
     const rt_step *st = &rt->sync_steps[sh->step0 + sh->cur];
+    if (sh->zero >= SF_ZERO_GRADIENTS && st->kind == SF_STEP_REDUCE_SCATTER &&
+        rt->o.sync != SF_SYNC_BULK) {
+        /* ZeRO-2/3: the reduce-scatter is waited for once the next operator's
+         * backward is done (rs_wait), so that the rest of the gradient is dead
+         * from there on (what the plan counts: hold_weights) */
+        rt->c->defer = 1;
+        sf_status ps = post_step(rt, sh, err);
+        rt->c->defer = 0;
+        sh->rs_t0 = sf_now_s();
+        return ps;
+    }
     if (rt->c->can_defer && st->kind != SF_STEP_P2P) return SF_OK;
     return post_step(rt, sh, err);
 }
@@ -1801,7 +2456,7 @@ static sf_status finish_steps(sf_runtime *rt, rt_shard *sh, sf_error *err) {
             update_shard(rt, sh, st->offset, st->numel);
             if (sh->zero) zero_grad(sh, gr->g); /* the chunks other ranks updated */
             event(rt, SF_RT_UPDATE, t0, sh->owner, sh->global, -1, 0);
-            if (sh->cur + 1 < sh->n_steps) /* a server sends the new weights back */
+            if (sh->cur + 1 < sh->n_steps && !sh->in_place) /* the new weights go out */
                 slices_move(sh, gr->w, sh->buf, 1);
             continue;
         }
@@ -1823,8 +2478,8 @@ static sf_status finish_steps(sf_runtime *rt, rt_shard *sh, sf_error *err) {
         if (st->kind == SF_STEP_P2P && !st->send && st->payload == SF_PAYLOAD_GRAD) {
             for (int64_t e = 0; e < sh->numel; e++) sh->buf[e] += sh->rbuf[e];
         } else if (st->kind == SF_STEP_ALL_GATHER && st->payload == SF_PAYLOAD_WEIGHTS) {
-            slices_move(sh, gr->w, sh->buf, 0); /* ZeRO-1/2: every chunk's new weights */
-        } else if (st->kind == SF_STEP_P2P && !st->send) { /* the server's weights */
+            if (!sh->in_place) slices_move(sh, gr->w, sh->buf, 0); /* ZeRO-1/2: every chunk's */
+        } else if (st->kind == SF_STEP_P2P && !st->send) {         /* the server's weights */
             t0 = sf_now_s();
             slices_move(sh, gr->w, sh->buf, 0);
             zero_grad(sh, gr->g);
@@ -1844,34 +2499,33 @@ static float *group_buf(rt_group *gr, sf_rt_params which) {
  * weights before each pass (the steps of phase FORWARD and BACKWARD), and
  * before sf_runtime_get_params reads a shard whole. In the global shard order
  * on every rank, blocking. */
+static sf_status gather_shard(sf_runtime *rt, rt_shard *sh, sf_rt_params which, sf_error *err) {
+    float *full = group_buf(&rt->groups[sh->group], which);
+    if (!full) return SF_OK;
+    double t0 = sf_now_s();
+    float *b = shard_base(rt, sh, full);
+    if (!sh->in_place) slices_move(sh, full, b, 1);
+    int id = rt->c->vt->iallgather(rt->c, b, sh->numel, sh->zgroup);
+    if (id < 0 || rt->c->vt->wait(rt->c, id) != SF_OK)
+        return sf_error_set(err, SF_ERR_IO, "rank %d: gathering a ZeRO shard failed", rt->rank);
+    if (!sh->in_place) slices_move(sh, full, b, 0);
+    event(rt, SF_RT_SYNC, t0, sh->owner, sh->global, -1, sh->numel * 4);
+    return SF_OK;
+}
+
 static sf_status zero_gather(sf_runtime *rt, sf_rt_params which, int min, sf_error *err) {
     for (int i = 0; i < rt->n_shards; i++) {
         rt_shard *sh = &rt->shards[i];
         if (sh->zero < min || !sh->comm || sh->zgroup < 0) continue;
-        float *full = group_buf(&rt->groups[sh->group], which);
-        if (!full) continue;
-        double t0 = sf_now_s();
-        slices_move(sh, full, sh->buf, 1);
-        int id = rt->c->vt->iallgather(rt->c, sh->buf, sh->numel, sh->zgroup);
-        if (id < 0 || rt->c->vt->wait(rt->c, id) != SF_OK)
-            return sf_error_set(err, SF_ERR_IO, "rank %d: gathering a ZeRO shard failed",
-                                rt->rank);
-        slices_move(sh, full, sh->buf, 0);
-        event(rt, SF_RT_SYNC, t0, sh->owner, sh->global, -1, sh->numel * 4);
+        sf_status st = gather_shard(rt, sh, which, err);
+        if (st != SF_OK) return st;
     }
     return SF_OK;
 }
 
 static sf_status wait_sends(sf_runtime *rt, int train, sf_error *err) {
-    for (int i = 0; i < rt->n_red_pending; i++)
-        COMM(rt->c->vt->wait(rt->c, rt->red_pending[i]), "sending partial sums");
-    rt->n_red_pending = 0;
-    for (int i = 0; i < rt->n_send; i++) {
-        rt_link *l = rt->send_links[i];
-        if (l->freq >= 0) COMM(rt->c->vt->wait(rt->c, l->freq), "sending activations");
-        l->freq = -1;
-    }
-    if (!train) return SF_OK;
+    sf_status st = fwd_wait(rt, rt->n_ops, err);
+    if (st != SF_OK || !train) return st;
     for (int i = 0; i < rt->n_recv; i++) {
         rt_link *l = rt->recv_links[i];
         if (l->greq >= 0) COMM(rt->c->vt->wait(rt->c, l->greq), "sending gradients");
@@ -1880,28 +2534,79 @@ static sf_status wait_sends(sf_runtime *rt, int train, sf_error *err) {
     return SF_OK;
 }
 
-/* The parts in operator order, each operator's reductions after its parts. */
-static sf_status forward_pass(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
-    int ri = 0;
-    sf_status gs = zero_gather(rt, SF_RT_WEIGHTS, SF_ZERO_WEIGHTS, err);
-    if (gs != SF_OK) return gs;
-    for (int i = 0; i < rt->n_parts; i++) {
-        sf_status st;
-        int op = rt->parts[i].op;
-        if (rt->parts[i].inner >= 0) { /* the operator's parts here, together */
-            int n = 1;
-            while (i + n < rt->n_parts && rt->parts[i + n].op == op) n++;
-            st = forward_inner(rt, &rt->parts[i], n, b, loss, err);
-            i += n - 1;
-        } else {
-            st = forward_part(rt, &rt->parts[i], b, loss, err);
-        }
+/* ZeRO-3: gather the weights of this rank's stage-3 shards whose first use in
+ * the pass is op (forward: the shard's lowest operator; backward: its highest),
+ * in the global shard order (every rank meets the operators in one order). */
+static sf_status gather_op(sf_runtime *rt, int op, int backward, sf_error *err) {
+    for (int i = 0; i < rt->n_shards; i++) {
+        rt_shard *sh = &rt->shards[i];
+        if (sh->zero < SF_ZERO_WEIGHTS || !sh->comm || sh->zgroup < 0) continue;
+        if ((backward ? sh->bgather_op : sh->fgather_op) != op) continue;
+        sf_status st = gather_shard(rt, sh, SF_RT_WEIGHTS, err);
         if (st != SF_OK) return st;
-        if (i + 1 < rt->n_parts && rt->parts[i + 1].op == op) continue;
-        for (; ri < rt->n_reds && rt->reds[rt->red_order[ri]].prod_op == op; ri++) {
-            st = red_forward(rt, &rt->reds[rt->red_order[ri]], err);
-            if (st != SF_OK) return st;
+    }
+    return SF_OK;
+}
+
+/* Before the backward of op: the recomputation of the flagged parts it needs
+ * (setup_recompute), in forward order. */
+static sf_status recompute_before(sf_runtime *rt, int op, sf_error *err) {
+    sf_status st = SF_OK;
+    rt->recomputing = 1;
+    for (int i = rt->rc_start[op]; i < rt->rc_start[op + 1] && st == SF_OK; i++) {
+        rt_part *p = rt->rc_list[i];
+        double t0 = sf_now_s();
+        st = run_kernel(rt, p, 0, NULL, err);
+        event(rt, SF_RT_FWD, t0, p->op, p->part, -1, 0);
+    }
+    rt->recomputing = 0;
+    return st;
+}
+
+/* The operators in id order, each at its point of the plan: ZeRO-3's gathers
+ * of the shards it uses first, its parts, its reductions, then the forward
+ * sends of the operator before are waited for. */
+static sf_status forward_pass(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
+    int ri = 0, i = 0;
+    for (int op = 0; op < rt->n_ops; op++) {
+        at_point(rt, pt_f(rt, op));
+        sf_status st = gather_op(rt, op, 0, err);
+        while (st == SF_OK && i < rt->n_parts && rt->parts[i].op == op) {
+            if (rt->parts[i].inner >= 0) { /* the operator's parts here, together */
+                int n = 1;
+                while (i + n < rt->n_parts && rt->parts[i + n].op == op) n++;
+                st = forward_inner(rt, &rt->parts[i], n, b, loss, err);
+                i += n;
+            } else {
+                st = forward_part(rt, &rt->parts[i], b, loss, err);
+                i++;
+            }
         }
+        for (; st == SF_OK && ri < rt->n_reds && rt->reds[rt->red_order[ri]].prod_op == op; ri++)
+            st = red_forward(rt, &rt->reds[rt->red_order[ri]], err);
+        if (st == SF_OK) st = fwd_wait(rt, op, err);
+        if (st != SF_OK) return st;
+    }
+    return fwd_wait(rt, rt->n_ops, err);
+}
+
+/* ZeRO-2/3: after the backward of op, wait for the reduce-scatters that
+ * overlap it (FSDP's: a unit's reduce-scatter runs during the next unit's
+ * backward), in the global shard order. */
+static sf_status rs_wait(sf_runtime *rt, int op, sf_error *err) {
+    for (int i = 0; i < rt->n_shards; i++) {
+        rt_shard *sh = &rt->shards[i];
+        if (sh->rs_wait_op != op || sh->req < 0 || sh->cur != 0) continue;
+        const rt_step *st = &rt->sync_steps[sh->step0];
+        if (sh->zero < SF_ZERO_GRADIENTS || st->kind != SF_STEP_REDUCE_SCATTER) continue;
+        rt->c->defer = 1;
+        int rc = rt->c->vt->wait(rt->c, sh->req);
+        rt->c->defer = 0;
+        sh->req = -1;
+        if (rc < 0)
+            return sf_error_set(err, (sf_status)rc, "rank %d: gradient sync failed", rt->rank);
+        event(rt, SF_RT_SYNC, sh->rs_t0, sh->owner, sh->global, -1, st->numel * 4);
+        sh->cur = 1;
     }
     return SF_OK;
 }
@@ -1909,25 +2614,28 @@ static sf_status forward_pass(sf_runtime *rt, const sf_batch *b, double *loss, s
 static sf_status step_local(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
     rt->n_ev = 0;
     rt->t_begin = sf_now_s();
-    if (rt->zero_end > rt->zero_start)
-        memset(rt->zero_start, 0, (size_t)(rt->zero_end - rt->zero_start) * sizeof(float));
-    sf_status st = post_receives(rt, 1, err);
+    at_point(rt, PT_START);
+    sf_status st = post_receives(rt, err);
     if (st == SF_OK) st = forward_pass(rt, b, loss, err);
     /* backward in reverse, with each shard's all-reduce posted once the loop
      * has passed its lowest operator (rt->shards are in that order) */
     int next = 0;
     int pi = rt->n_parts - 1, ri = rt->n_reds - 1;
-    if (st == SF_OK) st = zero_gather(rt, SF_RT_WEIGHTS, SF_ZERO_WEIGHTS, err);
     for (int op = rt->n_ops - 1; op >= 0 && st == SF_OK; op--) {
+        at_point(rt, pt_b(rt, op));
+        st = gather_op(rt, op, 1, err);
         /* its reductions' duals first, in the reverse of the forward order */
         for (; ri >= 0 && rt->reds[rt->red_order[ri]].prod_op == op && st == SF_OK; ri--)
             st = red_backward(rt, &rt->reds[rt->red_order[ri]], err);
+        if (st == SF_OK) st = recompute_before(rt, op, err);
         for (; pi >= 0 && rt->parts[pi].op == op && st == SF_OK; pi--)
             if (op_has_bwd(rt->parts[pi].o)) st = backward_part(rt, &rt->parts[pi], err);
         if (rt->o.sync == SF_SYNC_BULK) continue;
+        if (st == SF_OK) st = rs_wait(rt, op, err);
         for (; next < rt->n_shards && rt->shards[next].key_op == op && st == SF_OK; next++)
             st = post_sync(rt, &rt->shards[next], err);
     }
+    if (st == SF_OK) at_point(rt, pt_end(rt));
     for (; next < rt->n_shards && st == SF_OK; next++) st = post_sync(rt, &rt->shards[next], err);
     for (int i = 0; i < rt->n_shards && st == SF_OK; i++) st = finish_sync(rt, &rt->shards[i], err);
     for (int i = 0; i < rt->n_pending && st == SF_OK; i++)
@@ -1965,7 +2673,8 @@ sf_status sf_runtime_forward(sf_runtime *rt, const sf_batch *b, int train, doubl
     double l = 0, ok = 0;
     rt->n_ev = 0;
     rt->t_begin = sf_now_s();
-    sf_status st = post_receives(rt, 0, err);
+    at_point(rt, PT_START);
+    sf_status st = post_receives(rt, err);
     /* inference mode: dropout off, batch norm on running statistics; training
      * mode leaves the buffers alone (a step clears the sums it adds) */
     rt->eval = !train;
@@ -2015,13 +2724,23 @@ sf_status sf_runtime_set_params(sf_runtime *rt, sf_rt_params which, const float 
                                 sf_error *err) {
     sf_status kst = params_kind_ok(rt, which, err);
     if (kst != SF_OK) return kst;
-    for (int i = 0; i < rt->n_groups; i++) {
-        rt_group *gr = &rt->groups[i];
+    /* only the elements of this rank's shards: the rest of a group's layout
+     * is never touched (its pages never backed) */
+    for (int i = 0; i < rt->n_shards; i++) {
+        const rt_shard *sh = &rt->shards[i];
+        rt_group *gr = &rt->groups[sh->group];
         float *dst = group_buf(gr, which);
-        if (bufs && bufs[gr->owner])
-            memcpy(dst, bufs[gr->owner], (size_t)gr->n * sizeof *dst);
-        else
-            memset(dst, 0, (size_t)gr->n * sizeof *dst);
+        const float *src = bufs ? bufs[gr->owner] : NULL;
+        for (int q = 0; q < sh->n_slices; q++) {
+            const sf_weight_slice *sl = &sh->sl[q];
+            for (int64_t r = 0; r < sl->count; r++) {
+                int64_t at = sl->offset + r * sl->stride;
+                if (src)
+                    memcpy(dst + at, src + at, (size_t)sl->len * sizeof *dst);
+                else
+                    memset(dst + at, 0, (size_t)sl->len * sizeof *dst);
+            }
+        }
     }
     return SF_OK;
 }
@@ -2031,8 +2750,7 @@ sf_status sf_runtime_get_params(sf_runtime *rt, sf_rt_params which, float *const
     sf_status kst = params_kind_ok(rt, which, err);
     if (kst != SF_OK) return kst;
     /* a ZeRO shard's chunks are whole on its first device first */
-    kst = zero_gather(rt, which, which == SF_RT_WEIGHTS ? SF_ZERO_WEIGHTS : SF_ZERO_OPTIMIZER,
-                      err);
+    kst = zero_gather(rt, which, which == SF_RT_WEIGHTS ? SF_ZERO_WEIGHTS : SF_ZERO_OPTIMIZER, err);
     kst = sf_comm_agree(rt->c, kst, err);
     if (kst != SF_OK) return kst;
     /* Each shard from its first device, in the global order on every rank:
@@ -2134,7 +2852,14 @@ sf_status sf_runtime_get_buffers(const sf_runtime *rt, float *const *bufs, sf_er
 void sf_runtime_set_lr(sf_runtime *rt, double lr) { rt->o.lr = lr; }
 int64_t sf_runtime_steps(const sf_runtime *rt) { return rt->steps; }
 void sf_runtime_set_steps(sf_runtime *rt, int64_t steps) { rt->steps = steps; }
-int64_t sf_runtime_reserved_bytes(const sf_runtime *rt) { return (int64_t)rt->block_bytes; }
+int64_t sf_runtime_reserved_bytes(const sf_runtime *rt) {
+    /* the block, and what the rank holds of its weight groups at most */
+    int64_t held = 0;
+    for (int i = 0; i < rt->n_recs; i++)
+        if (rt->recs[i].life.virt) held += (int64_t)rt->recs[i].bytes;
+    return (int64_t)rt->block_bytes + held;
+}
+int64_t sf_runtime_peak_bytes(const sf_runtime *rt) { return rt->peak_bytes; }
 
 int sf_runtime_events(const sf_runtime *rt, const sf_rt_event **events) {
     *events = rt->ev;

@@ -185,6 +185,7 @@ static int build_core(sf_sim *sim, int opi) {
             in_bytes += (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
         }
         double extra = mem.saved_bytes > in_bytes ? mem.saved_bytes - in_bytes : 0;
+        if (sim->opt.runtime_memory) extra = 0; /* soapflow's kernels keep their outputs alone */
         double out_b = mem.output_bytes * sim->act_scale, extra_b = extra * sim->act_scale;
         /* the operator counts fp32 elements; activations live in the dtype. They
          * live from the part's forward task to its backward task (which runs
@@ -476,7 +477,7 @@ static int recompute_pair(sf_sim *sim, sim_block *b, int pi, int xi, const sf_tg
  * forward task and the consumer part's, and the gradient's back between their
  * backward tasks; a local pair with no steps is a dependency alone. */
 static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int pi, const sf_tg_pair *pr,
-                     int p_bwd, int np, int nx, int64_t sum, int64_t grads_in) {
+                     int p_bwd, int np, int nx, int64_t sum, int64_t grads_in, int scatter) {
     int core_x = sim_block_id(xi, SLOT_CORE), core_p = sim_block_id(pi, SLOT_CORE);
     int i = pr->prod_part, j = pr->cons_part;
     int64_t p_fwd = REF(core_p, i), x_fwd = REF(core_x, j);
@@ -507,6 +508,12 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int pi, const s
     double bytes = (double)pr->numel * SF_ELEM_BYTES * sim->act_scale;
     if (pr->src_dev != pr->dst_dev && block_mem(b, pr->dst_dev, SF_SIM_MEM_RECEIVED, bytes,
                                                 n_fwd ? REF(bid, first_fwd) : x_fwd, x_b))
+        return -1;
+    /* runtime_memory: a local pair not read in place is copied into the
+     * consumer's input buffer (a reduce-scatter's holder has a chunk, never
+     * the piece in place), kept to its backward */
+    if (sim->opt.runtime_memory && pr->src_dev == pr->dst_dev && (!pr->in_place || scatter) &&
+        block_mem(b, pr->dst_dev, SF_SIM_MEM_RECEIVED, bytes, x_fwd, x_b))
         return -1;
     if (recompute_pair(sim, b, pi, xi, pr, sum < 0 && pr->src_dev == pr->dst_dev, x_fwd, x_b))
         return -1;
@@ -581,7 +588,9 @@ static int build_reduced_edge(sf_sim *sim, sim_block *b, int bid, int xi, int pi
     }
     for (int q = 0; q < n; q++) {
         int g = of[pr[q].prod_part];
-        if (edge_pair(sim, b, bid, xi, pi, &pr[q], p_bwd, np, nx, sum[g], gin[g])) return -1;
+        if (edge_pair(sim, b, bid, xi, pi, &pr[q], p_bwd, np, nx, sum[g], gin[g],
+                      rd->groups[g].kind == SF_REDUCE_SCATTER))
+            return -1;
     }
     if (!p_bwd) return 0;
     for (int g = 0; g < rd->n; g++) {
@@ -631,7 +640,7 @@ static int build_edge(sf_sim *sim, int xi, int k) {
     if (sf_taskgraph_edge_reduce(sim->tg, &rd))
         return build_reduced_edge(sim, b, bid, xi, pi, pr, n, &rd, p_bwd, np, nx);
     for (int q = 0; q < n; q++)
-        if (edge_pair(sim, b, bid, xi, pi, &pr[q], p_bwd, np, nx, -1, -1)) return -1;
+        if (edge_pair(sim, b, bid, xi, pi, &pr[q], p_bwd, np, nx, -1, -1, 0)) return -1;
     return 0;
 }
 

@@ -132,7 +132,14 @@ static int task_workspace(sf_sim *sim, sim_block *b, const sf_op *op, const sf_t
 enum { RC_GATE = 0, RC_READ = 1 };
 
 static int recomputes(const sf_sim *sim, int opi) {
-    return sf_strategy_get(sim->s, opi)->recompute && op_has_bwd(sf_graph_op(sim->g, opi));
+    const sf_op *op = sf_graph_op(sim->g, opi);
+    const sf_config *c = sf_strategy_get(sim->s, opi);
+    if (!c->recompute || !op_has_bwd(op)) return 0;
+    /* soapflow's runtime does not recompute an operator that holds partial
+     * sums (their reductions would run again): runtime_memory follows it */
+    for (int d = 0; d < op->space.ndim && sim->opt.runtime_memory; d++)
+        if (op->kinds[d] == SF_DIM_REDUCE && c->degree[d] > 1) return 0;
+    return 1;
 }
 
 /* Task i of a recomputing operator's recomputation: i < n the recompute task
@@ -527,6 +534,14 @@ static int edge_pair(sf_sim *sim, sim_block *b, int bid, int xi, int pi, const s
         return -1;
     if (block_mem(b, pr->src_dev, SF_SIM_MEM_ACT_GRADS, bytes,
                   n > n_fwd ? REF(bid, first_grad) : x_b, p_b))
+        return -1;
+    /* runtime_memory: a gradient sent to another device is also the packed
+     * send copy, kept to the step's end, and on the producer's side its
+     * receive buffer beside the output gradient it is added into */
+    if (sim->opt.runtime_memory && pr->src_dev != pr->dst_dev &&
+        (block_mem(b, pr->dst_dev, SF_SIM_MEM_ACT_GRADS, bytes, x_b, SIM_MEM_ALWAYS) ||
+         block_mem(b, pr->src_dev, SF_SIM_MEM_ACT_GRADS, bytes,
+                   n > n_fwd ? REF(bid, first_grad) : x_b, p_b)))
         return -1;
     return n > n_fwd ? wire_to(sim, b, &e4[4 * (n - 1)], p_b) : block_edge(b, x_b, p_b);
 }

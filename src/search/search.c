@@ -122,6 +122,8 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         sf_optcnn_options_default(&oo);
         oo.scheme = o->mcmc.sim.scheme; /* price sync as the simulator runs it */
         oo.reduce = o->mcmc.reduce;     /* and propose what MCMC proposes */
+        /* its memory bound keeps the share the final judgement keeps free */
+        oo.memory_headroom = o->mcmc.sim.memory_headroom;
         st = sf_optcnn_search(g, m, cm, &oo, opt, &rep->optcnn, err);
         if (st != SF_OK) goto done;
         judge(sim, opt, &rep->rows[SF_SEARCH_OPTCNN], &res);

@@ -839,6 +839,33 @@ static void test_memory_bound(void **state) {
     assert_int_equal(sf_optcnn_search(g, mid, cmm, &o, again, &ru, &err), SF_OK);
     assert_true(same_strategy(g, fast, again) && !ru.fits && !ru.bounded);
     assert_true(ru.peak_mem_bytes == rm.fastest_peak_bytes);
+    /* judged by the simulator's timeline (activation gradients too): the
+     * answer's peak and fit are the timeline's */
+    o.memory_bound = 1;
+    o.timeline = 1;
+    sf_optcnn_result rl;
+    assert_int_equal(sf_optcnn_search(g, mid, cmm, &o, again, &rl, &err), SF_OK);
+    assert_true(rl.timeline && rl.bounded && rl.fits);
+    {
+        sf_sim_options so;
+        sf_sim_options_default(&so);
+        so.memory_timeline = 1;
+        so.memory_headroom = o.memory_headroom;
+        sf_sim *sim = sf_sim_new(g, mid, cmm, &so, &err);
+        assert_non_null(sim);
+        sf_sim_result r;
+        assert_int_equal(sf_sim_run(sim, again, &r, &err), SF_OK);
+        assert_true(r.fits);
+        assert_true(fabs(r.device_live_bytes[rl.peak_device] - rl.peak_mem_bytes) <=
+                    1e-9 * rl.peak_mem_bytes);
+        assert_true(rl.peak_kinds[SF_SIM_MEM_ACT_GRADS] > 0); /* the model has none */
+        /* the fastest answer's timeline does not fit */
+        assert_int_equal(sf_sim_run(sim, fast, &r, &err), SF_OK);
+        assert_false(r.fits);
+        assert_true(fabs(r.live_peak_bytes - rl.fastest_peak_bytes) <= 1e-9 * r.live_peak_bytes);
+        sf_sim_free(sim);
+    }
+    o.timeline = 0;
     /* a headroom out of range */
     o.memory_headroom = 1;
     assert_int_equal(sf_optcnn_search(g, mid, cmm, &o, again, NULL, &err), SF_ERR_RANGE);

@@ -54,6 +54,12 @@ typedef struct sf_optcnn_options {
                              * (docs/search.md, "OptCNN under memory"); 0: the fastest */
     double memory_headroom; /* the share of each device's memory kept free, in [0, 1)
                              * (default 0; `search` passes --memory-headroom) */
+    int timeline;           /* 1: an answer fits when the simulator (sim, with its memory
+                             * timeline and memory_headroom) says its peak over the iteration
+                             * does, activation gradients included, and the report is that
+                             * peak; 0 (default): when the memory model's count does */
+    sf_sim_options sim;     /* with timeline: the simulator's sync, scheme, segments and
+                             * max_tasks (an answer over it is judged by the model) */
 } sf_optcnn_options;
 
 SF_API void sf_optcnn_options_default(sf_optcnn_options *o);
@@ -72,6 +78,7 @@ typedef struct sf_optcnn_result {
     int fits;              /* peak_mem_bytes <= mem_cap_bytes on every device */
     int peak_device;       /* the device over its capacity by the most (else the fullest) */
     double peak_kinds[SF_SIM_MEM_KIND_COUNT]; /* what that device holds, by sf_sim_mem_kind */
+    int timeline; /* 1: judged by the simulator's timeline (sf_optcnn_options.timeline) */
     /* the memory bound: 1 when the fastest answer did not fit and the answer is
      * the fastest fitting one the relaxation found (or, when none fits, the one
      * of smallest peak); fastest_* describe the fastest answer either way */

@@ -114,6 +114,8 @@ void sf_optcnn_options_default(sf_optcnn_options *o) {
     o->scheme = SF_SCHEME_RING;
     o->memory_bound = 1;
     o->memory_headroom = 0;
+    o->timeline = 0;
+    sf_sim_options_default(&o->sim);
 }
 
 /* ---- the additive cost of a strategy (priced by optcnn_cost.c) --------------------- */
@@ -1051,9 +1053,10 @@ double sf_optcnn_memory(const sf_graph *g, const sf_machine *m, const sf_cost_mo
 
 /* ---- the search ------------------------------------------------------------------- */
 
-#define OC_LAMBDA_UP 24  /* multiplier steps of 8 up from the first one */
-#define OC_HULL_STEPS 32 /* hull vertices tried between an answer that fits and one that does not  \
-                          */
+#define OC_LAMBDA_UP 24 /* multiplier steps of 8 up from the first one */
+#define OC_HULL_STEPS                                                                              \
+    32 /* hull vertices tried between an answer that fits and one that does not                    \
+        */
 #define OC_HULL_REL 1e-12
 
 /* One answer's memory against the devices' capacities. */
@@ -1082,6 +1085,21 @@ static void mem_judge(const sf_machine *m, double headroom, const double *kinds,
     e->fits = e->over <= 0;
 }
 
+/* With a simulator (sf_optcnn_options.timeline), the timeline's peak of
+ * strategy st by kind into kinds in place of the model's; 1 when it judged,
+ * 0 when it could not (a task graph over its max_tasks: the model's count
+ * stays), -1 on another failure. */
+static int sim_kinds(sf_sim *sim, const sf_strategy *st, double *kinds, int n_dev) {
+    if (!sim) return 0;
+    sf_error ignore = {0};
+    sf_sim_result res;
+    sf_status rc = sf_sim_run(sim, st, &res, &ignore);
+    if (rc == SF_ERR_RANGE) return 0;
+    if (rc != SF_OK || !res.device_live_kinds) return -1;
+    memcpy(kinds, res.device_live_kinds, (size_t)n_dev * SF_SIM_MEM_KIND_COUNT * sizeof *kinds);
+    return 1;
+}
+
 /* The search's state across solves for the memory bound. */
 typedef struct oc_bound {
     dp *s;
@@ -1089,6 +1107,7 @@ typedef struct oc_bound {
     const sf_optcnn_options *o;
     sf_strategy *try_s, *fit_s; /* the last solve's answer; the fastest fitting one */
     sf_strategy *out;           /* the fastest answer, then the one of least overflow */
+    sf_sim *sim;                /* with timeline: what judges whether an answer fits */
     double *kinds;              /* [n_dev * SF_SIM_MEM_KIND_COUNT] */
     oc_mem fit, least;
     double fit_lambda, least_lambda;
@@ -1118,6 +1137,8 @@ static sf_status bound_try(oc_bound *b, double lambda, sf_optcnn_result *r, oc_m
                             "optcnn: optimum %.9g for multiplier %g differs from the cost of its "
                             "strategy %.9g",
                             s->constant, lambda, check);
+    if (sim_kinds(b->sim, b->try_s, b->kinds, b->sc->n_dev) < 0)
+        return sf_error_set(err, SF_ERR_NOMEM, "optcnn: could not simulate an answer's memory");
     mem_judge(s->m, b->o->memory_headroom, b->kinds, e);
     if (e->fits && (!b->have_fit || e->time < b->fit.time)) {
         b->have_fit = 1;
@@ -1229,6 +1250,7 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
     memset(&sc, 0, sizeof sc);
     oc_bound b;
     memset(&b, 0, sizeof b);
+    sf_sim *sim = NULL;
     int n_dev = sf_machine_num_devices(m);
     size_t nk = (size_t)(n_dev > 0 ? n_dev : 1) * SF_SIM_MEM_KIND_COUNT;
     double *kinds = calloc(nk, sizeof *kinds);
@@ -1301,6 +1323,23 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
                               r->cost_s, e0.time);
             goto done;
         }
+        if (o->timeline) {
+            sf_sim_options so = o->sim;
+            so.memory_timeline = 1;
+            so.memory_headroom = o->memory_headroom;
+            so.keep_schedule = 0;
+            sim = sf_sim_new(g, m, cm, &so, err);
+            if (!sim) {
+                st = err && err->code != SF_OK ? err->code : SF_ERR_NOMEM;
+                goto done;
+            }
+        }
+        int judged = sim_kinds(sim, out, kinds, n_dev);
+        if (judged < 0) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "optcnn: could not simulate the answer's memory");
+            goto done;
+        }
+        r->timeline = judged;
         mem_judge(m, o->memory_headroom, kinds, &e0);
     }
     r->fastest_cost_s = r->cost_s;
@@ -1329,6 +1368,7 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
         b.o = o;
         b.out = out;
         b.kinds = kinds;
+        b.sim = sim;
         b.solves = 1;
         b.try_s = sf_strategy_new(g);
         b.fit_s = sf_strategy_new(g);
@@ -1349,6 +1389,7 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
         /* the answer's memory by kind, once more (kinds holds the last solve's) */
         memset(kinds, 0, nk * sizeof *kinds);
         oc_eval(&sc, out, &e0.time, &e0.proxy, kinds);
+        r->timeline = sim_kinds(sim, out, kinds, n_dev) > 0;
         mem_judge(m, o->memory_headroom, kinds, &e0);
     }
     r->peak_mem_bytes = e0.peak;
@@ -1358,6 +1399,7 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
     for (int j = 0; j < SF_SIM_MEM_KIND_COUNT; j++)
         r->peak_kinds[j] = kinds[(size_t)e0.dev * SF_SIM_MEM_KIND_COUNT + j];
 done:
+    sf_sim_free(sim);
     sf_strategy_free(b.try_s);
     sf_strategy_free(b.fit_s);
     free(kinds);

@@ -122,8 +122,14 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         sf_optcnn_options_default(&oo);
         oo.scheme = o->mcmc.sim.scheme; /* price sync as the simulator runs it */
         oo.reduce = o->mcmc.reduce;     /* and propose what MCMC proposes */
-        /* its memory bound keeps the share the final judgement keeps free */
+        /* its memory bound judged as the best is at the end: the simulator's
+         * timeline within the memory --memory-headroom leaves, on task graphs
+         * within the limit above */
         oo.memory_headroom = o->mcmc.sim.memory_headroom;
+        oo.timeline = 1;
+        oo.sim = o->mcmc.sim;
+        if (rep->rows[SF_SEARCH_DATA].present)
+            oo.sim.max_tasks = 4 * data_res.tasks > 2000000 ? 4 * data_res.tasks : 2000000;
         st = sf_optcnn_search(g, m, cm, &oo, opt, &rep->optcnn, err);
         if (st != SF_OK) goto done;
         judge(sim, opt, &rep->rows[SF_SEARCH_OPTCNN], &res);

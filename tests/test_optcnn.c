@@ -615,6 +615,273 @@ static void test_options_and_errors(void **state) {
     sf_graph_free(g);
 }
 
+/* ---- memory --------------------------------------------------------------------- */
+
+/* A machine of one node of n devices of a preset, with mem_bytes each (0: the preset's). */
+static sf_machine *machine_node(const char *preset, int n, double mem_bytes) {
+    sf_error err = {0};
+    sf_machine_desc d;
+    assert_int_equal(sf_machine_preset_desc(preset, &d, &err), SF_OK);
+    d.nodes = 1;
+    d.devices_per_node = n;
+    if (mem_bytes > 0) d.kind.mem_bytes = mem_bytes;
+    sf_machine *m = sf_machine_build(&d, &err);
+    assert_non_null(m);
+    return m;
+}
+
+static sf_cost_model *cost_for(const sf_machine *m, sf_dtype dtype, sf_optimizer_kind opt) {
+    sf_analytic_params p;
+    sf_analytic_params_default(&p);
+    p.dtype = dtype;
+    p.optimizer = opt;
+    sf_cost_model *cm = sf_cost_analytic_new(m, &p);
+    assert_non_null(cm);
+    return cm;
+}
+
+static sf_graph *zoo(const char *name, int64_t batch, const int64_t *mlp, int n_mlp) {
+    sf_error err = {0};
+    sf_model_options mo;
+    sf_model_options_default(&mo);
+    mo.batch = batch;
+    if (strcmp(name, "gpt") == 0) {
+        mo.layers = 1;
+        mo.hidden = 64;
+        mo.heads = 4;
+        mo.seq_len = 16;
+        mo.vocab = 100;
+    }
+    for (int i = 0; i < n_mlp; i++) mo.mlp_sizes[i] = mlp[i];
+    mo.n_mlp = n_mlp;
+    sf_graph *g = sf_model_build(name, &mo, &err);
+    if (!g) fail_msg("%s: %s", name, err.msg);
+    return g;
+}
+
+/* Each device's bytes of the memory model against the simulator's all-at-once
+ * count, for data parallelism, OptCNN's answer and random strategies (partial
+ * sums and split classes included), under fp32 with SGD and bf16 with Adam. */
+static void memory_matches(sf_graph *g, sf_machine *m, sf_cost_model *cm, uint64_t seed) {
+    sf_error err = {0};
+    int n_dev = sf_machine_num_devices(m);
+    sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
+    assert_non_null(sim);
+    sf_strategy *s = sf_strategy_new(g);
+    double dev[64], kinds[64 * SF_SIM_MEM_KIND_COUNT];
+    assert_true(n_dev <= 64);
+    sf_rng rng;
+    sf_rng_seed(&rng, seed);
+    for (int trial = 0; trial < 8; trial++) {
+        if (trial == 0) {
+            assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
+        } else if (trial == 1) {
+            assert_int_equal(sf_optcnn_search(g, m, cm, NULL, s, NULL, &err), SF_OK);
+        } else {
+            for (int i = 0; i < sf_graph_num_ops(g); i++)
+                sf_config_random_in(sf_graph_op(g, i), m, SF_OPT_IN_INNER, &rng,
+                                    sf_strategy_config(s, i));
+            sf_strategy_align_ties(s, g, m);
+        }
+        for (int i = 0; i < sf_graph_num_ops(g); i++)
+            sf_strategy_config(s, i)->zero = sf_strategy_config(s, i)->recompute = 0;
+        double peak = sf_optcnn_memory(g, m, cm, NULL, s, dev, kinds);
+        sf_sim_result r;
+        assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+        double worst = 0;
+        for (int d = 0; d < n_dev; d++) {
+            double sum = 0;
+            for (int k = 0; k < SF_SIM_MEM_KIND_COUNT; k++)
+                sum += kinds[d * SF_SIM_MEM_KIND_COUNT + k];
+            if (!(fabs(dev[d] - r.device_mem_bytes[d]) <= 1e-9 * r.device_mem_bytes[d] + 1e-6))
+                fail_msg("%s trial %d device %d: model %.17g, simulator %.17g", sf_graph_name(g),
+                         trial, d, dev[d], r.device_mem_bytes[d]);
+            assert_true(fabs(sum - dev[d]) <= 1e-9 * dev[d] + 1e-6);
+            worst = fmax(worst, dev[d]);
+        }
+        assert_true(peak == worst);
+        assert_true(fabs(peak - r.peak_mem_bytes) <= 1e-9 * peak);
+    }
+    sf_strategy_free(s);
+    sf_sim_free(sim);
+}
+
+static void test_memory_equals_simulator(void **state) {
+    (void)state;
+    const int64_t mlp[] = {96, 200, 64, 10};
+    const char *names[] = {"mlp", "lenet5", "gpt", "rnnlm"};
+    for (int fam = 0; fam < 2; fam++) {
+        sf_machine *m = fam ? machine_node("dgx-h100", 4, 0) : machine_2x2(0);
+        sf_cost_model *cm = fam ? cost_for(m, SF_DTYPE_BF16, SF_OPTIMIZER_ADAM)
+                                : cost_for(m, SF_DTYPE_FP32, SF_OPTIMIZER_SGD);
+        for (int k = 0; k < 4; k++) {
+            sf_graph *g = zoo(names[k], 8, mlp, k == 0 ? 4 : 0);
+            /* rnnlm's steps share their layer's weights: exact when they share a
+             * config, as in data parallelism and OptCNN's answer (trials 0, 1) */
+            if (k == 3) {
+                sf_error err = {0};
+                sf_strategy *s = sf_strategy_new(g);
+                double dev[4];
+                assert_int_equal(sf_strategy_data(s, g, m), SF_OK);
+                sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
+                sf_sim_result r;
+                assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+                sf_optcnn_memory(g, m, cm, NULL, s, dev, NULL);
+                for (int d = 0; d < 4; d++)
+                    assert_true(fabs(dev[d] - r.device_mem_bytes[d]) <=
+                                1e-9 * r.device_mem_bytes[d]);
+                sf_sim_free(sim);
+                sf_strategy_free(s);
+            } else {
+                memory_matches(g, m, cm, 100 + (uint64_t)(10 * fam + k));
+            }
+            sf_graph_free(g);
+        }
+        sf_cost_free(cm);
+        sf_machine_free(m);
+    }
+}
+
+/* Does every device's bytes of the simulator's all-at-once count stay within
+ * its memory less the headroom? */
+static int sim_fits(sf_graph *g, sf_machine *m, sf_cost_model *cm, const sf_strategy *s,
+                    double headroom, double *peak) {
+    sf_error err = {0};
+    sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
+    assert_non_null(sim);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+    int fits = 1;
+    for (int d = 0; d < r.n_devices; d++)
+        if (r.device_mem_bytes[d] > sf_machine_device_kind(m, d)->mem_bytes * (1 - headroom))
+            fits = 0;
+    *peak = r.peak_mem_bytes;
+    sf_sim_free(sim);
+    return fits;
+}
+
+static int same_strategy(const sf_graph *g, const sf_strategy *a, const sf_strategy *b) {
+    for (int i = 0; i < sf_graph_num_ops(g); i++)
+        if (!sf_config_equal(sf_strategy_get(a, i), sf_strategy_get(b, i))) return 0;
+    return 1;
+}
+
+/* The memory bound: where the fastest answer fits nothing changes; where it
+ * does not and something in the space fits, the answer fits (by the model and
+ * by the simulator's count), costs at least the fastest, and is found again
+ * bit for bit; where nothing fits, the answer says by how much and what it
+ * holds, and holds no more than the fastest. */
+static void test_memory_bound(void **state) {
+    (void)state;
+    sf_error err = {0};
+    const int64_t mlp[] = {4096, 4096, 4096, 4096, 4096, 16};
+    sf_graph *g = zoo("mlp", 16384, mlp, 6);
+    sf_optcnn_options o;
+    sf_optcnn_options_default(&o);
+    assert_int_equal(o.memory_bound, 1);
+    o.memory_headroom = 0.1;
+    sf_strategy *fast = sf_strategy_new(g), *s = sf_strategy_new(g), *again = sf_strategy_new(g);
+    /* the fastest answer's peak on a machine with room for it */
+    sf_machine *big = machine_node("dgx-h100", 4, 0);
+    sf_cost_model *cmb = cost_for(big, SF_DTYPE_BF16, SF_OPTIMIZER_ADAM);
+    sf_optcnn_result rb, ru;
+    assert_int_equal(sf_optcnn_search(g, big, cmb, &o, fast, &rb, &err), SF_OK);
+    assert_true(rb.fits && !rb.bounded && rb.solves == 1);
+    assert_true(rb.fastest_peak_bytes == rb.peak_mem_bytes && rb.fastest_cost_s == rb.cost_s);
+    o.memory_bound = 0;
+    assert_int_equal(sf_optcnn_search(g, big, cmb, &o, s, &ru, &err), SF_OK);
+    assert_true(same_strategy(g, fast, s) && ru.cost_s == rb.cost_s);
+    o.memory_bound = 1;
+    double fast_peak = rb.peak_mem_bytes;
+    /* the least memory of the space: the answer on a machine where nothing fits */
+    sf_machine *tiny = machine_node("dgx-h100", 4, 1e6);
+    sf_cost_model *cmt = cost_for(tiny, SF_DTYPE_BF16, SF_OPTIMIZER_ADAM);
+    sf_optcnn_result rt;
+    assert_int_equal(sf_optcnn_search(g, tiny, cmt, &o, s, &rt, &err), SF_OK);
+    assert_true(!rt.fits && rt.bounded);
+    assert_true(rt.peak_mem_bytes > rt.mem_cap_bytes);
+    assert_true(fabs(rt.mem_cap_bytes - 0.9e6) <= 1e-6);
+    assert_true(rt.peak_mem_bytes < fast_peak);
+    double sum = 0, top = 0;
+    for (int k = 0; k < SF_SIM_MEM_KIND_COUNT; k++) {
+        sum += rt.peak_kinds[k];
+        top = fmax(top, rt.peak_kinds[k]);
+    }
+    assert_true(fabs(sum - rt.peak_mem_bytes) <= 1e-9 * sum);
+    assert_true(top == rt.peak_kinds[SF_SIM_MEM_WEIGHTS] ||
+                top == rt.peak_kinds[SF_SIM_MEM_ACTIVATIONS] ||
+                top == rt.peak_kinds[SF_SIM_MEM_RECEIVED]);
+    double least = rt.peak_mem_bytes;
+    assert_true(least < fast_peak * 0.9); /* room for a machine between the two */
+    /* memory between the least and the fastest's: the fastest does not fit, the answer does */
+    double mem = (least + 0.25 * (fast_peak - least)) / 0.9;
+    sf_machine *mid = machine_node("dgx-h100", 4, mem);
+    sf_cost_model *cmm = cost_for(mid, SF_DTYPE_BF16, SF_OPTIMIZER_ADAM);
+    sf_optcnn_result rm, rm2;
+    assert_int_equal(sf_optcnn_search(g, mid, cmm, &o, s, &rm, &err), SF_OK);
+    assert_true(rm.bounded && rm.fits && rm.solves > 1 && rm.lambda > 0);
+    assert_true(rm.fastest_peak_bytes > rm.mem_cap_bytes);
+    assert_true(fabs(rm.fastest_cost_s - rb.cost_s) <= 1e-12 * rb.cost_s);
+    assert_true(rm.peak_mem_bytes <= rm.mem_cap_bytes);
+    assert_true(rm.cost_s >= rm.fastest_cost_s);
+    assert_true(fabs(sf_optcnn_cost(g, mid, cmm, &o, s) - rm.cost_s) <= 1e-9 * rm.cost_s);
+    assert_true(fabs(sf_optcnn_memory(g, mid, cmm, &o, s, NULL, NULL) - rm.peak_mem_bytes) <=
+                1e-9 * rm.peak_mem_bytes);
+    assert_int_equal(sf_strategy_validate(s, g, mid, &err), SF_OK);
+    double sim_peak, fast_sim_peak;
+    assert_true(sim_fits(g, mid, cmm, s, 0.1, &sim_peak));
+    assert_false(sim_fits(g, mid, cmm, fast, 0.1, &fast_sim_peak));
+    /* deterministic */
+    assert_int_equal(sf_optcnn_search(g, mid, cmm, &o, again, &rm2, &err), SF_OK);
+    assert_true(same_strategy(g, s, again) && rm2.cost_s == rm.cost_s && rm2.solves == rm.solves);
+    /* without the bound, the fastest, which does not fit, and says so */
+    o.memory_bound = 0;
+    assert_int_equal(sf_optcnn_search(g, mid, cmm, &o, again, &ru, &err), SF_OK);
+    assert_true(same_strategy(g, fast, again) && !ru.fits && !ru.bounded);
+    assert_true(ru.peak_mem_bytes == rm.fastest_peak_bytes);
+    /* judged by the simulator's timeline (activation gradients too): the
+     * answer's peak and fit are the timeline's */
+    o.memory_bound = 1;
+    o.timeline = 1;
+    sf_optcnn_result rl;
+    assert_int_equal(sf_optcnn_search(g, mid, cmm, &o, again, &rl, &err), SF_OK);
+    assert_true(rl.timeline && rl.bounded && rl.fits);
+    {
+        sf_sim_options so;
+        sf_sim_options_default(&so);
+        so.memory_timeline = 1;
+        so.memory_headroom = o.memory_headroom;
+        sf_sim *sim = sf_sim_new(g, mid, cmm, &so, &err);
+        assert_non_null(sim);
+        sf_sim_result r;
+        assert_int_equal(sf_sim_run(sim, again, &r, &err), SF_OK);
+        assert_true(r.fits);
+        assert_true(fabs(r.device_live_bytes[rl.peak_device] - rl.peak_mem_bytes) <=
+                    1e-9 * rl.peak_mem_bytes);
+        assert_true(rl.peak_kinds[SF_SIM_MEM_ACT_GRADS] > 0); /* the model has none */
+        /* the fastest answer's timeline does not fit */
+        assert_int_equal(sf_sim_run(sim, fast, &r, &err), SF_OK);
+        assert_false(r.fits);
+        assert_true(fabs(r.live_peak_bytes - rl.fastest_peak_bytes) <= 1e-9 * r.live_peak_bytes);
+        sf_sim_free(sim);
+    }
+    o.timeline = 0;
+    /* a headroom out of range */
+    o.memory_headroom = 1;
+    assert_int_equal(sf_optcnn_search(g, mid, cmm, &o, again, NULL, &err), SF_ERR_RANGE);
+    sf_error_clear(&err);
+    sf_strategy_free(fast);
+    sf_strategy_free(s);
+    sf_strategy_free(again);
+    sf_cost_free(cmb);
+    sf_cost_free(cmt);
+    sf_cost_free(cmm);
+    sf_machine_free(big);
+    sf_machine_free(tiny);
+    sf_machine_free(mid);
+    sf_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_cost_by_hand),
@@ -628,6 +895,8 @@ int main(void) {
         cmocka_unit_test(test_rnn_does_not_reduce),
         cmocka_unit_test(test_exhaustive_simulator),
         cmocka_unit_test(test_options_and_errors),
+        cmocka_unit_test(test_memory_equals_simulator),
+        cmocka_unit_test(test_memory_bound),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

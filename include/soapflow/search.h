@@ -38,16 +38,28 @@ extern "C" {
  * count (p <= devices), part i on device i: contiguous devices from 0, as in
  * OptCNN. */
 typedef struct sf_optcnn_options {
-    int max_configs;       /* per operator cap (0: no cap) */
-    int check_memory;      /* drop configs whose parts do not fit on a device */
-    int max_left;          /* enumerate exhaustively what is left when at most this many nodes */
-    sf_sync_scheme scheme; /* how gradient sync is priced: ring all-reduce (default) or
-                            * parameter server, as the simulator runs them */
-    int reduce;            /* SF_OPT_IN_REDUCE (1): each node's configs split reduction
-                            * dimensions too (partial sums: a row-parallel linear, attention
-                            * heads); SF_OPT_IN_INNER (2): also inner ones (softmax_ce's
-                            * classes: sf_op_dim_opt_in); 0
-                            * (default) keeps every seeded search as it was */
+    int max_configs;        /* per operator cap (0: no cap) */
+    int check_memory;       /* drop configs whose parts do not fit on a device */
+    int max_left;           /* enumerate exhaustively what is left when at most this many nodes */
+    sf_sync_scheme scheme;  /* how gradient sync is priced: ring all-reduce (default) or
+                             * parameter server, as the simulator runs them */
+    int reduce;             /* SF_OPT_IN_REDUCE (1): each node's configs split reduction
+                             * dimensions too (partial sums: a row-parallel linear, attention
+                             * heads); SF_OPT_IN_INNER (2): also inner ones (softmax_ce's
+                             * classes: sf_op_dim_opt_in); 0
+                             * (default) keeps every seeded search as it was */
+    int memory_bound;       /* 1 (default): when the fastest answer does not fit in device
+                             * memory (sf_optcnn_memory: the simulator's all-at-once count),
+                             * search for the fastest that fits by Lagrangian relaxation
+                             * (docs/search.md, "OptCNN under memory"); 0: the fastest */
+    double memory_headroom; /* the share of each device's memory kept free, in [0, 1)
+                             * (default 0; `search` passes --memory-headroom) */
+    int timeline;           /* 1: an answer fits when the simulator (sim, with its memory
+                             * timeline and memory_headroom) says its peak over the iteration
+                             * does, activation gradients included, and the report is that
+                             * peak; 0 (default): when the memory model's count does */
+    sf_sim_options sim;     /* with timeline: the simulator's sync, scheme, segments and
+                             * max_tasks (an answer over it is judged by the model) */
 } sf_optcnn_options;
 
 SF_API void sf_optcnn_options_default(sf_optcnn_options *o);
@@ -60,6 +72,20 @@ typedef struct sf_optcnn_result {
     int exact;          /* 1 when the answer is the exact optimum */
     const char *method; /* how the rest was solved ("exhaustive", "greedy ..."): static text */
     double seconds;     /* search time */
+    /* memory (sf_optcnn_memory) of the answer */
+    double peak_mem_bytes; /* its most loaded device's bytes */
+    double mem_cap_bytes;  /* what that device may use: its memory less the headroom */
+    int fits;              /* peak_mem_bytes <= mem_cap_bytes on every device */
+    int peak_device;       /* the device over its capacity by the most (else the fullest) */
+    double peak_kinds[SF_SIM_MEM_KIND_COUNT]; /* what that device holds, by sf_sim_mem_kind */
+    int timeline; /* 1: judged by the simulator's timeline (sf_optcnn_options.timeline) */
+    /* the memory bound: 1 when the fastest answer did not fit and the answer is
+     * the fastest fitting one the relaxation found (or, when none fits, the one
+     * of smallest peak); fastest_* describe the fastest answer either way */
+    int bounded;
+    double fastest_cost_s, fastest_peak_bytes;
+    double lambda; /* the multiplier of the answer (seconds per byte; 0: unbounded) */
+    int solves;    /* dynamic programs solved (1 when unbounded) */
 } sf_optcnn_result;
 
 SF_API sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
@@ -70,6 +96,17 @@ SF_API sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const 
  * transfer time. o: its sync scheme (NULL: defaults, a ring). */
 SF_API double sf_optcnn_cost(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
                              const sf_optcnn_options *o, const sf_strategy *s);
+/* OptCNN's memory model of a strategy without ZeRO stages or recomputation
+ * (sf_config.zero, .recompute): each device's bytes as the simulator counts
+ * them all at once (sf_sim_result.device_mem_bytes: weights with their
+ * gradients and optimizer state, activations, received copies; weights shared
+ * by G operators are charged 1/G per operator, exact when they share a
+ * config), as a sum of a term per operator and one per edge. Returns the
+ * largest device's; NAN on bad arguments or out of memory. per_device
+ * ([devices]) and kinds ([devices * SF_SIM_MEM_KIND_COUNT]) may be NULL. */
+SF_API double sf_optcnn_memory(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                               const sf_optcnn_options *o, const sf_strategy *s, double *per_device,
+                               double *kinds);
 
 /* Brute force over every combination of OptCNN candidate configs: the oracle.
  * Refuses (SF_ERR_RANGE) when the space exceeds max_states. */

@@ -64,7 +64,9 @@ static int usage(FILE *out) {
         "The searches rank strategies by time, those that fit in memory first (every\n"
         "activation counted as alive at once); the best one is then simulated with its\n"
         "memory over the iteration, which decides best_fits, and when it does not fit a\n"
-        "line says by how much it misses and what its peak holds.\n"
+        "line says by how much it misses and what its peak holds. OptCNN bounds its\n"
+        "own answer by the same peak (the lines after its own say so when its fastest\n"
+        "answer does not fit, or when nothing in its space does).\n"
         "\n"
         "example:\n"
         "  soapflow search --model inception_v3 --machine p100-4x4 --budget 30s --out best.json\n"
@@ -147,6 +149,65 @@ static void report_miss(const sf_sim_result *r, const sf_machine *m, const sf_si
         printf("%s %s %s", i ? "," : "", sf_sim_mem_kind_name(order[i]),
                sf_fmt_bytes(k[order[i]], b1, sizeof b1));
     printf("\n");
+}
+
+/* The kinds of a peak, largest first, as ", weights 1.2 GiB, activations ...". */
+static void print_kinds(const double *k) {
+    int order[SF_SIM_MEM_KIND_COUNT];
+    for (int i = 0; i < SF_SIM_MEM_KIND_COUNT; i++) {
+        int j = i;
+        for (; j > 0 && k[order[j - 1]] < k[i]; j--) order[j] = order[j - 1];
+        order[j] = i;
+    }
+    char b[32];
+    for (int i = 0; i < SF_SIM_MEM_KIND_COUNT; i++)
+        printf("%s %s %s", i ? "," : "", sf_sim_mem_kind_name(order[i]),
+               sf_fmt_bytes(k[order[i]], b, sizeof b));
+}
+
+static int largest_kind(const double *k) {
+    int best = 0;
+    for (int i = 1; i < SF_SIM_MEM_KIND_COUNT; i++)
+        if (k[i] > k[best]) best = i;
+    return best;
+}
+
+/* OptCNN's memory, when it matters: its fastest answer did not fit (the bound
+ * searched), or its answer does not fit (by how much, and what the peak holds). */
+static void optcnn_memory_lines(const sf_optcnn_result *r) {
+    char b1[32], b2[32], b3[32];
+    if (r->bounded)
+        printf("optcnn: its fastest answer (additive %.3f ms) needs %s, over the %s a device may "
+               "use; bounded by memory in %d solves: additive %.3f ms, peak %s\n",
+               r->fastest_cost_s * 1e3, sf_fmt_bytes(r->fastest_peak_bytes, b1, sizeof b1),
+               sf_fmt_bytes(r->mem_cap_bytes, b2, sizeof b2), r->solves, r->cost_s * 1e3,
+               sf_fmt_bytes(r->peak_mem_bytes, b3, sizeof b3));
+    if (r->fits) return;
+    printf("optcnn: does not fit: device %d needs %s, %s over the %s it may use; the peak holds",
+           r->peak_device, sf_fmt_bytes(r->peak_mem_bytes, b1, sizeof b1),
+           sf_fmt_bytes(r->peak_mem_bytes - r->mem_cap_bytes, b2, sizeof b2),
+           sf_fmt_bytes(r->mem_cap_bytes, b3, sizeof b3));
+    print_kinds(r->peak_kinds);
+    printf("\n");
+}
+
+static void optcnn_json(json_t *j, const sf_optcnn_result *r) {
+    json_object_set_new(j, "optcnn_fits", json_boolean(r->fits));
+    sf_cli_json_set_real(j, "optcnn_peak_mem_bytes", r->peak_mem_bytes);
+    sf_cli_json_set_real(j, "optcnn_mem_cap_bytes", r->mem_cap_bytes);
+    json_object_set_new(j, "optcnn_bounded", json_boolean(r->bounded));
+    sf_cli_json_set_real(j, "optcnn_fastest_cost_ms", r->fastest_cost_s * 1e3);
+    sf_cli_json_set_real(j, "optcnn_fastest_peak_mem_bytes", r->fastest_peak_bytes);
+    json_object_set_new(j, "optcnn_solves", json_integer(r->solves));
+    if (r->fits) return;
+    sf_cli_json_set_real(j, "optcnn_over_bytes", r->peak_mem_bytes - r->mem_cap_bytes);
+    json_object_set_new(j, "optcnn_peak_device", json_integer(r->peak_device));
+    json_object_set_new(j, "optcnn_peak_dominant",
+                        json_string(sf_sim_mem_kind_name(largest_kind(r->peak_kinds))));
+    json_t *k = json_object();
+    for (int i = 0; i < SF_SIM_MEM_KIND_COUNT; i++)
+        sf_cli_json_set_real(k, sf_sim_mem_kind_name(i), r->peak_kinds[i]);
+    json_object_set_new(j, "optcnn_peak_kinds", k);
 }
 
 int sf_cmd_search(int argc, char **argv) {
@@ -243,6 +304,9 @@ int sf_cmd_search(int argc, char **argv) {
     so.mcmc.use_delta = !o.no_delta;
     so.mcmc.reduce = o.reduce ? SF_OPT_IN_INNER : 0; /* everything the planner prices */
     so.mcmc.sim = o.sim;
+    /* OptCNN bounds its memory by what --memory-headroom leaves (without the
+     * timeline the simulator reads no headroom: the search's ranking stays) */
+    so.mcmc.sim.memory_headroom = o.mem.memory_headroom;
     so.mcmc.progress = !o.json;
     sf_search_report rep;
     sf_strategy *best = sf_strategy_new(g);
@@ -312,6 +376,7 @@ int sf_cmd_search(int argc, char **argv) {
             json_object_set_new(j, "optcnn_exact", json_boolean(rep.optcnn.exact));
             json_object_set_new(j, "optcnn_nodes_left", json_integer(rep.optcnn.nodes_left));
             sf_cli_json_set_real(j, "optcnn_seconds", rep.optcnn.seconds);
+            optcnn_json(j, &rep.optcnn);
         }
         if (run_mcmc) {
             sf_cli_json_set_real(j, "mcmc_ms", rows[SF_SEARCH_MCMC].iter_s * 1e3);
@@ -367,6 +432,7 @@ int sf_cmd_search(int argc, char **argv) {
                    rep.optcnn.seconds, rep.optcnn.cost_s * 1e3, rep.optcnn.nodes_left,
                    rep.optcnn.nodes_initial, rep.optcnn.exact ? "exact" : "not exact: ",
                    rep.optcnn.exact ? "" : rep.optcnn.method);
+        if (run_optcnn) optcnn_memory_lines(&rep.optcnn);
         if (run_mcmc)
             printf("mcmc: %lld proposals (%lld accepted), %lld of them the polish's (%lld "
                    "improving), in %.1f s, %.0f simulations/s\n",

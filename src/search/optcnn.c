@@ -96,6 +96,7 @@
  * over contiguous rows. Everything lives in one arena and a few scratch buffers allocated up front.
  */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -111,6 +112,10 @@ void sf_optcnn_options_default(sf_optcnn_options *o) {
     o->check_memory = 1;
     o->max_left = 16;
     o->scheme = SF_SCHEME_RING;
+    o->memory_bound = 1;
+    o->memory_headroom = 0;
+    o->timeline = 0;
+    sf_sim_options_default(&o->sim);
 }
 
 /* ---- the additive cost of a strategy (priced by optcnn_cost.c) --------------------- */
@@ -315,9 +320,11 @@ sf_status oc_candidates(const sf_graph *g, const sf_machine *m, const sf_cost_mo
 /* ---- the reduction graph --------------------------------------------------------- */
 
 typedef struct dp_node {
-    int n;       /* configs */
-    double *vec; /* [n] node cost, grows as leaves fold in */
-    int *adj;    /* incident edge ids (dead ones removed lazily) */
+    int n;              /* configs */
+    const double *tvec; /* [n] node cost (time) */
+    const double *mvec; /* [n] node memory: its largest device's bytes */
+    double *vec;        /* [n] tvec + lambda * mvec in a solve, grows as leaves fold in */
+    int *adj;           /* incident edge ids (dead ones removed lazily) */
     int n_adj, cap_adj;
     int alive;
     int choice; /* final config index */
@@ -338,11 +345,14 @@ typedef struct dp_rec {
     const double *vec; /* node(v) when eliminated */
 } dp_rec;
 
+typedef struct memo_entry memo_entry;
+
 typedef struct dp {
     const sf_graph *g;
     const sf_machine *m;
     const sf_cost_model *cm;
-    sf_arena *arena;
+    sf_arena *arena; /* what every solve shares: candidates, tables */
+    sf_arena *run;   /* what one solve makes (dp_solve): vectors, adjacency, tables */
     oc_cands *cand;
     int n_nodes;
     dp_node *nodes;
@@ -356,7 +366,11 @@ typedef struct dp {
     int q_head, q_len;
     double *tmp_a, *tmp_b; /* [max_n * max_n] min-plus scratch */
     int max_n;
-    int n_tables;           /* distinct edge tables computed */
+    int n_tables;     /* distinct edge tables computed */
+    memo_entry *memo; /* [n_tables] */
+    int n_init;       /* the graph's edges: init_memo[q] is edge q's table */
+    int *init_a, *init_b, *init_memo;
+    const double **comb;    /* [n_tables] a solve's tables (time + lambda * memory) */
     sf_config cfg_a, cfg_b; /* candidates made whole (oc_cfg_get) for the cost functions */
 } dp;
 
@@ -371,7 +385,7 @@ static int adj_push(dp *s, int x, int e) {
     dp_node *nd = &s->nodes[x];
     if (nd->n_adj == nd->cap_adj) {
         int cap = nd->cap_adj ? 2 * nd->cap_adj : 4;
-        int *a = sf_arena_calloc(s->arena, (size_t)cap, sizeof *a);
+        int *a = sf_arena_calloc(s->run, (size_t)cap, sizeof *a);
         if (!a) return -1;
         if (nd->n_adj) memcpy(a, nd->adj, (size_t)nd->n_adj * sizeof *a);
         nd->adj = a;
@@ -416,7 +430,7 @@ static int merge_parallel(dp *s, int x) {
                 int y = other_end(e1, x);
                 if (other_end(e2, x) != y) continue;
                 int nx = nd->n, ny = s->nodes[y].n;
-                double *t = sf_arena_calloc(s->arena, (size_t)nx * (size_t)ny, sizeof *t);
+                double *t = sf_arena_calloc(s->run, (size_t)nx * (size_t)ny, sizeof *t);
                 if (!t) return -1;
                 for (int cx = 0; cx < nx; cx++)
                     for (int cy = 0; cy < ny; cy++)
@@ -487,7 +501,7 @@ static int eliminate(dp *s, int x) {
     for (int cw = 0; cw < nw; cw++)
         for (int cx = 0; cx < nx; cx++)
             B[(size_t)cw * (size_t)nx + (size_t)cx] = tab(s, e2, x, cx, cw);
-    double *t = sf_arena_calloc(s->arena, (size_t)nu * (size_t)nw, sizeof *t);
+    double *t = sf_arena_calloc(s->run, (size_t)nu * (size_t)nw, sizeof *t);
     if (!t) return -1;
     for (int cu = 0; cu < nu; cu++) {
         const double *a = A + (size_t)cu * (size_t)nx;
@@ -607,12 +621,13 @@ static size_t key_side(int64_t *k, const oc_cands *c, const sf_tile *tiles) {
     return n;
 }
 
-typedef struct memo_entry {
+struct memo_entry {
     uint64_t hash;
     size_t len;
     const int64_t *key; /* [len] */
-    const double *t;
-} memo_entry;
+    const double *t;    /* [cu * n_v + cv] time */
+    const double *mt;   /* the same for memory: the largest device's received bytes */
+};
 
 static sf_status build_edges(dp *s, oc_scratch *sc, sf_error *err) {
     const sf_graph *g = s->g;
@@ -626,6 +641,11 @@ static sf_status build_edges(dp *s, oc_scratch *sc, sf_error *err) {
     s->cap_edges = 2 * n_init + 1;
     s->edges = sf_arena_calloc(s->arena, (size_t)s->cap_edges, sizeof *s->edges);
     memo_entry *memo = sf_arena_calloc(s->arena, (size_t)n_init + 1, sizeof *memo);
+    s->memo = memo;
+    s->init_a = sf_arena_calloc(s->arena, (size_t)n_init + 1, sizeof *s->init_a);
+    s->init_b = sf_arena_calloc(s->arena, (size_t)n_init + 1, sizeof *s->init_b);
+    s->init_memo = sf_arena_calloc(s->arena, (size_t)n_init + 1, sizeof *s->init_memo);
+    s->comb = sf_arena_calloc(s->arena, (size_t)n_init + 1, sizeof *s->comb);
     /* the key: whether gradients flow, both sides, and on a machine that prices
      * copies the edge itself (whether a local pair is read in place depends on
      * the producer's other readers, which the tiles do not show) */
@@ -638,7 +658,8 @@ static sf_status build_edges(dp *s, oc_scratch *sc, sf_error *err) {
     es.vt = calloc((size_t)max_sum, sizeof *es.vt);
     es.roff = calloc((size_t)s->max_n, sizeof *es.roff);
     sf_status st = SF_OK;
-    if (!s->edges || !memo || !key || !es.ot || !es.rg || !es.vt || !es.roff) {
+    if (!s->edges || !memo || !key || !es.ot || !es.rg || !es.vt || !es.roff || !s->init_a ||
+        !s->init_b || !s->init_memo || !s->comb) {
         st = sf_error_set(err, SF_ERR_NOMEM, "out of memory building OptCNN edge tables");
         goto done;
     }
@@ -661,16 +682,18 @@ static sf_status build_edges(dp *s, oc_scratch *sc, sf_error *err) {
             len += key_side(key + len, cv, es.rg);
             uint64_t h = 0;
             for (size_t q = 0; q < len; q++) h = mix(h, (uint64_t)key[q]);
-            const double *t = NULL;
-            for (int q = 0; q < n_memo && !t; q++) {
+            int found = -1;
+            for (int q = 0; q < n_memo && found < 0; q++) {
                 const memo_entry *me = &memo[q];
                 if (me->hash == h && me->len == len && memcmp(me->key, key, len * sizeof *key) == 0)
-                    t = me->t;
+                    found = q;
             }
-            if (!t) {
-                double *nt = sf_arena_calloc(s->arena, (size_t)cu->n * (size_t)cv->n, sizeof *nt);
+            if (found < 0) {
+                size_t cells = (size_t)cu->n * (size_t)cv->n;
+                double *nt = sf_arena_calloc(s->arena, cells, sizeof *nt);
+                double *mt = sf_arena_calloc(s->arena, cells, sizeof *mt);
                 int64_t *kc = sf_arena_calloc(s->arena, len, sizeof *kc);
-                if (!nt || !kc) {
+                if (!nt || !mt || !kc) {
                     st = sf_error_set(err, SF_ERR_NOMEM, "out of memory building edge tables");
                     break;
                 }
@@ -681,23 +704,25 @@ static sf_status build_edges(dp *s, oc_scratch *sc, sf_error *err) {
                     for (int b = 0; b < cv->n; b++) {
                         oc_cfg_get(&cv->cfg[b], &s->cfg_b);
                         oc_set_config(sc, vi, &s->cfg_b, &es.vt[es.roff[b]]);
-                        double c = oc_edge_cost_set(sc, vi, k);
+                        double mem = 0;
+                        double c = oc_edge_cost_mem_set(sc, vi, k, &mem, NULL);
                         if (isnan(c)) {
                             st = sf_error_set(err, SF_ERR_NOMEM,
                                               "out of memory building edge tables");
                             break;
                         }
                         nt[(size_t)a * (size_t)cv->n + (size_t)b] = c;
+                        mt[(size_t)a * (size_t)cv->n + (size_t)b] = mem;
                     }
                 }
                 if (st != SF_OK) break;
-                memo[n_memo++] = (memo_entry){h, len, kc, nt};
-                t = nt;
+                memo[n_memo] = (memo_entry){h, len, kc, nt, mt};
+                found = n_memo++;
             }
-            if (edge_add(s, ui, vi, t) < 0) {
-                st = sf_error_set(err, SF_ERR_NOMEM, "out of memory building edge tables");
-                break;
-            }
+            /* the edges are added by each solve (dp_solve), in this order */
+            s->init_a[s->n_init] = ui;
+            s->init_b[s->n_init] = vi;
+            s->init_memo[s->n_init++] = found;
         }
     }
     s->n_tables = n_memo;
@@ -835,15 +860,15 @@ static sf_status solve_rest(dp *s, const sf_optcnn_options *o, sf_optcnn_result 
     rest R;
     R.n = n_left;
     R.n_e = n_e;
-    R.node = sf_arena_calloc(s->arena, (size_t)n_left, sizeof *R.node);
-    R.pos = sf_arena_calloc(s->arena, (size_t)s->n_nodes, sizeof *R.pos);
-    R.eid = sf_arena_calloc(s->arena, (size_t)n_e + 1, sizeof *R.eid);
-    R.cfg = sf_arena_calloc(s->arena, (size_t)n_left, sizeof *R.cfg);
-    int *alt = sf_arena_calloc(s->arena, (size_t)n_left, sizeof *alt);
-    int *bb_cfg = sf_arena_calloc(s->arena, (size_t)n_left, sizeof *bb_cfg);
-    int *cur = sf_arena_calloc(s->arena, (size_t)n_left, sizeof *cur);
-    double *lbs = sf_arena_calloc(s->arena, (size_t)n_left + 1, sizeof *lbs);
-    double *partial = sf_arena_calloc(s->arena, (size_t)n_left + 1, sizeof *partial);
+    R.node = sf_arena_calloc(s->run, (size_t)n_left, sizeof *R.node);
+    R.pos = sf_arena_calloc(s->run, (size_t)s->n_nodes, sizeof *R.pos);
+    R.eid = sf_arena_calloc(s->run, (size_t)n_e + 1, sizeof *R.eid);
+    R.cfg = sf_arena_calloc(s->run, (size_t)n_left, sizeof *R.cfg);
+    int *alt = sf_arena_calloc(s->run, (size_t)n_left, sizeof *alt);
+    int *bb_cfg = sf_arena_calloc(s->run, (size_t)n_left, sizeof *bb_cfg);
+    int *cur = sf_arena_calloc(s->run, (size_t)n_left, sizeof *cur);
+    double *lbs = sf_arena_calloc(s->run, (size_t)n_left + 1, sizeof *lbs);
+    double *partial = sf_arena_calloc(s->run, (size_t)n_left + 1, sizeof *partial);
     if (!R.node || !R.pos || !R.eid || !R.cfg || !alt || !bb_cfg || !cur || !lbs || !partial)
         return sf_error_set(err, SF_ERR_NOMEM, "out of memory solving the reduced graph");
     for (int x = 0; x < s->n_nodes; x++) R.pos[x] = -1;
@@ -899,7 +924,288 @@ static sf_status solve_rest(dp *s, const sf_optcnn_options *o, sf_optcnn_result 
     return SF_OK;
 }
 
+/* ---- one solve: the dynamic program for a multiplier ------------------------------ */
+
+/* The dynamic program over node costs tvec + lambda * mvec and edge tables
+ * t + lambda * mt (lambda 0: the time alone, in the arithmetic of a search
+ * without memory), from the graph's edges in the order build_edges found
+ * them; every operator's choice in nodes[].choice, the optimum in constant. */
+static sf_status dp_solve(dp *s, double lambda, const sf_optcnn_options *o, sf_optcnn_result *r,
+                          sf_error *err) {
+    sf_arena_free(s->run);
+    s->run = sf_arena_new((size_t)1 << 20);
+    if (!s->run) return sf_error_set(err, SF_ERR_NOMEM, "out of memory solving OptCNN's program");
+    int n = s->n_nodes;
+    for (int i = 0; i < n; i++) {
+        dp_node *nd = &s->nodes[i];
+        nd->vec = sf_arena_calloc(s->run, (size_t)nd->n, sizeof *nd->vec);
+        if (!nd->vec) return sf_error_set(err, SF_ERR_NOMEM, "out of memory computing node costs");
+        for (int c = 0; c < nd->n; c++)
+            nd->vec[c] = lambda > 0 ? nd->tvec[c] + lambda * nd->mvec[c] : nd->tvec[c];
+        nd->adj = NULL;
+        nd->n_adj = nd->cap_adj = 0;
+        nd->alive = 1;
+        nd->choice = 0;
+    }
+    for (int q = 0; q < s->n_tables; q++) s->comb[q] = NULL;
+    s->n_edges = 0;
+    for (int q = 0; q < s->n_init; q++) {
+        int mi = s->init_memo[q];
+        if (!s->comb[mi]) {
+            const memo_entry *me = &s->memo[mi];
+            if (lambda > 0) {
+                size_t cells = (size_t)s->nodes[s->init_a[q]].n * (size_t)s->nodes[s->init_b[q]].n;
+                double *t = sf_arena_calloc(s->run, cells, sizeof *t);
+                if (!t)
+                    return sf_error_set(err, SF_ERR_NOMEM, "out of memory building edge tables");
+                for (size_t c = 0; c < cells; c++) t[c] = me->t[c] + lambda * me->mt[c];
+                s->comb[mi] = t;
+            } else {
+                s->comb[mi] = me->t;
+            }
+        }
+        if (edge_add(s, s->init_a[q], s->init_b[q], s->comb[mi]) < 0)
+            return sf_error_set(err, SF_ERR_NOMEM, "out of memory building edge tables");
+    }
+    s->n_recs = 0;
+    s->constant = 0;
+    s->q_head = s->q_len = 0;
+    memset(s->inq, 0, (size_t)(n ? n : 1));
+    for (int i = 0; i < n; i++) push(s, i);
+    while (s->q_len > 0) {
+        int x = s->queue[s->q_head];
+        s->q_head = (s->q_head + 1) % n;
+        s->q_len--;
+        s->inq[x] = 0;
+        if (!s->nodes[x].alive) continue;
+        if (eliminate(s, x))
+            return sf_error_set(err, SF_ERR_NOMEM, "out of memory eliminating nodes");
+    }
+    sf_status st = solve_rest(s, o, r, err);
+    if (st != SF_OK) return st;
+    undo_all(s);
+    return SF_OK;
+}
+
+/* ---- the memory of a strategy ------------------------------------------------------ */
+
+/* Strategy s term by term with the reference functions: the additive time (in
+ * sf_optcnn_cost's order, so the same number), the memory proxy the program
+ * bounds (each term's largest device, summed: at least the peak) and each
+ * device's bytes by kind added into kinds ([n_dev * SF_SIM_MEM_KIND_COUNT]). */
+static void oc_eval(oc_scratch *sc, const sf_strategy *s, double *time, double *proxy,
+                    double *kinds) {
+    const sf_graph *g = sc->g;
+    double t = 0, p = 0;
+    for (int vi = 0; vi < sf_graph_num_ops(g); vi++) {
+        const sf_op *v = sf_graph_op(g, vi);
+        const sf_config *cv = sf_strategy_get(s, vi);
+        t += oc_node_cost(sc, vi, cv);
+        p += oc_node_mem(sc, vi, cv, kinds);
+        for (int k = 0; k < v->n_inputs; k++) {
+            oc_set_config(sc, v->inputs[k].op, sf_strategy_get(s, v->inputs[k].op), NULL);
+            oc_set_config(sc, vi, cv, NULL);
+            double em = 0;
+            t += oc_edge_cost_mem_set(sc, vi, k, &em, kinds);
+            p += em;
+        }
+    }
+    if (sc->nomem) t = p = NAN;
+    *time = t;
+    *proxy = p;
+}
+
+double sf_optcnn_memory(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                        const sf_optcnn_options *o, const sf_strategy *s, double *per_device,
+                        double *kinds) {
+    sf_optcnn_options def;
+    if (!o) {
+        sf_optcnn_options_default(&def);
+        o = &def;
+    }
+    if (!g || !m || !cm || !s || sf_strategy_num_ops(s) != sf_graph_num_ops(g)) return NAN;
+    int n = sf_graph_num_ops(g), n_dev = sf_machine_num_devices(m);
+    for (int i = 0; i < n; i++)
+        if (sf_config_validate(sf_graph_op(g, i), m, sf_strategy_get(s, i), NULL) != SF_OK)
+            return NAN;
+    size_t nk = (size_t)(n_dev > 0 ? n_dev : 1) * SF_SIM_MEM_KIND_COUNT;
+    double *k = kinds ? kinds : calloc(nk, sizeof *k);
+    oc_scratch sc;
+    if (!k || oc_scratch_init(&sc, g, m, cm, o->scheme) != SF_OK) {
+        if (!kinds) free(k);
+        return NAN;
+    }
+    if (kinds) memset(kinds, 0, nk * sizeof *kinds);
+    double t, p, worst = 0;
+    oc_eval(&sc, s, &t, &p, k);
+    for (int d = 0; d < n_dev; d++) {
+        double b = 0;
+        for (int j = 0; j < SF_SIM_MEM_KIND_COUNT; j++)
+            b += k[(size_t)d * SF_SIM_MEM_KIND_COUNT + j];
+        if (per_device) per_device[d] = b;
+        if (b > worst) worst = b;
+    }
+    if (isnan(t)) worst = NAN;
+    oc_scratch_free(&sc);
+    if (!kinds) free(k);
+    return worst;
+}
+
 /* ---- the search ------------------------------------------------------------------- */
+
+#define OC_LAMBDA_UP 24 /* multiplier steps of 8 up from the first one */
+#define OC_HULL_STEPS                                                                              \
+    32 /* hull vertices tried between an answer that fits and one that does not                    \
+        */
+#define OC_HULL_REL 1e-12
+
+/* One answer's memory against the devices' capacities. */
+typedef struct oc_mem {
+    double time, proxy;
+    double peak, cap, over; /* the device over by the most (else the fullest): bytes, what it may
+                             * use, bytes over it (<= 0: fits) */
+    int dev, fits;
+} oc_mem;
+
+static void mem_judge(const sf_machine *m, double headroom, const double *kinds, oc_mem *e) {
+    e->over = -INFINITY;
+    e->dev = 0;
+    e->peak = e->cap = 0;
+    for (int d = 0; d < sf_machine_num_devices(m); d++) {
+        double b = 0, cap = sf_machine_device_kind(m, d)->mem_bytes * (1.0 - headroom);
+        for (int j = 0; j < SF_SIM_MEM_KIND_COUNT; j++)
+            b += kinds[(size_t)d * SF_SIM_MEM_KIND_COUNT + j];
+        if (b - cap > e->over) {
+            e->over = b - cap;
+            e->dev = d;
+            e->peak = b;
+            e->cap = cap;
+        }
+    }
+    e->fits = e->over <= 0;
+}
+
+/* With a simulator (sf_optcnn_options.timeline), the timeline's peak of
+ * strategy st by kind into kinds in place of the model's; 1 when it judged,
+ * 0 when it could not (a task graph over its max_tasks: the model's count
+ * stays), -1 on another failure. */
+static int sim_kinds(sf_sim *sim, const sf_strategy *st, double *kinds, int n_dev) {
+    if (!sim) return 0;
+    sf_error ignore = {0};
+    sf_sim_result res;
+    sf_status rc = sf_sim_run(sim, st, &res, &ignore);
+    if (rc == SF_ERR_RANGE) return 0;
+    if (rc != SF_OK || !res.device_live_kinds) return -1;
+    memcpy(kinds, res.device_live_kinds, (size_t)n_dev * SF_SIM_MEM_KIND_COUNT * sizeof *kinds);
+    return 1;
+}
+
+/* The search's state across solves for the memory bound. */
+typedef struct oc_bound {
+    dp *s;
+    oc_scratch *sc;
+    const sf_optcnn_options *o;
+    sf_strategy *try_s, *fit_s; /* the last solve's answer; the fastest fitting one */
+    sf_strategy *out;           /* the fastest answer, then the one of least overflow */
+    sf_sim *sim;                /* with timeline: what judges whether an answer fits */
+    double *kinds;              /* [n_dev * SF_SIM_MEM_KIND_COUNT] */
+    oc_mem fit, least;
+    double fit_lambda, least_lambda;
+    int have_fit, fit_exact, least_exact;
+    const char *fit_method, *least_method;
+    int solves;
+} oc_bound;
+
+/* Solve for lambda and keep the answer where it is the fastest that fits or,
+ * while none fits, the one over by the least; *e: its time, proxy and fit. */
+static sf_status bound_try(oc_bound *b, double lambda, sf_optcnn_result *r, oc_mem *e,
+                           sf_error *err) {
+    dp *s = b->s;
+    sf_status st = dp_solve(s, lambda, b->o, r, err);
+    if (st != SF_OK) return st;
+    b->solves++;
+    for (int i = 0; i < s->n_nodes; i++)
+        oc_cfg_get(&s->cand[i].cfg[s->nodes[i].choice], sf_strategy_config(b->try_s, i));
+    size_t nk = (size_t)b->sc->n_dev * SF_SIM_MEM_KIND_COUNT;
+    memset(b->kinds, 0, nk * sizeof *b->kinds);
+    oc_eval(b->sc, b->try_s, &e->time, &e->proxy, b->kinds);
+    if (isnan(e->time)) return sf_error_set(err, SF_ERR_NOMEM, "out of memory pricing an answer");
+    /* the optimum of this solve is the objective of the strategy found */
+    double check = e->time + lambda * e->proxy;
+    if (!(fabs(check - s->constant) <= OC_CHECK_REL * fabs(check)))
+        return sf_error_set(err, SF_ERR_INTERNAL,
+                            "optcnn: optimum %.9g for multiplier %g differs from the cost of its "
+                            "strategy %.9g",
+                            s->constant, lambda, check);
+    if (sim_kinds(b->sim, b->try_s, b->kinds, b->sc->n_dev) < 0)
+        return sf_error_set(err, SF_ERR_NOMEM, "optcnn: could not simulate an answer's memory");
+    mem_judge(s->m, b->o->memory_headroom, b->kinds, e);
+    if (e->fits && (!b->have_fit || e->time < b->fit.time)) {
+        b->have_fit = 1;
+        b->fit = *e;
+        b->fit_lambda = lambda;
+        b->fit_exact = r->exact;
+        b->fit_method = r->method;
+        sf_strategy_copy(b->fit_s, b->try_s);
+    }
+    if (!b->have_fit && e->over < b->least.over) {
+        b->least = *e;
+        b->least_lambda = lambda;
+        b->least_exact = r->exact;
+        b->least_method = r->method;
+        sf_strategy_copy(b->out, b->try_s);
+    }
+    return SF_OK;
+}
+
+/* The fastest answer (in out, judged in *e0) does not fit: search multipliers
+ * for the fastest one that fits (docs/search.md, "OptCNN under memory").
+ * Each solve's answer is a vertex of the lower convex hull of the space's
+ * (proxy, time) points. First the multiplier grows by 8 from time / proxy of
+ * the fastest answer until an answer fits (or the proxy stops falling: the
+ * least memory the space has); then, between the last answer that does not
+ * fit (A) and the first that does (B), the multiplier at which both cost the
+ * same, (T_B - T_A) / (P_A - P_B): an answer cheaper there is a hull vertex
+ * between them, which replaces A or B; none means A and B are neighbours on
+ * the hull and B is the fastest fitting vertex. */
+static sf_status bound_search(oc_bound *b, const oc_mem *e0, sf_optcnn_result *r, sf_error *err) {
+    b->least = *e0;
+    b->least_lambda = 0;
+    b->least_exact = r->exact;
+    b->least_method = r->method;
+    double lam = e0->proxy > 0 ? e0->time / e0->proxy : 1e-12;
+    if (!(lam > 0) || !isfinite(lam)) lam = 1e-12;
+    oc_mem A = *e0, B, C;
+    int same = 0, found = 0;
+    sf_status st = SF_OK;
+    for (int i = 0; i < OC_LAMBDA_UP; i++, lam *= 8) {
+        st = bound_try(b, lam, r, &C, err);
+        if (st != SF_OK) return st;
+        if (C.fits) {
+            B = C;
+            found = 1;
+            break;
+        }
+        /* the proxy no longer falls: the least memory of the space is reached */
+        same = C.proxy >= A.proxy ? same + 1 : 0;
+        A = C;
+        if (same >= 3) break;
+    }
+    if (!found) return SF_OK;
+    for (int i = 0; i < OC_HULL_STEPS && A.proxy > B.proxy; i++) {
+        double mid = (B.time - A.time) / (A.proxy - B.proxy);
+        if (!(mid > 0) || !isfinite(mid)) break;
+        st = bound_try(b, mid, r, &C, err);
+        if (st != SF_OK) return st;
+        double va = A.time + mid * A.proxy;
+        if (C.time + mid * C.proxy >= va - OC_HULL_REL * fabs(va)) break; /* on A-B */
+        if (C.fits)
+            B = C;
+        else
+            A = C;
+    }
+    return SF_OK;
+}
 
 sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
                            const sf_optcnn_options *o, sf_strategy *out, sf_optcnn_result *r,
@@ -922,6 +1228,9 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
     }
     if (o->max_configs < 0 || o->max_left < 0)
         return sf_error_set(err, SF_ERR_RANGE, "optcnn: max_configs and max_left must be >= 0");
+    if (!(o->memory_headroom >= 0 && o->memory_headroom < 1))
+        return sf_error_set(err, SF_ERR_RANGE, "optcnn: memory headroom %g is not in [0, 1)",
+                            o->memory_headroom);
     sf_optcnn_result local;
     if (!r) r = &local;
     memset(r, 0, sizeof *r);
@@ -939,8 +1248,14 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
     sf_status st = SF_OK;
     oc_scratch sc;
     memset(&sc, 0, sizeof sc);
+    oc_bound b;
+    memset(&b, 0, sizeof b);
+    sf_sim *sim = NULL;
+    int n_dev = sf_machine_num_devices(m);
+    size_t nk = (size_t)(n_dev > 0 ? n_dev : 1) * SF_SIM_MEM_KIND_COUNT;
+    double *kinds = calloc(nk, sizeof *kinds);
     s.arena = sf_arena_new((size_t)1 << 22);
-    if (!s.arena || oc_scratch_init(&sc, g, m, cm, o->scheme) != SF_OK) {
+    if (!kinds || !s.arena || oc_scratch_init(&sc, g, m, cm, o->scheme) != SF_OK) {
         st = sf_error_set(err, SF_ERR_NOMEM, "out of memory starting the OptCNN search");
         goto done;
     }
@@ -959,21 +1274,21 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
     for (int i = 0; i < n; i++) {
         dp_node *nd = &s.nodes[i];
         nd->n = s.cand[i].n;
-        nd->alive = 1;
         if (nd->n > s.max_n) s.max_n = nd->n;
-        nd->vec = sf_arena_calloc(s.arena, (size_t)nd->n, sizeof *nd->vec);
-        if (!nd->vec) {
+        double *tv = sf_arena_calloc(s.arena, (size_t)nd->n, sizeof *tv);
+        if (!tv) {
             st = sf_error_set(err, SF_ERR_NOMEM, "out of memory computing node costs");
             goto done;
         }
         for (int c = 0; c < nd->n; c++) {
             oc_cfg_get(&s.cand[i].cfg[c], &s.cfg_a);
-            nd->vec[c] = oc_node_cost(&sc, i, &s.cfg_a);
-            if (isnan(nd->vec[c])) {
+            tv[c] = oc_node_cost(&sc, i, &s.cfg_a);
+            if (isnan(tv[c])) {
                 st = sf_error_set(err, SF_ERR_NOMEM, "out of memory computing node costs");
                 goto done;
             }
         }
+        nd->tvec = tv;
     }
     s.tmp_a = sf_arena_calloc(s.arena, (size_t)s.max_n * (size_t)s.max_n, sizeof *s.tmp_a);
     s.tmp_b = sf_arena_calloc(s.arena, (size_t)s.max_n * (size_t)s.max_n, sizeof *s.tmp_b);
@@ -986,34 +1301,110 @@ sf_status sf_optcnn_search(const sf_graph *g, const sf_machine *m, const sf_cost
         st = sf_error_set(err, SF_ERR_NOMEM, "out of memory computing edge costs");
     if (st != SF_OK) goto done;
 
-    for (int i = 0; i < n; i++) push(&s, i);
-    while (s.q_len > 0) {
-        int x = s.queue[s.q_head];
-        s.q_head = (s.q_head + 1) % n;
-        s.q_len--;
-        s.inq[x] = 0;
-        if (!s.nodes[x].alive) continue;
-        if (eliminate(&s, x)) {
-            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory eliminating nodes");
-            goto done;
-        }
-    }
-    st = solve_rest(&s, o, r, err);
+    /* the fastest answer: the dynamic program over time alone */
+    st = dp_solve(&s, 0, o, r, err);
     if (st != SF_OK) goto done;
-    undo_all(&s);
     for (int i = 0; i < n; i++)
         oc_cfg_get(&s.cand[i].cfg[s.nodes[i].choice], sf_strategy_config(out, i));
     r->cost_s = s.constant;
+    r->solves = 1;
+    oc_mem e0;
     {
-        /* Same answer by another route: the additive cost of the strategy found. */
-        double check = sf_optcnn_cost(g, m, cm, o, out);
-        if (!(fabs(check - r->cost_s) <= OC_CHECK_REL * fabs(check)))
+        /* Same answer by another route: the additive cost of the strategy found
+         * (oc_eval sums sf_optcnn_cost's terms in its order), and its memory. */
+        oc_eval(&sc, out, &e0.time, &e0.proxy, kinds);
+        if (isnan(e0.time)) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory pricing the answer");
+            goto done;
+        }
+        if (!(fabs(e0.time - r->cost_s) <= OC_CHECK_REL * fabs(e0.time))) {
             st = sf_error_set(err, SF_ERR_INTERNAL,
                               "optcnn: optimum %.9g differs from the cost of its strategy %.9g",
-                              r->cost_s, check);
+                              r->cost_s, e0.time);
+            goto done;
+        }
+        if (o->timeline) {
+            sf_sim_options so = o->sim;
+            so.memory_timeline = 1;
+            so.memory_headroom = o->memory_headroom;
+            so.keep_schedule = 0;
+            sim = sf_sim_new(g, m, cm, &so, err);
+            if (!sim) {
+                st = err && err->code != SF_OK ? err->code : SF_ERR_NOMEM;
+                goto done;
+            }
+        }
+        int judged = sim_kinds(sim, out, kinds, n_dev);
+        if (judged < 0) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "optcnn: could not simulate the answer's memory");
+            goto done;
+        }
+        r->timeline = judged;
+        mem_judge(m, o->memory_headroom, kinds, &e0);
     }
+    r->fastest_cost_s = r->cost_s;
+    r->fastest_peak_bytes = e0.peak;
+    if (o->memory_bound && !e0.fits) {
+        /* the node memories, then multipliers until the fastest fitting answer */
+        for (int i = 0; i < n && st == SF_OK; i++) {
+            dp_node *nd = &s.nodes[i];
+            double *mv = sf_arena_calloc(s.arena, (size_t)nd->n, sizeof *mv);
+            if (!mv) {
+                st = sf_error_set(err, SF_ERR_NOMEM, "out of memory computing node memory");
+                goto done;
+            }
+            for (int c = 0; c < nd->n; c++) {
+                oc_cfg_get(&s.cand[i].cfg[c], &s.cfg_a);
+                mv[c] = oc_node_mem(&sc, i, &s.cfg_a, NULL);
+                if (isnan(mv[c])) {
+                    st = sf_error_set(err, SF_ERR_NOMEM, "out of memory computing node memory");
+                    goto done;
+                }
+            }
+            nd->mvec = mv;
+        }
+        b.s = &s;
+        b.sc = &sc;
+        b.o = o;
+        b.out = out;
+        b.kinds = kinds;
+        b.sim = sim;
+        b.solves = 1;
+        b.try_s = sf_strategy_new(g);
+        b.fit_s = sf_strategy_new(g);
+        if (!b.try_s || !b.fit_s) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory for the memory bound");
+            goto done;
+        }
+        st = bound_search(&b, &e0, r, err);
+        if (st != SF_OK) goto done;
+        const oc_mem *e = b.have_fit ? &b.fit : &b.least;
+        if (b.have_fit) sf_strategy_copy(out, b.fit_s);
+        r->bounded = 1;
+        r->solves = b.solves;
+        r->lambda = b.have_fit ? b.fit_lambda : b.least_lambda;
+        r->exact = b.have_fit ? b.fit_exact : b.least_exact;
+        r->method = b.have_fit ? b.fit_method : b.least_method;
+        r->cost_s = e->time;
+        /* the answer's memory by kind, once more (kinds holds the last solve's) */
+        memset(kinds, 0, nk * sizeof *kinds);
+        oc_eval(&sc, out, &e0.time, &e0.proxy, kinds);
+        r->timeline = sim_kinds(sim, out, kinds, n_dev) > 0;
+        mem_judge(m, o->memory_headroom, kinds, &e0);
+    }
+    r->peak_mem_bytes = e0.peak;
+    r->mem_cap_bytes = e0.cap;
+    r->fits = e0.fits;
+    r->peak_device = e0.dev;
+    for (int j = 0; j < SF_SIM_MEM_KIND_COUNT; j++)
+        r->peak_kinds[j] = kinds[(size_t)e0.dev * SF_SIM_MEM_KIND_COUNT + j];
 done:
+    sf_sim_free(sim);
+    sf_strategy_free(b.try_s);
+    sf_strategy_free(b.fit_s);
+    free(kinds);
     oc_scratch_free(&sc);
+    sf_arena_free(s.run);
     sf_arena_free(s.arena);
     r->seconds = sf_now_s() - t0;
     return st;

@@ -70,8 +70,17 @@ sf_status oc_scratch_init(oc_scratch *s, const sf_graph *g, const sf_machine *m,
     s->uses_cap = 4 * SF_MAX_ROUTE * (int)(n > SF_MAX_PARTS ? n : SF_MAX_PARTS);
     s->uses = calloc((size_t)s->uses_cap, sizeof *s->uses);
     s->level = calloc(2 * n + 64, sizeof *s->level);
+    s->dmem = calloc(n, sizeof *s->dmem);
+    s->dtouched = calloc(n, sizeof *s->dtouched);
+    s->dmark = calloc(n, sizeof *s->dmark);
+    s->upd = calloc(n, sizeof *s->upd);
+    /* the simulator's constants (sim.c, sim_build.c's weight_mem) */
+    s->act_scale = (double)sf_cost_elem_bytes(cm) / SF_ELEM_BYTES;
+    s->w_state = 2.0 + sf_optimizer_state_slots(sf_cost_optimizer(cm));
+    s->w_elem = sf_cost_elem_bytes(cm);
+    s->w_mixed = sf_dtype_mixed(sf_cost_dtype(cm));
     if (!s->fwd || !s->bwd || !s->busy || !s->touched || !s->mark || !s->s || !s->tg ||
-        !s->routes || !s->uses || !s->level) {
+        !s->routes || !s->uses || !s->level || !s->dmem || !s->dtouched || !s->dmark || !s->upd) {
         oc_scratch_free(s);
         return SF_ERR_NOMEM;
     }
@@ -90,6 +99,10 @@ void oc_scratch_free(oc_scratch *s) {
     free(s->mark);
     free(s->uses);
     free(s->level);
+    free(s->dmem);
+    free(s->dtouched);
+    free(s->dmark);
+    free(s->upd);
     free(s->acc);
     free(s->acc_used);
     sf_strategy_free(s->s);
@@ -287,7 +300,9 @@ double oc_node_cost(oc_scratch *s, int opi, const sf_config *c) {
  * another (a collective takes its slowest position, a message its chain), the
  * groups side by side (the slowest counts), forward and, with grad, the
  * gradient's dual; -1 when a step has more uses than the scratch holds. */
-static double reduce_cost(oc_scratch *s, int grad) {
+static void dm_add(oc_scratch *s, int d, double bytes, int kind, double *kinds);
+
+static double reduce_cost(oc_scratch *s, int grad, int mem, double *kinds) {
     sf_tg_reduces rd;
     if (!sf_taskgraph_edge_reduce(s->tg, &rd)) return 0;
     sf_tg_pricer pr = {.m = s->m, .cm = s->cm, .segments = 1, .routes = s->routes};
@@ -300,6 +315,10 @@ static double reduce_cost(oc_scratch *s, int grad) {
             if (back && !grad) break;
             const sf_tg_step *st = &rd.steps[q];
             if (sf_tg_step_max_uses(st, 1) > s->uses_cap) return -1;
+            /* the partial sum a message brings stays until the group's gradients
+             * are in, in fp32 (sim_build.c's reduced edge) */
+            if (mem && !back && st->kind == SF_STEP_P2P)
+                dm_add(s, st->peer, (double)st->numel * SF_ELEM_BYTES, SF_SIM_MEM_RECEIVED, kinds);
             int nu = sf_tg_price_step(&pr, st, rd.devs, s->uses);
             double step = 0;
             for (int u = 0; u < nu; u++) {
@@ -314,7 +333,89 @@ static double reduce_cost(oc_scratch *s, int grad) {
     return worst[0] + worst[1];
 }
 
+/* ---- the memory model ----------------------------------------------------------- */
+
+/* bytes of a kind on device d, summed per device (and, with kinds, by kind) */
+static void dm_add(oc_scratch *s, int d, double bytes, int kind, double *kinds) {
+    if (d < 0 || d >= s->n_dev) return;
+    if (!s->dmark[d]) {
+        s->dmark[d] = 1;
+        s->dmem[d] = 0;
+        s->dtouched[s->n_dt++] = d;
+    }
+    s->dmem[d] += bytes;
+    if (kinds) kinds[(size_t)d * SF_SIM_MEM_KIND_COUNT + (size_t)kind] += bytes;
+}
+
+/* The largest device's sum since the last call; clears the sums. */
+static double dm_take(oc_scratch *s) {
+    double worst = 0;
+    for (int i = 0; i < s->n_dt; i++) {
+        int d = s->dtouched[i];
+        if (s->dmem[d] > worst) worst = s->dmem[d];
+        s->dmark[d] = 0;
+    }
+    s->n_dt = 0;
+    return worst;
+}
+
+/* n weight elements on a device that holds them (sim_build.c's weight_mem). */
+static double weight_bytes(const oc_scratch *s, int64_t n, int updates) {
+    if (!s->w_mixed) return (double)(n * SF_ELEM_BYTES) * (updates ? s->w_state : 2.0);
+    if (!updates) return (double)n * 2.0 * s->w_elem;
+    return (double)n * (SF_ELEM_BYTES * (s->w_state - 1.0) + 2.0 * s->w_elem);
+}
+
+double oc_node_mem(oc_scratch *s, int opi, const sf_config *c, double *kinds) {
+    const sf_op *op = sf_graph_op(s->g, opi);
+    oc_set_config(s, opi, c, NULL);
+    if (s->nomem) return NAN;
+    const sf_tile *tiles = sf_taskgraph_tiles(s->tg, opi);
+    for (int p = 0; p < c->n_parts; p++) {
+        /* the part's outputs and what it saves beyond its inputs (build_core) */
+        sf_op_mem mem;
+        sf_op_tile_memory(op, &tiles[p], &mem);
+        double in_bytes = 0;
+        for (int k = 0; k < op->n_inputs; k++) {
+            sf_tile r;
+            sf_op_input_region(op, &tiles[p], k, &r);
+            in_bytes += (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
+        }
+        double extra = mem.saved_bytes > in_bytes ? mem.saved_bytes - in_bytes : 0;
+        dm_add(s, c->device[p], (mem.output_bytes + extra) * s->act_scale, SF_SIM_MEM_ACTIVATIONS,
+               kinds);
+    }
+    if (op->n_params > 0) {
+        sf_tg_sync sy;
+        sf_tg_steps ss;
+        if (sf_taskgraph_op_sync_steps(s->tg, opi, &sy, &ss) != SF_OK) {
+            dm_take(s);
+            return NAN;
+        }
+        double share = 1.0 / s->sharers[opi];
+        for (int sh = 0; sh < sy.n_shards; sh++) {
+            const sf_tg_shard *x = &sy.shards[sh];
+            for (int q = ss.shard_start[sh]; q < ss.shard_start[sh + 1]; q++)
+                if (ss.steps[q].kind == SF_STEP_UPDATE && ss.steps[q].dev >= 0 &&
+                    ss.steps[q].dev < s->n_dev)
+                    s->upd[ss.steps[q].dev] = 1;
+            for (int r = x->dev_start; r < x->dev_start + x->n_devs; r++) {
+                int d = sy.devs[r];
+                dm_add(s, d, weight_bytes(s, x->numel, s->upd[d]) * share, SF_SIM_MEM_WEIGHTS,
+                       kinds);
+            }
+            for (int q = ss.shard_start[sh]; q < ss.shard_start[sh + 1]; q++)
+                if (ss.steps[q].dev >= 0 && ss.steps[q].dev < s->n_dev) s->upd[ss.steps[q].dev] = 0;
+        }
+    }
+    return dm_take(s);
+}
+
 double oc_edge_cost_set(oc_scratch *s, int vi, int k) {
+    return oc_edge_cost_mem_set(s, vi, k, NULL, NULL);
+}
+
+double oc_edge_cost_mem_set(oc_scratch *s, int vi, int k, double *memo, double *kinds) {
     const sf_op *v = sf_graph_op(s->g, vi);
     int grad = sf_graph_op(s->g, v->inputs[k].op)->type != SF_OP_INPUT;
     const sf_tg_pair *pairs;
@@ -324,9 +425,14 @@ double oc_edge_cost_set(oc_scratch *s, int vi, int k) {
     int nt = 0;
     double link_max[2] = {0, 0}; /* forward, backward: the busiest link's queue */
     acc_clear(s);
+    int mem = memo != NULL;
     for (int q = 0; q < np; q++) {
         sf_tg_step st[SF_TG_PAIR_STEPS];
         int32_t deps[SF_TG_PAIR_STEPS];
+        /* the copy received lives on the consumer's device (sim_build.c's edge_pair) */
+        if (mem && pairs[q].src_dev != pairs[q].dst_dev)
+            dm_add(s, pairs[q].dst_dev, (double)pairs[q].numel * SF_ELEM_BYTES * s->act_scale,
+                   SF_SIM_MEM_RECEIVED, kinds);
         int n_fwd, n = sf_taskgraph_pair_steps(s->tg, &pairs[q], grad, st, deps, &n_fwd);
         for (int i = 0; i < n; i++) {
             int back = i >= n_fwd, into = back ? pairs[q].src_dev : pairs[q].dst_dev;
@@ -344,7 +450,10 @@ double oc_edge_cost_set(oc_scratch *s, int vi, int k) {
             /* a route of one link is a link of its own pair, which only messages
              * into the same device cross: the device's sum covers it */
             if (nu <= 1) continue;
-            if (acc_reserve(s, nu)) return NAN;
+            if (acc_reserve(s, nu)) {
+                dm_take(s);
+                return NAN;
+            }
             for (int u = 0; u < nu; u++) {
                 double sum = acc_add(s, use_key(s, back, &s->uses[u]), t);
                 if (sum > link_max[back]) link_max[back] = sum;
@@ -358,7 +467,9 @@ double oc_edge_cost_set(oc_scratch *s, int vi, int k) {
         if (s->bwd[d] > bmax) bmax = s->bwd[d];
         s->mark[d] = 0;
     }
-    double red = reduce_cost(s, grad);
+    double red = reduce_cost(s, grad, mem, kinds);
+    double worst = dm_take(s);
+    if (mem) *memo = worst;
     return red < 0 ? NAN : fmax + bmax + red;
 }
 

@@ -71,6 +71,17 @@ typedef struct oc_scratch {
     int *acc_used;
     int n_acc, cap_acc;
     int nomem; /* sticky: oc_set_config found no room for a config's tiles */
+    /* the memory model (oc_node_mem, oc_edge_cost_mem_set): bytes per device of
+     * what is being priced, and the constants of the simulator's count */
+    double *dmem;          /* [n_dev] */
+    int *dtouched;         /* [n_dev] */
+    unsigned char *dmark;  /* [n_dev] */
+    unsigned char *upd;    /* [n_dev] devices that update a shard */
+    int n_dt;
+    double act_scale;      /* the dtype's element bytes over fp32's */
+    double w_state;        /* 2 + the optimizer's state slots */
+    double w_elem;         /* the dtype's element bytes (mixed precision) */
+    int w_mixed;           /* mixed precision: fp32 masters, 16-bit copies */
 } oc_scratch;
 
 sf_status oc_scratch_init(oc_scratch *s, const sf_graph *g, const sf_machine *m,
@@ -93,5 +104,24 @@ double oc_node_cost(oc_scratch *s, int op, const sf_config *c);
 double oc_edge_cost(oc_scratch *s, int v, int k, const sf_config *cu, const sf_config *cv);
 /* The same for the configs and tiles already in the scratch strategy. */
 double oc_edge_cost_set(oc_scratch *s, int v, int k);
+
+/* The memory model: what the simulator counts on each device all at once
+ * (sf_sim_result.device_mem_bytes) for a strategy without ZeRO stages or
+ * recomputation, split into a term per operator and a term per edge.
+ *
+ * oc_node_mem: op under config c (set into the scratch strategy): its parts'
+ * activations (outputs, and what they save beyond their inputs, in the dtype)
+ * on their devices, and its weights on every device of each shard (fp32
+ * weight and gradient, plus the optimizer's state where the device updates
+ * it; under mixed precision the fp32 master and state and the 16-bit copy
+ * and gradient), 1/G of them for a group of G sharers. Returns the largest
+ * device's bytes; with `kinds` ([n_dev * SF_SIM_MEM_KIND_COUNT]) also adds
+ * each device's bytes by kind there. NAN when out of memory. */
+double oc_node_mem(oc_scratch *s, int op, const sf_config *c, double *kinds);
+/* oc_edge_cost_set and the edge's memory: the copies received from other
+ * devices (each pair across devices, in the dtype, on the consumer's device;
+ * a partial sum's messages in fp32 on the receiver): the largest device's
+ * bytes into *mem, and with `kinds` each device's added there. */
+double oc_edge_cost_mem_set(oc_scratch *s, int v, int k, double *mem, double *kinds);
 
 #endif

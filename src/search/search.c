@@ -132,6 +132,13 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
          * pricing every pair of neighbours' configs takes minutes: the ones
          * of lowest node cost (and data parallelism's) */
         if (sf_machine_num_devices(m) > SF_SEARCH_BIG_MACHINE) oo.max_configs = 8;
+        /* its memory bound judged as the best is at the end: the simulator's
+         * timeline within the memory --memory-headroom leaves, on task graphs
+         * within the limit above */
+        oo.memory_headroom = o->mcmc.sim.memory_headroom;
+        oo.timeline = 1;
+        oo.sim = o->mcmc.sim;
+        oo.sim.max_tasks = max_tasks;
         st = sf_optcnn_search(g, m, cm, &oo, opt, &rep->optcnn, err);
         if (st != SF_OK) goto done;
         judge(sim, opt, &rep->rows[SF_SEARCH_OPTCNN], &res);

@@ -131,7 +131,12 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         /* past a few hundred devices an operator has hundreds of configs and
          * pricing every pair of neighbours' configs takes minutes: the ones
          * of lowest node cost (and data parallelism's) */
-        if (sf_machine_num_devices(m) > SF_SEARCH_BIG_MACHINE) oo.max_configs = 8;
+        /* and without the memory bound, whose solves each price the answer's
+         * edges over every device again (GPT-3 on 1024 devices: minutes) */
+        if (sf_machine_num_devices(m) > SF_SEARCH_BIG_MACHINE) {
+            oo.max_configs = 8;
+            oo.memory_bound = 0;
+        }
         /* its memory bound judged as the best is at the end: the simulator's
          * timeline within the memory --memory-headroom leaves, on task graphs
          * within the limit above */

@@ -542,6 +542,17 @@ static int save_zero_gated(sf_sim *sim, int op) {
     return fail;
 }
 
+/* Cut an update off before anything is laid out (the rebuilt blocks stay
+ * saved for the revert that must follow): r says cut_off with time iter_s. */
+static void cut_early(sf_sim *sim, sf_sim_result *r, double iter_s) {
+    for (int i = 0; i < sim->n_saved; i++) sim->dirty[sim->saved[i].bid] = 0;
+    memset(r, 0, sizeof *r);
+    r->iter_s = iter_s;
+    r->cut_off = 1;
+    sim->cut_pending = 1;
+    sim->cut_early = 1;
+}
+
 sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config *cfgs,
                             double bound_s, sf_sim_result *r, sf_error *err) {
     if (!sim->has_run)
@@ -615,18 +626,13 @@ sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config 
     for (int i = 0; i < sim->n_saved && !fail; i++)
         fail |= sim_rebuild_block(sim, sim->saved[i].bid);
     if (!fail && sim->opt.max_tasks > 0) {
-        /* past the task limit: cut off before anything is laid out, as below */
+        /* past the task limit: cut off before anything is laid out */
         int64_t n_tasks = sim->lay.n_tasks;
         for (int i = 0; i < sim->n_saved; i++)
             n_tasks += sim->blocks[sim->saved[i].bid].n_tasks - sim->saved[i].block.n_tasks;
         if (n_tasks > sim->opt.max_tasks) {
-            for (int i = 0; i < sim->n_saved; i++) sim->dirty[sim->saved[i].bid] = 0;
-            memset(r, 0, sizeof *r);
-            r->iter_s = INFINITY;
+            cut_early(sim, r, INFINITY);
             r->tasks = n_tasks;
-            r->cut_off = 1;
-            sim->cut_pending = 1;
-            sim->cut_early = 1;
             return SF_OK;
         }
     }
@@ -647,12 +653,7 @@ sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config 
         for (int q = 0; q < sim->n_res; q++)
             if (tot[q] > lb) lb = tot[q];
         if (lb - 1e-9 * bound_s > bound_s) { /* margin: the totals are sums in another order */
-            for (int i = 0; i < sim->n_saved; i++) sim->dirty[sim->saved[i].bid] = 0;
-            memset(r, 0, sizeof *r);
-            r->iter_s = lb;
-            r->cut_off = 1;
-            sim->cut_pending = 1;
-            sim->cut_early = 1;
+            cut_early(sim, r, lb);
             return SF_OK;
         }
     }

@@ -474,6 +474,16 @@ typedef struct sf_graph_stats {
 
 SF_API void sf_graph_stats_compute(const sf_graph *g, sf_graph_stats *st);
 
+/* The batch of g (dimension 0 of its first input), 0 without inputs. */
+SF_API int64_t sf_graph_batch(const sf_graph *g);
+/* The micro-batch graph (src/graph/microbatch.c):
+ * m copies of g at batch / m, copy j's operator i at id j * n + i named
+ * "<name>@mb<j>" (copy 0 keeps the names), the copies' weights those of copy 0
+ * (gradient accumulation is the weight groups' sync), ties kept. SF_ERR_INVALID
+ * naming the operator when m does not divide the batch or an operator's shape
+ * does not follow the batch (a reshape with the batch spelled out is
+ * rewritten). What the simulator and the runtime run a pipelined strategy on. */
+SF_API sf_graph *sf_graph_micro_batches(const sf_graph *g, int m, sf_error *err);
 /* ---- what each operator knows about a tile of its parallel space ------- */
 
 typedef struct sf_op_cost {

@@ -87,6 +87,97 @@ SF_API const sf_config *sf_strategy_get(const sf_strategy *s, int op);
 SF_API sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, const sf_machine *m,
                                       sf_error *err);
 
+/* ---- pipelines (src/strategy/pipeline.c) --------------------------------------- */
+
+/* A pipeline cuts the operators (in id order, a topological order) into p x v
+ * contiguous chunks; chunk c runs on stage c % p (v model chunks a stage:
+ * Megatron's interleaving puts chunks s, s + p, s + 2p, ... on stage s). Each
+ * stage is the set of devices its operators' configs place parts on; stages
+ * share no device. The batch is cut into m equal micro-batches; each stage runs
+ * the forward and backward passes of its chunks micro-batch by micro-batch in
+ * the order of its schedule (sf_pipeline_slots), the gradients of the m
+ * micro-batches are summed, and then the weights are synced and updated once.
+ * An input operator belongs to the chunk of its first consumer (the data a
+ * stage reads is loaded there). A pipeline of one stage is gradient
+ * accumulation. docs/strategies.md, "Pipelines". */
+typedef enum sf_pipe_schedule {
+    SF_PIPE_GPIPE = 0,   /* all forwards, then all backwards (GPipe) */
+    SF_PIPE_1F1B,        /* p - s - 1 forwards, then one forward one backward, then the
+                          * rest of the backwards (PipeDream-Flush, Megatron's default) */
+    SF_PIPE_INTERLEAVED, /* 1F1B over v chunks a stage (Megatron's interleaved schedule:
+                          * m a multiple of p) */
+    SF_PIPE_SCHEDULE_COUNT
+} sf_pipe_schedule;
+
+#define SF_MAX_PIPE_CHUNKS 512
+
+typedef struct sf_pipeline {
+    int stages;        /* p >= 1 */
+    int chunks;        /* v >= 1 model chunks a stage: 1 for gpipe and 1f1b, >= 2 interleaved */
+    int micro_batches; /* m >= 1, dividing the batch */
+    int schedule;      /* sf_pipe_schedule */
+    int first[SF_MAX_PIPE_CHUNKS]; /* [p * v] the first operator id of each chunk: first[0]
+                                    * is 0, increasing; chunk c holds the operators (inputs
+                                    * aside) with ids in [first[c], first[c + 1]) */
+} sf_pipeline;
+
+/* One step of a stage's schedule: the forward or backward pass of one chunk
+ * for one micro-batch. */
+typedef struct sf_pipe_slot {
+    int mb;       /* micro-batch, 0 .. m - 1 */
+    int chunk;    /* the chunk (its stage is chunk % p) */
+    int backward; /* 0 forward, 1 backward */
+} sf_pipe_slot;
+
+/* "gpipe", "1f1b", "interleaved"; NULL out of range. */
+SF_API const char *sf_pipe_schedule_name(sf_pipe_schedule s);
+/* "gpipe", "1f1b", "interleaved:V" (V >= 2 chunks a stage; plain "interleaved"
+ * is 2): the schedule and *chunks; -1 when not one of them. */
+SF_API int sf_pipe_schedule_parse(const char *text, sf_pipe_schedule *out, int *chunks);
+/* The pipeline's schedule as the strategy files and tables write it: "1f1b",
+ * "interleaved:2". */
+SF_API char *sf_pipe_schedule_str(const sf_pipeline *pl, char *buf, size_t n);
+
+/* The strategy's pipeline, or NULL when it has none (one batch, all at once). */
+SF_API const sf_pipeline *sf_strategy_pipeline(const sf_strategy *s);
+/* Give s a pipeline (copied), or none with NULL. Checked by sf_strategy_validate. */
+SF_API void sf_strategy_set_pipeline(sf_strategy *s, const sf_pipeline *pl);
+
+/* The chunk of every operator of g under pl ([n_ops] out): by id range, an input
+ * the chunk of its first consumer (0 when it has none). */
+SF_API void sf_pipeline_op_chunks(const sf_pipeline *pl, const sf_graph *g, int *chunk);
+/* Stage s's schedule into out (room for 2 m v slots): its forward and backward
+ * slots in the order the stage runs them. Returns how many (2 m v). Every
+ * stage's schedule runs without deadlock against the others': a forward slot
+ * needs the previous chunk's forward of its micro-batch, a backward slot the
+ * next chunk's backward (the last chunk's backward its own forward). */
+SF_API int sf_pipeline_slots(const sf_pipeline *pl, int stage, sf_pipe_slot *out);
+/* The most micro-batches stage s holds forward activations of at once under
+ * its schedule (forwards begun minus backwards done, counted in chunks: with v
+ * chunks a stage, the count of chunk passes in flight divided by v, rounded
+ * up): m for GPipe, min(m, p - s) for 1F1B. */
+SF_API int sf_pipeline_in_flight(const sf_pipeline *pl, int stage);
+/* Check pl against s, g and m: counts and boundaries, m dividing the batch and
+ * at least every operator's split of the samples, schedule constraints
+ * (interleaved: m a multiple of p), ZeRO at most stage 1 inside a pipeline (as
+ * DeepSpeed: sharded gradients or weights would be reduced or gathered once per
+ * micro-batch), and stages on disjoint devices; one line naming what is wrong.
+ * sf_strategy_validate calls it. */
+SF_API sf_status sf_pipeline_validate(const sf_pipeline *pl, const sf_strategy *s,
+                                      const sf_graph *g, const sf_machine *m, sf_error *err);
+/* A pipeline with p stages (v chunks each) cutting g's non-input operators into
+ * chunks of as equal FLOPs as boundaries between operators allow: for baselines
+ * and the search's starting points. SF_ERR_INVALID when g has fewer than p v
+ * non-input operators. */
+SF_API sf_status sf_pipeline_even(sf_pipeline *pl, const sf_graph *g, int p, int v, int m,
+                                  sf_pipe_schedule schedule, sf_error *err);
+
+/* The strategy of the micro-batch graph gu (sf_graph_micro_batches(g, m)) that
+ * gives every copy of an operator its config in s; no pipeline. NULL when out
+ * of memory. */
+SF_API sf_strategy *sf_strategy_unroll(const sf_strategy *s, const sf_graph *g,
+                                       const sf_graph *gu);
+
 /* ---- tied weights (src/strategy/tie.c) -------------------------------------- */
 
 /* Operators that share weights across types (sf_graph_share_weights: GPT-2's

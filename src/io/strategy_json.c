@@ -220,6 +220,83 @@ static sf_status read_config(const reader *r, const sf_op *op, const sf_machine 
     return SF_OK;
 }
 
+/* "pipeline": {"stages": P, "micro_batches": M, "schedule": "1f1b", "boundaries":
+ * ["<first operator of chunk 1>", ...]} into *pl (P v - 1 names, in id order). */
+static sf_status read_pipeline(const reader *r, const json_t *v, const sf_graph *g,
+                               sf_pipeline *pl) {
+    sf_json_step at[3] = {{"pipeline", 0}, {NULL, 0}, {NULL, 0}};
+    if (!json_is_object(v))
+        return fail_at(r, at, 1, NULL, SF_ERR_PARSE,
+                       "expected \"pipeline\": {\"stages\": P, \"micro_batches\": M, "
+                       "\"schedule\": \"1f1b\", \"boundaries\": [...]}");
+    const char *key;
+    const json_t *x;
+    json_object_foreach((json_t *)v, key, x) {
+        if (strcmp(key, "stages") && strcmp(key, "micro_batches") && strcmp(key, "schedule") &&
+            strcmp(key, "boundaries")) {
+            at[1].key = key;
+            return fail_at(r, at, 2, NULL, SF_ERR_PARSE,
+                           "unknown field '%s' (expected \"stages\", \"micro_batches\", "
+                           "\"schedule\", \"boundaries\")",
+                           key);
+        }
+    }
+    memset(pl, 0, sizeof *pl);
+    const char *ints[2] = {"stages", "micro_batches"};
+    int val[2];
+    for (int i = 0; i < 2; i++) {
+        const json_t *iv = json_object_get(v, ints[i]);
+        at[1].key = ints[i];
+        if (!iv) return fail_at(r, at, 1, NULL, SF_ERR_PARSE, "missing \"%s\"", ints[i]);
+        if (!json_is_integer(iv) || json_integer_value(iv) < 1 ||
+            json_integer_value(iv) > (i ? 1 << 20 : SF_MAX_PIPE_CHUNKS))
+            return fail_at(r, at, 2, NULL, SF_ERR_RANGE, "\"%s\" must be an integer from 1 to %d",
+                           ints[i], i ? 1 << 20 : SF_MAX_PIPE_CHUNKS);
+        val[i] = (int)json_integer_value(iv);
+    }
+    pl->stages = val[0];
+    pl->micro_batches = val[1];
+    const json_t *sv = json_object_get(v, "schedule");
+    at[1].key = "schedule";
+    sf_pipe_schedule sch = SF_PIPE_1F1B;
+    int chunks = 1;
+    if (sv && (!json_is_string(sv) ||
+               sf_pipe_schedule_parse(json_string_value(sv), &sch, &chunks) != 0))
+        return fail_at(r, at, 2, NULL, SF_ERR_PARSE,
+                       "\"schedule\" must be \"gpipe\", \"1f1b\" or \"interleaved:V\" (V >= 2)");
+    pl->schedule = (int)sch;
+    pl->chunks = chunks;
+    int nc = pl->stages * chunks;
+    if (nc > SF_MAX_PIPE_CHUNKS)
+        return fail_at(r, at, 2, NULL, SF_ERR_RANGE, "%d stages of %d chunks exceed %d chunks",
+                       pl->stages, chunks, SF_MAX_PIPE_CHUNKS);
+    const json_t *bv = json_object_get(v, "boundaries");
+    at[1].key = "boundaries";
+    if (nc > 1 && !bv)
+        return fail_at(r, at, 1, NULL, SF_ERR_PARSE,
+                       "missing \"boundaries\": the first operator of each chunk after the first");
+    if (bv && (!json_is_array(bv) || (int)json_array_size(bv) != nc - 1))
+        return fail_at(r, at, 2, NULL, SF_ERR_INVALID,
+                       "\"boundaries\" must list %d operator names (the first of chunks 1 to %d)",
+                       nc - 1, nc - 1);
+    for (int c = 1; c < nc; c++) {
+        const json_t *nv = json_array_get(bv, (size_t)(c - 1));
+        at[2].index = c - 1;
+        int id = json_is_string(nv) ? sf_graph_find(g, json_string_value(nv)) : -1;
+        if (id < 0)
+            return fail_at(r, at, 3, NULL, SF_ERR_NOTFOUND,
+                           "boundary %d is not an operator of model '%s'", c - 1,
+                           sf_graph_name(g));
+        if (id <= pl->first[c - 1])
+            return fail_at(r, at, 3, NULL, SF_ERR_INVALID,
+                           "boundary '%s' does not come after the previous chunk's first "
+                           "operator (boundaries in the model's order)",
+                           json_string_value(nv));
+        pl->first[c] = id;
+    }
+    return SF_OK;
+}
+
 static sf_status read_strategy(const reader *r, json_t *root, const sf_graph *g,
                                const sf_machine *m, sf_config *cfg, char *seen) {
     sf_json_step at[2] = {{NULL, 0}, {NULL, 0}};
@@ -371,8 +448,32 @@ sf_status sf_strategy_parse_json(sf_strategy *s, const char *text, const char *o
         }
         sf_strategy_free(t);
     }
-    if (st == SF_OK)
+    sf_pipeline *pl = NULL;
+    const json_t *pv = json_object_get(root, "pipeline");
+    if (st == SF_OK && pv) {
+        reader r = {text, len, origin, err};
+        pl = malloc(sizeof *pl);
+        st = pl ? read_pipeline(&r, pv, g, pl) : sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        if (st == SF_OK) { /* the stages against the configs: whole-strategy rules */
+            sf_strategy *t = sf_strategy_new(g);
+            sf_error local = {0};
+            if (!t) {
+                st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            } else {
+                for (int i = 0; i < n; i++) *sf_strategy_config(t, i) = cfg[i];
+                if (sf_pipeline_validate(pl, t, g, m, &local) != SF_OK) {
+                    sf_json_step at[1] = {{"pipeline", 0}};
+                    st = fail_at(&r, at, 1, NULL, local.code, "%s", local.msg);
+                }
+            }
+            sf_strategy_free(t);
+        }
+    }
+    if (st == SF_OK) {
         for (int i = 0; i < n; i++) *sf_strategy_config(s, i) = cfg[i];
+        sf_strategy_set_pipeline(s, pl);
+    }
+    free(pl);
     free(seen);
     free(cfg);
     json_decref(root);
@@ -440,7 +541,21 @@ char *sf_strategy_to_json_for(const sf_strategy *s, const sf_graph *g, const sf_
         if (c->recompute) sf_strbuf_puts(&b, ", \"recompute\": true");
         sf_strbuf_puts(&b, "}");
     }
-    sf_strbuf_puts(&b, n ? "\n  }\n}\n" : "}\n}\n");
+    sf_strbuf_puts(&b, n ? "\n  }" : "}");
+    const sf_pipeline *pl = sf_strategy_pipeline(s);
+    if (pl) {
+        char sch[32];
+        sf_strbuf_printf(&b,
+                         ",\n  \"pipeline\": {\"stages\": %d, \"micro_batches\": %d, "
+                         "\"schedule\": \"%s\", \"boundaries\": [",
+                         pl->stages, pl->micro_batches, sf_pipe_schedule_str(pl, sch, sizeof sch));
+        for (int c = 1; c < pl->stages * pl->chunks; c++) {
+            sf_strbuf_puts(&b, c > 1 ? ", " : "");
+            put_json_string(&b, sf_graph_op(g, pl->first[c])->name);
+        }
+        sf_strbuf_puts(&b, "]}");
+    }
+    sf_strbuf_puts(&b, "\n}\n");
     char *text = sf_strbuf_take(&b);
     if (!text) sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     return text;

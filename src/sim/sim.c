@@ -213,13 +213,98 @@ static void block_free(sim_block *b) {
     free(b->mem);
 }
 
+/* ---- pipelines: the inner simulator on the micro-batch graph (sim_pipe.c) ---- */
+
+/* Room for n changed operators in the undo arrays: 0, or -1 (nothing lost). */
+static int sim_undo_room(sf_sim *sim, int n);
+/* The update with no limit on how many operators change (the inner simulator
+ * of a pipeline changes n m); sf_sim_update_ops checks the public limit. */
+static sf_status sim_update_many(sf_sim *sim, int n, const int *ops, const sf_config *cfgs,
+                                 double bound_s, sf_sim_result *r, sf_error *err);
+
+static void pipe_free(sf_sim *sim) {
+    if (!sim->pipe) return;
+    sf_sim_free(sim->pipe->inner);
+    sim_pipe_release(sim->pipe);
+    sim->pipe = NULL;
+}
+
+/* The inner simulator for m micro-batches (made anew when m changed). */
+static sf_status pipe_ready(sf_sim *sim, int m, sf_error *err) {
+    if (sim->pipe && sim->pipe->m == m) return SF_OK;
+    pipe_free(sim);
+    struct sim_pipe *p = sim_pipe_make(sim->g, m, err);
+    if (!p) return err ? err->code : SF_ERR_INVALID;
+    p->inner = sf_sim_new(p->gu, sim->m, sim->cm, &sim->opt, err);
+    if (!p->inner) {
+        sim_pipe_release(p);
+        return err ? err->code : SF_ERR_NOMEM;
+    }
+    p->inner->pipe_bar = p->bar;
+    p->inner->pipe_only = p->only;
+    sim->pipe = p;
+    return SF_OK;
+}
+
+static sf_status pipe_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_error *err) {
+    sf_status st = pipe_ready(sim, sf_strategy_pipeline(s)->micro_batches, err);
+    if (st == SF_OK) st = sim_pipe_prepare(sim->pipe, sim->g, s, err);
+    if (st != SF_OK) return st;
+    sim->pipe->inner->pipe_n_bar = sim->pipe->n_bar;
+    sim->pipe->inner->pipe_per = sim->pipe->per;
+    sf_sim_set_max_tasks(sim->pipe->inner, sim->opt.max_tasks);
+    return sf_sim_run(sim->pipe->inner, sim->pipe->su, r, err);
+}
+
+/* A delta update of n operators of the original graph: every micro-batch's
+ * copy of each, in one update of the inner simulator. */
+static sf_status pipe_update(sf_sim *sim, int n, const int *ops, const sf_config *cfgs,
+                             double bound_s, sf_sim_result *r, sf_error *err) {
+    struct sim_pipe *p = sim->pipe;
+    for (int j = 0; j < n; j++) {
+        if (ops[j] < 0 || ops[j] >= sim->n_ops)
+            return sf_error_set(err, SF_ERR_INVALID, "operator %d out of range", ops[j]);
+        for (int i = 0; i < j; i++)
+            if (ops[i] == ops[j])
+                return sf_error_set(err, SF_ERR_INVALID,
+                                    "operator '%s' changed twice in one update",
+                                    sf_graph_op(sim->g, ops[j])->name);
+    }
+    /* the whole strategy's rules (the stages' devices) with the change in */
+    sf_strategy *t = sf_strategy_clone(sim->s);
+    if (!t) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    for (int j = 0; j < n; j++) sf_config_copy(sf_strategy_config(t, ops[j]), &cfgs[j]);
+    sf_status st = sf_pipeline_validate(sf_strategy_pipeline(t), t, sim->g, sim->m, err);
+    sf_strategy_free(t);
+    if (st == SF_OK) st = sim_pipe_copies(p, sim->g, n, ops, cfgs, err);
+    if (st == SF_OK) st = sim_update_many(p->inner, n * p->m, p->ops, p->cfgs, bound_s, r, err);
+    if (st != SF_OK) return st;
+    /* the outer strategy follows, with what a revert needs */
+    if (sim_undo_room(sim, n)) {
+        sf_sim_revert(p->inner, NULL, NULL);
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    }
+    for (int j = 0; j < n; j++) {
+        sim->undo_ops[j] = ops[j];
+        sf_config_copy(&sim->undo_cfg[j], sf_strategy_get(sim->s, ops[j]));
+        sf_config_copy(sf_strategy_config(sim->s, ops[j]), &cfgs[j]);
+    }
+    sim->n_undo = n;
+    return SF_OK;
+}
+
 void sf_sim_free(sf_sim *sim) {
     if (!sim) return;
     if (sim->blocks)
         for (int i = 0; i < sim->n_blocks; i++) block_free(&sim->blocks[i]);
     for (int i = 0; i < sim->cap_saved; i++) block_free(&sim->saved[i].block);
     free(sim->saved);
-    for (int j = 0; j < SF_SIM_MAX_UPDATE_OPS; j++) free(sim->undo_tiles[j]);
+    for (int j = 0; j < sim->cap_undo; j++) free(sim->undo_tiles[j]);
+    free(sim->undo_tiles);
+    free(sim->undo_tiles_cap);
+    free(sim->undo_ops);
+    free(sim->undo_cfg);
+    pipe_free(sim);
     free(sim->bwd_s);
     free(sim->upd_mark);
     sf_taskgraph_free(sim->tg);
@@ -349,6 +434,7 @@ static int collect(sf_sim *sim, sim_sched *f, const sim_sched *o) {
 
 void sf_sim_set_max_tasks(sf_sim *sim, int64_t max_tasks) {
     sim->opt.max_tasks = max_tasks > 0 ? max_tasks : 0;
+    if (sim->pipe) sf_sim_set_max_tasks(sim->pipe->inner, max_tasks);
 }
 
 sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_error *err) {
@@ -356,6 +442,13 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
     if (st != SF_OK) return st;
     sf_strategy_copy(sim->s, s);
     sim->n_undo = 0;
+    sim->in_pipe = sf_strategy_pipeline(s) != NULL;
+    if (sim->in_pipe) {
+        sim->has_run = 0;
+        st = pipe_run(sim, s, r, err);
+        sim->has_run = st == SF_OK;
+        return st;
+    }
     sim->cut_pending = 0;
     sim->cut_early = 0;
     sim->n_saved = 0;
@@ -553,15 +646,49 @@ static void cut_early(sf_sim *sim, sf_sim_result *r, double iter_s) {
     sim->cut_early = 1;
 }
 
+/* Room for n changed operators in the undo arrays; 0, or -1 (nothing lost). */
+static int sim_undo_room(sf_sim *sim, int n) {
+    if (n <= sim->cap_undo) return 0;
+    int cap = n > 2 * sim->cap_undo ? n : 2 * sim->cap_undo;
+    int *ops = realloc(sim->undo_ops, (size_t)cap * sizeof *ops);
+    if (ops) sim->undo_ops = ops;
+    sf_config *cfg = realloc(sim->undo_cfg, (size_t)cap * sizeof *cfg);
+    if (cfg) sim->undo_cfg = cfg;
+    sf_tile **t = realloc(sim->undo_tiles, (size_t)cap * sizeof *t);
+    if (t) sim->undo_tiles = t;
+    int64_t *tc = realloc(sim->undo_tiles_cap, (size_t)cap * sizeof *tc);
+    if (tc) sim->undo_tiles_cap = tc;
+    if (!ops || !cfg || !t || !tc) return -1;
+    for (int j = sim->cap_undo; j < cap; j++) {
+        sim->undo_tiles[j] = NULL;
+        sim->undo_tiles_cap[j] = 0;
+    }
+    sim->cap_undo = cap;
+    return 0;
+}
+
 sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config *cfgs,
                             double bound_s, sf_sim_result *r, sf_error *err) {
+    if (n < 1 || n > SF_SIM_MAX_UPDATE_OPS)
+        return sf_error_set(err, SF_ERR_INVALID, "an update changes 1 to %d operators, not %d",
+                            SF_SIM_MAX_UPDATE_OPS, n);
+    if (sim->in_pipe) {
+        if (!sim->has_run)
+            return sf_error_set(err, SF_ERR_INVALID, "delta simulation before a full simulation");
+        return pipe_update(sim, n, ops, cfgs, bound_s, r, err);
+    }
+    return sim_update_many(sim, n, ops, cfgs, bound_s, r, err);
+}
+
+static sf_status sim_update_many(sf_sim *sim, int n, const int *ops, const sf_config *cfgs,
+                                 double bound_s, sf_sim_result *r, sf_error *err) {
     if (!sim->has_run)
         return sf_error_set(err, SF_ERR_INVALID, "delta simulation before a full simulation");
     if (sim->cut_pending)
         return sf_error_set(err, SF_ERR_INVALID, "a bounded update was cut off: revert it first");
-    if (n < 1 || n > SF_SIM_MAX_UPDATE_OPS)
-        return sf_error_set(err, SF_ERR_INVALID, "an update changes 1 to %d operators, not %d",
-                            SF_SIM_MAX_UPDATE_OPS, n);
+    if (n < 1) return sf_error_set(err, SF_ERR_INVALID, "an update changes no operator");
+    if (sim_undo_room(sim, n))
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory updating the task graph");
     for (int j = 0; j < n; j++) {
         const sf_op *op = sf_graph_op(sim->g, ops[j]);
         if (!op) return sf_error_set(err, SF_ERR_INVALID, "operator %d out of range", ops[j]);
@@ -691,6 +818,15 @@ sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config 
 sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
     if (sim->n_undo == 0 || !sim->has_run)
         return sf_error_set(err, SF_ERR_INVALID, "nothing to revert");
+    if (sim->in_pipe) { /* the inner simulator reverts; the outer strategy's configs back */
+        sf_status st = sf_sim_revert(sim->pipe->inner, r, err);
+        if (st != SF_OK) return st;
+        for (int j = 0; j < sim->n_undo; j++) {
+            sf_config_copy(sf_strategy_config(sim->s, sim->undo_ops[j]), &sim->undo_cfg[j]);
+        }
+        sim->n_undo = 0;
+        return SF_OK;
+    }
     for (int j = 0; j < sim->n_undo; j++) {
         sf_config_copy(sf_strategy_config(sim->s, sim->undo_ops[j]), &sim->undo_cfg[j]);
         memcpy(sim_part_tiles(sim, sim->undo_ops[j]), sim->undo_tiles[j],
@@ -735,6 +871,7 @@ static int res_slot_cmp(const void *pa, const void *pb) {
 }
 
 sf_status sf_sim_delta_stats_get(sf_sim *sim, sf_sim_delta_stats *out, sf_error *err) {
+    if (sim->in_pipe && sim->pipe) return sf_sim_delta_stats_get(sim->pipe->inner, out, err);
     if (sim->n_undo == 0 || !sim->has_run || sim->cut_pending)
         return sf_error_set(err, SF_ERR_INVALID, "no uncut delta update to compare with");
     const sim_layout *L = &sim->lay;
@@ -806,6 +943,7 @@ const sim_task *sim_task_of(const sf_sim *sim, int64_t slot, int *block) {
  * no kept schedule. */
 sf_status sf_sim_kind_totals(const sf_sim *sim, int device, double out[SF_SIM_TOTAL_COUNT],
                              sf_error *err) {
+    if (sim && sim->has_run) sim = sim_shown(sim);
     if (!sim || !sim->has_run || sim->cut_pending)
         return sf_error_set(err, SF_ERR_INVALID, "no simulated schedule to sum");
     if (device < 0 || device >= sim->n_dev)

@@ -151,6 +151,34 @@ static int64_t rc_task(const sf_sim *sim, int opi, int i) {
 
 static int build_inner(sf_sim *sim, sim_block *b, int opi, int n, int bwd, const sf_tg_inner *in);
 
+/* ---- pipelines ------------------------------------------------------------------ *
+ * The inner simulator of a pipeline (sim_pipe.c) runs each stage's slots in its
+ * schedule's order: a slot's tasks (an operator copy's forward tasks, or its
+ * backward and recompute tasks) wait for the barrier that ends the stage's
+ * slot before, and the slot's barrier waits for them. The barriers are in the
+ * barrier block, after the bulk ones. Transfers between stages are no slot's:
+ * a stage goes on while its activations travel. The weights' updates wait for
+ * the last slot of their stage (the optimizer steps after the flush). */
+static int pipe_slot_edges(sf_sim *sim, sim_block *b, int opi, int backward, int first, int n) {
+    if (!sim->pipe_bar) return 0;
+    int bid = sim_block_id(opi, SLOT_CORE);
+    int32_t bar = sim->pipe_bar[4 * opi + 2 * backward], prev = sim->pipe_bar[4 * opi + 2 * backward + 1];
+    int base = sim->opt.sync == SF_SYNC_BULK ? sim->n_dev : 0;
+    for (int p = first; p < first + n; p++) {
+        if (prev >= 0 && block_edge(b, REF(BARRIER_BLOCK(sim), base + prev), REF(bid, p))) return -1;
+        if (block_edge(b, REF(bid, p), REF(BARRIER_BLOCK(sim), base + bar))) return -1;
+    }
+    return 0;
+}
+
+/* Where the output of an operator without a backward pass stops being held:
+ * the iteration's end, or a pipeline's backward slot of its micro-batch. */
+static int64_t no_bwd_end(const sf_sim *sim, int opi) {
+    if (!sim->pipe_bar) return SIM_MEM_ALWAYS;
+    int base = sim->opt.sync == SF_SYNC_BULK ? sim->n_dev : 0;
+    return REF(BARRIER_BLOCK(sim), base + sim->pipe_bar[4 * opi + 2]);
+}
+
 static int build_core(sf_sim *sim, int opi) {
     sim_block *b = &sim->blocks[sim_block_id(opi, SLOT_CORE)];
     block_reset(b);
@@ -198,7 +226,8 @@ static int build_core(sf_sim *sim, int opi) {
          * live from the part's forward task to its backward task (which runs
          * after every consumer's backward: it waits for their gradients); an
          * operator without a backward pass (the input) keeps its output to the
-         * iteration's end. A recomputing part keeps its outputs until its
+         * iteration's end, or in a pipeline to the end of its micro-batch's
+         * backward slot on its stage. A recomputing part keeps its outputs until its
          * consumers have read them (rc_task(RC_READ)) and what it saves beyond
          * them not past its forward task; its recompute task makes both again,
          * kept to its backward task. */
@@ -212,10 +241,11 @@ static int build_core(sf_sim *sim, int opi) {
                           rc_task(sim, opi, p), REF(bid, n + p)))
                 return -1;
         } else if (block_mem(b, dev, SF_SIM_MEM_ACTIVATIONS, out_b + extra_b, REF(bid, fwd),
-                             bwd ? REF(bid, n + p) : SIM_MEM_ALWAYS)) {
+                             bwd ? REF(bid, n + p) : no_bwd_end(sim, opi))) {
             return -1;
         }
     }
+    if (pipe_slot_edges(sim, b, opi, 0, 0, n)) return -1;
     if (bwd) {
         for (int p = 0; p < n; p++) {
             int dev = c->device[p];
@@ -228,6 +258,7 @@ static int build_core(sf_sim *sim, int opi) {
                 block_edge(b, REF(bid, n + p), REF(BARRIER_BLOCK(sim), dev)))
                 return -1;
         }
+        if (pipe_slot_edges(sim, b, opi, 1, n, n)) return -1;
     }
     /* recomputation: each part's forward again (priced as its forward task),
      * after the gate and before its backward; the gate and the read barrier
@@ -240,6 +271,7 @@ static int build_core(sf_sim *sim, int opi) {
                 return -1;
             b->st.compute_s += b->tasks[r].dur_s;
         }
+        if (pipe_slot_edges(sim, b, opi, 1, 2 * n, n)) return -1;
         int g = block_task(b, SIM_BARRIER, SIM_NO_RES, opi, 0, 0, 0);
         if (g < 0 || block_task(b, SIM_BARRIER, SIM_NO_RES, opi, 0, 0, 0) < 0) return -1;
         for (int p = 0; p < n; p++)
@@ -320,6 +352,14 @@ static int step_tasks(sf_sim *sim, sim_block *b, int bid, const sf_tg_pricer *pr
                               part, nu ? u[0].dur_s : 0);
         if (idx < 0) return -1;
         b->st.compute_s += b->tasks[idx].dur_s;
+        if (st->kind == SF_STEP_UPDATE && sim->pipe_bar && op >= 0) {
+            /* a pipeline's optimizer step waits for the flush: its stage's last slot */
+            int32_t at = sim->pipe_bar[4 * op + 2], per = sim->pipe_per;
+            int base = sim->opt.sync == SF_SYNC_BULK ? sim->n_dev : 0;
+            if (block_edge(b, REF(BARRIER_BLOCK(sim), base + at / per * per + per - 1),
+                           REF(bid, idx)))
+                return -1;
+        }
         ends4[0] = ends4[2] = (int32_t)sim->n_ends;
         ends4[1] = ends4[3] = 1;
         return end_push(sim, REF(bid, idx));
@@ -1000,9 +1040,11 @@ static int build_sync(sf_sim *sim, int owner) {
 static int build_barriers(sf_sim *sim) {
     sim_block *b = &sim->blocks[BARRIER_BLOCK(sim)];
     block_reset(b);
-    if (sim->opt.sync != SF_SYNC_BULK) return 0;
-    for (int d = 0; d < sim->n_dev; d++)
-        if (block_task(b, SIM_BARRIER, SIM_NO_RES, -1, d, 0, 0) < 0) return -1;
+    if (sim->opt.sync == SF_SYNC_BULK)
+        for (int d = 0; d < sim->n_dev; d++)
+            if (block_task(b, SIM_BARRIER, SIM_NO_RES, -1, d, 0, 0) < 0) return -1;
+    for (int k = 0; sim->pipe_bar && k < sim->pipe_n_bar; k++) /* a pipeline's slots */
+        if (block_task(b, SIM_BARRIER, SIM_NO_RES, -1, 0, 0, 0) < 0) return -1;
     return 0;
 }
 
@@ -1024,6 +1066,18 @@ void sim_publish_stats(sf_sim *sim, int bid) { sim->stats[sim->pos[bid]] = sim->
 
 int sim_rebuild_block(sf_sim *sim, int bid) {
     if (build_block(sim, bid)) return -1;
+    int opi = bid / SIM_SLOTS;
+    if (sim->pipe_only && opi < sim->n_ops && sim->pipe_only[opi]) {
+        /* a micro-batch no stage holds with the first ones at once: the sums
+         * (everything alive at once) leave its activations to the timeline */
+        sim_block *b = &sim->blocks[bid];
+        for (int i = 0; i < b->n_mem; i++) {
+            sim_mem *e = &b->mem[i];
+            if (e->kind != SF_SIM_MEM_ACTIVATIONS && e->kind != SF_SIM_MEM_RECEIVED) continue;
+            if (e->only == SIM_MEM_BOTH) e->only = SIM_MEM_TIMELINE;
+            else if (e->only == SIM_MEM_SUMS) e->bytes = 0;
+        }
+    }
     sim_publish_stats(sim, bid);
     return 0;
 }

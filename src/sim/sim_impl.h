@@ -204,10 +204,12 @@ struct sf_sim {
     int link_hash_cap;
     int has_run;
     int n_undo; /* operators changed by the last update, 0 when none to revert */
-    int undo_ops[SF_SIM_MAX_UPDATE_OPS]; /* which */
+    int cap_undo; /* room in the undo arrays below (SF_SIM_MAX_UPDATE_OPS at least; an
+                   * inner simulator of a pipeline changes every micro-batch's copy) */
+    int *undo_ops; /* [cap_undo] which */
     int cut_pending; /* the last update was cut off: only a revert or a run may follow */
     int cut_early;   /* ... before its task graph was laid out */
-    sf_config undo_cfg[SF_SIM_MAX_UPDATE_OPS]; /* their configs before that update */
+    sf_config *undo_cfg; /* [cap_undo] their configs before that update */
     sim_saved_block *saved;
     int n_saved, cap_saved;
 
@@ -247,9 +249,24 @@ struct sf_sim {
 
     double *res_free;  /* [n_res] (cap_res + 1 allocated) */
     double *remaining; /* [n_res] bounded runs: work still queued per resource */
-    sf_tile *undo_tiles[SF_SIM_MAX_UPDATE_OPS]; /* the changed operators' tiles before the
-                                                 * update, [undo_cfg[j].n_parts] */
-    int64_t undo_tiles_cap[SF_SIM_MAX_UPDATE_OPS];
+    sf_tile **undo_tiles; /* [cap_undo] the changed operators' tiles before the update,
+                           * [undo_cfg[j].n_parts] */
+    int64_t *undo_tiles_cap; /* [cap_undo] */
+
+    /* pipelines (sim_pipe.c). The outer simulator of a pipelined strategy hands
+     * it to an inner one on the micro-batch graph (pipe); the inner one orders
+     * its stages' passes by barriers: pipe_bar[4 u] and [4 u + 1] the barrier
+     * that operator u's forward slot ends in and the one before it (-1: the
+     * stage's first slot), [4 u + 2], [4 u + 3] the same for its backward slot,
+     * barriers numbered after the bulk ones in the barrier block; pipe_only[u]
+     * 1 when u's micro-batch is one a stage never holds with the first ones at
+     * once (the sums leave its activations to the timeline). */
+    struct sim_pipe *pipe;
+    int in_pipe; /* 1: the last run or update went to pipe (the strategy has a pipeline) */
+    const int32_t *pipe_bar; /* borrowed from the outer simulator's struct sim_pipe */
+    int32_t pipe_n_bar;
+    int32_t pipe_per; /* slots a stage (barrier s * pipe_per + k: stage s's slot k) */
+    const uint8_t *pipe_only;
 
     /* the builders' scratch (sim_build.c): a step's priced uses, and the
      * entry and exit tasks of each step of a list */
@@ -362,6 +379,24 @@ int sim_zero_gate(const sf_sim *sim, int owner, int phase, int *bwd);
  * block in place changes (built, or restored by a revert). */
 void sim_publish_stats(sf_sim *sim, int bid);
 
+/* ---- pipelines (sim_pipe.c) ---- */
+
+/* The simulator whose tasks a picture or a total shows: the inner one when the
+ * last run was a pipeline's. */
+static inline const sf_sim *sim_shown(const sf_sim *sim);
+/* The inner simulator's inputs for m micro-batches of g: the micro-batch
+ * graph and room for the rest; NULL (err set) when g cannot be cut so. */
+struct sim_pipe *sim_pipe_make(const sf_graph *g, int m, sf_error *err);
+/* Fill p's strategy (every copy its operator's config in s) and barriers (the
+ * slots of s's pipeline, whose micro-batches are p's). */
+sf_status sim_pipe_prepare(struct sim_pipe *p, const sf_graph *g, const sf_strategy *s,
+                           sf_error *err);
+/* p->ops and p->cfgs: every micro-batch's copy of n changed operators of g. */
+sf_status sim_pipe_copies(struct sim_pipe *p, const sf_graph *g, int n, const int *ops,
+                          const sf_config *cfgs, sf_error *err);
+/* Free p (not its simulator: sim.c frees that first). */
+void sim_pipe_release(struct sim_pipe *p);
+
 /* ---- layout (sim_layout.c) ---- */
 
 /* Lay every block out afresh: slots in canonical order without gaps. */
@@ -395,5 +430,23 @@ int sim_res_link(const sf_sim *sim, int res);
  * frees it. NULL when out of memory. */
 int32_t *sim_link_res_sorted(const sf_sim *sim);
 void sim_links_free(sf_sim *sim);
+
+struct sim_pipe {
+    int m;                /* micro-batches of gu */
+    sf_graph *gu;         /* the micro-batch graph */
+    sf_sim *inner;        /* its simulator (sim.c's to make and free) */
+    sf_strategy *su;      /* its strategy at the last full run: every copy its operator's config */
+    int32_t *bar;         /* [4 n(gu)] the inner simulator's pipe_bar */
+    uint8_t *only;        /* [n(gu)] its pipe_only */
+    int32_t n_bar;        /* its pipe_n_bar */
+    int32_t per;          /* its pipe_per */
+    int *ops;             /* [cap] scratch of an update: the copies changed */
+    sf_config *cfgs;      /* [cap] */
+    int cap;
+};
+
+static inline const sf_sim *sim_shown(const sf_sim *sim) {
+    return sim->in_pipe && sim->pipe ? sim->pipe->inner : sim;
+}
 
 #endif

@@ -209,6 +209,7 @@ static void trace_memory(sf_strbuf *b, const sf_sim *sim, const mem_curves *mc) 
 
 char *sf_sim_trace_to_json(const sf_sim *sim, sf_error *err) {
     if (check_schedule(sim, err) != SF_OK) return NULL;
+    sim = sim_shown(sim); /* a pipeline's tasks are its inner simulator's */
     const sim_layout *L = &sim->lay;
     const sim_sched *f = sim->cur;
     unsigned char *used = used_resources(sim);
@@ -427,6 +428,7 @@ static void svg_memory(sf_strbuf *b, const sf_sim *sim, const mem_curves *mc, do
 
 char *sf_sim_to_svg(const sf_sim *sim, sf_error *err) {
     if (check_schedule(sim, err) != SF_OK) return NULL;
+    sim = sim_shown(sim); /* a pipeline's tasks are its inner simulator's */
     const sim_layout *L = &sim->lay;
     const sim_sched *f = sim->cur;
     unsigned char *used = used_resources(sim);

@@ -27,5 +27,10 @@ sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, const sf
                                 op->name, c->zero, sf_graph_op(g, op->weight_owner)->name,
                                 sf_strategy_get(s, op->weight_owner)->zero);
     }
+    const sf_pipeline *pl = sf_strategy_pipeline(s);
+    if (pl) {
+        sf_status st = sf_pipeline_validate(pl, s, g, m, err);
+        if (st != SF_OK) return st;
+    }
     return sf_strategy_check_ties(s, g, 0, NULL, NULL, err);
 }

@@ -33,6 +33,8 @@
 struct sf_strategy {
     int n_ops;
     sf_config *configs; /* [n_ops] */
+    int has_pipe;       /* 1: pipe holds its pipeline */
+    sf_pipeline pipe;
 };
 
 /* ---- configs --------------------------------------------------------------- */
@@ -249,12 +251,37 @@ sf_strategy *sf_strategy_clone(const sf_strategy *src) {
         return NULL;
     }
     for (int i = 0; i < src->n_ops; i++) sf_config_copy(&s->configs[i], &src->configs[i]);
+    sf_strategy_set_pipeline(s, sf_strategy_pipeline(src));
     return s;
 }
 
 void sf_strategy_copy(sf_strategy *dst, const sf_strategy *src) {
     int n = dst->n_ops < src->n_ops ? dst->n_ops : src->n_ops;
     for (int i = 0; i < n; i++) sf_config_copy(&dst->configs[i], &src->configs[i]);
+    if (dst != src) sf_strategy_set_pipeline(dst, sf_strategy_pipeline(src));
+}
+
+const sf_pipeline *sf_strategy_pipeline(const sf_strategy *s) {
+    return s->has_pipe ? &s->pipe : NULL;
+}
+
+/* Only the chunks in use are copied: a strategy copy in the searches' loops
+ * costs them, not the whole boundary array. */
+void sf_strategy_set_pipeline(sf_strategy *s, const sf_pipeline *pl) {
+    if (!pl) {
+        s->has_pipe = 0;
+        return;
+    }
+    if (pl == &s->pipe) return;
+    int n = pl->stages * pl->chunks;
+    if (n < 0) n = 0;
+    if (n > SF_MAX_PIPE_CHUNKS) n = SF_MAX_PIPE_CHUNKS;
+    s->pipe.stages = pl->stages;
+    s->pipe.chunks = pl->chunks;
+    s->pipe.micro_batches = pl->micro_batches;
+    s->pipe.schedule = pl->schedule;
+    memcpy(s->pipe.first, pl->first, (size_t)n * sizeof pl->first[0]);
+    s->has_pipe = 1;
 }
 
 void sf_strategy_free(sf_strategy *s) {

@@ -1,0 +1,419 @@
+/*
+ * test_pipeline.c - pipelines in the strategy and the simulator: the
+ * schedules' slot orders, GPipe's bubble (p - 1) / (m + p - 1) on a uniform
+ * chain with free transfers, 1F1B's first stage holding p micro-batches'
+ * activations where GPipe holds m, delta simulation equal to a full one under
+ * random configs inside the stages (every schedule, chains and a GPT), the
+ * JSON round trip, and the one-line refusals of bad pipelines.
+ */
+#include <math.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "soapflow/cost.h"
+#include "soapflow/io.h"
+#include "soapflow/models.h"
+#include "soapflow/sim.h"
+#include "soapflow/strategy.h"
+
+static sf_graph *model(const char *name, int batch) {
+    sf_model_options o;
+    sf_model_options_default(&o);
+    o.batch = batch;
+    if (strcmp(name, "gpt") == 0) {
+        o.layers = 4;
+        o.hidden = 64;
+        o.heads = 4;
+        o.seq_len = 16;
+        o.vocab = 96;
+    }
+    sf_error err = {0};
+    sf_graph *g = sf_model_build(name, &o, &err);
+    if (!g) fail_msg("%s: %s", name, err.msg);
+    return g;
+}
+
+/* An input and a chain of `layers` fully connected layers of equal width. */
+static sf_graph *chain(int layers, int64_t width, int64_t batch) {
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("chain");
+    sf_shape sh = sf_shape_make(2, (int64_t[]){batch, width});
+    int x = sf_graph_add_input(g, "x", &sh, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = width;
+    for (int i = 0; i < layers && x >= 0; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "fc%d", i + 1);
+        x = sf_graph_add_op(g, SF_OP_LINEAR, name, &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    }
+    if (x < 0) fail_msg("chain: %s", err.msg);
+    return g;
+}
+
+static sf_machine *machine(const char *name) {
+    sf_error err = {0};
+    sf_machine *m = sf_machine_preset(name, &err);
+    if (!m) fail_msg("%s", err.msg);
+    return m;
+}
+
+/* One node of `devices` devices whose transfers take no time. */
+static sf_machine *free_links(int devices) {
+    sf_machine_desc d;
+    sf_error err = {0};
+    assert_int_equal(sf_machine_preset_desc("p100-4x4", &d, &err), SF_OK);
+    d.nodes = 1;
+    d.devices_per_node = devices;
+    d.intra = SF_INTRA_PAIRWISE;
+    d.intra_bw_Bps = 1e29;
+    d.intra_latency_s = 0;
+    d.inter_bw_Bps = 1e29;
+    d.inter_latency_s = 0;
+    sf_machine *m = sf_machine_build(&d, &err);
+    if (!m) fail_msg("%s", err.msg);
+    return m;
+}
+
+static sf_sim_result run(sf_sim *sim, const sf_strategy *s) {
+    sf_error err = {0};
+    sf_sim_result r;
+    if (sf_sim_run(sim, s, &r, &err) != SF_OK) fail_msg("%s", err.msg);
+    return r;
+}
+
+/* Every operator unsplit on the first device of its stage's group of
+ * n_dev / p devices, under pl. */
+static sf_strategy *staged(const sf_graph *g, const sf_machine *m, const sf_pipeline *pl) {
+    int n = sf_graph_num_ops(g), group = sf_machine_num_devices(m) / pl->stages;
+    int *chunk = malloc((size_t)n * sizeof *chunk);
+    sf_pipeline_op_chunks(pl, g, chunk);
+    sf_strategy *s = sf_strategy_new(g);
+    for (int i = 0; i < n; i++) {
+        sf_config *c = sf_strategy_config(s, i);
+        const sf_op *op = sf_graph_op(g, i);
+        int ones[SF_MAX_DIMS];
+        for (int k = 0; k < op->space.ndim; k++) ones[k] = 1;
+        assert_int_equal(sf_config_set_degrees(c, op->space.ndim, ones), SF_OK);
+        c->device[0] = (int16_t)((chunk[i] % pl->stages) * group);
+    }
+    free(chunk);
+    sf_strategy_set_pipeline(s, pl);
+    sf_error err = {0};
+    if (sf_strategy_validate(s, g, m, &err) != SF_OK) fail_msg("%s", err.msg);
+    return s;
+}
+
+static sf_pipeline even(const sf_graph *g, int p, int v, int m, sf_pipe_schedule sch) {
+    sf_pipeline pl;
+    sf_error err = {0};
+    if (sf_pipeline_even(&pl, g, p, v, m, sch, &err) != SF_OK) fail_msg("%s", err.msg);
+    return pl;
+}
+
+/* Each stage runs every (micro-batch, chunk) forward and backward once, a
+ * backward after its forward; 1F1B holds at most p - s micro-batches. */
+static void test_slots(void **state) {
+    (void)state;
+    sf_pipeline pl = {0};
+    sf_pipe_slot sl[2 * 64 * 4];
+    for (int sch = 0; sch < SF_PIPE_SCHEDULE_COUNT; sch++) {
+        for (int p = 1; p <= 4; p++) {
+            for (int m = p; m <= 16; m += p) {
+                pl.stages = p;
+                pl.micro_batches = m;
+                pl.schedule = sch;
+                pl.chunks = sch == SF_PIPE_INTERLEAVED ? 2 : 1;
+                for (int s = 0; s < p; s++) {
+                    int k = sf_pipeline_slots(&pl, s, sl);
+                    assert_int_equal(k, 2 * m * pl.chunks);
+                    int seen[64][8][2];
+                    memset(seen, 0, sizeof seen);
+                    for (int i = 0; i < k; i++) {
+                        assert_true(sl[i].mb >= 0 && sl[i].mb < m);
+                        assert_int_equal(sl[i].chunk % p, s);
+                        int l = sl[i].chunk / p;
+                        assert_int_equal(seen[sl[i].mb][l][sl[i].backward]++, 0);
+                        if (sl[i].backward) assert_int_equal(seen[sl[i].mb][l][0], 1);
+                    }
+                    int f = sf_pipeline_in_flight(&pl, s);
+                    if (sch == SF_PIPE_GPIPE) assert_int_equal(f, m);
+                    if (sch == SF_PIPE_1F1B) assert_int_equal(f, p - s < m ? p - s : m);
+                }
+            }
+        }
+    }
+    sf_pipe_schedule out;
+    int v;
+    assert_int_equal(sf_pipe_schedule_parse("interleaved:3", &out, &v), 0);
+    assert_int_equal(out, SF_PIPE_INTERLEAVED);
+    assert_int_equal(v, 3);
+    assert_int_equal(sf_pipe_schedule_parse("1f1b", &out, &v), 0);
+    assert_int_equal(v, 1);
+    assert_int_not_equal(sf_pipe_schedule_parse("interleaved:1", &out, &v), 0);
+    assert_int_not_equal(sf_pipe_schedule_parse("pipedream", &out, &v), 0);
+    assert_int_not_equal(sf_pipe_schedule_parse("gpipe:2", &out, &v), 0);
+}
+
+/* GPipe on L identical layers over p stages with free transfers: every stage
+ * idles (p - 1) / (m + p - 1) of the iteration's pipelined part (the
+ * iteration less the optimizer step after the flush), within 1%. */
+static void test_gpipe_bubble(void **state) {
+    (void)state;
+    const int p = 4, L = 32, width = 2048;
+    sf_machine *mach = free_links(p);
+    sf_cost_model *cm = sf_cost_analytic_new(mach, NULL);
+    for (int m = 4; m <= 16; m *= 2) {
+        sf_graph *g = chain(L, width, 256 * m);
+        sf_pipeline pl = even(g, p, 1, m, SF_PIPE_GPIPE);
+        sf_strategy *s = staged(g, mach, &pl);
+        sf_sim_options so;
+        sf_sim_options_default(&so);
+        sf_error err = {0};
+        sf_sim *sim = sf_sim_new(g, mach, cm, &so, &err);
+        assert_non_null(sim);
+        sf_sim_result r = run(sim, s);
+        double want = (double)(p - 1) / (m + p - 1), t0[SF_SIM_TOTAL_COUNT];
+        /* the flush: the iteration less the first stage's optimizer step after it */
+        assert_int_equal(sf_sim_kind_totals(sim, 0, t0, &err), SF_OK);
+        double flush = r.iter_s - t0[SF_SIM_TOTAL_UPDATE];
+        for (int d = 0; d < p; d++) {
+            double t[SF_SIM_TOTAL_COUNT];
+            assert_int_equal(sf_sim_kind_totals(sim, d, t, &err), SF_OK);
+            double bubble = 1 - t[SF_SIM_TOTAL_COMPUTE] / flush;
+            if (fabs(bubble - want) > 0.01 * want)
+                fail_msg("m %d, stage %d: bubble %.4f, want %.4f", m, d, bubble, want);
+        }
+        sf_sim_free(sim);
+        sf_strategy_free(s);
+        sf_graph_free(g);
+    }
+    sf_cost_free(cm);
+    sf_machine_free(mach);
+}
+
+static double stage0_activations(const sf_graph *g, const sf_machine *mach,
+                                 const sf_cost_model *cm, const sf_strategy *s) {
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    so.memory_timeline = 1;
+    sf_error err = {0};
+    sf_sim *sim = sf_sim_new(g, mach, cm, &so, &err);
+    assert_non_null(sim);
+    sf_sim_result r = run(sim, s);
+    double a = r.device_live_kinds[0 * SF_SIM_MEM_KIND_COUNT + SF_SIM_MEM_ACTIVATIONS];
+    sf_sim_free(sim);
+    return a;
+}
+
+/* The first stage's peak activations: GPipe holds all m micro-batches', 1F1B
+ * p micro-batches' worth (within 5%), each micro-batch's share the same. */
+static void test_1f1b_memory(void **state) {
+    (void)state;
+    const int p = 4, m = 16;
+    sf_machine *mach = free_links(p);
+    sf_cost_model *cm = sf_cost_analytic_new(mach, NULL);
+    sf_graph *g = chain(16, 512, 16 * m);
+    sf_pipeline gp = even(g, p, 1, m, SF_PIPE_GPIPE), ob = gp;
+    ob.schedule = SF_PIPE_1F1B;
+    sf_strategy *sg = staged(g, mach, &gp), *so = staged(g, mach, &ob);
+    double a_g = stage0_activations(g, mach, cm, sg), a_1 = stage0_activations(g, mach, cm, so);
+    double per_mb = a_g / m;
+    assert_true(a_g > 0);
+    if (fabs(a_1 - p * per_mb) > 0.05 * p * per_mb)
+        fail_msg("1f1b holds %.0f bytes of activations, %.2f micro-batches' worth; want %d",
+                 a_1, a_1 / per_mb, p);
+    sf_strategy_free(sg);
+    sf_strategy_free(so);
+    sf_graph_free(g);
+    sf_cost_free(cm);
+    sf_machine_free(mach);
+}
+
+/* Random configs inside the stages (devices folded into the operator's
+ * group): delta simulation equals a full one bit for bit, time and peaks. */
+static void delta_case(const char *name, int batch, int p, int v, int m, sf_pipe_schedule sch,
+                       int moves, uint64_t seed) {
+    sf_graph *g = model(name, batch);
+    sf_machine *mach = machine("p100-4x4");
+    sf_cost_model *cm = sf_cost_analytic_new(mach, NULL);
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    so.memory_timeline = 1;
+    sf_error err = {0};
+    sf_sim *sim = sf_sim_new(g, mach, cm, &so, &err), *full = sf_sim_new(g, mach, cm, &so, &err);
+    assert_non_null(sim);
+    assert_non_null(full);
+    sf_pipeline pl = even(g, p, v, m, sch);
+    sf_strategy *s = staged(g, mach, &pl);
+    int n = sf_graph_num_ops(g), group = sf_machine_num_devices(mach) / p;
+    int *chunk = malloc((size_t)n * sizeof *chunk);
+    sf_pipeline_op_chunks(&pl, g, chunk);
+    sf_sim_result r = run(sim, s);
+    sf_rng rng;
+    sf_rng_seed(&rng, seed);
+    int done = 0;
+    for (int it = 0; it < moves; it++) {
+        int op = 1 + (int)sf_rng_below(&rng, (uint64_t)(n - 1));
+        const sf_op *o = sf_graph_op(g, op);
+        sf_config c;
+        sf_config_random(o, mach, &rng, &c);
+        for (int q = 0; q < c.n_parts; q++)
+            c.device[q] = (int16_t)((chunk[op] % p) * group + c.device[q] % group);
+        if (sf_rng_below(&rng, 4) == 0) c.recompute = 1;
+        if (sf_config_validate(o, mach, &c, NULL) != SF_OK) continue;
+        err = (sf_error){0};
+        sf_status st = sf_sim_update(sim, op, &c, &r, &err);
+        if (st == SF_ERR_INVALID) continue; /* too many samples a part, a tie split two ways */
+        if (st != SF_OK) fail_msg("%s move %d: %s", name, it, err.msg);
+        if (sf_rng_below(&rng, 5) == 0) { /* and back */
+            assert_int_equal(sf_sim_revert(sim, &r, &err), SF_OK);
+            sf_sim_result f = run(full, s);
+            assert_true(r.iter_s == f.iter_s);
+            continue;
+        }
+        sf_config_copy(sf_strategy_config(s, op), &c);
+        done++;
+        sf_sim_result f = run(full, s);
+        if (r.iter_s != f.iter_s)
+            fail_msg("%s move %d: delta %.17g, full %.17g", name, it, r.iter_s, f.iter_s);
+        assert_true(r.live_peak_bytes == f.live_peak_bytes);
+        assert_true(r.peak_mem_bytes == f.peak_mem_bytes);
+    }
+    assert_true(done > moves / 4);
+    free(chunk);
+    sf_strategy_free(s);
+    sf_sim_free(sim);
+    sf_sim_free(full);
+    sf_cost_free(cm);
+    sf_machine_free(mach);
+    sf_graph_free(g);
+}
+
+static void test_delta_mlp(void **state) {
+    (void)state;
+    delta_case("mlp", 64, 2, 1, 4, SF_PIPE_GPIPE, 60, 41);
+    delta_case("mlp", 64, 4, 1, 8, SF_PIPE_1F1B, 60, 42);
+}
+static void test_delta_gpt(void **state) {
+    (void)state;
+    delta_case("gpt", 8, 2, 1, 4, SF_PIPE_1F1B, 40, 43);
+    delta_case("gpt", 8, 2, 2, 4, SF_PIPE_INTERLEAVED, 40, 44);
+}
+
+/* A pipeline without micro-batches' worth of splitting (m = 1, p = 1) is the
+ * plain strategy; the file round trip keeps the pipeline. */
+static void test_plain_and_json(void **state) {
+    (void)state;
+    sf_graph *g = model("mlp", 64);
+    sf_machine *mach = machine("p100-4x4");
+    sf_cost_model *cm = sf_cost_analytic_new(mach, NULL);
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    sf_error err = {0};
+    sf_sim *sim = sf_sim_new(g, mach, cm, &so, &err);
+    sf_pipeline one = even(g, 1, 1, 1, SF_PIPE_1F1B);
+    sf_strategy *s1 = staged(g, mach, &one), *s0 = sf_strategy_clone(s1);
+    sf_strategy_set_pipeline(s0, NULL);
+    assert_null(sf_strategy_pipeline(s0));
+    sf_sim_result a = run(sim, s0), b = run(sim, s1);
+    assert_true(fabs(a.iter_s - b.iter_s) <= 1e-12 * a.iter_s);
+
+    sf_pipeline pl = even(g, 2, 2, 4, SF_PIPE_INTERLEAVED);
+    sf_strategy *s = staged(g, mach, &pl);
+    char *text = sf_strategy_to_json_for(s, g, mach, &err);
+    assert_non_null(text);
+    assert_non_null(strstr(text, "\"interleaved:2\""));
+    sf_strategy *t = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_parse_json(t, text, "rt.json", g, mach, &err), SF_OK);
+    const sf_pipeline *q = sf_strategy_pipeline(t);
+    assert_non_null(q);
+    assert_int_equal(q->stages, 2);
+    assert_int_equal(q->chunks, 2);
+    assert_int_equal(q->micro_batches, 4);
+    assert_int_equal(q->schedule, SF_PIPE_INTERLEAVED);
+    for (int c = 0; c < 4; c++) assert_int_equal(q->first[c], pl.first[c]);
+    sf_sim_result x = run(sim, s), y = run(sim, t);
+    assert_true(x.iter_s == y.iter_s);
+    free(text);
+    sf_strategy_free(t);
+    sf_strategy_free(s);
+    sf_strategy_free(s0);
+    sf_strategy_free(s1);
+    sf_sim_free(sim);
+    sf_cost_free(cm);
+    sf_machine_free(mach);
+    sf_graph_free(g);
+}
+
+/* text with the first `from` replaced by `to` (which must be there). */
+static char *edited(const char *text, const char *from, const char *to) {
+    const char *at = strstr(text, from);
+    if (!at) fail_msg("'%s' not in the strategy file", from);
+    size_t n = strlen(text) - strlen(from) + strlen(to) + 1, k = (size_t)(at - text);
+    char *out = malloc(n);
+    memcpy(out, text, k);
+    strcpy(out + k, to);
+    strcat(out, at + strlen(from));
+    return out;
+}
+
+static void refused(const sf_graph *g, const sf_machine *m, const char *text, const char *from,
+                    const char *to, const char *want) {
+    char *json = edited(text, from, to);
+    sf_strategy *s = sf_strategy_new(g);
+    sf_error err = {0};
+    sf_status st = sf_strategy_parse_json(s, json, "bad.json", g, m, &err);
+    if (st == SF_OK) fail_msg("accepted: %s", json);
+    if (!strstr(err.msg, want)) fail_msg("'%s' does not say '%s'", err.msg, want);
+    assert_null(strchr(err.msg, '\n'));
+    assert_non_null(strstr(err.msg, "bad.json"));
+    assert_null(sf_strategy_pipeline(s));
+    sf_strategy_free(s);
+    free(json);
+}
+
+static void test_refusals(void **state) {
+    (void)state;
+    sf_graph *g = model("mlp", 64);
+    sf_machine *mach = machine("p100-4x4");
+    sf_pipeline pl = even(g, 2, 1, 4, SF_PIPE_1F1B);
+    sf_strategy *s = staged(g, mach, &pl);
+    sf_error err = {0};
+    char *text = sf_strategy_to_json_for(s, g, mach, &err);
+    assert_non_null(text);
+    const char *b = sf_graph_op(g, pl.first[1])->name;
+    char good[128], late[128];
+    snprintf(good, sizeof good, "\"boundaries\": [\"%s\"]", b);
+    snprintf(late, sizeof late, "\"boundaries\": [\"%s\"]",
+             sf_graph_op(g, sf_graph_num_ops(g) - 1)->name);
+    refused(g, mach, text, "\"micro_batches\": 4", "\"micro_batches\": 5", "do not divide the batch");
+    refused(g, mach, text, "\"micro_batches\": 4", "\"micro_batches\": 0", "micro_batches");
+    refused(g, mach, text, "\"1f1b\"", "\"pipedream\"", "schedule");
+    refused(g, mach, text, "\"1f1b\"", "\"interleaved:1\"", "schedule");
+    refused(g, mach, text, good, "\"boundaries\": [\"nope\"]", "not an operator");
+    refused(g, mach, text, good, "\"boundaries\": []", "boundaries");
+    refused(g, mach, text, good, late, "stages share no device");
+    refused(g, mach, text, "\"stages\": 2", "\"stages\": 2, \"extra\": 1", "unknown field");
+    free(text);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(mach);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_slots),          cmocka_unit_test(test_gpipe_bubble),
+        cmocka_unit_test(test_1f1b_memory),    cmocka_unit_test(test_delta_mlp),
+        cmocka_unit_test(test_delta_gpt),      cmocka_unit_test(test_plain_and_json),
+        cmocka_unit_test(test_refusals),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

@@ -99,7 +99,7 @@ SF_API sf_status sf_strategy_validate(const sf_strategy *s, const sf_graph *g, c
  * micro-batches are summed, and then the weights are synced and updated once.
  * An input operator belongs to the chunk of its first consumer (the data a
  * stage reads is loaded there). A pipeline of one stage is gradient
- * accumulation. docs/strategies.md, "Pipelines". */
+ * accumulation. docs/formats-strategy.md, "Pipelines". */
 typedef enum sf_pipe_schedule {
     SF_PIPE_GPIPE = 0,   /* all forwards, then all backwards (GPipe) */
     SF_PIPE_1F1B,        /* p - s - 1 forwards, then one forward one backward, then the
@@ -171,6 +171,11 @@ SF_API sf_status sf_pipeline_validate(const sf_pipeline *pl, const sf_strategy *
  * non-input operators. */
 SF_API sf_status sf_pipeline_even(sf_pipeline *pl, const sf_graph *g, int p, int v, int m,
                                   sf_pipe_schedule schedule, sf_error *err);
+
+/* One line for tables: "4 stages, 16 micro-batches of 8, 1f1b, chunks from
+ * h6.ln1 | h12.ln1 | h18.ln1" (the boundaries cut short with "..." past n).
+ * Returns buf. */
+SF_API char *sf_pipeline_describe(const sf_pipeline *pl, const sf_graph *g, char *buf, size_t n);
 
 /* The strategy of the micro-batch graph gu (sf_graph_micro_batches(g, m)) that
  * gives every copy of an operator its config in s; no pipeline. NULL when out

@@ -259,7 +259,9 @@ static int usage(FILE *out) {
             "                         inter_bytes, peak_live_bytes (the timeline's peak),\n"
             "                         peak_mem_bytes (all alive at once), memory_headroom,\n"
             "                         mem_capacity_bytes, fits,\n"
-            "                         tasks, model, machine, strategy, sync, sync_scheme,\n"
+            "                         tasks, model, machine, strategy, pipeline (null, or\n"
+            "                         stages, chunks_per_stage, micro_batches, schedule,\n"
+            "                         boundaries), sync, sync_scheme,\n"
             "                         segments, dtype, optimizer, batch, devices,\n"
             "                         idle_devices (no part runs there; a warning names\n"
             "                         them) and a \"per_device\"\n"
@@ -418,6 +420,7 @@ typedef struct report {
     int peak_dev;
     int idle;               /* devices no part runs on (sf_strategy_idle_devices) */
     const int64_t *weights; /* [devices] weight elements held (sf_taskgraph_device_weights) */
+    const sf_pipeline *pipe; /* the strategy's pipeline, NULL when none */
 } report;
 
 /* The weight elements each device holds under s, malloc'd ([n_dev]); NULL with err. */
@@ -449,6 +452,19 @@ static int print_json(const report *rp) {
     bad |= json_object_set_new(j, "model", json_string(sf_graph_name(rp->g)));
     bad |= json_object_set_new(j, "machine", json_string(sf_machine_name(rp->m)));
     bad |= json_object_set_new(j, "strategy", json_string(rp->strategy));
+    if (rp->pipe) {
+        char sch[32];
+        json_t *pj = json_pack("{s:i, s:i, s:i, s:s, s:[]}", "stages", rp->pipe->stages,
+                               "chunks_per_stage", rp->pipe->chunks, "micro_batches",
+                               rp->pipe->micro_batches, "schedule",
+                               sf_pipe_schedule_str(rp->pipe, sch, sizeof sch), "boundaries");
+        json_t *bj = pj ? json_object_get(pj, "boundaries") : NULL;
+        for (int c = 1; bj && c < rp->pipe->stages * rp->pipe->chunks; c++)
+            bad |= json_array_append_new(bj, json_string(sf_graph_op(rp->g, rp->pipe->first[c])->name));
+        bad |= pj ? json_object_set_new(j, "pipeline", pj) : -1;
+    } else {
+        bad |= json_object_set_new(j, "pipeline", json_null());
+    }
     bad |= json_object_set_new(j, "sync", json_string(sf_sync_mode_name(rp->sim.sync)));
     bad |= json_object_set_new(j, "sync_scheme", json_string(sf_sync_scheme_name(rp->sim.scheme)));
     bad |= json_object_set_new(j, "segments", json_integer(rp->sim.segments));
@@ -504,6 +520,11 @@ static int print_text(const report *rp) {
                       r->n_devices == 1 ? "" : "s", nodes, nodes == 1 ? "" : "s");
     sf_cli_table_cell(t, "strategy");
     sf_cli_table_cell(t, "%s", rp->strategy);
+    if (rp->pipe) {
+        char line[512];
+        sf_cli_table_cell(t, "pipeline");
+        sf_cli_table_cell(t, "%s", sf_pipeline_describe(rp->pipe, rp->g, line, sizeof line));
+    }
     sf_cli_table_cell(t, "gradients");
     sf_cli_table_cell(t, "%s, %s",
                       rp->sim.scheme == SF_SCHEME_PS             ? "parameter server"
@@ -649,7 +670,8 @@ int sf_cmd_simulate(int argc, char **argv) {
         rc = sf_cli_fail_err(&err);
         goto done;
     }
-    report rp = {g, m, &r, o.strategy, o.sim, o.dtype, o.optimizer, 0, 0, 0, idle, weights};
+    report rp = {g, m, &r, o.strategy, o.sim, o.dtype, o.optimizer, 0, 0, 0, idle, weights,
+                 sf_strategy_pipeline(s)};
     sf_graph_stats gs;
     sf_graph_stats_compute(g, &gs);
     rp.batch = gs.batch;

@@ -1,6 +1,6 @@
 /*
  * pipeline.c - pipelines: chunks of operators on stages, micro-batches, and
- * the schedules that order each stage's passes (docs/strategies.md,
+ * the schedules that order each stage's passes (docs/formats-strategy.md,
  * "Pipelines").
  *
  * The schedules, for stage s of p with m micro-batches:
@@ -59,6 +59,29 @@ char *sf_pipe_schedule_str(const sf_pipeline *pl, char *buf, size_t n) {
         snprintf(buf, n, "%s:%d", name, pl->chunks);
     else
         snprintf(buf, n, "%s", name);
+    return buf;
+}
+
+char *sf_pipeline_describe(const sf_pipeline *pl, const sf_graph *g, char *buf, size_t n) {
+    if (n == 0) return buf;
+    char sch[32];
+    int64_t batch = sf_graph_batch(g);
+    int nc = pl->stages * pl->chunks;
+    size_t k = (size_t)snprintf(buf, n, "%d stage%s, %d micro-batch%s of %lld, %s", pl->stages,
+                                pl->stages == 1 ? "" : "s", pl->micro_batches,
+                                pl->micro_batches == 1 ? "" : "es",
+                                (long long)(pl->micro_batches > 0 ? batch / pl->micro_batches : 0),
+                                sf_pipe_schedule_str(pl, sch, sizeof sch));
+    for (int c = 1; c < nc && k < n; c++) {
+        const sf_op *op = sf_graph_op(g, pl->first[c]);
+        const char *name = op ? op->name : "?";
+        size_t need = strlen(name) + 16;
+        if (k + need + 4 >= n) {
+            snprintf(buf + k, n - k, " ...");
+            break;
+        }
+        k += (size_t)snprintf(buf + k, n - k, "%s%s", c == 1 ? ", chunks from " : " | ", name);
+    }
     return buf;
 }
 

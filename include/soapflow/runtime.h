@@ -217,6 +217,10 @@ typedef struct sf_rt_event {
 } sf_rt_event;
 
 SF_API int sf_runtime_events(const sf_runtime *rt, const sf_rt_event **events);
+/* The graph rt runs, whose operator ids the events name: the caller's, or for
+ * a pipelined strategy its micro-batch graph (sf_graph_micro_batches: copy j
+ * of operator i at id j n + i). */
+SF_API const sf_graph *sf_runtime_graph(const sf_runtime *rt);
 
 /* A Chrome trace (Perfetto) of one measured step of n_ranks ranks on machine m
  * (ranks are its devices): the tracks and task names of the simulator's trace

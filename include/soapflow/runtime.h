@@ -32,6 +32,12 @@
  * v = mu v + g + wd w; w -= lr v; or Adam, AdamW with PyTorch's formulas and
  * bias correction from the step count, sf_runtime_steps + 1).
  *
+ * A pipelined strategy (sf_strategy_pipeline) runs on the micro-batch graph
+ * under the unrolled strategy: each rank runs its stage's slots in the order
+ * of the schedule, each copy's loss is over the whole batch, the copies'
+ * gradients accumulate in their shared weight groups and every shard is
+ * synced once after the flush (docs/runtime.md, "Pipelines").
+ *
  * Memory: the output and output-gradient tiles of the parts a rank runs, the
  * input regions (and their gradients) they read, message buffers, each alive
  * only over its points of the step (docs/runtime.md, "Memory"), so that

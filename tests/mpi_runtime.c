@@ -61,10 +61,11 @@ int main(void) {
         sf_strategy_free(s);
         sf_graph_free(g);
     }
-    /* Adam and AdamW (ring and parameter server), ZeRO stages 1-3, recomputation */
+    /* Adam and AdamW (ring and parameter server), ZeRO stages 1-3, recomputation,
+     * pipelines */
     static const rc_family *const families[] = {&rc_adam_family, &rc_zero_family,
-                                                &rc_recompute_family};
-    for (int fi = 0; fi < 3; fi++) {
+                                                &rc_recompute_family, &rc_pipe_family};
+    for (int fi = 0; fi < 4; fi++) {
         const rc_family *f = families[fi];
         sf_graph *g = NULL;
         rc_job one;

@@ -440,6 +440,15 @@ static sf_graph *rc_model(int i) {
         o.vocab = 16;
         break;
     case 6: return rc_linears();
+    case 9: /* the pipeline cases' GPT: four micro-batches of one sequence */
+        name = "gpt";
+        o.batch = 4;
+        o.layers = 2;
+        o.hidden = 32;
+        o.heads = 4;
+        o.seq_len = 8;
+        o.vocab = 32;
+        break;
     case 7: return rc_attn_drop(0.25);
     case 8: return rc_upsample();
     default:
@@ -945,6 +954,101 @@ static int rc_recompute_case(const sf_graph *g, int n, int i, int n_random, sf_s
     snprintf(what + len, cap - len, ", recompute");
     return 1;
 }
+
+/* ---- the pipeline cases --------------------------------------------------------- */
+
+/* Pipelines (sf_pipeline) on P ranks against one rank on the whole batch:
+ * lenet5, the MLP and a small GPT (its LM head tied to the embedding across
+ * the first and the last stage), each under GPipe, 1F1B and interleaved:2,
+ * with every stage on one rank (P stages), or P / 2 stages of two ranks each
+ * (on 2 ranks one stage: gradient accumulation) splitting every operator's
+ * samples (data parallelism inside a stage) or as Megatron's tensor
+ * parallelism (column- then row-parallel linears: partial sums, a vocabulary-
+ * parallel embedding and cross-entropy). The stages cut the operators evenly
+ * (sf_pipeline_even); four micro-batches unless the layout needs fewer, and
+ * fewer stages where interleaving needs more chunks than the model has
+ * operators. RC_PIPE_CASES; case i: model i / 9, schedule (i / 3) % 3, layout
+ * i % 3 (one rank a stage, data, tensor). */
+#define RC_PIPE_CASES 27
+
+static int rc_pipe_model(int i) {
+    static const int models[3] = {0, 1, 9};
+    return models[i / 9];
+}
+static sf_optimizer_kind rc_pipe_optimizer(int i) {
+    (void)i;
+    return SF_OPTIMIZER_SGD;
+}
+static int rc_pipe_case(const sf_graph *g, int n, int i, int n_random, sf_strategy *s, char *what,
+                        size_t cap, rc_job *j) {
+    (void)n_random;
+    sf_pipe_schedule sch = (sf_pipe_schedule)((i / 3) % 3);
+    int layout = i % 3, v = sch == SF_PIPE_INTERLEAVED ? 2 : 1;
+    int n_ops = sf_graph_num_ops(g), body = 0;
+    for (int op = 0; op < n_ops; op++) body += sf_graph_op(g, op)->type != SF_OP_INPUT;
+    int p = layout == 0 ? n : n / 2 > 0 ? n / 2 : 1;
+    while (p > 1 && p * v > body) p /= 2;
+    int group = n / p;
+    int64_t batch = sf_graph_batch(g);
+    int m = 4;
+    while (m > 1 && (batch % m || (layout == 1 && (batch / m) % group) ||
+                     (sch == SF_PIPE_INTERLEAVED && m % p)))
+        m /= 2;
+    if (sch == SF_PIPE_INTERLEAVED && m % p) return -1;
+    sf_pipeline pl;
+    sf_error err = {0};
+    if (sf_pipeline_even(&pl, g, p, v, m, sch, &err) != SF_OK) {
+        fprintf(stderr, "pipeline case %d: %s\n", i, err.msg);
+        return -1;
+    }
+    int *chunk = malloc((size_t)n_ops * sizeof *chunk);
+    sf_strategy *tp = sf_strategy_new(g);
+    if (!chunk || !tp) {
+        free(chunk);
+        sf_strategy_free(tp);
+        return -1;
+    }
+    sf_pipeline_op_chunks(&pl, g, chunk);
+    if (layout == 2 && group > 1) rc_megatron_strategy(g, tp, group, 0);
+    for (int op = 0; op < n_ops; op++) {
+        const sf_op *x = sf_graph_op(g, op);
+        sf_config *c = sf_strategy_config(s, op);
+        int base = (chunk[op] % p) * group;
+        if (layout == 2 && group > 1) {
+            sf_config_copy(c, sf_strategy_get(tp, op));
+            for (int q = 0; q < c->n_parts; q++) c->device[q] = (int16_t)(base + c->device[q]);
+            continue;
+        }
+        int deg[SF_MAX_DIMS] = {1, 1, 1, 1, 1, 1};
+        if (layout == 1 && x->kinds[0] == SF_DIM_SAMPLE) deg[0] = group;
+        sf_config_set_degrees(c, x->space.ndim, deg);
+        for (int q = 0; q < c->n_parts; q++) c->device[q] = (int16_t)(base + q);
+    }
+    free(chunk);
+    sf_strategy_free(tp);
+    sf_strategy_set_pipeline(s, &pl);
+    sf_machine *mach = rc_machine(n);
+    sf_status st = mach ? sf_strategy_validate(s, g, mach, &err) : SF_ERR_NOMEM;
+    sf_machine_free(mach);
+    char sched[32];
+    static const char *const names[3] = {"lenet5", "mlp", "gpt"};
+    snprintf(what, cap, "%s, %d stages x %d ranks (%s), %s, %d micro-batches", names[i / 9 % 3], p,
+             group,
+             layout == 1 ? "data parallel"
+             : layout == 2 ? "tensor parallel"
+             : group > 1   ? "one rank a stage, the others idle"
+                           : "one rank a stage",
+             sf_pipe_schedule_str(&pl, sched, sizeof sched), m);
+    if (st != SF_OK) {
+        fprintf(stderr, "%s: %s\n", what, err.msg);
+        return -1;
+    }
+    if (rc_job_init(j, g, s, 0)) return -1;
+    return 1;
+}
+
+static RC_UNUSED_OK const rc_family rc_pipe_family = {RC_PIPE_CASES, 9, rc_pipe_model,
+                                                      rc_pipe_optimizer, rc_pipe_case};
 
 static RC_UNUSED_OK const rc_family rc_adam_family = {RC_ADAM_CASES, 4, rc_adam_model,
                                                       rc_adam_optimizer, rc_adam_case};

@@ -165,6 +165,14 @@ static void test_recompute(void **state) {
     run_family(&rc_recompute_family);
 }
 
+/* Pipelines (rc_pipe_case: gpipe, 1f1b and interleaved:2 on lenet5, the MLP
+ * and a small GPT, one rank a stage or with data or tensor parallelism inside
+ * the stages) against one rank on the whole batch. */
+static void test_pipeline(void **state) {
+    (void)state;
+    run_family(&rc_pipe_family);
+}
+
 /* Attention with dropout of its probabilities, split on heads among the rest:
  * the dropout is on (the losses differ from those without it), and P ranks
  * draw one rank's mask. */
@@ -284,6 +292,7 @@ int main(void) {
         cmocka_unit_test(test_adam),
         cmocka_unit_test(test_zero),
         cmocka_unit_test(test_recompute),
+        cmocka_unit_test(test_pipeline),
         cmocka_unit_test(test_attention_dropout),
         cmocka_unit_test(test_upsample),
     };

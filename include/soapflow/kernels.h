@@ -139,6 +139,11 @@ typedef struct sf_kernel_args {
      * hold every class, and the kernels take the row statistics themselves. */
     float *stats;
     int phase;
+    /* softmax_ce: the rows its mean is over, N_total above; 0: the rows of the
+     * whole tensor. A pipeline's micro-batch copies (runtime.c) pass the rows
+     * of the whole batch, so that the copies' losses and gradients add up to
+     * the batch's mean, as one pass over it gives. */
+    int64_t mean_rows;
 } sf_kernel_args;
 
 /* The phases of sf_kernel_args.phase. */

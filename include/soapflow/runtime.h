@@ -32,6 +32,12 @@
  * v = mu v + g + wd w; w -= lr v; or Adam, AdamW with PyTorch's formulas and
  * bias correction from the step count, sf_runtime_steps + 1).
  *
+ * A pipelined strategy (sf_strategy_pipeline) runs on the micro-batch graph
+ * under the unrolled strategy: each rank runs its stage's slots in the order
+ * of the schedule, each copy's loss is over the whole batch, the copies'
+ * gradients accumulate in their shared weight groups and every shard is
+ * synced once after the flush (docs/runtime.md, "Pipelines").
+ *
  * Memory: the output and output-gradient tiles of the parts a rank runs, the
  * input regions (and their gradients) they read, message buffers, each alive
  * only over its points of the step (docs/runtime.md, "Memory"), so that
@@ -217,6 +223,10 @@ typedef struct sf_rt_event {
 } sf_rt_event;
 
 SF_API int sf_runtime_events(const sf_runtime *rt, const sf_rt_event **events);
+/* The graph rt runs, whose operator ids the events name: the caller's, or for
+ * a pipelined strategy its micro-batch graph (sf_graph_micro_batches: copy j
+ * of operator i at id j n + i). */
+SF_API const sf_graph *sf_runtime_graph(const sf_runtime *rt);
 
 /* A Chrome trace (Perfetto) of one measured step of n_ranks ranks on machine m
  * (ranks are its devices): the tracks and task names of the simulator's trace

@@ -120,7 +120,7 @@ static void sce_geom(const sf_kernel_args *a, int64_t *rows, int64_t *c, int64_t
     const sf_shape *s = &a->op->in_shapes[0];
     *c = s->d[last];
     *rows = t->lo[last] == 0 && t->hi[last] == *c ? sf_tile_numel(t) / *c : -1;
-    *total = sf_shape_numel(s) / *c;
+    *total = a->mean_rows > 0 ? a->mean_rows : sf_shape_numel(s) / *c;
 }
 
 /* A tile's rows and the classes [lo, lo + n) it holds (of c), for the kernels
@@ -134,7 +134,7 @@ static void sce_split_geom(const sf_kernel_args *a, int64_t *rows, int64_t *lo, 
     *lo = t->lo[last];
     *n = t->hi[last] - t->lo[last];
     *rows = *n > 0 ? sf_tile_numel(t) / *n : 0;
-    *total = sf_shape_numel(s) / *c;
+    *total = a->mean_rows > 0 ? a->mean_rows : sf_shape_numel(s) / *c;
 }
 
 /* SF_OK when every label of the tile's rows is a class. */

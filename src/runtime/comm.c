@@ -44,7 +44,9 @@ sf_status sf_comm_agree(sf_comm *c, sf_status st, sf_error *err) {
     m.msg[SF_ERRMSG_MAX - 1] = 0;
     if (err) {
         err->code = (sf_status)m.code;
-        if (c->size > 1)
+        char pre[32]; /* agreed twice (set-up agrees at each stage): prefixed once */
+        snprintf(pre, sizeof pre, "rank %d: ", root);
+        if (c->size > 1 && strncmp(m.msg, pre, strlen(pre)) != 0)
             snprintf(err->msg, sizeof err->msg, "rank %d: %.*s", root, SF_ERRMSG_MAX - 16, m.msg);
         else
             memcpy(err->msg, m.msg, sizeof err->msg);

@@ -34,6 +34,7 @@
  * every rank updates them alike (update_buffers); sf_runtime_eval runs the forward in inference
  * mode (docs/runtime.md, "Training and inference mode").
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -284,6 +285,32 @@ struct sf_runtime {
     float *bn_running; /* (2 C) per batchnorm at 2 * bn_chan: running mean, variance */
     double *bn_sums;   /* (3 C) per batchnorm at 3 * bn_chan: the step's sums */
     int eval;          /* the forward in progress is sf_runtime_eval's */
+    /* What this rank runs, in order (setup_seq): entries 2 op + backward; entry k
+     * at point 1 + k. Without a pipeline the forward of every operator in id
+     * order, then every backward in reverse; with one, its stage's slots
+     * (sf_pipeline_slots), each the forward (backward) of its chunk's operators
+     * of one micro-batch copy in (reverse) id order. */
+    int *seq;
+    int n_seq;
+    int cur_pos;          /* the entry in progress: forward sends are waited one entry later */
+    int32_t *fpt, *bpt;   /* [n_ops] each operator's forward and backward point; a
+                           * pipeline's operators of other stages: END and START, so
+                           * that a life reaching them only widens */
+    int *lp_start;        /* [n_ops + 1] this rank's parts of op: parts[lp_start[op] ..) */
+    int *lr_start;        /* [n_ops + 1] its reductions of producer op: red_order[lr_start[op] ..) */
+    int bulk;             /* every shard's sync starts after the backward pass */
+    int counting;         /* sf_runtime_forward in progress: count the correct rows */
+    int64_t correct;      /* ... rows whose best class is the label */
+    /* Pipelines (docs/runtime.md, "Pipelines"): rt->g is the micro-batch graph of
+     * the caller's graph (owned) and rt->s the unrolled strategy; a step's batch
+     * is cut into the copies' inputs and labels. */
+    sf_graph *gu;
+    int pipe_m;                     /* micro-batches; 0 without a pipeline */
+    int user_ops;                   /* operators of the caller's graph */
+    const float **mb_inputs;        /* [n_ops] a step's batch, per copy */
+    const int32_t **mb_labels;      /* [n_ops] */
+    int64_t *mb_off;                /* [n_ops] the copy's offset into its operator's batch */
+    sf_batch mb_batch;
 };
 
 void sf_runtime_options_default(sf_runtime_options *o) {
@@ -407,12 +434,9 @@ static float *link_gdst(const sf_runtime *rt, const rt_link *l, const sf_tile **
 /* ---- set-up ---------------------------------------------------------------- */
 
 /* The points of a step (the memory plan's clock). */
-static int32_t pt_f(const sf_runtime *rt, int op) {
-    (void)rt;
-    return 1 + op;
-}
-static int32_t pt_b(const sf_runtime *rt, int op) { return 1 + rt->n_ops + (rt->n_ops - 1 - op); }
-static int32_t pt_end(const sf_runtime *rt) { return 1 + 2 * rt->n_ops; }
+static int32_t pt_f(const sf_runtime *rt, int op) { return rt->fpt[op]; }
+static int32_t pt_b(const sf_runtime *rt, int op) { return rt->bpt[op]; }
+static int32_t pt_end(const sf_runtime *rt) { return 1 + rt->n_seq; }
 #define PT_START 0
 
 static rt_life life1(int32_t from, int32_t to, int zero) {
@@ -643,7 +667,7 @@ static void hold_weights(sf_runtime *rt) {
         if (z >= SF_ZERO_GRADIENTS) /* to its reduce-scatter's end (rs_wait) */
             hold(rt, n - c,
                  life1(pt_b(rt, sh->max_op),
-                       rt->o.sync == SF_SYNC_BULK || sh->rs_wait_op < 0 ? pt_end(rt)
+                       rt->bulk || sh->rs_wait_op < 0 ? pt_end(rt)
                                                                         : pt_b(rt, sh->rs_wait_op),
                        0));
         if (z >= SF_ZERO_WEIGHTS) {
@@ -734,12 +758,14 @@ static void place_tensors(sf_runtime *rt) {
         rt_link *l = &rt->links[i];
         if (l->peer < 0) continue;
         /* a receive is posted when the step begins; a send is waited for once
-         * the next operator's forward is done */
-        rt_life lf =
-            l->cons
-                ? life1(PT_START, pt_f(rt, l->cons_op), 0)
-                : life1(pt_f(rt, l->prod->op),
-                        pt_f(rt, l->prod->op + 1 < rt->n_ops ? l->prod->op + 1 : l->prod->op), 0);
+         * the next operator's forward is done (a pipeline: the next entry) */
+        int32_t f = pt_f(rt, l->prod ? l->prod->op : 0);
+        rt_life lf = l->cons ? life1(PT_START, pt_f(rt, l->cons_op), 0)
+                     : rt->pipe_m ? life1(f, f + 1 < end ? f + 1 : f, 0)
+                                  : life1(f,
+                                          pt_f(rt, l->prod->op + 1 < rt->n_ops ? l->prod->op + 1
+                                                                              : l->prod->op),
+                                          0);
         l->fbuf = carve_f(rt, l->numel, &lf);
     }
     for (int i = 0; i < rt->n_reds; i++) {
@@ -783,7 +809,7 @@ static void place_tensors(sf_runtime *rt) {
         rt_shard *sh = &rt->shards[i];
         /* packed: from the sync's start (the backward of its lowest operator;
          * bulk: the end); at stage 3 also around each gather before a pass */
-        int32_t s0 = rt->o.sync == SF_SYNC_BULK ? end : pt_b(rt, sh->key_op);
+        int32_t s0 = rt->bulk ? end : pt_b(rt, sh->key_op);
         rt_life lf = life1(s0, end, 0);
         if (sh->comm && sh->zero >= SF_ZERO_WEIGHTS) {
             life_add(&lf, pt_f(rt, sh->fgather_op), pt_f(rt, sh->fgather_op));
@@ -806,6 +832,139 @@ static void place_tensors(sf_runtime *rt) {
         rt->ws_at[q] = rt->ws_bytes[q] ? carve_life(rt, rt->ws_bytes[q], &lw) : NULL;
     }
     if (rt->sizing > 0) hold_weights(rt);
+}
+
+/* What this rank runs and in which order (rt->seq), and the points of every
+ * operator's passes (docs/runtime.md, "Pipelines"). Without a pipeline: every
+ * forward in id order, then every backward in reverse, on every rank. With
+ * one: the slots of this rank's stage (the stage of the chunks its parts are
+ * in) in its schedule's order, each slot the forward (backward) of its chunk's
+ * operators of its micro-batch copy in (reverse) id order; the operators of
+ * other stages have no point here (END forward, START backward: the lives
+ * that name them, the partial sums a remote consumer reads, only widen). */
+static sf_status setup_seq(sf_runtime *rt, const sf_pipeline *pl, const sf_graph *ug,
+                           sf_error *err) {
+    int n = rt->n_ops, un = rt->user_ops;
+    size_t nn = (size_t)(n ? n : 1);
+    rt->fpt = malloc(nn * sizeof *rt->fpt);
+    rt->bpt = malloc(nn * sizeof *rt->bpt);
+    rt->seq = malloc(2 * nn * sizeof *rt->seq);
+    if (!rt->fpt || !rt->bpt || !rt->seq) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    if (!pl) {
+        for (int op = 0; op < n; op++) {
+            rt->seq[op] = 2 * op;
+            rt->seq[2 * n - 1 - op] = 2 * op + 1;
+            rt->fpt[op] = 1 + op;
+            rt->bpt[op] = 2 * n - op;
+        }
+        rt->n_seq = 2 * n;
+        return SF_OK;
+    }
+    int p = pl->stages, m = pl->micro_batches, nslots = 2 * m * pl->chunks;
+    int *chunk = malloc((size_t)(un ? un : 1) * sizeof *chunk);
+    sf_pipe_slot *sl = malloc((size_t)nslots * sizeof *sl);
+    if (!chunk || !sl) {
+        free(chunk);
+        free(sl);
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    }
+    sf_pipeline_op_chunks(pl, ug, chunk);
+    int stage = -1, at = -1;
+    sf_status st = SF_OK;
+    for (int u = 0; u < n && st == SF_OK; u++) {
+        const sf_config *c = sf_strategy_get(rt->s, u);
+        for (int q = 0; q < c->n_parts; q++) {
+            if (c->device[q] != rt->rank) continue;
+            int here = chunk[u % un] % p;
+            if (stage < 0) {
+                stage = here;
+                at = u % un;
+            } else if (here != stage) {
+                st = sf_error_set(err, SF_ERR_INVALID,
+                                  "pipeline: rank %d holds parts of stage %d ('%s') and of stage "
+                                  "%d ('%s'); stages must not share devices",
+                                  rt->rank, stage, sf_graph_op(ug, at)->name, here,
+                                  sf_graph_op(ug, u % un)->name);
+                break;
+            }
+        }
+    }
+    rt->n_seq = 0;
+    for (int u = 0; u < n; u++) rt->fpt[u] = rt->bpt[u] = -1;
+    if (st == SF_OK && stage >= 0) {
+        int k = sf_pipeline_slots(pl, stage, sl);
+        for (int i = 0; i < k; i++) {
+            int c = sl[i].chunk, base = sl[i].mb * un;
+            for (int q = 0; q < un; q++) {
+                int op = sl[i].backward ? un - 1 - q : q;
+                if (chunk[op] != c) continue;
+                int u = base + op;
+                rt->seq[rt->n_seq] = 2 * u + sl[i].backward;
+                if (sl[i].backward)
+                    rt->bpt[u] = 1 + rt->n_seq;
+                else
+                    rt->fpt[u] = 1 + rt->n_seq;
+                rt->n_seq++;
+            }
+        }
+    }
+    for (int u = 0; u < n; u++) {
+        if (rt->fpt[u] < 0) rt->fpt[u] = 1 + rt->n_seq;
+        if (rt->bpt[u] < 0) rt->bpt[u] = PT_START;
+    }
+    free(chunk);
+    free(sl);
+    return st;
+}
+
+/* Where each operator's parts and reductions are in rt->parts (made in
+ * operator order) and rt->red_order (by producer). */
+static sf_status setup_ranges(sf_runtime *rt, sf_error *err) {
+    rt->lp_start = calloc((size_t)rt->n_ops + 1, sizeof *rt->lp_start);
+    rt->lr_start = calloc((size_t)rt->n_ops + 1, sizeof *rt->lr_start);
+    if (!rt->lp_start || !rt->lr_start) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    for (int i = 0; i < rt->n_parts; i++) rt->lp_start[rt->parts[i].op + 1]++;
+    for (int i = 0; i < rt->n_reds; i++) rt->lr_start[rt->reds[rt->red_order[i]].prod_op + 1]++;
+    for (int op = 0; op < rt->n_ops; op++) {
+        rt->lp_start[op + 1] += rt->lp_start[op];
+        rt->lr_start[op + 1] += rt->lr_start[op];
+    }
+    return SF_OK;
+}
+
+/* A pipeline: the micro-batch graph the runtime runs (rt->g), the unrolled
+ * strategy (rt->s) and where each copy's rows start in the caller's batch. */
+static sf_status setup_pipe(sf_runtime *rt, const sf_graph *g, const sf_strategy *s,
+                            sf_error *err) {
+    const sf_pipeline *pl = sf_strategy_pipeline(s);
+    for (int i = 0; i < rt->user_ops; i++)
+        if (sf_graph_op(g, i)->type == SF_OP_BATCHNORM)
+            return sf_error_set(err, SF_ERR_UNSUPPORTED,
+                                "pipeline: batch norm '%s' would normalize each micro-batch on "
+                                "its own; the runtime pipelines graphs without batch norm",
+                                sf_graph_op(g, i)->name);
+    rt->gu = sf_graph_micro_batches(g, pl->micro_batches, err);
+    if (!rt->gu) return err && err->code ? err->code : SF_ERR_NOMEM;
+    rt->g = rt->gu;
+    rt->n_ops = sf_graph_num_ops(rt->gu);
+    rt->pipe_m = pl->micro_batches;
+    rt->s = sf_strategy_unroll(s, g, rt->gu);
+    size_t nn = (size_t)(rt->n_ops ? rt->n_ops : 1);
+    rt->mb_inputs = calloc(nn, sizeof *rt->mb_inputs);
+    rt->mb_labels = calloc(nn, sizeof *rt->mb_labels);
+    rt->mb_off = calloc(nn, sizeof *rt->mb_off);
+    if (!rt->s || !rt->mb_inputs || !rt->mb_labels || !rt->mb_off)
+        return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    for (int u = 0; u < rt->n_ops; u++) {
+        const sf_op *o = sf_graph_op(rt->gu, u);
+        int64_t j = u / rt->user_ops;
+        if (o->type == SF_OP_INPUT)
+            rt->mb_off[u] = j * sf_shape_numel(&o->out_shapes[0]);
+        else if (o->type == SF_OP_SOFTMAX_CE)
+            rt->mb_off[u] = j * (sf_shape_numel(&o->in_shapes[0]) /
+                                 o->in_shapes[0].d[o->in_shapes[0].ndim - 1]);
+    }
+    return SF_OK;
 }
 
 static sf_status setup_parts(sf_runtime *rt, sf_error *err) {
@@ -1741,14 +1900,18 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
         rt->g = g;
         rt->c = c;
         rt->rank = sf_comm_rank(c);
-        rt->n_ops = sf_graph_num_ops(g);
+        rt->n_ops = rt->user_ops = sf_graph_num_ops(g);
         if (o)
             rt->o = *o;
         else
             sf_runtime_options_default(&rt->o);
-        rt->s = sf_strategy_clone(s);
-        rt->tg = sf_taskgraph_new(g, sf_comm_size(c), err);
-        if (!rt->s || !rt->tg) st = err && err->code ? err->code : SF_ERR_NOMEM;
+        if (sf_strategy_pipeline(s))
+            st = setup_pipe(rt, g, s, err);
+        else
+            rt->s = sf_strategy_clone(s);
+        rt->bulk = rt->o.sync == SF_SYNC_BULK || rt->pipe_m;
+        if (st == SF_OK) rt->tg = sf_taskgraph_new(rt->g, sf_comm_size(c), err);
+        if (st == SF_OK && (!rt->s || !rt->tg)) st = err && err->code ? err->code : SF_ERR_NOMEM;
         int adam = rt->o.optimizer != SF_OPTIMIZER_SGD;
         if (st == SF_OK &&
             ((unsigned)rt->o.optimizer >= SF_OPTIMIZER_COUNT ||
@@ -1759,7 +1922,8 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
                               "1)), eps %g (> 0)",
                               (int)rt->o.optimizer, rt->o.beta1, rt->o.beta2, rt->o.eps);
         /* a tie split two ways would give shards that overlap in part */
-        if (st == SF_OK) st = sf_strategy_check_ties(rt->s, g, 0, NULL, NULL, err);
+        if (st == SF_OK) st = sf_strategy_check_ties(rt->s, rt->g, 0, NULL, NULL, err);
+        if (st == SF_OK) st = setup_seq(rt, sf_strategy_pipeline(s), g, err);
     }
     if (st == SF_OK) {
         sf_taskgraph_set_strategy(rt->tg, rt->s);
@@ -1774,6 +1938,7 @@ sf_runtime *sf_runtime_new(const sf_graph *g, const sf_strategy *s, sf_comm *c,
     if (st == SF_OK) st = setup_links(rt, err);
     if (st == SF_OK) st = setup_inner(rt, err);
     if (st == SF_OK) st = setup_shards(rt, err);
+    if (st == SF_OK) st = setup_ranges(rt, err);
     if (st == SF_OK) zero_gates(rt);
     if (st == SF_OK) st = setup_buffers(rt, err);
     if (st == SF_OK) {
@@ -1887,8 +2052,17 @@ void sf_runtime_free(sf_runtime *rt) {
     free(rt->bn_sums);
     free(rt->block);
     free(rt->ev);
+    free(rt->seq);
+    free(rt->fpt);
+    free(rt->bpt);
+    free(rt->lp_start);
+    free(rt->lr_start);
+    free(rt->mb_inputs);
+    free(rt->mb_labels);
+    free(rt->mb_off);
     sf_taskgraph_free(rt->tg);
     sf_strategy_free(rt->s);
+    sf_graph_free(rt->gu);
     free(rt);
 }
 
@@ -1931,14 +2105,15 @@ static sf_status post_receives(sf_runtime *rt, sf_error *err) {
     return SF_OK;
 }
 
-/* A forward send of operator op (request id), waited for once the forward of
- * op + 1 is done: its buffer lives until then (place_tensors). */
+/* A forward send of the entry at position op (request id: without a pipeline
+ * the entry is the operator's forward, at position op), waited for once the
+ * next entry is done: its buffer lives until then (place_tensors). */
 static void fwd_wait_add(sf_runtime *rt, int id, int op) {
     rt->fwd_wait_req[rt->n_fwd_wait] = id;
     rt->fwd_wait_op[rt->n_fwd_wait++] = op;
 }
 
-/* Wait for the forward sends of the operators below op (all with op = n_ops). */
+/* Wait for the forward sends of the entries below position op (all with INT_MAX). */
 static sf_status fwd_wait(sf_runtime *rt, int op, sf_error *err) {
     int keep = 0;
     for (int i = 0; i < rt->n_fwd_wait; i++) {
@@ -1992,6 +2167,9 @@ static sf_status run_kernel_phase(sf_runtime *rt, rt_part *p, int backward, int 
     a.eval = rt->eval;
     a.stats = p->inner >= 0 ? rt->inner[p->inner].stats : NULL;
     a.phase = phase;
+    if (o->type == SF_OP_SOFTMAX_CE && rt->pipe_m) /* the mean over the whole batch */
+        a.mean_rows = sf_shape_numel(&o->in_shapes[0]) /
+                      o->in_shapes[0].d[o->in_shapes[0].ndim - 1] * rt->pipe_m;
     if (o->type == SF_OP_BATCHNORM) {
         int64_t c0 = rt->bn_chan[p->op];
         a.running = rt->bn_running + 2 * c0;
@@ -2058,7 +2236,7 @@ static sf_status part_outputs(sf_runtime *rt, rt_part *p, sf_error *err) {
         copy_event(rt, t1, p, l);
         int id = rt->c->vt->isend(rt->c, l->fbuf, (size_t)l->numel * 4, l->peer, l->tag);
         COMM(id, "sending activations");
-        fwd_wait_add(rt, id, p->op);
+        fwd_wait_add(rt, id, rt->cur_pos);
     }
     return SF_OK;
 }
@@ -2233,7 +2411,7 @@ static sf_status red_forward_steps(sf_runtime *rt, rt_red *r, sf_error *err) {
                 int id = rt->c->vt->isend(rt->c, p->out[r->out], (size_t)r->numel * 4, r->d0,
                                           r->tags[q]);
                 COMM(id, "sending partial sums");
-                fwd_wait_add(rt, id, r->prod_op);
+                fwd_wait_add(rt, id, rt->cur_pos);
             }
         }
     } else {
@@ -2261,7 +2439,7 @@ static sf_status red_forward_steps(sf_runtime *rt, rt_red *r, sf_error *err) {
         copy_event(rt, t1, l->prod, l);
         int id = rt->c->vt->isend(rt->c, l->fbuf, (size_t)l->numel * 4, l->peer, l->tag);
         COMM(id, "sending activations");
-        fwd_wait_add(rt, id, r->prod_op);
+        fwd_wait_add(rt, id, rt->cur_pos);
     }
     return st;
 }
@@ -2373,7 +2551,7 @@ static sf_status post_sync(sf_runtime *rt, rt_shard *sh, sf_error *err) {
      * which runs it there, blocking (comm_impl.h, can_defer) */
     const rt_step *st = &rt->sync_steps[sh->step0 + sh->cur];
     if (sh->zero >= SF_ZERO_GRADIENTS && st->kind == SF_STEP_REDUCE_SCATTER &&
-        rt->o.sync != SF_SYNC_BULK) {
+        !rt->bulk) {
         /* ZeRO-2/3: the reduce-scatter is waited for once the next operator's
          * backward is done (rs_wait), so that the rest of the gradient is dead
          * from there on (what the plan counts: hold_weights) */
@@ -2524,7 +2702,7 @@ static sf_status zero_gather(sf_runtime *rt, sf_rt_params which, int min, sf_err
 }
 
 static sf_status wait_sends(sf_runtime *rt, int train, sf_error *err) {
-    sf_status st = fwd_wait(rt, rt->n_ops, err);
+    sf_status st = fwd_wait(rt, INT_MAX, err);
     if (st != SF_OK || !train) return st;
     for (int i = 0; i < rt->n_recv; i++) {
         rt_link *l = rt->recv_links[i];
@@ -2563,31 +2741,76 @@ static sf_status recompute_before(sf_runtime *rt, int op, sf_error *err) {
     return st;
 }
 
-/* The operators in id order, each at its point of the plan: ZeRO-3's gathers
- * of the shards it uses first, its parts, its reductions, then the forward
- * sends of the operator before are waited for. */
-static sf_status forward_pass(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
-    int ri = 0, i = 0;
-    for (int op = 0; op < rt->n_ops; op++) {
-        at_point(rt, pt_f(rt, op));
-        sf_status st = gather_op(rt, op, 0, err);
-        while (st == SF_OK && i < rt->n_parts && rt->parts[i].op == op) {
-            if (rt->parts[i].inner >= 0) { /* the operator's parts here, together */
-                int n = 1;
-                while (i + n < rt->n_parts && rt->parts[i + n].op == op) n++;
-                st = forward_inner(rt, &rt->parts[i], n, b, loss, err);
-                i += n;
-            } else {
-                st = forward_part(rt, &rt->parts[i], b, loss, err);
-                i++;
-            }
-        }
-        for (; st == SF_OK && ri < rt->n_reds && rt->reds[rt->red_order[ri]].prod_op == op; ri++)
-            st = red_forward(rt, &rt->reds[rt->red_order[ri]], err);
-        if (st == SF_OK) st = fwd_wait(rt, op, err);
-        if (st != SF_OK) return st;
+/* Rows of part p's tile whose largest probability is at their label (split
+ * on its classes: the part that holds the label counts the row when its best
+ * class is the label and its logit the row's maximum; a tie with a class of
+ * an earlier part counts here, not there). */
+static int64_t count_correct(const sf_runtime *rt, const rt_part *p) {
+    int nd = p->tile.ndim;
+    int64_t C = p->tile.hi[nd - 1] - p->tile.lo[nd - 1], lo = p->tile.lo[nd - 1], ok = 0;
+    const float *mx = p->inner >= 0 ? rt->inner[p->inner].stats : NULL;
+    for (int64_t r = 0; r < p->rows; r++) {
+        const float *row = p->out[0] + r * C;
+        int64_t best = 0;
+        for (int64_t c = 1; c < C; c++)
+            if (row[c] > row[best]) best = c;
+        ok += lo + best == p->labels[r] && (!mx || p->in[0][r * C + best] >= mx[r]);
     }
-    return fwd_wait(rt, rt->n_ops, err);
+    return ok;
+}
+
+/* The forward of op at its point of the plan (entry position pos): ZeRO-3's
+ * gathers of the shards it uses first, its parts, its reductions; an
+ * evaluation counts the rows it classifies right as soon as they are there (a
+ * pipeline's plan may reuse their memory later in the pass). */
+static sf_status forward_op(sf_runtime *rt, int op, int pos, const sf_batch *b, double *loss,
+                            sf_error *err) {
+    at_point(rt, pt_f(rt, op));
+    rt->cur_pos = pos;
+    sf_status st = gather_op(rt, op, 0, err);
+    int i = rt->lp_start[op], e = rt->lp_start[op + 1];
+    if (st == SF_OK && i < e && rt->parts[i].inner >= 0) { /* the operator's parts here, together */
+        st = forward_inner(rt, &rt->parts[i], e - i, b, loss, err);
+    } else {
+        for (int q = i; q < e && st == SF_OK; q++) st = forward_part(rt, &rt->parts[q], b, loss, err);
+    }
+    if (rt->counting)
+        for (int q = i; q < e && st == SF_OK; q++)
+            if (rt->parts[q].o->type == SF_OP_SOFTMAX_CE)
+                rt->correct += count_correct(rt, &rt->parts[q]);
+    for (int ri = rt->lr_start[op]; ri < rt->lr_start[op + 1] && st == SF_OK; ri++)
+        st = red_forward(rt, &rt->reds[rt->red_order[ri]], err);
+    return st;
+}
+
+/* The backward of op at its point: ZeRO-3's gathers, its reductions' duals
+ * (in the reverse of the forward order), the recomputation it needs, its
+ * parts in reverse. */
+static sf_status backward_op(sf_runtime *rt, int op, int pos, sf_error *err) {
+    at_point(rt, pt_b(rt, op));
+    rt->cur_pos = pos;
+    sf_status st = gather_op(rt, op, 1, err);
+    for (int ri = rt->lr_start[op + 1] - 1; ri >= rt->lr_start[op] && st == SF_OK; ri--)
+        st = red_backward(rt, &rt->reds[rt->red_order[ri]], err);
+    if (st == SF_OK) st = recompute_before(rt, op, err);
+    for (int q = rt->lp_start[op + 1] - 1; q >= rt->lp_start[op] && st == SF_OK; q--)
+        if (op_has_bwd(rt->parts[q].o)) st = backward_part(rt, &rt->parts[q], err);
+    return st;
+}
+
+/* The forward entries of this rank in order, each operator's forward sends
+ * waited for once the next entry is done: without a pipeline, every operator
+ * in id order; with one, the forward slots of its stage's schedule (a
+ * subsequence of a schedule that runs without deadlock, so it does too). */
+static sf_status forward_pass(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
+    sf_status st = SF_OK;
+    for (int k = 0; k < rt->n_seq && st == SF_OK; k++) {
+        if (rt->seq[k] & 1) continue;
+        st = forward_op(rt, rt->seq[k] >> 1, k, b, loss, err);
+        if (st == SF_OK) st = fwd_wait(rt, k, err);
+    }
+    if (st != SF_OK) return st;
+    return fwd_wait(rt, INT_MAX, err);
 }
 
 /* ZeRO-2/3: after the backward of op, wait for the reduce-scatters that
@@ -2611,29 +2834,58 @@ static sf_status rs_wait(sf_runtime *rt, int op, sf_error *err) {
     return SF_OK;
 }
 
+/* The batch of the graph the runtime runs: b itself, or for a pipeline each
+ * copy's micro-batch, copy j of an input or softmax_ce taking the rows
+ * [j B / m, (j + 1) B / m) of the caller's tensor (the batch leads: one run). */
+static const sf_batch *pipe_batch(sf_runtime *rt, const sf_batch *b) {
+    if (!rt->pipe_m || !b) return b;
+    static const sf_batch none = {NULL, NULL};
+    for (int u = 0; u < rt->n_ops; u++) {
+        int i = u % rt->user_ops;
+        rt->mb_inputs[u] = b->inputs && b->inputs[i] ? b->inputs[i] + rt->mb_off[u] : NULL;
+        rt->mb_labels[u] = b->labels && b->labels[i] ? b->labels[i] + rt->mb_off[u] : NULL;
+    }
+    rt->mb_batch.inputs = b->inputs ? rt->mb_inputs : none.inputs;
+    rt->mb_batch.labels = b->labels ? rt->mb_labels : none.labels;
+    return &rt->mb_batch;
+}
+
+/* A pipeline's step: this rank's entries in its stage's order (forward and
+ * backward passes of the micro-batch copies interleaved as the schedule says),
+ * each entry's forward sends waited for once the next one is done; the
+ * copies' gradients accumulate in their shared weight groups, whose shards
+ * are synced once, after the last entry (every stage flushes first), in the
+ * global shard order. */
+static sf_status pipe_entries(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
+    sf_status st = SF_OK;
+    for (int k = 0; k < rt->n_seq && st == SF_OK; k++) {
+        int op = rt->seq[k] >> 1;
+        st = rt->seq[k] & 1 ? backward_op(rt, op, k, err) : forward_op(rt, op, k, b, loss, err);
+        if (st == SF_OK) st = fwd_wait(rt, k, err);
+    }
+    if (st == SF_OK) st = fwd_wait(rt, INT_MAX, err);
+    return st;
+}
+
 static sf_status step_local(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
     rt->n_ev = 0;
     rt->t_begin = sf_now_s();
     at_point(rt, PT_START);
     sf_status st = post_receives(rt, err);
-    if (st == SF_OK) st = forward_pass(rt, b, loss, err);
-    /* backward in reverse, with each shard's all-reduce posted once the loop
-     * has passed its lowest operator (rt->shards are in that order) */
     int next = 0;
-    int pi = rt->n_parts - 1, ri = rt->n_reds - 1;
-    for (int op = rt->n_ops - 1; op >= 0 && st == SF_OK; op--) {
-        at_point(rt, pt_b(rt, op));
-        st = gather_op(rt, op, 1, err);
-        /* its reductions' duals first, in the reverse of the forward order */
-        for (; ri >= 0 && rt->reds[rt->red_order[ri]].prod_op == op && st == SF_OK; ri--)
-            st = red_backward(rt, &rt->reds[rt->red_order[ri]], err);
-        if (st == SF_OK) st = recompute_before(rt, op, err);
-        for (; pi >= 0 && rt->parts[pi].op == op && st == SF_OK; pi--)
-            if (op_has_bwd(rt->parts[pi].o)) st = backward_part(rt, &rt->parts[pi], err);
-        if (rt->o.sync == SF_SYNC_BULK) continue;
-        if (st == SF_OK) st = rs_wait(rt, op, err);
-        for (; next < rt->n_shards && rt->shards[next].key_op == op && st == SF_OK; next++)
-            st = post_sync(rt, &rt->shards[next], err);
+    if (rt->pipe_m) {
+        if (st == SF_OK) st = pipe_entries(rt, b, loss, err);
+    } else {
+        if (st == SF_OK) st = forward_pass(rt, b, loss, err);
+        /* backward in reverse, with each shard's all-reduce posted once the loop
+         * has passed its lowest operator (rt->shards are in that order) */
+        for (int op = rt->n_ops - 1; op >= 0 && st == SF_OK; op--) {
+            st = backward_op(rt, op, 2 * rt->n_ops - 1 - op, err);
+            if (rt->bulk) continue;
+            if (st == SF_OK) st = rs_wait(rt, op, err);
+            for (; next < rt->n_shards && rt->shards[next].key_op == op && st == SF_OK; next++)
+                st = post_sync(rt, &rt->shards[next], err);
+        }
     }
     if (st == SF_OK) at_point(rt, pt_end(rt));
     for (; next < rt->n_shards && st == SF_OK; next++) st = post_sync(rt, &rt->shards[next], err);
@@ -2649,7 +2901,7 @@ static sf_status step_local(sf_runtime *rt, const sf_batch *b, double *loss, sf_
 sf_status sf_runtime_step(sf_runtime *rt, const sf_batch *b, double *loss, sf_error *err) {
     double l = 0;
     if (rt->bn_n) memset(rt->bn_sums, 0, (size_t)(3 * rt->bn_n) * sizeof *rt->bn_sums);
-    sf_status st = step_local(rt, b, &l, err);
+    sf_status st = step_local(rt, pipe_batch(rt, b), &l, err);
     /* one small world-wide sum: the loss, and whether every rank succeeded */
     double v[2] = {l, st != SF_OK ? 1.0 : 0.0};
     sf_status cs = rt->c->vt->sum_doubles(rt->c, v, 2);
@@ -2670,34 +2922,22 @@ sf_status sf_runtime_eval(sf_runtime *rt, const sf_batch *b, double *loss, int64
 
 sf_status sf_runtime_forward(sf_runtime *rt, const sf_batch *b, int train, double *loss,
                              int64_t *correct, sf_error *err) {
-    double l = 0, ok = 0;
+    double l = 0;
     rt->n_ev = 0;
+    rt->correct = 0;
     rt->t_begin = sf_now_s();
     at_point(rt, PT_START);
     sf_status st = post_receives(rt, err);
     /* inference mode: dropout off, batch norm on running statistics; training
      * mode leaves the buffers alone (a step clears the sums it adds) */
     rt->eval = !train;
+    rt->counting = 1;
+    b = pipe_batch(rt, b);
     if (st == SF_OK) st = forward_pass(rt, b, &l, err);
     rt->eval = 0;
+    rt->counting = 0;
     if (st == SF_OK) st = wait_sends(rt, 0, err);
-    for (int i = 0; i < rt->n_parts && st == SF_OK; i++) {
-        rt_part *p = &rt->parts[i];
-        if (p->o->type != SF_OP_SOFTMAX_CE) continue;
-        int nd = p->tile.ndim;
-        int64_t C = p->tile.hi[nd - 1] - p->tile.lo[nd - 1], lo = p->tile.lo[nd - 1];
-        /* split on its classes: the part that holds the label counts the row
-         * when its best class is the label and its logit the row's maximum
-         * (a tie with a class of an earlier part counts here, not there) */
-        const float *mx = p->inner >= 0 ? rt->inner[p->inner].stats : NULL;
-        for (int64_t r = 0; r < p->rows; r++) {
-            const float *row = p->out[0] + r * C;
-            int64_t best = 0;
-            for (int64_t c = 1; c < C; c++)
-                if (row[c] > row[best]) best = c;
-            ok += lo + best == p->labels[r] && (!mx || p->in[0][r * C + best] >= mx[r]);
-        }
-    }
+    double ok = (double)rt->correct;
     double v[3] = {l, ok, st != SF_OK ? 1.0 : 0.0};
     sf_status cs = rt->c->vt->sum_doubles(rt->c, v, 3);
     if (st != SF_OK) return st;
@@ -2860,6 +3100,8 @@ int64_t sf_runtime_reserved_bytes(const sf_runtime *rt) {
     return (int64_t)rt->block_bytes + held;
 }
 int64_t sf_runtime_peak_bytes(const sf_runtime *rt) { return rt->peak_bytes; }
+
+const sf_graph *sf_runtime_graph(const sf_runtime *rt) { return rt->g; }
 
 int sf_runtime_events(const sf_runtime *rt, const sf_rt_event **events) {
     *events = rt->ev;

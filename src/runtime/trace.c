@@ -136,7 +136,9 @@ sf_status sf_runtime_write_measured_trace(sf_comm *c, const sf_runtime *rt, cons
         st = sf_comm_bcast(c, all[r], (size_t)k * sizeof *all[r], r);
     }
     if (st == SF_OK && rank == 0)
-        st = sf_runtime_write_trace(path, g, m, ranks, (const sf_rt_event *const *)all, count, err);
+        /* a pipeline's events name the copies of its micro-batch graph */
+        st = sf_runtime_write_trace(path, sf_runtime_graph(rt) ? sf_runtime_graph(rt) : g, m,
+                                    ranks, (const sf_rt_event *const *)all, count, err);
     for (int r = 0; all && r < ranks; r++) free(all[r]);
     free(all);
     free(count);

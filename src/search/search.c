@@ -211,8 +211,11 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
             starts[ns++] = shard;
             mo.memory = 1;
         }
-        /* the pipeline pass's plan, refined like the others */
-        if (rep->rows[SF_SEARCH_PIPELINE].present) starts[ns++] = piped;
+        /* the pipeline pass's plan, refined like the others; a pipelined one
+         * waits for MCMC's pipeline-aware proposals (its single moves would
+         * put a part on another stage's device, which validation refuses) */
+        if (rep->rows[SF_SEARCH_PIPELINE].present && !sf_strategy_pipeline(piped))
+            starts[ns++] = piped;
         st = sf_mcmc_search(g, m, cm, starts, ns, &mo, mbest, &rep->mcmc, err);
         sf_strategy_free(mega);
         if (st != SF_OK) goto done;

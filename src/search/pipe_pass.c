@@ -148,7 +148,7 @@ sf_status sf_search_pipeline_pass(const sf_graph *g, const sf_machine *m, const 
     if (so) o = *so;
     else sf_sim_options_default(&o);
     o.memory_timeline = 1; /* a pipeline's micro-batches are not all alive at once */
-    o.max_tasks = max_tasks;
+    o.max_tasks = 0; /* the estimate below keeps task graphs in reach */
     sf_sim *sim = sf_sim_new(g, m, cm, &o, err);
     if (!sim) return err && err->code != SF_OK ? err->code : SF_ERR_NOMEM;
     sf_strategy *s = sf_strategy_new(g);
@@ -214,7 +214,7 @@ sf_status sf_search_pipeline_pass(const sf_graph *g, const sf_machine *m, const 
             plan->out_of_budget = 1;
             break;
         }
-        if (max_tasks > 0 && c->est_tasks > 2.0 * (double)max_tasks) {
+        if (max_tasks > 0 && c->est_tasks > 4.0 * (double)max_tasks) {
             plan->skipped++;
             continue;
         }

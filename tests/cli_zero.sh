@@ -49,7 +49,7 @@ m["device"]["mem_GB"] = 0.15
 json.dump(m, open(sys.argv[1], "w"))' "$TMP/small.json" || fail "could not write a machine file"
 sg=("${gpt[@]}")
 sg[${#sg[@]} - 5]="$TMP/small.json" # --machine's value
-run sr "$SF" search "${sg[@]}" --iters 60 --out "$TMP/best.json" --json
+run sr "$SF" search "${sg[@]}" --iters 60 --pipeline off --out "$TMP/best.json" --json
 expect_ok sr
 python3 - "$TMP/sr.out" <<'PY' || fail "search: $(head -c 600 "$TMP/sr.out")"
 import json, sys

@@ -190,6 +190,8 @@ typedef enum sf_search_row_id {
     SF_SEARCH_SHARDED, /* when data parallelism does not fit: the best of the baselines
                         * that save memory (ZeRO stages, FSDP, recomputation, Megatron
                         * with them), named as a baseline */
+    SF_SEARCH_PIPELINE, /* the pipeline pass's plan (sf_search_pipeline_pass), named as
+                         * the megatron baseline that builds it */
     SF_SEARCH_OPTCNN,
     SF_SEARCH_MCMC,
     SF_SEARCH_ROWS
@@ -206,8 +208,49 @@ typedef struct sf_search_row {
     int fits;
 } sf_search_row;
 
+/* ---- the pipeline pass (src/search/pipe_pass.c) ----------------------------- */
+
+/* When sf_search_run runs the pipeline pass. */
+typedef enum sf_search_pipe_mode {
+    SF_SEARCH_PIPE_AUTO = 0, /* when data parallelism does not fit in memory */
+    SF_SEARCH_PIPE_OFF,
+    SF_SEARCH_PIPE_ON,
+    SF_SEARCH_PIPE_MODE_COUNT
+} sf_search_pipe_mode;
+
+/* The plan the pass chose. */
+typedef struct sf_search_pipe_plan {
+    int present;         /* 0: no candidate simulated */
+    int fits;            /* by the simulator's memory timeline */
+    double iter_s;       /* its simulated iteration */
+    double peak_bytes;   /* its timeline's peak on the fullest device */
+    int tp, pp, dp;      /* tensor, pipeline and data degrees (tp: the stage's group
+                          * for a non-transformer, data parallel in it) */
+    int micro_batch;     /* B: samples of a micro-batch a data-parallel rank */
+    int recompute;       /* 0 none, 1 selective, 2 full */
+    sf_pipeline pipeline; /* stages 0 when the plan has none (pp 1, one micro-batch) */
+    char name[160];      /* the baseline that builds it: "megatron:tp=8,pp=16,..." */
+    int tried, skipped;  /* candidates simulated; left out (weights do not fit, task
+                          * graph over the limit, heavier recomputation than one that
+                          * fits, past the budget) */
+    int out_of_budget;   /* 1: the budget ran out before every candidate was tried */
+    double seconds;
+} sf_search_pipe_plan;
+
+/* The pipeline pass alone: every (stages, device group, template) candidate
+ * of docs/search.md ("The pipeline pass") simulated with so (its memory over
+ * the timeline), within budget_s seconds (0: none) and max_tasks tasks (0:
+ * none); the fastest that fits (else the smallest peak) into out and plan.
+ * SF_OK with plan->present 0 when there was nothing to try. */
+SF_API sf_status sf_search_pipeline_pass(const sf_graph *g, const sf_machine *m,
+                                         const sf_cost_model *cm, const sf_sim_options *so,
+                                         double budget_s, int64_t max_tasks, sf_strategy *out,
+                                         sf_search_pipe_plan *plan, sf_error *err);
+
 typedef struct sf_search_options {
     int run_optcnn, run_mcmc;
+    int pipeline;             /* sf_search_pipe_mode (default auto) */
+    double pipeline_budget_s; /* the pass's budget (0: a third of mcmc.budget_s, or none) */
     sf_mcmc_options mcmc; /* its seed also draws the random start */
 } sf_search_options;
 
@@ -217,6 +260,8 @@ typedef struct sf_search_report {
     sf_search_row rows[SF_SEARCH_ROWS];
     int best;                /* row of the best strategy: fits first, then time */
     sf_optcnn_result optcnn; /* when run */
+    sf_search_pipe_plan pipe; /* when the pipeline pass ran (pipe_ran) */
+    int pipe_ran;
     sf_mcmc_result mcmc;     /* when run */
 } sf_search_report;
 

@@ -177,6 +177,16 @@ SF_API sf_status sf_pipeline_even(sf_pipeline *pl, const sf_graph *g, int p, int
  * Returns buf. */
 SF_API char *sf_pipeline_describe(const sf_pipeline *pl, const sf_graph *g, char *buf, size_t n);
 
+/* A pipeline with p stages (v chunks each) whose boundaries are transformer
+ * blocks: chunk c starts at the first operator of block floor(c B / (p v)) of
+ * g's B blocks (a block starts where the branch into its attention leaves the
+ * residual stream: GPT's ln_1), so the embeddings go with the first chunk and
+ * the final norm, the LM head and the loss with the last. A graph without
+ * attention gets sf_pipeline_even's cuts; SF_ERR_INVALID when it has fewer
+ * blocks than p v chunks. */
+SF_API sf_status sf_pipeline_blocks(sf_pipeline *pl, const sf_graph *g, int p, int v, int m,
+                                    sf_pipe_schedule schedule, sf_error *err);
+
 /* The strategy of the micro-batch graph gu (sf_graph_micro_batches(g, m)) that
  * gives every copy of an operator its config in s; no pipeline. NULL when out
  * of memory. */
@@ -265,10 +275,44 @@ SF_API sf_status sf_strategy_expert(sf_strategy *s, const sf_graph *g, const sf_
  * than the groups. */
 SF_API sf_status sf_strategy_megatron(sf_strategy *s, const sf_graph *g, const sf_machine *m,
                                       int tp, int sp, sf_error *err);
+/* Megatron-LM's 3D parallelism (Narayanan et al. 2021): tensor x data x
+ * pipeline. The devices are ranked as Megatron ranks them, tensor fastest,
+ * then data, then pipeline: stage s holds devices [s T D, (s + 1) T D), its
+ * data-parallel group d the T devices from s T D + d T (a tensor group never
+ * crosses a node). Stage boundaries are transformer blocks
+ * (sf_pipeline_blocks); every stage's operators are laid out as
+ * sf_strategy_megatron's on its devices, tensor parallel T ways and data
+ * parallel D ways over each micro-batch. The batch is cut into m = batch / (D
+ * B) micro-batches. */
+typedef struct sf_megatron3d_options {
+    int tp;          /* T, the tensor-parallel degree, dividing a node (0: a node's devices) */
+    int pp;          /* P, the pipeline stages (0 or 1: none) */
+    int dp;          /* D, the data-parallel degree (0: devices / (T P)); T P D must divide
+                      * the devices (the rest idle) */
+    int micro_batch; /* B, samples of one micro-batch on one data-parallel rank (Megatron's
+                      * --micro-batch-size); 0: 1 with P > 1, else batch / D (one
+                      * micro-batch, exactly sf_strategy_megatron) */
+    int schedule;    /* sf_pipe_schedule (default SF_PIPE_1F1B) */
+    int chunks;      /* v chunks a stage for SF_PIPE_INTERLEAVED (0 or 1: 2) */
+    int sp;          /* sequence parallelism (megatron-sp) */
+} sf_megatron3d_options;
+
+/* tp 0 (a node), pp 1, dp 0, micro_batch 0, 1F1B, no sp. */
+SF_API void sf_megatron3d_options_default(sf_megatron3d_options *o);
+/* The 3D layout into s (with its pipeline, or none when P = 1 and m = 1).
+ * SF_ERR_INVALID with one line for a T that does not divide a node, T P D
+ * above or not dividing the devices, a batch that is not a whole number of
+ * micro-batches of D B samples, fewer transformer blocks than chunks, and
+ * whatever sf_strategy_validate refuses (interleaved with m not a multiple of
+ * P); SF_ERR_UNSUPPORTED as sf_strategy_megatron. */
+SF_API sf_status sf_strategy_megatron3d(sf_strategy *s, const sf_graph *g, const sf_machine *m,
+                                        const sf_megatron3d_options *o, sf_error *err);
 /* Everything on one device, unsplit. */
 SF_API sf_status sf_strategy_single(sf_strategy *s, const sf_graph *g, int device);
 /* By name: "data", "model", "owt", "expert", "single", "megatron[:T]",
- * "megatron-sp[:T]". */
+ * "megatron-sp[:T]", "fsdp", "zero1".."zero3", each with ":OPTIONS"; megatron's
+ * options tp=T, pp=P, dp=D, mb=B, schedule=gpipe|1f1b|interleaved[:V] and sp
+ * give sf_strategy_megatron3d (docs/strategies.md). */
 /* 1 when name names a baseline: one of those, or megatron / megatron-sp followed
  * by ':' and anything (sf_strategy_baseline then checks what follows). */
 SF_API int sf_strategy_is_baseline_name(const char *name);

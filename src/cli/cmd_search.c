@@ -44,6 +44,12 @@ static int usage(FILE *out) {
         "                         see docs/search.md)\n"
         "  --anneal F             beta grows to beta * F over each chain (default 1:\n"
         "                         a fixed beta)\n"
+        "  --pipeline auto|off|on the pipeline pass (default auto: when data parallelism\n"
+        "                         does not fit in memory): Megatron's 3D template (stages\n"
+        "                         at transformer blocks, tensor x data in each, every\n"
+        "                         micro-batch size and recomputation; data parallel stages\n"
+        "                         for other models), judged with memory over the timeline,\n"
+        "                         the best an MCMC start; a third of the budget\n"
         "  --no-delta             evaluate proposals with full instead of delta simulation\n"
         "  --reduce-splits        also propose reduction degrees (partial sums: row-parallel\n"
         "                         linears, attention heads) and softmax_ce's classes\n"
@@ -78,7 +84,7 @@ static int usage(FILE *out) {
 
 typedef struct search_opts {
     sf_cli_model_opts model;
-    const char *machine, *algo, *budget, *out, *trace, *svg, *costs, *beta, *anneal;
+    const char *machine, *algo, *budget, *out, *trace, *svg, *costs, *beta, *anneal, *pipeline;
     int64_t iters, seed;
     int json, no_delta, reduce;
     sf_sim_options sim, mem; /* mem: the memory options alone (--memory-headroom) */
@@ -210,6 +216,81 @@ static void optcnn_json(json_t *j, const sf_optcnn_result *r) {
     json_object_set_new(j, "optcnn_peak_kinds", k);
 }
 
+/* The boundaries of pl as "0 (wte), 41 (h4.ln_1), ..." into buf. */
+static void pipe_boundaries(const sf_pipeline *pl, const sf_graph *g, char *buf, size_t n) {
+    size_t at = 0;
+    buf[0] = '\0';
+    for (int c = 0; c < pl->stages * pl->chunks && at + 1 < n; c++) {
+        int w = snprintf(buf + at, n - at, "%s%d (%s)", c ? ", " : "", pl->first[c],
+                         sf_graph_op(g, pl->first[c])->name);
+        if (w < 0) break;
+        at += (size_t)w;
+    }
+    if (at >= n && n > 4) strcpy(buf + n - 4, "...");
+}
+
+static const char *const pipe_rc[] = {"none", "selective", "full"};
+
+/* What the pipeline pass chose: stages, micro-batches, schedule, boundaries,
+ * tensor and data degrees. */
+static void pipe_lines(const sf_search_pipe_plan *p, const sf_graph *g) {
+    if (!p->present) {
+        printf("pipeline: no candidate (%d left out) in %.1f s\n", p->skipped, p->seconds);
+        return;
+    }
+    char sch[32] = "none", bounds[1024] = "0";
+    if (p->pipeline.stages > 0) {
+        sf_pipe_schedule_str(&p->pipeline, sch, sizeof sch);
+        pipe_boundaries(&p->pipeline, g, bounds, sizeof bounds);
+    }
+    printf("pipeline: %s, %.3f ms, %s; %d stages, %d micro-batches of %d samples a data-parallel "
+           "rank, schedule %s, tensor %d x data %d a stage, recompute %s; %d candidates "
+           "simulated, %d left out%s, %.1f s\n",
+           p->name, p->iter_s * 1e3, p->fits ? "fits" : "does not fit",
+           p->pipeline.stages > 0 ? p->pipeline.stages : 1,
+           p->pipeline.stages > 0 ? p->pipeline.micro_batches : 1, p->micro_batch, sch, p->tp,
+           p->dp, pipe_rc[p->recompute], p->tried, p->skipped,
+           p->out_of_budget ? " (budget spent)" : "", p->seconds);
+    if (p->pipeline.stages > 0) printf("pipeline: chunks start at operators %s\n", bounds);
+}
+
+static void pipe_json(json_t *j, const sf_search_pipe_plan *p, const sf_pipeline *best,
+                      const sf_graph *g) {
+    json_t *o = json_object();
+    json_object_set_new(o, "present", json_boolean(p->present));
+    if (p->present) {
+        json_object_set_new(o, "strategy", json_string(p->name));
+        sf_cli_json_set_real(o, "ms", p->iter_s * 1e3);
+        json_object_set_new(o, "fits", json_boolean(p->fits));
+        sf_cli_json_set_real(o, "peak_live_bytes", p->peak_bytes);
+        json_object_set_new(o, "tp", json_integer(p->tp));
+        json_object_set_new(o, "pp", json_integer(p->pp));
+        json_object_set_new(o, "dp", json_integer(p->dp));
+        json_object_set_new(o, "micro_batch", json_integer(p->micro_batch));
+        json_object_set_new(o, "recompute", json_string(pipe_rc[p->recompute]));
+    }
+    json_object_set_new(o, "tried", json_integer(p->tried));
+    json_object_set_new(o, "skipped", json_integer(p->skipped));
+    json_object_set_new(o, "out_of_budget", json_boolean(p->out_of_budget));
+    sf_cli_json_set_real(o, "seconds", p->seconds);
+    json_object_set_new(j, "pipeline_pass", o);
+    /* the best strategy's own pipeline, whoever found it */
+    if (best) {
+        json_t *b = json_object(), *f = json_array();
+        char sch[32];
+        json_object_set_new(b, "stages", json_integer(best->stages));
+        json_object_set_new(b, "chunks", json_integer(best->chunks));
+        json_object_set_new(b, "micro_batches", json_integer(best->micro_batches));
+        json_object_set_new(b, "schedule", json_string(sf_pipe_schedule_str(best, sch, sizeof sch)));
+        for (int c = 0; c < best->stages * best->chunks; c++)
+            json_array_append_new(f, json_string(sf_graph_op(g, best->first[c])->name));
+        json_object_set_new(b, "first", f);
+        json_object_set_new(j, "best_pipeline", b);
+    } else {
+        json_object_set_new(j, "best_pipeline", json_null());
+    }
+}
+
 int sf_cmd_search(int argc, char **argv) {
     const char *cmd = argv[0];
     search_opts o;
@@ -226,6 +307,7 @@ int sf_cmd_search(int argc, char **argv) {
         if (sf_cli_model_option(&a, &o.model)) continue;
         if (sf_cli_str(&a, "--machine", NULL, &o.machine)) continue;
         if (sf_cli_str(&a, "--algo", NULL, &o.algo)) continue;
+        if (sf_cli_str(&a, "--pipeline", NULL, &o.pipeline)) continue;
         if (sf_cli_str(&a, "--budget", NULL, &o.budget)) continue;
         if (sf_cli_int(&a, "--iters", NULL, 1, (int64_t)1 << 40, &o.iters)) continue;
         if (sf_cli_int(&a, "--seed", NULL, 0, INT64_MAX, &o.seed)) continue;
@@ -269,6 +351,16 @@ int sf_cmd_search(int argc, char **argv) {
                                   "not '%.64s'",
                                   o.anneal);
     if (o.budget && o.iters) return sf_cli_usage_error(cmd, "give --budget or --iters, not both");
+    int pipe_mode = SF_SEARCH_PIPE_AUTO;
+    if (o.pipeline) {
+        static const char *const modes[] = {"auto", "off", "on"};
+        pipe_mode = -1;
+        for (int i = 0; i < 3; i++)
+            if (strcmp(o.pipeline, modes[i]) == 0) pipe_mode = i;
+        if (pipe_mode < 0)
+            return sf_cli_usage_error(cmd, "--pipeline must be auto, off or on, not '%.64s'",
+                                      o.pipeline);
+    }
 
     sf_error err = {0};
     /* the search takes its budget before it writes: a file that cannot be
@@ -296,6 +388,7 @@ int sf_cmd_search(int argc, char **argv) {
     sf_search_options_default(&so);
     so.run_optcnn = run_optcnn;
     so.run_mcmc = run_mcmc;
+    so.pipeline = pipe_mode;
     so.mcmc.seed = (uint64_t)o.seed;
     so.mcmc.iters = o.iters;
     so.mcmc.budget_s = o.iters ? 0 : budget_s;
@@ -390,6 +483,7 @@ int sf_cmd_search(int argc, char **argv) {
             json_object_set_new(j, "iterations", json_integer(0));
             sf_cli_json_set_real(j, "seconds", rep.optcnn.seconds);
         }
+        if (rep.pipe_ran) pipe_json(j, &rep.pipe, sf_strategy_pipeline(best), g);
         json_object_set_new(j, "best", json_string(rows[rep.best].name));
         sf_cli_json_set_real(j, "best_ms", br.iter_s * 1e3);
         sf_cli_json_set_real(j, "speedup_vs_data", data_s / br.iter_s);
@@ -439,6 +533,7 @@ int sf_cmd_search(int argc, char **argv) {
                    (long long)rep.mcmc.iterations, (long long)rep.mcmc.accepted,
                    (long long)rep.mcmc.polish_moves, (long long)rep.mcmc.polish_improved,
                    rep.mcmc.seconds, rep.mcmc.sims_per_s);
+        if (rep.pipe_ran) pipe_lines(&rep.pipe, g);
         printf("best: %s, %.3f ms, %.2fx over data parallelism%s%s\n", rows[rep.best].name,
                br.iter_s * 1e3, data_s / br.iter_s, o.out ? ", written to " : "",
                o.out ? o.out : "");

@@ -220,7 +220,8 @@ int sf_cli_strategy_open(const char *name_or_path, const sf_graph *g, const sf_m
     else
         st = sf_error_set(&err, SF_ERR_NOTFOUND,
                           "unknown strategy '%.200s': not a baseline (data, model, owt, expert, "
-                          "single, megatron[:T], megatron-sp[:T], fsdp, zero1-3) nor a strategy file",
+                          "single, megatron[:T], megatron-sp[:T], megatron:tp=T,pp=P,..., fsdp, "
+                          "zero1-3) nor a strategy file",
                           name_or_path);
     if (st != SF_OK) {
         sf_strategy_free(s);
@@ -252,7 +253,12 @@ static int usage(FILE *out) {
             "                         fsdp, zero1, zero2, zero3 (data parallel, every weight\n"
             "                         group at that ZeRO stage; fsdp = zero3); each may add\n"
             "                         :zero=0-3 and :recompute=none|selective|full, megatron\n"
-            "                         also tp=T and sp (megatron:tp=8,zero=1,recompute=full);\n"
+            "                         also tp=T and sp (megatron:tp=8,zero=1,recompute=full)\n"
+            "                         and 3D parallelism: pp=P pipeline stages, dp=D data\n"
+            "                         parallel (default devices / (T P)), mb=B samples a\n"
+            "                         micro-batch a data-parallel rank (default 1; batch /\n"
+            "                         (D B) micro-batches), schedule=gpipe|1f1b|interleaved:V\n"
+            "                         (default 1f1b): megatron:tp=8,pp=16,mb=1,recompute=full;\n"
             "                         or a strategy JSON file (default: %s)\n"
             "  --json                 print one JSON object: iter_ms, compute_ms, transfer_ms,\n"
             "                         sync_ms, transfer_bytes, sync_bytes, intra_bytes,\n"

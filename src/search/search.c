@@ -12,8 +12,8 @@
 #include <stdio.h>
 #include <string.h>
 
-static const char *const row_names[SF_SEARCH_ROWS] = {"data",    "model",  "owt", "expert",
-                                                      "sharded", "optcnn", "mcmc"};
+static const char *const row_names[SF_SEARCH_ROWS] = {
+    "data", "model", "owt", "expert", "sharded", "pipeline", "optcnn", "mcmc"};
 
 void sf_search_options_default(sf_search_options *o) {
     memset(o, 0, sizeof *o);
@@ -88,7 +88,7 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
     for (int i = 0; i < SF_SEARCH_ROWS; i++) rep->rows[i].name = row_names[i];
     sf_status st = SF_OK;
     sf_sim *sim = sf_sim_new(g, m, cm, &o->mcmc.sim, err);
-    sf_strategy *base[4] = {0}, *shard = NULL;
+    sf_strategy *base[4] = {0}, *shard = NULL, *piped = NULL;
     sf_strategy *opt = sf_strategy_new(g), *rnd = sf_strategy_new(g), *mbest = sf_strategy_new(g);
     if (!sim) return err && err->code != SF_OK ? err->code : SF_ERR_NOMEM;
     if (!opt || !rnd || !mbest) {
@@ -123,6 +123,29 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         }
         best_sharded(sim, g, m, shard, mbest, &rep->rows[SF_SEARCH_SHARDED]);
     }
+    /* the pipeline pass: forced, or when data parallelism does not fit */
+    if (o->pipeline == SF_SEARCH_PIPE_ON ||
+        (o->pipeline == SF_SEARCH_PIPE_AUTO && !rep->rows[SF_SEARCH_DATA].fits)) {
+        piped = sf_strategy_new(g);
+        if (!piped) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "search: out of memory");
+            goto done;
+        }
+        double pb = o->pipeline_budget_s > 0 ? o->pipeline_budget_s : o->mcmc.budget_s / 3;
+        st = sf_search_pipeline_pass(g, m, cm, &o->mcmc.sim, pb, max_tasks, piped, &rep->pipe,
+                                     err);
+        if (st != SF_OK) goto done;
+        rep->pipe_ran = 1;
+        sf_search_row *pr = &rep->rows[SF_SEARCH_PIPELINE];
+        pr->present = rep->pipe.present;
+        pr->name = rep->pipe.name;
+        pr->iter_s = rep->pipe.iter_s;
+        pr->peak_mem_bytes = rep->pipe.peak_bytes;
+        pr->fits = rep->pipe.fits;
+        pr->moved_bytes = 0;
+        if (pr->present && sf_sim_run(sim, piped, &res, NULL) == SF_OK)
+            pr->moved_bytes = (double)(res.transfer_bytes + res.sync_bytes);
+    }
     if (o->run_optcnn) {
         sf_optcnn_options oo;
         sf_optcnn_options_default(&oo);
@@ -151,13 +174,14 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
     rep->best = SF_SEARCH_DATA;
     for (int i = 1; i <= SF_SEARCH_OPTCNN; i++)
         if (better(&rep->rows[i], &rep->rows[rep->best])) rep->best = i;
-    sf_strategy_copy(best, rep->best == SF_SEARCH_OPTCNN    ? opt
-                           : rep->best == SF_SEARCH_SHARDED ? shard
-                                                            : base[rep->best]);
+    sf_strategy_copy(best, rep->best == SF_SEARCH_OPTCNN     ? opt
+                           : rep->best == SF_SEARCH_SHARDED  ? shard
+                           : rep->best == SF_SEARCH_PIPELINE ? piped
+                                                             : base[rep->best]);
     if (o->run_mcmc) {
         const sf_search_row *data = &rep->rows[SF_SEARCH_DATA];
         const sf_search_row *expert = &rep->rows[SF_SEARCH_EXPERT];
-        const sf_strategy *starts[6];
+        const sf_strategy *starts[7];
         sf_mcmc_options mo = o->mcmc;
         int ns = 0;
         /* the candidates that simulated (within the task limit) */
@@ -187,6 +211,11 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
             starts[ns++] = shard;
             mo.memory = 1;
         }
+        /* the pipeline pass's plan, refined like the others; a pipelined one
+         * waits for MCMC's pipeline-aware proposals (its single moves would
+         * put a part on another stage's device, which validation refuses) */
+        if (rep->rows[SF_SEARCH_PIPELINE].present && !sf_strategy_pipeline(piped))
+            starts[ns++] = piped;
         st = sf_mcmc_search(g, m, cm, starts, ns, &mo, mbest, &rep->mcmc, err);
         sf_strategy_free(mega);
         if (st != SF_OK) goto done;
@@ -198,6 +227,7 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
     }
 done:
     sf_strategy_free(shard);
+    sf_strategy_free(piped);
     for (int i = 0; i < 4; i++) sf_strategy_free(base[i]);
     sf_strategy_free(opt);
     sf_strategy_free(rnd);

@@ -255,7 +255,16 @@ typedef struct bl_opts {
     int sp;        /* megatron: sequence parallelism */
     int zero;      /* the ZeRO stage of every weight group */
     int recompute; /* 0 none, 1 selective (attention), 2 full (all but residual adds) */
+    int three_d;   /* megatron: pp, dp, mb or schedule given (sf_strategy_megatron3d) */
+    sf_megatron3d_options m3; /* megatron: pp, dp, mb, schedule */
 } bl_opts;
+
+/* A positive integer option of megatron; -1 when val is not one. */
+static long bl_count(const char *val) {
+    char *end;
+    long x = strtol(val, &end, 10);
+    return end == val || *end || x < 1 || x > (1L << 30) ? -1 : x;
+}
 
 static sf_status bl_parse(const char *name, int which, const char *opts, bl_opts *o,
                           sf_error *err) {
@@ -285,6 +294,25 @@ static sf_status bl_parse(const char *name, int which, const char *opts, bl_opts
                                     name, SF_MAX_DEVICES);
         } else if (meg && strcmp(key, "sp") == 0 && !val) {
             o->sp = 1;
+        } else if (meg && val &&
+                   (strcmp(key, "pp") == 0 || strcmp(key, "dp") == 0 || strcmp(key, "mb") == 0)) {
+            long x = bl_count(val);
+            if (x < 0)
+                return sf_error_set(err, SF_ERR_INVALID,
+                                    "baseline '%s': %s must be a whole number above 0, not '%s'",
+                                    name, key, val);
+            int *at = key[0] == 'p' ? &o->m3.pp : key[0] == 'd' ? &o->m3.dp : &o->m3.micro_batch;
+            *at = (int)x;
+            o->three_d = 1;
+        } else if (meg && strcmp(key, "schedule") == 0 && val) {
+            sf_pipe_schedule sch;
+            if (sf_pipe_schedule_parse(val, &sch, &o->m3.chunks) != 0)
+                return sf_error_set(err, SF_ERR_INVALID,
+                                    "baseline '%s': schedule must be gpipe, 1f1b or "
+                                    "interleaved[:V] (V from 2 to %d), not '%s'",
+                                    name, SF_MAX_PIPE_CHUNKS, val);
+            o->m3.schedule = (int)sch;
+            o->three_d = 1;
         } else if (strcmp(key, "zero") == 0 && val) {
             long z = strtol(val, &end, 10);
             if (end == val || *end || z < 0 || z >= SF_ZERO_STAGE_COUNT)
@@ -305,7 +333,8 @@ static sf_status bl_parse(const char *name, int which, const char *opts, bl_opts
             return sf_error_set(err, SF_ERR_INVALID,
                                 "baseline '%s': unknown option '%s'%s (known: %szero=0-3, "
                                 "recompute=none|selective|full)",
-                                name, key, val ? "=..." : "", meg ? "tp=T, sp, " : "");
+                                name, key, val ? "=..." : "",
+                                meg ? "tp=T, pp=P, dp=D, mb=B, schedule=S, sp, " : "");
         }
     }
     return SF_OK;
@@ -368,18 +397,21 @@ sf_status sf_strategy_baseline(sf_strategy *s, const char *name, const sf_graph 
         return sf_error_set(err, SF_ERR_NOTFOUND,
                             "unknown baseline strategy '%s' (known: data, model, owt, expert, "
                             "single, megatron[:T], megatron-sp[:T], fsdp, zero1, zero2, zero3; "
-                            "each may add :zero=N,recompute=R)",
+                            "each may add :zero=N,recompute=R; megatron also "
+                            "tp=T,pp=P,dp=D,mb=B,schedule=S)",
                             name ? name : "(null)");
     if (mismatch(s, g))
         return sf_error_set(err, SF_ERR_INVALID, "strategy has %d operators, graph '%s' has %d",
                             sf_strategy_num_ops(s), sf_graph_name(g), sf_graph_num_ops(g));
     bl_opts o = {.sp = which == BL_MEGATRON_SP};
+    sf_megatron3d_options_default(&o.m3);
     if (which >= BL_FSDP) o.zero = which == BL_FSDP ? SF_ZERO_WEIGHTS : which - BL_FSDP;
     if (name[len] == ':') {
         sf_status ps = bl_parse(name, which, name + len + 1, &o, err);
         if (ps != SF_OK) return ps;
     }
     sf_status st = SF_OK;
+    sf_strategy_set_pipeline(s, NULL); /* none but megatron's with pp */
     switch (which) {
     case BL_MODEL: st = sf_strategy_model(s, g, m); break;
     case BL_OWT: st = sf_strategy_owt(s, g, m); break;
@@ -388,7 +420,13 @@ sf_status sf_strategy_baseline(sf_strategy *s, const char *name, const sf_graph 
     case BL_MEGATRON:
     case BL_MEGATRON_SP:
         if (!m) return sf_error_set(err, SF_ERR_INVALID, "baseline '%s': no machine", name);
-        st = sf_strategy_megatron(s, g, m, (int)o.tp, o.sp, err);
+        if (o.three_d) {
+            o.m3.tp = (int)o.tp;
+            o.m3.sp = o.sp;
+            st = sf_strategy_megatron3d(s, g, m, &o.m3, err);
+        } else {
+            st = sf_strategy_megatron(s, g, m, (int)o.tp, o.sp, err);
+        }
         if (st != SF_OK) return st;
         break;
     default: st = sf_strategy_data(s, g, m); break;
@@ -396,5 +434,10 @@ sf_status sf_strategy_baseline(sf_strategy *s, const char *name, const sf_graph 
     if (st != SF_OK)
         return sf_error_set(err, st, "baseline '%s': %s", name, sf_status_str(st));
     bl_apply(s, g, &o);
+    /* a pipeline takes ZeRO 1 at most: said now, naming the baseline */
+    if (sf_strategy_pipeline(s) && (st = sf_strategy_validate(s, g, m, err)) != SF_OK) {
+        sf_error_prefix(err, "baseline '%.100s': ", name);
+        return st;
+    }
     return SF_OK;
 }

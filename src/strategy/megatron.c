@@ -141,8 +141,9 @@ static void assign_roles(const sf_graph *g, int T, role *r) {
 /* The config of op: samples D ways (the sample dimension s, the first) and
  * dimension `dim` T ways (dim < 0: none; dim == s: the samples D * T ways).
  * Parts are numbered with the samples outermost, so part p is piece p % per
- * of sample group p / per (per = parts / D), on that group's device. */
-static sf_status place(sf_config *c, const sf_op *op, int s, int D, int dim, int T) {
+ * of sample group p / per (per = parts / D), on that group's device, counted
+ * from device `base` (a pipeline stage's first device). */
+static sf_status place(sf_config *c, const sf_op *op, int s, int D, int dim, int T, int base) {
     int deg[SF_MAX_DIMS];
     for (int i = 0; i < SF_MAX_DIMS; i++) deg[i] = 1;
     deg[s] = D;
@@ -150,27 +151,16 @@ static sf_status place(sf_config *c, const sf_op *op, int s, int D, int dim, int
     sf_status st = sf_config_set_degrees(c, op->space.ndim, deg);
     if (st != SF_OK) return st;
     int per = c->n_parts / D;
-    for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)(p / per * T + p % per);
+    for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)(base + p / per * T + p % per);
     return SF_OK;
 }
 
-sf_status sf_strategy_megatron(sf_strategy *s, const sf_graph *g, const sf_machine *m, int tp,
-                               int sp, sf_error *err) {
-    const char *bn = sp ? "megatron-sp" : "megatron";
-    if (!s || !g || !m || sf_strategy_num_ops(s) != sf_graph_num_ops(g))
-        return sf_error_set(err, SF_ERR_INVALID, "%s: no strategy, graph or machine", bn);
-    int n = sf_graph_num_ops(g), n_dev = sf_machine_num_devices(m);
-    const sf_machine_desc *desc = sf_machine_get_desc(m);
-    int dpn = desc && desc->devices_per_node > 0 && desc->devices_per_node <= n_dev
-                  ? desc->devices_per_node
-                  : n_dev;
-    int T = tp > 0 ? tp : dpn;
-    if (T > dpn || dpn % T != 0 || n_dev % T != 0)
-        return sf_error_set(err, SF_ERR_INVALID,
-                            "%s: a tensor-parallel degree of %d does not divide the nodes of "
-                            "machine '%s' (%d devices a node, %d in all)",
-                            bn, T, sf_machine_name(m), dpn, n_dev);
-    int D = n_dev / T;
+/* The layout of every operator: T-way tensor groups, D-way data parallel,
+ * operator i's devices counted from base[i] (NULL: 0), its samples cut into mbs
+ * micro-batches (what a part splits is a micro-batch's samples). */
+static sf_status layout(sf_strategy *s, const sf_graph *g, const sf_machine *m, int T, int D,
+                        int mbs, const int *base, int sp, const char *bn, sf_error *err) {
+    int n = sf_graph_num_ops(g);
     int attn = -1, lin = -1;
     for (int i = 0; i < n; i++) {
         sf_op_type t = sf_graph_op(g, i)->type;
@@ -182,6 +172,7 @@ sf_status sf_strategy_megatron(sf_strategy *s, const sf_graph *g, const sf_machi
                             "%s: graph '%s' has no transformer layer (Megatron splits attention "
                             "on its heads and linear layers on their features)",
                             bn, sf_graph_name(g));
+    (void)m;
     role *r = malloc((size_t)n * sizeof *r);
     if (!r) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     assign_roles(g, T, r);
@@ -189,11 +180,13 @@ sf_status sf_strategy_megatron(sf_strategy *s, const sf_graph *g, const sf_machi
     for (int i = 0; i < n && st == SF_OK; i++) {
         const sf_op *op = sf_graph_op(g, i);
         int sd = first_dim(op, SF_DIM_SAMPLE);
-        if (sd < 0 || op->space.d[sd] < D) {
+        int64_t samples = sd < 0 ? 0 : op->space.d[sd] / mbs;
+        if (sd < 0 || samples < D) {
             st = sf_error_set(err, SF_ERR_INVALID,
-                              "%s: operator '%s' has %lld samples, fewer than the %d "
+                              "%s: operator '%s' has %lld samples%s, fewer than the %d "
                               "data-parallel groups of %d devices",
-                              bn, op->name, sd < 0 ? 0LL : (long long)op->space.d[sd], D, T);
+                              bn, op->name, (long long)samples, mbs > 1 ? " a micro-batch" : "",
+                              D, T);
             break;
         }
         int dim = -1;
@@ -219,7 +212,7 @@ sf_status sf_strategy_megatron(sf_strategy *s, const sf_graph *g, const sf_machi
             /* sequence parallelism, or the group's samples (the sequence when
              * there are fewer samples than the group's devices) */
             int seq = first_dim(op, SF_DIM_ATTRIBUTE);
-            int by_samples = !sp && op->space.d[sd] >= (int64_t)D * T;
+            int by_samples = !sp && samples >= (int64_t)D * T;
             dim = by_samples ? sd : seq;
             if (dim >= 0 && dim != sd && op->space.d[dim] < T) dim = -1;
         }
@@ -229,11 +222,112 @@ sf_status sf_strategy_megatron(sf_strategy *s, const sf_graph *g, const sf_machi
                               what);
             break;
         }
-        if (place(sf_strategy_config(s, i), op, sd, D, dim, T) != SF_OK)
+        if (place(sf_strategy_config(s, i), op, sd, D, dim, T, base ? base[i] : 0) != SF_OK)
             st = sf_error_set(err, SF_ERR_RANGE, "%s: operator '%s' would have more than %d parts",
                               bn, op->name, SF_MAX_PARTS);
     }
     free(r);
+    return st;
+}
+
+/* A node's devices (the whole machine when it has no nodes). */
+static int node_devices(const sf_machine *m) {
+    int n_dev = sf_machine_num_devices(m);
+    const sf_machine_desc *desc = sf_machine_get_desc(m);
+    return desc && desc->devices_per_node > 0 && desc->devices_per_node <= n_dev
+               ? desc->devices_per_node
+               : n_dev;
+}
+
+sf_status sf_strategy_megatron(sf_strategy *s, const sf_graph *g, const sf_machine *m, int tp,
+                               int sp, sf_error *err) {
+    const char *bn = sp ? "megatron-sp" : "megatron";
+    if (!s || !g || !m || sf_strategy_num_ops(s) != sf_graph_num_ops(g))
+        return sf_error_set(err, SF_ERR_INVALID, "%s: no strategy, graph or machine", bn);
+    int n_dev = sf_machine_num_devices(m), dpn = node_devices(m);
+    int T = tp > 0 ? tp : dpn;
+    if (T > dpn || dpn % T != 0 || n_dev % T != 0)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "%s: a tensor-parallel degree of %d does not divide the nodes of "
+                            "machine '%s' (%d devices a node, %d in all)",
+                            bn, T, sf_machine_name(m), dpn, n_dev);
+    sf_strategy_set_pipeline(s, NULL);
+    sf_status st = layout(s, g, m, T, n_dev / T, 1, NULL, sp, bn, err);
     if (st == SF_OK) st = sf_strategy_validate(s, g, m, err);
+    return st;
+}
+
+/* ---- Megatron's 3D parallelism: tensor x data x pipeline ------------------------ */
+
+void sf_megatron3d_options_default(sf_megatron3d_options *o) {
+    memset(o, 0, sizeof *o);
+    o->pp = 1;
+    o->schedule = SF_PIPE_1F1B;
+    o->chunks = 1;
+}
+
+sf_status sf_strategy_megatron3d(sf_strategy *s, const sf_graph *g, const sf_machine *m,
+                                 const sf_megatron3d_options *o, sf_error *err) {
+    const char *bn = o && o->sp ? "megatron-sp" : "megatron";
+    if (!s || !g || !m || !o || sf_strategy_num_ops(s) != sf_graph_num_ops(g))
+        return sf_error_set(err, SF_ERR_INVALID, "%s: no strategy, graph, machine or options", bn);
+    int n_dev = sf_machine_num_devices(m), dpn = node_devices(m);
+    int T = o->tp > 0 ? o->tp : dpn, P = o->pp > 0 ? o->pp : 1;
+    int v = o->schedule == SF_PIPE_INTERLEAVED ? (o->chunks > 1 ? o->chunks : 2) : 1;
+    if (T > dpn || dpn % T != 0)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "%s: a tensor-parallel degree of %d does not divide a node of "
+                            "machine '%s' (%d devices)",
+                            bn, T, sf_machine_name(m), dpn);
+    if (o->schedule < 0 || o->schedule >= SF_PIPE_SCHEDULE_COUNT)
+        return sf_error_set(err, SF_ERR_INVALID, "%s: schedule %d is not gpipe, 1f1b or "
+                                                 "interleaved:V", bn, o->schedule);
+    if ((int64_t)T * P > n_dev || n_dev % (T * P) != 0)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "%s: tp %d x pp %d = %d devices do not divide the %d devices of "
+                            "machine '%s'",
+                            bn, T, P, T * P, n_dev, sf_machine_name(m));
+    int D = o->dp > 0 ? o->dp : n_dev / (T * P);
+    if ((int64_t)T * P * D > n_dev || n_dev % (T * P * D) != 0)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "%s: tp %d x pp %d x dp %d = %lld devices do not divide the %d "
+                            "devices of machine '%s'",
+                            bn, T, P, D, (long long)T * P * D, n_dev, sf_machine_name(m));
+    int64_t batch = sf_graph_batch(g);
+    /* B: samples a micro-batch a data-parallel rank; by default one (Megatron's
+     * GPT-3 setting) in a pipeline, the whole share (no accumulation) without */
+    int64_t B = o->micro_batch > 0 ? o->micro_batch : P > 1 ? 1 : batch / D;
+    if (B < 1 || batch % (D * B) != 0)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "%s: the batch of %lld is not a whole number of micro-batches of "
+                            "dp %d x mb %lld samples",
+                            bn, (long long)batch, D, (long long)B);
+    int64_t mb = batch / (D * B);
+    if (mb > INT32_MAX)
+        return sf_error_set(err, SF_ERR_RANGE, "%s: %lld micro-batches", bn, (long long)mb);
+    sf_pipeline *pl = NULL;
+    int n = sf_graph_num_ops(g);
+    int *base = calloc((size_t)(n ? n : 1), sizeof *base);
+    if (!base) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    sf_status st = SF_OK;
+    if (P > 1 || mb > 1 || v > 1) {
+        pl = malloc(sizeof *pl);
+        if (!pl) {
+            free(base);
+            return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        }
+        st = sf_pipeline_blocks(pl, g, P, v, (int)mb, (sf_pipe_schedule)o->schedule, err);
+        if (st == SF_OK) {
+            sf_pipeline_op_chunks(pl, g, base);
+            for (int i = 0; i < n; i++) base[i] = base[i] % P * T * D;
+        }
+    }
+    if (st == SF_OK) {
+        sf_strategy_set_pipeline(s, pl);
+        st = layout(s, g, m, T, D, (int)mb, base, o->sp, bn, err);
+    }
+    if (st == SF_OK) st = sf_strategy_validate(s, g, m, err);
+    free(base);
+    free(pl);
     return st;
 }

@@ -311,3 +311,61 @@ sf_strategy *sf_strategy_unroll(const sf_strategy *s, const sf_graph *g, const s
     for (int u = 0; u < nu; u++) sf_config_copy(sf_strategy_config(su, u), sf_strategy_get(s, u % n));
     return su;
 }
+
+/* The first operator of each transformer block: for every attention operator,
+ * the operator that starts its branch off the residual stream (walking back
+ * from it through its first input while that is a layer norm, a dropout or a
+ * reshape: GPT's ln_1). Writes at most cap; returns how many there are. */
+static int block_starts(const sf_graph *g, int *start, int cap) {
+    int n = sf_graph_num_ops(g), nb = 0;
+    for (int i = 0; i < n; i++) {
+        const sf_op *op = sf_graph_op(g, i);
+        if (op->type != SF_OP_ATTENTION) continue;
+        int j = i;
+        for (;;) {
+            const sf_op *q = sf_graph_op(g, j);
+            if (q->n_inputs < 1) break;
+            int p = q->inputs[0].op;
+            sf_op_type t = sf_graph_op(g, p)->type;
+            if (t != SF_OP_LAYERNORM && t != SF_OP_DROPOUT && t != SF_OP_RESHAPE) break;
+            j = p;
+        }
+        if (nb > 0 && nb <= cap && j <= start[nb - 1]) continue; /* not a new block */
+        if (nb < cap) start[nb] = j;
+        nb++;
+    }
+    return nb;
+}
+
+sf_status sf_pipeline_blocks(sf_pipeline *pl, const sf_graph *g, int p, int v, int m,
+                             sf_pipe_schedule schedule, sf_error *err) {
+    int n = sf_graph_num_ops(g), nc = p * v;
+    if (p < 1 || v < 1 || nc > SF_MAX_PIPE_CHUNKS)
+        return sf_error_set(err, SF_ERR_RANGE, "pipeline: %d stages of %d chunks (at most %d)", p,
+                            v, SF_MAX_PIPE_CHUNKS);
+    int *start = malloc((size_t)(n ? n : 1) * sizeof *start);
+    if (!start) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    int nb = block_starts(g, start, n);
+    if (nb == 0) {
+        free(start);
+        return sf_pipeline_even(pl, g, p, v, m, schedule, err);
+    }
+    if (nb < nc) {
+        free(start);
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "pipeline: model '%s' has %d transformer blocks, fewer than the %d "
+                            "chunks of %d stages",
+                            sf_graph_name(g), nb, nc, p);
+    }
+    memset(pl, 0, sizeof *pl);
+    pl->stages = p;
+    pl->chunks = v;
+    pl->micro_batches = m;
+    pl->schedule = (int)schedule;
+    pl->first[0] = 0;
+    /* chunk c from block floor(c nb / nc): the first chunks (with the
+     * embedding) get the fewer blocks when they do not divide */
+    for (int c = 1; c < nc; c++) pl->first[c] = start[(int64_t)c * nb / nc];
+    free(start);
+    return SF_OK;
+}

@@ -84,6 +84,17 @@
  * to beta * anneal over each chain) was tried, 50 to 5000, and with the polish
  * after it lost more than it found (docs/search.md), so it is off by default.
  *
+ * Pipelines and templates (mcmc_pipe.c, templates.c; docs/search.md): from a
+ * pipelined strategy every config move is drawn inside, or moved into, its
+ * operator's stage's device group, and 1 in 8 proposals move the pipeline
+ * itself (a boundary, m, the schedule), judged by a full simulation on a
+ * spare simulator that becomes the chain's when the move is accepted. With
+ * o->templates a config move of an operator of a repeated layer moves the
+ * same operator of every layer in step with it (prepare_move), and 1 in 16
+ * such moves break the tie for one layer. Neither draws anything for a
+ * strategy without a pipeline or with templates off: those searches are as
+ * before, draw for draw.
+ *
  * Determinism: one sf_rng seeded from o->seed, consumed in a fixed order (the
  * operator, the proposal, then the uniform of the Metropolis test). Delta
  * simulation is exact, so full and delta modes (o->use_delta) follow the same
@@ -164,8 +175,8 @@ typedef struct mc_search {
     sf_config *xcfg;     /* their new configs */
     sf_config *xsaved;   /* full mode: the configs they replace */
     int xn, xcap;
-    int *mark, stamp;    /* [n_ops] operators in the expanded move: mark == stamp */
-    int *scratch;        /* [n_ops] */
+    int *mark, stamp; /* [n_ops] operators in the expanded move: mark == stamp */
+    int *scratch;     /* [n_ops] */
     int64_t pipe_proposals, pipe_accepted, boundary_moves, mb_moves, invalid;
     int64_t template_moves, template_breaks;
     sf_strategy *work;   /* full mode: the current strategy, edited in place */
@@ -363,8 +374,8 @@ static void shift_devices(mc_search *s, const mc_groups *gr, int opi, const sf_c
  * the mix only makes useful moves likelier. Tied operators (an embedding and
  * its LM head) must also split their table alike: tie_fix lines the other up
  * with a move of one, or rejects the move (below). */
-static void propose_config(mc_search *s, const mc_groups *gr, const sf_strategy *cur_strat,
-                           int opi, int pairs, mc_move *mv);
+static void propose_config(mc_search *s, const mc_groups *gr, const sf_strategy *cur_strat, int opi,
+                           int pairs, mc_move *mv);
 
 /* A random config for opi: over the whole machine, or in a pipeline (gr) over
  * its stage's group. */
@@ -420,8 +431,8 @@ static void propose(mc_search *s, const mc_groups *gr, const sf_strategy *cur_st
     keep_flags(cur_strat, mv);
 }
 
-static void propose_config(mc_search *s, const mc_groups *gr, const sf_strategy *cur_strat,
-                           int opi, int pairs, mc_move *mv) {
+static void propose_config(mc_search *s, const mc_groups *gr, const sf_strategy *cur_strat, int opi,
+                           int pairs, mc_move *mv) {
     const sf_op *op = sf_graph_op(s->g, opi);
     const sf_config *cur = sf_strategy_get(cur_strat, opi);
     int n_nb = s->nbr_start[opi + 1] - s->nbr_start[opi];
@@ -575,8 +586,8 @@ static sf_status full_run(mc_search *s, sf_sim_result *r, sf_error *err) {
 /* The Metropolis test of a simulated proposal r from cur (see the top of the
  * file; bound: the time bound drawn before simulating while cur fits). 1 with
  * *p set when accepted. */
-static int decide(mc_search *s, const mc_point *cur, const mc_point *ref, double beta,
-                  double bound, const sf_sim_result *r, mc_point *p) {
+static int decide(mc_search *s, const mc_point *cur, const mc_point *ref, double beta, double bound,
+                  const sf_sim_result *r, mc_point *p) {
     *p = (mc_point){r->iter_s, 0, 0};
     if (cur->fits) {
         int ok = !r->cut_off && r->fits && r->iter_s <= bound;
@@ -691,8 +702,8 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
             if (st != SF_OK) return st;
         } else {
             int opi = pick_op(s);
-            int brk = s->use_tp && s->tp.cls[opi] >= 0 &&
-                      sf_rng_below(&s->rng, TEMPLATE_BREAK) == 0;
+            int brk =
+                s->use_tp && s->tp.cls[opi] >= 0 && sf_rng_below(&s->rng, TEMPLATE_BREAK) == 0;
             mc_move mv;
             propose(s, gr, cur_strat, opi, pairs, &mv);
             it++;
@@ -706,8 +717,9 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
                 sf_config_copy(&mv.cfg[n++], &mv.cfg[j]);
             }
             mv.n = n;
-            int pm = mv.n == 0 ? 0 : !tie_fix(s, cur_strat, &mv) ? -1 :
-                                                                    prepare_move(s, gr, cur_strat, &mv, brk);
+            int pm = mv.n == 0                     ? 0
+                     : !tie_fix(s, cur_strat, &mv) ? -1
+                                                   : prepare_move(s, gr, cur_strat, &mv, brk);
             if (pm == 0) {
                 /* the same strategy: a self-transition, accepted without simulating */
                 s->accepted++;
@@ -966,8 +978,8 @@ static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
                 if (st != SF_OK) return st;
             }
             /* memory moves: each ZeRO stage of its weight group, its recomputation flipped */
-            for (int j = 0; s->o->memory && j <= SF_ZERO_STAGE_COUNT &&
-                            polish_budget_left(s, deadline_s);
+            for (int j = 0;
+                 s->o->memory && j <= SF_ZERO_STAGE_COUNT && polish_budget_left(s, deadline_s);
                  j++) {
                 const sf_config *c = sf_strategy_get(polish_current(s), opi);
                 mv.n = 1;

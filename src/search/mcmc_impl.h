@@ -19,14 +19,14 @@
 typedef struct mc_groups {
     int n_ops, n_dev;
     int stages, m;
-    int64_t per_mb;  /* samples a micro-batch */
-    int *chunk;      /* [n_ops] each operator's chunk (sf_pipeline_op_chunks) */
-    int *dev_stage;  /* [n_dev] each device's stage */
-    int *dev_idx;    /* [n_dev] its place in the stage's group */
-    int *grp_start;  /* [SF_MAX_PIPE_CHUNKS + 1] stage s's devices are grp_dev[grp_start[s] ..
-                      * grp_start[s + 1]), increasing */
-    int *grp_dev;    /* [n_dev] */
-    int *fill;       /* [SF_MAX_PIPE_CHUNKS] scratch of mc_groups_compute */
+    int64_t per_mb; /* samples a micro-batch */
+    int *chunk;     /* [n_ops] each operator's chunk (sf_pipeline_op_chunks) */
+    int *dev_stage; /* [n_dev] each device's stage */
+    int *dev_idx;   /* [n_dev] its place in the stage's group */
+    int *grp_start; /* [SF_MAX_PIPE_CHUNKS + 1] stage s's devices are grp_dev[grp_start[s] ..
+                     * grp_start[s + 1]), increasing */
+    int *grp_dev;   /* [n_dev] */
+    int *fill;      /* [SF_MAX_PIPE_CHUNKS] scratch of mc_groups_compute */
 } mc_groups;
 
 int mc_groups_init(mc_groups *gr, int n_ops, int n_dev); /* 0, or -1 out of memory */
@@ -34,9 +34,7 @@ void mc_groups_free(mc_groups *gr);
 /* The groups of s (which has a pipeline). */
 void mc_groups_compute(mc_groups *gr, const sf_graph *g, const sf_strategy *s);
 
-static inline int mc_stage_of(const mc_groups *gr, int op) {
-    return gr->chunk[op] % gr->stages;
-}
+static inline int mc_stage_of(const mc_groups *gr, int op) { return gr->chunk[op] % gr->stages; }
 static inline int mc_group_size(const mc_groups *gr, int stage) {
     return gr->grp_start[stage + 1] - gr->grp_start[stage];
 }

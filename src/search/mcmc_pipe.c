@@ -138,7 +138,8 @@ void mc_random_in_group(const mc_groups *gr, int stage, const sf_op *op, int red
     sf_config_set_degrees(c, op->space.ndim, degree); /* at most size parts: cannot fail */
     if (sf_rng_below(rng, 2) == 0) {
         int s = (int)sf_rng_below(rng, (uint64_t)size);
-        for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)gr->grp_dev[base + (s + p) % size];
+        for (int p = 0; p < c->n_parts; p++)
+            c->device[p] = (int16_t)gr->grp_dev[base + (s + p) % size];
     } else {
         /* distinct places by a partial shuffle of the group's (at most SF_MAX_DEVICES) */
         int16_t place[SF_MAX_DEVICES];

@@ -96,8 +96,8 @@ static int key_equal(const sf_op *a, size_t aat, size_t aend, const sf_op *b, si
         strcmp(a->name + aend, b->name + bend) != 0)
         return 0;
     if (a->type != b->type || memcmp(&a->params, &b->params, sizeof a->params) != 0 ||
-        a->n_params != b->n_params || a->n_outputs != b->n_outputs ||
-        a->n_inputs != b->n_inputs || !shape_equal(&a->space, &b->space))
+        a->n_params != b->n_params || a->n_outputs != b->n_outputs || a->n_inputs != b->n_inputs ||
+        !shape_equal(&a->space, &b->space))
         return 0;
     for (int i = 0; i < a->space.ndim; i++)
         if (a->kinds[i] != b->kinds[i]) return 0;

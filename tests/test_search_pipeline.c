@@ -209,14 +209,6 @@ static void test_pipelined_gpt(void **state) {
     for (int tp = 0; tp <= 1; tp++) {
         sf_mcmc_options o = opts(240, 7 + (uint64_t)tp, tp, 1);
         sf_mcmc_result rd = search(g, mach, cm, start, &o, a);
-        fprintf(stderr,
-                "tp %d: %.4g -> %.4g it %lld acc %lld pipe %lld/%lld bnd %lld mb %lld inv %lld tm "
-                "%lld tb %lld m %d\n",
-                tp, rd.start_best_s, rd.best_s, (long long)rd.iterations, (long long)rd.accepted,
-                (long long)rd.pipe_accepted, (long long)rd.pipe_proposals,
-                (long long)rd.boundary_moves, (long long)rd.mb_moves, (long long)rd.invalid,
-                (long long)rd.template_moves, (long long)rd.template_breaks,
-                sf_strategy_pipeline(a)->micro_batches);
         assert_true(rd.pipe_proposals > 0);
         assert_true(rd.pipe_accepted > 0);
         assert_true(rd.best_s < rd.start_best_s);

@@ -115,6 +115,32 @@ SF_API sf_status sf_exhaustive_search(const sf_graph *g, const sf_machine *m,
                                       int64_t max_states, sf_strategy *out, double *best_cost,
                                       sf_error *err);
 
+/* ---- layer templates (src/search/templates.c) ------------------------------- */
+
+/* The operators of identical layers: one class per operator of a layer that
+ * repeats (a transformer block's attention, its first MLP linear, ...), whose
+ * members are that operator in each layer. Members have names equal but for
+ * the first run of digits (the layer index: "h3.attn" is layer 3) and the same
+ * type, parameters, shapes, weight count and inputs at the same offsets in
+ * the graph. The MCMC search with sf_mcmc_options.templates gives one member's
+ * config to every member in step with it (docs/search.md, "Layer templates"). */
+typedef struct sf_templates {
+    int n_ops;         /* operators of the graph */
+    int n_classes;     /* classes of two or more members */
+    int *cls;          /* [n_ops] each operator's class, -1 for none */
+    int *layer;        /* [n_ops] a member's layer index (its name's), -1 for none */
+    int *member_start; /* [n_classes + 1] class c's members are members[member_start[c] ..
+                        * member_start[c + 1]), in id order */
+    int *members;
+    int n_layers;     /* distinct layer indices among the members */
+    int *layer_start; /* [n_layers] each layer's first member operator, increasing */
+} sf_templates;
+
+/* Find g's templates into *t (free with sf_templates_free); SF_ERR_NOMEM when
+ * out of memory. A graph without repeated layers has no class. */
+SF_API sf_status sf_templates_find(const sf_graph *g, sf_templates *t, sf_error *err);
+SF_API void sf_templates_free(sf_templates *t);
+
 /* ---- MCMC --------------------------------------------------------------------- */
 
 typedef struct sf_mcmc_options {
@@ -149,6 +175,16 @@ typedef struct sf_mcmc_options {
                          * move keeps the flags of the configs it replaces. 0
                          * (default) draws what it drew before; sf_search_run turns
                          * it on when data parallelism does not fit */
+    int templates;      /* 1: layer templates (sf_templates_find): a config move of one
+                         * operator of a repeated layer moves that operator in every
+                         * layer in step with it, and the chain draws each template
+                         * once rather than once per layer; 1 in 16 of its moves
+                         * break the tie for one layer. 0 (default): every operator
+                         * on its own, the draws of before (docs/search.md) */
+    int pipeline_moves; /* 1 (default): from a pipelined strategy, 1 in 8 proposals
+                         * change the pipeline (a stage boundary, the micro-batches,
+                         * the schedule), judged by a full simulation; config moves
+                         * keep every part on its stage's devices either way */
     sf_sim_options sim; /* the simulator's options (sync mode); sf_search_run judges
                          * every candidate with these too */
 } sf_mcmc_options;
@@ -167,6 +203,16 @@ typedef struct sf_mcmc_result {
     int64_t polish_improved; /* ... that improved the strategy (counted as accepted) */
     double seconds;
     double sims_per_s;
+    /* pipelines and templates (sf_mcmc_options.pipeline_moves, .templates) */
+    int64_t pipe_proposals;  /* of the proposals, pipeline moves (boundary, m, schedule) */
+    int64_t pipe_accepted;   /* ... accepted */
+    int64_t boundary_moves;  /* of the accepted pipeline moves, those of a stage boundary */
+    int64_t mb_moves;        /* ... those of the micro-batch count */
+    int64_t invalid;         /* proposals rejected unsimulated: no valid strategy (a
+                              * pipeline rule or a tie a move cannot keep) */
+    int templates;           /* template classes found (0 without templates) */
+    int64_t template_moves;  /* proposals that moved more than one member of a template */
+    int64_t template_breaks; /* proposals that broke a template's tie for one layer */
 } sf_mcmc_result;
 
 /* Search from each start in turn (each gets an equal share of the budget, three

@@ -165,7 +165,12 @@ SF_API sf_status sf_sim_update_bounded(sf_sim *sim, int op, const sf_config *c, 
 #define SF_SIM_MAX_UPDATE_OPS 4
 SF_API sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config *cfgs,
                                    double bound_s, sf_sim_result *r, sf_error *err);
-/* Undo the last sf_sim_update, _bounded or _ops (one level): the simulator
+/* sf_sim_update_ops without its limit on n (n >= 1 operators, none twice):
+ * the MCMC search's template moves change one operator in every layer at once.
+ * The update is as exact as any, and one sf_sim_revert undoes it. */
+SF_API sf_status sf_sim_update_many(sf_sim *sim, int n, const int *ops, const sf_config *cfgs,
+                                    double bound_s, sf_sim_result *r, sf_error *err);
+/* Undo the last sf_sim_update, _bounded, _ops or _many (one level): the simulator
  * returns to the strategy and schedule it had before, and r (when non-NULL) gets
  * that result again. The MCMC search calls it for every rejected proposal. */
 SF_API sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err);

@@ -51,6 +51,8 @@ static int usage(FILE *out) {
         "                         for other models), judged with memory over the timeline,\n"
         "                         the best an MCMC start; a third of the budget\n"
         "  --no-delta             evaluate proposals with full instead of delta simulation\n"
+        "  --templates            MCMC moves identical layers together (layer templates:\n"
+        "                         one operator of every layer in step; docs/search.md)\n"
         "  --reduce-splits        also propose reduction degrees (partial sums: row-parallel\n"
         "                         linears, attention heads) and softmax_ce's classes\n"
         "                         (vocabulary-parallel loss) in both searches; the runtime\n"
@@ -86,7 +88,7 @@ typedef struct search_opts {
     sf_cli_model_opts model;
     const char *machine, *algo, *budget, *out, *trace, *svg, *costs, *beta, *anneal, *pipeline;
     int64_t iters, seed;
-    int json, no_delta, reduce;
+    int json, no_delta, reduce, templates;
     sf_sim_options sim, mem; /* mem: the memory options alone (--memory-headroom) */
     sf_dtype dtype;
     sf_optimizer_kind optimizer;
@@ -314,6 +316,7 @@ int sf_cmd_search(int argc, char **argv) {
         if (sf_cli_str(&a, "--beta", NULL, &o.beta)) continue;
         if (sf_cli_str(&a, "--anneal", NULL, &o.anneal)) continue;
         if (sf_cli_flag(&a, "--no-delta", NULL, &o.no_delta)) continue;
+        if (sf_cli_flag(&a, "--templates", NULL, &o.templates)) continue;
         if (sf_cli_flag(&a, "--reduce-splits", NULL, &o.reduce)) continue;
         if (sf_cli_sim_option(&a, &o.sim)) continue;
         if (sf_cli_memory_option(&a, &o.mem)) continue;
@@ -395,6 +398,7 @@ int sf_cmd_search(int argc, char **argv) {
     if (o.beta) so.mcmc.beta = beta;
     if (o.anneal) so.mcmc.anneal = anneal;
     so.mcmc.use_delta = !o.no_delta;
+    so.mcmc.templates = o.templates;
     so.mcmc.reduce = o.reduce ? SF_OPT_IN_INNER : 0; /* everything the planner prices */
     so.mcmc.sim = o.sim;
     /* OptCNN bounds its memory by what --memory-headroom leaves (without the
@@ -477,6 +481,10 @@ int sf_cmd_search(int argc, char **argv) {
             json_object_set_new(j, "accepted", json_integer(rep.mcmc.accepted));
             json_object_set_new(j, "polish_moves", json_integer(rep.mcmc.polish_moves));
             json_object_set_new(j, "polish_improved", json_integer(rep.mcmc.polish_improved));
+            json_object_set_new(j, "templates", json_integer(rep.mcmc.templates));
+            json_object_set_new(j, "template_moves", json_integer(rep.mcmc.template_moves));
+            json_object_set_new(j, "pipe_proposals", json_integer(rep.mcmc.pipe_proposals));
+            json_object_set_new(j, "pipe_accepted", json_integer(rep.mcmc.pipe_accepted));
             sf_cli_json_set_real(j, "seconds", rep.mcmc.seconds);
             sf_cli_json_set_real(j, "sims_per_s", rep.mcmc.sims_per_s);
         } else {

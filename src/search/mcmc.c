@@ -84,6 +84,17 @@
  * to beta * anneal over each chain) was tried, 50 to 5000, and with the polish
  * after it lost more than it found (docs/search.md), so it is off by default.
  *
+ * Pipelines and templates (mcmc_pipe.c, templates.c; docs/search.md): from a
+ * pipelined strategy every config move is drawn inside, or moved into, its
+ * operator's stage's device group, and 1 in 8 proposals move the pipeline
+ * itself (a boundary, m, the schedule), judged by a full simulation on a
+ * spare simulator that becomes the chain's when the move is accepted. With
+ * o->templates a config move of an operator of a repeated layer moves the
+ * same operator of every layer in step with it (prepare_move), and 1 in 16
+ * such moves break the tie for one layer. Neither draws anything for a
+ * strategy without a pipeline or with templates off: those searches are as
+ * before, draw for draw.
+ *
  * Determinism: one sf_rng seeded from o->seed, consumed in a fixed order (the
  * operator, the proposal, then the uniform of the Metropolis test). Delta
  * simulation is exact, so full and delta modes (o->use_delta) follow the same
@@ -99,6 +110,8 @@
  */
 #include "soapflow/search.h"
 
+#include "mcmc_impl.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -106,6 +119,11 @@
 
 /* The share of the budget the chains leave to the polish (top of the file). */
 #define POLISH_SHARE 0.25
+/* With templates, 1 in TEMPLATE_BREAK config moves of a template member move
+ * it alone (docs/search.md, "Layer templates"). */
+#define TEMPLATE_BREAK 16
+/* From a pipelined strategy, 1 in PIPE_MOVES proposals change the pipeline. */
+#define PIPE_MOVES 8
 
 void sf_mcmc_options_default(sf_mcmc_options *o) {
     memset(o, 0, sizeof *o);
@@ -118,6 +136,8 @@ void sf_mcmc_options_default(sf_mcmc_options *o) {
     o->pair_moves = 1;
     o->polish = 1;
     o->progress = 0;
+    o->templates = 0;
+    o->pipeline_moves = 1;
     sf_sim_options_default(&o->sim);
 }
 
@@ -141,7 +161,24 @@ typedef struct mc_search {
     const sf_graph *g;
     const sf_machine *m;
     const sf_mcmc_options *o;
+    const sf_cost_model *cm;
     sf_sim *sim;
+    sf_sim *sim_alt;     /* delta mode, pipelines: a pipeline move's full simulation, swapped
+                          * with sim when it is accepted (so a rejected one costs no undo) */
+    sf_strategy *cand;   /* a pipeline move's strategy */
+    mc_groups gr;        /* the current strategy's stage groups (a pipelined one) */
+    sf_templates tp;     /* layer templates; their classes used with o->templates */
+    int use_tp;          /* o->templates and the graph has a template */
+    int *units, n_units; /* with templates: what the chain draws from, each template once
+                          * (-1 - class) and every other movable operator */
+    int *xop;            /* [xcap] the expanded move: operators, */
+    sf_config *xcfg;     /* their new configs */
+    sf_config *xsaved;   /* full mode: the configs they replace */
+    int xn, xcap;
+    int *mark, stamp; /* [n_ops] operators in the expanded move: mark == stamp */
+    int *scratch;     /* [n_ops] */
+    int64_t pipe_proposals, pipe_accepted, boundary_moves, mb_moves, invalid;
+    int64_t template_moves, template_breaks;
     sf_strategy *work;   /* full mode: the current strategy, edited in place */
     sf_strategy *best;   /* best seen over all chains */
     sf_strategy *polish; /* pair moves: the last chain's start, a copy of best */
@@ -301,8 +338,14 @@ static void line_up(const sf_op *op, const sf_machine *m, const sf_config *c, in
     }
 }
 
-/* The same degrees as cur on a contiguous run of devices from a random first one. */
-static void shift_devices(mc_search *s, const sf_config *cur, sf_config *c) {
+/* The same degrees as cur on a contiguous run of devices from a random first
+ * one; in a pipeline (gr), a run of the operator's stage's group. */
+static void shift_devices(mc_search *s, const mc_groups *gr, int opi, const sf_config *cur,
+                          sf_config *c) {
+    if (gr) {
+        mc_shift_in_group(gr, mc_stage_of(gr, opi), cur, &s->rng, c);
+        return;
+    }
     sf_config_copy(c, cur);
     int first = (int)sf_rng_below(&s->rng, (uint64_t)s->n_dev);
     for (int p = 0; p < c->n_parts; p++) c->device[p] = (int16_t)((first + p) % s->n_dev);
@@ -331,8 +374,18 @@ static void shift_devices(mc_search *s, const sf_config *cur, sf_config *c) {
  * the mix only makes useful moves likelier. Tied operators (an embedding and
  * its LM head) must also split their table alike: tie_fix lines the other up
  * with a move of one, or rejects the move (below). */
-static void propose_config(mc_search *s, const sf_strategy *cur_strat, int opi, int pairs,
-                           mc_move *mv);
+static void propose_config(mc_search *s, const mc_groups *gr, const sf_strategy *cur_strat, int opi,
+                           int pairs, mc_move *mv);
+
+/* A random config for opi: over the whole machine, or in a pipeline (gr) over
+ * its stage's group. */
+static void random_config(mc_search *s, const mc_groups *gr, int opi, sf_config *c) {
+    const sf_op *op = sf_graph_op(s->g, opi);
+    if (gr)
+        mc_random_in_group(gr, mc_stage_of(gr, opi), op, s->o->reduce, &s->rng, c);
+    else
+        sf_config_random_in(op, s->m, s->o->reduce, &s->rng, c);
+}
 
 /* A memory move (sf_mcmc_options.memory): opi's config as it is with its
  * weight group's ZeRO stage redrawn (an owner with weights) or its
@@ -360,8 +413,11 @@ static void keep_flags(const sf_strategy *cur, mc_move *mv) {
 }
 
 /* Every proposal keeps the flags of the configs it replaces; a memory move
- * changes them alone. */
-static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, int pairs, mc_move *mv) {
+ * changes them alone. In a pipeline (gr: the stage groups of cur_strat), the
+ * random and shifted configs are drawn inside opi's stage; what comes from a
+ * neighbour is moved into it after (prepare_move). */
+static void propose(mc_search *s, const mc_groups *gr, const sf_strategy *cur_strat, int opi,
+                    int pairs, mc_move *mv) {
     const sf_op *op = sf_graph_op(s->g, opi);
     const sf_config *cur = sf_strategy_get(cur_strat, opi);
     if (s->o->memory && sf_rng_below(&s->rng, 4) == 0) {
@@ -371,12 +427,12 @@ static void propose(mc_search *s, const sf_strategy *cur_strat, int opi, int pai
         memory_move(s, op, cur, &mv->cfg[0]);
         return;
     }
-    propose_config(s, cur_strat, opi, pairs, mv);
+    propose_config(s, gr, cur_strat, opi, pairs, mv);
     keep_flags(cur_strat, mv);
 }
 
-static void propose_config(mc_search *s, const sf_strategy *cur_strat, int opi, int pairs,
-                           mc_move *mv) {
+static void propose_config(mc_search *s, const mc_groups *gr, const sf_strategy *cur_strat, int opi,
+                           int pairs, mc_move *mv) {
     const sf_op *op = sf_graph_op(s->g, opi);
     const sf_config *cur = sf_strategy_get(cur_strat, opi);
     int n_nb = s->nbr_start[opi + 1] - s->nbr_start[opi];
@@ -387,9 +443,9 @@ static void propose_config(mc_search *s, const sf_strategy *cur_strat, int opi, 
     if (pairs && n_nb > 0 && sf_rng_below(&s->rng, 2)) {
         int nb = s->nbr[s->nbr_start[opi] + (int)sf_rng_below(&s->rng, (uint64_t)n_nb)];
         if (sf_rng_below(&s->rng, 2))
-            sf_config_random_in(op, s->m, s->o->reduce, &s->rng, c);
+            random_config(s, gr, opi, c);
         else
-            shift_devices(s, cur, c);
+            shift_devices(s, gr, opi, cur, c);
         mv->n = 2;
         mv->pair = 1;
         mv->op[1] = nb;
@@ -405,10 +461,88 @@ static void propose_config(mc_search *s, const sf_strategy *cur_strat, int opi, 
             return;
         }
     } else if (kind == 3) {
-        shift_devices(s, cur, c);
+        shift_devices(s, gr, opi, cur, c);
         return;
     }
-    sf_config_random_in(op, s->m, s->o->reduce, &s->rng, c);
+    random_config(s, gr, opi, c);
+}
+
+/* ---- pipelines and templates: a move grown to what it changes ---------------- */
+
+/* 1 when b's config is a's moved into stage `stage` (mc_home; gr NULL: a's
+ * itself): the two are in step, as template members are until a move breaks
+ * the tie. */
+static int in_step(const mc_groups *gr, int stage, const sf_config *a, const sf_config *b) {
+    if (a->ndim != b->ndim || a->n_parts != b->n_parts || a->zero != b->zero ||
+        a->recompute != b->recompute)
+        return 0;
+    for (int i = 0; i < a->ndim; i++)
+        if (a->degree[i] != b->degree[i]) return 0;
+    for (int q = 0; q < a->n_parts; q++) {
+        int d = a->device[q];
+        if (gr && gr->dev_stage[d] != stage)
+            d = gr->grp_dev[gr->grp_start[stage] + gr->dev_idx[d] % mc_group_size(gr, stage)];
+        if (d != b->device[q]) return 0;
+    }
+    return 1;
+}
+
+/* Add op with config c (moved into its stage with gr) to the expanded move,
+ * unless it is there already. */
+static void x_add(mc_search *s, const mc_groups *gr, int op, const sf_config *c) {
+    if (s->mark[op] == s->stamp) return;
+    s->mark[op] = s->stamp;
+    sf_config *x = &s->xcfg[s->xn];
+    sf_config_copy(x, c);
+    if (gr) mc_home(gr, mc_stage_of(gr, op), x);
+    s->xop[s->xn++] = op;
+}
+
+/* The move mv (after tie_fix) as the operators it changes, into s->xop,
+ * s->xcfg, s->xn: in a pipeline (gr) each config moved into its operator's
+ * stage; with templates (unless brk: the move breaks the tie) each operator's
+ * template members in step with it get its config too (each moved into its
+ * own stage); the operators whose config stays dropped. Returns 1 when the
+ * result is a valid change, 0 when it changes nothing, -1 when it breaks a
+ * pipeline rule or a tie (an invalid proposal, rejected unsimulated). */
+static int prepare_move(mc_search *s, const mc_groups *gr, const sf_strategy *cur,
+                        const mc_move *mv, int brk) {
+    s->xn = 0;
+    if (++s->stamp == 0) { /* wrapped: clear the marks */
+        memset(s->mark, 0, (size_t)sf_graph_num_ops(s->g) * sizeof *s->mark);
+        s->stamp = 1;
+    }
+    for (int j = 0; j < mv->n; j++) x_add(s, gr, mv->op[j], &mv->cfg[j]);
+    int seeds = s->xn, grown = 0;
+    for (int j = 0; s->use_tp && !brk && j < seeds; j++) {
+        int op = s->xop[j], c = s->tp.cls[op];
+        if (c < 0) continue;
+        const sf_config *was = sf_strategy_get(cur, op);
+        for (int k = s->tp.member_start[c]; k < s->tp.member_start[c + 1]; k++) {
+            int b = s->tp.members[k];
+            if (s->mark[b] == s->stamp) continue;
+            if (!in_step(gr, gr ? mc_stage_of(gr, b) : 0, was, sf_strategy_get(cur, b))) continue;
+            x_add(s, gr, b, &s->xcfg[j]);
+            grown = 1;
+        }
+    }
+    int n = 0;
+    for (int j = 0; j < s->xn; j++) {
+        if (sf_config_equal(&s->xcfg[j], sf_strategy_get(cur, s->xop[j]))) continue;
+        if (gr && !mc_pipe_config_ok(gr, sf_graph_op(s->g, s->xop[j]), &s->xcfg[j])) return -1;
+        if (n != j) {
+            s->xop[n] = s->xop[j];
+            sf_config_copy(&s->xcfg[n], &s->xcfg[j]);
+        }
+        n++;
+    }
+    s->xn = n;
+    if (n == 0) return 0;
+    if (grown && sf_graph_num_ties(s->g) > 0 &&
+        sf_strategy_check_ties(cur, s->g, n, s->xop, s->xcfg, NULL) != SF_OK)
+        return -1;
+    if (grown && n > mv->n) s->template_moves++;
+    return 1;
 }
 
 /* The inverse temperature at proposal `it` of a chain: o->beta times
@@ -428,11 +562,12 @@ static double chain_beta(const sf_mcmc_options *o, int has_it, int64_t it, int64
     return o->beta * pow(o->anneal, frac);
 }
 
-/* A proposal simulated in full (--no-delta): past the simulator's task limit
- * it is cut off, as a delta update is. */
-static sf_status full_run(mc_search *s, sf_sim_result *r, sf_error *err) {
+/* A strategy simulated in full by sim: past the simulator's task limit it is
+ * cut off, as a delta update is. */
+static sf_status full_sim(mc_search *s, sf_sim *sim, const sf_strategy *strat, sf_sim_result *r,
+                          sf_error *err) {
     sf_error e = {0};
-    sf_status st = sf_sim_run(s->sim, s->work, r, &e);
+    sf_status st = sf_sim_run(sim, strat, r, &e);
     if (st == SF_ERR_RANGE && s->o->sim.max_tasks > 0) { /* the limit's error */
         memset(r, 0, sizeof *r);
         r->iter_s = INFINITY;
@@ -441,6 +576,80 @@ static sf_status full_run(mc_search *s, sf_sim_result *r, sf_error *err) {
     }
     if (st != SF_OK && err) *err = e;
     return st;
+}
+
+/* A proposal simulated in full (--no-delta). */
+static sf_status full_run(mc_search *s, sf_sim_result *r, sf_error *err) {
+    return full_sim(s, s->sim, s->work, r, err);
+}
+
+/* The Metropolis test of a simulated proposal r from cur (see the top of the
+ * file; bound: the time bound drawn before simulating while cur fits). 1 with
+ * *p set when accepted. */
+static int decide(mc_search *s, const mc_point *cur, const mc_point *ref, double beta, double bound,
+                  const sf_sim_result *r, mc_point *p) {
+    *p = (mc_point){r->iter_s, 0, 0};
+    if (cur->fits) {
+        int ok = !r->cut_off && r->fits && r->iter_s <= bound;
+        if (ok) *p = point_of(s, r);
+        return ok;
+    }
+    if (r->cut_off) return 0; /* past the simulator's task limit */
+    *p = point_of(s, r);
+    return accept(s, cur, p, ref, beta);
+}
+
+/* The operator a chain's proposal changes: uniform over the movable ones, or
+ * with templates over the units, a template's member uniform among its
+ * members. */
+static int pick_op(mc_search *s) {
+    if (!s->use_tp) return s->movable[sf_rng_below(&s->rng, (uint64_t)s->n_movable)];
+    int u = s->units[sf_rng_below(&s->rng, (uint64_t)s->n_units)];
+    if (u >= 0) return u;
+    int c = -1 - u, k0 = s->tp.member_start[c], k1 = s->tp.member_start[c + 1];
+    return s->tp.members[k0 + (int)sf_rng_below(&s->rng, (uint64_t)(k1 - k0))];
+}
+
+/* A pipeline move from cur_strat (groups gr) simulated in full: in delta mode
+ * on the spare simulator, which becomes the chain's when the move is accepted,
+ * so a rejected one leaves the chain's simulator as it was; in full mode on the
+ * chain's, the working copy replaced when accepted. *ok: accepted, with *p. */
+static sf_status pipe_step(mc_search *s, const mc_groups *gr, const sf_strategy *cur_strat,
+                           const mc_point *cur, const mc_point *ref, double beta, int *ok,
+                           mc_point *p, sf_error *err) {
+    *ok = 0;
+    s->pipe_proposals++;
+    int kind = mc_pipe_propose(s->g, s->m, &s->tp, gr, cur_strat, &s->rng, s->scratch, s->cand);
+    if (kind < 0) {
+        s->invalid++;
+        return SF_OK;
+    }
+    double bound = INFINITY;
+    if (cur->fits) {
+        double u = sf_rng_uniform(&s->rng);
+        if (beta > 0 && u > 0) bound = cur->cost_s - ref->cost_s * log(u) / beta;
+    }
+    if (s->o->use_delta && !s->sim_alt) {
+        s->sim_alt = sf_sim_new(s->g, s->m, s->cm, &s->o->sim, err);
+        if (!s->sim_alt) return err && err->code != SF_OK ? err->code : SF_ERR_NOMEM;
+    }
+    sf_sim *ps = s->o->use_delta ? s->sim_alt : s->sim;
+    sf_sim_result r;
+    sf_status st = full_sim(s, ps, s->cand, &r, err);
+    if (st != SF_OK) return st;
+    s->sims++;
+    *ok = decide(s, cur, ref, beta, bound, &r, p);
+    if (!*ok) return SF_OK;
+    s->pipe_accepted++;
+    s->boundary_moves += kind == MC_PIPE_BOUNDARY;
+    s->mb_moves += kind == MC_PIPE_MICRO_BATCHES;
+    if (s->o->use_delta) {
+        s->sim_alt = s->sim;
+        s->sim = ps;
+    } else {
+        sf_strategy_copy(s->work, s->cand);
+    }
+    return SF_OK;
 }
 
 /* One chain from `start` with a budget of share_it iterations (has_it) and
@@ -469,8 +678,6 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
     int64_t stall_it = (share_it + 1) / 2;
     double chain_t0 = sf_now_s(), last_improve_s = chain_t0;
     double deadline_s = chain_t0 + share_s;
-    sf_config saved[2]; /* full mode: the configs a rejected proposal replaced */
-    memset(saved, 0, sizeof saved);
 
     while (s->n_movable > 0) {
         if (has_it && (it >= share_it || it - last_improve_it >= stall_it)) break;
@@ -479,77 +686,93 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
             if (now >= deadline_s || now - last_improve_s >= share_s / 2) break;
         }
         if (o->progress && (s->iterations & 63) == 0) draw_progress(s, sf_now_s());
-        int opi = s->movable[sf_rng_below(&s->rng, (uint64_t)s->n_movable)];
         const sf_strategy *cur_strat = o->use_delta ? sf_sim_strategy(s->sim) : s->work;
-        mc_move mv;
-        propose(s, cur_strat, opi, pairs, &mv);
-        it++;
-        s->iterations++;
-        s->pair_proposals += mv.pair;
-        /* keep only the operators whose config changes */
-        int n = 0;
-        for (int j = 0; j < mv.n; j++) {
-            if (sf_config_equal(&mv.cfg[j], sf_strategy_get(cur_strat, mv.op[j]))) continue;
-            mv.op[n] = mv.op[j];
-            sf_config_copy(&mv.cfg[n++], &mv.cfg[j]);
+        const mc_groups *gr = NULL;
+        if (sf_strategy_pipeline(cur_strat)) { /* recomputed: cheap beside a simulation */
+            mc_groups_compute(&s->gr, s->g, cur_strat);
+            gr = &s->gr;
         }
-        mv.n = n;
-        if (mv.n == 0) {
-            /* the same strategy: a self-transition, accepted without simulating */
-            s->accepted++;
-            s->pair_accepted += mv.pair;
-            continue;
-        }
-        if (!tie_fix(s, cur_strat, &mv)) continue; /* tied weights split two ways: invalid */
-        /* While the current strategy fits, the Metropolis test is decided by a
-         * uniform u drawn now: the proposal is accepted iff it fits and its time
-         * is at most cur + ref * (-ln u) / beta. Knowing that bound before
-         * simulating lets delta simulation stop as soon as it is exceeded. */
-        double beta = chain_beta(o, has_it, it - 1, share_it, chain_t0, share_s);
-        double bound = INFINITY;
-        if (cur.fits) {
-            double u = sf_rng_uniform(&s->rng);
-            if (beta > 0 && u > 0) bound = cur.cost_s - ref.cost_s * log(u) / beta;
-        }
-        if (o->use_delta) {
-            st = sf_sim_update_ops(s->sim, mv.n, mv.op, mv.cfg, bound, &r, err);
-        } else {
-            for (int j = 0; j < mv.n; j++) {
-                sf_config *wc = sf_strategy_config(s->work, mv.op[j]);
-                sf_config_copy(&saved[j], wc);
-                sf_config_copy(wc, &mv.cfg[j]);
-            }
-            st = full_run(s, &r, err);
-        }
-        if (st != SF_OK) return st;
-        s->sims++;
         int ok;
-        mc_point p = {r.iter_s, 0, 0};
-        if (cur.fits) {
-            ok = !r.cut_off && r.fits && r.iter_s <= bound;
-            if (ok) p = point_of(s, &r);
-        } else if (r.cut_off) { /* past the simulator's task limit */
-            ok = 0;
+        mc_point p;
+        if (gr && o->pipeline_moves && sf_rng_below(&s->rng, PIPE_MOVES) == 0) {
+            it++;
+            s->iterations++;
+            double beta = chain_beta(o, has_it, it - 1, share_it, chain_t0, share_s);
+            st = pipe_step(s, gr, cur_strat, &cur, &ref, beta, &ok, &p, err);
+            if (st != SF_OK) return st;
         } else {
-            p = point_of(s, &r);
-            ok = accept(s, &cur, &p, &ref, beta);
+            int opi = pick_op(s);
+            int brk =
+                s->use_tp && s->tp.cls[opi] >= 0 && sf_rng_below(&s->rng, TEMPLATE_BREAK) == 0;
+            mc_move mv;
+            propose(s, gr, cur_strat, opi, pairs, &mv);
+            it++;
+            s->iterations++;
+            s->pair_proposals += mv.pair;
+            /* keep only the operators whose config changes */
+            int n = 0;
+            for (int j = 0; j < mv.n; j++) {
+                if (sf_config_equal(&mv.cfg[j], sf_strategy_get(cur_strat, mv.op[j]))) continue;
+                mv.op[n] = mv.op[j];
+                sf_config_copy(&mv.cfg[n++], &mv.cfg[j]);
+            }
+            mv.n = n;
+            int pm = mv.n == 0                     ? 0
+                     : !tie_fix(s, cur_strat, &mv) ? -1
+                                                   : prepare_move(s, gr, cur_strat, &mv, brk);
+            if (pm == 0) {
+                /* the same strategy: a self-transition, accepted without simulating */
+                s->accepted++;
+                s->pair_accepted += mv.pair;
+                continue;
+            }
+            if (pm < 0) { /* tied weights split two ways, a pipeline rule broken: invalid */
+                s->invalid++;
+                continue;
+            }
+            s->template_breaks += brk;
+            /* While the current strategy fits, the Metropolis test is decided by a
+             * uniform u drawn now: the proposal is accepted iff it fits and its time
+             * is at most cur + ref * (-ln u) / beta. Knowing that bound before
+             * simulating lets delta simulation stop as soon as it is exceeded. */
+            double beta = chain_beta(o, has_it, it - 1, share_it, chain_t0, share_s);
+            double bound = INFINITY;
+            if (cur.fits) {
+                double u = sf_rng_uniform(&s->rng);
+                if (beta > 0 && u > 0) bound = cur.cost_s - ref.cost_s * log(u) / beta;
+            }
+            if (o->use_delta) {
+                st = sf_sim_update_many(s->sim, s->xn, s->xop, s->xcfg, bound, &r, err);
+            } else {
+                for (int j = 0; j < s->xn; j++) {
+                    sf_config *wc = sf_strategy_config(s->work, s->xop[j]);
+                    sf_config_copy(&s->xsaved[j], wc);
+                    sf_config_copy(wc, &s->xcfg[j]);
+                }
+                st = full_run(s, &r, err);
+            }
+            if (st != SF_OK) return st;
+            s->sims++;
+            ok = decide(s, &cur, &ref, beta, bound, &r, &p);
+            if (ok) {
+                s->pair_accepted += mv.pair;
+            } else if (o->use_delta) {
+                st = sf_sim_revert(s->sim, NULL, err);
+                if (st != SF_OK) return st;
+            } else {
+                for (int j = s->xn - 1; j >= 0; j--)
+                    sf_config_copy(sf_strategy_config(s->work, s->xop[j]), &s->xsaved[j]);
+            }
         }
         if (ok) {
             cur = p;
             s->accepted++;
-            s->pair_accepted += mv.pair;
             if (point_better(&p, &local)) {
                 local = p;
                 last_improve_it = it;
                 if (o->budget_s > 0) last_improve_s = sf_now_s();
-                offer_best(s, &p, sf_sim_strategy(s->sim), i);
+                offer_best(s, &p, o->use_delta ? sf_sim_strategy(s->sim) : s->work, i);
             }
-        } else if (o->use_delta) {
-            st = sf_sim_revert(s->sim, NULL, err);
-            if (st != SF_OK) return st;
-        } else {
-            for (int j = mv.n - 1; j >= 0; j--)
-                sf_config_copy(sf_strategy_config(s->work, mv.op[j]), &saved[j]);
         }
     }
     return SF_OK;
@@ -627,6 +850,14 @@ static const sf_strategy *polish_current(const mc_search *s) {
     return s->o->use_delta ? sf_sim_strategy(s->sim) : s->work;
 }
 
+/* The stage groups of the polish's current strategy, NULL without a pipeline. */
+static const mc_groups *polish_groups(mc_search *s) {
+    const sf_strategy *cs = polish_current(s);
+    if (!sf_strategy_pipeline(cs)) return NULL;
+    mc_groups_compute(&s->gr, s->g, cs);
+    return &s->gr;
+}
+
 /* Try one move from the current strategy (point *cur): keep it
  * when it is strictly better, else undo it. *improved is set when kept. */
 static sf_status polish_try(mc_search *s, mc_move *mv, mc_point *cur, int *improved,
@@ -642,17 +873,18 @@ static sf_status polish_try(mc_search *s, mc_move *mv, mc_point *cur, int *impro
     if (n == 0 || n < mv->n) return SF_OK;
     mv->n = n;
     if (!tie_fix(s, cs, mv)) return SF_OK; /* tied weights split two ways: invalid */
+    const mc_groups *gr = polish_groups(s);
+    if (prepare_move(s, gr, cs, mv, 0) <= 0) return SF_OK; /* nothing left, or invalid */
     sf_sim_result r;
     double bound = cur->fits ? cur->cost_s : INFINITY;
-    sf_config saved[2];
     sf_status st;
     if (s->o->use_delta) {
-        st = sf_sim_update_ops(s->sim, mv->n, mv->op, mv->cfg, bound, &r, err);
+        st = sf_sim_update_many(s->sim, s->xn, s->xop, s->xcfg, bound, &r, err);
     } else {
-        for (int j = 0; j < mv->n; j++) {
-            sf_config *wc = sf_strategy_config(s->work, mv->op[j]);
-            sf_config_copy(&saved[j], wc);
-            sf_config_copy(wc, &mv->cfg[j]);
+        for (int j = 0; j < s->xn; j++) {
+            sf_config *wc = sf_strategy_config(s->work, s->xop[j]);
+            sf_config_copy(&s->xsaved[j], wc);
+            sf_config_copy(wc, &s->xcfg[j]);
         }
         st = full_run(s, &r, err);
     }
@@ -673,9 +905,36 @@ static sf_status polish_try(mc_search *s, mc_move *mv, mc_point *cur, int *impro
         }
     }
     if (s->o->use_delta) return sf_sim_revert(s->sim, NULL, err);
-    for (int j = mv->n - 1; j >= 0; j--)
-        sf_config_copy(sf_strategy_config(s->work, mv->op[j]), &saved[j]);
+    for (int j = s->xn - 1; j >= 0; j--)
+        sf_config_copy(sf_strategy_config(s->work, s->xop[j]), &s->xsaved[j]);
     return SF_OK;
+}
+
+/* Candidate j of the polish for opi: in a pipeline, a candidate on the first
+ * places of its stage's group (devices 0 .. k-1 taken as places 0 .. k-1);
+ * 0 when it does not fit the group (more parts than the group's devices, or
+ * a run past its end), which the polish skips. */
+static int polish_cand(mc_search *s, int opi, int nd, int nt, int j, sf_config *c) {
+    cand_at(s, nd, nt, j, c);
+    if (!sf_strategy_pipeline(polish_current(s))) return 1;
+    const mc_groups *gr = polish_groups(s);
+    int st = mc_stage_of(gr, opi), k = mc_group_size(gr, st);
+    if (c->device[0] + c->n_parts > k) return 0;
+    for (int p = 0; p < c->n_parts; p++)
+        c->device[p] = (int16_t)gr->grp_dev[gr->grp_start[st] + c->device[p]];
+    return 1;
+}
+
+/* With templates, a member in step with its template's first member is
+ * polished with it (its moves move them all): the polish skips it. */
+static int polish_skip(mc_search *s, int opi) {
+    if (!s->use_tp || s->tp.cls[opi] < 0) return 0;
+    int lead = s->tp.members[s->tp.member_start[s->tp.cls[opi]]];
+    if (lead == opi) return 0;
+    const sf_strategy *cs = polish_current(s);
+    const mc_groups *gr = polish_groups(s);
+    return in_step(gr, gr ? mc_stage_of(gr, opi) : 0, sf_strategy_get(cs, lead),
+                   sf_strategy_get(cs, opi));
 }
 
 /* Greedy descent from the best strategy seen (o->polish; see the top of the
@@ -698,6 +957,7 @@ static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
         for (int k = 0; k < s->n_movable && polish_budget_left(s, deadline_s); k++) {
             int opi = s->order[k];
             const sf_op *op = sf_graph_op(s->g, opi);
+            if (polish_skip(s, opi)) continue;
             int nc;
             int nt = polish_cands(op, s->n_dev, s->o->reduce, s->cand_deg, s->cand_start,
                                   s->max_cands, &nc);
@@ -711,15 +971,15 @@ static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
                 if (j < 0)
                     line_up(op, s->m, sf_strategy_get(polish_current(s), s->nbr[nb1 + j]),
                             s->o->reduce, &mv.cfg[0]);
-                else
-                    cand_at(s, op->space.ndim, nt, j, &mv.cfg[0]);
+                else if (!polish_cand(s, opi, op->space.ndim, nt, j, &mv.cfg[0]))
+                    continue;
                 keep_flags(polish_current(s), &mv);
                 st = polish_try(s, &mv, &cur, &improved, err);
                 if (st != SF_OK) return st;
             }
             /* memory moves: each ZeRO stage of its weight group, its recomputation flipped */
-            for (int j = 0; s->o->memory && j <= SF_ZERO_STAGE_COUNT &&
-                            polish_budget_left(s, deadline_s);
+            for (int j = 0;
+                 s->o->memory && j <= SF_ZERO_STAGE_COUNT && polish_budget_left(s, deadline_s);
                  j++) {
                 const sf_config *c = sf_strategy_get(polish_current(s), opi);
                 mv.n = 1;
@@ -742,7 +1002,7 @@ static sf_status polish(mc_search *s, double deadline_s, sf_error *err) {
                     mv.n = 2;
                     mv.op[0] = opi;
                     mv.op[1] = nb;
-                    cand_at(s, op->space.ndim, nt, j, &mv.cfg[0]);
+                    if (!polish_cand(s, opi, op->space.ndim, nt, j, &mv.cfg[0])) continue;
                     line_up(sf_graph_op(s->g, nb), s->m, &mv.cfg[0], s->o->reduce, &mv.cfg[1]);
                     keep_flags(polish_current(s), &mv);
                     st = polish_try(s, &mv, &cur, &improved, err);
@@ -766,6 +1026,16 @@ static void search_free(mc_search *s) {
     free(s->cand_deg);
     free(s->cand_start);
     free(s->order);
+    sf_sim_free(s->sim_alt);
+    sf_strategy_free(s->cand);
+    mc_groups_free(&s->gr);
+    sf_templates_free(&s->tp);
+    free(s->units);
+    free(s->xop);
+    free(s->xcfg);
+    free(s->xsaved);
+    free(s->mark);
+    free(s->scratch);
 }
 
 sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
@@ -800,9 +1070,11 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
 
     mc_search s;
     memset(&s, 0, sizeof s);
+    sf_status st0;
     s.g = g;
     s.m = m;
     s.o = o;
+    s.cm = cm;
     s.n_dev = sf_machine_num_devices(m);
     int n_ops = sf_graph_num_ops(g);
     s.sim = sf_sim_new(g, m, cm, &o->sim, err);
@@ -823,6 +1095,43 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
     for (int d = 0; d < s.n_dev; d++) s.cap_bytes[d] = sf_machine_device_kind(m, d)->mem_bytes;
     for (int i = 0; i < n_ops; i++)
         if (op_movable(sf_graph_op(g, i), s.n_dev)) s.movable[s.n_movable++] = i;
+    /* pipelines and templates: the stage groups, the layers, the expanded move */
+    {
+        st0 = sf_templates_find(g, &s.tp, err);
+        if (st0 != SF_OK) {
+            search_free(&s);
+            return st0;
+        }
+        s.use_tp = o->templates && s.tp.n_classes > 0;
+        int most = 1; /* the largest template */
+        for (int c = 0; s.use_tp && c < s.tp.n_classes; c++) {
+            int k = s.tp.member_start[c + 1] - s.tp.member_start[c];
+            if (k > most) most = k;
+        }
+        s.xcap = 2 * most + 2;
+        size_t nn = (size_t)(n_ops > 0 ? n_ops : 1);
+        s.xop = malloc((size_t)s.xcap * sizeof *s.xop);
+        s.xcfg = malloc((size_t)s.xcap * sizeof *s.xcfg);
+        s.xsaved = malloc((size_t)s.xcap * sizeof *s.xsaved);
+        s.mark = calloc(nn, sizeof *s.mark);
+        s.scratch = malloc(nn * sizeof *s.scratch);
+        s.cand = sf_strategy_new(g);
+        s.units = s.use_tp ? malloc(nn * sizeof *s.units) : NULL;
+        if (mc_groups_init(&s.gr, n_ops, s.n_dev) || !s.xop || !s.xcfg || !s.xsaved || !s.mark ||
+            !s.scratch || !s.cand || (s.use_tp && !s.units)) {
+            search_free(&s);
+            return sf_error_set(err, SF_ERR_NOMEM, "mcmc: out of memory");
+        }
+        /* the units: each template once (at its first movable member), every
+         * other movable operator */
+        for (int k = 0; s.use_tp && k < s.n_movable; k++) {
+            int v = s.movable[k], c = s.tp.cls[v];
+            if (c < 0)
+                s.units[s.n_units++] = v;
+            else if (s.tp.members[s.tp.member_start[c]] == v)
+                s.units[s.n_units++] = -1 - c;
+        }
+    }
     if (o->polish) {
         for (int k = 0; k < s.n_movable; k++) {
             int total, n = polish_cands(sf_graph_op(g, s.movable[k]), s.n_dev, o->reduce, NULL,
@@ -938,6 +1247,14 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
             r->pair_accepted = s.pair_accepted;
             r->polish_moves = s.polish_moves;
             r->polish_improved = s.polish_improved;
+            r->pipe_proposals = s.pipe_proposals;
+            r->pipe_accepted = s.pipe_accepted;
+            r->boundary_moves = s.boundary_moves;
+            r->mb_moves = s.mb_moves;
+            r->invalid = s.invalid;
+            r->templates = s.use_tp ? s.tp.n_classes : 0;
+            r->template_moves = s.template_moves;
+            r->template_breaks = s.template_breaks;
             r->seconds = sf_now_s() - s.t0_s;
             /* simulations that priced a strategy (starts and proposals); a revert
              * after a rejection is part of a proposal's cost, not a simulation */

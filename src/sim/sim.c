@@ -672,6 +672,12 @@ sf_status sf_sim_update_ops(sf_sim *sim, int n, const int *ops, const sf_config 
     if (n < 1 || n > SF_SIM_MAX_UPDATE_OPS)
         return sf_error_set(err, SF_ERR_INVALID, "an update changes 1 to %d operators, not %d",
                             SF_SIM_MAX_UPDATE_OPS, n);
+    return sf_sim_update_many(sim, n, ops, cfgs, bound_s, r, err);
+}
+
+sf_status sf_sim_update_many(sf_sim *sim, int n, const int *ops, const sf_config *cfgs,
+                             double bound_s, sf_sim_result *r, sf_error *err) {
+    if (n < 1) return sf_error_set(err, SF_ERR_INVALID, "an update changes no operator");
     if (sim->in_pipe) {
         if (!sim->has_run)
             return sf_error_set(err, SF_ERR_INVALID, "delta simulation before a full simulation");

@@ -89,6 +89,7 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
     sf_status st = SF_OK;
     sf_sim *sim = sf_sim_new(g, m, cm, &o->mcmc.sim, err);
     sf_strategy *base[4] = {0}, *shard = NULL, *piped = NULL;
+    int64_t piped_tasks = 0; /* the pipeline pass's plan's tasks */
     sf_strategy *opt = sf_strategy_new(g), *rnd = sf_strategy_new(g), *mbest = sf_strategy_new(g);
     if (!sim) return err && err->code != SF_OK ? err->code : SF_ERR_NOMEM;
     if (!opt || !rnd || !mbest) {
@@ -143,8 +144,10 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         pr->peak_mem_bytes = rep->pipe.peak_bytes;
         pr->fits = rep->pipe.fits;
         pr->moved_bytes = 0;
-        if (pr->present && sf_sim_run(sim, piped, &res, NULL) == SF_OK)
+        if (pr->present && sf_sim_run(sim, piped, &res, NULL) == SF_OK) {
             pr->moved_bytes = (double)(res.transfer_bytes + res.sync_bytes);
+            piped_tasks = res.tasks;
+        }
     }
     if (o->run_optcnn) {
         sf_optcnn_options oo;
@@ -211,11 +214,16 @@ sf_status sf_search_run(const sf_graph *g, const sf_machine *m, const sf_cost_mo
             starts[ns++] = shard;
             mo.memory = 1;
         }
-        /* the pipeline pass's plan, refined like the others; a pipelined one
-         * waits for MCMC's pipeline-aware proposals (its single moves would
-         * put a part on another stage's device, which validation refuses) */
-        if (rep->rows[SF_SEARCH_PIPELINE].present && !sf_strategy_pipeline(piped))
+        /* the pipeline pass's plan, refined like the others (a pipelined one
+         * by MCMC's pipeline-aware proposals: configs inside each stage's
+         * devices, boundary and micro-batch moves) */
+        if (rep->rows[SF_SEARCH_PIPELINE].present) {
             starts[ns++] = piped;
+            if (!data->fits) mo.memory = 1;
+            /* the micro-batch graph's tasks may pass the limit the others keep */
+            if (mo.sim.max_tasks > 0 && 2 * piped_tasks > mo.sim.max_tasks)
+                mo.sim.max_tasks = 2 * piped_tasks;
+        }
         st = sf_mcmc_search(g, m, cm, starts, ns, &mo, mbest, &rep->mcmc, err);
         sf_strategy_free(mega);
         if (st != SF_OK) goto done;

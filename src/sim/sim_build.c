@@ -1067,7 +1067,7 @@ void sim_publish_stats(sf_sim *sim, int bid) { sim->stats[sim->pos[bid]] = sim->
 int sim_rebuild_block(sf_sim *sim, int bid) {
     if (build_block(sim, bid)) return -1;
     int opi = bid / SIM_SLOTS;
-    if (sim->pipe_only && opi < sim->n_ops && sim->pipe_only[opi]) {
+    if (sim->pipe_only && opi < sim->n_ops && sim->pipe_only[opi] == SIM_PIPE_LATE) {
         /* a micro-batch no stage holds with the first ones at once: the sums
          * (everything alive at once) leave its activations to the timeline */
         sim_block *b = &sim->blocks[bid];
@@ -1076,6 +1076,18 @@ int sim_rebuild_block(sf_sim *sim, int bid) {
             if (e->kind != SF_SIM_MEM_ACTIVATIONS && e->kind != SF_SIM_MEM_RECEIVED) continue;
             if (e->only == SIM_MEM_BOTH) e->only = SIM_MEM_TIMELINE;
             else if (e->only == SIM_MEM_SUMS) e->bytes = 0;
+        }
+    } else if (sim->pipe_only && opi < sim->n_ops && sim->pipe_only[opi] == SIM_PIPE_FIRST) {
+        /* a stage recomputes one micro-batch's chunk at a time, in its backward
+         * slots, while the others' kept activations wait: the sums take the
+         * first micro-batch's recomputed activations as activations */
+        sim_block *b = &sim->blocks[bid];
+        for (int i = 0, n = b->n_mem; i < n; i++) {
+            sim_mem e = b->mem[i];
+            if (e.kind == SF_SIM_MEM_RECOMPUTED &&
+                block_mem_in(b, e.dev, SF_SIM_MEM_ACTIVATIONS, e.bytes, SIM_MEM_ALWAYS,
+                             SIM_MEM_ALWAYS, SIM_MEM_SUMS))
+                return -1;
         }
     }
     sim_publish_stats(sim, bid);

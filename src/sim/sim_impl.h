@@ -74,6 +74,8 @@ typedef struct sim_stats {
 #define SIM_MEM_ALWAYS (-1)
 /* Which of the two pictures takes an entry (sim_mem.only). */
 enum { SIM_MEM_BOTH = 0, SIM_MEM_TIMELINE, SIM_MEM_SUMS };
+/* A pipeline copy's part in the sums (sf_sim.pipe_only). */
+enum { SIM_PIPE_MIDDLE = 0, SIM_PIPE_LATE, SIM_PIPE_FIRST };
 typedef struct sim_mem {
     int32_t dev;
     uint8_t kind; /* sf_sim_mem_kind */
@@ -259,8 +261,10 @@ struct sf_sim {
      * that operator u's forward slot ends in and the one before it (-1: the
      * stage's first slot), [4 u + 2], [4 u + 3] the same for its backward slot,
      * barriers numbered after the bulk ones in the barrier block; pipe_only[u]
-     * 1 when u's micro-batch is one a stage never holds with the first ones at
-     * once (the sums leave its activations to the timeline). */
+     * SIM_PIPE_LATE when u's micro-batch is one a stage never holds with the
+     * first ones at once (the sums leave its activations to the timeline),
+     * SIM_PIPE_FIRST for micro-batch 0 (the sums count its recomputed
+     * activations: a stage recomputes one micro-batch at a time), else 0. */
     struct sim_pipe *pipe;
     int in_pipe; /* 1: the last run or update went to pipe (the strategy has a pipeline) */
     const int32_t *pipe_bar; /* borrowed from the outer simulator's struct sim_pipe */

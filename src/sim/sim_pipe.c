@@ -99,7 +99,7 @@ static sf_status pipe_barriers(struct sim_pipe *pp, const sf_graph *g, const sf_
                 pp->bar[4 * u + 2 * bw] = at;
                 pp->bar[4 * u + 2 * bw + 1] = at % per ? at - 1 : -1;
             }
-            pp->only[u] = j >= most;
+            pp->only[u] = j >= most ? SIM_PIPE_LATE : j == 0 ? SIM_PIPE_FIRST : SIM_PIPE_MIDDLE;
         }
     }
     pp->n_bar = p * per;

@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# run.sh - the main job of `make run`: measure this host as two MPI ranks
+# run.sh - the main job of `make run`: first plan a 10 B GPT (48 layers of
+# 4096) for 64 H100s in 8 DGX nodes with the analytic model (the baselines,
+# the pipeline pass over Megatron's tensor x pipeline x data grid, OptCNN and
+# MCMC with layer templates), then measure this host as two MPI ranks
 # (calibrate: links, BLAS, copies, all-reduces) and LeNet-5's tasks on it
 # (profile), plan LeNet-5 for those ranks with the measured machine and costs,
 # then train it with the plan on Fashion-MNIST for one epoch, printing the
@@ -15,6 +18,10 @@ PLAN="$BUILD/lenet5-plan.json"
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 export OMPI_MCA_rmaps_base_oversubscribe=1 OPENBLAS_NUM_THREADS=1
 
+echo "== plan: a 10 B GPT (48 x 4096, seq 2048, bf16, Adam) on 64 H100s in 8 nodes, analytic model"
+"$SF" search --model gpt --layers 48 --hidden 4096 --heads 32 --batch 64 --seq-len 2048 \
+    --dtype bf16 --optimizer adam --machine dgx-h100 --budget 6s --templates
+echo
 echo "== measure: this host as 2 MPI ranks, lenet5's tasks on them"
 # the whole summary goes to a file; its last lines say what the machine file holds
 mpirun -n 2 "$SF" calibrate --out "$MACHINE" >"$BUILD/calibrate.txt"

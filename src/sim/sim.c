@@ -443,6 +443,7 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
     sf_strategy_copy(sim->s, s);
     sim->n_undo = 0;
     sim->in_pipe = sf_strategy_pipeline(s) != NULL;
+    if (!sim->in_pipe) pipe_free(sim); /* the micro-batch graph's simulator is not kept */
     if (sim->in_pipe) {
         sim->has_run = 0;
         st = pipe_run(sim, s, r, err);

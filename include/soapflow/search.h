@@ -213,6 +213,8 @@ typedef struct sf_mcmc_result {
     int templates;           /* template classes found (0 without templates) */
     int64_t template_moves;  /* proposals that moved more than one member of a template */
     int64_t template_breaks; /* proposals that broke a template's tie for one layer */
+    int skipped_starts;      /* starts left out: their task graph passed the task limit or
+                              * the host's memory (the others' chains ran) */
 } sf_mcmc_result;
 
 /* Search from each start in turn (each gets an equal share of the budget, three

@@ -541,6 +541,9 @@ int sf_cmd_search(int argc, char **argv) {
                    (long long)rep.mcmc.iterations, (long long)rep.mcmc.accepted,
                    (long long)rep.mcmc.polish_moves, (long long)rep.mcmc.polish_improved,
                    rep.mcmc.seconds, rep.mcmc.sims_per_s);
+        if (run_mcmc && rep.mcmc.skipped_starts > 0)
+            printf("mcmc: %d start%s left out: too large a task graph to simulate here\n",
+                   rep.mcmc.skipped_starts, rep.mcmc.skipped_starts == 1 ? "" : "s");
         if (rep.pipe_ran) pipe_lines(&rep.pipe, g);
         printf("best: %s, %.3f ms, %.2fx over data parallelism%s%s\n", rows[rep.best].name,
                br.iter_s * 1e3, data_s / br.iter_s, o.out ? ", written to " : "",

@@ -192,6 +192,7 @@ typedef struct mc_search {
     int have_best;
     int best_start;
     int64_t iterations, accepted, sims;
+    int sims_at_start_fail; /* the last chain's start did not simulate */
     int64_t pair_proposals, pair_accepted;
     int64_t polish_moves, polish_improved;
     int *cand_deg;   /* polish: [max_cands][SF_MAX_DIMS] degree tuples of one operator */
@@ -660,6 +661,7 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
     const sf_mcmc_options *o = s->o;
     sf_sim_result r;
     sf_status st = sf_sim_run(s->sim, start, &r, err);
+    s->sims_at_start_fail = st != SF_OK;
     if (st != SF_OK) {
         sf_error_prefix(err, "mcmc: start %d: ", i);
         return st;
@@ -1193,7 +1195,7 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
     if (o->progress) sf_progress_start(&s.bar, stderr, "mcmc", 1.0);
 
     mc_point start_best = {0, 0, 0};
-    int have_start_best = 0;
+    int have_start_best = 0, skipped = 0;
     sf_status st = SF_OK;
     /* With the polish, the chains get 1 - POLISH_SHARE of the budget
      * and the polish the rest, with what the chains leave. */
@@ -1213,7 +1215,17 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
             if (share_s < 0) share_s = 0;
         }
         mc_point sp;
-        st = run_chain(&s, starts[i], i, 0, o->iters > 0, share_it, share_s, &sp, err);
+        sf_error serr = {0};
+        st = run_chain(&s, starts[i], i, 0, o->iters > 0, share_it, share_s, &sp, &serr);
+        if ((st == SF_ERR_RANGE || st == SF_ERR_NOMEM) && s.sims_at_start_fail) {
+            /* a start too large to simulate here is left out, not the search */
+            skipped++;
+            if (i + 1 < n_starts || have_start_best) {
+                st = SF_OK;
+                continue;
+            }
+        }
+        if (st != SF_OK && err) *err = serr;
         if (st == SF_OK && (!have_start_best || point_better(&sp, &start_best))) {
             start_best = sp;
             have_start_best = 1;
@@ -1252,6 +1264,7 @@ sf_status sf_mcmc_search(const sf_graph *g, const sf_machine *m, const sf_cost_m
             r->boundary_moves = s.boundary_moves;
             r->mb_moves = s.mb_moves;
             r->invalid = s.invalid;
+            r->skipped_starts = skipped;
             r->templates = s.use_tp ? s.tp.n_classes : 0;
             r->template_moves = s.template_moves;
             r->template_breaks = s.template_breaks;

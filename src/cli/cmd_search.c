@@ -245,12 +245,13 @@ static void pipe_lines(const sf_search_pipe_plan *p, const sf_graph *g) {
         sf_pipe_schedule_str(&p->pipeline, sch, sizeof sch);
         pipe_boundaries(&p->pipeline, g, bounds, sizeof bounds);
     }
-    printf("pipeline: %s, %.3f ms, %s; %d stages, %d micro-batches of %d samples a data-parallel "
-           "rank, schedule %s, tensor %d x data %d a stage, recompute %s; %d candidates "
-           "simulated, %d left out%s, %.1f s\n",
-           p->name, p->iter_s * 1e3, p->fits ? "fits" : "does not fit",
-           p->pipeline.stages > 0 ? p->pipeline.stages : 1,
-           p->pipeline.stages > 0 ? p->pipeline.micro_batches : 1, p->micro_batch, sch, p->tp,
+    int ns = p->pipeline.stages > 0 ? p->pipeline.stages : 1;
+    int nm = p->pipeline.stages > 0 ? p->pipeline.micro_batches : 1;
+    printf("pipeline: %s, %.3f ms, %s; %d stage%s, %d micro-batch%s of %d sample%s a "
+           "data-parallel rank, schedule %s, tensor %d x data %d a stage, recompute %s; %d "
+           "candidates simulated, %d left out%s, %.1f s\n",
+           p->name, p->iter_s * 1e3, p->fits ? "fits" : "does not fit", ns, ns == 1 ? "" : "s",
+           nm, nm == 1 ? "" : "es", p->micro_batch, p->micro_batch == 1 ? "" : "s", sch, p->tp,
            p->dp, pipe_rc[p->recompute], p->tried, p->skipped,
            p->out_of_budget ? " (budget spent)" : "", p->seconds);
     if (p->pipeline.stages > 0) printf("pipeline: chunks start at operators %s\n", bounds);

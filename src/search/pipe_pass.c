@@ -140,12 +140,13 @@ static void keep(sf_search_pipe_plan *p, const sf_sim_result *r, const sf_strate
 }
 
 /* The most tasks a candidate's task graph may have: with the memory timeline
- * the simulator keeps some 600 bytes a task, so 12 M hold it near 8 GiB (the
+ * the simulator keeps some 600 bytes a task, so 6 M hold it near 4 GiB beside
+ * the search's own simulators (a 23 GB host ran out at 12 M on GPT-3; the
  * micro-batch graph of GPT-3 at tensor 8, pipeline 16, data 8 and 48
  * micro-batches has 24.8 M: such candidates wait for the slot-level fast path
  * of docs/simulator.md). A tensor-parallel candidate has about (T + 1) times
  * est_tasks. */
-#define PIPE_PASS_MAX_TASKS 12000000
+#define PIPE_PASS_MAX_TASKS 6000000
 
 sf_status sf_search_pipeline_pass(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
                                   const sf_sim_options *so, double budget_s, int64_t max_tasks,
@@ -157,7 +158,7 @@ sf_status sf_search_pipeline_pass(const sf_graph *g, const sf_machine *m, const 
     else sf_sim_options_default(&o);
     o.memory_timeline = 1; /* a pipeline's micro-batches are not all alive at once */
     /* the estimate below keeps task graphs in reach, and the limit holds the
-     * simulator's memory to about 8 GiB */
+     * simulator's memory to about 4 GiB */
     o.max_tasks = PIPE_PASS_MAX_TASKS;
     sf_sim *sim = sf_sim_new(g, m, cm, &o, err);
     if (!sim) return err && err->code != SF_OK ? err->code : SF_ERR_NOMEM;

@@ -23,6 +23,8 @@
 #include "soapflow/sim.h"
 #include "soapflow/strategy.h"
 
+#include "pipeline_fixtures.h"
+
 static sf_graph *model(const char *name, int batch) {
     sf_model_options o;
     sf_model_options_default(&o);
@@ -65,57 +67,11 @@ static sf_machine *machine(const char *name) {
     return m;
 }
 
-/* One node of `devices` devices whose transfers take no time. */
-static sf_machine *free_links(int devices) {
-    sf_machine_desc d;
-    sf_error err = {0};
-    assert_int_equal(sf_machine_preset_desc("p100-4x4", &d, &err), SF_OK);
-    d.nodes = 1;
-    d.devices_per_node = devices;
-    d.intra = SF_INTRA_PAIRWISE;
-    d.intra_bw_Bps = 1e29;
-    d.intra_latency_s = 0;
-    d.inter_bw_Bps = 1e29;
-    d.inter_latency_s = 0;
-    sf_machine *m = sf_machine_build(&d, &err);
-    if (!m) fail_msg("%s", err.msg);
-    return m;
-}
-
 static sf_sim_result run(sf_sim *sim, const sf_strategy *s) {
     sf_error err = {0};
     sf_sim_result r;
     if (sf_sim_run(sim, s, &r, &err) != SF_OK) fail_msg("%s", err.msg);
     return r;
-}
-
-/* Every operator unsplit on the first device of its stage's group of
- * n_dev / p devices, under pl. */
-static sf_strategy *staged(const sf_graph *g, const sf_machine *m, const sf_pipeline *pl) {
-    int n = sf_graph_num_ops(g), group = sf_machine_num_devices(m) / pl->stages;
-    int *chunk = malloc((size_t)n * sizeof *chunk);
-    sf_pipeline_op_chunks(pl, g, chunk);
-    sf_strategy *s = sf_strategy_new(g);
-    for (int i = 0; i < n; i++) {
-        sf_config *c = sf_strategy_config(s, i);
-        const sf_op *op = sf_graph_op(g, i);
-        int ones[SF_MAX_DIMS];
-        for (int k = 0; k < op->space.ndim; k++) ones[k] = 1;
-        assert_int_equal(sf_config_set_degrees(c, op->space.ndim, ones), SF_OK);
-        c->device[0] = (int16_t)((chunk[i] % pl->stages) * group);
-    }
-    free(chunk);
-    sf_strategy_set_pipeline(s, pl);
-    sf_error err = {0};
-    if (sf_strategy_validate(s, g, m, &err) != SF_OK) fail_msg("%s", err.msg);
-    return s;
-}
-
-static sf_pipeline even(const sf_graph *g, int p, int v, int m, sf_pipe_schedule sch) {
-    sf_pipeline pl;
-    sf_error err = {0};
-    if (sf_pipeline_even(&pl, g, p, v, m, sch, &err) != SF_OK) fail_msg("%s", err.msg);
-    return pl;
 }
 
 /* Each stage runs every (micro-batch, chunk) forward and backward once, a

@@ -1,12 +1,30 @@
 /*
  * pipeline_fixtures.h - what the pipeline tests share (tests/test_pipeline.c,
- * tests/test_search_pipeline.c): a machine whose transfers take no time, a
+ * tests/test_search_pipeline.c): a chain of equal layers, a machine whose transfers take no time, a
  * pipelined strategy with every operator unsplit on its stage's first device,
  * and sf_pipeline_even that fails the test on an error. Included after
  * cmocka.h and soapflow's headers.
  */
 #ifndef SF_TESTS_PIPELINE_FIXTURES_H
 #define SF_TESTS_PIPELINE_FIXTURES_H
+
+/* An input and a chain of `layers` fully connected layers of equal width. */
+static sf_graph *chain(int layers, int64_t width, int64_t batch) {
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("chain");
+    sf_shape sh = sf_shape_make(2, (int64_t[]){batch, width});
+    int x = sf_graph_add_input(g, "x", &sh, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_LINEAR, &p);
+    p.linear.out_features = width;
+    for (int i = 0; i < layers && x >= 0; i++) {
+        char name[16];
+        snprintf(name, sizeof name, "fc%d", i + 1);
+        x = sf_graph_add_op(g, SF_OP_LINEAR, name, &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    }
+    if (x < 0) fail_msg("chain: %s", err.msg);
+    return g;
+}
 
 /* One node of `devices` devices whose transfers take no time. */
 static sf_machine *free_links(int devices) {

@@ -45,24 +45,6 @@ static sf_graph *gpt(int layers, int batch) {
     return g;
 }
 
-/* An input and a chain of `layers` linear layers of equal width. */
-static sf_graph *chain(int layers, int64_t width, int64_t batch) {
-    sf_error err = {0};
-    sf_graph *g = sf_graph_new("chain");
-    sf_shape sh = sf_shape_make(2, (int64_t[]){batch, width});
-    int x = sf_graph_add_input(g, "x", &sh, 0, &err);
-    sf_op_params p;
-    sf_op_params_default(SF_OP_LINEAR, &p);
-    p.linear.out_features = width;
-    for (int i = 0; i < layers && x >= 0; i++) {
-        char name[16];
-        snprintf(name, sizeof name, "fc%d", i + 1);
-        x = sf_graph_add_op(g, SF_OP_LINEAR, name, &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
-    }
-    if (x < 0) fail_msg("chain: %s", err.msg);
-    return g;
-}
-
 static sf_machine *p100(int n) {
     sf_error err = {0};
     sf_machine *full = sf_machine_preset("p100-4x4", &err);

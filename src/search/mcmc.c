@@ -584,6 +584,19 @@ static sf_status full_run(mc_search *s, sf_sim_result *r, sf_error *err) {
     return full_sim(s, s->sim, s->work, r, err);
 }
 
+/* Simulate the prepared move (s->xn operators to s->xcfg): a delta update
+ * bounded by bound, or in full mode the configs set in the working copy
+ * (the old ones kept in s->xsaved) and a full run. */
+static sf_status try_move(mc_search *s, double bound, sf_sim_result *r, sf_error *err) {
+    if (s->o->use_delta) return sf_sim_update_many(s->sim, s->xn, s->xop, s->xcfg, bound, r, err);
+    for (int j = 0; j < s->xn; j++) {
+        sf_config *wc = sf_strategy_config(s->work, s->xop[j]);
+        sf_config_copy(&s->xsaved[j], wc);
+        sf_config_copy(wc, &s->xcfg[j]);
+    }
+    return full_run(s, r, err);
+}
+
 /* The Metropolis test of a simulated proposal r from cur (see the top of the
  * file; bound: the time bound drawn before simulating while cur fits). 1 with
  * *p set when accepted. */
@@ -743,16 +756,7 @@ static sf_status run_chain(mc_search *s, const sf_strategy *start, int i, int pa
                 double u = sf_rng_uniform(&s->rng);
                 if (beta > 0 && u > 0) bound = cur.cost_s - ref.cost_s * log(u) / beta;
             }
-            if (o->use_delta) {
-                st = sf_sim_update_many(s->sim, s->xn, s->xop, s->xcfg, bound, &r, err);
-            } else {
-                for (int j = 0; j < s->xn; j++) {
-                    sf_config *wc = sf_strategy_config(s->work, s->xop[j]);
-                    sf_config_copy(&s->xsaved[j], wc);
-                    sf_config_copy(wc, &s->xcfg[j]);
-                }
-                st = full_run(s, &r, err);
-            }
+            st = try_move(s, bound, &r, err);
             if (st != SF_OK) return st;
             s->sims++;
             ok = decide(s, &cur, &ref, beta, bound, &r, &p);
@@ -880,16 +884,7 @@ static sf_status polish_try(mc_search *s, mc_move *mv, mc_point *cur, int *impro
     sf_sim_result r;
     double bound = cur->fits ? cur->cost_s : INFINITY;
     sf_status st;
-    if (s->o->use_delta) {
-        st = sf_sim_update_many(s->sim, s->xn, s->xop, s->xcfg, bound, &r, err);
-    } else {
-        for (int j = 0; j < s->xn; j++) {
-            sf_config *wc = sf_strategy_config(s->work, s->xop[j]);
-            sf_config_copy(&s->xsaved[j], wc);
-            sf_config_copy(wc, &s->xcfg[j]);
-        }
-        st = full_run(s, &r, err);
-    }
+    st = try_move(s, bound, &r, err);
     if (st != SF_OK) return st;
     s->sims++;
     s->iterations++;

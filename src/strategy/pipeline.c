@@ -249,12 +249,15 @@ out:
     return st;
 }
 
+static sf_status chunks_out_of_range(int p, int v, sf_error *err) {
+    return sf_error_set(err, SF_ERR_RANGE, "pipeline: %d stages of %d chunks (at most %d)", p, v,
+                        SF_MAX_PIPE_CHUNKS);
+}
+
 sf_status sf_pipeline_even(sf_pipeline *pl, const sf_graph *g, int p, int v, int m,
                            sf_pipe_schedule schedule, sf_error *err) {
     int n = sf_graph_num_ops(g), nc = p * v;
-    if (p < 1 || v < 1 || nc > SF_MAX_PIPE_CHUNKS)
-        return sf_error_set(err, SF_ERR_RANGE, "pipeline: %d stages of %d chunks (at most %d)", p,
-                            v, SF_MAX_PIPE_CHUNKS);
+    if (p < 1 || v < 1 || nc > SF_MAX_PIPE_CHUNKS) return chunks_out_of_range(p, v, err);
     double *w = malloc((size_t)(n ? n : 1) * sizeof *w);
     if (!w) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     double total = 0;
@@ -340,9 +343,7 @@ static int block_starts(const sf_graph *g, int *start, int cap) {
 sf_status sf_pipeline_blocks(sf_pipeline *pl, const sf_graph *g, int p, int v, int m,
                              sf_pipe_schedule schedule, sf_error *err) {
     int n = sf_graph_num_ops(g), nc = p * v;
-    if (p < 1 || v < 1 || nc > SF_MAX_PIPE_CHUNKS)
-        return sf_error_set(err, SF_ERR_RANGE, "pipeline: %d stages of %d chunks (at most %d)", p,
-                            v, SF_MAX_PIPE_CHUNKS);
+    if (p < 1 || v < 1 || nc > SF_MAX_PIPE_CHUNKS) return chunks_out_of_range(p, v, err);
     int *start = malloc((size_t)(n ? n : 1) * sizeof *start);
     if (!start) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     int nb = block_starts(g, start, n);

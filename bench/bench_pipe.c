@@ -6,7 +6,7 @@
  *
  *     bench_pipe MACHINE.json --tp T --pp P --dp D --micro M [--layers L]
  *                [--hidden H] [--heads A] [--seq-len S] [--vocab V] [--batch B]
- *                [--schedule gpipe|1f1b|interleaved:V] [--reps R]
+ *                [--schedule gpipe|1f1b|interleaved:V] [--reps R] [--full 1]
  *
  * The model is the zoo's gpt (GPT-3 175B's shape by default: 96 layers,
  * hidden 12288, 96 heads, sequence 2048) in bf16 under Adam; the machine file
@@ -89,10 +89,10 @@ int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: bench_pipe MACHINE.json --tp T --pp P --dp D --micro M "
                         "[--layers L] [--hidden H] [--heads A] [--seq-len S] [--vocab V] "
-                        "[--batch B] [--schedule S] [--reps R]\n");
+                        "[--batch B] [--schedule S] [--reps R] [--full 1]\n");
         return 2;
     }
-    int tp = 8, pp = 1, dp = 1, micro = 1, reps = 3;
+    int tp = 8, pp = 1, dp = 1, micro = 1, reps = 3, full = 0;
     const char *sched = "1f1b";
     sf_model_options mo;
     sf_model_options_default(&mo);
@@ -128,6 +128,8 @@ int main(int argc, char **argv) {
             sched = v;
         else if (!strcmp(k, "--reps"))
             reps = (int)x;
+        else if (!strcmp(k, "--full"))
+            full = (int)x;
         else {
             fprintf(stderr, "bench_pipe: unknown option '%s'\n", k);
             return 2;
@@ -161,7 +163,10 @@ int main(int argc, char **argv) {
         pipelined_megatron(s, g, m, &pl, tp, dp, &err) != SF_OK)
         goto fail;
     double rss0 = rss_mb();
-    sf_sim *sim = sf_sim_new(g, m, cm, NULL, &err);
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    so.pipeline_full = full;
+    sf_sim *sim = sf_sim_new(g, m, cm, &so, &err);
     if (!sim) goto fail;
     sf_sim_result r = {0};
     double best = INFINITY;
@@ -176,10 +181,11 @@ int main(int argc, char **argv) {
     }
     printf("{\"machine\": \"%s\", \"devices\": %d, \"tp\": %d, \"pp\": %d, \"dp\": %d, "
            "\"micro\": %d, \"schedule\": \"%s\", \"layers\": %lld, \"ops\": %d, "
-           "\"tasks\": %lld, \"iter_ms\": %.6f, \"peak_mem_GB\": %.3f, \"fits\": %d, "
+           "\"tasks\": %lld, \"fast_copies\": %d, \"tasks_simulated\": %lld, \"iter_ms\": %.9f, \"peak_mem_GB\": %.3f, \"fits\": %d, "
            "\"full_s\": %.3f, \"rss_before_sim_MB\": %.0f, \"rss_MB\": %.0f}\n",
            sf_machine_name(m), sf_machine_num_devices(m), tp, pp, dp, micro, sched,
-           (long long)mo.layers, sf_graph_num_ops(g), (long long)r.tasks, r.iter_s * 1e3,
+           (long long)mo.layers, sf_graph_num_ops(g), (long long)r.tasks, r.fast_copies,
+           (long long)r.rescheduled, r.iter_s * 1e3,
            r.peak_mem_bytes / 1e9, r.fits, best, rss0, rss_mb());
     sf_sim_free(sim);
     rc = 0;

@@ -346,12 +346,152 @@ static void test_refusals(void **state) {
     sf_machine_free(mach);
 }
 
+/* ---- the fast path: three short runs carried to m ----------------------------- */
+
+static int close_to(double a, double b, double scale) {
+    double mag = fmax(fmax(fabs(a), fabs(b)), scale);
+    return fabs(a - b) <= 1e-9 * mag;
+}
+
+/* Every figure of the fast path's result f equals the full run's (everything
+ * every micro-batch), to rounding: sums of equal terms in another order. */
+static void same_result(const char *what, sf_sim *fs, const sf_sim_result *f, sf_sim *ws,
+                        const sf_sim_result *w) {
+    double T = w->iter_s;
+    if (!close_to(f->iter_s, w->iter_s, 0))
+        fail_msg("%s: fast %.17g s, full %.17g s", what, f->iter_s, w->iter_s);
+    assert_true(close_to(f->compute_s, w->compute_s, T));
+    assert_true(close_to(f->transfer_s, w->transfer_s, T));
+    assert_true(close_to(f->sync_s, w->sync_s, T));
+    assert_true(f->transfer_bytes == w->transfer_bytes);
+    assert_true(f->sync_bytes == w->sync_bytes);
+    assert_true(f->intra_bytes == w->intra_bytes);
+    if (f->inter_bytes != w->inter_bytes)
+        fail_msg("%s: inter %lld, full %lld, transfer %lld sync %lld", what, (long long)f->inter_bytes, (long long)w->inter_bytes, (long long)w->transfer_bytes, (long long)w->sync_bytes);
+    assert_true(f->tasks == w->tasks);
+    assert_true(f->rescheduled < w->tasks);
+    assert_int_equal(f->fits, w->fits);
+    assert_true(close_to(f->peak_mem_bytes, w->peak_mem_bytes, 0));
+    assert_true(close_to(f->live_peak_bytes, w->live_peak_bytes, 0));
+    for (int d = 0; d < w->n_devices; d++) {
+        if (!close_to(f->device_busy_s[d], w->device_busy_s[d], T))
+            fail_msg("%s: device %d busy %.17g, full %.17g", what, d, f->device_busy_s[d],
+                     w->device_busy_s[d]);
+        assert_true(close_to(f->device_mem_bytes[d], w->device_mem_bytes[d], 0));
+        if (!close_to(f->device_live_bytes[d], w->device_live_bytes[d], 0))
+            fail_msg("%s: device %d live peak %.17g, full %.17g", what, d,
+                     f->device_live_bytes[d], w->device_live_bytes[d]);
+        assert_true(close_to(f->device_live_peak_s[d], w->device_live_peak_s[d], T));
+        for (int k = 0; k < SF_SIM_MEM_KIND_COUNT; k++)
+            assert_true(close_to(f->device_live_kinds[d * SF_SIM_MEM_KIND_COUNT + k],
+                                 w->device_live_kinds[d * SF_SIM_MEM_KIND_COUNT + k], 0));
+        double a[SF_SIM_TOTAL_COUNT], b[SF_SIM_TOTAL_COUNT];
+        sf_error err = {0};
+        assert_int_equal(sf_sim_kind_totals(fs, d, a, &err), SF_OK);
+        assert_int_equal(sf_sim_kind_totals(ws, d, b, &err), SF_OK);
+        for (int k = 0; k < SF_SIM_TOTAL_COUNT; k++) assert_true(close_to(a[k], b[k], T));
+    }
+}
+
+/* A pipelined strategy with random configs inside its stages, simulated by
+ * the fast path and by every micro-batch; then delta updates and reverts of
+ * the fast one against full runs of the changed strategy. Returns 1 when the
+ * fast path took the strategy. */
+static int fast_case(const char *name, int batch, const char *mach_name, int p, int v, int m,
+                     sf_pipe_schedule sch, int moves, uint64_t seed) {
+    sf_graph *g = model(name, batch);
+    sf_machine *mach = machine(mach_name);
+    sf_cost_model *cm = sf_cost_analytic_new(mach, NULL);
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    so.memory_timeline = 1;
+    sf_sim_options wo = so;
+    wo.pipeline_full = 1;
+    sf_error err = {0};
+    sf_sim *fast = sf_sim_new(g, mach, cm, &so, &err), *full = sf_sim_new(g, mach, cm, &wo, &err);
+    assert_non_null(fast);
+    assert_non_null(full);
+    sf_pipeline pl = even(g, p, v, m, sch);
+    sf_strategy *s = staged(g, mach, &pl);
+    int n = sf_graph_num_ops(g), group = sf_machine_num_devices(mach) / p;
+    int *chunk = malloc((size_t)n * sizeof *chunk);
+    sf_pipeline_op_chunks(&pl, g, chunk);
+    sf_rng rng;
+    sf_rng_seed(&rng, seed);
+    for (int op = 1; op < n; op++) { /* a random start inside the stages */
+        sf_config c;
+        sf_config_random(sf_graph_op(g, op), mach, &rng, &c);
+        for (int q = 0; q < c.n_parts; q++)
+            c.device[q] = (int16_t)((chunk[op] % p) * group + c.device[q] % group);
+        sf_strategy *t = sf_strategy_clone(s);
+        sf_config_copy(sf_strategy_config(t, op), &c);
+        if (sf_config_validate(sf_graph_op(g, op), mach, &c, NULL) == SF_OK &&
+            sf_strategy_validate(t, g, mach, NULL) == SF_OK)
+            sf_config_copy(sf_strategy_config(s, op), &c);
+        sf_strategy_free(t);
+    }
+    char what[160];
+    snprintf(what, sizeof what, "%s p %d v %d m %d %s on %s", name, p, v, m,
+             sf_pipe_schedule_name(sch), mach_name);
+    sf_sim_result r = run(fast, s), w = run(full, s);
+    int took = r.fast_copies > 0;
+    assert_int_equal(w.fast_copies, 0);
+    if (took) same_result(what, fast, &r, full, &w);
+    else assert_true(r.iter_s == w.iter_s);
+    for (int it = 0; it < moves; it++) {
+        int op = 1 + (int)sf_rng_below(&rng, (uint64_t)(n - 1));
+        sf_config c;
+        sf_config_random(sf_graph_op(g, op), mach, &rng, &c);
+        for (int q = 0; q < c.n_parts; q++)
+            c.device[q] = (int16_t)((chunk[op] % p) * group + c.device[q] % group);
+        if (sf_config_validate(sf_graph_op(g, op), mach, &c, NULL) != SF_OK) continue;
+        err = (sf_error){0};
+        sf_status st = sf_sim_update(fast, op, &c, &r, &err);
+        if (st == SF_ERR_INVALID) continue;
+        if (st != SF_OK) fail_msg("%s move %d: %s", what, it, err.msg);
+        if (sf_rng_below(&rng, 3) == 0) { /* and back */
+            assert_int_equal(sf_sim_revert(fast, &r, &err), SF_OK);
+        } else {
+            sf_config_copy(sf_strategy_config(s, op), &c);
+        }
+        w = run(full, s);
+        if (r.fast_copies) same_result(what, fast, &r, full, &w);
+        else assert_true(close_to(r.iter_s, w.iter_s, 0));
+    }
+    free(chunk);
+    sf_strategy_free(s);
+    sf_sim_free(fast);
+    sf_sim_free(full);
+    sf_cost_free(cm);
+    sf_machine_free(mach);
+    sf_graph_free(g);
+    return took;
+}
+
+static void test_fast_path(void **state) {
+    (void)state;
+    int took = 0, cases = 0;
+    took += fast_case("mlp", 48 * 2, "p100-4x4", 2, 1, 48, SF_PIPE_1F1B, 8, 51), cases++;
+    took += fast_case("mlp", 24 * 4, "p100-4x4", 4, 1, 24, SF_PIPE_1F1B, 8, 52), cases++;
+    took += fast_case("mlp", 64, "p100-4x4", 4, 1, 64, SF_PIPE_1F1B, 6, 53), cases++;
+    took += fast_case("gpt", 32, "p100-4x4", 2, 1, 32, SF_PIPE_1F1B, 6, 54), cases++;
+    took += fast_case("gpt", 64, "dgx-h100", 4, 1, 64, SF_PIPE_1F1B, 4, 56), cases++;
+    took += fast_case("gpt", 48, "p100-4x4", 4, 1, 48, SF_PIPE_1F1B, 4, 57), cases++;
+    took += fast_case("mlp", 64 * 2, "k80-16x4", 4, 1, 64, SF_PIPE_1F1B, 4, 58), cases++;
+    /* too few micro-batches to save work, or another schedule: every micro-batch */
+    assert_int_equal(fast_case("mlp", 64, "p100-4x4", 4, 1, 8, SF_PIPE_1F1B, 0, 59), 0);
+    assert_int_equal(fast_case("gpt", 16, "p100-4x4", 2, 1, 16, SF_PIPE_GPIPE, 0, 60), 0);
+    assert_int_equal(fast_case("gpt", 24, "p100-4x4", 2, 2, 24, SF_PIPE_INTERLEAVED, 0, 61), 0);
+    if (getenv("SF_TEST_VERBOSE")) fprintf(stderr, "the fast path took %d of %d\n", took, cases);
+    if (took < cases - 2) fail_msg("the fast path took %d of %d pipelines", took, cases);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slots),          cmocka_unit_test(test_gpipe_bubble),
         cmocka_unit_test(test_1f1b_memory),    cmocka_unit_test(test_delta_mlp),
         cmocka_unit_test(test_delta_gpt),      cmocka_unit_test(test_plain_and_json),
-        cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_refusals),       cmocka_unit_test(test_fast_path),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -484,6 +484,10 @@ SF_API int64_t sf_graph_batch(const sf_graph *g);
  * does not follow the batch (a reshape with the batch spelled out is
  * rewritten). What the simulator and the runtime run a pipelined strategy on. */
 SF_API sf_graph *sf_graph_micro_batches(const sf_graph *g, int m, sf_error *err);
+/* The first `copies` (>= 1, may exceed m) copies of that graph, each at batch / m:
+ * the simulator's fast path for many micro-batches runs a few (docs/simulator.md,
+ * "Pipelines"). sf_graph_micro_batches(g, m) is copies = m. */
+SF_API sf_graph *sf_graph_micro_batch_copies(const sf_graph *g, int m, int copies, sf_error *err);
 /* ---- what each operator knows about a tile of its parallel space ------- */
 
 typedef struct sf_op_cost {

@@ -90,6 +90,11 @@ typedef struct sf_sim_options {
                                     * copy in the consumer's input buffer from its forward
                                     * to its backward. Default 0: the operators' own counts
                                     * (what PyTorch's modules save) */
+    int pipeline_full;             /* 1: simulate every micro-batch of a pipeline; 0 (default):
+                                    * a pipeline of many micro-batches may take the fast path,
+                                    * three runs of a few micro-batches carried to m when
+                                    * every figure steps evenly between them (docs/simulator.md,
+                                    * "Pipelines"); never with keep_schedule */
     int64_t max_tasks;             /* 0 (default): no limit; else a full simulation whose task
                                     * graph grows past this many tasks stops with SF_ERR_RANGE
                                     * before it is laid out, and a delta update is cut off
@@ -122,6 +127,9 @@ typedef struct sf_sim_result {
     int cut_off;            /* 1: a bounded update stopped early (iter_s > its bound) */
     int64_t rescheduled;    /* tasks this call scheduled: all of them for a full run, those
                              * from the earliest change on for a delta update */
+    int fast_copies;        /* 0, or a pipeline's fast path: the micro-batches of the run
+                             * carried to m (its tasks are `rescheduled`, `tasks` the
+                             * whole micro-batch graph's) */
     int n_devices;
     double *device_busy_s;    /* [n_devices], owned by the simulator, valid until next call;
                                * on a machine whose devices share cores, per core: on the

@@ -507,7 +507,11 @@ const char sf_cli_sim_help[] =
     "                         reduce-scatter in each node, an all-reduce across the\n"
     "                         nodes, an all-gather in each node (docs/simulator.md)\n"
     "  --segments N           cut transfers over several links into N pieces that\n"
-    "                         pipeline over the hops (default 1: store-and-forward)\n";
+    "                         pipeline over the hops (default 1: store-and-forward)\n"
+    "  --pipeline-full        simulate every micro-batch of a pipeline; without it a\n"
+    "                         pipeline of many micro-batches takes the fast path\n"
+    "                         (three short runs carried to m where every figure steps\n"
+    "                         evenly; same result to rounding, docs/simulator.md)\n";
 
 int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o) {
     const char *v = NULL;
@@ -527,7 +531,7 @@ int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o) {
                 a->cmd, "--sync-scheme must be ring, ps or hierarchical, not '%s'", v);
         return 1;
     }
-    return 0;
+    return sf_cli_flag(a, "--pipeline-full", NULL, &o->pipeline_full);
 }
 
 int sf_cli_double(sf_cli_args *a, const char *name, double lo, double hi, double *out) {

@@ -623,6 +623,7 @@ int sf_cmd_simulate(int argc, char **argv) {
     if (rc != SF_EXIT_OK) return rc;
     if (!o.machine) o.machine = DEFAULT_MACHINE;
     if (!o.strategy) o.strategy = DEFAULT_STRATEGY;
+    if (o.trace || o.svg) o.sim.pipeline_full = 1; /* pictures of every task */
 
     /* every output is checked before any work, and all are written together
      * once the work is done: a failure replaces none of the files there */

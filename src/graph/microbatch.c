@@ -44,18 +44,27 @@ static sf_op_params copy_params(const sf_op *op, int64_t B, int64_t b) {
 }
 
 sf_graph *sf_graph_micro_batches(const sf_graph *g, int m, sf_error *err) {
+    return sf_graph_micro_batch_copies(g, m, m, err);
+}
+
+sf_graph *sf_graph_micro_batch_copies(const sf_graph *g, int m, int copies, sf_error *err) {
     int64_t B = sf_graph_batch(g);
     int n = sf_graph_num_ops(g);
+    if (copies < 1) {
+        sf_error_set(err, SF_ERR_INVALID, "model '%s': %d copies of a micro-batch",
+                     sf_graph_name(g), copies);
+        return NULL;
+    }
     if (m < 1 || B < 1 || B % m != 0) {
         sf_error_set(err, SF_ERR_INVALID,
                      "model '%s': %d micro-batches do not divide its batch of %lld", sf_graph_name(g),
                      m, (long long)B);
         return NULL;
     }
-    if ((int64_t)n * m > (int64_t)1 << 24) {
+    if ((int64_t)n * copies > (int64_t)1 << 24) {
         sf_error_set(err, SF_ERR_RANGE,
                      "model '%s': %d operators in %d micro-batches make more than 2^24 operators",
-                     sf_graph_name(g), n, m);
+                     sf_graph_name(g), n, copies);
         return NULL;
     }
     int64_t b = B / m;
@@ -65,7 +74,7 @@ sf_graph *sf_graph_micro_batches(const sf_graph *g, int m, sf_error *err) {
         return NULL;
     }
     sf_tensor_ref ins[64];
-    for (int j = 0; j < m; j++) {
+    for (int j = 0; j < copies; j++) {
         for (int i = 0; i < n; i++) {
             const sf_op *op = sf_graph_op(g, i);
             char name[512];

@@ -54,6 +54,7 @@
  * schedules them; this file holds the setup, the results, the delta bookkeeping
  * (saving blocks, t0) and the public entry points.
  */
+#include <limits.h>
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -229,31 +230,223 @@ static void pipe_free(sf_sim *sim) {
     sim->pipe = NULL;
 }
 
-/* The inner simulator for m micro-batches (made anew when m changed). */
-static sf_status pipe_ready(sf_sim *sim, int m, sf_error *err) {
-    if (sim->pipe && sim->pipe->m == m) return SF_OK;
-    pipe_free(sim);
-    struct sim_pipe *p = sim_pipe_make(sim->g, m, err);
-    if (!p) return err ? err->code : SF_ERR_INVALID;
+/* A pipe of `copies` micro-batches at batch / m with its inner simulator. */
+static struct sim_pipe *pipe_new(sf_sim *sim, int m, int copies, sf_error *err) {
+    struct sim_pipe *p = sim_pipe_make(sim->g, m, copies, err);
+    if (!p) return NULL;
     p->inner = sf_sim_new(p->gu, sim->m, sim->cm, &sim->opt, err);
     if (!p->inner) {
         sim_pipe_release(p);
-        return err ? err->code : SF_ERR_NOMEM;
+        return NULL;
     }
     p->inner->pipe_bar = p->bar;
     p->inner->pipe_only = p->only;
-    sim->pipe = p;
+    return p;
+}
+
+/* The inner simulator for m micro-batches (made anew when m changed). */
+static sf_status pipe_ready(sf_sim *sim, int m, sf_error *err) {
+    if (sim->pipe && sim->pipe->m == m && sim->pipe->copies == m) return SF_OK;
+    pipe_free(sim);
+    sim->pipe = pipe_new(sim, m, m, err);
+    return sim->pipe ? SF_OK : err ? err->code : SF_ERR_NOMEM;
+}
+
+/* A full run of s on pipe p. */
+static sf_status pipe_go(sf_sim *sim, struct sim_pipe *p, const sf_strategy *s, sf_sim_result *r,
+                         sf_error *err) {
+    sf_status st = sim_pipe_prepare(p, sim->g, s, err);
+    if (st != SF_OK) return st;
+    p->inner->pipe_n_bar = p->n_bar;
+    p->inner->pipe_per = p->per;
+    sf_sim_set_max_tasks(p->inner, sim->opt.max_tasks);
+    return sf_sim_run(p->inner, p->su, r, err);
+}
+
+/* ---- the fast path of a pipeline of many micro-batches ---------------------------- */
+
+static void kind_totals(const sf_sim *sim, int device, double *out, int lo, int hi);
+
+static void fast_free(sf_sim *sim) {
+    if (!sim->fast) return;
+    sim_fast_result_free(&sim->fast->cur);
+    sim_fast_result_free(&sim->fast->prev);
+    free(sim->fast);
+    sim->fast = NULL;
+}
+
+/* The micro-batches of the fast path's first run for pipeline pl
+ * (docs/simulator.md, "Pipelines"): 1F1B only, enough for three copies steady
+ * on every stage; 0 when the path is off or would not save work. */
+static int fast_first(const sf_sim *sim, const sf_pipeline *pl) {
+    if (sim->opt.pipeline_full || pl->schedule != SF_PIPE_1F1B) return 0;
+    int k = 2 * pl->stages + 2;
+    return 2 * k <= pl->micro_batches ? k : 0;
+}
+
+/* Slot of task i of block bid in in's layout. */
+static int64_t task_slot(const sf_sim *in, int bid, int i) { return in->lay.span[in->pos[bid]].base + i; }
+
+/* The period of an inner run of k copies of an n-operator graph under 1F1B on p
+ * stages: every task of copies j, j + 1, j + 2 (j = k - p - 2, the last three
+ * copies whose forward and backward are both between their stage's warm-up and
+ * cool-down) starts lambda after the same task of the copy before. That
+ * repeats for ever, since what a copy waits for is the copies before it and
+ * their resources. 0 when not; *end the latest finish among those copies. */
+static double copy_period(const sf_sim *in, int n, int k, int p, double *end) {
+    int j = k - p - 2;
+    const double *st = in->cur->start, *fin = in->cur->finish;
+    double lambda = NAN, tol = 1e-9 * in->cur->makespan_s;
+    *end = 0;
+    for (int i = 0; i < n; i++)
+        for (int slot = 0; slot < SLOT_SYNC; slot++) {
+            int b0 = sim_block_id(j * n + i, slot), nt = in->blocks[b0].n_tasks;
+            if (in->pos[b0] < 0) continue;
+            for (int c = 1; c <= 2; c++)
+                if (in->blocks[sim_block_id((j + c) * n + i, slot)].n_tasks != nt) return 0;
+            for (int t = 0; t < nt; t++) {
+                double s0 = st[task_slot(in, b0, t)];
+                for (int c = 1; c <= 2; c++) {
+                    int bc = sim_block_id((j + c) * n + i, slot);
+                    double sc = st[task_slot(in, bc, t)];
+                    double d = sc - st[task_slot(in, sim_block_id((j + c - 1) * n + i, slot), t)];
+                    if (isnan(lambda)) lambda = d;
+                    if (!(fabs(d - lambda) <= tol)) return 0;
+                    double f = fin[task_slot(in, bc, t)];
+                    if (f > *end) *end = f;
+                }
+                if (s0 > *end) *end = s0;
+            }
+        }
+    return lambda > 0 ? lambda : 0;
+}
+
+/* What one copy (operators [lo, hi) of the inner simulator) adds: its tasks,
+ * their sums, each device's work and kind totals. */
+static void copy_adds(const sf_sim *in, int lo, int hi, sf_sim_result *add, double *busy,
+                      double *totals) {
+    memset(add, 0, sizeof *add);
+    memset(busy, 0, (size_t)in->n_dev * sizeof *busy);
+    for (int u = lo; u < hi; u++)
+        for (int slot = 0; slot < SLOT_SYNC; slot++) {
+            int bid = sim_block_id(u, slot);
+            if (in->pos[bid] < 0) continue; /* an input slot the operator lacks */
+            const sim_block *b = &in->blocks[bid];
+            const sim_stats *x = &in->stats[in->pos[bid]];
+            add->tasks += b->n_tasks;
+            add->compute_s += x->compute_s;
+            add->transfer_s += x->xfer_s;
+            add->sync_s += x->sync_s;
+            add->transfer_bytes += x->xfer_bytes;
+            add->sync_bytes += x->sync_bytes;
+            add->intra_bytes += x->intra_bytes;
+            add->inter_bytes += x->inter_bytes;
+            for (int t = 0; t < b->n_tasks; t++)
+                if (b->tasks[t].res >= 0 && b->tasks[t].res < in->n_dev)
+                    busy[b->tasks[t].res] += b->tasks[t].dur_s;
+        }
+    kind_totals(in, -1, totals, lo, hi);
+}
+
+/* The fast path on s: a run of k micro-batches (made longer while its middle
+ * copies are not periodic yet), carried to s's m in out; *periodic 0 when no
+ * run short enough was (the micro-batch graph must decide). */
+static sf_status fast_eval(sf_sim *sim, const sf_strategy *s, int k, sim_fast_result *out,
+                           int *periodic, sf_error *err) {
+    const sf_pipeline *pl = sf_strategy_pipeline(s);
+    int m = pl->micro_batches, n = sim->n_ops, nd = sim->n_dev;
+    *periodic = 0;
+    /* longer runs while the runs so far stay under half the micro-batch graph */
+    for (int64_t spent = k; 2 * spent <= m; k += k / 2, spent += k) {
+        struct sim_pipe *p = pipe_new(sim, m, k, err);
+        if (!p) return err ? err->code : SF_ERR_NOMEM;
+        sf_sim_result r;
+        sf_status st = pipe_go(sim, p, s, &r, err);
+        double end = 0, lambda = st == SF_OK ? copy_period(p->inner, n, k, pl->stages, &end) : 0;
+        if (lambda > 0) {
+            /* m - k more copies like the steady ones: everything after them later by
+             * lambda each, the sums more by one copy's worth each */
+            double more = m - k;
+            sf_sim_result add;
+            int j = k - pl->stages - 2;
+            double *busy = malloc((size_t)nd * (1 + SF_SIM_TOTAL_COUNT) * sizeof *busy);
+            if (!busy) {
+                st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+                goto done;
+            }
+            double *tot = busy + nd;
+            copy_adds(p->inner, j * n, (j + 1) * n, &add, busy, tot);
+            add.tasks += p->n_bar / k; /* its slots' barriers */
+            kind_totals(p->inner, -1, out->totals, 0, INT_MAX);
+            for (int q = 0; q < nd * SF_SIM_TOTAL_COUNT; q++) out->totals[q] += more * tot[q];
+            sf_sim_result *o = &out->r;
+            *o = r;
+            o->iter_s = r.iter_s + more * lambda;
+            o->compute_s += more * add.compute_s;
+            o->transfer_s += more * add.transfer_s;
+            o->sync_s += more * add.sync_s;
+            o->transfer_bytes += (int64_t)more * add.transfer_bytes;
+            o->sync_bytes += (int64_t)more * add.sync_bytes;
+            o->intra_bytes += (int64_t)more * add.intra_bytes;
+            o->inter_bytes += (int64_t)more * add.inter_bytes;
+            o->tasks += (int64_t)more * add.tasks;
+            o->fast_copies = k;
+            for (int d = 0; d < nd; d++) out->busy[d] = r.device_busy_s[d] + more * busy[d];
+            free(busy);
+            memcpy(out->mem, r.device_mem_bytes, (size_t)nd * sizeof *out->mem);
+            o->device_busy_s = out->busy;
+            o->device_mem_bytes = out->mem;
+            if (r.device_live_bytes) {
+                memcpy(out->live, r.device_live_bytes, (size_t)nd * sizeof *out->live);
+                memcpy(out->kinds, r.device_live_kinds,
+                       (size_t)nd * SF_SIM_MEM_KIND_COUNT * sizeof *out->kinds);
+                for (int d = 0; d < nd; d++)
+                    out->live_t[d] = r.device_live_peak_s[d] + (r.device_live_peak_s[d] > end ? more * lambda : 0);
+                o->device_live_bytes = out->live;
+                o->device_live_peak_s = out->live_t;
+                o->device_live_kinds = out->kinds;
+            }
+            *periodic = 1;
+        }
+    done:
+        sf_sim_free(p->inner);
+        sim_pipe_release(p);
+        if (st != SF_OK || *periodic) return st;
+    }
     return SF_OK;
 }
 
 static sf_status pipe_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_error *err) {
+    int k = fast_first(sim, sf_strategy_pipeline(s));
+    if (k) {
+        pipe_free(sim);
+        if (!sim->fast) {
+            sim->fast = calloc(1, sizeof *sim->fast);
+            if (!sim->fast || sim_fast_result_alloc(&sim->fast->cur, sim->n_dev) ||
+                sim_fast_result_alloc(&sim->fast->prev, sim->n_dev)) {
+                fast_free(sim);
+                return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            }
+        }
+        sim->fast->k = k;
+        sim->fast->revert_to_fast = 0;
+        int periodic;
+        sf_status st = fast_eval(sim, s, k, &sim->fast->cur, &periodic, err);
+        if (st != SF_OK || periodic) {
+            if (st == SF_OK) *r = sim->fast->cur.r;
+            else fast_free(sim);
+            return st;
+        }
+    }
+    fast_free(sim); /* not periodic in time, or not long enough: every micro-batch */
     sf_status st = pipe_ready(sim, sf_strategy_pipeline(s)->micro_batches, err);
-    if (st == SF_OK) st = sim_pipe_prepare(sim->pipe, sim->g, s, err);
-    if (st != SF_OK) return st;
-    sim->pipe->inner->pipe_n_bar = sim->pipe->n_bar;
-    sim->pipe->inner->pipe_per = sim->pipe->per;
-    sf_sim_set_max_tasks(sim->pipe->inner, sim->opt.max_tasks);
-    return sf_sim_run(sim->pipe->inner, sim->pipe->su, r, err);
+    return st == SF_OK ? pipe_go(sim, sim->pipe, s, r, err) : st;
+}
+
+static void fast_swap(struct sim_fast *f) {
+    sim_fast_result t = f->cur;
+    f->cur = f->prev;
+    f->prev = t;
 }
 
 /* A delta update of n operators of the original graph: every micro-batch's
@@ -270,20 +463,36 @@ static sf_status pipe_update(sf_sim *sim, int n, const int *ops, const sf_config
                                     "operator '%s' changed twice in one update",
                                     sf_graph_op(sim->g, ops[j])->name);
     }
+    if (sim_undo_room(sim, n)) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     /* the whole strategy's rules (the stages' devices) with the change in */
     sf_strategy *t = sf_strategy_clone(sim->s);
     if (!t) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     for (int j = 0; j < n; j++) sf_config_copy(sf_strategy_config(t, ops[j]), &cfgs[j]);
     sf_status st = sf_pipeline_validate(sf_strategy_pipeline(t), t, sim->g, sim->m, err);
+    if (st == SF_OK && p) {
+        fast_free(sim); /* the last update was kept: no revert goes back past it */
+        st = sim_pipe_copies(p, sim->g, n, ops, cfgs, err);
+        if (st == SF_OK)
+            st = sim_update_many(p->inner, n * p->copies, p->ops, p->cfgs, bound_s, r, err);
+    } else if (st == SF_OK) {
+        /* the fast path: the changed strategy's runs; the result before for a revert */
+        struct sim_fast *f = sim->fast;
+        int periodic;
+        fast_swap(f);
+        st = fast_eval(sim, t, f->k, &f->cur, &periodic, err);
+        if (st == SF_OK && periodic) {
+            *r = f->cur.r;
+        } else if (st == SF_OK) { /* every micro-batch, this once */
+            st = pipe_ready(sim, sf_strategy_pipeline(t)->micro_batches, err);
+            if (st == SF_OK) st = pipe_go(sim, sim->pipe, t, r, err);
+            if (st != SF_OK) pipe_free(sim);
+            f->revert_to_fast = 1;
+        }
+        if (st != SF_OK) fast_swap(f);
+    }
     sf_strategy_free(t);
-    if (st == SF_OK) st = sim_pipe_copies(p, sim->g, n, ops, cfgs, err);
-    if (st == SF_OK) st = sim_update_many(p->inner, n * p->m, p->ops, p->cfgs, bound_s, r, err);
     if (st != SF_OK) return st;
     /* the outer strategy follows, with what a revert needs */
-    if (sim_undo_room(sim, n)) {
-        sf_sim_revert(p->inner, NULL, NULL);
-        return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-    }
     for (int j = 0; j < n; j++) {
         sim->undo_ops[j] = ops[j];
         sf_config_copy(&sim->undo_cfg[j], sf_strategy_get(sim->s, ops[j]));
@@ -305,6 +514,7 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->undo_ops);
     free(sim->undo_cfg);
     pipe_free(sim);
+    fast_free(sim);
     free(sim->bwd_s);
     free(sim->upd_mark);
     sf_taskgraph_free(sim->tg);
@@ -443,7 +653,10 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
     sf_strategy_copy(sim->s, s);
     sim->n_undo = 0;
     sim->in_pipe = sf_strategy_pipeline(s) != NULL;
-    if (!sim->in_pipe) pipe_free(sim); /* the micro-batch graph's simulator is not kept */
+    if (!sim->in_pipe) { /* the micro-batch graph's simulator is not kept */
+        pipe_free(sim);
+        fast_free(sim);
+    }
     if (sim->in_pipe) {
         sim->has_run = 0;
         st = pipe_run(sim, s, r, err);
@@ -826,8 +1039,16 @@ sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
     if (sim->n_undo == 0 || !sim->has_run)
         return sf_error_set(err, SF_ERR_INVALID, "nothing to revert");
     if (sim->in_pipe) { /* the inner simulator reverts; the outer strategy's configs back */
-        sf_status st = sf_sim_revert(sim->pipe->inner, r, err);
-        if (st != SF_OK) return st;
+        struct sim_fast *f = sim->fast;
+        if (f && (!sim->pipe || f->revert_to_fast)) { /* the fast path's result before */
+            pipe_free(sim);
+            fast_swap(f);
+            f->revert_to_fast = 0;
+            if (r) *r = f->cur.r;
+        } else {
+            sf_status st = sf_sim_revert(sim->pipe->inner, r, err);
+            if (st != SF_OK) return st;
+        }
         for (int j = 0; j < sim->n_undo; j++) {
             sf_config_copy(sf_strategy_config(sim->s, sim->undo_ops[j]), &sim->undo_cfg[j]);
         }
@@ -879,6 +1100,9 @@ static int res_slot_cmp(const void *pa, const void *pb) {
 
 sf_status sf_sim_delta_stats_get(sf_sim *sim, sf_sim_delta_stats *out, sf_error *err) {
     if (sim->in_pipe && sim->pipe) return sf_sim_delta_stats_get(sim->pipe->inner, out, err);
+    if (sim->in_pipe)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "the pipeline took the fast path, which keeps no schedule to compare");
     if (sim->n_undo == 0 || !sim->has_run || sim->cut_pending)
         return sf_error_set(err, SF_ERR_INVALID, "no uncut delta update to compare with");
     const sim_layout *L = &sim->lay;
@@ -948,16 +1172,21 @@ const sim_task *sim_task_of(const sf_sim *sim, int64_t slot, int *block) {
  * the runtime measures it on: the receiver of a message, the sender of a
  * gradient-sync message. The blocks hold every task's duration, so this needs
  * no kept schedule. */
-sf_status sf_sim_kind_totals(const sf_sim *sim, int device, double out[SF_SIM_TOTAL_COUNT],
-                             sf_error *err) {
-    if (sim && sim->has_run) sim = sim_shown(sim);
-    if (!sim || !sim->has_run || sim->cut_pending)
-        return sf_error_set(err, SF_ERR_INVALID, "no simulated schedule to sum");
-    if (device < 0 || device >= sim->n_dev)
-        return sf_error_set(err, SF_ERR_INVALID, "device %d is not one of the %d devices", device,
-                            sim->n_dev);
-    for (int k = 0; k < SF_SIM_TOTAL_COUNT; k++) out[k] = 0;
+/* The totals of one device (device >= 0: out[kind]) or of all (device < 0:
+ * out[d * SF_SIM_TOTAL_COUNT + kind]), over the blocks of operators [lo, hi). */
+static void kind_totals(const sf_sim *sim, int device, double *out, int lo, int hi) {
+    int n = device >= 0 ? SF_SIM_TOTAL_COUNT : sim->n_dev * SF_SIM_TOTAL_COUNT;
+    for (int k = 0; k < n; k++) out[k] = 0;
+#define CHARGE(d, kind)                                                                            \
+    do {                                                                                           \
+        if (device < 0 && (d) >= 0)                                                                \
+            out[(d) * SF_SIM_TOTAL_COUNT + (kind)] += t->dur_s;                                    \
+        else if (device >= 0 && (d) == device)                                                     \
+            out[kind] += t->dur_s;                                                                 \
+    } while (0)
     for (int k = 0; k < sim->n_order; k++) {
+        int op = sim->order[k] / SIM_SLOTS;
+        if (op < lo || op >= hi) continue;
         const sim_block *b = &sim->blocks[sim->order[k]];
         for (int i = 0; i < b->n_tasks; i++) {
             const sim_task *t = &b->tasks[i];
@@ -968,25 +1197,39 @@ sf_status sf_sim_kind_totals(const sf_sim *sim, int device, double out[SF_SIM_TO
             switch ((sim_kind)t->kind) {
             case SIM_FWD:
             case SIM_BWD:
-            case SIM_RECOMPUTE:
-                if (t->dev == device) out[SF_SIM_TOTAL_COMPUTE] += t->dur_s;
-                break;
-            case SIM_UPDATE:
-                if (t->dev == device) out[SF_SIM_TOTAL_UPDATE] += t->dur_s;
-                break;
-            case SIM_COPY:
-                if (t->dev == device) out[SF_SIM_TOTAL_COPY] += t->dur_s;
-                break;
+            case SIM_RECOMPUTE: CHARGE(t->dev, SF_SIM_TOTAL_COMPUTE); break;
+            case SIM_UPDATE: CHARGE(t->dev, SF_SIM_TOTAL_UPDATE); break;
+            case SIM_COPY: CHARGE(t->dev, SF_SIM_TOTAL_COPY); break;
             case SIM_XFER:
             case SIM_GRAD:
-                if (l && l->dst_dev == device) out[SF_SIM_TOTAL_TRANSFER] += t->dur_s;
+                if (l) CHARGE(l->dst_dev, SF_SIM_TOTAL_TRANSFER);
                 break;
             case SIM_SYNC:
-                if (l && l->src_dev == device) out[SF_SIM_TOTAL_SYNC] += t->dur_s;
+                if (l) CHARGE(l->src_dev, SF_SIM_TOTAL_SYNC);
                 break;
             default: break;
             }
         }
     }
+#undef CHARGE
+}
+
+sf_status sf_sim_kind_totals(const sf_sim *sim, int device, double out[SF_SIM_TOTAL_COUNT],
+                             sf_error *err) {
+    if (sim && sim->has_run && sim->in_pipe && sim->fast && !sim->pipe) {
+        if (device < 0 || device >= sim->n_dev)
+            return sf_error_set(err, SF_ERR_INVALID, "device %d is not one of the %d devices",
+                                device, sim->n_dev);
+        memcpy(out, &sim->fast->cur.totals[device * SF_SIM_TOTAL_COUNT],
+               SF_SIM_TOTAL_COUNT * sizeof *out);
+        return SF_OK;
+    }
+    if (sim && sim->has_run) sim = sim_shown(sim);
+    if (!sim || !sim->has_run || sim->cut_pending)
+        return sf_error_set(err, SF_ERR_INVALID, "no simulated schedule to sum");
+    if (device < 0 || device >= sim->n_dev)
+        return sf_error_set(err, SF_ERR_INVALID, "device %d is not one of the %d devices", device,
+                            sim->n_dev);
+    kind_totals(sim, device, out, 0, INT_MAX);
     return SF_OK;
 }

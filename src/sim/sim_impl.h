@@ -266,6 +266,8 @@ struct sf_sim {
      * SIM_PIPE_FIRST for micro-batch 0 (the sums count its recomputed
      * activations: a stage recomputes one micro-batch at a time), else 0. */
     struct sim_pipe *pipe;
+    struct sim_fast *fast; /* the last result came from the fast path (docs/simulator.md,
+                            * "Pipelines"): pipe is NULL then */
     int in_pipe; /* 1: the last run or update went to pipe (the strategy has a pipeline) */
     const int32_t *pipe_bar; /* borrowed from the outer simulator's struct sim_pipe */
     int32_t pipe_n_bar;
@@ -390,7 +392,7 @@ void sim_publish_stats(sf_sim *sim, int bid);
 static inline const sf_sim *sim_shown(const sf_sim *sim);
 /* The inner simulator's inputs for m micro-batches of g: the micro-batch
  * graph and room for the rest; NULL (err set) when g cannot be cut so. */
-struct sim_pipe *sim_pipe_make(const sf_graph *g, int m, sf_error *err);
+struct sim_pipe *sim_pipe_make(const sf_graph *g, int m, int copies, sf_error *err);
 /* Fill p's strategy (every copy its operator's config in s) and barriers (the
  * slots of s's pipeline, whose micro-batches are p's). */
 sf_status sim_pipe_prepare(struct sim_pipe *p, const sf_graph *g, const sf_strategy *s,
@@ -436,7 +438,9 @@ int32_t *sim_link_res_sorted(const sf_sim *sim);
 void sim_links_free(sf_sim *sim);
 
 struct sim_pipe {
-    int m;                /* micro-batches of gu */
+    int m;                /* the strategy's micro-batches: gu's are at batch / m */
+    int copies;           /* micro-batches gu holds and the schedule runs: m, or fewer
+                           * in a run of the fast path */
     sf_graph *gu;         /* the micro-batch graph */
     sf_sim *inner;        /* its simulator (sim.c's to make and free) */
     sf_strategy *su;      /* its strategy at the last full run: every copy its operator's config */
@@ -448,6 +452,28 @@ struct sim_pipe {
     sf_config *cfgs;      /* [cap] */
     int cap;
 };
+
+/* A result of the fast path and the arrays it points to, which the outer
+ * simulator owns. totals: [n_dev * SF_SIM_TOTAL_COUNT] what sf_sim_kind_totals
+ * gives each device. */
+typedef struct sim_fast_result {
+    sf_sim_result r;
+    double *busy, *mem, *live, *live_t, *kinds, *totals;
+} sim_fast_result;
+
+/* The fast path of a 1F1B pipeline of many micro-batches (docs/simulator.md,
+ * "Pipelines"): a run of k micro-batches whose middle copies repeat at a fixed
+ * period, carried to m. cur: the result of the current strategy; prev: the one
+ * before the last update (a revert's). */
+struct sim_fast {
+    int k;
+    sim_fast_result cur, prev;
+    int revert_to_fast; /* an update fell back to the micro-batch graph: its revert
+                         * goes back to prev and frees that graph's simulator */
+};
+
+int sim_fast_result_alloc(sim_fast_result *f, int n_dev);
+void sim_fast_result_free(sim_fast_result *f);
 
 static inline const sf_sim *sim_shown(const sf_sim *sim) {
     return sim->in_pipe && sim->pipe ? sim->pipe->inner : sim;

@@ -36,14 +36,15 @@ void sim_pipe_release(struct sim_pipe *p) {
     free(p);
 }
 
-struct sim_pipe *sim_pipe_make(const sf_graph *g, int m, sf_error *err) {
+struct sim_pipe *sim_pipe_make(const sf_graph *g, int m, int copies, sf_error *err) {
     struct sim_pipe *p = calloc(1, sizeof *p);
     if (!p) {
         sf_error_set(err, SF_ERR_NOMEM, "out of memory");
         return NULL;
     }
     p->m = m;
-    p->gu = sf_graph_micro_batches(g, m, err);
+    p->copies = copies;
+    p->gu = sf_graph_micro_batch_copies(g, m, copies, err);
     if (!p->gu) {
         sim_pipe_release(p);
         return NULL;
@@ -112,7 +113,9 @@ static sf_status pipe_barriers(struct sim_pipe *pp, const sf_graph *g, const sf_
 
 sf_status sim_pipe_prepare(struct sim_pipe *p, const sf_graph *g, const sf_strategy *s,
                            sf_error *err) {
-    sf_status st = pipe_barriers(p, g, sf_strategy_pipeline(s), err);
+    sf_pipeline pl = *sf_strategy_pipeline(s);
+    pl.micro_batches = p->copies; /* the fast path's runs schedule fewer than m */
+    sf_status st = pipe_barriers(p, g, &pl, err);
     if (st != SF_OK) return st;
     int n = sf_graph_num_ops(g), nu = sf_graph_num_ops(p->gu);
     for (int u = 0; u < nu; u++)
@@ -122,7 +125,7 @@ sf_status sim_pipe_prepare(struct sim_pipe *p, const sf_graph *g, const sf_strat
 
 sf_status sim_pipe_copies(struct sim_pipe *p, const sf_graph *g, int n, const int *ops,
                           const sf_config *cfgs, sf_error *err) {
-    int m = p->m, total = n * m, n_ops = sf_graph_num_ops(g);
+    int m = p->copies, total = n * m, n_ops = sf_graph_num_ops(g);
     if (total > p->cap) {
         int *o = realloc(p->ops, (size_t)total * sizeof *o);
         if (o) p->ops = o;
@@ -137,4 +140,30 @@ sf_status sim_pipe_copies(struct sim_pipe *p, const sf_graph *g, int n, const in
             sf_config_copy(&p->cfgs[mb * n + j], &cfgs[j]);
         }
     return SF_OK;
+}
+
+/* ---- the fast path's results (sim.c runs the schedules) ------------------- */
+
+int sim_fast_result_alloc(sim_fast_result *f, int n_dev) {
+    size_t n = (size_t)(n_dev > 0 ? n_dev : 1);
+    memset(f, 0, sizeof *f);
+    f->busy = malloc(n * sizeof *f->busy);
+    f->mem = malloc(n * sizeof *f->mem);
+    f->live = malloc(n * sizeof *f->live);
+    f->live_t = malloc(n * sizeof *f->live_t);
+    f->kinds = malloc(n * SF_SIM_MEM_KIND_COUNT * sizeof *f->kinds);
+    f->totals = malloc(n * SF_SIM_TOTAL_COUNT * sizeof *f->totals);
+    if (f->busy && f->mem && f->live && f->live_t && f->kinds && f->totals) return 0;
+    sim_fast_result_free(f);
+    return -1;
+}
+
+void sim_fast_result_free(sim_fast_result *f) {
+    free(f->busy);
+    free(f->mem);
+    free(f->live);
+    free(f->live_t);
+    free(f->kinds);
+    free(f->totals);
+    memset(f, 0, sizeof *f);
 }

@@ -69,6 +69,10 @@ static sf_status check_schedule(const sf_sim *sim, sf_error *err) {
     if (!sim->opt.keep_schedule)
         return sf_error_set(err, SF_ERR_INVALID,
                             "the simulator was made without keep_schedule, no task times kept");
+    if (sim->in_pipe && !sim->pipe)
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "the pipeline took the fast path, which keeps no task times "
+                            "(simulate it with pipeline_full)");
     return SF_OK;
 }
 

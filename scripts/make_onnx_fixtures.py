@@ -143,6 +143,21 @@ class LstmLM(nn.Module):
         return self.fc(y)
 
 
+class GruLM(nn.Module):
+    """A GRU language model: embedding, 2-layer nn.GRU (batch first; torch exports
+    linear_before_reset=1), linear over the vocabulary."""
+
+    def __init__(self, vocab=40, d=16, hidden=24, layers=2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.gru = nn.GRU(d, hidden, layers, batch_first=True)
+        self.fc = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens):
+        y, _ = self.gru(self.embed(tokens))
+        return self.fc(y)
+
+
 class TransformerLM(nn.Module):
     def __init__(self, vocab=50, d=32, heads=4, ff=64, activation="relu"):
         super().__init__()
@@ -582,7 +597,7 @@ def expectation(m, x, classes, path):
 
 
 # The idioms of issue 28's operators: name, module class, input shape (floats)
-# or (vocabulary, length) of tokens, opset, training-mode export, classes per row.
+# or ("tokens", vocabulary, length), opset, training-mode export, classes per row.
 # Each is built under its own seed, so one can be remade alone (--only).
 OPS_JOBS = [
     ("constops_op13", ConstOps, (BATCH, 4, 8), 13, False, 5),
@@ -597,6 +612,8 @@ OPS_JOBS = [
     ("mean_op17_train", Means, (BATCH, 3, 4, 5), 17, True, 5),
     ("hard_op13_train", HardActs, (BATCH, 3, 4, 4), 13, True, 5),
     ("hard_op17", HardActs, (BATCH, 3, 4, 4), 17, False, 5),
+    ("gru_op13", GruLM, ("tokens", 40, 6), 13, False, 40),
+    ("gru_op17_train", GruLM, ("tokens", 40, 6), 17, True, 40),
 ]
 
 
@@ -607,9 +624,10 @@ def ops_fixtures(outdir, only):
             continue
         torch.manual_seed(100 + k)
         m = cls()
-        x = torch.randn(*shape)
+        tokens = shape[0] == "tokens"
+        x = torch.randint(0, shape[1], (BATCH, shape[2])) if tokens else torch.randn(*shape)
         path = os.path.join(outdir, name + ".onnx")
-        export(m, x, path, opset, training)
+        export(m, x, path, opset, training, names=("tokens",) if tokens else ("input",))
         expectation(m, x, classes, os.path.join(outdir, name + ".json"))
         print("%-20s opset %2d  %8d params  %7d bytes" % (name, opset, params(m),
                                                           os.path.getsize(path)))

@@ -61,6 +61,10 @@ that the imported graph and weights compute the same loss.
                  size, with and without align_corners; ResizeNet below), eval, opset 13
   resize_train_op17
                  the same in training mode at opset 17
+  gru_op13       a GRU language model (GruLM below: embedding, 2-layer nn.GRU batch first,
+                 linear head; torch exports one GRU node a layer, linear_before_reset=1),
+                 eval mode, opset 13 (OPS_JOBS)
+  gru_op17_train the same in training mode at opset 17
   misc_op9, misc_op13
                  activations and shapes: LeakyReLU, ReLU6 (Clip by attributes at 9, by
                  inputs at 13), Sigmoid, Tanh, a product, a concatenation, average and

@@ -118,7 +118,7 @@ static sf_graph *build_cnn(void) {
 /* Sequence-side types: index input, embedding, split (even and sized), unrolled LSTM steps
  * sharing weights and taking states as outputs 1 and 2, concat, a GRU starting from the
  * last LSTM step's h, layernorm, attention,
- * gelu, matmul, reshape. */
+ * gelu (its tanh form), matmul, reshape. */
 static sf_graph *build_seq(void) {
     sf_graph *g = sf_graph_new("seq");
     sf_error err = {0};
@@ -158,6 +158,7 @@ static sf_graph *build_seq(void) {
     p.attention.dropout = 0.1;
     int att = add1(g, SF_OP_ATTENTION, "att", &p, ln);
     p = defaults(SF_OP_GELU);
+    p.gelu.approximate = SF_GELU_TANH;
     int ge = add1(g, SF_OP_GELU, "gelu", &p, att);
     p = defaults(SF_OP_MATMUL);
     p.matmul.transpose_b = 1;

@@ -346,6 +346,16 @@ typedef struct sf_hard_sigmoid_params {
     double alpha, beta; /* torch's nn.Hardsigmoid: 1/6 and 1/2; ONNX's default 0.2, 0.5 */
 } sf_hard_sigmoid_params;
 
+typedef enum sf_gelu_approx {
+    SF_GELU_NONE = 0, /* x * Phi(x) with erf: torch's nn.GELU() */
+    SF_GELU_TANH = 1  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): approximate="tanh",
+                       * Hugging Face's gelu_new */
+} sf_gelu_approx;
+
+typedef struct sf_gelu_params {
+    int approximate; /* sf_gelu_approx */
+} sf_gelu_params;
+
 typedef struct sf_scale_params {
     double mul, add; /* y = x * mul + add */
 } sf_scale_params;
@@ -374,6 +384,7 @@ typedef union sf_op_params {
     sf_pad_params pad;
     sf_reduce_params reduce;
     sf_hard_sigmoid_params hard_sigmoid;
+    sf_gelu_params gelu;
     sf_conv_transpose2d_params conv_transpose2d;
     sf_resize_params resize;
 } sf_op_params;

@@ -65,6 +65,10 @@ that the imported graph and weights compute the same loss.
                  linear head; torch exports one GRU node a layer, linear_before_reset=1),
                  eval mode, opset 13 (OPS_JOBS)
   gru_op17_train the same in training mode at opset 17
+  gelutanh_op13_train
+                 GELU's tanh form (GeluTanh below: F.gelu(approximate="tanh") and Hugging
+                 Face's gelu_new written out), training mode, opset 13 (OPS_JOBS)
+  gelutanh_op17  the same in eval mode at opset 17
   misc_op9, misc_op13
                  activations and shapes: LeakyReLU, ReLU6 (Clip by attributes at 9, by
                  inputs at 13), Sigmoid, Tanh, a product, a concatenation, average and
@@ -160,6 +164,24 @@ class GruLM(nn.Module):
     def forward(self, tokens):
         y, _ = self.gru(self.embed(tokens))
         return self.fc(y)
+
+
+class GeluTanh(nn.Module):
+    """GELU's tanh form both ways: F.gelu(approximate="tanh") after one linear
+    layer, Hugging Face's gelu_new written out (0.5 * x * (1 + tanh(...)), with
+    torch.pow) after the next, then a linear head."""
+
+    def __init__(self, d=8, ff=16, classes=5):
+        super().__init__()
+        self.fc1 = nn.Linear(d, ff)
+        self.fc2 = nn.Linear(ff, ff)
+        self.head = nn.Linear(ff, classes)
+
+    def forward(self, x):
+        y = F.gelu(self.fc1(x), approximate="tanh")
+        y = self.fc2(y)
+        y = 0.5 * y * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (y + 0.044715 * torch.pow(y, 3.0))))
+        return self.head(y)
 
 
 class TransformerLM(nn.Module):
@@ -616,6 +638,8 @@ OPS_JOBS = [
     ("mean_op17_train", Means, (BATCH, 3, 4, 5), 17, True, 5),
     ("hard_op13_train", HardActs, (BATCH, 3, 4, 4), 13, True, 5),
     ("hard_op17", HardActs, (BATCH, 3, 4, 4), 17, False, 5),
+    ("gelutanh_op13_train", GeluTanh, (BATCH, 4, 8), 13, True, 5),
+    ("gelutanh_op17", GeluTanh, (BATCH, 4, 8), 17, False, 5),
     ("gru_op13", GruLM, ("tokens", 40, 6), 13, False, 40),
     ("gru_op17_train", GruLM, ("tokens", 40, 6), 17, True, 40),
 ]

@@ -147,6 +147,8 @@ static sf_status act_sigmoid(ox_ctx *c, const Onnx__NodeProto *n) {
     return simple_unary(c, n, SF_OP_SIGMOID);
 }
 static sf_status act_tanh(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_pat_node(c, n, &st)) return st; /* a step of GELU's tanh form (onnx_norm.c) */
     return simple_unary(c, n, SF_OP_TANH);
 }
 

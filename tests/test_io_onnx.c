@@ -836,7 +836,8 @@ static void test_new_op_refusals(void **state) {
     kv = 0.05f;
     memcpy(kt->raw_data.data, &kv, 4);
     buf = encode(m, &len);
-    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "the tanh form of GELU", "where torch's has 0.044715");
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "the tanh form of GELU",
+                "where torch's has 0.044715");
     free(buf);
     memcpy(kt->raw_data.data, &was_kv, 4);
     Onnx__NodeProto *last = m->graph->node[find_node(m->graph, "Mul", 9)];

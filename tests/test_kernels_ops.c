@@ -355,7 +355,8 @@ static void unary_d(const sf_op *op, double *const *x, const double *w, double *
         case SF_OP_HARD_SWISH: y[0][i] = v * (v + 3 < 0 ? 0 : v + 3 > 6 ? 6 : v + 3) / 6; break;
         default:
             if (op->params.gelu.approximate == SF_GELU_TANH)
-                y[0][i] = 0.5 * v * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
+                y[0][i] = 0.5 * v *
+                          (1 + tanh(sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
             else
                 y[0][i] = 0.5 * v * (1 + erf(v / sqrt(2.0)));
             break;
@@ -837,10 +838,10 @@ static void test_unary(void **state) {
 static void test_gelu_tanh_torch(void **state) {
     (void)state;
     static const float xs[] = {-6.0f, -3.0f, -1.5f, -0.5f, 0.0f, 0.7f, 2.0f, 4.5f};
-    static const float ty[] = {-8.43964898e-11f, -0.00363739208f, -0.100428423f, -0.15428599f,
-                               0.0f,             0.530570135f,    1.95459769f,   4.49999486f};
-    static const float tg[] = {-7.70997601e-10f, -0.0115841666f, -0.127710793f, 0.132630096f,
-                               0.5f,             0.976357219f,   1.08609926f,   1.00002932f};
+    static const float ty[] = {-8.43964898e-11f, -0.00363739208f, -0.100428423f, -0.15428599f, 0.0f,
+                               0.530570135f,     1.95459769f,     4.49999486f};
+    static const float tg[] = {-7.70997601e-10f, -0.0115841666f, -0.127710793f, 0.132630096f, 0.5f,
+                               0.976357219f,     1.08609926f,    1.00002932f};
     const int n = N_OF(xs);
     for (int approx = 0; approx < 2; approx++) {
         sf_shape s = shp(2, 1, n, 0, 0);

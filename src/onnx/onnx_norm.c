@@ -224,16 +224,14 @@ static int gt_const(const ox_ctx *c, gt_match *m, int v, double want) {
 static const Onnx__NodeProto *gt_step(const ox_ctx *c, gt_match *m, int v, const char *t,
                                       size_t n_in) {
     const Onnx__NodeProto *n = maker(c, v);
-    if (!is_type(n, t) || n->n_input != n_in || c->vals[v].uses != 1 ||
-        m->n_nodes == GT_MAX_NODES)
+    if (!is_type(n, t) || n->n_input != n_in || c->vals[v].uses != 1 || m->n_nodes == GT_MAX_NODES)
         return NULL;
     m->nodes[m->n_nodes++] = c->vals[v].producer;
     return n;
 }
 
 /* Mul node n of the constant want and something else, into *u. */
-static int gt_scaled(const ox_ctx *c, gt_match *m, const Onnx__NodeProto *n, double want,
-                     int *u) {
+static int gt_scaled(const ox_ctx *c, gt_match *m, const Onnx__NodeProto *n, double want, int *u) {
     for (int s = 0; n && s < 2; s++)
         if (gt_const(c, m, ox_in(c, n, s), want)) {
             *u = ox_in(c, n, 1 - s);
@@ -246,7 +244,8 @@ static int gt_scaled(const ox_ctx *c, gt_match *m, const Onnx__NodeProto *n, dou
 static int gt_cube(const ox_ctx *c, gt_match *m, int v, int x) {
     const Onnx__NodeProto *p = maker(c, v);
     if (is_type(p, "Pow"))
-        return gt_step(c, m, v, "Pow", 2) && ox_in(c, p, 0) == x && gt_const(c, m, ox_in(c, p, 1), 3);
+        return gt_step(c, m, v, "Pow", 2) && ox_in(c, p, 0) == x &&
+               gt_const(c, m, ox_in(c, p, 1), 3);
     if (!gt_step(c, m, v, "Mul", 2)) return 0;
     for (int s = 0; s < 2; s++) {
         int sq = ox_in(c, p, 1 - s);
@@ -269,8 +268,8 @@ static int gt_onep(const ox_ctx *c, gt_match *m, int v, int *x) {
         const Onnx__NodeProto *t = gt_const(c, m, ox_in(c, a, s), 1.0)
                                        ? gt_step(c, m, ox_in(c, a, 1 - s), "Tanh", 1)
                                        : NULL;
-        if (!t || !gt_scaled(c, m, gt_step(c, m, ox_in(c, t, 0), "Mul", 2), sqrt(2 / M_PI_VALUE),
-                             &inner))
+        if (!t ||
+            !gt_scaled(c, m, gt_step(c, m, ox_in(c, t, 0), "Mul", 2), sqrt(2 / M_PI_VALUE), &inner))
             continue;
         const Onnx__NodeProto *add = gt_step(c, m, inner, "Add", 2);
         int n2 = m->n_nodes, c2 = m->n_consts;

@@ -2353,8 +2353,7 @@ static sf_status act_gru(ox_ctx *c, const Onnx__NodeProto *n) {
     if (Wv->ndim != 3 || Wv->d[0] != 1 || Wv->d[1] != g3 || Wv->d[2] != isz)
         return ox_fail(c, SF_ERR_SHAPE, "W must be 1x%lldx%lld", (long long)g3, (long long)isz);
     if (Rv->ndim != 3 || Rv->d[0] != 1 || Rv->d[1] != g3 || Rv->d[2] != hidden)
-        return ox_fail(c, SF_ERR_SHAPE, "R must be 1x%lldx%lld", (long long)g3,
-                       (long long)hidden);
+        return ox_fail(c, SF_ERR_SHAPE, "R must be 1x%lldx%lld", (long long)g3, (long long)hidden);
     const float *B = NULL;
     int has_b = present(c, n, 3);
     if (has_b) {

@@ -61,6 +61,14 @@ that the imported graph and weights compute the same loss.
                  size, with and without align_corners; ResizeNet below), eval, opset 13
   resize_train_op17
                  the same in training mode at opset 17
+  gru_op13       a GRU language model (GruLM below: embedding, 2-layer nn.GRU batch first,
+                 linear head; torch exports one GRU node a layer, linear_before_reset=1),
+                 eval mode, opset 13 (OPS_JOBS)
+  gru_op17_train the same in training mode at opset 17
+  gelutanh_op13_train
+                 GELU's tanh form (GeluTanh below: F.gelu(approximate="tanh") and Hugging
+                 Face's gelu_new written out), training mode, opset 13 (OPS_JOBS)
+  gelutanh_op17  the same in eval mode at opset 17
   misc_op9, misc_op13
                  activations and shapes: LeakyReLU, ReLU6 (Clip by attributes at 9, by
                  inputs at 13), Sigmoid, Tanh, a product, a concatenation, average and
@@ -141,6 +149,39 @@ class LstmLM(nn.Module):
     def forward(self, tokens):
         y, _ = self.lstm(self.embed(tokens))
         return self.fc(y)
+
+
+class GruLM(nn.Module):
+    """A GRU language model: embedding, 2-layer nn.GRU (batch first; torch exports
+    linear_before_reset=1), linear over the vocabulary."""
+
+    def __init__(self, vocab=40, d=16, hidden=24, layers=2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.gru = nn.GRU(d, hidden, layers, batch_first=True)
+        self.fc = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens):
+        y, _ = self.gru(self.embed(tokens))
+        return self.fc(y)
+
+
+class GeluTanh(nn.Module):
+    """GELU's tanh form both ways: F.gelu(approximate="tanh") after one linear
+    layer, Hugging Face's gelu_new written out (0.5 * x * (1 + tanh(...)), with
+    torch.pow) after the next, then a linear head."""
+
+    def __init__(self, d=8, ff=16, classes=5):
+        super().__init__()
+        self.fc1 = nn.Linear(d, ff)
+        self.fc2 = nn.Linear(ff, ff)
+        self.head = nn.Linear(ff, classes)
+
+    def forward(self, x):
+        y = F.gelu(self.fc1(x), approximate="tanh")
+        y = self.fc2(y)
+        y = 0.5 * y * (1.0 + torch.tanh(math.sqrt(2.0 / math.pi) * (y + 0.044715 * torch.pow(y, 3.0))))
+        return self.head(y)
 
 
 class TransformerLM(nn.Module):
@@ -582,7 +623,7 @@ def expectation(m, x, classes, path):
 
 
 # The idioms of issue 28's operators: name, module class, input shape (floats)
-# or (vocabulary, length) of tokens, opset, training-mode export, classes per row.
+# or ("tokens", vocabulary, length), opset, training-mode export, classes per row.
 # Each is built under its own seed, so one can be remade alone (--only).
 OPS_JOBS = [
     ("constops_op13", ConstOps, (BATCH, 4, 8), 13, False, 5),
@@ -597,6 +638,10 @@ OPS_JOBS = [
     ("mean_op17_train", Means, (BATCH, 3, 4, 5), 17, True, 5),
     ("hard_op13_train", HardActs, (BATCH, 3, 4, 4), 13, True, 5),
     ("hard_op17", HardActs, (BATCH, 3, 4, 4), 17, False, 5),
+    ("gelutanh_op13_train", GeluTanh, (BATCH, 4, 8), 13, True, 5),
+    ("gelutanh_op17", GeluTanh, (BATCH, 4, 8), 17, False, 5),
+    ("gru_op13", GruLM, ("tokens", 40, 6), 13, False, 40),
+    ("gru_op17_train", GruLM, ("tokens", 40, 6), 17, True, 40),
 ]
 
 
@@ -607,9 +652,10 @@ def ops_fixtures(outdir, only):
             continue
         torch.manual_seed(100 + k)
         m = cls()
-        x = torch.randn(*shape)
+        tokens = shape[0] == "tokens"
+        x = torch.randint(0, shape[1], (BATCH, shape[2])) if tokens else torch.randn(*shape)
         path = os.path.join(outdir, name + ".onnx")
-        export(m, x, path, opset, training)
+        export(m, x, path, opset, training, names=("tokens",) if tokens else ("input",))
         expectation(m, x, classes, os.path.join(outdir, name + ".json"))
         print("%-20s opset %2d  %8d params  %7d bytes" % (name, opset, params(m),
                                                           os.path.getsize(path)))

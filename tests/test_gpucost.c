@@ -334,6 +334,60 @@ static void test_lstm_steps(void **state) {
     sf_machine_free(pm);
 }
 
+/* one gru over x (n, steps, in), hidden h */
+static sf_graph *gru_graph(int64_t n, int64_t steps, int64_t in, int64_t h) {
+    sf_error err = {0};
+    sf_graph *g = sf_graph_new("gru");
+    sf_shape s = sf_shape_make(3, (int64_t[]){n, steps, in});
+    int x = sf_graph_add_input(g, "x", &s, 0, &err);
+    sf_op_params p;
+    sf_op_params_default(SF_OP_GRU, &p);
+    p.gru.hidden = h;
+    int l = sf_graph_add_op(g, SF_OP_GRU, "gru", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
+    if (l < 0) fail_msg("%s", err.msg);
+    return g;
+}
+
+/* A GRU is priced step by step as the LSTM (3 gate blocks, not 4): its time
+ * grows with the steps at fixed FLOPs, each step at least two launches each
+ * way, and one step's recurrent product alone is at least its 3-gate FLOPs at
+ * the step efficiency; it is cheaper than the LSTM of the same sizes. */
+static void test_gru_steps(void **state) {
+    (void)state;
+    sf_machine *v = preset("dgx-1v");
+    sf_analytic_params p = params(SF_DTYPE_FP16);
+    sf_cost_model *cv = sf_cost_analytic_new(v, &p);
+    double prev_f = 0, prev_b = 0;
+    static const int64_t steps[] = {1, 4, 16, 64};
+    for (size_t i = 0; i < sizeof steps / sizeof steps[0]; i++) {
+        int64_t s = steps[i], n = 256 / s;
+        sf_graph *g = gru_graph(n, s, 1024, 1024), *gl = lstm_graph(n, s, 1024, 1024);
+        const sf_op *op = sf_graph_op(g, 1), *lop = sf_graph_op(gl, 1);
+        sf_tile t = sf_tile_full(&op->space);
+        double f = sf_cost_task_s(cv, op, &t, 0, SF_PASS_FWD);
+        double b = sf_cost_task_s(cv, op, &t, 0, SF_PASS_BWD);
+        double f2, b2;
+        sf_cost_task_fwd_bwd_s(cv, op, &t, 0, &f2, &b2);
+        assert_true(f == f2 && b == b2);
+        assert_true(f >= 2 * (double)s * LAUNCH && b >= 2 * (double)s * LAUNCH);
+        assert_true(i == 0 || (f > prev_f && b > prev_b));
+        assert_true(f < sf_cost_task_s(cv, lop, &t, 0, SF_PASS_FWD));
+        assert_true(b < sf_cost_task_s(cv, lop, &t, 0, SF_PASS_BWD));
+        prev_f = f;
+        prev_b = b;
+        sf_graph_free(g);
+        sf_graph_free(gl);
+    }
+    sf_graph *g = gru_graph(256, 1, 1024, 1024);
+    const sf_op *op = sf_graph_op(g, 1);
+    sf_tile t = sf_tile_full(&op->space);
+    double rec = 2.0 * 256 * 3 * 1024 * 1024 / (125e12 * 0.3);
+    assert_true(sf_cost_task_s(cv, op, &t, 0, SF_PASS_FWD) > rec);
+    sf_graph_free(g);
+    sf_cost_free(cv);
+    sf_machine_free(v);
+}
+
 /* The profiled model on a device with rnn_per_step: an LSTM tile of S steps
  * not in the database is S times its measured one-step tile; without the flag
  * it is the fallback's. */
@@ -385,6 +439,7 @@ int main(void) {
         cmocka_unit_test(test_tf32),
         cmocka_unit_test(test_winograd),
         cmocka_unit_test(test_lstm_steps),
+        cmocka_unit_test(test_gru_steps),
         cmocka_unit_test(test_profiled_steps),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -116,8 +116,9 @@ static sf_graph *build_cnn(void) {
 }
 
 /* Sequence-side types: index input, embedding, split (even and sized), unrolled LSTM steps
- * sharing weights and taking states as outputs 1 and 2, concat, layernorm, attention,
- * gelu, matmul, reshape. */
+ * sharing weights and taking states as outputs 1 and 2, concat, a GRU starting from the
+ * last LSTM step's h, layernorm, attention,
+ * gelu (its tanh form), matmul, reshape. */
 static sf_graph *build_seq(void) {
     sf_graph *g = sf_graph_new("seq");
     sf_error err = {0};
@@ -143,10 +144,13 @@ static sf_graph *build_seq(void) {
     p = defaults(SF_OP_CONCAT);
     p.concat.axis = 1;
     int cat = add(g, SF_OP_CONCAT, "cat", &p, (sf_tensor_ref[]){{t0, 0}, {t1, 0}, {t2, 0}}, 3);
+    p = defaults(SF_OP_GRU);
+    p.gru.hidden = 16;
+    int gru = add(g, SF_OP_GRU, "gru", &p, (sf_tensor_ref[]){{cat, 0}, {t2, 1}}, 2);
     p = defaults(SF_OP_LAYERNORM);
     p.norm.eps = 1e-6;
     p.norm.affine = 0;
-    int ln = add1(g, SF_OP_LAYERNORM, "ln", &p, cat);
+    int ln = add1(g, SF_OP_LAYERNORM, "ln", &p, gru);
     p = defaults(SF_OP_ATTENTION);
     p.attention.embed_dim = 16;
     p.attention.heads = 4;
@@ -154,6 +158,7 @@ static sf_graph *build_seq(void) {
     p.attention.dropout = 0.1;
     int att = add1(g, SF_OP_ATTENTION, "att", &p, ln);
     p = defaults(SF_OP_GELU);
+    p.gelu.approximate = SF_GELU_TANH;
     int ge = add1(g, SF_OP_GELU, "gelu", &p, att);
     p = defaults(SF_OP_MATMUL);
     p.matmul.transpose_b = 1;

@@ -51,7 +51,8 @@ static const char *const fixtures[] = {
     /* issue 28's operators with constants (scripts/make_onnx_fixtures.py, OPS_JOBS) */
     "constops_op13", "constops_op17_train", "clstoken_op13_train", "clstoken_op17", "permute_op13",
     "permute_op17_train", "pad_op13_train", "pad_op17", "mean_op13", "mean_op17_train",
-    "hard_op13_train", "hard_op17"};
+    "hard_op13_train", "hard_op17", "gru_op13", "gru_op17_train", "gelutanh_op13_train",
+    "gelutanh_op17"};
 /* clang-format on */
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
@@ -270,6 +271,32 @@ static void test_fixtures_import(void **state) {
             assert_int_equal(pool->params.pool2d.padding[0], 1);
             assert_int_equal(pool->params.pool2d.count_include_pad, 1);
             assert_int_equal(sf_graph_op(g, sf_graph_find(g, "conv"))->params.conv2d.padding[1], 1);
+        }
+        /* F.gelu(approximate="tanh") and gelu_new written out: two tanh-form gelus, and
+         * nothing else between the linear layers */
+        if (!strncmp(fixtures[f], "gelutanh", 8)) {
+            int k = 0;
+            for (int i = 0; i < sf_graph_num_ops(g); i++) {
+                const sf_op *op = sf_graph_op(g, i);
+                k += op->type == SF_OP_GELU && op->params.gelu.approximate == SF_GELU_TANH;
+            }
+            assert_int_equal(k, 2);
+            assert_int_equal(sf_graph_num_ops(g), 7);
+        }
+        /* nn.GRU(16, 24, 2): one gru operator a layer, the second reading the first's y */
+        if (!strncmp(fixtures[f], "gru_", 4)) {
+            int k = 0, prev = -1;
+            for (int i = 0; i < sf_graph_num_ops(g); i++) {
+                const sf_op *op = sf_graph_op(g, i);
+                if (op->type != SF_OP_GRU) continue;
+                assert_int_equal(op->params.gru.hidden, 24);
+                assert_int_equal(op->n_inputs, 1); /* the zero initial state is no input */
+                assert_int_equal(op->in_shapes[0].d[2], k ? 24 : 16);
+                if (k) assert_int_equal(op->inputs[0].op, prev);
+                prev = i;
+                k++;
+            }
+            assert_int_equal(k, 2);
         }
         /* the last operator is the loss, as in the zoo */
         assert_int_equal(sf_graph_op(g, sf_graph_num_ops(g) - 1)->type, SF_OP_SOFTMAX_CE);
@@ -794,6 +821,62 @@ static void test_new_op_refusals(void **state) {
     expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "moves the batch dimension", NULL);
     free(buf);
     memcpy(perm->ints, keep, sizeof keep);
+    onnx__model_proto__free_unpacked(m, NULL);
+
+    /* GELU's tanh form with another constant than torch's 0.044715 (gelu_new's), then
+     * the second one's last product reading its x + 0.044715 x^3 (no tanh): that is no
+     * GELU, and its Pow of an activation is listed as unsupported */
+    m = decode_fixture("gelutanh_op17");
+    Onnx__NodeProto *k6 = m->graph->node[find_node(m->graph, "Constant", 6)];
+    Onnx__TensorProto *kt = k6->attribute[0]->t;
+    assert_int_equal(kt->raw_data.len, 4);
+    float kv, was_kv;
+    memcpy(&was_kv, kt->raw_data.data, 4);
+    assert_true(fabsf(was_kv - 0.044715f) < 1e-7f);
+    kv = 0.05f;
+    memcpy(kt->raw_data.data, &kv, 4);
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "the tanh form of GELU",
+                "where torch's has 0.044715");
+    free(buf);
+    memcpy(kt->raw_data.data, &was_kv, 4);
+    Onnx__NodeProto *last = m->graph->node[find_node(m->graph, "Mul", 9)];
+    Onnx__NodeProto *inner = m->graph->node[find_node(m->graph, "Add", 4)];
+    assert_string_equal(inner->output[0], "/Add_2_output_0");
+    char *was_in = last->input[1];
+    assert_string_equal(was_in, "/Add_3_output_0");
+    last->input[1] = inner->output[0];
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "Pow of activations", NULL);
+    free(buf);
+    last->input[1] = was_in;
+    onnx__model_proto__free_unpacked(m, NULL);
+
+    /* a GRU other than torch's: linear_before_reset 0, then backwards */
+    m = decode_fixture("gru_op13");
+    Onnx__NodeProto *gru = m->graph->node[find_node(m->graph, "GRU", 1)];
+    Onnx__AttributeProto *lbr = NULL;
+    for (size_t k = 0; k < gru->n_attribute; k++)
+        if (!strcmp(gru->attribute[k]->name, "linear_before_reset")) lbr = gru->attribute[k];
+    assert_non_null(lbr);
+    lbr->i = 0;
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, gru->name, "linear_before_reset 0");
+    free(buf);
+    lbr->i = 1;
+    Onnx__AttributeProto dir = ONNX__ATTRIBUTE_PROTO__INIT, *was = lbr;
+    dir.name = (char *)"direction";
+    dir.has_type = 1;
+    dir.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    dir.has_s = 1;
+    dir.s = (ProtobufCBinaryData){7, (uint8_t *)"reverse"};
+    size_t slot_lbr = 0;
+    while (gru->attribute[slot_lbr] != was) slot_lbr++;
+    gru->attribute[slot_lbr] = &dir;
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, gru->name, "a reverse GRU");
+    free(buf);
+    gru->attribute[slot_lbr] = was;
     onnx__model_proto__free_unpacked(m, NULL);
 }
 

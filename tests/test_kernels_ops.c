@@ -353,7 +353,13 @@ static void unary_d(const sf_op *op, double *const *x, const double *w, double *
             break;
         }
         case SF_OP_HARD_SWISH: y[0][i] = v * (v + 3 < 0 ? 0 : v + 3 > 6 ? 6 : v + 3) / 6; break;
-        default: y[0][i] = 0.5 * v * (1 + erf(v / sqrt(2.0))); break;
+        default:
+            if (op->params.gelu.approximate == SF_GELU_TANH)
+                y[0][i] = 0.5 * v *
+                          (1 + tanh(sqrt(2 / 3.14159265358979323846) * (v + 0.044715 * v * v * v)));
+            else
+                y[0][i] = 0.5 * v * (1 + erf(v / sqrt(2.0)));
+            break;
         }
     }
 }
@@ -813,6 +819,62 @@ static void test_unary(void **state) {
             check_op(&o, unary_d, DEGS4, N_OF(DEGS4), 100 + (uint64_t)(t * 10 + s), fm, 1e-3);
             sf_graph_free(o.g);
         }
+    /* gelu's tanh form against its double definition */
+    for (int s = 0; s < N_OF(shapes); s++) {
+        kop o;
+        sf_op_params p;
+        sf_op_params_default(SF_OP_GELU, &p);
+        p.gelu.approximate = SF_GELU_TANH;
+        kop_make(&o, SF_OP_GELU, &shapes[s], 1, &p);
+        int fm[1] = {FILL_UNIFORM};
+        check_op(&o, unary_d, DEGS4, N_OF(DEGS4), 190 + (uint64_t)s, fm, 1e-3);
+        sf_graph_free(o.g);
+    }
+}
+
+/* gelu with approximate "tanh", both kernels, against torch's values and autograd
+ * gradients of F.gelu(x, approximate="tanh") (float64, torch 1.13); and the
+ * default (erf) form is not it. */
+static void test_gelu_tanh_torch(void **state) {
+    (void)state;
+    static const float xs[] = {-6.0f, -3.0f, -1.5f, -0.5f, 0.0f, 0.7f, 2.0f, 4.5f};
+    static const float ty[] = {-8.43964898e-11f, -0.00363739208f, -0.100428423f, -0.15428599f, 0.0f,
+                               0.530570135f,     1.95459769f,     4.49999486f};
+    static const float tg[] = {-7.70997601e-10f, -0.0115841666f, -0.127710793f, 0.132630096f, 0.5f,
+                               0.976357219f,     1.08609926f,    1.00002932f};
+    const int n = N_OF(xs);
+    for (int approx = 0; approx < 2; approx++) {
+        sf_shape s = shp(2, 1, n, 0, 0);
+        kop o;
+        sf_op_params p;
+        sf_op_params_default(SF_OP_GELU, &p);
+        assert_int_equal(p.gelu.approximate, SF_GELU_NONE);
+        p.gelu.approximate = approx ? SF_GELU_TANH : SF_GELU_NONE;
+        kop_make(&o, SF_OP_GELU, &s, 1, &p);
+        kdata d;
+        kdata_make(&d, &o, 164, NULL);
+        for (int i = 0; i < n; i++) {
+            d.x[0][i] = xs[i];
+            d.dy[0][i] = 1.0f;
+        }
+        for (int fast = 0; fast < 2; fast++) {
+            kres r;
+            kres_make(&r, &o);
+            run_partition(&o, WHOLE, fast, &d, &r);
+            int off = 0; /* the erf form differs from the tanh one at some point */
+            for (int i = 0; i < n; i++) {
+                float ey = fabsf(r.y[0][i] - ty[i]), eg = fabsf(r.dx[0][i] - tg[i]);
+                if (approx && (ey > 2e-6f * fmaxf(1.0f, fabsf(ty[i])) || eg > 4e-6f))
+                    fail_msg("gelu tanh fast=%d x=%g: y %.9g (torch %.9g), dx %.9g (torch %.9g)",
+                             fast, xs[i], r.y[0][i], ty[i], r.dx[0][i], tg[i]);
+                off += ey > 1e-5f || eg > 1e-5f;
+            }
+            if (!approx) assert_true(off > 0);
+            kres_free(&r, &o);
+        }
+        kdata_free(&d, &o);
+        sf_graph_free(o.g);
+    }
 }
 
 /* Wide inputs: the fast exp, tanh and erf over saturation and near zero. */
@@ -2131,6 +2193,7 @@ int main(void) {
         cmocka_unit_test(test_pad),
         cmocka_unit_test(test_reduce_mean),
         cmocka_unit_test(test_hard_kinks),
+        cmocka_unit_test(test_gelu_tanh_torch),
         cmocka_unit_test(test_availability),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

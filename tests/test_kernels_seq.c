@@ -1,4 +1,4 @@
-/* Kernels of matmul, lstm, attention, conv_transpose2d and resize: fast against reference on
+/* Kernels of matmul, lstm, gru, attention, conv_transpose2d and resize: fast against reference on
  * awkward shapes (sizes 1, primes, every transpose, causal and cross attention), tiles of uneven
  * partitions stitched against the whole operator, outputs against a double
  * forward and every gradient against double-precision central differences,
@@ -485,6 +485,87 @@ static void test_lstm_unsupported_tiles(void **state) {
     sf_graph_free(o.g);
 }
 
+/* ---- gru --------------------------------------------------------------- */
+
+/* the LSTM's cases, h0 given where the LSTM has its states */
+static void gru_make(opx *o, const lstm_case *c) {
+    sf_shape s[2];
+    s[0] = sf_shape_make(3, (int64_t[]){c->n, c->t, c->i});
+    s[1] = sf_shape_make(2, (int64_t[]){c->n, c->h});
+    sf_op_params p;
+    sf_op_params_default(SF_OP_GRU, &p);
+    p.gru.hidden = c->h;
+    opx_make(o, SF_OP_GRU, s, c->state ? 2 : 1, &p);
+}
+
+/* torch.nn.GRU step by step in double: gates r, z, n, r applied to W_hn h + b_hn. */
+static void gru_fwd_d(const sf_op *op, double *const *x, const double *w, double *const *y) {
+    const sf_shape *xs = &op->in_shapes[0];
+    int64_t N = xs->d[0], T = xs->d[1], I = xs->d[2], H = op->params.gru.hidden, G = 3 * H;
+    const double *wih = w, *whh = w + G * I, *bih = whh + G * H, *bhh = bih + G;
+    double *h = dalloc(H), *gi = dalloc(G), *gh = dalloc(G);
+    for (int64_t n = 0; n < N; n++) {
+        for (int64_t u = 0; u < H; u++) h[u] = op->n_inputs == 2 ? x[1][n * H + u] : 0.0;
+        for (int64_t t = 0; t < T; t++) {
+            for (int64_t j = 0; j < G; j++) {
+                double a = bih[j], b = bhh[j];
+                for (int64_t k = 0; k < I; k++) a += wih[j * I + k] * x[0][(n * T + t) * I + k];
+                for (int64_t k = 0; k < H; k++) b += whh[j * H + k] * h[k];
+                gi[j] = a;
+                gh[j] = b;
+            }
+            for (int64_t u = 0; u < H; u++) {
+                double r = sigm_d(gi[u] + gh[u]), z = sigm_d(gi[H + u] + gh[H + u]);
+                double nn = tanh(gi[2 * H + u] + r * gh[2 * H + u]);
+                h[u] = (1 - z) * nn + z * h[u];
+                y[0][(n * T + t) * H + u] = h[u];
+            }
+        }
+        for (int64_t u = 0; u < H; u++) y[1][n * H + u] = h[u];
+    }
+    free(h);
+    free(gi);
+    free(gh);
+}
+
+static void test_gru_tiles(void **state) {
+    (void)state;
+    static const int degs[][4] = {{2, 1, 1, 1}, {3, 1, 1, 1}, {5, 1, 1, 1}, {4, 1, 1, 1}};
+    for (int i = 0; i < N_LSTM; i++) {
+        opx o;
+        gru_make(&o, &lstm_cases[i]);
+        check_partitions(&o, degs, (int)(sizeof degs / sizeof degs[0]), 460 + (uint64_t)i);
+        sf_graph_free(o.g);
+    }
+}
+
+static void test_gru_gradients_fd(void **state) {
+    (void)state;
+    for (int i = 0; i < N_LSTM; i++) {
+        opx o;
+        gru_make(&o, &lstm_cases[i]);
+        check_gradients_fd(&o, gru_fwd_d, 470 + (uint64_t)i);
+        sf_graph_free(o.g);
+    }
+}
+
+/* A part of H or of T: both kernels refuse it, as the LSTM's do. */
+static void test_gru_unsupported_tiles(void **state) {
+    (void)state;
+    opx o;
+    gru_make(&o, &lstm_cases[1]);
+    tensors T;
+    tensors_init(&T, &o, 480);
+    const int degs[][3] = {{1, 1, 2}, {2, 1, 4}, {1, 5, 1}};
+    for (int d = 0; d < 3; d++)
+        for (int fast = 0; fast < 2; fast++) {
+            sf_tile t = partition_tile(&o.op->space, degs[d], 0);
+            assert_int_equal(run_tile(&o, &t, fast, &T), SF_ERR_UNSUPPORTED);
+        }
+    tensors_free(&T, &o);
+    sf_graph_free(o.g);
+}
+
 /* ---- attention --------------------------------------------------------- */
 
 typedef struct attn_case {
@@ -767,6 +848,9 @@ static void test_accumulation(void **state) {
     lstm_make(&o, &lstm_cases[1]);
     check_accumulates(&o, (int[]){2, 1, 1}, 1, 701);
     sf_graph_free(o.g);
+    gru_make(&o, &lstm_cases[3]);
+    check_accumulates(&o, (int[]){2, 1, 1}, 1, 706);
+    sf_graph_free(o.g);
     attn_make(&o, &attn_cases[2]); /* self, causal: a middle block of rows, part of D */
     check_accumulates(&o, (int[]){1, 3, 2, 1}, 3, 702);
     check_accumulates(&o, (int[]){1, 3, 1, 3}, 4, 705); /* middle rows, the second head */
@@ -985,8 +1069,9 @@ static void test_resize_gradients_fd(void **state) {
 
 static void test_available(void **state) {
     (void)state;
-    const sf_op_type types[] = {SF_OP_MATMUL, SF_OP_LSTM, SF_OP_ATTENTION, SF_OP_CONV_TRANSPOSE2D};
-    for (int i = 0; i < 4; i++)
+    const sf_op_type types[] = {SF_OP_MATMUL, SF_OP_LSTM, SF_OP_ATTENTION, SF_OP_CONV_TRANSPOSE2D,
+                                SF_OP_GRU};
+    for (int i = 0; i < 5; i++)
         assert_true(sf_kernel_available(types[i], 0) && sf_kernel_available(types[i], 1));
 }
 
@@ -998,6 +1083,9 @@ int main(void) {
         cmocka_unit_test(test_lstm_tiles),
         cmocka_unit_test(test_lstm_gradients_fd),
         cmocka_unit_test(test_lstm_unsupported_tiles),
+        cmocka_unit_test(test_gru_tiles),
+        cmocka_unit_test(test_gru_gradients_fd),
+        cmocka_unit_test(test_gru_unsupported_tiles),
         cmocka_unit_test(test_attention_tiles),
         cmocka_unit_test(test_attention_gradients_fd),
         cmocka_unit_test(test_attention_larger),

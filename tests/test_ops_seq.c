@@ -268,6 +268,69 @@ static void test_lstm_params_and_shapes(void **state) {
     sf_graph_free(g);
 }
 
+/* ---- gru ---------------------------------------------------------------- */
+
+static void test_gru_shapes_flops_errors(void **state) {
+    (void)state;
+    sf_graph *g = sf_graph_new("gru");
+    int x = add_input(g, "x", 3, (int64_t[]){64, 40, 1024});
+    sf_op_params p;
+    sf_op_params_default(SF_OP_GRU, &p);
+    p.gru.hidden = 1024;
+    int id = add_ok(g, SF_OP_GRU, "g1", &p, (sf_tensor_ref[]){{x, 0}}, 1);
+    const sf_op *op = sf_graph_op(g, id);
+    assert_true(op->n_params == 6297600); /* torch.nn.GRU(1024, 1024) */
+    assert_int_equal(op->n_outputs, 2);
+    check_shape(&op->out_shapes[0], 3, (int64_t[]){64, 40, 1024});
+    check_shape(&op->out_shapes[1], 2, (int64_t[]){64, 1024});
+    check_kinds(op, 3, (sf_dim_kind[]){SF_DIM_SAMPLE, SF_DIM_NONE, SF_DIM_NONE});
+
+    /* torch.nn.GRU(3, 6) with h0: 3*6*(3+6) + 6*6 = 198 */
+    int x2 = add_input(g, "x2", 3, (int64_t[]){4, 5, 3});
+    int h0 = add_input(g, "h0", 2, (int64_t[]){4, 6});
+    p.gru.hidden = 6;
+    id = add_ok(g, SF_OP_GRU, "g2", &p, (sf_tensor_ref[]){{x2, 0}, {h0, 0}}, 2);
+    op = sf_graph_op(g, id);
+    assert_true(op->n_params == 198);
+    /* per step: gemm 2*4*18*9 = 1296, elementwise 9*4*6 = 216; 5 steps */
+    sf_tile full = sf_tile_full(&op->space);
+    sf_op_cost c;
+    sf_op_tile_cost(op, &full, &c);
+    assert_true(c.flops_fwd == 5 * (1296.0 + 216.0));
+    assert_true(c.flops_bwd == 5 * (2 * 1296.0 + 216.0));
+    /* samples [1, 3): half of it */
+    sf_tile t = mk_tile(3, (int64_t[]){1, 0, 0}, (int64_t[]){3, 5, 6});
+    sf_op_tile_cost(op, &t, &c);
+    assert_true(c.flops_fwd == 5 * (648.0 + 108.0));
+    sf_tile r, o;
+    sf_op_input_region(op, &t, 0, &r);
+    check_tile(&r, 3, (int64_t[]){1, 0, 0}, (int64_t[]){3, 5, 3});
+    sf_op_input_region(op, &t, 1, &r);
+    check_tile(&r, 2, (int64_t[]){1, 0}, (int64_t[]){3, 6});
+    sf_op_output_tile(op, &t, 1, &o);
+    check_tile(&o, 2, (int64_t[]){1, 0}, (int64_t[]){3, 6});
+    sf_op_output_tile(op, &t, 2, &o); /* no such output */
+    assert_int_equal(o.ndim, 0);
+    assert_true(sf_op_tile_weights(op, &t) == op->n_params);
+    sf_op_mem m;
+    sf_op_tile_memory(op, &t, &m);
+    assert_true(m.output_bytes == (60.0 + 12) * 4);
+    /* inputs 30 + 12, three gates and W_hn h + b_hn: 4 * 60 */
+    assert_true(m.saved_bytes == (42.0 + 240.0) * 4);
+
+    int h0bad = add_input(g, "h0bad", 2, (int64_t[]){4, 5});
+    int flat = add_input(g, "flat", 2, (int64_t[]){4, 3});
+    expect_fail(g, SF_OP_GRU, "three_in", &p, (sf_tensor_ref[]){{x2, 0}, {h0, 0}, {h0, 0}}, 3,
+                "needs 1..2 inputs");
+    expect_fail(g, SF_OP_GRU, "bad_x", &p, (sf_tensor_ref[]){{flat, 0}}, 1,
+                "x must be 3-D (N, T, I), got 2-D");
+    expect_fail(g, SF_OP_GRU, "bad_h0", &p, (sf_tensor_ref[]){{x2, 0}, {h0bad, 0}}, 2,
+                "h0 must be (N, H) = (4, 6)");
+    p.gru.hidden = 0;
+    expect_fail(g, SF_OP_GRU, "bad_h", &p, (sf_tensor_ref[]){{x2, 0}}, 1, "hidden must be >= 1");
+    sf_graph_free(g);
+}
+
 static void test_lstm_tiles_and_flops(void **state) {
     (void)state;
     sf_graph *g = sf_graph_new("lstm");
@@ -793,6 +856,7 @@ int main(void) {
         cmocka_unit_test(test_matmul),
         cmocka_unit_test(test_embedding),
         cmocka_unit_test(test_lstm_params_and_shapes),
+        cmocka_unit_test(test_gru_shapes_flops_errors),
         cmocka_unit_test(test_lstm_tiles_and_flops),
         cmocka_unit_test(test_attention_params),
         cmocka_unit_test(test_attention_tiles_and_flops),

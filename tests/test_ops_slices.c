@@ -211,6 +211,22 @@ static int b_lstm(sf_graph *g) {
     return unary_on(g, SF_OP_LSTM, &p, 3, (int64_t[]){4, 3, 2});
 }
 
+static int b_gru_state(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_GRU, &p);
+    p.gru.hidden = 3;
+    int x = add_input(g, "x", 3, (int64_t[]){3, 4, 5});
+    int h0 = add_input(g, "h0", 2, (int64_t[]){3, 3});
+    return add_op(g, SF_OP_GRU, "op", &p, (sf_tensor_ref[]){{x, 0}, {h0, 0}}, 2);
+}
+
+static int b_gru(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_GRU, &p);
+    p.gru.hidden = 4;
+    return unary_on(g, SF_OP_GRU, &p, 3, (int64_t[]){4, 3, 2});
+}
+
 static int b_attention_self(sf_graph *g) {
     sf_op_params p;
     sf_op_params_default(SF_OP_ATTENTION, &p);
@@ -429,6 +445,8 @@ static const op_case cases[] = {
     {"embedding", b_embedding},
     {"lstm state", b_lstm_state},
     {"lstm", b_lstm},
+    {"gru state", b_gru_state},
+    {"gru", b_gru},
     {"attention self causal", b_attention_self},
     {"attention cross", b_attention_cross},
     {"relu", b_relu},
@@ -896,6 +914,14 @@ static void test_param_descs_are_pytorchs(void **state) {
     expect_param(&d[1], "weight_hh_l0", 2, (int64_t[]){12, 3}, 60, SF_INIT_UNIFORM, b);
     expect_param(&d[2], "bias_ih_l0", 1, (int64_t[]){12}, 96, SF_INIT_UNIFORM, b);
     expect_param(&d[3], "bias_hh_l0", 1, (int64_t[]){12}, 108, SF_INIT_UNIFORM, b);
+    sf_graph_free(g);
+
+    g = sf_graph_new("p"); /* GRU(5, 3) */
+    assert_int_equal(sf_op_param_descs(sf_graph_op(g, b_gru_state(g)), d), 4);
+    expect_param(&d[0], "weight_ih_l0", 2, (int64_t[]){9, 5}, 0, SF_INIT_UNIFORM, b);
+    expect_param(&d[1], "weight_hh_l0", 2, (int64_t[]){9, 3}, 45, SF_INIT_UNIFORM, b);
+    expect_param(&d[2], "bias_ih_l0", 1, (int64_t[]){9}, 72, SF_INIT_UNIFORM, b);
+    expect_param(&d[3], "bias_hh_l0", 1, (int64_t[]){9}, 81, SF_INIT_UNIFORM, b);
     sf_graph_free(g);
 
     g = sf_graph_new("p"); /* MultiheadAttention(8, 2) */

@@ -1,13 +1,12 @@
 /*
  * The runtime on issue 28's operators: every small model scripts/make_onnx_fixtures.py
  * exports for them (position embeddings and scales, a class token, transposes,
- * pads, means, hard activations; tests/fixtures/onnx/), imported, trained on 2
- * and 4 ranks (threads) under the strategies of runtime_cases.h (data, model,
- * one weird trick, a searched one, random ones over the whole SOAP space and
- * with partial sums) gives the losses and weights of one rank. The random
- * strategies split add_param's and mul_param's parameter dimensions, so each
- * part syncs and updates only its slice of the learned tensor. Needs
- * SF_SOURCE_DIR (CTest sets it).
+ * pads, means, hard activations, a GRU language model, GELU's tanh form; tests/fixtures/onnx/),
+ * imported, trained on 2 and 4 ranks (threads) under the strategies of runtime_cases.h (data,
+ * model, one weird trick, a searched one, random ones over the whole SOAP space and with partial
+ * sums) gives the losses and weights of one rank. The random strategies split add_param's and
+ * mul_param's parameter dimensions, so each part syncs and updates only its slice of the learned
+ * tensor. Needs SF_SOURCE_DIR (CTest sets it).
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -20,8 +19,9 @@
 
 #define N_RANDOM 3
 
-static const char *const models[] = {"constops_op13", "clstoken_op17", "permute_op13",
-                                     "pad_op17",      "mean_op13",     "hard_op17"};
+static const char *const models[] = {"constops_op13",  "clstoken_op17",      "permute_op13",
+                                     "pad_op17",       "mean_op13",          "hard_op17",
+                                     "gru_op17_train", "gelutanh_op13_train"};
 
 static sf_graph *load(const char *name) {
     const char *dir = getenv("SF_SOURCE_DIR");

@@ -199,6 +199,7 @@ typedef enum sf_op_type {
     SF_OP_HARD_SWISH,   /* x * hard_sigmoid(x) at torch's alpha 1/6, beta 1/2 */
     SF_OP_CONV_TRANSPOSE2D, /* torch.nn.ConvTranspose2d, ONNX ConvTranspose (groups 1) */
     SF_OP_RESIZE,           /* nearest or bilinear resizing of NCHW: nn.Upsample, ONNX Resize */
+    SF_OP_GRU,              /* one torch.nn.GRU layer over a sequence, batch first */
     SF_OP_COUNT
 } sf_op_type;
 
@@ -262,6 +263,11 @@ typedef struct sf_lstm_params {
     /* inputs: x (N, T, I) [, h0 (N, H), c0 (N, H)]
      * outputs: y (N, T, H), hT (N, H), cT (N, H) */
 } sf_lstm_params;
+
+typedef struct sf_gru_params {
+    int64_t hidden;
+    /* inputs: x (N, T, I) [, h0 (N, H)]; outputs: y (N, T, H), hT (N, H) */
+} sf_gru_params;
 
 typedef struct sf_attention_params {
     int64_t embed_dim; /* model width D; inputs and output are (N, T, D) */
@@ -340,6 +346,16 @@ typedef struct sf_hard_sigmoid_params {
     double alpha, beta; /* torch's nn.Hardsigmoid: 1/6 and 1/2; ONNX's default 0.2, 0.5 */
 } sf_hard_sigmoid_params;
 
+typedef enum sf_gelu_approx {
+    SF_GELU_NONE = 0, /* x * Phi(x) with erf: torch's nn.GELU() */
+    SF_GELU_TANH = 1  /* 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))): approximate="tanh",
+                       * Hugging Face's gelu_new */
+} sf_gelu_approx;
+
+typedef struct sf_gelu_params {
+    int approximate; /* sf_gelu_approx */
+} sf_gelu_params;
+
 typedef struct sf_scale_params {
     double mul, add; /* y = x * mul + add */
 } sf_scale_params;
@@ -352,6 +368,7 @@ typedef union sf_op_params {
     sf_matmul_params matmul;
     sf_embedding_params embedding;
     sf_lstm_params lstm;
+    sf_gru_params gru;
     sf_attention_params attention;
     sf_concat_params concat;
     sf_split_params split;
@@ -367,6 +384,7 @@ typedef union sf_op_params {
     sf_pad_params pad;
     sf_reduce_params reduce;
     sf_hard_sigmoid_params hard_sigmoid;
+    sf_gelu_params gelu;
     sf_conv_transpose2d_params conv_transpose2d;
     sf_resize_params resize;
 } sf_op_params;

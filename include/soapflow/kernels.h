@@ -34,7 +34,8 @@
  * affine (else no weights) embedding  table (num_embeddings, embedding_dim) lstm       W_ih (4H,
  * I), W_hh (4H, H), b_ih (4H), b_hh (4H): PyTorch's, gate order i, f, g, o; kernels take tiles
  * split on N only (a part of H or T is SF_ERR_UNSUPPORTED, and the space splits neither, see
- * op_lstm.c) attention  in_proj (3D, D) = [W_q; W_k; W_v], W_o (D, D), then, when bias is on,
+ * op_lstm.c) gru  W_ih (3H, I), W_hh (3H, H), b_ih (3H), b_hh (3H): PyTorch's, gate order r, z, n,
+ * tiles as lstm's (op_gru.c) attention  in_proj (3D, D) = [W_q; W_k; W_v], W_o (D, D), then, when bias is on,
  * in_proj_bias (3D) and out_proj bias (D) (PyTorch's); a tile split on D (which the space does not
  * offer) accumulates into all of W_q, W_k, W_v and their biases, not only its rows (see
  * op_attention.c) matmul     no weights conv_transpose2d  W (C_in, C_out, kh, kw), then bias

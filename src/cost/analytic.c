@@ -80,6 +80,7 @@ void sf_analytic_params_default(sf_analytic_params *p) {
     p->efficiency[SF_OP_LINEAR] = 0.7;
     p->efficiency[SF_OP_MATMUL] = 0.7;
     p->efficiency[SF_OP_LSTM] = 0.7;
+    p->efficiency[SF_OP_GRU] = 0.7;
     p->efficiency[SF_OP_ATTENTION] = 0.7;
     p->mem_efficiency = 0.8;
     p->dtype = SF_DTYPE_FP32;
@@ -101,7 +102,8 @@ int sf_analytic_eff_class(sf_op_type type) {
     case SF_OP_LINEAR:
     case SF_OP_MATMUL: return SF_EFF_GEMM;
     case SF_OP_ATTENTION: return SF_EFF_ATTENTION;
-    case SF_OP_LSTM: return SF_EFF_LSTM;
+    case SF_OP_LSTM:
+    case SF_OP_GRU: return SF_EFF_LSTM; /* the same products: a GRU's are 3 gates wide */
     default: return -1;
     }
 }
@@ -186,53 +188,62 @@ static double roofline_s(const sf_analytic_params *p, const sf_op *op, const sf_
  * and then does the products batched over the steps: dx, dW_ih, dW_hh. The
  * FLOPs add up to the operator's (2 n 4h (I + H) per step forward, twice that
  * backward, plus its elementwise work); the bytes are counted here per kernel.
+ * A GRU tile is priced the same way with its 3 gate blocks instead of 4 (its
+ * cell reads the input and the recurrent projections apart: r multiplies W_hn h).
  */
 #define LSTM_GATE_FWD_ELEMS 15.0 /* per unit per step: 2 x 4 pre-activations, c, c', h', 4 saved   \
                                   */
 #define LSTM_GATE_BWD_ELEMS 12.0 /* saved gates 4, c 2, dh, dc 2, dgates 4 written */
+#define GRU_GATE_FWD_ELEMS 13.0  /* 2 x 3 pre-activations, h, h', 3 saved gates and W_hn h */
+#define GRU_GATE_BWD_ELEMS 13.0  /* saved 4, h, dh in and out, dgates 2 x 3 written */
 
-static void lstm_steps_s(const sf_analytic_params *p, const sf_op *op, const sf_tile *t,
-                         const sf_device_kind *kind, double *fwd_s, double *bwd_s) {
+static void rnn_steps_s(const sf_analytic_params *p, const sf_op *op, const sf_tile *t,
+                        const sf_device_kind *kind, double *fwd_s, double *bwd_s) {
     double n = (double)(t->hi[0] - t->lo[0]), steps = (double)(t->hi[1] - t->lo[1]);
     double h = (double)(t->hi[2] - t->lo[2]);
-    double in = (double)op->in_shapes[0].d[2], hid = (double)op->params.lstm.hidden;
+    int gru = op->type == SF_OP_GRU;
+    double in = (double)op->in_shapes[0].d[2];
+    double hid = (double)(gru ? op->params.gru.hidden : op->params.lstm.hidden);
+    double gates = gru ? 3 : 4; /* blocks of gate rows */
+    double fwd_elems = gru ? GRU_GATE_FWD_ELEMS : LSTM_GATE_FWD_ELEMS;
+    double bwd_elems = gru ? GRU_GATE_BWD_ELEMS : LSTM_GATE_BWD_ELEMS;
     double eb = sf_dtype_bytes(p->dtype), bw = bw_of(p, kind), launch = launch_of(p, kind);
     sf_op_cost c;
     memset(&c, 0, sizeof c);
     sf_op_tile_cost(op, t, &c);
-    double gemm_fwd = 2 * n * 4 * h * (in + hid) * steps;
+    double gemm_fwd = 2 * n * gates * h * (in + hid) * steps;
     double ew_fwd = c.flops_fwd > gemm_fwd ? c.flops_fwd - gemm_fwd : 0;
     double ew_bwd = c.flops_bwd > 2 * gemm_fwd ? c.flops_bwd - 2 * gemm_fwd : 0;
     double pk = peak_for(p, kind, SF_EFF_LSTM), pk_ew = peak_for(p, kind, -1);
-    double big = pk * class_eff(p, kind, SF_EFF_LSTM, SF_OP_LSTM);
-    double small = pk * class_eff(p, kind, SF_EFF_LSTM_STEP, SF_OP_LSTM);
+    double big = pk * class_eff(p, kind, SF_EFF_LSTM, (unsigned)op->type);
+    double small = pk * class_eff(p, kind, SF_EFF_LSTM_STEP, (unsigned)op->type);
     double ew_rate = pk_ew * (SF_OP_ADD < SF_OP_COUNT ? p->efficiency[SF_OP_ADD] : 0.5);
 
     /* forward */
-    double proj = kernel_s(launch, 2 * n * steps * 4 * h * in, big,
-                           (n * steps * in + 4 * h * in + n * steps * 4 * h) * eb, bw);
-    double rec =
-        kernel_s(launch, 2 * n * 4 * h * hid, small, (n * hid + 4 * h * hid + n * 4 * h) * eb, bw);
-    double gate = kernel_s(launch, ew_fwd / (steps > 0 ? steps : 1), ew_rate,
-                           LSTM_GATE_FWD_ELEMS * n * h * eb, bw);
+    double proj = kernel_s(launch, 2 * n * steps * gates * h * in, big,
+                           (n * steps * in + gates * h * in + n * steps * gates * h) * eb, bw);
+    double rec = kernel_s(launch, 2 * n * gates * h * hid, small,
+                          (n * hid + gates * h * hid + n * gates * h) * eb, bw);
+    double gate =
+        kernel_s(launch, ew_fwd / (steps > 0 ? steps : 1), ew_rate, fwd_elems * n * h * eb, bw);
     *fwd_s = proj + steps * (rec + gate);
 
     /* backward: per step, the gates' backward and the recurrent dgrad */
-    double gate_b = kernel_s(launch, ew_bwd / (steps > 0 ? steps : 1), ew_rate,
-                             LSTM_GATE_BWD_ELEMS * n * h * eb, bw);
-    double rec_b =
-        kernel_s(launch, 2 * n * 4 * h * hid, small, (n * 4 * h + 4 * h * hid + n * hid) * eb, bw);
+    double gate_b =
+        kernel_s(launch, ew_bwd / (steps > 0 ? steps : 1), ew_rate, bwd_elems * n * h * eb, bw);
+    double rec_b = kernel_s(launch, 2 * n * gates * h * hid, small,
+                            (n * gates * h + gates * h * hid + n * hid) * eb, bw);
     /* then batched over the steps: dx = dgates W_ih, dW_ih = dgates^T x, dW_hh = dgates^T h */
-    double dx = kernel_s(launch, 2 * n * steps * 4 * h * in, big,
-                         (n * steps * 4 * h + 4 * h * in + n * steps * in) * eb, bw);
-    double dw =
-        kernel_s(launch, 2 * n * steps * 4 * h * (in + hid), big,
-                 (n * steps * 4 * h + n * steps * (in + hid) + 4 * h * (in + hid)) * eb, bw);
+    double dx = kernel_s(launch, 2 * n * steps * gates * h * in, big,
+                         (n * steps * gates * h + gates * h * in + n * steps * in) * eb, bw);
+    double dw = kernel_s(
+        launch, 2 * n * steps * gates * h * (in + hid), big,
+        (n * steps * gates * h + n * steps * (in + hid) + gates * h * (in + hid)) * eb, bw);
     *bwd_s = steps * (gate_b + rec_b) + dx + dw;
 }
 
 static int per_step(const sf_op *op, const sf_device_kind *kind) {
-    return op->type == SF_OP_LSTM && kind->rnn_per_step;
+    return (op->type == SF_OP_LSTM || op->type == SF_OP_GRU) && kind->rnn_per_step;
 }
 
 static double analytic_task_s(void *self, const sf_op *op, const sf_tile *t,
@@ -251,7 +262,7 @@ static double analytic_task_s(void *self, const sf_op *op, const sf_tile *t,
     }
     if (per_step(op, kind)) {
         double f, b;
-        lstm_steps_s(p, op, t, kind, &f, &b);
+        rnn_steps_s(p, op, t, kind, &f, &b);
         return pass == SF_PASS_BWD ? b : f;
     }
     sf_op_cost c;
@@ -271,7 +282,7 @@ static void analytic_task_fwd_bwd_s(void *self, const sf_op *op, const sf_tile *
         return;
     }
     if (per_step(op, kind)) {
-        lstm_steps_s(p, op, t, kind, fwd_s, bwd_s);
+        rnn_steps_s(p, op, t, kind, fwd_s, bwd_s);
         return;
     }
     sf_op_cost c;

@@ -526,11 +526,11 @@ static double profiled_task_s(void *self, const sf_op *op, const sf_tile *t,
         p->stats.hits++;
         return pass == SF_PASS_BWD ? e->bwd_s : e->fwd_s;
     }
-    /* An LSTM tile on a device that prices recurrences step by step
+    /* An LSTM or GRU tile on a device that prices recurrences step by step
      * (rnn_per_step; docs/cost-model.md, "Recurrent operators step by step"):
      * its steps run one after another, so a measured one-step tile of the same
      * batch and hidden extents times the steps. */
-    if (op->type == SF_OP_LSTM && kind->rnn_per_step && t->ndim >= 2 &&
+    if ((op->type == SF_OP_LSTM || op->type == SF_OP_GRU) && kind->rnn_per_step && t->ndim >= 2 &&
         strcmp(kind->name, p->db->device_kind) == 0) {
         int64_t steps = t->hi[1] - t->lo[1];
         sf_tile one = *t;

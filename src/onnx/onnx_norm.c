@@ -9,6 +9,20 @@
  *   nn.LayerNorm     m = ReduceMean(x, -1); d = x - m; v = ReduceMean(d ^ 2, -1);
  *                    y = d / Sqrt(v + eps)  [* weight + bias]
  *   GELU (exact)     y = x * (Erf(x / sqrt 2) + 1) * 0.5
+ *   GELU (tanh)      F.gelu(x, approximate="tanh"):
+ *                    y = 0.5 * (x * (1 + Tanh(k * (x + 0.044715 * (x * (x * x))))))
+ *                    Hugging Face's gelu_new, written out in torch:
+ *                    y = (x * 0.5) * (Tanh((x + Pow(x, 3) * 0.044715) * k) + 1)
+ *                    with k = sqrt(2 / pi), the products' operands in either order
+ *
+ * The tanh form branches more than one chain of steps can follow (x is read
+ * four times), so it is matched on the graph first (gt_match_final, from the
+ * last Mul back to x: every inner value read once, by the next step) and then
+ * followed node by node like the others: its first step on x starts it (a
+ * second step on x joins the same record, found by x and the final value, held
+ * in the record's w), every step must be one of the match's nodes, and the last
+ * one checks the constants (which are folded by then) and makes a gelu with
+ * approximate "tanh".
  *
  * Each step is a PEND PAT value that knows its stage, as in onnx_attn.c: the
  * pattern starts at the ReduceMean (or the division by sqrt 2), moves on only
@@ -26,6 +40,8 @@
 
 #include "onnx_impl.h"
 
+#define M_PI_VALUE 3.14159265358979323846
+
 enum {
     LN_MEAN = 1, /* ReduceMean(x) */
     LN_CENT,     /* x - mean */
@@ -39,7 +55,11 @@ enum {
     GELU_ERF,    /* Erf */
     GELU_ERF1,   /* + 1 */
     GELU_MUL,    /* x * (...) */
+    GELU_TANH,   /* a step of GELU's tanh form (gt_match) */
 };
+
+static const Onnx__NodeProto *maker(const ox_ctx *c, int v);
+static int is_type(const Onnx__NodeProto *n, const char *t);
 
 #define TAKE(expr)                                                                                 \
     do {                                                                                           \
@@ -175,11 +195,203 @@ static int act_value(ox_ctx *c, int x, sf_status *st) {
     return k == OX_ACT && !c->vals[x].is_index;
 }
 
+/* ---- GELU's tanh form: matched on the graph ------------------------------------ */
+
+#define GT_MAX_NODES 12
+#define GT_MAX_CONSTS 6
+
+/* The nodes and constants of one tanh-form GELU of x. */
+typedef struct gt_match {
+    int x;
+    int n_nodes, nodes[GT_MAX_NODES];
+    int n_consts, consts[GT_MAX_CONSTS];
+    double want[GT_MAX_CONSTS];
+} gt_match;
+
+/* A constant operand, folded or not yet (an initializer, a Constant node's output). */
+static int gt_static(const ox_ctx *c, int v) {
+    return v > 0 && (c->vals[v].kind == OX_CONST || is_type(maker(c, v), "Constant"));
+}
+
+static int gt_const(const ox_ctx *c, gt_match *m, int v, double want) {
+    if (!gt_static(c, v) || m->n_consts == GT_MAX_CONSTS) return 0;
+    m->consts[m->n_consts] = v;
+    m->want[m->n_consts++] = want;
+    return 1;
+}
+
+/* v made by a node of type t with n_in inputs and read once: that node, recorded. */
+static const Onnx__NodeProto *gt_step(const ox_ctx *c, gt_match *m, int v, const char *t,
+                                      size_t n_in) {
+    const Onnx__NodeProto *n = maker(c, v);
+    if (!is_type(n, t) || n->n_input != n_in || c->vals[v].uses != 1 || m->n_nodes == GT_MAX_NODES)
+        return NULL;
+    m->nodes[m->n_nodes++] = c->vals[v].producer;
+    return n;
+}
+
+/* Mul node n of the constant want and something else, into *u. */
+static int gt_scaled(const ox_ctx *c, gt_match *m, const Onnx__NodeProto *n, double want, int *u) {
+    for (int s = 0; n && s < 2; s++)
+        if (gt_const(c, m, ox_in(c, n, s), want)) {
+            *u = ox_in(c, n, 1 - s);
+            return 1;
+        }
+    return 0;
+}
+
+/* v = x^3: Pow(x, 3), x * (x * x) or (x * x) * x. */
+static int gt_cube(const ox_ctx *c, gt_match *m, int v, int x) {
+    const Onnx__NodeProto *p = maker(c, v);
+    if (is_type(p, "Pow"))
+        return gt_step(c, m, v, "Pow", 2) && ox_in(c, p, 0) == x &&
+               gt_const(c, m, ox_in(c, p, 1), 3);
+    if (!gt_step(c, m, v, "Mul", 2)) return 0;
+    for (int s = 0; s < 2; s++) {
+        int sq = ox_in(c, p, 1 - s);
+        const Onnx__NodeProto *q = maker(c, sq);
+        if (ox_in(c, p, s) == x && is_type(q, "Mul") && q->n_input == 2 && ox_in(c, q, 0) == x &&
+            ox_in(c, q, 1) == x && gt_step(c, m, sq, "Mul", 2))
+            return 1;
+    }
+    return 0;
+}
+
+/* v = 1 + Tanh(k * (x + 0.044715 * x^3)), x into *x. */
+static int gt_onep(const ox_ctx *c, gt_match *m, int v, int *x) {
+    const Onnx__NodeProto *a = gt_step(c, m, v, "Add", 2);
+    if (!a) return 0;
+    int nn = m->n_nodes, nc = m->n_consts;
+    for (int s = 0; s < 2; s++) {
+        m->n_nodes = nn, m->n_consts = nc;
+        int inner, sum;
+        const Onnx__NodeProto *t = gt_const(c, m, ox_in(c, a, s), 1.0)
+                                       ? gt_step(c, m, ox_in(c, a, 1 - s), "Tanh", 1)
+                                       : NULL;
+        if (!t ||
+            !gt_scaled(c, m, gt_step(c, m, ox_in(c, t, 0), "Mul", 2), sqrt(2 / M_PI_VALUE), &inner))
+            continue;
+        const Onnx__NodeProto *add = gt_step(c, m, inner, "Add", 2);
+        int n2 = m->n_nodes, c2 = m->n_consts;
+        for (int o = 0; add && o < 2; o++) {
+            m->n_nodes = n2, m->n_consts = c2;
+            int xx = ox_in(c, add, o);
+            if (gt_scaled(c, m, gt_step(c, m, ox_in(c, add, 1 - o), "Mul", 2), 0.044715, &sum) &&
+                gt_cube(c, m, sum, xx)) {
+                *x = xx;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+/* Node f (a Mul) is the last step of a tanh-form GELU: its match into m. */
+static int gt_match_final(const ox_ctx *c, int f, gt_match *m) {
+    if (f < 0 || f >= (int)c->graph->n_node) return 0;
+    const Onnx__NodeProto *F = c->graph->node[f];
+    if (!is_type(F, "Mul") || F->n_input != 2) return 0;
+    for (int s = 0; s < 2; s++) {
+        int p = ox_in(c, F, s), q = ox_in(c, F, 1 - s), x = -1, u = -1;
+        /* (x * 0.5) * (1 + tanh(...)) */
+        memset(m, 0, sizeof *m);
+        m->nodes[m->n_nodes++] = f;
+        if (gt_onep(c, m, p, &x) && gt_scaled(c, m, gt_step(c, m, q, "Mul", 2), 0.5, &u) &&
+            u == x && !gt_static(c, x)) {
+            m->x = x;
+            return 1;
+        }
+        /* 0.5 * (x * (1 + tanh(...))) */
+        memset(m, 0, sizeof *m);
+        m->nodes[m->n_nodes++] = f;
+        const Onnx__NodeProto *h = gt_const(c, m, q, 0.5) ? gt_step(c, m, p, "Mul", 2) : NULL;
+        int nn = m->n_nodes, nc = m->n_consts;
+        for (int o = 0; h && o < 2; o++) {
+            m->n_nodes = nn, m->n_consts = nc;
+            if (gt_onep(c, m, ox_in(c, h, 1 - o), &x) && ox_in(c, h, o) == x && !gt_static(c, x)) {
+                m->x = x;
+                return 1;
+            }
+        }
+    }
+    return 0;
+}
+
+static int gt_has(const gt_match *m, int node) {
+    for (int i = 0; i < m->n_nodes; i++)
+        if (m->nodes[i] == node) return 1;
+    return 0;
+}
+
+/* A tanh-form GELU that node (an index) is a step of, into m. */
+static int gt_find(const ox_ctx *c, int node, gt_match *m) {
+    for (int f = 0; f < (int)c->graph->n_node; f++)
+        if (is_type(c->graph->node[f], "Mul") && gt_match_final(c, f, m) && gt_has(m, node))
+            return 1;
+    return 0;
+}
+
+/* A first step on x (x * x, Pow(x, 3), x * 0.5): starts the record, or joins it. */
+static int gt_start(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st) {
+    int dyn = -1; /* x * x, Pow(x, k), x * k: one value that is not a constant */
+    for (int k = 0; k < (int)n->n_input; k++) {
+        int v = ox_in(c, n, k);
+        if (gt_static(c, v)) continue;
+        if (dyn >= 0 && v != dyn) return 0;
+        dyn = v;
+    }
+    gt_match m;
+    if (dyn < 0 || !gt_find(c, c->cur_node, &m) || m.x != dyn) return 0;
+    int x = m.x, o = ox_out(c, n, 0), last = ox_out(c, c->graph->node[m.nodes[0]], 0), rec = -1;
+    if (!act_value(c, x, st)) return *st != SF_OK;
+    for (int r = 0; r < c->n_pat && rec < 0; r++)
+        if (c->pat[r].x == x && c->pat[r].w == last) rec = r;
+    if (rec < 0) {
+        if ((*st = new_rec(c, x, &rec)) != SF_OK) return 1;
+        c->pat[rec].w = last; /* the value the operator will be */
+    }
+    set_stage(c, o, rec, GELU_TANH, &c->vals[x], 0);
+    TAKE(SF_OK);
+}
+
+/* A step reading value v of record rec: one of the match's, the last making the gelu. */
+static sf_status gt_next(ox_ctx *c, const Onnx__NodeProto *n, int v, int rec) {
+    ox_pat *p = &c->pat[rec];
+    gt_match m;
+    int o = ox_out(c, n, 0);
+    if (!gt_match_final(c, c->vals[p->w].producer, &m) || m.x != p->x || !gt_has(&m, c->cur_node))
+        return ox_pat_refuse(c, v);
+    const ox_value *X = &c->vals[p->x];
+    if (o != p->w) {
+        set_stage(c, o, rec, GELU_TANH, X, 0);
+        return SF_OK;
+    }
+    for (int i = 0; i < m.n_consts; i++) {
+        double s = scalar(c, m.consts[i]);
+        if (isnan(s) || !near(s, m.want[i])) {
+            char where[240];
+            return ox_fail(c, SF_ERR_UNSUPPORTED,
+                           "the tanh form of GELU that starts at %s has %g where torch's has %g",
+                           ox_node_str(c, p->node, where, sizeof where), s, m.want[i]);
+        }
+    }
+    sf_op_params prm;
+    sf_op_params_default(SF_OP_GELU, &prm);
+    prm.gelu.approximate = SF_GELU_TANH;
+    sf_tensor_ref in = X->ref;
+    int id = ox_add_op(c, SF_OP_GELU, &prm, &in, 1, NULL);
+    if (id < 0) return (sf_status)id;
+    X = &c->vals[p->x];
+    ox_set_act(c, o, (sf_tensor_ref){id, 0}, X->ndim, X->d, X->map, 0);
+    return SF_OK;
+}
+
 /* A start: ReduceMean(x, -1) or x / sqrt 2 (x * 1/sqrt 2). */
 static int start(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st) {
     const char *t = n->op_type;
     int x = ox_in(c, n, 0), o = ox_out(c, n, 0), rec;
     *st = SF_OK;
+    if ((!strcmp(t, "Mul") || !strcmp(t, "Pow")) && gt_start(c, n, st)) return 1;
     if (!strcmp(t, "ReduceMean")) {
         if (!act_value(c, x, st)) return *st != SF_OK;
         int last = mean_of_last(c, n, c->vals[x].ndim);
@@ -284,6 +496,7 @@ int ox_pat_node(ox_ctx *c, const Onnx__NodeProto *n, sf_status *st) {
         ox_set_act(c, o, (sf_tensor_ref){id, 0}, X->ndim, X->d, X->map, 0);
         TAKE(SF_OK);
     }
+    if (stage == GELU_TANH) TAKE(gt_next(c, n, v, rec));
     if (stage == LN_NORM || stage == LN_SCALED) return 0; /* a layernorm, read as one */
     TAKE(ox_pat_refuse(c, v));
 }
@@ -318,8 +531,13 @@ int ox_pat_may_take(const ox_ctx *c, const Onnx__NodeProto *n) {
         return is_type(pa, "Div") || is_type(pa, "Mul");
     if (!strcmp(t, "Sub")) /* x - ReduceMean(x) */
         return is_type(pb, "ReduceMean") && pb->n_input > 0 && ox_in(c, pb, 0) == a;
-    if (!strcmp(t, "Pow")) /* (x - mean) ^ 2 */
-        return is_type(pa, "Sub");
+    if (!strcmp(t, "Pow")) { /* (x - mean) ^ 2, or x^3 in GELU's tanh form */
+        gt_match m;
+        int self = -1;
+        for (size_t i = 0; i < c->graph->n_node && self < 0; i++)
+            if (c->graph->node[i] == n) self = (int)i;
+        return is_type(pa, "Sub") || gt_find(c, self, &m);
+    }
     if (!strcmp(t, "Sqrt")) { /* Sqrt(ReduceMean(...) + eps) */
         if (!is_type(pa, "Add")) return 0;
         for (size_t k = 0; k < pa->n_input; k++)

@@ -51,6 +51,8 @@
  *   Dropout                     dropout (identity when training_mode is false)
  *   Identity, Cast              nothing: the same tensor
  *   LSTM                        lstm (forward, default activations; torch's gate order)
+ *   GRU                         gru (forward, linear_before_reset 1, default activations;
+ *                               torch's gate order r, z, n)
  *   torch's MultiheadAttention  attention (onnx_attn.c); so is GPT-2-style attention, whose
  *                               Where (masked_fill) on activations is taken only as its mask
  *   Add of Gather(wpe, arange)  learned positions: a positions input, an embedding, an add
@@ -145,6 +147,8 @@ static sf_status act_sigmoid(ox_ctx *c, const Onnx__NodeProto *n) {
     return simple_unary(c, n, SF_OP_SIGMOID);
 }
 static sf_status act_tanh(ox_ctx *c, const Onnx__NodeProto *n) {
+    sf_status st;
+    if (ox_pat_node(c, n, &st)) return st; /* a step of GELU's tanh form (onnx_norm.c) */
     return simple_unary(c, n, SF_OP_TANH);
 }
 
@@ -2113,6 +2117,92 @@ static int lstm_state(ox_ctx *c, const Onnx__NodeProto *n, int k) {
     return 1;
 }
 
+/* X of an LSTM or GRU node (what names the node type in messages): a view of a
+ * batch-first (N, T, I) tensor into *x, and its steps, batch and features. */
+static sf_status rnn_x(ox_ctx *c, const Onnx__NodeProto *n, int64_t layout, const char *what,
+                       sf_tensor_ref *x_ref, int64_t *t, int64_t *nb, int64_t *isz) {
+    int x = ox_in(c, n, 0);
+    TRY(ox_act(c, x));
+    const ox_value *X = &c->vals[x];
+    if (X->ndim != 3) return ox_fail(c, SF_ERR_SHAPE, "X has rank %d, 3 expected", X->ndim);
+    /* ONNX dimension of the batch, the sequence and the features */
+    int bd = layout ? 0 : 1, td = layout ? 1 : 0;
+    const sf_shape *xs = &sf_graph_op(c->g, X->ref.op)->out_shapes[X->ref.out];
+    if (xs->ndim == 3 && X->map[bd] == 0 && X->map[td] == 1 && X->map[2] == 2) {
+        *x_ref = X->ref;
+    } else if (layout) {
+        TRY(ox_natural(c, x, x_ref));
+    } else {
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "X (sequence first) is not a view of a batch-first tensor: soapflow's %s "
+                       "takes (N, T, I) (export with batch_first=True, or a dynamic batch "
+                       "dimension on the inputs)",
+                       what);
+    }
+    X = &c->vals[x];
+    *t = X->d[td];
+    *nb = X->d[bd];
+    *isz = X->d[2];
+    return SF_OK;
+}
+
+/* sequence_lens (input 4): absent, or every sequence t steps long. */
+static sf_status rnn_lengths(ox_ctx *c, const Onnx__NodeProto *n, int64_t t) {
+    if (!present(c, n, 4)) return SF_OK;
+    TRY(ox_const_data(c, ox_in(c, n, 4)));
+    const ox_value *sl = &c->vals[ox_in(c, n, 4)];
+    if (sl->kind != OX_CONST)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "sequence_lens computed by the model");
+    for (int64_t i = 0; i < sl->numel; i++)
+        if ((sl->is_index ? sl->i[i] : (int64_t)sl->f[i]) != t)
+            return ox_fail(c, SF_ERR_UNSUPPORTED, "sequences of different lengths");
+    return SF_OK;
+}
+
+/* An initial state activation v: (1, N, H) (layout 0) or (N, 1, H) (layout 1)
+ * of a soapflow (N, H), into *ref. */
+static sf_status rnn_state_input(ox_ctx *c, int v, int64_t layout, int64_t nb, int64_t hidden,
+                                 sf_tensor_ref *ref) {
+    TRY(ox_act(c, v));
+    const ox_value *S = &c->vals[v];
+    const sf_shape *ss = &sf_graph_op(c->g, S->ref.op)->out_shapes[S->ref.out];
+    int nd = layout ? 0 : 1, ud = layout ? 1 : 0;
+    if (S->ndim != 3 || S->d[ud] != 1 || S->d[nd] != nb || S->d[2] != hidden || ss->ndim != 2 ||
+        S->map[nd] != 0 || S->map[2] != 1)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "initial state '%.100s' is not a batch-first (N, H) tensor", S->name);
+    *ref = S->ref;
+    return SF_OK;
+}
+
+/* The outputs of an LSTM or GRU operator id: Y (T, 1, N, H) or (N, T, 1, H) of
+ * the soapflow (N, T, H), then n_states final states (1, N, H) or (N, 1, H) of
+ * the soapflow (N, H) (Y_h; an LSTM's Y_c). */
+static void rnn_outputs(ox_ctx *c, const Onnx__NodeProto *n, int id, int64_t layout, int64_t t,
+                        int64_t nb, int64_t hidden, int n_states) {
+    int64_t dy[4];
+    int8_t my[4];
+    if (layout) {
+        dy[0] = nb, dy[1] = t, dy[2] = 1, dy[3] = hidden;
+        my[0] = 0, my[1] = 1, my[2] = -1, my[3] = 2;
+    } else {
+        dy[0] = t, dy[1] = 1, dy[2] = nb, dy[3] = hidden;
+        my[0] = 1, my[1] = -1, my[2] = 0, my[3] = 2;
+    }
+    ox_set_act(c, ox_out(c, n, 0), (sf_tensor_ref){id, 0}, 4, dy, my, 0);
+    int64_t ds[3];
+    int8_t ms[3];
+    if (layout) {
+        ds[0] = nb, ds[1] = 1, ds[2] = hidden;
+        ms[0] = 0, ms[1] = -1, ms[2] = 1;
+    } else {
+        ds[0] = 1, ds[1] = nb, ds[2] = hidden;
+        ms[0] = -1, ms[1] = 0, ms[2] = 1;
+    }
+    for (int k = 1; k <= n_states; k++)
+        ox_set_act(c, ox_out(c, n, k), (sf_tensor_ref){id, k}, 3, ds, ms, 0);
+}
+
 static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
     char dir[32];
     TRY(ox_attr_str(c, n, "direction", "forward", dir, sizeof dir));
@@ -2135,26 +2225,9 @@ static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
             return ox_fail(c, SF_ERR_UNSUPPORTED, "activations other than Sigmoid, Tanh, Tanh");
     }
     if (present(c, n, 7)) return ox_fail(c, SF_ERR_UNSUPPORTED, "peephole connections (P)");
-    int x = ox_in(c, n, 0);
-    TRY(ox_act(c, x));
-    const ox_value *X = &c->vals[x];
-    if (X->ndim != 3) return ox_fail(c, SF_ERR_SHAPE, "X has rank %d, 3 expected", X->ndim);
-    /* ONNX dimension of the batch, the sequence and the features */
-    int bd = layout ? 0 : 1, td = layout ? 1 : 0;
-    const sf_shape *xs = &sf_graph_op(c->g, X->ref.op)->out_shapes[X->ref.out];
     sf_tensor_ref in[3];
-    if (xs->ndim == 3 && X->map[bd] == 0 && X->map[td] == 1 && X->map[2] == 2) {
-        in[0] = X->ref;
-    } else if (layout) {
-        TRY(ox_natural(c, x, &in[0]));
-    } else {
-        return ox_fail(c, SF_ERR_UNSUPPORTED,
-                       "X (sequence first) is not a view of a batch-first tensor: soapflow's LSTM "
-                       "takes (N, T, I) (export with batch_first=True, or a dynamic batch "
-                       "dimension on the inputs)");
-    }
-    X = &c->vals[x];
-    int64_t t = X->d[td], nb = X->d[bd], isz = X->d[2];
+    int64_t t, nb, isz;
+    TRY(rnn_x(c, n, layout, "LSTM", &in[0], &t, &nb, &isz));
     int ok;
     const float *W = ox_weight(c, ox_in(c, n, 1), "W", &ok);
     if (!ok) return c->err->code;
@@ -2179,15 +2252,7 @@ static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
         if (Bv->ndim != 2 || Bv->d[0] != 1 || Bv->d[1] != 8 * hidden)
             return ox_fail(c, SF_ERR_SHAPE, "B must be 1x%lld", (long long)(8 * hidden));
     }
-    if (present(c, n, 4)) {
-        TRY(ox_const_data(c, ox_in(c, n, 4)));
-        const ox_value *sl = &c->vals[ox_in(c, n, 4)];
-        if (sl->kind != OX_CONST)
-            return ox_fail(c, SF_ERR_UNSUPPORTED, "sequence_lens computed by the model");
-        for (int64_t i = 0; i < sl->numel; i++)
-            if ((sl->is_index ? sl->i[i] : (int64_t)sl->f[i]) != t)
-                return ox_fail(c, SF_ERR_UNSUPPORTED, "sequences of different lengths");
-    }
+    TRY(rnn_lengths(c, n, t));
     int h0 = lstm_state(c, n, 5), c0 = lstm_state(c, n, 6);
     if (h0 == -2 || c0 == -2) return c->err->code;
     if (h0 < 0 || c0 < 0)
@@ -2198,20 +2263,8 @@ static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
             "one initial state given and the other zero; soapflow takes both or neither");
     int n_in = 1;
     if (h0) {
-        for (int k = 0; k < 2; k++) {
-            int v = ox_in(c, n, 5 + k);
-            TRY(ox_act(c, v));
-            const ox_value *S = &c->vals[v];
-            const sf_shape *ss = &sf_graph_op(c->g, S->ref.op)->out_shapes[S->ref.out];
-            /* (1, N, H) (layout 0) or (N, 1, H) (layout 1) of a soapflow (N, H) */
-            int nd = layout ? 0 : 1, ud = layout ? 1 : 0;
-            if (S->ndim != 3 || S->d[ud] != 1 || S->d[nd] != nb || S->d[2] != hidden ||
-                ss->ndim != 2 || S->map[nd] != 0 || S->map[2] != 1)
-                return ox_fail(c, SF_ERR_UNSUPPORTED,
-                               "initial state '%.100s' is not a batch-first (N, H) tensor",
-                               S->name);
-            in[1 + k] = S->ref;
-        }
+        for (int k = 0; k < 2; k++)
+            TRY(rnn_state_input(c, ox_in(c, n, 5 + k), layout, nb, hidden, &in[1 + k]));
         n_in = 3;
     }
     sf_op_params p;
@@ -2242,29 +2295,107 @@ static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
     }
     free(buf);
     TRY(st);
-    /* Y: (T, 1, N, H) or (N, T, 1, H) of the soapflow (N, T, H) */
-    int64_t dy[4];
-    int8_t my[4];
-    if (layout) {
-        dy[0] = nb, dy[1] = t, dy[2] = 1, dy[3] = hidden;
-        my[0] = 0, my[1] = 1, my[2] = -1, my[3] = 2;
-    } else {
-        dy[0] = t, dy[1] = 1, dy[2] = nb, dy[3] = hidden;
-        my[0] = 1, my[1] = -1, my[2] = 0, my[3] = 2;
+    rnn_outputs(c, n, id, layout, t, nb, hidden, 2);
+    return SF_OK;
+}
+
+/* ---- GRU ----------------------------------------------------------------------------- */
+
+/* ONNX gate blocks z, r, h to PyTorch's r, z, n: torch block t is ONNX block
+ * gru_from[t]. */
+static const int gru_from[3] = {1, 0, 2};
+
+static void reorder_gru_gates(const float *src, float *dst, int64_t h, int64_t row) {
+    for (int t = 0; t < 3; t++)
+        memcpy(dst + (size_t)(t * h * row), src + (size_t)(gru_from[t] * h * row),
+               (size_t)(h * row) * sizeof *dst);
+}
+
+/* torch.nn.GRU's export: forward, linear_before_reset = 1 (r multiplies
+ * W_hn h + b_hn), default activations, one layer a node. */
+static sf_status act_gru(ox_ctx *c, const Onnx__NodeProto *n) {
+    char dir[32];
+    TRY(ox_attr_str(c, n, "direction", "forward", dir, sizeof dir));
+    if (strcmp(dir, "forward"))
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "a %s GRU; soapflow's runs forward", dir);
+    int64_t hidden, layout = 0, lbr = 0;
+    TRY(ox_attr_int(c, n, "hidden_size", 0, &hidden));
+    TRY(ox_attr_int(c, n, "layout", 0, &layout));
+    TRY(ox_attr_int(c, n, "linear_before_reset", 0, &lbr));
+    if (lbr != 1)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "linear_before_reset %lld; soapflow's GRU is torch's (1: the reset gate "
+                       "multiplies W_hn h + b_hn)",
+                       (long long)lbr);
+    if (ox_attr(n, "clip")) return ox_fail(c, SF_ERR_UNSUPPORTED, "cell clipping");
+    const Onnx__AttributeProto *acts = ox_attr(n, "activations");
+    if (acts) {
+        static const char *const dflt[2] = {"Sigmoid", "Tanh"};
+        int ok = acts->n_strings == 2;
+        for (size_t k = 0; ok && k < 2; k++)
+            ok = acts->strings[k].len == strlen(dflt[k]) &&
+                 memcmp(acts->strings[k].data, dflt[k], acts->strings[k].len) == 0;
+        if (!ok) return ox_fail(c, SF_ERR_UNSUPPORTED, "activations other than Sigmoid, Tanh");
     }
-    ox_set_act(c, ox_out(c, n, 0), (sf_tensor_ref){id, 0}, 4, dy, my, 0);
-    /* Y_h, Y_c: (1, N, H) or (N, 1, H) of the soapflow (N, H) */
-    int64_t ds[3];
-    int8_t ms[3];
-    if (layout) {
-        ds[0] = nb, ds[1] = 1, ds[2] = hidden;
-        ms[0] = 0, ms[1] = -1, ms[2] = 1;
-    } else {
-        ds[0] = 1, ds[1] = nb, ds[2] = hidden;
-        ms[0] = -1, ms[1] = 0, ms[2] = 1;
+    sf_tensor_ref in[2];
+    int64_t t, nb, isz;
+    TRY(rnn_x(c, n, layout, "GRU", &in[0], &t, &nb, &isz));
+    int ok;
+    const float *W = ox_weight(c, ox_in(c, n, 1), "W", &ok);
+    if (!ok) return c->err->code;
+    const float *R = ox_weight(c, ox_in(c, n, 2), "R", &ok);
+    if (!ok) return c->err->code;
+    const ox_value *Wv = &c->vals[ox_in(c, n, 1)], *Rv = &c->vals[ox_in(c, n, 2)];
+    if (hidden < 1 && Wv->ndim == 3) hidden = Wv->d[1] / 3;
+    if (hidden < 1 || hidden > SF_MAX_EXTENT)
+        return ox_fail(c, SF_ERR_PARSE, "hidden_size %lld", (long long)hidden);
+    int64_t g3 = 3 * hidden;
+    if (Wv->ndim != 3 || Wv->d[0] != 1 || Wv->d[1] != g3 || Wv->d[2] != isz)
+        return ox_fail(c, SF_ERR_SHAPE, "W must be 1x%lldx%lld", (long long)g3, (long long)isz);
+    if (Rv->ndim != 3 || Rv->d[0] != 1 || Rv->d[1] != g3 || Rv->d[2] != hidden)
+        return ox_fail(c, SF_ERR_SHAPE, "R must be 1x%lldx%lld", (long long)g3, (long long)hidden);
+    const float *B = NULL;
+    int has_b = present(c, n, 3);
+    if (has_b) {
+        B = ox_weight(c, ox_in(c, n, 3), "B", &ok);
+        if (!ok) return c->err->code;
+        const ox_value *Bv = &c->vals[ox_in(c, n, 3)];
+        if (Bv->ndim != 2 || Bv->d[0] != 1 || Bv->d[1] != 2 * g3)
+            return ox_fail(c, SF_ERR_SHAPE, "B must be 1x%lld", (long long)(2 * g3));
     }
-    ox_set_act(c, ox_out(c, n, 1), (sf_tensor_ref){id, 1}, 3, ds, ms, 0);
-    ox_set_act(c, ox_out(c, n, 2), (sf_tensor_ref){id, 2}, 3, ds, ms, 0);
+    TRY(rnn_lengths(c, n, t));
+    int h0 = lstm_state(c, n, 5);
+    if (h0 == -2) return c->err->code;
+    if (h0 < 0) return ox_fail(c, SF_ERR_UNSUPPORTED, "a constant non-zero initial state");
+    if (h0) TRY(rnn_state_input(c, ox_in(c, n, 5), layout, nb, hidden, &in[1]));
+    sf_op_params p;
+    sf_op_params_default(SF_OP_GRU, &p);
+    p.gru.hidden = hidden;
+    int id = ox_add_op(c, SF_OP_GRU, &p, in, h0 ? 2 : 1, NULL);
+    if (id < 0) return (sf_status)id;
+    float *buf = NULL;
+    if (c->want_weights && W && R) {
+        size_t need = (size_t)(g3 * (isz > hidden ? isz : hidden));
+        buf = malloc((need > (size_t)(2 * g3) ? need : (size_t)(2 * g3)) * sizeof *buf);
+        if (!buf) return sf_error_set(c->err, SF_ERR_NOMEM, "%s: out of memory", c->origin);
+    }
+    sf_status st = SF_OK;
+    if (buf) reorder_gru_gates(W, buf, hidden, isz);
+    st = ox_put_param(c, id, "weight_ih_l0", W ? buf : NULL, g3 * isz);
+    if (buf && st == SF_OK) reorder_gru_gates(R, buf, hidden, hidden);
+    if (st == SF_OK) st = ox_put_param(c, id, "weight_hh_l0", R ? buf : NULL, g3 * hidden);
+    if (st == SF_OK && has_b) {
+        if (buf && B) reorder_gru_gates(B, buf, hidden, 1);
+        st = ox_put_param(c, id, "bias_ih_l0", buf && B ? buf : NULL, g3);
+        if (buf && B) reorder_gru_gates(B + g3, buf, hidden, 1);
+        if (st == SF_OK) st = ox_put_param(c, id, "bias_hh_l0", buf && B ? buf : NULL, g3);
+    } else if (st == SF_OK) { /* ONNX's default: no bias */
+        st = ox_fill_param(c, id, "bias_ih_l0", 0.0f);
+        if (st == SF_OK) st = ox_fill_param(c, id, "bias_hh_l0", 0.0f);
+    }
+    free(buf);
+    TRY(st);
+    rnn_outputs(c, n, id, layout, t, nb, hidden, 1);
     return SF_OK;
 }
 
@@ -2300,6 +2431,7 @@ static const ox_op_entry table[] = {
     {"Expand", FOLD, 2, ox_fold_node, NULL},
     {"Flatten", FOLD | ACT, 1, ox_fold_node, act_flatten},
     {"Floor", FOLD, 1, ox_fold_node, NULL},
+    {"GRU", ACT, 3, NULL, act_gru},
     {"Gather", FOLD | ACT, 2, ox_fold_node, act_gather},
     {"Gemm", ACT, 2, NULL, act_gemm},
     {"GlobalAveragePool", ACT, 1, NULL, act_gap},

@@ -122,6 +122,7 @@ extern const sf_op_class sf_op_linear_class;
 extern const sf_op_class sf_op_matmul_class;
 extern const sf_op_class sf_op_embedding_class;
 extern const sf_op_class sf_op_lstm_class;
+extern const sf_op_class sf_op_gru_class;
 extern const sf_op_class sf_op_attention_class;
 extern const sf_op_class sf_op_relu_class;
 extern const sf_op_class sf_op_sigmoid_class;

@@ -32,6 +32,9 @@
  *   gelu     f = x * Phi(x) = x/2 * (1 + erf(x / sqrt 2)), the exact form, which is
  *            PyTorch's default nn.GELU() (approximate='none'), so that trained
  *            models and imported ONNX Gelu nodes match; f' = Phi(x) + x * phi(x).
+ *            With approximate "tanh" (F.gelu(approximate='tanh'), GPT-2's gelu_new):
+ *            f = x/2 * (1 + t), t = tanh(k (x + 0.044715 x^3)), k = sqrt(2 / pi);
+ *            f' = (1 + t) / 2 + x/2 * (1 - t^2) * k (1 + 3 * 0.044715 x^2).
  *            (The FLOP counts above, from the tanh approximation, are close enough
  *            for the cost model: erf costs about as much as tanh.)
  *   relu6    f = min(max(x, 0), 6); f' = 1 on (0, 6), else 0 (PyTorch's hardtanh
@@ -177,6 +180,25 @@ static float unary_ref_df(sf_op_type type, float alpha, float beta, float x) {
     }
 }
 
+#define GELU_K 0.7978845608028654 /* sqrt(2 / pi) */
+#define GELU_C 0.044715
+
+static int gelu_tanh(const sf_op *op) {
+    return op->type == SF_OP_GELU && op->params.gelu.approximate == SF_GELU_TANH;
+}
+
+/* The tanh form by definition, with libm (the fast kernels spell it out with
+ * their own tanh). */
+static float gelu_tanh_f(float x) {
+    float t = tanhf((float)GELU_K * (x + (float)GELU_C * x * x * x));
+    return 0.5f * x * (1.0f + t);
+}
+static float gelu_tanh_df(float x) {
+    float t = tanhf((float)GELU_K * (x + (float)GELU_C * x * x * x));
+    float inner = (float)GELU_K * (1.0f + 3.0f * (float)GELU_C * x * x);
+    return 0.5f * (1.0f + t) + 0.5f * x * (1.0f - t * t) * inner;
+}
+
 static float leaky_alpha(const sf_op *op) {
     return op->type == SF_OP_LEAKY_RELU     ? (float)op->params.leaky_relu.alpha
            : op->type == SF_OP_HARD_SIGMOID ? (float)op->params.hard_sigmoid.alpha
@@ -193,7 +215,10 @@ static sf_status unary_fwd_ref(const sf_kernel_args *a) {
     const float *x = a->in[0];
     float *y = a->out[0];
     float alpha = leaky_alpha(a->op), beta = hsig_beta(a->op);
-    for (int64_t i = 0; i < n; i++) y[i] = unary_ref_f(a->op->type, alpha, beta, x[i]);
+    if (gelu_tanh(a->op))
+        for (int64_t i = 0; i < n; i++) y[i] = gelu_tanh_f(x[i]);
+    else
+        for (int64_t i = 0; i < n; i++) y[i] = unary_ref_f(a->op->type, alpha, beta, x[i]);
     return SF_OK;
 }
 
@@ -204,7 +229,11 @@ static sf_status unary_bwd_ref(const sf_kernel_args *a) {
     const float *x = a->in[0], *dy = a->grad_out[0];
     float *dx = a->grad_in[0];
     float alpha = leaky_alpha(a->op), beta = hsig_beta(a->op);
-    for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * unary_ref_df(a->op->type, alpha, beta, x[i]);
+    if (gelu_tanh(a->op))
+        for (int64_t i = 0; i < n; i++) dx[i] += dy[i] * gelu_tanh_df(x[i]);
+    else
+        for (int64_t i = 0; i < n; i++)
+            dx[i] += dy[i] * unary_ref_df(a->op->type, alpha, beta, x[i]);
     return SF_OK;
 }
 
@@ -282,8 +311,15 @@ static sf_status unary_fwd_fast(const sf_kernel_args *a) {
         for (int64_t i = 0; i < n; i++) y[i] = fast_tanhf(x[i]);
         break;
     case SF_OP_GELU:
-        for (int64_t i = 0; i < n; i++)
-            y[i] = 0.5f * x[i] * (1.0f + fast_erff(x[i] * (float)SQRT1_2));
+        if (gelu_tanh(a->op))
+            for (int64_t i = 0; i < n; i++) {
+                float v = x[i];
+                float t = fast_tanhf((float)GELU_K * (v + (float)GELU_C * v * v * v));
+                y[i] = 0.5f * v * (1.0f + t);
+            }
+        else
+            for (int64_t i = 0; i < n; i++)
+                y[i] = 0.5f * x[i] * (1.0f + fast_erff(x[i] * (float)SQRT1_2));
         break;
     case SF_OP_RELU6:
         for (int64_t i = 0; i < n; i++) {
@@ -341,6 +377,15 @@ static sf_status unary_bwd_fast(const sf_kernel_args *a) {
         }
         break;
     case SF_OP_GELU:
+        if (gelu_tanh(a->op)) {
+            for (int64_t i = 0; i < n; i++) {
+                float v = x[i];
+                float t = fast_tanhf((float)GELU_K * (v + (float)GELU_C * v * v * v));
+                float inner = (float)GELU_K * (1.0f + 3.0f * (float)GELU_C * v * v);
+                dx[i] += dy[i] * (0.5f * (1.0f + t) + 0.5f * v * (1.0f - t * t) * inner);
+            }
+            break;
+        }
         for (int64_t i = 0; i < n; i++) {
             float v = x[i];
             float cdf = 0.5f * (1.0f + fast_erff(v * (float)SQRT1_2));
@@ -423,7 +468,20 @@ static sf_status hard_sigmoid_infer(const sf_op_params *p, const sf_shape *in, i
 SF_UNARY_CLASS(sf_op_relu_class, SF_OP_RELU, "relu", NULL, 0, NULL, unary_infer);
 SF_UNARY_CLASS(sf_op_sigmoid_class, SF_OP_SIGMOID, "sigmoid", NULL, 0, NULL, unary_infer);
 SF_UNARY_CLASS(sf_op_tanh_class, SF_OP_TANH, "tanh", NULL, 0, NULL, unary_infer);
-SF_UNARY_CLASS(sf_op_gelu_class, SF_OP_GELU, "gelu", NULL, 0, NULL, unary_infer);
+static const char *const gelu_approx_names[] = {"none", "tanh"};
+
+static const sf_attr_desc gelu_attrs[] = {
+    {.name = "approximate",
+     .type = SF_ATTR_ENUM,
+     .offset = offsetof(sf_op_params, gelu.approximate),
+     .enum_names = gelu_approx_names,
+     .n_enum = (int)(sizeof gelu_approx_names / sizeof gelu_approx_names[0])},
+};
+
+static void gelu_defaults(sf_op_params *p) { p->gelu.approximate = SF_GELU_NONE; }
+
+SF_UNARY_CLASS(sf_op_gelu_class, SF_OP_GELU, "gelu", gelu_attrs,
+               (int)(sizeof gelu_attrs / sizeof gelu_attrs[0]), gelu_defaults, unary_infer);
 SF_UNARY_CLASS(sf_op_relu6_class, SF_OP_RELU6, "relu6", NULL, 0, NULL, unary_infer);
 SF_UNARY_CLASS(sf_op_leaky_relu_class, SF_OP_LEAKY_RELU, "leaky_relu", leaky_relu_attrs,
                (int)(sizeof leaky_relu_attrs / sizeof leaky_relu_attrs[0]), leaky_relu_defaults,

@@ -53,6 +53,7 @@ static const sf_op_class *const op_classes[] = {
     [SF_OP_HARD_SWISH] = &sf_op_hard_swish_class,
     [SF_OP_CONV_TRANSPOSE2D] = &sf_op_conv_transpose2d_class,
     [SF_OP_RESIZE] = &sf_op_resize_class,
+    [SF_OP_GRU] = &sf_op_gru_class,
 };
 _Static_assert(sizeof op_classes / sizeof op_classes[0] == SF_OP_COUNT,
                "every operator type has a class");

@@ -51,7 +51,9 @@ static const char *const fixtures[] = {
     /* issue 28's operators with constants (scripts/make_onnx_fixtures.py, OPS_JOBS) */
     "constops_op13", "constops_op17_train", "clstoken_op13_train", "clstoken_op17", "permute_op13",
     "permute_op17_train", "pad_op13_train", "pad_op17", "mean_op13", "mean_op17_train",
-    "hard_op13_train", "hard_op17"};
+    "hard_op13_train", "hard_op17",
+    /* Hugging Face's BERT spelling: the projections' shapes read by x.size() */
+    "bert_op13_train", "bert_op17_train"};
 /* clang-format on */
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
@@ -250,9 +252,27 @@ static void test_fixtures_import(void **state) {
             }
             assert_int_equal(k, 3);
         }
+        /* BERT: two attentions of 4 heads without a mask, three embeddings (the
+         * positions a soapflow input), the pooler's tanh */
+        if (!strncmp(fixtures[f], "bert", 4)) {
+            int n_attn = 0, n_emb = 0;
+            for (int i = 0; i < sf_graph_num_ops(g); i++) {
+                const sf_op *op = sf_graph_op(g, i);
+                n_emb += op->type == SF_OP_EMBEDDING;
+                if (op->type != SF_OP_ATTENTION) continue;
+                assert_int_equal(op->params.attention.causal, 0);
+                assert_int_equal(op->params.attention.heads, 4);
+                assert_int_equal(op->params.attention.bias, 1);
+                n_attn++;
+            }
+            assert_int_equal(n_attn, 2);
+            assert_int_equal(n_emb, 3);
+            assert_true(sf_graph_find(g, "positions") >= 0);
+        }
         /* attention dropout (0.1 in the fixtures exported in training mode with
          * dropout) becomes the operator's ratio; none elsewhere */
-        int drop = !strcmp(fixtures[f], "mha_train") || !strcmp(fixtures[f], "nanogpt_hf_drop");
+        int drop = !strcmp(fixtures[f], "mha_train") || !strcmp(fixtures[f], "nanogpt_hf_drop") ||
+                   !strncmp(fixtures[f], "bert", 4);
         for (int i = 0; i < sf_graph_num_ops(g); i++) {
             const sf_op *op = sf_graph_op(g, i);
             if (op->type != SF_OP_ATTENTION) continue;

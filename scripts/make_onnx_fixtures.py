@@ -584,6 +584,34 @@ class HardActs(nn.Module):
         return self.fc(torch.flatten(y, 1))
 
 
+class WindowMask(nn.Module):
+    """Swin's constant arithmetic on shapes: a causal mask built by index
+    assignment from the length (mask[i, i + 1:] = -inf on torch.zeros(T, T):
+    ScatterND on constants) and added to the scores of a products-and-softmax
+    attention, and the window padding pad = (w - T % w) % w (Mod) of F.pad before
+    a per-token classifier."""
+
+    def __init__(self, d=8, heads=2, window=4, classes=5):
+        super().__init__()
+        self.heads, self.window = heads, window
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.fc = nn.Linear(d, classes)
+
+    def forward(self, x):
+        n, t, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)
+        q, k, v = [y.view(n, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v)]
+        mask = torch.zeros(t, t)
+        for i in range(t - 1):  # the last row masks nothing
+            mask[i, i + 1:] = float("-inf")
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads) + mask
+        y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(n, t, d)
+        y = self.proj(y)
+        pad = (self.window - t % self.window) % self.window
+        return self.fc(F.pad(y, (0, 0, 0, pad)))
+
+
 def params(m):
     return sum(p.numel() for p in m.parameters())
 
@@ -632,6 +660,8 @@ OPS_JOBS = [
     ("mean_op17_train", Means, (BATCH, 3, 4, 5), 17, True, 5),
     ("hard_op13_train", HardActs, (BATCH, 3, 4, 4), 13, True, 5),
     ("hard_op17", HardActs, (BATCH, 3, 4, 4), 17, False, 5),
+    ("winmask_op13_train", WindowMask, (BATCH, 6, 8), 13, True, 5),
+    ("winmask_op17", WindowMask, (BATCH, 6, 8), 17, False, 5),
 ]
 
 

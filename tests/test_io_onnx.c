@@ -53,7 +53,9 @@ static const char *const fixtures[] = {
     "permute_op17_train", "pad_op13_train", "pad_op17", "mean_op13", "mean_op17_train",
     "hard_op13_train", "hard_op17",
     /* Hugging Face's BERT spelling: the projections' shapes read by x.size() */
-    "bert_op13_train", "bert_op17_train"};
+    "bert_op13_train", "bert_op17_train",
+    /* Swin's constant arithmetic: a mask built by ScatterND, a window pad by Mod */
+    "winmask_op13_train", "winmask_op17"};
 /* clang-format on */
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
@@ -268,6 +270,15 @@ static void test_fixtures_import(void **state) {
             assert_int_equal(n_attn, 2);
             assert_int_equal(n_emb, 3);
             assert_true(sf_graph_find(g, "positions") >= 0);
+        }
+        /* the mask built by index assignment (ScatterND) is causal; the window pad
+         * (w - T % w) % w (Mod) is 2 tokens at the end */
+        if (!strncmp(fixtures[f], "winmask", 7)) {
+            const sf_op *at = sf_graph_op(g, 1), *pad = sf_graph_op(g, 2);
+            assert_int_equal(at->type, SF_OP_ATTENTION);
+            assert_int_equal(at->params.attention.causal, 1);
+            assert_int_equal(pad->type, SF_OP_PAD);
+            assert_int_equal(pad->out_shapes[0].d[1], 8);
         }
         /* attention dropout (0.1 in the fixtures exported in training mode with
          * dropout) becomes the operator's ratio; none elsewhere */

@@ -821,15 +821,18 @@ class EncoderStackLM(nn.Module):
         return self.fc(self.encoder(self.embed(tokens) + self.pos))
 
 
-class GruLM(nn.Module):
-    def __init__(self, vocab=10000, hidden=1024, layers=2):
+class RnnLM(nn.Module):
+    """A word-level language model of the zoo's rnnlm shape: embedding, a 2-layer
+    nn.GRU or nn.LSTM (batch first) of width hidden, linear over the vocabulary."""
+
+    def __init__(self, cell=nn.GRU, vocab=10000, hidden=1024, layers=2):
         super().__init__()
         self.embed = nn.Embedding(vocab, hidden)
-        self.gru = nn.GRU(hidden, hidden, layers, batch_first=True)
+        self.rnn = cell(hidden, hidden, layers, batch_first=True)
         self.fc = nn.Linear(hidden, vocab)
 
     def forward(self, tokens):
-        y, _ = self.gru(self.embed(tokens))
+        y, _ = self.rnn(self.embed(tokens))
         return self.fc(y)
 
 
@@ -962,7 +965,7 @@ def big(outdir, only=None):
          lambda: (torch.randint(0, 10000, (BATCH, 40)),),
          "nn.Embedding(10000, 1024) + nn.LSTM(1024, 1024, 2) + nn.Linear(1024, 10000), "
          "40 steps", 13, ("tokens",), None),
-        ("gru_lm", lambda: GruLM(vocab=10000, hidden=1024, layers=2),
+        ("gru_lm", lambda: RnnLM(nn.GRU, vocab=10000, hidden=1024, layers=2),
          lambda: (torch.randint(0, 10000, (BATCH, 40)),),
          "nn.Embedding(10000, 1024) + nn.GRU(1024, 1024, 2) + nn.Linear(1024, 10000), "
          "40 steps", 13, ("tokens",), None),

@@ -82,10 +82,11 @@ PY
 import json, sys
 s = json.load(open(sys.argv[1]))
 name, got, want, ops, gf, t0, t1, mb, ti = sys.argv[2:11]
-print("| %s | %s | %s | %s | %s | %s | %s | %.3f ms | %.3f ms (%s, %.2fx) | %.1f s |" % (
+fit = lambda ok: "" if ok else ", does not fit"
+print("| %s | %s | %s | %s | %s | %s | %s | %.3f ms%s | %.3f ms (%s, %.2fx%s) | %.1f s |" % (
     name, mb, "{:,}".format(int(got)), "{:,}".format(int(want)), ops,
-    "{:,}".format(float(gf)), ti, s["baselines"]["data"], s["best_ms"], s["best"],
-    s["speedup_vs_data"], float(t1) - float(t0)))
+    "{:,}".format(float(gf)), ti, s["baselines"]["data"], fit(s["data_fits"]), s["best_ms"],
+    s["best"], s["speedup_vs_data"], fit(s["best_fits"]), float(t1) - float(t0)))
 PY
 done <"$TMP/list"
 echo "$ok of $all import with PyTorch's parameter count and search on them" >&2

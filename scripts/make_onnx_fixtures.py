@@ -71,14 +71,15 @@ that the imported graph and weights compute the same loss.
                  inputs at 13), Sigmoid, Tanh, a product, a concatenation, average and
                  ceil-mode max pooling, log-softmax at the end
 
---big DIR: torchvision's squeezenet1_0, mobilenet_v2, resnet18, mobilenet_v3_small,
-shufflenet_v2_x0_5, mnasnet0_5, densenet121, inception_v3 (without its auxiliary
-head), efficientnet_b0, convnext_tiny (stochastic depth at 0) and vit_b_16 (training
-mode, so batch norm stays a layer with its parameters) and an nn.LSTM language model
-(vocabulary 10000, 2 layers of 1024, as the zoo's rnnlm) and NanoGPT at GPT-2's
-sizes (124,439,808 parameters, the zoo's gpt2; a 500 MB file), with DIR/expected.json
-holding PyTorch's parameter count of each; scripts/check_onnx_models.sh checks
-soapflow's import against it and runs `soapflow search` on each.
+--big DIR: issue 28's 27 architectures (BIG_TORCHVISION below: 21 torchvision models
+from alexnet to vit_b_16, swin_t and maxvit_t; and six modules users write: BertEncoder at
+BERT-base's sizes, NanoGPT at GPT-2's sizes (124,439,808 parameters, the zoo's gpt2; a 550
+MB file), an nn.TransformerEncoder stack, RnnLM with nn.LSTM (the zoo's rnnlm) and with
+nn.GRU, and a UNet), exported in training mode (batch norm keeps its parameters), with
+DIR/expected.json holding PyTorch's parameter count of each (3.7 GB in all; files already
+in DIR are kept, delete one to remake it; --only NAMES exports those alone);
+scripts/check_onnx_models.sh checks soapflow's import against it and runs `soapflow
+search` on each.
 """
 import argparse
 import json

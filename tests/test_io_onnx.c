@@ -828,6 +828,46 @@ static void test_new_op_refusals(void **state) {
     onnx__model_proto__free_unpacked(m, NULL);
 }
 
+/* Mod and ScatterND fold on constants (the winmask fixtures import: test_fixtures_import);
+ * what the fold does not take is one line naming the node. */
+static void test_fold_mod_scatter_refused(void **state) {
+    (void)state;
+    size_t len;
+    uint8_t *buf;
+    Onnx__ModelProto *m = decode_fixture("winmask_op17");
+    Onnx__NodeProto *mod = m->graph->node[find_node(m->graph, "Mod", 0)];
+    Onnx__AttributeProto *fm = NULL;
+    for (size_t k = 0; k < mod->n_attribute; k++)
+        if (!strcmp(mod->attribute[k]->name, "fmod")) fm = mod->attribute[k];
+    assert_non_null(fm);
+    int64_t keep = fm->i;
+    fm->i = 2;
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_PARSE, mod->name, "fmod 2 (0 or 1)");
+    free(buf);
+    fm->i = keep;
+
+    Onnx__NodeProto *sc = m->graph->node[find_node(m->graph, "ScatterND", 0)];
+    Onnx__AttributeProto red, *reds[1] = {&red};
+    onnx__attribute_proto__init(&red);
+    red.name = (char *)"reduction";
+    red.has_type = 1;
+    red.type = ONNX__ATTRIBUTE_PROTO__ATTRIBUTE_TYPE__STRING;
+    red.has_s = 1;
+    red.s.data = (uint8_t *)"add";
+    red.s.len = 3;
+    size_t n_attr = sc->n_attribute;
+    Onnx__AttributeProto **attrs = sc->attribute;
+    sc->n_attribute = 1;
+    sc->attribute = reds;
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, sc->name, "reduction 'add' (only none)");
+    free(buf);
+    sc->n_attribute = n_attr;
+    sc->attribute = attrs;
+    onnx__model_proto__free_unpacked(m, NULL);
+}
+
 static void test_graph_errors(void **state) {
     (void)state;
     Onnx__ModelProto *m = decode_fixture("lenet5");
@@ -1863,6 +1903,7 @@ int main(void) {
         cmocka_unit_test(test_wire_type),
         cmocka_unit_test(test_unsupported_listed),
         cmocka_unit_test(test_graph_errors),
+        cmocka_unit_test(test_fold_mod_scatter_refused),
         cmocka_unit_test(test_pattern_departures),
         cmocka_unit_test(test_gpt2_departures),
         cmocka_unit_test(test_einsum_refused),

@@ -48,6 +48,11 @@ that the imported graph and weights compute the same loss.
                  dropout 0.1 everywhere (attention, residuals, embeddings), opset 13
   mha_train      nn.TransformerEncoderLayer with its default dropout 0.1, exported in
                  training mode (opset 17)
+  bert_op13_train, bert_op17_train
+                 a BERT-style encoder in Hugging Face's spelling (BertEncoder below: the
+                 projections' shapes read by x.size(), position_ids a sliced buffer, token
+                 types a second input, no mask), 2 blocks of width 32, dropout 0.1,
+                 training mode, opsets 13 and 17
                  (these four: loss with dropout off, "dropout": true when there is some)
   einsum_op13    torch.einsum products (EinsumLM below: "bqd,bkd->bqk", "bqk,bkd->bqd",
                  "bkq,bkd->bqd"), eval mode, opset 13
@@ -74,14 +79,15 @@ that the imported graph and weights compute the same loss.
                  inputs at 13), Sigmoid, Tanh, a product, a concatenation, average and
                  ceil-mode max pooling, log-softmax at the end
 
---big DIR: torchvision's squeezenet1_0, mobilenet_v2, resnet18, mobilenet_v3_small,
-shufflenet_v2_x0_5, mnasnet0_5, densenet121, inception_v3 (without its auxiliary
-head), efficientnet_b0, convnext_tiny (stochastic depth at 0) and vit_b_16 (training
-mode, so batch norm stays a layer with its parameters) and an nn.LSTM language model
-(vocabulary 10000, 2 layers of 1024, as the zoo's rnnlm) and NanoGPT at GPT-2's
-sizes (124,439,808 parameters, the zoo's gpt2; a 500 MB file), with DIR/expected.json
-holding PyTorch's parameter count of each; scripts/check_onnx_models.sh checks
-soapflow's import against it and runs `soapflow search` on each.
+--big DIR: issue 28's 27 architectures (BIG_TORCHVISION below: 21 torchvision models
+from alexnet to vit_b_16, swin_t and maxvit_t; and six modules users write: BertEncoder at
+BERT-base's sizes, NanoGPT at GPT-2's sizes (124,439,808 parameters, the zoo's gpt2; a 550
+MB file), an nn.TransformerEncoder stack, RnnLM with nn.LSTM (the zoo's rnnlm) and with
+nn.GRU, and a UNet), exported in training mode (batch norm keeps its parameters), with
+DIR/expected.json holding PyTorch's parameter count of each (3.7 GB in all; files already
+in DIR are kept, delete one to remake it; --only NAMES exports those alone);
+scripts/check_onnx_models.sh checks soapflow's import against it and runs `soapflow
+search` on each.
 """
 import argparse
 import json
@@ -372,6 +378,36 @@ def train_fixture(outdir, name, m, opset, vocab=50, t=10):
                                                       os.path.getsize(path)))
 
 
+def bert_fixture(outdir, name, opset, vocab=50, t=10, classes=5):
+    """A small BertEncoder (below) exported in training mode (dropout 0.1 kept),
+    with its two inputs (token ids, token types), and its loss on one batch with
+    dropout off; "positions" is soapflow's input for the position_ids slice."""
+    torch.manual_seed(600 + opset)  # its own seed, so that --only can remake one
+    m = BertEncoder(vocab=vocab, d=32, heads=4, layers=2, ff=64, t=16, classes=classes)
+    ids = torch.randint(0, vocab, (BATCH, t))
+    types = torch.randint(0, 2, (BATCH, t))
+    m.train()
+    path = os.path.join(outdir, name + ".onnx")
+    torch.onnx.export(m, (ids, types), path, opset_version=opset,
+                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
+                      input_names=["input_ids", "token_type_ids"], output_names=["output"],
+                      dynamic_axes={"input_ids": {0: "batch"}, "token_type_ids": {0: "batch"}})
+    m.eval()
+    torch.manual_seed(1)
+    with torch.no_grad():
+        rows = m(ids, types)
+    labels = torch.randint(0, classes, (rows.shape[0],))
+    inputs = {"input_ids": ids.flatten().tolist(), "token_type_ids": types.flatten().tolist(),
+              "positions": torch.arange(t).repeat(BATCH, 1).flatten().tolist()}
+    with open(os.path.join(outdir, name + ".json"), "w") as f:
+        json.dump({"batch": BATCH, "inputs": inputs, "labels": labels.tolist(),
+                   "loss": float(F.cross_entropy(rows, labels)), "params": params(m),
+                   "dropout": True}, f)
+        f.write("\n")
+    print("%-12s opset %2d  %8d params  %7d bytes" % (name, opset, params(m),
+                                                      os.path.getsize(path)))
+
+
 class TrainTransformerLM(nn.Module):
     """nn.TransformerEncoderLayer with its defaults (dropout 0.1), batch first."""
 
@@ -590,6 +626,34 @@ class HardActs(nn.Module):
         return self.fc(torch.flatten(y, 1))
 
 
+class WindowMask(nn.Module):
+    """Swin's constant arithmetic on shapes: a causal mask built by index
+    assignment from the length (mask[i, i + 1:] = -inf on torch.zeros(T, T):
+    ScatterND on constants) and added to the scores of a products-and-softmax
+    attention, and the window padding pad = (w - T % w) % w (Mod) of F.pad before
+    a per-token classifier."""
+
+    def __init__(self, d=8, heads=2, window=4, classes=5):
+        super().__init__()
+        self.heads, self.window = heads, window
+        self.qkv = nn.Linear(d, 3 * d)
+        self.proj = nn.Linear(d, d)
+        self.fc = nn.Linear(d, classes)
+
+    def forward(self, x):
+        n, t, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=2)
+        q, k, v = [y.view(n, t, self.heads, d // self.heads).transpose(1, 2) for y in (q, k, v)]
+        mask = torch.zeros(t, t)
+        for i in range(t - 1):  # the last row masks nothing
+            mask[i, i + 1:] = float("-inf")
+        att = (q @ k.transpose(-2, -1)) / math.sqrt(d // self.heads) + mask
+        y = (F.softmax(att, dim=-1) @ v).transpose(1, 2).reshape(n, t, d)
+        y = self.proj(y)
+        pad = (self.window - t % self.window) % self.window
+        return self.fc(F.pad(y, (0, 0, 0, pad)))
+
+
 def params(m):
     return sum(p.numel() for p in m.parameters())
 
@@ -642,11 +706,19 @@ OPS_JOBS = [
     ("gelutanh_op17", GeluTanh, (BATCH, 4, 8), 17, False, 5),
     ("gru_op13", GruLM, ("tokens", 40, 6), 13, False, 40),
     ("gru_op17_train", GruLM, ("tokens", 40, 6), 17, True, 40),
+    ("winmask_op13_train", WindowMask, (BATCH, 6, 8), 13, True, 5),
+    ("winmask_op17", WindowMask, (BATCH, 6, 8), 17, False, 5),
 ]
+
+
+BERT_JOBS = [("bert_op13_train", 13), ("bert_op17_train", 17)]
 
 
 def ops_fixtures(outdir, only):
     os.makedirs(outdir, exist_ok=True)
+    for name, opset in BERT_JOBS:
+        if only and name in only:
+            bert_fixture(outdir, name, opset)
     for k, (name, cls, shape, opset, training, classes) in enumerate(OPS_JOBS):
         if only and name not in only:
             continue
@@ -708,6 +780,9 @@ def small(outdir):
     train_fixture(outdir, "nanogpt_hf_drop", NanoGPT(packed=False, dropout=0.1, hf=True), 13)
     train_fixture(outdir, "mha_train", TrainTransformerLM(), 17)
 
+    for name, opset in BERT_JOBS:
+        bert_fixture(outdir, name, opset)
+
     torch.manual_seed(3)
     einsum, tok10 = EinsumLM(), torch.randint(0, 50, (BATCH, 10))
     job(outdir, "einsum_op13", einsum, tok10, 13, False, 50, True)
@@ -724,52 +799,239 @@ def small(outdir):
     job(outdir, "resize_train_op17", rn, img6, 17, True, 10, True)
 
 
-def big(outdir):
+class BertEncoder(nn.Module):
+    """A BERT-style encoder for sequence classification, in Hugging Face's spelling
+    (BertModel + BertForSequenceClassification): word, position and token-type
+    embeddings (the positions a registered arange buffer sliced to the length, the
+    token types a second input), layer norm, post-norm blocks of q, k, v Linears with
+    the heads viewed and permuted, scores divided by sqrt(head_dim), dropout of the
+    probabilities, exact GELU, a tanh pooler over the first token and a classifier;
+    dropout 0.1 everywhere. No attention mask (every token is real)."""
+
+    def __init__(self, vocab=30522, d=768, heads=12, layers=12, ff=3072, t=512, types=2,
+                 classes=2, dropout=0.1):
+        super().__init__()
+        self.heads = heads
+        self.word_embeddings = nn.Embedding(vocab, d)
+        self.position_embeddings = nn.Embedding(t, d)
+        self.token_type_embeddings = nn.Embedding(types, d)
+        self.register_buffer("position_ids", torch.arange(t).expand((1, -1)))
+        self.emb_norm = nn.LayerNorm(d, eps=1e-12)
+        self.drop = nn.Dropout(dropout)
+        self.layer = nn.ModuleList()
+        for _ in range(layers):
+            b = nn.Module()
+            b.query, b.key, b.value = nn.Linear(d, d), nn.Linear(d, d), nn.Linear(d, d)
+            b.attn_out, b.attn_norm = nn.Linear(d, d), nn.LayerNorm(d, eps=1e-12)
+            b.intermediate, b.output = nn.Linear(d, ff), nn.Linear(ff, d)
+            b.out_norm = nn.LayerNorm(d, eps=1e-12)
+            self.layer.append(b)
+        self.pooler = nn.Linear(d, d)
+        self.classifier = nn.Linear(d, classes)
+
+    def heads_view(self, x):
+        n, t, d = x.shape
+        return x.view(n, t, self.heads, d // self.heads).permute(0, 2, 1, 3)
+
+    def forward(self, input_ids, token_type_ids):
+        n, t = input_ids.shape
+        pos = self.position_ids[:, :t]
+        x = self.word_embeddings(input_ids) + self.token_type_embeddings(token_type_ids)
+        x = self.drop(self.emb_norm(x + self.position_embeddings(pos)))
+        for b in self.layer:
+            q, k, v = self.heads_view(b.query(x)), self.heads_view(b.key(x)), \
+                self.heads_view(b.value(x))
+            s = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(q.shape[-1])
+            p = self.drop(F.softmax(s, dim=-1))
+            c = torch.matmul(p, v).permute(0, 2, 1, 3).contiguous().view(n, t, -1)
+            x = b.attn_norm(self.drop(b.attn_out(c)) + x)
+            h = b.output(F.gelu(b.intermediate(x)))
+            x = b.out_norm(self.drop(h) + x)
+        pooled = torch.tanh(self.pooler(x[:, 0]))
+        return self.classifier(self.drop(pooled))
+
+
+class EncoderStackLM(nn.Module):
+    """nn.TransformerEncoder: a stack of nn.TransformerEncoderLayer with its defaults
+    (dropout 0.1, ReLU, post-norm), batch first, between an embedding with learned
+    positions (an nn.Parameter added) and a linear head over the vocabulary."""
+
+    def __init__(self, vocab=10000, d=512, heads=8, ff=2048, layers=6, t=128):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, d)
+        self.pos = nn.Parameter(torch.randn(1, t, d) * 0.02)
+        layer = nn.TransformerEncoderLayer(d, heads, ff, batch_first=True)
+        self.encoder = nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
+        self.fc = nn.Linear(d, vocab)
+
+    def forward(self, tokens):
+        return self.fc(self.encoder(self.embed(tokens) + self.pos))
+
+
+class RnnLM(nn.Module):
+    """A word-level language model of the zoo's rnnlm shape: embedding, a 2-layer
+    nn.GRU or nn.LSTM (batch first) of width hidden, linear over the vocabulary."""
+
+    def __init__(self, cell=nn.GRU, vocab=10000, hidden=1024, layers=2):
+        super().__init__()
+        self.embed = nn.Embedding(vocab, hidden)
+        self.rnn = cell(hidden, hidden, layers, batch_first=True)
+        self.fc = nn.Linear(hidden, vocab)
+
+    def forward(self, tokens):
+        y, _ = self.rnn(self.embed(tokens))
+        return self.fc(y)
+
+
+class UNet(nn.Module):
+    """A U-Net (Ronneberger et al.) as users write it: double 3x3 conv + batch norm +
+    ReLU blocks, max pooling down, nn.ConvTranspose2d(k 2, s 2) up, the skip
+    concatenated, a 1x1 convolution to per-pixel class scores."""
+
+    def __init__(self, cin=3, classes=2, base=32, depth=4):
+        super().__init__()
+
+        def block(a, b):
+            return nn.Sequential(nn.Conv2d(a, b, 3, padding=1, bias=False), nn.BatchNorm2d(b),
+                                 nn.ReLU(inplace=True),
+                                 nn.Conv2d(b, b, 3, padding=1, bias=False), nn.BatchNorm2d(b),
+                                 nn.ReLU(inplace=True))
+        chans = [base * 2 ** i for i in range(depth + 1)]
+        self.down = nn.ModuleList([block(cin, chans[0])] +
+                                  [block(chans[i], chans[i + 1]) for i in range(depth)])
+        self.up = nn.ModuleList([nn.ConvTranspose2d(chans[i + 1], chans[i], 2, stride=2)
+                                 for i in reversed(range(depth))])
+        self.dec = nn.ModuleList([block(2 * chans[i], chans[i]) for i in reversed(range(depth))])
+        self.head = nn.Conv2d(chans[0], classes, 1)
+
+    def forward(self, x):
+        skips = []
+        for i, d in enumerate(self.down):
+            x = d(x if i == 0 else F.max_pool2d(x, 2))
+            skips.append(x)
+        skips.pop()
+        for up, dec in zip(self.up, self.dec):
+            x = dec(torch.cat([skips.pop(), up(x)], 1))
+        return self.head(x)
+
+
+# --big: 21 torchvision classification models that span its families, as
+# (name, constructor arguments, image size): GoogLeNet and Inception-v3 without their
+# auxiliary heads (which cannot be exported in training mode), weights untrained.
+BIG_TORCHVISION = [
+    ("alexnet", {}, 224),
+    ("vgg11", {}, 224),
+    ("resnet18", {}, 224),
+    ("resnet50", {}, 224),
+    ("resnext50_32x4d", {}, 224),
+    ("wide_resnet50_2", {}, 224),
+    ("squeezenet1_0", {}, 224),
+    ("densenet121", {}, 224),
+    ("inception_v3", {"aux_logits": False, "init_weights": False}, 299),
+    ("googlenet", {"aux_logits": False, "init_weights": False}, 224),
+    ("mobilenet_v2", {}, 224),
+    ("mobilenet_v3_small", {}, 224),
+    ("mnasnet0_5", {}, 224),
+    ("shufflenet_v2_x0_5", {}, 224),
+    ("efficientnet_b0", {}, 224),
+    ("efficientnet_v2_s", {}, 224),
+    ("regnet_y_400mf", {}, 224),
+    ("convnext_tiny", {}, 224),
+    ("vit_b_16", {}, 224),
+    ("swin_t", {}, 224),
+    ("maxvit_t", {}, 224),
+]
+
+
+def big_export(outdir, expected, name, m, args, source, opset=13, names=("input",),
+               fold=False, zoo=None):
+    """Export m in training mode into outdir/name.onnx unless that file is there
+    (delete it to remake it: each export is minutes of CPU for the big ones), and
+    record PyTorch's parameter count in expected."""
+    import time
+    path = os.path.join(outdir, name + ".onnx")
+    t0 = time.time()
+    kept = os.path.exists(path)
+    expected[name] = {"file": name + ".onnx", "params": params(m), "source": source}
+    if not kept:
+        m.train()
+        try:
+            torch.onnx.export(m, args, path + ".part", opset_version=opset,
+                              training=torch.onnx.TrainingMode.TRAINING,
+                              do_constant_folding=fold, input_names=list(names),
+                              output_names=["output"],
+                              dynamic_axes={k: {0: "batch"} for k in names})
+        except Exception as e:  # noqa: BLE001 - torch raises many kinds
+            line = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+            expected[name]["export_error"] = line
+            print("%-20s torch cannot export it: %s" % (name, line), flush=True)
+            return
+        os.replace(path + ".part", path)
+    if zoo:
+        expected[name]["zoo"] = zoo
+    print("%-20s %12d params  %8.1f MB  %s" % (name, params(m), os.path.getsize(path) / 1e6,
+                                              "kept" if kept else
+                                              "exported in %.1f s" % (time.time() - t0)),
+          flush=True)
+
+
+def big(outdir, only=None):
+    """The 27 architectures of issue 28: BIG_TORCHVISION and six modules of the kinds
+    users write. Files already in outdir are kept; expected.json is rewritten whole."""
     import torchvision
     os.makedirs(outdir, exist_ok=True)
-    torch.manual_seed(0)
     expected = {}
-    # the last eight need issue 28's operators: hard activations (mobilenet_v3),
-    # transposes (shufflenet's channel shuffle, convnext's NHWC layer norm), means
-    # (mnasnet), pads folded into average pools (densenet, inception_v3), a class
-    # token and position embedding (vit), layer scale (convnext)
-    for name in ["squeezenet1_0", "mobilenet_v2", "resnet18", "mobilenet_v3_small",
-                 "shufflenet_v2_x0_5", "mnasnet0_5", "densenet121", "inception_v3",
-                 "efficientnet_b0", "convnext_tiny", "vit_b_16"]:
-        # GoogLeNet-style auxiliary heads cannot be exported in training mode
-        kw = {"aux_logits": False, "init_weights": False} if name == "inception_v3" else {}
+    for name, kw, size in BIG_TORCHVISION:
+        if only and name not in only:
+            continue
+        torch.manual_seed(0)
         m = getattr(torchvision.models, name)(**kw)
         # stochastic depth draws with Bernoulli, which torch 1.13 cannot export in
         # training mode: its probability set to 0 (docs/formats-onnx.md)
         for mod in m.modules():
             if type(mod).__name__ == "StochasticDepth":
                 mod.p = 0.0
-        size = 299 if name == "inception_v3" else 224
-        path = os.path.join(outdir, name + ".onnx")
-        export(m, torch.randn(BATCH, 3, size, size), path, 13, training=True)
-        expected[name] = {"file": name + ".onnx", "params": params(m), "source": "torchvision"}
-        print("%-14s %10d params" % (name, params(m)))
-    lm = LstmLM(vocab=10000, hidden=1024, layers=2)
-    path = os.path.join(outdir, "lstm_lm.onnx")
-    export(lm, torch.randint(0, 10000, (BATCH, 40)), path, 13, names=("tokens",))
-    expected["lstm_lm"] = {"file": "lstm_lm.onnx", "params": params(lm),
-                           "source": "nn.Embedding(10000, 1024) + nn.LSTM(1024, 1024, 2) + "
-                                     "nn.Linear(1024, 10000), 40 steps"}
-    print("%-14s %10d params" % ("lstm_lm", params(lm)))
-    torch.manual_seed(0)
-    gpt2 = NanoGPT(vocab=50257, d=768, heads=12, layers=12, t=1024)  # nanoGPT's "gpt2"
-    path = os.path.join(outdir, "nanogpt2.onnx")
-    gpt2.train()
-    torch.onnx.export(gpt2, (torch.randint(0, 50257, (1, 1024)),), path, opset_version=17,
-                      training=torch.onnx.TrainingMode.TRAINING, do_constant_folding=False,
-                      input_names=["tokens"], output_names=["output"],
-                      dynamic_axes={"tokens": {0: "batch"}})
-    expected["nanogpt2"] = {"file": "nanogpt2.onnx", "params": params(gpt2), "zoo": "gpt2",
-                            "source": "NanoGPT above at GPT-2's sizes (nanoGPT's model.py, "
-                                      "12 x 768, 12 heads, 1024 positions), training mode, "
-                                      "opset 17"}
-    print("%-14s %10d params" % ("nanogpt2", params(gpt2)))
-    with open(os.path.join(outdir, "expected.json"), "w") as f:
+        big_export(outdir, expected, name, m, (torch.randn(BATCH, 3, size, size),),
+                   "torchvision.models.%s(%s), %dx%d" % (
+                       name, ", ".join("%s=%s" % kv for kv in kw.items()), size, size))
+    users = [
+        ("bert_base", lambda: BertEncoder(),
+         lambda: (torch.randint(0, 30522, (BATCH, 128)), torch.zeros(BATCH, 128, dtype=torch.long)),
+         "BertEncoder above at BERT-base's sizes (12 x 768, 12 heads, 3072, vocabulary 30522), "
+         "128 tokens, 2 classes, dropout 0.1, opset 13", 13, ("input_ids", "token_type_ids"), None),
+        ("nanogpt2", lambda: NanoGPT(vocab=50257, d=768, heads=12, layers=12, t=1024),
+         lambda: (torch.randint(0, 50257, (1, 1024)),),
+         "NanoGPT above at GPT-2's sizes (nanoGPT's model.py, 12 x 768, 12 heads, 1024 "
+         "positions), opset 17", 17, ("tokens",), "gpt2"),
+        ("transformer_enc", lambda: EncoderStackLM(),
+         lambda: (torch.randint(0, 10000, (BATCH, 128)),),
+         "EncoderStackLM above: nn.TransformerEncoder of 6 nn.TransformerEncoderLayer(512, 8, "
+         "2048, dropout 0.1), learned positions, vocabulary 10000, 128 tokens, opset 13", 13,
+         ("tokens",), None),
+        ("lstm_lm", lambda: LstmLM(vocab=10000, hidden=1024, layers=2),
+         lambda: (torch.randint(0, 10000, (BATCH, 40)),),
+         "nn.Embedding(10000, 1024) + nn.LSTM(1024, 1024, 2) + nn.Linear(1024, 10000), "
+         "40 steps", 13, ("tokens",), None),
+        ("gru_lm", lambda: RnnLM(nn.GRU, vocab=10000, hidden=1024, layers=2),
+         lambda: (torch.randint(0, 10000, (BATCH, 40)),),
+         "nn.Embedding(10000, 1024) + nn.GRU(1024, 1024, 2) + nn.Linear(1024, 10000), "
+         "40 steps", 13, ("tokens",), None),
+        ("unet", lambda: UNet(), lambda: (torch.randn(BATCH, 3, 128, 128),),
+         "UNet above: 4 levels of 32 to 512 channels, ConvTranspose2d up, 128x128, "
+         "2 classes a pixel", 13, ("input",), None),
+    ]
+    for name, make, args, source, opset, names, zoo in users:
+        if only and name not in only:
+            continue
+        torch.manual_seed(0)
+        big_export(outdir, expected, name, make(), args(), source, opset, names, zoo=zoo)
+    path = os.path.join(outdir, "expected.json")
+    if only and os.path.exists(path):
+        with open(path) as f:
+            old = json.load(f)
+        old.update(expected)
+        expected = old
+    with open(path, "w") as f:
         json.dump(expected, f, indent=2)
         f.write("\n")
 
@@ -779,10 +1041,11 @@ def main():
     ap.add_argument("--out", default=FIXTURES, help="folder of the small fixtures")
     ap.add_argument("--big", metavar="DIR", help="export the torchvision models into DIR")
     ap.add_argument("--only", metavar="NAMES",
-                    help="comma-separated fixtures of OPS_JOBS to make (the others are left)")
+                    help="comma-separated fixtures of OPS_JOBS or BERT_JOBS to make (the others "
+                         "are left); with --big, the big models to export")
     a = ap.parse_args()
     if a.big:
-        big(a.big)
+        big(a.big, a.only.split(",") if a.only else None)
     elif a.only:
         ops_fixtures(os.path.normpath(a.out), a.only.split(","))
     else:

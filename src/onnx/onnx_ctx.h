@@ -73,7 +73,7 @@ typedef struct ox_value {
     int ndim;
     int64_t d[OX_MAX_RANK]; /* the ONNX shape */
     int producer;           /* node index, or -1 (graph input, initializer) */
-    int uses;               /* node inputs and graph outputs that read it */
+    int uses;               /* node inputs and graph outputs that read it (Shape, Size aside) */
     int is_index;           /* integer elements: token ids (ACT, INPUT) or int64 (CONST) */
     /* CONST */
     int64_t numel;

@@ -123,7 +123,22 @@ static void next_index(int rn, const int64_t *rd, int64_t *idx) {
     }
 }
 
-typedef enum { B_ADD, B_SUB, B_MUL, B_DIV, B_POW, B_EQ, B_LT, B_GT, B_MIN, B_MAX } bop;
+/* B_MOD: the remainder with the divisor's sign (Python's %, ONNX Mod fmod 0);
+ * B_FMOD: with the dividend's (C's fmod, ONNX Mod fmod 1). */
+typedef enum {
+    B_ADD,
+    B_SUB,
+    B_MUL,
+    B_DIV,
+    B_POW,
+    B_EQ,
+    B_LT,
+    B_GT,
+    B_MIN,
+    B_MAX,
+    B_MOD,
+    B_FMOD
+} bop;
 
 static sf_status int_op(ox_ctx *c, bop op, int64_t a, int64_t b, int64_t *r) {
     switch (op) {
@@ -163,6 +178,12 @@ static sf_status int_op(ox_ctx *c, bop op, int64_t a, int64_t b, int64_t *r) {
     case B_GT: *r = a > b; return SF_OK;
     case B_MIN: *r = a < b ? a : b; return SF_OK;
     case B_MAX: *r = a > b ? a : b; return SF_OK;
+    case B_MOD:
+    case B_FMOD:
+        if (b == 0) return ox_fail(c, SF_ERR_RANGE, "integer modulo by zero");
+        *r = b == -1 ? 0 : a % b; /* INT64_MIN % -1 is undefined in C */
+        if (op == B_MOD && *r != 0 && (*r < 0) != (b < 0)) *r += b;
+        return SF_OK;
     }
     return SF_ERR_INTERNAL;
 }
@@ -179,6 +200,12 @@ static double flt_op(bop op, double a, double b) {
     case B_GT: return a > b;
     case B_MIN: return a < b ? a : b;
     case B_MAX: return a > b ? a : b;
+    case B_MOD:
+    case B_FMOD: {
+        double r = fmod(a, b);
+        if (op == B_MOD && r != 0 && (r < 0) != (b < 0)) r += b;
+        return r;
+    }
     }
     return 0;
 }
@@ -803,6 +830,67 @@ static sf_status fold_where(ox_ctx *c, const Onnx__NodeProto *n) {
     return ox_set_const(c, o, rn, rd, ints, data);
 }
 
+/* Mod: fmod 0 (the default) gives the remainder with the divisor's sign, as
+ * torch's % and Swin's window padding (W % window) compute it; fmod 1 C's. */
+static sf_status fold_mod(ox_ctx *c, const Onnx__NodeProto *n) {
+    int64_t f;
+    TRY(ox_attr_int(c, n, "fmod", 0, &f));
+    if (f != 0 && f != 1) return ox_fail(c, SF_ERR_PARSE, "fmod %lld (0 or 1)", (long long)f);
+    return fold_binary(c, n, f ? B_FMOD : B_MOD);
+}
+
+/* ScatterND (reduction none): a copy of data with the slices that indices
+ * name replaced by updates' (torch's index assignment, mask[h0:h1, w0:w1] = k in
+ * Swin's shifted-window mask). indices (..., k), k <= rank; updates
+ * indices.shape[:-1] + data.shape[k:]. */
+static sf_status fold_scatter_nd(ox_ctx *c, const Onnx__NodeProto *n) {
+    const ox_value *x = NULL, *ix = NULL, *up = NULL;
+    TRY(cin(c, n, 0, &x));
+    TRY(cin(c, n, 1, &ix));
+    TRY(cin(c, n, 2, &up));
+    char red[16];
+    TRY(ox_attr_str(c, n, "reduction", "none", red, sizeof red));
+    if (strcmp(red, "none"))
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "ScatterND with reduction '%s' (only none)", red);
+    if (!ix->is_index || ix->ndim < 1) return ox_fail(c, SF_ERR_PARSE, "indices not integers");
+    int k = (int)ix->d[ix->ndim - 1];
+    if (k < 1 || k > x->ndim)
+        return ox_fail(c, SF_ERR_SHAPE, "indices of length %d into a tensor of rank %d", k,
+                       x->ndim);
+    /* updates: indices.shape[:-1] + data.shape[k:] */
+    int un = ix->ndim - 1 + x->ndim - k;
+    int ok = up->ndim == un && up->is_index == x->is_index;
+    for (int q = 0; ok && q < ix->ndim - 1; q++) ok = up->d[q] == ix->d[q];
+    for (int q = k; ok && q < x->ndim; q++) ok = up->d[ix->ndim - 1 + q - k] == x->d[q];
+    if (!ok) return ox_fail(c, SF_ERR_SHAPE, "updates whose shape does not fit the indices");
+    int64_t slice = 1;
+    for (int q = k; q < x->ndim; q++) slice *= x->d[q];
+    int o = ox_out(c, n, 0);
+    if (o < 0) return SF_OK;
+    void *data = alloc_data(c, x->numel, x->is_index);
+    if (!data) return c->err->code;
+    size_t es = x->is_index ? sizeof(int64_t) : sizeof(float);
+    memcpy(data, x->is_index ? (const void *)x->i : (const void *)x->f, (size_t)x->numel * es);
+    int64_t rows = ix->numel / k;
+    for (int64_t r = 0; r < rows; r++) {
+        int64_t off = 0;
+        for (int q = 0; q < k; q++) {
+            int64_t i = ix->i[r * k + q];
+            if (i < 0) i += x->d[q];
+            if (i < 0 || i >= x->d[q]) {
+                free(data);
+                return ox_fail(c, SF_ERR_RANGE, "index %lld out of range on axis %d (size %lld)",
+                               (long long)ix->i[r * k + q], q, (long long)x->d[q]);
+            }
+            off = off * x->d[q] + i;
+        }
+        const void *src = x->is_index ? (const void *)(up->i + r * slice)
+                                      : (const void *)(up->f + r * slice);
+        memcpy((char *)data + (size_t)(off * slice) * es, src, (size_t)slice * es);
+    }
+    return ox_set_const(c, o, x->ndim, x->d, x->is_index, data);
+}
+
 static sf_status fold_range(ox_ctx *c, const Onnx__NodeProto *n) {
     const ox_value *s, *l, *dl;
     TRY(cin(c, n, 0, &s));
@@ -926,6 +1014,8 @@ sf_status ox_fold_node(ox_ctx *c, const Onnx__NodeProto *n) {
     if (!strcmp(t, "Expand")) return fold_expand(c, n);
     if (!strcmp(t, "Where")) return fold_where(c, n);
     if (!strcmp(t, "Range")) return fold_range(c, n);
+    if (!strcmp(t, "Mod")) return fold_mod(c, n);
+    if (!strcmp(t, "ScatterND")) return fold_scatter_nd(c, n);
     if (!strcmp(t, "ReduceProd")) return fold_reduce(c, n, 1);
     if (!strcmp(t, "ReduceSum")) return fold_reduce(c, n, 0);
     return ox_fail(c, SF_ERR_UNSUPPORTED, "cannot be evaluated on constants");

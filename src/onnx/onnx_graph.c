@@ -105,7 +105,15 @@ static sf_status graph_input(ox_ctx *c, const Onnx__ValueInfoProto *vi, int v) {
     return ox_shape_numel(c, x->ndim, x->d, &x->numel);
 }
 
-/* Values for everything with a name; uses counted. */
+/* Whether node n reads its inputs' shapes only (Shape, Size): such a reader
+ * does not count as a use, so that a pattern that takes a value read by one
+ * node still takes it when torch's export also reads its shape (Hugging Face's
+ * x.size()[:-1] + (heads, head_dim) on a projection's output). */
+static int reads_shape_only(const Onnx__NodeProto *n) {
+    return n->op_type && (!strcmp(n->op_type, "Shape") || !strcmp(n->op_type, "Size"));
+}
+
+/* Values for everything with a name; uses counted (shape readers aside). */
 static sf_status make_values(ox_ctx *c) {
     const Onnx__GraphProto *gr = c->graph;
     /* value 0: the absent optional input "" */
@@ -173,7 +181,7 @@ static sf_status make_values(ox_ctx *c) {
                                "input '%.100s' is not a graph input, an initializer nor the "
                                "output of any node",
                                n->input[k]);
-            if (v > 0) c->vals[v].uses++;
+            if (v > 0 && !reads_shape_only(n)) c->vals[v].uses++;
         }
     }
     c->cur_node = -1;

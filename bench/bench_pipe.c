@@ -6,7 +6,7 @@
  *
  *     bench_pipe MACHINE.json --tp T --pp P --dp D --micro M [--layers L]
  *                [--hidden H] [--heads A] [--seq-len S] [--vocab V] [--batch B]
- *                [--schedule gpipe|1f1b|interleaved:V] [--reps R] [--full 1]
+ *                [--schedule gpipe|1f1b|interleaved:V] [--reps R] [--fast 1]
  *
  * The model is the zoo's gpt (GPT-3 175B's shape by default: 96 layers,
  * hidden 12288, 96 heads, sequence 2048) in bf16 under Adam; the machine file
@@ -89,10 +89,10 @@ int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: bench_pipe MACHINE.json --tp T --pp P --dp D --micro M "
                         "[--layers L] [--hidden H] [--heads A] [--seq-len S] [--vocab V] "
-                        "[--batch B] [--schedule S] [--reps R] [--full 1]\n");
+                        "[--batch B] [--schedule S] [--reps R] [--fast 1]\n");
         return 2;
     }
-    int tp = 8, pp = 1, dp = 1, micro = 1, reps = 3, full = 0;
+    int tp = 8, pp = 1, dp = 1, micro = 1, reps = 3, fast = 0;
     const char *sched = "1f1b";
     sf_model_options mo;
     sf_model_options_default(&mo);
@@ -128,8 +128,8 @@ int main(int argc, char **argv) {
             sched = v;
         else if (!strcmp(k, "--reps"))
             reps = (int)x;
-        else if (!strcmp(k, "--full"))
-            full = (int)x;
+        else if (!strcmp(k, "--fast"))
+            fast = (int)x;
         else {
             fprintf(stderr, "bench_pipe: unknown option '%s'\n", k);
             return 2;
@@ -165,7 +165,8 @@ int main(int argc, char **argv) {
     double rss0 = rss_mb();
     sf_sim_options so;
     sf_sim_options_default(&so);
-    so.pipeline_full = full;
+    so.pipeline_fast = fast;
+    so.keep_schedule = !fast;
     sf_sim *sim = sf_sim_new(g, m, cm, &so, &err);
     if (!sim) goto fail;
     sf_sim_result r = {0};

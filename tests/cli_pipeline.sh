@@ -74,6 +74,19 @@ make "$TMP/il.json" 2 8 interleaved:2 relu1 fc2 relu2 || fail "make interleaved"
 run sil "$SF" simulate "${mlp[@]}" -s "$TMP/il.json" --json
 expect_ok sil
 grep -q '"schedule": "interleaved:2"' "$TMP/sil.out" || fail "interleaved: $(head -c 300 "$TMP/sil.out")"
+# --pipeline-fast: the same time to rounding, pictures still of every task
+make "$TMP/long.json" 2 32 1f1b fc2 || fail "make long"
+run long "$SF" simulate "${mlp[@]}" -s "$TMP/long.json" --json
+expect_ok long
+run longf "$SF" simulate "${mlp[@]}" -s "$TMP/long.json" --json --pipeline-fast
+expect_ok longf
+python3 -c 'import json,sys; a=json.load(open(sys.argv[1])); b=json.load(open(sys.argv[2]))
+assert abs(a["iter_ms"]-b["iter_ms"]) <= 1e-9*a["iter_ms"] and a["tasks"] == b["tasks"], (a["iter_ms"], b["iter_ms"])' \
+    "$TMP/long.out" "$TMP/longf.out" || fail "--pipeline-fast: another time"
+echo "cli_pipeline: --pipeline-fast took $(json_num "$TMP/longf.out" fast_copies) of 32 micro-batches"
+run longt "$SF" simulate "${mlp[@]}" -s "$TMP/long.json" --pipeline-fast --trace "$TMP/long.trace.json"
+expect_ok longt
+grep -q 'fc2@mb31' "$TMP/long.trace.json" || fail "--pipeline-fast --trace lacks micro-batch 31"
 # a one-stage, one-micro-batch pipeline is the plain strategy
 python3 - "$TMP/single.json" "$TMP/one.json" <<'PY'
 import json, sys

@@ -406,7 +406,8 @@ static int fast_case(const char *name, int batch, const char *mach_name, int p, 
     sf_sim_options_default(&so);
     so.memory_timeline = 1;
     sf_sim_options wo = so;
-    wo.pipeline_full = 1;
+    so.pipeline_fast = 1;
+    so.keep_schedule = 0;
     sf_error err = {0};
     sf_sim *fast = sf_sim_new(g, mach, cm, &so, &err), *full = sf_sim_new(g, mach, cm, &wo, &err);
     assert_non_null(fast);

@@ -90,11 +90,11 @@ typedef struct sf_sim_options {
                                     * copy in the consumer's input buffer from its forward
                                     * to its backward. Default 0: the operators' own counts
                                     * (what PyTorch's modules save) */
-    int pipeline_full;             /* 1: simulate every micro-batch of a pipeline; 0 (default):
-                                    * a pipeline of many micro-batches may take the fast path,
-                                    * three runs of a few micro-batches carried to m when
-                                    * every figure steps evenly between them (docs/simulator.md,
-                                    * "Pipelines"); never with keep_schedule */
+    int pipeline_fast;             /* 1: a 1F1B pipeline of many micro-batches may take the
+                                    * fast path (one shorter run whose steady micro-batches
+                                    * repeat task for task at a period, carried to m; else
+                                    * every micro-batch; docs/simulator.md, "Pipelines");
+                                    * only without keep_schedule. Default 0 */
     int64_t max_tasks;             /* 0 (default): no limit; else a full simulation whose task
                                     * graph grows past this many tasks stops with SF_ERR_RANGE
                                     * before it is laid out, and a delta update is cut off

@@ -508,10 +508,11 @@ const char sf_cli_sim_help[] =
     "                         nodes, an all-gather in each node (docs/simulator.md)\n"
     "  --segments N           cut transfers over several links into N pieces that\n"
     "                         pipeline over the hops (default 1: store-and-forward)\n"
-    "  --pipeline-full        simulate every micro-batch of a pipeline; without it a\n"
-    "                         pipeline of many micro-batches takes the fast path\n"
-    "                         (three short runs carried to m where every figure steps\n"
-    "                         evenly; same result to rounding, docs/simulator.md)\n";
+    "  --pipeline-fast        a 1F1B pipeline of many micro-batches may take the fast\n"
+    "                         path: one shorter run whose steady micro-batches repeat\n"
+    "                         at a period, carried to m (the same result to rounding;\n"
+    "                         every micro-batch where it does not repeat yet;\n"
+    "                         docs/simulator.md, \"Pipelines\")\n";
 
 int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o) {
     const char *v = NULL;
@@ -531,7 +532,7 @@ int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o) {
                 a->cmd, "--sync-scheme must be ring, ps or hierarchical, not '%s'", v);
         return 1;
     }
-    return sf_cli_flag(a, "--pipeline-full", NULL, &o->pipeline_full);
+    return sf_cli_flag(a, "--pipeline-fast", NULL, &o->pipeline_fast);
 }
 
 int sf_cli_double(sf_cli_args *a, const char *name, double lo, double hi, double *out) {

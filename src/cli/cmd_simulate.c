@@ -265,7 +265,9 @@ static int usage(FILE *out) {
             "                         inter_bytes, peak_live_bytes (the timeline's peak),\n"
             "                         peak_mem_bytes (all alive at once), memory_headroom,\n"
             "                         mem_capacity_bytes, fits,\n"
-            "                         tasks, model, machine, strategy, pipeline (null, or\n"
+            "                         tasks, fast_copies (0, or the micro-batches a\n"
+            "                         --pipeline-fast run carried to m), model, machine,\n"
+            "                         strategy, pipeline (null, or\n"
             "                         stages, chunks_per_stage, micro_batches, schedule,\n"
             "                         boundaries), sync, sync_scheme,\n"
             "                         segments, dtype, optimizer, batch, devices,\n"
@@ -493,6 +495,7 @@ static int print_json(const report *rp) {
     bad |= sf_cli_json_set_number(j, "mem_capacity_bytes", rp->capacity);
     bad |= json_object_set_new(j, "fits", json_boolean(r->fits));
     bad |= json_object_set_new(j, "tasks", json_integer((json_int_t)r->tasks));
+    bad |= json_object_set_new(j, "fast_copies", json_integer(r->fast_copies));
     for (int d = 0; d < r->n_devices && !bad; d++) {
         const sf_device *dev = sf_machine_device(rp->m, d);
         double busy = r->device_busy_s[d];
@@ -623,7 +626,7 @@ int sf_cmd_simulate(int argc, char **argv) {
     if (rc != SF_EXIT_OK) return rc;
     if (!o.machine) o.machine = DEFAULT_MACHINE;
     if (!o.strategy) o.strategy = DEFAULT_STRATEGY;
-    if (o.trace || o.svg) o.sim.pipeline_full = 1; /* pictures of every task */
+    if (o.sim.pipeline_fast && !o.trace && !o.svg) o.sim.keep_schedule = 0; /* no pictures */
 
     /* every output is checked before any work, and all are written together
      * once the work is done: a failure replaces none of the files there */

@@ -279,7 +279,8 @@ static void fast_free(sf_sim *sim) {
  * (docs/simulator.md, "Pipelines"): 1F1B only, enough for three copies steady
  * on every stage; 0 when the path is off or would not save work. */
 static int fast_first(const sf_sim *sim, const sf_pipeline *pl) {
-    if (sim->opt.pipeline_full || pl->schedule != SF_PIPE_1F1B) return 0;
+    if (!sim->opt.pipeline_fast || sim->opt.keep_schedule || pl->schedule != SF_PIPE_1F1B)
+        return 0;
     int k = 2 * pl->stages + 2;
     return 2 * k <= pl->micro_batches ? k : 0;
 }

@@ -72,7 +72,7 @@ static sf_status check_schedule(const sf_sim *sim, sf_error *err) {
     if (sim->in_pipe && !sim->pipe)
         return sf_error_set(err, SF_ERR_INVALID,
                             "the pipeline took the fast path, which keeps no task times "
-                            "(simulate it with pipeline_full)");
+                            "(simulate it without pipeline_fast)");
     return SF_OK;
 }
 

@@ -107,6 +107,7 @@ PUBLISHED = [
 ]
 
 GNMT_SEQ = 24
+GNMT_MODEL = "gnmt"
 
 DIFFERS = {
     "resnet50": "",
@@ -119,7 +120,7 @@ def model_args(model, batch):
     if model == "resnet50":
         return ["--model", "resnet50", "--batch", str(batch)]
     if model == "gnmt":
-        return ["--model", "nmt", "--layers", "4", "--hidden", "1024", "--vocab", "32000",
+        return ["--model", GNMT_MODEL, "--layers", "4", "--hidden", "1024", "--vocab", "32000",
                 "--seq-len", str(GNMT_SEQ), "--chunk", str(GNMT_SEQ), "--batch", str(batch)]
     if model == "bert-large":
         return ["--model", "gpt", "--layers", "24", "--hidden", "1024", "--heads", "16",

@@ -173,6 +173,8 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->res_free = calloc((size_t)sim->cap_res + 1, sizeof *sim->res_free);
     sim->remaining = calloc((size_t)sim->cap_res + 1, sizeof *sim->remaining);
     sim->input_samples = calloc(2 * (size_t)sim->n_dev + 1, sizeof *sim->input_samples);
+    sim->kept = calloc((size_t)n_ops + 1, sizeof *sim->kept);
+    for (int i = 0; sim->kept && i < n_ops; i++) sim->kept[i] = sf_graph_kept_mask(g, i);
     sim->lay.span = calloc((size_t)sim->n_blocks, sizeof *sim->lay.span);
     sim->lay.rank_base = calloc((size_t)sim->n_blocks, sizeof *sim->lay.rank_base);
     sim->lay.rank_cap = calloc((size_t)sim->n_blocks, sizeof *sim->lay.rank_cap);
@@ -182,7 +184,7 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->rank_room_max = UINT32_MAX;
     sim->compact_slack = 4096;
     if (!sim->s || !sim->blocks || !sim->order || !sim->pos || !sim->stats || !sim->dirty ||
-        !sim->tg || !sim->res_free || !sim->remaining || !sim->input_samples || !sim->lay.span || !sim->lay.rank_base ||
+        !sim->tg || !sim->res_free || !sim->remaining || !sim->input_samples || !sim->kept || !sim->lay.span || !sim->lay.rank_base ||
         !sim->lay.rank_cap || !sim->old_span ||
         sched_alloc_fixed(&sim->sched[0], sim->n_dev, sim->cap_res) ||
         sched_alloc_fixed(&sim->sched[1], sim->n_dev, sim->cap_res))
@@ -325,6 +327,7 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->res_free);
     free(sim->remaining);
     free(sim->input_samples);
+    free(sim->kept);
     sim_links_free(sim);
     free(sim->scratch);
     free(sim->uses);

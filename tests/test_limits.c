@@ -110,8 +110,8 @@ static void test_input_pipeline(void **state) {
     assert_true(fabs(ds.iter_s - 32 / slow) <= 1e-12 * ds.iter_s);
     /* one device loads the whole batch: 8 times longer */
     assert_true(fabs(ss.input_s - 256 / slow) <= 1e-12 * ss.input_s);
-    assert_true(ss.iter_s == (ss.input_s > s0.makespan_s + 1e-3 ? ss.input_s
-                                                                : s0.makespan_s + 1e-3));
+    assert_true(ss.iter_s ==
+                (ss.input_s > s0.makespan_s + 1e-3 ? ss.input_s : s0.makespan_s + 1e-3));
     sf_machine_free(m0);
     sf_machine_free(mf);
     sf_machine_free(ms);
@@ -260,7 +260,7 @@ static void test_presets_default(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_host_overhead),     cmocka_unit_test(test_input_pipeline),
+        cmocka_unit_test(test_host_overhead),      cmocka_unit_test(test_input_pipeline),
         cmocka_unit_test(test_delta_matches_full), cmocka_unit_test(test_machine_file),
         cmocka_unit_test(test_presets_default),
     };

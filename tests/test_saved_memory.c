@@ -64,8 +64,7 @@ static void test_rules(void **state) {
     int loss = add(g, SF_OP_SOFTMAX_CE, "loss", (sf_tensor_ref[]){{f, 0}}, 1, NULL);
     const struct {
         int op, kept;
-    } want[] = {{x, 1},  {a, 1}, {bn, 0}, {r1, 1}, {r2, 1},
-                {b, 0},  {s, 0}, {f, 0},  {loss, 1}};
+    } want[] = {{x, 1}, {a, 1}, {bn, 0}, {r1, 1}, {r2, 1}, {b, 0}, {s, 0}, {f, 0}, {loss, 1}};
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
         if (sf_graph_output_kept(g, want[i].op, 0) != want[i].kept)
             fail_msg("'%s': kept %d, want %d", sf_graph_op(g, want[i].op)->name,
@@ -98,8 +97,8 @@ static void test_extras(void **state) {
     double pool_out = (double)sf_shape_numel(&po->out_shapes[0]);
     assert_true(sf_op_saved_extra_bytes(po, &tp) == 8 * pool_out);
     assert_true(sf_op_saved_extra_bytes(dop, &td) == 512);
-    assert_int_equal(sf_graph_output_kept(g, x, 0), 0);   /* dropout keeps only its mask */
-    assert_int_equal(sf_graph_output_kept(g, d, 0), 1);   /* the pool saves its input */
+    assert_int_equal(sf_graph_output_kept(g, x, 0), 0); /* dropout keeps only its mask */
+    assert_int_equal(sf_graph_output_kept(g, d, 0), 1); /* the pool saves its input */
     int m = add(g, SF_OP_MUL, "mul", (sf_tensor_ref[]){{p, 0}, {p, 0}}, 2, NULL);
     (void)m;
     assert_int_equal(sf_graph_output_kept(g, p, 0), 1);
@@ -138,9 +137,10 @@ static void test_against_pytorch(void **state) {
         sf_graph_stats st;
         sf_graph_stats_compute(g, &st);
         double rel = st.saved_bytes / torch_bytes - 1;
-        printf("%-12s batch %lld: soapflow %.0f, PyTorch %.0f bytes saved (%+.1f%%)\n", name,
-               batch, st.saved_bytes, torch_bytes, 100 * rel);
-        if (fabs(rel) > 0.10) fail_msg("%s batch %lld: %+.1f%% off PyTorch", name, batch, 100 * rel);
+        printf("%-12s batch %lld: soapflow %.0f, PyTorch %.0f bytes saved (%+.1f%%)\n", name, batch,
+               st.saved_bytes, torch_bytes, 100 * rel);
+        if (fabs(rel) > 0.10)
+            fail_msg("%s batch %lld: %+.1f%% off PyTorch", name, batch, 100 * rel);
         /* the simulator charges the same: one device, all alive at once, less
          * the weights (weight, gradient and momentum, 12 bytes a parameter) */
         sf_strategy *s = sf_strategy_new(g);

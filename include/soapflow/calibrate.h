@@ -63,10 +63,10 @@ extern "C" {
 #define SF_CALIBRATE_MAX_MESSAGE ((int64_t)1 << 30) /* largest max_bytes */
 
 typedef struct sf_calibrate_options {
-    int64_t min_bytes, max_bytes; /* ping-pong sizes, doubling from min to max (max
-                                     included): 1 <= min <= max <= SF_CALIBRATE_MAX_MESSAGE
-                                     (default 8 B .. 64 MiB) */
-    int gemm_n;                   /* SGEMM of n x n matrices, 16 .. 8192 (default 512) */
+    int64_t min_bytes, max_bytes;   /* ping-pong sizes, doubling from min to max (max
+                                       included): 1 <= min <= max <= SF_CALIBRATE_MAX_MESSAGE
+                                       (default 8 B .. 64 MiB) */
+    int gemm_n;                     /* SGEMM of n x n matrices, 16 .. 8192 (default 512) */
     const struct sf_dataset *input; /* the training data whose input pipeline is timed
                                      * (sf_dataset_batch, as `train` feeds batches);
                                      * NULL: not measured (default) */
@@ -95,9 +95,9 @@ typedef struct sf_calibrate_result {
     double input_sps[SF_MAX_DEVICES];  /* samples a second of the input pipeline, best of 3
                                         * (0: not measured) */
     /* the device they describe */
-    double peak_flops; /* median of gemm_flops over the ranks that measured */
-    double mem_bw_Bps; /* median of copy_Bps over the same */
-    double mem_bytes;  /* physical memory / ranks */
+    double peak_flops;          /* median of gemm_flops over the ranks that measured */
+    double mem_bw_Bps;          /* median of copy_Bps over the same */
+    double mem_bytes;           /* physical memory / ranks */
     double input_samples_per_s; /* median of input_sps over the same; 0: not measured */
 } sf_calibrate_result;
 
@@ -122,7 +122,8 @@ SF_API double sf_calibrate_ring_bandwidth(int ranks, double latency_s, double by
  * bf16, memory bandwidth and size as measured), joined by shared memory with
  * the measured link (with one rank, the preset's), the runtime's copies at
  * mem_bw_Bps, the all-reduce curve of every size with a ring bandwidth, the
- * shared cores, and the input pipeline's rate when it was measured. Validated (sf_machine_desc_validate). */
+ * shared cores, and the input pipeline's rate when it was measured. Validated
+ * (sf_machine_desc_validate). */
 SF_API sf_status sf_calibrate_machine_desc(const sf_calibrate_result *r, const char *name,
                                            sf_machine_desc *out, sf_error *err);
 

@@ -229,8 +229,8 @@ sf_status sf_calibrate_run(sf_comm *cm, const sf_calibrate_options *o, sf_calibr
     int64_t *order = ds ? malloc((size_t)ds->n * sizeof *order) : NULL;
     float *ix = ds ? malloc((size_t)(ib * im + 1) * sizeof *ix) : NULL;
     int32_t *il = ds ? malloc((size_t)ib * sizeof *il) : NULL;
-    int failed = !(buf && mats && stream && ar_buf && times && per_pair) ||
-                 (ds && !(order && ix && il));
+    int failed =
+        !(buf && mats && stream && ar_buf && times && per_pair) || (ds && !(order && ix && il));
     sf_comm_max(cm, &failed, 1);
     sf_status st = SF_OK;
     if (failed) {

@@ -290,8 +290,8 @@ static int calibrate(const calib_opts *o, sf_comm *cm) {
 }
 
 int sf_cmd_calibrate(int argc, char **argv) {
-    calib_opts o = {DEFAULT_OUT, DEFAULT_NAME, NULL, DEFAULT_GEMM, DEFAULT_MIN, DEFAULT_MAX,
-                    "fashion-mnist", NULL, 64};
+    calib_opts o = {DEFAULT_OUT,     DEFAULT_NAME, NULL, DEFAULT_GEMM, DEFAULT_MIN, DEFAULT_MAX,
+                    "fashion-mnist", NULL,         64};
     int rc = parse(argc, argv, &o);
     if (rc < 0) return sf_cli_launcher_rank() == 0 ? usage(stdout) : SF_EXIT_OK;
     if (rc != SF_EXIT_OK) return rc;

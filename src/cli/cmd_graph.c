@@ -295,9 +295,9 @@ static int print_text(const sf_graph *g, const sf_graph_stats *st, const graph_o
     sf_cli_table_cell(t, "%s (%s)", sf_fmt_bytes(activation_bytes(st, o->dtype), buf, sizeof buf),
                       sf_dtype_name(o->dtype));
     sf_cli_table_cell(t, "saved");
-    sf_cli_table_cell(t, "%s for the backward pass, as frameworks keep it",
-                      sf_fmt_bytes(st->saved_bytes * sf_dtype_bytes(o->dtype) / SF_ELEM_BYTES, buf,
-                                   sizeof buf));
+    sf_cli_table_cell(
+        t, "%s for the backward pass, as frameworks keep it",
+        sf_fmt_bytes(st->saved_bytes * sf_dtype_bytes(o->dtype) / SF_ELEM_BYTES, buf, sizeof buf));
     sf_cli_table_cell(t, "weights");
     if (!sf_dtype_mixed(o->dtype)) {
         sf_cli_table_cell(t, "%s (fp32)", sf_fmt_bytes(st->weight_bytes, buf, sizeof buf));

@@ -259,12 +259,11 @@ static sf_status parse_allreduce(reader *r, const json_t *rtm, sf_machine_desc *
     }
     return SF_OK;
 }
-static const char *const device_keys[] = {"name",   "peak_tflops", "mem_bw_GBps",
-                                          "mem_GB", "cost",        "input_samples_per_s",
-                                          NULL};
+static const char *const device_keys[] = {"name", "peak_tflops",         "mem_bw_GBps", "mem_GB",
+                                          "cost", "input_samples_per_s", NULL};
 static const char *const peak_keys[] = {"fp32", "fp16", "bf16", "tf32", NULL};
-static const char *const cost_keys[] = {"efficiency",   "conv3x3_flop_ratio", "mem_efficiency",
-                                        "launch_us",    "rnn_per_step",       "host_overhead_us",
+static const char *const cost_keys[] = {"efficiency", "conv3x3_flop_ratio", "mem_efficiency",
+                                        "launch_us",  "rnn_per_step",       "host_overhead_us",
                                         NULL};
 static const char *const eff_keys[] = {"conv2d", "gemm", "attention", "lstm", "lstm_step", NULL};
 _Static_assert(sizeof eff_keys / sizeof eff_keys[0] == SF_EFF_COUNT + 1, "one key per class");

@@ -82,20 +82,19 @@ static void split_chunks(sf_zoo_builder *b, const char *name, const rnn_dims *d,
 
 /* Token ids (N, T) -> embedding (N, T, H) -> chunks xs[n_chunks] of (N, <=chunk, H).
  * Returns the embedding's operator. */
-static int embed_chunks(sf_zoo_builder *b, const char *pfx, const char *ids_name,
-                        const rnn_dims *d, sf_tensor_ref *xs) {
+static int embed_chunks(sf_zoo_builder *b, const char *pfx, const char *ids_name, const rnn_dims *d,
+                        sf_tensor_ref *xs) {
     sf_tensor_ref ids = sf_zoo_input(b, ids_name, 2, (int64_t[]){d->batch, d->seq}, 1);
-    sf_tensor_ref e = sf_zoo_embedding(b, sf_zoo_name(b, "%sembed", pfx), ids, d->vocab,
-                                       d->hidden);
+    sf_tensor_ref e = sf_zoo_embedding(b, sf_zoo_name(b, "%sembed", pfx), ids, d->vocab, d->hidden);
     split_chunks(b, sf_zoo_name(b, "%ssplit", pfx), d, e, xs);
     return e.op;
 }
 
 /* One layer unrolled over the chunks. init (h0, c0) may be NULL (zero state).
  * ys receives each chunk's output; state the final (hT, cT). The chunks run in
- * time order, or (reverse) from the last chunk to the first: the backward direction of a bidirectional layer. soapflow's lstm has
- * no reversed-time flag, so each chunk of that direction runs its own steps
- * forward; the cost, the shapes and the dependencies between chunks are a
+ * time order, or (reverse) from the last chunk to the first: the backward direction of a
+ * bidirectional layer. soapflow's lstm has no reversed-time flag, so each chunk of that direction
+ * runs its own steps forward; the cost, the shapes and the dependencies between chunks are a
  * reversed LSTM's, the function the runtime trains is not quite (a chunk of
  * one step, --chunk 1, makes it exact). */
 static void lstm_chain(sf_zoo_builder *b, const char *pfx, const rnn_dims *d,
@@ -253,8 +252,7 @@ sf_graph *sf_zoo_gnmt(const sf_model_options *o, sf_error *err) {
     if (resolve_dims(b, o, 32768, &d) == 0) {
         int layers = o->layers ? (int)o->layers : 4;
         if (layers < 2 || layers > NMT_MAX_LAYERS) {
-            sf_zoo_fail(b, SF_ERR_RANGE, "gnmt: layers %d, from 2 to %d", layers,
-                        NMT_MAX_LAYERS);
+            sf_zoo_fail(b, SF_ERR_RANGE, "gnmt: layers %d, from 2 to %d", layers, NMT_MAX_LAYERS);
             return sf_zoo_end(b);
         }
         int n = d.n_chunks;
@@ -271,9 +269,9 @@ sf_graph *sf_zoo_gnmt(const sf_model_options *o, sf_error *err) {
             sf_tensor_ref ys[SF_MAX_SPLIT];
             lstm_layer(b, name, &d, src, NULL, ys, st);
             for (int k = 0; k < n; k++)
-                src[k] = l >= 2 ? sf_zoo_add(b, sf_zoo_name(b, "%s.res.c%d", name, k), ys[k],
-                                             src[k])
-                                : ys[k];
+                src[k] = l >= 2
+                             ? sf_zoo_add(b, sf_zoo_name(b, "%s.res.c%d", name, k), ys[k], src[k])
+                             : ys[k];
         }
         sf_tensor_ref memory = join_chunks(b, "enc.concat", &d, src);
 
@@ -299,9 +297,9 @@ sf_graph *sf_zoo_gnmt(const sf_model_options *o, sf_error *err) {
                                       (sf_tensor_ref[]){tgt[k], ctx[k]}, 2, 2);
             lstm_layer(b, name, &d, in, NULL, ys, st);
             for (int k = 0; k < n; k++)
-                tgt[k] = l >= 2 ? sf_zoo_add(b, sf_zoo_name(b, "%s.res.c%d", name, k), ys[k],
-                                             tgt[k])
-                                : ys[k];
+                tgt[k] = l >= 2
+                             ? sf_zoo_add(b, sf_zoo_name(b, "%s.res.c%d", name, k), ys[k], tgt[k])
+                             : ys[k];
         }
         sf_tensor_ref y = join_chunks(b, "dec.concat", &d, tgt);
         y = sf_zoo_linear(b, "fc", y, d.vocab, 1);

@@ -407,13 +407,10 @@ static sf_status hard_sigmoid_infer(const sf_op_params *p, const sf_shape *in, i
  * others their input. */
 static unsigned unary_saves(const sf_op *op) {
     switch (op->type) {
-    case SF_OP_RELU:
-        return SF_SAVES_OUTPUT | SF_SAVES_IN_PLACE;
+    case SF_OP_RELU: return SF_SAVES_OUTPUT | SF_SAVES_IN_PLACE;
     case SF_OP_SIGMOID:
-    case SF_OP_TANH:
-        return SF_SAVES_OUTPUT;
-    default:
-        return SF_SAVES_INPUT(0);
+    case SF_OP_TANH: return SF_SAVES_OUTPUT;
+    default: return SF_SAVES_INPUT(0);
     }
 }
 

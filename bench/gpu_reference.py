@@ -37,27 +37,33 @@ repository paths; the figures are the READMEs' training performance tables):
 Where the zoo differs from the published models (the script says so per row):
 
   RN50   none in the graph (ResNet-50 v1.5 as torchvision).
-  GNMT   `nmt --layers 4`: 4 LSTM layers in the encoder and 4 in the decoder,
-         hidden 1024, vocabulary 32000, one attention (GNMT v2: its first
-         encoder layer is bidirectional, and attention feeds every decoder
-         layer; the zoo's encoder is unidirectional and its attention is applied
-         once, after the decoder). One lstm operator per layer (--chunk =
-         --seq-len), as PyTorch's nn.LSTM is one cuDNN call over the sequence.
-         Sentence length: 24 tokens a side (measured runs average over real
-         sentences of 1-50 tokens; 24 is the mean the README's time to train
-         implies: 154168 tok/s x 118.1 min / 6 epochs over the ~3.9 M pairs
-         left after filtering is ~47 tokens a pair). Predicted tok/s = batch x
-         2 x 24 / iteration time.
+  GNMT   `gnmt --layers 4`: GNMT v2 as the recipe builds it (zoo_rnn.c): 4 LSTM
+         layers a side, hidden 1024, the first encoder layer bidirectional,
+         attention over the encoder fed to every decoder layer after the
+         first, residuals from layer 2, one embedding shared by both sides
+         (share_embedding), vocabulary 32000. Differs: soapflow's attention
+         (one head with projections) for GNMT's normalized Bahdanau score; no
+         dropout or label smoothing; the reversed direction as a chain of
+         chunks (one chunk here: --chunk = --seq-len, as PyTorch's nn.LSTM is
+         one cuDNN call over the sequence). Sentence length: 24 tokens a side
+         are counted (measured runs average over real sentences of 1-50
+         tokens; 24 is the mean the README's time to train implies: 154168
+         tok/s x 118.1 min / 6 epochs over the ~3.9 M pairs left after
+         filtering is ~47 tokens a pair) and 29 steps a side run: the recipe
+         batches sentences of similar length (buckets 10 tokens wide over its
+         50-token limit) and pads each to the batch's longest, about half a
+         bucket above the mean (an estimate, not a measured figure). Predicted
+         tok/s = batch x 2 x 24 / iteration time. Optimizer Adam, as the
+         recipe's.
   BERT   `gpt --layers 24 --hidden 1024 --heads 16 --vocab 30522 --seq-len
          128`: the zoo's BERT-like encoder (`transformer`) is BERT-base with 12
          heads only; gpt gives BERT-large's widths (pre-norm, causal mask and
          no NSP head differ; the FLOPs and bytes per token are the same up to
-         the mask). Gradient accumulation: the published step all-reduces once
+         the mask). LAMB (two moments a weight) priced as soapflow's adam.
+         Gradient accumulation: the published step all-reduces once
          per K micro-batches, so predicted time per micro-batch on n GPUs is
          ((K - 1) x t_1 + t_n) / K, t_1 the 1-device iteration and t_n the
-         n-device one (which holds the all-reduce and the update). LAMB is
-         priced as soapflow's SGD with momentum (a few bytes per parameter
-         less). The V100 rows ran on 32 GB V100s; the time does not depend on
+         n-device one (which holds the all-reduce and the update). The V100 rows ran on 32 GB V100s; the time does not depend on
          the memory size.
 
 Machines: V100 rows use dgx-1v; GNMT's A100 rows use dgx-a100 with the A100
@@ -106,11 +112,16 @@ PUBLISHED = [
     ("bert-large", "A100", "fp16", 8, 256, 4591, 32),
 ]
 
-GNMT_SEQ = 24
+GNMT_SEQ = 24     # tokens a side that the throughput counts (below)
+GNMT_PADDED = 29  # steps a side that run: the batch's longest sentence of its bucket (below)
+GNMT_MODEL = "gnmt"
+# the recipes' optimizers: SGD with momentum (RN50), Adam (GNMT), LAMB (BERT: two
+# moments a weight like Adam, priced as soapflow's adam)
+OPTIMIZER = {"resnet50": "sgd", "gnmt": "adam", "bert-large": "adam"}
 
 DIFFERS = {
     "resnet50": "",
-    "gnmt": "nmt --layers 4: unidirectional encoder, one attention; 24 tokens a side",
+    "gnmt": "gnmt (GNMT v2's wiring); 24 tokens a side counted, 29 steps run (padding)",
     "bert-large": "gpt 24x1024 (pre-norm, causal); accumulation folded in",
 }
 
@@ -119,8 +130,8 @@ def model_args(model, batch):
     if model == "resnet50":
         return ["--model", "resnet50", "--batch", str(batch)]
     if model == "gnmt":
-        return ["--model", "nmt", "--layers", "4", "--hidden", "1024", "--vocab", "32000",
-                "--seq-len", str(GNMT_SEQ), "--chunk", str(GNMT_SEQ), "--batch", str(batch)]
+        return ["--model", GNMT_MODEL, "--layers", "4", "--hidden", "1024", "--vocab", "32000",
+                "--seq-len", str(GNMT_PADDED), "--chunk", str(GNMT_PADDED), "--batch", str(batch)]
     if model == "bert-large":
         return ["--model", "gpt", "--layers", "24", "--hidden", "1024", "--heads", "16",
                 "--vocab", "30522", "--seq-len", "128", "--batch", str(batch)]
@@ -191,7 +202,7 @@ class Runner:
             dtype, note = "fp32", "run as fp32 (no tf32 before)"
         args = ["simulate"] + model_args(model, batch * n) + [
             "--machine", self.machine(model, gpu, n), "--strategy", "data", "--dtype", dtype,
-            "--json"]
+            "--optimizer", OPTIMIZER[model], "--json"]
         r = self._run(args)
         if r.returncode != 0:
             sys.exit("soapflow %s: %s" % (" ".join(args), r.stderr.strip()))

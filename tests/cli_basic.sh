@@ -16,7 +16,7 @@ trap 'rm -rf "$TMP"' EXIT
 # ---- models: the names only, one a line --------------------------------
 run models "$SF" models
 expect_ok models
-for m in lenet5 alexnet vgg16 resnet18 resnet50 resnet101 inception_v3 rnntc rnnlm nmt mlp \
+for m in lenet5 alexnet vgg16 resnet18 resnet50 resnet101 inception_v3 rnntc rnnlm nmt gnmt mlp \
     transformer gpt gpt2 gpt2-medium gpt2-large gpt2-xl gpt3; do
     grep -qx "$m" "$TMP/models.out" || fail "models: '$m' is not on a line of its own"
 done

@@ -28,6 +28,23 @@ timeout 60 mpirun -np 2 "$SF" calibrate --out "$OUT" --sizes 8:64K --gemm-size 1
 for word in SGEMM 'half round trip' allreduce device link written; do
     grep -q "$word" "$TMP/cal.out" || fail "calibrate: no '$word' in the summary"
 done
+# the input pipeline: timed on the dataset when it is installed, left out with --data none
+if [ -d /usr/share/datasets/fashion-mnist ] || [ -n "${SF_DATA_DIR:-}" ]; then
+    grep -q '^input .*samples/s a rank' "$TMP/cal.out" ||
+        fail "calibrate: no input pipeline rate: $(grep '^input' "$TMP/cal.out")"
+    python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); assert m["device"]["input_samples_per_s"] > 0' \
+        "$OUT" || fail "calibrate: no device.input_samples_per_s in $(cat "$OUT")"
+fi
+timeout 60 "$SF" calibrate --out "$TMP/none.json" --sizes 8:64K --gemm-size 128 --data none \
+    >"$TMP/none.out" 2>&1 || fail "calibrate --data none: $(cat "$TMP/none.out")"
+grep -q '^input .*not measured: --data none' "$TMP/none.out" ||
+    fail "calibrate --data none: $(grep '^input' "$TMP/none.out")"
+grep -q input_samples_per_s "$TMP/none.json" && fail "calibrate --data none wrote a rate"
+"$SF" calibrate --out "$TMP/x.json" --data nope >"$TMP/bad.out" 2>&1 &&
+    fail "calibrate --data nope succeeded"
+[ "$(wc -l <"$TMP/bad.out")" -eq 1 ] && grep -q "'nope'" "$TMP/bad.out" ||
+    fail "calibrate --data nope: $(cat "$TMP/bad.out")"
+[ -e "$TMP/x.json" ] && fail "calibrate --data nope wrote a file"
 # only rank 0 prints
 [ "$(grep -c '^calibrated 2 ranks' "$TMP/cal.out")" -eq 1 ] || fail "calibrate: summary not once"
 ls "$TMP" | grep -q '\.tmp\.' && fail "a temporary file was left behind: $(ls "$TMP")"

@@ -53,7 +53,7 @@ static int64_t lstm_params(int64_t in, int64_t h) { return 4 * h * (in + h) + 8 
 static void test_registry(void **state) {
     (void)state;
     int n = sf_model_count();
-    assert_int_equal(n, 18);
+    assert_int_equal(n, 19);
     for (int i = 0; i < n; i++) {
         assert_non_null(sf_model_name(i));
         assert_non_null(sf_model_summary(i));
@@ -294,6 +294,46 @@ static void test_nmt(void **state) {
     assert_int_equal(attn->inputs[0].op, op_named(g, "dec.concat")->id);
     assert_int_equal(attn->inputs[1].op, op_named(g, "enc.concat")->id);
     assert_shape(&attn->out_shapes[0], "16x40x1024");
+    assert_shape(&op_named(g, "loss")->out_shapes[0], "16x40x32768");
+    sf_graph_free(g);
+}
+
+/* gnmt: GNMT v2's wiring (zoo_rnn.c): a bidirectional first encoder layer, the
+ * reversed direction chained from the last chunk to the first; layer 1 reads
+ * both directions (2H); the decoder's layers after the first read the
+ * attention's context beside their input; residuals from layer 2; one
+ * embedding for both sides. */
+static void test_gnmt(void **state) {
+    (void)state;
+    sf_graph *g = build("gnmt", 16);
+    const int64_t h = 1024, v = 32768;
+    int64_t enc = 2 * lstm_params(h, h) + lstm_params(2 * h, h) + 2 * lstm_params(h, h);
+    int64_t dec = lstm_params(h, h) + 3 * lstm_params(2 * h, h);
+    int64_t want = v * h + enc + dec + 4 * h * h + 4 * h + h * v + v;
+    assert_true(params_of(g) == want);
+    /* the reversed direction: chunk 9 first (no state), chunk k takes chunk k+1's */
+    const sf_op *r9 = op_named(g, "enc.lstm0r.c9"), *r3 = op_named(g, "enc.lstm0r.c3");
+    assert_int_equal(r9->n_inputs, 1);
+    assert_int_equal(r3->inputs[1].op, op_named(g, "enc.lstm0r.c4")->id);
+    assert_int_equal(op_named(g, "enc.lstm0r.c0")->weight_owner, r9->id);
+    assert_shape(&op_named(g, "enc.lstm0.cat.c3")->out_shapes[0], "16x4x2048");
+    assert_int_equal(op_named(g, "enc.lstm1.c0")->in_shapes[0].d[2], 2 * h);
+    assert_non_null(op_named(g, "enc.lstm2.res.c0"));
+    assert_true(sf_graph_find(g, "enc.lstm1.res.c0") < 0); /* layer 1 changes width */
+    /* the decoder: zero start, attention over layer 0, context into layers 1.. */
+    assert_int_equal(op_named(g, "dec.lstm0.c0")->n_inputs, 1);
+    const sf_op *attn = op_named(g, "attention");
+    assert_int_equal(attn->inputs[0].op, op_named(g, "dec.lstm0.concat")->id);
+    assert_int_equal(attn->inputs[1].op, op_named(g, "enc.concat")->id);
+    for (int l = 1; l < 4; l++) {
+        char name[32];
+        snprintf(name, sizeof name, "dec.lstm%d.in.c5", l);
+        const sf_op *in = op_named(g, name);
+        assert_int_equal(in->inputs[1].op, op_named(g, "attention.split")->id);
+        assert_int_equal(in->inputs[1].out, 5);
+        assert_shape(&in->out_shapes[0], "16x4x2048");
+    }
+    assert_int_equal(op_named(g, "dec.embed")->weight_owner, op_named(g, "enc.embed")->id);
     assert_shape(&op_named(g, "loss")->out_shapes[0], "16x40x32768");
     sf_graph_free(g);
 }
@@ -849,6 +889,7 @@ int main(void) {
         cmocka_unit_test(test_rnnlm),
         cmocka_unit_test(test_rnntc),
         cmocka_unit_test(test_nmt),
+        cmocka_unit_test(test_gnmt),
         cmocka_unit_test(test_mlp),
         cmocka_unit_test(test_transformer),
         cmocka_unit_test(test_gpt_params),

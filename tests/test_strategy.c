@@ -500,7 +500,8 @@ static void test_baselines_zoo(void **state) {
         sf_model_options o;
         sf_model_options_default(&o);
         o.batch = 32;
-        if (strcmp(sf_model_name(i), "nmt") == 0 || strcmp(sf_model_name(i), "rnnlm") == 0)
+        if (strcmp(sf_model_name(i), "nmt") == 0 || strcmp(sf_model_name(i), "rnnlm") == 0 ||
+            strcmp(sf_model_name(i), "gnmt") == 0)
             o.seq_len = 8, o.hidden = 64, o.vocab = 1000;
         sf_error err = {0};
         sf_graph *g = sf_model_build(sf_model_name(i), &o, &err);

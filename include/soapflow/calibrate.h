@@ -33,7 +33,10 @@
  *  - a STREAM-like copy on every rank at once (2 x bytes moved / time): the
  *    device memory bandwidth each rank gets while all of them run, and the
  *    rate of the runtime's copies of tile regions (runtime.copy_GBps);
- *  - physical memory divided by the rank count: each rank's memory.
+ *  - physical memory divided by the rank count: each rank's memory;
+ *  - with a dataset (options.input), the runtime's input pipeline on every
+ *    rank at once: batches of a shuffled epoch through sf_dataset_batch, the
+ *    samples a second each rank prepares (the device's input_samples_per_s).
  * With more ranks than cores (sf_comm_shared_cores), the rates are measured
  * one rank a core and the machine says the cores are shared
  * (runtime.cores_per_node). With one rank there is no pair to measure: the
@@ -60,10 +63,14 @@ extern "C" {
 #define SF_CALIBRATE_MAX_MESSAGE ((int64_t)1 << 30) /* largest max_bytes */
 
 typedef struct sf_calibrate_options {
-    int64_t min_bytes, max_bytes; /* ping-pong sizes, doubling from min to max (max
-                                     included): 1 <= min <= max <= SF_CALIBRATE_MAX_MESSAGE
-                                     (default 8 B .. 64 MiB) */
-    int gemm_n;                   /* SGEMM of n x n matrices, 16 .. 8192 (default 512) */
+    int64_t min_bytes, max_bytes;   /* ping-pong sizes, doubling from min to max (max
+                                       included): 1 <= min <= max <= SF_CALIBRATE_MAX_MESSAGE
+                                       (default 8 B .. 64 MiB) */
+    int gemm_n;                     /* SGEMM of n x n matrices, 16 .. 8192 (default 512) */
+    const struct sf_dataset *input; /* the training data whose input pipeline is timed
+                                     * (sf_dataset_batch, as `train` feeds batches);
+                                     * NULL: not measured (default) */
+    int64_t input_batch;            /* samples a batch, 1 .. 65536 (default 64) */
 } sf_calibrate_options;
 
 SF_API void sf_calibrate_options_default(sf_calibrate_options *o);
@@ -85,10 +92,13 @@ typedef struct sf_calibrate_result {
     /* each rank's rates; 0 for a rank that did not measure (it shares a core) */
     double gemm_flops[SF_MAX_DEVICES]; /* FLOP/s of one n x n x n SGEMM, best of 3 */
     double copy_Bps[SF_MAX_DEVICES];   /* bytes read + written per second, best of 5 */
+    double input_sps[SF_MAX_DEVICES];  /* samples a second of the input pipeline, best of 3
+                                        * (0: not measured) */
     /* the device they describe */
-    double peak_flops; /* median of gemm_flops over the ranks that measured */
-    double mem_bw_Bps; /* median of copy_Bps over the same */
-    double mem_bytes;  /* physical memory / ranks */
+    double peak_flops;          /* median of gemm_flops over the ranks that measured */
+    double mem_bw_Bps;          /* median of copy_Bps over the same */
+    double mem_bytes;           /* physical memory / ranks */
+    double input_samples_per_s; /* median of input_sps over the same; 0: not measured */
 } sf_calibrate_result;
 
 /* Measure. Collective: every rank of c calls it with the same options, at
@@ -111,8 +121,9 @@ SF_API double sf_calibrate_ring_bandwidth(int ranks, double latency_s, double by
  * r->ranks devices of kind "cpu-rank" (fp32 peak = peak_flops, no fp16 or
  * bf16, memory bandwidth and size as measured), joined by shared memory with
  * the measured link (with one rank, the preset's), the runtime's copies at
- * mem_bw_Bps, the all-reduce curve of every size with a ring bandwidth, and
- * the shared cores. Validated (sf_machine_desc_validate). */
+ * mem_bw_Bps, the all-reduce curve of every size with a ring bandwidth, the
+ * shared cores, and the input pipeline's rate when it was measured. Validated
+ * (sf_machine_desc_validate). */
 SF_API sf_status sf_calibrate_machine_desc(const sf_calibrate_result *r, const char *name,
                                            sf_machine_desc *out, sf_error *err);
 

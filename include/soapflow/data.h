@@ -104,6 +104,11 @@ SF_API sf_status sf_dataset_load(const char *name, const char *split, const char
 SF_API void sf_dataset_free(sf_dataset *ds);
 /* Sample k (0 <= k < n) as c * h * w normalized floats into dst. */
 SF_API void sf_dataset_image(const sf_dataset *ds, int64_t k, float *dst);
+/* A batch as the runtime feeds it: samples order[(first + i) % n] for i < batch,
+ * as normalized floats into x (batch x c * h * w) and their classes into labels
+ * (batch). The data path `train` runs and `calibrate` times. */
+SF_API void sf_dataset_batch(const sf_dataset *ds, const int64_t *order, int64_t first,
+                             int64_t batch, float *x, int32_t *labels);
 
 /* The folder a dataset is read from when no dir is given (SF_DATA_DIR applied),
  * written into buf (NUL-terminated, truncated to cap). SF_ERR_NOTFOUND for an

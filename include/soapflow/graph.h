@@ -486,11 +486,44 @@ typedef struct sf_graph_stats {
     double flops_fwd; /* one forward pass */
     double flops_bwd;
     double activation_bytes; /* all operator outputs */
+    double saved_bytes;      /* what the backward pass keeps, as frameworks keep it: the
+                              * outputs sf_graph_output_kept says, and what operators save
+                              * beyond their inputs (masks, indices, gates, scores) */
     double weight_bytes;
     int64_t batch; /* dimension 0 of the first input */
 } sf_graph_stats;
 
 SF_API void sf_graph_stats_compute(const sf_graph *g, sf_graph_stats *st);
+
+/* What an operator's backward pass saves, as PyTorch's autograd keeps it
+ * (docs/cost-model.md, "Memory as frameworks keep it"): SF_SAVES_INPUT(i) for
+ * each input it keeps, SF_SAVES_OUTPUT when it keeps its outputs, and
+ * SF_SAVES_IN_PLACE when it may run in place over input 0 (ReLU after a
+ * convolution or batch norm, a residual `+=`). Each operator file says its own;
+ * one that says nothing saves every input. What an operator keeps beyond its
+ * inputs and outputs (a max pool's indices, a dropout mask, LSTM gates,
+ * attention scores) is in sf_op_tile_memory's saved_bytes. */
+#define SF_SAVES_INPUT(i) (1u << (i)) /* input i, i < 30 */
+#define SF_SAVES_ALL_INPUTS ((1u << 30) - 1u)
+#define SF_SAVES_OUTPUT (1u << 30)
+#define SF_SAVES_IN_PLACE (1u << 31)
+SF_API unsigned sf_op_saves(const sf_op *op);
+/* 1 when output `out` of operator `op` stays alive for the backward pass: its
+ * own backward saves it, or a consumer's does, and no consumer took its storage
+ * by running in place (a consumer runs in place when it is the output's only
+ * reader, may (SF_SAVES_IN_PLACE), does not save that input, and the producer
+ * does not save the output itself); 0 for a transient that frameworks free
+ * once its readers ran. */
+SF_API int sf_graph_output_kept(const sf_graph *g, int op, int out);
+/* What tile t of op saves beyond its inputs and outputs: sf_op_tile_memory's
+ * saved_bytes less the bytes of the input regions it reads, at least 0. */
+SF_API double sf_op_saved_extra_bytes(const sf_op *op, const sf_tile *t);
+/* sf_graph_output_kept of every output of op as a mask (bit k: output k). */
+SF_API uint64_t sf_graph_kept_mask(const sf_graph *g, int op);
+/* The activation bytes tile t of op holds for the backward pass (fp32
+ * elements): its outputs in the mask `kept` (sf_graph_kept_mask) and what it
+ * saves beyond its inputs. What the simulator and OptCNN charge a part. */
+SF_API double sf_op_tile_kept_bytes(const sf_op *op, const sf_tile *t, uint64_t kept);
 
 /* The batch of g (dimension 0 of its first input), 0 without inputs. */
 SF_API int64_t sf_graph_batch(const sf_graph *g);

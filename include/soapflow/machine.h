@@ -95,6 +95,13 @@ typedef struct sf_device_kind {
     double launch_s;       /* per-kernel overhead; 0: the model's default */
     int rnn_per_step;      /* 1: an lstm tile is priced step by step (each step's recurrent
                             * product and gates as kernels of their own); 0: as one product */
+    /* What limits an iteration besides compute and communication (docs/cost-model.md,
+     * "What limits scaling"); 0 leaves each out, as every preset without a figure does. */
+    double host_overhead_s;     /* host time per iteration the device waits for (launches,
+                                 * optimizer bookkeeping): added to the iteration once */
+    double input_samples_per_s; /* the device's input pipeline (load, decode, normalize):
+                                 * it prepares the next batch while the current one runs,
+                                 * so an iteration takes at least its samples / this */
 } sf_device_kind;
 
 typedef struct sf_device {

@@ -112,7 +112,8 @@ SF_API void sf_sim_options_default(sf_sim_options *o);
 #define SF_SIM_MAX_DEVICES SF_MAX_DEVICES
 
 typedef struct sf_sim_result {
-    double iter_s;          /* makespan of one iteration */
+    double iter_s;          /* one iteration: the makespan of its tasks, plus the host
+                             * overhead, or the input pipeline's time where that is longer */
     double compute_s;       /* sum of device task times (forward, backward, update, and
                              * copy on a machine that prices copies) */
     double transfer_s;      /* sum over link tasks carrying activations/gradients */
@@ -143,6 +144,12 @@ typedef struct sf_sim_result {
     double *device_live_peak_s; /* [n_devices] when that peak is reached */
     double *device_live_kinds;  /* [n_devices * SF_SIM_MEM_KIND_COUNT] what each peak holds, by
                                  * sf_sim_mem_kind: device d's at d * SF_SIM_MEM_KIND_COUNT */
+    /* What limits the iteration besides the task graph (docs/cost-model.md, "What limits
+     * scaling"): iter_s = max(makespan_s + host_s, input_s). All 0 on a machine whose
+     * device has neither figure (host_overhead_s, input_samples_per_s). */
+    double makespan_s; /* the task graph's schedule alone */
+    double host_s;     /* the device's per-iteration host overhead */
+    double input_s;    /* the slowest device's input pipeline: its samples / its rate */
 } sf_sim_result;
 
 typedef struct sf_sim sf_sim;

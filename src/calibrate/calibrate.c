@@ -22,6 +22,7 @@
 
 #include <cblas.h>
 
+#include "soapflow/data.h"
 #include "soapflow/stats.h"
 
 #define STREAM_BYTES ((size_t)32 << 20)
@@ -32,6 +33,8 @@ void sf_calibrate_options_default(sf_calibrate_options *o) {
     o->min_bytes = 8;
     o->max_bytes = (int64_t)64 << 20;
     o->gemm_n = 512;
+    o->input = NULL;
+    o->input_batch = 64;
 }
 
 /* ---- measurements ------------------------------------------------------- */
@@ -51,6 +54,24 @@ static double gemm_rate(int n, float *a, float *b, float *c) {
         if (r > 0 && dt < best) best = dt;
     }
     return 2.0 * (double)n * (double)n * (double)n / best;
+}
+
+/* Best rate (samples a second) of the runtime's input pipeline: INPUT_BATCHES
+ * batches of a shuffled epoch through sf_dataset_batch, as `train` fills each
+ * iteration's batch. x and labels hold one batch, order the epoch. */
+#define INPUT_BATCHES 8
+static double input_rate(const sf_dataset *ds, int64_t batch, int64_t *order, float *x,
+                         int32_t *labels) {
+    double best = 1e30;
+    for (int r = 0; r <= TRIALS; r++) { /* run 0 warms up */
+        sf_data_shuffle(1, (uint64_t)r, order, ds->n);
+        double t0 = sf_now_s();
+        for (int b = 0; b < INPUT_BATCHES; b++)
+            sf_dataset_batch(ds, order, b * batch, batch, x, labels);
+        double dt = sf_now_s() - t0;
+        if (r > 0 && dt < best) best = dt;
+    }
+    return best > 0 ? (double)(INPUT_BATCHES * batch) / best : 0;
 }
 
 /* Best copy bandwidth (bytes moved, read + written, per second). */
@@ -143,13 +164,15 @@ static void fit_link(sf_calibrate_result *r, const double *per_pair) {
 
 /* The device's figures from the ranks that measured (rank 0). */
 static void fit_device(sf_calibrate_result *r) {
-    double tg[SF_MAX_DEVICES], tc[SF_MAX_DEVICES];
+    double tg[SF_MAX_DEVICES], tc[SF_MAX_DEVICES], ti[SF_MAX_DEVICES];
     int n = r->ranks;
     if (r->cores > 0 && r->cores < n) n = r->cores; /* the ranks that measured */
     memcpy(tg, r->gemm_flops, (size_t)n * sizeof *tg);
     memcpy(tc, r->copy_Bps, (size_t)n * sizeof *tc);
+    memcpy(ti, r->input_sps, (size_t)n * sizeof *ti);
     r->peak_flops = sf_median(tg, n);
     r->mem_bw_Bps = sf_median(tc, n);
+    r->input_samples_per_s = sf_median(ti, n);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     r->mem_bytes = pages > 0 && page > 0 ? (double)pages * (double)page / r->ranks : 4e9;
 }
@@ -181,6 +204,11 @@ sf_status sf_calibrate_run(sf_comm *cm, const sf_calibrate_options *o, sf_calibr
             (long long)o->min_bytes, (long long)o->max_bytes, (long long)SF_CALIBRATE_MAX_MESSAGE);
     if (o->gemm_n < 16 || o->gemm_n > 8192)
         return sf_error_set(err, SF_ERR_INVALID, "SGEMM size %d: want 16 to 8192", o->gemm_n);
+    if (o->input && (o->input_batch < 1 || o->input_batch > 65536 || o->input->n < 1))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "input pipeline: batch %lld of %lld samples: want 1 to 65536 of at "
+                            "least 1",
+                            (long long)o->input_batch, (long long)o->input->n);
     sf_calibrate_result *r = out;
     memset(r, 0, sizeof *r);
     r->ranks = ranks;
@@ -196,7 +224,13 @@ sf_status sf_calibrate_run(sf_comm *cm, const sf_calibrate_options *o, sf_calibr
     double *times = calloc((size_t)ranks, sizeof *times);
     double *per_pair =
         malloc((size_t)(ranks > 1 ? ranks - 1 : 1) * SF_CALIBRATE_MAX_SIZES * sizeof(double));
-    int failed = !(buf && mats && stream && ar_buf && times && per_pair);
+    const sf_dataset *ds = o->input;
+    int64_t ib = ds ? o->input_batch : 0, im = ds ? ds->c * ds->h * ds->w : 0;
+    int64_t *order = ds ? malloc((size_t)ds->n * sizeof *order) : NULL;
+    float *ix = ds ? malloc((size_t)(ib * im + 1) * sizeof *ix) : NULL;
+    int32_t *il = ds ? malloc((size_t)ib * sizeof *il) : NULL;
+    int failed =
+        !(buf && mats && stream && ar_buf && times && per_pair) || (ds && !(order && ix && il));
     sf_comm_max(cm, &failed, 1);
     sf_status st = SF_OK;
     if (failed) {
@@ -215,10 +249,14 @@ sf_status sf_calibrate_run(sf_comm *cm, const sf_calibrate_options *o, sf_calibr
     double g = measures ? gemm_rate(o->gemm_n, mats, mats + gn, mats + 2 * gn) : 0;
     sf_comm_barrier(cm);
     double c = measures ? copy_rate(stream, stream + STREAM_BYTES, STREAM_BYTES) : 0;
+    sf_comm_barrier(cm);
+    double in = measures && ds ? input_rate(ds, ib, order, ix, il) : 0;
     r->gemm_flops[rank] = g; /* gathered as sums of one slot per rank */
     r->copy_Bps[rank] = c;
+    r->input_sps[rank] = in;
     sf_comm_sum(cm, r->gemm_flops, ranks);
     sf_comm_sum(cm, r->copy_Bps, ranks);
+    sf_comm_sum(cm, r->input_sps, ranks);
 
     /* links: rank 0 with each other rank in turn, the others idle */
     for (int peer = 1; peer < ranks; peer++) {
@@ -245,6 +283,9 @@ done:
     free(ar_buf);
     free(times);
     free(per_pair);
+    free(order);
+    free(ix);
+    free(il);
     return st;
 }
 
@@ -278,5 +319,6 @@ sf_status sf_calibrate_machine_desc(const sf_calibrate_result *r, const char *na
     }
     d->copy_bw_Bps = r->mem_bw_Bps; /* the runtime's copies run at what a rank's memcpy reaches */
     d->cores_per_node = r->cores;
+    d->kind.input_samples_per_s = r->input_samples_per_s;
     return sf_machine_desc_validate(d, err);
 }

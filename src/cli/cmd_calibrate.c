@@ -22,6 +22,7 @@
 #include <string.h>
 
 #include "soapflow/calibrate.h"
+#include "soapflow/data.h"
 #include "soapflow/io.h"
 #include "soapflow/kernels.h"
 #include "soapflow/runtime.h"
@@ -52,6 +53,13 @@ static int usage(FILE *out) {
             "  --sizes MIN:MAX      ping-pong message sizes in bytes, doubling from MIN to\n"
             "                       MAX; K, M, G suffixes are powers of 1024 (default: 8:64M)\n"
             "  --gemm-size N        SGEMM of N x N matrices (default: %d)\n"
+            "  --data NAME|none     time the input pipeline on this dataset (fashion-mnist,\n"
+            "                       mnist): batches of a shuffled epoch as train feeds them,\n"
+            "                       the samples a second each rank prepares (the device's\n"
+            "                       input_samples_per_s); none, or a dataset not installed\n"
+            "                       (said), leaves it out (default: fashion-mnist)\n"
+            "  --data-dir DIR       the dataset's folder (default: as train finds it)\n"
+            "  --input-batch N      samples a batch for it (default: 64)\n"
             "  -h, --help           show this help\n"
             "\n"
             "Run it with OPENBLAS_NUM_THREADS=1 (it sets one BLAS thread itself, too). With\n"
@@ -70,6 +78,8 @@ static int usage(FILE *out) {
 typedef struct calib_opts {
     const char *out, *name, *sizes;
     int64_t gemm, min_size, max_size;
+    const char *data, *data_dir;
+    int64_t input_batch;
 } calib_opts;
 
 /* "64M" -> 67108864; K, M, G are binary. -1 when malformed or out of range. */
@@ -98,9 +108,16 @@ static int parse(int argc, char **argv, calib_opts *o) {
         if (sf_cli_str(&a, "--name", NULL, &o->name)) continue;
         if (sf_cli_str(&a, "--sizes", NULL, &o->sizes)) continue;
         if (sf_cli_int(&a, "--gemm-size", NULL, 16, 8192, &o->gemm)) continue;
+        if (sf_cli_str(&a, "--data", NULL, &o->data)) continue;
+        if (sf_cli_str(&a, "--data-dir", NULL, &o->data_dir)) continue;
+        if (sf_cli_int(&a, "--input-batch", NULL, 1, 65536, &o->input_batch)) continue;
         sf_cli_unknown(&a);
     }
     if (a.status) return a.status;
+    if (strcmp(o->data, "none") != 0 && strcmp(o->data, "fashion-mnist") != 0 &&
+        strcmp(o->data, "mnist") != 0)
+        return sf_cli_usage_error(a.cmd, "--data wants fashion-mnist, mnist or none, got '%.64s'",
+                                  o->data);
     if (strlen(o->name) >= SF_NAME_MAX)
         return sf_cli_usage_error(a.cmd, "--name is longer than %d bytes", SF_NAME_MAX - 1);
     if (o->sizes) {
@@ -124,7 +141,9 @@ static int parse(int argc, char **argv, calib_opts *o) {
 
 /* ---- the command -------------------------------------------------------- */
 
-static int print_summary(const sf_calibrate_result *r, const sf_machine_desc *d, const char *out) {
+static int print_summary(const sf_calibrate_result *r, const sf_machine_desc *d,
+                         const calib_opts *o, const char *data_note) {
+    const char *out = o->out;
     char b1[48], b2[48];
     printf("calibrated %d rank%s on this host\n\n", r->ranks, r->ranks == 1 ? "" : "s");
     static const char *const h1[] = {"rank", "SGEMM GFLOP/s", "copy GB/s"};
@@ -199,6 +218,12 @@ static int print_summary(const sf_calibrate_result *r, const sf_machine_desc *d,
     else
         sf_cli_table_cell(t, "copies at %.2f GB/s; all-reduce steps at the link's bandwidth",
                           d->copy_bw_Bps * 1e-9);
+    sf_cli_table_cell(t, "input");
+    if (d->kind.input_samples_per_s > 0)
+        sf_cli_table_cell(t, "%.0f samples/s a rank (median; batches of %lld from %s)",
+                          d->kind.input_samples_per_s, (long long)o->input_batch, o->data);
+    else
+        sf_cli_table_cell(t, "not measured%s%s", data_note[0] ? ": " : "", data_note);
     if (r->cores > 0) {
         sf_cli_table_cell(t, "cores");
         sf_cli_table_cell(t,
@@ -222,6 +247,26 @@ static int calibrate(const calib_opts *o, sf_comm *cm) {
     co.min_bytes = o->min_size;
     co.max_bytes = o->max_size;
     co.gemm_n = (int)o->gemm;
+    co.input_batch = o->input_batch;
+    /* the input pipeline's data on every rank; one not installed is said, not fatal
+     * (the machine then has no input rate) */
+    sf_dataset ds;
+    memset(&ds, 0, sizeof ds);
+    char data_note[SF_ERRMSG_MAX] = "";
+    int have = 0;
+    if (strcmp(o->data, "none") == 0) {
+        snprintf(data_note, sizeof data_note, "--data none");
+    } else {
+        sf_error derr = {0};
+        have = sf_dataset_load(o->data, "train", o->data_dir, &ds, &derr) == SF_OK;
+        if (!have) snprintf(data_note, sizeof data_note, "%s", derr.msg);
+    }
+    int missing = !have; /* every rank times it, or none does */
+    sf_comm_max(cm, &missing, 1);
+    if (!missing)
+        co.input = &ds;
+    else if (have)
+        snprintf(data_note, sizeof data_note, "%s is not there on every rank", o->data);
     sf_calibrate_result *r = malloc(sizeof *r); /* per-rank arrays: not on the stack */
     int failed = r == NULL;                     /* every rank stops together, or none does */
     sf_comm_max(cm, &failed, 1);
@@ -237,14 +282,16 @@ static int calibrate(const calib_opts *o, sf_comm *cm) {
             sf_machine_desc_save_json(&d, o->out, &err) != SF_OK)
             rc = sf_cli_fail_err(&err);
         else
-            rc = print_summary(r, &d, o->out);
+            rc = print_summary(r, &d, o, data_note);
     }
     free(r);
+    sf_dataset_free(&ds);
     return rc;
 }
 
 int sf_cmd_calibrate(int argc, char **argv) {
-    calib_opts o = {DEFAULT_OUT, DEFAULT_NAME, NULL, DEFAULT_GEMM, DEFAULT_MIN, DEFAULT_MAX};
+    calib_opts o = {DEFAULT_OUT,     DEFAULT_NAME, NULL, DEFAULT_GEMM, DEFAULT_MIN, DEFAULT_MAX,
+                    "fashion-mnist", NULL,         64};
     int rc = parse(argc, argv, &o);
     if (rc < 0) return sf_cli_launcher_rank() == 0 ? usage(stdout) : SF_EXIT_OK;
     if (rc != SF_EXIT_OK) return rc;

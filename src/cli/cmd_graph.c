@@ -50,6 +50,8 @@ static int usage(FILE *out) {
             "  --json                 print one JSON object instead: model, source (zoo or\n"
             "                         file), machine (when it set the batch), ops, params,\n"
             "                         flops_fwd, flops_bwd, dtype, activation_bytes,\n"
+            "                         saved_bytes (what the backward keeps, as frameworks\n"
+            "                         do: docs/cost-model.md),\n"
             "                         weight_bytes (fp32 masters), weight_copy_bytes (the\n"
             "                         compute copy of mixed precision, 0 in fp32), batch\n"
             "                         (and \"operators\" with --ops)\n"
@@ -186,6 +188,8 @@ static int print_json(const sf_graph *g, const sf_graph_stats *st, const graph_o
     bad |= sf_cli_json_set_number(j, "flops_bwd", st->flops_bwd);
     bad |= json_object_set_new(j, "dtype", json_string(sf_dtype_name(o->dtype)));
     bad |= sf_cli_json_set_number(j, "activation_bytes", activation_bytes(st, o->dtype));
+    bad |= sf_cli_json_set_number(j, "saved_bytes",
+                                  st->saved_bytes * sf_dtype_bytes(o->dtype) / SF_ELEM_BYTES);
     bad |= sf_cli_json_set_number(j, "weight_bytes", st->weight_bytes);
     bad |= sf_cli_json_set_number(j, "weight_copy_bytes", weight_copy_bytes(st, o->dtype));
     bad |= json_object_set_new(j, "batch", json_integer(st->batch));
@@ -290,6 +294,10 @@ static int print_text(const sf_graph *g, const sf_graph_stats *st, const graph_o
     sf_cli_table_cell(t, "activations");
     sf_cli_table_cell(t, "%s (%s)", sf_fmt_bytes(activation_bytes(st, o->dtype), buf, sizeof buf),
                       sf_dtype_name(o->dtype));
+    sf_cli_table_cell(t, "saved");
+    sf_cli_table_cell(
+        t, "%s for the backward pass, as frameworks keep it",
+        sf_fmt_bytes(st->saved_bytes * sf_dtype_bytes(o->dtype) / SF_ELEM_BYTES, buf, sizeof buf));
     sf_cli_table_cell(t, "weights");
     if (!sf_dtype_mixed(o->dtype)) {
         sf_cli_table_cell(t, "%s (fp32)", sf_fmt_bytes(st->weight_bytes, buf, sizeof buf));

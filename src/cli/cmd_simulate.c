@@ -260,7 +260,9 @@ static int usage(FILE *out) {
             "                         (D B) micro-batches), schedule=gpipe|1f1b|interleaved:V\n"
             "                         (default 1f1b): megatron:tp=8,pp=16,mb=1,recompute=full;\n"
             "                         or a strategy JSON file (default: %s)\n"
-            "  --json                 print one JSON object: iter_ms, compute_ms, transfer_ms,\n"
+            "  --json                 print one JSON object: iter_ms, makespan_ms, host_ms,\n"
+            "                         input_ms (iter_ms = max(makespan + host, input)),\n"
+            "                         compute_ms, transfer_ms,\n"
             "                         sync_ms, transfer_bytes, sync_bytes, intra_bytes,\n"
             "                         inter_bytes, peak_live_bytes (the timeline's peak),\n"
             "                         peak_mem_bytes (all alive at once), memory_headroom,\n"
@@ -482,6 +484,9 @@ static int print_json(const report *rp) {
     bad |= json_object_set_new(j, "devices", json_integer(r->n_devices));
     bad |= json_object_set_new(j, "idle_devices", json_integer(rp->idle));
     bad |= sf_cli_json_set_real(j, "iter_ms", r->iter_s * 1e3);
+    bad |= sf_cli_json_set_real(j, "makespan_ms", r->makespan_s * 1e3);
+    bad |= sf_cli_json_set_real(j, "host_ms", r->host_s * 1e3);
+    bad |= sf_cli_json_set_real(j, "input_ms", r->input_s * 1e3);
     bad |= sf_cli_json_set_real(j, "compute_ms", r->compute_s * 1e3);
     bad |= sf_cli_json_set_real(j, "transfer_ms", r->transfer_s * 1e3);
     bad |= sf_cli_json_set_real(j, "sync_ms", r->sync_s * 1e3);
@@ -554,7 +559,13 @@ static int print_text(const report *rp) {
         sf_cli_table_cell(t, "%d per transfer over several links", rp->sim.segments);
     }
     sf_cli_table_cell(t, "iteration");
-    sf_cli_table_cell(t, "%.3f ms", r->iter_s * 1e3);
+    if (r->host_s > 0 || r->input_s > 0)
+        sf_cli_table_cell(t, "%.3f ms: tasks %.3f ms + host %.3f ms, input pipeline %.3f ms%s",
+                          r->iter_s * 1e3, r->makespan_s * 1e3, r->host_s * 1e3,
+                          r->input_s * 1e3,
+                          r->input_s > r->makespan_s + r->host_s ? " (input-bound)" : "");
+    else
+        sf_cli_table_cell(t, "%.3f ms", r->iter_s * 1e3);
     sf_cli_table_cell(t, "compute");
     sf_cli_table_cell(t, "%.3f ms (sum over devices)", r->compute_s * 1e3);
     sf_cli_table_cell(t, "transfer");

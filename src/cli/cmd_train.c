@@ -273,12 +273,8 @@ static int check_images(const sf_graph *g, int input, const sf_dataset *ds) {
 
 static void fill_batch(sf_batch_bufs *bb, const sf_dataset *ds, const int64_t *order, int64_t first,
                        int64_t batch, int input, int loss) {
-    int64_t m = ds->c * ds->h * ds->w; /* what the model reads a sample (check_images) */
-    for (int64_t i = 0; i < batch; i++) {
-        int64_t k = order[(first + i) % ds->n];
-        sf_dataset_image(ds, k, bb->inputs[input] + i * m);
-        bb->labels[loss][i] = ds->labels[k];
-    }
+    /* c * h * w floats a sample: what the model reads (check_images) */
+    sf_dataset_batch(ds, order, first, batch, bb->inputs[input], bb->labels[loss]);
 }
 
 /* ---- checkpoints ---------------------------------------------------------------- */

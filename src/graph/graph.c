@@ -354,6 +354,50 @@ int sf_graph_consumers(const sf_graph *g, int op, int out, sf_tensor_ref *users,
     return n;
 }
 
+unsigned sf_op_saves(const sf_op *op) {
+    const sf_op_class *c = op ? sf_op_class_get(op->type) : NULL;
+    if (!c) return 0;
+    return c->saves ? c->saves(op) : SF_SAVES_ALL_INPUTS;
+}
+
+/* Output `out` of `op` is read by its only consumer, which runs in place over it. */
+static int taken_in_place(const sf_graph *g, const sf_op *op, int out, const sf_tensor_ref *u,
+                          int n_users) {
+    if (n_users != 1 || u->out != 0 || op->type == SF_OP_INPUT) return 0;
+    if (sf_op_saves(op) & SF_SAVES_OUTPUT) return 0;
+    const sf_op *c = g->ops[u->op];
+    unsigned cs = sf_op_saves(c);
+    if (!(cs & SF_SAVES_IN_PLACE) || (cs & SF_SAVES_INPUT(0))) return 0;
+    return sf_shape_equal(&op->out_shapes[out], &c->out_shapes[0]);
+}
+
+int sf_graph_output_kept(const sf_graph *g, int op, int out) {
+    if (!g || op < 0 || op >= g->n_ops || out < 0 || out >= g->ops[op]->n_outputs) return 0;
+    const sf_op *p = g->ops[op];
+    sf_tensor_ref users[2];
+    int n = sf_graph_consumers(g, op, out, users, 2);
+    if (taken_in_place(g, p, out, users, n)) return 0;
+    if (sf_op_saves(p) & SF_SAVES_OUTPUT) return 1;
+    for (int i = op + 1; i < g->n_ops; i++) {
+        const sf_op *u = g->ops[i];
+        unsigned us = sf_op_saves(u);
+        for (int k = 0; k < u->n_inputs; k++)
+            if (u->inputs[k].op == op && u->inputs[k].out == out &&
+                (k < 30 ? (us & SF_SAVES_INPUT(k)) != 0 : (us & SF_SAVES_ALL_INPUTS) ==
+                                                               SF_SAVES_ALL_INPUTS))
+                return 1;
+    }
+    return 0;
+}
+
+uint64_t sf_graph_kept_mask(const sf_graph *g, int op) {
+    uint64_t m = 0;
+    if (!g || op < 0 || op >= g->n_ops) return 0;
+    for (int k = 0; k < g->ops[op]->n_outputs && k < 64; k++)
+        if (sf_graph_output_kept(g, op, k)) m |= (uint64_t)1 << k;
+    return m;
+}
+
 void sf_graph_stats_compute(const sf_graph *g, sf_graph_stats *st) {
     memset(st, 0, sizeof *st);
     st->ops = g->n_ops;
@@ -372,5 +416,6 @@ void sf_graph_stats_compute(const sf_graph *g, sf_graph_stats *st) {
         st->flops_bwd += c.flops_bwd;
         for (int k = 0; k < op->n_outputs; k++)
             st->activation_bytes += (double)sf_shape_numel(&op->out_shapes[k]) * SF_ELEM_BYTES;
+        st->saved_bytes += sf_op_tile_kept_bytes(op, &full, sf_graph_kept_mask(g, i));
     }
 }

@@ -223,6 +223,16 @@ void sf_dataset_image(const sf_dataset *ds, int64_t k, float *dst) {
     for (int64_t i = 0; i < m; i++) dst[i] = ds->lut[src[i]];
 }
 
+void sf_dataset_batch(const sf_dataset *ds, const int64_t *order, int64_t first, int64_t batch,
+                      float *x, int32_t *labels) {
+    int64_t m = ds->c * ds->h * ds->w;
+    for (int64_t i = 0; i < batch && ds->n > 0; i++) {
+        int64_t k = order[(first + i) % ds->n];
+        sf_dataset_image(ds, k, x + i * m);
+        labels[i] = ds->labels[k];
+    }
+}
+
 /* splitmix64's output function: a bijection that spreads nearby inputs apart. */
 static uint64_t mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;

@@ -259,11 +259,12 @@ static sf_status parse_allreduce(reader *r, const json_t *rtm, sf_machine_desc *
     }
     return SF_OK;
 }
-static const char *const device_keys[] = {"name",   "peak_tflops", "mem_bw_GBps",
-                                          "mem_GB", "cost",        NULL};
+static const char *const device_keys[] = {"name", "peak_tflops",         "mem_bw_GBps", "mem_GB",
+                                          "cost", "input_samples_per_s", NULL};
 static const char *const peak_keys[] = {"fp32", "fp16", "bf16", "tf32", NULL};
 static const char *const cost_keys[] = {"efficiency", "conv3x3_flop_ratio", "mem_efficiency",
-                                        "launch_us",  "rnn_per_step",       NULL};
+                                        "launch_us",  "rnn_per_step",       "host_overhead_us",
+                                        NULL};
 static const char *const eff_keys[] = {"conv2d", "gemm", "attention", "lstm", "lstm_step", NULL};
 _Static_assert(sizeof eff_keys / sizeof eff_keys[0] == SF_EFF_COUNT + 1, "one key per class");
 
@@ -300,6 +301,9 @@ static sf_status parse_cost(reader *r, const json_t *c, sf_device_kind *k) {
         st = get_num(r, c, "device.cost", "mem_efficiency", 0, NUM_FRACTION, 0, &k->mem_efficiency);
     if (st == SF_OK)
         st = get_num(r, c, "device.cost", "launch_us", 0, NUM_LATENCY, -6, &k->launch_s);
+    if (st == SF_OK)
+        st = get_num(r, c, "device.cost", "host_overhead_us", 0, NUM_LATENCY, -6,
+                     &k->host_overhead_s);
     const json_t *ps = json_object_get(c, "rnn_per_step");
     if (st == SF_OK && ps) {
         if (!json_is_boolean(ps))
@@ -333,6 +337,9 @@ static sf_status parse_device(reader *r, const json_t *dev, sf_device_kind *k) {
                      &k->peak_flops[SF_DTYPE_TF32]);
     if (st == SF_OK) st = get_num(r, dev, "device", "mem_bw_GBps", 1, NUM_RATE, 9, &k->mem_bw_Bps);
     if (st == SF_OK) st = get_num(r, dev, "device", "mem_GB", 1, NUM_MEM, 9, &k->mem_bytes);
+    if (st == SF_OK)
+        st = get_num(r, dev, "device", "input_samples_per_s", 0, NUM_RATE_OR_ZERO, 0,
+                     &k->input_samples_per_s);
     const json_t *cost = json_object_get(dev, "cost");
     if (st == SF_OK && cost) {
         if (!json_is_object(cost))
@@ -501,6 +508,7 @@ static void put_cost(writer *w, json_t *dev, const sf_device_kind *k) {
     if (k->mem_efficiency > 0) put_num(w, c, "mem_efficiency", k->mem_efficiency, 0);
     if (k->launch_s > 0) put_num(w, c, "launch_us", k->launch_s, -6);
     if (k->rnn_per_step) put(w, c, "rnn_per_step", json_true());
+    if (k->host_overhead_s > 0) put_num(w, c, "host_overhead_us", k->host_overhead_s, -6);
     if (json_object_size(c)) put(w, dev, "cost", json_incref(c));
     json_decref(eff);
     json_decref(c);
@@ -525,6 +533,8 @@ char *sf_machine_desc_to_json(const sf_machine_desc *d, sf_error *err) {
         put(&w, dev, "peak_tflops", json_incref(peak));
         put_num(&w, dev, "mem_bw_GBps", d->kind.mem_bw_Bps, 9);
         put_num(&w, dev, "mem_GB", d->kind.mem_bytes, 9);
+        if (d->kind.input_samples_per_s > 0)
+            put_num(&w, dev, "input_samples_per_s", d->kind.input_samples_per_s, 0);
         put_cost(&w, dev, &d->kind);
         put(&w, root, "device", json_incref(dev));
         put(&w, intra, "topology", json_string(sf_intra_topology_name(d->intra)));

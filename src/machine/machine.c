@@ -205,6 +205,15 @@ sf_status sf_machine_desc_validate(const sf_machine_desc *d, sf_error *err) {
         return sf_error_set(err, SF_ERR_INVALID,
                             "machine '%s': device launch time must be from 0 to %g s", mn,
                             SF_MAX_LATENCY_S);
+    if (!is_latency(d->kind.host_overhead_s))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': device host_overhead must be from 0 to %g s", mn,
+                            SF_MAX_LATENCY_S);
+    if (!(d->kind.input_samples_per_s == 0 || is_rate(d->kind.input_samples_per_s)))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': device input_samples_per_s must be 0 (not modelled) "
+                            "or from %g to %g, got %g",
+                            mn, SF_MIN_RATE, SF_MAX_RATE, d->kind.input_samples_per_s);
     if (d->kind.rnn_per_step != 0 && d->kind.rnn_per_step != 1)
         return sf_error_set(err, SF_ERR_INVALID, "machine '%s': device rnn_per_step must be 0 or 1",
                             mn);

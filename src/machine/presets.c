@@ -73,8 +73,10 @@
 #define V100_CONV_FP16 0.6
 #define V100_GEMM_FP32 0.85
 #define V100_GEMM_FP16 0.55
-#define V100_STEP_FP32 0.5
-#define V100_STEP_FP16 0.3
+/* lstm_step: fitted to GNMT's published rows, 1 and 8 GPUs together
+ * (docs/cost-model.md, "Efficiencies by device") */
+#define V100_STEP_FP32 0.4
+#define V100_STEP_FP16 0.11
 #define V100_CONV3X3                                                                               \
     { 1 / 2.25, 0, 0, 0 }
 #define A100_CONV_FP32 0.75
@@ -84,8 +86,8 @@
 #define A100_GEMM_TF32 0.6
 #define A100_GEMM_TC 0.55
 #define A100_STEP_FP32 0.5
-#define A100_STEP_TF32 0.3
-#define A100_STEP_TC 0.3
+#define A100_STEP_TF32 0.08
+#define A100_STEP_TC 0.07
 #define A100_CONV3X3                                                                               \
     { 1 / 2.25, 0, 0, 0 }
 

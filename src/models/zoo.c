@@ -5,7 +5,7 @@
  * options once here (batch >= 1, no negative sizes) so that the builders only
  * resolve their own defaults. The models live one family per file:
  * zoo_cnn.c (lenet5, alexnet, vgg16), zoo_resnet.c, zoo_inception.c,
- * zoo_rnn.c (rnntc, rnnlm, nmt), zoo_mlp.c, zoo_transformer.c and zoo_gpt.c.
+ * zoo_rnn.c (rnntc, rnnlm, nmt, gnmt), zoo_mlp.c, zoo_transformer.c and zoo_gpt.c.
  */
 #include <stdio.h>
 #include <string.h>
@@ -59,6 +59,10 @@ static const struct {
     {"nmt", sf_zoo_nmt,
      "NMT: 2-layer LSTM encoder and decoder, attention (1 head), linear + softmax; seq 40, "
      "chunk 4, hidden 1024, vocab 32768 (layers: each side's LSTM layers)",
+     RNN_OPTS | SF_MODEL_OPT_LAYERS},
+    {"gnmt", sf_zoo_gnmt,
+     "GNMT v2: 4-layer LSTM encoder (bidirectional first) and decoder, attention fed to every "
+     "decoder layer, residuals; seq 40, chunk 4, hidden 1024, vocab 32768",
      RNN_OPTS | SF_MODEL_OPT_LAYERS},
     {"mlp", sf_zoo_mlp, "multilayer perceptron with relu; sizes 784-4096-4096-10 (mlp_sizes)",
      SF_MODEL_OPT_MLP_SIZES},

@@ -97,6 +97,7 @@ sf_graph *sf_zoo_inception_v3(const sf_model_options *o, sf_error *err);
 sf_graph *sf_zoo_rnntc(const sf_model_options *o, sf_error *err);
 sf_graph *sf_zoo_rnnlm(const sf_model_options *o, sf_error *err);
 sf_graph *sf_zoo_nmt(const sf_model_options *o, sf_error *err);
+sf_graph *sf_zoo_gnmt(const sf_model_options *o, sf_error *err);
 sf_graph *sf_zoo_mlp(const sf_model_options *o, sf_error *err);
 sf_graph *sf_zoo_transformer(const sf_model_options *o, sf_error *err);
 sf_graph *sf_zoo_gpt(const sf_model_options *o, sf_error *err);

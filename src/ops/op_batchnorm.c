@@ -407,6 +407,14 @@ void sf_batchnorm_update_running(int64_t channels, const double *sums, float *ru
     }
 }
 
+/* Saves its input (and the batch's mean and inverse deviation, C values each,
+ * left out), not its output: PyTorch's NativeBatchNormBackward. A ReLU after it
+ * may run in place. */
+static unsigned batchnorm_saves(const sf_op *op) {
+    (void)op;
+    return SF_SAVES_INPUT(0);
+}
+
 const sf_op_class sf_op_batchnorm_class = {
     .type = SF_OP_BATCHNORM,
     .name = "batchnorm",
@@ -420,6 +428,7 @@ const sf_op_class sf_op_batchnorm_class = {
     .space = batchnorm_space,
     .region = batchnorm_region,
     .cost = batchnorm_cost,
+    .saves = batchnorm_saves,
     .weight_slices = batchnorm_weight_slices,
     .param_descs = batchnorm_param_descs,
     .fwd_ref = batchnorm_fwd_ref,

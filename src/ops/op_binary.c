@@ -303,6 +303,12 @@ static sf_status binary_bwd_fast(const sf_kernel_args *a) {
     return SF_OK;
 }
 
+/* add saves nothing and may run in place over input 0 (a residual's `out +=
+ * identity`); mul saves both inputs (binary_memory). */
+static unsigned binary_saves(const sf_op *op) {
+    return op->type == SF_OP_MUL ? SF_SAVES_INPUT(0) | SF_SAVES_INPUT(1) : SF_SAVES_IN_PLACE;
+}
+
 const sf_op_class sf_op_add_class = {
     .type = SF_OP_ADD,
     .name = "add",
@@ -313,6 +319,7 @@ const sf_op_class sf_op_add_class = {
     .region = binary_region,
     .cost = binary_cost,
     .memory = binary_memory,
+    .saves = binary_saves,
     .fwd_ref = binary_fwd_ref,
     .fwd_fast = binary_fwd_fast,
     .bwd_ref = binary_bwd_ref,
@@ -329,6 +336,7 @@ const sf_op_class sf_op_mul_class = {
     .region = binary_region,
     .cost = binary_cost,
     .memory = binary_memory,
+    .saves = binary_saves,
     .fwd_ref = binary_fwd_ref,
     .fwd_fast = binary_fwd_fast,
     .bwd_ref = binary_bwd_ref,

@@ -188,6 +188,12 @@ static sf_status concat_bwd_fast(const sf_kernel_args *a) {
     return SF_OK;
 }
 
+/* Nothing saved: the backward only slices the gradient. */
+static unsigned concat_saves(const sf_op *op) {
+    (void)op;
+    return 0;
+}
+
 const sf_op_class sf_op_concat_class = {
     .type = SF_OP_CONCAT,
     .name = "concat",
@@ -199,6 +205,7 @@ const sf_op_class sf_op_concat_class = {
     .space = concat_space,
     .region = concat_region,
     .cost = concat_cost,
+    .saves = concat_saves,
     .memory = concat_memory,
     .fwd_ref = concat_fwd_ref,
     .fwd_fast = concat_fwd_fast,

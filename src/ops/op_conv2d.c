@@ -1476,6 +1476,14 @@ static sf_status conv2d_bwd_fast(const sf_kernel_args *a) {
     return s;
 }
 
+/* The backward saves the input (for dW; PyTorch's ConvolutionBackward keeps
+ * input and weight), never its output: a ReLU or batch norm after it may run
+ * in place over that. */
+static unsigned conv2d_saves(const sf_op *op) {
+    (void)op;
+    return SF_SAVES_INPUT(0);
+}
+
 const sf_op_class sf_op_conv2d_class = {
     .type = SF_OP_CONV2D,
     .name = "conv2d",
@@ -1489,6 +1497,7 @@ const sf_op_class sf_op_conv2d_class = {
     .space = conv2d_space,
     .region = conv2d_region,
     .cost = conv2d_cost,
+    .saves = conv2d_saves,
     .weight_slices = conv2d_weight_slices,
     .param_descs = conv2d_param_descs,
     .fwd_ref = conv2d_fwd_ref,

@@ -360,6 +360,12 @@ static sf_status convt_bwd_fast(const sf_kernel_args *a) {
     return SF_OK;
 }
 
+/* Saves its input (for dW), as conv2d. */
+static unsigned convt_saves(const sf_op *op) {
+    (void)op;
+    return SF_SAVES_INPUT(0);
+}
+
 const sf_op_class sf_op_conv_transpose2d_class = {
     .type = SF_OP_CONV_TRANSPOSE2D,
     .name = "conv_transpose2d",
@@ -373,6 +379,7 @@ const sf_op_class sf_op_conv_transpose2d_class = {
     .space = convt_space,
     .region = convt_region,
     .cost = convt_cost,
+    .saves = convt_saves,
     .weight_slices = convt_weight_slices,
     .param_descs = convt_param_descs,
     .fwd_ref = convt_fwd_ref,

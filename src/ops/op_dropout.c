@@ -204,6 +204,22 @@ static sf_status dropout_bwd_fast(const sf_kernel_args *a) {
     return SF_OK;
 }
 
+/* The backward needs the mask alone (PyTorch's native_dropout keeps it, one
+ * byte an element), neither the input nor the output. */
+static unsigned dropout_saves(const sf_op *op) {
+    (void)op;
+    return 0;
+}
+
+static void dropout_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
+    sf_tile r;
+    dropout_region(op, t, 0, &r);
+    double n = (double)sf_tile_numel(t);
+    m->output_bytes = n * SF_ELEM_BYTES;
+    /* saved beyond the input: the mask (sf_op_saved_extra_bytes) */
+    m->saved_bytes = (double)sf_tile_numel(&r) * SF_ELEM_BYTES + n;
+}
+
 const sf_op_class sf_op_dropout_class = {
     .type = SF_OP_DROPOUT,
     .name = "dropout",
@@ -216,6 +232,8 @@ const sf_op_class sf_op_dropout_class = {
     .space = dropout_space,
     .region = dropout_region,
     .cost = dropout_cost,
+    .memory = dropout_memory,
+    .saves = dropout_saves,
     .fwd_ref = dropout_fwd_ref,
     .fwd_fast = dropout_fwd_fast,
     .bwd_ref = dropout_bwd_ref,

@@ -64,6 +64,9 @@ typedef struct sf_op_class {
     int (*out_axes)(const sf_op *op, int output, int *axis, int64_t *shift);
     void (*cost)(const sf_op *op, const sf_tile *t, sf_op_cost *c);
     void (*memory)(const sf_op *op, const sf_tile *t, sf_op_mem *m);
+    /* What the backward pass saves (sf_op_saves: SF_SAVES_* bits); NULL: every
+     * input, no output, never in place. */
+    unsigned (*saves)(const sf_op *op);
 
     /* The weight elements a tile reads and accumulates into (sf_op_weight_slices):
      * fills out (capacity SF_MAX_WEIGHT_SLICES), returns how many. Called only

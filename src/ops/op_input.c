@@ -64,6 +64,12 @@ static void input_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     cost->bytes_bwd = 0;
 }
 
+/* No backward pass: nothing saved (its output is kept when a consumer saves it). */
+static unsigned input_saves(const sf_op *op) {
+    (void)op;
+    return 0;
+}
+
 const sf_op_class sf_op_input_class = {
     .type = SF_OP_INPUT,
     .name = "input",
@@ -74,4 +80,5 @@ const sf_op_class sf_op_input_class = {
     .infer = input_infer,
     .space = input_space,
     .cost = input_cost,
+    .saves = input_saves,
 };

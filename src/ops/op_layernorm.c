@@ -265,6 +265,13 @@ static sf_status layernorm_bwd_fast(const sf_kernel_args *a) {
     return SF_OK;
 }
 
+/* Saves its input (and each row's mean and inverse deviation, left out), not
+ * its output: NativeLayerNormBackward. */
+static unsigned layernorm_saves(const sf_op *op) {
+    (void)op;
+    return SF_SAVES_INPUT(0);
+}
+
 const sf_op_class sf_op_layernorm_class = {
     .type = SF_OP_LAYERNORM,
     .name = "layernorm",
@@ -278,6 +285,7 @@ const sf_op_class sf_op_layernorm_class = {
     .space = layernorm_space,
     .region = layernorm_region,
     .cost = layernorm_cost,
+    .saves = layernorm_saves,
     .param_descs = layernorm_param_descs,
     .fwd_ref = layernorm_fwd_ref,
     .fwd_fast = layernorm_fwd_fast,

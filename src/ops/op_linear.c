@@ -283,6 +283,12 @@ static sf_status linear_bwd_fast(const sf_kernel_args *a) {
     return SF_OK;
 }
 
+/* Saves its input (for dW; AddmmBackward keeps it and the weight), not its output. */
+static unsigned linear_saves(const sf_op *op) {
+    (void)op;
+    return SF_SAVES_INPUT(0);
+}
+
 const sf_op_class sf_op_linear_class = {
     .type = SF_OP_LINEAR,
     .name = "linear",
@@ -296,6 +302,7 @@ const sf_op_class sf_op_linear_class = {
     .space = linear_space,
     .region = linear_region,
     .cost = linear_cost,
+    .saves = linear_saves,
     .weight_slices = linear_weight_slices,
     .param_descs = linear_param_descs,
     .fwd_ref = linear_fwd_ref,

@@ -500,6 +500,13 @@ static sf_status lstm_bwd_fast(const sf_kernel_args *a) {
     return SF_OK;
 }
 
+/* Saves its inputs and outputs (and the gates, lstm_memory), as cuDNN's
+ * reserve space keeps what its backward reads. */
+static unsigned lstm_saves(const sf_op *op) {
+    (void)op;
+    return SF_SAVES_ALL_INPUTS | SF_SAVES_OUTPUT;
+}
+
 const sf_op_class sf_op_lstm_class = {
     .type = SF_OP_LSTM,
     .name = "lstm",
@@ -515,6 +522,7 @@ const sf_op_class sf_op_lstm_class = {
     .out_tile = lstm_out_tile,
     .out_axes = lstm_out_axes,
     .cost = lstm_cost,
+    .saves = lstm_saves,
     .memory = lstm_memory,
     .param_descs = lstm_param_descs,
     .fwd_ref = lstm_fwd_ref,

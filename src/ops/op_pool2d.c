@@ -564,6 +564,18 @@ static sf_status pool2d_bwd_fast(const sf_kernel_args *a) {
     return SF_OK;
 }
 
+/* Every pool saves its input (max_pool2d_with_indices, avg_pool2d and
+ * adaptive_avg_pool2d keep `self`); a max pool also keeps the index of each
+ * output's maximum, an int64 (two 4-byte elements) a value. */
+static void pool2d_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
+    sf_tile r;
+    pool2d_region(op, t, 0, &r);
+    double n = (double)sf_tile_numel(t);
+    m->output_bytes = n * SF_ELEM_BYTES;
+    m->saved_bytes = (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
+    if (op->params.pool2d.mode == SF_POOL_MAX) m->saved_bytes += 2 * n * SF_ELEM_BYTES;
+}
+
 const sf_op_class sf_op_pool2d_class = {
     .type = SF_OP_POOL2D,
     .name = "pool2d",
@@ -576,6 +588,7 @@ const sf_op_class sf_op_pool2d_class = {
     .space = pool2d_space,
     .region = pool2d_region,
     .cost = pool2d_cost,
+    .memory = pool2d_memory,
     .fwd_ref = pool2d_fwd_ref,
     .fwd_fast = pool2d_fwd_fast,
     .bwd_ref = pool2d_bwd_ref,

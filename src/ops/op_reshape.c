@@ -227,6 +227,12 @@ static sf_status reshape_bwd_fast(const sf_kernel_args *a) {
     return SF_OK;
 }
 
+/* Nothing saved: a view in PyTorch, the backward reshapes the gradient. */
+static unsigned reshape_saves(const sf_op *op) {
+    (void)op;
+    return 0;
+}
+
 const sf_op_class sf_op_reshape_class = {
     .type = SF_OP_RESHAPE,
     .name = "reshape",
@@ -239,6 +245,7 @@ const sf_op_class sf_op_reshape_class = {
     .region = reshape_region,
     .cost = reshape_cost,
     .memory = reshape_memory,
+    .saves = reshape_saves,
     .fwd_ref = reshape_fwd_ref,
     .fwd_fast = reshape_fwd_fast,
     .bwd_ref = reshape_bwd_ref,
@@ -258,6 +265,7 @@ const sf_op_class sf_op_flatten_class = {
     .region = reshape_region,
     .cost = reshape_cost,
     .memory = reshape_memory,
+    .saves = reshape_saves,
     .fwd_ref = reshape_fwd_ref,
     .fwd_fast = reshape_fwd_fast,
     .bwd_ref = reshape_bwd_ref,

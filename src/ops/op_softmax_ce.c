@@ -377,6 +377,13 @@ static sf_status sce_split_bwd(const sf_kernel_args *a, int fast) {
     return SF_OK;
 }
 
+/* Saves its output (the probabilities, from which the gradient is p - y:
+ * log_softmax keeps its result), not the logits. */
+static unsigned softmax_ce_saves(const sf_op *op) {
+    (void)op;
+    return SF_SAVES_OUTPUT;
+}
+
 const sf_op_class sf_op_softmax_ce_class = {
     .type = SF_OP_SOFTMAX_CE,
     .name = "softmax_ce",
@@ -391,6 +398,7 @@ const sf_op_class sf_op_softmax_ce_class = {
     .region = softmax_ce_region,
     .inner_dim = softmax_ce_inner_dim,
     .cost = softmax_ce_cost,
+    .saves = softmax_ce_saves,
     .fwd_ref = softmax_ce_fwd_ref,
     .fwd_fast = softmax_ce_fwd_fast,
     .bwd_ref = softmax_ce_bwd_ref,

@@ -242,6 +242,12 @@ static sf_status split_bwd_fast(const sf_kernel_args *a) {
     return SF_OK;
 }
 
+/* Nothing saved: the backward only joins the gradients (PyTorch: views). */
+static unsigned split_saves(const sf_op *op) {
+    (void)op;
+    return 0;
+}
+
 const sf_op_class sf_op_split_class = {
     .type = SF_OP_SPLIT,
     .name = "split",
@@ -257,6 +263,7 @@ const sf_op_class sf_op_split_class = {
     .out_tile = split_out_tile,
     .out_axes = split_out_axes,
     .cost = split_cost,
+    .saves = split_saves,
     .fwd_ref = split_fwd_ref,
     .fwd_fast = split_fwd_fast,
     .bwd_ref = split_bwd_ref,

@@ -168,6 +168,12 @@ static sf_status transpose_fast(const sf_kernel_args *a, int backward) {
 static sf_status transpose_fwd_fast(const sf_kernel_args *a) { return transpose_fast(a, 0); }
 static sf_status transpose_bwd_fast(const sf_kernel_args *a) { return transpose_fast(a, 1); }
 
+/* Nothing saved: the backward transposes the gradient back (a view in PyTorch). */
+static unsigned transpose_saves(const sf_op *op) {
+    (void)op;
+    return 0;
+}
+
 const sf_op_class sf_op_transpose_class = {
     .type = SF_OP_TRANSPOSE,
     .name = "transpose",
@@ -179,6 +185,7 @@ const sf_op_class sf_op_transpose_class = {
     .space = transpose_space,
     .region = transpose_region,
     .cost = transpose_cost,
+    .saves = transpose_saves,
     .memory = transpose_memory,
     .fwd_ref = transpose_fwd_ref,
     .fwd_fast = transpose_fwd_fast,

@@ -446,6 +446,19 @@ static sf_status hard_sigmoid_infer(const sf_op_params *p, const sf_shape *in, i
     return unary_infer(p, in, n_in, out, n_out, err);
 }
 
+/* What each backward reads (PyTorch's autograd formulas): relu, sigmoid and
+ * tanh their output (relu may then run in place over a convolution's or batch
+ * norm's output, which nothing else keeps: torchvision's inplace=True), the
+ * others their input. */
+static unsigned unary_saves(const sf_op *op) {
+    switch (op->type) {
+    case SF_OP_RELU: return SF_SAVES_OUTPUT | SF_SAVES_IN_PLACE;
+    case SF_OP_SIGMOID:
+    case SF_OP_TANH: return SF_SAVES_OUTPUT;
+    default: return SF_SAVES_INPUT(0);
+    }
+}
+
 #define SF_UNARY_CLASS(var, type_, name_, attrs_, n_attrs_, defaults_, infer_)                     \
     const sf_op_class var = {                                                                      \
         .type = type_,                                                                             \
@@ -459,6 +472,7 @@ static sf_status hard_sigmoid_infer(const sf_op_params *p, const sf_shape *in, i
         .space = unary_space,                                                                      \
         .region = unary_region,                                                                    \
         .cost = unary_cost,                                                                        \
+        .saves = unary_saves,                                                                      \
         .fwd_ref = unary_fwd_ref,                                                                  \
         .fwd_fast = unary_fwd_fast,                                                                \
         .bwd_ref = unary_bwd_ref,                                                                  \

@@ -158,6 +158,41 @@ void sf_op_tile_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
     }
 }
 
+double sf_op_saved_extra_bytes(const sf_op *op, const sf_tile *t) {
+    sf_op_mem m;
+    sf_op_tile_memory(op, t, &m);
+    double in = 0;
+    for (int k = 0; k < op->n_inputs; k++) {
+        sf_tile r;
+        sf_op_input_region(op, t, k, &r);
+        in += (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
+    }
+    return m.saved_bytes > in ? m.saved_bytes - in : 0;
+}
+
+double sf_op_tile_kept_bytes(const sf_op *op, const sf_tile *t, uint64_t kept) {
+    sf_op_mem m;
+    sf_op_tile_memory(op, t, &m);
+    double in = 0, out = 0;
+    for (int k = 0; k < op->n_inputs; k++) {
+        sf_tile r;
+        sf_op_input_region(op, t, k, &r);
+        in += (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
+    }
+    uint64_t all = op->n_outputs >= 64 ? ~(uint64_t)0 : ((uint64_t)1 << op->n_outputs) - 1;
+    if ((kept & all) == all) {
+        out = m.output_bytes; /* the operator's own count (a view's may differ) */
+    } else {
+        for (int k = 0; k < op->n_outputs && k < 64; k++) {
+            if (!(kept >> k & 1)) continue;
+            sf_tile o;
+            sf_op_output_tile(op, t, k, &o);
+            out += (double)sf_tile_numel(&o) * SF_ELEM_BYTES;
+        }
+    }
+    return out + (m.saved_bytes > in ? m.saved_bytes - in : 0);
+}
+
 /* ---- weights: slices and parameter tensors ----------------------------- */
 
 /* A tile cut along a reduction dimension holds a slice of the weights that no

@@ -74,13 +74,16 @@ sf_status oc_scratch_init(oc_scratch *s, const sf_graph *g, const sf_machine *m,
     s->dtouched = calloc(n, sizeof *s->dtouched);
     s->dmark = calloc(n, sizeof *s->dmark);
     s->upd = calloc(n, sizeof *s->upd);
+    s->kept = calloc((size_t)(n_ops > 0 ? n_ops : 1), sizeof *s->kept);
+    for (int i = 0; s->kept && i < n_ops; i++) s->kept[i] = sf_graph_kept_mask(g, i);
     /* the simulator's constants (sim.c, sim_build.c's weight_mem) */
     s->act_scale = (double)sf_cost_elem_bytes(cm) / SF_ELEM_BYTES;
     s->w_state = 2.0 + sf_optimizer_state_slots(sf_cost_optimizer(cm));
     s->w_elem = sf_cost_elem_bytes(cm);
     s->w_mixed = sf_dtype_mixed(sf_cost_dtype(cm));
     if (!s->fwd || !s->bwd || !s->busy || !s->touched || !s->mark || !s->s || !s->tg ||
-        !s->routes || !s->uses || !s->level || !s->dmem || !s->dtouched || !s->dmark || !s->upd) {
+        !s->routes || !s->uses || !s->level || !s->dmem || !s->dtouched || !s->dmark || !s->upd ||
+        !s->kept) {
         oc_scratch_free(s);
         return SF_ERR_NOMEM;
     }
@@ -92,6 +95,7 @@ sf_status oc_scratch_init(oc_scratch *s, const sf_graph *g, const sf_machine *m,
 
 void oc_scratch_free(oc_scratch *s) {
     free(s->sharers);
+    free(s->kept);
     free(s->fwd);
     free(s->bwd);
     free(s->busy);
@@ -372,18 +376,10 @@ double oc_node_mem(oc_scratch *s, int opi, const sf_config *c, double *kinds) {
     if (s->nomem) return NAN;
     const sf_tile *tiles = sf_taskgraph_tiles(s->tg, opi);
     for (int p = 0; p < c->n_parts; p++) {
-        /* the part's outputs and what it saves beyond its inputs (build_core) */
-        sf_op_mem mem;
-        sf_op_tile_memory(op, &tiles[p], &mem);
-        double in_bytes = 0;
-        for (int k = 0; k < op->n_inputs; k++) {
-            sf_tile r;
-            sf_op_input_region(op, &tiles[p], k, &r);
-            in_bytes += (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
-        }
-        double extra = mem.saved_bytes > in_bytes ? mem.saved_bytes - in_bytes : 0;
-        dm_add(s, c->device[p], (mem.output_bytes + extra) * s->act_scale, SF_SIM_MEM_ACTIVATIONS,
-               kinds);
+        /* the part's outputs the backward keeps and what it saves beyond its
+         * inputs (build_core) */
+        double b = sf_op_tile_kept_bytes(op, &tiles[p], s->kept[opi]);
+        dm_add(s, c->device[p], b * s->act_scale, SF_SIM_MEM_ACTIVATIONS, kinds);
     }
     if (op->n_params > 0) {
         sf_tg_sync sy;

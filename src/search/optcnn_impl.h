@@ -79,6 +79,7 @@ typedef struct oc_scratch {
     unsigned char *upd;    /* [n_dev] devices that update a shard */
     int n_dt;
     double act_scale;      /* the dtype's element bytes over fp32's */
+    uint64_t *kept;        /* [n_ops] sf_graph_kept_mask: the outputs the backward keeps */
     double w_state;        /* 2 + the optimizer's state slots */
     double w_elem;         /* the dtype's element bytes (mixed precision) */
     int w_mixed;           /* mixed precision: fp32 masters, 16-bit copies */

@@ -173,6 +173,9 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->dirty = calloc((size_t)sim->n_blocks + 1, 1);
     sim->res_free = calloc((size_t)sim->cap_res + 1, sizeof *sim->res_free);
     sim->remaining = calloc((size_t)sim->cap_res + 1, sizeof *sim->remaining);
+    sim->input_samples = calloc(2 * (size_t)sim->n_dev + 1, sizeof *sim->input_samples);
+    sim->kept = calloc((size_t)n_ops + 1, sizeof *sim->kept);
+    for (int i = 0; sim->kept && i < n_ops; i++) sim->kept[i] = sf_graph_kept_mask(g, i);
     sim->lay.span = calloc((size_t)sim->n_blocks, sizeof *sim->lay.span);
     sim->lay.rank_base = calloc((size_t)sim->n_blocks, sizeof *sim->lay.rank_base);
     sim->lay.rank_cap = calloc((size_t)sim->n_blocks, sizeof *sim->lay.rank_cap);
@@ -182,7 +185,7 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->rank_room_max = UINT32_MAX;
     sim->compact_slack = 4096;
     if (!sim->s || !sim->blocks || !sim->order || !sim->pos || !sim->stats || !sim->dirty ||
-        !sim->tg || !sim->res_free || !sim->remaining || !sim->lay.span || !sim->lay.rank_base ||
+        !sim->tg || !sim->res_free || !sim->remaining || !sim->input_samples || !sim->kept || !sim->lay.span || !sim->lay.rank_base ||
         !sim->lay.rank_cap || !sim->old_span ||
         sched_alloc_fixed(&sim->sched[0], sim->n_dev, sim->cap_res) ||
         sched_alloc_fixed(&sim->sched[1], sim->n_dev, sim->cap_res))
@@ -534,6 +537,8 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->old_span);
     free(sim->res_free);
     free(sim->remaining);
+    free(sim->input_samples);
+    free(sim->kept);
     sim_links_free(sim);
     free(sim->scratch);
     free(sim->uses);
@@ -595,6 +600,47 @@ static int mem_delta(sf_sim *sim, sim_sched *f, const sim_sched *o) {
     return 1;
 }
 
+/* The device's per-iteration host overhead (every device of a machine is of
+ * one kind). */
+static double host_s(const sf_sim *sim) {
+    return sim->n_dev > 0 ? sf_machine_device_kind(sim->m, 0)->host_overhead_s : 0;
+}
+
+/* The input pipeline's time: each device loads the samples of its parts of the
+ * graph's inputs (of the input that needs most, where there are several: a
+ * sample's inputs come together), at its device's rate. The loader prepares
+ * batch i + 1 while batch i runs, so in the steady state of training this is a
+ * task that overlaps the previous iteration, and an iteration takes the longer
+ * of it and the rest: the closed form of that overlap. 0 without a rate. */
+static double input_s(sf_sim *sim) {
+    double rate = sim->n_dev > 0 ? sf_machine_device_kind(sim->m, 0)->input_samples_per_s : 0;
+    if (!(rate > 0)) return 0;
+    double *most = sim->input_samples, *here = sim->input_samples + sim->n_dev;
+    for (int d = 0; d < sim->n_dev; d++) most[d] = 0;
+    for (int i = 0; i < sim->n_ops; i++) {
+        if (sf_graph_op(sim->g, i)->type != SF_OP_INPUT) continue;
+        const sf_config *c = sf_strategy_get(sim->s, i);
+        const sf_tile *t = sim_part_tiles(sim, i);
+        for (int d = 0; d < sim->n_dev; d++) here[d] = 0;
+        for (int k = 0; k < c->n_parts; k++) here[c->device[k]] += (double)(t[k].hi[0] - t[k].lo[0]);
+        for (int d = 0; d < sim->n_dev; d++)
+            if (here[d] > most[d]) most[d] = here[d];
+    }
+    double worst = 0;
+    for (int d = 0; d < sim->n_dev; d++)
+        if (most[d] > worst) worst = most[d];
+    return worst / rate;
+}
+
+/* The iteration's time from its makespan (sf_sim_result.iter_s). */
+static void finish_time(sf_sim *sim, sf_sim_result *r, double makespan) {
+    r->makespan_s = makespan;
+    r->host_s = host_s(sim);
+    r->input_s = input_s(sim);
+    r->iter_s = makespan + r->host_s;
+    if (r->input_s > r->iter_s) r->iter_s = r->input_s;
+}
+
 /* The result of the schedule in f. o: the layout before a delta update (its
  * memory totals are reused when exact), NULL after a full run. */
 static int collect(sf_sim *sim, sim_sched *f, const sim_sched *o) {
@@ -603,7 +649,7 @@ static int collect(sf_sim *sim, sim_sched *f, const sim_sched *o) {
     r->tasks = sim->lay.n_tasks;
     r->rescheduled = sim->last_resimulated;
     r->n_devices = sim->n_dev;
-    r->iter_s = f->makespan_s;
+    finish_time(sim, r, f->makespan_s);
     memcpy(f->device_busy, f->res_total, (size_t)sim->n_dev * sizeof *f->device_busy);
     /* each sum in canonical block order, whichever blocks changed */
     for (int k = 0; k < sim->n_order; k++) {
@@ -984,6 +1030,10 @@ static sf_status sim_update_many(sf_sim *sim, int n, const int *ops, const sf_co
             return SF_OK;
         }
     }
+    /* the schedule's own bound: the host overhead comes on top of its makespan
+     * (the input pipeline only ever lengthens an iteration, so a cut stays right) */
+    double host = host_s(sim);
+    bound_s -= host;
     if (!fail && bound_s < INFINITY) {
         /* Before laying anything out: a resource runs one task at a time, so the
          * iteration takes at least the work queued on any one resource. The new
@@ -1001,7 +1051,7 @@ static sf_status sim_update_many(sf_sim *sim, int n, const int *ops, const sf_co
         for (int q = 0; q < sim->n_res; q++)
             if (tot[q] > lb) lb = tot[q];
         if (lb - 1e-9 * bound_s > bound_s) { /* margin: the totals are sums in another order */
-            cut_early(sim, r, lb);
+            cut_early(sim, r, lb + host);
             return SF_OK;
         }
     }
@@ -1022,7 +1072,7 @@ static sf_status sim_update_many(sf_sim *sim, int n, const int *ops, const sf_co
     sim->prev = o;
     if (cut) {
         memset(r, 0, sizeof *r);
-        r->iter_s = f->result.iter_s;
+        r->iter_s = f->result.iter_s + host;
         r->cut_off = 1;
         r->tasks = L->n_tasks;
         sim->cut_pending = 1;

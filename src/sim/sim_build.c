@@ -207,10 +207,13 @@ static int build_core(sf_sim *sim, int opi) {
         int fwd = device_task(sim, b, SIM_FWD, dev, opi, p, d);
         if (fwd < 0 || task_workspace(sim, b, op, &t, dev, 0, REF(bid, fwd))) return -1;
         b->st.compute_s += b->tasks[fwd].dur_s;
-        /* Activations: the part's outputs, plus whatever it saves beyond its
-         * inputs (LSTM gates, attention scores). Inputs are the outputs of other
+        /* Activations: the part's outputs that the backward pass keeps (its own
+         * backward or a consumer's saves them, and no consumer ran in place over
+         * them: sf_graph_output_kept; frameworks free the others once read),
+         * plus whatever it saves beyond its inputs (LSTM gates, attention
+         * scores, masks, max-pool indices). Inputs are the outputs of other
          * parts, counted there, or copies received from another device, counted
-         * by the edge block that brings them. */
+         * by the edge block that brings them. The runtime keeps every output. */
         sf_op_mem mem;
         sf_op_tile_memory(op, &t, &mem);
         double in_bytes = 0;
@@ -221,6 +224,7 @@ static int build_core(sf_sim *sim, int opi) {
         }
         double extra = mem.saved_bytes > in_bytes ? mem.saved_bytes - in_bytes : 0;
         if (sim->opt.runtime_memory) extra = 0; /* soapflow's kernels keep their outputs alone */
+        else mem.output_bytes = sf_op_tile_kept_bytes(op, &t, sim->kept[opi]) - extra;
         double out_b = mem.output_bytes * sim->act_scale, extra_b = extra * sim->act_scale;
         /* the operator counts fp32 elements; activations live in the dtype. They
          * live from the part's forward task to its backward task (which runs

@@ -250,6 +250,9 @@ struct sf_sim {
     int64_t compact_slack;  /* dead slots or list entries tolerated beyond the live ones */
 
     double *res_free;  /* [n_res] (cap_res + 1 allocated) */
+    double *input_samples; /* [2 n_dev] scratch: samples each device's input pipeline loads */
+    uint64_t *kept;        /* [n_ops] bit k: output k stays alive for the backward pass
+                            * (sf_graph_output_kept); the others are transients */
     double *remaining; /* [n_res] bounded runs: work still queued per resource */
     sf_tile **undo_tiles; /* [cap_undo] the changed operators' tiles before the update,
                            * [undo_cfg[j].n_parts] */

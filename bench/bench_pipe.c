@@ -6,7 +6,7 @@
  *
  *     bench_pipe MACHINE.json --tp T --pp P --dp D --micro M [--layers L]
  *                [--hidden H] [--heads A] [--seq-len S] [--vocab V] [--batch B]
- *                [--schedule gpipe|1f1b|interleaved:V] [--reps R] [--fast 1]
+ *                [--schedule gpipe|1f1b|interleaved:V] [--reps R] [--fast 1] [--timeline 1]
  *
  * The model is the zoo's gpt (GPT-3 175B's shape by default: 96 layers,
  * hidden 12288, 96 heads, sequence 2048) in bf16 under Adam; the machine file
@@ -89,10 +89,10 @@ int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: bench_pipe MACHINE.json --tp T --pp P --dp D --micro M "
                         "[--layers L] [--hidden H] [--heads A] [--seq-len S] [--vocab V] "
-                        "[--batch B] [--schedule S] [--reps R] [--fast 1]\n");
+                        "[--batch B] [--schedule S] [--reps R] [--fast 1] [--timeline 1]\n");
         return 2;
     }
-    int tp = 8, pp = 1, dp = 1, micro = 1, reps = 3, fast = 0;
+    int tp = 8, pp = 1, dp = 1, micro = 1, reps = 3, fast = 0, timeline = 0;
     const char *sched = "1f1b";
     sf_model_options mo;
     sf_model_options_default(&mo);
@@ -130,6 +130,8 @@ int main(int argc, char **argv) {
             reps = (int)x;
         else if (!strcmp(k, "--fast"))
             fast = (int)x;
+        else if (!strcmp(k, "--timeline"))
+            timeline = (int)x;
         else {
             fprintf(stderr, "bench_pipe: unknown option '%s'\n", k);
             return 2;
@@ -167,6 +169,7 @@ int main(int argc, char **argv) {
     sf_sim_options_default(&so);
     so.pipeline_fast = fast;
     so.keep_schedule = !fast;
+    so.memory_timeline = timeline;
     sf_sim *sim = sf_sim_new(g, m, cm, &so, &err);
     if (!sim) goto fail;
     sf_sim_result r = {0};

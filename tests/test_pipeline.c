@@ -487,12 +487,52 @@ static void test_fast_path(void **state) {
     if (took < cases - 2) fail_msg("the fast path took %d of %d pipelines", took, cases);
 }
 
+/* The input pipeline of a pipelined strategy loads the whole batch, m
+ * micro-batches of it, as the plain strategy does; the fast path keeps it. */
+static void test_pipeline_input(void **state) {
+    (void)state;
+    sf_machine_desc d;
+    sf_error err = {0};
+    assert_int_equal(sf_machine_preset_desc("p100-4x4", &d, &err), SF_OK);
+    d.kind.input_samples_per_s = 2e4; /* input-bound: 96 samples on a device take 4.8 ms */
+    d.kind.host_overhead_s = 1e-4;
+    sf_machine *mach = sf_machine_build(&d, &err);
+    assert_non_null(mach);
+    sf_graph *g = model("mlp", 96 * 2);
+    sf_cost_model *cm = sf_cost_analytic_new(mach, NULL);
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    sf_sim_options fo = so;
+    fo.pipeline_fast = 1;
+    fo.keep_schedule = 0;
+    sf_sim *sim = sf_sim_new(g, mach, cm, &so, &err), *fast = sf_sim_new(g, mach, cm, &fo, &err);
+    sf_pipeline pl = even(g, 2, 1, 48, SF_PIPE_1F1B);
+    sf_strategy *s = staged(g, mach, &pl), *plain = sf_strategy_clone(s);
+    sf_strategy_set_pipeline(plain, NULL);
+    sf_sim_result a = run(sim, plain), b = run(sim, s), c = run(fast, s);
+    assert_true(a.input_s > 0);
+    if (!close_to(a.input_s, b.input_s, 0))
+        fail_msg("pipelined input %.9g s, plain %.9g s", b.input_s, a.input_s);
+    assert_true(b.iter_s >= b.input_s && b.iter_s >= b.makespan_s + b.host_s);
+    assert_true(close_to(b.iter_s, c.iter_s, 0));
+    assert_true(close_to(b.input_s, c.input_s, 0));
+    assert_true(close_to(b.makespan_s, c.makespan_s, 0));
+    sf_strategy_free(s);
+    sf_strategy_free(plain);
+    sf_sim_free(sim);
+    sf_sim_free(fast);
+    sf_cost_free(cm);
+    sf_graph_free(g);
+    sf_machine_free(mach);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slots),          cmocka_unit_test(test_gpipe_bubble),
         cmocka_unit_test(test_1f1b_memory),    cmocka_unit_test(test_delta_mlp),
         cmocka_unit_test(test_delta_gpt),      cmocka_unit_test(test_plain_and_json),
         cmocka_unit_test(test_refusals),       cmocka_unit_test(test_fast_path),
+        cmocka_unit_test(test_pipeline_input),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -266,6 +266,15 @@ static sf_status pipe_go(sf_sim *sim, struct sim_pipe *p, const sf_strategy *s, 
     return sf_sim_run(p->inner, p->su, r, err);
 }
 
+/* The iteration of a pipeline from its inner result r: the inner graph's
+ * input pipeline counts one micro-batch (its copies are alike and it takes the
+ * input that needs most), and the loader feeds all m of them. */
+static void pipe_finish(sf_sim_result *r, int m) {
+    r->input_s *= m;
+    r->iter_s = r->makespan_s + r->host_s;
+    if (r->input_s > r->iter_s) r->iter_s = r->input_s;
+}
+
 /* ---- the fast path of a pipeline of many micro-batches ---------------------------- */
 
 static void kind_totals(const sf_sim *sim, int device, double *out, int lo, int hi);
@@ -289,7 +298,9 @@ static int fast_first(const sf_sim *sim, const sf_pipeline *pl) {
 }
 
 /* Slot of task i of block bid in in's layout. */
-static int64_t task_slot(const sf_sim *in, int bid, int i) { return in->lay.span[in->pos[bid]].base + i; }
+static int64_t task_slot(const sf_sim *in, int bid, int i) {
+    return in->lay.span[in->pos[bid]].base + i;
+}
 
 /* The period of an inner run of k copies of an n-operator graph under 1F1B on p
  * stages: every task of copies j, j + 1, j + 2 (j = k - p - 2, the last three
@@ -385,7 +396,8 @@ static sf_status fast_eval(sf_sim *sim, const sf_strategy *s, int k, sim_fast_re
             for (int q = 0; q < nd * SF_SIM_TOTAL_COUNT; q++) out->totals[q] += more * tot[q];
             sf_sim_result *o = &out->r;
             *o = r;
-            o->iter_s = r.iter_s + more * lambda;
+            o->makespan_s = r.makespan_s + more * lambda;
+            pipe_finish(o, m);
             o->compute_s += more * add.compute_s;
             o->transfer_s += more * add.transfer_s;
             o->sync_s += more * add.sync_s;
@@ -404,8 +416,9 @@ static sf_status fast_eval(sf_sim *sim, const sf_strategy *s, int k, sim_fast_re
                 memcpy(out->live, r.device_live_bytes, (size_t)nd * sizeof *out->live);
                 memcpy(out->kinds, r.device_live_kinds,
                        (size_t)nd * SF_SIM_MEM_KIND_COUNT * sizeof *out->kinds);
-                for (int d = 0; d < nd; d++)
-                    out->live_t[d] = r.device_live_peak_s[d] + (r.device_live_peak_s[d] > end ? more * lambda : 0);
+                for (int d = 0; d < nd; d++) /* a peak after the steady copies comes later */
+                    out->live_t[d] =
+                        r.device_live_peak_s[d] + (r.device_live_peak_s[d] > end ? more * lambda : 0);
                 o->device_live_bytes = out->live;
                 o->device_live_peak_s = out->live_t;
                 o->device_live_kinds = out->kinds;
@@ -443,8 +456,11 @@ static sf_status pipe_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, s
         }
     }
     fast_free(sim); /* not periodic in time, or not long enough: every micro-batch */
-    sf_status st = pipe_ready(sim, sf_strategy_pipeline(s)->micro_batches, err);
-    return st == SF_OK ? pipe_go(sim, sim->pipe, s, r, err) : st;
+    int m = sf_strategy_pipeline(s)->micro_batches;
+    sf_status st = pipe_ready(sim, m, err);
+    if (st == SF_OK) st = pipe_go(sim, sim->pipe, s, r, err);
+    if (st == SF_OK) pipe_finish(r, m);
+    return st;
 }
 
 static void fast_swap(struct sim_fast *f) {
@@ -478,6 +494,7 @@ static sf_status pipe_update(sf_sim *sim, int n, const int *ops, const sf_config
         st = sim_pipe_copies(p, sim->g, n, ops, cfgs, err);
         if (st == SF_OK)
             st = sim_update_many(p->inner, n * p->copies, p->ops, p->cfgs, bound_s, r, err);
+        if (st == SF_OK && !r->cut_off) pipe_finish(r, p->m);
     } else if (st == SF_OK) {
         /* the fast path: the changed strategy's runs; the result before for a revert */
         struct sim_fast *f = sim->fast;
@@ -489,7 +506,8 @@ static sf_status pipe_update(sf_sim *sim, int n, const int *ops, const sf_config
         } else if (st == SF_OK) { /* every micro-batch, this once */
             st = pipe_ready(sim, sf_strategy_pipeline(t)->micro_batches, err);
             if (st == SF_OK) st = pipe_go(sim, sim->pipe, t, r, err);
-            if (st != SF_OK) pipe_free(sim);
+            if (st == SF_OK) pipe_finish(r, sim->pipe->m);
+            else pipe_free(sim);
             f->revert_to_fast = 1;
         }
         if (st != SF_OK) fast_swap(f);
@@ -1099,6 +1117,7 @@ sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
         } else {
             sf_status st = sf_sim_revert(sim->pipe->inner, r, err);
             if (st != SF_OK) return st;
+            if (r) pipe_finish(r, sim->pipe->m);
         }
         for (int j = 0; j < sim->n_undo; j++) {
             sf_config_copy(sf_strategy_config(sim->s, sim->undo_ops[j]), &sim->undo_cfg[j]);

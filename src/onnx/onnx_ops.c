@@ -34,7 +34,10 @@
  *   Add, Mul                    add, mul (same rank, broadcasting 1s)
  *   Add, Sub, Mul, Div by a     scale (x * mul + add) for a scalar literal; add_param,
  *   constant                    mul_param for a named initializer (a learned tensor:
- *                               position embeddings, layer scale), its weight
+ *                               position embeddings, layer scale), its weight;
+ *                               add_const, mul_const for another constant tensor or a
+ *                               buffer the caller listed (fixed, not learned)
+ *   Where (constant mask)       masked_fill: a constant condition, one constant value
  *   Concat, Split, Slice        concat, split (a Slice of one axis, step 1, is a split
  *                               and one of its outputs); a Concat of an activation and a
  *                               named initializer Expanded over the batch (a class token)
@@ -54,7 +57,7 @@
  *   GRU                         gru (forward, linear_before_reset 1, default activations;
  *                               torch's gate order r, z, n)
  *   torch's MultiheadAttention  attention (onnx_attn.c); so is GPT-2-style attention, whose
- *                               Where (masked_fill) on activations is taken only as its mask
+ *                               Where (masked_fill) on its scores is taken as its mask
  *   Add of Gather(wpe, arange)  learned positions: a positions input, an embedding, an add
  *   torch's LayerNorm, GELU     layernorm, gelu, from their steps before opset 17 (onnx_norm.c)
  */

@@ -1,7 +1,10 @@
 /*
  * op_param.c - element-wise operators with a constant operand: add_param and
  * mul_param (x + w, x * w, w a learned tensor the operator owns) and scale
- * (x * mul + add, two constants that are attributes, not weights).
+ * (x * mul + add, two constants that are attributes, not weights); add_const,
+ * mul_const (x + c, x * c) and masked_fill (value where a mask holds, else x),
+ * whose c and mask are a fixed tensor the operator holds (sf_op.fixed: a
+ * registered buffer, a constant mask), never trained, synced or counted.
  *
  * add_param is how a learned position embedding reaches a graph (ViT's and
  * BERT's `x + self.pos_embedding`, an nn.Parameter of shape (1, T, D)), and
@@ -29,6 +32,15 @@
  * Bytes: the input, the output and the weights of the tile forward; backward
  * the output gradient, the input gradient, the weights (and, for mul_param,
  * the input) read, the weight gradient read and written.
+ *
+ * add_const, mul_const, masked_fill: dimension 0 the sample, the rest
+ * attributes (every part holds the whole fixed tensor; there is no gradient of
+ * it to slice or sync). FLOPs per element: add_const 1 and 1 (dx += dy),
+ * mul_const 1 and 2 (dx += dy * c), masked_fill 1 and 1 (a select); bytes the
+ * input and output (their gradients backward) and the fixed elements the tile
+ * reads. Their backward passes save nothing (the fixed tensor is all they
+ * read); the fixed tensor is held as a buffer is, not charged as weights.
+ * masked_fill's gradient is dy where the mask is 0 and 0 where it fills.
  *
  * Kernels (buffers in soapflow/kernels.h; weights: the tensor in PyTorch's
  * layout, row-major): output element at global position p reads weight

@@ -74,6 +74,16 @@ that the imported graph and weights compute the same loss.
                  GELU's tanh form (GeluTanh below: F.gelu(approximate="tanh") and Hugging
                  Face's gelu_new written out), training mode, opset 13 (OPS_JOBS)
   gelutanh_op17  the same in eval mode at opset 17
+  maskfill_op13_train
+                 masked_fill and torch.where with constant masks outside attention
+                 (MaskedFill below: a mask compared from a float buffer, a boolean
+                 buffer), training mode, opset 13 (OPS_JOBS)
+  maskfill_op17  the same in eval mode at opset 17
+  buffers_op17_train
+                 registered buffers as Add and Mul operands (Buffers below: a sinusoidal
+                 position encoding, a fixed per-feature scale) beside a learned
+                 nn.Parameter, training mode, opset 17, with buffers_op17_train.buffers.json
+                 (the names of named_buffers(): held fixed, not counted)
   misc_op9, misc_op13
                  activations and shapes: LeakyReLU, ReLU6 (Clip by attributes at 9, by
                  inputs at 13), Sigmoid, Tanh, a product, a concatenation, average and
@@ -654,6 +664,51 @@ class WindowMask(nn.Module):
         return self.fc(F.pad(y, (0, 0, 0, pad)))
 
 
+class MaskedFill(nn.Module):
+    """Constant masks on activations outside attention: x.masked_fill(mask, v) with
+    the mask compared from a float buffer (Equal folds to a boolean constant), and
+    torch.where(mask, x, v) of a boolean buffer (1, T, 1), which fills where the
+    mask is false. The gradient is zero where a mask fills."""
+
+    def __init__(self, t=4, d=8, classes=5):
+        super().__init__()
+        self.fc1 = nn.Linear(d, d)
+        keep = (torch.rand(t, d) > 0.3).float()
+        self.register_buffer("keep", keep)
+        self.register_buffer("sel", torch.tensor([True, False, True, True]).reshape(1, t, 1))
+        self.fc2 = nn.Linear(d, classes)
+
+    def forward(self, x):
+        y = self.fc1(x).masked_fill(self.keep == 0, -2.0)
+        y = torch.where(self.sel, torch.tanh(y), torch.tensor(0.5))
+        return self.fc2(y)
+
+
+class Buffers(nn.Module):
+    """Registered buffers as operands: a fixed sinusoidal position encoding (1, T, D)
+    added and a fixed per-feature scale (D,) multiplied, beside a learned position
+    embedding (an nn.Parameter). ONNX writes buffers and parameters alike; the
+    sidecar file names the buffers (SIDECAR)."""
+
+    SIDECAR = True
+
+    def __init__(self, t=4, d=8, classes=5):
+        super().__init__()
+        pos = torch.arange(t).float()[:, None]
+        freq = torch.exp(torch.arange(0, d, 2).float() * (-math.log(10000.0) / d))
+        pe = torch.zeros(t, d)
+        pe[:, 0::2] = torch.sin(pos * freq)
+        pe[:, 1::2] = torch.cos(pos * freq)
+        self.register_buffer("pe", pe[None])
+        self.register_buffer("fscale", torch.linspace(0.5, 1.5, d))
+        self.learned = nn.Parameter(torch.randn(1, t, d) * 0.1)
+        self.fc = nn.Linear(d, classes)
+
+    def forward(self, x):
+        y = (x + self.pe) * self.fscale + self.learned
+        return self.fc(torch.relu(y))
+
+
 def params(m):
     return sum(p.numel() for p in m.parameters())
 
@@ -708,6 +763,9 @@ OPS_JOBS = [
     ("gru_op17_train", GruLM, ("tokens", 40, 6), 17, True, 40),
     ("winmask_op13_train", WindowMask, (BATCH, 6, 8), 13, True, 5),
     ("winmask_op17", WindowMask, (BATCH, 6, 8), 17, False, 5),
+    ("maskfill_op13_train", MaskedFill, (BATCH, 4, 8), 13, True, 5),
+    ("maskfill_op17", MaskedFill, (BATCH, 4, 8), 17, False, 5),
+    ("buffers_op17_train", Buffers, (BATCH, 4, 8), 17, True, 5),
 ]
 
 
@@ -729,6 +787,10 @@ def ops_fixtures(outdir, only):
         path = os.path.join(outdir, name + ".onnx")
         export(m, x, path, opset, training, names=("tokens",) if tokens else ("input",))
         expectation(m, x, classes, os.path.join(outdir, name + ".json"))
+        if getattr(cls, "SIDECAR", False):  # what ONNX cannot say: which are buffers
+            with open(os.path.join(outdir, name + ".buffers.json"), "w") as f:
+                json.dump([b for b, _ in m.named_buffers()], f)
+                f.write("\n")
         print("%-20s opset %2d  %8d params  %7d bytes" % (name, opset, params(m),
                                                           os.path.getsize(path)))
 

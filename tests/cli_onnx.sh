@@ -51,6 +51,25 @@ run seqlen "$SF" graph --model "$FIX/lstm_lm.onnx" --seq-len 5
 expect_usage seqlen
 grep -q "keeps its own" "$TMP/seqlen.err" || fail "--seq-len with an ONNX file: $(cat "$TMP/seqlen.err")"
 
+# ---- registered buffers: the sidecar beside the model, --onnx-buffers, refusals -----
+cp "$FIX/buffers_op17_train.onnx" "$TMP/buf.onnx"
+run buf_none "$SF" graph --model "$TMP/buf.onnx" --json
+expect_ok buf_none
+[ "$(json_int "$TMP/buf_none.out" params)" = 117 ] ||
+    fail "buffers without their file: not learned (117 parameters)"
+run buf_opt "$SF" graph --model "$TMP/buf.onnx" --onnx-buffers "$FIX/buffers_op17_train.buffers.json" --json
+expect_ok buf_opt
+[ "$(json_int "$TMP/buf_opt.out" params)" = 77 ] || fail "--onnx-buffers: not PyTorch's 77 parameters"
+cp "$FIX/buffers_op17_train.buffers.json" "$TMP/buf.buffers.json"
+run buf_side "$SF" graph --model "$TMP/buf.onnx" --json
+[ "$(json_int "$TMP/buf_side.out" params)" = 77 ] || fail "buf.buffers.json beside the model: not read"
+run buf_missing "$SF" graph --model "$TMP/buf.onnx" --onnx-buffers "$TMP/none.json"
+expect_error buf_missing
+grep -q "cannot read the buffers file $TMP/none.json" "$TMP/buf_missing.err" ||
+    fail "--onnx-buffers of a missing file: $(cat "$TMP/buf_missing.err")"
+run buf_zoo "$SF" graph --model lenet5 --onnx-buffers "$TMP/buf.buffers.json"
+expect_usage buf_zoo
+
 # ---- search, and its strategy simulated and trained -------------------------------
 run search "$SF" search --model "$FIX/transformer.onnx" --machine p100-4x4 --iters 300 \
     --out "$TMP/best.json" --json

@@ -37,6 +37,7 @@
 #include "onnx/onnx_impl.h"
 #include "soapflow/cost.h"
 #include "soapflow/io.h"
+#include "soapflow/kernels.h"
 #include "soapflow/models.h"
 #include "soapflow/runtime.h"
 #include "soapflow/sim.h"
@@ -56,7 +57,10 @@ static const char *const fixtures[] = {
     /* Hugging Face's BERT spelling: the projections' shapes read by x.size() */
     "bert_op13_train", "bert_op17_train",
     /* Swin's constant arithmetic: a mask built by ScatterND, a window pad by Mod */
-    "winmask_op13_train", "winmask_op17"};
+    "winmask_op13_train", "winmask_op17",
+    /* constant masks outside attention (masked_fill, torch.where); registered buffers as
+     * operands, named by buffers_op17_train.buffers.json beside the file */
+    "maskfill_op13_train", "maskfill_op17", "buffers_op17_train"};
 /* clang-format on */
 #define N_FIXTURES ((int)(sizeof fixtures / sizeof fixtures[0]))
 
@@ -833,9 +837,38 @@ static void test_new_op_refusals(void **state) {
     char *iname = init->name, *aname = add->input[slot];
     init->name = add->input[slot] = (char *)"onnx::Add_7";
     buf = encode(m, &len);
-    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, add->name,
-                "the constant tensor 'onnx::Add_7' of 32 values");
+    {
+        sf_graph *cg = NULL;
+        sf_error cerr = {0};
+        if (sf_onnx_parse(buf, len, "fixed.onnx", 2, &cg, NULL, &cerr) != SF_OK)
+            fail_msg("%s", cerr.msg);
+        int n_const = 0;
+        for (int i = 0; i < sf_graph_num_ops(cg); i++) {
+            const sf_op *op = sf_graph_op(cg, i);
+            if (op->type != SF_OP_ADD_CONST) continue;
+            assert_int_equal(op->n_fixed, 32);
+            assert_int_equal(op->n_params, 0);
+            n_const++;
+        }
+        assert_int_equal(n_const, 1);
+        sf_graph_free(cg);
+    }
     free(buf);
+    /* x - c is x + (-c); c - x and x / c are refused, naming the node */
+    const char *was_type = add->op_type;
+    add->op_type = (char *)"Div";
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, add->name,
+                "a division by the constant tensor 'onnx::Add_7'");
+    free(buf);
+    add->op_type = (char *)"Sub";
+    if (slot == 0) {
+        buf = encode(m, &len);
+        expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, add->name,
+                    "the constant tensor 'onnx::Add_7' less an activation");
+        free(buf);
+    }
+    add->op_type = (char *)was_type;
     init->name = iname;
     add->input[slot] = aname;
     onnx__model_proto__free_unpacked(m, NULL);
@@ -1427,6 +1460,205 @@ static void test_resize_refused(void **state) {
     onnx__model_proto__free_unpacked(m, NULL);
 }
 
+/* masked_fill and torch.where with constant masks: each Where a masked_fill whose mask
+ * is PyTorch's (keep == 0 filled with -2; sel false filled with 0.5), kernels forward
+ * and backward (the gradient zero where it fills), the model JSON round trip; the
+ * refusals in one line naming the node: a mask that is an activation, a value that
+ * is one, a fill tensor. */
+static void test_masked_fill(void **state) {
+    (void)state;
+    char path[1024];
+    fixture_path(path, sizeof path, "maskfill_op17", ".onnx");
+    sf_graph *g = NULL;
+    sf_error err = {0};
+    if (sf_onnx_load(path, 2, &g, NULL, &err) != SF_OK) fail_msg("%s", err.msg);
+    const sf_op *mf[2] = {NULL, NULL};
+    int k = 0;
+    for (int i = 0; i < sf_graph_num_ops(g); i++)
+        if (sf_graph_op(g, i)->type == SF_OP_MASKED_FILL && k < 2) mf[k++] = sf_graph_op(g, i);
+    assert_int_equal(k, 2);
+    assert_true(mf[0]->params.masked_fill.value == -2.0);
+    assert_int_equal(mf[0]->params.masked_fill.ndim, 2);
+    assert_int_equal(mf[0]->n_fixed, 32);
+    assert_int_equal(mf[0]->n_params, 0);
+    assert_true(mf[1]->params.masked_fill.value == 0.5);
+    assert_int_equal(mf[1]->params.masked_fill.ndim, 3);
+    assert_int_equal(mf[1]->n_fixed, 4);
+    /* sel = [T, F, T, T]: where(sel, x, 0.5) fills position 1 alone */
+    static const float sel_fill[4] = {0, 1, 0, 0};
+    assert_memory_equal(mf[1]->fixed, sel_fill, sizeof sel_fill);
+    /* the kernels: y = v where the mask is 1, dx = 0 there */
+    const sf_op *op = mf[1];
+    sf_tile t = sf_tile_full(&op->space);
+    int64_t n = sf_tile_numel(&t);
+    float *x = malloc((size_t)n * sizeof *x), *y = malloc((size_t)n * sizeof *y);
+    float *dy = malloc((size_t)n * sizeof *dy), *dx = calloc((size_t)n, sizeof *dx);
+    for (int64_t e = 0; e < n; e++) x[e] = (float)e, dy[e] = 1.0f + (float)e;
+    for (int fast = 0; fast < 2; fast++) {
+        const float *ins[1] = {x};
+        float *outs[1] = {y};
+        const float *gos[1] = {dy};
+        float *gis[1] = {dx};
+        sf_tile reg;
+        sf_op_input_region(op, &t, 0, &reg);
+        sf_kernel_args a = {.op = op, .tile = t, .n_inputs = 1, .in = ins, .in_region = &reg,
+                            .n_outputs = 1, .out = outs, .grad_out = gos, .grad_in = gis};
+        memset(dx, 0, (size_t)n * sizeof *dx);
+        assert_int_equal(sf_kernel_forward(&a, fast), SF_OK);
+        assert_int_equal(sf_kernel_backward(&a, fast), SF_OK);
+        for (int64_t e = 0; e < n; e++) {
+            int pos = (int)((e / 8) % 4);
+            assert_true(y[e] == (pos == 1 ? 0.5f : x[e]));
+            assert_true(dx[e] == (pos == 1 ? 0.0f : dy[e]));
+        }
+    }
+    free(x), free(y), free(dy), free(dx);
+    /* the model JSON keeps the mask and the value; -inf written as "-inf" */
+    char *js = sf_model_to_json(g, &err);
+    assert_non_null(js);
+    sf_graph *back = sf_model_parse_json(js, "m.json", &err);
+    if (!back) fail_msg("%s", err.msg);
+    const sf_op *b = sf_graph_op(back, mf[0]->id);
+    assert_int_equal(b->type, SF_OP_MASKED_FILL);
+    assert_int_equal(b->n_fixed, 32);
+    assert_memory_equal(b->fixed, mf[0]->fixed, 32 * sizeof(float));
+    char *js2 = sf_model_to_json(back, &err);
+    assert_string_equal(js, js2);
+    free(js2);
+    free(js);
+    sf_graph_free(back);
+    sf_op_params p = mf[1]->params;
+    p.masked_fill.value = -INFINITY;
+    sf_graph *gi = sf_graph_new("inf");
+    sf_shape s = sf_shape_make(3, (int64_t[]){2, 4, 8});
+    int in = sf_graph_add_input(gi, "x", &s, 0, &err);
+    assert_true(sf_graph_add_op(gi, SF_OP_MASKED_FILL, "m", &p, (sf_tensor_ref[]){{in, 0}}, 1,
+                                &err) < 0); /* without its mask */
+    assert_non_null(strstr(err.msg, "needs its fixed tensor of 4 values"));
+    static const float bad[4] = {0, 2, 0, 0};
+    err = (sf_error){0};
+    assert_true(sf_graph_add_op_fixed(gi, SF_OP_MASKED_FILL, "m", &p, (sf_tensor_ref[]){{in, 0}},
+                                      1, bad, 4, &err) < 0);
+    if (!strstr(err.msg, "mask value 1 is 2")) fail_msg("%s", err.msg);
+    assert_true(sf_graph_add_op_fixed(gi, SF_OP_MASKED_FILL, "m", &p, (sf_tensor_ref[]){{in, 0}},
+                                      1, sel_fill, 4, &err) >= 0);
+    js = sf_model_to_json(gi, &err);
+    assert_non_null(js);
+    assert_non_null(strstr(js, "\"value\": \"-inf\""));
+    assert_non_null(strstr(js, "\"fixed\": [0, 1, 0, 0]"));
+    back = sf_model_parse_json(js, "m.json", &err);
+    if (!back) fail_msg("%s", err.msg);
+    assert_true(isinf(sf_graph_op(back, 1)->params.masked_fill.value));
+    sf_graph_free(back);
+    free(js);
+    sf_graph_free(gi);
+    sf_graph_free(g);
+
+    /* refusals */
+    Onnx__ModelProto *m = decode_fixture("maskfill_op17");
+    Onnx__GraphProto *gr = m->graph;
+    int w0 = find_node(gr, "Where", 0), w1 = find_node(gr, "Where", 1);
+    Onnx__NodeProto *wn = gr->node[w0];
+    size_t len;
+    uint8_t *buf;
+    char *c0 = wn->input[0], *v1 = wn->input[1];
+    wn->input[0] = wn->input[2]; /* the condition an activation */
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED,
+                "Where of activations outside an attention's causal mask and masked_fill x1",
+                wn->name);
+    free(buf);
+    wn->input[0] = c0;
+    wn->input[1] = wn->input[2]; /* the value an activation */
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED,
+                "Where of activations outside an attention's causal mask and masked_fill x1",
+                wn->name);
+    free(buf);
+    wn->input[1] = v1;
+    /* the second Where fills with a tensor: its own mask as the value */
+    Onnx__NodeProto *wm = gr->node[w1];
+    char *v2 = wm->input[2];
+    wm->input[2] = (char *)"fc1.bias";
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "is a tensor of 8 values", wm->name);
+    free(buf);
+    wm->input[2] = v2;
+    onnx__model_proto__free_unpacked(m, NULL);
+}
+
+/* A registered buffer added and multiplied: ONNX writes it as it writes a parameter,
+ * so without the buffers file it is learned (PyTorch's count plus its size: the
+ * count this test fails with before the file was read); with it (beside the model,
+ * or given), an add_const and a mul_const, PyTorch's count and loss (test_fixture_losses). */
+static void test_buffers(void **state) {
+    (void)state;
+    char path[1024], side[1024];
+    fixture_path(path, sizeof path, "buffers_op17_train", ".onnx");
+    fixture_path(side, sizeof side, "buffers_op17_train", ".buffers.json");
+    char *sp = sf_onnx_buffers_path(path);
+    assert_string_equal(sp, side);
+    free(sp);
+    json_t *ex = read_expect("buffers_op17_train");
+    int64_t want = json_integer_value(json_object_get(ex, "params"));
+    json_decref(ex);
+    sf_graph *g = NULL;
+    sf_error err = {0};
+    /* beside the model: read by sf_onnx_load */
+    if (sf_onnx_load(path, 2, &g, NULL, &err) != SF_OK) fail_msg("%s", err.msg);
+    sf_graph_stats st;
+    sf_graph_stats_compute(g, &st);
+    assert_int_equal(st.params, want);
+    int pe = sf_graph_find(g, "pe"), fs = sf_graph_find(g, "fscale");
+    assert_true(pe >= 0 && fs >= 0);
+    assert_int_equal(sf_graph_op(g, pe)->type, SF_OP_ADD_CONST);
+    assert_int_equal(sf_graph_op(g, pe)->n_fixed, 32);
+    assert_int_equal(sf_graph_op(g, fs)->type, SF_OP_MUL_CONST);
+    assert_int_equal(sf_graph_op(g, fs)->n_fixed, 8);
+    assert_int_equal(sf_graph_op(g, sf_graph_find(g, "learned"))->type, SF_OP_ADD_PARAM);
+    sf_graph_free(g);
+    /* from memory, without the file: both learned */
+    size_t len = 0;
+    void *buf = sf_read_file_bytes(path, SF_READ_FILE_MAX, &len, &err);
+    assert_non_null(buf);
+    assert_int_equal(sf_onnx_parse(buf, len, "b.onnx", 2, &g, NULL, &err), SF_OK);
+    sf_graph_stats_compute(g, &st);
+    assert_int_equal(st.params, want + 32 + 8);
+    sf_graph_free(g);
+    /* given: the file, or names */
+    sf_onnx_options o = {.buffers_file = side};
+    assert_int_equal(sf_onnx_parse_opts(buf, len, "b.onnx", 2, &o, &g, NULL, &err), SF_OK);
+    sf_graph_stats_compute(g, &st);
+    assert_int_equal(st.params, want);
+    sf_graph_free(g);
+    const char *only_pe[1] = {"pe"};
+    sf_onnx_options o2 = {.buffers = only_pe, .n_buffers = 1};
+    assert_int_equal(sf_onnx_parse_opts(buf, len, "b.onnx", 2, &o2, &g, NULL, &err), SF_OK);
+    sf_graph_stats_compute(g, &st);
+    assert_int_equal(st.params, want + 8);
+    sf_graph_free(g);
+    /* a buffers file that is not a list of names, or missing: one line naming it */
+    char bad[1024];
+    snprintf(bad, sizeof bad, "%s/buffers_bad_%d.json", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp",
+             (int)getpid());
+    FILE *f = fopen(bad, "w");
+    assert_non_null(f);
+    fputs("{\"pe\": 1}\n", f);
+    fclose(f);
+    sf_onnx_options o3 = {.buffers_file = bad};
+    sf_error e3 = {0};
+    assert_int_equal(sf_onnx_load_opts(path, 2, &o3, &g, NULL, &e3), SF_ERR_PARSE);
+    assert_null(g);
+    assert_non_null(strstr(e3.msg, bad));
+    assert_non_null(strstr(e3.msg, "not a JSON array of initializer names"));
+    assert_null(strchr(e3.msg, '\n'));
+    remove(bad);
+    sf_error e4 = {0};
+    assert_int_equal(sf_onnx_load_opts(path, 2, &o3, &g, NULL, &e4), SF_ERR_IO);
+    assert_non_null(strstr(e4.msg, "cannot read the buffers file"));
+    free(buf);
+}
+
 static void test_gpt2_departures(void **state) {
     (void)state;
     Onnx__ModelProto *m = decode_fixture("nanogpt");
@@ -1463,14 +1695,24 @@ static void test_gpt2_departures(void **state) {
                 g->node[pv]->name);
     free(buf);
     g->node[pv]->input[0] = probs;
-    /* a Where whose values no product makes: no mask, refused before the import */
+    /* a Where whose values no product makes: a masked_fill, whose (1, 1, T, T) mask does
+     * not broadcast over the (N, T, D) activation */
     char *scores = g->node[wh]->input[2];
     int ln = find_node(g, "LayerNormalization", 0);
     g->node[wh]->input[2] = g->node[ln]->output[0];
     buf = encode(m, &len);
-    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED,
-                "Where of activations outside an attention's causal mask x1", g->node[wh]->name);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED, "has rank 4, the activation 3",
+                g->node[wh]->name);
     free(buf);
+    /* and with its condition an activation too: no mask, refused before the import */
+    char *cond = g->node[wh]->input[0];
+    g->node[wh]->input[0] = g->node[ln]->output[0];
+    buf = encode(m, &len);
+    expect_fail(buf, len, 2, SF_ERR_UNSUPPORTED,
+                "Where of activations outside an attention's causal mask and masked_fill x1",
+                g->node[wh]->name);
+    free(buf);
+    g->node[wh]->input[0] = cond;
     g->node[wh]->input[2] = scores;
     /* the scores scaled by another factor than 1/sqrt(head_dim): the Mul that makes
      * the Where's scores given the dropout's "training" constant (1) instead */
@@ -1988,6 +2230,8 @@ int main(void) {
         cmocka_unit_test(test_graph_errors),
         cmocka_unit_test(test_fold_mod_scatter_refused),
         cmocka_unit_test(test_pattern_departures),
+        cmocka_unit_test(test_masked_fill),
+        cmocka_unit_test(test_buffers),
         cmocka_unit_test(test_gpt2_departures),
         cmocka_unit_test(test_einsum_refused),
         cmocka_unit_test(test_convt_refused),

@@ -367,6 +367,52 @@ static int b_scale(sf_graph *g) {
     return unary_on(g, SF_OP_SCALE, &p, 3, (int64_t[]){3, 4, 5});
 }
 
+/* a fixed tensor of n values (a mask of every third element, or values k/7 - 1) */
+static int fixed_with(sf_graph *g, sf_op_type t, const sf_op_params *p, int nd, const int64_t *x) {
+    int64_t n = sf_op_fixed_count(t, p);
+    float v[64];
+    assert_true(n > 0 && n <= 64);
+    for (int64_t k = 0; k < n; k++)
+        v[k] = t == SF_OP_MASKED_FILL ? (float)(k % 3 == 0) : (float)k / 7.0f - 1.0f;
+    int in = add_input(g, "x", nd, x);
+    sf_error err = {0};
+    int id = sf_graph_add_op_fixed(g, t, "op", p, (sf_tensor_ref[]){{in, 0}}, 1, v, n, &err);
+    if (id < 0) fail_msg("%s", err.msg);
+    return id;
+}
+/* a fixed position encoding (1, T, D) added; a fixed (C, 1, W) scale */
+static int b_add_const(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_ADD_CONST, &p);
+    p.param.ndim = 3;
+    p.param.shape[0] = 1, p.param.shape[1] = 5, p.param.shape[2] = 4;
+    return fixed_with(g, SF_OP_ADD_CONST, &p, 3, (int64_t[]){3, 5, 4});
+}
+static int b_mul_const(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_MUL_CONST, &p);
+    p.param.ndim = 3;
+    p.param.shape[0] = 4, p.param.shape[1] = 1, p.param.shape[2] = 5;
+    return fixed_with(g, SF_OP_MUL_CONST, &p, 4, (int64_t[]){2, 4, 3, 5});
+}
+/* a (T, D) mask filled with -inf, and a (1, T, 1) one */
+static int b_masked_fill(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_MASKED_FILL, &p);
+    p.masked_fill.ndim = 2;
+    p.masked_fill.shape[0] = 5, p.masked_fill.shape[1] = 4;
+    p.masked_fill.value = -INFINITY;
+    return fixed_with(g, SF_OP_MASKED_FILL, &p, 3, (int64_t[]){3, 5, 4});
+}
+static int b_masked_fill_rows(sf_graph *g) {
+    sf_op_params p;
+    sf_op_params_default(SF_OP_MASKED_FILL, &p);
+    p.masked_fill.ndim = 3;
+    p.masked_fill.shape[0] = 1, p.masked_fill.shape[1] = 5, p.masked_fill.shape[2] = 1;
+    p.masked_fill.value = 0.25;
+    return fixed_with(g, SF_OP_MASKED_FILL, &p, 3, (int64_t[]){3, 5, 4});
+}
+
 /* ViT's class token (1, 1, D) before x (N, T, D) */
 static int b_concat_param(sf_graph *g) {
     sf_op_params p;
@@ -475,6 +521,10 @@ static const op_case cases[] = {
     {"mul_param channel", b_mul_param_channel},
     {"mul_param 3d", b_mul_param_3d},
     {"scale", b_scale},
+    {"add_const", b_add_const},
+    {"mul_const", b_mul_const},
+    {"masked_fill", b_masked_fill},
+    {"masked_fill rows", b_masked_fill_rows},
     {"concat_param", b_concat_param},
     {"transpose", b_transpose},
     {"pad", b_pad},

@@ -1,7 +1,8 @@
 /*
  * The runtime on issue 28's operators: every small model scripts/make_onnx_fixtures.py
  * exports for them (position embeddings and scales, a class token, transposes,
- * pads, means, hard activations, a GRU language model, GELU's tanh form; tests/fixtures/onnx/),
+ * pads, means, hard activations, a GRU language model, GELU's tanh form, masked_fill with
+ * constant masks, registered buffers held fixed; tests/fixtures/onnx/),
  * imported, trained on 2 and 4 ranks (threads) under the strategies of runtime_cases.h (data,
  * model, one weird trick, a searched one, random ones over the whole SOAP space and with partial
  * sums) gives the losses and weights of one rank. The random strategies split add_param's and
@@ -21,7 +22,9 @@
 
 static const char *const models[] = {"constops_op13",  "clstoken_op17",      "permute_op13",
                                      "pad_op17",       "mean_op13",          "hard_op17",
-                                     "gru_op17_train", "gelutanh_op13_train"};
+                                     "gru_op17_train", "gelutanh_op13_train",
+                                     /* fixed tensors: constant masks, registered buffers */
+                                     "maskfill_op13_train", "buffers_op17_train"};
 
 static sf_graph *load(const char *name) {
     const char *dir = getenv("SF_SOURCE_DIR");

@@ -200,6 +200,9 @@ typedef enum sf_op_type {
     SF_OP_CONV_TRANSPOSE2D, /* torch.nn.ConvTranspose2d, ONNX ConvTranspose (groups 1) */
     SF_OP_RESIZE,           /* nearest or bilinear resizing of NCHW: nn.Upsample, ONNX Resize */
     SF_OP_GRU,              /* one torch.nn.GRU layer over a sequence, batch first */
+    SF_OP_MASKED_FILL,      /* value where a fixed mask holds, else x (masked_fill, Where) */
+    SF_OP_ADD_CONST,        /* x + c, c a fixed tensor broadcast over x (a registered buffer) */
+    SF_OP_MUL_CONST,        /* x * c, c a fixed tensor broadcast over x */
     SF_OP_COUNT
 } sf_op_type;
 
@@ -360,6 +363,16 @@ typedef struct sf_scale_params {
     double mul, add; /* y = x * mul + add */
 } sf_scale_params;
 
+typedef struct sf_masked_fill_params {
+    /* the mask's shape, aligned with the input's last dimensions as add_param's
+     * weight is (each size the input's or 1, 1 along the batch); the mask itself
+     * is the operator's fixed tensor (sf_op.fixed: 1 where value replaces x, 0
+     * where x passes) */
+    int ndim;
+    int64_t shape[SF_MAX_DIMS];
+    double value; /* may be -inf or inf */
+} sf_masked_fill_params;
+
 typedef union sf_op_params {
     sf_input_params input;
     sf_conv2d_params conv2d;
@@ -377,7 +390,7 @@ typedef union sf_op_params {
     sf_norm_params norm; /* batchnorm, layernorm */
     sf_dropout_params dropout;
     sf_leaky_relu_params leaky_relu;
-    sf_param_tensor_params param; /* add_param, mul_param */
+    sf_param_tensor_params param; /* add_param, mul_param, add_const, mul_const */
     sf_scale_params scale;
     sf_concat_param_params concat_param;
     sf_transpose_params transpose;
@@ -387,6 +400,7 @@ typedef union sf_op_params {
     sf_gelu_params gelu;
     sf_conv_transpose2d_params conv_transpose2d;
     sf_resize_params resize;
+    sf_masked_fill_params masked_fill;
 } sf_op_params;
 
 SF_API const char *sf_op_type_name(sf_op_type t); /* "conv2d"; "?" when out of range */
@@ -417,6 +431,7 @@ typedef struct sf_attr_desc {
     int max_count;       /* SF_ATTR_INTS with count 0: capacity */
     const char *const *enum_names;
     int n_enum;
+    int allow_inf; /* SF_ATTR_FLOAT: inf and -inf are values (written "inf", "-inf") */
 } sf_attr_desc;
 
 SF_API const sf_attr_desc *sf_op_attrs(sf_op_type t, int *n);
@@ -444,6 +459,13 @@ typedef struct sf_op {
     int64_t n_params;           /* trainable parameters it needs (even when shared) */
     sf_shape space;             /* parallel space: normally out_shapes[0] */
     sf_dim_kind kinds[SF_MAX_DIMS];
+    /* A fixed tensor the operator holds (masked_fill's mask, add_const's and
+     * mul_const's operand: a registered buffer): part of the model like an
+     * attribute, never trained, synced, checkpointed or counted in n_params.
+     * n_fixed is what the type needs for its attributes (sf_op_fixed_count); NULL
+     * and 0 for the other types. */
+    int64_t n_fixed;
+    const float *fixed;
 } sf_op;
 
 typedef struct sf_graph sf_graph;
@@ -463,6 +485,16 @@ SF_API int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const
                            const sf_tensor_ref *inputs, int n_inputs, sf_error *err);
 SF_API int sf_graph_add_input(sf_graph *g, const char *name, const sf_shape *shape, int is_index,
                               sf_error *err);
+/* sf_graph_add_op for a type that holds a fixed tensor (masked_fill, add_const,
+ * mul_const): its n_fixed values, copied (sf_op_fixed_count says how many the
+ * attributes need; a mask holds 0 and 1; every value finite). sf_graph_add_op is
+ * this with none, which such a type refuses. */
+SF_API int sf_graph_add_op_fixed(sf_graph *g, sf_op_type type, const char *name,
+                                 const sf_op_params *p, const sf_tensor_ref *inputs, int n_inputs,
+                                 const float *fixed, int64_t n_fixed, sf_error *err);
+/* Values of the fixed tensor an operator of type t with parameters p needs (0:
+ * the type holds none; -1: more than SF_MAX_NUMEL). */
+SF_API int64_t sf_op_fixed_count(sf_op_type t, const sf_op_params *p);
 /* Make `op` use the weights of `owner` (an earlier operator of the same type
  * with the same weight shapes): unrolled RNN steps share their layer's weights.
  * Operators of different types may share weights when their parameter layouts

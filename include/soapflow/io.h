@@ -101,6 +101,30 @@ SF_API sf_status sf_onnx_load(const char *path, int64_t batch, sf_graph **g, flo
 SF_API sf_status sf_onnx_parse(const void *data, size_t len, const char *origin, int64_t batch,
                                sf_graph **g, float ***weights, sf_error *err);
 SF_API void sf_onnx_weights_free(const sf_graph *g, float **weights);
+/* What ONNX cannot say: which initializers named as a module's state are
+ * registered buffers (register_buffer), not parameters. A listed initializer
+ * that is an Add or Mul operand is a fixed tensor (add_const, mul_const; a
+ * scalar a scale), not trained and not counted; unlisted, it is learned
+ * (add_param, mul_param). */
+typedef struct sf_onnx_options {
+    /* a JSON array of initializer names ("buffers file"), as make_onnx_fixtures.py
+     * writes from named_buffers(); NULL: sf_onnx_load_opts reads <model>.buffers.json
+     * beside the model when there is one (the model path less ".onnx") */
+    const char *buffers_file;
+    const char *const *buffers; /* more names (NULL: none) */
+    int n_buffers;
+} sf_onnx_options;
+/* sf_onnx_load and sf_onnx_parse with options (NULL: none; sf_onnx_load is
+ * sf_onnx_load_opts with NULL, and so reads the sidecar file too). A buffers
+ * file that cannot be read or is not an array of strings is one line naming it. */
+SF_API sf_status sf_onnx_load_opts(const char *path, int64_t batch, const sf_onnx_options *o,
+                                   sf_graph **g, float ***weights, sf_error *err);
+SF_API sf_status sf_onnx_parse_opts(const void *data, size_t len, const char *origin,
+                                    int64_t batch, const sf_onnx_options *o, sf_graph **g,
+                                    float ***weights, sf_error *err);
+/* The buffers file sf_onnx_load_opts reads beside path without one given:
+ * malloc'd "<path less .onnx>.buffers.json" (caller frees), NULL without memory. */
+SF_API char *sf_onnx_buffers_path(const char *path);
 /* 1 when name ends in ".onnx". */
 SF_API int sf_onnx_is_path(const char *name);
 

@@ -225,6 +225,7 @@ typedef struct sf_cli_model_opts {
     const char *mlp_sizes;                        /* "784,4096,10" */
     int64_t batch, seq_len, chunk, hidden, vocab; /* 0: default */
     int64_t layers, heads;                        /* 0: default */
+    const char *onnx_buffers; /* --onnx-buffers FILE: an ONNX file's registered buffers */
 } sf_cli_model_opts;
 
 /* Match the current argument against the model options (as the sf_cli_* matchers). */

@@ -46,7 +46,10 @@
     "  -m, --model NAME|FILE  a zoo model (see 'soapflow models'), a model JSON file, or an\n"     \
     "                         ONNX file (.onnx)\n"                                                 \
     "  -b, --batch N          global batch of a zoo model or of an ONNX file's dynamic batch\n"    \
-    "                         dimension (default: 64 per device)\n"
+    "                         dimension (default: 64 per device)\n"                             \
+    "  --onnx-buffers FILE    an ONNX file's registered buffers: a JSON array of initializer\n"   \
+    "                         names held fixed, not learned (default: <model>.buffers.json\n"    \
+    "                         beside the model when there is one)\n"
 
 const char sf_cli_model_help[] = MODEL_NAME_HELP MODEL_SIZE_HELP;
 const char sf_cli_model_size_help[] = MODEL_SIZE_HELP;
@@ -60,7 +63,8 @@ int sf_cli_model_option(sf_cli_args *a, sf_cli_model_opts *o) {
            sf_cli_int(a, "--vocab", NULL, 1, MAX_SIZE, &o->vocab) ||
            sf_cli_int(a, "--layers", NULL, 1, 100000, &o->layers) ||
            sf_cli_int(a, "--heads", NULL, 1, MAX_SIZE, &o->heads) ||
-           sf_cli_str(a, "--mlp-sizes", NULL, &o->mlp_sizes);
+           sf_cli_str(a, "--mlp-sizes", NULL, &o->mlp_sizes) ||
+           sf_cli_str(a, "--onnx-buffers", NULL, &o->onnx_buffers);
 }
 
 /* "784,4096,10"; an empty item ("10,,5") is an error, not skipped. */
@@ -123,6 +127,9 @@ static int options_apply(const char *cmd, const sf_cli_model_opts *o) {
 static int model_options(const char *cmd, const sf_cli_model_opts *o, int n_devices,
                          sf_model_options *mo) {
     if (!o->model) return sf_cli_usage_error(cmd, "--model is required");
+    if (o->onnx_buffers && !sf_onnx_is_path(o->model))
+        return sf_cli_usage_error(cmd, "--onnx-buffers applies to ONNX files (.onnx), not to '%.200s'",
+                                  o->model);
     if (sf_onnx_is_path(o->model)) { /* takes --batch for a dynamic batch dimension */
         if (o->seq_len || o->chunk || o->hidden || o->vocab || o->mlp_sizes || o->layers ||
             o->heads)
@@ -172,7 +179,8 @@ int sf_cli_model_open_weights(const char *cmd, const sf_cli_model_opts *o, int n
     if (rc != SF_EXIT_OK) return rc;
     sf_error err = {0};
     if (sf_onnx_is_path(o->model)) {
-        if (sf_onnx_load(o->model, mo.batch, out, weights, &err) != SF_OK)
+        sf_onnx_options oo = {.buffers_file = o->onnx_buffers};
+        if (sf_onnx_load_opts(o->model, mo.batch, &oo, out, weights, &err) != SF_OK)
             return sf_cli_fail_err(&err);
         sf_graph_stats st;
         sf_graph_stats_compute(*out, &st);

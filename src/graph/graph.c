@@ -21,6 +21,7 @@
  */
 #include "soapflow/graph.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -168,8 +169,61 @@ static int shape_in_limits(const sf_shape *s) {
     return 1;
 }
 
+int64_t sf_op_fixed_count(sf_op_type t, const sf_op_params *p) {
+    const sf_op_class *c = sf_op_class_get(t);
+    return c && c->fixed_count && p ? c->fixed_count(p) : 0;
+}
+
 int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_params *p,
                     const sf_tensor_ref *inputs, int n_inputs, sf_error *err) {
+    return sf_graph_add_op_fixed(g, type, name, p, inputs, n_inputs, NULL, 0, err);
+}
+
+/* The fixed tensor of an operator of class c: n values as its attributes need,
+ * finite, and what the class checks; copied into the arena. */
+static sf_status take_fixed(sf_graph *g, const sf_op_class *c, const char *name,
+                            const sf_op_params *p, const float *fixed, int64_t n,
+                            const float **out, sf_error *err) {
+    *out = NULL;
+    int64_t want = c->fixed_count ? c->fixed_count(p) : 0;
+    if (want < 0 || want > SF_MAX_NUMEL)
+        return sf_error_set(err, SF_ERR_RANGE,
+                            "operator '%s' (%s): its fixed tensor exceeds the limit of %lld "
+                            "elements",
+                            name, c->name, (long long)SF_MAX_NUMEL);
+    if (n != want || (n > 0 && !fixed)) {
+        if (want == 0)
+            return sf_error_set(err, SF_ERR_INVALID,
+                                "operator '%s' (%s): holds no fixed tensor, %lld values given",
+                                name, c->name, (long long)n);
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "operator '%s' (%s): needs its fixed tensor of %lld values, %lld "
+                            "given",
+                            name, c->name, (long long)want, (long long)(fixed ? n : 0));
+    }
+    if (n == 0) return SF_OK;
+    for (int64_t i = 0; i < n; i++)
+        if (!isfinite(fixed[i]))
+            return sf_error_set(err, SF_ERR_INVALID,
+                                "operator '%s' (%s): value %lld of its fixed tensor is not a "
+                                "finite number",
+                                name, c->name, (long long)i);
+    if (c->fixed_check) {
+        sf_error local = {0};
+        sf_status st = c->fixed_check(fixed, n, &local);
+        if (st != SF_OK)
+            return sf_error_set(err, st, "operator '%s' (%s): %s", name, c->name, local.msg);
+    }
+    float *copy = sf_arena_alloc(g->arena, (size_t)n * sizeof *copy);
+    if (!copy) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    memcpy(copy, fixed, (size_t)n * sizeof *copy);
+    *out = copy;
+    return SF_OK;
+}
+
+int sf_graph_add_op_fixed(sf_graph *g, sf_op_type type, const char *name, const sf_op_params *p,
+                          const sf_tensor_ref *inputs, int n_inputs, const float *fixed,
+                          int64_t n_fixed, sf_error *err) {
     const sf_op_class *c = sf_op_class_get(type);
     if (!c) return sf_error_set(err, SF_ERR_NOTFOUND, "unknown operator type %d", (int)type);
     sf_op_params defaults;
@@ -244,6 +298,9 @@ int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_
     sf_shape *out_shapes = sf_arena_calloc(g->arena, (size_t)n_out, sizeof *out_shapes);
     if (!out_shapes) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     memcpy(out_shapes, outs, (size_t)n_out * sizeof *outs);
+    const float *fx = NULL;
+    st = take_fixed(g, c, name, p, fixed, n_fixed, &fx, err);
+    if (st != SF_OK) return st;
 
     op->id = g->n_ops;
     op->name = nm;
@@ -255,6 +312,8 @@ int sf_graph_add_op(sf_graph *g, sf_op_type type, const char *name, const sf_op_
     op->n_outputs = n_out;
     op->out_shapes = out_shapes;
     op->weight_owner = -1;
+    op->n_fixed = fx ? n_fixed : 0;
+    op->fixed = fx;
     op->n_params = c->param_count ? c->param_count(p, in_shapes, n_inputs) : 0;
     (c->space ? c->space : default_space)(op, &op->space, op->kinds);
     if (op->n_params < 0 || op->n_params > SF_MAX_NUMEL)

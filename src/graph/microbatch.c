@@ -93,7 +93,8 @@ sf_graph *sf_graph_micro_batch_copies(const sf_graph *g, int m, int copies, sf_e
             }
             sf_op_params p = copy_params(op, B, b);
             sf_error local = {0};
-            int id = sf_graph_add_op(gu, op->type, name, &p, ins, op->n_inputs, &local);
+            int id = sf_graph_add_op_fixed(gu, op->type, name, &p, ins, op->n_inputs, op->fixed,
+                                           op->n_fixed, &local);
             if (id < 0) {
                 sf_error_set(err, (sf_status)id,
                              "model '%s' cannot be cut into micro-batches of %lld: %s",

@@ -27,7 +27,9 @@
  * readable and diffable. Floats are written with the fewest digits (at most 17)
  * that read back to the same double.
  */
+#include <float.h>
 #include <limits.h>
+#include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -100,7 +102,7 @@ static long later_index(const reader *r, size_t from, const char *name) {
 
 static int is_reserved_key(const char *k) {
     return !strcmp(k, "name") || !strcmp(k, "type") || !strcmp(k, "inputs") ||
-           !strcmp(k, "share_weights");
+           !strcmp(k, "share_weights") || !strcmp(k, "fixed");
 }
 
 static int all_integers(const json_t *a) {
@@ -148,7 +150,17 @@ static sf_status read_attr(const sf_attr_desc *d, const json_t *v, sf_op_params 
         *(int *)(void *)base = json_is_true(v) ? 1 : 0;
         return SF_OK;
     case SF_ATTR_FLOAT:
+        if (d->allow_inf && json_is_string(v) &&
+            (!strcmp(json_string_value(v), "inf") || !strcmp(json_string_value(v), "-inf"))) {
+            *(double *)(void *)base = json_string_value(v)[0] == '-' ? -INFINITY : INFINITY;
+            return SF_OK;
+        }
         if (!json_is_number(v)) {
+            if (d->allow_inf) {
+                snprintf(msg, cap, "attribute '%s' must be a number, \"inf\" or \"-inf\"",
+                         d->name);
+                return SF_ERR_PARSE;
+            }
             snprintf(msg, cap, "attribute '%s' must be a number", d->name);
             return SF_ERR_PARSE;
         }
@@ -344,8 +356,46 @@ static sf_status read_op(reader *r, size_t i, json_t *obj) {
         }
     }
 
+    /* "fixed": the fixed tensor of masked_fill, add_const, mul_const, row-major */
+    json_t *jf = json_object_get(obj, "fixed");
+    float *fixed = NULL;
+    int64_t n_fixed = 0;
+    if (jf) {
+        at[2].key = "fixed";
+        size_t nf = json_array_size(jf);
+        int64_t want = sf_op_fixed_count(type, &p);
+        sf_status st = SF_OK;
+        if (!json_is_array(jf))
+            st = fail_at(r, at, 3, who, SF_ERR_PARSE, "\"fixed\" must be an array of numbers");
+        else if (want == 0)
+            st = fail_at(r, at, 3, who, SF_ERR_INVALID, "a %s holds no fixed tensor", tname);
+        else if (want < 0 || (int64_t)nf != want)
+            st = fail_at(r, at, 3, who, SF_ERR_INVALID,
+                         "\"fixed\" has %zu values, its shape needs %lld", nf, (long long)want);
+        else if (!(fixed = malloc(nf * sizeof *fixed)))
+            st = sf_error_set(r->err, SF_ERR_NOMEM, "%s: out of memory", r->origin);
+        for (size_t k = 0; st == SF_OK && k < nf; k++) {
+            json_t *e = json_array_get(jf, k);
+            double x = json_number_value(e);
+            if (!json_is_number(e) || !(fabs(x) <= FLT_MAX)) {
+                at[3].index = k;
+                st = fail_at(r, at, 4, who, SF_ERR_PARSE,
+                             "fixed value %zu must be a finite number in float's range", k);
+            } else {
+                fixed[k] = (float)x;
+            }
+        }
+        if (st != SF_OK) {
+            free(fixed);
+            free(refs);
+            return st;
+        }
+        n_fixed = (int64_t)nf;
+    }
+
     sf_error local = {0};
-    int id = sf_graph_add_op(r->g, type, name, &p, refs, (int)n_in, &local);
+    int id = sf_graph_add_op_fixed(r->g, type, name, &p, refs, (int)n_in, fixed, n_fixed, &local);
+    free(fixed);
     free(refs);
     if (id < 0)
         return fail_at(r, at, 2, who, local.code, "%s", strip_op_prefix(local.msg, name, tname));
@@ -541,7 +591,9 @@ static json_t *attr_value(const sf_attr_desc *d, const sf_op_params *p, sf_error
     case SF_ATTR_BOOL:
         return json_boolean(*(const int *)(const void *)base);
     case SF_ATTR_FLOAT: {
-        json_t *x = json_real(*(const double *)(const void *)base);
+        double f = *(const double *)(const void *)base;
+        if (d->allow_inf && isinf(f)) return json_string(f < 0 ? "-inf" : "inf");
+        json_t *x = json_real(f);
         if (!x)
             sf_error_set(err, SF_ERR_RANGE, "operator '%s': attribute '%s' is not a finite number",
                          op->name, d->name);
@@ -582,9 +634,20 @@ static char *op_line(const sf_graph *g, const sf_op *op, sf_error *err) {
     for (int a = 0; !bad && a < n_attrs; a++) {
         bad = put(o, attrs[a].name, attr_value(&attrs[a], &op->params, err, op));
         if (attrs[a].type == SF_ATTR_FLOAT) {
-            int d = real_digits(
-                *(const double *)(const void *)((const char *)&op->params + attrs[a].offset));
+            double f = *(const double *)(const void *)((const char *)&op->params + attrs[a].offset);
+            int d = isfinite(f) ? real_digits(f) : 1;
             if (d > digits) digits = d;
+        }
+    }
+    if (!bad && op->n_fixed > 0) { /* whole values as integers (a mask's 0 and 1) */
+        json_t *fa = json_array();
+        bad = put(o, "fixed", fa);
+        for (int64_t k = 0; !bad && k < op->n_fixed; k++) {
+            float f = op->fixed[k];
+            int whole = f == floorf(f) && fabsf(f) < 16777216.0f;
+            bad = json_array_append_new(fa, whole ? json_integer((json_int_t)f)
+                                                  : json_real((double)f)) != 0;
+            if (!whole && digits < 9) digits = 9; /* 9 significant digits read back a float */
         }
     }
     if (!bad && op->weight_owner >= 0)

@@ -18,6 +18,8 @@
  * protobuf reader is the fuzzing target that protoc-c's generated code does not
  * need to be.
  */
+#include <jansson.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -76,10 +78,87 @@ void sf_onnx_weights_free(const sf_graph *g, float **weights) {
     free(weights);
 }
 
+static int cmp_str(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+char *sf_onnx_buffers_path(const char *path) {
+    size_t n = path ? strlen(path) : 0;
+    if (sf_onnx_is_path(path)) n -= 5;
+    char *s = malloc(n + sizeof ".buffers.json");
+    if (!s) return NULL;
+    if (n) memcpy(s, path, n);
+    memcpy(s + n, ".buffers.json", sizeof ".buffers.json");
+    return s;
+}
+
+/* The buffer names: those of the file (a JSON array of strings; a missing file
+ * is an error unless optional), then o's; sorted, into *names (one block: the
+ * pointers, then the strings), *n. */
+static sf_status read_buffers(const char *file, int optional, const sf_onnx_options *o,
+                              const char *origin, const char ***names, int *n, sf_error *err) {
+    *names = NULL;
+    *n = 0;
+    json_t *arr = NULL;
+    if (file) {
+        FILE *f = fopen(file, "rb");
+        if (!f && optional) {
+            file = NULL;
+        } else if (!f) {
+            return sf_error_set(err, SF_ERR_IO, "%s: cannot read the buffers file %s", origin,
+                                file);
+        } else {
+            json_error_t je;
+            arr = json_loadf(f, 0, &je);
+            fclose(f);
+            if (!arr)
+                return sf_error_set(err, SF_ERR_PARSE, "%s: line %d: %s (a buffers file is a JSON "
+                                    "array of initializer names)", file, je.line, je.text);
+            size_t i;
+            json_t *v;
+            int ok = json_is_array(arr) && json_array_size(arr) < (1u << 24);
+            json_array_foreach(arr, i, v) ok = ok && json_is_string(v);
+            if (!ok) {
+                json_decref(arr);
+                return sf_error_set(err, SF_ERR_PARSE,
+                                    "%s: not a JSON array of initializer names (strings)", file);
+            }
+        }
+    }
+    size_t nf = arr ? json_array_size(arr) : 0, no = o && o->buffers ? (size_t)o->n_buffers : 0;
+    size_t total = nf + no, bytes = 0;
+    for (size_t i = 0; i < nf; i++) bytes += strlen(json_string_value(json_array_get(arr, i))) + 1;
+    for (size_t i = 0; i < no; i++) bytes += o->buffers[i] ? strlen(o->buffers[i]) + 1 : 1;
+    if (total == 0) {
+        json_decref(arr);
+        return SF_OK;
+    }
+    char **out = malloc(total * sizeof *out + bytes);
+    if (!out) {
+        json_decref(arr);
+        return sf_error_set(err, SF_ERR_NOMEM, "%s: out of memory", origin);
+    }
+    char *p = (char *)(out + total);
+    for (size_t i = 0; i < total; i++) {
+        const char *s = i < nf ? json_string_value(json_array_get(arr, i)) : o->buffers[i - nf];
+        if (!s) s = "";
+        size_t l = strlen(s) + 1;
+        memcpy(p, s, l);
+        out[i] = p;
+        p += l;
+    }
+    json_decref(arr);
+    qsort(out, total, sizeof *out, cmp_str);
+    *names = (const char **)out;
+    *n = (int)total;
+    return SF_OK;
+}
+
 /* owned: the caller's buffer holding data, freed once decoded (protobuf-c
  * copies what it keeps), so a large file is not held twice for long. */
 static sf_status parse(const void *data, size_t len, const char *origin, const char *dir,
-                       int64_t batch, sf_graph **g, float ***weights, void *owned, sf_error *err) {
+                       int64_t batch, const char **buffers, int n_buffers, sf_graph **g,
+                       float ***weights, void *owned, sf_error *err) {
     if (g) *g = NULL;
     if (weights) *weights = NULL;
     if (!origin) origin = "<onnx>";
@@ -101,6 +180,8 @@ static sf_status parse(const void *data, size_t len, const char *origin, const c
     c.batch = batch;
     c.cur_node = -1;
     c.want_weights = weights != NULL;
+    c.buffers = buffers;
+    c.n_buffers = n_buffers;
     st = check_model(&c);
     if (st == SF_OK) st = ox_import_graph(&c);
     if (st == SF_OK) {
@@ -135,32 +216,66 @@ static sf_status parse(const void *data, size_t len, const char *origin, const c
     return st;
 }
 
+sf_status sf_onnx_parse_opts(const void *data, size_t len, const char *origin, int64_t batch,
+                             const sf_onnx_options *o, sf_graph **g, float ***weights,
+                             sf_error *err) {
+    const char **names;
+    int n;
+    if (g) *g = NULL;
+    if (weights) *weights = NULL;
+    sf_status st = read_buffers(o ? o->buffers_file : NULL, 0, o, origin ? origin : "<onnx>",
+                                &names, &n, err);
+    if (st != SF_OK) return st;
+    st = parse(data, len, origin, NULL, batch, names, n, g, weights, NULL, err);
+    free(names);
+    return st;
+}
+
 sf_status sf_onnx_parse(const void *data, size_t len, const char *origin, int64_t batch,
                         sf_graph **g, float ***weights, sf_error *err) {
-    return parse(data, len, origin, NULL, batch, g, weights, NULL, err);
+    return sf_onnx_parse_opts(data, len, origin, batch, NULL, g, weights, err);
 }
 
 sf_status sf_onnx_load(const char *path, int64_t batch, sf_graph **g, float ***weights,
                        sf_error *err) {
+    return sf_onnx_load_opts(path, batch, NULL, g, weights, err);
+}
+
+sf_status sf_onnx_load_opts(const char *path, int64_t batch, const sf_onnx_options *o,
+                            sf_graph **g, float ***weights, sf_error *err) {
     if (g) *g = NULL;
     if (weights) *weights = NULL;
     if (!path) return sf_error_set(err, SF_ERR_INVALID, "sf_onnx_load: no path");
+    /* the registered buffers: the file given, else the sidecar when there is one */
+    char *side = o && o->buffers_file ? NULL : sf_onnx_buffers_path(path);
+    if (!side && !(o && o->buffers_file)) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    const char **names;
+    int n;
+    sf_status st = read_buffers(side ? side : o->buffers_file, side != NULL, o, path, &names, &n,
+                                err);
+    free(side);
+    if (st != SF_OK) return st;
     size_t len = 0;
     void *buf = sf_read_file_bytes(path, SF_READ_FILE_MAX, &len, err);
-    if (!buf) return err && err->code ? err->code : SF_ERR_IO;
+    if (!buf) {
+        free(names);
+        return err && err->code ? err->code : SF_ERR_IO;
+    }
     /* the folder external data is read from: the path up to its last '/' */
     const char *slash = strrchr(path, '/');
     size_t dl = slash ? (size_t)(slash - path) : 1;
     char *dir = malloc(dl + 2);
     if (!dir) {
         free(buf);
+        free(names);
         return sf_error_set(err, SF_ERR_NOMEM, "%s: out of memory", path);
     }
     memcpy(dir, slash ? path : ".", dl);
     if (slash && dl == 0) dir[dl++] = '/'; /* a file in / */
     dir[dl] = '\0';
-    sf_status st = parse(buf, len, path, dir, batch, g, weights, buf, err);
+    st = parse(buf, len, path, dir, batch, names, n, g, weights, buf, err);
     free(dir);
+    free(names);
     return st;
 }
 

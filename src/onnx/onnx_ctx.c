@@ -671,8 +671,22 @@ static sf_status grow_weights(ox_ctx *c, int id) {
  * for them. */
 int ox_add_named(ox_ctx *c, sf_op_type type, const char *name, const sf_op_params *p,
                  const sf_tensor_ref *in, int n_in) {
+    return ox_add_fixed(c, type, name, p, in, n_in, NULL, 0);
+}
+
+static int cmp_name(const void *a, const void *b) {
+    return strcmp(*(const char *const *)a, *(const char *const *)b);
+}
+
+int ox_is_buffer(const ox_ctx *c, const char *name) {
+    return name && c->n_buffers > 0 &&
+           bsearch(&name, c->buffers, (size_t)c->n_buffers, sizeof *c->buffers, cmp_name) != NULL;
+}
+
+int ox_add_fixed(ox_ctx *c, sf_op_type type, const char *name, const sf_op_params *p,
+                 const sf_tensor_ref *in, int n_in, const float *fixed, int64_t n_fixed) {
     sf_error local = {0};
-    int id = sf_graph_add_op(c->g, type, name, p, in, n_in, &local);
+    int id = sf_graph_add_op_fixed(c->g, type, name, p, in, n_in, fixed, n_fixed, &local);
     if (id < 0) return ox_fail(c, local.code, "%s", local.msg);
     if (grow_weights(c, id) != SF_OK) return SF_ERR_NOMEM;
     return id;
@@ -761,6 +775,14 @@ int ox_add_op(ox_ctx *c, sf_op_type type, const sf_op_params *p, const sf_tensor
     op_base_name(c, c->cur_node, wname, base, sizeof base);
     ox_unique_name(c, base, name, sizeof name);
     return ox_add_named(c, type, name, p, in, n_in);
+}
+
+int ox_add_op_fixed(ox_ctx *c, sf_op_type type, const sf_op_params *p, const sf_tensor_ref *in,
+                    int n_in, const float *fixed, int64_t n_fixed) {
+    char base[256], name[300];
+    op_base_name(c, c->cur_node, NULL, base, sizeof base);
+    ox_unique_name(c, base, name, sizeof name);
+    return ox_add_fixed(c, type, name, p, in, n_in, fixed, n_fixed);
 }
 
 /* The graph input operator of INPUT value v: the batch dimension first. */

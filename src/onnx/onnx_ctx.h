@@ -199,6 +199,10 @@ struct ox_ctx {
     int64_t filled;      /* parameter elements set (or marked missing): a check */
     int loss_op;         /* the softmax_ce a final Softmax became, or -1 */
     int cur_node;        /* the node being imported, for messages (-1: none) */
+    /* initializers to hold as constants although named as a module's state (the
+     * registered buffers: sf_onnx_options.buffers), sorted for bsearch */
+    const char **buffers;
+    int n_buffers;
     /* [OX_PEND_COUNT]: ox_act's way out of each kind of pending value, set by the
      * frame (onnx_graph.c), which knows the patterns; the context does not */
     const ox_pend_fn *pend_force;
@@ -287,11 +291,19 @@ void ox_unique_name(const ox_ctx *c, const char *base, char *buf, size_t cap);
 /* Add an operator named name (already unique); its id or a negative status. */
 int ox_add_named(ox_ctx *c, sf_op_type type, const char *name, const sf_op_params *p,
                  const sf_tensor_ref *in, int n_in);
+/* ox_add_named of a type that holds a fixed tensor (sf_graph_add_op_fixed). */
+int ox_add_fixed(ox_ctx *c, sf_op_type type, const char *name, const sf_op_params *p,
+                 const sf_tensor_ref *in, int n_in, const float *fixed, int64_t n_fixed);
+/* 1 when the initializer name is one of the buffers the caller listed. */
+int ox_is_buffer(const ox_ctx *c, const char *name);
 /* Add an operator for the node being imported, named from the node (and from the
  * weight initializer named wname, when it ends in ".weight"); returns its id or a
  * negative status with the node in the message. */
 int ox_add_op(ox_ctx *c, sf_op_type type, const sf_op_params *p, const sf_tensor_ref *in, int n_in,
               const char *wname);
+/* ox_add_op of a type that holds a fixed tensor (named from the node). */
+int ox_add_op_fixed(ox_ctx *c, sf_op_type type, const sf_op_params *p, const sf_tensor_ref *in,
+                    int n_in, const float *fixed, int64_t n_fixed);
 /* Copy a constant into parameter `pname` of operator `op` (its full layout): the
  * descriptor's shape must hold exactly numel elements. src NULL: the value has no
  * data (a WEIGHT), the weights are marked missing. */

@@ -369,10 +369,17 @@ static sf_status check_supported(ox_ctx *c) {
         }
         int ok = e && (shape_like ? 1 : any_dyn ? (e->can & OX_CAN_ACT) : (e->can & OX_CAN_FOLD));
         int step = ok && any_dyn && (e->can & OX_CAN_STEP) && !ox_pat_may_take(c, n);
+        /* a Where with a constant condition and one constant value is a masked_fill */
+        if (step && !strcmp(n->op_type, "Where") && n->n_input == 3) {
+            int cv = ox_in(c, n, 0), av = ox_in(c, n, 1), bv = ox_in(c, n, 2);
+            int cd = cv > 0 && dyn[cv], ad = av > 0 && dyn[av], bd = bv > 0 && dyn[bv];
+            if (!cd && ad != bd) step = 0;
+        }
         if (ok && !step) continue;
         char key[96];
         if (step && !strcmp(n->op_type, "Where"))
-            snprintf(key, sizeof key, "Where of activations outside an attention's causal mask");
+            snprintf(key, sizeof key,
+                     "Where of activations outside an attention's causal mask and masked_fill");
         else if (step)
             snprintf(key, sizeof key, "%.40s of activations outside layer norm and GELU",
                      n->op_type);

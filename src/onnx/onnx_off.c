@@ -31,6 +31,29 @@ sf_status sf_onnx_parse(const void *data, size_t len, const char *origin, int64_
     return without_onnx(origin ? origin : "<onnx>", err);
 }
 
+sf_status sf_onnx_load_opts(const char *path, int64_t batch, const sf_onnx_options *o,
+                            sf_graph **g, float ***weights, sf_error *err) {
+    (void)o;
+    return sf_onnx_load(path, batch, g, weights, err);
+}
+
+sf_status sf_onnx_parse_opts(const void *data, size_t len, const char *origin, int64_t batch,
+                             const sf_onnx_options *o, sf_graph **g, float ***weights,
+                             sf_error *err) {
+    (void)o;
+    return sf_onnx_parse(data, len, origin, batch, g, weights, err);
+}
+
+char *sf_onnx_buffers_path(const char *path) {
+    size_t n = path ? strlen(path) : 0;
+    if (sf_onnx_is_path(path)) n -= 5;
+    char *s = malloc(n + sizeof ".buffers.json");
+    if (!s) return NULL;
+    if (n) memcpy(s, path, n);
+    memcpy(s + n, ".buffers.json", sizeof ".buffers.json");
+    return s;
+}
+
 void sf_onnx_weights_free(const sf_graph *g, float **weights) {
     (void)g;
     free(weights); /* never made here; NULL */

@@ -34,7 +34,10 @@
  *   Add, Mul                    add, mul (same rank, broadcasting 1s)
  *   Add, Sub, Mul, Div by a     scale (x * mul + add) for a scalar literal; add_param,
  *   constant                    mul_param for a named initializer (a learned tensor:
- *                               position embeddings, layer scale), its weight
+ *                               position embeddings, layer scale), its weight;
+ *                               add_const, mul_const for another constant tensor or a
+ *                               buffer the caller listed (fixed, not learned)
+ *   Where (constant mask)       masked_fill: a constant condition, one constant value
  *   Concat, Split, Slice        concat, split (a Slice of one axis, step 1, is a split
  *                               and one of its outputs); a Concat of an activation and a
  *                               named initializer Expanded over the batch (a class token)
@@ -54,7 +57,7 @@
  *   GRU                         gru (forward, linear_before_reset 1, default activations;
  *                               torch's gate order r, z, n)
  *   torch's MultiheadAttention  attention (onnx_attn.c); so is GPT-2-style attention, whose
- *                               Where (masked_fill) on activations is taken only as its mask
+ *                               Where (masked_fill) on its scores is taken as its mask
  *   Add of Gather(wpe, arange)  learned positions: a positions input, an embedding, an add
  *   torch's LayerNorm, GELU     layernorm, gelu, from their steps before opset 17 (onnx_norm.c)
  */
@@ -1111,7 +1114,75 @@ static int positions_add(ox_ctx *c, const Onnx__NodeProto *n, int a, int b, sf_s
 static int named_param(const ox_ctx *c, int v) {
     const ox_value *k = &c->vals[v];
     return k->kind == OX_CONST && k->from_initializer && !k->is_index && k->name &&
-           strncmp(k->name, "onnx::", 6) != 0;
+           strncmp(k->name, "onnx::", 6) != 0 && !ox_is_buffer(c, k->name);
+}
+
+/* An activation x and a constant tensor k of an element-wise node: k fits
+ * x's view as ONNX broadcasts it (its rank at most x's, each size 1 or x's). */
+static sf_status const_fits(ox_ctx *c, int k, int x, const char *what) {
+    const ox_value *K = &c->vals[k], *X = &c->vals[x];
+    if (K->ndim > X->ndim)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "the %s '%.100s' has rank %d, the activation %d: soapflow broadcasts "
+                       "a constant over an activation, not the activation over it",
+                       what, K->name, K->ndim, X->ndim);
+    for (int j = 0; j < K->ndim; j++) {
+        int64_t kd = K->d[j], xd = X->d[j + X->ndim - K->ndim];
+        if (kd != 1 && kd != xd)
+            return ox_fail(c, SF_ERR_SHAPE, "the %s '%.100s' is %lld along axis %d, the "
+                           "activation %lld", what, K->name, (long long)kd,
+                           j + X->ndim - K->ndim, (long long)xd);
+    }
+    return SF_OK;
+}
+
+/* x + k, x - k, x * k with k a constant tensor that is not learned (a
+ * registered buffer the caller listed, or a constant folded from one): an
+ * add_const or mul_const holding k (x - k as x + (-k), which is exact). k - x
+ * and x / k are refused: neither is one such operator exactly. */
+static sf_status fixed_operand(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type type, int k, int x,
+                               int kfirst) {
+    int sub = !strcmp(n->op_type, "Sub"), div = !strcmp(n->op_type, "Div");
+    const ox_value *K = &c->vals[k], *X = &c->vals[x];
+    if (div)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a division by the constant tensor '%.100s': soapflow multiplies by a "
+                       "fixed tensor, and x * (1 / c) is not x / c in float",
+                       K->name);
+    if (sub && kfirst)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "the constant tensor '%.100s' less an activation: soapflow adds a fixed "
+                       "tensor to an activation, not the activation's negation",
+                       K->name);
+    if (K->ndim == X->ndim && K->d[0] != 1)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "the constant tensor '%.100s' varies along the batch (%lld on axis 0)",
+                       K->name, (long long)K->d[0]);
+    if (X->ndim > SF_MAX_DIMS)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "an activation of rank %d", X->ndim);
+    sf_tensor_ref in;
+    TRY(ox_natural(c, x, &in));
+    K = &c->vals[k];
+    sf_op_type ct = type == SF_OP_ADD ? SF_OP_ADD_CONST : SF_OP_MUL_CONST;
+    sf_op_params p;
+    sf_op_params_default(ct, &p);
+    p.param.ndim = K->ndim;
+    for (int j = 0; j < K->ndim; j++) p.param.shape[j] = K->d[j];
+    float *v = malloc((size_t)(K->numel ? K->numel : 1) * sizeof *v);
+    if (!v) return ox_oom(c);
+    for (int64_t e = 0; e < K->numel; e++) v[e] = sub ? -K->f[e] : K->f[e];
+    int id;
+    if (K->from_initializer && K->name && strncmp(K->name, "onnx::", 6) != 0) {
+        char name[300]; /* named after the buffer */
+        ox_unique_name(c, K->name, name, sizeof name);
+        id = ox_add_fixed(c, ct, name, &p, &in, 1, v, K->numel);
+    } else {
+        id = ox_add_op_fixed(c, ct, &p, &in, 1, v, K->numel);
+    }
+    free(v);
+    if (id < 0) return (sf_status)id;
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
 }
 
 /* An element-wise Add, Sub, Mul or Div (type SF_OP_ADD or SF_OP_MUL, the
@@ -1134,18 +1205,7 @@ static sf_status const_operand(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type t
     const ox_value *K = &c->vals[k], *X = &c->vals[x];
     if (K->is_index || X->is_index)
         return ox_fail(c, SF_ERR_UNSUPPORTED, "%s of integers (token ids)", n->op_type);
-    if (K->ndim > X->ndim)
-        return ox_fail(c, SF_ERR_UNSUPPORTED,
-                       "the constant '%.100s' has rank %d, the activation %d: soapflow broadcasts "
-                       "a constant over an activation, not the activation over it",
-                       K->name, K->ndim, X->ndim);
-    for (int j = 0; j < K->ndim; j++) {
-        int64_t kd = K->d[j], xd = X->d[j + X->ndim - K->ndim];
-        if (kd != 1 && kd != xd)
-            return ox_fail(c, SF_ERR_SHAPE,
-                           "the constant '%.100s' is %lld along axis %d, the activation %lld",
-                           K->name, (long long)kd, j + X->ndim - K->ndim, (long long)xd);
-    }
+    TRY(const_fits(c, k, x, "constant"));
     if (K->numel == 1 && !named_param(c, k)) {
         double v = K->f ? (double)K->f[0] : 0;
         sf_op_params p;
@@ -1166,12 +1226,7 @@ static sf_status const_operand(ox_ctx *c, const Onnx__NodeProto *n, sf_op_type t
         set_like(c, n, 0, id, x, 0);
         return SF_OK;
     }
-    if (!named_param(c, k))
-        return ox_fail(c, SF_ERR_UNSUPPORTED,
-                       "%s of an activation and the constant tensor '%.100s' of %lld values: "
-                       "soapflow trains a tensor operand (a named initializer, a parameter) but "
-                       "holds no fixed one",
-                       n->op_type, K->name, (long long)K->numel);
+    if (!named_param(c, k)) return fixed_operand(c, n, type, k, x, kfirst);
     if (sub || div)
         return ox_fail(c, SF_ERR_UNSUPPORTED,
                        "%s by the parameter '%.100s': soapflow adds and multiplies by a learned "
@@ -1262,14 +1317,66 @@ static sf_status act_div(ox_ctx *c, const Onnx__NodeProto *n) {
                    "only as a step of torch's attention, layer normalization or GELU)");
 }
 
-/* Where on activations: only as the causal mask of an attention's scores
- * (masked_fill, onnx_attn.c). */
+/* Where on activations: the causal mask of an attention's scores (onnx_attn.c),
+ * or a masked_fill: a constant condition, one activation and one constant
+ * value (x.masked_fill(mask, v) is Where(mask, v, x); torch.where(mask, x, v)
+ * fills where the mask is false). */
 static sf_status act_where(ox_ctx *c, const Onnx__NodeProto *n) {
     sf_status st;
     if (ox_attn_node(c, n, &st)) return st;
-    return ox_fail(c, SF_ERR_UNSUPPORTED,
-                   "a Where on activations: soapflow has no such operator (one is taken only as "
-                   "the causal mask, masked_fill, of an attention's scores)");
+    int cv = ox_in(c, n, 0), av = ox_in(c, n, 1), bv = ox_in(c, n, 2);
+    if (c->vals[cv].kind != OX_CONST)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a Where whose condition is an activation: soapflow takes a constant mask "
+                       "(masked_fill) or an attention's causal mask");
+    int ac = c->vals[av].kind == OX_CONST, bc = c->vals[bv].kind == OX_CONST;
+    if (!ac && !bc)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a Where of two activations: soapflow fills with a constant value "
+                       "(masked_fill), not with another activation");
+    int x = ac ? bv : av, f = ac ? av : bv, fill_true = ac;
+    TRY(ox_const_data(c, cv));
+    TRY(ox_const_data(c, f));
+    TRY(ox_act(c, x));
+    const ox_value *C = &c->vals[cv], *F = &c->vals[f], *X = &c->vals[x];
+    if (X->is_index) return ox_fail(c, SF_ERR_UNSUPPORTED, "a Where of integers (token ids)");
+    if (F->numel != 1 || F->ndim > X->ndim)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "a Where whose fill value '%.100s' is a tensor of %lld values (shape %s): "
+                       "soapflow fills with one constant",
+                       F->name, (long long)F->numel,
+                       ox_dims_str(F->ndim, F->d, (char[64]){0}, 64));
+    TRY(const_fits(c, cv, x, "mask"));
+    C = &c->vals[cv];
+    X = &c->vals[x];
+    if (C->ndim == X->ndim && C->d[0] != 1)
+        return ox_fail(c, SF_ERR_UNSUPPORTED,
+                       "the mask '%.100s' varies along the batch (%lld on axis 0): soapflow's "
+                       "masked_fill holds one mask for every sample",
+                       C->name, (long long)C->d[0]);
+    if (X->ndim > SF_MAX_DIMS)
+        return ox_fail(c, SF_ERR_UNSUPPORTED, "an activation of rank %d", X->ndim);
+    double v = F->is_index ? (double)F->i[0] : (double)F->f[0];
+    if (isnan(v)) return ox_fail(c, SF_ERR_UNSUPPORTED, "a Where that fills with NaN");
+    sf_tensor_ref in;
+    TRY(ox_natural(c, x, &in));
+    C = &c->vals[cv];
+    sf_op_params p;
+    sf_op_params_default(SF_OP_MASKED_FILL, &p);
+    p.masked_fill.ndim = C->ndim;
+    for (int j = 0; j < C->ndim; j++) p.masked_fill.shape[j] = C->d[j];
+    p.masked_fill.value = v;
+    float *m = malloc((size_t)(C->numel ? C->numel : 1) * sizeof *m);
+    if (!m) return ox_oom(c);
+    for (int64_t e = 0; e < C->numel; e++) {
+        int t = C->is_index ? C->i[e] != 0 : C->f[e] != 0.0f;
+        m[e] = t == fill_true ? 1.0f : 0.0f;
+    }
+    int id = ox_add_op_fixed(c, SF_OP_MASKED_FILL, &p, &in, 1, m, C->numel);
+    free(m);
+    if (id < 0) return (sf_status)id;
+    set_natural(c, n, 0, id, 0, 0);
+    return SF_OK;
 }
 
 /* x - c, c - x (a scale), or a step of torch's layer normalization. */

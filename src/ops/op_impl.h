@@ -57,6 +57,11 @@ typedef struct sf_op_class {
     /* Trainable parameters; -1 when the count does not fit in int64 (the
      * attributes may be anything a file held): see sf_count_mul. */
     int64_t (*param_count)(const sf_op_params *p, const sf_shape *in, int n_in);
+    /* Values of the fixed tensor the operator holds (sf_op.fixed; -1: too many);
+     * NULL: none. fixed_check says what is wrong with given values (a mask's
+     * values other than 0 and 1); NULL: any finite value. */
+    int64_t (*fixed_count)(const sf_op_params *p);
+    sf_status (*fixed_check)(const float *v, int64_t n, sf_error *err);
     void (*space)(const sf_op *op, sf_shape *space, sf_dim_kind *kinds);
     void (*region)(const sf_op *op, const sf_tile *t, int input, sf_tile *r);
     void (*out_tile)(const sf_op *op, const sf_tile *t, int output, sf_tile *o);
@@ -126,6 +131,9 @@ extern const sf_op_class sf_op_matmul_class;
 extern const sf_op_class sf_op_embedding_class;
 extern const sf_op_class sf_op_lstm_class;
 extern const sf_op_class sf_op_gru_class;
+extern const sf_op_class sf_op_masked_fill_class;
+extern const sf_op_class sf_op_add_const_class;
+extern const sf_op_class sf_op_mul_const_class;
 extern const sf_op_class sf_op_attention_class;
 extern const sf_op_class sf_op_relu_class;
 extern const sf_op_class sf_op_sigmoid_class;

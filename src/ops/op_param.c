@@ -1,7 +1,10 @@
 /*
  * op_param.c - element-wise operators with a constant operand: add_param and
  * mul_param (x + w, x * w, w a learned tensor the operator owns) and scale
- * (x * mul + add, two constants that are attributes, not weights).
+ * (x * mul + add, two constants that are attributes, not weights); add_const,
+ * mul_const (x + c, x * c) and masked_fill (value where a mask holds, else x),
+ * whose c and mask are a fixed tensor the operator holds (sf_op.fixed: a
+ * registered buffer, a constant mask), never trained, synced or counted.
  *
  * add_param is how a learned position embedding reaches a graph (ViT's and
  * BERT's `x + self.pos_embedding`, an nn.Parameter of shape (1, T, D)), and
@@ -29,6 +32,15 @@
  * Bytes: the input, the output and the weights of the tile forward; backward
  * the output gradient, the input gradient, the weights (and, for mul_param,
  * the input) read, the weight gradient read and written.
+ *
+ * add_const, mul_const, masked_fill: dimension 0 the sample, the rest
+ * attributes (every part holds the whole fixed tensor; there is no gradient of
+ * it to slice or sync). FLOPs per element: add_const 1 and 1 (dx += dy),
+ * mul_const 1 and 2 (dx += dy * c), masked_fill 1 and 1 (a select); bytes the
+ * input and output (their gradients backward) and the fixed elements the tile
+ * reads. Their backward passes save nothing (the fixed tensor is all they
+ * read); the fixed tensor is held as a buffer is, not charged as weights.
+ * masked_fill's gradient is dy where the mask is 0 and 0 where it fills.
  *
  * Kernels (buffers in soapflow/kernels.h; weights: the tensor in PyTorch's
  * layout, row-major): output element at global position p reads weight
@@ -63,6 +75,20 @@ static const sf_attr_desc param_attrs[] = {
 static int64_t param_dim(const sf_param_tensor_params *p, int nd, int i) {
     int j = i - (nd - p->ndim);
     return j >= 0 ? p->shape[j] : 1;
+}
+
+/* The broadcast tensor's shape of an operator: the weight's, the fixed
+ * operand's, or masked_fill's mask's (a copy in the add_param form). */
+static sf_param_tensor_params tensor_of(const sf_op *op) {
+    if (op->type != SF_OP_MASKED_FILL) return op->params.param;
+    sf_param_tensor_params q;
+    q.ndim = op->params.masked_fill.ndim;
+    memcpy(q.shape, op->params.masked_fill.shape, sizeof q.shape);
+    return q;
+}
+
+static int is_mul(const sf_op *op) {
+    return op->type == SF_OP_MUL_PARAM || op->type == SF_OP_MUL_CONST;
 }
 
 static sf_status param_infer(const sf_op_params *p, const sf_shape *in, int n_in, sf_shape *out,
@@ -109,8 +135,9 @@ static int64_t param_params(const sf_op_params *p, const sf_shape *in, int n_in)
 static void param_strides(const sf_op *op, int64_t *ws) {
     int nd = op->out_shapes[0].ndim;
     int64_t s = 1;
+    sf_param_tensor_params q = tensor_of(op);
     for (int i = nd - 1; i >= 0; i--) {
-        int64_t w = param_dim(&op->params.param, nd, i);
+        int64_t w = param_dim(&q, nd, i);
         ws[i] = w == 1 ? 0 : s;
         s *= w;
     }
@@ -202,7 +229,7 @@ static int64_t param_base(const sf_kernel_args *a, const int64_t *ws) {
 
 /* The reference: element by element over the tile's multi-index. */
 static sf_status param_ref(const sf_kernel_args *a, int backward) {
-    int nd = a->tile.ndim, mul = a->op->type == SF_OP_MUL_PARAM;
+    int nd = a->tile.ndim, mul = is_mul(a->op);
     int64_t ws[SF_MAX_DIMS], ext[SF_MAX_DIMS], idx[SF_MAX_DIMS] = {0};
     param_strides(a->op, ws);
     for (int i = 0; i < nd; i++) ext[i] = a->tile.hi[i] - a->tile.lo[i];
@@ -265,7 +292,7 @@ static sf_status param_fwd_fast(const sf_kernel_args *a) {
     param_rows_init(a, &r);
     const float *x = a->in[0];
     float *y = a->out[0];
-    int mul = a->op->type == SF_OP_MUL_PARAM;
+    int mul = is_mul(a->op);
     do {
         const float *restrict w = a->weights + r.ow;
         const float *restrict xr = x;
@@ -295,7 +322,7 @@ static sf_status param_bwd_fast(const sf_kernel_args *a) {
     param_rows r;
     param_rows_init(a, &r);
     const float *x = a->in[0], *dy = a->grad_out[0];
-    int mul = a->op->type == SF_OP_MUL_PARAM;
+    int mul = is_mul(a->op);
     int64_t off = 0;
     do {
         const int64_t n = r.len;
@@ -356,6 +383,257 @@ static sf_status param_bwd_fast(const sf_kernel_args *a) {
 
 SF_PARAM_CLASS(sf_op_add_param_class, SF_OP_ADD_PARAM, "add_param");
 SF_PARAM_CLASS(sf_op_mul_param_class, SF_OP_MUL_PARAM, "mul_param");
+
+/* ---- add_const, mul_const, masked_fill: a fixed tensor ------------------------- */
+
+/* The fixed tensor's size: the product of its shape. */
+static int64_t shape_numel(int nd, const int64_t *d) {
+    int64_t n = 1;
+    for (int j = 0; j < nd; j++) n = sf_count_mul(n, d[j]);
+    return n;
+}
+
+static int64_t const_fixed_count(const sf_op_params *p) {
+    return p->param.ndim < 0 || p->param.ndim > SF_MAX_DIMS ? -1
+                                                             : shape_numel(p->param.ndim, p->param.shape);
+}
+
+/* Every dimension but the batch is an attribute: every part holds the whole
+ * fixed tensor (it is not a weight, so there is no shard to split) and reads
+ * the elements its tile covers. */
+static void const_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds) {
+    *space = op->out_shapes[0];
+    for (int i = 0; i < space->ndim; i++) kinds[i] = i == 0 ? SF_DIM_SAMPLE : SF_DIM_ATTRIBUTE;
+}
+
+/* Elements of the fixed tensor a tile reads: its extent along the dimensions
+ * the tensor varies along. */
+static double const_tile_elems(const sf_op *op, const sf_tile *t) {
+    sf_param_tensor_params q = tensor_of(op);
+    int nd = op->out_shapes[0].ndim;
+    double n = 1;
+    for (int i = 0; i < nd; i++)
+        if (param_dim(&q, nd, i) != 1) n *= (double)(t->hi[i] - t->lo[i]);
+    return sf_tile_empty(t) ? 0 : n;
+}
+
+/* add_const: 1 FLOP an element forward, 1 backward (dx += dy); mul_const 1 and
+ * 2 (dx += dy * c). Bytes: the input (the output gradient), the output (the
+ * input gradient) and the fixed elements the tile reads. */
+static void const_cost(const sf_op *op, const sf_tile *t, sf_op_cost *c) {
+    double n = (double)sf_tile_numel(t);
+    double w = const_tile_elems(op, t) * SF_ELEM_BYTES, b = n * SF_ELEM_BYTES;
+    c->flops_fwd = n;
+    c->flops_bwd = is_mul(op) ? 2 * n : n;
+    c->bytes_fwd = 2 * b + w;
+    c->bytes_bwd = 2 * b + (is_mul(op) ? w : 0);
+}
+
+/* The backward pass needs neither input nor output (dx = dy, dy * c, or dy
+ * where the mask passes x). The fixed tensor is held as the model is, like a
+ * buffer: not weights (no gradient, no optimizer state), not activations. */
+static void const_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
+    (void)op;
+    m->output_bytes = (double)sf_tile_numel(t) * SF_ELEM_BYTES;
+}
+
+static unsigned saves_nothing(const sf_op *op) {
+    (void)op;
+    return 0;
+}
+
+/* The param kernels over the fixed tensor, without a weight gradient. */
+static sf_kernel_args const_args(const sf_kernel_args *a) {
+    sf_kernel_args b = *a;
+    b.weights = a->op->fixed;
+    b.grad_weights = NULL;
+    return b;
+}
+
+static sf_status const_fwd_ref(const sf_kernel_args *a) {
+    sf_kernel_args b = const_args(a);
+    return param_ref(&b, 0);
+}
+static sf_status const_bwd_ref(const sf_kernel_args *a) {
+    sf_kernel_args b = const_args(a);
+    return param_ref(&b, 1);
+}
+static sf_status const_fwd_fast(const sf_kernel_args *a) {
+    sf_kernel_args b = const_args(a);
+    return param_fwd_fast(&b);
+}
+static sf_status const_bwd_fast(const sf_kernel_args *a) {
+    sf_kernel_args b = const_args(a);
+    return param_bwd_fast(&b);
+}
+
+#define SF_CONST_CLASS(var, type_, name_)                                                          \
+    const sf_op_class var = {                                                                      \
+        .type = type_,                                                                             \
+        .name = name_,                                                                             \
+        .min_inputs = 1,                                                                           \
+        .max_inputs = 1,                                                                           \
+        .attrs = param_attrs,                                                                      \
+        .n_attrs = (int)(sizeof param_attrs / sizeof param_attrs[0]),                              \
+        .infer = param_infer,                                                                      \
+        .fixed_count = const_fixed_count,                                                          \
+        .space = const_space,                                                                      \
+        .region = same_region,                                                                     \
+        .cost = const_cost,                                                                        \
+        .memory = const_memory,                                                                    \
+        .saves = saves_nothing,                                                                    \
+        .fwd_ref = const_fwd_ref,                                                                  \
+        .fwd_fast = const_fwd_fast,                                                                \
+        .bwd_ref = const_bwd_ref,                                                                  \
+        .bwd_fast = const_bwd_fast,                                                                \
+    }
+
+SF_CONST_CLASS(sf_op_add_const_class, SF_OP_ADD_CONST, "add_const");
+SF_CONST_CLASS(sf_op_mul_const_class, SF_OP_MUL_CONST, "mul_const");
+
+/* masked_fill: y = value where the mask is 1, x where it is 0 (torch's
+ * x.masked_fill(mask, value); torch.where(mask, x, value) is the mask
+ * negated). The mask is the fixed tensor, broadcast as add_const's operand. */
+static const sf_attr_desc masked_attrs[] = {
+    {.name = "shape",
+     .type = SF_ATTR_INTS,
+     .offset = offsetof(sf_op_params, masked_fill.shape),
+     .count = 0,
+     .count_offset = offsetof(sf_op_params, masked_fill.ndim),
+     .max_count = SF_MAX_DIMS},
+    {.name = "value",
+     .type = SF_ATTR_FLOAT,
+     .offset = offsetof(sf_op_params, masked_fill.value),
+     .allow_inf = 1},
+};
+
+static sf_status masked_infer(const sf_op_params *p, const sf_shape *in, int n_in, sf_shape *out,
+                              int *n_out, sf_error *err) {
+    if (isnan(p->masked_fill.value))
+        return sf_error_set(err, SF_ERR_INVALID, "the fill value must be a number (or inf, -inf)");
+    sf_op_params q;
+    memset(&q, 0, sizeof q);
+    q.param.ndim = p->masked_fill.ndim;
+    memcpy(q.param.shape, p->masked_fill.shape, sizeof q.param.shape);
+    sf_status st = param_infer(&q, in, n_in, out, n_out, err);
+    if (st != SF_OK && err && !strncmp(err->msg, "the weight", 10)) {
+        char m[SF_ERRMSG_MAX];
+        snprintf(m, sizeof m, "the mask%s", err->msg + 10);
+        sf_error_set(err, st, "%s", m);
+    }
+    return st;
+}
+
+static int64_t masked_fixed_count(const sf_op_params *p) {
+    const sf_masked_fill_params *q = &p->masked_fill;
+    return q->ndim < 0 || q->ndim > SF_MAX_DIMS ? -1 : shape_numel(q->ndim, q->shape);
+}
+
+static sf_status masked_check(const float *v, int64_t n, sf_error *err) {
+    for (int64_t i = 0; i < n; i++)
+        if (v[i] != 0.0f && v[i] != 1.0f)
+            return sf_error_set(err, SF_ERR_INVALID,
+                                "mask value %lld is %g: a mask holds 0 (x passes) and 1 (filled)",
+                                (long long)i, (double)v[i]);
+    return SF_OK;
+}
+
+/* 1 FLOP (a select) an element each way; bytes: the input and output (their
+ * gradients backward) and the mask elements the tile reads. */
+static void masked_cost(const sf_op *op, const sf_tile *t, sf_op_cost *c) {
+    double n = (double)sf_tile_numel(t);
+    double w = const_tile_elems(op, t) * SF_ELEM_BYTES, b = n * SF_ELEM_BYTES;
+    c->flops_fwd = n;
+    c->flops_bwd = n;
+    c->bytes_fwd = 2 * b + w;
+    c->bytes_bwd = 2 * b + w;
+}
+
+static sf_status masked_ref(const sf_kernel_args *a, int backward) {
+    int nd = a->tile.ndim;
+    int64_t ws[SF_MAX_DIMS], ext[SF_MAX_DIMS], idx[SF_MAX_DIMS] = {0};
+    param_strides(a->op, ws);
+    for (int i = 0; i < nd; i++) ext[i] = a->tile.hi[i] - a->tile.lo[i];
+    int64_t n = sf_tile_numel(&a->tile), m0 = param_base(a, ws);
+    const float *m = a->op->fixed, *x = a->in[0];
+    const float v = (float)a->op->params.masked_fill.value;
+    float *dx = backward && a->grad_in ? a->grad_in[0] : NULL;
+    if (backward && !dx) return SF_OK;
+    for (int64_t e = 0; e < n; e++) {
+        int64_t q = m0;
+        for (int i = 0; i < nd; i++) q += idx[i] * ws[i];
+        if (!backward)
+            a->out[0][e] = m[q] != 0.0f ? v : x[e];
+        else if (m[q] == 0.0f)
+            dx[e] += a->grad_out[0][e];
+        for (int i = nd - 1; i >= 0; i--) {
+            if (++idx[i] < ext[i]) break;
+            idx[i] = 0;
+        }
+    }
+    return SF_OK;
+}
+
+static sf_status masked_fwd_ref(const sf_kernel_args *a) { return masked_ref(a, 0); }
+static sf_status masked_bwd_ref(const sf_kernel_args *a) { return masked_ref(a, 1); }
+
+/* Rows of the last dimension, the row's mask offset kept as for param_fwd_fast;
+ * branch-free selects. */
+static sf_status masked_fast(const sf_kernel_args *a, int backward) {
+    float *dx0 = backward && a->grad_in ? a->grad_in[0] : NULL;
+    if (backward && !dx0) return SF_OK;
+    param_rows r;
+    param_rows_init(a, &r);
+    const float v = (float)a->op->params.masked_fill.value;
+    int64_t off = 0;
+    do {
+        const int64_t n = r.len;
+        const float *restrict m = a->op->fixed + r.ow;
+        if (!backward) {
+            const float *restrict x = a->in[0] + off;
+            float *restrict y = a->out[0] + off;
+            if (r.lw)
+                for (int64_t j = 0; j < n; j++) y[j] = m[j] != 0.0f ? v : x[j];
+            else if (m[0] != 0.0f)
+                for (int64_t j = 0; j < n; j++) y[j] = v;
+            else
+                memcpy(y, x, (size_t)n * sizeof *y);
+        } else {
+            const float *restrict g = a->grad_out[0] + off;
+            float *restrict dx = dx0 + off;
+            if (r.lw)
+                for (int64_t j = 0; j < n; j++) dx[j] += m[j] != 0.0f ? 0.0f : g[j];
+            else if (m[0] == 0.0f)
+                for (int64_t j = 0; j < n; j++) dx[j] += g[j];
+        }
+        off += n;
+    } while (param_rows_next(&r));
+    return SF_OK;
+}
+
+static sf_status masked_fwd_fast(const sf_kernel_args *a) { return masked_fast(a, 0); }
+static sf_status masked_bwd_fast(const sf_kernel_args *a) { return masked_fast(a, 1); }
+
+const sf_op_class sf_op_masked_fill_class = {
+    .type = SF_OP_MASKED_FILL,
+    .name = "masked_fill",
+    .min_inputs = 1,
+    .max_inputs = 1,
+    .attrs = masked_attrs,
+    .n_attrs = (int)(sizeof masked_attrs / sizeof masked_attrs[0]),
+    .infer = masked_infer,
+    .fixed_count = masked_fixed_count,
+    .fixed_check = masked_check,
+    .space = const_space,
+    .region = same_region,
+    .cost = masked_cost,
+    .memory = const_memory,
+    .saves = saves_nothing,
+    .fwd_ref = masked_fwd_ref,
+    .fwd_fast = masked_fwd_fast,
+    .bwd_ref = masked_bwd_ref,
+    .bwd_fast = masked_bwd_fast,
+};
 
 /* ---- scale -------------------------------------------------------------------- */
 

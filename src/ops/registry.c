@@ -54,6 +54,9 @@ static const sf_op_class *const op_classes[] = {
     [SF_OP_CONV_TRANSPOSE2D] = &sf_op_conv_transpose2d_class,
     [SF_OP_RESIZE] = &sf_op_resize_class,
     [SF_OP_GRU] = &sf_op_gru_class,
+    [SF_OP_MASKED_FILL] = &sf_op_masked_fill_class,
+    [SF_OP_ADD_CONST] = &sf_op_add_const_class,
+    [SF_OP_MUL_CONST] = &sf_op_mul_const_class,
 };
 _Static_assert(sizeof op_classes / sizeof op_classes[0] == SF_OP_COUNT,
                "every operator type has a class");

@@ -275,6 +275,17 @@ static void pipe_finish(sf_sim_result *r, int m) {
     if (r->input_s > r->iter_s) r->iter_s = r->input_s;
 }
 
+/* A block's sums into a result's. */
+static void add_stats(sf_sim_result *r, const sim_stats *x) {
+    r->compute_s += x->compute_s;
+    r->transfer_s += x->xfer_s;
+    r->sync_s += x->sync_s;
+    r->transfer_bytes += x->xfer_bytes;
+    r->sync_bytes += x->sync_bytes;
+    r->intra_bytes += x->intra_bytes;
+    r->inter_bytes += x->inter_bytes;
+}
+
 /* ---- the fast path of a pipeline of many micro-batches ---------------------------- */
 
 static void kind_totals(const sf_sim *sim, int device, double *out, int lo, int hi);
@@ -349,13 +360,7 @@ static void copy_adds(const sf_sim *in, int lo, int hi, sf_sim_result *add, doub
             const sim_block *b = &in->blocks[bid];
             const sim_stats *x = &in->stats[in->pos[bid]];
             add->tasks += b->n_tasks;
-            add->compute_s += x->compute_s;
-            add->transfer_s += x->xfer_s;
-            add->sync_s += x->sync_s;
-            add->transfer_bytes += x->xfer_bytes;
-            add->sync_bytes += x->sync_bytes;
-            add->intra_bytes += x->intra_bytes;
-            add->inter_bytes += x->inter_bytes;
+            add_stats(add, x);
             for (int t = 0; t < b->n_tasks; t++)
                 if (b->tasks[t].res >= 0 && b->tasks[t].res < in->n_dev)
                     busy[b->tasks[t].res] += b->tasks[t].dur_s;
@@ -670,16 +675,7 @@ static int collect(sf_sim *sim, sim_sched *f, const sim_sched *o) {
     finish_time(sim, r, f->makespan_s);
     memcpy(f->device_busy, f->res_total, (size_t)sim->n_dev * sizeof *f->device_busy);
     /* each sum in canonical block order, whichever blocks changed */
-    for (int k = 0; k < sim->n_order; k++) {
-        const sim_stats *b = &sim->stats[k];
-        r->compute_s += b->compute_s;
-        r->transfer_s += b->xfer_s;
-        r->sync_s += b->sync_s;
-        r->transfer_bytes += b->xfer_bytes;
-        r->sync_bytes += b->sync_bytes;
-        r->intra_bytes += b->intra_bytes;
-        r->inter_bytes += b->inter_bytes;
-    }
+    for (int k = 0; k < sim->n_order; k++) add_stats(r, &sim->stats[k]);
     if (!o || !mem_delta(sim, f, o)) mem_full(sim, f);
     r->fits = 1;
     for (int d = 0; d < sim->n_dev; d++) {

@@ -42,8 +42,10 @@ static sf_graph *rnn_graph(sf_op_type type, int64_t n, int64_t steps, int64_t in
     int x = sf_graph_add_input(g, "x", &s, 0, &err);
     sf_op_params p;
     sf_op_params_default(type, &p);
-    if (type == SF_OP_GRU) p.gru.hidden = h;
-    else p.lstm.hidden = h;
+    if (type == SF_OP_GRU)
+        p.gru.hidden = h;
+    else
+        p.lstm.hidden = h;
     if (x < 0 || sf_graph_add_op(g, type, "rnn", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err) < 0) {
         fprintf(stderr, "bench_rnn_steps: %s\n", err.msg);
         sf_graph_free(g);
@@ -187,9 +189,12 @@ int main(int argc, char **argv) {
             fixture = argv[++i];
             continue;
         }
-        if (pos == 0) machine = argv[i];
-        else if (pos == 1) reps = atoi(argv[i]);
-        else if (pos == 2) h = atoll(argv[i]);
+        if (pos == 0)
+            machine = argv[i];
+        else if (pos == 1)
+            reps = atoi(argv[i]);
+        else if (pos == 2)
+            h = atoll(argv[i]);
         pos++;
     }
     if (reps < 1 || h < 1) {
@@ -211,15 +216,17 @@ int main(int argc, char **argv) {
         fprintf(stderr, "bench_rnn_steps: %s\n", err.msg);
         return 1;
     }
-    sf_cost_model *step_cm = sf_cost_analytic_new(m, NULL), *one_cm = sf_cost_analytic_new(m1, NULL);
+    sf_cost_model *step_cm = sf_cost_analytic_new(m, NULL),
+                  *one_cm = sf_cost_analytic_new(m1, NULL);
     FILE *fx = fixture ? fopen(fixture, "w") : NULL;
     if (fixture && !fx) {
         fprintf(stderr, "bench_rnn_steps: cannot write %s\n", fixture);
         return 1;
     }
     if (fx)
-        fprintf(fx, "# bench_rnn_steps %s %d %lld: op n steps hidden(=input) fwd_s bwd_s "
-                    "(medians of the CPU fast kernels, one thread)\n",
+        fprintf(fx,
+                "# bench_rnn_steps %s %d %lld: op n steps hidden(=input) fwd_s bwd_s "
+                "(medians of the CPU fast kernels, one thread)\n",
                 machine, reps, (long long)h);
     const sf_device_kind *k = sf_machine_device_kind(m, 0);
     printf("machine %s: device %s, %.1f GFLOP/s fp32, %.1f GB/s, the model's launch %.1f us; "
@@ -232,7 +239,8 @@ int main(int argc, char **argv) {
     for (int ti = 0; ti < 2 && !rc; ti++)
         for (int bi = 0; bi < 2 && !rc; bi++)
             rc = series(fx, types[ti], batches[bi], h, m, step_cm, one_cm, reps);
-    for (int ti = 0; ti < 2 && !rc; ti++) rc = fixed_flops(fx, types[ti], h, m, step_cm, one_cm, reps);
+    for (int ti = 0; ti < 2 && !rc; ti++)
+        rc = fixed_flops(fx, types[ti], h, m, step_cm, one_cm, reps);
     if (fx) fclose(fx);
     sf_cost_free(step_cm);
     sf_cost_free(one_cm);

@@ -32,8 +32,10 @@ static sf_graph *rnn_graph(sf_op_type type, int64_t n, int64_t steps, int64_t in
     int x = sf_graph_add_input(g, "x", &s, 0, &err);
     sf_op_params p;
     sf_op_params_default(type, &p);
-    if (type == SF_OP_GRU) p.gru.hidden = h;
-    else p.lstm.hidden = h;
+    if (type == SF_OP_GRU)
+        p.gru.hidden = h;
+    else
+        p.lstm.hidden = h;
     int l = sf_graph_add_op(g, type, "rnn", &p, (sf_tensor_ref[]){{x, 0}}, 1, &err);
     if (l < 0) fail_msg("%s", err.msg);
     return g;
@@ -179,7 +181,8 @@ static void test_measured_affine(void **state) {
     int series = 0;
     for (int oi = 0; oi < 2; oi++)
         for (int ni = 0; ni < 2; ni++) {
-            const row *r1 = find(rows, k, ops[oi], ns[ni], 1), *r8 = find(rows, k, ops[oi], ns[ni], 8),
+            const row *r1 = find(rows, k, ops[oi], ns[ni], 1),
+                      *r8 = find(rows, k, ops[oi], ns[ni], 8),
                       *r64 = find(rows, k, ops[oi], ns[ni], 64);
             if (!r1 || !r8 || !r64) fail_msg("%s n %lld: rows missing", ops[oi], ns[ni]);
             series++;
@@ -209,8 +212,8 @@ static void test_measured_affine(void **state) {
             sf_profile_db *db = sf_profile_db_new("cpu-rank");
             char key[SF_PROFILE_KEY_MAX];
             assert_non_null(sf_profile_key(o1, &t1, key, sizeof key));
-            assert_int_equal(
-                sf_profile_db_insert(db, key, o1->type, r1->fwd_s, r1->bwd_s, 5, &err), SF_OK);
+            assert_int_equal(sf_profile_db_insert(db, key, o1->type, r1->fwd_s, r1->bwd_s, 5, &err),
+                             SF_OK);
             sf_cost_model *cm = sf_cost_profiled_new(m, db, sf_cost_analytic_new(m, NULL));
             assert_non_null(cm);
             double f, b;
@@ -235,20 +238,33 @@ static void test_measured_affine(void **state) {
 
 /* At fixed FLOPs (n x S = 256) the measured time grows with S, as the
  * per-step model says and the one-product model does not: 256 steps of one
- * sample take at least GROWTH times one step of 256 samples. */
+ * sample take at least GROWTH times one step of 256 samples, and the growth
+ * is within a factor FACTOR of the per-step model's on the cpu preset. */
 #define GROWTH 1.5
+#define FACTOR 1.5
 static void test_measured_fixed_flops(void **state) {
     (void)state;
     row rows[MAXROWS];
     int k = load(rows);
     static const char *ops[] = {"lstm", "gru"};
+    sf_machine *m = with_steps("cpu", 1);
+    sf_cost_model *cm = sf_cost_analytic_new(m, NULL);
     for (int oi = 0; oi < 2; oi++) {
         const row *a = find(rows, k, ops[oi], 256, 1), *z = find(rows, k, ops[oi], 1, 256);
         if (!a || !z) fail_msg("%s: fixed-FLOPs rows missing", ops[oi]);
         if (z->fwd_s < GROWTH * a->fwd_s || z->bwd_s < GROWTH * a->bwd_s)
             fail_msg("%s: 256 x 1 sample %.4g / %.4g s against 1 x 256 samples %.4g / %.4g s",
                      ops[oi], z->fwd_s, z->bwd_s, a->fwd_s, a->bwd_s);
+        double af, ab, zf, zb;
+        task(cm, oi ? SF_OP_GRU : SF_OP_LSTM, 256, 1, a->h, &af, &ab);
+        task(cm, oi ? SF_OP_GRU : SF_OP_LSTM, 1, 256, a->h, &zf, &zb);
+        double mf = (z->fwd_s / a->fwd_s) / (zf / af), mb = (z->bwd_s / a->bwd_s) / (zb / ab);
+        if (mf > FACTOR || mf < 1 / FACTOR || mb > FACTOR || mb < 1 / FACTOR)
+            fail_msg("%s: growth measured %.2f / %.2f, per-step model %.2f / %.2f", ops[oi],
+                     z->fwd_s / a->fwd_s, z->bwd_s / a->bwd_s, zf / af, zb / ab);
     }
+    sf_cost_free(cm);
+    sf_machine_free(m);
 }
 
 int main(void) {

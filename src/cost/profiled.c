@@ -555,8 +555,7 @@ static double profiled_task_s(void *self, const sf_op *op, const sf_tile *t,
     if ((op->type == SF_OP_LSTM || op->type == SF_OP_GRU) && kind->rnn_per_step && t->ndim >= 2 &&
         strcmp(kind->name, p->db->device_kind) == 0) {
         int64_t steps = t->hi[1] - t->lo[1];
-        if (steps > 1 && one_step_key(op, t, key, sizeof key))
-            e = sf_profile_db_lookup(p->db, key);
+        if (steps > 1 && one_step_key(op, t, key, sizeof key)) e = sf_profile_db_lookup(p->db, key);
         if (e) {
             p->stats.hits++;
             return (double)steps * (pass == SF_PASS_BWD ? e->bwd_s : e->fwd_s);

@@ -389,8 +389,10 @@ static void test_gru_steps(void **state) {
 }
 
 /* The profiled model on a device with rnn_per_step: an LSTM tile of S steps
- * not in the database is S times its measured one-step tile; without the flag
- * it is the fallback's. */
+ * not in the database is S times the measured tile of the one-step LSTM of
+ * the same batch and sizes (the key the profiler writes for it); without the
+ * flag it is the fallback's. A one-step tile of the S-step operator itself is
+ * no such key: its tiles read all S steps of x. */
 static sf_machine *one_gpu(int per_step) {
     sf_error err = {0};
     sf_machine_desc d;
@@ -403,22 +405,25 @@ static sf_machine *one_gpu(int per_step) {
 
 static void test_profiled_steps(void **state) {
     (void)state;
-    sf_graph *g = lstm_graph(16, 8, 64, 64);
-    const sf_op *op = sf_graph_op(g, 1);
-    sf_tile t = sf_tile_full(&op->space), one = t;
-    one.hi[1] = 1;
+    sf_graph *g = lstm_graph(16, 8, 64, 64), *g1 = lstm_graph(16, 1, 64, 64);
+    const sf_op *op = sf_graph_op(g, 1), *op1 = sf_graph_op(g1, 1);
+    sf_tile t = sf_tile_full(&op->space), one = sf_tile_full(&op1->space), part = t;
+    part.hi[1] = 1;
     for (int per_step = 0; per_step < 2; per_step++) {
         sf_error err = {0};
         sf_machine *m = one_gpu(per_step);
         sf_profile_db *db = sf_profile_db_new("gpu");
         char key[SF_PROFILE_KEY_MAX];
-        assert_non_null(sf_profile_key(op, &one, key, sizeof key));
+        char part_key[SF_PROFILE_KEY_MAX];
+        assert_non_null(sf_profile_key(op, &part, part_key, sizeof part_key));
+        assert_non_null(sf_profile_key(op1, &one, key, sizeof key));
+        assert_string_not_equal(key, part_key);
         assert_int_equal(sf_profile_db_insert(db, key, SF_OP_LSTM, 1e-3, 2e-3, 1, &err), SF_OK);
         sf_cost_model *fb = sf_cost_analytic_new(m, NULL);
         double fb_fwd = sf_cost_task_s(fb, op, &t, 0, SF_PASS_FWD);
         sf_cost_model *cm = sf_cost_profiled_new(m, db, fb);
         assert_non_null(cm);
-        assert_close(sf_cost_task_s(cm, op, &one, 0, SF_PASS_FWD), 1e-3, 1e-12);
+        assert_close(sf_cost_task_s(cm, op1, &one, 0, SF_PASS_FWD), 1e-3, 1e-12);
         if (per_step) {
             assert_close(sf_cost_task_s(cm, op, &t, 0, SF_PASS_FWD), 8e-3, 1e-12);
             assert_close(sf_cost_task_s(cm, op, &t, 0, SF_PASS_BWD), 16e-3, 1e-12);
@@ -429,6 +434,7 @@ static void test_profiled_steps(void **state) {
         sf_machine_free(m);
     }
     sf_graph_free(g);
+    sf_graph_free(g1);
 }
 
 int main(void) {

@@ -513,6 +513,28 @@ typedef struct profiled {
     sf_profile_stats stats;
 } profiled;
 
+/* The key the profiler writes for the one-step operator of an LSTM or GRU
+ * tile: the same operator over one step of its input (x is (n, S, I); an
+ * initial state is (n, H)), the tile's batch and hidden extents, one step.
+ * An S-step operator's own tiles read all S steps of x, so a one-step tile
+ * of it is a key no profile holds. */
+#define ONE_STEP_MAX_INPUTS 4
+static int one_step_key(const sf_op *op, const sf_tile *t, char *key, size_t n) {
+    if (op->n_inputs < 1 || op->n_inputs > ONE_STEP_MAX_INPUTS || op->in_shapes[0].ndim != 3 ||
+        op->space.ndim < 2)
+        return 0;
+    sf_shape ins[ONE_STEP_MAX_INPUTS];
+    for (int i = 0; i < op->n_inputs; i++) ins[i] = op->in_shapes[i];
+    ins[0].d[1] = 1;
+    sf_op one = *op;
+    one.in_shapes = ins;
+    one.space.d[1] = 1;
+    sf_tile ot = *t;
+    ot.lo[1] = 0;
+    ot.hi[1] = 1;
+    return sf_profile_key(&one, &ot, key, n) != NULL;
+}
+
 static double profiled_task_s(void *self, const sf_op *op, const sf_tile *t,
                               const sf_device_kind *kind, sf_pass pass) {
     profiled *p = self;
@@ -528,15 +550,12 @@ static double profiled_task_s(void *self, const sf_op *op, const sf_tile *t,
     }
     /* An LSTM or GRU tile on a device that prices recurrences step by step
      * (rnn_per_step; docs/cost-model.md, "Recurrent operators step by step"):
-     * its steps run one after another, so a measured one-step tile of the same
-     * batch and hidden extents times the steps. */
+     * its steps run one after another, so the measured tile of a one-step
+     * operator of the same batch, hidden and input extents times the steps. */
     if ((op->type == SF_OP_LSTM || op->type == SF_OP_GRU) && kind->rnn_per_step && t->ndim >= 2 &&
         strcmp(kind->name, p->db->device_kind) == 0) {
         int64_t steps = t->hi[1] - t->lo[1];
-        sf_tile one = *t;
-        one.hi[1] = one.lo[1] + 1;
-        if (steps > 1 && sf_profile_key(op, &one, key, sizeof key))
-            e = sf_profile_db_lookup(p->db, key);
+        if (steps > 1 && one_step_key(op, t, key, sizeof key)) e = sf_profile_db_lookup(p->db, key);
         if (e) {
             p->stats.hits++;
             return (double)steps * (pass == SF_PASS_BWD ? e->bwd_s : e->fwd_s);

@@ -21,7 +21,7 @@ export ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0
 command -v mpirun >/dev/null 2>&1 || fail "no mpirun on PATH (Debian: openmpi-bin)"
 
 OUT="$TMP/machine.json"
-timeout 60 mpirun -np 2 "$SF" calibrate --out "$OUT" --sizes 8:64K --gemm-size 128 \
+timeout 240 mpirun -np 2 "$SF" calibrate --out "$OUT" --sizes 8:64K --gemm-size 128 \
     >"$TMP/cal.out" 2>"$TMP/cal.err" ||
     fail "mpirun -np 2 soapflow calibrate: status $?: $(cat "$TMP/cal.err")"
 [ -s "$OUT" ] || fail "calibrate: no machine file"
@@ -35,7 +35,7 @@ if [ -d /usr/share/datasets/fashion-mnist ] || [ -n "${SF_DATA_DIR:-}" ]; then
     python3 -c 'import json,sys; m=json.load(open(sys.argv[1])); assert m["device"]["input_samples_per_s"] > 0' \
         "$OUT" || fail "calibrate: no device.input_samples_per_s in $(cat "$OUT")"
 fi
-timeout 60 "$SF" calibrate --out "$TMP/none.json" --sizes 8:64K --gemm-size 128 --data none \
+timeout 240 "$SF" calibrate --out "$TMP/none.json" --sizes 8:64K --gemm-size 128 --data none \
     >"$TMP/none.out" 2>&1 || fail "calibrate --data none: $(cat "$TMP/none.out")"
 grep -q '^input .*not measured: --data none' "$TMP/none.out" ||
     fail "calibrate --data none: $(grep '^input' "$TMP/none.out")"
@@ -86,7 +86,7 @@ EOF
 # more ranks than cores: the cores are written, and every rank is pinned to one
 CORES=$(nproc)
 NP=$((CORES + 1))
-timeout 60 mpirun -np "$NP" "$SF" calibrate --out "$TMP/over.json" --sizes 8:4K --gemm-size 64 \
+timeout 240 mpirun -np "$NP" "$SF" calibrate --out "$TMP/over.json" --sizes 8:4K --gemm-size 64 \
     >"$TMP/over.out" 2>"$TMP/over.err" ||
     fail "mpirun -np $NP soapflow calibrate: status $?: $(cat "$TMP/over.err")"
 grep -q "$NP ranks on $CORES cores" "$TMP/over.out" || fail "calibrate on $NP ranks: no cores line"

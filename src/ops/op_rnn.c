@@ -313,16 +313,27 @@ static void rnn_write_outputs(const sf_kernel_args *a, const sf_rnn_cell *c, con
     }
 }
 
-static sf_status rnn_fwd(const sf_kernel_args *a, int fast) {
-    const sf_rnn_cell *c = rnn_cell(a->op);
-    sf_rnn_geom g;
-    rnn_geom_init(a->op, &a->tile, &g);
-    if (!g.whole) return SF_ERR_UNSUPPORTED;
-    sf_rnn_ws w = rnn_ws_carve(c, &g, a->workspace, 0);
+/* What every kernel call starts with: the cell, the geometry, the workspace and
+ * the forward run into it (the fast or the reference way); 0 for a tile the
+ * kernels do not support. */
+static int rnn_forward(const sf_kernel_args *a, int fast, int backward, const sf_rnn_cell **c,
+                       sf_rnn_geom *g, sf_rnn_ws *w) {
+    *c = rnn_cell(a->op);
+    rnn_geom_init(a->op, &a->tile, g);
+    if (!g->whole) return 0;
+    *w = rnn_ws_carve(*c, g, a->workspace, backward);
     if (fast)
-        rnn_run_fast(a, c, &g, &w);
+        rnn_run_fast(a, *c, g, w);
     else
-        rnn_run_ref(a, c, &g, &w);
+        rnn_run_ref(a, *c, g, w);
+    return 1;
+}
+
+static sf_status rnn_fwd(const sf_kernel_args *a, int fast) {
+    const sf_rnn_cell *c;
+    sf_rnn_geom g;
+    sf_rnn_ws w;
+    if (!rnn_forward(a, fast, 0, &c, &g, &w)) return SF_ERR_UNSUPPORTED;
     rnn_write_outputs(a, c, &g, &w);
     return SF_OK;
 }
@@ -352,23 +363,33 @@ static void rnn_bwd_state(const sf_kernel_args *a, const sf_rnn_cell *c, const s
             for (int64_t e = 0; e < nh; e++) a->grad_in[1 + s][e] += w->dstate[s][e];
 }
 
-/* Back through time, element by element; then dx, dW, db from the gradients of
- * the projections of all steps by loops. */
-sf_status sf_rnn_bwd_ref(const sf_kernel_args *a) {
-    const sf_rnn_cell *c = rnn_cell(a->op);
+/* Back through time; then dx, dW, db from the gradients of the projections of
+ * all steps. The fast kernel takes dh_{t-1} with one SGEMM per step, dx and
+ * dW_ih with one each over all steps, dW_hh with one per step; the reference
+ * kernel the same with loops, element by element. */
+static sf_status rnn_bwd(const sf_kernel_args *a, int fast) {
+    const sf_rnn_cell *c;
     sf_rnn_geom g;
-    rnn_geom_init(a->op, &a->tile, &g);
-    if (!g.whole) return SF_ERR_UNSUPPORTED;
+    sf_rnn_ws w;
+    if (!rnn_forward(a, fast, 1, &c, &g, &w)) return SF_ERR_UNSUPPORTED;
     const int64_t H = g.hid, I = g.in, T = g.steps, G = c->gates * H, srow = (T + 1) * H;
     const float *wih = a->weights, *whh = wih + G * I, *x = a->in[0];
-    sf_rnn_ws w = rnn_ws_carve(c, &g, a->workspace, 1);
     const float *px = w.proj[0], *ph = w.proj[c->n_proj - 1];
-    float *dh = w.dstate[0];
-    rnn_run_ref(a, c, &g, &w);
     rnn_bwd_init(a, c, &g, &w);
     for (int64_t t = T - 1; t >= 0; t--) {
         c->backward(&g, &w, a->grad_out[0], t);
-        for (int64_t n = 0; n < g.n; n++) { /* dh_{t-1} = [direct part +] dA_t W_hh */
+        /* dh_{t-1} (n, H) = [direct part +] dA_t (n, G; row stride T*G) W_hh (G, H) */
+        if (fast) {
+            if (c->dh_direct) memcpy(w.dh_next, w.dstate[0], (size_t)(g.n * H) * sizeof(float));
+            sf_sgemm(0, 0, g.n, H, G, 1.0f, ph + t * G, T * G, whh, H, c->dh_direct ? 1.0f : 0.0f,
+                     w.dh_next, H);
+            float *tmp = w.dstate[0];
+            w.dstate[0] = w.dh_next;
+            w.dh_next = tmp;
+            continue;
+        }
+        float *dh = w.dstate[0];
+        for (int64_t n = 0; n < g.n; n++) {
             const float *da = ph + (n * T + t) * G;
             for (int64_t k = 0; k < H; k++) {
                 float acc = c->dh_direct ? dh[n * H + k] : 0.0f;
@@ -380,60 +401,33 @@ sf_status sf_rnn_bwd_ref(const sf_kernel_args *a) {
     rnn_bwd_state(a, c, &g, &w);
     float *dx = a->grad_in ? a->grad_in[0] : NULL, *dw = a->grad_weights;
     float *dwih = dw, *dwhh = dw ? dw + G * I : NULL;
-    float *dbih = dw ? dw + G * (I + H) : NULL, *dbhh = dw ? dbih + G : NULL;
-    for (int64_t n = 0; n < g.n; n++)
-        for (int64_t t = 0; t < T; t++) {
-            const float *di = px + (n * T + t) * G, *dhh = ph + (n * T + t) * G;
-            const float *xt = x + (n * T + t) * I, *hp = w.state[0] + n * srow + t * H;
-            for (int64_t j = 0; j < G; j++) {
-                if (dx)
-                    for (int64_t k = 0; k < I; k++)
-                        dx[(n * T + t) * I + k] += di[j] * wih[j * I + k];
-                if (dw) {
-                    for (int64_t k = 0; k < I; k++) dwih[j * I + k] += di[j] * xt[k];
-                    for (int64_t k = 0; k < H; k++) dwhh[j * H + k] += dhh[j] * hp[k];
-                    dbih[j] += di[j];
-                    dbhh[j] += dhh[j];
-                }
-            }
-        }
-    return SF_OK;
-}
-
-sf_status sf_rnn_bwd_fast(const sf_kernel_args *a) {
-    const sf_rnn_cell *c = rnn_cell(a->op);
-    sf_rnn_geom g;
-    rnn_geom_init(a->op, &a->tile, &g);
-    if (!g.whole) return SF_ERR_UNSUPPORTED;
-    const int64_t H = g.hid, I = g.in, T = g.steps, G = c->gates * H, srow = (T + 1) * H;
-    const float *wih = a->weights, *whh = wih + G * I;
-    sf_rnn_ws w = rnn_ws_carve(c, &g, a->workspace, 1);
-    const float *px = w.proj[0], *ph = w.proj[c->n_proj - 1];
-    rnn_run_fast(a, c, &g, &w);
-    rnn_bwd_init(a, c, &g, &w);
-    for (int64_t t = T - 1; t >= 0; t--) {
-        c->backward(&g, &w, a->grad_out[0], t);
-        /* dh_{t-1} (n, H) = [direct part +] dA_t (n, G; row stride T*G) W_hh (G, H) */
-        if (c->dh_direct) memcpy(w.dh_next, w.dstate[0], (size_t)(g.n * H) * sizeof(float));
-        sf_sgemm(0, 0, g.n, H, G, 1.0f, ph + t * G, T * G, whh, H, c->dh_direct ? 1.0f : 0.0f,
-                 w.dh_next, H);
-        float *tmp = w.dstate[0];
-        w.dstate[0] = w.dh_next;
-        w.dh_next = tmp;
-    }
-    rnn_bwd_state(a, c, &g, &w);
-    float *dx = a->grad_in ? a->grad_in[0] : NULL, *dw = a->grad_weights;
-    /* the projections' gradients of all steps: (n*T, G) */
-    if (dx) sf_sgemm(0, 0, g.n * T, I, G, 1.0f, px, G, wih, I, 1.0f, dx, I);
-    if (dw) {
-        sf_sgemm(1, 0, G, I, g.n * T, 1.0f, px, G, a->in[0], I, 1.0f, dw, I);
+    if (fast) { /* the projections' gradients of all steps: (n*T, G) */
+        if (dx) sf_sgemm(0, 0, g.n * T, I, G, 1.0f, px, G, wih, I, 1.0f, dx, I);
+        if (dw) sf_sgemm(1, 0, G, I, g.n * T, 1.0f, px, G, x, I, 1.0f, dwih, I);
         /* dW_hh += sum over steps t of dA_t^T (G, n) h_{t-1} (n, H): one GEMM per
          * step with the batch as its inner dimension (a GEMM per sample would have
          * an inner dimension of T and stream all of dW_hh n times). dA_t rows are
          * T*G apart, h_{t-1} rows (hs[n, t]) srow apart. */
-        for (int64_t t = 0; t < T; t++)
-            sf_sgemm(1, 0, G, H, g.n, 1.0f, ph + t * G, T * G, w.state[0] + t * H, srow, 1.0f,
-                     dw + G * I, H);
+        for (int64_t t = 0; dw && t < T; t++)
+            sf_sgemm(1, 0, G, H, g.n, 1.0f, ph + t * G, T * G, w.state[0] + t * H, srow, 1.0f, dwhh,
+                     H);
+    } else {
+        for (int64_t n = 0; n < g.n; n++)
+            for (int64_t t = 0; t < T; t++) {
+                const float *di = px + (n * T + t) * G, *dhh = ph + (n * T + t) * G;
+                const float *xt = x + (n * T + t) * I, *hp = w.state[0] + n * srow + t * H;
+                for (int64_t j = 0; j < G; j++) {
+                    if (dx)
+                        for (int64_t k = 0; k < I; k++)
+                            dx[(n * T + t) * I + k] += di[j] * wih[j * I + k];
+                    if (dw) {
+                        for (int64_t k = 0; k < I; k++) dwih[j * I + k] += di[j] * xt[k];
+                        for (int64_t k = 0; k < H; k++) dwhh[j * H + k] += dhh[j] * hp[k];
+                    }
+                }
+            }
+    }
+    if (dw) { /* both kernels: the bias gradients, step after step */
         float *dbih = dw + G * (I + H), *dbhh = dbih + G;
         for (int64_t r = 0; r < g.n * T; r++)
             for (int64_t j = 0; j < G; j++) {
@@ -443,3 +437,6 @@ sf_status sf_rnn_bwd_fast(const sf_kernel_args *a) {
     }
     return SF_OK;
 }
+
+sf_status sf_rnn_bwd_ref(const sf_kernel_args *a) { return rnn_bwd(a, 0); }
+sf_status sf_rnn_bwd_fast(const sf_kernel_args *a) { return rnn_bwd(a, 1); }

@@ -2,10 +2,11 @@
  * op_impl.h - the table of callbacks behind every operator (internal).
  *
  * One operator lives in one file (op_conv2d.c, ...) that defines one const
- * sf_op_class (or a few, when types share all code, as the activations of op_unary.c do)
- * holding everything about it: shape inference, parameter count, its parallel
- * space with dimension kinds, the input region of an output tile, FLOPs and
- * bytes, memory, and (filled by the kernels work) reference and fast kernels.
+ * sf_op_class (or a few, when types share all code, as the activations of op_unary.c do;
+ * lstm and gru share all but their cells, in op_rnn.c) holding everything about
+ * it: shape inference, parameter count, its parallel space with dimension kinds,
+ * the input region of an output tile, FLOPs and bytes, memory, and (filled by
+ * the kernels work) reference and fast kernels.
  * The registry (registry.c) is the only other place an operator appears.
  *
  * Callbacks that may be NULL fall back to defaults in registry.c:

@@ -34,6 +34,7 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 #define GRU_EW_FLOPS 9.0 /* elementwise operations per hidden unit per step */
@@ -43,16 +44,6 @@ static const sf_attr_desc gru_attrs[] = {
 };
 
 static void gru_defaults(sf_op_params *p) { p->gru.hidden = 0; }
-
-static sf_status gru_infer(const sf_op_params *p, const sf_shape *in, int n_in, sf_shape *out,
-                           int *n_out, sf_error *err) {
-    return sf_rnn_infer(&sf_rnn_gru_cell, p->gru.hidden, in, n_in, out, n_out, err);
-}
-
-static int64_t gru_params(const sf_op_params *p, const sf_shape *in, int n_in) {
-    (void)n_in;
-    return sf_rnn_param_count(&sf_rnn_gru_cell, p->gru.hidden, in[0].d[2]);
-}
 
 static float sigmoidf(float v) { return 1.0f / (1.0f + expf(-v)); }
 
@@ -101,7 +92,7 @@ static void gru_cell_backward(const sf_rnn_geom *g, const sf_rnn_ws *w, const fl
     }
 }
 
-const sf_rnn_cell sf_rnn_gru_cell = {
+static const sf_rnn_cell gru_cell = {
     .gates = 3,
     .n_proj = 2,   /* gi, gh */
     .n_states = 1, /* h */
@@ -112,6 +103,37 @@ const sf_rnn_cell sf_rnn_gru_cell = {
     .forward = gru_cell_forward,
     .backward = gru_cell_backward,
 };
+
+static sf_status gru_infer(const sf_op_params *p, const sf_shape *in, int n_in, sf_shape *out,
+                           int *n_out, sf_error *err) {
+    return sf_rnn_infer(&gru_cell, p->gru.hidden, in, n_in, out, n_out, err);
+}
+
+static int64_t gru_params(const sf_op_params *p, const sf_shape *in, int n_in) {
+    (void)n_in;
+    return sf_rnn_param_count(&gru_cell, p->gru.hidden, in[0].d[2]);
+}
+
+static void gru_cost(const sf_op *op, const sf_tile *t, sf_op_cost *c) {
+    sf_rnn_cost(&gru_cell, op, t, c);
+}
+
+static void gru_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
+    sf_rnn_memory(&gru_cell, op, t, m);
+}
+
+static int gru_param_descs(const sf_op *op, sf_param_desc *out) {
+    return sf_rnn_param_descs(&gru_cell, op, out);
+}
+
+static size_t gru_workspace(const sf_op *op, const sf_tile *t, int backward) {
+    return sf_rnn_workspace(&gru_cell, op, t, backward);
+}
+
+static sf_status gru_fwd_ref(const sf_kernel_args *a) { return sf_rnn_fwd(&gru_cell, a, 0); }
+static sf_status gru_fwd_fast(const sf_kernel_args *a) { return sf_rnn_fwd(&gru_cell, a, 1); }
+static sf_status gru_bwd_ref(const sf_kernel_args *a) { return sf_rnn_bwd(&gru_cell, a, 0); }
+static sf_status gru_bwd_fast(const sf_kernel_args *a) { return sf_rnn_bwd(&gru_cell, a, 1); }
 
 const sf_op_class sf_op_gru_class = {
     .type = SF_OP_GRU,
@@ -127,12 +149,12 @@ const sf_op_class sf_op_gru_class = {
     .region = sf_rnn_region,
     .out_tile = sf_rnn_out_tile,
     .out_axes = sf_rnn_out_axes,
-    .cost = sf_rnn_cost,
-    .memory = sf_rnn_memory,
-    .param_descs = sf_rnn_param_descs,
-    .fwd_ref = sf_rnn_fwd_ref,
-    .fwd_fast = sf_rnn_fwd_fast,
-    .bwd_ref = sf_rnn_bwd_ref,
-    .bwd_fast = sf_rnn_bwd_fast,
-    .workspace = sf_rnn_workspace,
+    .cost = gru_cost,
+    .memory = gru_memory,
+    .param_descs = gru_param_descs,
+    .fwd_ref = gru_fwd_ref,
+    .fwd_fast = gru_fwd_fast,
+    .bwd_ref = gru_bwd_ref,
+    .bwd_fast = gru_bwd_fast,
+    .workspace = gru_workspace,
 };

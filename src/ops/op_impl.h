@@ -125,7 +125,8 @@ static inline sf_param_desc sf_param_make(const char *name, int ndim, const int6
 
 /* What lstm and gru share (op_rnn.c): a recurrent layer over a whole sequence
  * in PyTorch's weight layout, of G = gates * H rows per weight. Each operator
- * file defines its cell; the shared callbacks find it by op->type. */
+ * file defines its cell and passes it; the callbacks that need no cell are
+ * the class's own. */
 typedef struct sf_rnn_geom {
     int64_t n, steps, in, hid; /* tile samples, steps T, input features I, hidden H */
     int has_state;             /* the initial states are inputs */
@@ -163,8 +164,6 @@ typedef struct sf_rnn_cell {
     void (*backward)(const sf_rnn_geom *g, const sf_rnn_ws *w, const float *dy, int64_t t);
 } sf_rnn_cell;
 
-extern const sf_rnn_cell sf_rnn_lstm_cell, sf_rnn_gru_cell;
-
 sf_status sf_rnn_infer(const sf_rnn_cell *c, int64_t hidden, const sf_shape *in, int n_in,
                        sf_shape *out, int *n_out, sf_error *err);
 int64_t sf_rnn_param_count(const sf_rnn_cell *c, int64_t hidden, int64_t in_features);
@@ -172,14 +171,13 @@ void sf_rnn_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds);
 void sf_rnn_region(const sf_op *op, const sf_tile *t, int input, sf_tile *r);
 void sf_rnn_out_tile(const sf_op *op, const sf_tile *t, int output, sf_tile *o);
 int sf_rnn_out_axes(const sf_op *op, int output, int *axis, int64_t *shift);
-void sf_rnn_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost);
-void sf_rnn_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m);
-int sf_rnn_param_descs(const sf_op *op, sf_param_desc *out);
-size_t sf_rnn_workspace(const sf_op *op, const sf_tile *t, int backward);
-sf_status sf_rnn_fwd_ref(const struct sf_kernel_args *a);
-sf_status sf_rnn_fwd_fast(const struct sf_kernel_args *a);
-sf_status sf_rnn_bwd_ref(const struct sf_kernel_args *a);
-sf_status sf_rnn_bwd_fast(const struct sf_kernel_args *a);
+void sf_rnn_cost(const sf_rnn_cell *c, const sf_op *op, const sf_tile *t, sf_op_cost *cost);
+void sf_rnn_memory(const sf_rnn_cell *c, const sf_op *op, const sf_tile *t, sf_op_mem *m);
+int sf_rnn_param_descs(const sf_rnn_cell *c, const sf_op *op, sf_param_desc *out);
+size_t sf_rnn_workspace(const sf_rnn_cell *c, const sf_op *op, const sf_tile *t, int backward);
+/* The forward (backward) kernel, the fast one when fast is non-zero. */
+sf_status sf_rnn_fwd(const sf_rnn_cell *c, const struct sf_kernel_args *a, int fast);
+sf_status sf_rnn_bwd(const sf_rnn_cell *c, const struct sf_kernel_args *a, int fast);
 
 /* Every class, defined in its operator file. */
 extern const sf_op_class sf_op_input_class;

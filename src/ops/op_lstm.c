@@ -28,6 +28,7 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
 #define LSTM_EW_FLOPS 10.0 /* elementwise operations per hidden unit per step */
@@ -37,16 +38,6 @@ static const sf_attr_desc lstm_attrs[] = {
 };
 
 static void lstm_defaults(sf_op_params *p) { p->lstm.hidden = 0; }
-
-static sf_status lstm_infer(const sf_op_params *p, const sf_shape *in, int n_in, sf_shape *out,
-                            int *n_out, sf_error *err) {
-    return sf_rnn_infer(&sf_rnn_lstm_cell, p->lstm.hidden, in, n_in, out, n_out, err);
-}
-
-static int64_t lstm_params(const sf_op_params *p, const sf_shape *in, int n_in) {
-    (void)n_in;
-    return sf_rnn_param_count(&sf_rnn_lstm_cell, p->lstm.hidden, in[0].d[2]);
-}
 
 static float sigmoidf(float v) { return 1.0f / (1.0f + expf(-v)); }
 
@@ -96,7 +87,7 @@ static void lstm_cell_backward(const sf_rnn_geom *g, const sf_rnn_ws *w, const f
     }
 }
 
-const sf_rnn_cell sf_rnn_lstm_cell = {
+static const sf_rnn_cell lstm_cell = {
     .gates = 4,
     .n_proj = 1,
     .n_states = 2, /* h, c */
@@ -107,6 +98,37 @@ const sf_rnn_cell sf_rnn_lstm_cell = {
     .forward = lstm_cell_forward,
     .backward = lstm_cell_backward,
 };
+
+static sf_status lstm_infer(const sf_op_params *p, const sf_shape *in, int n_in, sf_shape *out,
+                            int *n_out, sf_error *err) {
+    return sf_rnn_infer(&lstm_cell, p->lstm.hidden, in, n_in, out, n_out, err);
+}
+
+static int64_t lstm_params(const sf_op_params *p, const sf_shape *in, int n_in) {
+    (void)n_in;
+    return sf_rnn_param_count(&lstm_cell, p->lstm.hidden, in[0].d[2]);
+}
+
+static void lstm_cost(const sf_op *op, const sf_tile *t, sf_op_cost *c) {
+    sf_rnn_cost(&lstm_cell, op, t, c);
+}
+
+static void lstm_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
+    sf_rnn_memory(&lstm_cell, op, t, m);
+}
+
+static int lstm_param_descs(const sf_op *op, sf_param_desc *out) {
+    return sf_rnn_param_descs(&lstm_cell, op, out);
+}
+
+static size_t lstm_workspace(const sf_op *op, const sf_tile *t, int backward) {
+    return sf_rnn_workspace(&lstm_cell, op, t, backward);
+}
+
+static sf_status lstm_fwd_ref(const sf_kernel_args *a) { return sf_rnn_fwd(&lstm_cell, a, 0); }
+static sf_status lstm_fwd_fast(const sf_kernel_args *a) { return sf_rnn_fwd(&lstm_cell, a, 1); }
+static sf_status lstm_bwd_ref(const sf_kernel_args *a) { return sf_rnn_bwd(&lstm_cell, a, 0); }
+static sf_status lstm_bwd_fast(const sf_kernel_args *a) { return sf_rnn_bwd(&lstm_cell, a, 1); }
 
 /* Saves its inputs and outputs (and the gates, sf_rnn_memory), as cuDNN's
  * reserve space keeps what its backward reads. */
@@ -129,13 +151,13 @@ const sf_op_class sf_op_lstm_class = {
     .region = sf_rnn_region,
     .out_tile = sf_rnn_out_tile,
     .out_axes = sf_rnn_out_axes,
-    .cost = sf_rnn_cost,
+    .cost = lstm_cost,
     .saves = lstm_saves,
-    .memory = sf_rnn_memory,
-    .param_descs = sf_rnn_param_descs,
-    .fwd_ref = sf_rnn_fwd_ref,
-    .fwd_fast = sf_rnn_fwd_fast,
-    .bwd_ref = sf_rnn_bwd_ref,
-    .bwd_fast = sf_rnn_bwd_fast,
-    .workspace = sf_rnn_workspace,
+    .memory = lstm_memory,
+    .param_descs = lstm_param_descs,
+    .fwd_ref = lstm_fwd_ref,
+    .fwd_fast = lstm_fwd_fast,
+    .bwd_ref = lstm_bwd_ref,
+    .bwd_fast = lstm_bwd_fast,
+    .workspace = lstm_workspace,
 };

@@ -2,8 +2,10 @@
  * op_rnn.c - what lstm (op_lstm.c) and gru (op_gru.c) share: one recurrent layer
  * over a whole sequence, batch first, with PyTorch's weights. Each operator file
  * keeps its class table and its cell (sf_rnn_cell: the gate count, the states,
- * the counts the cost model needs and the pointwise step forward and backward);
- * this file holds the rest, the same for both, and finds the cell by op->type.
+ * the counts the cost model needs and the pointwise step forward and backward)
+ * and passes the cell to this file, which holds the rest, the same for both.
+ * (The cell is an argument, not looked up by op->type here, so that no operator
+ * file and this one depend on each other: check_cycles.)
  *
  * Inputs x (N, T, I) and optionally every initial state (N, H) (zero when
  * absent): h0 for both, then c0 for lstm. Outputs y (N, T, H) and the final
@@ -60,10 +62,7 @@
 #include "kernels/kernels_impl.h"
 #include "op_impl.h"
 
-static const sf_rnn_cell *rnn_cell(const sf_op *op) {
-    return op->type == SF_OP_GRU ? &sf_rnn_gru_cell : &sf_rnn_lstm_cell;
-}
-
+/* H, the one attribute, held in each type's own parameters. */
 static int64_t rnn_hidden(const sf_op *op) {
     return op->type == SF_OP_GRU ? op->params.gru.hidden : op->params.lstm.hidden;
 }
@@ -142,9 +141,8 @@ int sf_rnn_out_axes(const sf_op *op, int output, int *axis, int64_t *shift) {
     return 1;
 }
 
-void sf_rnn_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
+void sf_rnn_cost(const sf_rnn_cell *c, const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     if (sf_tile_empty(t)) return;
-    const sf_rnn_cell *c = rnn_cell(op);
     double n = (double)(t->hi[0] - t->lo[0]), steps = (double)(t->hi[1] - t->lo[1]);
     double h = (double)(t->hi[2] - t->lo[2]);
     double fan_in = (double)(op->in_shapes[0].d[2] + rnn_hidden(op)); /* I + H */
@@ -170,7 +168,7 @@ void sf_rnn_cost(const sf_op *op, const sf_tile *t, sf_op_cost *cost) {
     cost->bytes_bwd = 2 * in_b + 2 * w_b + out_b + saved_b;
 }
 
-void sf_rnn_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
+void sf_rnn_memory(const sf_rnn_cell *c, const sf_op *op, const sf_tile *t, sf_op_mem *m) {
     m->weight_bytes = (double)sf_tile_weight_share(op, t) * SF_ELEM_BYTES;
     for (int i = 0; i < op->n_inputs; i++) {
         sf_tile r;
@@ -178,7 +176,7 @@ void sf_rnn_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
         m->saved_bytes += (double)sf_tile_numel(&r) * SF_ELEM_BYTES;
     }
     /* what the cell keeps per step and unit for backward */
-    m->saved_bytes += rnn_cell(op)->saved_per_unit * (double)sf_tile_numel(t) * SF_ELEM_BYTES;
+    m->saved_bytes += c->saved_per_unit * (double)sf_tile_numel(t) * SF_ELEM_BYTES;
     for (int k = 0; k < op->n_outputs; k++) {
         sf_tile o;
         sf_rnn_out_tile(op, t, k, &o);
@@ -188,8 +186,8 @@ void sf_rnn_memory(const sf_op *op, const sf_tile *t, sf_op_mem *m) {
 
 /* torch.nn.LSTM / GRU (I, H) of one layer: every tensor U(+-1/sqrt(H)). No
  * weight_slices: H is never split, every tile uses all the weights. */
-int sf_rnn_param_descs(const sf_op *op, sf_param_desc *out) {
-    int64_t h = rnn_hidden(op), i = op->in_shapes[0].d[2], g = rnn_cell(op)->gates * h;
+int sf_rnn_param_descs(const sf_rnn_cell *c, const sf_op *op, sf_param_desc *out) {
+    int64_t h = rnn_hidden(op), i = op->in_shapes[0].d[2], g = c->gates * h;
     double bound = 1.0 / sqrt((double)h);
     out[0] = sf_param_make("weight_ih_l0", 2, (int64_t[]){g, i}, 0, SF_INIT_UNIFORM, bound);
     out[1] = sf_param_make("weight_hh_l0", 2, (int64_t[]){g, h}, g * i, SF_INIT_UNIFORM, bound);
@@ -201,8 +199,7 @@ int sf_rnn_param_descs(const sf_op *op, sf_param_desc *out) {
 
 /* ---- kernels ----------------------------------------------------------- */
 
-static void rnn_geom_init(const sf_op *op, const sf_tile *t, sf_rnn_geom *g) {
-    const sf_rnn_cell *c = rnn_cell(op);
+static void rnn_geom_init(const sf_rnn_cell *c, const sf_op *op, const sf_tile *t, sf_rnn_geom *g) {
     g->n = t->hi[0] - t->lo[0];
     g->steps = op->in_shapes[0].d[1];
     g->in = op->in_shapes[0].d[2];
@@ -213,10 +210,9 @@ static void rnn_geom_init(const sf_op *op, const sf_tile *t, sf_rnn_geom *g) {
 
 /* Floats of the forward workspace (projections, states) and of the backward
  * extras (a gradient per state and the next dh). */
-size_t sf_rnn_workspace(const sf_op *op, const sf_tile *t, int backward) {
-    const sf_rnn_cell *c = rnn_cell(op);
+size_t sf_rnn_workspace(const sf_rnn_cell *c, const sf_op *op, const sf_tile *t, int backward) {
     sf_rnn_geom g;
-    rnn_geom_init(op, t, &g);
+    rnn_geom_init(c, op, t, &g);
     int64_t floats = c->n_proj * g.n * g.steps * c->gates * g.hid +
                      c->n_states * g.n * (g.steps + 1) * g.hid +
                      (backward ? (c->n_states + 1) * g.n * g.hid : 0);
@@ -316,30 +312,25 @@ static void rnn_write_outputs(const sf_kernel_args *a, const sf_rnn_cell *c, con
 /* What every kernel call starts with: the cell, the geometry, the workspace and
  * the forward run into it (the fast or the reference way); 0 for a tile the
  * kernels do not support. */
-static int rnn_forward(const sf_kernel_args *a, int fast, int backward, const sf_rnn_cell **c,
+static int rnn_forward(const sf_rnn_cell *c, const sf_kernel_args *a, int fast, int backward,
                        sf_rnn_geom *g, sf_rnn_ws *w) {
-    *c = rnn_cell(a->op);
-    rnn_geom_init(a->op, &a->tile, g);
+    rnn_geom_init(c, a->op, &a->tile, g);
     if (!g->whole) return 0;
-    *w = rnn_ws_carve(*c, g, a->workspace, backward);
+    *w = rnn_ws_carve(c, g, a->workspace, backward);
     if (fast)
-        rnn_run_fast(a, *c, g, w);
+        rnn_run_fast(a, c, g, w);
     else
-        rnn_run_ref(a, *c, g, w);
+        rnn_run_ref(a, c, g, w);
     return 1;
 }
 
-static sf_status rnn_fwd(const sf_kernel_args *a, int fast) {
-    const sf_rnn_cell *c;
+sf_status sf_rnn_fwd(const sf_rnn_cell *c, const sf_kernel_args *a, int fast) {
     sf_rnn_geom g;
     sf_rnn_ws w;
-    if (!rnn_forward(a, fast, 0, &c, &g, &w)) return SF_ERR_UNSUPPORTED;
+    if (!rnn_forward(c, a, fast, 0, &g, &w)) return SF_ERR_UNSUPPORTED;
     rnn_write_outputs(a, c, &g, &w);
     return SF_OK;
 }
-
-sf_status sf_rnn_fwd_ref(const sf_kernel_args *a) { return rnn_fwd(a, 0); }
-sf_status sf_rnn_fwd_fast(const sf_kernel_args *a) { return rnn_fwd(a, 1); }
 
 /* Before the time loop: each state's gradient from its final output (zero when
  * none is given). */
@@ -367,11 +358,10 @@ static void rnn_bwd_state(const sf_kernel_args *a, const sf_rnn_cell *c, const s
  * all steps. The fast kernel takes dh_{t-1} with one SGEMM per step, dx and
  * dW_ih with one each over all steps, dW_hh with one per step; the reference
  * kernel the same with loops, element by element. */
-static sf_status rnn_bwd(const sf_kernel_args *a, int fast) {
-    const sf_rnn_cell *c;
+sf_status sf_rnn_bwd(const sf_rnn_cell *c, const sf_kernel_args *a, int fast) {
     sf_rnn_geom g;
     sf_rnn_ws w;
-    if (!rnn_forward(a, fast, 1, &c, &g, &w)) return SF_ERR_UNSUPPORTED;
+    if (!rnn_forward(c, a, fast, 1, &g, &w)) return SF_ERR_UNSUPPORTED;
     const int64_t H = g.hid, I = g.in, T = g.steps, G = c->gates * H, srow = (T + 1) * H;
     const float *wih = a->weights, *whh = wih + G * I, *x = a->in[0];
     const float *px = w.proj[0], *ph = w.proj[c->n_proj - 1];
@@ -437,6 +427,3 @@ static sf_status rnn_bwd(const sf_kernel_args *a, int fast) {
     }
     return SF_OK;
 }
-
-sf_status sf_rnn_bwd_ref(const sf_kernel_args *a) { return rnn_bwd(a, 0); }
-sf_status sf_rnn_bwd_fast(const sf_kernel_args *a) { return rnn_bwd(a, 1); }

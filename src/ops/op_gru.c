@@ -114,6 +114,7 @@ static int64_t gru_params(const sf_op_params *p, const sf_shape *in, int n_in) {
     return sf_rnn_param_count(&gru_cell, p->gru.hidden, in[0].d[2]);
 }
 
+/* The callbacks that need the cell: op_rnn.c's, given this one. */
 static void gru_cost(const sf_op *op, const sf_tile *t, sf_op_cost *c) {
     sf_rnn_cost(&gru_cell, op, t, c);
 }

@@ -109,6 +109,7 @@ static int64_t lstm_params(const sf_op_params *p, const sf_shape *in, int n_in) 
     return sf_rnn_param_count(&lstm_cell, p->lstm.hidden, in[0].d[2]);
 }
 
+/* The callbacks that need the cell: op_rnn.c's, given this one. */
 static void lstm_cost(const sf_op *op, const sf_tile *t, sf_op_cost *c) {
     sf_rnn_cost(&lstm_cell, op, t, c);
 }

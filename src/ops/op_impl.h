@@ -2,10 +2,11 @@
  * op_impl.h - the table of callbacks behind every operator (internal).
  *
  * One operator lives in one file (op_conv2d.c, ...) that defines one const
- * sf_op_class (or a few, when types share all code, as the activations of op_unary.c do)
- * holding everything about it: shape inference, parameter count, its parallel
- * space with dimension kinds, the input region of an output tile, FLOPs and
- * bytes, memory, and (filled by the kernels work) reference and fast kernels.
+ * sf_op_class (or a few, when types share all code, as the activations of op_unary.c do;
+ * lstm and gru share all but their cells, in op_rnn.c) holding everything about
+ * it: shape inference, parameter count, its parallel space with dimension kinds,
+ * the input region of an output tile, FLOPs and bytes, memory, and (filled by
+ * the kernels work) reference and fast kernels.
  * The registry (registry.c) is the only other place an operator appears.
  *
  * Callbacks that may be NULL fall back to defaults in registry.c:
@@ -121,6 +122,62 @@ static inline sf_param_desc sf_param_make(const char *name, int ndim, const int6
     sf_param_desc p = {name, sf_shape_make(ndim, d), offset, init, a};
     return p;
 }
+
+/* What lstm and gru share (op_rnn.c): a recurrent layer over a whole sequence
+ * in PyTorch's weight layout, of G = gates * H rows per weight. Each operator
+ * file defines its cell and passes it; the callbacks that need no cell are
+ * the class's own. */
+typedef struct sf_rnn_geom {
+    int64_t n, steps, in, hid; /* tile samples, steps T, input features I, hidden H */
+    int has_state;             /* the initial states are inputs */
+    int whole;                 /* the tile covers all of T and H (else unsupported) */
+} sf_rnn_geom;
+
+/* The named pieces of a kernel's workspace. */
+typedef struct sf_rnn_ws {
+    /* (n, T, G) each: the gates' pre-activations, x W_ih^T + h W_hh^T + both
+     * biases in proj[0] alone (n_proj 1), or the input projection x W_ih^T +
+     * b_ih in proj[0] and the recurrent one h W_hh^T + b_hh in proj[1]
+     * (n_proj 2). The cell rewrites them forward (its activations) and
+     * backward (their gradients). */
+    float *proj[2];
+    float *state[2];  /* (n, T+1, H) each: h, then c (lstm); slot 0 the initial state */
+    float *dstate[2]; /* (n, H) each, backward: dL/d(state) carried back a step */
+    float *dh_next;   /* (n, H), backward: the fast kernel's next dh */
+} sf_rnn_ws;
+
+typedef struct sf_rnn_cell {
+    int gates;             /* gate blocks of H rows */
+    int n_proj;            /* projection buffers, 1 or 2 (sf_rnn_ws.proj) */
+    int n_states;          /* states: inputs after x (optional, all or none), outputs after y */
+    int dh_direct;         /* backward leaves in dstate[0] a direct part of dh_{t-1}, to
+                            * which dA W_hh is added (else dA W_hh replaces it) */
+    double ew_flops;       /* elementwise operations per hidden unit per step */
+    double saved_per_unit; /* floats per step and unit written forward, read backward */
+    const char *inputs;    /* the valid inputs, for infer's message */
+    /* Step t: the projections of step t become what backward needs and every
+     * state of slot t + 1 is written. */
+    void (*forward)(const sf_rnn_geom *g, const sf_rnn_ws *w, int64_t t);
+    /* Its adjoint: with dstate = dL/d(states at t) from later steps, adds dy[:, t]
+     * to dh, turns the projections of step t into their gradients and leaves in
+     * dstate the gradients for slot t (dh: see dh_direct). */
+    void (*backward)(const sf_rnn_geom *g, const sf_rnn_ws *w, const float *dy, int64_t t);
+} sf_rnn_cell;
+
+sf_status sf_rnn_infer(const sf_rnn_cell *c, int64_t hidden, const sf_shape *in, int n_in,
+                       sf_shape *out, int *n_out, sf_error *err);
+int64_t sf_rnn_param_count(const sf_rnn_cell *c, int64_t hidden, int64_t in_features);
+void sf_rnn_space(const sf_op *op, sf_shape *space, sf_dim_kind *kinds);
+void sf_rnn_region(const sf_op *op, const sf_tile *t, int input, sf_tile *r);
+void sf_rnn_out_tile(const sf_op *op, const sf_tile *t, int output, sf_tile *o);
+int sf_rnn_out_axes(const sf_op *op, int output, int *axis, int64_t *shift);
+void sf_rnn_cost(const sf_rnn_cell *c, const sf_op *op, const sf_tile *t, sf_op_cost *cost);
+void sf_rnn_memory(const sf_rnn_cell *c, const sf_op *op, const sf_tile *t, sf_op_mem *m);
+int sf_rnn_param_descs(const sf_rnn_cell *c, const sf_op *op, sf_param_desc *out);
+size_t sf_rnn_workspace(const sf_rnn_cell *c, const sf_op *op, const sf_tile *t, int backward);
+/* The forward (backward) kernel, the fast one when fast is non-zero. */
+sf_status sf_rnn_fwd(const sf_rnn_cell *c, const struct sf_kernel_args *a, int fast);
+sf_status sf_rnn_bwd(const sf_rnn_cell *c, const struct sf_kernel_args *a, int fast);
 
 /* Every class, defined in its operator file. */
 extern const sf_op_class sf_op_input_class;

@@ -2202,13 +2202,46 @@ static sf_status act_softmax(ox_ctx *c, const Onnx__NodeProto *n) {
 /* ---- LSTM ---------------------------------------------------------------------------- */
 
 /* ONNX gate blocks i, o, f, c to PyTorch's i, f, g, o: torch block t is ONNX block
- * from[t]. */
+ * gate_from[t]. */
 static const int gate_from[4] = {0, 2, 3, 1};
 
-static void reorder_gates(const float *src, float *dst, int64_t h, int64_t row) {
-    for (int t = 0; t < 4; t++)
-        memcpy(dst + (size_t)(t * h * row), src + (size_t)(gate_from[t] * h * row),
+/* The ng gate blocks of h rows of `row` values each from ONNX's order to
+ * PyTorch's: torch block t is ONNX block from[t]. */
+static void reorder_gates(const float *src, float *dst, const int *from, int ng, int64_t h,
+                          int64_t row) {
+    for (int t = 0; t < ng; t++)
+        memcpy(dst + (size_t)(t * h * row), src + (size_t)(from[t] * h * row),
                (size_t)(h * row) * sizeof *dst);
+}
+
+/* An RNN operator's weights from ONNX's W (ng*h, isz), R (ng*h, h) and B (2 ng*h:
+ * the input's biases, then the recurrence's; NULL with has_b 0: zeros), in
+ * PyTorch's gate order and names. */
+static sf_status rnn_weights(ox_ctx *c, int id, const float *W, const float *R, const float *B,
+                             int has_b, const int *from, int ng, int64_t hidden, int64_t isz) {
+    int64_t g = ng * hidden;
+    float *buf = NULL;
+    if (c->want_weights && W && R) {
+        size_t need = (size_t)(g * (isz > hidden ? isz : hidden));
+        buf = malloc((need > (size_t)(2 * g) ? need : (size_t)(2 * g)) * sizeof *buf);
+        if (!buf) return sf_error_set(c->err, SF_ERR_NOMEM, "%s: out of memory", c->origin);
+    }
+    sf_status st = SF_OK;
+    if (buf) reorder_gates(W, buf, from, ng, hidden, isz);
+    st = ox_put_param(c, id, "weight_ih_l0", W ? buf : NULL, g * isz);
+    if (buf && st == SF_OK) reorder_gates(R, buf, from, ng, hidden, hidden);
+    if (st == SF_OK) st = ox_put_param(c, id, "weight_hh_l0", R ? buf : NULL, g * hidden);
+    if (st == SF_OK && has_b) {
+        if (buf && B) reorder_gates(B, buf, from, ng, hidden, 1);
+        st = ox_put_param(c, id, "bias_ih_l0", buf && B ? buf : NULL, g);
+        if (buf && B) reorder_gates(B + g, buf, from, ng, hidden, 1);
+        if (st == SF_OK) st = ox_put_param(c, id, "bias_hh_l0", buf && B ? buf : NULL, g);
+    } else if (st == SF_OK) { /* ONNX's default: no bias */
+        st = ox_fill_param(c, id, "bias_ih_l0", 0.0f);
+        if (st == SF_OK) st = ox_fill_param(c, id, "bias_hh_l0", 0.0f);
+    }
+    free(buf);
+    return st;
 }
 
 /* An initial state input: absent or all zeros (0), an activation (1), else -1. */
@@ -2379,29 +2412,7 @@ static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
     p.lstm.hidden = hidden;
     int id = ox_add_op(c, SF_OP_LSTM, &p, in, n_in, NULL);
     if (id < 0) return (sf_status)id;
-    int64_t g4 = 4 * hidden;
-    float *buf = NULL;
-    if (c->want_weights && W && R) {
-        size_t need = (size_t)(g4 * (isz > hidden ? isz : hidden));
-        buf = malloc((need > (size_t)(2 * g4) ? need : (size_t)(2 * g4)) * sizeof *buf);
-        if (!buf) return sf_error_set(c->err, SF_ERR_NOMEM, "%s: out of memory", c->origin);
-    }
-    sf_status st = SF_OK;
-    if (buf) reorder_gates(W, buf, hidden, isz);
-    st = ox_put_param(c, id, "weight_ih_l0", W ? buf : NULL, g4 * isz);
-    if (buf && st == SF_OK) reorder_gates(R, buf, hidden, hidden);
-    if (st == SF_OK) st = ox_put_param(c, id, "weight_hh_l0", R ? buf : NULL, g4 * hidden);
-    if (st == SF_OK && has_b) {
-        if (buf && B) reorder_gates(B, buf, hidden, 1);
-        st = ox_put_param(c, id, "bias_ih_l0", buf && B ? buf : NULL, g4);
-        if (buf && B) reorder_gates(B + g4, buf, hidden, 1);
-        if (st == SF_OK) st = ox_put_param(c, id, "bias_hh_l0", buf && B ? buf : NULL, g4);
-    } else if (st == SF_OK) { /* ONNX's default: no bias */
-        st = ox_fill_param(c, id, "bias_ih_l0", 0.0f);
-        if (st == SF_OK) st = ox_fill_param(c, id, "bias_hh_l0", 0.0f);
-    }
-    free(buf);
-    TRY(st);
+    TRY(rnn_weights(c, id, W, R, B, has_b, gate_from, 4, hidden, isz));
     rnn_outputs(c, n, id, layout, t, nb, hidden, 2);
     return SF_OK;
 }
@@ -2412,11 +2423,6 @@ static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
  * gru_from[t]. */
 static const int gru_from[3] = {1, 0, 2};
 
-static void reorder_gru_gates(const float *src, float *dst, int64_t h, int64_t row) {
-    for (int t = 0; t < 3; t++)
-        memcpy(dst + (size_t)(t * h * row), src + (size_t)(gru_from[t] * h * row),
-               (size_t)(h * row) * sizeof *dst);
-}
 
 /* torch.nn.GRU's export: forward, linear_before_reset = 1 (r multiplies
  * W_hn h + b_hn), default activations, one layer a node. */
@@ -2480,28 +2486,7 @@ static sf_status act_gru(ox_ctx *c, const Onnx__NodeProto *n) {
     p.gru.hidden = hidden;
     int id = ox_add_op(c, SF_OP_GRU, &p, in, h0 ? 2 : 1, NULL);
     if (id < 0) return (sf_status)id;
-    float *buf = NULL;
-    if (c->want_weights && W && R) {
-        size_t need = (size_t)(g3 * (isz > hidden ? isz : hidden));
-        buf = malloc((need > (size_t)(2 * g3) ? need : (size_t)(2 * g3)) * sizeof *buf);
-        if (!buf) return sf_error_set(c->err, SF_ERR_NOMEM, "%s: out of memory", c->origin);
-    }
-    sf_status st = SF_OK;
-    if (buf) reorder_gru_gates(W, buf, hidden, isz);
-    st = ox_put_param(c, id, "weight_ih_l0", W ? buf : NULL, g3 * isz);
-    if (buf && st == SF_OK) reorder_gru_gates(R, buf, hidden, hidden);
-    if (st == SF_OK) st = ox_put_param(c, id, "weight_hh_l0", R ? buf : NULL, g3 * hidden);
-    if (st == SF_OK && has_b) {
-        if (buf && B) reorder_gru_gates(B, buf, hidden, 1);
-        st = ox_put_param(c, id, "bias_ih_l0", buf && B ? buf : NULL, g3);
-        if (buf && B) reorder_gru_gates(B + g3, buf, hidden, 1);
-        if (st == SF_OK) st = ox_put_param(c, id, "bias_hh_l0", buf && B ? buf : NULL, g3);
-    } else if (st == SF_OK) { /* ONNX's default: no bias */
-        st = ox_fill_param(c, id, "bias_ih_l0", 0.0f);
-        if (st == SF_OK) st = ox_fill_param(c, id, "bias_hh_l0", 0.0f);
-    }
-    free(buf);
-    TRY(st);
+    TRY(rnn_weights(c, id, W, R, B, has_b, gru_from, 3, hidden, isz));
     rnn_outputs(c, n, id, layout, t, nb, hidden, 1);
     return SF_OK;
 }

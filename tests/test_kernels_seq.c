@@ -447,34 +447,35 @@ static void lstm_fwd_d(const sf_op *op, double *const *x, const double *w, doubl
     free(gt);
 }
 
-static void test_lstm_tiles(void **state) {
-    (void)state;
+/* What the recurrent operators share: every case's sample partitions, its
+ * gradients against finite differences of the reference in doubles, and the
+ * refusal of a part of H or of T (no single call computes one). */
+typedef void (*rnn_make_fn)(opx *o, const lstm_case *c);
+
+static void rnn_tiles(rnn_make_fn make, uint64_t seed) {
     static const int degs[][4] = {{2, 1, 1, 1}, {3, 1, 1, 1}, {5, 1, 1, 1}, {4, 1, 1, 1}};
     for (int i = 0; i < N_LSTM; i++) {
         opx o;
-        lstm_make(&o, &lstm_cases[i]);
-        check_partitions(&o, degs, (int)(sizeof degs / sizeof degs[0]), 300 + (uint64_t)i);
+        make(&o, &lstm_cases[i]);
+        check_partitions(&o, degs, (int)(sizeof degs / sizeof degs[0]), seed + (uint64_t)i);
         sf_graph_free(o.g);
     }
 }
 
-static void test_lstm_gradients_fd(void **state) {
-    (void)state;
+static void rnn_gradients_fd(rnn_make_fn make, fwd_d_fn f, uint64_t seed) {
     for (int i = 0; i < N_LSTM; i++) {
         opx o;
-        lstm_make(&o, &lstm_cases[i]);
-        check_gradients_fd(&o, lstm_fwd_d, 400 + (uint64_t)i);
+        make(&o, &lstm_cases[i]);
+        check_gradients_fd(&o, f, seed + (uint64_t)i);
         sf_graph_free(o.g);
     }
 }
 
-/* A part of H or of T cannot be computed by one call: both kernels say so. */
-static void test_lstm_unsupported_tiles(void **state) {
-    (void)state;
+static void rnn_unsupported_tiles(rnn_make_fn make, uint64_t seed) {
     opx o;
-    lstm_make(&o, &lstm_cases[1]);
+    make(&o, &lstm_cases[1]);
     tensors T;
-    tensors_init(&T, &o, 450);
+    tensors_init(&T, &o, seed);
     const int degs[][3] = {{1, 1, 2}, {2, 1, 4}, {1, 5, 1}};
     for (int d = 0; d < 3; d++)
         for (int fast = 0; fast < 2; fast++) {
@@ -483,6 +484,19 @@ static void test_lstm_unsupported_tiles(void **state) {
         }
     tensors_free(&T, &o);
     sf_graph_free(o.g);
+}
+
+static void test_lstm_tiles(void **state) {
+    (void)state;
+    rnn_tiles(lstm_make, 300);
+}
+static void test_lstm_gradients_fd(void **state) {
+    (void)state;
+    rnn_gradients_fd(lstm_make, lstm_fwd_d, 400);
+}
+static void test_lstm_unsupported_tiles(void **state) {
+    (void)state;
+    rnn_unsupported_tiles(lstm_make, 450);
 }
 
 /* ---- gru --------------------------------------------------------------- */
@@ -530,40 +544,15 @@ static void gru_fwd_d(const sf_op *op, double *const *x, const double *w, double
 
 static void test_gru_tiles(void **state) {
     (void)state;
-    static const int degs[][4] = {{2, 1, 1, 1}, {3, 1, 1, 1}, {5, 1, 1, 1}, {4, 1, 1, 1}};
-    for (int i = 0; i < N_LSTM; i++) {
-        opx o;
-        gru_make(&o, &lstm_cases[i]);
-        check_partitions(&o, degs, (int)(sizeof degs / sizeof degs[0]), 460 + (uint64_t)i);
-        sf_graph_free(o.g);
-    }
+    rnn_tiles(gru_make, 460);
 }
-
 static void test_gru_gradients_fd(void **state) {
     (void)state;
-    for (int i = 0; i < N_LSTM; i++) {
-        opx o;
-        gru_make(&o, &lstm_cases[i]);
-        check_gradients_fd(&o, gru_fwd_d, 470 + (uint64_t)i);
-        sf_graph_free(o.g);
-    }
+    rnn_gradients_fd(gru_make, gru_fwd_d, 470);
 }
-
-/* A part of H or of T: both kernels refuse it, as the LSTM's do. */
 static void test_gru_unsupported_tiles(void **state) {
     (void)state;
-    opx o;
-    gru_make(&o, &lstm_cases[1]);
-    tensors T;
-    tensors_init(&T, &o, 480);
-    const int degs[][3] = {{1, 1, 2}, {2, 1, 4}, {1, 5, 1}};
-    for (int d = 0; d < 3; d++)
-        for (int fast = 0; fast < 2; fast++) {
-            sf_tile t = partition_tile(&o.op->space, degs[d], 0);
-            assert_int_equal(run_tile(&o, &t, fast, &T), SF_ERR_UNSUPPORTED);
-        }
-    tensors_free(&T, &o);
-    sf_graph_free(o.g);
+    rnn_unsupported_tiles(gru_make, 480);
 }
 
 /* ---- attention --------------------------------------------------------- */

@@ -2343,6 +2343,49 @@ static void rnn_outputs(ox_ctx *c, const Onnx__NodeProto *n, int id, int64_t lay
         ox_set_act(c, ox_out(c, n, k), (sf_tensor_ref){id, k}, 3, ds, ms, 0);
 }
 
+/* The activations attribute, if there is one: the k defaults or a refusal. */
+static sf_status rnn_default_acts(ox_ctx *c, const Onnx__NodeProto *n, const char *const *dflt,
+                                  size_t k, const char *names) {
+    const Onnx__AttributeProto *acts = ox_attr(n, "activations");
+    if (!acts) return SF_OK;
+    int ok = acts->n_strings == k;
+    for (size_t i = 0; ok && i < k; i++)
+        ok = acts->strings[i].len == strlen(dflt[i]) &&
+             memcmp(acts->strings[i].data, dflt[i], acts->strings[i].len) == 0;
+    return ok ? SF_OK : ox_fail(c, SF_ERR_UNSUPPORTED, "activations other than %s", names);
+}
+
+/* An RNN node's W (1, ng*h, isz), R (1, ng*h, h) and optional B (1, 2 ng*h),
+ * *hidden from W when the node does not say it. */
+static sf_status rnn_wrb(ox_ctx *c, const Onnx__NodeProto *n, int ng, int64_t isz,
+                         int64_t *hidden, const float **W, const float **R, const float **B,
+                         int *has_b) {
+    int ok;
+    *W = ox_weight(c, ox_in(c, n, 1), "W", &ok);
+    if (!ok) return c->err->code;
+    *R = ox_weight(c, ox_in(c, n, 2), "R", &ok);
+    if (!ok) return c->err->code;
+    const ox_value *Wv = &c->vals[ox_in(c, n, 1)], *Rv = &c->vals[ox_in(c, n, 2)];
+    if (*hidden < 1 && Wv->ndim == 3) *hidden = Wv->d[1] / ng;
+    int64_t h = *hidden, g = ng * h;
+    if (h < 1 || h > SF_MAX_EXTENT)
+        return ox_fail(c, SF_ERR_PARSE, "hidden_size %lld", (long long)h);
+    if (Wv->ndim != 3 || Wv->d[0] != 1 || Wv->d[1] != g || Wv->d[2] != isz)
+        return ox_fail(c, SF_ERR_SHAPE, "W must be 1x%lldx%lld", (long long)g, (long long)isz);
+    if (Rv->ndim != 3 || Rv->d[0] != 1 || Rv->d[1] != g || Rv->d[2] != h)
+        return ox_fail(c, SF_ERR_SHAPE, "R must be 1x%lldx%lld", (long long)g, (long long)h);
+    *B = NULL;
+    *has_b = present(c, n, 3);
+    if (*has_b) {
+        *B = ox_weight(c, ox_in(c, n, 3), "B", &ok);
+        if (!ok) return c->err->code;
+        const ox_value *Bv = &c->vals[ox_in(c, n, 3)];
+        if (Bv->ndim != 2 || Bv->d[0] != 1 || Bv->d[1] != 2 * g)
+            return ox_fail(c, SF_ERR_SHAPE, "B must be 1x%lld", (long long)(2 * g));
+    }
+    return SF_OK;
+}
+
 static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
     char dir[32];
     TRY(ox_attr_str(c, n, "direction", "forward", dir, sizeof dir));
@@ -2354,44 +2397,15 @@ static sf_status act_lstm(ox_ctx *c, const Onnx__NodeProto *n) {
     TRY(ox_attr_int(c, n, "input_forget", 0, &input_forget));
     if (input_forget) return ox_fail(c, SF_ERR_UNSUPPORTED, "input_forget (coupled gates)");
     if (ox_attr(n, "clip")) return ox_fail(c, SF_ERR_UNSUPPORTED, "cell clipping");
-    const Onnx__AttributeProto *acts = ox_attr(n, "activations");
-    if (acts) {
-        static const char *const dflt[3] = {"Sigmoid", "Tanh", "Tanh"};
-        int ok = acts->n_strings == 3;
-        for (size_t k = 0; ok && k < 3; k++)
-            ok = acts->strings[k].len == strlen(dflt[k]) &&
-                 memcmp(acts->strings[k].data, dflt[k], acts->strings[k].len) == 0;
-        if (!ok)
-            return ox_fail(c, SF_ERR_UNSUPPORTED, "activations other than Sigmoid, Tanh, Tanh");
-    }
+    static const char *const dflt[3] = {"Sigmoid", "Tanh", "Tanh"};
+    TRY(rnn_default_acts(c, n, dflt, 3, "Sigmoid, Tanh, Tanh"));
     if (present(c, n, 7)) return ox_fail(c, SF_ERR_UNSUPPORTED, "peephole connections (P)");
     sf_tensor_ref in[3];
     int64_t t, nb, isz;
     TRY(rnn_x(c, n, layout, "LSTM", &in[0], &t, &nb, &isz));
-    int ok;
-    const float *W = ox_weight(c, ox_in(c, n, 1), "W", &ok);
-    if (!ok) return c->err->code;
-    const float *R = ox_weight(c, ox_in(c, n, 2), "R", &ok);
-    if (!ok) return c->err->code;
-    const ox_value *Wv = &c->vals[ox_in(c, n, 1)], *Rv = &c->vals[ox_in(c, n, 2)];
-    if (hidden < 1 && Wv->ndim == 3) hidden = Wv->d[1] / 4;
-    if (hidden < 1 || hidden > SF_MAX_EXTENT)
-        return ox_fail(c, SF_ERR_PARSE, "hidden_size %lld", (long long)hidden);
-    if (Wv->ndim != 3 || Wv->d[0] != 1 || Wv->d[1] != 4 * hidden || Wv->d[2] != isz)
-        return ox_fail(c, SF_ERR_SHAPE, "W must be 1x%lldx%lld", (long long)(4 * hidden),
-                       (long long)isz);
-    if (Rv->ndim != 3 || Rv->d[0] != 1 || Rv->d[1] != 4 * hidden || Rv->d[2] != hidden)
-        return ox_fail(c, SF_ERR_SHAPE, "R must be 1x%lldx%lld", (long long)(4 * hidden),
-                       (long long)hidden);
-    const float *B = NULL;
-    int has_b = present(c, n, 3);
-    if (has_b) {
-        B = ox_weight(c, ox_in(c, n, 3), "B", &ok);
-        if (!ok) return c->err->code;
-        const ox_value *Bv = &c->vals[ox_in(c, n, 3)];
-        if (Bv->ndim != 2 || Bv->d[0] != 1 || Bv->d[1] != 8 * hidden)
-            return ox_fail(c, SF_ERR_SHAPE, "B must be 1x%lld", (long long)(8 * hidden));
-    }
+    const float *W, *R, *B;
+    int has_b;
+    TRY(rnn_wrb(c, n, 4, isz, &hidden, &W, &R, &B, &has_b));
     TRY(rnn_lengths(c, n, t));
     int h0 = lstm_state(c, n, 5), c0 = lstm_state(c, n, 6);
     if (h0 == -2 || c0 == -2) return c->err->code;
@@ -2441,41 +2455,14 @@ static sf_status act_gru(ox_ctx *c, const Onnx__NodeProto *n) {
                        "multiplies W_hn h + b_hn)",
                        (long long)lbr);
     if (ox_attr(n, "clip")) return ox_fail(c, SF_ERR_UNSUPPORTED, "cell clipping");
-    const Onnx__AttributeProto *acts = ox_attr(n, "activations");
-    if (acts) {
-        static const char *const dflt[2] = {"Sigmoid", "Tanh"};
-        int ok = acts->n_strings == 2;
-        for (size_t k = 0; ok && k < 2; k++)
-            ok = acts->strings[k].len == strlen(dflt[k]) &&
-                 memcmp(acts->strings[k].data, dflt[k], acts->strings[k].len) == 0;
-        if (!ok) return ox_fail(c, SF_ERR_UNSUPPORTED, "activations other than Sigmoid, Tanh");
-    }
+    static const char *const dflt[2] = {"Sigmoid", "Tanh"};
+    TRY(rnn_default_acts(c, n, dflt, 2, "Sigmoid, Tanh"));
     sf_tensor_ref in[2];
     int64_t t, nb, isz;
     TRY(rnn_x(c, n, layout, "GRU", &in[0], &t, &nb, &isz));
-    int ok;
-    const float *W = ox_weight(c, ox_in(c, n, 1), "W", &ok);
-    if (!ok) return c->err->code;
-    const float *R = ox_weight(c, ox_in(c, n, 2), "R", &ok);
-    if (!ok) return c->err->code;
-    const ox_value *Wv = &c->vals[ox_in(c, n, 1)], *Rv = &c->vals[ox_in(c, n, 2)];
-    if (hidden < 1 && Wv->ndim == 3) hidden = Wv->d[1] / 3;
-    if (hidden < 1 || hidden > SF_MAX_EXTENT)
-        return ox_fail(c, SF_ERR_PARSE, "hidden_size %lld", (long long)hidden);
-    int64_t g3 = 3 * hidden;
-    if (Wv->ndim != 3 || Wv->d[0] != 1 || Wv->d[1] != g3 || Wv->d[2] != isz)
-        return ox_fail(c, SF_ERR_SHAPE, "W must be 1x%lldx%lld", (long long)g3, (long long)isz);
-    if (Rv->ndim != 3 || Rv->d[0] != 1 || Rv->d[1] != g3 || Rv->d[2] != hidden)
-        return ox_fail(c, SF_ERR_SHAPE, "R must be 1x%lldx%lld", (long long)g3, (long long)hidden);
-    const float *B = NULL;
-    int has_b = present(c, n, 3);
-    if (has_b) {
-        B = ox_weight(c, ox_in(c, n, 3), "B", &ok);
-        if (!ok) return c->err->code;
-        const ox_value *Bv = &c->vals[ox_in(c, n, 3)];
-        if (Bv->ndim != 2 || Bv->d[0] != 1 || Bv->d[1] != 2 * g3)
-            return ox_fail(c, SF_ERR_SHAPE, "B must be 1x%lld", (long long)(2 * g3));
-    }
+    const float *W, *R, *B;
+    int has_b;
+    TRY(rnn_wrb(c, n, 3, isz, &hidden, &W, &R, &B, &has_b));
     TRY(rnn_lengths(c, n, t));
     int h0 = lstm_state(c, n, 5);
     if (h0 == -2) return c->err->code;

@@ -421,9 +421,10 @@ static sf_status fast_eval(sf_sim *sim, const sf_strategy *s, int k, sim_fast_re
                 memcpy(out->live, r.device_live_bytes, (size_t)nd * sizeof *out->live);
                 memcpy(out->kinds, r.device_live_kinds,
                        (size_t)nd * SF_SIM_MEM_KIND_COUNT * sizeof *out->kinds);
-                for (int d = 0; d < nd; d++) /* a peak after the steady copies comes later */
-                    out->live_t[d] =
-                        r.device_live_peak_s[d] + (r.device_live_peak_s[d] > end ? more * lambda : 0);
+                for (int d = 0; d < nd; d++) { /* a peak after the steady copies comes later */
+                    double at = r.device_live_peak_s[d];
+                    out->live_t[d] = at + (at > end ? more * lambda : 0);
+                }
                 o->device_live_bytes = out->live;
                 o->device_live_peak_s = out->live_t;
                 o->device_live_kinds = out->kinds;

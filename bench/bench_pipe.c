@@ -7,6 +7,7 @@
  *     bench_pipe MACHINE.json --tp T --pp P --dp D --micro M [--layers L]
  *                [--hidden H] [--heads A] [--seq-len S] [--vocab V] [--batch B]
  *                [--schedule gpipe|1f1b|interleaved:V] [--reps R] [--fast 1] [--timeline 1]
+ *                [--every-replica 1]
  *
  * The model is the zoo's gpt (GPT-3 175B's shape by default: 96 layers,
  * hidden 12288, 96 heads, sequence 2048) in bf16 under Adam; the machine file
@@ -60,7 +61,7 @@ static sf_status pipelined_megatron(sf_strategy *s, const sf_graph *g, const sf_
     if (!ms) return err->code;
     /* Megatron's configs for a micro-batch (its operators split the samples
      * they have, not the whole batch's): copy 0 of the micro-batch graph */
-    sf_graph *gu = sf_graph_micro_batches(g, pl->micro_batches, err);
+    sf_graph *gu = sf_graph_micro_batch_copies(g, pl->micro_batches, 1, err);
     sf_strategy *one = gu ? sf_strategy_new(gu) : NULL;
     sf_status st = one ? sf_strategy_megatron(one, gu, ms, tp, 0, err)
                        : sf_error_set(err, SF_ERR_NOMEM, "no micro-batch graph");
@@ -89,10 +90,11 @@ int main(int argc, char **argv) {
     if (argc < 2) {
         fprintf(stderr, "usage: bench_pipe MACHINE.json --tp T --pp P --dp D --micro M "
                         "[--layers L] [--hidden H] [--heads A] [--seq-len S] [--vocab V] "
-                        "[--batch B] [--schedule S] [--reps R] [--fast 1] [--timeline 1]\n");
+                        "[--batch B] [--schedule S] [--reps R] [--fast 1] [--timeline 1] "
+                        "[--every-replica 1]\n");
         return 2;
     }
-    int tp = 8, pp = 1, dp = 1, micro = 1, reps = 3, fast = 0, timeline = 0;
+    int tp = 8, pp = 1, dp = 1, micro = 1, reps = 3, fast = 0, timeline = 0, every = 0;
     const char *sched = "1f1b";
     sf_model_options mo;
     sf_model_options_default(&mo);
@@ -132,6 +134,8 @@ int main(int argc, char **argv) {
             fast = (int)x;
         else if (!strcmp(k, "--timeline"))
             timeline = (int)x;
+        else if (!strcmp(k, "--every-replica"))
+            every = (int)x;
         else {
             fprintf(stderr, "bench_pipe: unknown option '%s'\n", k);
             return 2;
@@ -170,6 +174,7 @@ int main(int argc, char **argv) {
     so.pipeline_fast = fast;
     so.keep_schedule = !fast;
     so.memory_timeline = timeline;
+    so.every_replica = every;
     sf_sim *sim = sf_sim_new(g, m, cm, &so, &err);
     if (!sim) goto fail;
     sf_sim_result r = {0};
@@ -185,10 +190,10 @@ int main(int argc, char **argv) {
     }
     printf("{\"machine\": \"%s\", \"devices\": %d, \"tp\": %d, \"pp\": %d, \"dp\": %d, "
            "\"micro\": %d, \"schedule\": \"%s\", \"layers\": %lld, \"ops\": %d, "
-           "\"tasks\": %lld, \"fast_copies\": %d, \"tasks_simulated\": %lld, \"iter_ms\": %.9f, \"peak_mem_GB\": %.3f, \"fits\": %d, "
+           "\"tasks\": %lld, \"fast_copies\": %d, \"replicas\": %d, \"tasks_simulated\": %lld, \"iter_ms\": %.9f, \"peak_mem_GB\": %.3f, \"fits\": %d, "
            "\"full_s\": %.3f, \"rss_before_sim_MB\": %.0f, \"rss_MB\": %.0f}\n",
            sf_machine_name(m), sf_machine_num_devices(m), tp, pp, dp, micro, sched,
-           (long long)mo.layers, sf_graph_num_ops(g), (long long)r.tasks, r.fast_copies,
+           (long long)mo.layers, sf_graph_num_ops(g), (long long)r.tasks, r.fast_copies, r.replicas,
            (long long)r.rescheduled, r.iter_s * 1e3,
            r.peak_mem_bytes / 1e9, r.fits, best, rss0, rss_mb());
     sf_sim_free(sim);

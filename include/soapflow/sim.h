@@ -95,6 +95,10 @@ typedef struct sf_sim_options {
                                     * repeat task for task at a period, carried to m; else
                                     * every micro-batch; docs/simulator.md, "Pipelines");
                                     * only without keep_schedule. Default 0 */
+    int every_replica;             /* 1: simulate every data-parallel replica of a pipeline
+                                    * (default 0: identical replicas are simulated as one,
+                                    * with the same result; docs/simulator.md, "Identical
+                                    * replicas") */
     int64_t max_tasks;             /* 0 (default): no limit; else a full simulation whose task
                                     * graph grows past this many tasks stops with SF_ERR_RANGE
                                     * before it is laid out, and a delta update is cut off
@@ -131,6 +135,9 @@ typedef struct sf_sim_result {
     int fast_copies;        /* 0, or a pipeline's fast path: the micro-batches of the run
                              * carried to m (its tasks are `rescheduled`, `tasks` the
                              * whole micro-batch graph's) */
+    int replicas;           /* 0, or a pipeline's D identical data-parallel replicas
+                             * simulated as one (docs/simulator.md, "Identical
+                             * replicas"): `tasks` and `rescheduled` are one replica's */
     int n_devices;
     double *device_busy_s;    /* [n_devices], owned by the simulator, valid until next call;
                                * on a machine whose devices share cores, per core: on the

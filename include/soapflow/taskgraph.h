@@ -280,6 +280,16 @@ typedef struct sf_tg_steps {
  * be NULL: one node of n_devices devices, no copies. */
 SF_API void sf_taskgraph_set_comm(sf_taskgraph *tg, const sf_machine *m, sf_sync_scheme scheme);
 SF_API sf_sync_scheme sf_taskgraph_scheme(const sf_taskgraph *tg);
+/* The strategy is replica 0 of n_rep identical data-parallel replicas
+ * (docs/simulator.md, "Identical replicas"): to[r * n_devices + d] is the
+ * device of replica r that plays replica 0's device d. Each shard's sync steps
+ * then run over its devices in every replica: replica 0's in ring order, then
+ * each other replica's the same way (their nodes one after another, as the
+ * ring of the whole strategy visits them). The steps name devices of other
+ * replicas, which hold no parts here; the simulator keeps what replica 0's
+ * nodes do. n_rep <= 1 (or to NULL) is one replica, the default; `to` is
+ * borrowed and must live as long as tg uses it. */
+SF_API void sf_taskgraph_set_replicas(sf_taskgraph *tg, int n_rep, const int16_t *to);
 
 /* The shards of owner's weight group (as sf_taskgraph_sync, into *sync) and the
  * steps of their gradient sync and update under the scheme of

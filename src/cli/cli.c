@@ -512,7 +512,11 @@ const char sf_cli_sim_help[] =
     "                         path: one shorter run whose steady micro-batches repeat\n"
     "                         at a period, carried to m (the same result to rounding;\n"
     "                         every micro-batch where it does not repeat yet;\n"
-    "                         docs/simulator.md, \"Pipelines\")\n";
+    "                         docs/simulator.md, \"Pipelines\")\n"
+    "  --every-replica        simulate every data-parallel replica of a pipeline (by\n"
+    "                         default identical replicas on their own nodes are\n"
+    "                         simulated once, with the same result; docs/simulator.md,\n"
+    "                         \"Identical replicas\")\n";
 
 int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o) {
     const char *v = NULL;
@@ -532,6 +536,7 @@ int sf_cli_sim_option(sf_cli_args *a, sf_sim_options *o) {
                 a->cmd, "--sync-scheme must be ring, ps or hierarchical, not '%s'", v);
         return 1;
     }
+    if (sf_cli_flag(a, "--every-replica", NULL, &o->every_replica)) return 1;
     return sf_cli_flag(a, "--pipeline-fast", NULL, &o->pipeline_fast);
 }
 

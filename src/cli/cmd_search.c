@@ -423,6 +423,7 @@ int sf_cmd_search(int argc, char **argv) {
     sf_sim_options bo = so.mcmc.sim; /* the best with its memory over the iteration */
     bo.memory_timeline = o.mem.memory_timeline;
     bo.memory_headroom = o.mem.memory_headroom;
+    if (o.trace || o.svg) bo.every_replica = 1; /* pictures of every device */
     sim = sf_sim_new(g, m, cm, &bo, &err);
     if (!sim || sf_sim_run(sim, best, &br, &err) != SF_OK) {
         rc = sf_cli_fail_err(&err);

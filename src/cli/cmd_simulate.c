@@ -276,7 +276,9 @@ static int usage(FILE *out) {
             "                         peak_mem_bytes (all alive at once), memory_headroom,\n"
             "                         mem_capacity_bytes, fits,\n"
             "                         tasks, fast_copies (0, or the micro-batches a\n"
-            "                         --pipeline-fast run carried to m), model, machine,\n"
+            "                         --pipeline-fast run carried to m), replicas (0, or\n"
+            "                         the identical data-parallel replicas simulated as\n"
+            "                         one; tasks are then one replica's), model, machine,\n"
             "                         strategy, pipeline (null, or\n"
             "                         stages, chunks_per_stage, micro_batches, schedule,\n"
             "                         boundaries), sync, sync_scheme,\n"
@@ -509,6 +511,7 @@ static int print_json(const report *rp) {
     bad |= json_object_set_new(j, "fits", json_boolean(r->fits));
     bad |= json_object_set_new(j, "tasks", json_integer((json_int_t)r->tasks));
     bad |= json_object_set_new(j, "fast_copies", json_integer(r->fast_copies));
+    bad |= json_object_set_new(j, "replicas", json_integer(r->replicas));
     for (int d = 0; d < r->n_devices && !bad; d++) {
         const sf_device *dev = sf_machine_device(rp->m, d);
         double busy = r->device_busy_s[d];
@@ -646,6 +649,7 @@ int sf_cmd_simulate(int argc, char **argv) {
     if (!o.machine) o.machine = DEFAULT_MACHINE;
     if (!o.strategy) o.strategy = DEFAULT_STRATEGY;
     if (o.sim.pipeline_fast && !o.trace && !o.svg) o.sim.keep_schedule = 0; /* no pictures */
+    if (o.trace || o.svg) o.sim.every_replica = 1; /* pictures of every device */
 
     /* every output is checked before any work, and all are written together
      * once the work is done: a failure replaces none of the files there */

@@ -37,6 +37,13 @@ struct sf_graph {
     unsigned char *tied; /* [cap_tied] 1: the op shares weights across types (NULL: none do) */
     int cap_tied;
     int n_ties; /* operators sharing an owner's weights across types */
+    /* who reads each operator's outputs, in id order: a list per producer of
+     * its uses (consumer, input), so that finding an output's consumers costs
+     * its uses, not the graph (a pipeline's micro-batch graph has 10^5 ops) */
+    int32_t *use_head, *use_tail; /* [cap_ops] first and last use of op, -1 none */
+    int32_t *use_op, *use_next;   /* [cap_uses] the consumer; the next use of the producer */
+    int32_t *use_k;               /* [cap_uses] the consumer's input */
+    int64_t n_uses, cap_uses;
 };
 
 sf_graph *sf_graph_new(const char *name) {
@@ -60,6 +67,11 @@ void sf_graph_free(sf_graph *g) {
     free(g->ops);
     free(g->slots);
     free(g->tied);
+    free(g->use_head);
+    free(g->use_tail);
+    free(g->use_op);
+    free(g->use_next);
+    free(g->use_k);
     sf_arena_free(g->arena);
     free(g);
 }
@@ -112,6 +124,37 @@ int sf_graph_op_tied(const sf_graph *g, int id) {
 }
 
 /* Mark op id as tied (the array is made on the first tie, for every op so far). */
+/* Room for an operator of n_inputs uses in the use lists: 0, or -1. */
+static int reserve_uses(sf_graph *g, int n_inputs) {
+    if (g->n_uses + n_inputs > g->cap_uses) {
+        int64_t cap = 2 * (g->n_uses + n_inputs) + 64;
+        int32_t *o = realloc(g->use_op, (size_t)cap * sizeof *o);
+        if (o) g->use_op = o;
+        int32_t *nx = realloc(g->use_next, (size_t)cap * sizeof *nx);
+        if (nx) g->use_next = nx;
+        int32_t *k = realloc(g->use_k, (size_t)cap * sizeof *k);
+        if (k) g->use_k = k;
+        if (!o || !nx || !k) return -1;
+        g->cap_uses = cap;
+    }
+    return 0;
+}
+
+/* Op id's inputs appended to their producers' use lists (room reserved). */
+static void add_uses(sf_graph *g, const sf_op *op) {
+    g->use_head[op->id] = g->use_tail[op->id] = -1;
+    for (int k = 0; k < op->n_inputs; k++) {
+        int p = op->inputs[k].op;
+        int32_t e = (int32_t)g->n_uses++;
+        g->use_op[e] = op->id;
+        g->use_k[e] = k;
+        g->use_next[e] = -1;
+        if (g->use_tail[p] < 0) g->use_head[p] = e;
+        else g->use_next[g->use_tail[p]] = e;
+        g->use_tail[p] = e;
+    }
+}
+
 static int mark_tied(sf_graph *g, int id) {
     if (id >= g->cap_tied) {
         int cap = g->cap_ops > id ? g->cap_ops : id + 1;
@@ -249,8 +292,14 @@ int sf_graph_add_op_fixed(sf_graph *g, sf_op_type type, const char *name, const 
         sf_op **ops = realloc(g->ops, (size_t)cap * sizeof *ops);
         if (!ops) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
         g->ops = ops;
+        int32_t *h = realloc(g->use_head, (size_t)cap * sizeof *h);
+        if (h) g->use_head = h;
+        int32_t *t = realloc(g->use_tail, (size_t)cap * sizeof *t);
+        if (t) g->use_tail = t;
+        if (!h || !t) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
         g->cap_ops = cap;
     }
+    if (reserve_uses(g, n_inputs)) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     sf_op *op = sf_arena_alloc(g->arena, sizeof *op);
     sf_tensor_ref *ins = sf_arena_calloc(g->arena, (size_t)(n_inputs ? n_inputs : 1), sizeof *ins);
     sf_shape *in_shapes =
@@ -336,6 +385,7 @@ int sf_graph_add_op_fixed(sf_graph *g, sf_op_type type, const char *name, const 
                             (long long)SF_MAX_NUMEL);
     }
     g->ops[g->n_ops++] = op;
+    add_uses(g, op); /* reserve_uses made room */
     g->slots[name_slot(g, nm)] = op->id; /* a new name: reserve_name made room */
     return op->id;
 }
@@ -401,14 +451,12 @@ sf_status sf_graph_share_weights(sf_graph *g, int op_id, int owner_id, sf_error 
 
 int sf_graph_consumers(const sf_graph *g, int op, int out, sf_tensor_ref *users, int cap) {
     int n = 0;
-    for (int i = op + 1; i < g->n_ops; i++) {
-        const sf_op *u = g->ops[i];
-        for (int k = 0; k < u->n_inputs; k++) {
-            if (u->inputs[k].op == op && u->inputs[k].out == out) {
-                if (n < cap) users[n] = (sf_tensor_ref){i, k};
-                n++;
-            }
-        }
+    if (op < 0 || op >= g->n_ops) return 0;
+    for (int32_t e = g->use_head[op]; e >= 0; e = g->use_next[e]) {
+        int i = g->use_op[e], k = g->use_k[e];
+        if (g->ops[i]->inputs[k].out != out) continue;
+        if (n < cap) users[n] = (sf_tensor_ref){i, k};
+        n++;
     }
     return n;
 }
@@ -437,14 +485,14 @@ int sf_graph_output_kept(const sf_graph *g, int op, int out) {
     int n = sf_graph_consumers(g, op, out, users, 2);
     if (taken_in_place(g, p, out, users, n)) return 0;
     if (sf_op_saves(p) & SF_SAVES_OUTPUT) return 1;
-    for (int i = op + 1; i < g->n_ops; i++) {
-        const sf_op *u = g->ops[i];
+    for (int32_t e = g->use_head[op]; e >= 0; e = g->use_next[e]) {
+        const sf_op *u = g->ops[g->use_op[e]];
         unsigned us = sf_op_saves(u);
-        for (int k = 0; k < u->n_inputs; k++)
-            if (u->inputs[k].op == op && u->inputs[k].out == out &&
-                (k < 30 ? (us & SF_SAVES_INPUT(k)) != 0 : (us & SF_SAVES_ALL_INPUTS) ==
-                                                               SF_SAVES_ALL_INPUTS))
-                return 1;
+        int k = g->use_k[e];
+        if (u->inputs[k].out == out &&
+            (k < 30 ? (us & SF_SAVES_INPUT(k)) != 0
+                    : (us & SF_SAVES_ALL_INPUTS) == SF_SAVES_ALL_INPUTS))
+            return 1;
     }
     return 0;
 }

@@ -233,14 +233,20 @@ static void pipe_free(sf_sim *sim) {
     sim->pipe = NULL;
 }
 
-/* A pipe of `copies` micro-batches at batch / m with its inner simulator. */
+/* A pipe of `copies` micro-batches at batch / m with its inner simulator
+ * (of replica 0 at batch / (m D) when D identical replicas fold). */
 static struct sim_pipe *pipe_new(sf_sim *sim, int m, int copies, sf_error *err) {
-    struct sim_pipe *p = sim_pipe_make(sim->g, m, copies, err);
+    const struct sim_fold *f = sim->replicas;
+    struct sim_pipe *p = sim_pipe_make(sim->g, m, f ? f->D : 1, copies, err);
     if (!p) return NULL;
     p->inner = sf_sim_new(p->gu, sim->m, sim->cm, &sim->opt, err);
     if (!p->inner) {
         sim_pipe_release(p);
         return NULL;
+    }
+    if (f) {
+        p->inner->fold = f;
+        sf_taskgraph_set_replicas(p->inner->tg, f->D, f->to);
     }
     p->inner->pipe_bar = p->bar;
     p->inner->pipe_only = p->only;
@@ -255,15 +261,22 @@ static sf_status pipe_ready(sf_sim *sim, int m, sf_error *err) {
     return sim->pipe ? SF_OK : err ? err->code : SF_ERR_NOMEM;
 }
 
-/* A full run of s on pipe p. */
+static sf_status sim_run_own(sf_sim *sim, sf_sim_result *r, sf_error *err);
+
+/* A full run of s on pipe p: every copy's config written into the inner
+ * simulator's strategy, which it runs (a copy of a micro-batch graph's
+ * strategy would cost as much again: 10^5 configs). */
 static sf_status pipe_go(sf_sim *sim, struct sim_pipe *p, const sf_strategy *s, sf_sim_result *r,
                          sf_error *err) {
-    sf_status st = sim_pipe_prepare(p, sim->g, s, err);
+    sf_status st = sim_pipe_prepare(p, sim->g, sim->replicas ? sim->replicas->s : s, err);
     if (st != SF_OK) return st;
     p->inner->pipe_n_bar = p->n_bar;
     p->inner->pipe_per = p->per;
     sf_sim_set_max_tasks(p->inner, sim->opt.max_tasks);
-    return sf_sim_run(p->inner, p->su, r, err);
+    st = sf_strategy_validate(p->inner->s, p->gu, sim->m, err);
+    if (st != SF_OK) return st;
+    p->inner->n_undo = 0;
+    return sim_run_own(p->inner, r, err);
 }
 
 /* The iteration of a pipeline from its inner result r: the inner graph's
@@ -275,6 +288,35 @@ static void pipe_finish(sf_sim_result *r, int m) {
     if (r->input_s > r->iter_s) r->iter_s = r->input_s;
 }
 
+/* ---- identical replicas (sim_fold.c) ---- */
+
+static void fast_free(sf_sim *sim);
+
+/* sim->replicas for strategy s: 1 when s's replicas fold as the current ones
+ * do (or neither folds), their strategy now replica 0's of s; 0 when that
+ * changed: the pipes of the old ones are freed and the new ones (or none) in
+ * place; -1 when out of memory. */
+static int fold_ready(sf_sim *sim, const sf_strategy *s) {
+    int nomem;
+    struct sim_fold *f = sim_fold_detect(sim->g, sim->m, &sim->opt, s, &nomem);
+    if (nomem) return -1;
+    if (sim_fold_same(f, sim->replicas)) {
+        if (f) sf_strategy_copy(sim->replicas->s, f->s);
+        sim_fold_free(f);
+        return 1;
+    }
+    pipe_free(sim);
+    fast_free(sim);
+    sim_fold_free(sim->replicas);
+    sim->replicas = f;
+    return 0;
+}
+
+/* A pipeline's result as the caller sees it: every replica's when they fold. */
+static void fold_finish(sf_sim *sim, sf_sim_result *r) {
+    if (sim->replicas && r && !r->cut_off) sim_fold_result(sim->replicas, r);
+}
+
 /* A block's sums into a result's. */
 static void add_stats(sf_sim_result *r, const sim_stats *x) {
     r->compute_s += x->compute_s;
@@ -284,6 +326,28 @@ static void add_stats(sf_sim_result *r, const sim_stats *x) {
     r->sync_bytes += x->sync_bytes;
     r->intra_bytes += x->intra_bytes;
     r->inter_bytes += x->inter_bytes;
+}
+
+/* Sums of replica 0's tasks as every replica's, D times each. */
+static void fold_scale(int64_t D, sf_sim_result *r) {
+    r->compute_s *= (double)D;
+    r->transfer_s *= (double)D;
+    r->sync_s *= (double)D;
+    r->transfer_bytes *= D;
+    r->sync_bytes *= D;
+    r->intra_bytes *= D;
+    r->inter_bytes *= D;
+}
+
+/* The sums of a folded simulator's result r as every replica's: D times
+ * replica 0's, the collectives' bytes made exact. */
+static void fold_sums(const sf_sim *sim, sf_sim_result *r) {
+    fold_scale(sim->fold->D, r);
+    for (int k = 0; k < sim->n_order; k++) {
+        r->sync_bytes += sim->stats[k].fold_sync_bytes;
+        r->intra_bytes += sim->stats[k].fold_intra_bytes;
+        r->inter_bytes += sim->stats[k].fold_inter_bytes;
+    }
 }
 
 /* ---- the fast path of a pipeline of many micro-batches ---------------------------- */
@@ -396,6 +460,7 @@ static sf_status fast_eval(sf_sim *sim, const sf_strategy *s, int k, sim_fast_re
             }
             double *tot = busy + nd;
             copy_adds(p->inner, j * n, (j + 1) * n, &add, busy, tot);
+            if (p->inner->fold) fold_scale(p->inner->fold->D, &add); /* every replica's */
             add.tasks += p->n_bar / k; /* its slots' barriers */
             kind_totals(p->inner, -1, out->totals, 0, INT_MAX);
             for (int q = 0; q < nd * SF_SIM_TOTAL_COUNT; q++) out->totals[q] += more * tot[q];
@@ -439,7 +504,21 @@ static sf_status fast_eval(sf_sim *sim, const sf_strategy *s, int k, sim_fast_re
     return SF_OK;
 }
 
+static sf_status pipe_run_folded(sf_sim *sim, const sf_strategy *s, sf_sim_result *r,
+                                 sf_error *err);
+
+/* A full run of pipelined strategy s. */
 static sf_status pipe_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_error *err) {
+    if (fold_ready(sim, s) < 0) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    sim->refold = 0;
+    sf_status st = pipe_run_folded(sim, s, r, err);
+    if (st == SF_OK) fold_finish(sim, r);
+    return st;
+}
+
+/* pipe_run once sim->replicas is s's: replica 0's result when they fold. */
+static sf_status pipe_run_folded(sf_sim *sim, const sf_strategy *s, sf_sim_result *r,
+                                 sf_error *err) {
     int k = fast_first(sim, sf_strategy_pipeline(s));
     if (k) {
         pipe_free(sim);
@@ -495,9 +574,31 @@ static sf_status pipe_update(sf_sim *sim, int n, const int *ops, const sf_config
     if (!t) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     for (int j = 0; j < n; j++) sf_config_copy(sf_strategy_config(t, ops[j]), &cfgs[j]);
     sf_status st = sf_pipeline_validate(sf_strategy_pipeline(t), t, sim->g, sim->m, err);
-    if (st == SF_OK && p) {
+    int same = st == SF_OK ? fold_ready(sim, t) : 1;
+    if (same < 0) st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    if (same > 0) sim->refold = 0;
+    p = sim->pipe; /* gone when the replicas changed */
+    if (st == SF_OK && !same) {
+        /* the replicas fold otherwise (or no more, or now): a full run, and one
+         * of the strategy before for a revert */
+        st = pipe_run_folded(sim, t, r, err);
+        sim->refold = st == SF_OK;
+        if (st != SF_OK) sim->has_run = 0; /* the replicas are t's: the next call runs in full */
+    } else if (st == SF_OK && p) {
         fast_free(sim); /* the last update was kept: no revert goes back past it */
-        st = sim_pipe_copies(p, sim->g, n, ops, cfgs, err);
+        const sf_config *fc = cfgs;
+        sf_config *folded = NULL;
+        if (sim->replicas) { /* replica 0's configs of the changed operators */
+            if (!(folded = malloc((size_t)n * sizeof *folded))) {
+                sf_strategy_free(t);
+                return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            }
+            for (int j = 0; j < n; j++)
+                sf_config_copy(&folded[j], sf_strategy_get(sim->replicas->s, ops[j]));
+            fc = folded;
+        }
+        st = sim_pipe_copies(p, sim->g, n, ops, fc, err);
+        free(folded);
         if (st == SF_OK)
             st = sim_update_many(p->inner, n * p->copies, p->ops, p->cfgs, bound_s, r, err);
         if (st == SF_OK && !r->cut_off) pipe_finish(r, p->m);
@@ -520,6 +621,7 @@ static sf_status pipe_update(sf_sim *sim, int n, const int *ops, const sf_config
     }
     sf_strategy_free(t);
     if (st != SF_OK) return st;
+    fold_finish(sim, r);
     /* the outer strategy follows, with what a revert needs */
     for (int j = 0; j < n; j++) {
         sim->undo_ops[j] = ops[j];
@@ -543,6 +645,7 @@ void sf_sim_free(sf_sim *sim) {
     free(sim->undo_cfg);
     pipe_free(sim);
     fast_free(sim);
+    sim_fold_free(sim->replicas);
     free(sim->bwd_s);
     free(sim->upd_mark);
     sf_taskgraph_free(sim->tg);
@@ -677,6 +780,7 @@ static int collect(sf_sim *sim, sim_sched *f, const sim_sched *o) {
     memcpy(f->device_busy, f->res_total, (size_t)sim->n_dev * sizeof *f->device_busy);
     /* each sum in canonical block order, whichever blocks changed */
     for (int k = 0; k < sim->n_order; k++) add_stats(r, &sim->stats[k]);
+    if (sim->fold) fold_sums(sim, r);
     if (!o || !mem_delta(sim, f, o)) mem_full(sim, f);
     r->fits = 1;
     for (int d = 0; d < sim->n_dev; d++) {
@@ -718,6 +822,8 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
     if (!sim->in_pipe) { /* the micro-batch graph's simulator is not kept */
         pipe_free(sim);
         fast_free(sim);
+        sim_fold_free(sim->replicas);
+        sim->replicas = NULL;
     }
     if (sim->in_pipe) {
         sim->has_run = 0;
@@ -725,6 +831,12 @@ sf_status sf_sim_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_err
         sim->has_run = st == SF_OK;
         return st;
     }
+    return sim_run_own(sim, r, err);
+}
+
+/* A full run of sim->s (no pipeline). */
+static sf_status sim_run_own(sf_sim *sim, sf_sim_result *r, sf_error *err) {
+    sf_status st;
     sim->cut_pending = 0;
     sim->cut_early = 0;
     sim->n_saved = 0;
@@ -1104,6 +1216,15 @@ static sf_status sim_update_many(sf_sim *sim, int n, const int *ops, const sf_co
 sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
     if (sim->n_undo == 0 || !sim->has_run)
         return sf_error_set(err, SF_ERR_INVALID, "nothing to revert");
+    if (sim->in_pipe && sim->refold) { /* the update changed the replicas: a full run back */
+        for (int j = 0; j < sim->n_undo; j++)
+            sf_config_copy(sf_strategy_config(sim->s, sim->undo_ops[j]), &sim->undo_cfg[j]);
+        sim->n_undo = 0;
+        sf_sim_result tmp;
+        sf_status st = pipe_run(sim, sim->s, r ? r : &tmp, err);
+        if (st != SF_OK) sim->has_run = 0;
+        return st;
+    }
     if (sim->in_pipe) { /* the inner simulator reverts; the outer strategy's configs back */
         struct sim_fast *f = sim->fast;
         if (f && (!sim->pipe || f->revert_to_fast)) { /* the fast path's result before */
@@ -1120,6 +1241,13 @@ sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
             sf_config_copy(sf_strategy_config(sim->s, sim->undo_ops[j]), &sim->undo_cfg[j]);
         }
         sim->n_undo = 0;
+        if (sim->replicas) { /* replica 0's configs of the strategy back, and the result */
+            if (fold_ready(sim, sim->s) != 1) {
+                sim->has_run = 0;
+                return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            }
+            fold_finish(sim, r);
+        }
         return SF_OK;
     }
     for (int j = 0; j < sim->n_undo; j++) {
@@ -1283,6 +1411,10 @@ static void kind_totals(const sf_sim *sim, int device, double *out, int lo, int 
 
 sf_status sf_sim_kind_totals(const sf_sim *sim, int device, double out[SF_SIM_TOTAL_COUNT],
                              sf_error *err) {
+    /* folded replicas: a device's figures are its replica-0 device's */
+    if (sim && sim->has_run && sim->in_pipe && sim->replicas && device >= 0 &&
+        device < sim->n_dev)
+        device = sim->replicas->base[device];
     if (sim && sim->has_run && sim->in_pipe && sim->fast && !sim->pipe) {
         if (device < 0 || device >= sim->n_dev)
             return sf_error_set(err, SF_ERR_INVALID, "device %d is not one of the %d devices",

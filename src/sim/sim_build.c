@@ -349,6 +349,28 @@ static int step_tasks(sf_sim *sim, sim_block *b, int bid, const sf_tg_pricer *pr
             u[i].bytes += u[need + i].bytes;
         }
     }
+    if (sim->fold) { /* identical replicas: what replica 0's nodes do, no more */
+        int per = sim->fold->per, k = 0;
+        if ((st->kind == SF_STEP_COPY || st->kind == SF_STEP_UPDATE) &&
+            !sim_fold_keeps_node(sim, st->dev / per)) {
+            ends4[0] = ends4[2] = (int32_t)sim->n_ends;
+            ends4[1] = ends4[3] = 0;
+            return 0;
+        }
+        int64_t D = sim->fold->D;
+        for (int i = 0; i < nu; i++) {
+            sf_link lb;
+            const sf_link *l = u[i].link >= 0 ? sf_machine_link(sim->m, u[i].link, &lb) : NULL;
+            int keep = sim_fold_keeps_node(sim, l ? l->node : u[i].dev / per);
+            if (kind == SIM_SYNC) { /* every replica's bytes, less D times the kept ones */
+                int64_t w = keep ? 1 - D : 1, by = u[i].bytes;
+                if (u[i].hop == 0) b->st.fold_sync_bytes += w * by;
+                *(u[i].inter_node ? &b->st.fold_inter_bytes : &b->st.fold_intra_bytes) += w * by;
+            }
+            if (keep) u[k++] = u[i];
+        }
+        nu = k;
+    }
     int sync = kind == SIM_SYNC;
     int64_t bytes = 0;
     if (st->kind == SF_STEP_COPY || st->kind == SF_STEP_UPDATE) {
@@ -379,6 +401,8 @@ static int step_tasks(sf_sim *sim, sim_block *b, int bid, const sf_tg_pricer *pr
         int bo = block_task(b, SIM_BARRIER, SIM_NO_RES, op, part, 0, 0);
         if (bo < 0) return -1;
         out = REF(bid, bo);
+        /* a collective among other replicas' nodes alone (folded): its barriers */
+        if (nu == 0 && block_edge(b, in, out)) return -1;
     }
     /* entries and exits: a collective's barriers; a message's first and last hops */
     int64_t first_entry = sim->n_ends;

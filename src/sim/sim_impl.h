@@ -64,6 +64,10 @@ typedef struct sim_edge {
 typedef struct sim_stats {
     double compute_s, xfer_s, sync_s;                         /* task seconds */
     int64_t xfer_bytes, sync_bytes, intra_bytes, inter_bytes; /* whole bytes */
+    /* folded replicas (sim_fold.c): a collective's bytes over every replica
+     * less D times replica 0's (a ring's positions send chunks whose sizes
+     * differ by an element when D R does not divide the shard) */
+    int64_t fold_sync_bytes, fold_intra_bytes, fold_inter_bytes;
 } sim_stats;
 
 /* Memory a block places on a device, and when it lives in the schedule: from
@@ -276,6 +280,12 @@ struct sf_sim {
     int32_t pipe_n_bar;
     int32_t pipe_per; /* slots a stage (barrier s * pipe_per + k: stage s's slot k) */
     const uint8_t *pipe_only;
+    /* identical data-parallel replicas (sim_fold.c): fold is the outer
+     * simulator's when its pipeline's replicas are folded; an inner simulator
+     * borrows it and simulates replica 0, dropping what other replicas' nodes do */
+    const struct sim_fold *fold;
+    struct sim_fold *replicas; /* the outer simulator's: the current pipeline's, or NULL */
+    int refold; /* the last update changed the replicas: its revert is a full run */
 
     /* the builders' scratch (sim_build.c): a step's priced uses, and the
      * entry and exit tasks of each step of a list */
@@ -347,7 +357,7 @@ static inline sf_tile *sim_part_tiles(const sf_sim *sim, int opi) {
 
 /* The capacity to grow an array of cap elements to so that it holds need. */
 static inline int64_t sim_grown_cap(int64_t cap, int64_t need) {
-    int64_t nc = cap ? cap : 256;
+    int64_t nc = cap ? cap : 8; /* small: a block of a big graph holds a few */
     while (nc < need) nc *= 2;
     return nc;
 }
@@ -393,11 +403,12 @@ void sim_publish_stats(sf_sim *sim, int bid);
 /* The simulator whose tasks a picture or a total shows: the inner one when the
  * last run was a pipeline's. */
 static inline const sf_sim *sim_shown(const sf_sim *sim);
-/* The inner simulator's inputs for m micro-batches of g: the micro-batch
- * graph and room for the rest; NULL (err set) when g cannot be cut so. */
-struct sim_pipe *sim_pipe_make(const sf_graph *g, int m, int copies, sf_error *err);
-/* Fill p's strategy (every copy its operator's config in s) and barriers (the
- * slots of s's pipeline, whose micro-batches are p's). */
+/* The inner simulator's inputs for m micro-batches of g (of one of D identical
+ * replicas: the graph cut into m D micro-batches): the micro-batch graph of
+ * `copies` of them and room for the rest; NULL (err set) when g cannot be cut so. */
+struct sim_pipe *sim_pipe_make(const sf_graph *g, int m, int D, int copies, sf_error *err);
+/* Fill the strategy of p's simulator (every copy its operator's config in s)
+ * and p's barriers (the slots of s's pipeline, whose micro-batches are p's). */
 sf_status sim_pipe_prepare(struct sim_pipe *p, const sf_graph *g, const sf_strategy *s,
                            sf_error *err);
 /* p->ops and p->cfgs: every micro-batch's copy of n changed operators of g. */
@@ -446,7 +457,6 @@ struct sim_pipe {
                            * in a run of the fast path */
     sf_graph *gu;         /* the micro-batch graph */
     sf_sim *inner;        /* its simulator (sim.c's to make and free) */
-    sf_strategy *su;      /* its strategy at the last full run: every copy its operator's config */
     int32_t *bar;         /* [4 n(gu)] the inner simulator's pipe_bar */
     uint8_t *only;        /* [n(gu)] its pipe_only */
     int32_t n_bar;        /* its pipe_n_bar */
@@ -477,6 +487,37 @@ struct sim_fast {
 
 int sim_fast_result_alloc(sim_fast_result *f, int n_dev);
 void sim_fast_result_free(sim_fast_result *f);
+
+/* ---- identical replicas (sim_fold.c) ---- */
+
+/* D identical data-parallel replicas of a pipelined strategy, replica 0
+ * simulated alone. */
+struct sim_fold {
+    int D, n_dev, per;
+    int16_t *to;       /* [D n_dev] replica r's device for replica 0's device d (-1: none) */
+    int16_t *base;     /* [n_dev] the replica-0 device whose figures device d reports */
+    int16_t *node_rep; /* [nodes] the replica whose parts a node holds, -1 none */
+    sf_strategy *s;    /* replica 0: the strategy's pipeline, each operator's config of
+                        * replica 0's parts on the graph at batch / D */
+    double *busy, *mem, *live, *live_t, *kinds; /* a result's per-device arrays, mapped */
+};
+
+/* The replicas of s on g and m when they can be folded (the conditions at the
+ * top of sim_fold.c), else NULL; *nomem 1 when out of memory. */
+struct sim_fold *sim_fold_detect(const sf_graph *g, const sf_machine *m, const sf_sim_options *o,
+                                 const sf_strategy *s, int *nomem);
+/* Both NULL, or the same replicas on the same devices. */
+int sim_fold_same(const struct sim_fold *a, const struct sim_fold *b);
+/* Replica 0's result r (its sums already every replica's: sim.c's collect)
+ * as the whole strategy's: every device its replica-0 device's figures (arrays
+ * in f), r->replicas D. */
+void sim_fold_result(struct sim_fold *f, sf_sim_result *r);
+void sim_fold_free(struct sim_fold *f);
+/* Whether the folded simulator keeps a task on device d / machine link `link`:
+ * it is on one of replica 0's nodes, or of no replica's. */
+static inline int sim_fold_keeps_node(const sf_sim *sim, int node) {
+    return !sim->fold || sim->fold->node_rep[node] <= 0;
+}
 
 static inline const sf_sim *sim_shown(const sf_sim *sim) {
     return sim->in_pipe && sim->pipe ? sim->pipe->inner : sim;

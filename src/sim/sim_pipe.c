@@ -27,7 +27,6 @@
 
 void sim_pipe_release(struct sim_pipe *p) {
     if (!p) return;
-    sf_strategy_free(p->su);
     sf_graph_free(p->gu);
     free(p->bar);
     free(p->only);
@@ -36,7 +35,7 @@ void sim_pipe_release(struct sim_pipe *p) {
     free(p);
 }
 
-struct sim_pipe *sim_pipe_make(const sf_graph *g, int m, int copies, sf_error *err) {
+struct sim_pipe *sim_pipe_make(const sf_graph *g, int m, int D, int copies, sf_error *err) {
     struct sim_pipe *p = calloc(1, sizeof *p);
     if (!p) {
         sf_error_set(err, SF_ERR_NOMEM, "out of memory");
@@ -44,16 +43,15 @@ struct sim_pipe *sim_pipe_make(const sf_graph *g, int m, int copies, sf_error *e
     }
     p->m = m;
     p->copies = copies;
-    p->gu = sf_graph_micro_batch_copies(g, m, copies, err);
+    p->gu = sf_graph_micro_batch_copies(g, m * D, copies, err);
     if (!p->gu) {
         sim_pipe_release(p);
         return NULL;
     }
     int nu = sf_graph_num_ops(p->gu);
-    p->su = sf_strategy_new(p->gu);
     p->bar = malloc((size_t)4 * nu * sizeof *p->bar);
     p->only = calloc((size_t)nu, 1);
-    if (!p->su || !p->bar || !p->only) {
+    if (!p->bar || !p->only) {
         sim_pipe_release(p);
         sf_error_set(err, SF_ERR_NOMEM, "out of memory");
         return NULL;
@@ -119,7 +117,7 @@ sf_status sim_pipe_prepare(struct sim_pipe *p, const sf_graph *g, const sf_strat
     if (st != SF_OK) return st;
     int n = sf_graph_num_ops(g), nu = sf_graph_num_ops(p->gu);
     for (int u = 0; u < nu; u++)
-        sf_config_copy(sf_strategy_config(p->su, u), sf_strategy_get(s, u % n));
+        sf_config_copy(sf_strategy_config(p->inner->s, u), sf_strategy_get(s, u % n));
     return SF_OK;
 }
 

@@ -91,6 +91,22 @@ void sf_taskgraph_set_comm(sf_taskgraph *tg, const sf_machine *m, sf_sync_scheme
 
 sf_sync_scheme sf_taskgraph_scheme(const sf_taskgraph *tg) { return tg->scheme; }
 
+void sf_taskgraph_set_replicas(sf_taskgraph *tg, int n_rep, const int16_t *to) {
+    tg->n_rep = to && n_rep > 1 ? n_rep : 1;
+    tg->rep_to = tg->n_rep > 1 ? to : NULL;
+}
+
+/* The R devices of replica 0 followed by every other replica's in the same
+ * order, into tg->rep_dev; NULL when out of memory. */
+static const int16_t *every_replica(sf_taskgraph *tg, const int16_t *devs, int R) {
+    int64_t n = (int64_t)R * tg->n_rep;
+    if (tg_grow((void **)&tg->rep_dev, &tg->cap_rep_dev, n, sizeof *tg->rep_dev)) return NULL;
+    for (int r = 0; r < tg->n_rep; r++)
+        for (int i = 0; i < R; i++)
+            tg->rep_dev[(int64_t)r * R + i] = tg->rep_to[(int64_t)r * tg->n_dev + devs[i]];
+    return tg->rep_dev;
+}
+
 /* ---- building a list ---------------------------------------------------------- */
 
 typedef struct lower {
@@ -422,6 +438,10 @@ static sf_status lower_shards(sf_taskgraph *tg, const int *members, int nm, cons
         const int16_t *devs = sy->devs + sh->dev_start;
         int R = sh->n_devs, N, L;
         if (R > 1 && !(devs = ring_order(tg, members, nm, sy, sh))) return SF_ERR_NOMEM;
+        if (tg->n_rep > 1) {
+            if (!(devs = every_replica(tg, devs, R))) return SF_ERR_NOMEM;
+            R *= tg->n_rep;
+        }
         l.pack = tg->copies && !one_run(tg, sh);
         if (R == 1) {
             sf_tg_step u = device_step(SF_STEP_UPDATE, devs[0], sh->numel, 0, 1);

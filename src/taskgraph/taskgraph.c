@@ -126,6 +126,7 @@ void sf_taskgraph_free(sf_taskgraph *tg) {
     free(tg->shard_start);
     free(tg->ring_key);
     free(tg->ring_dev);
+    free(tg->rep_dev);
     free(tg->ring_rank);
     free(tg->red);
     free(tg->red_parts);

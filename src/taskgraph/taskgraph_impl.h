@@ -72,6 +72,13 @@ struct sf_taskgraph {
     int64_t cap_ring_dev;
     int32_t *ring_rank;
     int64_t cap_ring_rank;
+    /* identical data-parallel replicas simulated once (sf_taskgraph_set_replicas):
+     * rep_to[r * n_dev + d] is replica r's device for replica 0's device d; a
+     * shard's devices are replica 0's, its steps run over every replica's */
+    int n_rep;
+    const int16_t *rep_to;
+    int16_t *rep_dev;
+    int64_t cap_rep_dev;
     /* partial sums of the last edge (reduce.c) */
     sf_tg_reduce *red;
     int64_t cap_red;

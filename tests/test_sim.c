@@ -1425,7 +1425,7 @@ static void test_workspace_and_buffers(void **state) {
         double ws_expect = 0, ws = 0, buf = 0;
         int64_t copies = 0, n_buf = 0;
         for (int k = 0; k < sim->n_order; k++) {
-            const sim_block *b = &sim->blocks[sim->order[k]];
+            const sim_block *b = &sim->blocks[k]; /* dense, in canonical order */
             for (int t = 0; t < b->n_tasks; t++) {
                 const sim_task *tk = &b->tasks[t];
                 const sf_op *op = sf_graph_op(g, tk->op);

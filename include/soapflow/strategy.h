@@ -78,6 +78,12 @@ SF_API char *sf_config_str(const sf_op *op, const sf_config *c, char *buf, size_
 typedef struct sf_strategy sf_strategy;
 
 SF_API sf_strategy *sf_strategy_new(const sf_graph *g);
+/* A strategy of g whose operator u has the config of operator u % period
+ * (configs held once: writing one writes every operator it stands for). A
+ * pipeline's micro-batch graph, whose copy j of operator i is j * period + i,
+ * under configs repeated on every copy costs the original graph's configs,
+ * not m times them (8 KB each). period outside 1 .. ops: one config each. */
+SF_API sf_strategy *sf_strategy_new_periodic(const sf_graph *g, int period);
 SF_API sf_strategy *sf_strategy_clone(const sf_strategy *s);
 SF_API void sf_strategy_copy(sf_strategy *dst, const sf_strategy *src); /* same graph */
 SF_API void sf_strategy_free(sf_strategy *s);

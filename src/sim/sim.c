@@ -109,8 +109,18 @@ static void layout_free(sim_layout *L) {
     free(L->pred);
 }
 
+static sf_sim *sim_make(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                        const sf_sim_options *o, int period, sf_error *err);
+
 sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
                    const sf_sim_options *o, sf_error *err) {
+    return sim_make(g, m, cm, o, 0, err);
+}
+
+/* sf_sim_new whose strategy holds one config per `period` operators
+ * (sf_strategy_new_periodic: a micro-batch graph's copies), 0 one each. */
+static sf_sim *sim_make(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                        const sf_sim_options *o, int period, sf_error *err) {
     if (!g || !m || !cm) {
         sf_error_set(err, SF_ERR_INVALID, "simulator needs a graph, a machine and a cost model");
         return NULL;
@@ -163,23 +173,27 @@ sf_sim *sf_sim_new(const sf_graph *g, const sf_machine *m, const sf_cost_model *
     sim->n_links = 0;
     sim->n_res = sim->n_dev;
     sim->cap_res = sim->n_dev + 256;
-    sim->s = sf_strategy_new(g);
+    sim->s = sf_strategy_new_periodic(g, period);
     sim->tg = sf_taskgraph_new(g, sim->n_dev, NULL);
     sim->n_blocks = n_ops * SIM_SLOTS + 1; /* + the barrier block */
-    sim->blocks = calloc((size_t)sim->n_blocks + 1, sizeof *sim->blocks);
-    sim->order = malloc((size_t)sim->n_blocks * sizeof *sim->order);
+    /* the blocks an operator has, dense in canonical order (sim->pos): a slot
+     * for every possible input would be 66 a node of a micro-batch graph */
+    int64_t n_dense = 1;
+    for (int i = 0; i < n_ops; i++) n_dense += sf_graph_op(g, i)->n_inputs + 2;
+    sim->blocks = calloc((size_t)n_dense + 1, sizeof *sim->blocks);
+    sim->order = malloc((size_t)n_dense * sizeof *sim->order);
     sim->pos = malloc((size_t)sim->n_blocks * sizeof *sim->pos);
-    sim->stats = calloc((size_t)sim->n_blocks, sizeof *sim->stats);
+    sim->stats = calloc((size_t)n_dense, sizeof *sim->stats);
     sim->dirty = calloc((size_t)sim->n_blocks + 1, 1);
     sim->res_free = calloc((size_t)sim->cap_res + 1, sizeof *sim->res_free);
     sim->remaining = calloc((size_t)sim->cap_res + 1, sizeof *sim->remaining);
     sim->input_samples = calloc(2 * (size_t)sim->n_dev + 1, sizeof *sim->input_samples);
     sim->kept = calloc((size_t)n_ops + 1, sizeof *sim->kept);
     for (int i = 0; sim->kept && i < n_ops; i++) sim->kept[i] = sf_graph_kept_mask(g, i);
-    sim->lay.span = calloc((size_t)sim->n_blocks, sizeof *sim->lay.span);
-    sim->lay.rank_base = calloc((size_t)sim->n_blocks, sizeof *sim->lay.rank_base);
-    sim->lay.rank_cap = calloc((size_t)sim->n_blocks, sizeof *sim->lay.rank_cap);
-    sim->old_span = calloc((size_t)sim->n_blocks, sizeof *sim->old_span);
+    sim->lay.span = calloc((size_t)n_dense, sizeof *sim->lay.span);
+    sim->lay.rank_base = calloc((size_t)n_dense, sizeof *sim->lay.rank_base);
+    sim->lay.rank_cap = calloc((size_t)n_dense, sizeof *sim->lay.rank_cap);
+    sim->old_span = calloc((size_t)n_dense, sizeof *sim->old_span);
     sim->cur = &sim->sched[0];
     sim->prev = &sim->sched[1];
     sim->rank_room_max = UINT32_MAX;
@@ -239,7 +253,7 @@ static struct sim_pipe *pipe_new(sf_sim *sim, int m, int copies, sf_error *err) 
     const struct sim_fold *f = sim->replicas;
     struct sim_pipe *p = sim_pipe_make(sim->g, m, f ? f->D : 1, copies, err);
     if (!p) return NULL;
-    p->inner = sf_sim_new(p->gu, sim->m, sim->cm, &sim->opt, err);
+    p->inner = sim_make(p->gu, sim->m, sim->cm, &sim->opt, sim->n_ops, err);
     if (!p->inner) {
         sim_pipe_release(p);
         return NULL;
@@ -390,10 +404,11 @@ static double copy_period(const sf_sim *in, int n, int k, int p, double *end) {
     *end = 0;
     for (int i = 0; i < n; i++)
         for (int slot = 0; slot < SLOT_SYNC; slot++) {
-            int b0 = sim_block_id(j * n + i, slot), nt = in->blocks[b0].n_tasks;
-            if (in->pos[b0] < 0) continue;
+            int b0 = sim_block_id(j * n + i, slot);
+            if (in->pos[b0] < 0) continue; /* an input slot the operator lacks */
+            int nt = in->blocks[in->pos[b0]].n_tasks;
             for (int c = 1; c <= 2; c++)
-                if (in->blocks[sim_block_id((j + c) * n + i, slot)].n_tasks != nt) return 0;
+                if (in->blocks[in->pos[sim_block_id((j + c) * n + i, slot)]].n_tasks != nt) return 0;
             for (int t = 0; t < nt; t++) {
                 double s0 = st[task_slot(in, b0, t)];
                 for (int c = 1; c <= 2; c++) {
@@ -421,7 +436,7 @@ static void copy_adds(const sf_sim *in, int lo, int hi, sf_sim_result *add, doub
         for (int slot = 0; slot < SLOT_SYNC; slot++) {
             int bid = sim_block_id(u, slot);
             if (in->pos[bid] < 0) continue; /* an input slot the operator lacks */
-            const sim_block *b = &in->blocks[bid];
+            const sim_block *b = &in->blocks[in->pos[bid]];
             const sim_stats *x = &in->stats[in->pos[bid]];
             add->tasks += b->n_tasks;
             add_stats(add, x);
@@ -635,7 +650,7 @@ static sf_status pipe_update(sf_sim *sim, int n, const int *ops, const sf_config
 void sf_sim_free(sf_sim *sim) {
     if (!sim) return;
     if (sim->blocks)
-        for (int i = 0; i < sim->n_blocks; i++) block_free(&sim->blocks[i]);
+        for (int i = 0; i < sim->n_order; i++) block_free(&sim->blocks[i]);
     for (int i = 0; i < sim->cap_saved; i++) block_free(&sim->saved[i].block);
     free(sim->saved);
     for (int j = 0; j < sim->cap_undo; j++) free(sim->undo_tiles[j]);
@@ -692,7 +707,7 @@ static void mem_full(sf_sim *sim, sim_sched *f) {
     memset(f->device_mem, 0, (size_t)sim->n_dev * sizeof *f->device_mem);
     int exact = 1;
     FOR_ALL_BLOCKS(sim, bid) {
-        const sim_block *b = &sim->blocks[bid];
+        const sim_block *b = &sim->blocks[sim->pos[bid]];
         exact &= !b->mem_inexact;
         for (int i = 0; i < b->n_mem; i++)
             if (sim_mem_summed(&b->mem[i])) f->device_mem[b->mem[i].dev] += b->mem[i].bytes;
@@ -712,10 +727,10 @@ static void mem_full(sf_sim *sim, sim_sched *f) {
 static int mem_delta(sf_sim *sim, sim_sched *f, const sim_sched *o) {
     if (!o->mem_exact) return 0;
     for (int i = 0; i < sim->n_saved; i++)
-        if (sim->blocks[sim->saved[i].bid].mem_inexact) return 0;
+        if (sim->blocks[sim->pos[sim->saved[i].bid]].mem_inexact) return 0;
     memcpy(f->device_mem, o->device_mem, (size_t)sim->n_dev * sizeof *f->device_mem);
     for (int i = 0; i < sim->n_saved; i++) {
-        const sim_block *ob = &sim->saved[i].block, *nb = &sim->blocks[sim->saved[i].bid];
+        const sim_block *ob = &sim->saved[i].block, *nb = &sim->blocks[sim->pos[sim->saved[i].bid]];
         for (int k = 0; k < ob->n_mem; k++)
             if (sim_mem_summed(&ob->mem[k])) f->device_mem[ob->mem[k].dev] -= ob->mem[k].bytes;
         for (int k = 0; k < nb->n_mem; k++)
@@ -848,7 +863,7 @@ static sf_status sim_run_own(sf_sim *sim, sf_sim_result *r, sf_error *err) {
             if ((bid % SIM_SLOTS == SLOT_CORE) != (pass == 0)) continue;
             if (sim_rebuild_block(sim, bid))
                 return sf_error_set(err, SF_ERR_NOMEM, "out of memory building the task graph");
-            n_tasks += sim->blocks[bid].n_tasks;
+            n_tasks += sim->blocks[sim->pos[bid]].n_tasks;
             if (sim->opt.max_tasks > 0 && n_tasks > sim->opt.max_tasks)
                 return sf_error_set(err, SF_ERR_RANGE,
                                     "the task graph has more than %lld tasks (the limit)",
@@ -879,8 +894,8 @@ static int save_block(sf_sim *sim, int bid) {
         sim->cap_saved = cap;
     }
     sim_saved_block *sv = &sim->saved[sim->n_saved++];
-    sim_block tmp = sim->blocks[bid];
-    sim->blocks[bid] = sv->block;
+    sim_block tmp = sim->blocks[sim->pos[bid]];
+    sim->blocks[sim->pos[bid]] = sv->block;
     sv->block = tmp;
     sv->bid = bid;
     sim->dirty[bid] = 1;
@@ -910,7 +925,7 @@ static double t0_bound(sf_sim *sim, const sim_sched *o) {
             double rd = o->ready[SLOT_OF(sim, to)];
             if (rd < t0) t0 = rd;
         }
-        const sim_block *nw = &sim->blocks[sim->saved[i].bid];
+        const sim_block *nw = &sim->blocks[sim->pos[sim->saved[i].bid]];
         for (int e = 0; e < nw->n_edges; e++) {
             int64_t fr = nw->edges[e].from, to = nw->edges[e].to;
             if (!sim->dirty[fr >> SIM_IDX_BITS]) {
@@ -927,7 +942,7 @@ static double t0_bound(sf_sim *sim, const sim_sched *o) {
      * latest of their kept predecessors; new tasks without predecessors at 0 */
     for (int i = 0; i < sim->n_saved && t0 > 0; i++) {
         int bid = sim->saved[i].bid;
-        const sim_block *nw = &sim->blocks[bid];
+        const sim_block *nw = &sim->blocks[sim->pos[bid]];
         sim_span sp = L->span[sim->pos[bid]];
         for (int k = 0; k < sp.n; k++)
             if (L->padj[sp.base + k].n == 0) t0 = 0;
@@ -1121,11 +1136,15 @@ static sf_status sim_update_many(sf_sim *sim, int n, const int *ops, const sf_co
     sim->n_undo = n;
     sim->n_saved = 0;
     int fail = 0;
+    /* every config before any changes: a pipeline's copies share one
+     * (sf_strategy_new_periodic) */
     for (int j = 0; j < n; j++) {
         sim->undo_ops[j] = ops[j];
         sf_config_copy(&sim->undo_cfg[j], sf_strategy_get(sim->s, ops[j]));
         memcpy(sim->undo_tiles[j], sim_part_tiles(sim, ops[j]),
                (size_t)sim->undo_cfg[j].n_parts * sizeof *sim->undo_tiles[j]);
+    }
+    for (int j = 0; j < n; j++) {
         sf_config_copy(sf_strategy_config(sim->s, ops[j]), &cfgs[j]);
         /* cores first: they are rebuilt in this order, and the edge and sync
          * blocks read the part tiles of every operator they join */
@@ -1150,7 +1169,7 @@ static sf_status sim_update_many(sf_sim *sim, int n, const int *ops, const sf_co
         /* past the task limit: cut off before anything is laid out */
         int64_t n_tasks = sim->lay.n_tasks;
         for (int i = 0; i < sim->n_saved; i++)
-            n_tasks += sim->blocks[sim->saved[i].bid].n_tasks - sim->saved[i].block.n_tasks;
+            n_tasks += sim->blocks[sim->pos[sim->saved[i].bid]].n_tasks - sim->saved[i].block.n_tasks;
         if (n_tasks > sim->opt.max_tasks) {
             cut_early(sim, r, INFINITY);
             r->tasks = n_tasks;
@@ -1168,7 +1187,7 @@ static sf_status sim_update_many(sf_sim *sim, int n, const int *ops, const sf_co
         double *tot = sim->remaining;
         memcpy(tot, sim->cur->res_total, (size_t)sim->n_res * sizeof *tot);
         for (int i = 0; i < sim->n_saved; i++) {
-            const sim_block *ob = &sim->saved[i].block, *nb = &sim->blocks[sim->saved[i].bid];
+            const sim_block *ob = &sim->saved[i].block, *nb = &sim->blocks[sim->pos[sim->saved[i].bid]];
             for (int k = 0; k < ob->n_tasks; k++)
                 if (ob->tasks[k].res >= 0) tot[ob->tasks[k].res] -= ob->tasks[k].dur_s;
             for (int k = 0; k < nb->n_tasks; k++)
@@ -1257,8 +1276,8 @@ sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
     }
     for (int i = sim->n_saved - 1; i >= 0; i--) {
         sim_saved_block *sv = &sim->saved[i];
-        sim_block tmp = sim->blocks[sv->bid];
-        sim->blocks[sv->bid] = sv->block;
+        sim_block tmp = sim->blocks[sim->pos[sv->bid]];
+        sim->blocks[sim->pos[sv->bid]] = sv->block;
         sv->block = tmp;
         sim_publish_stats(sim, sv->bid);
     }
@@ -1357,7 +1376,7 @@ const sim_task *sim_task_of(const sf_sim *sim, int64_t slot, int *block) {
     uint64_t k = sim->lay.key[slot];
     int bid = (int)(k >> SIM_IDX_BITS);
     if (block) *block = bid;
-    return &sim->blocks[bid].tasks[k & ((1u << SIM_IDX_BITS) - 1)];
+    return &sim->blocks[sim->pos[bid]].tasks[k & ((1u << SIM_IDX_BITS) - 1)];
 }
 
 /* ---- where one device's time goes ------------------------------------------------ */
@@ -1382,7 +1401,7 @@ static void kind_totals(const sf_sim *sim, int device, double *out, int lo, int 
     for (int k = 0; k < sim->n_order; k++) {
         int op = sim->order[k] / SIM_SLOTS;
         if (op < lo || op >= hi) continue;
-        const sim_block *b = &sim->blocks[sim->order[k]];
+        const sim_block *b = &sim->blocks[sim->pos[sim->order[k]]];
         for (int i = 0; i < b->n_tasks; i++) {
             const sim_task *t = &b->tasks[i];
             if (t->res == SIM_NO_RES) continue;

@@ -180,7 +180,7 @@ static int64_t no_bwd_end(const sf_sim *sim, int opi) {
 }
 
 static int build_core(sf_sim *sim, int opi) {
-    sim_block *b = &sim->blocks[sim_block_id(opi, SLOT_CORE)];
+    sim_block *b = &sim->blocks[sim->pos[sim_block_id(opi, SLOT_CORE)]];
     block_reset(b);
     const sf_op *op = sf_graph_op(sim->g, opi);
     const sf_config *c = sf_strategy_get(sim->s, opi);
@@ -707,7 +707,7 @@ static int build_reduced_edge(sf_sim *sim, sim_block *b, int bid, int xi, int pi
  * pairs (taskgraph.c), priced; a partial-sum producer's reductions before them. */
 static int build_edge(sf_sim *sim, int xi, int k) {
     int bid = sim_block_id(xi, 1 + k);
-    sim_block *b = &sim->blocks[bid];
+    sim_block *b = &sim->blocks[sim->pos[bid]];
     block_reset(b);
     int pi = sf_graph_op(sim->g, xi)->inputs[k].op;
     int p_bwd = op_has_bwd(sf_graph_op(sim->g, pi));
@@ -946,7 +946,7 @@ static int pack_buffers(sf_sim *sim, sim_block *b, const sf_tg_steps *ss, int fi
 
 static int build_sync(sf_sim *sim, int owner) {
     int bid = sim_block_id(owner, SLOT_SYNC);
-    sim_block *b = &sim->blocks[bid];
+    sim_block *b = &sim->blocks[sim->pos[bid]];
     block_reset(b);
     sf_tg_sync sy;
     sf_tg_steps ss;
@@ -1066,7 +1066,7 @@ static int build_sync(sf_sim *sim, int owner) {
 /* Bulk sync mode: one zero-time barrier per device (core blocks wire every
  * backward task into its device's barrier, sync blocks start from them). */
 static int build_barriers(sf_sim *sim) {
-    sim_block *b = &sim->blocks[BARRIER_BLOCK(sim)];
+    sim_block *b = &sim->blocks[sim->pos[BARRIER_BLOCK(sim)]];
     block_reset(b);
     if (sim->opt.sync == SF_SYNC_BULK)
         for (int d = 0; d < sim->n_dev; d++)
@@ -1082,7 +1082,7 @@ static int build_block(sf_sim *sim, int bid) {
     if (slot == SLOT_CORE) return build_core(sim, opi);
     if (slot == SLOT_SYNC) {
         if (sf_taskgraph_owner(sim->tg, opi) == opi) return build_sync(sim, opi);
-        block_reset(&sim->blocks[bid]);
+        block_reset(&sim->blocks[sim->pos[bid]]);
         return 0;
     }
     return build_edge(sim, opi, slot - 1);
@@ -1090,7 +1090,7 @@ static int build_block(sf_sim *sim, int bid) {
 
 /* Copy a block's stats to the dense array collect reads; called whenever the
  * block in place changes (built, or restored by a revert). */
-void sim_publish_stats(sf_sim *sim, int bid) { sim->stats[sim->pos[bid]] = sim->blocks[bid].st; }
+void sim_publish_stats(sf_sim *sim, int bid) { sim->stats[sim->pos[bid]] = sim->blocks[sim->pos[bid]].st; }
 
 int sim_rebuild_block(sf_sim *sim, int bid) {
     if (build_block(sim, bid)) return -1;
@@ -1098,7 +1098,7 @@ int sim_rebuild_block(sf_sim *sim, int bid) {
     if (sim->pipe_only && opi < sim->n_ops && sim->pipe_only[opi] == SIM_PIPE_LATE) {
         /* a micro-batch no stage holds with the first ones at once: the sums
          * (everything alive at once) leave its activations to the timeline */
-        sim_block *b = &sim->blocks[bid];
+        sim_block *b = &sim->blocks[sim->pos[bid]];
         for (int i = 0; i < b->n_mem; i++) {
             sim_mem *e = &b->mem[i];
             if (e->kind != SF_SIM_MEM_ACTIVATIONS && e->kind != SF_SIM_MEM_RECEIVED) continue;
@@ -1109,7 +1109,7 @@ int sim_rebuild_block(sf_sim *sim, int bid) {
         /* a stage recomputes one micro-batch's chunk at a time, in its backward
          * slots, while the others' kept activations wait: the sums take the
          * first micro-batch's recomputed activations as activations */
-        sim_block *b = &sim->blocks[bid];
+        sim_block *b = &sim->blocks[sim->pos[bid]];
         for (int i = 0, n = b->n_mem; i < n; i++) {
             sim_mem e = b->mem[i];
             if (e.kind == SF_SIM_MEM_RECOMPUTED &&

@@ -223,7 +223,7 @@ struct sf_sim {
      * consumers (taskgraph.c); the blocks below price it */
     sf_taskgraph *tg;
 
-    sim_block *blocks; /* [n_blocks] */
+    sim_block *blocks; /* [n_order] in canonical order: block bid is blocks[pos[bid]] */
     int n_blocks;
     int *order; /* [n_order] the ids of every block in canonical order: each
                  * operator's core, input edges and sync, then the barrier block */

@@ -106,7 +106,7 @@ static int adj_reserve(sf_sim *sim, int64_t need) {
 /* A block's tasks into slots base.. */
 static void put_tasks(sf_sim *sim, int bid, int64_t base) {
     sim_layout *L = &sim->lay;
-    const sim_block *b = &sim->blocks[bid];
+    const sim_block *b = &sim->blocks[sim->pos[bid]];
     for (int i = 0; i < b->n_tasks; i++) {
         L->dur[base + i] = b->tasks[i].dur_s;
         L->res[base + i] = b->tasks[i].res;
@@ -146,28 +146,24 @@ int sim_layout_full(sf_sim *sim) {
     sim_layout *L = &sim->lay;
     int64_t nt = 0, ne = 0;
     for (int k = 0; k < sim->n_order; k++) {
-        const sim_block *b = &sim->blocks[sim->order[k]];
+        const sim_block *b = &sim->blocks[sim->pos[sim->order[k]]];
         L->span[k] = (sim_span){(int32_t)nt, b->n_tasks};
         nt += b->n_tasks;
         ne += b->n_edges;
         if (nt >= INT32_MAX || ne >= INT32_MAX) return -1;
     }
-    if (slots_reserve(sim, nt + 1) || adj_reserve(sim, ne + 1) ||
-        sim_grow((void **)&sim->scratch, &sim->cap_scratch, 2 * ne + 1, sizeof *sim->scratch))
-        return -1;
-    int32_t *from = sim->scratch, *to = sim->scratch + ne; /* [ne] each: every edge's slots */
+    if (slots_reserve(sim, nt + 1) || adj_reserve(sim, ne + 1)) return -1;
     memset(L->sadj, 0, (size_t)nt * sizeof *L->sadj);
     memset(L->padj, 0, (size_t)nt * sizeof *L->padj);
-    int64_t e = 0;
+    /* two passes over the blocks' edges (count, then fill) rather than a copy of
+     * every edge's slots: 8 bytes an edge less at the peak */
     for (int k = 0; k < sim->n_order; k++) {
         int bid = sim->order[k];
-        const sim_block *b = &sim->blocks[bid];
+        const sim_block *b = &sim->blocks[sim->pos[bid]];
         put_tasks(sim, bid, L->span[k].base);
-        for (int i = 0; i < b->n_edges; i++, e++) {
-            from[e] = (int32_t)SLOT_OF(sim, b->edges[i].from);
-            to[e] = (int32_t)SLOT_OF(sim, b->edges[i].to);
-            L->sadj[from[e]].n++;
-            L->padj[to[e]].n++;
+        for (int i = 0; i < b->n_edges; i++) {
+            L->sadj[SLOT_OF(sim, b->edges[i].from)].n++;
+            L->padj[SLOT_OF(sim, b->edges[i].to)].n++;
         }
     }
     int32_t s = 0, p = 0;
@@ -177,11 +173,24 @@ int sim_layout_full(sf_sim *sim) {
         s += L->sadj[i].n;
         p += L->padj[i].n;
     }
-    /* pending serves as the fill cursor */
-    for (int64_t i = 0; i < nt; i++) sim->pending[i] = L->sadj[i].start;
-    for (int64_t i = 0; i < ne; i++) L->succ[sim->pending[from[i]]++] = to[i];
-    for (int64_t i = 0; i < nt; i++) sim->pending[i] = L->padj[i].start;
-    for (int64_t i = 0; i < ne; i++) L->pred[sim->pending[to[i]]++] = from[i];
+    /* pending serves as the fill cursor; edges in canonical order */
+    int32_t *cs = sim->pending;
+    for (int64_t i = 0; i < nt; i++) cs[i] = L->sadj[i].start;
+    for (int k = 0; k < sim->n_order; k++) {
+        const sim_block *b = &sim->blocks[k];
+        for (int i = 0; i < b->n_edges; i++) {
+            int32_t f = (int32_t)SLOT_OF(sim, b->edges[i].from);
+            L->succ[cs[f]++] = (int32_t)SLOT_OF(sim, b->edges[i].to);
+        }
+    }
+    for (int64_t i = 0; i < nt; i++) cs[i] = L->padj[i].start;
+    for (int k = 0; k < sim->n_order; k++) {
+        const sim_block *b = &sim->blocks[k];
+        for (int i = 0; i < b->n_edges; i++) {
+            int32_t t = (int32_t)SLOT_OF(sim, b->edges[i].to);
+            L->pred[cs[t]++] = (int32_t)SLOT_OF(sim, b->edges[i].from);
+        }
+    }
     L->n_slots = L->n_tasks = nt;
     L->n_succ = L->n_pred = L->n_edges = ne;
     assign_ranks(sim);
@@ -208,8 +217,8 @@ int sim_layout_delta(sf_sim *sim) {
     sim->n_undo_adj = 0;
     int64_t add = 0, m = 0, m_old = 0;
     for (int i = 0; i < sim->n_saved; i++) {
-        add += sim->blocks[sim->saved[i].bid].n_tasks;
-        m += sim->blocks[sim->saved[i].bid].n_edges;
+        add += sim->blocks[sim->pos[sim->saved[i].bid]].n_tasks;
+        m += sim->blocks[sim->pos[sim->saved[i].bid]].n_edges;
         m_old += sim->saved[i].block.n_edges;
     }
     int64_t cap_touched = add + 2 * (m + m_old);
@@ -229,7 +238,7 @@ int sim_layout_delta(sf_sim *sim) {
     /* the rebuilt blocks' tasks, in fresh slots */
     for (int i = 0; i < sim->n_saved; i++) {
         int bid = sim->saved[i].bid, k = sim->pos[bid];
-        const sim_block *nb = &sim->blocks[bid];
+        const sim_block *nb = &sim->blocks[sim->pos[bid]];
         sim->saved[i].span = L->span[k];
         L->span[k] = (sim_span){(int32_t)L->n_slots, nb->n_tasks};
         put_tasks(sim, bid, L->n_slots);
@@ -246,7 +255,7 @@ int sim_layout_delta(sf_sim *sim) {
     /* their edges; the kept ends of those and of the edges they replace are touched */
     int64_t e = 0;
     for (int i = 0; i < sim->n_saved; i++) {
-        const sim_block *nb = &sim->blocks[sim->saved[i].bid];
+        const sim_block *nb = &sim->blocks[sim->pos[sim->saved[i].bid]];
         for (int j = 0; j < nb->n_edges; j++, e++) {
             from[e] = (int32_t)SLOT_OF(sim, nb->edges[j].from);
             to[e] = (int32_t)SLOT_OF(sim, nb->edges[j].to);
@@ -396,7 +405,7 @@ int sim_layout_consistent(const sf_sim *sim) {
     int first = 1;
     for (int k = 0; k < sim->n_order; k++) {
         int bid = sim->order[k];
-        const sim_block *b = &sim->blocks[bid];
+        const sim_block *b = &sim->blocks[sim->pos[bid]];
         sim_span sp = L->span[k];
         if (sp.n != b->n_tasks || sp.base < 0 || sp.base + sp.n > L->n_slots) return 0;
         if ((uint32_t)sp.n > L->rank_cap[k]) return 0;

@@ -51,12 +51,12 @@ static double ref_time(const sf_sim *sim, const sim_sched *f, int64_t ref, int a
 int64_t sim_mem_events(const sf_sim *sim, const sim_sched *f, sim_mem_event **out) {
     *out = NULL;
     int64_t n = 0;
-    for (int k = 0; k < sim->n_order; k++) n += sim->blocks[sim->order[k]].n_mem;
+    for (int k = 0; k < sim->n_order; k++) n += sim->blocks[sim->pos[sim->order[k]]].n_mem;
     sim_mem_event *ev = malloc((size_t)(2 * n + 1) * sizeof *ev);
     if (!ev) return -1;
     int64_t m = 0;
     for (int k = 0; k < sim->n_order; k++) {
-        const sim_block *b = &sim->blocks[sim->order[k]];
+        const sim_block *b = &sim->blocks[sim->pos[sim->order[k]]];
         for (int i = 0; i < b->n_mem; i++) {
             const sim_mem *e = &b->mem[i];
             if (e->bytes <= 0 || e->only == SIM_MEM_SUMS) continue;

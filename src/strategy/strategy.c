@@ -32,7 +32,8 @@
 
 struct sf_strategy {
     int n_ops;
-    sf_config *configs; /* [n_ops] */
+    int n_cfg;          /* configs held: n_ops, or a period (sf_strategy_new_periodic) */
+    sf_config *configs; /* [n_cfg]: op's is configs[op % n_cfg] */
     int has_pipe;       /* 1: pipe holds its pipeline */
     sf_pipeline pipe;
 };
@@ -227,37 +228,46 @@ static void config_single(sf_config *c, int ndim, int device) {
     c->device[0] = (int16_t)device;
 }
 
-sf_strategy *sf_strategy_new(const sf_graph *g) {
+sf_strategy *sf_strategy_new_periodic(const sf_graph *g, int period) {
+    int n = sf_graph_num_ops(g);
+    if (period < 1 || period > n) period = n;
     sf_strategy *s = calloc(1, sizeof *s);
     if (!s) return NULL;
-    int n = sf_graph_num_ops(g);
     s->n_ops = n;
-    s->configs = calloc((size_t)(n ? n : 1), sizeof *s->configs);
+    s->n_cfg = period;
+    s->configs = calloc((size_t)(period ? period : 1), sizeof *s->configs);
     if (!s->configs) {
         free(s);
         return NULL;
     }
-    for (int i = 0; i < n; i++) config_single(&s->configs[i], sf_graph_op(g, i)->space.ndim, 0);
+    for (int i = 0; i < period; i++)
+        config_single(&s->configs[i], sf_graph_op(g, i)->space.ndim, 0);
     return s;
+}
+
+sf_strategy *sf_strategy_new(const sf_graph *g) {
+    return sf_strategy_new_periodic(g, sf_graph_num_ops(g));
 }
 
 sf_strategy *sf_strategy_clone(const sf_strategy *src) {
     sf_strategy *s = calloc(1, sizeof *s);
     if (!s) return NULL;
     s->n_ops = src->n_ops;
-    s->configs = calloc((size_t)(src->n_ops ? src->n_ops : 1), sizeof *s->configs);
+    s->n_cfg = src->n_cfg;
+    s->configs = calloc((size_t)(src->n_cfg ? src->n_cfg : 1), sizeof *s->configs);
     if (!s->configs) {
         free(s);
         return NULL;
     }
-    for (int i = 0; i < src->n_ops; i++) sf_config_copy(&s->configs[i], &src->configs[i]);
+    for (int i = 0; i < src->n_cfg; i++) sf_config_copy(&s->configs[i], &src->configs[i]);
     sf_strategy_set_pipeline(s, sf_strategy_pipeline(src));
     return s;
 }
 
 void sf_strategy_copy(sf_strategy *dst, const sf_strategy *src) {
     int n = dst->n_ops < src->n_ops ? dst->n_ops : src->n_ops;
-    for (int i = 0; i < n; i++) sf_config_copy(&dst->configs[i], &src->configs[i]);
+    if (dst->n_cfg < n) n = dst->n_cfg; /* every config dst holds, once */
+    for (int i = 0; i < n; i++) sf_config_copy(&dst->configs[i], sf_strategy_get(src, i));
     if (dst != src) sf_strategy_set_pipeline(dst, sf_strategy_pipeline(src));
 }
 
@@ -294,19 +304,19 @@ int sf_strategy_num_ops(const sf_strategy *s) { return s->n_ops; }
 
 sf_config *sf_strategy_config(sf_strategy *s, int op) {
     if (op < 0 || op >= s->n_ops) return NULL;
-    return &s->configs[op];
+    return &s->configs[op % s->n_cfg];
 }
 
 const sf_config *sf_strategy_get(const sf_strategy *s, int op) {
     if (op < 0 || op >= s->n_ops) return NULL;
-    return &s->configs[op];
+    return &s->configs[op % s->n_cfg];
 }
 
 int sf_strategy_idle_devices(const sf_strategy *s, int n_devices, int *idle) {
     if (n_devices <= 0) return 0;
     unsigned char used[SF_MAX_DEVICES] = {0};
     int n = n_devices < SF_MAX_DEVICES ? n_devices : SF_MAX_DEVICES, busy = 0;
-    for (int i = 0; i < s->n_ops && busy < n; i++) {
+    for (int i = 0; i < s->n_cfg && busy < n; i++) {
         const sf_config *c = &s->configs[i];
         for (int p = 0; p < c->n_parts && p < SF_MAX_PARTS; p++) {
             int d = c->device[p];

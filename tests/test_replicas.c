@@ -131,7 +131,7 @@ typedef struct replica_case {
     int chunks;
     sf_sync_mode sync;
     sf_sync_scheme scheme;
-    int timeline, fast, folds, moves;
+    int timeline, fast, folds, moves; /* folds: the replicas simulated as one (0: none) */
     uint64_t seed;
 } replica_case;
 
@@ -167,9 +167,8 @@ static void check_case(const replica_case *rc) {
              rc->pp, rc->dp, sf_pipe_schedule_name(rc->schedule));
     sf_sim_result f = run(fs, s), w = run(ws, s);
     assert_int_equal(w.replicas, 0);
-    if (f.replicas != (rc->folds ? rc->dp : 0))
-        fail_msg("%s: %d replicas folded, expected %d", what, f.replicas,
-                 rc->folds ? rc->dp : 0);
+    if (f.replicas != rc->folds)
+        fail_msg("%s: %d replicas folded, expected %d", what, f.replicas, rc->folds);
     same(what, fs, &f, ws, &w);
     if (f.replicas) assert_true(f.tasks < w.tasks);
 
@@ -223,22 +222,24 @@ static void test_replicas_fold(void **state) {
     (void)state;
     const replica_case cases[] = {
         /* a replica a node: folded */
-        {"p100-4x4", 4, 4, 2, 2, 16, 1, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 0, 1,
+        {"p100-4x4", 4, 4, 2, 2, 16, 1, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 0, 2,
          10, 71},
-        {"dgx-h100", 4, 8, 2, 2, 8, 1, SF_PIPE_GPIPE, 1, SF_SYNC_BULK, SF_SCHEME_RING, 0, 0, 1, 6,
+        {"dgx-h100", 4, 8, 2, 2, 8, 1, SF_PIPE_GPIPE, 1, SF_SYNC_BULK, SF_SCHEME_RING, 0, 0, 2, 6,
          72},
         {"dgx-h100", 8, 8, 2, 4, 16, 1, SF_PIPE_INTERLEAVED, 2, SF_SYNC_OVERLAP,
-         SF_SCHEME_HIERARCHICAL, 1, 0, 1, 6, 73},
-        {"k80-16x4", 4, 4, 2, 2, 16, 2, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 0, 1,
+         SF_SCHEME_HIERARCHICAL, 1, 0, 4, 6, 73},
+        {"k80-16x4", 4, 4, 2, 2, 16, 2, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 0, 2,
          6, 74},
-        /* two replicas a node: the machine's symmetry is not checked there, all simulated */
-        {"p100-4x4", 4, 2, 2, 4, 16, 1, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING, 0, 0, 0,
-         2, 75},
+        /* two replicas a node: they fold by nodes, two replicas a group */
+        {"p100-4x4", 4, 2, 2, 4, 16, 1, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 0, 2,
+         6, 75},
+        {"dgx-h100", 4, 2, 2, 8, 32, 1, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_HIERARCHICAL,
+         0, 0, 2, 4, 78},
         /* a parameter server is one replica's: all simulated */
         {"p100-4x4", 4, 4, 2, 2, 16, 1, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_PS, 0, 0, 0,
          2, 76},
         /* the fast path on a folded pipeline */
-        {"p100-4x4", 4, 4, 2, 2, 96, 1, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 1, 1,
+        {"p100-4x4", 4, 4, 2, 2, 96, 1, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 1, 2,
          4, 77},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);

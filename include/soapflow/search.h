@@ -281,6 +281,8 @@ typedef struct sf_search_pipe_plan {
     int tried, skipped;  /* candidates simulated; left out (weights do not fit, task
                           * graph over the limit, heavier recomputation than one that
                           * fits, past the budget) */
+    int probed;          /* candidates judged by two short runs (of P and 2P
+                          * micro-batches) before any was simulated whole */
     int out_of_budget;   /* 1: the budget ran out before every candidate was tried */
     double seconds;
 } sf_search_pipe_plan;

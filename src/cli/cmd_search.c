@@ -249,10 +249,10 @@ static void pipe_lines(const sf_search_pipe_plan *p, const sf_graph *g) {
     int nm = p->pipeline.stages > 0 ? p->pipeline.micro_batches : 1;
     printf("pipeline: %s, %.3f ms, %s; %d stage%s, %d micro-batch%s of %d sample%s a "
            "data-parallel rank, schedule %s, tensor %d x data %d a stage, recompute %s; %d "
-           "candidates simulated, %d left out%s, %.1f s\n",
+           "candidates probed (short runs), %d simulated, %d left out%s, %.1f s\n",
            p->name, p->iter_s * 1e3, p->fits ? "fits" : "does not fit", ns, ns == 1 ? "" : "s",
            nm, nm == 1 ? "" : "es", p->micro_batch, p->micro_batch == 1 ? "" : "s", sch, p->tp,
-           p->dp, pipe_rc[p->recompute], p->tried, p->skipped,
+           p->dp, pipe_rc[p->recompute], p->probed, p->tried, p->skipped,
            p->out_of_budget ? " (budget spent)" : "", p->seconds);
     if (p->pipeline.stages > 0) printf("pipeline: chunks start at operators %s\n", bounds);
 }
@@ -273,6 +273,7 @@ static void pipe_json(json_t *j, const sf_search_pipe_plan *p, const sf_pipeline
         json_object_set_new(o, "recompute", json_string(pipe_rc[p->recompute]));
     }
     json_object_set_new(o, "tried", json_integer(p->tried));
+    json_object_set_new(o, "probed", json_integer(p->probed));
     json_object_set_new(o, "skipped", json_integer(p->skipped));
     json_object_set_new(o, "out_of_budget", json_boolean(p->out_of_budget));
     sf_cli_json_set_real(o, "seconds", p->seconds);

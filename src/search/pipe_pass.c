@@ -22,13 +22,16 @@
  * seconds: a candidate whose weights with their gradients and optimizer state
  * alone (total / (T P) a device) exceed a device's memory is not simulated;
  * one whose task graph would exceed the task limit (about batch T ops / B
- * tasks) is not either; and for one (T, P, B) heavier recomputation is tried
- * only while the lighter does not fit (it is never faster). Candidates run
- * cheapest task graph first and the pass stops at its budget. OptCNN's dynamic
+ * tasks, over the data-parallel groups that fold into one) is not either;
+ * and for one (T, P) heavier recomputation at micro-batch size B is tried
+ * only while no lighter one fits at B or above (it is never faster, and a
+ * smaller micro-batch holds less). Candidates run cheapest task graph first
+ * and the pass stops at its budget. OptCNN's dynamic
  * program restricted to a stage's devices is not tried (docs/search.md).
  */
 #include "soapflow/search.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,8 +42,53 @@ typedef struct cand {
     int T, P, D, B, rc;
     int64_t m;
     double est_tasks; /* about batch T ops / B: the task graph's size */
-    int fit;          /* simulated and fits */
+    int fit;          /* simulated (or probed) and fits */
+    double est_s;     /* the probes' estimate of its iteration (INFINITY: none) */
 } cand;
+
+/* Probes (Megatron candidates of many micro-batches): the candidate simulated
+ * with k and 2k of its m micro-batches (k the stage count P, or the least
+ * divisor of m at least P), on the model cut to k (2k) micro-batches' batch.
+ * 1F1B holds at most P micro-batches at once whatever m is, so the k run's
+ * memory peak is the m run's; its steady micro-batches repeat at a period
+ * that the 2k run measures, so the iteration at m is about T(2k) + (m - 2k)
+ * (T(2k) - T(k)) / k (GPT-3 at tensor 8, pipeline 16, data 8: 8934 ms
+ * estimated, 8932 simulated). The pass simulates whole only the candidates the
+ * probes say fit, fastest estimate first. Returns 1 when the candidate was
+ * probed (c->fit and c->est_s set), 0 when probing would not save work, -1 on
+ * an error (out of memory). */
+static int probe_cand(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
+                 const sf_sim_options *o, cand *c, const char *name) {
+    int64_t k = c->P;
+    while (k < c->m && c->m % k) k++;
+    if (4 * k > c->m) return 0; /* the runs would cost most of the whole */
+    double t[2] = {0, 0};
+    for (int r = 0; r < 2; r++) {
+        int64_t kk = (r + 1) * k;
+        if (c->m % kk) return 0;
+        sf_error ignore = {0};
+        sf_graph *gk = sf_graph_micro_batch_copies(g, (int)(c->m / kk), 1, &ignore);
+        sf_strategy *sk = gk ? sf_strategy_new(gk) : NULL;
+        sf_sim *sim = sk ? sf_sim_new(gk, m, cm, o, &ignore) : NULL;
+        sf_sim_result res;
+        int ok = sim && sf_strategy_baseline(sk, name, gk, m, &ignore) == SF_OK &&
+                 sf_sim_run(sim, sk, &res, &ignore) == SF_OK;
+        sf_sim_free(sim);
+        sf_strategy_free(sk);
+        sf_graph_free(gk);
+        if (!ok) return ignore.code == SF_ERR_NOMEM ? -1 : 0;
+        t[r] = res.iter_s;
+        if (r == 0) {
+            c->fit = res.fits;
+            if (!res.fits) { /* it cannot fit with more micro-batches either */
+                c->est_s = INFINITY;
+                return 1;
+            }
+        }
+    }
+    c->est_s = t[1] + (double)(c->m - 2 * k) * (t[1] - t[0]) / (double)k;
+    return 1;
+}
 
 static int cand_cmp(const void *a, const void *b) {
     const cand *x = a, *y = b;
@@ -139,14 +187,23 @@ static void keep(sf_search_pipe_plan *p, const sf_sim_result *r, const sf_strate
     sf_strategy_copy(out, s);
 }
 
-/* The most tasks a candidate's task graph may have: with the memory timeline
- * the simulator keeps some 600 bytes a task, so 6 M hold it near 4 GiB beside
- * the search's own simulators (a 23 GB host ran out at 12 M on GPT-3; the
- * micro-batch graph of GPT-3 at tensor 8, pipeline 16, data 8 and 48
- * micro-batches has 24.8 M: such candidates wait for the slot-level fast path
- * of docs/simulator.md). A tensor-parallel candidate has about (T + 1) times
- * est_tasks. */
-#define PIPE_PASS_MAX_TASKS 6000000
+/* The most tasks a candidate's task graph may have (estimated: a
+ * tensor-parallel candidate has about (T + 1) times est_tasks); a simulation
+ * stops a quarter above it. With the memory timeline the simulator keeps some
+ * 330 bytes a task (GPT-3 at tensor 8, pipeline 16, data 8 and 192
+ * micro-batches: 12.4 M tasks, 4.1 GB resident in `simulate`), so 20 M hold
+ * it near 7 GB beside the search's own simulators. */
+#define PIPE_PASS_MAX_TASKS 16000000
+
+/* The data-parallel groups the simulator runs as one (docs/simulator.md,
+ * "Identical replicas"): Megatron's layout puts each replica's T devices
+ * together, so replicas fold by the node (all D when T fills nodes, D T / dpn
+ * groups when dpn / T replicas share a node), on a machine of several nodes. */
+static int folded_groups(int T, int D, int dpn, int n_dev) {
+    if (n_dev <= dpn) return 1;
+    int share = T >= dpn ? 1 : dpn / T;
+    return D % share == 0 && D / share >= 2 ? D / share : 1;
+}
 
 sf_status sf_search_pipeline_pass(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
                                   const sf_sim_options *so, double budget_s, int64_t max_tasks,
@@ -159,7 +216,7 @@ sf_status sf_search_pipeline_pass(const sf_graph *g, const sf_machine *m, const 
     o.memory_timeline = 1; /* a pipeline's micro-batches are not all alive at once */
     /* the estimate below keeps task graphs in reach, and the limit holds the
      * simulator's memory to about 4 GiB */
-    o.max_tasks = PIPE_PASS_MAX_TASKS;
+    o.max_tasks = PIPE_PASS_MAX_TASKS + PIPE_PASS_MAX_TASKS / 4;
     sf_sim *sim = sf_sim_new(g, m, cm, &o, err);
     if (!sim) return err && err->code != SF_OK ? err->code : SF_ERR_NOMEM;
     sf_strategy *s = sf_strategy_new(g);
@@ -197,9 +254,10 @@ sf_status sf_search_pipeline_pass(const sf_graph *g, const sf_machine *m, const 
                     if (batch % (D * B)) continue;
                     int64_t mbs = batch / (D * B);
                     if (P > 1 && mbs < P) break; /* fewer micro-batches than stages */
+                    double tasks = (double)batch * T * n_ops / (double)B /
+                                   folded_groups(T, D, dpn, n_dev);
                     for (int rc = 0; rc < 3 && nc < 4096; rc++)
-                        cs[nc++] = (cand){T, P, D, (int)B, rc, mbs,
-                                          (double)batch * T * n_ops / (double)B, 0};
+                        cs[nc++] = (cand){T, P, D, (int)B, rc, mbs, tasks, 0, INFINITY};
                     if (P == 1) break;
                 }
             }
@@ -212,7 +270,7 @@ sf_status sf_search_pipeline_pass(const sf_graph *g, const sf_machine *m, const 
                 if (batch % mbs) continue;
                 for (int rc = 0; rc < 3 && nc < 4096; rc += 2)
                     cs[nc++] = (cand){n_dev / P, P, 1, (int)(batch / mbs), rc, mbs,
-                                      (double)batch * n_ops, 0};
+                                      (double)batch * n_ops, 0, INFINITY};
             }
         }
     }
@@ -220,19 +278,21 @@ sf_status sf_search_pipeline_pass(const sf_graph *g, const sf_machine *m, const 
     /* per (T, P, B): the lightest recomputation that fits so far */
     for (int i = 0; i < nc; i++) {
         const cand *c = &cs[i];
-        if (budget_s > 0 && sf_now_s() - t0 > budget_s) {
+        if (budget_s > 0 && sf_now_s() - t0 > (mega ? 0.6 : 1.0) * budget_s) { /* room for whole runs */
             plan->skipped += nc - i;
             plan->out_of_budget = 1;
             break;
         }
         if ((max_tasks > 0 && c->est_tasks > 4.0 * (double)max_tasks) ||
-            c->est_tasks * (c->T + 1) > 2.0 * PIPE_PASS_MAX_TASKS) {
+            c->est_tasks * (c->T + 1) > PIPE_PASS_MAX_TASKS) {
             plan->skipped++;
             continue;
         }
+        /* a lighter recomputation fits at this micro-batch size or a larger one
+         * (more activations a micro-batch, as many in flight) */
         int lighter_fits = 0;
         for (int j = 0; j < i; j++)
-            if (cs[j].T == c->T && cs[j].P == c->P && cs[j].B == c->B && cs[j].rc < c->rc &&
+            if (cs[j].T == c->T && cs[j].P == c->P && cs[j].B >= c->B && cs[j].rc < c->rc &&
                 cs[j].fit)
                 lighter_fits = 1;
         if (lighter_fits) {
@@ -244,6 +304,15 @@ sf_status sf_search_pipeline_pass(const sf_graph *g, const sf_machine *m, const 
         if (mega) {
             cand_name(c, 0, name, sizeof name);
             if (sf_strategy_baseline(s, name, g, m, &ignore) != SF_OK) continue;
+            int pr = probe_cand(g, m, cm, &o, &cs[i], name);
+            if (pr < 0) {
+                st = sf_error_set(err, SF_ERR_NOMEM, "pipeline pass: out of memory");
+                goto done;
+            }
+            if (pr > 0) { /* simulated whole below if it is among the fastest */
+                plan->probed++;
+                continue;
+            }
         } else {
             sf_pipeline pl;
             if (sf_pipeline_even(&pl, g, c->P, 1, (int)c->m, SF_PIPE_1F1B, &ignore) != SF_OK ||
@@ -258,11 +327,45 @@ sf_status sf_search_pipeline_pass(const sf_graph *g, const sf_machine *m, const 
         cs[i].fit = r.fits;
         if (wins(&r, plan)) keep(plan, &r, s, out, c, name);
     }
+    /* the probed candidates that fit, fastest estimate first, simulated whole
+     * until one is estimated 2% slower than the best simulated (or the budget
+     * is spent, after one at least) */
+    int *order = malloc((size_t)(nc ? nc : 1) * sizeof *order), no = 0;
+    if (!order) {
+        st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        goto done;
+    }
+    for (int i = 0; i < nc; i++)
+        if (cs[i].fit && cs[i].est_s < INFINITY) order[no++] = i;
+    for (int a = 1; a < no; a++) /* insertion sort by estimate: few candidates */
+        for (int b = a; b > 0 && cs[order[b]].est_s < cs[order[b - 1]].est_s; b--) {
+            int t = order[b];
+            order[b] = order[b - 1];
+            order[b - 1] = t;
+        }
+    for (int q = 0; q < no; q++) {
+        const cand *c = &cs[order[q]];
+        if (plan->present && plan->fits && c->est_s > 1.02 * plan->iter_s) break;
+        if (plan->present && budget_s > 0 && sf_now_s() - t0 > budget_s) {
+            plan->skipped += no - q;
+            plan->out_of_budget = 1;
+            break;
+        }
+        char name[160];
+        sf_error ignore = {0};
+        cand_name(c, 0, name, sizeof name);
+        sf_sim_result r;
+        if (sf_strategy_baseline(s, name, g, m, &ignore) != SF_OK) continue;
+        plan->tried++;
+        if (sf_sim_run(sim, s, &r, &ignore) != SF_OK) continue;
+        if (wins(&r, plan)) keep(plan, &r, s, out, c, name);
+    }
+    free(order);
     /* the winner, interleaved over 2 chunks a stage where it can be */
     if (mega && plan->present && plan->pp > 1 && plan->pipeline.micro_batches % plan->pp == 0 &&
         blocks >= 2 * plan->pp && (budget_s <= 0 || sf_now_s() - t0 <= budget_s)) {
         cand c = {plan->tp, plan->pp, plan->dp, plan->micro_batch, plan->recompute,
-                  plan->pipeline.micro_batches, 0, 0};
+                  plan->pipeline.micro_batches, 0, 0, INFINITY};
         char name[160];
         cand_name(&c, 1, name, sizeof name);
         sf_error ignore = {0};

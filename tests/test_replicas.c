@@ -245,9 +245,51 @@ static void test_replicas_fold(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
 }
 
+/* A move that breaks the replicas under a task limit only the folded graph
+ * keeps: cut off as a delta update past the limit is, and its revert gives
+ * the result before. */
+static void test_replicas_limit(void **state) {
+    (void)state;
+    sf_graph *g = gpt(16);
+    sf_machine *mach = cluster("p100-4x4", 4);
+    sf_cost_model *cm = sf_cost_analytic_new(mach, NULL);
+    sf_error err = {0};
+    sf_megatron3d_options mo;
+    sf_megatron3d_options_default(&mo);
+    mo.tp = 4;
+    mo.pp = 2;
+    mo.dp = 2;
+    mo.micro_batch = 1;
+    sf_strategy *s = sf_strategy_new(g);
+    if (sf_strategy_megatron3d(s, g, mach, &mo, &err) != SF_OK) fail_msg("%s", err.msg);
+    sf_sim_options so;
+    sf_sim_options_default(&so);
+    sf_sim *sim = sf_sim_new(g, mach, cm, &so, &err);
+    sf_sim_result a = run(sim, s);
+    assert_int_equal(a.replicas, 2);
+    sf_sim_set_max_tasks(sim, a.tasks + a.tasks / 2); /* one replica's, not both */
+    /* the last operator's second replica one device along in its node */
+    int op = sf_graph_num_ops(g) - 1;
+    sf_config c = *sf_strategy_get(s, op);
+    for (int p = c.n_parts / 2; p < c.n_parts; p++)
+        c.device[p] = (int16_t)(c.device[p] / 4 * 4 + (c.device[p] + 1) % 4);
+    sf_sim_result r;
+    assert_int_equal(sf_sim_update(sim, op, &c, &r, &err), SF_OK);
+    assert_int_equal(r.cut_off, 1);
+    assert_int_equal(sf_sim_revert(sim, &r, &err), SF_OK);
+    assert_true(r.iter_s == a.iter_s);
+    assert_int_equal(r.replicas, 2);
+    sf_strategy_free(s);
+    sf_sim_free(sim);
+    sf_cost_free(cm);
+    sf_machine_free(mach);
+    sf_graph_free(g);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_replicas_fold),
+        cmocka_unit_test(test_replicas_limit),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -589,14 +589,32 @@ static sf_status pipe_update(sf_sim *sim, int n, const int *ops, const sf_config
     if (!t) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     for (int j = 0; j < n; j++) sf_config_copy(sf_strategy_config(t, ops[j]), &cfgs[j]);
     sf_status st = sf_pipeline_validate(sf_strategy_pipeline(t), t, sim->g, sim->m, err);
+    /* the tasks of every replica now, for a limit on a change of the fold */
+    int64_t all_tasks = p ? p->inner->lay.n_tasks : sim->fast ? sim->fast->cur.r.tasks : 0;
+    if (sim->replicas) all_tasks *= sim->replicas->D;
     int same = st == SF_OK ? fold_ready(sim, t) : 1;
     if (same < 0) st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     if (same > 0) sim->refold = 0;
     p = sim->pipe; /* gone when the replicas changed */
     if (st == SF_OK && !same) {
         /* the replicas fold otherwise (or no more, or now): a full run, and one
-         * of the strategy before for a revert */
-        st = pipe_run_folded(sim, t, r, err);
+         * of the strategy before for a revert. Past the task limit (about the
+         * same tasks over fewer folded replicas) it is cut off as a delta
+         * update is, before anything is built */
+        int64_t D = sim->replicas ? sim->replicas->D : 1;
+        if (sim->opt.max_tasks > 0 && all_tasks / D > sim->opt.max_tasks) {
+            memset(r, 0, sizeof *r);
+            r->cut_off = 1;
+            r->iter_s = INFINITY;
+        } else {
+            st = pipe_run_folded(sim, t, r, err);
+            if (st == SF_ERR_RANGE) { /* the task limit: cut off likewise */
+                memset(r, 0, sizeof *r);
+                r->cut_off = 1;
+                r->iter_s = INFINITY;
+                st = SF_OK;
+            }
+        }
         sim->refold = st == SF_OK;
         if (st != SF_OK) sim->has_run = 0; /* the replicas are t's: the next call runs in full */
     } else if (st == SF_OK && p) {

@@ -639,6 +639,10 @@ static sf_status pipe_update(sf_sim *sim, int n, const int *ops, const sf_config
         /* the fast path: the changed strategy's runs; the result before for a revert */
         struct sim_fast *f = sim->fast;
         int periodic;
+        if (!f) { /* a cut-off refold left nothing to update */
+            sf_strategy_free(t);
+            return sf_error_set(err, SF_ERR_INVALID, "a cut-off update must be reverted first");
+        }
         fast_swap(f);
         st = fast_eval(sim, t, f->k, &f->cur, &periodic, err);
         if (st == SF_OK && periodic) {

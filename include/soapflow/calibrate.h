@@ -92,11 +92,14 @@ typedef struct sf_calibrate_result {
     /* each rank's rates; 0 for a rank that did not measure (it shares a core) */
     double gemm_flops[SF_MAX_DEVICES]; /* FLOP/s of one n x n x n SGEMM, best of 3 */
     double copy_Bps[SF_MAX_DEVICES];   /* bytes read + written per second, best of 5 */
+    double copy_run_s[SF_MAX_DEVICES]; /* one run of the runtime's region copies beyond its
+                                        * bytes (short runs against one run), best of 24 */
     double input_sps[SF_MAX_DEVICES];  /* samples a second of the input pipeline, best of 3
                                         * (0: not measured) */
     /* the device they describe */
     double peak_flops;          /* median of gemm_flops over the ranks that measured */
     double mem_bw_Bps;          /* median of copy_Bps over the same */
+    double copy_run_s_median;   /* median of copy_run_s over the same */
     double mem_bytes;           /* physical memory / ranks */
     double input_samples_per_s; /* median of input_sps over the same; 0: not measured */
 } sf_calibrate_result;

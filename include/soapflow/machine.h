@@ -175,6 +175,9 @@ typedef struct sf_machine_desc {
     double copy_bw_Bps; /* the runtime's copies of tile regions (bytes read and written
                          * per second): local pairs not in place, packing and unpacking
                          * of messages and of all-reduced shards; 0: not priced */
+    double copy_run_s;  /* and per contiguous run of such a copy (one memcpy call and the
+                         * index arithmetic around it: sf_tile_runs), on top of its bytes;
+                         * priced only with copy_bw_Bps; 0: runs cost nothing */
     int n_sync;         /* points of the all-reduce curve below; 0: the link's bandwidth */
     double sync_bytes[SF_MAX_SYNC_POINTS]; /* all-reduced buffer sizes, increasing */
     double
@@ -194,7 +197,8 @@ typedef struct sf_machine sf_machine;
  * (fp16/bf16 peaks may be 0), memory sizes above 0 and at most
  * SF_MAX_MEM_BYTES, latencies from 0 to SF_MAX_LATENCY_S, pcie_group divides
  * devices_per_node, at most SF_MAX_DEVICES devices, cores_per_node from 0 to
- * SF_MAX_DEVICES, a copy bandwidth 0 or a rate, 0 to SF_MAX_SYNC_POINTS
+ * SF_MAX_DEVICES, a copy bandwidth 0 or a rate, a copy run's time from 0 to
+ * SF_MAX_LATENCY_S, 0 to SF_MAX_SYNC_POINTS
  * all-reduce points of increasing sizes from 1 to SF_MAX_MEM_BYTES bytes and
  * rates. SF_ERR_INVALID or
  * SF_ERR_RANGE with a message naming the field. The bounds lie far outside

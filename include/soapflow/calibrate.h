@@ -80,6 +80,9 @@ SF_API void sf_calibrate_options_default(sf_calibrate_options *o);
 typedef struct sf_calibrate_result {
     int ranks;
     int cores; /* the host's cores when the ranks outnumber them (sf_comm_shared_cores), else 0 */
+    int sync_after_backward; /* 1: the back end runs the runtime's sync collectives blocking
+                              * after the backward pass (comm_impl.h, can_defer: MPI, a core
+                              * a rank) */
     /* links: ping-pong between rank 0 and each other rank (none with one rank) */
     int n_sizes;
     int64_t sizes[SF_CALIBRATE_MAX_SIZES];     /* message bytes, increasing */

@@ -26,6 +26,7 @@
 #include "soapflow/stats.h"
 
 #include "runtime/box.h"
+#include "runtime/comm_impl.h"
 
 #define STREAM_BYTES ((size_t)32 << 20)
 #define TRIALS 3
@@ -280,6 +281,7 @@ sf_status sf_calibrate_run(sf_comm *cm, const sf_calibrate_options *o, sf_calibr
      * more ranks than cores, one rank a core (the ranks of a core take turns,
      * as the machine's cores_per_node tells the simulator) */
     r->cores = sf_comm_shared_cores(cm);
+    r->sync_after_backward = cm->can_defer;
     int measures = r->cores == 0 || rank < r->cores;
     sf_comm_barrier(cm);
     double g = measures ? gemm_rate(o->gemm_n, mats, mats + gn, mats + 2 * gn) : 0;
@@ -359,6 +361,7 @@ sf_status sf_calibrate_machine_desc(const sf_calibrate_result *r, const char *na
     }
     d->copy_bw_Bps = r->mem_bw_Bps; /* the runtime's copies run at what a rank's memcpy reaches */
     d->copy_run_s = r->copy_run_s_median;
+    d->sync_after_backward = r->sync_after_backward;
     d->cores_per_node = r->cores;
     d->kind.input_samples_per_s = r->input_samples_per_s;
     return sf_machine_desc_validate(d, err);

@@ -403,7 +403,6 @@ static const int16_t *ring_order(sf_taskgraph *tg, const int *members, int nm, c
 }
 
 /* Lower the shards in *sy (just made for the nm operators `members`) into steps. */
-/* Whether shard sh's weight elements are one run of its group's layout. */
 /* 1 when the shard's elements are one run of its group's layout; *runs: the
  * rows of its slices, which packing copies one at a time. */
 static int one_run(sf_taskgraph *tg, const sf_tg_shard *sh, int64_t *runs) {

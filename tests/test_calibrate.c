@@ -61,6 +61,7 @@ static void fake_result(sf_calibrate_result *r) {
     r->allreduce_s[2] = ring_time(2, 1e-6, 1e9, 16 << 20);
     r->gemm_flops[0] = r->gemm_flops[1] = r->peak_flops = 40e9;
     r->copy_Bps[0] = r->copy_Bps[1] = r->mem_bw_Bps = 8e9;
+    r->copy_run_s[0] = r->copy_run_s[1] = r->copy_run_s_median = 6e-9;
     r->mem_bytes = 8e9;
 }
 
@@ -81,6 +82,12 @@ static void test_machine_desc(void **state) {
     assert_true(d.kind.peak_flops[SF_DTYPE_FP32] == 40e9);
     assert_true(d.kind.peak_flops[SF_DTYPE_FP16] == 0 && d.kind.peak_flops[SF_DTYPE_BF16] == 0);
     assert_true(d.kind.mem_bw_Bps == 8e9 && d.copy_bw_Bps == 8e9 && d.kind.mem_bytes == 8e9);
+    assert_true(d.copy_run_s == 6e-9); /* a copy's run, as measured */
+    assert_int_equal(d.sync_after_backward, 0);
+    r->sync_after_backward = 1; /* MPI: the sync's collectives after the backward pass */
+    assert_int_equal(sf_calibrate_machine_desc(r, "here", &d, &err), SF_OK);
+    assert_int_equal(d.sync_after_backward, 1);
+    r->sync_after_backward = 0;
     /* the curve: the sizes with a ring bandwidth, each the link's rate there */
     assert_int_equal(d.n_sync, 2);
     assert_true(d.sync_bytes[0] == 1 << 20 && d.sync_bytes[1] == 16 << 20);
@@ -170,6 +177,8 @@ static void test_run(void **state) {
         }
     }
     assert_true(r->peak_flops > 0 && r->mem_bw_Bps > 0 && r->mem_bytes > 0);
+    assert_true(r->copy_run_s_median >= 0 && r->copy_run_s_median < 1e-6);
+    assert_int_equal(r->sync_after_backward, 0); /* threads post their collectives at once */
     /* every rank holds rank 0's figures */
     assert_memory_equal(j.r[1], j.r[0], sizeof *j.r[0]);
     assert_memory_equal(j.r[2], j.r[0], sizeof *j.r[0]);

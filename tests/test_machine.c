@@ -750,6 +750,8 @@ static void assert_desc_equal(const sf_machine_desc *a, const sf_machine_desc *b
     assert_true(a->inter_latency_s == b->inter_latency_s);
     assert_int_equal(a->cores_per_node, b->cores_per_node);
     assert_true(a->copy_bw_Bps == b->copy_bw_Bps);
+    assert_true(a->copy_run_s == b->copy_run_s);
+    assert_int_equal(a->sync_after_backward, b->sync_after_backward);
     assert_int_equal(a->n_sync, b->n_sync);
     for (int i = 0; i < a->n_sync; i++) {
         assert_true(a->sync_bytes[i] == b->sync_bytes[i]);
@@ -837,10 +839,12 @@ static void random_desc(sf_rng *rng, sf_machine_desc *d, int short_digits) {
     d->pcie_up_bw_Bps = v[6];
     d->inter_bw_Bps = v[7];
     d->inter_latency_s = v[8];
-    /* the runtime object: absent, or any of its three fields */
-    int r = (int)sf_rng_below(rng, 8);
+    /* the runtime object: absent, or any of its five fields */
+    int r = (int)sf_rng_below(rng, 32);
     d->cores_per_node = r & 1 ? 1 + (int)sf_rng_below(rng, 64) : 0;
     d->copy_bw_Bps = r & 2 ? v[2] : 0;
+    d->copy_run_s = r & 8 ? v[5] : 0; /* a latency */
+    d->sync_after_backward = (r & 16) != 0;
     d->n_sync = r & 4 ? 1 + (int)sf_rng_below(rng, SF_MAX_SYNC_POINTS) : 0;
     for (int i = 0; i < d->n_sync; i++) {
         d->sync_bytes[i] = (double)((int64_t)1 << (2 * i + (int)sf_rng_below(rng, 2)));
@@ -879,6 +883,8 @@ static void test_json_roundtrip_random(void **state) {
             assert_true(within_ulp(d.inter_latency_s, back.inter_latency_s));
             assert_int_equal(d.cores_per_node, back.cores_per_node);
             assert_true(within_ulp(d.copy_bw_Bps, back.copy_bw_Bps));
+            assert_true(within_ulp(d.copy_run_s, back.copy_run_s));
+            assert_int_equal(d.sync_after_backward, back.sync_after_backward);
             assert_int_equal(d.n_sync, back.n_sync);
             for (int i = 0; i < d.n_sync; i++) {
                 assert_true(d.sync_bytes[i] == back.sync_bytes[i]);

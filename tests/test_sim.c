@@ -539,7 +539,31 @@ static void test_sync_modes(void **state) {
     assert_int_equal(sch, SF_SCHEME_PS);
     assert_string_equal(sf_sync_scheme_name(SF_SCHEME_RING), "ring");
     assert_int_equal(sf_sync_scheme_parse("tree", &sch), -1);
+    /* a runtime that runs the sync's collectives after its backward pass
+     * (runtime.sync_after_backward: MPI) makes overlap mode's rings wait for
+     * the pass as in bulk mode; a parameter server's messages still overlap */
+    sf_machine_desc ld = *sf_machine_get_desc(m);
+    ld.sync_after_backward = 1;
+    sf_machine *late = sf_machine_build(&ld, &err);
+    assert_non_null(late);
+    cm.machine = late;
+    for (int scheme = 0; scheme < SF_SCHEME_COUNT; scheme++) {
+        for (int mode = 0; mode < SF_SYNC_MODE_COUNT; mode++) {
+            o.sync = (sf_sync_mode)mode;
+            o.scheme = (sf_sync_scheme)scheme;
+            sf_sim *sim = sf_sim_new(g, late, &cm, &o, &err);
+            assert_non_null(sim);
+            sf_sim_result r;
+            assert_int_equal(sf_sim_run(sim, s, &r, &err), SF_OK);
+            int as = scheme == SF_SCHEME_PS ? mode : SF_SYNC_BULK;
+            assert_true(fabs(r.iter_s - expect[scheme][as]) < EPS);
+            sf_sim_free(sim);
+        }
+    }
+    cm.machine = m;
+    sf_machine_free(late);
     o.sync = SF_SYNC_MODE_COUNT;
+    o.scheme = SF_SCHEME_RING;
     assert_null(sf_sim_new(g, m, &cm, &o, &err));
     o.sync = SF_SYNC_OVERLAP;
     o.scheme = SF_SCHEME_COUNT;
@@ -826,7 +850,7 @@ static void results_equal(const sf_sim_result *a, const sf_sim_result *b) {
 typedef struct delta_case {
     const char *model;
     int64_t batch;
-    int machine; /* DELTA_P100, DELTA_K8, DELTA_PW or DELTA_HOST */
+    int machine; /* DELTA_P100, DELTA_K8, DELTA_PW, DELTA_HOST or DELTA_LATE */
     int moves;
     uint64_t seed;
     sf_sync_mode sync;
@@ -842,7 +866,7 @@ typedef struct delta_case {
 
 /* p100-4x4, the first 8 devices of k80-16x4, and a pairwise 2 x 40 (3,120 NVLinks)
  * on which random moves meet links in an order of their own in each simulator */
-enum { DELTA_P100, DELTA_K8, DELTA_PW, DELTA_HOST };
+enum { DELTA_P100, DELTA_K8, DELTA_PW, DELTA_HOST, DELTA_LATE };
 
 /* Operators for one move of a multi case: ops[0] given, then up to
  * SF_SIM_MAX_UPDATE_OPS - 1 more, distinct; returns how many. */
@@ -1023,6 +1047,13 @@ static const delta_case delta_cases[] = {
      .timeline = 1, .multi = 1, .squeeze = 1},
     {.model = "transformer", .batch = 8, .machine = DELTA_HOST, .moves = 100, .seed = 25,
      .timeline = 1, .sync = SF_SYNC_BULK},
+    /* a runtime that runs the sync's collectives after its backward pass (MPI):
+     * overlap mode's collectives wait for the per-device barriers */
+    {.model = "lenet5", .batch = 64, .machine = DELTA_LATE, .moves = 400, .seed = 26},
+    {.model = "rnnlm", .batch = 32, .machine = DELTA_LATE, .moves = 200, .seed = 27,
+     .multi = 1, .squeeze = 1},
+    {.model = "alexnet", .batch = 32, .machine = DELTA_LATE, .moves = 200, .seed = 28,
+     .scheme = SF_SCHEME_PS},
 };
 /* clang-format on */
 
@@ -1048,13 +1079,19 @@ static void test_delta_equals_full(void **state) {
     d.sync_bw_Bps[1] = 1e9;
     sf_machine *host = sf_machine_build(&d, &err);
     assert_non_null(host);
+    d.sync_after_backward = 1;
+    d.copy_run_s = 5e-9;
+    sf_machine *late = sf_machine_build(&d, &err);
+    assert_non_null(late);
     for (size_t i = 0; i < sizeof delta_cases / sizeof delta_cases[0]; i++) {
         int w = delta_cases[i].machine;
         delta_vs_full(&delta_cases[i], w == DELTA_K8     ? k8
                                        : w == DELTA_PW   ? pw
                                        : w == DELTA_HOST ? host
+                                       : w == DELTA_LATE ? late
                                                          : p100);
     }
+    sf_machine_free(late);
     sf_machine_free(host);
     sf_machine_free(pw);
     sf_machine_free(k8);

@@ -7,6 +7,7 @@
  * each; on a PCIe tree the switches of a node and the devices of a switch)
  * changes no simulated figure, under every scheme and sync mode.
  */
+#include <math.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -316,10 +317,88 @@ static void test_copies_follow_the_layout(void **state) {
     sf_machine_free(m0);
 }
 
+/* A copy is priced by its bytes and by its runs, one memcpy call each, as the
+ * runtime copies a region (sf_tile_runs, runtime/box.c): LeNet-5's relu1 split
+ * on its width reads conv1's whole output in rows of 14 floats, so the local
+ * copy and the packing of the message cut conv1's piece into 64 x 6 x 28 rows,
+ * while the unpacking writes the whole input region of the remote part in one
+ * run (and its gradient is packed from there in one). */
+static void test_copies_count_runs(void **state) {
+    (void)state;
+    sf_tile a = {.ndim = 3, .hi = {4, 3, 10}}, r = a;
+    assert_true(sf_tile_runs(&a, &a, &a) == 1);
+    r.hi[2] = 5; /* half of the last dimension: a row of each (i, j) */
+    assert_true(sf_tile_runs(&r, &a, &r) == 12 && sf_tile_runs(&r, &r, &r) == 1);
+    r = a, r.lo[0] = 2; /* half of the first: whole rows of whole planes, one run */
+    assert_true(sf_tile_runs(&r, &a, &r) == 1);
+    r = a, r.lo[1] = 1; /* the middle one: a run of each i */
+    assert_true(sf_tile_runs(&r, &a, &r) == 4);
+    r.hi[0] = 0;
+    assert_true(sf_tile_runs(&r, &a, &r) == 0);
+
+    sf_error err = {0};
+    sf_machine *m0 = sf_machine_open("cpu[2]", &err);
+    assert_non_null(m0);
+    sf_machine_desc d = *sf_machine_get_desc(m0);
+    d.copy_bw_Bps = 8e9;
+    d.copy_run_s = 5e-9;
+    sf_machine *m = sf_machine_build(&d, &err);
+    assert_non_null(m);
+    sf_model_options zo;
+    sf_model_options_default(&zo);
+    zo.batch = 64;
+    sf_graph *g = sf_model_build("lenet5", &zo, &err);
+    assert_non_null(g);
+    int relu = sf_graph_find(g, "relu1");
+    assert_true(relu >= 0 && sf_graph_find(g, "conv1") == sf_graph_op(g, relu)->inputs[0].op);
+    sf_strategy *s = sf_strategy_new(g);
+    assert_int_equal(sf_strategy_single(s, g, 0), SF_OK);
+    sf_config *c = sf_strategy_config(s, relu);
+    assert_int_equal(sf_config_set_degrees(c, 4, (int[]){1, 1, 1, 2}), SF_OK);
+    c->device[0] = 0;
+    c->device[1] = 1;
+    sf_taskgraph *tg = graph_of(g, s, m, SF_SCHEME_RING);
+    const sf_tg_pair *pairs;
+    int n = sf_taskgraph_edge(tg, relu, 0, &pairs);
+    assert_int_equal(n, 2);
+    const int64_t rows = 64 * 6 * 28;
+    sf_tg_pricer pc = {.m = m, .segments = 1};
+    for (int q = 0; q < n; q++) {
+        const sf_tg_pair *pr = &pairs[q];
+        assert_int_equal(pr->in_place, 0);
+        sf_tg_step st[8];
+        int32_t deps[8];
+        int nf, ns = sf_taskgraph_pair_steps(tg, pr, 1, st, deps, &nf);
+        /* local: the copy and its accumulation; remote: pack, message, unpack,
+         * and back the same */
+        int64_t want_local[] = {rows, rows};
+        int64_t want_remote[] = {rows, 0, 1, 1, 0, rows};
+        const int64_t *want = pr->src_dev == pr->dst_dev ? want_local : want_remote;
+        assert_int_equal(ns, pr->src_dev == pr->dst_dev ? 2 : 6);
+        for (int i = 0; i < ns; i++) {
+            if (st[i].kind != SF_STEP_COPY) {
+                assert_int_equal(want[i], 0);
+                continue;
+            }
+            assert_true(st[i].runs == want[i]);
+            sf_tg_use u;
+            assert_int_equal(sf_tg_price_step(&pc, &st[i], NULL, &u), 1);
+            double bytes_s = st[i].moved * (double)(st[i].numel * 4) / 8e9;
+            assert_true(fabs(u.dur_s - (bytes_s + (double)want[i] * 5e-9)) < 1e-15);
+        }
+    }
+    sf_taskgraph_free(tg);
+    sf_strategy_free(s);
+    sf_graph_free(g);
+    sf_machine_free(m);
+    sf_machine_free(m0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_ring_order_rule),
         cmocka_unit_test(test_relabel_invariance),
+        cmocka_unit_test(test_copies_count_runs),
         cmocka_unit_test(test_copies_follow_the_layout),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

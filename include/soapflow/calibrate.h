@@ -80,6 +80,9 @@ SF_API void sf_calibrate_options_default(sf_calibrate_options *o);
 typedef struct sf_calibrate_result {
     int ranks;
     int cores; /* the host's cores when the ranks outnumber them (sf_comm_shared_cores), else 0 */
+    int sync_after_backward; /* 1: the back end runs the runtime's sync collectives blocking
+                              * after the backward pass (comm_impl.h, can_defer: MPI, a core
+                              * a rank) */
     /* links: ping-pong between rank 0 and each other rank (none with one rank) */
     int n_sizes;
     int64_t sizes[SF_CALIBRATE_MAX_SIZES];     /* message bytes, increasing */
@@ -92,11 +95,14 @@ typedef struct sf_calibrate_result {
     /* each rank's rates; 0 for a rank that did not measure (it shares a core) */
     double gemm_flops[SF_MAX_DEVICES]; /* FLOP/s of one n x n x n SGEMM, best of 3 */
     double copy_Bps[SF_MAX_DEVICES];   /* bytes read + written per second, best of 5 */
+    double copy_run_s[SF_MAX_DEVICES]; /* one run of the runtime's region copies beyond its
+                                        * bytes (short runs against one run), best of 24 */
     double input_sps[SF_MAX_DEVICES];  /* samples a second of the input pipeline, best of 3
                                         * (0: not measured) */
     /* the device they describe */
     double peak_flops;          /* median of gemm_flops over the ranks that measured */
     double mem_bw_Bps;          /* median of copy_Bps over the same */
+    double copy_run_s_median;   /* median of copy_run_s over the same */
     double mem_bytes;           /* physical memory / ranks */
     double input_samples_per_s; /* median of input_sps over the same; 0: not measured */
 } sf_calibrate_result;

@@ -130,6 +130,15 @@ static inline int sf_tile_intersect(const sf_tile *a, const sf_tile *b, sf_tile 
 SF_API int sf_tile_equal(const sf_tile *a, const sf_tile *b);
 SF_API sf_shape sf_tile_extent(const sf_tile *t); /* hi - lo per dimension */
 SF_API char *sf_tile_str(const sf_tile *t, char *buf, size_t n);
+/* The contiguous runs a copy of region r makes from a buffer laid out as tile a
+ * into one laid out as tile b (each row-major over its own extents, both
+ * holding r): the dimensions after the innermost one that r does not cover in
+ * full in both layouts are contiguous in both, so each run is one row of that
+ * dimension with everything inside it. The runtime copies a region one run at a
+ * time (one memcpy each), so a split on the last dimension makes many short
+ * runs; the simulator prices each run (docs/simulator.md, the copy task).
+ * 0 when r is empty. */
+SF_API int64_t sf_tile_runs(const sf_tile *r, const sf_tile *a, const sf_tile *b);
 
 /* Part `part` of `degree` equal-as-possible parts of [0, n): parts differ by at
  * most one element (floor(part*n/degree) .. floor((part+1)*n/degree)). */

@@ -169,13 +169,22 @@ typedef struct sf_machine_desc {
     /* What a host runtime adds, as `soapflow calibrate` measures it for MPI
      * ranks on CPU cores; 0 leaves each out (the presets: GPUs, where kernels
      * and NCCL do this work, as FlexFlow's simulator assumes). */
-    int cores_per_node; /* cores the node's devices share: local device l computes on
-                         * core l % cores, so devices on one core take turns; 0 or
-                         * >= devices_per_node: a core each */
-    double copy_bw_Bps; /* the runtime's copies of tile regions (bytes read and written
-                         * per second): local pairs not in place, packing and unpacking
-                         * of messages and of all-reduced shards; 0: not priced */
-    int n_sync;         /* points of the all-reduce curve below; 0: the link's bandwidth */
+    int cores_per_node;      /* cores the node's devices share: local device l computes on
+                              * core l % cores, so devices on one core take turns; 0 or
+                              * >= devices_per_node: a core each */
+    double copy_bw_Bps;      /* the runtime's copies of tile regions (bytes read and written
+                              * per second): local pairs not in place, packing and unpacking
+                              * of messages and of all-reduced shards; 0: not priced */
+    double copy_run_s;       /* and per contiguous run of such a copy (one memcpy call and the
+                              * index arithmetic around it: sf_tile_runs), on top of its bytes;
+                              * priced only with copy_bw_Bps; 0: runs cost nothing */
+    int sync_after_backward; /* 1: the runtime runs the collectives of the weight sync after
+                              * its backward pass whatever the sync mode (MPI's nonblocking
+                              * collectives progress only inside MPI calls, so the runtime runs
+                              * them blocking at the end: runtime.md), and the simulator's
+                              * overlap mode starts them there as bulk mode does; 0: as the
+                              * sync mode says */
+    int n_sync;              /* points of the all-reduce curve below; 0: the link's bandwidth */
     double sync_bytes[SF_MAX_SYNC_POINTS]; /* all-reduced buffer sizes, increasing */
     double
         sync_bw_Bps[SF_MAX_SYNC_POINTS]; /* at each size: per-link bandwidth of a ring
@@ -194,7 +203,8 @@ typedef struct sf_machine sf_machine;
  * (fp16/bf16 peaks may be 0), memory sizes above 0 and at most
  * SF_MAX_MEM_BYTES, latencies from 0 to SF_MAX_LATENCY_S, pcie_group divides
  * devices_per_node, at most SF_MAX_DEVICES devices, cores_per_node from 0 to
- * SF_MAX_DEVICES, a copy bandwidth 0 or a rate, 0 to SF_MAX_SYNC_POINTS
+ * SF_MAX_DEVICES, a copy bandwidth 0 or a rate, a copy run's time from 0 to
+ * SF_MAX_LATENCY_S, sync_after_backward 0 or 1, 0 to SF_MAX_SYNC_POINTS
  * all-reduce points of increasing sizes from 1 to SF_MAX_MEM_BYTES bytes and
  * rates. SF_ERR_INVALID or
  * SF_ERR_RANGE with a message naming the field. The bounds lie far outside

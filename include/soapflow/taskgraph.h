@@ -83,6 +83,12 @@ typedef struct sf_tg_pair {
                      * the producer's output gradient (the tensor has no other reader
                      * and the piece feeds no other pair). 0: the region is copied (a
                      * message is packed and unpacked, its gradient too) */
+    /* The contiguous runs the runtime copies region in (sf_tile_runs): between the
+     * producer part's output piece and the consumer part's input region (a local
+     * copy and its gradient), between the piece and the packed region (a message's
+     * packing, its gradient's unpacking), between the packed region and the
+     * input region (the unpacking, the gradient's packing). */
+    int64_t runs_local, runs_src, runs_dst;
 } sf_tg_pair;
 
 /* One (operator, part) holding a weight shard. */
@@ -251,15 +257,17 @@ typedef struct sf_tg_step {
                       * device): its backward tasks there, or under SF_SYNC_BULK that
                       * device's whole backward pass */
     uint8_t phase;   /* sf_tg_step_phase: when in the iteration it runs */
-    int dev;   /* P2P: the sender; COPY, UPDATE: the device; else -1 */
-    int peer;  /* P2P: the receiver; else -1 */
-    int group; /* collectives: devices devs[group .. group + n_group] in ring order */
+    int dev;         /* P2P: the sender; COPY, UPDATE: the device; else -1 */
+    int peer;        /* P2P: the receiver; else -1 */
+    int group;       /* collectives: devices devs[group .. group + n_group] in ring order */
     int n_group;
     int64_t numel;   /* elements: a collective's whole buffer, a message, a copy, the
                       * weights an update steps */
     int64_t offset;  /* the buffer's first element within the shard's packed layout */
     double moved;    /* COPY: bytes read and written per byte copied (2: a copy, 3: an
                       * accumulation) */
+    int64_t runs;    /* COPY: the contiguous runs it copies in (one memcpy call each,
+                      * priced by the machine's copy_run_s), at least 1; other steps 0 */
     int dep, n_deps; /* it waits for steps deps[dep .. dep + n_deps] of the same list */
 } sf_tg_step;
 
@@ -471,7 +479,8 @@ SF_API int sf_tg_step_max_uses(const sf_tg_step *st, int segments);
  * an all-reduce, 1 for each hop of a broadcast's chain) of latency plus the mean
  * bytes a position sends at the machine's all-reduce curve at the buffer's size
  * (sf_machine_sync_bw) or else the link's bandwidth; a COPY moved * bytes at
- * the machine's copy bandwidth (no use when it prices none); an UPDATE the cost
+ * the machine's copy bandwidth plus its runs at the machine's copy_run_s (no
+ * use when it prices no copies); an UPDATE the cost
  * model's update time of the pricer's op and tile. Returns how many. */
 SF_API int sf_tg_price_step(const sf_tg_pricer *p, const sf_tg_step *st, const int16_t *devs,
                             sf_tg_use *out);

@@ -25,6 +25,9 @@
 #include "soapflow/data.h"
 #include "soapflow/stats.h"
 
+#include "runtime/box.h"
+#include "runtime/comm_impl.h"
+
 #define STREAM_BYTES ((size_t)32 << 20)
 #define TRIALS 3
 #define PINGPONG_BYTES_PER_TRIAL ((int64_t)8 << 20)
@@ -87,6 +90,38 @@ static double copy_rate(unsigned char *src, unsigned char *dst, size_t bytes) {
         if (r > 0 && dt < best) best = dt;
     }
     return 2.0 * (double)bytes / best;
+}
+
+/* Best time (s) of the runtime's copy (sf_box_move) of region r of a tensor laid
+ * out as tile a into a buffer of r's own layout, of 24 trials: a run costs a few
+ * nanoseconds, and a busy host only ever adds to it. */
+static double box_time(const float *src, const sf_tile *a, float *dst, const sf_tile *r) {
+    double best = 1e30;
+    for (int k = 0; k <= 8 * TRIALS; k++) { /* run 0 warms up; 0.1 ms each */
+        double t0 = sf_now_s();
+        sf_box_move(src, a, dst, r, r, 0);
+        double dt = sf_now_s() - t0;
+        if (k > 0 && dt < best) best = dt;
+    }
+    return best;
+}
+
+/* The time (s) of one run of the runtime's copies, on top of their bytes: a
+ * [64, 16, 10, 10] tensor (400 KB, in the caches, as LeNet's activations are)
+ * copied half on its last dimension (10240 runs of 5 floats) against half on
+ * its first (one run of as many bytes). buf holds 2 x 102400 floats and more. */
+#define RUN_ELEMS 102400
+static double copy_run_time(float *buf) {
+    sf_tile a = {.ndim = 4, .hi = {64, 16, 10, 10}}, rows = a, whole = a;
+    rows.hi[3] = 5;
+    whole.hi[0] = 32;
+    for (int64_t i = 0; i < RUN_ELEMS; i++) buf[i] = (float)(i % 97);
+    /* the destination off the source's page offset (4K aliasing slows memcpy) */
+    float *dst = buf + RUN_ELEMS + 272;
+    double t_rows = box_time(buf, &a, dst, &rows), t_whole = box_time(buf, &a, dst, &whole);
+    buf[0] = dst[RUN_ELEMS / 2 - 1]; /* the copies are used */
+    double per = (t_rows - t_whole) / (double)(sf_tile_runs(&rows, &a, &rows) - 1);
+    return per > 0 ? per : 0;
 }
 
 /* Half round trip (s) of `bytes` between rank 0 and `peer`, best of TRIALS
@@ -172,6 +207,8 @@ static void fit_device(sf_calibrate_result *r) {
     memcpy(ti, r->input_sps, (size_t)n * sizeof *ti);
     r->peak_flops = sf_median(tg, n);
     r->mem_bw_Bps = sf_median(tc, n);
+    memcpy(tc, r->copy_run_s, (size_t)n * sizeof *tc);
+    r->copy_run_s_median = sf_median(tc, n);
     r->input_samples_per_s = sf_median(ti, n);
     long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
     r->mem_bytes = pages > 0 && page > 0 ? (double)pages * (double)page / r->ranks : 4e9;
@@ -244,18 +281,23 @@ sf_status sf_calibrate_run(sf_comm *cm, const sf_calibrate_options *o, sf_calibr
      * more ranks than cores, one rank a core (the ranks of a core take turns,
      * as the machine's cores_per_node tells the simulator) */
     r->cores = sf_comm_shared_cores(cm);
+    r->sync_after_backward = cm->can_defer;
     int measures = r->cores == 0 || rank < r->cores;
     sf_comm_barrier(cm);
     double g = measures ? gemm_rate(o->gemm_n, mats, mats + gn, mats + 2 * gn) : 0;
     sf_comm_barrier(cm);
     double c = measures ? copy_rate(stream, stream + STREAM_BYTES, STREAM_BYTES) : 0;
     sf_comm_barrier(cm);
+    double cr = measures ? copy_run_time((float *)(void *)stream) : 0;
+    sf_comm_barrier(cm);
     double in = measures && ds ? input_rate(ds, ib, order, ix, il) : 0;
     r->gemm_flops[rank] = g; /* gathered as sums of one slot per rank */
     r->copy_Bps[rank] = c;
+    r->copy_run_s[rank] = cr;
     r->input_sps[rank] = in;
     sf_comm_sum(cm, r->gemm_flops, ranks);
     sf_comm_sum(cm, r->copy_Bps, ranks);
+    sf_comm_sum(cm, r->copy_run_s, ranks);
     sf_comm_sum(cm, r->input_sps, ranks);
 
     /* links: rank 0 with each other rank in turn, the others idle */
@@ -318,6 +360,8 @@ sf_status sf_calibrate_machine_desc(const sf_calibrate_result *r, const char *na
         }
     }
     d->copy_bw_Bps = r->mem_bw_Bps; /* the runtime's copies run at what a rank's memcpy reaches */
+    d->copy_run_s = r->copy_run_s_median;
+    d->sync_after_backward = r->sync_after_backward;
     d->cores_per_node = r->cores;
     d->kind.input_samples_per_s = r->input_samples_per_s;
     return sf_machine_desc_validate(d, err);

@@ -210,14 +210,16 @@ static int print_summary(const sf_calibrate_result *r, const sf_machine_desc *d,
     }
     if (d->n_sync > 0)
         sf_cli_table_cell(t,
-                          "copies at %.2f GB/s; all-reduce steps at %.2f-%.2f GB/s a link over "
-                          "%s-%s (fitted to MPI_Allreduce at each size)",
-                          d->copy_bw_Bps * 1e-9, lo * 1e-9, hi * 1e-9,
+                          "copies at %.2f GB/s and %.1f ns a run; all-reduce steps at %.2f-%.2f "
+                          "GB/s a link over %s-%s (fitted to MPI_Allreduce at each size)",
+                          d->copy_bw_Bps * 1e-9, d->copy_run_s * 1e9, lo * 1e-9, hi * 1e-9,
                           sf_fmt_bytes(d->sync_bytes[0], b1, sizeof b1),
                           sf_fmt_bytes(d->sync_bytes[d->n_sync - 1], b2, sizeof b2));
     else
-        sf_cli_table_cell(t, "copies at %.2f GB/s; all-reduce steps at the link's bandwidth",
-                          d->copy_bw_Bps * 1e-9);
+        sf_cli_table_cell(t,
+                          "copies at %.2f GB/s and %.1f ns a run; all-reduce steps at the link's "
+                          "bandwidth",
+                          d->copy_bw_Bps * 1e-9, d->copy_run_s * 1e9);
     sf_cli_table_cell(t, "input");
     if (d->kind.input_samples_per_s > 0)
         sf_cli_table_cell(t, "%.0f samples/s a rank (median; batches of %lld from %s)",

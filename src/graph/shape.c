@@ -53,6 +53,22 @@ int sf_tile_equal(const sf_tile *a, const sf_tile *b) {
     return 1;
 }
 
+int64_t sf_tile_runs(const sf_tile *r, const sf_tile *a, const sf_tile *b) {
+    int64_t n = sf_tile_numel(r);
+    if (r->ndim == 0 || n == 0) return r->ndim == 0;
+    /* the rule of the runtime's box_move (runtime.c): its run is this */
+    int last = r->ndim - 1;
+    int64_t run = 1;
+    while (last > 0) {
+        int64_t e = r->hi[last] - r->lo[last];
+        if (e != a->hi[last] - a->lo[last] || e != b->hi[last] - b->lo[last]) break;
+        run *= e;
+        last--;
+    }
+    run *= r->hi[last] - r->lo[last];
+    return n / run;
+}
+
 sf_shape sf_tile_extent(const sf_tile *t) {
     sf_shape s;
     memset(&s, 0, sizeof s);

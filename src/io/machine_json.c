@@ -229,7 +229,8 @@ static sf_status get_num(reader *r, const json_t *obj, const char *path, const c
 
 static const char *const top_keys[] = {"name",  "nodes", "devices_per_node", "device",
                                        "intra", "inter", "runtime",          NULL};
-static const char *const runtime_keys[] = {"cores_per_node", "copy_GBps", "allreduce", NULL};
+static const char *const runtime_keys[] = {"cores_per_node",      "copy_GBps", "copy_run_ns",
+                                           "sync_after_backward", "allreduce", NULL};
 static const char *const point_keys[] = {"bytes", "link_GBps", NULL};
 
 /* runtime.allreduce: [{"bytes": B, "link_GBps": X}, ...], sizes increasing. */
@@ -420,6 +421,15 @@ static sf_status parse_root(reader *r, const json_t *root, sf_machine_desc *d) {
         st = get_int(r, rtm, "runtime", "cores_per_node", 0, SF_MAX_DEVICES, &d->cores_per_node);
     if (st == SF_OK && rtm)
         st = get_num(r, rtm, "runtime", "copy_GBps", 0, NUM_RATE_OR_ZERO, 9, &d->copy_bw_Bps);
+    if (st == SF_OK && rtm)
+        st = get_num(r, rtm, "runtime", "copy_run_ns", 0, NUM_LATENCY, -9, &d->copy_run_s);
+    const json_t *sab = rtm ? json_object_get(rtm, "sync_after_backward") : NULL;
+    if (st == SF_OK && sab) {
+        if (!json_is_boolean(sab))
+            return field_error(r, SF_ERR_PARSE, "runtime", "sync_after_backward",
+                               "must be true or false");
+        d->sync_after_backward = json_is_true(sab);
+    }
     if (st == SF_OK && rtm) st = parse_allreduce(r, rtm, d);
     if (st != SF_OK) return st;
     /* What the fields cannot say alone (the device count limit). */
@@ -549,12 +559,15 @@ char *sf_machine_desc_to_json(const sf_machine_desc *d, sf_error *err) {
         put_num(&w, inter, "bandwidth_GBps", d->inter_bw_Bps, 9);
         put_num(&w, inter, "latency_us", d->inter_latency_s, -6);
         put(&w, root, "inter", json_incref(inter));
-        int has_rt = d->cores_per_node || d->copy_bw_Bps > 0 || d->n_sync > 0;
+        int has_rt = d->cores_per_node || d->copy_bw_Bps > 0 || d->copy_run_s > 0 ||
+                     d->sync_after_backward || d->n_sync > 0;
         json_t *rtm = has_rt ? json_object() : NULL;
         if (has_rt) put(&w, root, "runtime", rtm); /* root owns it now */
         if (rtm && d->cores_per_node)
             put(&w, rtm, "cores_per_node", json_integer(d->cores_per_node));
         if (rtm && d->copy_bw_Bps > 0) put_num(&w, rtm, "copy_GBps", d->copy_bw_Bps, 9);
+        if (rtm && d->copy_run_s > 0) put_num(&w, rtm, "copy_run_ns", d->copy_run_s, -9);
+        if (rtm && d->sync_after_backward) put(&w, rtm, "sync_after_backward", json_true());
         json_t *pts = rtm && d->n_sync > 0 ? json_array() : NULL;
         if (rtm && d->n_sync > 0) put(&w, rtm, "allreduce", pts);
         for (int i = 0; pts && i < d->n_sync; i++) {

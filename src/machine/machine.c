@@ -263,6 +263,12 @@ sf_status sf_machine_desc_validate(const sf_machine_desc *d, sf_error *err) {
         return sf_error_set(err, SF_ERR_INVALID,
                             "machine '%s': copy bandwidth must be 0 or from 1 to %g B/s", mn,
                             SF_MAX_RATE);
+    if (d->sync_after_backward != 0 && d->sync_after_backward != 1)
+        return sf_error_set(err, SF_ERR_INVALID, "machine '%s': sync_after_backward must be 0 or 1",
+                            mn);
+    if (!is_latency(d->copy_run_s))
+        return sf_error_set(err, SF_ERR_INVALID,
+                            "machine '%s': a copy run's time must be from 0 to 1 s", mn);
     if (d->n_sync < 0 || d->n_sync > SF_MAX_SYNC_POINTS)
         return sf_error_set(err, SF_ERR_INVALID,
                             "machine '%s': the all-reduce curve has 0 to %d points (got %d)", mn,

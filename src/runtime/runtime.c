@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "box.h"
 #include "comm_impl.h"
 #include "soapflow/kernels.h"
 #include "soapflow/taskgraph.h"
@@ -330,66 +331,6 @@ void sf_runtime_options_default(sf_runtime_options *o) {
 }
 
 /* ---- boxes ---------------------------------------------------------------- */
-
-/* Copy (add) the elements of region r from a buffer laid out as tile a to one
- * laid out as tile b (both row-major over their own extents, both holding r).
- * 4-byte elements: floats, or int32 labels copied as such. */
-static void box_move(const void *src, const sf_tile *a, void *dst, const sf_tile *b,
-                     const sf_tile *r, int add) {
-    int nd = r->ndim;
-    if (nd == 0) {
-        if (add)
-            *(float *)dst += *(const float *)src;
-        else
-            memcpy(dst, src, 4);
-        return;
-    }
-    int64_t sa[SF_MAX_DIMS], sb[SF_MAX_DIMS], idx[SF_MAX_DIMS];
-    int64_t xa = 1, xb = 1;
-    for (int d = nd - 1; d >= 0; d--) {
-        sa[d] = xa;
-        sb[d] = xb;
-        xa *= a->hi[d] - a->lo[d];
-        xb *= b->hi[d] - b->lo[d];
-    }
-    for (int d = 0; d < nd; d++) {
-        idx[d] = r->lo[d];
-        if (r->hi[d] <= r->lo[d]) return;
-    }
-    /* One run per row of the innermost dimension that r does not cover in
-     * full in both layouts: the dimensions inside it are contiguous in both,
-     * so a channel or sample split copies whole planes, not rows (a memcpy
-     * call per 24-float row cost LeNet's copies about twice their bytes). */
-    int last = nd - 1;
-    int64_t inner = 1; /* elements of the dimensions after last: whole in r, a and b */
-    while (last > 0) {
-        int64_t e = r->hi[last] - r->lo[last];
-        if (e != a->hi[last] - a->lo[last] || e != b->hi[last] - b->lo[last]) break;
-        inner *= e;
-        last--;
-    }
-    int64_t run = (r->hi[last] - r->lo[last]) * inner;
-    for (;;) {
-        int64_t oa = 0, ob = 0;
-        for (int d = 0; d < nd; d++) {
-            oa += (idx[d] - a->lo[d]) * sa[d];
-            ob += (idx[d] - b->lo[d]) * sb[d];
-        }
-        if (add) {
-            const float *s = (const float *)src + oa;
-            float *t = (float *)dst + ob;
-            for (int64_t q = 0; q < run; q++) t[q] += s[q];
-        } else {
-            memcpy((uint32_t *)dst + ob, (const uint32_t *)src + oa, (size_t)run * 4);
-        }
-        int d = last - 1;
-        while (d >= 0 && ++idx[d] == r->hi[d]) {
-            idx[d] = r->lo[d];
-            d--;
-        }
-        if (d < 0) break;
-    }
-}
 
 /* Pack (unpack) the elements of a shard's slices of a full layout. */
 static void slices_move(const rt_shard *sh, float *full, float *packed, int pack) {
@@ -2203,7 +2144,7 @@ static sf_status part_inputs(sf_runtime *rt, rt_part *p, const sf_batch *b, sf_e
                 double t0 = sf_now_s();
                 const sf_tile *lay;
                 const float *src = link_src(rt, l, &lay);
-                box_move(src, lay, p->in[l->k], &p->in_region[l->k], &l->region, 0);
+                sf_box_move(src, lay, p->in[l->k], &p->in_region[l->k], &l->region, 0);
                 copy_event(rt, t0, p, l);
             }
             continue;
@@ -2213,7 +2154,7 @@ static sf_status part_inputs(sf_runtime *rt, rt_part *p, const sf_batch *b, sf_e
         l->freq = -1;
         event(rt, SF_RT_XFER, t0, p->op, p->part, l->peer, l->numel * 4);
         t0 = sf_now_s();
-        box_move(l->fbuf, &l->region, p->in[l->k], &p->in_region[l->k], &l->region, 0);
+        sf_box_move(l->fbuf, &l->region, p->in[l->k], &p->in_region[l->k], &l->region, 0);
         copy_event(rt, t0, p, l);
     }
     if (o->type == SF_OP_SOFTMAX_CE) {
@@ -2222,7 +2163,7 @@ static sf_status part_inputs(sf_runtime *rt, rt_part *p, const sf_batch *b, sf_e
         sf_tile whole = sf_tile_full(&o->out_shapes[0]), rows = p->tile;
         whole.ndim--;
         rows.ndim--;
-        box_move(b->labels[p->op], &whole, p->labels, &rows, &rows, 0);
+        sf_box_move(b->labels[p->op], &whole, p->labels, &rows, &rows, 0);
     }
     return SF_OK;
 }
@@ -2232,7 +2173,7 @@ static sf_status part_outputs(sf_runtime *rt, rt_part *p, sf_error *err) {
     for (int i = 0; i < p->n_prod; i++) {
         rt_link *l = rt->prod_links[p->prod_start + i];
         double t1 = sf_now_s();
-        box_move(p->out[l->out], &p->out_tile[l->out], l->fbuf, &l->region, &l->region, 0);
+        sf_box_move(p->out[l->out], &p->out_tile[l->out], l->fbuf, &l->region, &l->region, 0);
         copy_event(rt, t1, p, l);
         int id = rt->c->vt->isend(rt->c, l->fbuf, (size_t)l->numel * 4, l->peer, l->tag);
         COMM(id, "sending activations");
@@ -2252,7 +2193,7 @@ static sf_status forward_part(sf_runtime *rt, rt_part *p, const sf_batch *b, dou
         if (!b->inputs || !b->inputs[p->op])
             return sf_error_set(err, SF_ERR_INVALID, "no data for input '%s'", o->name);
         sf_tile whole = sf_tile_full(&o->out_shapes[0]);
-        box_move(b->inputs[p->op], &whole, p->out[0], &p->out_tile[0], &p->out_tile[0], 0);
+        sf_box_move(b->inputs[p->op], &whole, p->out[0], &p->out_tile[0], &p->out_tile[0], 0);
     } else {
         st = run_kernel(rt, p, 0, loss, err);
         if (st != SF_OK) return st;
@@ -2337,7 +2278,7 @@ static sf_status backward_part(sf_runtime *rt, rt_part *p, sf_error *err) {
         l->greq = -1;
         event(rt, SF_RT_GRAD, t0, l->cons_op, l->cons_part, l->peer, l->numel * 4);
         t0 = sf_now_s();
-        box_move(l->gbuf, &l->region, p->gout[l->out], &p->out_tile[l->out], &l->region, 1);
+        sf_box_move(l->gbuf, &l->region, p->gout[l->out], &p->out_tile[l->out], &l->region, 1);
         copy_event(rt, t0, p, l);
     }
     double t0 = sf_now_s();
@@ -2352,12 +2293,12 @@ static sf_status backward_part(sf_runtime *rt, rt_part *p, sf_error *err) {
             if (l->alias != 2) {
                 const sf_tile *lay;
                 float *dst = link_gdst(rt, l, &lay);
-                box_move(p->gin[l->k], &p->in_region[l->k], dst, lay, &l->region, 1);
+                sf_box_move(p->gin[l->k], &p->in_region[l->k], dst, lay, &l->region, 1);
                 copy_event(rt, t1, p, l);
             }
             continue;
         }
-        box_move(p->gin[l->k], &p->in_region[l->k], l->gbuf, &l->region, &l->region, 0);
+        sf_box_move(p->gin[l->k], &p->in_region[l->k], l->gbuf, &l->region, &l->region, 0);
         copy_event(rt, t1, p, l);
         int id = rt->c->vt->isend(rt->c, l->gbuf, (size_t)l->numel * 4, l->peer, l->tag + 1);
         COMM(id, "sending gradients");
@@ -2400,7 +2341,8 @@ static sf_status red_forward_steps(sf_runtime *rt, rt_red *r, sf_error *err) {
         for (int q = 0; q < r->R && st == SF_OK; q++) {
             const rt_part *p = r->mine[q];
             if (r->root && p) { /* a part on the first part's rank: added here */
-                box_move(p->out[r->out], &p->out_tile[r->out], r->buf, &r->piece, &r->piece, q > 0);
+                sf_box_move(p->out[r->out], &p->out_tile[r->out], r->buf, &r->piece, &r->piece,
+                            q > 0);
             } else if (r->root && q > 0 && r->tags[q] >= 0) {
                 int id =
                     rt->c->vt->irecv(rt->c, r->rbuf, (size_t)r->numel * 4, r->devs[q], r->tags[q]);
@@ -2423,8 +2365,8 @@ static sf_status red_forward_steps(sf_runtime *rt, rt_red *r, sf_error *err) {
             for (int q = 0; q < r->R; q++) {
                 int64_t off, len;
                 sf_tg_chunk(r->numel, r->R, q, &off, &len);
-                box_move(p->out[r->out], &p->out_tile[r->out], r->buf + off, &r->chunks[q],
-                         &r->chunks[q], 0);
+                sf_box_move(p->out[r->out], &p->out_tile[r->out], r->buf + off, &r->chunks[q],
+                            &r->chunks[q], 0);
             }
         }
         int id = r->kind == SF_REDUCE_ALL
@@ -2435,7 +2377,7 @@ static sf_status red_forward_steps(sf_runtime *rt, rt_red *r, sf_error *err) {
     for (int i = 0; i < r->n_links && st == SF_OK; i++) {
         rt_link *l = rt->red_links[r->link_start + i];
         double t1 = sf_now_s();
-        box_move(r->buf + r->off, &r->lay, l->fbuf, &l->region, &l->region, 0);
+        sf_box_move(r->buf + r->off, &r->lay, l->fbuf, &l->region, &l->region, 0);
         copy_event(rt, t1, l->prod, l);
         int id = rt->c->vt->isend(rt->c, l->fbuf, (size_t)l->numel * 4, l->peer, l->tag);
         COMM(id, "sending activations");
@@ -2467,7 +2409,7 @@ static sf_status red_backward_steps(sf_runtime *rt, rt_red *r, sf_error *err) {
         COMM(rt->c->vt->wait(rt->c, l->greq), "receiving gradients");
         l->greq = -1;
         event(rt, SF_RT_GRAD, t0, l->cons_op, l->cons_part, l->peer, l->numel * 4);
-        box_move(l->gbuf, &l->region, r->gbuf + r->off, &r->lay, &l->region, 1);
+        sf_box_move(l->gbuf, &l->region, r->gbuf + r->off, &r->lay, &l->region, 1);
     }
     double t0 = sf_now_s();
     sf_status st = SF_OK;
@@ -2485,14 +2427,14 @@ static sf_status red_backward_steps(sf_runtime *rt, rt_red *r, sf_error *err) {
         rt_part *p = r->mine[q];
         if (!p) continue;
         if (r->kind != SF_REDUCE_SCATTER) {
-            box_move(r->gbuf, &r->piece, p->gout[r->out], &p->out_tile[r->out], &r->piece, 1);
+            sf_box_move(r->gbuf, &r->piece, p->gout[r->out], &p->out_tile[r->out], &r->piece, 1);
             continue;
         }
         for (int c = 0; c < r->R; c++) {
             int64_t off, len;
             sf_tg_chunk(r->numel, r->R, c, &off, &len);
-            box_move(r->gbuf + off, &r->chunks[c], p->gout[r->out], &p->out_tile[r->out],
-                     &r->chunks[c], 1);
+            sf_box_move(r->gbuf + off, &r->chunks[c], p->gout[r->out], &p->out_tile[r->out],
+                        &r->chunks[c], 1);
         }
     }
     return st;

@@ -80,7 +80,8 @@ sf_status sf_runtime_write_trace(const char *path, const sf_graph *g, const sf_m
             const char *c = e->kind < SF_RT_EVENT_KIND_COUNT ? cat[e->kind] : "?";
             if (e->kind == SF_RT_FWD || e->kind == SF_RT_BWD || e->kind == SF_RT_UPDATE ||
                 e->kind == SF_RT_COPY) {
-                task(ev, name, c, PID_DEVICES, r, e->t0_s, e->t1_s, on, e->part, 0);
+                task(ev, name, c, PID_DEVICES, r, e->t0_s, e->t1_s, on, e->part,
+                     e->kind == SF_RT_COPY ? e->bytes : 0);
                 continue;
             }
             /* a message: on every link of its route; an all-reduce: towards the next rank */

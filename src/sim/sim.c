@@ -150,6 +150,9 @@ static sf_sim *sim_make(const sf_graph *g, const sf_machine *m, const sf_cost_mo
         sim->opt = *o;
     else
         sf_sim_options_default(&sim->opt);
+    sim->late_sync =
+        sf_machine_get_desc(m)->sync_after_backward && sim->opt.sync == SF_SYNC_OVERLAP;
+    sim->dev_barriers = sim->opt.sync == SF_SYNC_BULK || sim->late_sync;
     if (!sf_sync_mode_name(sim->opt.sync) || !sf_sync_scheme_name(sim->opt.scheme) ||
         sim->opt.segments < 1 || sim->opt.segments > SF_SIM_MAX_SEGMENTS) {
         int mode = (int)sim->opt.sync, scheme = (int)sim->opt.scheme, seg = sim->opt.segments;

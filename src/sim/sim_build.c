@@ -163,7 +163,7 @@ static int pipe_slot_edges(sf_sim *sim, sim_block *b, int opi, int backward, int
     if (!sim->pipe_bar) return 0;
     int bid = sim_block_id(opi, SLOT_CORE);
     int32_t bar = sim->pipe_bar[4 * opi + 2 * backward], prev = sim->pipe_bar[4 * opi + 2 * backward + 1];
-    int base = sim->opt.sync == SF_SYNC_BULK ? sim->n_dev : 0;
+    int base = sim->dev_barriers ? sim->n_dev : 0;
     for (int p = first; p < first + n; p++) {
         if (prev >= 0 && block_edge(b, REF(BARRIER_BLOCK(sim), base + prev), REF(bid, p))) return -1;
         if (block_edge(b, REF(bid, p), REF(BARRIER_BLOCK(sim), base + bar))) return -1;
@@ -175,7 +175,7 @@ static int pipe_slot_edges(sf_sim *sim, sim_block *b, int opi, int backward, int
  * the iteration's end, or a pipeline's backward slot of its micro-batch. */
 static int64_t no_bwd_end(const sf_sim *sim, int opi) {
     if (!sim->pipe_bar) return SIM_MEM_ALWAYS;
-    int base = sim->opt.sync == SF_SYNC_BULK ? sim->n_dev : 0;
+    int base = sim->dev_barriers ? sim->n_dev : 0;
     return REF(BARRIER_BLOCK(sim), base + sim->pipe_bar[4 * opi + 2]);
 }
 
@@ -258,8 +258,7 @@ static int build_core(sf_sim *sim, int opi) {
                 return -1;
             b->st.compute_s += b->tasks[b->n_tasks - 1].dur_s;
             if (block_edge(b, REF(bid, p), REF(bid, n + p))) return -1;
-            if (sim->opt.sync == SF_SYNC_BULK &&
-                block_edge(b, REF(bid, n + p), REF(BARRIER_BLOCK(sim), dev)))
+            if (sim->dev_barriers && block_edge(b, REF(bid, n + p), REF(BARRIER_BLOCK(sim), dev)))
                 return -1;
         }
         if (pipe_slot_edges(sim, b, opi, 1, n, n)) return -1;
@@ -381,7 +380,7 @@ static int step_tasks(sf_sim *sim, sim_block *b, int bid, const sf_tg_pricer *pr
         if (st->kind == SF_STEP_UPDATE && sim->pipe_bar && op >= 0) {
             /* a pipeline's optimizer step waits for the flush: its stage's last slot */
             int32_t at = sim->pipe_bar[4 * op + 2], per = sim->pipe_per;
-            int base = sim->opt.sync == SF_SYNC_BULK ? sim->n_dev : 0;
+            int base = sim->dev_barriers ? sim->n_dev : 0;
             if (block_edge(b, REF(BARRIER_BLOCK(sim), base + at / per * per + per - 1),
                            REF(bid, idx)))
                 return -1;
@@ -1010,6 +1009,13 @@ static int build_sync(sf_sim *sim, int owner) {
                             if (grads_into(sim, b, &sy, sh, ss.devs[st->group + g], e4)) return -1;
                     }
                 }
+                /* the runtime runs the sync's collectives after its backward pass
+                 * (but ZeRO-2/3's reduce-scatter, waited for in the pass) */
+                if (sim->late_sync && collective(st) && st->phase == SF_PHASE_SYNC &&
+                    !(stage >= SF_ZERO_GRADIENTS && st->kind == SF_STEP_REDUCE_SCATTER))
+                    for (int g = 0; g < st->n_group; g++)
+                        if (wire_from(sim, b, REF(BARRIER_BLOCK(sim), ss.devs[st->group + g]), e4))
+                            return -1;
             }
             for (int d = 0; d < st->n_deps && chained < 0; d++)
                 if (wire(sim, b, &sim->end_at[4 * ss.deps[st->dep + d]], e4)) return -1;
@@ -1068,7 +1074,7 @@ static int build_sync(sf_sim *sim, int owner) {
 static int build_barriers(sf_sim *sim) {
     sim_block *b = &sim->blocks[sim->pos[BARRIER_BLOCK(sim)]];
     block_reset(b);
-    if (sim->opt.sync == SF_SYNC_BULK)
+    if (sim->dev_barriers)
         for (int d = 0; d < sim->n_dev; d++)
             if (block_task(b, SIM_BARRIER, SIM_NO_RES, -1, d, 0, 0) < 0) return -1;
     for (int k = 0; sim->pipe_bar && k < sim->pipe_n_bar; k++) /* a pipeline's slots */

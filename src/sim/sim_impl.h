@@ -198,6 +198,11 @@ struct sf_sim {
     sf_strategy *s; /* current strategy */
     int n_ops, n_dev;
     double copy_bw;      /* the machine's copy_bw_Bps (0: copies not priced) */
+    int late_sync;       /* overlap mode on a machine whose runtime runs the sync's collectives
+                          * after its backward pass (sync_after_backward): they wait for
+                          * their devices' barriers, as in bulk mode */
+    int dev_barriers;    /* the barrier block starts with one barrier per device, joining its
+                          * backward tasks (bulk mode, late_sync) */
     double act_scale;    /* the cost model's element bytes over SF_ELEM_BYTES: what an
                           * operator's fp32 activation bytes take in the plan's dtype */
     int cores, per_node; /* cores_per_node when fewer than devices_per_node, else 0 */

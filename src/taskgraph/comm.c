@@ -117,6 +117,7 @@ typedef struct lower {
      * copies are, and its slices are not one run (the runtime syncs one run in
      * place, sf_weight_slices_one_run) */
     int pack;
+    int64_t runs; /* the memcpy calls of packing or unpacking the shard: its slices' rows */
 } lower;
 
 /* Append a step waiting for the n_deps steps in deps (indices); its index, or
@@ -131,6 +132,9 @@ static int add_step(lower *l, const sf_tg_step *st, const int32_t *deps, int n_d
     }
     sf_tg_step *s = &tg->steps[l->n];
     *s = *st;
+    /* a pack or unpack moves the shard's slices a row at a time (the runtime's
+     * slices_move); an accumulation adds one packed buffer to another */
+    if (s->kind == SF_STEP_COPY) s->runs = s->moved == 3.0 ? 1 : l->runs;
     s->dep = l->n_deps;
     s->n_deps = n_deps;
     for (int i = 0; i < n_deps; i++) tg->step_deps[l->n_deps++] = deps[i];
@@ -159,7 +163,8 @@ static sf_tg_step device_step(sf_tg_step_kind kind, int dev, int64_t numel, doub
                         .peer = -1,
                         .group = -1,
                         .numel = numel,
-                        .moved = moved};
+                        .moved = moved,
+                        .runs = kind == SF_STEP_COPY};
 }
 
 static sf_tg_step collective(sf_tg_step_kind kind, int group, int n_group, int64_t numel,
@@ -414,11 +419,15 @@ static const int16_t *ring_order(sf_taskgraph *tg, const int *members, int nm, c
 }
 
 /* Lower the shards in *sy (just made for the nm operators `members`) into steps. */
-/* Whether shard sh's weight elements are one run of its group's layout. */
-static int one_run(sf_taskgraph *tg, const sf_tg_shard *sh) {
+/* 1 when the shard's elements are one run of its group's layout; *runs: the
+ * rows of its slices, which packing copies one at a time. */
+static int one_run(sf_taskgraph *tg, const sf_tg_shard *sh, int64_t *runs) {
     sf_weight_slice sl[SF_MAX_WEIGHT_SLICES];
     const sf_op *op = sf_graph_op(tg->g, sh->rep_op);
     int n = sf_op_weight_slices(op, &sf_taskgraph_tiles(tg, sh->rep_op)[sh->rep_part], sl);
+    *runs = 0;
+    for (int i = 0; i < n; i++) *runs += sl[i].count;
+    if (*runs < 1) *runs = 1;
     return sf_weight_slices_one_run(sl, n);
 }
 
@@ -442,7 +451,7 @@ static sf_status lower_shards(sf_taskgraph *tg, const int *members, int nm, cons
             if (!(devs = every_replica(tg, devs, R))) return SF_ERR_NOMEM;
             R *= tg->n_rep;
         }
-        l.pack = tg->copies && !one_run(tg, sh);
+        l.pack = tg->copies && !one_run(tg, sh, &l.runs);
         if (R == 1) {
             sf_tg_step u = device_step(SF_STEP_UPDATE, devs[0], sh->numel, 0, 1);
             add_step(&l, &u, NULL, 0);
@@ -480,6 +489,14 @@ sf_status sf_taskgraph_op_sync_steps(sf_taskgraph *tg, int op, sf_tg_sync *sy, s
 
 /* ---- pairs ----------------------------------------------------------------------- */
 
+/* A pair's copy of e elements in `runs` runs (a pair built by hand may leave
+ * its runs 0: one run). */
+static sf_tg_step copy_runs(int dev, int64_t e, double moved, int64_t runs) {
+    sf_tg_step c = device_step(SF_STEP_COPY, dev, e, moved, 0);
+    c.runs = runs > 1 ? runs : 1;
+    return c;
+}
+
 int sf_taskgraph_pair_steps(const sf_taskgraph *tg, const sf_tg_pair *pr, int grad, sf_tg_step *out,
                             int32_t *deps, int *n_fwd) {
     int n = 0, di = pr->src_dev, dj = pr->dst_dev, copies = tg->copies;
@@ -493,30 +510,32 @@ int sf_taskgraph_pair_steps(const sf_taskgraph *tg, const sf_tg_pair *pr, int gr
         deps[n] = n - 1;                                                                           \
         n++;                                                                                       \
     } while (0)
+    sf_tg_step c;
     if (di == dj) {
-        if (copies && !pr->in_place) PUSH(device_step(SF_STEP_COPY, dj, e, 2.0, 0), 1);
+        c = copy_runs(dj, e, 2.0, pr->runs_local);
+        if (copies && !pr->in_place) PUSH(c, 1);
         *n_fwd = n;
-        if (grad && copies && pr->in_place != 2) PUSH(device_step(SF_STEP_COPY, dj, e, 3.0, 0), 1);
+        c = copy_runs(dj, e, 3.0, pr->runs_local);
+        if (grad && copies && pr->in_place != 2) PUSH(c, 1);
         return n;
     }
-    sf_tg_step c;
     if (copies) {
-        c = device_step(SF_STEP_COPY, di, e, 2.0, 0);
+        c = copy_runs(di, e, 2.0, pr->runs_src);
         c.payload = SF_PAYLOAD_ACT;
         PUSH(c, 1);
     }
     PUSH(p2p(di, dj, e, SF_PAYLOAD_ACT, 0), n == 0);
     if (copies) {
-        c = device_step(SF_STEP_COPY, dj, e, 2.0, 0);
+        c = copy_runs(dj, e, 2.0, pr->runs_dst);
         c.payload = SF_PAYLOAD_ACT;
         PUSH(c, 0);
     }
     *n_fwd = n;
     if (!grad) return n;
     int first = n;
-    if (copies) PUSH(device_step(SF_STEP_COPY, dj, e, 2.0, 0), 1);
+    if (copies) PUSH(copy_runs(dj, e, 2.0, pr->runs_dst), 1);
     PUSH(p2p(dj, di, e, SF_PAYLOAD_GRAD, 0), n == first);
-    if (copies) PUSH(device_step(SF_STEP_COPY, di, e, 3.0, 0), 0);
+    if (copies) PUSH(copy_runs(di, e, 3.0, pr->runs_src), 0);
 #undef PUSH
     return n;
 }

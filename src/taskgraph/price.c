@@ -180,8 +180,13 @@ static int price_ring(const sf_tg_pricer *p, const sf_tg_step *st, const int16_t
 static double device_s(const sf_tg_pricer *p, const sf_tg_step *st) {
     if (st->kind == SF_STEP_UPDATE)
         return sf_cost_task_s(p->cm, p->op, p->tile, st->dev, SF_PASS_UPDATE);
-    double bw = sf_machine_get_desc(p->m)->copy_bw_Bps;
-    return bw > 0 ? st->moved * (double)(st->numel * elem_bytes(p)) / bw : 0;
+    const sf_machine_desc *d = sf_machine_get_desc(p->m);
+    if (!(d->copy_bw_Bps > 0)) return 0;
+    /* the bytes, and each run's memcpy call (sf_tile_runs: a split on the last
+     * dimension copies rows of a few elements) */
+    int64_t runs = st->runs > 1 ? st->runs : 1;
+    return st->moved * (double)(st->numel * elem_bytes(p)) / d->copy_bw_Bps +
+           (double)runs * d->copy_run_s;
 }
 
 int sf_tg_price_step(const sf_tg_pricer *p, const sf_tg_step *st, const int16_t *devs,

@@ -77,6 +77,7 @@ static sf_tg_step *add_step(sf_taskgraph *tg, int kind, int payload, int dev, in
     st->group = -1;
     st->numel = numel;
     st->moved = kind == SF_STEP_COPY ? 3.0 : 0.0; /* an accumulation */
+    st->runs = kind == SF_STEP_COPY;              /* of one buffer into another */
     st->dep = dep >= 0 ? (int)tg->n_red_steps : 0;
     st->n_deps = dep >= 0;
     if (dep >= 0) tg->red_deps[tg->n_red_steps] = dep;

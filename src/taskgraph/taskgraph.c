@@ -254,6 +254,9 @@ static int try_pair(sf_taskgraph *tg, int *n, const sf_tile *piece, const sf_til
     for (int d = nd; d < SF_MAX_DIMS; d++) q->region.lo[d] = q->region.hi[d] = 0;
     q->numel = numel;
     q->in_place = 0;
+    q->runs_local = sf_tile_runs(&q->region, piece, rj);
+    q->runs_src = sf_tile_runs(&q->region, piece, &q->region);
+    q->runs_dst = sf_tile_runs(&q->region, &q->region, rj);
     return 0;
 }
 

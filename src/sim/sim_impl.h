@@ -316,8 +316,9 @@ typedef struct sim_mem_event {
     int32_t kind; /* sf_sim_mem_kind */
     int64_t seq;  /* place before sorting: a total order */
 } sim_mem_event;
-/* Every memory entry's two events in schedule f, sorted by (time, frees first, device);
- * *out is malloc'd. The count, or -1 when out of memory (sim_memline.c). */
+/* Every memory entry's two events in schedule f, device by device, each device's sorted
+ * by (time, frees first, place); *out is malloc'd. The count, or -1 when out of memory
+ * (sim_memline.c). */
 int64_t sim_mem_events(const sf_sim *sim, const sim_sched *f, sim_mem_event **out);
 /* Per device, the peak of the bytes alive at once in schedule f and when it is reached
  * (peak[], peak_t[]: [n_dev]). -1 when out of memory. */

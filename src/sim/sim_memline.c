@@ -68,8 +68,28 @@ int64_t sim_mem_events(const sf_sim *sim, const sim_sched *f, sim_mem_event **ou
             m++;
         }
     }
-    qsort(ev, (size_t)m, sizeof *ev, event_cmp);
-    *out = ev;
+    /* by device first (a stable counting sort), then each device's in time
+     * order: the order event_cmp gives, in sorts of one device's events */
+    sim_mem_event *by = malloc((size_t)(m + 1) * sizeof *by);
+    int64_t *at = calloc((size_t)sim->n_dev + 1, sizeof *at);
+    if (!by || !at) {
+        free(by);
+        free(at);
+        free(ev);
+        return -1;
+    }
+    for (int64_t i = 0; i < m; i++) at[ev[i].dev + 1]++;
+    for (int d = 0; d < sim->n_dev; d++) at[d + 1] += at[d];
+    for (int64_t i = 0; i < m; i++) by[at[ev[i].dev]++] = ev[i];
+    free(ev);
+    int64_t lo = 0;
+    for (int d = 0; d < sim->n_dev; d++) { /* at[d] is now device d's end */
+        int64_t hi = at[d];
+        if (hi - lo > 1) qsort(by + lo, (size_t)(hi - lo), sizeof *by, event_cmp);
+        lo = hi;
+    }
+    free(at);
+    *out = by;
     return m;
 }
 

@@ -50,6 +50,8 @@ static int usage(FILE *out) {
         "                         micro-batch size and recomputation; data parallel stages\n"
         "                         for other models), judged with memory over the timeline,\n"
         "                         the best an MCMC start; a third of the budget\n"
+        "  --pipeline-budget TIME the pass's own budget (default: a third of --budget,\n"
+        "                         none with --iters)\n"
         "  --no-delta             evaluate proposals with full instead of delta simulation\n"
         "  --templates            MCMC moves identical layers together (layer templates:\n"
         "                         one operator of every layer in step; docs/search.md)\n"
@@ -87,6 +89,7 @@ static int usage(FILE *out) {
 typedef struct search_opts {
     sf_cli_model_opts model;
     const char *machine, *algo, *budget, *out, *trace, *svg, *costs, *beta, *anneal, *pipeline;
+    const char *pipe_budget;
     int64_t iters, seed;
     int json, no_delta, reduce, templates;
     sf_sim_options sim, mem; /* mem: the memory options alone (--memory-headroom) */
@@ -313,6 +316,7 @@ int sf_cmd_search(int argc, char **argv) {
         if (sf_cli_str(&a, "--algo", NULL, &o.algo)) continue;
         if (sf_cli_str(&a, "--pipeline", NULL, &o.pipeline)) continue;
         if (sf_cli_str(&a, "--budget", NULL, &o.budget)) continue;
+        if (sf_cli_str(&a, "--pipeline-budget", NULL, &o.pipe_budget)) continue;
         if (sf_cli_int(&a, "--iters", NULL, 1, (int64_t)1 << 40, &o.iters)) continue;
         if (sf_cli_int(&a, "--seed", NULL, 0, INT64_MAX, &o.seed)) continue;
         if (sf_cli_str(&a, "--beta", NULL, &o.beta)) continue;
@@ -343,6 +347,12 @@ int sf_cmd_search(int argc, char **argv) {
                                   "--budget wants a duration above 0 such as 30s, 2m or "
                                   "500ms, not '%s'",
                                   o.budget);
+    double pipe_budget_s = 0;
+    if (o.pipe_budget && parse_duration(o.pipe_budget, &pipe_budget_s) != 0)
+        return sf_cli_usage_error(cmd,
+                                  "--pipeline-budget wants a duration above 0 such as 30s, 2m "
+                                  "or 500ms, not '%.64s'",
+                                  o.pipe_budget);
     double beta = 0;
     if (o.beta && parse_beta(o.beta, &beta) != 0)
         return sf_cli_usage_error(cmd,
@@ -394,6 +404,7 @@ int sf_cmd_search(int argc, char **argv) {
     so.run_optcnn = run_optcnn;
     so.run_mcmc = run_mcmc;
     so.pipeline = pipe_mode;
+    so.pipeline_budget_s = pipe_budget_s;
     so.mcmc.seed = (uint64_t)o.seed;
     so.mcmc.iters = o.iters;
     so.mcmc.budget_s = o.iters ? 0 : budget_s;

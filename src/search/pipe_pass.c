@@ -25,8 +25,9 @@
  * tasks, over the data-parallel groups that fold into one) is not either;
  * and for one (T, P) heavier recomputation at micro-batch size B is tried
  * only while no lighter one fits at B or above (it is never faster, and a
- * smaller micro-batch holds less). Candidates run cheapest task graph first
- * and the pass stops at its budget. OptCNN's dynamic
+ * smaller micro-batch holds less). Candidates run cheapest first (their task
+ * graph, or for one probed its probes') and the pass stops at its budget.
+ * OptCNN's dynamic
  * program restricted to a stage's devices is not tried (docs/search.md).
  */
 #include "soapflow/search.h"
@@ -44,7 +45,17 @@ typedef struct cand {
     double est_tasks; /* about batch T ops / B: the task graph's size */
     int fit;          /* simulated (or probed) and fits */
     double est_s;     /* the probes' estimate of its iteration (INFINITY: none) */
+    double cost;      /* what judging it costs the pass: its task graph, or its probes' */
 } cand;
+
+/* The micro-batches k of a candidate's first probe (below): P, or the least
+ * divisor of m above it; 0 when probing would not save work (m < 4k, or 2k
+ * not dividing m). */
+static int64_t probe_k(const cand *c) {
+    int64_t k = c->P;
+    while (k < c->m && c->m % k) k++;
+    return 4 * k <= c->m && c->m % (2 * k) == 0 ? k : 0;
+}
 
 /* Probes (Megatron candidates of many micro-batches): the candidate simulated
  * with k and 2k of its m micro-batches (k the stage count P, or the least
@@ -59,13 +70,11 @@ typedef struct cand {
  * an error (out of memory). */
 static int probe_cand(const sf_graph *g, const sf_machine *m, const sf_cost_model *cm,
                  const sf_sim_options *o, cand *c, const char *name) {
-    int64_t k = c->P;
-    while (k < c->m && c->m % k) k++;
-    if (4 * k > c->m) return 0; /* the runs would cost most of the whole */
+    int64_t k = probe_k(c);
+    if (!k) return 0; /* the runs would cost most of the whole */
     double t[2] = {0, 0};
     for (int r = 0; r < 2; r++) {
         int64_t kk = (r + 1) * k;
-        if (c->m % kk) return 0;
         sf_error ignore = {0};
         sf_graph *gk = sf_graph_micro_batch_copies(g, (int)(c->m / kk), 1, &ignore);
         sf_strategy *sk = gk ? sf_strategy_new(gk) : NULL;
@@ -92,6 +101,7 @@ static int probe_cand(const sf_graph *g, const sf_machine *m, const sf_cost_mode
 
 static int cand_cmp(const void *a, const void *b) {
     const cand *x = a, *y = b;
+    if (x->cost != y->cost) return x->cost < y->cost ? -1 : 1;
     if (x->est_tasks != y->est_tasks) return x->est_tasks < y->est_tasks ? -1 : 1;
     if (x->T != y->T) return y->T - x->T;
     if (x->P != y->P) return x->P - y->P;
@@ -257,7 +267,7 @@ sf_status sf_search_pipeline_pass(const sf_graph *g, const sf_machine *m, const 
                     double tasks = (double)batch * T * n_ops / (double)B /
                                    folded_groups(T, D, dpn, n_dev);
                     for (int rc = 0; rc < 3 && nc < 4096; rc++)
-                        cs[nc++] = (cand){T, P, D, (int)B, rc, mbs, tasks, 0, INFINITY};
+                        cs[nc++] = (cand){T, P, D, (int)B, rc, mbs, tasks, 0, INFINITY, 0};
                     if (P == 1) break;
                 }
             }
@@ -270,9 +280,13 @@ sf_status sf_search_pipeline_pass(const sf_graph *g, const sf_machine *m, const 
                 if (batch % mbs) continue;
                 for (int rc = 0; rc < 3 && nc < 4096; rc += 2)
                     cs[nc++] = (cand){n_dev / P, P, 1, (int)(batch / mbs), rc, mbs,
-                                      (double)batch * n_ops, 0, INFINITY};
+                                      (double)batch * n_ops, 0, INFINITY, 0};
             }
         }
+    }
+    for (int i = 0; i < nc; i++) { /* a probed Megatron candidate costs 3k of its m */
+        int64_t k = mega ? probe_k(&cs[i]) : 0;
+        cs[i].cost = k ? cs[i].est_tasks * (double)(3 * k) / (double)cs[i].m : cs[i].est_tasks;
     }
     qsort(cs, (size_t)nc, sizeof *cs, cand_cmp);
     /* per (T, P, B): the lightest recomputation that fits so far */
@@ -365,7 +379,7 @@ sf_status sf_search_pipeline_pass(const sf_graph *g, const sf_machine *m, const 
     if (mega && plan->present && plan->pp > 1 && plan->pipeline.micro_batches % plan->pp == 0 &&
         blocks >= 2 * plan->pp && (budget_s <= 0 || sf_now_s() - t0 <= budget_s)) {
         cand c = {plan->tp, plan->pp, plan->dp, plan->micro_batch, plan->recompute,
-                  plan->pipeline.micro_batches, 0, 0, INFINITY};
+                  plan->pipeline.micro_batches, 0, 0, INFINITY, 0};
         char name[160];
         cand_name(&c, 1, name, sizeof name);
         sf_error ignore = {0};

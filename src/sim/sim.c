@@ -592,31 +592,39 @@ static sf_status pipe_update(sf_sim *sim, int n, const int *ops, const sf_config
     if (!t) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     for (int j = 0; j < n; j++) sf_config_copy(sf_strategy_config(t, ops[j]), &cfgs[j]);
     sf_status st = sf_pipeline_validate(sf_strategy_pipeline(t), t, sim->g, sim->m, err);
-    /* the tasks of every replica now, for a limit on a change of the fold */
-    int64_t all_tasks = p ? p->inner->lay.n_tasks : sim->fast ? sim->fast->cur.r.tasks : 0;
-    if (sim->replicas) all_tasks *= sim->replicas->D;
-    int same = st == SF_OK ? fold_ready(sim, t) : 1;
-    if (same < 0) st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-    if (same > 0) sim->refold = 0;
-    p = sim->pipe; /* gone when the replicas changed */
-    if (st == SF_OK && !same) {
-        /* the replicas fold otherwise (or no more, or now): a full run, and one
-         * of the strategy before for a revert. Past the task limit (about the
-         * same tasks over fewer folded replicas) it is cut off as a delta
-         * update is, before anything is built */
-        int64_t D = sim->replicas ? sim->replicas->D : 1;
-        if (sim->opt.max_tasks > 0 && all_tasks / D > sim->opt.max_tasks) {
+    /* a change of how the replicas fold past the task limit (about the same
+     * tasks over fewer folded replicas) is cut off as a delta update is, with
+     * nothing changed: its revert is the configs back */
+    sim->refold = 0;
+    if (st == SF_OK && sim->opt.max_tasks > 0) {
+        int nomem;
+        struct sim_fold *nf = sim_fold_detect(sim->g, sim->m, &sim->opt, t, &nomem);
+        int64_t all = p ? p->inner->lay.n_tasks : sim->fast ? sim->fast->cur.r.tasks : 0;
+        if (sim->replicas) all *= sim->replicas->D;
+        if (nomem) {
+            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+        } else if (!sim_fold_same(nf, sim->replicas) && all / (nf ? nf->D : 1) > sim->opt.max_tasks) {
             memset(r, 0, sizeof *r);
             r->cut_off = 1;
             r->iter_s = INFINITY;
-        } else {
-            st = pipe_run_folded(sim, t, r, err);
-            if (st == SF_ERR_RANGE) { /* the task limit: cut off likewise */
-                memset(r, 0, sizeof *r);
-                r->cut_off = 1;
-                r->iter_s = INFINITY;
-                st = SF_OK;
-            }
+            sim->refold = 2;
+        }
+        sim_fold_free(nf);
+    }
+    int same = st == SF_OK && sim->refold != 2 ? fold_ready(sim, t) : 1;
+    if (same < 0) st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    p = sim->pipe; /* gone when the replicas changed */
+    if (sim->refold == 2) {
+        /* cut off above */
+    } else if (st == SF_OK && !same) {
+        /* the replicas fold otherwise (or no more, or now): a full run, and one
+         * of the strategy before for a revert */
+        st = pipe_run_folded(sim, t, r, err);
+        if (st == SF_ERR_RANGE) { /* the task limit after all: cut off likewise */
+            memset(r, 0, sizeof *r);
+            r->cut_off = 1;
+            r->iter_s = INFINITY;
+            st = SF_OK;
         }
         sim->refold = st == SF_OK;
         if (st != SF_OK) sim->has_run = 0; /* the replicas are t's: the next call runs in full */
@@ -1260,6 +1268,20 @@ static sf_status sim_update_many(sf_sim *sim, int n, const int *ops, const sf_co
 sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
     if (sim->n_undo == 0 || !sim->has_run)
         return sf_error_set(err, SF_ERR_INVALID, "nothing to revert");
+    if (sim->in_pipe && sim->refold == 2) { /* cut off before anything changed */
+        for (int j = 0; j < sim->n_undo; j++)
+            sf_config_copy(sf_strategy_config(sim->s, sim->undo_ops[j]), &sim->undo_cfg[j]);
+        sim->n_undo = 0;
+        sim->refold = 0;
+        if (r && sim->pipe) {
+            *r = sim->pipe->inner->cur->result;
+            pipe_finish(r, sim->pipe->m);
+        } else if (r && sim->fast) {
+            *r = sim->fast->cur.r;
+        }
+        fold_finish(sim, r);
+        return SF_OK;
+    }
     if (sim->in_pipe && sim->refold) { /* the update changed the replicas: a full run back */
         for (int j = 0; j < sim->n_undo; j++)
             sf_config_copy(sf_strategy_config(sim->s, sim->undo_ops[j]), &sim->undo_cfg[j]);

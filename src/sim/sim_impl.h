@@ -290,7 +290,8 @@ struct sf_sim {
      * borrows it and simulates replica 0, dropping what other replicas' nodes do */
     const struct sim_fold *fold;
     struct sim_fold *replicas; /* the outer simulator's: the current pipeline's, or NULL */
-    int refold; /* the last update changed the replicas: its revert is a full run */
+    int refold; /* the last update changed how the replicas fold: 1, its revert is a
+                 * full run; 2, it was cut off before anything changed */
 
     /* the builders' scratch (sim_build.c): a step's priced uses, and the
      * entry and exit tasks of each step of a list */

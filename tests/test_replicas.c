@@ -133,6 +133,7 @@ typedef struct replica_case {
     sf_sync_scheme scheme;
     int timeline, fast, folds, moves; /* folds: the replicas simulated as one (0: none) */
     uint64_t seed;
+    int recompute; /* every operator but the inputs recomputes */
 } replica_case;
 
 static void check_case(const replica_case *rc) {
@@ -150,6 +151,8 @@ static void check_case(const replica_case *rc) {
     mo.chunks = rc->chunks;
     sf_strategy *s = sf_strategy_new(g);
     if (sf_strategy_megatron3d(s, g, mach, &mo, &err) != SF_OK) fail_msg("%s", err.msg);
+    for (int i = 0; rc->recompute && i < sf_graph_num_ops(g); i++)
+        sf_strategy_config(s, i)->recompute = sf_graph_op(g, i)->type != SF_OP_INPUT;
     sf_sim_options so;
     sf_sim_options_default(&so);
     so.sync = rc->sync;
@@ -223,24 +226,27 @@ static void test_replicas_fold(void **state) {
     const replica_case cases[] = {
         /* a replica a node: folded */
         {"p100-4x4", 4, 4, 2, 2, 16, 1, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 0, 2,
-         10, 71},
+         10, 71, 0},
         {"dgx-h100", 4, 8, 2, 2, 8, 1, SF_PIPE_GPIPE, 1, SF_SYNC_BULK, SF_SCHEME_RING, 0, 0, 2, 6,
-         72},
+         72, 0},
         {"dgx-h100", 8, 8, 2, 4, 16, 1, SF_PIPE_INTERLEAVED, 2, SF_SYNC_OVERLAP,
-         SF_SCHEME_HIERARCHICAL, 1, 0, 4, 6, 73},
+         SF_SCHEME_HIERARCHICAL, 1, 0, 4, 6, 73, 0},
         {"k80-16x4", 4, 4, 2, 2, 16, 2, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 0, 2,
-         6, 74},
+         6, 74, 0},
         /* two replicas a node: they fold by nodes, two replicas a group */
         {"p100-4x4", 4, 2, 2, 4, 16, 1, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 0, 2,
-         6, 75},
+         6, 75, 0},
         {"dgx-h100", 4, 2, 2, 8, 32, 1, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_HIERARCHICAL,
-         0, 0, 2, 4, 78},
+         0, 0, 2, 4, 78, 0},
         /* a parameter server is one replica's: all simulated */
         {"p100-4x4", 4, 4, 2, 2, 16, 1, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_PS, 0, 0, 0,
-         2, 76},
+         2, 76, 0},
         /* the fast path on a folded pipeline */
         {"p100-4x4", 4, 4, 2, 2, 96, 1, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 1, 2,
-         4, 77},
+         4, 77, 0},
+        /* recomputation */
+        {"dgx-h100", 4, 8, 2, 2, 16, 1, SF_PIPE_1F1B, 1, SF_SYNC_OVERLAP, SF_SCHEME_RING, 1, 0, 2,
+         4, 79, 1},
     };
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) check_case(&cases[i]);
 }

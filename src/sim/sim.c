@@ -309,14 +309,11 @@ static void pipe_finish(sf_sim_result *r, int m) {
 
 static void fast_free(sf_sim *sim);
 
-/* sim->replicas for strategy s: 1 when s's replicas fold as the current ones
- * do (or neither folds), their strategy now replica 0's of s; 0 when that
- * changed: the pipes of the old ones are freed and the new ones (or none) in
- * place; -1 when out of memory. */
-static int fold_ready(sf_sim *sim, const sf_strategy *s) {
-    int nomem;
-    struct sim_fold *f = sim_fold_detect(sim->g, sim->m, &sim->opt, s, &nomem);
-    if (nomem) return -1;
+/* sim->replicas for a strategy whose replicas fold as f (sim_fold_detect;
+ * NULL: not at all), which this takes: 1 when they fold as the current ones
+ * do (or neither folds), their strategy now f's; 0 when that changed: the
+ * pipes of the old ones are freed and f in place. */
+static int fold_ready(sf_sim *sim, struct sim_fold *f) {
     if (sim_fold_same(f, sim->replicas)) {
         if (f) sf_strategy_copy(sim->replicas->s, f->s);
         sim_fold_free(f);
@@ -527,7 +524,10 @@ static sf_status pipe_run_folded(sf_sim *sim, const sf_strategy *s, sf_sim_resul
 
 /* A full run of pipelined strategy s. */
 static sf_status pipe_run(sf_sim *sim, const sf_strategy *s, sf_sim_result *r, sf_error *err) {
-    if (fold_ready(sim, s) < 0) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    int nomem;
+    struct sim_fold *f = sim_fold_detect(sim->g, sim->m, &sim->opt, s, &nomem);
+    if (nomem) return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    fold_ready(sim, f);
     sim->refold = 0;
     sf_status st = pipe_run_folded(sim, s, r, err);
     if (st == SF_OK) fold_finish(sim, r);
@@ -596,23 +596,22 @@ static sf_status pipe_update(sf_sim *sim, int n, const int *ops, const sf_config
      * tasks over fewer folded replicas) is cut off as a delta update is, with
      * nothing changed: its revert is the configs back */
     sim->refold = 0;
-    if (st == SF_OK && sim->opt.max_tasks > 0) {
-        int nomem;
-        struct sim_fold *nf = sim_fold_detect(sim->g, sim->m, &sim->opt, t, &nomem);
-        int64_t all = p ? p->inner->lay.n_tasks : sim->fast ? sim->fast->cur.r.tasks : 0;
-        if (sim->replicas) all *= sim->replicas->D;
-        if (nomem) {
-            st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
-        } else if (!sim_fold_same(nf, sim->replicas) && all / (nf ? nf->D : 1) > sim->opt.max_tasks) {
-            memset(r, 0, sizeof *r);
-            r->cut_off = 1;
-            r->iter_s = INFINITY;
-            sim->refold = 2;
-        }
+    int nomem = 0, same = 1;
+    struct sim_fold *nf = st == SF_OK ? sim_fold_detect(sim->g, sim->m, &sim->opt, t, &nomem) : NULL;
+    int64_t all = p ? p->inner->lay.n_tasks : sim->fast ? sim->fast->cur.r.tasks : 0;
+    if (sim->replicas) all *= sim->replicas->D;
+    if (nomem) {
+        st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+    } else if (st == SF_OK && sim->opt.max_tasks > 0 && !sim_fold_same(nf, sim->replicas) &&
+               all / (nf ? nf->D : 1) > sim->opt.max_tasks) {
+        memset(r, 0, sizeof *r);
+        r->cut_off = 1;
+        r->iter_s = INFINITY;
+        sim->refold = 2;
         sim_fold_free(nf);
+    } else if (st == SF_OK) {
+        same = fold_ready(sim, nf);
     }
-    int same = st == SF_OK && sim->refold != 2 ? fold_ready(sim, t) : 1;
-    if (same < 0) st = sf_error_set(err, SF_ERR_NOMEM, "out of memory");
     p = sim->pipe; /* gone when the replicas changed */
     if (sim->refold == 2) {
         /* cut off above */
@@ -1308,9 +1307,15 @@ sf_status sf_sim_revert(sf_sim *sim, sf_sim_result *r, sf_error *err) {
         }
         sim->n_undo = 0;
         if (sim->replicas) { /* replica 0's configs of the strategy back, and the result */
-            if (fold_ready(sim, sim->s) != 1) {
+            int nomem;
+            struct sim_fold *rf = sim_fold_detect(sim->g, sim->m, &sim->opt, sim->s, &nomem);
+            if (nomem) {
                 sim->has_run = 0;
                 return sf_error_set(err, SF_ERR_NOMEM, "out of memory");
+            }
+            if (fold_ready(sim, rf) != 1) { /* the strategy before folded as now */
+                sim->has_run = 0;
+                return sf_error_set(err, SF_ERR_INTERNAL, "a revert changed the replicas");
             }
             fold_finish(sim, r);
         }

@@ -388,7 +388,7 @@ static sf_window2d conv_window(const sf_op *op, const conv_geom *g) {
  * clang's), because the build targets baseline x86-64 and compiles as ISO
  * C11, where GCC neither contracts a*b+c into FMA nor, with arrays of
  * accumulators, reliably keeps them in registers. Each hot function is cloned
- * for AVX-512, AVX+FMA and the baseline and picked at load time (ifunc), and
+ * for AVX-512, AVX2+FMA and the baseline and picked at load time (ifunc), and
  * fp-contract is enabled for these functions only. */
 
 #ifdef CONV_DIRECT_AVAILABLE
@@ -397,11 +397,9 @@ static sf_window2d conv_window(const sf_op *op, const conv_geom *g) {
 
 typedef float conv_v16 __attribute__((vector_size(DV * sizeof(float)), aligned(4)));
 
-/* not under ASan: its interceptors and ifunc resolvers run in an awkward order at load time.
- * Clones by feature ("fma" implies AVX): an "arch=haswell" clone is picked by the CPU's model,
- * which an AMD EPYC with AVX2 and FMA is not. */
+/* not under ASan: its interceptors and ifunc resolvers run in an awkward order at load time */
 #if defined(__x86_64__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
-#define CONV_DIRECT_CLONES __attribute__((target_clones("avx512f", "fma", "default")))
+#define CONV_DIRECT_CLONES __attribute__((target_clones("avx512f", "arch=haswell", "default")))
 #else
 #define CONV_DIRECT_CLONES
 #endif

@@ -342,17 +342,15 @@ int sf_cmd_search(int argc, char **argv) {
     if (!run_mcmc && !run_optcnn)
         return sf_cli_usage_error(cmd, "--algo must be mcmc, optcnn or all, not '%s'", o.algo);
     double budget_s = DEFAULT_BUDGET_S;
-    if (o.budget && parse_duration(o.budget, &budget_s) != 0)
-        return sf_cli_usage_error(cmd,
-                                  "--budget wants a duration above 0 such as 30s, 2m or "
-                                  "500ms, not '%s'",
-                                  o.budget);
     double pipe_budget_s = 0;
-    if (o.pipe_budget && parse_duration(o.pipe_budget, &pipe_budget_s) != 0)
-        return sf_cli_usage_error(cmd,
-                                  "--pipeline-budget wants a duration above 0 such as 30s, 2m "
-                                  "or 500ms, not '%.64s'",
-                                  o.pipe_budget);
+    const char *durations[2] = {"--budget", "--pipeline-budget"}, *given[2] = {o.budget, o.pipe_budget};
+    double *into[2] = {&budget_s, &pipe_budget_s};
+    for (int k = 0; k < 2; k++)
+        if (given[k] && parse_duration(given[k], into[k]) != 0)
+            return sf_cli_usage_error(cmd,
+                                      "%s wants a duration above 0 such as 30s, 2m or 500ms, "
+                                      "not '%.64s'",
+                                      durations[k], given[k]);
     double beta = 0;
     if (o.beta && parse_beta(o.beta, &beta) != 0)
         return sf_cli_usage_error(cmd,

@@ -520,8 +520,8 @@ int sim_fold_same(const struct sim_fold *a, const struct sim_fold *b);
  * in f), r->replicas D. */
 void sim_fold_result(struct sim_fold *f, sf_sim_result *r);
 void sim_fold_free(struct sim_fold *f);
-/* Whether the folded simulator keeps a task on device d / machine link `link`:
- * it is on one of replica 0's nodes, or of no replica's. */
+/* Whether the folded simulator keeps a task of node `node` (a device's, or a
+ * machine link's): one of replica 0's nodes, or of no replica's. */
 static inline int sim_fold_keeps_node(const sf_sim *sim, int node) {
     return !sim->fold || sim->fold->node_rep[node] <= 0;
 }
